@@ -15,7 +15,15 @@ import pytest
 from client import Message
 from client.sync import Admin
 from tests.client.helpers import fill_queues, topic_on_two_brokers
-from tests.spark.helpers import RETAINED, _forgotten, delete_by_retention, make_topic, produce, retention_cluster
+from tests.spark.helpers import (
+    RETAINED,
+    DeafFirstProxy,
+    _forgotten,
+    delete_by_retention,
+    make_topic,
+    produce,
+    retention_cluster,
+)
 from tests.threaded_cluster import ThreadedCluster
 
 
@@ -385,3 +393,52 @@ def test_a_first_batch_logged_without_the_start_record_replays_from_the_json_sta
     batches.clear()
     _run(spark, ns, topic, batches, checkpoint, startingOffsets=starting)
     assert batches.get(0) == [(0, 3, b"m3"), (0, 4, b"m4")]
+
+
+@pytest.mark.parametrize("replay", ["a queue new since the batch's start", "batch 0 without its start record"])
+def test_offsets_fetched_when_a_stream_plans_a_logged_batch_are_retried(
+    pyspark_ready: None, rocketmq: ThreadedCluster, replay: str
+) -> None:
+    """A restarted query first plans its logged batch (``partitions``) on a new reader, which asks the cluster for a
+    queue new since the batch's start (its first offset) or, for a batch 0 logged without its start record, for
+    ``startingOffsets`` again. ``latestOffset`` retried its fetches (``fetchOffset.numRetries``) but these were not:
+    one request the name server left unanswered failed the query. Kafka's source and rocketmq-spark fetch them
+    through the same retries (``RocketMQOffsetReader.fetchEarliestOffsets(newPartitions)``, ``withRetries``)."""
+    from spark.options import SourceOptions
+    from spark.stream_reader import RocketMQStreamReader
+
+    ns, topic = rocketmq.namesrv_addr, "SparkPlanRetry" + ("New" if replay.startswith("a queue") else "Startless")
+    make_topic(ns, topic, 2)
+    produce(ns, [Message(topic, f"m{i}".encode()) for i in range(6)])
+    end = _ends(ns, topic)
+    held = end[topic]
+    start: dict[str, Any] = {topic: {"broker-a:0": 0}} if replay.startswith("a queue") else {}
+    with DeafFirstProxy(ns) as proxy:
+        options = SourceOptions.parse(
+            {
+                "nameServer": proxy.addr,
+                "topic": topic,
+                "startingOffsets": "earliest",
+                "fetchOffset.retryIntervalMs": "10",
+            }
+        )
+        reader = RocketMQStreamReader(options, True)
+        try:
+            parts = reader.partitions(start, end)
+        finally:
+            reader.stop()
+    assert sorted((p.queue_id, p.start, p.end) for p in parts) == [
+        (0, 0, held["broker-a:0"]),
+        (1, 0, held["broker-a:1"]),
+    ]
+    assert proxy.accepted >= 2
+
+
+def _ends(ns: str, topic: str) -> dict[str, dict[str, int]]:
+    """The topic's max offsets as stream offset JSON."""
+    from spark import offsets
+    from spark.session import BrokerSession
+
+    with BrokerSession(ns) as session:
+        bounds = session.min_max_offsets(offsets.list_queues(session, [topic]))
+    return offsets.to_json({mq: high for mq, (_, high) in bounds.items()})
