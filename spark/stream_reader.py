@@ -26,8 +26,9 @@ route no longer lists and logs a failure instead of failing the query.
   there, in batches of ``maxRecordsPerTrigger``, and stops (Kafka's source does the same). Spark calls it instead of
   wrapping the source (``spark.sql.streaming.triggerAvailableNowWrapper.enabled``), whose ``latestOffset(
   initialOffset())`` would resolve ``startingOffsets`` again on every restart.
-- ``latestOffset`` and ``prepareForTriggerAvailableNow`` fetch the offsets up to ``fetchOffset.numRetries`` times,
-  on a new session after a failure (:func:`spark.offsets.with_retries`), as rocketmq-spark and Kafka's source do.
+- ``latestOffset``, ``prepareForTriggerAvailableNow`` and ``partitions`` fetch the offsets up to
+  ``fetchOffset.numRetries`` times, on a new session after a failure (:func:`spark.offsets.with_retries`), as
+  rocketmq-spark and Kafka's source do.
 - ``reportLatestOffset`` returns the max offsets seen by the last ``latestOffset`` (the query progress's
   ``latestOffset``), so a rate-limited query shows its backlog.
 - ``partitions(start, end)`` never moves a range silently: a queue whose batch ends below its start (reset under the
@@ -105,6 +106,13 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """Drop the driver-side session after a failed fetch: the next attempt connects anew."""
         self.stop()
 
+    def _bounds(self, mqs: list[MessageQueue]) -> dict[MessageQueue, tuple[int, int]]:
+        """``min_max_offsets(mqs)`` through :func:`spark.offsets.with_retries`: ``partitions`` fetches offsets too (a
+        restarted query plans its logged batch first, on a new reader), and Kafka's source and rocketmq-spark retry
+        those as well (``rocketmq-spark/src/main/scala/org/apache/spark/sql/rocketmq/RocketMQOffsetReader.scala``
+        ``fetchEarliestOffsets(newPartitions)``, in ``withRetries``)."""
+        return offsets.with_retries(self.options, lambda: self._broker().min_max_offsets(mqs), self._reset)
+
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         latest: dict[str, Any] = offsets.with_retries(
             self.options, functools.partial(self._latest_offset, start, limit), self._reset
@@ -172,7 +180,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._check_reset(begin, until)
         missing = [mq for mq in until if mq not in begin]
         if missing:  # a queue new since the batch's start begins at its first offset
-            for mq, (low, _) in self._broker().min_max_offsets(missing).items():
+            for mq, (low, _) in self._bounds(missing).items():
                 begin[mq] = low
         return plan_ranges(begin, until)
 
@@ -182,8 +190,12 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         stream then did, and at most the batch's end (``latest`` has moved on since)."""
         if STARTED_AT in end:
             return offsets.from_json(end[STARTED_AT])
-        session = self._broker()
-        resolved = self._starting_offsets(session, offsets.list_queues(session, self.options.topics))
+
+        def fetch() -> OffsetTable:
+            session = self._broker()
+            return self._starting_offsets(session, offsets.list_queues(session, self.options.topics))
+
+        resolved = offsets.with_retries(self.options, fetch, self._reset)
         return {mq: min(offset, until[mq]) for mq, offset in resolved.items() if mq in until}
 
     def _check_reset(self, begin: dict[MessageQueue, int], until: Mapping[MessageQueue, int]) -> None:
@@ -193,7 +205,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         reset = [mq for mq, offset in begin.items() if mq in until and offset > until[mq]]
         if not reset:
             return
-        for mq, (low, _) in self._broker().min_max_offsets(reset).items():
+        for mq, (low, _) in self._bounds(reset).items():
             resume = min(low, until[mq])
             what = f"{data_loss.describe(mq)} was reset: the batch ends at {until[mq]}, before its start {begin[mq]}"
             data_loss.report(self.options, what, resume)
