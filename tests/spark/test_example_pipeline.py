@@ -50,24 +50,26 @@ def test_minute_counts_pipeline_publishes_each_closed_minute_once_with_its_count
     assert got == dict(expected)  # the minute of the "tick" event is still open: not published
 
 
-@pytest.mark.timeout(540)
-def test_two_runs_of_the_example_without_a_checkpoint_each_count_their_own_events(
+@pytest.mark.timeout(300)
+def test_the_example_without_a_checkpoint_counts_its_events_in_a_checkpoint_of_its_own(
     pyspark_ready: None, rocketmq: ThreadedCluster, tmp_path: Path
 ) -> None:
-    """The example's README command, run twice (two demos, here on two topic pairs): its checkpoint defaulted to one
-    fixed path, so the second run resumed the first one's query, whose watermark was already past the new events, and
-    published nothing (or, against a fresh broker, failed on offsets the new topic does not hold). Without
-    ``--checkpoint`` each run now starts a query of its own; ``--checkpoint DIR`` still resumes one."""
+    """The example's README command as a real process. Its checkpoint defaulted to one fixed path, so a second run
+    resumed the first one's query, whose watermark was already past the new events, and published nothing (or, against
+    a fresh broker, failed on offsets the new topic does not hold). Without ``--checkpoint`` a run now starts a query
+    in a new directory of its own (``tempfile.mkdtemp``, under ``TMPDIR``), which it prints; ``--checkpoint DIR``
+    still resumes one. One run only: each starts a JVM."""
     ns = rocketmq.namesrv_addr
     root = Path(__file__).resolve().parents[2]
     env = {**os.environ, "PYTHONPATH": str(root), "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
-    env["TMPDIR"] = str(tmp_path)  # where a run's own checkpoint goes
-    for run in ("A", "B"):
-        source, target = f"SparkExampleEvents{run}", f"SparkExampleCounts{run}"
-        make_topic(ns, source, 1)
-        make_topic(ns, target, 1)
-        command = [sys.executable, "examples/minute_counts.py", "--name-server", ns, "--source", source]
-        command += ["--target", target, "--demo-events", "30", "--once"]
-        subprocess.run(command, cwd=root, env=env, check=True, capture_output=True, timeout=600)
-        counted = sum(json.loads(msg.body)["count"] for msg in read_topic(ns, target))
-        assert counted == 30, f"run {run}"
+    env["TMPDIR"] = str(tmp_path)  # where the run's own checkpoint goes
+    make_topic(ns, "SparkExampleEvents", 1)
+    make_topic(ns, "SparkExampleCounts", 1)
+    command = [sys.executable, "examples/minute_counts.py", "--name-server", ns, "--source", "SparkExampleEvents"]
+    command += ["--target", "SparkExampleCounts", "--demo-events", "30", "--once"]
+    done = subprocess.run(command, cwd=root, env=env, check=True, capture_output=True, text=True, timeout=280)
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    checkpoint = Path(summary["checkpoint"])
+    assert checkpoint.parent == tmp_path and checkpoint.name.startswith("rocketrio-minute-counts-")
+    assert any(checkpoint.iterdir())  # the query's own offsets and commits
+    assert sum(json.loads(msg.body)["count"] for msg in read_topic(ns, "SparkExampleCounts")) == 30
