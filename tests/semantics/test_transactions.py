@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import attrs
 import pytest
 import trio
 import trio.testing
@@ -44,6 +45,7 @@ from remoting.codec.message_properties import encode_properties
 from remoting.codec.msgid import decode_offset_msg_id, pack_socket_address
 from remoting.codec.topics import SCHEDULE_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from remoting.connection import Connection
+from store.maintenance import clean_expired_consume_queues
 from store.metadata_files import PERM_READ
 from store.results import AppendResult
 from tests.conftest import SMALL_STORE
@@ -691,3 +693,43 @@ async def test_commits_that_arrive_while_a_round_walks_the_backlog_are_never_sto
         for queue_offset, phy in ((copy.queue_offset, copy.commit_log_offset), (last.queue_offset, last.phy_offset)):
             assert await _end_transaction(cluster, "tx-pg", queue_offset, phy) == (ResponseCode.SUCCESS, None)
         assert len(_visible(cluster)) == 2
+
+
+async def test_clean_expired_cq_keeps_the_half_and_op_queues_so_later_transactions_are_checked(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """cleanExpiredCQ skips every system topic (5.3.3's ConsumeQueueStore.cleanExpired: ``isSystemTopic``), the
+    half and op queues too. Destroyed once retention had removed their records, the half queue restarted at offset 0,
+    below ``CID_RMQ_SYS_TRANS``'s progress: a later half message was never scanned, so never checked."""
+    small = {"mapped_file_size_commit_log": 4096, "mapped_file_size_consume_queue": 8 * 20}
+    async with EmbeddedCluster(tmp_path / "cluster", **small) as cluster:
+        await _create_topic(cluster)
+        await _create_topic(cluster, "Filler")
+        store = cluster.controller.context.store
+        async with _producer(cluster, lambda m, a: COMMIT, lambda m: COMMIT) as producer:
+            await producer.send_message_in_transaction(Message(TOPIC, b"first"))
+        await _wait_ops(cluster, 1)
+        await cluster.controller.transaction_check.check_once()
+        assert cluster.controller.transaction_bridge.half_progress() == 1
+        async with Producer("filler-pg", cluster.namesrv_addr) as filler:
+            for _ in range(30):  # later traffic: the half and op records end up in segments retention removes
+                await filler.send(Message("Filler", bytes(300)))
+        store.flush_all_blocking()
+        ratio = store.config.disk_usage_ratio
+        store.config = attrs.evolve(store.config, disk_usage_ratio=lambda _path: 0.87)
+        assert await store.retention.check_once() >= 1
+        store.config = attrs.evolve(store.config, disk_usage_ratio=ratio)
+        assert TOPIC in {topic for topic, _ in await clean_expired_consume_queues(store)}  # "first"'s queue
+
+        checks: list[MessageExt] = []
+
+        def check(msg: MessageExt) -> LocalTransactionState:
+            checks.append(msg)
+            return COMMIT
+
+        async with _producer(cluster, lambda m, a: UNKNOWN, check) as producer:
+            await producer.send_message_in_transaction(Message(TOPIC, b"later"))
+            with trio.fail_after(150):
+                while not checks:
+                    await trio.sleep(1)
+        assert checks[0].body == b"later"
