@@ -4,11 +4,13 @@
 
 - :func:`clean_expired_consume_queues` destroys every ConsumeQueue (files, directory, next offset) whose last entry
   points below the CommitLog's first retained byte: all its messages are gone, so the queue only wastes space. The
-  delay-level schedule's queues and the timer's (``rmq_sys_wheel_timer``) are kept: their progress is in
-  ``delayOffset.json`` / ``timerCheck.json``, and a queue restarted at offset 0 would put every later delayed or
-  timer message below it, where it is never delivered (RocketMQ 5.3's ConsumeQueueStore.cleanExpired,
-  ``store/src/main/java/org/apache/rocketmq/store/queue/ConsumeQueueStore.java``, skips the system topics). An
-  empty queue is kept too.
+  system topics' queues are kept (RocketMQ 5.3's ConsumeQueueStore.cleanExpired,
+  ``store/src/main/java/org/apache/rocketmq/store/queue/ConsumeQueueStore.java``, skips every ``isSystemTopic``):
+  the schedule's, the timer's (``rmq_sys_wheel_timer``), the transaction half and op queues, the pop revive queue
+  (``rmq_sys_REVIVE_LOG_*``). Their readers keep their progress in ``delayOffset.json``, ``timerCheck.json`` or a
+  system group's offset; a queue restarted at offset 0 would put every later record below that progress, where it
+  is never read (a delayed or timer message never delivered, a half message never checked, a pop never revived).
+  An empty queue is kept too.
   Each destroyed queue is reported to the store's ``queue_drop_listeners``.
 - :func:`request_manual_delete` makes the retention service treat its next 20 passes as if it were ``deleteWhen``
   time, so CommitLog segments older than ``fileReservedTime`` go without waiting for 4 a.m., and wakes it.
@@ -23,6 +25,7 @@ import contextlib
 import logging
 from typing import TYPE_CHECKING, Final
 
+from remoting.codec.topics import is_system_topic
 from store.consume_queue import CQ_STORE_UNIT_SIZE, ENTRY, FILLER_SIZE
 from store.topic_cleanup import destroy_files
 
@@ -37,10 +40,6 @@ log = logging.getLogger(__name__)
 #: Passes of the retention service that delete as if at ``deleteWhen`` time after a manual request (Java's
 #: ``MAX_MANUAL_DELETE_FILE_TIMES``).
 MAX_MANUAL_DELETE_FILE_TIMES: Final = 20
-_SCHEDULE_TOPIC: Final = "SCHEDULE_TOPIC_XXXX"
-_TIMER_TOPIC: Final = "rmq_sys_wheel_timer"
-#: Queues whose consumer keeps its progress outside the consumer offsets: never destroyed (module docstring).
-_KEPT_TOPICS: Final = frozenset({_SCHEDULE_TOPIC, _TIMER_TOPIC})
 
 
 def last_physical_end(cq: ConsumeQueue) -> int:
@@ -64,7 +63,7 @@ async def clean_expired_consume_queues(store: MessageStore) -> list[tuple[str, i
     async with store.disk_lock:
         min_phy = store.commitlog.min_offset
         for key, cq in sorted(store.consume_queues.items()):
-            if key[0] in _KEPT_TOPICS:
+            if is_system_topic(key[0]):  # never destroyed (module docstring)
                 continue
             end = last_physical_end(cq)
             if end == -1 or end >= min_phy:
