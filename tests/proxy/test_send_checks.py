@@ -320,3 +320,13 @@ async def test_a_read_only_topic_refuses_sends_with_no_writable_queue(tmp_path: 
         answer = await f.send(message("ReadOnly"))
         got = (Code.Name(answer.status.code), answer.status.message, len(answer.entries), f.stored("ReadOnly"))
         assert got == ("FORBIDDEN", "no writable queue", 0, 0), got
+
+
+async def test_a_delivery_time_beyond_max_delay_time_mills_gets_javas_remark(tmp_path: Path) -> None:
+    """SendMessageActivity.validateDelayTime: ILLEGAL_DELIVERY_TIME "the max delay time of message is too large, max
+    is <maxDelayTimeMills>" (a 5.x client's timer two days ahead, under the default day), nothing stored."""
+    async with front(tmp_path) as f:
+        msg = message("RT", b"two days")
+        msg.system_properties.delivery_timestamp.FromMilliseconds(int(time.time() * 1000) + 2 * 86_400_000)
+        got = await sent_to_rt(f, msg)
+        assert got == ("ILLEGAL_DELIVERY_TIME", 0, "the max delay time of message is too large, max is 86400000"), got
