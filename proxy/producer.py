@@ -110,8 +110,11 @@ class Producing:
             raise RpcError(Code.BAD_REQUEST, f"transaction recovery time is too large, max is {limit}")
         if sp.HasField("delivery_timestamp"):
             ahead = sp.delivery_timestamp.ToMilliseconds() - int(time.time() * 1000)
-            if 0 < self.config.max_delay_time_mills < ahead:  # validateDelayTime: 0 or less checks nothing
-                raise RpcError(Code.ILLEGAL_DELIVERY_TIME, "delivery time is too far ahead")
+            max_delay = self.config.max_delay_time_mills
+            if 0 < max_delay < ahead:  # validateDelayTime: 0 or less checks nothing; its remark names the limit
+                raise RpcError(
+                    Code.ILLEGAL_DELIVERY_TIME, f"the max delay time of message is too large, max is {max_delay}"
+                )
         self._check_group(sp.message_group)
 
     def _check_body(self, body: bytes) -> None:
