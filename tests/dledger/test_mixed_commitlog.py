@@ -6,6 +6,7 @@ sockets under virtual time in tests/dledger/test_mixed_group.py."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import struct
 from pathlib import Path
@@ -22,8 +23,9 @@ from remoting.codec.message import BLANK_MAGIC, decode_record, prepare_message
 from store.checkpoint import Checkpoint
 from store.mapped_file import destroy_segments
 from store.message_store import MessageStore
-from tests.dledger.test_retention import age
+from tests.dledger.test_retention import age, blocked_unlink_lets_the_loop_and_a_flush_run
 from tests.store.store_helpers import message, open_store, small_config
+from tests.store.test_retention import Disk, _SlowUnlink
 
 SEGMENT = 4096
 EVERY_HOUR = ";".join(f"{h:02d}" for h in range(24))
@@ -398,3 +400,31 @@ def test_a_marker_lost_to_a_crash_is_written_again_from_the_sealed_classic_log(t
     again = dledger_store(tmp_path)
     assert again.ledger.get(0) == marker and again.ledger.end_index == 0
     again.close()
+
+
+@pytest.mark.parametrize("kind", ["commitlog", "consumequeue", "index"])
+async def test_retention_destroys_classic_queue_and_index_files_outside_the_disk_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    """A mixed store's retention deletes its classic segments by the classic rules (DLedgerCommitLog.deleteExpiredFile
+    calls MappedFileQueue.deleteExpiredFileByTime on the CleanCommitLogService thread), then the ConsumeQueue and
+    index files below them (CleanConsumeQueueService): ours unlinked the queue and index files on the Trio thread and
+    waited for the classic segments' destruction while holding the disk lock, so no flush ran meanwhile."""
+    small_index = {"max_index_num": 16, "max_hash_slot_num": 8}
+    classic = open_store(tmp_path, mapped_file_size_commit_log=SEGMENT, **small_index)
+    for i in range(120):
+        classic.append(message(body=b"classic-%03d" % i, keys=f"key{i}"))
+    classic.close()
+    store = dledger_store(tmp_path, disk_usage_ratio=Disk(0.87), delete_commit_log_files_interval=0, **small_index)
+    follower_append(store, [b"after"])
+    assert store.classic_segments() > 3 and len(store.index.files) > 3  # type: ignore[union-attr]
+    slow = _SlowUnlink(tmp_path / kind)
+    monkeypatch.setattr(os, "unlink", slow)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(store.retention.check_once)
+        ticks = await blocked_unlink_lets_the_loop_and_a_flush_run(store, slow)
+    assert ticks == 5 and slow.waited_for_go is True
+    assert slow.unlinked and not any(os.path.exists(name) for name in slow.unlinked)
+    assert store.classic_segments() == 0  # the last one too, once old enough (any age on a disk this full)
+    assert bodies(store, 0) == [b"after"]
+    store.close()

@@ -18,7 +18,7 @@ import trio.testing
 from broker.embedded_dledger import EmbeddedDLedgerGroup
 from dledger.codes import PushType
 from dledger.codes import ResponseCode as DLedgerCode
-from dledger.commitlog_store import DLedgerMessageStore
+from dledger.commitlog_store import DLedgerMessageStore, _filler
 from dledger.config import DLedgerConfig
 from dledger.effects import Reply
 from dledger.entry import Entry
@@ -31,13 +31,14 @@ from remoting.client import RemotingClient
 from remoting.codec.codes import ResponseCode
 from remoting.codec.message import decode_record, prepare_message, write_record
 from store.consume_queue import ENTRY, FILLER_SIZE
+from store.results import GetStatus
 from tests.broker.helpers import create_topic_request
 from tests.conftest import SMALL_STORE
 from tests.dledger.cluster import MemCluster
 from tests.dledger.test_file_store import DATA_SIZE, append, body
 from tests.processors.conftest import send_request
 from tests.store.store_helpers import message, small_config
-from tests.store.test_retention import Disk
+from tests.store.test_retention import Disk, _SlowUnlink
 
 INDEX_SIZE = 32 * 8  # 8 index records a segment
 TOPIC = "RetainedTopic"
@@ -424,4 +425,107 @@ async def test_a_pass_deletes_entry_segments_100_ms_apart_letting_the_disk_lock_
         assert len(files) == count - 2
     assert len(files) == 1
     assert store.retention.deleted_files == count - 1
+    store.close()
+
+
+# ---- unlinks off the Trio thread, outside the disk lock --------------------------------------------------------------
+
+
+def keyed_store(root: Path, **overrides: object) -> DLedgerMessageStore:
+    """A single-member store whose index files hold 16 keys each (4 KiB entry segments, 8 entries a queue file)."""
+    dledger = DLedgerConfig(group="g", self_id="n0", peers="n0-127.0.0.1:1", store_base_dir=str(root),
+                            mapped_file_size_for_entry_data=4096)  # fmt: skip
+    store = DLedgerMessageStore(small_config(root, max_hash_slot_num=8, max_index_num=16, **overrides), dledger)
+    store.load()
+    return store
+
+
+def keyed_entry(index: int, pos: int, queue_offset: int, size: int = 8) -> Entry:
+    """Entry ``index`` at ``pos`` as a leader would push it: a record of TopicTest queue 0 with a key."""
+    prepared = prepare_message(message(body=bytes(size), keys=f"k{index}"))
+    return Entry(index, 1, pos, _filler(prepared, queue_offset, 1_700_000_000_000)(pos))
+
+
+def keyed_records(store: DLedgerMessageStore, count: int, size: int = 8) -> None:
+    """``count`` entries, each a keyed record of TopicTest queue 0, committed, flushed and dispatched."""
+    ledger = store.ledger
+    first = store.max_offset_in_queue("TopicTest", 0)
+    for i in range(count):
+        prepared = prepare_message(message(body=bytes(size), keys=f"k{first + i}"))
+        ledger.append_as_leader(1, [(prepared.size, _filler(prepared, first + i, 1_700_000_000_000))])
+    ledger.set_committed(ledger.end_index)
+    ledger.flush_all()
+    ledger.persist_checkpoint()
+    store._dispatch_committed()
+
+
+async def blocked_unlink_lets_the_loop_and_a_flush_run(store: DLedgerMessageStore, slow: _SlowUnlink) -> int:
+    """Once an unlink ``slow`` blocks has started: the scheduler passes other tasks got, after a flush of the store
+    took its disk lock; then the unlink goes on."""
+    while not slow.entered.is_set():
+        await trio.sleep(0.001)
+    ticks = 0
+    for _ in range(5):  # other tasks run while the unlink is blocked
+        await trio.sleep(0)
+        ticks += 1
+    await store.flush_service.flush_once()  # and the disk lock is free
+    slow.go.set()
+    return ticks
+
+
+@pytest.mark.parametrize("kind", ["consumequeue", "index"])
+async def test_retention_unlinks_queue_and_index_files_off_the_trio_thread_and_outside_the_disk_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    """RocketMQ deletes the ConsumeQueue and index files below a DLedger CommitLog's new minimum on its
+    CleanConsumeQueueService thread (store/.../DefaultMessageStore.java deleteExpiredFiles, DLedgerCommitLog's
+    getMinOffset), as the classic store now does in a worker thread after letting go of the disk lock
+    (store/services.py). Ours unlinked them on the Trio thread under the disk lock right after the entry segment
+    went (an index file is 420 MB): every connection and every flush stalled meanwhile."""
+    store = keyed_store(tmp_path, disk_usage_ratio=Disk(0.87))  # any age: every entry segment but the newest goes
+    while len(store.index.files) < 3 or len(store.ledger.data.files) < 3:  # type: ignore[union-attr]
+        keyed_records(store, 8)
+    keyed_records(store, 40, size=300)
+    slow = _SlowUnlink(tmp_path / kind)
+    monkeypatch.setattr(os, "unlink", slow)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(store.retention.check_once)
+        ticks = await blocked_unlink_lets_the_loop_and_a_flush_run(store, slow)
+    assert ticks == 5 and slow.waited_for_go is True
+    assert slow.unlinked and not any(os.path.exists(name) for name in slow.unlinked)
+    assert store.ledger.begin_index > 0
+    offset = store.min_offset_in_queue("TopicTest", 0)
+    assert offset > 0 and store.get("TopicTest", 0, offset, 32).status is GetStatus.FOUND
+    store.close()
+
+
+@pytest.mark.parametrize("kind", ["consumequeue", "index"])
+async def test_a_rebuilt_follower_unlinks_the_files_below_its_first_entry_outside_the_disk_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    """A follower rebuilt at the leader's first entry drops every ConsumeQueue and index file below it before it
+    dispatches on (:meth:`DLedgerMessageStore._dispatch_soon`): ours unlinked them on the Trio thread under the disk
+    lock."""
+    store = keyed_store(tmp_path)
+    while len(store.index.files) < 3:  # type: ignore[union-attr]
+        keyed_records(store, 8)
+    ledger = store.ledger
+    far = keyed_entry(ledger.end_index + 10, (len(ledger.data.files) + 2) * 4096, queue_offset=500)
+    ledger.truncate(far)
+    ledger.set_committed(far.index)
+    ledger.persist_checkpoint()
+    assert store._log_skipped()
+    slow = _SlowUnlink(tmp_path / kind)
+    monkeypatch.setattr(os, "unlink", slow)
+    store._dispatch_wanted = wanted = trio.Event()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(store._dispatch_soon)
+        wanted.set()
+        ticks = await blocked_unlink_lets_the_loop_and_a_flush_run(store, slow)
+        while store.dispatched_index != far.index:
+            await trio.sleep(0.001)
+        nursery.cancel_scope.cancel()
+    assert ticks == 5 and slow.waited_for_go is True
+    assert slow.unlinked and not any(os.path.exists(name) for name in slow.unlinked)
+    assert store.min_offset_in_queue("TopicTest", 0) == 500 and store.max_offset_in_queue("TopicTest", 0) == 501
     store.close()
