@@ -74,7 +74,7 @@ from store.commitlog import CommitLog
 from store.consume_queue import FILLER_SIZE
 from store.errors import MessageIllegalError, PageCacheBusyError, ServiceNotAvailableError, StoreError
 from store.index import IndexRuns
-from store.mapped_file import MappedFile, destroy_segments, segment_paths
+from store.mapped_file import Destroyable, MappedFile, destroy_segments, segment_paths
 from store.message_store import FlushPlan, MessageStore, put_refusal
 from store.recovery import load_consume_queues, recover
 from store.results import AppendResult, PutResult
@@ -182,6 +182,9 @@ class DLedgerMessageStore(MessageStore):
         self._dispatch_wanted: trio.Event | None = None
         #: set when a dispatch stopped at a file it could not make (:meth:`_retry_stalled_dispatch` tries again)
         self._dispatch_stalled = trio.Event()
+        #: ConsumeQueue and index files taken out of the store under the disk lock (:meth:`_drop_below`), destroyed
+        #: by the next :meth:`destroy_taken` once the lock is let go
+        self._dropped: list[Destroyable] = []
         self.put_waits = self.commit_waits
         self.server.commit_listeners.append(self._on_commit)
         self.server.role_listeners.append(self._on_role)
@@ -367,6 +370,8 @@ class DLedgerMessageStore(MessageStore):
         stops the DLedger server whatever got started: store/src/main/java/org/apache/rocketmq/store/dledger/
         DLedgerCommitLog.java). Idempotent; blocking."""
         super().close()
+        dropped, self._dropped = self._dropped, []
+        destroy_segments(dropped)  # taken out by a pass cancelled before it destroyed them
         if not self.server.running:
             self.ledger.close()
 
@@ -399,7 +404,8 @@ class DLedgerMessageStore(MessageStore):
             self._dispatch_wanted = trio.Event()
             if self._log_skipped():
                 async with self.disk_lock:
-                    await self.destroy_taken(self._skip_to_begin())
+                    gone = self._skip_to_begin()
+                await self.destroy_taken(gone)
             self._dispatch_committed()
             self._check_writable_leader()
 
@@ -476,7 +482,8 @@ class DLedgerMessageStore(MessageStore):
         """Dispatch goes on from the log's first entry, after the queues and the index file drop what points below
         it; a queue left with no live entry restarts at its next offset (``ConsumeQueue.restart_gapped``). A mixed
         store's classic part goes too (the leader deleted entries, so it had none left): its segments are returned
-        for the caller to destroy. Under the disk lock."""
+        for the caller to destroy with the queue and index files (:meth:`destroy_taken`, after the disk lock). Under
+        the disk lock."""
         if not self._log_skipped():
             return []
         gone = self._unmix("the DLedger log was rebuilt past it") if self.divided_offset else []
@@ -489,16 +496,21 @@ class DLedgerMessageStore(MessageStore):
         return gone
 
     def _drop_below(self, min_phy: int) -> None:
-        """What the ConsumeQueues and the index file hold below ``min_phy`` goes. Under the disk lock."""
+        """Take the ConsumeQueue and index files wholly below ``min_phy`` out of the store, under the disk lock; the
+        next :meth:`destroy_taken` unmaps and unlinks them in a worker thread once the lock is let go (an index file
+        is 420 MB: RocketMQ deletes them on its CleanConsumeQueueService thread, store/src/main/java/org/apache/
+        rocketmq/store/DefaultMessageStore.java, as the classic store's retention does in store/services.py)."""
         for cq in list(self.consume_queues.values()):
-            cq.delete_expired(min_phy)
+            self._dropped.extend(cq.take_expired(min_phy))
         if self.index is not None:
-            self.index.delete_expired(min_phy)
+            self._dropped.extend(self.index.take_expired(min_phy))
 
     def delete_expired_entries(self, expire_before_ms: int, *, force: bool, limit: int = DELETE_FILES_BATCH_MAX) -> int:
         """Retention's deletion (dledger/retention.py; the caller holds the disk lock): at most ``limit`` data
-        segments wholly below what is committed, flushed and dispatched, then what the ConsumeQueues and the index
-        file hold below the log's new first entry. Returns the number of data segments deleted."""
+        segments wholly below what is committed, flushed and dispatched (unlinked now, unmapped by the ledger's next
+        flush: :meth:`~dledger.file_store.FileLedger.delete_expired`), then the ConsumeQueue and index files below the
+        log's new first entry are taken out, for the caller's :meth:`destroy_taken` after the lock. Returns the number
+        of data segments deleted."""
         ledger = self.ledger
         settled = min(ledger.committed_index, ledger.flushed_index, self.dispatched_index)
         record = ledger.index_record(settled) if settled >= max(ledger.begin_index, 0) else None
@@ -508,9 +520,12 @@ class DLedgerMessageStore(MessageStore):
             self._drop_below(self.commitlog.min_offset)
         return deleted
 
-    async def destroy_taken(self, files: list[MappedFile]) -> None:
-        """Destroy segments taken out of their queue (:func:`~store.mapped_file.destroy_segments`) in a worker
-        thread, shielded: nothing else would ever close them."""
+    async def destroy_taken(self, files: Sequence[Destroyable] = ()) -> None:
+        """Destroy ``files`` (segments taken out of their queue) and the ConsumeQueue and index files
+        :meth:`_drop_below` took (:func:`~store.mapped_file.destroy_segments`) in a worker thread, shielded: nothing
+        else would ever close them. Called after letting go of the disk lock, so flushes go on meanwhile."""
+        files = [*files, *self._dropped]
+        self._dropped = []
         if files:
             with trio.CancelScope(shield=True):
                 await trio.to_thread.run_sync(destroy_segments, files, limiter=self.disk_limiter)
@@ -526,7 +541,8 @@ class DLedgerMessageStore(MessageStore):
         """Retention of a mixed store's classic segments (dledger/retention.py; the caller holds the disk lock):
         oldest first, last modified before ``expire_before_ms`` (any age with ``force``), at most ``limit``, the last
         one included (DLedgerCommitLog.deleteExpiredFile), then what the ConsumeQueues and the index file hold below
-        the first offset left. Returns the segments taken out, for the caller to destroy (:meth:`destroy_taken`)."""
+        the first offset left. Returns the segments taken out, for the caller to destroy with the queue and index
+        files (:meth:`destroy_taken`, after the disk lock)."""
         commitlog = self.commitlog
         if not isinstance(commitlog, MixedCommitLog):
             return []

@@ -95,17 +95,21 @@ class LedgerRetention(RetentionService):
             interval = DELETE_FILES_INTERVAL_S
         deleted = 0
         # One segment at a time, ``interval`` apart, the disk lock let go in between so flushes go on (MmapFileList
-        # and MappedFileQueue .deleteExpiredFileByTime sleep deleteFilesInterval between two deletions).
+        # and MappedFileQueue .deleteExpiredFileByTime sleep deleteFilesInterval between two deletions). Each is taken
+        # out under the lock, the files it frees destroyed after it (DLedgerMessageStore.destroy_taken).
         while deleted < DELETE_FILES_BATCH_MAX:
             if deleted:
                 await trio.sleep(interval)
             async with store.disk_lock:
                 if classic:
                     gone = store.delete_expired_classic(expire_before, force=force, limit=1)
-                    await store.destroy_taken(gone)
                     count = len(gone)
                 else:
+                    gone = []
                     count = store.delete_expired_entries(expire_before, force=force, limit=1)
+            # Unmapped and unlinked in a worker thread once the lock is let go, so flushes go on; the pause starts
+            # when that returns, as MmapFileList.deleteExpiredFileByTime sleeps after MmapFile.destroy.
+            await store.destroy_taken(gone)
             if not count:
                 break
             deleted += count

@@ -21,8 +21,9 @@ import logging
 import mmap
 import os
 import threading
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Final
+from typing import Final, Protocol
 
 from store.errors import StoreCorruptError
 from store.store_paths import SegmentDirs
@@ -80,9 +81,15 @@ def flush_segments(files: list[MappedFile]) -> bool:
     return True
 
 
-def destroy_segments(files: list[MappedFile]) -> None:
-    """Unmap and unlink segments already taken out of their queue (blocking: milliseconds a large segment, so callers
-    on the Trio thread run it in a worker thread)."""
+class Destroyable(Protocol):
+    """A file taken out of its log that unmaps and unlinks itself: a :class:`MappedFile`, an index file."""
+
+    def destroy(self) -> None: ...
+
+
+def destroy_segments(files: Iterable[Destroyable]) -> None:
+    """Unmap and unlink segments (or index files) already taken out of their queue (blocking: milliseconds a large
+    segment, so callers on the Trio thread run it in a worker thread)."""
     for mf in files:
         mf.destroy()
 
