@@ -4,6 +4,7 @@ real files, and in a group of three brokers on real sockets under virtual time."
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import time
@@ -528,4 +529,36 @@ async def test_a_rebuilt_follower_unlinks_the_files_below_its_first_entry_outsid
     assert ticks == 5 and slow.waited_for_go is True
     assert slow.unlinked and not any(os.path.exists(name) for name in slow.unlinked)
     assert store.min_offset_in_queue("TopicTest", 0) == 500 and store.max_offset_in_queue("TopicTest", 0) == 501
+    store.close()
+
+
+@pytest.mark.parametrize("kind", ["consumequeue", "index"])
+async def test_a_file_that_cannot_be_unlinked_is_logged_and_retention_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, kind: str
+) -> None:
+    """RocketMQ's MappedFile.destroy (store/src/main/java/org/apache/rocketmq/store/MappedFile.java) logs a file it
+    cannot delete (``File.delete`` returns false) and the clean service goes on. Ours let the OSError of an unlink
+    (EACCES, EROFS, EIO) out of the retention task, which ended the DLedger store and its broker."""
+    store = keyed_store(tmp_path, disk_usage_ratio=Disk(0.87))  # any age: every entry segment but the newest goes
+    while len(store.index.files) < 3 or len(store.ledger.data.files) < 3:  # type: ignore[union-attr]
+        keyed_records(store, 8)
+    keyed_records(store, 40, size=300)
+    real, refused = os.unlink, []
+    directory = str(tmp_path / kind)
+
+    def unlink(path: os.PathLike[str] | str, *args: object, **kwargs: object) -> None:
+        if os.fspath(path).startswith(directory):
+            refused.append(os.fspath(path))
+            raise PermissionError(errno.EACCES, "Permission denied", os.fspath(path))
+        real(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "unlink", unlink)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(store.retention.run)
+        await until(lambda: len(store.ledger.data.files) == 1)
+        nursery.cancel_scope.cancel()
+    assert refused and all(os.path.exists(name) for name in refused)  # left behind, out of the store
+    assert all(name in caplog.text for name in refused)
+    offset = store.min_offset_in_queue("TopicTest", 0)
+    assert offset > 0 and store.get("TopicTest", 0, offset, 32).status is GetStatus.FOUND
     store.close()
