@@ -84,14 +84,22 @@ def flush_segments(files: list[MappedFile]) -> bool:
 class Destroyable(Protocol):
     """A file taken out of its log that unmaps and unlinks itself: a :class:`MappedFile`, an index file."""
 
+    path: Path
+
     def destroy(self) -> None: ...
 
 
 def destroy_segments(files: Iterable[Destroyable]) -> None:
     """Unmap and unlink segments (or index files) already taken out of their queue (blocking: milliseconds a large
-    segment, so callers on the Trio thread run it in a worker thread)."""
+    segment, so callers on the Trio thread run it in a worker thread). A file that cannot be unlinked (EACCES, EROFS,
+    EIO) is logged and left behind, unmapped and out of its log all the same, and the others go on: store/src/main/
+    java/org/apache/rocketmq/store/MappedFile.java destroy logs a delete that failed and returns, so the clean
+    services never stop on one."""
     for mf in files:
-        mf.destroy()
+        try:
+            mf.destroy()
+        except OSError as exc:
+            log.error("%s left behind, not deleted: %s", mf.path, exc)
 
 
 class MappedFile:
