@@ -562,3 +562,30 @@ async def test_a_file_that_cannot_be_unlinked_is_logged_and_retention_goes_on(
     offset = store.min_offset_in_queue("TopicTest", 0)
     assert offset > 0 and store.get("TopicTest", 0, offset, 32).status is GetStatus.FOUND
     store.close()
+
+
+async def test_queue_and_index_files_below_the_log_go_at_the_first_pass_after_a_restart(tmp_path: Path) -> None:
+    """RocketMQ's CleanConsumeQueueService runs every ``cleanResourceInterval`` whatever the hour and deletes the
+    ConsumeQueue and index files wholly below the CommitLog's minimum once it rose past the last one seen (0 after a
+    start: store/src/main/java/org/apache/rocketmq/store/DefaultMessageStore.java deleteExpiredFiles, with
+    DLedgerCommitLog.getMinOffset), as the classic store's retention does. Ours dropped them only in a pass that
+    deleted entry segments: a member killed after its entry segments went but before the queue and index files were
+    unlinked (or whose old segments were removed by hand) kept them until the next entry segment went, at
+    ``deleteWhen`` or on a full disk."""
+    store = keyed_store(tmp_path)
+    while len(store.index.files) < 3 or len(store.ledger.data.files) < 3:  # type: ignore[union-attr]
+        keyed_records(store, 8)
+    keyed_records(store, 40, size=300)
+    ledger = store.ledger
+    assert ledger.delete_expired(0, ledger.committed_pos, force=True) > 0  # the kill comes before the queue files go
+    store.close()
+    cq_first = tmp_path / "consumequeue" / "TopicTest" / "0" / f"{0:020d}"
+    index_first = min((tmp_path / "index").iterdir())
+    again = keyed_store(tmp_path, disk_usage_ratio=Disk(0.1), delete_when="99")  # nothing else due
+    try:
+        assert await again.retention.check_once() == 0  # no entry segment goes
+        assert not cq_first.exists() and not index_first.exists()
+        offset = again.min_offset_in_queue("TopicTest", 0)
+        assert offset > 0 and again.get("TopicTest", 0, offset, 32).status is GetStatus.FOUND
+    finally:
+        again.close()
