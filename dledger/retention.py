@@ -19,6 +19,9 @@ retention never takes an entry the group may still need or a message the queues 
 age alone). Deleting moves the ledger's begin index (a follower whose log ends before it is rebuilt from the leader's
 first entry: :meth:`~dledger.file_store.FileLedger.truncate`), then the ConsumeQueues and the index file drop what
 points below the new first entry, as the classic store's retention does (:class:`store.services.RetentionService`).
+Every pass, whatever the hour, also drops the ConsumeQueue and index files below the log's first entry once it rose
+since the last look (0 after a start), as RocketMQ's CleanConsumeQueueService does with DLedgerCommitLog's
+``getMinOffset``: files left by a member killed before it unlinked them, or below segments removed by hand.
 A manual ``DELETE_EXPIRED_COMMITLOG`` does not reach these files, as in RocketMQ (DLedgerCommitLog's
 ``deleteExpiredFile`` only refreshes DLedger's settings).
 
@@ -39,7 +42,11 @@ import trio
 from store.services import RetentionService, is_delete_hour, log_disk_ratio
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from dledger.commitlog_store import DLedgerMessageStore
+    from store.index_file import IndexFile
+    from store.mapped_file import MappedFile
 
 HOUR_MS: Final = 3_600_000
 #: DLedger's ``diskSpaceRatioToForceClean`` and its disk-full ratio (force clean + 0.05, at most 0.95).
@@ -56,7 +63,8 @@ PASS_INTERVAL_S: Final = 0.1
 class LedgerRetention(RetentionService):
     """Owned by one DLedger store in place of the classic :class:`~store.services.RetentionService`, whose
     interface it keeps (a manual delete's count reaches a mixed store's classic segments only; a wake-up has no
-    effect: a pass runs every 100 ms); ``run`` is its task, :meth:`check_once` one pass."""
+    effect: a pass runs every 100 ms); ``run`` is its task, :meth:`check_once` one pass: :meth:`_delete_segments`,
+    then the ConsumeQueue and index files below the log's first entry (the classic pass's second half)."""
 
     _store: DLedgerMessageStore
 
@@ -65,8 +73,8 @@ class LedgerRetention(RetentionService):
         data = log_disk_ratio(config.disk_usage_ratio, ledger.data, FORCE_CLEAN_RATIO)
         return max(config.disk_usage_ratio(Path(config.store_path_root_dir)), data or 0.0)
 
-    async def check_once(self) -> int:
-        """One pass (see the module docstring). Returns the number of data segments deleted."""
+    async def _delete_segments(self) -> int:
+        """A pass's deletion of data segments (see the module docstring). Returns how many went."""
         store = self._store
         config = store.config
         ratio = self.disk_ratio()
@@ -117,6 +125,11 @@ class LedgerRetention(RetentionService):
             if classic and not store.classic_segments():
                 break  # no entry file goes in the pass that took the last classic segment
         return deleted
+
+    async def _destroy(self, files: Sequence[MappedFile | IndexFile]) -> None:
+        """The files the pass's second half took, through the store (:meth:`~dledger.commitlog_store
+        .DLedgerMessageStore.destroy_taken`: a file that cannot be unlinked is logged, the pass goes on)."""
+        await self._store.destroy_taken(files)
 
     async def _pause(self) -> None:
         """DLedger's pace, not ``cleanResourceInterval``."""
