@@ -356,3 +356,32 @@ async def test_retention_unlinks_files_off_the_trio_thread_and_outside_the_disk_
     assert store.min_offset_in_queue("TopicTest", 0) > 0
     assert store.get("TopicTest", 0, store.min_offset_in_queue("TopicTest", 0), 32).status is GetStatus.FOUND
     store.close()
+
+
+async def test_a_commitlog_segment_that_cannot_be_unlinked_is_logged_and_retention_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """store/src/main/java/org/apache/rocketmq/store/MappedFile.java destroy logs a file it cannot delete and the
+    clean service goes on. Ours let the OSError of an unlink (EACCES, EROFS, EIO) out of the retention pass, which
+    ended the store and the broker; the segment is now left behind, out of the log, and the next ones still go."""
+    store = open_store(tmp_path, now_ms=FakeClock(_local_ms(hour=12)), disk_usage_ratio=Disk(0.87))
+    for _ in range(60):
+        store.append(message(body=bytes(300)))
+    store.flush_all_blocking()
+    count = len(store.commitlog.queue.files)
+    real, refused = os.unlink, []
+    first = str(store.commitlog.queue.files[0].path)
+
+    def unlink(path: os.PathLike[str] | str, *args: object, **kwargs: object) -> None:
+        if os.fspath(path) == first:
+            refused.append(first)
+            raise PermissionError(13, "Permission denied", first)
+        real(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "unlink", unlink)
+    await store.retention.check_once()
+    assert refused == [first] and os.path.exists(first) and first in caplog.text
+    assert len(store.commitlog.queue.files) == 1 and store.retention.deleted_files == count - 1
+    offset = store.min_offset_in_queue("TopicTest", 0)
+    assert store.get("TopicTest", 0, offset, 32).status is GetStatus.FOUND
+    store.close()
