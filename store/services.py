@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from store.mapped_file import MappedFile, MappedFileQueue, flush_segments, segment_name
+from store.mapped_file import MappedFile, MappedFileQueue, destroy_segments, flush_segments, segment_name
 from store.store_config import FlushDiskType
 
 if TYPE_CHECKING:
@@ -77,11 +77,6 @@ class FlushService:
             cp = store.checkpoint
             if dirty or (cp is not None and cp.safe_offset != store.commitlog.max_offset):
                 await self.flush_once()
-
-
-def _destroy_all(files: Sequence[MappedFile | IndexFile]) -> None:
-    for file in files:
-        file.destroy()
 
 
 def _signal_pair() -> tuple[int, int]:
@@ -613,7 +608,7 @@ class RetentionService:
         Java keeps a referenced segment until it is released). Shielded: nothing else would ever close them."""
         if files:
             with trio.CancelScope(shield=True):
-                await trio.to_thread.run_sync(_destroy_all, files, limiter=self._store.disk_limiter)
+                await trio.to_thread.run_sync(destroy_segments, files, limiter=self._store.disk_limiter)
 
     async def _checkpointed(self, end: int) -> bool:
         """Whether the checkpoint covers the CommitLog below ``end``, after a flush when it did not yet (the caller
