@@ -180,3 +180,23 @@ async def test_retention_settings_updated_at_run_time_rule_the_next_pass(embedde
         assert (await client.invoke(embedded_cluster.broker_addr, update, 5)).code == ResponseCode.SUCCESS
     await store.retention.check_once()
     assert len(store.commitlog.queue.files) == 1
+
+
+async def test_tls_settings_are_not_broker_settings_an_update_can_change(tmp_path: Path) -> None:
+    """RocketMQ's ``tls.*`` are JVM system properties (remoting/.../netty/TlsSystemConfig.java), not fields of the
+    BrokerConfig, NettyServerConfig, NettyClientConfig and MessageStoreConfig whose keys 4.9.8's
+    Configuration.update sets and persists: UPDATE_BROKER_CONFIG answers SUCCESS and leaves them alone, so an update
+    cannot turn TLS off (or its test mode on) in the broker.conf the next start reads; the other keys still apply.
+    Found by a review: the name server's UPDATE_NAMESRV_CONFIG was fixed, the broker's wrote them into broker.conf."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text("listenPort=0\nlistenHost=127.0.0.1\ntls.server.mode=permissive\ntls.test.mode.enable=false\n")
+    async with broker_from_conf(conf, tmp_path / "store") as (controller, addr), RemotingClient() as client:
+        body = b"tls.server.mode=disabled\ntls.test.mode.enable=true\nautoCreateTopicEnable=false\n"
+        answer = await client.invoke(addr, request(RequestCode.UPDATE_BROKER_CONFIG, body=body), 5)
+        assert answer.code == ResponseCode.SUCCESS, answer.remark
+        config = controller.context.config
+        assert config.auto_create_topic_enable is False
+        assert (config.tls_server_mode, config.tls_test_mode_enable) == ("permissive", False)
+    restarted = build_config(str(conf), [], "")
+    assert (restarted.tls_server_mode, restarted.tls_test_mode_enable) == ("permissive", False)
+    assert restarted.auto_create_topic_enable is False
