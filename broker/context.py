@@ -16,6 +16,7 @@ goes on as before, and would register a ``listenPort`` or ``haListenPort`` it do
 store host in new messages' ids stays the start-up one, as Java's ``storeHost``.
 Every update moves ``config_version`` on (GET_BROKER_CONFIG's ``version``, Java's ``Configuration`` DataVersion); a
 ``brokerPermission`` update also moves the topic DataVersion on and re-registers at once, so the routes carry it.
+``tls.*`` keys are ignored (JVM system properties in RocketMQ, no field Configuration.update sets or persists).
 
 ``on_topic_changed()`` asks for an immediate name-server registration (the topic manager calls it after every topic
 change, as Java re-registers right after creating a topic); without a registration service it does nothing.
@@ -43,6 +44,7 @@ from processors.hold import HoldService
 from remoting.codec.bodies.broker_metadata import DataVersion
 from remoting.codec.java_properties import PropertiesError, apply_properties, property_texts
 from remoting.codec.msgid import pack_socket_address
+from remoting.tls import SYSTEM_PROPERTY_PREFIX
 from store.message_store import MessageStore
 from store.store_config import BrokerRole, FlushDiskType, StoreConfig
 
@@ -92,7 +94,12 @@ class BrokerState:
         """Apply ``props`` (property names) to the running broker and its ``-c`` file; returns the unknown keys.
         Raises :class:`~remoting.codec.java_properties.PropertiesError` for a bad value: the whole update is refused
         and nothing is changed (Java's ``MixAll.properties2Object`` skips such a key instead)."""
-        config, unknown = apply_properties(self.config, dict(props))
+        # tls.* are system properties in RocketMQ (remoting/.../netty/TlsSystemConfig.java), no field of the objects
+        # Configuration.update sets and persists (common/.../Configuration.java): ignored, never written to the file.
+        ignored = sorted(key for key in props if key.startswith(SYSTEM_PROPERTY_PREFIX))
+        props = {key: value for key, value in props.items() if key not in ignored}
+        config, unknown = apply_properties(self.config, props)
+        unknown += ignored
         check_enums(config)
         # Written to the file, used from the next start: the running store and its roles keep what they started with
         # (a slave switched live kept replicating as a slave and stopped its metadata sync).

@@ -31,17 +31,13 @@ from remoting.codec.java_properties import (
     parse_properties,
     property_texts,
 )
+from remoting.tls import SYSTEM_PROPERTY_PREFIX
 from store.metadata_files import replace_atomically
 
 __all__ = ["ALWAYS_BLACK_LISTED", "SYSTEM_PROPERTY_PREFIX", "NamesrvConfigAdmin"]
 
 #: Keys Java black-lists whatever ``configBlackList`` says.
 ALWAYS_BLACK_LISTED: Final = frozenset({"configBlackList", "configStorePath", "kvConfigPath", "rocketmqHome"})
-
-#: Settings RocketMQ reads as JVM system properties (remoting/src/main/java/org/apache/rocketmq/remoting/netty/
-#: TlsSystemConfig.java), not fields of NamesrvConfig or NettyServerConfig: Configuration.update neither sets nor
-#: persists them, so an update naming them changes nothing (the name server authenticates no caller).
-SYSTEM_PROPERTY_PREFIX: Final = "tls."
 
 log = logging.getLogger(__name__)
 

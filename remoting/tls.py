@@ -41,6 +41,12 @@ ENFORCING: Final = "enforcing"
 #: The first byte of a TLS connection (a handshake record).
 TLS_HANDSHAKE: Final = 0x16
 
+#: Settings RocketMQ reads as JVM system properties (remoting/src/main/java/org/apache/rocketmq/remoting/netty/
+#: TlsSystemConfig.java), not fields of the config objects 4.9.8's Configuration.update sets and persists
+#: (NamesrvConfig, BrokerConfig, NettyServerConfig, NettyClientConfig, MessageStoreConfig): UPDATE_NAMESRV_CONFIG and
+#: UPDATE_BROKER_CONFIG ignore them, so an update cannot switch TLS off for the next start.
+SYSTEM_PROPERTY_PREFIX: Final = "tls."
+
 
 def sniff(first: int, mode: str) -> tuple[bool, str | None]:
     """How a connection whose first byte is ``first`` is served under ``mode`` (one of the three names): ``(over
