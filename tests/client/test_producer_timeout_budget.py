@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 
+import attrs
 import pytest
 import trio
 import trio.testing
@@ -105,3 +106,43 @@ async def test_a_request_whose_send_is_never_answered_gives_up_within_its_timeou
     else:
         assert isinstance(outcome, RequestTimeoutError), outcome
         assert str(outcome) == "request timeout, no reply message."
+
+
+class SlowRouteFront:
+    """A name server in front of the cluster's: it forwards every request, the first route lookup at once and every
+    later one after ``delay`` seconds (a name server slow to answer)."""
+
+    def __init__(self, upstream: str, client: RemotingClient, delay: float) -> None:
+        self.upstream, self.client, self.delay = upstream, client, delay
+        self.lookups = 0
+
+    async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        if request.code == RequestCode.GET_ROUTEINFO_BY_TOPIC:
+            self.lookups += 1
+            if self.lookups > 1:
+                await trio.sleep(self.delay)
+        answer = await self.client.invoke(self.upstream, attrs.evolve(request, opaque=0), 10)
+        return request.response(answer.code, answer.remark, dict(answer.ext_fields), answer.body)
+
+
+async def test_a_timed_out_send_does_not_wait_for_a_slow_route_reread_past_its_timeout(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """After a failed attempt ours re-reads the route (to find a new master sooner than the 30 s poll); a sync send
+    whose ``send_msg_timeout`` is spent must not wait for that re-read beyond it (sendDefaultImpl gives up once
+    ``timeout - costTime`` is gone): with a name server taking 2 s a lookup, a 3 s send took 7 s."""
+    async with _silent_master(embedded_cluster), trio.open_nursery() as nursery, RemotingClient() as client:
+        dispatcher = Dispatcher()
+        front = SlowRouteFront(embedded_cluster.namesrv_addr, client, 2.0)
+        dispatcher.set_default(front, ProcessorPool("front", 4, 100))
+        host, port = await nursery.start(RemotingServer(dispatcher).serve, "127.0.0.1", 0)
+        async with Producer("pg-slow-routes", f"{host}:{port}") as producer:
+            await producer.publish_info(TOPIC)  # the first lookup, at once
+            started = trio.current_time()
+            with pytest.raises(SendFailedError) as caught:
+                await producer.send(Message(TOPIC, b"never answered"))
+            elapsed = trio.current_time() - started
+        nursery.cancel_scope.cancel()
+    assert front.lookups >= 2  # the re-read was asked for
+    assert elapsed == pytest.approx(3.0, abs=0.5), elapsed
+    assert "sendDefaultImpl call timeout" in str(caught.value)
