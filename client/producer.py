@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from types import TracebackType
@@ -548,19 +549,10 @@ class Producer:
                     raise
                 attempts.append((mq.broker_name, exc))
                 last_broker = mq.broker_name
-                if topic in self._fallback_topics:
-                    # The TBW102 stand-in route may be wrong for a topic that exists by now: ask again.
-                    self._fallback_topics.discard(topic)
-                    self.instance.forget_route(topic)
-                    with contextlib.suppress(TopicRouteNotFoundError):
-                        info = await self.publish_info(topic)
-                else:
-                    # A master that failed (gone, paused, deposed, refusing): re-read the route now, not at the next
-                    # 30 s poll, so the retry finds a new master (a DLedger group's new leader) or drops a broker group
-                    # without one; later sends to it give up once the route names another (client/master_watch.py).
-                    await self.master_watch.failed(topic, addr)
-                    with contextlib.suppress(TopicRouteNotFoundError):
-                        info = await self.publish_info(topic)
+                # A sync send's re-read gets what is left of its timeout, no more (sendDefaultImpl never waits past it).
+                left = math.inf if started is None else timeout - (anyio.current_time() - started)
+                with anyio.move_on_after(left):
+                    info = await self._reread_route(topic, addr, info)
                 log.info("send to %s failed (%s), %d attempt(s) so far", mq, exc, len(attempts))
                 continue
             if retry_not_stored and result.send_status is not SendStatus.SEND_OK:
@@ -571,6 +563,21 @@ class Producer:
         if not_stored is not None:
             return not_stored
         raise SendFailedError(topic, attempts)
+
+    async def _reread_route(self, topic: str, addr: str | None, info: TopicPublishInfo) -> TopicPublishInfo:
+        """The route after a failed attempt on ``addr``: ``info`` unless a fresh one is found."""
+        if topic in self._fallback_topics:
+            # The TBW102 stand-in route may be wrong for a topic that exists by now: ask again.
+            self._fallback_topics.discard(topic)
+            self.instance.forget_route(topic)
+        else:
+            # A master that failed (gone, paused, deposed, refusing): re-read the route now, not at the next 30 s
+            # poll, so the retry finds a new master (a DLedger group's new leader) or drops a broker group without
+            # one; later sends to it give up once the route names another (client/master_watch.py).
+            await self.master_watch.failed(topic, addr)
+        with contextlib.suppress(TopicRouteNotFoundError):
+            return await self.publish_info(topic)
+        return info
 
     def _fault_table(self) -> LatencyFaultTolerance | None:
         return self.fault if self.send_latency_fault_enable else None
