@@ -139,6 +139,9 @@ class BrokerConfig(ListenerSettings):
     timer_precision_ms: int = 100
     timer_max_delay_sec: int = 3 * 24 * 3600
     timer_flush_interval_ms: int = 10_000
+    #: RocketMQ 5.3's roll window in slots (default two days of slots, capped at the wheel's size less 60): a timer
+    #: due later is written again to the CommitLog each window, so keep ``fileReservedTime`` above window x precision.
+    timer_roll_window_slot: int = 3600 * 24 * 2
     #: RocketMQ 5.3: serve RECALL_MESSAGE (and the gRPC RecallMessage); off by default, as in RocketMQ, when a recall
     #: answers NO_PERMISSION "recall failed, operation is forbidden"...
     recall_message_enable: bool = False

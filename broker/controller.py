@@ -142,6 +142,7 @@ class BrokerController:
             config_dir_of(config),
             precision_ms=config.timer_precision_ms,
             wheel_slots=config.timer_wheel_slots,
+            roll_window_slot=config.timer_roll_window_slot,
             log_file_size=config.timer_log_file_size,
             max_delay_sec=lambda: self.context.config.timer_max_delay_sec,  # updateBrokerConfig applies at once
             flush_interval=config.timer_flush_interval_ms / 1000,

@@ -48,6 +48,7 @@ from broker.timer.timer_store import (
     PROPERTY_TIMER_DELAY_SEC,
     PROPERTY_TIMER_DELIVER_MS,
     PROPERTY_TIMER_OUT_MS,
+    TIMER_ROLL_WINDOW_SLOT,
     TIMER_TOPIC,
     TimerCheckpoint,
     TimerStore,
@@ -106,13 +107,14 @@ class TimerMessageService:
         precision_ms: int = 100,
         wheel_slots: int = 36_000,
         log_file_size: int = 32 << 20,
+        roll_window_slot: int = TIMER_ROLL_WINDOW_SLOT,
         max_delay_sec: int | Callable[[], int] = 3 * 24 * 3600,
         flush_interval: float = 10.0,
         max_sleep: float = 1.0,
     ) -> None:
         self.store = store
         self._config_dir = config_dir
-        self._wheel = (precision_ms, wheel_slots, log_file_size)
+        self._wheel = (precision_ms, wheel_slots, log_file_size, roll_window_slot)
         self.timers = self._new_timer_store()
         self._max_delay_sec = max_delay_sec
         self._flush_interval = flush_interval
@@ -132,9 +134,14 @@ class TimerMessageService:
         return (limit() if callable(limit) else limit) * 1000
 
     def _new_timer_store(self) -> TimerStore:
-        precision_ms, slots, log_file_size = self._wheel
+        precision_ms, slots, log_file_size, roll_window_slot = self._wheel
         return TimerStore(
-            self.store, self._config_dir, precision_ms=precision_ms, slots=slots, log_file_size=log_file_size
+            self.store,
+            self._config_dir,
+            precision_ms=precision_ms,
+            slots=slots,
+            log_file_size=log_file_size,
+            roll_window_slot=roll_window_slot,
         )
 
     # ---- the send path's seam ------------------------------------------------------------------------------

@@ -4,18 +4,32 @@ docs/protocol.md#56-special-properties).
 Flow: the send path parks a timer message in ``rmq_sys_wheel_timer`` queue 0 (``REAL_TOPIC``/``REAL_QID`` and
 ``TIMER_OUT_MS`` = delivery time as properties). :meth:`TimerStore.enqueue` reads that queue from ``enqueueOffset``
 and files each message into the wheel: one :class:`~broker.timer.wheel.TimerLog` entry linked into the slot of its
-delivery time. A delivery time beyond the wheel's span is filed in the window's last slot and *rolled* (filed again
-further on) when that slot comes due. :meth:`TimerStore.dequeue` walks every slot whose time has fully passed, oldest
+delivery time. :meth:`TimerStore.dequeue` walks every slot whose time has fully passed, oldest
 entry first (so messages due together go out in the order they were filed, as in RocketMQ 5), appends each due
 message to its real topic and queue and advances ``readMs``. Messages already due when filed are delivered at once.
 So a message is delivered no earlier than its time and at most one ``precision`` (plus the loop's wake-up) later.
+
+Roll (RocketMQ 5.3's ``needRoll`` / ``MAGIC_ROLL``): a record whose delivery time lies a roll window
+(``timerRollWindowSlot`` slots, at most the wheel's size less :data:`TIMER_BLANK_SLOTS`) or more after its store
+time (its *base*) is filed flagged (:data:`~broker.timer.wheel.FLAG_ROLL`) at base + window (base + half the window
+when less than a third of a window would be left). When that slot is walked the record is written again to the timer
+queue, a new CommitLog record with every property plus ``TIMER_ROLL_TIMES`` (+1), ``TIMER_ENQUEUE_MS`` (the old
+record's store time), ``TIMER_DEQUEUE_MS`` and ``TIMER_ROLL_FROM`` (the old record's queue offset, ours, dropped on
+delivery), and filed again from there. So no record the timer still needs is older than the window: retention
+(``fileReservedTime`` longer than the window) never removes a pending timer. Delete markers roll the same way. The
+roll time is a function of the record alone, which the crash rebuild relies on. A record filed beyond the wheel's
+reach otherwise (``readMs`` lagging behind its base) is parked in the reach's last slot and filed again in place when
+that slot comes due.
 
 Exactness: each delivery moves the walk position (or ``readMs``) in the same synchronous step as its append, and each
 filing moves ``enqueueOffset`` with its log entry, so a clean shutdown (:meth:`save_checkpoint` with ``clean``) loses
 and repeats nothing (also one written mid-slot by the previous version, which walked a slot newest entry first:
 see :class:`TimerCheckpoint`). After a crash the checkpoint is not clean: wheel and log are rebuilt from the timer
 queue, skipping the messages that were due before the checkpoint's ``readMs``; deliveries made after that checkpoint
-are repeated (at least once, like RocketMQ).
+are repeated (at least once, like RocketMQ). Of a rolled timer's copies the rebuild files exactly one: a record
+filed before the checkpoint whose roll slot lies before its ``readMs`` was rolled (its copy is in the queue) and is
+skipped; a copy the previous run wrote is skipped while its predecessor is still in the queue and not so skipped
+(that one rolls again).
 
 Recall (RocketMQ 5.3's delete markers, ``store/src/main/java/org/apache/rocketmq/store/timer/TimerMessageStore.java``):
 a timer message carrying ``TIMER_DEL_UNIQKEY`` (``<real topic>+<UNIQ_KEY>``, written by the recall processor) is a
@@ -46,16 +60,17 @@ import shutil
 from array import array
 from collections import deque
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 import attrs
 import orjson
 
-from broker.timer.wheel import FLAG_DELETE, NO_ENTRY, Slot, TimerLog, TimerWheel
+from broker.timer.wheel import FLAG_DELETE, FLAG_ROLL, NO_ENTRY, Slot, TimerLog, TimerWheel
 from remoting.codec.errors import MessageDecodeError
 from remoting.codec.message import decode_record, read_record_meta
 from remoting.codec.message_properties import find_property
 from remoting.codec.record_copy import raw_properties, record_from_stored
+from remoting.codec.record_decode import MessageExt
 from remoting.codec.topics import TIMER_TOPIC
 from store.errors import MessageIllegalError
 from store.message_store import MessageStore
@@ -67,6 +82,9 @@ __all__ = [
     "PROPERTY_TIMER_DEL_UNIQKEY",
     "PROPERTY_TIMER_DELIVER_MS",
     "PROPERTY_TIMER_OUT_MS",
+    "PROPERTY_TIMER_ROLL_TIMES",
+    "TIMER_BLANK_SLOTS",
+    "TIMER_ROLL_WINDOW_SLOT",
     "TIMER_TOPIC",
     "TimerCheckpoint",
     "TimerStore",
@@ -81,7 +99,27 @@ PROPERTY_TIMER_OUT_MS: Final = "TIMER_OUT_MS"
 PROPERTY_TIMER_DEL_UNIQKEY: Final = "TIMER_DEL_UNIQKEY"
 PROPERTY_TIMER_ENQUEUE_MS: Final = "TIMER_ENQUEUE_MS"
 PROPERTY_TIMER_DEQUEUE_MS: Final = "TIMER_DEQUEUE_MS"
-_STAMPS: Final = frozenset({PROPERTY_TIMER_ENQUEUE_MS, PROPERTY_TIMER_DEQUEUE_MS})
+PROPERTY_TIMER_ROLL_TIMES: Final = "TIMER_ROLL_TIMES"
+#: Ours: on a rolled copy, the queue offset of the record it was rolled from (the crash rebuild's link).
+PROPERTY_TIMER_ROLL_FROM: Final = "TIMER_ROLL_FROM"
+_STAMPS: Final = frozenset({PROPERTY_TIMER_ENQUEUE_MS, PROPERTY_TIMER_DEQUEUE_MS, PROPERTY_TIMER_ROLL_FROM})
+_ROLL_STAMPS: Final = _STAMPS | {PROPERTY_TIMER_ROLL_TIMES}
+#: RocketMQ 5.3's MessageStoreConfig.timerRollWindowSlot default (two days of 1 s slots).
+TIMER_ROLL_WINDOW_SLOT: Final = 3600 * 24 * 2
+#: RocketMQ 5.3's TimerMessageStore.TIMER_BLANK_SLOTS: the roll window leaves this much of the wheel free.
+TIMER_BLANK_SLOTS: Final = 60
+
+
+class _Timer(NamedTuple):
+    """What filing needs from a timer-queue record: the time to file at (a delete marker's ``TIMER_OUT_MS`` - 1),
+    flags, its store time (its roll base) and, for a rolled copy, the queue offset and store time (``TIMER_ROLL_FROM``,
+    ``TIMER_ENQUEUE_MS``) of the record it was rolled from (else -1)."""
+
+    time_ms: int
+    flags: int
+    stored_ms: int
+    roll_from: int = -1
+    previous_ms: int = -1
 
 
 @attrs.frozen
@@ -100,6 +138,14 @@ class TimerCheckpoint:
     pending: int = 0
     clean: bool = False
     segments: dict[int, int] = attrs.field(factory=dict)
+
+
+def roll_window_slots(configured: int, wheel_slots: int) -> int:
+    """The roll window in slots: ``timerRollWindowSlot``, or the wheel's size less :data:`TIMER_BLANK_SLOTS` when it
+    is larger or below 2 (RocketMQ 5.3's TimerMessageStore constructor; on a wheel of fewer than 240 slots, a test's,
+    the blank is a quarter of it)."""
+    limit = wheel_slots - min(TIMER_BLANK_SLOTS, wheel_slots // 4)
+    return limit if configured > limit or configured < 2 else configured
 
 
 def _encode(cp: TimerCheckpoint) -> bytes:
@@ -159,6 +205,7 @@ class TimerStore:
         precision_ms: int = 100,
         slots: int = 36_000,
         log_file_size: int = 32 << 20,
+        roll_window_slot: int = TIMER_ROLL_WINDOW_SLOT,
     ) -> None:
         self.store = store
         self.root = Path(store.root) / "timer"
@@ -166,6 +213,7 @@ class TimerStore:
         self.log = TimerLog(self.root / "timerlog", log_file_size)
         self.checkpoint_file = ConfigFile(config_dir / "timerCheck.json", _encode, _decode)
         self.precision_ms = precision_ms
+        self.roll_window_slots = roll_window_slots(roll_window_slot, slots)
         self.enqueue_offset = 0
         self.read_ms = 0
         #: The log position of the next entry to process in the slot at ``readMs`` (slots go out oldest entry first),
@@ -191,6 +239,8 @@ class TimerStore:
         # Crash rebuild: queue entries below this offset that were due before this time were delivered already.
         self._skip_below_offset = 0
         self._skip_due_before = 0
+        #: Crash rebuild: the timer queue's end at load; copies rolled by the previous run lie below it.
+        self._rebuild_end = 0
         self._last_end = 0
         #: ``(end of the last delivery, enqueueOffset, readMs)`` after each filing or delivery pass, until confirmed.
         self._marks: deque[tuple[int, int, int]] = deque()
@@ -219,6 +269,7 @@ class TimerStore:
             log.warning("timer: unclean shutdown; rebuilding the wheel from %s", TIMER_TOPIC)
             self._skip_below_offset, self._skip_due_before = cp.enqueue_offset, cp.read_ms
             self.read_ms = cp.read_ms
+            self._rebuild_end = self.store.max_offset_in_queue(TIMER_TOPIC, 0)
         else:
             self.read_ms = self.wheel.slot_time(self.store.config.now_ms() if now_ms is None else now_ms)
         self._confirmed = (self._skip_below_offset, self.read_ms)
@@ -285,13 +336,14 @@ class TimerStore:
             if entry is None:
                 break
             phy, size, _tags = entry
-            deliver_ms, flags = self._timer_of(phy, size)
-            skip = offset < self._skip_below_offset and deliver_ms is not None and deliver_ms < self._skip_due_before
-            if deliver_ms is not None and not skip:
+            timer = self._timer_of(phy, size)
+            if timer is not None and not self._rebuilt_away(offset, timer, cq.min_offset):
+                file_ms, roll = self.roll_target(timer.time_ms, timer.stored_ms)
+                flags = timer.flags | (FLAG_ROLL if roll else 0)
                 counted = not flags & FLAG_DELETE
                 self.pending += counted
                 try:
-                    self.file(deliver_ms, phy, size, flags)
+                    self.file(file_ms, phy, size, flags)
                 except BaseException:
                     self.pending -= counted
                     raise
@@ -303,28 +355,60 @@ class TimerStore:
         self._mark()
         return done
 
-    def _timer_of(self, phy: int, size: int) -> tuple[int | None, int]:
-        """``(time to file at, flags)`` of a timer-queue record: a delete marker is filed at ``TIMER_OUT_MS`` - 1
-        (module docstring); ``None`` for a record without a readable time."""
+    def roll_target(self, time_ms: int, base_ms: int) -> tuple[int, bool]:
+        """Where a record stored at ``base_ms`` and due at ``time_ms`` is filed: ``(time_ms, False)``, or its roll
+        time and ``True`` when that lies a roll window or more after the base (RocketMQ 5.3's ``doEnqueue``)."""
+        window, prec = self.roll_window_slots, self.precision_ms
+        left = time_ms - base_ms - window * prec
+        if left < 0:
+            return time_ms, False
+        if left < window // 3 * prec:  # too little left for a full window: roll at half, leaving room for the next
+            return base_ms + max(window // 2, 1) * prec, True
+        return base_ms + window * prec, True
+
+    def _rebuilt_away(self, offset: int, timer: _Timer, min_offset: int) -> bool:
+        """Whether a crash rebuild skips the queue entry at ``offset`` (module docstring): delivered or rolled before
+        the checkpoint, or a copy the previous run rolled whose predecessor this rebuild files instead."""
+        below, before, slot_time = self._skip_below_offset, self._skip_due_before, self.wheel.slot_time
+        if offset < self._rebuild_end and timer.roll_from >= min_offset:
+            previous_ms, _ = self.roll_target(timer.time_ms, timer.previous_ms)
+            if not (timer.roll_from < below and slot_time(previous_ms) < before):
+                return True
+        if offset >= below:
+            return False
+        target_ms, roll = self.roll_target(timer.time_ms, timer.stored_ms)
+        return slot_time(target_ms) < before if roll else timer.time_ms < before
+
+    def _timer_of(self, phy: int, size: int) -> _Timer | None:
+        """What filing needs from a timer-queue record (:class:`_Timer`); ``None`` for one without a readable time."""
         view = self.store.look_message_by_offset(phy, size)
         try:
-            props = None if view is None else read_record_meta(view).properties
+            meta = None if view is None else read_record_meta(view)
+            props = None if meta is None else meta.properties
             raw = None if props is None else find_property(props, b"TIMER_OUT_MS")
-            if props is None or raw is None:
-                return None, 0
-            if find_property(props, b"TIMER_DEL_UNIQKEY") is not None:
-                return int(raw) - 1, FLAG_DELETE
-            return int(raw), 0
+            if meta is None or props is None or raw is None:
+                return None
+            deleting = find_property(props, b"TIMER_DEL_UNIQKEY") is not None
+            rolled_from = find_property(props, b"TIMER_ROLL_FROM")
+            enqueued = find_property(props, b"TIMER_ENQUEUE_MS")
+            time_ms = int(raw) - 1 if deleting else int(raw)
+            flags = FLAG_DELETE if deleting else 0
+            if rolled_from is None or enqueued is None:
+                return _Timer(time_ms, flags, meta.store_timestamp)
+            return _Timer(time_ms, flags, meta.store_timestamp, int(rolled_from), int(enqueued))
         except (MessageDecodeError, ValueError):
             log.warning("timer: message at %d has no readable %s; dropped", phy, PROPERTY_TIMER_OUT_MS)
-            return None, 0
+            return None
 
     def file(self, deliver_ms: int, phy: int, size: int, flags: int = 0) -> None:
         """Put one pending message (already counted in ``pending``) or delete marker (``flags``, never counted) in
-        the wheel, or deliver (a marker: apply or drop) it at once when its slot has been (or is being) walked."""
+        the wheel at ``deliver_ms`` (with :data:`FLAG_ROLL`: its roll time), or deliver (a marker: apply or drop;
+        a roll: roll) it at once when its slot has been (or is being) walked."""
         slot_ms = self.wheel.slot_time(deliver_ms)
         if slot_ms < self.read_ms or (slot_ms == self.read_ms and self.walk_pos != NO_ENTRY):
-            if flags & FLAG_DELETE:
+            if flags & FLAG_ROLL:
+                self._roll(phy, size, flags)
+            elif flags & FLAG_DELETE:
                 self._late_marker(slot_ms, phy, size)
             else:
                 self._deliver(phy, size, self._deletes if slot_ms == self._deletes_ms else frozenset())
@@ -332,7 +416,8 @@ class TimerStore:
         last_slot = self.read_ms + self.wheel.span_ms - self.precision_ms
         slot = self.wheel.get(min(slot_ms, last_slot))
         pos = self.log.append(slot.last, phy, size, deliver_ms, flags)
-        self.wheel.put(Slot(slot.slot_ms, pos, slot.entries + 1, slot.flags | flags))
+        due_marker = flags & FLAG_DELETE if not flags & FLAG_ROLL else 0
+        self.wheel.put(Slot(slot.slot_ms, pos, slot.entries + 1, slot.flags | due_marker))
         segment = pos - pos % self.log.queue.file_size
         if self._segments.get(segment, -1) < slot.slot_ms:
             self._segments[segment] = slot.slot_ms
@@ -341,7 +426,8 @@ class TimerStore:
 
     def dequeue(self, now_ms: int, budget: int, lookahead_slots: int = 600) -> float | None:
         """Deliver the slots that have fully passed by ``now_ms`` (up to ``budget`` messages). Returns seconds until
-        the next check: 0 when the budget ran out, ``None`` when nothing is pending."""
+        the next check: 0 when the budget ran out or a slot rolled records (call :meth:`enqueue` to file the copies,
+        then this again), ``None`` when nothing is pending."""
         try:
             return self._dequeue(now_ms, budget, lookahead_slots)
         finally:
@@ -356,11 +442,14 @@ class TimerStore:
                 continue
             if done >= budget:
                 return 0.0
+            rolled = self.rolled
             done += self._walk_slot(budget - done)
             if self.walk_pos != NO_ENTRY:
                 return 0.0
             self.read_ms += prec
             self._delete_passed_segments()
+            if self.rolled != rolled:  # file the copies before walking on: a marker and its message stay together
+                return 0.0
         if not self.pending:
             return None
         nxt = self.wheel.next_non_empty(self.read_ms, lookahead_slots)
@@ -370,8 +459,8 @@ class TimerStore:
     def _walk_slot(self, budget: int) -> int:
         """Process up to ``budget`` entries of the slot at ``readMs`` from ``walk_pos`` on, oldest first (RocketMQ's
         dequeue walks a slot back from its newest entry but ``addFirst``s each onto its stack, so a slot goes out in
-        filing order): roll on what lies beyond the window, deliver the rest. ``walk_pos`` is left on the next entry,
-        or NO_ENTRY once the slot is done. Returns how many entries were processed."""
+        filing order): file again what lies beyond the reach, roll what is flagged, deliver the rest. ``walk_pos`` is
+        left on the next entry, or NO_ENTRY once the slot is done. Returns how many entries were processed."""
         positions = self._slot_positions()
         self._deletes_of_slot()
         i = 0 if self.walk_pos == NO_ENTRY else bisect.bisect_left(positions, self.walk_pos)
@@ -381,9 +470,10 @@ class TimerStore:
             entry = self.log.read(positions[i])
             if entry is None:
                 log.warning("timer: log entry %d of slot %d is gone; skipped", positions[i], self.read_ms)
-            elif self.wheel.slot_time(entry.deliver_ms) > self.read_ms:  # parked beyond the window: roll on
+            elif self.wheel.slot_time(entry.deliver_ms) > self.read_ms:  # parked beyond the reach: file again
                 self.file(entry.deliver_ms, entry.phy_offset, entry.size, entry.flags)
-                self.rolled += 1
+            elif entry.flags & FLAG_ROLL:
+                self._roll(entry.phy_offset, entry.size, entry.flags)
             elif not entry.flags & FLAG_DELETE:  # a due marker did its work in _deletes_of_slot
                 self._deliver(entry.phy_offset, entry.size, self._deletes)
             done += 1
@@ -421,7 +511,8 @@ class TimerStore:
         keys: set[str] = set()
         if slot.flags & FLAG_DELETE:
             for entry in self.log.walk(slot.last):
-                if entry.flags & FLAG_DELETE and self.wheel.slot_time(entry.deliver_ms) == self.read_ms:
+                due = entry.flags & (FLAG_DELETE | FLAG_ROLL) == FLAG_DELETE
+                if due and self.wheel.slot_time(entry.deliver_ms) == self.read_ms:
                     key = self._delete_key_of(entry.phy_offset, entry.size)
                     if key is not None:
                         keys.add(key)
@@ -476,18 +567,56 @@ class TimerStore:
         log.warning("timer: message at %d was not counted as pending; pending left at 0", phy)
         return 0
 
-    def _deliver(self, phy: int, size: int, deletes: frozenset[str]) -> None:
-        """Append one due message to its real topic and queue, unless its ``<real topic>+<UNIQ_KEY>`` is in
-        ``deletes`` (recalled: dropped)."""
-        store = self.store
-        counted = self._uncount(phy)
-        view = store.look_message_by_offset(phy, size)
+    def _read(self, phy: int, size: int) -> MessageExt | None:
+        """The parked record at ``phy``; ``None`` (logged) when retention removed it or it does not decode."""
+        view = self.store.look_message_by_offset(phy, size)
         try:
             msg = None if view is None else decode_record(view)
         except MessageDecodeError:
             msg = None
         if msg is None:
             log.warning("timer: message at %d is gone or unreadable; dropped", phy)
+        return msg
+
+    def _roll(self, phy: int, size: int, flags: int) -> None:
+        """Write the parked record at ``phy`` (a message, already counted in ``pending``, or a delete marker) again
+        to the timer queue with the roll properties (module docstring); :meth:`enqueue` files the copy. A refusal for
+        good (MESSAGE_ILLEGAL) drops it, logged; other store errors propagate with nothing changed."""
+        store = self.store
+        counted = 0 if flags & FLAG_DELETE else self._uncount(phy)
+        msg = self._read(phy, size)
+        if msg is None:
+            return
+        try:
+            times = int(msg.properties.get(PROPERTY_TIMER_ROLL_TIMES, "0")) + 1
+        except ValueError:
+            times = 1
+        stamps = {
+            PROPERTY_TIMER_ROLL_TIMES: times,
+            PROPERTY_TIMER_ENQUEUE_MS: msg.store_timestamp,
+            PROPERTY_TIMER_DEQUEUE_MS: store.config.now_ms(),
+            PROPERTY_TIMER_ROLL_FROM: msg.queue_offset,
+        }
+        kept = raw_properties(msg, _ROLL_STAMPS)
+        added = "\x02".join(f"{k}\x01{v}" for k, v in stamps.items())
+        try:
+            record = record_from_stored(msg, TIMER_TOPIC, 0, f"{kept}\x02{added}" if kept else added, store.store_host)
+            self._last_end = store.append(record).end_offset
+        except (ValueError, MessageIllegalError) as exc:  # for good: retrying would hold back every later timer
+            log.error("timer: message at %d cannot be rolled (%s); dropped", phy, exc)
+            return
+        except BaseException:
+            self.pending += counted  # not rolled: the caller retries this entry
+            raise
+        self.rolled += 1
+
+    def _deliver(self, phy: int, size: int, deletes: frozenset[str]) -> None:
+        """Append one due message to its real topic and queue, unless its ``<real topic>+<UNIQ_KEY>`` is in
+        ``deletes`` (recalled: dropped)."""
+        store = self.store
+        counted = self._uncount(phy)
+        msg = self._read(phy, size)
+        if msg is None:
             return
         real_topic = msg.properties.get("REAL_TOPIC")
         try:
@@ -501,8 +630,8 @@ class TimerStore:
         if deletes and uniq_key is not None and f"{real_topic}+{uniq_key}" in deletes:
             self.recalled += 1
             return
-        # As TimerMessageStore.convert: every property kept (TIMER_OUT_MS, REAL_* and the producer's TIMER_* too),
-        # stamped with when it was parked (the parked copy's store time) and when delivered.
+        # As TimerMessageStore.convert: every property kept (TIMER_OUT_MS, REAL_*, TIMER_ROLL_TIMES and the
+        # producer's TIMER_* too), stamped with when it was parked (the parked copy's store time) and when delivered.
         enqueued, dequeued = msg.store_timestamp, store.config.now_ms()
         stamps = f"{PROPERTY_TIMER_ENQUEUE_MS}\x01{enqueued}\x02{PROPERTY_TIMER_DEQUEUE_MS}\x01{dequeued}"
         kept = raw_properties(msg, _STAMPS)

@@ -4,9 +4,10 @@
 A timer log entry (32 bytes, big-endian) is ``prev int64 | phy_offset int64 | size int32 | flags int32 |
 deliver_ms int64``: the CommitLog record of a parked timer message, its delivery time, and the log position of the
 previous entry of the same slot (-1 for none). ``flags`` bit 2 (:data:`FLAG_DELETE`, RocketMQ's ``MAGIC_DELETE``)
-marks a recall's delete marker. A wheel slot (24 bytes) is ``slot_ms int64 | last int64 | count int32
-| flags int32``: the slot's start time, the log position of its newest entry, how many entries it holds and whether
-one of them is a delete marker (:data:`FLAG_DELETE`). A slot whose
+marks a recall's delete marker; bit 1 (:data:`FLAG_ROLL`, RocketMQ's ``MAGIC_ROLL``) an entry filed at the end of the
+roll window rather than at its delivery time (then ``deliver_ms`` holds that roll time). A wheel slot (24 bytes) is
+``slot_ms int64 | last int64 | count int32 | flags int32``: the slot's start time, the log position of its newest
+entry, how many entries it holds and whether one of them is a due delete marker (:data:`FLAG_DELETE`). A slot whose
 ``slot_ms`` differs from the time asked for is empty (stale slots from an earlier turn of the wheel read as empty, so
 a fresh zero-filled wheel needs no initialisation). Each slot is a linked list walked from its newest entry back.
 
@@ -33,6 +34,8 @@ SLOT_UNIT: Final = SLOT.size
 NO_ENTRY: Final = -1
 #: A log entry's flag: the record is a delete marker (``TIMER_DEL_UNIQKEY``), not a message to deliver.
 FLAG_DELETE: Final = 1 << 2
+#: A log entry's flag: due at ``deliver_ms``, the record is written again to the timer topic (rolled), not delivered.
+FLAG_ROLL: Final = 1 << 1
 
 
 class LogEntry(NamedTuple):

@@ -250,6 +250,13 @@ def _filed_in_one_slot(tmp_path: Path, now: list[int], count: int) -> tuple[Mess
     return store, config_dir, timers
 
 
+def run_timer(timers: TimerStore, now_ms: int) -> None:
+    """Dequeue and file (rolled copies) as the service loop does, until nothing new is filed."""
+    timers.dequeue(now_ms, 1_000)
+    while timers.enqueue(1_000):
+        timers.dequeue(now_ms, 1_000)
+
+
 def _clean_restart(timers: TimerStore, config_dir: Path) -> TimerStore:
     """Flush, save a clean checkpoint, close ``timers`` and load a new timer over the same store."""
     timers.flush()
@@ -268,16 +275,18 @@ def test_after_a_crash_the_wheel_is_rebuilt_from_the_timer_queue_and_nothing_pen
     assert timers.enqueue(100) == 10
     timers.save_checkpoint(timers.checkpoint(clean=False))
     now[0] += 3_500
-    timers.dequeue(now[0], 100)
+    run_timer(timers, now[0])
     assert [m.body for m in _crashed(store)] == [b"c0", b"c1", b"c2"]
     timers.close()  # a crash: the last checkpoint is the unclean one taken before these deliveries
 
     again = TimerStore(store, config_dir, slots=64)
     again.load()
-    assert again.enqueue(100) == 10
+    # The ten, and the copies of c4 and c5 rolled after the checkpoint (its read time is before their roll slot, so
+    # the originals are filed again and roll again, and these copies are skipped).
+    assert again.enqueue(100) == 12
     assert again.pending == 10  # all were due after the checkpoint's read time: refiled (at least once)
     now[0] += 10_000
-    again.dequeue(now[0], 100)
+    run_timer(again, now[0])
     bodies = [m.body for m in _crashed(store)]
     assert sorted(set(bodies)) == sorted(f"c{i}".encode() for i in range(10))
     assert again.pending == 0
@@ -446,3 +455,76 @@ async def test_an_illegal_timer_message_is_refused_with_rocketmqs_remark(
                 await producer.send(Message("TimedIllegal", b"bad", properties=bad))
             assert (info.value.code, info.value.remark) == (13, remark), bad
     assert _stored(embedded_cluster, "TimedIllegal") == []
+
+
+async def test_a_timer_longer_than_the_commitlogs_retention_is_rolled_into_new_records_and_delivered_once(
+    tmp_path: Path,
+) -> None:
+    """RocketMQ 5.3's roll: a timer due beyond the roll window (48 slots of 100 ms on this 64-slot wheel) is written
+    again to the timer queue each window, so retention removing its original record loses nothing (before, the
+    wheel kept pointing at the original record, and the timer was dropped as gone)."""
+    now = [1_700_000_000_000]
+    store = open_store(tmp_path / "store", now_ms=lambda: now[0], disk_usage_ratio=lambda _path: 0.87)
+    timers = TimerStore(store, tmp_path / "store" / "config", slots=64)
+    timers.load()
+    first = store.append(_timer_record(now[0] + 30_000, b"far")).phy_offset
+    assert timers.enqueue(100) == 1
+    for _ in range(30):  # later traffic: the original record ends up in segments retention removes
+        store.append(message(body=bytes(300)))
+    for _ in range(6):
+        now[0] += 1_000
+        run_timer(timers, now[0])
+    assert timers.rolled == 1 and timers.pending == 1 and not _crashed(store)
+    store.flush_all_blocking()
+    assert await store.retention.check_once() >= 1  # disk pressure: the oldest segments go, whatever their age
+    assert store.min_phy_offset > first  # the original record is gone
+    for _ in range(26):
+        now[0] += 1_000
+        run_timer(timers, now[0])
+    [delivered] = _crashed(store)
+    assert delivered.body == b"far" and delivered.properties["TIMER_OUT_MS"] == str(1_700_000_030_000)
+    assert delivered.store_timestamp >= 1_700_000_030_000  # never early (stepped a second at a time)
+    assert int(delivered.properties["TIMER_ROLL_TIMES"]) == timers.rolled >= 6
+    assert "TIMER_ROLL_FROM" not in delivered.properties
+    assert timers.pending == 0
+    timers.close()
+    store.close()
+
+
+@pytest.mark.parametrize("clean", [True, False])
+def test_a_restart_in_the_middle_of_rolls_delivers_each_rolled_timer_once(tmp_path: Path, clean: bool) -> None:
+    """A clean restart resumes exactly; after a crash the rebuild files one copy of each rolled timer: the original
+    is skipped when it rolled before the checkpoint, a copy rolled after the checkpoint is skipped for its original
+    (which rolls again)."""
+    now = [1_000_000]
+    store, config_dir, timers = open_timer_store(tmp_path, now)
+    for i in range(8):
+        store.append(_timer_record(now[0] + 6_000 + 3_000 * i, f"r{i}".encode()))
+    assert timers.enqueue(100) == 8
+    for _ in range(7):
+        now[0] += 1_000
+        run_timer(timers, now[0])
+    checkpoint = timers.checkpoint(clean=False)  # the crash's last checkpoint: some rolls before it
+    before, early = timers.rolled, len(_crashed(store))
+    for _ in range(4):
+        now[0] += 1_000
+        run_timer(timers, now[0])
+    assert timers.rolled > before  # and some after it
+    # A crash repeats the deliveries made after its last checkpoint (at least once); a clean stop repeats none.
+    repeated = [] if clean else [m.body for m in _crashed(store)[early:]]
+    assert len(_crashed(store)) > early
+    if clean:
+        again = _clean_restart(timers, config_dir)
+    else:
+        timers.save_checkpoint(checkpoint)
+        timers.close()
+        again = TimerStore(store, config_dir, slots=64)
+        again.load()
+    for _ in range(30):
+        now[0] += 1_000
+        run_timer(again, now[0])
+    assert sorted(m.body for m in _crashed(store)) == sorted([f"r{i}".encode() for i in range(8)] + repeated)
+    assert all(m.store_timestamp >= int(m.properties["TIMER_OUT_MS"]) for m in _crashed(store))  # never early
+    assert again.pending == 0
+    again.close()
+    store.close()
