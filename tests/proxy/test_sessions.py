@@ -247,3 +247,42 @@ async def test_a_heartbeat_of_a_client_neither_producer_nor_consumer_is_unrecogn
     answer = activity.heartbeat(_consumer_heartbeat("GUntyped"), md("c@7"))
     got = (definition.Code.Name(answer.status.code), answer.status.message)
     assert got == ("UNRECOGNIZED_CLIENT_TYPE", "CLIENT_TYPE_UNSPECIFIED"), got
+
+
+def _termination(group: str) -> Any:
+    request = service.NotifyClientTerminationRequest()
+    request.group.name = group
+    return request
+
+
+@pytest.mark.parametrize("group", ["", "CID_RMQ_SYS_TRANS"], ids=["blank", "system"])
+async def test_a_consumer_termination_without_a_legal_group_is_illegal_consumer_group(
+    embedded_cluster: EmbeddedCluster, group: str
+) -> None:
+    """ClientActivity.notifyClientTermination checks a consumer's ``request.group`` (validateConsumerGroup: blank,
+    illegal or system -> ILLEGAL_CONSUMER_GROUP) before it unregisters anything, as Heartbeat does. Any group was
+    answered OK and the consumer unregistered (found by a review)."""
+    activity = activity_of(embedded_cluster)
+    assert activity.telemetry(consumer_settings("GStay", "T1"), md("c@8")).status.code == definition.Code.OK
+    answer = activity.guarded_sync(activity.notify_termination, service.NotifyClientTerminationResponse,
+                                   _termination(group), md("c@8"))  # fmt: skip
+    clients = embedded_cluster.controller.context.clients
+    assert (definition.Code.Name(answer.status.code), clients.consumer_ids("GStay")) == (
+        "ILLEGAL_CONSUMER_GROUP",
+        ["c@8"],
+    ), answer.status
+
+
+async def test_a_termination_of_a_client_neither_producer_nor_consumer_is_unrecognized_client_type(
+    embedded_cluster: EmbeddedCluster,
+) -> None:
+    """ClientActivity.notifyClientTermination switches on the Settings' client type: neither PRODUCER nor
+    PUSH_CONSUMER nor SIMPLE_CONSUMER is UNRECOGNIZED_CLIENT_TYPE with the type's name. It was answered OK (found by
+    a review)."""
+    activity = activity_of(embedded_cluster)
+    command = consumer_settings("GUntypedEnd", "T1")
+    command.settings.client_type = definition.ClientType.CLIENT_TYPE_UNSPECIFIED
+    assert activity.telemetry(command, md("c@9")).status.code == definition.Code.OK
+    answer = activity.notify_termination(_termination("GUntypedEnd"), md("c@9"))
+    got = (definition.Code.Name(answer.status.code), answer.status.message)
+    assert got == ("UNRECOGNIZED_CLIENT_TYPE", "CLIENT_TYPE_UNSPECIFIED"), got
