@@ -211,11 +211,22 @@ class MessagingActivity:
         return service.HeartbeatResponse(status=status())
 
     def notify_termination(self, req: Any, md: dict[str, str]) -> Any:
-        """ClientActivity.notifyClientTermination: as :meth:`heartbeat`, a client without Settings is refused."""
+        """ClientActivity.notifyClientTermination (proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/client/
+        ClientActivity.java): as :meth:`heartbeat`, a client without Settings is UNRECOGNIZED_CLIENT_TYPE. The
+        Settings are taken away first (removeAndGetClientSettings); then a producer is unregistered, a push or simple
+        consumer only after its ``request.group`` is checked (ILLEGAL_CONSUMER_GROUP, raised as RpcError), and any
+        other type is UNRECOGNIZED_CLIENT_TYPE with the type's name; a refused client stays registered until its
+        registration expires."""
         client_id = client_id_of(md)
         known = self.sessions.sessions.get(client_id)
         if known is None or known.settings is None:
             return service.NotifyClientTerminationResponse(status=status(Code.UNRECOGNIZED_CLIENT_TYPE, _NO_SETTINGS))
+        kind, known.settings = known.settings.client_type, None
+        if kind in _CONSUMER_TYPES:
+            check_group(req.group.name)
+        elif kind != definition.ClientType.PRODUCER:
+            name = definition.ClientType.Name(kind) if kind in definition.ClientType.values() else str(kind)
+            return service.NotifyClientTerminationResponse(status=status(Code.UNRECOGNIZED_CLIENT_TYPE, name))
         self.sessions.terminate(client_id)
         return service.NotifyClientTerminationResponse(status=status())
 

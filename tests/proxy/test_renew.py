@@ -137,7 +137,9 @@ async def test_renewing_stops_after_its_maximum_and_a_gone_client_releases_at_on
     await trio.sleep(4 * 60)
     assert received(activity, "other@1", auto_renew=False) == []  # push@2 is there: renewed
     push2.cancel()
-    activity.notify_termination(service.NotifyClientTerminationRequest(), md("push@2"))
+    activity.notify_termination(
+        service.NotifyClientTerminationRequest(group=definition.Resource(name=GROUP)), md("push@2")
+    )
     await trio.sleep(30)  # the next scan (5 s) releases it, visible 1 s later (invisibleTimeMillisWhenClear)
     [third] = received(activity, "other@1", auto_renew=False)
     assert third.system_properties.delivery_attempt == 3

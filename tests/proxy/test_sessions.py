@@ -69,7 +69,7 @@ async def test_settings_register_clients_and_termination_removes_them(embedded_c
     assert group is not None and group.subscriptions["T1"].sub_string == "TagA"
     stranger = activity.heartbeat(service.HeartbeatRequest(), md("stranger@9"))  # no Settings: ClientActivity refuses
     assert stranger.status.code == definition.Code.UNRECOGNIZED_CLIENT_TYPE
-    activity.notify_termination(service.NotifyClientTerminationRequest(), md("c@1"))
+    activity.notify_termination(_termination("G1"), md("c@1"))  # a consumer names its group
     assert clients.consumer_ids("G1") == []
     assert "c@1" not in activity.sessions.sessions
 
