@@ -32,6 +32,7 @@ from remoting.client import RemotingClient
 from remoting.codec.codes import ResponseCode
 from remoting.codec.message import decode_record, prepare_message, write_record
 from store.consume_queue import ENTRY, FILLER_SIZE
+from store.maintenance import clean_expired_consume_queues
 from store.results import GetStatus
 from tests.broker.helpers import create_topic_request
 from tests.conftest import SMALL_STORE
@@ -587,5 +588,52 @@ async def test_queue_and_index_files_below_the_log_go_at_the_first_pass_after_a_
         assert not cq_first.exists() and not index_first.exists()
         offset = again.min_offset_in_queue("TopicTest", 0)
         assert offset > 0 and again.get("TopicTest", 0, offset, 32).status is GetStatus.FOUND
+    finally:
+        again.close()
+
+
+def topic_records(store: DLedgerMessageStore, topic: str, count: int, first: int = 0) -> None:
+    """``count`` entries of ``topic`` queue 0 from queue offset ``first``, committed, flushed and dispatched."""
+    ledger = store.ledger
+    for offset in range(first, first + count):
+        prepared = prepare_message(message(topic=topic, body=bytes(8)))
+        ledger.append_as_leader(1, [(prepared.size, _filler(prepared, offset, 1_700_000_000_000))])
+    ledger.set_committed(ledger.end_index)
+    ledger.flush_all()
+    ledger.persist_checkpoint()
+    store._dispatch_committed()
+
+
+async def test_a_queue_file_made_again_at_a_taken_files_path_outlives_its_destruction(tmp_path: Path) -> None:
+    """Retention takes the ConsumeQueue files below the log's first entry out under the disk lock and destroys them
+    after it, once a disk thread is free. A queue destroyed meanwhile (cleanExpiredConsumerQueue) and sent to again
+    starts at offset 0, its first file made at the path of the one taken out: the late destruction unlinked the new
+    file by its name, and the messages it indexes were gone from the queue after a restart. RocketMQ's
+    MappedFile.destroy deletes the file it maps, before the queue lets it go (store/src/main/java/org/apache/
+    rocketmq/store/MappedFileQueue.java deleteExpiredFileByOffset)."""
+    store = keyed_store(tmp_path, disk_usage_ratio=Disk(0.87))  # any age: every entry segment but the newest goes
+    topic_records(store, "OldTopic", 9)  # two queue files, the first wholly in the first entry segment
+    while len(store.ledger.data.files) < 3:
+        keyed_records(store, 8)
+    old_first = tmp_path / "consumequeue" / "OldTopic" / "0" / f"{0:020d}"
+    assert old_first.exists()
+    busy = [object() for _ in range(int(store.disk_limiter.total_tokens))]
+    for borrower in busy:  # every disk thread busy (flushes, other destructions): the taken files wait
+        await store.disk_limiter.acquire_on_behalf_of(borrower)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(store.retention.check_once)
+        while store.disk_limiter.statistics().tasks_waiting == 0:
+            await trio.sleep(0.001)
+        assert store.ledger.begin_index > 0 and store.min_offset_in_queue("OldTopic", 0) > 0
+        assert await clean_expired_consume_queues(store) == [("OldTopic", 0)]
+        topic_records(store, "OldTopic", 1)  # sent to again: offset 0, a new first file
+        assert old_first.exists() and store.max_offset_in_queue("OldTopic", 0) == 1
+        for borrower in busy:
+            store.disk_limiter.release_on_behalf_of(borrower)
+    assert old_first.exists()
+    store.close()
+    again = keyed_store(tmp_path, delete_when="99")
+    try:
+        assert again.get("OldTopic", 0, 0, 32).status is GetStatus.FOUND
     finally:
         again.close()
