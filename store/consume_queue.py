@@ -23,7 +23,7 @@ from typing import Final
 
 import attrs
 
-from store.mapped_file import MappedFile, MappedFileQueue, destroy_segments
+from store.mapped_file import MappedFile, MappedFileQueue, destroy_segments, segment_name
 
 CQ_STORE_UNIT_SIZE: Final = 20
 FILLER_SIZE: Final = 0x7FFFFFFF
@@ -86,6 +86,12 @@ class ConsumeQueue:
         pos = logical * CQ_STORE_UNIT_SIZE
         if not self.queue.files:
             start = pos - pos % self.file_size
+            # A file already there is no longer this queue's: one retention took out and has yet to destroy in its
+            # worker thread (the queue destroyed and sent to again meanwhile), or one it could not unlink. Its
+            # entries must not come back, and its late destruction must not take the new file (MappedFile.destroy
+            # unlinks only the file it maps), so the new file is a new inode.
+            with contextlib.suppress(FileNotFoundError):
+                (self.queue.dir_for(start) / segment_name(start)).unlink()
             mf = self.queue.roll(start)
             mf.buf[0 : pos - start] = _FILLER * ((pos - start) // CQ_STORE_UNIT_SIZE)
             self.min_offset = self.max_offset = logical

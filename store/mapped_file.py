@@ -212,9 +212,22 @@ class MappedFile:
                 os.close(fd)
 
     def destroy(self) -> None:
-        self.close()
-        with contextlib.suppress(FileNotFoundError):
+        """Unlink the file this segment maps, then unmap and close it. Retention destroys segments taken out of
+        their queue later, in a worker thread (store/services.py), and a queue destroyed and sent to again
+        meanwhile makes its first file at a taken one's path: only the file still ours goes, while it is open so
+        that its inode cannot be another's (RocketMQ's destroy deletes a file before its queue lets it go:
+        store/src/main/java/org/apache/rocketmq/store/MappedFileQueue.java deleteExpiredFileByOffset). A failed
+        unlink raises, the segment closed all the same."""
+        try:
+            if self.fd >= 0:
+                mine, there = os.fstat(self.fd), os.stat(self.path)
+                if (mine.st_dev, mine.st_ino) != (there.st_dev, there.st_ino):
+                    return  # a new file at this path: ours was unlinked already
             self.path.unlink()
+        except FileNotFoundError:
+            pass
+        finally:
+            self.close()
 
     def mtime_ms(self) -> int:
         """The file's last modification time, 0 when it is gone (removed by hand: retention then drops it as
