@@ -145,6 +145,23 @@ async def test_connection_closed_while_held_drops_the_pull_quietly(
     assert served.hold.woken_by_arrival == 1 and served.hold.woken_by_timeout == 1
 
 
+async def test_pulls_of_a_closed_connection_are_dropped_not_kept_until_their_deadline(
+    served: ServedBroker, nursery: trio.Nursery, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A client chooses its pulls' suspend time: one that parks pulls asking for a day and disconnects must not leave
+    them (request, connection) in the table, and its queue marked waited on, for that day. Nobody can be answered."""
+    day_ms = 24 * 3600 * 1000
+    for _ in range(3):
+        client = await served.connect_memory(nursery)
+        await parked(served, client, pull_request(suspend_ms=day_ms))
+        await client.aclose()
+        await trio.testing.wait_all_tasks_blocked()
+        await trio.sleep(CHECK_INTERVAL + 1)  # virtual: far less than the day asked for
+        assert served.hold.held_count == 0
+        assert not served.hold.waiting(TOPIC, 0)
+    assert served.hold.woken_by_arrival == 0 and served.hold.woken_by_timeout == 0
+
+
 async def test_many_pulls_on_one_queue_all_wake_on_one_arrival(
     served: ServedBroker, nursery: trio.Nursery, autojump_clock: trio.testing.MockClock
 ) -> None:
