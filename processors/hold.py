@@ -16,7 +16,9 @@ A pull that found nothing (PULL_NOT_FOUND) with the SUSPEND flag on its first ex
 Woken requests are re-run once through their ``rerun`` callable (the pull processor with suspension and offset commit
 off) by a few worker tasks, and the answer is written on the request's connection. A parked request holds no pool
 worker and no task, so it never blocks other requests on its connection. A connection closed meanwhile makes the
-request vanish quietly; a failing re-run is answered SYSTEM_ERROR and logged.
+request vanish quietly; a failing re-run is answered SYSTEM_ERROR and logged. Every ``check_interval`` seconds while
+pulls are parked, those whose connection closed are dropped (ours: Java's ``PullRequestHoldService`` keeps them until
+their timeout, which the client chooses, so a client parking pulls for a day and leaving kept them that long).
 
 Run it with ``await nursery.start(hold.run)``; requests parked before it runs wait for it. Cancellation drops every
 parked request unanswered (the broker is shutting down; clients time out and retry).
@@ -95,6 +97,8 @@ class HoldService:
         self._sequence = itertools.count()
         self._wake_send, self._wake_receive = trio.open_memory_channel[HeldPull](math.inf)
         self._timer_wakeup: trio.Event | None = None
+        #: Set by :meth:`hold` so the sweep of closed connections' pulls sleeps only while some are parked.
+        self._parked = trio.Event()
         self._timer_at = math.inf
         #: Re-runs done so far, by cause (for tests and runtime info).
         self.woken_by_arrival = 0
@@ -113,6 +117,7 @@ class HoldService:
         held.held_at = trio.current_time()
         self._held.setdefault((held.topic, held.queue_id), []).append(held)
         heapq.heappush(self._deadlines, (held.deadline, next(self._sequence), held))
+        self._parked.set()
         if held.deadline < self._timer_at and self._timer_wakeup is not None:
             self._timer_at = held.deadline
             self._timer_wakeup.set()
@@ -186,6 +191,7 @@ class HoldService:
         """Timer, optional periodic check and answering workers, until cancelled."""
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._expire)
+            nursery.start_soon(self._drop_closed_periodically, self._check_interval)
             if self._max_offset_of is not None:
                 nursery.start_soon(self._check_periodically, self._check_interval, self._max_offset_of)
             for _ in range(self._workers):
@@ -211,6 +217,23 @@ class HoldService:
             wakeup = self._timer_wakeup = trio.Event()
             with trio.move_on_at(self._timer_at):
                 await wakeup.wait()
+
+    async def _drop_closed_periodically(self, interval: float) -> None:
+        """Drop the parked pulls whose connection closed (nobody to answer), every ``interval`` seconds while any is
+        parked: they kept their request and connection, and their queue counted as waited on, until the deadline
+        their client chose (as broker/src/main/java/org/apache/rocketmq/broker/longpolling/PullRequestHoldService.java
+        keeps them; ours drops them, since nobody can be answered)."""
+        while True:
+            await self._parked.wait()
+            await trio.sleep(interval)
+            for waiting in list(self._held.values()):
+                for held in [h for h in waiting if h.ctx.connection.closed and not h.done]:
+                    self._unpark(held)
+                    held.done = True  # its timer entry is stale now
+                    self._stale += 1
+            self._drop_stale()
+            if not self._held:
+                self._parked = trio.Event()
 
     async def _check_periodically(self, interval: float, max_offset_of: Callable[[str, int], int]) -> None:
         while True:
