@@ -26,8 +26,9 @@ from client.request_reply import CreateReplyMessageError, RequestTimeoutError, c
 from remoting.client import RemotingClient
 from remoting.codec.bodies import MessageQueue
 from remoting.codec.codes import RequestCode, ResponseCode
-from remoting.codec.command import RemotingCommand
+from remoting.codec.command import RemotingCommand, request
 from remoting.codec.message import decode_record
+from remoting.codec.message_properties import encode_properties
 from remoting.dispatch import Dispatcher, ProcessorPool, RequestContext
 from remoting.server import RemotingServer
 from tests.client.test_master_watch import register_as_master
@@ -245,3 +246,32 @@ async def test_request_async_hands_the_callback_the_send_failure_itself(
         nursery.cancel_scope.cancel()
     [outcome] = got
     assert isinstance(outcome, MQBrokerError) and outcome.code == ResponseCode.SYSTEM_ERROR, repr(outcome)
+
+
+async def test_a_reply_whose_compressed_body_does_not_inflate_still_completes_its_request(
+    requests_topic: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """client/.../impl/ClientRemotingProcessor.java receiveReplyMessage: a reply flagged COMPRESSED whose body the
+    compressor cannot inflate is logged and handed to its request with the body as it came (the IOException is
+    caught around the decompress only), and the broker's push is answered SUCCESS, so the replier's send succeeds.
+    Before, the requester answered the push SYSTEM_ERROR: the replier got "push reply message to <client>fail." and
+    the request waited out its timeout."""
+    answers: list[RemotingCommand] = []
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+        props = {k: msgs[0].properties[k] for k in ("CORRELATION_ID", "REPLY_TO_CLIENT", "TTL")}
+        props["MSG_TYPE"] = "reply"
+        fields = {"a": "raw-replier-pg", "b": "DefaultCluster_REPLY_TOPIC", "c": "TBW102", "d": "4", "e": "0",
+                  "f": "1", "g": "1700000000123", "h": "0", "i": encode_properties(props), "j": "0",
+                  "k": "false"}  # fmt: skip
+        reply = request(RequestCode.SEND_REPLY_MESSAGE_V2, fields, b"not deflated")
+        answers.append(await raw.invoke(requests_topic.broker_addr, reply, 15))
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer("raw-replier-cg", requests_topic.namesrv_addr)
+    consumer.subscribe(TOPIC)
+    consumer.register_message_listener(listener)
+    async with RemotingClient() as raw, consumer, Producer("raw-requester-pg", requests_topic.namesrv_addr) as asker:
+        reply = await asker.request(Message(TOPIC, b"ping"), timeout=10.0)
+    assert reply.body == b"not deflated" and reply.properties["MSG_TYPE"] == "reply"
+    assert [a.code for a in answers] == [ResponseCode.SUCCESS], [a.remark for a in answers]
