@@ -17,7 +17,6 @@ from __future__ import annotations
 import logging
 import sys
 import threading
-import zlib
 from typing import TYPE_CHECKING
 
 import orjson
@@ -145,7 +144,7 @@ class ClientRequestHandler:
         try:
             header = ReplyMessageRequestHeader.from_ext_fields(request.ext_fields)
             reply = reply_from_push(header, bytes(request.body))
-        except (CodecError, ValueError, zlib.error) as exc:
+        except (CodecError, ValueError) as exc:
             log.warning("bad reply message: %s", exc)
             return request.response(ResponseCode.SYSTEM_ERROR, "process reply message fail")
         if not self.instance.replies.complete(reply):

@@ -7,9 +7,10 @@ async retries, a chosen queue's outcome reported to the fault table, a queue of 
 client id, which the broker knows from the producer's heartbeats: before the first request to a topic the route is
 read and the heartbeat sent to every broker and answered, as ``prepareSendRequest``) and ``TTL`` (the timeout in
 ms). Its :class:`PendingRequest` waits in the client instance's :class:`ReplyTable` until the broker pushes the
-reply with code 326; the handler (:func:`reply_from_push`) builds the reply message, inflates a compressed body, stamps
-``ARRIVE_TIME`` and completes the request with the same correlation id. A reply nobody waits for (it came after its
-request timed out, or names no request) is dropped and counted in :attr:`ReplyTable.unmatched`.
+reply with code 326; the handler (:func:`reply_from_push`) builds the reply message, inflates a compressed body (one
+that does not inflate is kept as it came, as Java's), stamps ``ARRIVE_TIME`` and completes the request with the same
+correlation id. A reply nobody waits for (it came after its request timed out, or names no request) is dropped and
+counted in :attr:`ReplyTable.unmatched`.
 
 Replier: a consumer that got a request builds the answer with :func:`create_reply_message` (topic
 ``<CLUSTER>_REPLY_TOPIC``, the request's ``CORRELATION_ID``, ``REPLY_TO_CLIENT`` and ``TTL``, ``MSG_TYPE=reply``) and
@@ -168,7 +169,9 @@ def create_reply_message(request: MessageExt, body: bytes) -> Message:
 
 def reply_from_push(header: ReplyMessageRequestHeader, body: bytes) -> MessageExt:
     """The reply message a PUSH_REPLY_MESSAGE_TO_CLIENT carries, inflated, with ``ARRIVE_TIME`` set. Raises
-    ``ValueError`` for a bad host and ``zlib.error`` for a body that does not inflate."""
+    ``ValueError`` for a bad host. A body flagged compressed that does not inflate is logged and kept as it came,
+    still the request's reply (client/src/main/java/org/apache/rocketmq/client/impl/ClientRemotingProcessor.java
+    receiveReplyMessage catches the decompressor's IOException alone)."""
     props = decode_properties(header.properties or "")
     props[PROPERTY_MESSAGE_ARRIVE_TIME] = str(time.time_ns() // 1_000_000)
     born_host, store_host = _host(header.born_host), _host(header.store_host)
@@ -191,7 +194,11 @@ def reply_from_push(header: ReplyMessageRequestHeader, body: bytes) -> MessageEx
         properties=props,
         store_host_packed=pack_socket_address(*store_host),
     )
-    return uncompressed(msg)
+    try:
+        return uncompressed(msg)
+    except zlib.error as exc:
+        log.warning("reply %s: body does not inflate (%s), kept as it came", props.get(PROPERTY_CORRELATION_ID), exc)
+        return msg
 
 
 def _host(text: str) -> tuple[str, int]:
