@@ -26,8 +26,15 @@ from client.trace import TRACE_TOPIC, MessageType, TraceDispatcher, TraceRecord,
 from client.trace.codec import encode_record, trace_keys
 from client.trace.view import TraceView, trace_views
 from client.transaction import LocalTransactionState, TransactionProducer
+from remoting.client import RemotingClient
 from remoting.codec.bodies import ConsumeFromWhere, MessageQueue
+from remoting.codec.codes import RequestCode, ResponseCode
+from remoting.codec.command import RemotingCommand
 from remoting.codec.message import decode_record
+from remoting.codec.msgid import offset_msg_id, pack_socket_address
+from remoting.dispatch import Dispatcher, ProcessorPool, RequestContext
+from remoting.server import RemotingServer
+from tests.client.test_master_watch import register_as_master
 from tests.conftest import SMALL_STORE
 from tests.semantics.helpers import use_virtual_store_clock
 
@@ -368,3 +375,65 @@ def test_the_trace_view_client_host_is_the_born_ip_without_the_port() -> None:
     )
     [view] = trace_views("MSGID1", [carrier])
     assert view.client_host == "10.9.9.9"
+
+
+class HalfTakingBroker:
+    """A master that answers every SEND_MESSAGE_V2 as stored at CommitLog offset 0 and anything else SUCCESS."""
+
+    def __init__(self) -> None:
+        self.store_host = b""
+
+    async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        if request.code == RequestCode.SEND_MESSAGE_V2:
+            fields = {"msgId": offset_msg_id(self.store_host, 0), "queueId": request.ext_fields["e"],
+                      "queueOffset": "0", "MSG_REGION": "DefaultRegion", "TRACE_ON": "true"}  # fmt: skip
+            return request.response(ResponseCode.SUCCESS, None, fields)
+        return None if request.is_oneway else request.response(ResponseCode.SUCCESS)
+
+
+async def test_an_end_transaction_that_could_not_be_sent_is_traced_all_the_same(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """4.9.8's client/.../impl/producer/DefaultMQProducerImpl.java runs the EndTransaction hook before the
+    END_TRANSACTION oneway, in endTransaction (after the local transaction) and in the check-back's
+    processTransactionState alike, so the record is written whatever becomes of the oneway. Here the half message's
+    broker is gone by the time the local transaction commits: the trace (on the embedded broker) has the Pub and the
+    EndTransaction. Before, the record was only written once the oneway had gone out, so it was missing."""
+    topic = "TxEndLost"
+    broker = HalfTakingBroker()
+    dispatcher = Dispatcher()
+    dispatcher.set_default(broker, ProcessorPool("half-taking", 4, 100))
+    server = trio.CancelScope()
+
+    async def serve(task_status: trio.TaskStatus[tuple[str, int]] = trio.TASK_STATUS_IGNORED) -> None:
+        with server:
+            await RemotingServer(dispatcher).serve("127.0.0.1", 0, task_status=task_status)
+
+    async def commit_once_the_broker_is_gone(msg: Message, arg: object) -> LocalTransactionState:
+        server.cancel()
+        await trio.sleep(1)  # its connections are closed: the oneway finds nobody listening
+        return LocalTransactionState.COMMIT_MESSAGE
+
+    async with trio.open_nursery() as nursery, RemotingClient() as client:
+        host, port = await nursery.start(serve)
+        broker.store_host = pack_socket_address(host, port)
+        await register_as_master(client, embedded_cluster.namesrv_addr, f"{host}:{port}", topic, "broker-gone")
+        producer = TransactionProducer(
+            "tx-end-lost-pg",
+            embedded_cluster.namesrv_addr,
+            execute_local_transaction=commit_once_the_broker_is_gone,
+            check_local_transaction=commit_once_the_broker_is_gone,
+            enable_msg_trace=True,
+        )
+        async with producer:
+            result = await producer.send_message_in_transaction(Message(topic, b"tx", keys="lost-end"))
+            assert result.local_transaction_state is LocalTransactionState.COMMIT_MESSAGE
+            views = await _traces(embedded_cluster, result.send_result.msg_id, None, {TraceType.Pub})
+            with trio.move_on_after(30):
+                while TraceType.EndTransaction not in {v.record.type for v in views}:
+                    await trio.sleep(1)
+                    views = await _traces(embedded_cluster, result.send_result.msg_id, None, {TraceType.Pub})
+    ends = [v.record for v in views if v.record.type is TraceType.EndTransaction]
+    assert [(e.topic, e.keys, e.store_host, e.transaction_state, e.from_transaction_check) for e in ends] == [
+        (topic, "lost-end", f"{host}:{port}", "COMMIT_MESSAGE", False)
+    ]
