@@ -252,8 +252,10 @@ class TransactionProducer(Producer):
             command = request(RequestCode.END_TRANSACTION, header.to_ext_fields(), oneway=True)
             if remark:
                 command = attrs.evolve(command, remark=remark)
-            await self.instance.remoting.invoke_oneway(addr, command, self.send_msg_timeout)
+            # Traced before the oneway, whatever becomes of it (DefaultMQProducerImpl.endTransaction runs
+            # doExecuteEndTransactionHook first).
             self._trace_end(result.topic, result.msg_id, addr, state, False, props)
+            await self.instance.remoting.invoke_oneway(addr, command, self.send_msg_timeout)
         except (RemotingError, CodecError, MQClientError) as exc:
             log.warning("END_TRANSACTION for %s not sent (%s): the broker will check back", result.msg_id, exc)
 
@@ -298,13 +300,14 @@ class TransactionProducer(Producer):
         command = request(RequestCode.END_TRANSACTION, end.to_ext_fields(), oneway=True)
         if remark:
             command = attrs.evolve(command, remark=remark)
+        # Traced before the oneway, whatever becomes of it (client/src/main/java/org/apache/rocketmq/client/impl/
+        # producer/DefaultMQProducerImpl.java processTransactionState: doExecuteEndTransactionHook, then the oneway).
+        topic = msg.properties.get("REAL_TOPIC", msg.topic)
+        self._trace_end(topic, uniq, broker_addr, state, True, msg.properties, header.transaction_id or uniq)
         try:
             await self.instance.remoting.invoke_oneway(broker_addr, command, CHECK_ANSWER_TIMEOUT)
         except RemotingError as exc:
             log.warning("END_TRANSACTION answer for %s to %s failed: %s", uniq, broker_addr, exc)
-            return
-        topic = msg.properties.get("REAL_TOPIC", msg.topic)
-        self._trace_end(topic, uniq, broker_addr, state, True, msg.properties, header.transaction_id or uniq)
 
     def _trace_end(
         self,
