@@ -528,3 +528,35 @@ def test_a_restart_in_the_middle_of_rolls_delivers_each_rolled_timer_once(tmp_pa
     assert again.pending == 0
     again.close()
     store.close()
+
+
+@pytest.mark.parametrize("restart_first", [True, False])
+def test_a_crash_after_timer_roll_window_slot_was_lowered_loses_no_timer(tmp_path: Path, restart_first: bool) -> None:
+    """``timerRollWindowSlot`` lowered between runs (here from 48 slots to 10, with a clean restart before the crash
+    or at the crash's restart): a timer filed under the old window, not rolled yet, is neither taken for rolled by the
+    crash rebuild nor lost (before, the rebuild worked out its roll time with the new window, found it before the
+    checkpoint's read time and skipped the record, of which no copy existed)."""
+    now = [1_000_000]
+    store, config_dir, timers = open_timer_store(tmp_path, now)
+    store.append(_timer_record(now[0] + 30_000, b"far"))
+    assert timers.enqueue(100) == 1  # filed to roll at + 4.8 s (48 slots of 100 ms)
+    if restart_first:  # a clean restart with the lower window: the entry stays where it was filed
+        timers.flush()
+        timers.save_checkpoint(timers.checkpoint(clean=True))
+        timers.close()
+        timers = TimerStore(store, config_dir, slots=64, roll_window_slot=10)
+        timers.load()
+    now[0] += 2_500
+    run_timer(timers, now[0])
+    assert timers.rolled == 0 and timers.pending == 1  # nothing rolled yet
+    timers.save_checkpoint(timers.checkpoint(clean=False))
+    timers.close()  # a crash
+    again = TimerStore(store, config_dir, slots=64, roll_window_slot=10)
+    again.load()
+    for _ in range(40):
+        now[0] += 1_000
+        run_timer(again, now[0])
+    assert [m.body for m in _crashed(store)] == [b"far"]
+    assert again.pending == 0
+    again.close()
+    store.close()
