@@ -288,7 +288,7 @@ class TimerMessageService:
         if all_confirmed:
             cp = timers.checkpoint(True)
         else:  # some deliveries may still be truncated: the next start rebuilds from the confirmed progress
-            cp = TimerCheckpoint(enqueue_offset=confirmed[0], read_ms=confirmed[1])
+            cp = TimerCheckpoint(enqueue_offset=confirmed[0], read_ms=confirmed[1], windows=timers.windows)
         try:
             timers.flush()
             timers.save_checkpoint(cp)

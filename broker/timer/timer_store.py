@@ -17,7 +17,10 @@ queue, a new CommitLog record with every property plus ``TIMER_ROLL_TIMES`` (+1)
 record's store time), ``TIMER_DEQUEUE_MS`` and ``TIMER_ROLL_FROM`` (the old record's queue offset, ours, dropped on
 delivery), and filed again from there. So no record the timer still needs is older than the window: retention
 (``fileReservedTime`` longer than the window) never removes a pending timer. Delete markers roll the same way. The
-roll time is a function of the record alone, which the crash rebuild relies on. A record filed beyond the wheel's
+roll time is a function of the record and the window it was filed with alone, which the crash rebuild relies on:
+the checkpoint keeps the window of each range of queue offsets (``rollWindows``), so a ``timerRollWindowSlot``
+changed between runs applies to the records filed from then on (a rebuild that worked out an older record's roll time
+with a lowered window took it for rolled and dropped it). A record filed beyond the wheel's
 reach otherwise (``readMs`` lagging behind its base) is parked in the reach's last slot and filed again in place when
 that slot comes due.
 
@@ -138,6 +141,9 @@ class TimerCheckpoint:
     pending: int = 0
     clean: bool = False
     segments: dict[int, int] = attrs.field(factory=dict)
+    #: ``(first queue offset, roll window in slots)`` pairs, oldest first: the window each record was filed with
+    #: (``rollWindows``; see :meth:`TimerStore.window_at`). Empty: the configured one for every record.
+    windows: tuple[tuple[int, int], ...] = ()
 
 
 def roll_window_slots(configured: int, wheel_slots: int) -> int:
@@ -159,6 +165,7 @@ def _encode(cp: TimerCheckpoint) -> bytes:
             "pending": cp.pending,
             "clean": cp.clean,
             "segments": {str(k): v for k, v in sorted(cp.segments.items())},
+            "rollWindows": [list(w) for w in cp.windows],
         },
         option=orjson.OPT_INDENT_2,
     )
@@ -177,6 +184,7 @@ def _decode(data: bytes) -> TimerCheckpoint:
             pending=int(root["pending"]),
             clean=bool(root.get("clean", False)),
             segments={int(k): int(v) for k, v in dict(root.get("segments", {})).items()},
+            windows=tuple((int(w[0]), int(w[1])) for w in root.get("rollWindows", ())),
         )
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
         raise ConfigFileError(f"timerCheck.json: {exc}") from exc
@@ -214,6 +222,8 @@ class TimerStore:
         self.checkpoint_file = ConfigFile(config_dir / "timerCheck.json", _encode, _decode)
         self.precision_ms = precision_ms
         self.roll_window_slots = roll_window_slots(roll_window_slot, slots)
+        #: The window each queue offset range was (or is) filed with: ``(first offset, slots)``, oldest first.
+        self._windows: list[tuple[int, int]] = []
         self.enqueue_offset = 0
         self.read_ms = 0
         #: The log position of the next entry to process in the slot at ``readMs`` (slots go out oldest entry first),
@@ -261,6 +271,7 @@ class TimerStore:
             self.walk_pos, self.walk_to = cp.walk_pos, cp.walk_to
             self.pending, self._segments = cp.pending, dict(cp.segments)
             self._confirmed = (self.enqueue_offset, self.read_ms)
+            self._use_windows(cp.windows, self.enqueue_offset)
             return
         shutil.rmtree(self.root, ignore_errors=True)
         self.log.load(0)
@@ -270,9 +281,35 @@ class TimerStore:
             self._skip_below_offset, self._skip_due_before = cp.enqueue_offset, cp.read_ms
             self.read_ms = cp.read_ms
             self._rebuild_end = self.store.max_offset_in_queue(TIMER_TOPIC, 0)
+            self._use_windows(cp.windows, cp.enqueue_offset)
         else:
             self.read_ms = self.wheel.slot_time(self.store.config.now_ms() if now_ms is None else now_ms)
+            self._use_windows((), 0)
         self._confirmed = (self._skip_below_offset, self.read_ms)
+
+    def _use_windows(self, saved: tuple[tuple[int, int], ...], start: int) -> None:
+        """Take the saved windows of the records below ``start`` (filed by earlier runs, which a crash rebuild files
+        again with them) and the configured one from ``start`` on; entries no retained record needs are dropped."""
+        low = self.store.min_offset_in_queue(TIMER_TOPIC, 0)
+        kept = [w for w in saved if w[0] < start]
+        while len(kept) > 1 and kept[1][0] <= low:
+            del kept[0]
+        if not kept or kept[-1][1] != self.roll_window_slots:
+            kept.append((start, self.roll_window_slots))
+        self._windows = kept
+
+    @property
+    def windows(self) -> tuple[tuple[int, int], ...]:
+        """The checkpoint's ``rollWindows`` (:class:`TimerCheckpoint`)."""
+        return tuple(self._windows)
+
+    def window_at(self, offset: int) -> int:
+        """The roll window (slots) of the timer-queue record at ``offset``: the one it was filed with. A changed
+        ``timerRollWindowSlot`` applies to records filed from then on, so the crash rebuild, which infers from a
+        record's roll time whether it was rolled, never reads an older record's with the new window."""
+        windows = self._windows
+        i = bisect.bisect_right(windows, (offset, 1 << 62)) - 1
+        return windows[i][1] if i >= 0 else (windows[0][1] if windows else self.roll_window_slots)
 
     def confirmed(self) -> tuple[int, int]:
         """``(enqueueOffset, readMs)`` as of the last pass whose deliveries the store confirms (module docstring)."""
@@ -298,7 +335,15 @@ class TimerStore:
         if not clean:
             offset, read_ms = self.confirmed()
             return TimerCheckpoint(
-                offset, read_ms, NO_ENTRY, NO_ENTRY, self.log.end, self.pending, False, dict(self._segments)
+                offset,
+                read_ms,
+                NO_ENTRY,
+                NO_ENTRY,
+                self.log.end,
+                self.pending,
+                False,
+                dict(self._segments),
+                self.windows,
             )
         return TimerCheckpoint(
             self.enqueue_offset,
@@ -309,6 +354,7 @@ class TimerStore:
             self.pending,
             clean,
             dict(self._segments),
+            self.windows,
         )
 
     def save_checkpoint(self, cp: TimerCheckpoint) -> None:
@@ -338,7 +384,7 @@ class TimerStore:
             phy, size, _tags = entry
             timer = self._timer_of(phy, size)
             if timer is not None and not self._rebuilt_away(offset, timer, cq.min_offset):
-                file_ms, roll = self.roll_target(timer.time_ms, timer.stored_ms)
+                file_ms, roll = self.roll_target(timer.time_ms, timer.stored_ms, self.window_at(offset))
                 flags = timer.flags | (FLAG_ROLL if roll else 0)
                 counted = not flags & FLAG_DELETE
                 self.pending += counted
@@ -355,10 +401,11 @@ class TimerStore:
         self._mark()
         return done
 
-    def roll_target(self, time_ms: int, base_ms: int) -> tuple[int, bool]:
-        """Where a record stored at ``base_ms`` and due at ``time_ms`` is filed: ``(time_ms, False)``, or its roll
-        time and ``True`` when that lies a roll window or more after the base (RocketMQ 5.3's ``doEnqueue``)."""
-        window, prec = self.roll_window_slots, self.precision_ms
+    def roll_target(self, time_ms: int, base_ms: int, window: int) -> tuple[int, bool]:
+        """Where a record stored at ``base_ms`` and due at ``time_ms`` is filed with a roll window of ``window``
+        slots: ``(time_ms, False)``, or its roll time and ``True`` when that lies a roll window or more after the base
+        (RocketMQ 5.3's ``doEnqueue``)."""
+        prec = self.precision_ms
         left = time_ms - base_ms - window * prec
         if left < 0:
             return time_ms, False
@@ -371,12 +418,12 @@ class TimerStore:
         the checkpoint, or a copy the previous run rolled whose predecessor this rebuild files instead."""
         below, before, slot_time = self._skip_below_offset, self._skip_due_before, self.wheel.slot_time
         if offset < self._rebuild_end and timer.roll_from >= min_offset:
-            previous_ms, _ = self.roll_target(timer.time_ms, timer.previous_ms)
+            previous_ms, _ = self.roll_target(timer.time_ms, timer.previous_ms, self.window_at(timer.roll_from))
             if not (timer.roll_from < below and slot_time(previous_ms) < before):
                 return True
         if offset >= below:
             return False
-        target_ms, roll = self.roll_target(timer.time_ms, timer.stored_ms)
+        target_ms, roll = self.roll_target(timer.time_ms, timer.stored_ms, self.window_at(offset))
         return slot_time(target_ms) < before if roll else timer.time_ms < before
 
     def _timer_of(self, phy: int, size: int) -> _Timer | None:
