@@ -560,3 +560,18 @@ def test_a_crash_after_timer_roll_window_slot_was_lowered_loses_no_timer(tmp_pat
     assert again.pending == 0
     again.close()
     store.close()
+
+
+async def test_a_producers_timer_roll_from_is_not_stored_with_its_timer(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """``TIMER_ROLL_FROM`` marks the broker's own rolled copies, and a crash rebuild skips a record carrying it whose
+    original it finds again: a producer's message must not be stored with one, or a rebuild could take it for a copy
+    and never deliver it."""
+    use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "TimedForged")
+    async with Producer("pg-timer-forged", embedded_cluster.namesrv_addr) as producer:
+        forged = {"TIMER_DELAY_SEC": "30", "TIMER_ROLL_FROM": "0,1"}
+        await producer.send(Message("TimedForged", b"forged", properties=forged))
+    parked = _read_all(embedded_cluster.controller.context.store, TIMER_TOPIC, 0)
+    assert parked and all("TIMER_ROLL_FROM" not in m.properties for m in parked)
