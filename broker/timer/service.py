@@ -48,6 +48,7 @@ from broker.timer.timer_store import (
     PROPERTY_TIMER_DELAY_SEC,
     PROPERTY_TIMER_DELIVER_MS,
     PROPERTY_TIMER_OUT_MS,
+    PROPERTY_TIMER_ROLL_FROM,
     TIMER_ROLL_WINDOW_SLOT,
     TIMER_TOPIC,
     TimerCheckpoint,
@@ -64,6 +65,9 @@ from store.metadata_files import ConfigFileError
 __all__ = ["TimerMessageService"]
 
 log = logging.getLogger(__name__)
+#: Properties only the broker's timer writes: a producer's would make a crash rebuild take its message for a rolled
+#: copy (``TIMER_ROLL_FROM``) and skip it.
+_BROKER_ONLY: Final = frozenset({PROPERTY_TIMER_ROLL_FROM})
 
 _BUDGET: Final = 2048
 _RETRY_AFTER_REFUSAL: Final = 0.1
@@ -174,6 +178,7 @@ class TimerMessageService:
         stored = with_properties(
             record.properties,
             {"REAL_TOPIC": record.topic, "REAL_QID": str(record.queue_id), PROPERTY_TIMER_OUT_MS: str(deliver_ms)},
+            drop=_BROKER_ONLY,
         )
         self.notify()
         return MessageRecord(
