@@ -385,3 +385,36 @@ async def test_a_commitlog_segment_that_cannot_be_unlinked_is_logged_and_retenti
     offset = store.min_offset_in_queue("TopicTest", 0)
     assert store.get("TopicTest", 0, offset, 32).status is GetStatus.FOUND
     store.close()
+
+
+async def test_a_segment_left_behind_by_a_failed_unlink_does_not_stop_the_next_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Retention goes on past a file it cannot unlink (left behind, out of the log) and deletes the next ones, so the
+    directory then holds that old file, a hole, and the live segments. The next start refused the hole (``gap before
+    segment``) and the broker could not start; it now starts from the segments after the last hole and names the
+    files before it, left on disk for the operator (Java's load maps them all and only logs a damaged queue)."""
+    store = open_store(tmp_path, now_ms=FakeClock(_local_ms(hour=12)), disk_usage_ratio=Disk(0.87))
+    for _ in range(60):
+        store.append(message(body=bytes(300)))
+    store.flush_all_blocking()
+    last = store.commitlog.queue.files[-1].file_from_offset
+    first = str(store.commitlog.queue.files[0].path)
+    real = os.unlink
+
+    def unlink(path: os.PathLike[str] | str, *args: object, **kwargs: object) -> None:
+        if os.fspath(path) == first:
+            raise PermissionError(13, "Permission denied", first)
+        real(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "unlink", unlink)
+    await store.retention.check_once()
+    monkeypatch.undo()
+    store.close()
+    reopened = open_store(tmp_path)
+    assert reopened.min_phy_offset == last and os.path.exists(first)
+    assert first in caplog.text
+    offset = reopened.min_offset_in_queue("TopicTest", 0)
+    assert reopened.get("TopicTest", 0, offset, 32).status is GetStatus.FOUND
+    assert reopened.append(message(body=b"after")).phy_offset > last
+    reopened.close()
