@@ -276,11 +276,20 @@ class MappedFileQueue:
         return self.dirs.for_segment(start, self.file_size, self.full)
 
     def load(self) -> None:
-        """Map every existing segment, marked full; recovery then sets the real end with :meth:`truncate_to`."""
-        for path in self.segment_paths():
+        """Map every existing segment, marked full; recovery then sets the real end with :meth:`truncate_to`.
+
+        Segments before a hole are not loaded, only logged and left on disk: retention takes files out of the log
+        before it unlinks them, and one it could not unlink (EACCES, EIO: :func:`destroy_segments`) stays behind its
+        deleted neighbours. Refusing the hole kept the store from starting; RocketMQ's MappedFileQueue.load maps them
+        all and only logs a damaged queue (store/src/main/java/org/apache/rocketmq/store/MappedFileQueue.java)."""
+        paths = self.segment_paths()
+        for i in range(len(paths) - 1, 0, -1):
+            if int(paths[i - 1].name) + self.file_size != int(paths[i].name):
+                log.error("not loaded, before a hole in the log (left behind by retention?): %s", paths[:i])
+                paths = paths[i:]
+                break
+        for path in paths:
             start = int(path.name)
-            if self.files and self.files[-1].end_offset != start:
-                raise StoreCorruptError(f"gap before segment {path}")
             if start % self.file_size:
                 raise StoreCorruptError(f"segment {path} does not start at a multiple of {self.file_size}")
             mf = MappedFile(path, start, self.file_size, self.preallocate)
