@@ -18,9 +18,11 @@ from client.message import Message
 from client.producer import Producer
 from client.request_reply import RequestTimeoutError
 from remoting.client import RemotingClient
+from remoting.codec.bodies import MessageQueue
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand
 from remoting.dispatch import Dispatcher, ProcessorPool, RequestContext
+from remoting.errors import RemotingError
 from remoting.server import RemotingServer
 from tests.client.test_master_watch import register_as_master
 
@@ -146,3 +148,32 @@ async def test_a_timed_out_send_does_not_wait_for_a_slow_route_reread_past_its_t
     assert front.lookups >= 2  # the re-read was asked for
     assert elapsed == pytest.approx(3.0, abs=0.5), elapsed
     assert "sendDefaultImpl call timeout" in str(caught.value)
+
+
+@pytest.mark.parametrize("mode", ["selector", "queue", "batch"])
+async def test_a_send_counts_its_route_lookup_in_its_timeout(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, mode: str
+) -> None:
+    """sendSelectImpl and sendDefaultImpl (which a batch goes through) take the time before
+    tryToFindTopicPublishInfo and give the attempt ``timeout - costTime``; sendKernelImpl counts a route lookup for a
+    chosen queue likewise. With a name server taking 2 s a lookup, a 3 s selector, queue or batch send to a master that
+    never answers took 2 + 3 s."""
+    async with _silent_master(embedded_cluster), trio.open_nursery() as nursery, RemotingClient() as client:
+        dispatcher = Dispatcher()
+        front = SlowRouteFront(embedded_cluster.namesrv_addr, client, 2.0)
+        front.lookups = 1  # every lookup is slow, the first too
+        dispatcher.set_default(front, ProcessorPool("front", 4, 100))
+        host, port = await nursery.start(RemotingServer(dispatcher).serve, "127.0.0.1", 0)
+        async with Producer("pg-slow-first-route", f"{host}:{port}") as producer:
+            started = trio.current_time()
+            with pytest.raises((SendFailedError, RemotingError)):
+                if mode == "selector":
+                    await producer.send(Message(TOPIC, b"never answered"), selector=lambda mqs, m, a: mqs[0])
+                elif mode == "queue":
+                    await producer.send(Message(TOPIC, b"never answered"), queue=MessageQueue(TOPIC, "broker-s", 0))
+                else:
+                    await producer.send_batch([Message(TOPIC, b"never"), Message(TOPIC, b"answered")])
+            elapsed = trio.current_time() - started
+        nursery.cancel_scope.cancel()
+    assert front.lookups >= 2  # the lookup was slow
+    assert elapsed == pytest.approx(3.0, abs=0.5), elapsed
