@@ -68,7 +68,7 @@ from remoting.codec.headers import RecallMessageRequestHeader
 from remoting.codec.message import MessageExt
 from remoting.codec.recall_handle import RecallHandleError, decode_recall_handle
 from remoting.codec.topics import is_retry_or_dlq_topic
-from remoting.errors import RemotingError
+from remoting.errors import RemotingError, RemotingTimeoutError
 
 log = logging.getLogger(__name__)
 
@@ -250,7 +250,12 @@ class Producer:
         if queue is None and selector is not None:
             queue = apply_selector(selector, list(info.message_queues), msg, arg)
         if queue is not None:
-            return await self._attempt(queue, prepared, timeout, self._fault_table() if asynchronous else None)
+            # The route lookup counts too: sendSelectImpl and send(msg, mq) give the attempt ``timeout - costTime``
+            # and fail at once when nothing is left (client/.../impl/producer/DefaultMQProducerImpl.java).
+            budget = timeout - (anyio.current_time() - started)
+            if budget <= 0:
+                raise RemotingTimeoutError("sendSelectImpl call timeout" if selector is not None else "call timeout")
+            return await self._attempt(queue, prepared, budget, self._fault_table() if asynchronous else None)
         return await self.send_with_retries(
             info,
             prepared,
@@ -341,15 +346,17 @@ class Producer:
         Batches may not carry delay levels or go to retry topics (MessageValidationError)."""
         self._check_started()
         prepared = self._builder.batch(msgs)
+        started = anyio.current_time()  # sendDefaultImpl's beginTimestampFirst: the route lookup counts too
         info = await self.publish_info(msgs[0].topic)
         timeout = self.send_msg_timeout if timeout is None else timeout
         retries, not_stored = self.retry_times_when_send_failed, self.retry_another_broker_when_not_store_ok
-        return [
-            await self.send_with_retries(
-                info, p, timeout, retries, retry_not_stored=not_stored, started=anyio.current_time()
+        results = []
+        for p in prepared:  # each request of a split batch is a send of its own, timed from its start
+            results.append(
+                await self.send_with_retries(info, p, timeout, retries, retry_not_stored=not_stored, started=started)
             )
-            for p in prepared
-        ]
+            started = anyio.current_time()
+        return results
 
     # -- request-reply (client/request_reply.py) --------------------------------------------------------------------
 
