@@ -109,3 +109,44 @@ def test_the_old_listen_port_spelling_still_sets_the_port() -> None:
     for an unknown property and the name server started on 9876."""
     result = CliRunner().invoke(namesrv_main, ["--listen-port", "1234", "-p"])
     assert "listenPort=1234" in result.output.splitlines(), result.output
+
+
+async def _boot_or_exit(args: list[str]) -> tuple[int | None, bytes]:
+    """Run ``python -m namesrv.cli ARGS`` until it prints its boot line (then it is killed: None) or exits (its
+    status); returns that and its stderr."""
+    proc = await trio.lowlevel.open_process(
+        [sys.executable, "-m", "namesrv.cli", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    out, err = b"", b""
+    try:
+        with trio.fail_after(60):
+            while not BOOT.search(out):
+                chunk = await proc.stdout.receive_some()
+                if not chunk:
+                    break
+                out += chunk
+            if BOOT.search(out):
+                return None, err
+            while chunk := await proc.stderr.receive_some():
+                err += chunk
+            return await proc.wait(), err
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+
+@pytest.mark.parametrize("value", ["nan", "NaN", "inf", "1_000"])
+async def test_a_number_setting_java_cannot_parse_stops_the_start(tmp_path: Path, value: str) -> None:
+    """``serverChannelMaxIdleTimeSeconds`` is a Java ``int`` (NettyServerConfig), which ``Integer.parseInt`` never
+    reads from ``nan``, ``inf`` or ``1_000``. The name server took Python's float of them: ``nan`` booted, then the
+    first connection's idle timer raised and the whole process died with a traceback. Refused, the key named."""
+    status, err = await _boot_or_exit(
+        ["--listenPort", "0", "--listenHost", "127.0.0.1", "--kvConfigPath", str(tmp_path / "kv.json"),
+         "--serverChannelMaxIdleTimeSeconds", value]
+    )  # fmt: skip
+    assert status == 2, "the name server booted"
+    assert b"serverChannelMaxIdleTimeSeconds" in err
+    with pytest.raises(PropertiesError, match="scanInterval"):
+        build_config(None, ["--scanInterval", value])
