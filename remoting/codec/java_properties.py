@@ -23,6 +23,7 @@ value of the wrong type or out of range, a malformed ``\\uXXXX`` or a malformed 
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Iterator
 from typing import Any, Final, TypeVar
@@ -36,6 +37,11 @@ _PHYSICAL = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+")
 _ESCAPE = re.compile(r"\\(u(.{0,4})|.)", re.DOTALL)
 _SIMPLE = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
 _INTEGER = re.compile(r"[+-]?[0-9]+")
+#: A finite decimal number as ``Double.parseDouble`` reads one (common/src/main/java/org/apache/rocketmq/common/
+#: MixAll.java ``properties2Object``), a ``d``/``f`` suffix included; unlike Python's ``float``, no ``_`` between
+#: digits, and ``nan``/``inf`` are refused (none of our number settings is a Java ``double``: each is a time, or a
+#: Java ``int`` such as ``serverChannelMaxIdleTimeSeconds``).
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?[dDfF]?")
 #: Java's int and long ranges (``Integer.parseInt``, ``Long.parseLong``).
 _JAVA_RANGES = {"int": (-(2**31), 2**31 - 1), "long": (-(2**63), 2**63 - 1)}
 
@@ -211,10 +217,10 @@ def _convert(value: str, field: attrs.Attribute[Any], key: str) -> Any:
     if kind is int or kind == "int":
         return _integer(value.strip(_BLANKS), field, key)
     if kind is float or kind == "float":
-        try:
-            return float(value.strip(_BLANKS))
-        except ValueError:
-            raise PropertiesError(f"{key}: expected a number, got {value!r}") from None
+        number = value.strip(_BLANKS)
+        if not _DECIMAL.fullmatch(number) or not math.isfinite(parsed := float(number.rstrip("dDfF"))):
+            raise PropertiesError(f"{key}: expected a number, got {value!r}")
+        return parsed
     # A password keeps its blanks, as Properties.getProperty returns them (TlsHelper's tls.*.keyPassword).
     return value if field.metadata.get("secret") else value.strip(_BLANKS)
 
