@@ -14,6 +14,7 @@ import pytest
 import trio
 
 from broker.cli import build_config
+from broker.security import server_config_of
 from remoting.codec.java_properties import PropertiesError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -153,3 +154,11 @@ def test_a_conf_file_with_whitespace_separators_and_escapes_sets_the_keys(tmp_pa
     config = build_config(str(conf), [], "127.0.0.1:9876")
     assert (config.broker_name, config.broker_cluster_name, config.delete_when) == ("edge-b", "MyCluster", "03")
     assert config.broker_ip2 == "10.0.0.1\\"
+
+
+def test_a_broker_max_idle_time_of_zero_or_less_disables_the_idle_check(tmp_path: Path) -> None:
+    """The broker's listener (NettyRemotingServer too) reads ``serverChannelMaxIdleTimeSeconds`` from broker.conf
+    the same way: 0 disables the idle check."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text("serverChannelMaxIdleTimeSeconds=0\n")
+    assert server_config_of(build_config(str(conf), [], "")).idle_timeout is None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import trio
 
 from namesrv.config import load_namesrv_config
@@ -38,3 +39,19 @@ async def test_connections_beyond_the_name_servers_cap_are_closed(start_namesrv:
     assert refused is None and server.remoting_server.refused_connections == 1
     await first.aclose()
     await second.aclose()
+
+
+@pytest.mark.parametrize("idle", [0, -1])
+async def test_a_max_idle_time_of_zero_or_less_never_closes_a_connection(
+    start_namesrv: StartNamesrv, idle: float
+) -> None:
+    """NettyRemotingServer's ``IdleStateHandler(0, 0, serverChannelMaxIdleTimeSeconds)`` checks nothing when the
+    time is 0 or less (Netty disables an idle time <= 0): connections stay open. The name server closed every
+    connection before reading its first request."""
+    _, address = await start_namesrv(server_channel_max_idle_time_seconds=idle)
+    host, port = address.rsplit(":", 1)
+    peer = await RawPeer.connect((host, int(port)))
+    for _ in range(2):
+        await peer.send(route_request("TopicTest"))
+        assert await peer.receive() is not None  # answered (no route), on the same connection
+    await peer.aclose()
