@@ -91,9 +91,11 @@ class ListenerSettings(TlsSettings):
 
     def listener_config(self, idle_timeout: float) -> ServerConfig:
         """The :class:`ServerConfig` these settings describe (``tls.config.file`` is read on the first TLS
-        connection, by :func:`remoting.tls.server_context`)."""
+        connection, by :func:`remoting.tls.server_context`). An ``idle_timeout`` (``serverChannelMaxIdleTimeSeconds``)
+        of 0 or less closes no idle connection, as remoting/src/main/java/org/apache/rocketmq/remoting/netty/
+        NettyRemotingServer.java's ``IdleStateHandler(0, 0, seconds)`` checks nothing then."""
         return ServerConfig(
-            idle_timeout=idle_timeout,
+            idle_timeout=idle_timeout if idle_timeout > 0 else None,
             tls_mode=tls_mode(self.tls_server_mode),
             ssl_context=functools.partial(server_context, self),
             max_connections=self.server_max_connections or None,
