@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 import trio
 
-from broker.cli import build_config
+from broker.cli import build_config, config_lines
 from broker.security import server_config_of
 from remoting.codec.java_properties import PropertiesError
+from tests.broker.helpers import broker_from_conf
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BOOT = re.compile(rb"The broker\[[^\]]*\] boot success")
@@ -162,3 +163,18 @@ def test_a_broker_max_idle_time_of_zero_or_less_disables_the_idle_check(tmp_path
     conf = tmp_path / "broker.conf"
     conf.write_text("serverChannelMaxIdleTimeSeconds=0\n")
     assert server_config_of(build_config(str(conf), [], "")).idle_timeout is None
+
+
+async def test_rocketmqs_warm_maped_file_enable_key_warms_the_store(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """MessageStoreConfig's setting is ``warmMapedFileEnable`` (one ``p``, store/.../config/MessageStoreConfig.java in
+    4.9.8 and 5.3.3). A broker.conf with it was warned "ignoring unknown property" and started without warming the
+    CommitLog's new segments; ``-p`` printed our own spelling."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text("listenPort=0\nlistenHost=127.0.0.1\nwarmMapedFileEnable=true\n")
+    async with broker_from_conf(conf, tmp_path / "store") as (controller, _):
+        assert controller.context.store.config.warm_mapped_file_enable
+    assert "warmMapedFileEnable" not in capsys.readouterr().err
+    lines = config_lines(build_config(str(conf), [], ""), important_only=False)
+    assert "warmMapedFileEnable=true" in lines
