@@ -67,7 +67,9 @@ class BrokerConfig(ListenerSettings):
     message_index_enable: bool = True
     max_hash_slot_num: int = 5_000_000
     max_index_num: int = 20_000_000
-    warm_mapped_file_enable: bool = False
+    #: Write the zeros of each new CommitLog segment ahead; the key is spelled ``warmMapedFileEnable`` as in
+    #: store/src/main/java/org/apache/rocketmq/store/config/MessageStoreConfig.java.
+    warm_mapped_file_enable: bool = attrs.field(default=False, metadata={"key": "warmMapedFileEnable"})
     sync_flush_timeout: int = 5000
     file_reserved_time: int = 72
     delete_when: str = "04"
