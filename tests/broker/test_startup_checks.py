@@ -178,3 +178,34 @@ async def test_rocketmqs_warm_maped_file_enable_key_warms_the_store(
     assert "warmMapedFileEnable" not in capsys.readouterr().err
     lines = config_lines(build_config(str(conf), [], ""), important_only=False)
     assert "warmMapedFileEnable=true" in lines
+
+
+@pytest.mark.parametrize(
+    ("args", "shown"),
+    [
+        (["--brokerRole", "ASYNC_MASTER", "--brokerId", "3"], b"\nbrokerId=0\n"),
+        (["--brokerRole", "SYNC_MASTER", "--brokerId", "2"], b"\nbrokerId=0\n"),
+        (["--brokerRole", "SLAVE", "--brokerId", "2"], b"\nbrokerId=2\n"),
+        (["--brokerRole", "SLAVE", "--brokerId", "2", "--enableDLegerCommitLog", "true"], b"\nbrokerId=-1\n"),
+    ],
+)
+@pytest.mark.parametrize("flag", ["-p", "-m"])
+async def test_print_config_shows_the_broker_id_brokerstartup_settles(
+    tmp_path: Path, flag: str, args: list[str], shown: bytes
+) -> None:
+    """BrokerStartup applies its role rules before ``-p``/``-m`` print: a master's brokerId is set to 0 and DLedger
+    mode's to -1. The configured brokerId was printed, not the one the broker runs with."""
+    status, out, err = await _run_broker([flag, *args, "--storePathRootDir", str(tmp_path / "store")], tmp_path)
+    assert status == 0, err.decode(errors="replace")[-400:]
+    assert shown in b"\n" + out
+
+
+@pytest.mark.parametrize("flag", ["-p", "-m"])
+async def test_print_config_refuses_a_slave_with_broker_id_zero(tmp_path: Path, flag: str) -> None:
+    """BrokerStartup stops with "Slave's brokerId must be > 0" before ``-p``/``-m`` print anything; it printed the
+    settings and exited 0. Refused as the start refuses it (status 1)."""
+    status, out, err = await _run_broker(
+        [flag, "--brokerRole", "SLAVE", "--brokerId", "0", "--storePathRootDir", str(tmp_path / "store")], tmp_path
+    )
+    assert status == 1 and b"Slave's brokerId must be > 0" in err
+    assert b"brokerId=" not in out
