@@ -3,7 +3,8 @@
 Options: ``-c FILE`` (a RocketMQ ``broker.conf`` properties file, read as ``java.util.Properties`` reads it:
 ISO-8859-1 with ``\\uXXXX`` escapes), ``-n "addr[;addr]"`` (name servers, same as ``namesrvAddr``; each must be
 ``host:port``, as BrokerStartup checks), ``-p``/``-m`` (print every setting / the important ones as ``name=value``
-lines and exit 0, BrokerStartup's ``printConfigItem``/``printImportantConfig``), and any property as ``--name value``
+lines and exit 0, BrokerStartup's ``printConfigItem``/``printImportantConfig``, with its role rules applied: a master's
+``brokerId`` printed as 0, DLedger mode's as -1, a slave's 0 refused), and any property as ``--name value``
 or ``--name=value`` (``--listenPort 0``, ``--storePathRootDir DIR``, ``--flushDiskType SYNC_FLUSH``, ``--brokerName
 b``, ``--autoCreateTopicEnable true``).
 Later sources win: defaults, then the file, then ``--name value`` properties, then ``-n``; without any of them the
@@ -38,7 +39,7 @@ import attrs
 import click
 import trio
 
-from broker.broker_config import IMPORTANT_PROPERTIES, BrokerConfig
+from broker.broker_config import IMPORTANT_PROPERTIES, BrokerConfig, checked_roles
 from broker.context import check_enums
 from broker.controller import BrokerController
 from proxy.config import ProxyConfig, proxy_config_from
@@ -95,6 +96,14 @@ def build_config(config_file: str | None, extra: list[str], namesrv_addr: str | 
     check_enums(config)
     check_namesrv_addr(config.namesrv_addr)
     return config
+
+
+def printed_config(config: BrokerConfig) -> BrokerConfig:
+    """The settings ``-p``/``-m`` print: after BrokerStartup's role rules (broker/src/main/java/org/apache/rocketmq/
+    broker/BrokerStartup.java), a master's brokerId 0, DLedger mode's -1 (its role handler picks the id it registers
+    with); raises ``ValueError`` for a slave's brokerId of 0 or less, which the start refuses too."""
+    config = checked_roles(config)
+    return attrs.evolve(config, broker_id=-1) if config.enable_dleger_commit_log else config
 
 
 def config_lines(config: BrokerConfig, important_only: bool) -> list[str]:
@@ -191,7 +200,12 @@ def main(
     except PropertiesError as exc:
         raise click.UsageError(str(exc)) from None
     if print_all or print_important:
-        click.echo("\n".join(config_lines(config, important_only=not print_all)))
+        try:
+            shown = printed_config(config)
+        except ValueError as exc:  # as the start reports it (run_main's status 1)
+            click.echo(f"mqbroker: cannot start broker {config.broker_name}: {exc}", err=True)
+            sys.exit(1)
+        click.echo("\n".join(config_lines(shown, important_only=not print_all)))
         return
     run_main(
         run,
