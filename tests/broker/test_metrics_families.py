@@ -201,3 +201,32 @@ async def test_the_topics_the_broker_made_at_start_are_labelled_system(
         assert flags == {reply: "true", TOPIC: "false"}
     finally:
         broker.store.close()
+
+
+async def test_a_retry_send_past_its_max_reconsume_times_counts_as_sent_to_the_dlq(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A message sent to ``%RETRY%<group>`` that used up its reconsume times goes to the DLQ from the send path (a
+    4.9 client's fallback when CONSUMER_SEND_MSG_BACK fails, an orderly consumer giving up). RocketMQ 5.3.3 counts it
+    in ``rocketmq_send_to_dlq_messages_total`` there too
+    (broker/src/main/java/org/apache/rocketmq/broker/processor/SendMessageProcessor.java ``handleRetryAndDLQ``),
+    labelled with the request's producer group and topic."""
+    broker = open_broker(tmp_path / "broker")
+    try:
+        ctx = online_consumer(broker, [SubscriptionData(TOPIC)])
+        send = SendMessageProcessor(broker)
+        broker.stats.start_counting()
+        retry = f"%RETRY%{GROUP}"
+        used_up = send_request(retry, reconsumeTimes="17", maxReconsumeTimes="16", producerGroup="CLIENT_INNER")
+        answer = await send.process(ctx, used_up)
+        assert answer is not None and answer.code == ResponseCode.SUCCESS
+        assert broker.store.max_offset_in_queue(f"%DLQ%{GROUP}", 0) == 1
+        answer = await send.process(ctx, send_request(retry, reconsumeTimes="3", maxReconsumeTimes="16"))
+        assert answer is not None and answer.code == ResponseCode.SUCCESS  # a retry still within its times
+        samples = render(list(broker_families(take_snapshot(broker, broker_pools(cpus=2)), COMMON)))
+        dlq = samples.get("rocketmq_send_to_dlq_messages_total", [])
+        assert [(s[0]["consumer_group"], s[0]["topic"], s[0]["is_system"], s[1]) for s in dlq] == [
+            ("CLIENT_INNER", retry, "false", 1.0)
+        ]
+    finally:
+        broker.store.close()
