@@ -279,6 +279,9 @@ class SendMessageProcessor:
         if reconsume_times < max_times:
             return header.topic, queue_id, False
         dlq = self.broker.topics.create_dlq_topic(group)
+        # Counted as sent to the DLQ here, labelled with the request's producer group and topic, as RocketMQ 5.3.3's
+        # broker/src/main/java/org/apache/rocketmq/broker/processor/SendMessageProcessor.java handleRetryAndDLQ.
+        self.broker.stats.record_dlq(header.producer_group, header.topic)
         return dlq.topic_name, 0, True
 
     @staticmethod

@@ -184,7 +184,11 @@ class BrokerStatsManager:
         """A message of ``topic`` that ``group`` sent back was stored for retry (or, ``to_dlq``, in its DLQ)."""
         self.sets[SNDBCK_PUT_NUMS].get_or_create(stats_key(topic, group)).add(1)
         if to_dlq:
-            self.dlq_messages[(group, topic)] = self.dlq_messages.get((group, topic), 0) + 1
+            self.record_dlq(group, topic)
+
+    def record_dlq(self, group: str, topic: str) -> None:
+        """One message of ``topic`` moved to a DLQ, labelled ``group`` (``rocketmq_send_to_dlq_messages_total``)."""
+        self.dlq_messages[(group, topic)] = self.dlq_messages.get((group, topic), 0) + 1
 
     def record_put_failed(self) -> None:
         """A put the store refused (Java's ``putMessageFailedTimes``)."""
