@@ -200,3 +200,19 @@ async def test_tls_settings_are_not_broker_settings_an_update_can_change(tmp_pat
     restarted = build_config(str(conf), [], "")
     assert (restarted.tls_server_mode, restarted.tls_test_mode_enable) == ("permissive", False)
     assert restarted.auto_create_topic_enable is False
+
+
+async def test_warm_maped_file_enable_updated_at_run_time_warms_the_next_segment(
+    embedded_cluster: EmbeddedCluster,
+) -> None:
+    """AllocateMappedFileService and CommitLog read ``isWarmMapedFileEnable()`` from the live MessageStoreConfig at
+    every new segment (store/.../AllocateMappedFileService.java, CommitLog.java), which Configuration.update sets,
+    so ``mqadmin updateBrokerConfig -k warmMapedFileEnable -v true`` warms the next segments without a restart.
+    Found by a review: GET_BROKER_CONFIG showed true while the store kept the start-up value."""
+    store = embedded_cluster.controller.context.store
+    assert not store.config.warm_mapped_file_enable
+    async with RemotingClient() as client:
+        update = request(RequestCode.UPDATE_BROKER_CONFIG, body=b"warmMapedFileEnable=true\n")
+        assert (await client.invoke(embedded_cluster.broker_addr, update, 5)).code == ResponseCode.SUCCESS
+    assert embedded_cluster.controller.context.config.warm_mapped_file_enable
+    assert store.config.warm_mapped_file_enable
