@@ -184,7 +184,8 @@ RESTART_SETTINGS: Final = ("broker_role", "broker_id", "listen_port", "ha_listen
 _ROLES: Final = tuple(role.value for role in BrokerRole)
 
 #: Store settings UPDATE_BROKER_CONFIG changes in a running broker (replication's timings and limits, pull batch limits,
-#: retention; read where they are used); the others (paths, sizes, roles, ports) take effect at the next start.
+#: retention, warming new segments; read where they are used); the others (paths, sizes, roles, ports) take effect at
+#: the next start.
 LIVE_STORE_SETTINGS = (
     "slave_timeout",
     "ha_send_heartbeat_interval",
@@ -204,6 +205,9 @@ LIVE_STORE_SETTINGS = (
     "disk_max_used_space_ratio",
     "clean_file_forcibly_enable",
     "delete_commit_log_files_interval",
+    # AllocateMappedFileService and CommitLog read isWarmMapedFileEnable at every new segment
+    # (store/src/main/java/org/apache/rocketmq/store/AllocateMappedFileService.java).
+    "warm_mapped_file_enable",
 )
 
 
