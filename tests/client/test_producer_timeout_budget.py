@@ -177,3 +177,51 @@ async def test_a_send_counts_its_route_lookup_in_its_timeout(
         nursery.cancel_scope.cancel()
     assert front.lookups >= 2  # the lookup was slow
     assert elapsed == pytest.approx(3.0, abs=0.5), elapsed
+
+
+class FirstRouteSlowFront:
+    """A name server in front of the cluster's whose first route lookup takes ``delay`` seconds, the later ones
+    (the re-read after a failed attempt) none."""
+
+    def __init__(self, upstream: str, client: RemotingClient, delay: float) -> None:
+        self.upstream, self.client, self.delay = upstream, client, delay
+        self.lookups = 0
+
+    async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        if request.code == RequestCode.GET_ROUTEINFO_BY_TOPIC:
+            self.lookups += 1
+            if self.lookups == 1:
+                await trio.sleep(self.delay)
+        answer = await self.client.invoke(self.upstream, attrs.evolve(request, opaque=0), 10)
+        return request.response(answer.code, answer.remark, dict(answer.ext_fields), answer.body)
+
+
+async def test_an_async_send_counts_its_route_lookup_in_its_timeout(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """An async send without a queue goes through sendDefaultImpl too, which takes the time before
+    tryToFindTopicPublishInfo and gives its attempt ``timeout - costTime`` (client/.../impl/producer/
+    DefaultMQProducerImpl.java); MQClientAPIImpl.sendMessageAsync keeps that budget. With a name server taking 2 s a
+    lookup, a 3 s async send to a master that never answers called back after 2 + 3 s."""
+    async with _silent_master(embedded_cluster), trio.open_nursery() as nursery, RemotingClient() as client:
+        dispatcher = Dispatcher()
+        front = FirstRouteSlowFront(embedded_cluster.namesrv_addr, client, 2.0)
+        dispatcher.set_default(front, ProcessorPool("front", 4, 100))
+        host, port = await nursery.start(RemotingServer(dispatcher).serve, "127.0.0.1", 0)
+        async with Producer("pg-slow-async-route", f"{host}:{port}") as producer:
+            producer.retry_times_when_send_async_failed = 0
+            outcomes: list[object] = []
+            done = trio.Event()
+
+            def callback(outcome: object) -> None:
+                outcomes.append(outcome)
+                done.set()
+
+            started = trio.current_time()
+            producer.send_async(Message(TOPIC, b"never answered"), callback)
+            await done.wait()
+            elapsed = trio.current_time() - started
+        nursery.cancel_scope.cancel()
+    assert front.lookups >= 1
+    assert isinstance(outcomes[0], (MQClientError, RemotingError)), outcomes
+    assert elapsed == pytest.approx(3.0, abs=0.5), elapsed
