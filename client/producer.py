@@ -256,6 +256,12 @@ class Producer:
             if budget <= 0:
                 raise RemotingTimeoutError("sendSelectImpl call timeout" if selector is not None else "call timeout")
             return await self._attempt(queue, prepared, budget, self._fault_table() if asynchronous else None)
+        if asynchronous:
+            # sendDefaultImpl in ASYNC mode gives its attempt ``timeout - costTime`` too, and MQClientAPIImpl's
+            # onExceptionImpl retries with that same budget (client/.../impl/producer/DefaultMQProducerImpl.java).
+            timeout -= anyio.current_time() - started
+            if timeout <= 0:
+                raise SendFailedError(prepared.topic, [], timed_out=True)
         return await self.send_with_retries(
             info,
             prepared,
