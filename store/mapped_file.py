@@ -99,7 +99,7 @@ def destroy_segments(files: Iterable[Destroyable]) -> None:
         try:
             mf.destroy()
         except OSError as exc:
-            log.error("%s left behind, not deleted: %s", mf.path, exc)
+            log.error("%s left behind, not deleted (%s): delete it by hand before the next start", mf.path, exc)
 
 
 class MappedFile:
@@ -278,18 +278,21 @@ class MappedFileQueue:
     def load(self) -> None:
         """Map every existing segment, marked full; recovery then sets the real end with :meth:`truncate_to`.
 
-        Segments before a hole are not loaded, only logged and left on disk: retention takes files out of the log
-        before it unlinks them, and one it could not unlink (EACCES, EIO: :func:`destroy_segments`) stays behind its
-        deleted neighbours. Refusing the hole kept the store from starting; RocketMQ's MappedFileQueue.load maps them
-        all and only logs a damaged queue (store/src/main/java/org/apache/rocketmq/store/MappedFileQueue.java)."""
+        A hole between segments is refused (StoreCorruptError), naming the segments before it: retention takes files
+        out of the log before it unlinks them and goes on past one it could not unlink (EACCES, EIO:
+        :func:`destroy_segments`), which leaves such a hole, and so does a disk of a multi-path store that is not
+        mounted. Loading on from after the hole would serve the second case without that disk's data and let
+        retention drop the queue entries below it, so the operator decides: delete the files left behind, or mount
+        the disk."""
         paths = self.segment_paths()
-        for i in range(len(paths) - 1, 0, -1):
-            if int(paths[i - 1].name) + self.file_size != int(paths[i].name):
-                log.error("not loaded, before a hole in the log (left behind by retention?): %s", paths[:i])
-                paths = paths[i:]
-                break
         for path in paths:
             start = int(path.name)
+            if self.files and self.files[-1].end_offset != start:
+                before = ", ".join(str(mf.path) for mf in self.files)
+                raise StoreCorruptError(
+                    f"gap before segment {path}: the segments before it ({before}) are not followed by the next one; "
+                    "if retention could not delete them, delete them by hand; if a store path is not mounted, mount it"
+                )
             if start % self.file_size:
                 raise StoreCorruptError(f"segment {path} does not start at a multiple of {self.file_size}")
             mf = MappedFile(path, start, self.file_size, self.preallocate)
