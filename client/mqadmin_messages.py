@@ -188,12 +188,13 @@ def query_msg_by_offset(ctx: click.Context, **o: Any) -> None:
     run_job(ctx, job)
 
 
-def print_messages(out: Output, msgs: list[MessageExt], charset: str, body: bool) -> None:
-    """Java's ``printMessage``: ``MSGID: <id> <MessageExt> BODY: <body>`` per message."""
+def print_messages(out: Output, mq: MessageQueue, msgs: list[MessageExt], charset: str, body: bool) -> None:
+    """Java's ``printMessage``: ``MSGID: <id> <MessageExt> BODY: <body>`` per message pulled from ``mq``."""
     for m in msgs:
         text = m.body.decode(charset, "replace") if body else "NOT PRINT BODY"
-        out.entry(f"MSGID: {uniq_msg_id(m)} {message_text(m)} BODY: {text}\n", MSGID=uniq_msg_id(m), QueueId=m.queue_id,
-                  QueueOffset=m.queue_offset, Tags=m.tags, Keys=" ".join(m.keys), BODY=text)  # fmt: skip
+        line = f"MSGID: {uniq_msg_id(m)} {message_text(m, mq.broker_name)} BODY: {text}\n"
+        out.entry(line, MSGID=uniq_msg_id(m), QueueId=m.queue_id, QueueOffset=m.queue_offset, Tags=m.tags,
+                  Keys=" ".join(m.keys), BODY=text)  # fmt: skip
 
 
 async def _range(admin: Admin, mq: MessageQueue, begin: str | None, end: str | None) -> tuple[int, int]:
@@ -250,7 +251,7 @@ def print_msg(ctx: click.Context, **o: Any) -> None:
                 result = await admin.pull(mq, offset, 32, o["expression"])
                 offset = result.next_begin_offset
                 if result.status.value == "FOUND":
-                    print_messages(out, result.messages, o["charset"], java_bool(o["body"], True))
+                    print_messages(out, mq, result.messages, o["charset"], java_bool(o["body"], True))
                 elif result.status.value == "NO_MATCHED_MSG":
                     out.line("%s no matched msg. status=%s, offset=%s%n", mq_text(mq), result.status.value, offset)
                 else:
@@ -288,7 +289,7 @@ def print_msg_by_queue(ctx: click.Context, **o: Any) -> None:
                 if m.tags and m.tags.strip():
                     counts[m.tags] = counts.get(m.tags, 0) + 1
             if java_bool(o["print_msgs"]):
-                print_messages(out, result.messages, o["charset"], java_bool(o["body"]))
+                print_messages(out, mq, result.messages, o["charset"], java_bool(o["body"]))
         if java_bool(o["calculate"]):
             for tag, count in sorted(counts.items(), key=lambda kv: -kv[1]):
                 out.entry(f"Tag: {tag:<30} Count: {count}\n", Tag=tag, Count=count)
@@ -408,7 +409,7 @@ async def _pull_range(admin: Admin, out: Output, mq: MessageQueue, low: int, hig
         offset = result.next_begin_offset
         if result.status.value == "FOUND":
             out.line("Consume ok\n")
-            print_messages(out, result.messages, "UTF-8", True)
+            print_messages(out, mq, result.messages, "UTF-8", True)
         elif result.status.value == "NO_MATCHED_MSG":
             out.line("%s no matched msg. status=%s, offset=%s\n", mq_text(mq), result.status.value, offset)
         else:

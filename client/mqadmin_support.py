@@ -220,16 +220,21 @@ def java_bool(text: str | None, default: bool = False) -> bool:
     return default if text is None else text.strip().lower() == "true"
 
 
-def message_text(m: MessageExt) -> str:
-    """A message as Java's ``MessageExt.toString()`` prints it (``printMsg``, ``consumeMessage``)."""
+def message_text(m: MessageExt, broker_name: str) -> str:
+    """A pulled message as Java's ``MessageExt.toString()`` prints it (``printMsg``, ``consumeMessage``;
+    common/src/main/java/org/apache/rocketmq/common/message/MessageExt.java): first the ``brokerName`` of the queue
+    it was pulled from (PullAPIWrapper.processPullResult sets it), and the body as Message.toString()'s
+    ``Arrays.toString(byte[])``, signed bytes."""
     props = ", ".join(f"{k}={v}" for k, v in m.properties.items())
+    body = ", ".join(str(b - 256 if b > 127 else b) for b in m.body)
     return (
-        f"MessageExt [queueId={m.queue_id}, storeSize={m.store_size}, queueOffset={m.queue_offset}, "
+        f"MessageExt [brokerName={broker_name}, queueId={m.queue_id}, storeSize={m.store_size}, "
+        f"queueOffset={m.queue_offset}, "
         f"sysFlag={m.sys_flag}, bornTimestamp={m.born_timestamp}, bornHost=/{m.born_host[0]}:{m.born_host[1]}, "
         f"storeTimestamp={m.store_timestamp}, storeHost=/{m.store_host[0]}:{m.store_host[1]}, msgId={m.msg_id}, "
         f"commitLogOffset={m.commit_log_offset}, bodyCRC={m.body_crc}, reconsumeTimes={m.reconsume_times}, "
         f"preparedTransactionOffset={m.prepared_transaction_offset}, toString()=Message{{topic='{m.topic}', "
-        f"flag={m.flag}, properties={{{props}}}, body=[{len(m.body)} bytes], transactionId='null'}}]"
+        f"flag={m.flag}, properties={{{props}}}, body=[{body}], transactionId='null'}}]"
     )
 
 
