@@ -44,3 +44,22 @@ def test_printed_message_text_names_the_broker_and_lists_the_body_bytes(cluster:
         assert result.exit_code == 0, result.output
         assert " MessageExt [brokerName=broker-a, queueId=0, storeSize=" in result.output, result.output
         assert ", body=[104, -61, -87], transactionId='null'}] BODY: hé" in result.output, result.output
+
+
+def test_query_by_key_or_unique_key_that_finds_nothing_fails(cluster: ThreadedCluster) -> None:
+    """QueryMsgByKeySubCommand and QueryMsgByUniqueKeySubCommand read with MQAdminImpl.queryMessage
+    (client/src/main/java/org/apache/rocketmq/client/impl/MQAdminImpl.java), which throws MQClientException(NO_MESSAGE,
+    "query message by key finished, but no message.") when no broker has a match: the command fails with it. Before,
+    both succeeded, printing an empty table or nothing at all."""
+    ns = cluster.namesrv_addr
+    sent = _send(ns, "MsgNone", b"x", keys="present")
+    by_key = _run("queryMsgByKey", "-n", ns, "-t", "MsgNone", "-k", "absent")
+    assert by_key.exit_code == 1, by_key.output
+    assert "query message by key finished, but no message." in by_key.output
+    assert "#Message ID" not in by_key.output  # Java prints the header only after the query answered
+    missing = sent.msg_id[:-4] + ("0000" if not sent.msg_id.endswith("0000") else "0001")
+    by_unique = _run("queryMsgByUniqueKey", "-n", ns, "-t", "MsgNone", "-i", missing)
+    assert by_unique.exit_code == 1, by_unique.output
+    assert "query message by key finished, but no message." in by_unique.output
+    found = _run("queryMsgByKey", "-n", ns, "-t", "MsgNone", "-k", "present")
+    assert found.exit_code == 0 and sent.msg_id in found.output, found.output
