@@ -43,6 +43,10 @@ __all__ = ["COMMANDS", "print_message_detail"]
 
 BODY_DIR = Path("/tmp/rocketmq/msgbodys")
 
+#: MQAdminImpl.queryMessage's MQClientException (NO_MESSAGE) when no broker has a match, failing queryMsgByKey and
+#: queryMsgByUniqueKey (client/src/main/java/org/apache/rocketmq/client/impl/MQAdminImpl.java).
+NO_MESSAGE = "query message by key finished, but no message."
+
 
 def direct_result_text(result: dict[str, object]) -> str:
     """Java's ``ConsumeMessageDirectlyResult.toString()``."""
@@ -143,6 +147,8 @@ def query_msg_by_id(ctx: click.Context, **o: Any) -> None:
 def query_msg_by_key(ctx: click.Context, **o: Any) -> None:
     async def job(admin: Admin, out: Output) -> None:
         msgs = await admin.query_msg_by_key(o["topic"], o["key"], max_num=64)
+        if not msgs:
+            raise MQClientError(NO_MESSAGE)
         out.header("%-50s %4s %40s%n", "#Message ID", "#QID", "#Offset")
         for m in msgs:
             out.row("%-50s %4d %40d%n", uniq_msg_id(m), m.queue_id, m.queue_offset)
@@ -161,10 +167,11 @@ def query_msg_by_unique_key(ctx: click.Context, **o: Any) -> None:
     async def job(admin: Admin, out: Output) -> None:
         topic, msg_id = o["topic"], o["msg_id"]
         msgs = await admin.query_msg_by_unique_key(topic, msg_id)
+        if not msgs:  # also for -g/-d: Java's consumeMessageDirectly looks the message up with queryMessage first
+            raise MQClientError(NO_MESSAGE)
         if o["group"] and o["client_id"]:
-            if msgs:
-                result = await admin.consume_message_directly(o["group"], o["client_id"], msgs[0].msg_id)
-                out.line("%s", direct_result_text(result))
+            result = await admin.consume_message_directly(o["group"], o["client_id"], msgs[0].msg_id)
+            out.line("%s", direct_result_text(result))
             return
         for i, msg in enumerate(msgs if o["show_all"] else msgs[:1]):
             await print_message_detail(admin, out, msg, i, offset_id=False)
