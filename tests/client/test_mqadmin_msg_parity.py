@@ -63,3 +63,17 @@ def test_query_by_key_or_unique_key_that_finds_nothing_fails(cluster: ThreadedCl
     assert "query message by key finished, but no message." in by_unique.output
     found = _run("queryMsgByKey", "-n", ns, "-t", "MsgNone", "-k", "present")
     assert found.exit_code == 0 and sent.msg_id in found.output, found.output
+
+
+def test_query_msg_by_id_with_a_unique_key_says_no_message(cluster: ThreadedCluster) -> None:
+    """A producer's msgId (UNIQ_KEY: ip, pid, class-loader hash...) has an offset msgId's length, but its "port" is out
+    of range: MessageDecoder.decodeMessageId's InetSocketAddress throws and MQAdminImpl.viewMessage answers
+    MQClientException "query message by id finished, but no message." Before, the command failed with "bad remoting
+    address '<ip>:<huge port>'", which does not say the id is not an offset msgId."""
+    ns = cluster.namesrv_addr
+    sent = _send(ns, "MsgById", b"x")
+    result = _run("queryMsgById", "-n", ns, "-i", sent.msg_id)
+    assert result.exit_code == 1, result.output
+    assert "query message by id finished, but no message" in result.output, result.output
+    assert "bad remoting address" not in result.output
+    assert _run("queryMsgById", "-n", ns, "-i", sent.offset_msg_id).exit_code == 0
