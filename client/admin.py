@@ -520,8 +520,16 @@ def _indexed_under(msg: MessageExt, key: str) -> bool:
 
 def _decode_msg_id(offset_msg_id: str) -> OffsetMsgId:
     """The store address and offset in an offset msgId; MQClientError when it is not one (MQAdminImpl.viewMessage's
-    NO_MESSAGE)."""
+    NO_MESSAGE). A producer's UNIQ_KEY has an IPv4 offset msgId's length, but its "port" (pid and class-loader hash)
+    is out of range: MessageDecoder.decodeMessageId's InetSocketAddress throws, which viewMessage answers NO_MESSAGE
+    too (client/src/main/java/org/apache/rocketmq/client/impl/MQAdminImpl.java)."""
     try:
-        return decode_offset_msg_id(offset_msg_id)
+        decoded = decode_offset_msg_id(offset_msg_id)
     except MessageDecodeError as exc:
         raise MQClientError(f"query message by id finished, but no message: {exc}") from exc
+    if not 0 <= decoded.port <= 0xFFFF:
+        raise MQClientError(
+            f"query message by id finished, but no message: {offset_msg_id} is not an offset msgId (port "
+            f"{decoded.port} out of range; a producer's msgId is a unique key: queryMsgByUniqueKey)"
+        )
+    return decoded
