@@ -77,3 +77,23 @@ def test_query_msg_by_id_with_a_unique_key_says_no_message(cluster: ThreadedClus
     assert "query message by id finished, but no message" in result.output, result.output
     assert "bad remoting address" not in result.output
     assert _run("queryMsgById", "-n", ns, "-i", sent.offset_msg_id).exit_code == 0
+
+
+def test_print_msg_with_an_unknown_charset_skips_the_bodies_and_goes_on(cluster: ThreadedCluster) -> None:
+    """PrintMessageSubCommand.printMessage and PrintMessageByQueueCommand.printMessage catch the
+    UnsupportedEncodingException of ``new String(body, charsetName)`` per message and go on: the queue's lines are
+    printed, the messages left out. Before, Python's LookupError escaped the command as a traceback."""
+    ns = cluster.namesrv_addr
+    _send(ns, "MsgCharset", b"x")
+    printed = _run("printMsg", "-n", ns, "-t", "MsgCharset", "-c", "NO-SUCH-CHARSET")
+    assert printed.exit_code == 0, printed.output
+    assert "minOffset=0, maxOffset=1, MessageQueue [topic=MsgCharset, brokerName=broker-a, queueId=0]" in printed.output
+    assert "MSGID:" not in printed.output
+    assert "-" * 56 in printed.output
+    by_queue = ("printMsgByQueue", "-n", ns, "-t", "MsgCharset", "-a", "broker-a", "-i", "0", "-p", "true")
+    queued = _run(*by_queue, "-d", "true", "-c", "NO-SUCH-CHARSET", "-f", "true")
+    assert queued.exit_code == 0, queued.output
+    assert "MSGID:" not in queued.output
+    assert "Tag: " not in queued.output  # no tags sent: nothing counted, but the command ends normally
+    not_printed = _run(*by_queue, "-d", "false", "-c", "NO-SUCH-CHARSET")  # no body to decode: Java prints the line
+    assert not_printed.exit_code == 0 and "BODY: NOT PRINT BODY" in not_printed.output, not_printed.output
