@@ -196,9 +196,16 @@ def query_msg_by_offset(ctx: click.Context, **o: Any) -> None:
 
 
 def print_messages(out: Output, mq: MessageQueue, msgs: list[MessageExt], charset: str, body: bool) -> None:
-    """Java's ``printMessage``: ``MSGID: <id> <MessageExt> BODY: <body>`` per message pulled from ``mq``."""
+    """Java's ``printMessage``: ``MSGID: <id> <MessageExt> BODY: <body>`` per message pulled from ``mq``. A charset
+    Python does not know leaves the message out (said on stderr) and the command goes on, as printMessage catches
+    ``new String(body, charsetName)``'s UnsupportedEncodingException per message (tools/src/main/java/org/apache/
+    rocketmq/tools/command/message/PrintMessageSubCommand.java, PrintMessageByQueueCommand.java)."""
     for m in msgs:
-        text = m.body.decode(charset, "replace") if body else "NOT PRINT BODY"
+        try:
+            text = m.body.decode(charset, "replace") if body else "NOT PRINT BODY"
+        except LookupError:
+            click.echo(f"java.io.UnsupportedEncodingException: {charset}", err=True)
+            continue
         line = f"MSGID: {uniq_msg_id(m)} {message_text(m, mq.broker_name)} BODY: {text}\n"
         out.entry(line, MSGID=uniq_msg_id(m), QueueId=m.queue_id, QueueOffset=m.queue_offset, Tags=m.tags,
                   Keys=" ".join(m.keys), BODY=text)  # fmt: skip
