@@ -31,7 +31,7 @@ from remoting.dispatch import Dispatcher, ProcessorPool
 from remoting.processor import RequestContext
 from remoting.server import RemotingServer
 from store.ha.frames import encode_report
-from store.metadata_files import SubscriptionGroupConfig, decode_delay_offsets
+from store.metadata_files import SubscriptionGroupConfig, decode_consumer_offsets, decode_delay_offsets
 from tests.broker.helpers import create_topic_request
 from tests.conftest import SMALL_STORE
 from tests.processors.conftest import send_request
@@ -349,3 +349,24 @@ async def test_a_slave_shows_its_own_lag_from_the_master_s_runtime_info_every_te
     assert status["haSlaveMaxOffset"] == "0" and status["commitLogMaxOffset"] == "0"
     assert status["haMasterMaxOffset"] == str(end) and status["haSlaveLagBytes"] == str(end) and end > 2500
     assert 0 <= int(status["haMasterMaxOffsetAgeMs"]) <= 10_000
+
+
+async def test_a_slave_saves_the_consumer_offsets_it_copied_before_the_round_goes_on(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """RocketMQ's ``SlaveSynchronize.syncConsumerOffset`` persists ``consumerOffset.json`` right after taking the
+    master's offsets: a slave killed before its next periodic flush still restarts with them (its consumers would
+    otherwise consume again what the master's already committed)."""
+    hour = 3_600_000  # no periodic flush within the test
+    async with EmbeddedCluster(tmp_path / "c", slaves=1, flush_consumer_offset_interval=hour, **SMALL_STORE) as cluster:
+        slave = cluster.slave_controllers[0]
+        sync = slave.replication.slave_sync
+        assert sync is not None
+        with trio.fail_after(60):
+            while sync.master_addr is None:
+                await trio.sleep(0.5)
+        cluster.controller.context.offsets.commit("saved-group", "Saved", 1, 77)
+        await sync.sync_all()
+        assert slave.context.offsets.query("saved-group", "Saved", 1) == 77
+        saved = Path(slave.context.config.store_path_root_dir) / "config" / "consumerOffset.json"
+        assert decode_consumer_offsets(saved.read_bytes()).get("Saved@saved-group") == {1: 77}
