@@ -7,7 +7,8 @@ over: ``masterAddr`` of the REGISTER_BROKER answer) or is the slave's own.
   RocketMQ asks the master's VIP channel (``port - 2``) for this one; we ask its main port, as for the others: a
   master may have no fast channel (a listen port of 0, or ``port - 2`` taken), and then whatever else holds
   ``port - 2`` would answer, another broker with its own table even (the admin pool serves both ports alike);
-- consumer offsets: GET_ALL_CONSUMER_OFFSET (43); merged, each ``topic@group`` of the master replacing the slave's;
+- consumer offsets: GET_ALL_CONSUMER_OFFSET (43); merged, each ``topic@group`` of the master replacing the slave's,
+  and saved to ``consumerOffset.json`` at once;
 - delay offsets: GET_ALL_DELAY_OFFSET (45); the delay schedule's progress replaced and saved to ``delayOffset.json``;
 - subscription groups: GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201); replaced when the data version differs;
 - with a timer service, its progress: GET_TIMER_CHECK_POINT (60, RocketMQ 5's ``syncTimerCheckPoint``), written to
@@ -129,9 +130,16 @@ class SlaveSynchronize:
             log.info("slave synchronized topics from %s: version %s", addr, topics.data_version)
 
     async def _sync_offsets(self, addr: str) -> None:
+        """Merged, then saved at once, as RocketMQ's ``SlaveSynchronize.syncConsumerOffset``
+        (broker/src/main/java/org/apache/rocketmq/broker/slave/SlaveSynchronize.java) persists right after its
+        ``putAll``: a slave killed before its periodic flush restarts with the master's offsets."""
         offsets = await self._fetch(addr, RequestCode.GET_ALL_CONSUMER_OFFSET, decode_consumer_offsets)
         if offsets is not None:
             self.broker.offsets.merge(offsets)
+            try:
+                await self.broker.offsets.persist()
+            except OSError:
+                log.exception("slave sync: saving consumerOffset.json failed")
 
     async def _sync_delay_offsets(self, addr: str) -> None:
         delays = await self._fetch(addr, RequestCode.GET_ALL_DELAY_OFFSET, decode_delay_offsets)
