@@ -107,3 +107,22 @@ async def test_notification_can_be_disabled_for_the_broker_or_per_call() -> None
     registry = ClientRegistry()
     info = registry.channel_info(connection(2), "c2")
     assert registry.register_consumer("g", info, PUSH, CLUSTERING, LAST, (), notify=False)
+
+
+async def test_a_burst_of_changes_notifies_each_member_once_not_once_per_change() -> None:
+    # Heartbeats handled in one scheduler turn (a broker restart brings a whole group back at once) must not queue a
+    # notification per join: 200 joins cost 200 frames, not 200 * 201 / 2 = 20100 (RocketMQ 5's
+    # DefaultConsumerIdsChangeListener drops a group's pending notification when a newer change supersedes it).
+    registry = ClientRegistry()
+    members = [connection(port) for port in range(1, 201)]
+    async with trio.open_nursery() as nursery:
+        await nursery.start(registry.run)
+        for port, conn in enumerate(members, 1):
+            register(registry, conn, f"c{port}")
+        await trio.testing.wait_all_tasks_blocked()
+        assert registry.notifications_sent == len(members)
+        # A later change still reaches every member left, once.
+        registry.connection_closed(members[0])
+        await trio.testing.wait_all_tasks_blocked()
+        assert registry.notifications_sent == len(members) + len(members) - 1
+        nursery.cancel_scope.cancel()
