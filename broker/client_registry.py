@@ -9,10 +9,11 @@ larger ``subVersion``, topics missing from a heartbeat are dropped).
 
 Change notification: when a consumer group's channel set or subscribed topics change (register, unregister, closed
 connection, expiry) and the group still has channels, NOTIFY_CONSUMER_IDS_CHANGED (40, oneway, extField
-``consumerGroup``) is queued for **every** remaining channel of that group, if notification is enabled. All mutations
-are synchronous (close listeners and processors call them); the notifications themselves are written by
-:meth:`ClientRegistry.run`'s task, which also scans every 10 s for channels silent longer than the expiry (120 s),
-drops them and closes their connections. Sending to a connection that closed meanwhile is ignored.
+``consumerGroup``) is queued for **every** channel of that group, if notification is enabled. A group has at most one
+notification pending: changes made before it is sent share it, and it goes to the channels the group has when it is
+sent. All mutations are synchronous (close listeners and processors call them); the notifications themselves are
+written by :meth:`ClientRegistry.run`'s task, which also scans every 10 s for channels silent longer than the expiry
+(120 s), drops them and closes their connections. Sending to a connection that closed meanwhile is ignored.
 """
 
 from __future__ import annotations
@@ -54,7 +55,9 @@ class ClientRegistry:
         self._clock = clock
         self._consumers: dict[str, ConsumerGroupInfo] = {}
         self._producers: dict[str, dict[Connection, ClientChannelInfo]] = {}
-        send, receive = trio.open_memory_channel[tuple[str, list[Connection]]](math.inf)
+        #: Groups with a notification queued and not yet sent (see :meth:`_notify`).
+        self._notify_pending: set[str] = set()
+        send, receive = trio.open_memory_channel[str](math.inf)
         self._notify_send = send
         self._notify_receive = receive
         self.notifications_sent = 0
@@ -216,13 +219,23 @@ class ClientRegistry:
     # ---- notification and housekeeping ---------------------------------------------------------------------------
 
     def _notify(self, group_info: ConsumerGroupInfo) -> None:
-        if self.notify_enabled and group_info.channels:
-            self._notify_send.send_nowait((group_info.group_name, list(group_info.channels)))
+        """Queue the group's notification unless one is already pending: it is sent to the members the group has
+        then, so a burst of N joins (a broker restart) costs N frames, not N * (N + 1) / 2. RocketMQ 5's
+        broker/src/main/java/org/apache/rocketmq/broker/client/DefaultConsumerIdsChangeListener.java likewise drops
+        a group's notification that a newer change supersedes (``NotifyTaskControl.interrupt``)."""
+        group = group_info.group_name
+        if self.notify_enabled and group_info.channels and group not in self._notify_pending:
+            self._notify_pending.add(group)
+            self._notify_send.send_nowait(group)
 
     async def _send_notifications(self) -> None:
-        async for group, connections in self._notify_receive:
+        async for group in self._notify_receive:
+            self._notify_pending.discard(group)
+            group_info = self._consumers.get(group)
+            if group_info is None:  # emptied meanwhile: nobody left to tell
+                continue
             header = NotifyConsumerIdsChangedRequestHeader(consumer_group=group).to_ext_fields()
-            for conn in connections:
+            for conn in list(group_info.channels):
                 # Never waits for a member that does not read (Java's invokeOneway gives up on a peer after 10 ms):
                 # one that is not writable (congested, or a 5.x client without its stream) is skipped; it learns the
                 # change at its next rebalance (every 20 s).

@@ -87,12 +87,16 @@ async def test_changes_queue_notifications_only_for_groups_with_members_left() -
     a, b = connection(1), connection(2)
     async with trio.open_nursery() as nursery:
         await nursery.start(registry.run)
+        sent = []
         register(registry, a, "c1")  # notifies a
-        register(registry, b, "c2")  # notifies a and b
-        registry.unregister_consumer("g", b)  # notifies a
+        for change in (lambda: register(registry, b, "c2"), lambda: registry.unregister_consumer("g", b)):
+            await trio.testing.wait_all_tasks_blocked()
+            sent.append(registry.notifications_sent)
+            change()  # notifies a and b, then a
+        await trio.testing.wait_all_tasks_blocked()
         registry.unregister_consumer("g", a)  # group gone: nobody to notify
         await trio.testing.wait_all_tasks_blocked()
-        assert registry.notifications_sent == 4
+        assert sent == [1, 3] and registry.notifications_sent == 4
         nursery.cancel_scope.cancel()
 
 
