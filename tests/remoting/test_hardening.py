@@ -192,3 +192,46 @@ def test_refusal_logs_are_rate_limited_and_count_what_they_suppressed(caplog: py
         "refused 2",
         "refused 10 (7 similar lines suppressed before this one)",
     ]
+
+
+class _ParkingProcessor:
+    """Code 1001 parks its request as long polling does (suspended, answered later); anything else is echoed."""
+
+    def __init__(self) -> None:
+        self.parked: list[tuple[RequestContext, RemotingCommand]] = []
+
+    async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        if request.code == 1001:
+            ctx.connection.mark_suspended(request.opaque)
+            self.parked.append((ctx, request))
+            return None
+        return request.response(ResponseCode.SUCCESS, body=request.body)
+
+
+async def test_parked_long_polls_do_not_stop_the_reader(nursery: trio.Nursery) -> None:
+    """A suspended pull holds no worker (RocketMQ's ``PullRequestHoldService`` parks it without a limit, see
+    broker/src/main/java/org/apache/rocketmq/broker/longpolling/PullRequestHoldService.java): a client instance with
+    more held pulls than the request budget must still get its sends and heartbeats read on the same connection.
+    Their bytes still count."""
+    parking = _ParkingProcessor()
+    dispatcher = Dispatcher()
+    pool = ProcessorPool("work", 8, 10_000)
+    dispatcher.register((1000, 1001), parking, pool)  # type: ignore[arg-type]
+    server = RemotingServer(dispatcher, ServerConfig(max_requests_in_flight=4))
+    address = await nursery.start(server.serve, "127.0.0.1", 0)
+    peer = await RawPeer.connect(address)
+    await peer.send(*(request(1001, {}, b"", opaque=i + 1) for i in range(6)))
+    await peer.send(request(1000, {}, b"ping", opaque=100))
+    await trio.testing.wait_all_tasks_blocked(0.05)
+    assert len(parking.parked) == 6
+    (conn,) = server.connections
+    assert conn.buffered_bytes == 6 * REQUEST_OVERHEAD
+    answer = await peer.receive()
+    assert answer is not None and answer.opaque == 100 and bytes(answer.body) == b"ping"
+    for ctx, parked in parking.parked:
+        ctx.connection.send_nowait(parked.response(ResponseCode.SUCCESS))
+    answers = [await peer.receive() for _ in range(6)]
+    assert sorted(a.opaque for a in answers if a is not None) == list(range(1, 7))
+    await trio.testing.wait_all_tasks_blocked(0.05)
+    assert conn.requests_in_flight == 0 and conn.buffered_bytes == 0
+    await peer.aclose()
