@@ -166,6 +166,8 @@ class Connection:
         self._inbound_more: dict[int, list[int]] = {}
         self._inbound_extra = 0
         self._inbound_bytes = 0
+        #: opaques in :attr:`_inbound` parked for long polling (:meth:`mark_suspended`): out of the request count
+        self._suspended: set[int] = set()
         self._oneway_held = 0  # oneway requests read and not yet through their processor (or refused)
         self._capacity: primitives.Event | None = None
         self._scope: anyio.CancelScope | None = None
@@ -203,7 +205,7 @@ class Connection:
 
     def _over_budget(self) -> bool:
         return (
-            len(self._inbound) + self._inbound_extra + self._oneway_held >= self._max_in_flight
+            len(self._inbound) - len(self._suspended) + self._inbound_extra + self._oneway_held >= self._max_in_flight
             or self._inbound_bytes + self._outbox_bytes > self._max_buffered
         )
 
@@ -497,6 +499,8 @@ class Connection:
             size = self._inbound.pop(cmd.opaque, None)
             if size is not None:
                 self._inbound_bytes -= size
+                if self._suspended:
+                    self._suspended.discard(cmd.opaque)
                 if self._inbound_more:
                     self._next_duplicate(cmd.opaque)
                 if self._capacity is not None:
@@ -626,7 +630,15 @@ class Connection:
             self._time_response(request.opaque, 0 if response is None else response.code, RESULT_ONEWAY)
 
     def mark_suspended(self, opaque: int) -> None:
-        """The request is parked for long polling: its latency is labelled ``is_long_polling``."""
+        """The request is parked for long polling: its latency is labelled ``is_long_polling``, and it leaves the
+        request count of the connection's budget (its bytes stay) until it is answered. A parked pull holds no worker,
+        and RocketMQ parks any number of them (broker/src/main/java/org/apache/rocketmq/broker/longpolling/
+        PullRequestHoldService.java): counted, a client instance holding more pulls than the budget on one broker
+        had its sends and heartbeats on that connection left unread until a pull expired."""
+        if opaque in self._inbound and opaque not in self._suspended:
+            self._suspended.add(opaque)
+            if self._capacity is not None:
+                self._wake_reader()
         timed = self._timed.get(opaque)
         if timed is not None:
             timed[2] = True
