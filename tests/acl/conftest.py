@@ -1,4 +1,5 @@
-"""An embedded cluster with ACL on, over a RocketMQ home whose ``conf/plain_acl.yml`` is :data:`PLAIN_ACL`."""
+"""An embedded cluster with ACL on, over a RocketMQ home whose ``conf/plain_acl.yml`` is :data:`PLAIN_ACL`; settings for
+a TLS cluster whose certificate names a host and no IP."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import trio
+import trustme
 
 from broker.embedded import EmbeddedCluster
 from client import ConsumeConcurrentlyStatus, MessageExt, PushConsumer
@@ -79,3 +81,19 @@ async def consume(config: ClientConfig, group: str, topic: str, count: int) -> l
         with trio.fail_after(30):
             await done.wait()
     return received
+
+
+def host_named_tls_settings(tmp_path: Path, issuer: trustme.CA, name: str, host: str) -> dict[str, object]:
+    """Settings of an enforcing TLS cluster serving a certificate ``issuer`` signs for ``host`` alone (no IP)."""
+    cert = issuer.issue_cert(host)
+    cert_path, key_path = tmp_path / f"{name}.pem", tmp_path / f"{name}.key"
+    cert.cert_chain_pems[0].write_to_path(str(cert_path))
+    cert.private_key_pem.write_to_path(str(key_path))
+    return {
+        "tls_server_mode": "enforcing",
+        "tls_config_file": str(tmp_path / "none"),
+        "tls_test_mode_enable": False,
+        "tls_server_cert_path": str(cert_path),
+        "tls_server_key_path": str(key_path),
+        **SMALL_STORE,
+    }

@@ -13,7 +13,7 @@ from client import Message, Producer
 from client.admin import Admin
 from client.config import ClientConfig
 from client.errors import MQClientError
-from tests.acl.conftest import consume
+from tests.acl.conftest import consume, host_named_tls_settings
 from tests.conftest import SMALL_STORE
 
 
@@ -50,18 +50,7 @@ async def test_a_client_checking_the_brokers_certificate_does_not_check_the_host
     ca.cert_pem.write_to_path(str(ca_file))
 
     def settings(issuer: trustme.CA, name: str) -> dict[str, object]:
-        cert = issuer.issue_cert("broker.rocketmq.internal")  # no 127.0.0.1 in the certificate
-        cert_path, key_path = tmp_path / f"{name}.pem", tmp_path / f"{name}.key"
-        cert.cert_chain_pems[0].write_to_path(str(cert_path))
-        cert.private_key_pem.write_to_path(str(key_path))
-        return {
-            "tls_server_mode": "enforcing",
-            "tls_config_file": str(tmp_path / "none"),
-            "tls_test_mode_enable": False,
-            "tls_server_cert_path": str(cert_path),
-            "tls_server_key_path": str(key_path),
-            **SMALL_STORE,
-        }
+        return host_named_tls_settings(tmp_path, issuer, name, "broker.rocketmq.internal")  # no 127.0.0.1
 
     async with EmbeddedCluster(tmp_path / "c", **settings(ca, "trusted")) as cluster:
         config = ClientConfig(namesrv_addr=cluster.namesrv_addr, tls=True, tls_ca_file=str(ca_file))

@@ -21,6 +21,7 @@ from remoting.codec.command import request
 from remoting.dispatch import Dispatcher, ProcessorPool
 from remoting.server import TLS_HANDSHAKE_TIMEOUT, RemotingServer, ServerConfig
 from remoting.tls import PERMISSIVE, TlsSettings, client_context, server_context, settings_client_context
+from tests.acl.conftest import host_named_tls_settings
 from tests.conftest import SMALL_STORE
 from tests.remoting.helpers import EchoProcessor
 
@@ -79,20 +80,11 @@ async def test_a_broker_checking_its_name_servers_certificate_does_not_check_the
     ca.cert_pem.write_to_path(str(ca_file))
 
     def settings(issuer: trustme.CA, name: str) -> dict[str, object]:
-        cert = issuer.issue_cert("namesrv.rocketmq.internal")  # no 127.0.0.1 in the certificate
-        cert_path, key_path = tmp_path / f"{name}.pem", tmp_path / f"{name}.key"
-        cert.cert_chain_pems[0].write_to_path(str(cert_path))
-        cert.private_key_pem.write_to_path(str(key_path))
         return {
-            "tls_server_mode": "enforcing",
-            "tls_config_file": str(tmp_path / "none"),
-            "tls_test_mode_enable": False,
-            "tls_server_cert_path": str(cert_path),
-            "tls_server_key_path": str(key_path),
+            **host_named_tls_settings(tmp_path, issuer, name, "namesrv.rocketmq.internal"),  # no 127.0.0.1
             "tls_enable": True,
             "tls_client_auth_server": True,
             "tls_client_trust_cert_path": str(ca_file),
-            **SMALL_STORE,
         }
 
     async with EmbeddedCluster(tmp_path / "c", **settings(ca, "trusted")) as cluster:

@@ -5,7 +5,7 @@ send's ``send_msg_timeout`` covers all its attempts, and a request gives up with
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import attrs
 import pytest
@@ -110,21 +110,35 @@ async def test_a_request_whose_send_is_never_answered_gives_up_within_its_timeou
         assert str(outcome) == "request timeout, no reply message."
 
 
-class SlowRouteFront:
-    """A name server in front of the cluster's: it forwards every request, the first route lookup at once and every
-    later one after ``delay`` seconds (a name server slow to answer)."""
+class RouteFront:
+    """A name server in front of the cluster's: it forwards every request, the route lookups ``slow`` picks (by their
+    count, from 1) after ``delay`` seconds (a name server slow to answer), the others at once."""
 
-    def __init__(self, upstream: str, client: RemotingClient, delay: float) -> None:
-        self.upstream, self.client, self.delay = upstream, client, delay
+    def __init__(self, upstream: str, client: RemotingClient, delay: float, slow: Callable[[int], bool]) -> None:
+        self.upstream, self.client, self.delay, self.slow = upstream, client, delay, slow
         self.lookups = 0
 
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
         if request.code == RequestCode.GET_ROUTEINFO_BY_TOPIC:
             self.lookups += 1
-            if self.lookups > 1:
+            if self.slow(self.lookups):
                 await trio.sleep(self.delay)
         answer = await self.client.invoke(self.upstream, attrs.evolve(request, opaque=0), 10)
         return request.response(answer.code, answer.remark, dict(answer.ext_fields), answer.body)
+
+
+@contextlib.asynccontextmanager
+async def _silent_master_behind_a_front(
+    cluster: EmbeddedCluster, slow: Callable[[int], bool]
+) -> AsyncIterator[tuple[RouteFront, str]]:
+    """A silent master, and a :class:`RouteFront` (2 s a slow lookup) before the name server: it and its address."""
+    async with _silent_master(cluster), trio.open_nursery() as nursery, RemotingClient() as client:
+        dispatcher = Dispatcher()
+        front = RouteFront(cluster.namesrv_addr, client, 2.0, slow)
+        dispatcher.set_default(front, ProcessorPool("front", 4, 100))
+        host, port = await nursery.start(RemotingServer(dispatcher).serve, "127.0.0.1", 0)
+        yield front, f"{host}:{port}"
+        nursery.cancel_scope.cancel()
 
 
 async def test_a_timed_out_send_does_not_wait_for_a_slow_route_reread_past_its_timeout(
@@ -133,18 +147,15 @@ async def test_a_timed_out_send_does_not_wait_for_a_slow_route_reread_past_its_t
     """After a failed attempt ours re-reads the route (to find a new master sooner than the 30 s poll); a sync send
     whose ``send_msg_timeout`` is spent must not wait for that re-read beyond it (sendDefaultImpl gives up once
     ``timeout - costTime`` is gone): with a name server taking 2 s a lookup, a 3 s send took 7 s."""
-    async with _silent_master(embedded_cluster), trio.open_nursery() as nursery, RemotingClient() as client:
-        dispatcher = Dispatcher()
-        front = SlowRouteFront(embedded_cluster.namesrv_addr, client, 2.0)
-        dispatcher.set_default(front, ProcessorPool("front", 4, 100))
-        host, port = await nursery.start(RemotingServer(dispatcher).serve, "127.0.0.1", 0)
-        async with Producer("pg-slow-routes", f"{host}:{port}") as producer:
-            await producer.publish_info(TOPIC)  # the first lookup, at once
-            started = trio.current_time()
-            with pytest.raises(SendFailedError) as caught:
-                await producer.send(Message(TOPIC, b"never answered"))
-            elapsed = trio.current_time() - started
-        nursery.cancel_scope.cancel()
+    async with (
+        _silent_master_behind_a_front(embedded_cluster, lambda lookup: lookup > 1) as (front, addr),
+        Producer("pg-slow-routes", addr) as producer,
+    ):
+        await producer.publish_info(TOPIC)  # the first lookup, at once
+        started = trio.current_time()
+        with pytest.raises(SendFailedError) as caught:
+            await producer.send(Message(TOPIC, b"never answered"))
+        elapsed = trio.current_time() - started
     assert front.lookups >= 2  # the re-read was asked for
     assert elapsed == pytest.approx(3.0, abs=0.5), elapsed
     assert "sendDefaultImpl call timeout" in str(caught.value)
@@ -158,13 +169,9 @@ async def test_a_send_counts_its_route_lookup_in_its_timeout(
     tryToFindTopicPublishInfo and give the attempt ``timeout - costTime``; sendKernelImpl counts a route lookup for a
     chosen queue likewise. With a name server taking 2 s a lookup, a 3 s selector, queue or batch send to a master that
     never answers took 2 + 3 s."""
-    async with _silent_master(embedded_cluster), trio.open_nursery() as nursery, RemotingClient() as client:
-        dispatcher = Dispatcher()
-        front = SlowRouteFront(embedded_cluster.namesrv_addr, client, 2.0)
+    async with _silent_master_behind_a_front(embedded_cluster, lambda lookup: lookup > 1) as (front, addr):
         front.lookups = 1  # every lookup is slow, the first too
-        dispatcher.set_default(front, ProcessorPool("front", 4, 100))
-        host, port = await nursery.start(RemotingServer(dispatcher).serve, "127.0.0.1", 0)
-        async with Producer("pg-slow-first-route", f"{host}:{port}") as producer:
+        async with Producer("pg-slow-first-route", addr) as producer:
             started = trio.current_time()
             with pytest.raises((SendFailedError, RemotingError)):
                 if mode == "selector":
@@ -174,26 +181,8 @@ async def test_a_send_counts_its_route_lookup_in_its_timeout(
                 else:
                     await producer.send_batch([Message(TOPIC, b"never"), Message(TOPIC, b"answered")])
             elapsed = trio.current_time() - started
-        nursery.cancel_scope.cancel()
     assert front.lookups >= 2  # the lookup was slow
     assert elapsed == pytest.approx(3.0, abs=0.5), elapsed
-
-
-class FirstRouteSlowFront:
-    """A name server in front of the cluster's whose first route lookup takes ``delay`` seconds, the later ones
-    (the re-read after a failed attempt) none."""
-
-    def __init__(self, upstream: str, client: RemotingClient, delay: float) -> None:
-        self.upstream, self.client, self.delay = upstream, client, delay
-        self.lookups = 0
-
-    async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
-        if request.code == RequestCode.GET_ROUTEINFO_BY_TOPIC:
-            self.lookups += 1
-            if self.lookups == 1:
-                await trio.sleep(self.delay)
-        answer = await self.client.invoke(self.upstream, attrs.evolve(request, opaque=0), 10)
-        return request.response(answer.code, answer.remark, dict(answer.ext_fields), answer.body)
 
 
 async def test_an_async_send_counts_its_route_lookup_in_its_timeout(
@@ -203,25 +192,22 @@ async def test_an_async_send_counts_its_route_lookup_in_its_timeout(
     tryToFindTopicPublishInfo and gives its attempt ``timeout - costTime`` (client/.../impl/producer/
     DefaultMQProducerImpl.java); MQClientAPIImpl.sendMessageAsync keeps that budget. With a name server taking 2 s a
     lookup, a 3 s async send to a master that never answers called back after 2 + 3 s."""
-    async with _silent_master(embedded_cluster), trio.open_nursery() as nursery, RemotingClient() as client:
-        dispatcher = Dispatcher()
-        front = FirstRouteSlowFront(embedded_cluster.namesrv_addr, client, 2.0)
-        dispatcher.set_default(front, ProcessorPool("front", 4, 100))
-        host, port = await nursery.start(RemotingServer(dispatcher).serve, "127.0.0.1", 0)
-        async with Producer("pg-slow-async-route", f"{host}:{port}") as producer:
-            producer.retry_times_when_send_async_failed = 0
-            outcomes: list[object] = []
-            done = trio.Event()
+    async with (
+        _silent_master_behind_a_front(embedded_cluster, lambda lookup: lookup == 1) as (front, addr),
+        Producer("pg-slow-async-route", addr) as producer,
+    ):
+        producer.retry_times_when_send_async_failed = 0
+        outcomes: list[object] = []
+        done = trio.Event()
 
-            def callback(outcome: object) -> None:
-                outcomes.append(outcome)
-                done.set()
+        def callback(outcome: object) -> None:
+            outcomes.append(outcome)
+            done.set()
 
-            started = trio.current_time()
-            producer.send_async(Message(TOPIC, b"never answered"), callback)
-            await done.wait()
-            elapsed = trio.current_time() - started
-        nursery.cancel_scope.cancel()
+        started = trio.current_time()
+        producer.send_async(Message(TOPIC, b"never answered"), callback)
+        await done.wait()
+        elapsed = trio.current_time() - started
     assert front.lookups >= 1
     assert isinstance(outcomes[0], (MQClientError, RemotingError)), outcomes
     assert elapsed == pytest.approx(3.0, abs=0.5), elapsed

@@ -23,9 +23,9 @@ from remoting.codec.message import BLANK_MAGIC, decode_record, prepare_message
 from store.checkpoint import Checkpoint
 from store.mapped_file import destroy_segments
 from store.message_store import MessageStore
-from tests.dledger.test_retention import age, blocked_unlink_lets_the_loop_and_a_flush_run
+from tests.dledger.test_retention import age, retention_with_a_slow_unlink
 from tests.store.store_helpers import message, open_store, small_config
-from tests.store.test_retention import Disk, _SlowUnlink
+from tests.store.test_retention import Disk
 
 SEGMENT = 4096
 EVERY_HOUR = ";".join(f"{h:02d}" for h in range(24))
@@ -418,11 +418,7 @@ async def test_retention_destroys_classic_queue_and_index_files_outside_the_disk
     store = dledger_store(tmp_path, disk_usage_ratio=Disk(0.87), delete_commit_log_files_interval=0, **small_index)
     follower_append(store, [b"after"])
     assert store.classic_segments() > 3 and len(store.index.files) > 3  # type: ignore[union-attr]
-    slow = _SlowUnlink(tmp_path / kind)
-    monkeypatch.setattr(os, "unlink", slow)
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(store.retention.check_once)
-        ticks = await blocked_unlink_lets_the_loop_and_a_flush_run(store, slow)
+    slow, ticks = await retention_with_a_slow_unlink(store, tmp_path / kind, monkeypatch)
     assert ticks == 5 and slow.waited_for_go is True
     assert slow.unlinked and not any(os.path.exists(name) for name in slow.unlinked)
     assert store.classic_segments() == 0  # the last one too, once old enough (any age on a disk this full)

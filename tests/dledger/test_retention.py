@@ -475,6 +475,18 @@ async def blocked_unlink_lets_the_loop_and_a_flush_run(store: DLedgerMessageStor
     return ticks
 
 
+async def retention_with_a_slow_unlink(
+    store: DLedgerMessageStore, under: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[_SlowUnlink, int]:
+    """One retention round whose unlinks ``under`` block until the loop and a flush ran: the unlink and the ticks."""
+    slow = _SlowUnlink(under)
+    monkeypatch.setattr(os, "unlink", slow)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(store.retention.check_once)
+        ticks = await blocked_unlink_lets_the_loop_and_a_flush_run(store, slow)
+    return slow, ticks
+
+
 @pytest.mark.parametrize("kind", ["consumequeue", "index"])
 async def test_retention_unlinks_queue_and_index_files_off_the_trio_thread_and_outside_the_disk_lock(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
@@ -488,11 +500,7 @@ async def test_retention_unlinks_queue_and_index_files_off_the_trio_thread_and_o
     while len(store.index.files) < 3 or len(store.ledger.data.files) < 3:  # type: ignore[union-attr]
         keyed_records(store, 8)
     keyed_records(store, 40, size=300)
-    slow = _SlowUnlink(tmp_path / kind)
-    monkeypatch.setattr(os, "unlink", slow)
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(store.retention.check_once)
-        ticks = await blocked_unlink_lets_the_loop_and_a_flush_run(store, slow)
+    slow, ticks = await retention_with_a_slow_unlink(store, tmp_path / kind, monkeypatch)
     assert ticks == 5 and slow.waited_for_go is True
     assert slow.unlinked and not any(os.path.exists(name) for name in slow.unlinked)
     assert store.ledger.begin_index > 0

@@ -1,14 +1,16 @@
-"""Helpers for the replication tests: master and slave stores with small segments, waits bounded by a timeout, and
-file comparisons."""
+"""Helpers for the replication tests: master and slave stores with small segments, waits bounded by a timeout, file
+comparisons, and a push consumer from the first offset."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import trio
 
 from broker.controller import BrokerController
+from client import ConsumeConcurrentlyStatus, ConsumeFromWhere, MessageExt, PushConsumer
 from store.message_store import MessageStore
 from store.store_config import BrokerRole
 from tests.store.store_helpers import STORE_HOST, files_of, small_config
@@ -74,3 +76,16 @@ def written_segments(root: Path) -> dict[str, bytes]:
     """The CommitLog segments under ``root`` that hold data, by name: a preallocated next segment (the allocation
     service's spare, all zeros) exists on one side or the other depending on timing, and is left out."""
     return {name: data for name, data in files_of(root / "commitlog").items() if data.strip(b"\0")}
+
+
+def consumer_from_first(
+    namesrv_addr: str,
+    group: str,
+    topic: str,
+    listener: Callable[[list[MessageExt]], Awaitable[ConsumeConcurrentlyStatus]],
+) -> PushConsumer:
+    """A push consumer of ``group`` on ``topic`` from its first offset, with ``listener``; not started."""
+    consumer = PushConsumer(group, namesrv_addr, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
+    consumer.subscribe(topic)
+    consumer.register_message_listener(listener)
+    return consumer

@@ -5,6 +5,7 @@ and the runtime info shows the replication figures."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -162,31 +163,45 @@ async def test_a_silent_slave_makes_sends_answer_flush_slave_timeout(
     assert waited == pytest.approx(3.0, abs=0.1)  # slaveTimeout
 
 
+@contextlib.asynccontextmanager
+async def _sync_master_with_a_silent_slave(tmp_path: Path) -> AsyncIterator[EmbeddedCluster]:
+    """A SYNC_MASTER cluster with TOPIC and a slave that reports once, then nothing (until the block ends)."""
+    async with EmbeddedCluster(tmp_path / "c", broker_role="SYNC_MASTER", **SMALL_STORE) as cluster:
+        async with Admin(cluster.namesrv_addr) as admin:
+            await admin.create_topic(TOPIC, broker_addr=cluster.broker_addr)
+        stream = await trio.open_tcp_stream("127.0.0.1", cluster.controller.context.store.ha.port)
+        await stream.send_all(encode_report(0))
+        with trio.fail_after(5):
+            while not cluster.controller.context.store.ha.connections:
+                await trio.sleep(0.01)
+        yield cluster
+        await stream.aclose()
+
+
+async def _end_transaction(
+    client: RemotingClient, broker_addr: str, half: RemotingCommand, kind: str
+) -> tuple[RemotingCommand, float]:
+    """END_TRANSACTION (``kind`` its commitOrRollback) of the ``half`` message sent; the answer and how long it took."""
+    end = {"producerGroup": "PG", "tranStateTableOffset": half.ext_fields["queueOffset"], "msgId": "x"}
+    end |= {"commitLogOffset": str(int(half.ext_fields["msgId"][-16:], 16)), "commitOrRollback": kind}
+    end |= {"fromTransactionCheck": "false"}
+    start = trio.current_time()
+    ended = await client.invoke(broker_addr, request(RequestCode.END_TRANSACTION, end), 10)
+    return ended, trio.current_time() - start
+
+
 async def test_a_sync_master_answers_a_commit_once_its_message_is_replicated_or_timed_out(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
     """4.9.8's EndTransactionProcessor.sendFinalMessage stores the committed message through the store's synchronous
     putMessage, which on a SYNC_MASTER waits for the slave (the half message's WAIT=true is kept): a slave that does
     not acknowledge makes the answer come after slaveTimeout, and FLUSH_SLAVE_TIMEOUT is answered SUCCESS."""
-    async with EmbeddedCluster(tmp_path / "c", broker_role="SYNC_MASTER", **SMALL_STORE) as cluster:
-        async with Admin(cluster.namesrv_addr) as admin:
-            await admin.create_topic(TOPIC, broker_addr=cluster.broker_addr)
-        stream = await trio.open_tcp_stream("127.0.0.1", cluster.controller.context.store.ha.port)
-        await stream.send_all(encode_report(0))  # a slave that reports once, then nothing
-        with trio.fail_after(5):
-            while not cluster.controller.context.store.ha.connections:
-                await trio.sleep(0.01)
+    async with _sync_master_with_a_silent_slave(tmp_path) as cluster:
         props = "TRAN_MSG\x01true\x02PGROUP\x01PG\x02WAIT\x01true\x02"
         async with RemotingClient() as client:
             half = await client.invoke(cluster.broker_addr, send_request(TOPIC, properties=props, sysFlag="4"), 10)
             assert half.code == ResponseCode.FLUSH_SLAVE_TIMEOUT
-            end = {"producerGroup": "PG", "tranStateTableOffset": half.ext_fields["queueOffset"], "msgId": "x"}
-            end |= {"commitLogOffset": str(int(half.ext_fields["msgId"][-16:], 16)), "commitOrRollback": "8"}
-            end |= {"fromTransactionCheck": "false"}
-            start = trio.current_time()
-            ended = await client.invoke(cluster.broker_addr, request(RequestCode.END_TRANSACTION, end), 10)
-            waited = trio.current_time() - start
-        await stream.aclose()
+            ended, waited = await _end_transaction(client, cluster.broker_addr, half, "8")
     assert (ended.code, ended.remark) == (ResponseCode.SUCCESS, None)
     assert waited == pytest.approx(3.0, abs=0.1)  # slaveTimeout
 
@@ -198,25 +213,12 @@ async def test_a_sync_master_answers_an_end_whose_op_message_alone_waits_at_once
     """4.9.8's TransactionalMessageBridge.makeOpMessageInner stores the op message with WAIT=false, so neither a
     rollback (the op message alone) nor the commit of a half sent with WAIT=false waits for a slave: a slave that
     does not acknowledge does not hold the answer back for slaveTimeout."""
-    async with EmbeddedCluster(tmp_path / "c", broker_role="SYNC_MASTER", **SMALL_STORE) as cluster:
-        async with Admin(cluster.namesrv_addr) as admin:
-            await admin.create_topic(TOPIC, broker_addr=cluster.broker_addr)
-        stream = await trio.open_tcp_stream("127.0.0.1", cluster.controller.context.store.ha.port)
-        await stream.send_all(encode_report(0))  # a slave that reports once, then nothing
-        with trio.fail_after(5):
-            while not cluster.controller.context.store.ha.connections:
-                await trio.sleep(0.01)
+    async with _sync_master_with_a_silent_slave(tmp_path) as cluster:
         props = f"TRAN_MSG\x01true\x02PGROUP\x01PG\x02WAIT\x01{half_waits}\x02"
         async with RemotingClient() as client:
             half = await client.invoke(cluster.broker_addr, send_request(TOPIC, properties=props, sysFlag="4"), 10)
             assert half.code in (ResponseCode.SUCCESS, ResponseCode.FLUSH_SLAVE_TIMEOUT)
-            end = {"producerGroup": "PG", "tranStateTableOffset": half.ext_fields["queueOffset"], "msgId": "x"}
-            end |= {"commitLogOffset": str(int(half.ext_fields["msgId"][-16:], 16)), "commitOrRollback": kind}
-            end |= {"fromTransactionCheck": "false"}
-            start = trio.current_time()
-            ended = await client.invoke(cluster.broker_addr, request(RequestCode.END_TRANSACTION, end), 10)
-            waited = trio.current_time() - start
-        await stream.aclose()
+            ended, waited = await _end_transaction(client, cluster.broker_addr, half, kind)
     assert (ended.code, ended.remark) == (ResponseCode.SUCCESS, None)
     assert waited == pytest.approx(0.0, abs=0.1)  # not slaveTimeout (3 s)
 

@@ -17,17 +17,15 @@ from client import (
     Admin,
     ClientConfig,
     ConsumeConcurrentlyStatus,
-    ConsumeFromWhere,
     Message,
     MessageExt,
     Producer,
-    PushConsumer,
     SendStatus,
 )
 from client.instance import MQClientInstance
 from remoting.codec.bodies import BrokerData, QueueData, TopicRouteData
 from tests.conftest import SMALL_STORE
-from tests.replication.ha_helpers import slave_learns_topic
+from tests.replication.ha_helpers import consumer_from_first, slave_learns_topic
 
 TOPIC = "FailoverTopic"
 GROUP = "failover-group"
@@ -67,11 +65,7 @@ async def test_consumers_read_from_the_slave_and_producers_avoid_the_masterless_
                     received[msg.body] = f"{msg.store_host[0]}:{msg.store_host[1]}"
                 return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
-            consumer = PushConsumer(
-                GROUP, cluster.namesrv_addr, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
-            )
-            consumer.subscribe(TOPIC)
-            consumer.register_message_listener(on_messages)
+            consumer = consumer_from_first(cluster.namesrv_addr, GROUP, TOPIC, on_messages)
             async with consumer:
                 await _received_all(received, {f"first-{i}".encode() for i in range(20)})
                 # Sends go to the group that still has a master.

@@ -13,8 +13,9 @@ from pathlib import Path
 import trio
 
 from broker.embedded import EmbeddedCluster
-from client import Admin, ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, MessageExt, Producer, PushConsumer
+from client import Admin, ConsumeConcurrentlyStatus, Message, MessageExt, Producer
 from tests.conftest import SMALL_STORE
+from tests.replication.ha_helpers import consumer_from_first
 
 TOPIC = "TwoByTwoTopic"
 GROUP = "two-by-two-group"
@@ -80,11 +81,7 @@ async def test_a_sigkilled_second_master_s_messages_are_consumed_from_its_slave(
             received.update(msg.body for msg in msgs)
             return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
-        consumer = PushConsumer(
-            GROUP, cluster.namesrv_addr, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
-        )
-        consumer.subscribe(TOPIC)
-        consumer.register_message_listener(on_messages)
+        consumer = consumer_from_first(cluster.namesrv_addr, GROUP, TOPIC, on_messages)
         async with consumer:
             with trio.fail_after(90):
                 while not on_b <= received:
