@@ -235,3 +235,22 @@ async def test_parked_long_polls_do_not_stop_the_reader(nursery: trio.Nursery) -
     await trio.testing.wait_all_tasks_blocked(0.05)
     assert conn.requests_in_flight == 0 and conn.buffered_bytes == 0
     await peer.aclose()
+
+
+async def test_parked_long_polls_are_bounded_at_four_times_the_request_budget(nursery: trio.Nursery) -> None:
+    """Parked pulls leave the request count, but not without end: past four times the budget they count again, so
+    one client cannot park pulls until only its byte budget (64 MiB of frames, far more in objects) stops it."""
+    parking = _ParkingProcessor()
+    dispatcher = Dispatcher()
+    dispatcher.register((1000, 1001), parking, ProcessorPool("work", 8, 10_000))  # type: ignore[arg-type]
+    server = RemotingServer(dispatcher, ServerConfig(max_requests_in_flight=4))
+    address = await nursery.start(server.serve, "127.0.0.1", 0)
+    peer = await RawPeer.connect(address)
+    await peer.send(*(request(1001, {}, b"", opaque=i + 1) for i in range(40)))
+    await trio.testing.wait_all_tasks_blocked(0.05)
+    assert 16 <= len(parking.parked) < 40  # the reader stopped once the parked pulls filled 4 x 4 plus the budget
+    for ctx, parked in list(parking.parked):
+        ctx.connection.send_nowait(parked.response(ResponseCode.SUCCESS))
+    await trio.testing.wait_all_tasks_blocked(0.05)
+    assert len(parking.parked) == 40  # answered pulls free room: the rest is read
+    await peer.aclose()
