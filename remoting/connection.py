@@ -77,6 +77,10 @@ from remoting.streams import RECEIVE_SIZE, STREAM_ERRORS, ByteStream, RawSocketI
 
 log = logging.getLogger(__name__)
 
+#: How many times its request budget a connection may hold in requests parked for long polling outside that budget
+#: (:meth:`Connection.mark_suspended`); past it they count again (RocketMQ parks any number, bounded by nothing).
+_PARKED_FREE: Final = 3
+
 #: Queued-but-unwritten bytes above which :meth:`Connection.send` waits for the writer (backpressure).
 SEND_HIGH_WATER: Final = 4 * 1024 * 1024
 #: Frames queued in one scheduler pass after which :meth:`Connection.send` writes them at once instead of leaving them
@@ -205,7 +209,11 @@ class Connection:
 
     def _over_budget(self) -> bool:
         return (
-            len(self._inbound) - len(self._suspended) + self._inbound_extra + self._oneway_held >= self._max_in_flight
+            len(self._inbound)
+            - min(len(self._suspended), _PARKED_FREE * self._max_in_flight)
+            + self._inbound_extra
+            + self._oneway_held
+            >= self._max_in_flight
             or self._inbound_bytes + self._outbox_bytes > self._max_buffered
         )
 
@@ -631,10 +639,11 @@ class Connection:
 
     def mark_suspended(self, opaque: int) -> None:
         """The request is parked for long polling: its latency is labelled ``is_long_polling``, and it leaves the
-        request count of the connection's budget (its bytes stay) until it is answered. A parked pull holds no worker,
-        and RocketMQ parks any number of them (broker/src/main/java/org/apache/rocketmq/broker/longpolling/
-        PullRequestHoldService.java): counted, a client instance holding more pulls than the budget on one broker
-        had its sends and heartbeats on that connection left unread until a pull expired."""
+        request count of the connection's budget (its bytes stay) until it is answered, up to :data:`_PARKED_FREE`
+        times the budget (past that they count again: one client's parked pulls stay bounded by more than bytes).
+        A parked pull holds no worker, and RocketMQ parks any number of them (broker/src/main/java/org/apache/
+        rocketmq/broker/longpolling/PullRequestHoldService.java): counted, a client instance holding more pulls than
+        the budget on one broker had its sends and heartbeats on that connection left unread until a pull expired."""
         if opaque in self._inbound and opaque not in self._suspended:
             self._suspended.add(opaque)
             if self._capacity is not None:
