@@ -14,6 +14,7 @@ import trio
 
 from broker.embedded import EmbeddedCluster
 from client import Admin, ConsumeConcurrentlyStatus, Message, MessageExt, Producer
+from client.errors import TopicRouteNotFoundError
 from tests.conftest import SMALL_STORE
 from tests.replication.ha_helpers import consumer_from_first
 
@@ -48,6 +49,15 @@ async def test_a_sigkilled_second_master_s_messages_are_consumed_from_its_slave(
 
             await _wait_for("both masters and both slaves registered", both_names_have_a_slave)
             await admin.create_topic(TOPIC, read_queue_nums=QUEUES, write_queue_nums=QUEUES)
+
+            async def both_masters_route_the_topic() -> bool:  # each master registers its new topic on its own
+                try:
+                    route = await admin.topic_route(TOPIC)
+                except TopicRouteNotFoundError:
+                    return False
+                return {d.broker_name for d in route.broker_datas if 0 in d.broker_addrs} == {"broker-a", "broker-b"}
+
+            await _wait_for("the route naming both masters", both_masters_route_the_topic)
             async with Producer("two-by-two-producer", cluster.namesrv_addr) as producer:
                 sent = [await producer.send(Message(TOPIC, b"m%d" % i)) for i in range(40)]
             on_b = {b"m%d" % i for i, result in enumerate(sent) if result.broker_name == "broker-b"}
