@@ -78,6 +78,7 @@ from store.mapped_file import Destroyable, MappedFile, destroy_segments, segment
 from store.message_store import FlushPlan, MessageStore, put_refusal
 from store.recovery import load_consume_queues, recover
 from store.results import AppendResult, PutResult
+from store.services import destroy_off_thread
 from store.store_config import StoreConfig
 
 log = logging.getLogger(__name__)
@@ -526,9 +527,7 @@ class DLedgerMessageStore(MessageStore):
         else would ever close them. Called after letting go of the disk lock, so flushes go on meanwhile."""
         files = [*files, *self._dropped]
         self._dropped = []
-        if files:
-            with trio.CancelScope(shield=True):
-                await trio.to_thread.run_sync(destroy_segments, files, limiter=self.disk_limiter)
+        await destroy_off_thread(files, self.disk_limiter)
 
     def classic_segments(self) -> int:
         """How many segments a mixed store's classic CommitLog still has (0: none, or not a mixed store)."""

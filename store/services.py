@@ -34,7 +34,14 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from store.mapped_file import MappedFile, MappedFileQueue, destroy_segments, flush_segments, segment_name
+from store.mapped_file import (
+    Destroyable,
+    MappedFile,
+    MappedFileQueue,
+    destroy_segments,
+    flush_segments,
+    segment_name,
+)
 from store.store_config import FlushDiskType
 
 if TYPE_CHECKING:
@@ -77,6 +84,18 @@ class FlushService:
             cp = store.checkpoint
             if dirty or (cp is not None and cp.safe_offset != store.commitlog.max_offset):
                 await self.flush_once()
+
+
+async def destroy_off_thread(files: Sequence[Destroyable], limiter: trio.CapacityLimiter) -> None:
+    """Unmap and unlink files already taken out of their log, in a worker thread and outside the disk lock:
+    unlinking a 1 GiB segment can take long, and on the Trio thread it stalled every connection (Java deletes on its
+    CleanCommitLogService / CleanConsumeQueueService thread: store/src/main/java/org/apache/rocketmq/store/
+    DefaultMessageStore.java). Nothing reaches them any more: a reader finds no segment there, a flush plan does not
+    hold them, and a slice a reader still holds keeps its mapping alive until it is dropped (as Java keeps a
+    referenced segment until it is released). Shielded: nothing else would ever close them."""
+    if files:
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(destroy_segments, files, limiter=limiter)
 
 
 def _signal_pair() -> tuple[int, int]:
@@ -600,15 +619,7 @@ class RetentionService:
         return deleted
 
     async def _destroy(self, files: Sequence[MappedFile | IndexFile]) -> None:
-        """Unmap and unlink files already taken out of their log, in a worker thread and outside the disk lock:
-        unlinking a 1 GiB segment can take long, and on the Trio thread it stalled every connection (Java deletes
-        on its CleanCommitLogService / CleanConsumeQueueService thread: store/src/main/java/org/apache/rocketmq/
-        store/DefaultMessageStore.java). Nothing reaches them any more: a reader finds no segment there, a flush
-        plan does not hold them, and a slice a reader still holds keeps its mapping alive until it is dropped (as
-        Java keeps a referenced segment until it is released). Shielded: nothing else would ever close them."""
-        if files:
-            with trio.CancelScope(shield=True):
-                await trio.to_thread.run_sync(destroy_segments, files, limiter=self._store.disk_limiter)
+        await destroy_off_thread(files, self._store.disk_limiter)
 
     async def _checkpointed(self, end: int) -> bool:
         """Whether the checkpoint covers the CommitLog below ``end``, after a flush when it did not yet (the caller
