@@ -20,11 +20,13 @@ from client.consumer.subscription import build_subscription
 from client.message import Message, MessageExt
 from client.producer import Producer
 from remoting.client import RemotingClient
-from remoting.codec.bodies import ConsumeFromWhere, SubscriptionData
+from remoting.codec.bodies import ConsumeFromWhere, ConsumerData, HeartbeatData, SubscriptionData
 from remoting.codec.bodies.admin import CheckClientRequestBody
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
+from tests.broker.helpers import create_topic_request
 from tests.conftest import SMALL_STORE
+from tests.processors.conftest import pull_request
 
 TOPIC = "Sql92Orders"
 EXPRESSION = "region IN ('eu', 'us') AND amount > 10 AND NOT (priority = 'low')"
@@ -137,4 +139,28 @@ async def test_check_client_config_answers_the_parser_message(filtering_cluster:
     assert remark == (
         "Invalid SQL92 expression: expected a property, a literal or '(' but found end of input "
         "at line 1, column 22 (position 21)"
+    )
+
+
+async def test_a_pull_by_a_heartbeats_malformed_sql92_answers_filter_data_not_exist(
+    filtering_cluster: EmbeddedCluster,
+) -> None:
+    """A heartbeat registers a malformed SQL92 subscription (answered SUCCESS: ClientManageProcessor.heartBeat never
+    parses); a pull without the subscription flag then finds no filter data for it, as PullMessageProcessor answers
+    when ConsumerFilterManager could not compile the expression: FILTER_DATA_NOT_EXIST, not SUBSCRIPTION_PARSE_FAILED.
+    """
+    group = "cg-sql92-bad-heartbeat"
+    sub = SubscriptionData(TOPIC, "amount BETWEEN 10 AND", sub_version=7, expression_type="SQL92")
+    data = HeartbeatData("10.0.0.7@1", consumer_data_set=(ConsumerData(group, subscription_data_set=(sub,)),))
+    addr = filtering_cluster.broker_addr
+    async with RemotingClient() as client:
+        assert (await client.invoke(addr, create_topic_request(TOPIC, 1), 5)).code == ResponseCode.SUCCESS
+        beat = await client.invoke(addr, request(RequestCode.HEART_BEAT, body=data.encode()), 5)
+        assert beat.code == ResponseCode.SUCCESS
+        pulled = await client.invoke(
+            addr, pull_request(TOPIC, group=group, sys_flag=0, subscription=None, subVersion="7"), 5
+        )
+    assert (pulled.code, pulled.remark) == (
+        ResponseCode.FILTER_DATA_NOT_EXIST,
+        "The broker's consumer filter data is not exist!Your expression may be wrong!",
     )

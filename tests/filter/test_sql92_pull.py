@@ -1,6 +1,7 @@
 """PULL_MESSAGE with SQL92 subscriptions, command in and command out (and long polling through the real dispatcher):
 only matching messages come back, from the request's subscription and from the heartbeat's; a malformed expression
-answers SUBSCRIPTION_PARSE_FAILED with the parser's message; a held pull wakes only for a matching arrival."""
+answers SUBSCRIPTION_PARSE_FAILED with the parser's message (FILTER_DATA_NOT_EXIST from the heartbeat's); a held pull
+wakes only for a matching arrival."""
 
 from __future__ import annotations
 
@@ -121,14 +122,18 @@ async def test_malformed_sql92_in_the_request_answers_parse_failed_with_the_pars
         assert field in response.ext_fields
 
 
-async def test_malformed_sql92_from_the_heartbeat_answers_parse_failed(
-    filtering_broker: BrokerState, peer_ctx: RequestContext
+async def test_malformed_sql92_from_the_heartbeat_answers_filter_data_not_exist(
+    make_broker: MakeBroker, peer_ctx: RequestContext
 ) -> None:
-    register_heartbeat(filtering_broker, peer_ctx, SubscriptionData(TOPIC, "a IN (1)", expression_type="SQL92"))
-    req = pull_request(sys_flag=0, subscription=None)
-    response = PullMessageProcessor(filtering_broker).pull(peer_ctx, req, allow_suspend=False)
-    assert response is not None and response.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED
-    assert response.remark is not None and "IN takes string literals only" in response.remark
+    """PullMessageProcessor looks the heartbeat's filter data up before it checks ``enablePropertyFilter``: with
+    none compiled the answer is FILTER_DATA_NOT_EXIST, property filtering on or off."""
+    for enabled in (True, False):
+        broker = make_broker(enable_property_filter=enabled)
+        register_heartbeat(broker, peer_ctx, SubscriptionData(TOPIC, "a IN (1)", expression_type="SQL92"))
+        req = pull_request(sys_flag=0, subscription=None)
+        response = PullMessageProcessor(broker).pull(peer_ctx, req, allow_suspend=False)
+        assert response is not None and response.code == ResponseCode.FILTER_DATA_NOT_EXIST
+        assert response.remark == "The broker's consumer filter data is not exist!Your expression may be wrong!"
 
 
 async def test_sql92_is_refused_while_property_filtering_is_off(
