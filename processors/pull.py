@@ -8,7 +8,7 @@ SUBSCRIPTION_NOT_LATEST). TAG expressions filter on the consume-queue tags code.
 ``enablePropertyFilter`` is on (otherwise, and for other expression types, SYSTEM_ERROR as in Java): compiled once per
 ``(group, topic, subVersion)`` by :class:`~processors.filter.ConsumerFilterCache` and evaluated on each candidate's
 properties read from its CommitLog record; a malformed one answers SUBSCRIPTION_PARSE_FAILED with the parser's message
-(from the request or from the heartbeat; Java answers FILTER_DATA_NOT_EXIST for the latter). With
+when it came with the request, FILTER_DATA_NOT_EXIST (as Java) when it came from the heartbeat. With
 ``filterSupportRetry`` a pull of ``%RETRY%<group>`` also matches each message against the group's SQL92 subscription of
 the topic it came from. A parked SQL92 pull wakes only for an arriving message its filter matches.
 
@@ -326,6 +326,8 @@ class PullMessageProcessor:
                 raise RequestRejected(ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest")
             subscription = found
             sub_version = found.sub_version
+            if subscription.expression_type != EXPRESSION_TAG:
+                self._check_filter_data(group, subscription, sub_version)
         if subscription.expression_type != EXPRESSION_TAG:
             sql_filter = self._sql_filter(group, subscription, sub_version).matches_raw
             if topic.startswith(RETRY_GROUP_TOPIC_PREFIX) and config.filter_support_retry:
@@ -366,6 +368,22 @@ class PullMessageProcessor:
             return real is None or real(data)
 
         return matches
+
+    def _check_filter_data(self, group: str, subscription: SubscriptionData, sub_version: int) -> None:
+        """A heartbeat's non-TAG subscription without compiled filter data (not SQL92, or a malformed expression)
+        answers FILTER_DATA_NOT_EXIST, before ``enablePropertyFilter`` is checked, as PullMessageProcessor in
+        broker/src/main/java/org/apache/rocketmq/broker/processor/PullMessageProcessor.java does when
+        ConsumerFilterManager (broker/.../filter/ConsumerFilterManager.java) could not build it at the heartbeat."""
+        if subscription.expression_type == EXPRESSION_SQL92:
+            try:
+                self.filters.get(group, subscription.topic, sub_version, subscription.sub_string)
+                return
+            except Sql92ParseError:
+                pass
+        raise RequestRejected(
+            ResponseCode.FILTER_DATA_NOT_EXIST,
+            "The broker's consumer filter data is not exist!Your expression may be wrong!",
+        )
 
     def _sql_filter(self, group: str, subscription: SubscriptionData, sub_version: int) -> Sql92Filter:
         """The compiled filter of a non-TAG subscription; SYSTEM_ERROR when property filtering is off or the type is
