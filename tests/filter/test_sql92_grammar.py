@@ -381,3 +381,11 @@ def test_numeric_literals_take_ascii_digits_only(expression: str) -> None:
         compile_sql92(expression)
     with pytest.raises(Sql92ParseError):
         compile_sql92(expression, string_operators=True)
+
+
+@pytest.mark.parametrize(("expression", "expected"), [("TRUE = -3", False), ("FALSE <> -1.5", True)])
+def test_a_boolean_literal_may_equal_a_negated_number(expression: str, expected: bool) -> None:
+    """ComparisonExpression.checkEqualOperandCompatability refuses TRUE/FALSE against another constant only; ``-3``
+    is UnaryExpression.createNegate's result, not a ConstantExpression, so a Java broker compiles it (and a boolean
+    is never equal to a number)."""
+    assert compile_sql92(expression).evaluate({}) is expected
