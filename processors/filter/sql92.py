@@ -24,8 +24,9 @@ larger ones LONG, beyond 64 bits an error), doubles (``1.5``, ``.5``, ``5.``, ``
 
 RocketMQ's construction-time checks are parse errors here too: ``>``/``>=``/``<``/``<=``/``BETWEEN`` take no string,
 boolean or NULL literal and no condition; ``=``/``<>`` take no NULL literal (use ``IS NULL``); a TRUE/FALSE literal
-cannot equal a non-boolean literal; ``IN`` needs a property on its left; ``BETWEEN`` bounds that are both literals
-must be ordered; a double literal must be finite and not 0.0 (RocketMQ refuses values below ``Double.MIN_VALUE``);
+cannot equal a non-boolean literal (a negated number is no literal there: ``TRUE = -3`` compiles); ``IN`` needs a
+property on its left; ``BETWEEN`` bounds that are both literals must be ordered; a double literal must be finite and
+not 0.0 (RocketMQ refuses values below ``Double.MIN_VALUE``);
 the whole expression must be a condition; a tree deeper than :data:`MAX_DEPTH` nodes (e.g. a chain of more than about
 200 ``AND``/``OR`` terms; use ``IN``) is refused, because evaluating it would recurse that deep.
 
@@ -384,11 +385,14 @@ class _Parser:
         for node in (left, right):
             if isinstance(node, Literal) and node.kind is LiteralKind.NULL:
                 raise self._error(operator, f"NULL cannot be compared with '{operator.text}' (use IS NULL)")
+        # checkEqualOperandCompatability (filter/src/main/java/org/apache/rocketmq/filter/expression/
+        # ComparisonExpression.java) looks at two ConstantExpressions only: a negated number is a UnaryExpression.
         if (
             isinstance(left, Literal)
             and isinstance(right, Literal)
             and left.kind is LiteralKind.BOOLEAN
             and right.kind is not LiteralKind.BOOLEAN
+            and not right.negated
         ):
             raise self._error(operator, f"{left.sql()} cannot be compared with {right.sql()}")
 
