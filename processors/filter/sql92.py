@@ -18,9 +18,14 @@ others are property names. The broker's pull path and CHECK_CLIENT_CONFIG speak 
 
 so ``NOT`` binds tighter than a comparison, as in RocketMQ (write ``NOT (a = 'x')`` or ``a <> 'x'``). Keywords are
 case-insensitive; identifiers are ``[A-Za-z_$][A-Za-z0-9_$]*`` and name properties case-sensitively. Literals:
-``'text'`` (``''`` escapes a quote), integers (``0`` or no leading zero, optional ``L``; 32-bit values are INT,
-larger ones LONG, beyond 64 bits an error), doubles (``1.5``, ``.5``, ``5.``, ``1E3``), ``TRUE``, ``FALSE``, ``NULL``.
-``--`` line comments and ``/* */`` block comments are skipped.
+``'text'`` (``''`` escapes a quote), integers (``0``, or digits without a leading zero and an optional ``L``; 32-bit
+values are INT, larger ones LONG, beyond 64 bits an error), doubles (``1.5``, ``.5``, ``5.``, ``1E3``), ``TRUE``,
+``FALSE``, ``NULL``. ``--`` line comments ended by a line break (without one, ``--`` is two minus signs, as in
+RocketMQ's lexer) and ``/* */`` block comments are skipped.
+
+As in RocketMQ, whose entry rule does not end with end-of-input, tokens after the first complete expression are
+ignored (``a = 1 b = 2`` is ``a = 1``; ``a = 0L`` is ``a = 0`` followed by the property ``L``); only the token that
+ended the expression is read, so it alone can still be a lexical error, and a ``NOT`` there is one.
 
 RocketMQ's construction-time checks are parse errors here too: ``>``/``>=``/``<``/``<=``/``BETWEEN`` take no string,
 boolean or NULL literal and no condition; ``=``/``<>`` take no NULL literal (use ``IS NULL``); a TRUE/FALSE literal
@@ -39,6 +44,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterator
 from typing import Final, NamedTuple
 
 from processors.filter.nodes import (
@@ -78,10 +84,10 @@ _LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
 _TOKEN: Final = re.compile(
     r"""
     (?P<ws>[ \t\n\r\f]+)
-  | (?P<line_comment>--[^\n\r]*)
+  | (?P<line_comment>--[^\n\r]*(?:\r\n|\n|\r))
   | (?P<block_comment>/\*.*?\*/)
   | (?P<float>(?:\d+\.\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+))
-  | (?P<decimal>(?:0|[1-9]\d*)[lL]?)
+  | (?P<decimal>[1-9]\d*[lL]?|0)
   | (?P<string>'(?:''|[^'])*')
   | (?P<ident>[A-Za-z_$][A-Za-z0-9_$]*)
   | (?P<op><>|<=|>=|[=<>(),+-])
@@ -119,8 +125,12 @@ def tokenize(expression: str, *, string_operators: bool = False) -> list[Token]:
     """The tokens of ``expression``, ending with an ``eof`` token; with ``string_operators``, CONTAINS, STARTSWITH and
     ENDSWITH are keywords. Raises :class:`Sql92ParseError` for a character that starts no token, an unterminated
     string or an unterminated block comment."""
+    return list(_lex(expression, string_operators))
+
+
+def _lex(expression: str, string_operators: bool) -> Iterator[Token]:
+    """:func:`tokenize` one token at a time: the parser reads no further than a Java broker's lexer does."""
     keywords = KEYWORDS | STRING_OPERATORS if string_operators else KEYWORDS
-    tokens: list[Token] = []
     position = 0
     end = len(expression)
     match = _TOKEN.match
@@ -137,12 +147,11 @@ def tokenize(expression: str, *, string_operators: bool = False) -> list[Token]:
         assert kind is not None
         text = found.group()
         if kind == "ident" and text.upper() in keywords:
-            tokens.append(Token("keyword", text.upper(), position))
+            yield Token("keyword", text.upper(), position)
         elif kind not in ("ws", "line_comment", "block_comment"):
-            tokens.append(Token(kind, text, position))
+            yield Token(kind, text, position)
         position = found.end()
-    tokens.append(Token("eof", "", end))
-    return tokens
+    yield Token("eof", "", end)
 
 
 def parse(expression: str, *, string_operators: bool = False) -> Node:
@@ -171,26 +180,35 @@ def _describe(token: Token) -> str:
 class _Parser:
     def __init__(self, expression: str, string_operators: bool) -> None:
         self.expression = expression
-        self.tokens = tokenize(expression, string_operators=string_operators)
+        self._lexer = _lex(expression, string_operators)
+        #: The tokens lexed so far, ending with ``eof`` once the input is exhausted.
+        self.tokens: list[Token] = []
         self.index = 0
 
     # ---- token helpers ---------------------------------------------------------------------------------------
 
+    def _token(self, index: int) -> Token:
+        """Token ``index``, lexed on demand (raises for a lexical error there); ``eof`` past the end."""
+        tokens = self.tokens
+        while len(tokens) <= index and not (tokens and tokens[-1].kind == "eof"):
+            tokens.append(next(self._lexer))
+        return tokens[min(index, len(tokens) - 1)]
+
     @property
     def current(self) -> Token:
-        return self.tokens[self.index]
+        return self._token(self.index)
 
     def _peek(self, ahead: int = 1) -> Token:
-        return self.tokens[min(self.index + ahead, len(self.tokens) - 1)]
+        return self._token(self.index + ahead)
 
     def _advance(self) -> Token:
-        token = self.tokens[self.index]
+        token = self._token(self.index)
         if token.kind != "eof":
             self.index += 1
         return token
 
     def _at(self, kind: str, text: str) -> bool:
-        token = self.tokens[self.index]
+        token = self._token(self.index)
         return token.kind == kind and token.text == text
 
     def _expect(self, kind: str, text: str, what: str) -> Token:
@@ -209,8 +227,12 @@ class _Parser:
         if first.kind == "eof":
             raise self._error(first, "empty expression")
         node = self._or()
-        if self.current.kind != "eof":
-            raise self._error(self.current, f"unexpected {_describe(self.current)}")
+        # JmsSelector in filter/src/main/java/org/apache/rocketmq/filter/parser/SelectorParser.jj ends without <EOF>:
+        # whatever follows the first complete expression is ignored, and only the one token that ended it is lexed.
+        # A NOT there entered the comparison loop, where NOT BETWEEN or NOT IN must follow.
+        trailing = self.current
+        if trailing.kind == "keyword" and trailing.text == "NOT":
+            raise self._error(trailing, "unexpected 'NOT'")
         return self._as_boolean(node, first)
 
     def _or(self) -> Node:
