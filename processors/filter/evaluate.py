@@ -25,6 +25,7 @@ text (``str``) or absent (``None``); literals bring numbers, booleans and string
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import re
@@ -269,6 +270,65 @@ def _property_against_literal(
     return against_constant
 
 
+def _chain(node: And | Or) -> list[Node]:
+    """The operands, left to right, of the run of ``type(node)`` nodes under ``node``: ``a AND (b AND c) AND d`` gives
+    a, b, c, d. Collected iteratively, as a chain can be thousands of terms long."""
+    kind = type(node)
+    operands: list[Node] = []
+    pending: list[Node] = [node]
+    while pending:
+        current = pending.pop()
+        if type(current) is kind:
+            assert isinstance(current, And | Or)
+            pending.append(current.right)
+            pending.append(current.left)
+        else:
+            operands.append(current)
+    return operands
+
+
+#: Chains up to this many terms nest pairwise evaluators (a call each, cheaper than a loop for a few terms).
+_NESTED_CHAIN: Final = 16
+
+
+def _every(evaluators: list[Evaluator]) -> Evaluator:
+    """An AND chain, evaluated in a loop: what nested :func:`_and` evaluators answer (left to right, stopping at the
+    first FALSE), without a stack frame per term. RocketMQ's LogicExpression.createAND in
+    filter/src/main/java/org/apache/rocketmq/filter/expression/LogicExpression.java is associative in this logic."""
+    if len(evaluators) <= _NESTED_CHAIN:
+        return functools.reduce(_and, evaluators)
+
+    def every(props: Properties) -> Value:
+        unknown = False
+        for evaluator in evaluators:
+            value = evaluator(props)
+            if value is False:
+                return False
+            if value is None:
+                unknown = True
+        return None if unknown else True
+
+    return every
+
+
+def _any(evaluators: list[Evaluator]) -> Evaluator:
+    """An OR chain, evaluated in a loop, stopping at the first TRUE (see :func:`_every`)."""
+    if len(evaluators) <= _NESTED_CHAIN:
+        return functools.reduce(_or, evaluators)
+
+    def any_of(props: Properties) -> Value:
+        unknown = False
+        for evaluator in evaluators:
+            value = evaluator(props)
+            if value is True:
+                return True
+            if value is None:
+                unknown = True
+        return None if unknown else False
+
+    return any_of
+
+
 def _and(lf: Evaluator, rf: Evaluator) -> Evaluator:
     def both(props: Properties) -> Value:
         lv = lf(props)
@@ -329,9 +389,9 @@ def compile_tree(node: Node) -> Evaluator:
     if isinstance(node, Comparison):
         return _comparison(node.op, node.left, node.right)
     if isinstance(node, And):
-        return _and(compile_tree(node.left), compile_tree(node.right))
+        return _every([compile_tree(operand) for operand in _chain(node)])
     if isinstance(node, Or):
-        return _or(compile_tree(node.left), compile_tree(node.right))
+        return _any([compile_tree(operand) for operand in _chain(node)])
     if isinstance(node, Not):
         operand = compile_tree(node.operand)
 

@@ -257,11 +257,13 @@ def children(node: Node) -> tuple[Node, ...]:
 
 
 def depth(node: Node) -> int:
-    """How many nodes deep the tree is (a lone property or literal is 1). Iterative, so any tree can be measured."""
+    """How many nodes deep the tree is (a lone property or literal is 1), an AND under an AND, or an OR under an OR,
+    adding no level: evaluation walks such a chain in a loop, however long. Iterative, so any tree can be measured."""
     deepest = 0
     pending = [(node, 1)]
     while pending:
         current, level = pending.pop()
         deepest = max(deepest, level)
-        pending.extend((child, level + 1) for child in children(current))
+        chain = type(current) if isinstance(current, And | Or) else None
+        pending.extend((child, level if type(child) is chain else level + 1) for child in children(current))
     return deepest

@@ -32,8 +32,9 @@ boolean or NULL literal and no condition; ``=``/``<>`` take no NULL literal (use
 cannot equal a non-boolean literal (a negated number is no literal there: ``TRUE = -3`` compiles); ``IN`` needs a
 property on its left; ``BETWEEN`` bounds that are both literals must be ordered; a double literal must be finite and
 not 0.0 (RocketMQ refuses values below ``Double.MIN_VALUE``);
-the whole expression must be a condition; a tree deeper than :data:`MAX_DEPTH` nodes (e.g. a chain of more than about
-200 ``AND``/``OR`` terms; use ``IN``) is refused, because evaluating it would recurse that deep.
+the whole expression must be a condition; a tree deeper than :data:`MAX_DEPTH` nodes (e.g. more than 200 nested
+``NOT`` or parentheses) is refused, because evaluating it would recurse that deep. A chain of ``AND`` (or of ``OR``)
+terms counts as one level however long, as a Java broker serves thousands of terms: it is evaluated in a loop.
 
 Errors: every failure raises :class:`Sql92ParseError`, whose message names the problem, the line, the column and the
 0-based position. Nothing here caches (see :mod:`processors.filter.cache`) or evaluates (see
