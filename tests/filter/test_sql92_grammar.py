@@ -430,3 +430,29 @@ def test_what_follows_an_expression_can_still_make_it_malformed(expression: str,
         parse(expression)
     assert message in caught.value.reason
     assert caught.value.position == position
+
+
+@pytest.mark.parametrize(
+    ("expression", "value", "expected"),
+    [
+        ("a = 7", "\u0667", True),  # ARABIC-INDIC DIGIT SEVEN
+        ("a > 5", "\uff17", True),  # FULLWIDTH DIGIT SEVEN
+        ("a = 7", "-\u0667", False),
+        ("a = -7", "-\u0667", True),
+        ("a = 7", "\u06f0" * 30 + "\u06f7", True),  # leading (EXTENDED ARABIC-INDIC) zeros, past twenty characters
+        ("a = 3000000000", "\u0663" + "\u0660" * 9, True),  # a LONG literal: Long.valueOf
+        ("a = 7", "\U0001d7d5", RAISES),  # MATHEMATICAL BOLD DIGIT SEVEN: two Java chars, neither a digit
+        ("a = 7.0", "\u0667", RAISES),  # Double.valueOf takes ASCII digits only
+    ],
+)
+def test_text_compared_with_an_integer_reads_unicode_digits_as_java_does(
+    expression: str, value: str, expected: bool | str
+) -> None:
+    """Integer.valueOf and Long.valueOf read each char with Character.digit, which takes any Unicode decimal digit
+    (a producer formatting numbers in an Arabic locale sends such digits); Double.valueOf takes "0"-"9" only."""
+    f = compile_sql92(expression)
+    try:
+        result: bool | str | None = f.evaluate({"a": value})
+    except Sql92EvaluationError:
+        result = RAISES
+    assert result == expected
