@@ -29,6 +29,7 @@ import functools
 import logging
 import math
 import re
+import unicodedata
 from collections.abc import Callable, Mapping
 from typing import Final
 
@@ -90,22 +91,41 @@ def _wide_integer(text: str) -> int:
     return int(sign + digits) if len(digits) <= 19 else 2**63  # Long.MAX_VALUE has 19 digits
 
 
+#: Any Unicode decimal digit (Python's ``\d`` on text: category Nd, as Java's ``Character.isDigit``).
+_UNICODE_INTEGER: Final = re.compile(r"[+-]?\d+\Z")
+
+
+def _unicode_integer(text: str) -> int | None:
+    """The value of ``text`` if it is an integer as ``Integer.parseInt`` reads it (in java/lang/Integer.java each char
+    goes through ``Character.digit``, which takes any decimal digit of the Basic Multilingual Plane: one beyond it is
+    two chars, neither a digit), else ``None``. The slow path, for text ``_JAVA_INTEGER`` refuses."""
+    if not _UNICODE_INTEGER.match(text) or max(text) > "\uffff":
+        return None
+    ascii_text = "".join(c if c in "+-" else str(unicodedata.digit(c)) for c in text)
+    return int(ascii_text) if len(ascii_text) <= 20 else _wide_integer(ascii_text)
+
+
 def _java_int(text: str) -> int:
-    """``Integer.valueOf`` (any number of leading zeros); raises :class:`Sql92EvaluationError`. A text of at most 20
-    characters (a sign and 19 digits) goes straight to ``int()``: this runs for every candidate of ``a > 5``."""
+    """``Integer.valueOf`` (any number of leading zeros, any decimal digits); raises :class:`Sql92EvaluationError`. A
+    text of at most 20 characters (a sign and 19 digits) goes straight to ``int()``: this runs for every candidate of
+    ``a > 5``."""
     if _JAVA_INTEGER.match(text):
-        value = int(text) if len(text) <= 20 else _wide_integer(text)
-        if -(2**31) <= value < 2**31:
-            return value
+        value: int | None = int(text) if len(text) <= 20 else _wide_integer(text)
+    else:
+        value = _unicode_integer(text)
+    if value is not None and -(2**31) <= value < 2**31:
+        return value
     raise Sql92EvaluationError(f"{text[:40]!r} is not a Java int")
 
 
 def _java_long(text: str) -> int:
-    """``Long.valueOf`` (any number of leading zeros); raises :class:`Sql92EvaluationError`."""
+    """``Long.valueOf`` (any number of leading zeros, any decimal digits); raises :class:`Sql92EvaluationError`."""
     if _JAVA_INTEGER.match(text):
-        value = int(text) if len(text) <= 20 else _wide_integer(text)
-        if -(2**63) <= value < 2**63:
-            return value
+        value: int | None = int(text) if len(text) <= 20 else _wide_integer(text)
+    else:
+        value = _unicode_integer(text)
+    if value is not None and -(2**63) <= value < 2**63:
+        return value
     raise Sql92EvaluationError(f"{text[:40]!r} is not a Java long")
 
 
