@@ -384,3 +384,29 @@ async def test_a_slave_reconnects_after_its_master_resets_the_connection(
     slave.close()
     assert not crashed, f"the slave's store ended with {crashed[0]!r}"
     assert reconnected == encode_report(0)
+
+
+async def test_a_slave_its_master_refuses_reconnects_once_a_heartbeat_interval_at_most(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A master that closes every connection after the slave's report (ours refuses a slave ahead of its log) must
+    not have the slave reconnect twice a second for ever, the master logging a refusal each time: RocketMQ's
+    HAClient (store/src/main/java/org/apache/rocketmq/store/ha/HAService.java) reports only a heartbeat interval
+    after it connected, so a refused slave comes back once per ``haSendHeartbeatInterval`` (5 s)."""
+    listener = (await trio.open_tcp_listeners(0, host="127.0.0.1"))[0]
+    port = listener.socket.getsockname()[1]
+    slave = ha_store(tmp_path, BrokerRole.SLAVE, ha_master_address=f"127.0.0.1:{port}")
+    accepted: list[float] = []
+    async with trio.open_nursery() as nursery:
+        await nursery.start(slave.run)
+        with trio.move_on_after(60):
+            while True:
+                stream = await listener.accept()
+                accepted.append(trio.current_time())
+                await read_exactly(stream, REPORT_SIZE)
+                await stream.aclose()  # refused
+        nursery.cancel_scope.cancel()
+    slave.close()
+    gaps = [later - earlier for earlier, later in itertools.pairwise(accepted)]
+    assert len(accepted) <= 60 / 5 + 4, f"{len(accepted)} connections in 60 s, gaps {gaps[:8]}"
+    assert gaps[-1] >= 5 - 0.1
