@@ -16,8 +16,12 @@ heartbeats every 5 s) ends the session. Over TCP the session reads and reports o
 descriptor, straight through the system calls (:class:`_SocketIO`).
 
 Reconnects back off from a tenth of ``haSendHeartbeatInterval`` doubling up to the interval itself (RocketMQ retries
-every 5 s). Socket errors (a reset by the master included) and protocol errors end the session, never the client:
-each of a session's two tasks, the reader and the reporter, catches its own and ends the other.
+every 5 s), after a failed connect as after a session the master ended before sending anything (a refused report:
+RocketMQ's ``HAClient``, store/src/main/java/org/apache/rocketmq/store/ha/HAService.java, reports only a heartbeat
+interval after it connected, so a refused slave comes back once per interval); a session that heard from the
+master is followed by a tenth of the interval. Socket errors (a reset by the master included) and protocol errors
+end the session, never the client: each of a session's two tasks, the reader and the reporter, catches its own and
+ends the other.
 
 The intervals are read from the store's current config at each use (``UPDATE_BROKER_CONFIG`` replaces it), the
 report loop looking once a second at least: RocketMQ's ``HAClient`` reads ``getMessageStoreConfig()`` on every loop,
@@ -140,6 +144,8 @@ class HAClient:
         self._reporting = False
         self._report_owed = False
         self._last_report = 0.0
+        #: The current session received something from the master (:meth:`_session`).
+        self._heard = False
         self._address_known = trio.Event()
         if self.master_address:
             self._address_known.set()
@@ -184,9 +190,12 @@ class HAClient:
                 failures += 1
                 log.info("HA connect to %s failed: %s; retrying in %.1f s", address, exc, delay)
             else:
-                failures = 0
-                await self._session(stream, address)
-                delay = self._backoff(0)
+                if await self._session(stream, address):
+                    failures = 0
+                    delay = self._backoff(0)
+                else:  # the master ended it before sending anything (it refused the report): a failed connect
+                    delay = self._backoff(failures)
+                    failures += 1
             await trio.sleep(delay)
 
     def _backoff(self, earlier_failures: int) -> float:
@@ -195,8 +204,10 @@ class HAClient:
         ceiling = self.heartbeat_interval
         return min(ceiling / 10 * (1 << min(earlier_failures, 10)), ceiling)
 
-    async def _session(self, stream: trio.abc.Stream, address: str) -> None:
+    async def _session(self, stream: trio.abc.Stream, address: str) -> bool:
+        """Replicate over ``stream`` until the session ends; whether the master sent anything in it."""
         self.sessions += 1
+        self._heard = False
         self.connected_to = address
         self.last_contact = trio.current_time()
         try:
@@ -217,6 +228,7 @@ class HAClient:
             self.connected_to = ""
             if raw is not None:
                 raw.close()
+        return self._heard
 
     async def _report(self, stream: _Stream) -> None:
         """Send the max offset, or leave it to the report being sent now (one writer at a time), which sends again
@@ -278,6 +290,7 @@ class HAClient:
                 log.info("HA master closed the connection")
                 return
             self.last_contact = trio.current_time()
+            self._heard = True
             before = replica.max_offset
             try:
                 frames = reader.feed(data)
