@@ -133,3 +133,21 @@ async def test_a_send_whose_index_segment_cannot_be_made_does_not_come_back_in_p
         assert [decode_record(m).body for m in again.get("TopicA", 1, sent, 1).messages] == [b"acked"]
     finally:
         again.close()
+
+
+async def test_the_earliest_store_time_is_the_first_records_after_many_terms_without_sends(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Every election appends the new leader's empty entry; a group restarted 17 times before its first send has 18 of
+    them ahead of that send's record. GET_BROKER_RUNTIME_INFO's ``earliestMessageTimeStamp`` is still the
+    first record's store time (RocketMQ's ``DefaultMessageStore.getEarliestMessageTime`` reads the log's first
+    message, store/src/main/java/org/apache/rocketmq/store/DefaultMessageStore.java), not -1."""
+    dledger = _one_member(tmp_path)
+    for _ in range(17):
+        async with _writable_leader(tmp_path, dledger):
+            pass
+    async with _writable_leader(tmp_path, dledger) as store:
+        assert store.ledger.end_index >= 17
+        put = await store.put(_message(body=b"first"))
+        assert put.status is PutStatus.PUT_OK
+        assert store.earliest_store_time() == put.append.store_timestamp
