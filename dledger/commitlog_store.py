@@ -696,11 +696,15 @@ class DLedgerMessageStore(MessageStore):
 
     def earliest_store_time(self) -> int:
         """Store time of the first committed record (the data files start with an entry header, not a record), or
-        of a mixed store's first classic record."""
+        of a mixed store's first classic record. Every entry ahead of it is skipped, however many: each election
+        appends an empty one, and a group restarted often before its first send has any number of them (RocketMQ's
+        ``DefaultMessageStore.getEarliestMessageTime`` reads the first message,
+        store/src/main/java/org/apache/rocketmq/store/DefaultMessageStore.java; a record is never as short as an
+        empty entry or the marker, so the walk stops at the first one)."""
         if self.classic_segments():
             return super().earliest_store_time()
         ledger = self.ledger
-        for index in range(max(ledger.begin_index, 0), min(ledger.committed_index, ledger.begin_index + 16) + 1):
+        for index in range(max(ledger.begin_index, 0), ledger.committed_index + 1):
             entry = ledger.get(index)
             if entry is not None and len(entry.body) > MARKER.size:  # no new leader's empty entry, no marker
                 try:
