@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 import trio
 import trio.testing
@@ -32,7 +33,12 @@ from remoting.dispatch import Dispatcher, ProcessorPool
 from remoting.processor import RequestContext
 from remoting.server import RemotingServer
 from store.ha.frames import encode_report
-from store.metadata_files import SubscriptionGroupConfig, decode_consumer_offsets, decode_delay_offsets
+from store.metadata_files import (
+    SubscriptionGroupConfig,
+    decode_consumer_offsets,
+    decode_delay_offsets,
+    encode_consumer_offsets,
+)
 from tests.broker.helpers import create_topic_request
 from tests.conftest import SMALL_STORE
 from tests.processors.conftest import send_request
@@ -372,3 +378,45 @@ async def test_a_slave_saves_the_consumer_offsets_it_copied_before_the_round_goe
         assert slave.context.offsets.query("saved-group", "Saved", 1) == 77
         saved = Path(slave.context.config.store_path_root_dir) / "config" / "consumerOffset.json"
         assert decode_consumer_offsets(saved.read_bytes()).get("Saved@saved-group") == {1: 77}
+
+
+async def test_a_sync_round_copies_nothing_more_once_the_member_became_the_master(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A DLedger member's round that began while it followed goes on after it became the leader: the old leader's
+    consumer offsets (the revive queue's progress among them) must not overwrite what the new leader's consumers
+    committed since. RocketMQ's ``SlaveSynchronize`` (broker/src/main/java/org/apache/rocketmq/broker/slave/
+    SlaveSynchronize.java) reads ``masterAddr`` again at each step, and ``changeToMaster`` sets it to null first
+    (``BrokerController.handleSlaveSynchronize``): the steps after the change copy nothing."""
+    config = BrokerConfig(store_path_root_dir=str(tmp_path), broker_role="SLAVE", broker_id=1, **SMALL_STORE)
+    member = build_context(config)
+    schedule = ScheduleMessageService(member.store, tmp_path / "config")
+    sync: SlaveSynchronize | None = None
+    asked: list[int] = []
+
+    class _OldLeader:
+        async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+            asked.append(request.code)
+            if request.code == RequestCode.GET_ALL_TOPIC_CONFIG:
+                # The member wins an election while its round waits for this answer (what _role_changed does).
+                member.config = attrs.evolve(member.config, broker_role="SYNC_MASTER", broker_id=0)
+                assert sync is not None
+                sync.master_addr = None
+                member.offsets.commit("g", "T", 0, 42)  # a consumer commits to the new leader
+                return request.response(ResponseCode.SYSTEM_ERROR, "busy")
+            if request.code == RequestCode.GET_ALL_CONSUMER_OFFSET:
+                return request.response(ResponseCode.SUCCESS, body=encode_consumer_offsets({"T@g": {0: 5}}))
+            return request.response(ResponseCode.SYSTEM_ERROR, "busy")
+
+    codes = [RequestCode.GET_ALL_TOPIC_CONFIG, RequestCode.GET_ALL_CONSUMER_OFFSET, RequestCode.GET_ALL_DELAY_OFFSET,
+             RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, RequestCode.GET_BROKER_RUNTIME_INFO]  # fmt: skip
+    dispatcher = Dispatcher()
+    dispatcher.register(codes, _OldLeader(), ProcessorPool("admin", 1, 100))
+    async with RemotingClient() as client, trio.open_nursery() as nursery:
+        host, port = await nursery.start(RemotingServer(dispatcher).serve, "127.0.0.1", 0)
+        sync = SlaveSynchronize(member, client, schedule)
+        sync.master_addr = f"{host}:{port}"
+        await sync.sync_all()
+        nursery.cancel_scope.cancel()
+    assert member.offsets.query("g", "T", 0) == 42
+    assert asked == [RequestCode.GET_ALL_TOPIC_CONFIG]
