@@ -23,7 +23,9 @@ Bodies are the config files' JSON (docs/protocol.md#67-config-files). A step tha
 body that does not decode, or anything it raises: a bug) is logged and skipped until the next round; the others
 still run, and the slave keeps what it has (RocketMQ's steps each catch ``Exception``). The requests are not signed,
 as RocketMQ's ``BrokerOuterAPI`` without a client RPC hook: a master with ``aclEnable`` answers them only when its
-``globalWhiteRemoteAddresses`` match this broker's address (an ACL refusal is logged with that hint).
+``globalWhiteRemoteAddresses`` match this broker's address (an ACL refusal is logged with that hint). A round stops,
+and an answer still on its way is dropped, once the broker is no longer a slave of the round's master (a DLedger
+member that became the leader, or learned another master: :meth:`SlaveSynchronize._follows`).
 """
 
 from __future__ import annotations
@@ -111,18 +113,31 @@ class SlaveSynchronize:
         a DLedger member that became the master stops syncing, as RocketMQ's changeToMaster does). A step that
         raises is logged and the next one runs, as each of RocketMQ's ``syncXxx`` catches ``Exception``."""
         addr = self.master_addr
-        if not addr or addr == self.broker.broker_addr or self.broker.config.broker_role != "SLAVE":
+        if not addr or addr == self.broker.broker_addr or not self._follows(addr):
             return
         started = trio.current_time()
         steps = (self._sync_topics, self._sync_offsets, self._sync_delay_offsets, self._sync_groups, self._sync_timer,
                  self._sync_master_offset)  # fmt: skip
         for step in steps:
+            if not self._follows(addr):
+                log.info("slave sync: %s is no longer this broker's master: the round stops", addr)
+                return
             try:
                 await step(addr)
             except Exception:  # whatever a step raises must not end the slave broker
                 log.exception("slave sync: %s from %s failed", step.__name__.lstrip("_"), addr)
         self.rounds += 1
         self.last_round_started = started
+
+    def _follows(self, addr: str) -> bool:
+        """This broker is still a slave of ``addr``. RocketMQ's ``SlaveSynchronize``
+        (broker/src/main/java/org/apache/rocketmq/broker/slave/SlaveSynchronize.java) reads ``masterAddr`` again at
+        each step, and a DLedger member's ``changeToMaster`` / ``changeToSlave`` set it to null first
+        (``BrokerController.handleSlaveSynchronize``): a round under way when the member became the leader copies
+        nothing more, so the old leader's tables (consumer offsets, the revive queue's progress among them) never
+        overwrite what was committed to the new one. Ours, also checked when an answer arrives: one in flight at
+        the change is dropped too."""
+        return self.master_addr == addr and self.broker.config.broker_role == "SLAVE"
 
     async def _sync_topics(self, addr: str) -> None:
         topics = await self._fetch(addr, RequestCode.GET_ALL_TOPIC_CONFIG, decode_topics)
@@ -170,6 +185,8 @@ class SlaveSynchronize:
         except RemotingError as exc:
             log.warning("slave sync: request %d to %s failed: %s", RequestCode.GET_TIMER_CHECK_POINT, addr, exc)
             return
+        if not self._follows(addr):
+            return
         if response.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
             log.info("slave sync: %s has no timer checkpoint (not a RocketMQ 5 broker); not asked again", addr)
             self._timer_unsupported = True
@@ -189,6 +206,9 @@ class SlaveSynchronize:
             response = await self.client.invoke(addr, request(code), TIMEOUT)
         except RemotingError as exc:
             log.warning("slave sync: request %d to %s failed: %s", code, addr, exc)
+            return None
+        if not self._follows(addr):
+            log.info("slave sync: the answer of %s to request %d came after it stopped being the master", addr, code)
             return None
         if response.code != ResponseCode.SUCCESS:
             remark = response.remark or ""
