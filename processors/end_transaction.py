@@ -24,8 +24,9 @@ message), its ``PGROUP`` equals ``producerGroup``, its queue offset equals ``tra
 - a transaction whose op message is already in the check window (a second answer) is acknowledged, not redone;
 - unknown (0) or any other value: nothing (Java ignores it; a non-oneway request gets SUCCESS).
 
-A slave answers SLAVE_NOT_AVAILABLE. ``rejectTransactionMessage`` refuses new half messages (the send processor)
-but not their end, as in RocketMQ's ``EndTransactionProcessor``: a transaction accepted earlier can still finish.
+A slave answers SLAVE_NOT_AVAILABLE without a remark (the reason is logged). ``rejectTransactionMessage`` refuses new
+half messages (the send processor) but not their end, as in RocketMQ's ``EndTransactionProcessor``: a transaction
+accepted earlier can still finish.
 Store refusals map to SERVICE_NOT_AVAILABLE / SYSTEM_ERROR with the store's reason. The processor is stateless between
 requests.
 """
@@ -80,6 +81,10 @@ class EndTransactionProcessor:
         self.bridge = bridge or TransactionalMessageBridge(broker)
 
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        if self.broker.config.broker_role == _SLAVE:
+            # SLAVE_NOT_AVAILABLE with no remark, the reason only logged (EndTransactionProcessor.processRequest).
+            log.warning("END_TRANSACTION from %s refused: this broker is a slave", ctx.remote_address)
+            return None if request.is_oneway else request.response(ResponseCode.SLAVE_NOT_AVAILABLE)
         try:
             answer = await self._end(request)
         except RequestRejected as rejected:
@@ -90,9 +95,6 @@ class EndTransactionProcessor:
         return None if request.is_oneway else answer
 
     async def _end(self, request: RemotingCommand) -> RemotingCommand:
-        config = self.broker.config
-        if config.broker_role == _SLAVE:
-            raise RequestRejected(ResponseCode.SLAVE_NOT_AVAILABLE, "Can't commit or rollback on slave")
         header = parse_header(EndTransactionRequestHeader, request)
         kind = header.commit_or_rollback
         if kind not in (TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLBACK_TYPE):
