@@ -136,8 +136,9 @@ class BrokerConfig(ListenerSettings):
     message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
     #: delayOffset.json save interval (ms), as Java's flushDelayOffsetInterval.
     flush_delay_offset_interval: int = attrs.field(default=10_000, metadata=JAVA_LONG)
-    #: Timer messages (RocketMQ 5 names): slot width in ms (ours defaults to 100 for sub-second precision; Java 1000),
-    #: the longest accepted delay, and the checkpoint save interval.
+    #: Timer messages (RocketMQ 5 names): slot width in ms (snapped down to 100, 200, 500 or 1000 as Java's setter;
+    #: ours defaults to 100 for sub-second precision, Java 1000), the longest accepted delay, and the checkpoint save
+    #: interval.
     timer_precision_ms: int = 100
     timer_max_delay_sec: int = 3 * 24 * 3600
     timer_flush_interval_ms: int = 10_000
@@ -152,9 +153,10 @@ class BrokerConfig(ListenerSettings):
     clear_retry_topic_when_delete_topic: bool = True
     #: ...and whether a recall is still served while ``brokerPermission`` has no write bit.
     allow_recall_when_broker_not_writeable: bool = True
-    #: Ours: slots in the on-disk timer wheel (its span is slots x precision; later timers are rolled on) and the
-    #: timer log's segment size.
-    timer_wheel_slots: int = 36_000
+    #: Slots in the on-disk timer wheel (RocketMQ 5.3's fixed ``TIMER_WHEEL_TTL_DAY`` x 86,400 whatever the
+    #: precision; a setting of ours, so tests can use a small wheel; its span is slots x precision, later timers are
+    #: rolled on) and the timer log's segment size. A wheel of another shape is migrated at a clean start.
+    timer_wheel_slots: int = 7 * 24 * 3600
     timer_log_file_size: int = 32 << 20
     #: The business pools' workers and queue capacities (common/.../BrokerConfig.java; the controller sizes its
     #: pools with them, docs/protocol.md#714-processor-pools-and-flow-control). The admin and consumer-manage queues

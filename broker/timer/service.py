@@ -54,6 +54,7 @@ from broker.timer.timer_store import (
     TimerCheckpoint,
     TimerStore,
 )
+from broker.timer.wheel import WHEEL_SLOTS
 from processors.common import RequestRejected
 from remoting.codec.codes import ResponseCode
 from remoting.codec.message import MessageRecord
@@ -109,7 +110,7 @@ class TimerMessageService:
         config_dir: Path,
         *,
         precision_ms: int = 100,
-        wheel_slots: int = 36_000,
+        wheel_slots: int = WHEEL_SLOTS,
         log_file_size: int = 32 << 20,
         roll_window_slot: int = TIMER_ROLL_WINDOW_SLOT,
         max_delay_sec: int | Callable[[], int] = 3 * 24 * 3600,

@@ -68,7 +68,18 @@ from typing import Any, Final, NamedTuple
 import attrs
 import orjson
 
-from broker.timer.wheel import FLAG_DELETE, FLAG_ROLL, NO_ENTRY, Slot, TimerLog, TimerWheel
+from broker.timer.wheel import (
+    FLAG_DELETE,
+    FLAG_ROLL,
+    NO_ENTRY,
+    PRECISIONS,
+    WHEEL_SLOTS,
+    Slot,
+    TimerLog,
+    TimerWheel,
+    snap_precision_ms,
+    stored_slots,
+)
 from remoting.codec.errors import MessageDecodeError
 from remoting.codec.message import decode_record, read_record_meta
 from remoting.codec.message_properties import find_property
@@ -142,9 +153,17 @@ class TimerCheckpoint:
     pending: int = 0
     clean: bool = False
     segments: dict[int, int] = attrs.field(factory=dict)
-    #: ``(first queue offset, roll window in slots)`` pairs, oldest first: the window each record was filed with
-    #: (``rollWindows``; see :meth:`TimerStore.window_at`). Empty: the configured one for every record.
-    windows: tuple[tuple[int, int], ...] = ()
+    #: ``(first queue offset, roll window in slots, precision ms)``, oldest first: the window each record was filed
+    #: with (``rollWindows``; see :meth:`TimerStore.window_at`). Empty: the configured one for every record. A
+    #: precision of 0 (a previous version's pair) means the checkpoint's.
+    windows: tuple[tuple[int, int, int], ...] = ()
+    #: The shape wheel and log were written with (``precisionMs``, ``wheelSlots``); 0: not recorded (a previous
+    #: version's checkpoint: :meth:`TimerStore.load` reads the shape from the wheel file).
+    precision_ms: int = 0
+    wheel_slots: int = 0
+    #: A crash rebuild still under way (``rebuild``): ``(skip below offset, skip due before ms, rebuild end)``, so a
+    #: clean stop in its middle resumes it rather than filing the rest of the queue as new.
+    rebuild: tuple[int, int, int] | None = None
 
 
 def roll_window_slots(configured: int, wheel_slots: int) -> int:
@@ -153,6 +172,31 @@ def roll_window_slots(configured: int, wheel_slots: int) -> int:
     the blank is a quarter of it)."""
     limit = wheel_slots - min(TIMER_BLANK_SLOTS, wheel_slots // 4)
     return limit if configured > limit or configured < 2 else configured
+
+
+def _resolved(windows: tuple[tuple[int, int, int], ...], precision: int) -> tuple[tuple[int, int, int], ...]:
+    """``windows`` with a previous version's unrecorded precision (0) read as ``precision``."""
+    return tuple((offset, slots, prec or precision) for offset, slots, prec in windows)
+
+
+def _live_entries(wheel: TimerWheel, timer_log: TimerLog, cp: TimerCheckpoint) -> array[int]:
+    """``deliver_ms, phy_offset, size, flags`` (flattened) of each entry still to process in ``wheel`` as of the
+    clean checkpoint ``cp``: the slots from ``readMs`` on, by time, each oldest entry first; of the slot at ``readMs``
+    only the rest of an interrupted walk (``walkFrom`` .. ``walkTo``). An entry whose log segment is gone is skipped,
+    logged, as the walk would."""
+    live: array[int] = array("q")
+    for slot in sorted((slot for _, slot in wheel.filled() if slot.slot_ms >= cp.read_ms), key=lambda s: s.slot_ms):
+        walking = slot.slot_ms == cp.read_ms and cp.walk_pos != NO_ENTRY
+        chain = list(timer_log.walk(cp.walk_to if walking and cp.walk_to != NO_ENTRY else slot.last))
+        for entry in reversed(chain):
+            if walking and entry.pos < cp.walk_pos:
+                continue
+            live.extend((entry.deliver_ms, entry.phy_offset, entry.size, entry.flags))
+        if chain and chain[-1].prev != NO_ENTRY:
+            log.warning(
+                "timer: entries of slot %d before log position %d are gone; skipped", slot.slot_ms, chain[-1].pos
+            )
+    return live
 
 
 def _encode(cp: TimerCheckpoint) -> bytes:
@@ -167,6 +211,9 @@ def _encode(cp: TimerCheckpoint) -> bytes:
             "clean": cp.clean,
             "segments": {str(k): v for k, v in sorted(cp.segments.items())},
             "rollWindows": [list(w) for w in cp.windows],
+            "precisionMs": cp.precision_ms,
+            "wheelSlots": cp.wheel_slots,
+            **({} if cp.rebuild is None else {"rebuild": list(cp.rebuild)}),
         },
         option=orjson.OPT_INDENT_2,
     )
@@ -185,10 +232,18 @@ def _decode(data: bytes) -> TimerCheckpoint:
             pending=int(root["pending"]),
             clean=bool(root.get("clean", False)),
             segments={int(k): int(v) for k, v in dict(root.get("segments", {})).items()},
-            windows=tuple((int(w[0]), int(w[1])) for w in root.get("rollWindows", ())),
+            windows=tuple((int(w[0]), int(w[1]), int(w[2]) if len(w) > 2 else 0) for w in root.get("rollWindows", ())),
+            precision_ms=int(root.get("precisionMs", 0)),
+            wheel_slots=int(root.get("wheelSlots", 0)),
+            rebuild=None if root.get("rebuild") is None else _triple(root["rebuild"]),
         )
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
         raise ConfigFileError(f"timerCheck.json: {exc}") from exc
+
+
+def _triple(value: Any) -> tuple[int, int, int]:
+    first, second, third = (int(v) for v in value)
+    return first, second, third
 
 
 def _walk_of(root: Any) -> tuple[int, int]:
@@ -203,8 +258,9 @@ def _walk_of(root: Any) -> tuple[int, int]:
 
 class TimerStore:
     """Wheel, log and checkpoint under ``<storeRoot>/timer`` and ``<config_dir>/timerCheck.json``; see the module
-    docstring. ``precision_ms`` is the slot width, ``slots`` the wheel size, ``log_file_size`` the log segment
-    size."""
+    docstring. ``precision_ms`` is the slot width (snapped to one of RocketMQ's, :func:`snap_precision_ms`), ``slots``
+    the wheel size, ``log_file_size`` the log segment size. Wheel and log of another shape (an earlier precision or
+    wheel size) are migrated at a clean start (:meth:`_migrate`)."""
 
     def __init__(
         self,
@@ -212,19 +268,20 @@ class TimerStore:
         config_dir: Path,
         *,
         precision_ms: int = 100,
-        slots: int = 36_000,
+        slots: int = WHEEL_SLOTS,
         log_file_size: int = 32 << 20,
         roll_window_slot: int = TIMER_ROLL_WINDOW_SLOT,
     ) -> None:
         self.store = store
         self.root = Path(store.root) / "timer"
+        precision_ms = snap_precision_ms(precision_ms)
         self.wheel = TimerWheel(self.root / "timerwheel", slots, precision_ms)
         self.log = TimerLog(self.root / "timerlog", log_file_size)
         self.checkpoint_file = ConfigFile(config_dir / "timerCheck.json", _encode, _decode)
         self.precision_ms = precision_ms
         self.roll_window_slots = roll_window_slots(roll_window_slot, slots)
         #: The window each queue offset range was (or is) filed with: ``(first offset, slots)``, oldest first.
-        self._windows: list[tuple[int, int]] = []
+        self._windows: list[tuple[int, int, int]] = []
         self.enqueue_offset = 0
         self.read_ms = 0
         #: The log position of the next entry to process in the slot at ``readMs`` (slots go out oldest entry first),
@@ -266,13 +323,19 @@ class TimerStore:
         StoreCorruptError / OSError."""
         cp = self.checkpoint_file.load()
         if cp is not None and cp.clean:
+            slots, precision = self._stored_shape(cp)
+            windows = _resolved(cp.windows, precision)
+            if (slots, precision) != (self.wheel.slots, self.precision_ms):
+                self._migrate(cp, slots, precision, windows)
+                return
             self.log.load(cp.log_end)
             self.wheel.load()
             self.enqueue_offset, self.read_ms = cp.enqueue_offset, cp.read_ms
             self.walk_pos, self.walk_to = cp.walk_pos, cp.walk_to
             self.pending, self._segments = cp.pending, dict(cp.segments)
             self._confirmed = (self.enqueue_offset, self.read_ms)
-            self._use_windows(cp.windows, self.enqueue_offset)
+            self._use_windows(windows, self.enqueue_offset)
+            self._resume_rebuild(cp.rebuild)
             return
         shutil.rmtree(self.root, ignore_errors=True)
         self.log.load(0)
@@ -282,35 +345,110 @@ class TimerStore:
             self._skip_below_offset, self._skip_due_before = cp.enqueue_offset, cp.read_ms
             self.read_ms = cp.read_ms
             self._rebuild_end = self.store.max_offset_in_queue(TIMER_TOPIC, 0)
-            self._use_windows(cp.windows, cp.enqueue_offset)
+            self._use_windows(_resolved(cp.windows, cp.precision_ms or self.precision_ms), cp.enqueue_offset)
         else:
             self.read_ms = self.wheel.slot_time(self.store.config.now_ms() if now_ms is None else now_ms)
             self._use_windows((), 0)
         self._confirmed = (self._skip_below_offset, self.read_ms)
 
-    def _use_windows(self, saved: tuple[tuple[int, int], ...], start: int) -> None:
+    def _stored_shape(self, cp: TimerCheckpoint) -> tuple[int, int]:
+        """``(slots, precision)`` wheel and log were written with: the checkpoint's, else (a previous version's
+        checkpoint) the wheel file's size and the precision its filled slots and ``readMs`` agree with (this one's
+        first, then RocketMQ's; the previous default, 100, when none does)."""
+        if cp.wheel_slots and cp.precision_ms:
+            return cp.wheel_slots, cp.precision_ms
+        slots = stored_slots(self.wheel.path)
+        if slots is None or slots < 2:
+            return self.wheel.slots, self.precision_ms
+        wheel = TimerWheel(self.wheel.path, slots, PRECISIONS[0])
+        wheel.load()
+        try:
+            sample = [slot for _, slot in zip(range(64), wheel.filled(), strict=False)]
+        finally:
+            wheel.close()
+        for precision in (self.precision_ms, *PRECISIONS):
+            if cp.read_ms % precision == 0 and all(
+                s.slot_ms % precision == 0 and (s.slot_ms // precision) % slots == i for i, s in sample
+            ):
+                return slots, precision
+        return slots, PRECISIONS[0]
+
+    def _migrate(
+        self, cp: TimerCheckpoint, slots: int, precision: int, windows: tuple[tuple[int, int, int], ...]
+    ) -> None:
+        """A clean start over a wheel of another shape: the entries still pending (those of the slots from ``readMs``
+        on, less what an interrupted walk delivered) are read from the old wheel and log, which are then replaced by
+        new ones holding the same entries filed at the same times (a roll or delete marker keeps its flags), so no
+        timer is lost or delivered twice. ``readMs`` moves down to the new precision's slot. Before the old files
+        go, an unclean checkpoint is saved whose ``readMs`` is that lower slot: a crash in the middle rebuilds from
+        the timer queue, repeating at most what was due in that slot, skipping nothing. Blocking."""
+        log.warning(
+            "timer: wheel of %d slots of %d ms found, %d of %d ms configured; migrating its pending entries",
+            slots,
+            precision,
+            self.wheel.slots,
+            self.precision_ms,
+        )
+        old_wheel = TimerWheel(self.wheel.path, slots, precision)
+        old_log = TimerLog(self.log.queue.directory, self.log.queue.file_size)
+        old_wheel.load()
+        try:
+            old_log.load(cp.log_end)
+            live = _live_entries(old_wheel, old_log, cp)
+        finally:
+            old_wheel.close()
+            old_log.close()
+        read_ms = self.wheel.slot_time(cp.read_ms)
+        self.save_checkpoint(
+            TimerCheckpoint(enqueue_offset=cp.enqueue_offset, read_ms=read_ms, windows=windows, rebuild=cp.rebuild)
+        )
+        shutil.rmtree(self.root, ignore_errors=True)
+        self.log.load(0)
+        self.wheel.load()
+        self.enqueue_offset, self.read_ms, self.pending = cp.enqueue_offset, read_ms, cp.pending
+        for at in range(0, len(live), 4):
+            self.file(live[at], live[at + 1], live[at + 2], live[at + 3])
+        self._confirmed = (self.enqueue_offset, self.read_ms)
+        self._use_windows(windows, self.enqueue_offset)
+        self._resume_rebuild(cp.rebuild)
+
+    def _resume_rebuild(self, rebuild: tuple[int, int, int] | None) -> None:
+        """Carry on a crash rebuild a clean stop interrupted (:attr:`TimerCheckpoint.rebuild`)."""
+        if rebuild is not None:
+            self._skip_below_offset, self._skip_due_before, self._rebuild_end = rebuild
+
+    def _rebuild_state(self) -> tuple[int, int, int] | None:
+        """The crash rebuild's skip rules while it has queue entries left to judge, else ``None``."""
+        below, before, end = self._skip_below_offset, self._skip_due_before, self._rebuild_end
+        return (below, before, end) if self.enqueue_offset < max(below, end) else None
+
+    def _use_windows(self, saved: tuple[tuple[int, int, int], ...], start: int) -> None:
         """Take the saved windows of the records below ``start`` (filed by earlier runs, which a crash rebuild files
         again with them) and the configured one from ``start`` on; entries no retained record needs are dropped."""
         low = self.store.min_offset_in_queue(TIMER_TOPIC, 0)
         kept = [w for w in saved if w[0] < start]
         while len(kept) > 1 and kept[1][0] <= low:
             del kept[0]
-        if not kept or kept[-1][1] != self.roll_window_slots:
-            kept.append((start, self.roll_window_slots))
+        if not kept or kept[-1][1:] != (self.roll_window_slots, self.precision_ms):
+            kept.append((start, self.roll_window_slots, self.precision_ms))
         self._windows = kept
 
     @property
-    def windows(self) -> tuple[tuple[int, int], ...]:
+    def windows(self) -> tuple[tuple[int, int, int], ...]:
         """The checkpoint's ``rollWindows`` (:class:`TimerCheckpoint`)."""
         return tuple(self._windows)
 
-    def window_at(self, offset: int) -> int:
-        """The roll window (slots) of the timer-queue record at ``offset``: the one it was filed with. A changed
-        ``timerRollWindowSlot`` applies to records filed from then on, so the crash rebuild, which infers from a
-        record's roll time whether it was rolled, never reads an older record's with the new window."""
+    def window_at(self, offset: int) -> tuple[int, int]:
+        """The roll window (slots, slot width) of the timer-queue record at ``offset``: the one it was filed with. A
+        changed ``timerRollWindowSlot`` or precision applies to records filed from then on, so the crash rebuild,
+        which infers from a record's roll time whether it was rolled, never reads an older record's with the new
+        window."""
         windows = self._windows
         i = bisect.bisect_right(windows, (offset, 1 << 62)) - 1
-        return windows[i][1] if i >= 0 else (windows[0][1] if windows else self.roll_window_slots)
+        if not windows:
+            return self.roll_window_slots, self.precision_ms
+        _, slots, precision = windows[max(i, 0)]
+        return slots, precision
 
     def confirmed(self) -> tuple[int, int]:
         """``(enqueueOffset, readMs)`` as of the last pass whose deliveries the store confirms (module docstring)."""
@@ -345,6 +483,9 @@ class TimerStore:
                 False,
                 dict(self._segments),
                 self.windows,
+                self.precision_ms,
+                self.wheel.slots,
+                self._rebuild_state(),
             )
         return TimerCheckpoint(
             self.enqueue_offset,
@@ -356,6 +497,9 @@ class TimerStore:
             clean,
             dict(self._segments),
             self.windows,
+            self.precision_ms,
+            self.wheel.slots,
+            self._rebuild_state(),
         )
 
     def save_checkpoint(self, cp: TimerCheckpoint) -> None:
@@ -402,17 +546,17 @@ class TimerStore:
         self._mark()
         return done
 
-    def roll_target(self, time_ms: int, base_ms: int, window: int) -> tuple[int, bool]:
+    def roll_target(self, time_ms: int, base_ms: int, window: tuple[int, int]) -> tuple[int, bool]:
         """Where a record stored at ``base_ms`` and due at ``time_ms`` is filed with a roll window of ``window``
-        slots: ``(time_ms, False)``, or its roll time and ``True`` when that lies a roll window or more after the base
-        (RocketMQ 5.3's ``doEnqueue``)."""
-        prec = self.precision_ms
-        left = time_ms - base_ms - window * prec
+        (slots, slot width): ``(time_ms, False)``, or its roll time and ``True`` when that lies a roll window or more
+        after the base (RocketMQ 5.3's ``doEnqueue``)."""
+        slots, prec = window
+        left = time_ms - base_ms - slots * prec
         if left < 0:
             return time_ms, False
-        if left < window // 3 * prec:  # too little left for a full window: roll at half, leaving room for the next
-            return base_ms + max(window // 2, 1) * prec, True
-        return base_ms + window * prec, True
+        if left < slots // 3 * prec:  # too little left for a full window: roll at half, leaving room for the next
+            return base_ms + max(slots // 2, 1) * prec, True
+        return base_ms + slots * prec, True
 
     def _rebuilt_away(self, offset: int, timer: _Timer, min_offset: int) -> bool:
         """Whether a crash rebuild skips the queue entry at ``offset`` (module docstring): delivered or rolled before

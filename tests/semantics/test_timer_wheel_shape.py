@@ -1,0 +1,179 @@
+"""The timer wheel's shape as RocketMQ 5.3's (TimerMessageStore: 7 x 86,400 slots whatever the precision, a
+precision snapped to 100/200/500/1000 ms) and a clean start over a wheel of another shape (the previous version's
+36,000 slots, another precision): its pending entries are migrated, none lost or delivered twice, also when the
+start crashes in the middle. Real files, restarts; virtual time."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import orjson
+import pytest
+import trio
+import trio.testing
+
+from broker.embedded import EmbeddedCluster
+from broker.timer import TimerStore
+from broker.timer.wheel import WHEEL_SLOTS
+from client.message import Message
+from client.producer import Producer
+from store.message_store import MessageStore
+from tests.conftest import SMALL_STORE
+from tests.semantics.helpers import create_topic, use_virtual_store_clock
+from tests.semantics.test_timer import _read_all, _timer_record, open_timer_store, run_timer
+
+HOUR_MS = 3600 * 1000
+
+
+def _crashed(store: MessageStore) -> list[bytes]:
+    return [m.body for m in _read_all(store, "Crashed", 0)]
+
+
+def _never_early(store: MessageStore, late_ms: int) -> None:
+    for msg in _read_all(store, "Crashed", 0):
+        late = msg.store_timestamp - int(msg.properties["TIMER_OUT_MS"])
+        assert 0 <= late <= late_ms, (msg.body, late)
+
+
+def test_the_precision_is_snapped_as_rocketmqs_and_the_wheel_has_its_slot_count(tmp_path: Path) -> None:
+    now = [1_000_000]
+    store, config_dir, timers = open_timer_store(tmp_path, now)
+    timers.close()
+    for asked, snapped in ((1, 100), (100, 100), (199, 100), (300, 200), (999, 500), (1000, 1000), (5000, 1000)):
+        assert TimerStore(store, config_dir, precision_ms=asked).precision_ms == snapped
+    wheel = TimerStore(store, config_dir, precision_ms=1000).wheel
+    assert (wheel.slots, wheel.span_ms) == (WHEEL_SLOTS, 7 * 24 * HOUR_MS)
+    store.close()
+
+
+@pytest.mark.parametrize(("precision", "rolls"), [(100, 14), (1000, 1)])
+def test_a_three_day_timer_is_rewritten_once_per_roll_window_not_every_hour(
+    tmp_path: Path, precision: int, rolls: int
+) -> None:
+    """The default wheel (604,800 slots) and roll window (172,800 slots): at Java's precision (1 s) a 3-day timer is
+    written again once (at 2 days), at ours (100 ms) every 4.8 h (14 times); the 36,000-slot wheel rolled it every
+    hour (71 times)."""
+    now = [1_000_000]
+    store, config_dir, timers = open_timer_store(tmp_path, now)
+    timers.close()
+    timers = TimerStore(store, config_dir, precision_ms=precision)
+    timers.load()
+    store.append(_timer_record(now[0] + 72 * HOUR_MS, b"3d"))
+    assert timers.enqueue(10) == 1
+    for _ in range(73):
+        now[0] += HOUR_MS
+        run_timer(timers, now[0])
+    assert _crashed(store) == [b"3d"]
+    assert timers.rolled == rolls
+    assert timers.pending == 0
+    timers.close()
+    store.close()
+
+
+def _old_shape_with_a_walk_cut_in_the_middle(tmp_path: Path, now: list[int]) -> tuple[MessageStore, Path]:
+    """A previous version's timer (64 slots of 100 ms, no shape in its checkpoint) stopped cleanly with: two of five
+    messages of one slot delivered (its walk cut by the budget), messages due later in the wheel's reach, one due
+    beyond it (filed to roll at + 4.8 s)."""
+    store, config_dir, timers = open_timer_store(tmp_path, now)
+    for i in range(5):
+        store.append(_timer_record(now[0] + 1_000, f"c{i}".encode()))
+    for i, delay in enumerate((1_250, 2_430, 3_000, 6_000, 30_000)):
+        store.append(_timer_record(now[0] + delay, f"d{i}".encode()))
+    assert timers.enqueue(100) == 10
+    now[0] += 1_100
+    assert timers.dequeue(now[0], 2) == 0.0
+    assert _crashed(store) == [b"c0", b"c1"]
+    timers.flush()
+    timers.save_checkpoint(timers.checkpoint(clean=True))
+    timers.close()
+    path = config_dir / "timerCheck.json"
+    root = orjson.loads(path.read_bytes())
+    root.pop("precisionMs", None), root.pop("wheelSlots", None)
+    root["rollWindows"] = [w[:2] for w in root["rollWindows"]]
+    path.write_bytes(orjson.dumps(root))
+    return store, config_dir
+
+
+ALL = sorted([f"c{i}".encode() for i in range(5)] + [f"d{i}".encode() for i in range(5)])
+
+
+@pytest.mark.parametrize(("slots", "precision"), [(128, 200), (64, 1000), (640, 100), (WHEEL_SLOTS, 100)])
+def test_a_clean_start_over_a_wheel_of_another_shape_delivers_each_pending_timer_once(
+    tmp_path: Path, slots: int, precision: int
+) -> None:
+    now = [1_000_000]
+    store, config_dir = _old_shape_with_a_walk_cut_in_the_middle(tmp_path, now)
+    timers = TimerStore(store, config_dir, slots=slots, precision_ms=precision)
+    timers.load()
+    assert timers.pending == 8
+    for _ in range(40):
+        now[0] += 1_000
+        run_timer(timers, now[0])
+    assert sorted(_crashed(store)) == ALL  # each once
+    _never_early(store, 1_000 + precision)
+    assert timers.pending == 0
+    # And the migrated files restart cleanly in the new shape.
+    timers.flush()
+    timers.save_checkpoint(timers.checkpoint(clean=True))
+    timers.close()
+    cp = orjson.loads((config_dir / "timerCheck.json").read_bytes())
+    assert (cp["wheelSlots"], cp["precisionMs"]) == (slots, precision)
+    again = TimerStore(store, config_dir, slots=slots, precision_ms=precision)
+    again.load()
+    assert again.pending == 0
+    again.close()
+    store.close()
+
+
+def test_a_crash_right_after_a_migration_rebuilds_from_the_queue_losing_nothing(tmp_path: Path) -> None:
+    """The migration saves an unclean checkpoint before it replaces the old files: a crash after it (or in its
+    middle) rebuilds from the timer queue, repeating at most what was due in the migrated read slot."""
+    now = [1_000_000]
+    store, config_dir = _old_shape_with_a_walk_cut_in_the_middle(tmp_path, now)
+    timers = TimerStore(store, config_dir, slots=64, precision_ms=1000)
+    timers.load()
+    timers.close()  # a crash: nothing saved after the migration's own checkpoint
+    again = TimerStore(store, config_dir, slots=64, precision_ms=1000)
+    again.load()
+    for _ in range(40):
+        now[0] += 1_000
+        run_timer(again, now[0])
+    bodies = _crashed(store)
+    assert sorted(set(bodies)) == ALL
+    assert all(bodies.count(b) == 1 for b in ALL if b not in (b"c0", b"c1"))  # only the read slot's repeat
+    _never_early(store, 2_000)
+    assert again.pending == 0
+    again.close()
+    store.close()
+
+
+async def test_a_broker_restarted_with_a_larger_wheel_and_another_precision_delivers_each_timer_once(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A broker on a 20-slot wheel stopped with timers pending, started again with 600 slots of 200 ms: every
+    timer delivered once, on time."""
+    overrides = {**SMALL_STORE, "timer_wheel_slots": 20, "timer_log_file_size": 32 * 64}
+    async with EmbeddedCluster(tmp_path, **overrides) as cluster:
+        clock = use_virtual_store_clock(cluster)
+        await create_topic(cluster, "TimedShape")
+        async with Producer("pg-timer-shape", cluster.namesrv_addr) as producer:
+            for i in range(30):
+                props = {"TIMER_DELAY_MS": str(700 + i * 900)}
+                await producer.send(Message("TimedShape", f"s{i}".encode(), properties=props))
+        await trio.sleep(9)
+        before = len(_read_all(cluster.controller.context.store, "TimedShape", 0))
+        assert 0 < before < 30
+        autojump_clock.autojump_threshold = math.inf
+        await cluster.stop_broker()
+        cluster._broker_overrides.update(timer_wheel_slots=600, timer_precision_ms=200)
+        await cluster.start_broker()
+        autojump_clock.autojump_threshold = 0
+        use_virtual_store_clock(cluster, clock)
+        assert cluster.controller.timer.timers.wheel.slots == 600
+        await trio.sleep(40)
+        delivered = _read_all(cluster.controller.context.store, "TimedShape", 0)
+        assert sorted(m.body for m in delivered) == sorted(f"s{i}".encode() for i in range(30))
+        for msg in delivered:
+            assert 0 <= msg.store_timestamp - int(msg.properties["TIMER_OUT_MS"]) < 1000
+        assert cluster.controller.timer.pending == 0
