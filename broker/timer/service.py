@@ -53,6 +53,7 @@ from broker.timer.timer_store import (
     TIMER_TOPIC,
     TimerCheckpoint,
     TimerStore,
+    resolved_windows,
 )
 from broker.timer.wheel import WHEEL_SLOTS
 from processors.common import RequestRejected
@@ -255,17 +256,29 @@ class TimerMessageService:
                 await trio.to_thread.run_sync(self._adopt, enqueue_offset, read_ms)
 
     def _adopt(self, enqueue_offset: int, read_ms: int) -> None:
-        if self._held_checkpoint() != (enqueue_offset, read_ms, False):  # skip writing an identical file
-            self.timers.save_checkpoint(TimerCheckpoint(enqueue_offset=enqueue_offset, read_ms=read_ms))
+        """The adopted checkpoint keeps the roll windows the file held for the records below the leader's offset (this
+        member filed them while it led, or adopted them so) and the configured one from there on: the rebuild when it
+        leads judges each record by the window it was filed with (see ``TimerStore.window_at``)."""
+        timers, held = self.timers, self._held_checkpoint()
+        saved = () if held is None else resolved_windows(held, timers.precision_ms)
+        adopted = TimerCheckpoint(
+            enqueue_offset=enqueue_offset, read_ms=read_ms, windows=timers.windows_from(saved, enqueue_offset)
+        )
+        if held is None or (held.enqueue_offset, held.read_ms, held.clean, held.windows) != (
+            adopted.enqueue_offset,
+            adopted.read_ms,
+            adopted.clean,
+            adopted.windows,
+        ):  # skip writing an identical file
+            timers.save_checkpoint(adopted)
 
-    def _held_checkpoint(self) -> tuple[int, int, bool] | None:
-        """``(enqueueOffset, readMs, clean)`` of the file there, ``None`` when there is none or it does not load."""
+    def _held_checkpoint(self) -> TimerCheckpoint | None:
+        """The file there, ``None`` when there is none or it does not load."""
         try:
-            current = self.timers.checkpoint_file.load()
+            return self.timers.checkpoint_file.load()
         except ConfigFileError as exc:
             log.warning("timer: replacing the unreadable checkpoint with the master's: %s", exc)
             return None
-        return None if current is None else (current.enqueue_offset, current.read_ms, current.clean)
 
     # ---- life cycle ----------------------------------------------------------------------------------------
 

@@ -174,6 +174,11 @@ def roll_window_slots(configured: int, wheel_slots: int) -> int:
     return limit if configured > limit or configured < 2 else configured
 
 
+def resolved_windows(cp: TimerCheckpoint, precision: int) -> tuple[tuple[int, int, int], ...]:
+    """``cp``'s windows, a previous version's unrecorded precision read as its own or else ``precision``."""
+    return _resolved(cp.windows, cp.precision_ms or precision)
+
+
 def _resolved(windows: tuple[tuple[int, int, int], ...], precision: int) -> tuple[tuple[int, int, int], ...]:
     """``windows`` with a previous version's unrecorded precision (0) read as ``precision``."""
     return tuple((offset, slots, prec or precision) for offset, slots, prec in windows)
@@ -423,7 +428,10 @@ class TimerStore:
         return (below, before, end) if self.enqueue_offset < max(below, end) else None
 
     def _use_windows(self, saved: tuple[tuple[int, int, int], ...], start: int) -> None:
-        """Take the saved windows of the records below ``start`` (filed by earlier runs, which a crash rebuild files
+        self._windows = list(self.windows_from(saved, start))
+
+    def windows_from(self, saved: tuple[tuple[int, int, int], ...], start: int) -> tuple[tuple[int, int, int], ...]:
+        """The saved windows of the records below ``start`` (filed by earlier runs, which a crash rebuild files
         again with them) and the configured one from ``start`` on; entries no retained record needs are dropped."""
         low = self.store.min_offset_in_queue(TIMER_TOPIC, 0)
         kept = [w for w in saved if w[0] < start]
@@ -431,7 +439,7 @@ class TimerStore:
             del kept[0]
         if not kept or kept[-1][1:] != (self.roll_window_slots, self.precision_ms):
             kept.append((start, self.roll_window_slots, self.precision_ms))
-        self._windows = kept
+        return tuple(kept)
 
     @property
     def windows(self) -> tuple[tuple[int, int, int], ...]:

@@ -14,7 +14,7 @@ import trio
 import trio.testing
 
 from broker.embedded import EmbeddedCluster
-from broker.timer import TimerStore
+from broker.timer import TimerMessageService, TimerStore
 from broker.timer.wheel import WHEEL_SLOTS
 from client.message import Message
 from client.producer import Producer
@@ -177,3 +177,74 @@ async def test_a_broker_restarted_with_a_larger_wheel_and_another_precision_deli
         for msg in delivered:
             assert 0 <= msg.store_timestamp - int(msg.properties["TIMER_OUT_MS"]) < 1000
         assert cluster.controller.timer.pending == 0
+
+
+def test_a_clean_stop_in_the_middle_of_a_crash_rebuild_files_each_rolled_timer_once(tmp_path: Path) -> None:
+    """A crash with rolls before and after its last checkpoint, then a rebuild cut short by a clean stop: the next
+    start carries on the rebuild (its skip rules are in the clean checkpoint) rather than filing the rest of the
+    timer queue as new, which filed a rolled timer's original and its copy both (two deliveries)."""
+    now = [1_000_000]
+    store, config_dir, timers = open_timer_store(tmp_path, now)
+    for i in range(8):
+        store.append(_timer_record(now[0] + 6_000 + 3_000 * i, f"r{i}".encode()))
+    assert timers.enqueue(100) == 8
+    for _ in range(7):
+        now[0] += 1_000
+        run_timer(timers, now[0])
+    checkpoint = timers.checkpoint(clean=False)
+    early = len(_crashed(store))
+    for _ in range(4):
+        now[0] += 1_000
+        run_timer(timers, now[0])
+    repeated = _crashed(store)[early:]  # a crash repeats what was delivered after its last checkpoint
+    timers.save_checkpoint(checkpoint)
+    timers.close()
+    rebuilding = TimerStore(store, config_dir, slots=64)
+    rebuilding.load()
+    assert rebuilding.enqueue(3) == 3  # the rebuild has more of the queue to judge
+    rebuilding.flush()
+    rebuilding.save_checkpoint(rebuilding.checkpoint(clean=True))
+    rebuilding.close()
+    again = TimerStore(store, config_dir, slots=64)
+    again.load()
+    for _ in range(30):
+        now[0] += 1_000
+        run_timer(again, now[0])
+    assert sorted(_crashed(store)) == sorted([f"r{i}".encode() for i in range(8)] + repeated)
+    _never_early(store, 5_000)  # the repeats go out at the rebuild, late
+    assert again.pending == 0
+    again.close()
+    store.close()
+
+
+async def test_a_promoted_followers_checkpoint_keeps_the_roll_windows_its_records_were_filed_with(
+    tmp_path: Path,
+) -> None:
+    """A member that led (filing a long timer with a 48-slot roll window), stepped down and follows with
+    ``timerRollWindowSlot`` lowered to 10 adopts its leader's progress: the adopted checkpoint keeps the windows the
+    records below it were filed with, so when it leads again its rebuild does not take the unrolled timer for rolled
+    (with the new window its roll time lies before the read time) and drop it."""
+    now = [1_000_000]
+    store, config_dir, timers = open_timer_store(tmp_path, now)
+    store.append(_timer_record(now[0] + 30_000, b"far"))
+    assert timers.enqueue(100) == 1  # to roll at + 4.8 s
+    now[0] += 2_500
+    run_timer(timers, now[0])
+    assert timers.rolled == 0
+    progress = (timers.enqueue_offset, timers.read_ms)
+    timers.flush()
+    timers.save_checkpoint(timers.checkpoint(clean=True))
+    timers.close()  # stepped down
+    follower = TimerMessageService(store, config_dir, wheel_slots=64, roll_window_slot=10)
+    await follower.adopt_checkpoint(*progress)
+    cp = orjson.loads((config_dir / "timerCheck.json").read_bytes())
+    assert cp["clean"] is False and [w[1] for w in cp["rollWindows"]] == [48, 10]
+    promoted = TimerStore(store, config_dir, slots=64, roll_window_slot=10)
+    promoted.load()
+    for _ in range(40):
+        now[0] += 1_000
+        run_timer(promoted, now[0])
+    assert _crashed(store) == [b"far"]
+    assert promoted.pending == 0
+    promoted.close()
+    store.close()
