@@ -142,6 +142,9 @@ class BrokerConfig(ListenerSettings):
     timer_precision_ms: int = 100
     timer_max_delay_sec: int = 3 * 24 * 3600
     timer_flush_interval_ms: int = 10_000
+    #: RocketMQ 5.3: a timer message whose delivery slot already holds more than this many entries is refused
+    #: (SYSTEM_ERROR, WHEEL_TIMER_FLOW_CONTROL): at random above it, always at twice it; Java's default is no limit.
+    timer_congest_num_each_slot: int = 2**31 - 1
     #: RocketMQ 5.3's roll window in slots (default two days of slots, capped at the wheel's size less 60): a timer
     #: due later is written again to the CommitLog each window, so keep ``fileReservedTime`` above window x precision.
     timer_roll_window_slot: int = 3600 * 24 * 2

@@ -145,6 +145,7 @@ class BrokerController:
             roll_window_slot=config.timer_roll_window_slot,
             log_file_size=config.timer_log_file_size,
             max_delay_sec=lambda: self.context.config.timer_max_delay_sec,  # updateBrokerConfig applies at once
+            congest_num_each_slot=lambda: self.context.config.timer_congest_num_each_slot,
             flush_interval=config.timer_flush_interval_ms / 1000,
         )
         self.transaction_bridge = TransactionalMessageBridge(

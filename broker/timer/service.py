@@ -8,7 +8,9 @@ lies in the future is stored in ``rmq_sys_wheel_timer`` queue 0 with ``REAL_TOPI
 ``TIMER_OUT_MS`` (one a timer delivered, re-sent with its properties: RocketMQ 5.3's
 ``HookUtils.checkIfTimerMessage``). A malformed value or a delay beyond ``timerMaxDelaySec`` (3 days) is refused with
 MESSAGE_ILLEGAL, and so is a recall's delete marker (``TIMER_DEL_UNIQKEY``) whose time has passed (RocketMQ 5.3's
-``HookUtils.transformTimerMessage``).
+``HookUtils.transformTimerMessage``). While the timer runs, a message whose delivery slot holds more than
+``timerCongestNumEachSlot`` entries is refused with SYSTEM_ERROR (WHEEL_TIMER_FLOW_CONTROL): at random between once
+and twice that many, always from twice (RocketMQ 5.3's ``TimerMessageStore.isReject``); the producer retries.
 
 Service: one loop files new timer messages into the wheel and delivers due slots, sleeping until the next filled slot
 is due or a new timer message arrives (:meth:`notify`), a second at most: each wake-up moves the read time over the
@@ -35,6 +37,7 @@ the confirmed progress unclean, for the same reason.
 from __future__ import annotations
 
 import logging
+import random
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
@@ -115,6 +118,7 @@ class TimerMessageService:
         log_file_size: int = 32 << 20,
         roll_window_slot: int = TIMER_ROLL_WINDOW_SLOT,
         max_delay_sec: int | Callable[[], int] = 3 * 24 * 3600,
+        congest_num_each_slot: int | Callable[[], int] = 2**31 - 1,
         flush_interval: float = 10.0,
         max_sleep: float = 1.0,
     ) -> None:
@@ -123,6 +127,8 @@ class TimerMessageService:
         self._wheel = (precision_ms, wheel_slots, log_file_size, roll_window_slot)
         self.timers = self._new_timer_store()
         self._max_delay_sec = max_delay_sec
+        self._congest_num = congest_num_each_slot
+        self._random = random.Random()
         self._flush_interval = flush_interval
         self._max_sleep = max_sleep
         self._tps = _Tps()
@@ -177,6 +183,7 @@ class TimerMessageService:
             return record
         if deliver_ms - now > self.max_delay_ms:
             raise RequestRejected(ResponseCode.MESSAGE_ILLEGAL, self._illegal())
+        self._check_congestion(deliver_ms)
         stored = with_properties(
             record.properties,
             {"REAL_TOPIC": record.topic, "REAL_QID": str(record.queue_id), PROPERTY_TIMER_OUT_MS: str(deliver_ms)},
@@ -194,6 +201,25 @@ class TimerMessageService:
             born_host=record.born_host,
             store_host=record.store_host,
             reconsume_times=record.reconsume_times,
+        )
+
+    def _check_congestion(self, deliver_ms: int) -> None:
+        """Raise RequestRejected (SYSTEM_ERROR) when the slot of ``deliver_ms`` is congested (module docstring); the
+        limit is read per message, so ``updateBrokerConfig`` applies at once. Nothing is checked while the timer does
+        not run (its wheel is not open)."""
+        limit = self._congest_num() if callable(self._congest_num) else self._congest_num
+        if not self._loaded:
+            return
+        wheel = self.timers.wheel
+        congest = wheel.get(wheel.slot_time(deliver_ms)).entries
+        if congest <= limit:
+            return
+        if congest < 2 * limit and self._random.randrange(1000) <= 1000 * (congest - limit) / (limit + 0.1):
+            return
+        raise RequestRejected(
+            ResponseCode.SYSTEM_ERROR,
+            f"timer message is under flow control, max num limit is {2 * limit} or the current value is greater "
+            f"than {limit} and less than {2 * limit}, trigger random flow control",
         )
 
     def _illegal(self) -> str:

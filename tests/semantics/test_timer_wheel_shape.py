@@ -16,6 +16,8 @@ import trio.testing
 from broker.embedded import EmbeddedCluster
 from broker.timer import TimerMessageService, TimerStore
 from broker.timer.wheel import WHEEL_SLOTS
+from client.admin import Admin
+from client.errors import SendFailedError
 from client.message import Message
 from client.producer import Producer
 from store.message_store import MessageStore
@@ -248,3 +250,32 @@ async def test_a_promoted_followers_checkpoint_keeps_the_roll_windows_its_record
     assert promoted.pending == 0
     promoted.close()
     store.close()
+
+
+async def test_a_timer_message_for_a_congested_slot_is_refused_with_rocketmqs_flow_control_remark(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """``timerCongestNumEachSlot`` (RocketMQ 5.3's ``TimerMessageStore.isReject``, here 1): a slot holding 1 entry
+    takes another, one holding 2 (twice the limit) refuses with SYSTEM_ERROR and Java's remark; another slot, and
+    the same time once a raised limit allows it (``updateBrokerConfig``, at once), are accepted."""
+    async with EmbeddedCluster(tmp_path, **SMALL_STORE, timer_congest_num_each_slot=1) as cluster:
+        clock = use_virtual_store_clock(cluster)
+        await create_topic(cluster, "TimedBusy")
+        due = str(clock() + 60_000)
+        remark = (
+            "timer message is under flow control, max num limit is 2 or the current value is greater than 1 and "
+            "less than 2, trigger random flow control"
+        )
+        async with Admin(cluster.namesrv_addr) as admin, Producer("pg-busy", cluster.namesrv_addr) as producer:
+            for body in (b"b0", b"b1"):
+                await producer.send(Message("TimedBusy", body, properties={"TIMER_DELIVER_MS": due}))
+                await trio.sleep(0.5)  # filed
+            with pytest.raises(SendFailedError) as info:  # SYSTEM_ERROR: the producer retries, as Java's
+                await producer.send(Message("TimedBusy", b"b2", properties={"TIMER_DELIVER_MS": due}))
+            assert str(info.value).count(f"response code 1 from {cluster.broker_addr}: {remark}") == 3
+            await producer.send(Message("TimedBusy", b"other", properties={"TIMER_DELAY_SEC": "30"}))
+            await admin.update_broker_config(cluster.broker_addr, {"timerCongestNumEachSlot": "10"})
+            await producer.send(Message("TimedBusy", b"b3", properties={"TIMER_DELIVER_MS": due}))
+        await trio.sleep(70)
+        delivered = _read_all(cluster.controller.context.store, "TimedBusy", 0)
+        assert sorted(m.body for m in delivered) == [b"b0", b"b1", b"b3", b"other"]
