@@ -339,13 +339,22 @@ class Consuming:
         return response
 
     def change_invisible(self, req: Any, metadata: dict[str, str]) -> Any:
-        """ChangeInvisibleDurationActivity: the names checked (:func:`check_names`), then the invisible time."""
+        """ChangeInvisibleDurationActivity: the names checked (:func:`check_names`), then the invisible time. A new
+        CK the broker cannot park (past a lowered ``timerMaxDelaySec``, a full disk) answers, as RocketMQ 5.3's
+        proxy does for the broker's SYSTEM_ERROR, INTERNAL_SERVER_ERROR "changeInvisibleDuration failed: status is
+        abnormal"; the old handle stays good (the old CK is acked only after the new one is stored)."""
         check_names(req.topic.name, req.group.name)
         invisible = req.invisible_duration.ToMilliseconds()
         self._check_invisible(invisible, 0)
         text = self.renew.take(metadata.get(_CLIENT_ID, ""), req.group.name, req.message_id, req.receipt_handle)
         handle = self._handle(text)
-        outcome, renewed = self.pop.change_invisible(req.group.name, req.topic.name, handle, int(invisible))
+        try:
+            outcome, renewed = self.pop.change_invisible(req.group.name, req.topic.name, handle, int(invisible))
+        except (RequestRejected, PutRefusedError) as exc:
+            log.warning("changing the invisibility of %s of %s refused: %s", req.message_id, req.group.name, exc)
+            return service.ChangeInvisibleDurationResponse(
+                status=status(Code.INTERNAL_SERVER_ERROR, "changeInvisibleDuration failed: status is abnormal")
+            )
         response = service.ChangeInvisibleDurationResponse(status=_ack_status(outcome))
         if renewed is not None:
             response.receipt_handle = renewed.encode()

@@ -11,6 +11,8 @@ virtual time (``autojump_clock``); requests are the generated protobuf messages 
 
 from __future__ import annotations
 
+import logging
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -26,6 +28,7 @@ from proxy.pb import service
 from proxy.startup import build_activity
 from remoting.codec.bodies.broker_metadata import PERM_READ, PERM_WRITE, SubscriptionGroupConfig
 from remoting.codec.message import decode_record
+from tests.conftest import SMALL_STORE
 from tests.proxy.test_pop import delete_topic, send
 from tests.proxy.test_renew import md
 from tests.proxy.test_sessions import consumer_settings
@@ -601,6 +604,41 @@ async def test_max_invisible_time_mills_of_zero_or_less_sets_no_upper_bound(
         activity.consuming.change_invisible, service.ChangeInvisibleDurationResponse, req, md("c@1")
     )
     assert answer.status.code == Code.OK, answer.status
+
+
+async def test_a_change_of_invisibility_past_a_lowered_timer_max_delay_answers_as_rocketmqs_proxy(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``timerMaxDelaySec`` (1 h) below a ChangeInvisibleDuration's 2 h: RocketMQ 5.3's broker cannot park the new
+    CK (HookUtils refuses it, ChangeInvisibleTimeProcessor answers SYSTEM_ERROR before acking the old one) and its
+    proxy's ChangeInvisibleDurationActivity answers INTERNAL_SERVER_ERROR "changeInvisibleDuration failed: status is
+    abnormal". The old handle stays good (it acks), a change within the limit is taken, and the refusal is no error
+    with a traceback (before: "RequestRejected: timer message illegal..." logged as a failed request)."""
+    async with EmbeddedCluster(tmp_path / "c", **SMALL_STORE, timer_max_delay_sec=3600) as cluster:
+        activity = await _activity(cluster, nursery)
+        await create_topic(cluster, "LowMax", queues=1)
+        await send(cluster, "LowMax", b"m1", b"m2")
+        stream = activity.consuming.receive_now(_receive_request("GLowMax", "LowMax"), md("c@1"), None)
+        first, second = _messages(stream)
+        make = service.ChangeInvisibleDurationResponse
+        answers = []
+        for message, hours in ((first, 2), (second, 2), (second, 0.5)):
+            req = service.ChangeInvisibleDurationRequest(
+                receipt_handle=message.system_properties.receipt_handle,
+                message_id=message.system_properties.message_id,
+            )
+            req.group.name, req.topic.name = "GLowMax", "LowMax"
+            req.invisible_duration.FromSeconds(int(hours * 3600))
+            with caplog.at_level(logging.WARNING):
+                answers.append(activity.guarded_sync(activity.consuming.change_invisible, make, req, md("c@1")))
+        abnormal = (Code.INTERNAL_SERVER_ERROR, "changeInvisibleDuration failed: status is abnormal")
+        assert [(a.status.code, a.status.message) for a in answers[:2]] == [abnormal, abnormal]
+        assert answers[2].status.code == Code.OK, answers[2].status
+        assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+        ack = activity.guarded_sync(
+            activity.consuming.ack, service.AckMessageResponse, _ack_request("GLowMax", "LowMax", first), md("c@1")
+        )
+        assert ack.status.code == Code.OK, ack.status
 
 
 async def test_a_fifo_receive_parked_on_a_queue_wakes_when_its_batch_becomes_visible_again(
