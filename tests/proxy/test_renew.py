@@ -16,7 +16,7 @@ from broker.embedded import EmbeddedCluster
 from client.message import Message
 from client.producer import Producer
 from proxy.common import Code
-from proxy.config import ProxyConfig
+from proxy.config import ProxyConfig, proxy_config_from
 from proxy.messaging import MessagingActivity
 from proxy.pb import definition, service
 from proxy.startup import build_activity
@@ -190,3 +190,25 @@ async def test_auto_renew_keeps_both_messages_of_one_message_id_invisible(
     assert sorted(m.body for m in held) == [b"first try", b"retried send"]
     await trio.sleep(5 * 60)  # the listener runs five minutes
     assert received(activity, "other@1", auto_renew=False) == [], "a message the push consumer holds came again"
+
+
+async def test_enable_proxy_auto_renew_false_takes_the_requests_invisible_time_and_renews_nothing(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """ReceiveMessageActivity gives an auto-renew receive the default invisible time, and has its handles renewed,
+    only while ProxyConfig's ``enableProxyAutoRenew`` (true by default) is on; with it off the request's
+    invisible_duration is checked against [minInvisibleTimeMillsForRecv, maxInvisibleTimeMills] and used, and nothing
+    is renewed. The setting was unknown: a proxy configured so still renewed the message for hours."""
+    config, unknown = proxy_config_from({"enableProxyAutoRenew": "false"})
+    assert unknown == []
+    activity = await start(embedded_cluster, nursery, config)
+    await nursery.start(keep_alive, activity, "push@1")
+    req = receive_request(auto_renew=True)
+    stream = activity.consuming.receive_now(req, md("push@1"), None) or []
+    assert stream[0].status.code == Code.ILLEGAL_INVISIBLE_TIME  # no invisible_duration: 0 ms, below the 10 s minimum
+    req.invisible_duration.FromSeconds(30)
+    [message] = [r.message for r in activity.consuming.receive_now(req, md("push@1"), None) or [] if r.message.body]
+    assert activity.consuming.renew.held == {}
+    await trio.sleep(35)  # past the request's 30 s, not renewed
+    [again] = received(activity, "other@1", auto_renew=False)
+    assert (again.body, again.system_properties.delivery_attempt) == (message.body, 2)
