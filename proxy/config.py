@@ -71,6 +71,9 @@ class ProxyConfig:
     #: How long a request relayed to a 5.x client over Telemetry (jstack, message verification) waits for its answer
     #: before SYSTEM_BUSY "call remote timeout" (s; GrpcChannelManager.scanExpireResultFuture).
     grpc_proxy_relay_request_timeout_in_seconds: int = attrs.field(default=5, metadata=JAVA_LONG)
+    #: Whether an ``auto_renew`` receive (a push consumer's) gets ``defaultInvisibleTimeMills`` and has its handles
+    #: renewed; off, its ``invisible_duration`` is checked and used as any other's (ReceiveMessageActivity).
+    enable_proxy_auto_renew: bool = True
     #: Auto-renew of push consumers' handles (proxy/renew.py): scan period, how far ahead of expiry a handle is
     #: renewed, how long renewing goes on, and the invisible time of a gone client's handles (ms).
     renew_schedule_period_millis: int = attrs.field(default=5_000, metadata=JAVA_LONG)

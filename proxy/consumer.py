@@ -75,6 +75,7 @@ class _Receive:
     property_filter: PropertyFilter | None
     fifo: bool
     client_id: str
+    #: the request asks for auto-renew and the proxy's ``enableProxyAutoRenew`` is on
     auto_renew: bool
     #: the request's ``attempt_id`` (the official clients send one per receive and repeat it on a retry), or None
     attempt_id: str | None
@@ -130,11 +131,12 @@ class Consuming:
 
     def _invisible_ms(self, req: Any) -> int:
         """ReceiveMessageActivity (proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/consumer/
-        ReceiveMessageActivity.java): an auto-renew receive gets ``defaultInvisibleTimeMills``; any other's
-        ``invisible_duration`` (0 when missing) must lie within [minInvisibleTimeMillsForRecv, maxInvisibleTimeMills]
-        (:meth:`_check_invisible`), else ILLEGAL_INVISIBLE_TIME."""
+        ReceiveMessageActivity.java): an auto-renew receive gets ``defaultInvisibleTimeMills`` while
+        ``enableProxyAutoRenew`` is on; any other's ``invisible_duration`` (0 when missing) must lie within
+        [minInvisibleTimeMillsForRecv, maxInvisibleTimeMills] (:meth:`_check_invisible`), else
+        ILLEGAL_INVISIBLE_TIME."""
         config = self.config
-        if req.auto_renew:
+        if req.auto_renew and config.enable_proxy_auto_renew:
             return config.default_invisible_time_mills
         invisible = req.invisible_duration.ToMilliseconds()
         self._check_invisible(invisible, config.min_invisible_time_mills_for_recv)
@@ -226,7 +228,7 @@ class Consuming:
             property_filter=property_filter,
             fifo=fifo,
             client_id=metadata.get(_CLIENT_ID, ""),
-            auto_renew=bool(req.auto_renew),
+            auto_renew=bool(req.auto_renew) and self.config.enable_proxy_auto_renew,
             attempt_id=req.attempt_id if req.HasField("attempt_id") else None,
         )
 
