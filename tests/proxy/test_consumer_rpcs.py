@@ -725,3 +725,33 @@ async def test_a_receive_whose_dlq_move_is_not_acked_still_answers(
     stream = await activity.consuming.receive(_receive_request("GNoAttempts", "NoAttempts"), md("c@1"), None)
     assert [r.status.code for r in stream if r.HasField("status")] == [Code.MESSAGE_NOT_FOUND]
     assert _dlq_copies(embedded_cluster, "GNoAttempts") == 1
+
+
+async def test_receives_parked_past_the_pop_polling_size_answer_polling_full(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """PopLongPollingService.polling parks a pop that found nothing only while fewer than ``maxPopPollingSize``
+    (100000) pops are parked in all and no more than ``popPollingSize`` (1024) on its topic, group and queue; past
+    that it answers POLLING_FULL, which ReceiveMessageResponseStreamWriter writes as TOO_MANY_REQUESTS "polling full".
+    Nothing bounded them: a client could park receives without end, each holding a task and a stream."""
+    activity = await _activity(embedded_cluster, nursery)
+    await create_topic(embedded_cluster, "Parked", queues=1)
+    answers: list[int] = []
+
+    async def receive(group: str) -> None:
+        stream = await activity.consuming.receive(_receive_request(group, "Parked"), md("c@1"), None)
+        answers.append(stream[0].status.code)
+
+    async with trio.open_nursery() as parked:
+        for _ in range(1025):  # the queue's size is checked before each is added: 1025 park
+            parked.start_soon(receive, "GParked")
+        await trio.testing.wait_all_tasks_blocked()
+        assert answers == []
+        stream = await activity.consuming.receive(_receive_request("GParked", "Parked"), md("c@1"), 7.5)
+        assert (stream[0].status.code, stream[0].status.message) == (Code.TOO_MANY_REQUESTS, "polling full")
+        parked.start_soon(receive, "GOther")  # another group's receives park on their own key
+        await trio.testing.wait_all_tasks_blocked()
+        assert answers == []
+    assert answers == [Code.MESSAGE_NOT_FOUND] * 1026
+    stream = await activity.consuming.receive(_receive_request("GParked", "Parked"), md("c@1"), 7.5)
+    assert stream[0].status.code == Code.MESSAGE_NOT_FOUND  # parked again once the others left
