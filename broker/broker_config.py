@@ -87,6 +87,11 @@ class BrokerConfig(ListenerSettings):
     msg_trace_topic_name: str = "RMQ_SYS_TRACE_TOPIC"
     broker_topic_enable: bool = True
     long_polling_enable: bool = True
+    #: Pops parked for long polling (5.x gRPC receives that found nothing): at most ``popPollingSize`` + 1 per topic,
+    #: group and queue, and fewer than ``maxPopPollingSize`` in all; past either a receive answers "polling full"
+    #: (RocketMQ 5's BrokerConfig and PopLongPollingService.polling).
+    pop_polling_size: int = 1024
+    max_pop_polling_size: int = attrs.field(default=100_000, metadata=JAVA_LONG)
     #: The broker's own read/write permission (PermName bits: 4 read, 2 write): without read pulls answer
     #: NO_PERMISSION, without write sends and send-backs do (RocketMQ sets it to 4 to drain a broker before removal).
     broker_permission: int = 6

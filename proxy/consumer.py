@@ -189,14 +189,25 @@ class Consuming:
 
     async def receive(self, req: Any, metadata: dict[str, str], deadline: float | None) -> list[Any]:
         """The response stream of one ReceiveMessage (a status first, then messages, then a delivery time), after
-        waiting up to the polling window for a message."""
+        waiting up to the polling window for a message. A receive that would park past the broker's polling limits
+        (:meth:`PopService.park`) answers TOO_MANY_REQUESTS "polling full", as ReceiveMessageResponseStreamWriter
+        writes POLLING_FULL."""
         try:
             checked = self._check(req, metadata, deadline)
             end = trio.current_time() + checked.poll
-            while not (popped := self._pop(checked)) and (left := end - trio.current_time()) > 0:
-                if checked.fifo:  # until an arrival, an ack, or a queue's batch in flight visible again
-                    left = min(left, self.pop.fifo_free_in(checked.group, checked.topic))
-                await self.pop.wait_arrival([checked.topic, pop_retry_topic(checked.group, checked.topic)], left)
+            popped = self._pop(checked)
+            if not popped and end > trio.current_time():
+                group, topic = checked.group, checked.topic
+                if not self.pop.park(group, topic):
+                    raise RpcError(Code.TOO_MANY_REQUESTS, "polling full")
+                try:
+                    while not popped and (left := end - trio.current_time()) > 0:
+                        if checked.fifo:  # until an arrival, an ack, or a queue's batch in flight visible again
+                            left = min(left, self.pop.fifo_free_in(group, topic))
+                        await self.pop.wait_arrival([topic, pop_retry_topic(group, topic)], left)
+                        popped = self._pop(checked)
+                finally:
+                    self.pop.unpark(group, topic)
         except RpcError as err:
             return [service.ReceiveMessageResponse(status=status(err.code, err.message)), _now_marker()]
         return self._stream(checked, popped)

@@ -150,6 +150,9 @@ class PopService:
         #: the event the receives waiting on a topic share, and how many wait on it (the entry goes with the last)
         self._arrivals: dict[str, trio.Event] = {}
         self._waiters: dict[str, int] = {}
+        #: receives parked for long polling by (group, topic), and in all (:meth:`park`)
+        self._parked: dict[tuple[str, str], int] = {}
+        self._parked_total = 0
         self._send_back = ConsumerSendMsgBackProcessor(broker)
 
     @property
@@ -214,6 +217,29 @@ class PopService:
                     del waiters[topic]
                 if current is not None and (current.is_set() or not left):
                     del arrivals[topic]
+
+    def park(self, group: str, topic: str) -> bool:
+        """Count one receive of ``group`` on ``topic`` parked for long polling (:meth:`unpark` when it leaves);
+        False, nothing counted, when full: ``maxPopPollingSize`` parked in all, or more than ``popPollingSize`` on
+        the key, as PopLongPollingService.polling answers POLLING_FULL (broker/src/main/java/org/apache/rocketmq/
+        broker/longpolling/PopLongPollingService.java; the proxy's receives pop queue -1, one key per group and
+        topic)."""
+        config, key = self.broker.config, (group, topic)
+        parked = self._parked.get(key, 0)
+        if self._parked_total >= config.max_pop_polling_size or parked > config.pop_polling_size:
+            return False
+        self._parked[key] = parked + 1
+        self._parked_total += 1
+        return True
+
+    def unpark(self, group: str, topic: str) -> None:
+        key = (group, topic)
+        left = self._parked[key] - 1
+        if left:
+            self._parked[key] = left
+        else:
+            del self._parked[key]
+        self._parked_total -= 1
 
     def fifo_free_in(self, group: str, topic: str) -> float:
         """Seconds until the first of ``group``'s blocked FIFO queues of ``topic`` is free again (its batch in flight
