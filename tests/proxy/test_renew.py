@@ -212,3 +212,23 @@ async def test_enable_proxy_auto_renew_false_takes_the_requests_invisible_time_a
     await trio.sleep(35)  # past the request's 30 s, not renewed
     [again] = received(activity, "other@1", auto_renew=False)
     assert (again.body, again.system_properties.delivery_attempt) == (message.body, 2)
+
+
+async def test_a_stopping_proxy_makes_the_messages_it_renews_visible_again_at_once(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """DefaultReceiptHandleManager's shutdown clears every handle it renews (clearAllHandle): each message becomes
+    visible after ``invisibleTimeMillisWhenClear`` (1 s), for the consumers of the restarted or another proxy. Ours
+    dropped them with the renew loop: each stayed invisible for its last renewal, up to an hour."""
+    activity = await start(embedded_cluster, nursery, ProxyConfig(), loop=False)
+    await nursery.start(keep_alive, activity, "push@1")
+    async with trio.open_nursery() as proxy:
+        await proxy.start(activity.consuming.renew.run)
+        [message] = received(activity, "push@1")
+        await trio.sleep(2 * 60)  # renewed at about 50 s (+1 m) and 105 s (+3 m)
+        assert received(activity, "other@1", auto_renew=False) == []
+        proxy.cancel_scope.cancel()  # the proxy stops
+    await trio.sleep(10)  # visible 1 s after the release, redelivered at the revive loop's next pass
+    [again] = received(activity, "other@1", auto_renew=False)
+    assert (again.body, again.system_properties.delivery_attempt) == (message.body, 2)
+    assert activity.consuming.renew.held == {}
