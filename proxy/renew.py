@@ -7,8 +7,9 @@ handle)`` (as RocketMQ's ReceiptHandleGroup: a send the client retried is stored
 loop every ``renewSchedulePeriodMillis`` extends the ones due within ``renewAheadTimeMillis`` by the next renew step
 (1 m, 3 m, 5 m, 10 m, 30 m, then 1 h each time). After ``renewMaxTimeMillis`` of renewing it stops and makes the
 message visible after the group's retry delay for its attempt; when the client is gone its messages become visible
-after ``invisibleTimeMillisWhenClear``. Ack, ChangeInvisibleDuration and ForwardMessageToDeadLetterQueue
-:meth:`~RenewTable.take` the entry and act on the latest handle, since the client still holds the first one.
+after ``invisibleTimeMillisWhenClear``, and so do all of them when the proxy stops. Ack, ChangeInvisibleDuration
+and ForwardMessageToDeadLetterQueue :meth:`~RenewTable.take` the entry and act on the latest handle, since the client
+still holds the first one.
 
 The table lives on the Trio thread. A renewal refused by the pop service (the handle expired, the topic is gone) drops
 the entry; one the store refuses (a full disk, the timer's limit) keeps it for the next scan, and a release it refuses
@@ -113,9 +114,26 @@ class RenewTable:
         except (PutRefusedError, RequestRejected) as exc:
             _refusals.warning("releasing %s of %s refused (visible when its handle says): %s", held.topic, key[1], exc)
 
+    def clear_all(self) -> None:
+        """Release every handle held, visible again after ``invisibleTimeMillisWhenClear``: the proxy stops, and
+        the messages it renews must not stay invisible for their last renewal (DefaultReceiptHandleManager's shutdown
+        runs clearAllHandle, proxy/src/main/java/org/apache/rocketmq/proxy/service/receipt/
+        DefaultReceiptHandleManager.java). Best effort: a store already closed refuses it, and the message is visible
+        when its handle says."""
+        for key, held in list(self.held.items()):
+            try:
+                self._release(key, held, self.config.invisible_time_millis_when_clear)
+            except Exception:  # the broker is stopping too: nothing may escape a shutdown
+                log.warning("releasing %s of %s at shutdown failed", held.topic, key[1], exc_info=True)
+        self.held.clear()
+
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Scan every ``renewSchedulePeriodMillis`` until cancelled."""
+        """Scan every ``renewSchedulePeriodMillis`` until cancelled, then :meth:`clear_all` (synchronously, before
+        the broker's store, which stops after the front, is closed)."""
         task_status.started()
-        while True:
-            await trio.sleep(self.config.renew_schedule_period_millis / 1000)
-            self.scan()
+        try:
+            while True:
+                await trio.sleep(self.config.renew_schedule_period_millis / 1000)
+                self.scan()
+        finally:
+            self.clear_all()
