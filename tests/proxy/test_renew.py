@@ -232,3 +232,37 @@ async def test_a_stopping_proxy_makes_the_messages_it_renews_visible_again_at_on
     [again] = received(activity, "other@1", auto_renew=False)
     assert (again.body, again.system_properties.delivery_attempt) == (message.body, 2)
     assert activity.consuming.renew.held == {}
+
+
+async def test_a_renewal_refused_max_renew_retry_times_in_a_row_is_given_up(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """DefaultReceiptHandleManager.startRenewMessage tries a refused renewal again at the next scans, counting the
+    tries (a success resets the count), and stops renewing the message once ``maxRenewRetryTimes`` (3) tries in a
+    row failed: it becomes visible when its handle says. Ours tried again at every scan for as long as the store
+    refused (``maxRenewRetryTimes`` was unknown)."""
+    activity = await start(embedded_cluster, nursery, ProxyConfig(), loop=False)
+    await nursery.start(keep_alive, activity, "push@1")
+    [message] = received(activity, "push@1")
+    store, renew = embedded_cluster.controller.context.store, activity.consuming.renew
+
+    def refused_scan() -> None:  # the store's own disk check resets the refusal in virtual time: set it each time
+        store.disk_full_reason = "disk full (test)"
+        try:
+            renew.scan()
+        finally:
+            store.disk_full_reason = None
+
+    await trio.sleep(55)  # due for renewal (within renewAheadTimeMillis of its 60 s)
+    refused_scan()
+    refused_scan()
+    renew.scan()  # renewed: +1 m, the count of failed tries starts again
+    await trio.sleep(55)
+    for _ in range(3):
+        refused_scan()
+    assert len(renew.held) == 1  # three tries in a row failed: still renewed on the next scan, were it to succeed
+    renew.scan()
+    assert renew.held == {}, "renewing went on after maxRenewRetryTimes failed tries"
+    await trio.sleep(20)  # past the visible time of the last renewal (+1 m at 55 s), and the revive loop's pass
+    [again] = received(activity, "other@1", auto_renew=False)
+    assert (again.body, again.system_properties.delivery_attempt) == (message.body, 2)
