@@ -79,6 +79,8 @@ class ProxyConfig:
     renew_schedule_period_millis: int = attrs.field(default=5_000, metadata=JAVA_LONG)
     renew_ahead_time_millis: int = attrs.field(default=10_000, metadata=JAVA_LONG)
     renew_max_time_millis: int = attrs.field(default=3 * 3600 * 1000, metadata=JAVA_LONG)
+    #: Renewals refused in a row before a handle is no longer renewed (it becomes visible when it says).
+    max_renew_retry_times: int = 3
     invisible_time_millis_when_clear: int = attrs.field(default=1_000, metadata=JAVA_LONG)
     #: The route cache of proxy/route.py (TopicRouteService's): a topic's route is asked of the name server again once
     #: this old (s), a cached one serves while no name server answers up to the expiry (s), and at most this many

@@ -12,8 +12,9 @@ and ForwardMessageToDeadLetterQueue :meth:`~RenewTable.take` the entry and act o
 still holds the first one.
 
 The table lives on the Trio thread. A renewal refused by the pop service (the handle expired, the topic is gone) drops
-the entry; one the store refuses (a full disk, the timer's limit) keeps it for the next scan, and a release it refuses
-is logged (the message becomes visible when its handle says); nothing here raises.
+the entry; one the store refuses (a full disk, the timer's limit) keeps it for the next scan, up to
+``maxRenewRetryTimes`` refusals in a row (then it is dropped, as DefaultReceiptHandleManager does), and a release it
+refuses is logged (the message becomes visible when its handle says); nothing here raises.
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ class _Held:
     received_ms: int
     attempt: int
     renewals: int = 0
+    #: renewals refused in a row (reset by one that succeeds)
+    retries: int = 0
 
 
 def _retry_delay_ms(attempt: int) -> int:
@@ -93,6 +96,10 @@ class RenewTable:
                 self._release(key, held, config.invisible_time_millis_when_clear)
             elif held.handle.visible_at - now > config.renew_ahead_time_millis:
                 continue
+            elif held.retries >= config.max_renew_retry_times:
+                # DefaultReceiptHandleManager.startRenewMessage: given up, visible when its handle says
+                _refusals.warning("renewing %s of %s given up after %d refusals", held.topic, group, held.retries)
+                del self.held[key]
             elif now - held.received_ms >= config.renew_max_time_millis:
                 self._release(key, held, _retry_delay_ms(held.attempt))
             else:
@@ -101,9 +108,10 @@ class RenewTable:
                     outcome, renewed = self.pop.change_invisible(group, held.topic, held.handle, step)
                 except (PutRefusedError, RequestRejected) as exc:
                     _refusals.warning("renewing %s of %s refused, trying again: %s", held.topic, group, exc)
+                    held.retries += 1
                     continue
                 if outcome is AckOutcome.OK and renewed is not None:
-                    held.handle, held.renewals = renewed, held.renewals + 1
+                    held.handle, held.renewals, held.retries = renewed, held.renewals + 1, 0
                 else:
                     del self.held[key]
 
