@@ -755,3 +755,30 @@ async def test_receives_parked_past_the_pop_polling_size_answer_polling_full(
     assert answers == [Code.MESSAGE_NOT_FOUND] * 1026
     stream = await activity.consuming.receive(_receive_request("GParked", "Parked"), md("c@1"), 7.5)
     assert stream[0].status.code == Code.MESSAGE_NOT_FOUND  # parked again once the others left
+
+
+@pytest.mark.parametrize(
+    ("version", "code"),
+    [(None, Code.BAD_REQUEST), ("5.0.2", Code.BAD_REQUEST), ("5.0.3", Code.ILLEGAL_POLLING_TIME),
+     ("5.0.8", Code.ILLEGAL_POLLING_TIME)],
+)  # fmt: skip
+async def test_a_deadline_too_short_for_polling_is_checked_first_and_answered_as_the_client_knows(
+    embedded_cluster: EmbeddedCluster,
+    autojump_clock: trio.testing.MockClock,
+    nursery: trio.Nursery,
+    version: str | None,
+    code: int,
+) -> None:
+    """ReceiveMessageActivity checks the polling time before anything else (the topic's and group's names too): with
+    less than grpcClientConsumerMinLongPollingTimeoutMillis (5 s) left before the deadline it answers
+    ILLEGAL_POLLING_TIME, or BAD_REQUEST to a client without ``x-mq-client-version`` or older than 5.0.3, which
+    predates that code, with "The deadline time remaining is not enough for polling, please check network
+    condition". Ours checked it last and answered ILLEGAL_POLLING_TIME to every client."""
+    activity = await _activity(embedded_cluster, nursery)
+    headers = md("c@1") if version is None else {**md("c@1"), "x-mq-client-version": version}
+    for topic in ("Short", "an illegal topic"):
+        stream = await activity.consuming.receive(_receive_request("GShort", topic), headers, 3.0)
+        assert (stream[0].status.code, stream[0].status.message) == (
+            code,
+            "The deadline time remaining is not enough for polling, please check network condition",
+        )
