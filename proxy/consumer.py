@@ -4,13 +4,13 @@ broker's :class:`~broker.pop.PopService`.
 
 Every consumer RPC first refuses an illegal or system topic or group (GrpcValidator.validateTopicAndConsumerGroup).
 Receive checks the request as RocketMQ's proxy does (invisible time within [10 s, 12 h] unless auto-renew, which gets
-60 s; polling window, without one the time left less half the client's request timeout, clamped to [5 s, 20 s] and
-cut to the caller's deadline, else ILLEGAL_POLLING_TIME; batch ≤ 32), then pops; with nothing to hand out it waits for
-an arrival on the topic or its retry topic (an orderly one also for the end of a queue's batch in flight) until the
-window ends. The answer is RocketMQ's stream shape: a status, the messages, a ``delivery_timestamp``. The group is
-orderly (FIFO) when the client's Settings or the group's ``consumeMessageOrderly`` say so; a FIFO receive repeating the
-attempt id of a queue's delivery in flight gets that delivery again (ReceiveMessageActivity passes ``attempt_id``
-down).
+60 s; polling window, without one the time left less half the client's request timeout, clamped to [5 s, 20 s], cut to
+the caller's deadline, else ILLEGAL_POLLING_TIME, checked first; batch ≤ 32), then pops; with nothing to hand out it
+waits for an arrival on the topic or its retry topic (an orderly one also for the end of a queue's batch in flight)
+until the window ends. The answer is RocketMQ's stream shape: a status, the messages, a ``delivery_timestamp``. The
+group is orderly (FIFO) when the client's Settings or the group's ``consumeMessageOrderly`` say so; a FIFO receive
+repeating the attempt id of a queue's delivery in flight gets that delivery again (ReceiveMessageActivity passes
+``attempt_id`` down).
 ForwardMessageToDeadLetterQueue is a CONSUMER_SEND_MSG_BACK through the broker's own send-back processor
 (:class:`~proxy.local.LocalInvoker`), as in RocketMQ's local mode; a popped message whose attempts are used up is not
 handed out but goes the same way (without waiting for the flush) and is acked, as RocketMQ's
@@ -83,6 +83,9 @@ class _Receive:
 
 _MAX_BATCH: Final = 32
 _CLIENT_ID: Final = "x-mq-client-id"
+_CLIENT_VERSION: Final = "x-mq-client-version"
+#: ReceiveMessageActivity.ILLEGAL_POLLING_TIME_INTRODUCED_CLIENT_VERSION: older clients get BAD_REQUEST instead.
+_ILLEGAL_POLLING_TIME_SINCE: Final = "5.0.3"
 #: RocketMQ's ReceiveMessageResponseStreamWriter.NACK_INVISIBLE_TIME: a message a broken stream did not write is
 #: visible again this soon.
 NACK_INVISIBLE_MS: Final = 1000
@@ -152,13 +155,14 @@ class Consuming:
         if 0 < high < invisible:
             raise RpcError(Code.ILLEGAL_INVISIBLE_TIME, f"the invisibleTime is too large. max is {high}")
 
-    def _poll_seconds(self, req: Any, deadline: float | None, settings: Any) -> float:
+    def _poll_seconds(self, req: Any, deadline: float | None, settings: Any, client_version: str | None) -> float:
         """ReceiveMessageActivity's polling time (proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/consumer/
         ReceiveMessageActivity.java): the request's ``long_polling_timeout``, else the time left before
         the deadline less half the request timeout of the client's ``settings`` (the time its answer has to reach
         the client; the official Go simple consumer sends no polling timeout), within [min, max]
-        LongPollingTimeoutMillis and cut to the deadline; ILLEGAL_POLLING_TIME when less than the minimum is left.
-        Without a deadline (RocketMQ's proxy fails such a request) the maximum."""
+        LongPollingTimeoutMillis and cut to the deadline; ILLEGAL_POLLING_TIME when less than the minimum is left,
+        BAD_REQUEST to a client without a version or one older than 5.0.3 (compared as Java compares the strings),
+        which predates that code. Without a deadline (RocketMQ's proxy fails such a request) the maximum."""
         config = self.config
         low = config.grpc_client_consumer_min_long_polling_timeout_millis / 1000
         high = config.grpc_client_consumer_max_long_polling_timeout_millis / 1000
@@ -174,7 +178,11 @@ class Consuming:
         if deadline is not None and poll > deadline:
             poll = deadline
             if poll < low:
-                raise RpcError(Code.ILLEGAL_POLLING_TIME, "the deadline is too short for long polling")
+                old = client_version is None or client_version < _ILLEGAL_POLLING_TIME_SINCE
+                raise RpcError(
+                    Code.BAD_REQUEST if old else Code.ILLEGAL_POLLING_TIME,
+                    "The deadline time remaining is not enough for polling, please check network condition",
+                )
         return poll
 
     def receive_now(self, req: Any, metadata: dict[str, str], deadline: float | None) -> list[Any] | None:
@@ -216,17 +224,19 @@ class Consuming:
         """The receive's checks: the topic's and group's names first (ReceiveMessageActivity's
         validateTopicAndConsumerGroup: a system topic or group is no consumer's, and popping the revive topic would
         take its checkpoints from the revive loop), then the group and topic known, the filter, the times, and last a
-        readable queue (ConsumerProcessor.popMessage's queue selection)."""
+        readable queue (ConsumerProcessor.popMessage's queue selection). The polling time comes before all of them,
+        as in ReceiveMessageActivity."""
+        session = self.sessions.sessions.get(metadata.get(_CLIENT_ID, ""))
+        settings = None if session is None else session.settings
+        poll = self._poll_seconds(req, deadline, settings, metadata.get(_CLIENT_VERSION))
         topic = req.message_queue.topic.name
         check_names(topic, req.group.name)
         group = self._group(req.group.name)
         topic_config = self._topic(topic)
-        session = self.sessions.sessions.get(metadata.get(_CLIENT_ID, ""))
         config = self.broker.groups.get(group)
         fifo = (session is not None and session.fifo) or (config is not None and config.consume_message_orderly)
         tags, property_filter = self._filter(topic, req.filter_expression)
-        settings = None if session is None else session.settings
-        invisible, poll = self._invisible_ms(req), self._poll_seconds(req, deadline, settings)
+        invisible = self._invisible_ms(req)
         _read_perm(topic_config, self.broker.config.broker_permission)
         return _Receive(
             group=group,
