@@ -4,16 +4,24 @@ store/.../CommitLog.java). Each test states what the Java broker does and fails 
 from __future__ import annotations
 
 import random
+import time
+from datetime import datetime
+
+import attrs
+import trio
 
 from broker.context import BrokerState
+from processors.hold import HoldService
+from processors.runtime_info import runtime_table
 from processors.send_back import ConsumerSendMsgBackProcessor
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand, request
 from remoting.codec.message import BatchEntry, MessageExt, decode_record, encode_batch_body
 from remoting.codec.msgid import decode_offset_msg_id
 from remoting.processor import RequestContext
+from remoting.server import RemotingServer
 from store.metadata_files import PERM_READ, TopicConfig
-from tests.processors.conftest import RawPeer, ServedBroker, send_request
+from tests.processors.conftest import TOPIC, MakeBroker, RawPeer, ServedBroker, send_request
 
 
 def stored(broker: BrokerState, response: RemotingCommand) -> list[MessageExt]:
@@ -126,3 +134,30 @@ async def test_a_delay_property_that_is_not_a_number_is_refused_and_not_stored(
     response = await round_trip(served_address, send_request(properties="DELAY\x01abc"))
     assert response.code == ResponseCode.SYSTEM_ERROR
     assert served.broker.store.max_offset_in_queue("TopicTest", 0) == 0
+
+
+async def test_sends_before_start_accept_send_request_timestamp_answer_system_error(
+    make_broker: MakeBroker, nursery: trio.Nursery
+) -> None:
+    """BrokerConfig ``startAcceptSendRequestTimeStamp``: until then SendMessageProcessor.preSend (and sendMessage)
+    answers SYSTEM_ERROR "broker unable to service, until <UtilAll.timeMillisToHumanString2>" to every send, single
+    or batch; GET_BROKER_RUNTIME_INFO reports the setting. Once it has passed, sends are served."""
+    until = int(time.time() * 1000) + 3_600_000
+    broker = make_broker(start_accept_send_request_time_stamp=until)
+    hold = HoldService()
+    served = ServedBroker(broker, hold)
+    await nursery.start(hold.run)
+    await nursery.start(served.dispatcher.run)
+    address = await nursery.start(RemotingServer(served.dispatcher).serve, "127.0.0.1", 0)
+    human = datetime.fromtimestamp(until / 1000).strftime("%Y-%m-%d %H:%M:%S,%f")[:-3]
+    batch = batch_request(encode_batch_body([BatchEntry(b"a", "TAGS\x01x")]))
+    for req in (send_request(), send_request(code=RequestCode.SEND_MESSAGE), batch):
+        response = await round_trip(address, req)
+        assert (response.code, response.remark) == (
+            ResponseCode.SYSTEM_ERROR,
+            f"broker unable to service, until {human}",
+        )
+    assert broker.store.max_offset_in_queue(TOPIC, 0) == 0
+    assert runtime_table(broker, {}, until)["startAcceptSendRequestTimeStamp"] == str(until)
+    broker.config = attrs.evolve(broker.config, start_accept_send_request_time_stamp=until - 7_200_000)
+    assert (await round_trip(address, send_request())).code == ResponseCode.SUCCESS
