@@ -209,6 +209,9 @@ class BrokerConfig(ListenerSettings):
     #: Data more than this percentage of RAM behind the CommitLog head is "not in memory": pulls then suggest
     #: ``whichBrokerWhenConsumeSlowly`` (with ``slaveReadEnable``) and read smaller batches.
     access_message_in_memory_max_ratio: int = 40
+    #: Epoch ms before which every send, batch send and reply answers SYSTEM_ERROR "broker unable to service, until
+    #: ..." (common/.../BrokerConfig.java, checked by SendMessageProcessor.preSend); 0: sends are served at once.
+    start_accept_send_request_time_stamp: int = attrs.field(default=0, metadata=JAVA_LONG)
     #: Request-reply (processors/reply.py): store replies besides pushing them to the requester.
     store_reply_message_enable: bool = True
     #: RocketMQ 5's metrics settings (docs/metrics.md): ``PROM`` (or 2) serves Prometheus text at

@@ -57,6 +57,8 @@ class ReplyMessageProcessor(SendMessageProcessor):
             return request.response(
                 ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {request.code} not supported"
             )
+        if (refused := self.not_yet_accepting(request)) is not None:
+            return refused
         send_code = (
             RequestCode.SEND_MESSAGE if request.code == RequestCode.SEND_REPLY_MESSAGE else RequestCode.SEND_MESSAGE_V2
         )

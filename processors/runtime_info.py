@@ -22,7 +22,7 @@ whose appends write the ConsumeQueue and index entries in the same call).
 Constant by construction rather than by omission: ``pageCacheLockTimeMills`` (appends are
 synchronous on the one Trio thread, so no append holds the CommitLog while this runs),
 ``remainTransientStoreBufferNumbs`` (``Integer.MAX_VALUE``: there is no transient store pool, as in Java with the
-pool off) and ``startAcceptSendRequestTimeStamp`` (0: sends are accepted from the start). Pools other than Java's
+pool off). ``startAcceptSendRequestTimeStamp`` is the setting's value. Pools other than Java's
 send, pull and query ones are reported under their camelCase family names too. Nothing here raises; an unreadable
 directory gives Java's -1.
 """
@@ -125,7 +125,7 @@ def runtime_table(broker: BrokerContext, pools: Mapping[str, ProcessorPool], now
         "brokerVersionDesc": "V4_9_8",
         "bootTimestamp": str(boot),
         "runtime": runtime_text(now_ms - boot if boot else 0),
-        "startAcceptSendRequestTimeStamp": "0",
+        "startAcceptSendRequestTimeStamp": str(broker.config.start_accept_send_request_time_stamp),
         "brokerAddr": broker.broker_addr,
     }
     table.update(_store_entries(broker))

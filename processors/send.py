@@ -23,7 +23,9 @@ store append. Profiled with ``python -m bench.broker --profile``: the store appe
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Callable
+from datetime import datetime
 from typing import TYPE_CHECKING, Final
 
 from processors.common import FAQ_SUFFIX, RequestRejected, born_host
@@ -100,6 +102,7 @@ class SendMessageProcessor:
         self.base_fields: dict[str, str] = {}
         self.cluster = ""
         self._reject_transactions = False
+        self.start_accept_ms = 0
         #: The reader's shortcut for the common SEND_MESSAGE_V2 (:mod:`processors.send_fast`), for
         #: :meth:`~remoting.dispatch.Dispatcher.register_fast`.
         self.fast = SendFastPath(self)
@@ -114,6 +117,19 @@ class SendMessageProcessor:
         self.base_fields = {"MSG_REGION": config.region_id, "TRACE_ON": "true" if config.trace_on else "false"}
         self.cluster = config.broker_cluster_name
         self._reject_transactions = config.reject_transaction_message
+        self.start_accept_ms = config.start_accept_send_request_time_stamp
+
+    def not_yet_accepting(self, request: RemotingCommand) -> RemotingCommand | None:
+        """SYSTEM_ERROR "broker unable to service, until <time>" before ``startAcceptSendRequestTimeStamp``, as
+        broker/src/main/java/org/apache/rocketmq/broker/processor/SendMessageProcessor.java (preSend) and
+        ReplyMessageProcessor.java answer ahead of any other check; None once sends are accepted."""
+        until = self.start_accept_ms
+        if until <= 0 or time.time() * 1000 >= until:
+            return None
+        human = datetime.fromtimestamp(until / 1000).strftime("%Y-%m-%d %H:%M:%S,%f")[:-3]  # timeMillisToHumanString2
+        return request.response(
+            ResponseCode.SYSTEM_ERROR, f"broker unable to service, until {human}", dict(self.base_fields)
+        )
 
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
         self.adopt_config()
@@ -133,6 +149,8 @@ class SendMessageProcessor:
         """:meth:`process` of a request whose header is already parsed (the gRPC front door builds the header
         itself, proxy/local.py): the request's ``ext_fields`` are not read."""
         self.adopt_config()
+        if (refused := self.not_yet_accepting(request)) is not None:
+            return refused
         try:
             if header.batch:
                 return await self._send_batch(ctx, request, header)

@@ -84,6 +84,8 @@ class SendFastPath:
         opaque, topic, properties, queue_id, sys_flag, message_flag, born, reconsume = parsed
         processor = self._processor
         processor.adopt_config()
+        if processor.start_accept_ms > 0 and time.time() * 1000 < processor.start_accept_ms:
+            return False  # the general path refuses it (startAcceptSendRequestTimeStamp)
         broker = processor.broker
         config = broker.topics.get(topic)
         if config is None or topic in NOT_ALLOWED_SEND_TOPICS or topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
