@@ -209,6 +209,11 @@ class BrokerConfig(ListenerSettings):
     #: Data more than this percentage of RAM behind the CommitLog head is "not in memory": pulls then suggest
     #: ``whichBrokerWhenConsumeSlowly`` (with ``slaveReadEnable``) and read smaller batches.
     access_message_in_memory_max_ratio: int = 40
+    #: Protect the broker from consumers reading far behind (common/.../BrokerConfig.java; BrokerController
+    #: .protectBroker, every 3 minutes): a group whose last pull of a queue was more than
+    #: ``consumerFallbehindThreshold`` CommitLog bytes behind the head gets ``consumeEnable`` false.
+    disable_consume_if_consumer_read_slowly: bool = False
+    consumer_fallbehind_threshold: int = attrs.field(default=16 << 30, metadata=JAVA_LONG)
     #: Epoch ms before which every send, batch send and reply answers SYSTEM_ERROR "broker unable to service, until
     #: ..." (common/.../BrokerConfig.java, checked by SendMessageProcessor.preSend); 0: sends are served at once.
     start_accept_send_request_time_stamp: int = attrs.field(default=0, metadata=JAVA_LONG)

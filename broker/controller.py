@@ -43,6 +43,7 @@ from broker.broker_config import BrokerConfig, checked_roles
 from broker.context import BrokerState, build_context, config_dir_of, load_managers
 from broker.dledger_mode import follow_roles, reassert_master
 from broker.metrics import broker_exporter
+from broker.protection import BrokerProtection
 from broker.registration import BrokerRegistration
 from broker.replication import ReplicationRole
 from broker.role_services import RoleServices
@@ -300,6 +301,7 @@ class BrokerController:
             await nursery.start(ctx.clients.run)
             await nursery.start(self.hold.run)
             await nursery.start(ctx.stats.run)
+            await nursery.start(BrokerProtection(ctx).run)
             await nursery.start(self.put_futures.run)
             await nursery.start(self.role_services.run)
             if self.acl is not None:

@@ -15,6 +15,7 @@ import logging
 from pathlib import Path
 from typing import Final
 
+import attrs
 import trio
 
 from broker.broker_config import BrokerConfig
@@ -118,6 +119,15 @@ class SubscriptionGroupManager:
         self._table[config.group_name] = config
         log.info("subscription group %s updated: %s", config.group_name, config)
         self._changed()
+
+    def disable_consume(self, group: str) -> None:
+        """Turn the known group's ``consumeEnable`` off in memory, bumping the data version but saving nothing: as
+        broker/src/main/java/org/apache/rocketmq/broker/subscription/SubscriptionGroupManager.java disableConsume
+        (the next save of the table writes it)."""
+        old = self._table.get(group)
+        if old is not None:
+            self._table[group] = attrs.evolve(old, consume_enable=False)
+            self.data_version = self.data_version.next_version()
 
     def delete(self, group: str) -> SubscriptionGroupConfig | None:
         """Remove a group; returns it, or ``None`` when unknown (nothing changes then)."""

@@ -217,6 +217,10 @@ class PullMessageProcessor:
             property_filter=property_filter,
         )
         code, next_offset = self._code_of(result, offset)
+        if result.fall_behind >= 0:
+            self.broker.stats.record_fall_behind(
+                header.consumer_group, header.topic, header.queue_id, result.fall_behind
+            )
         # A slave without offsetCheckInSlave keeps the requested offset (RocketMQ's nextOffsetCorrection) and turns
         # PULL_OFFSET_MOVED into a retry at the same place, suggesting the group's broker, with no moved event.
         moved_on_slave = not corrects and code == ResponseCode.PULL_OFFSET_MOVED

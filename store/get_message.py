@@ -154,4 +154,4 @@ def get_message(
         status = GetStatus.FOUND
     suggest = max_phy - last_phy > memory_limit
     views = [view[start:end] for view, start, end in runs]  # type: ignore[index]
-    return GetResult(status, offset + scanned, lo, hi, views, sizes, queue_offsets, suggest)
+    return GetResult(status, offset + scanned, lo, hi, views, sizes, queue_offsets, suggest, max_phy - last_phy)

@@ -171,6 +171,9 @@ class GetResult:
     sizes: list[int] = attrs.field(factory=list)
     queue_offsets: list[int] = attrs.field(factory=list)
     suggest_pulling_from_slave: bool = False
+    #: CommitLog bytes between the head and the last queue entry read (DefaultMessageStore.getMessage's
+    #: ``maxOffsetPy - maxPhyOffsetPulling``); -1 when no entry was read.
+    fall_behind: int = -1
 
     @property
     def messages(self) -> list[memoryview]:

@@ -126,6 +126,9 @@ class BrokerStatsManager:
         #: Java's BrokerStats: the put/get totals at the last two local midnights (0 until the first one passes).
         self.day_totals = {"put_yesterday": 0, "put_today": 0, "get_yesterday": 0, "get_today": 0}
         self._day: tuple[int, int] | None = None
+        #: (group, topic, queue id) -> CommitLog bytes the queue's last pull was behind the head (Java's
+        #: GROUP_GET_FALL_SIZE moment items, read by BrokerController.protectBroker)
+        self.fall_behind: dict[tuple[str, str, int], int] = {}
 
     # ---- hot path ----------------------------------------------------------------------------------------------
 
@@ -140,6 +143,10 @@ class BrokerStatsManager:
         ms = elapsed_ns // _NS_PER_MS
         if ms > self.get_max_ms:
             self.get_max_ms = ms
+
+    def record_fall_behind(self, group: str, topic: str, queue_id: int, size: int) -> None:
+        """A pull of ``queue_id`` read entries ``size`` CommitLog bytes behind the head (recordDiskFallBehindSize)."""
+        self.fall_behind[(group, topic, queue_id)] = size
 
     def record_get(
         self, group: str, topic: str, queue_id: int, count: int, size: int, next_offset: int, elapsed_ns: int = 0
@@ -253,6 +260,8 @@ class BrokerStatsManager:
         self.incoming.pop(topic, None)
         for pair in [p for p in self.dlq_messages if p[1] == topic]:
             del self.dlq_messages[pair]
+        for key in [k for k in self.fall_behind if k[1] == topic]:
+            del self.fall_behind[key]
         self._puts.forget(topic)
 
     def on_group_deleted(self, group: str) -> None:
@@ -266,6 +275,8 @@ class BrokerStatsManager:
             del self.pull_offsets[pair]
         for pair in [p for p in self.dlq_messages if p[0] == group]:
             del self.dlq_messages[pair]
+        for key in [k for k in self.fall_behind if k[0] == group]:
+            del self.fall_behind[key]
 
     # ---- sampling ----------------------------------------------------------------------------------------------
 
