@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable
+from types import FrameType
+
 import trio
 import trio.testing
 
@@ -130,3 +134,57 @@ async def test_a_burst_of_changes_notifies_each_member_once_not_once_per_change(
         await trio.testing.wait_all_tasks_blocked()
         assert registry.notifications_sent == len(members) + len(members) - 1
         nursery.cancel_scope.cancel()
+
+
+def lines_run(call: Callable[[], object]) -> int:
+    """How many Python lines ``call`` executes (a deterministic measure of its cost, unlike a timing)."""
+    count = 0
+
+    def tracer(frame: FrameType, event: str, arg: object) -> Callable[..., object]:
+        nonlocal count
+        if event == "line":
+            count += 1
+        return tracer
+
+    sys.settrace(tracer)
+    try:
+        call()
+    finally:
+        sys.settrace(None)
+    return count
+
+
+async def test_finding_a_requesters_channel_costs_the_same_among_ten_or_thousands_of_producers() -> None:
+    """Each reply (SEND_REPLY_MESSAGE) looks up the requester's channel by client id: RocketMQ's
+    ProducerManager.findChannel reads a client-id map (broker/src/main/java/org/apache/rocketmq/broker/client/
+    ProducerManager.java clientChannelTable); scanning every producer connection per reply made a broker with
+    thousands of producers spend its reply pool on the scan."""
+    costs = []
+    for producers in (10, 3000):
+        registry = ClientRegistry()
+        for i in range(producers):
+            registry.register_producer(f"pg{i % 50}", registry.channel_info(connection(i), f"c{i}"))
+        found = registry.find_producer_channel("c5")
+        assert found is not None and found.client_id == "c5"
+        costs.append(lines_run(lambda registry=registry: registry.find_producer_channel("c5")))
+    assert costs[0] == costs[1]
+
+
+async def test_a_requesters_channel_follows_its_connections(autojump_clock: trio.testing.MockClock) -> None:
+    """The most recently heartbeated open connection of the client id; gone once unregistered, closed or expired."""
+    registry = ClientRegistry()
+    a, b = connection(1), connection(2)
+    registry.register_producer("pg", registry.channel_info(a, "c1"))
+    await trio.sleep(1)
+    registry.register_producer("other", registry.channel_info(b, "c1"))
+    found = registry.find_producer_channel("c1")
+    assert found is not None and found.connection is b
+    registry.connection_closed(b)
+    found = registry.find_producer_channel("c1")
+    assert found is not None and found.connection is a
+    assert registry.unregister_producer("pg", a)
+    assert registry.find_producer_channel("c1") is None
+    registry.register_producer("pg", registry.channel_info(a, "c1"))
+    await trio.sleep(121)
+    assert registry.scan_not_active_channels() == 1
+    assert registry.find_producer_channel("c1") is None
