@@ -32,7 +32,10 @@ log = logging.getLogger(__name__)
 
 class LocalChannel(Connection):
     """The connection a local request seems to come from (``remote`` is the gRPC peer): responses written to it
-    complete the waiting :meth:`LocalInvoker.invoke`."""
+    complete the waiting :meth:`LocalInvoker.invoke`. Only a request still waited for takes its answer; one written
+    after its wait ended (its timeout) is dropped instead of being kept for ever, as RocketMQ's local proxy channel
+    answers only in-flight requests (proxy/src/main/java/org/apache/rocketmq/proxy/service/channel/
+    InvocationChannel.java ``inFlightRequestMap``)."""
 
     def __init__(self, remote: tuple[str, int]) -> None:
         super().__init__(cast(Any, None), remote, ("127.0.0.1", 0))
@@ -40,10 +43,12 @@ class LocalChannel(Connection):
         self.events: dict[int, trio.Event] = {}
 
     def send_nowait(self, cmd: RemotingCommand) -> None:
+        event = self.events.get(cmd.opaque)
+        if event is None:
+            log.debug("dropped a late local answer (opaque %d)", cmd.opaque)
+            return
         self.answers[cmd.opaque] = cmd
-        event = self.events.pop(cmd.opaque, None)
-        if event is not None:
-            event.set()
+        event.set()
 
     async def send(self, cmd: RemotingCommand) -> None:
         self.send_nowait(cmd)
@@ -81,11 +86,12 @@ class LocalInvoker:
     async def invoke(self, request: RemotingCommand, peer: tuple[str, int], timeout: float = 10.0) -> RemotingCommand:
         channel = self.channel(peer)
         processor = self._table[request.code]
+        channel.events[request.opaque] = trio.Event()
         try:
             response = await processor.process(channel.context, request)
         except Exception as exc:
             log.warning("local %d failed", request.code, exc_info=True)
-            return request.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+            response = request.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
         return await self._answer(channel, request, response, timeout)
 
     async def invoke_oneway(self, request: RemotingCommand, peer: tuple[str, int]) -> None:
@@ -100,27 +106,30 @@ class LocalInvoker:
         fields written and read back); answered as :meth:`invoke` answers."""
         channel = self.channel(peer)
         cmd = commands.request(RequestCode.SEND_MESSAGE_V2, {}, body)
+        channel.events[cmd.opaque] = trio.Event()
         try:
             response = await self._send.process_parsed(channel.context, cmd, header)
         except Exception as exc:
             log.warning("local send failed", exc_info=True)
-            return cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+            response = cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
         return await self._answer(channel, cmd, response, timeout)
 
     @staticmethod
     async def _answer(
         channel: LocalChannel, request: RemotingCommand, response: RemotingCommand | None, timeout: float
     ) -> RemotingCommand:
-        """The processor's response, or the one it writes to ``channel`` later (within ``timeout``)."""
-        if response is not None:
-            return response
-        answered = channel.answers.pop(request.opaque, None)
-        if answered is not None:
-            return answered
-        event = channel.events[request.opaque] = trio.Event()
-        with trio.move_on_after(timeout):
-            await event.wait()
-        channel.events.pop(request.opaque, None)
-        return channel.answers.pop(request.opaque, None) or request.response(
-            ResponseCode.SYSTEM_ERROR, "no answer from the broker in time"
-        )
+        """The processor's response, or the one it writes to ``channel`` later (within ``timeout``); the request's
+        wait (registered before the processor ran) ends here either way."""
+        opaque = request.opaque
+        try:
+            if response is not None:
+                return response
+            event = channel.events.get(opaque)
+            if event is not None:
+                with trio.move_on_after(timeout):
+                    await event.wait()
+            answered = channel.answers.get(opaque)
+            return answered or request.response(ResponseCode.SYSTEM_ERROR, "no answer from the broker in time")
+        finally:
+            channel.events.pop(opaque, None)
+            channel.answers.pop(opaque, None)
