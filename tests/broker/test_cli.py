@@ -149,3 +149,18 @@ async def test_embedded_module_prints_both_boot_lines_and_stops_on_sigint(tmp_pa
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
+
+
+def test_an_empty_namesrv_addr_in_the_config_file_is_not_replaced_by_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """BrokerConfig's namesrvAddr defaults to the NAMESRV_ADDR environment variable, then MixAll.properties2Object
+    sets every key the file has, an empty ``namesrvAddr=`` too: the file's empty value wins and RocketMQ 5.3.3's
+    BrokerStartup (``StringUtils.isNotBlank``) starts the broker without name servers."""
+    monkeypatch.setenv("NAMESRV_ADDR", "env:1")
+    conf = tmp_path / "broker.conf"
+    conf.write_text("brokerName=b\nnamesrvAddr=\n")
+    assert build_config(str(conf), [], None).namesrv_addr == ""
+    assert build_config(None, ["--namesrvAddr="], None).namesrv_addr == ""
+    conf.write_text("brokerName=b\n")
+    assert build_config(str(conf), [], None).namesrv_addr == "env:1"
