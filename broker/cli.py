@@ -88,8 +88,10 @@ def build_config(config_file: str | None, extra: list[str], namesrv_addr: str | 
     _, not_proxy = apply_properties(ProxyConfig(), {k: props[k] for k in unknown})
     for key in not_proxy:
         click.echo(f"mqbroker: ignoring unknown property {key!r}", err=True)
-    if namesrv_addr is None and not config.namesrv_addr:
-        # Java falls back to the NAMESRV_ADDR environment variable when nothing else names the name servers.
+    if namesrv_addr is None and "namesrvAddr" not in props:
+        # Java's BrokerConfig defaults namesrvAddr to the NAMESRV_ADDR environment variable; a namesrvAddr the file
+        # or a property sets, even empty, replaces it (MixAll.properties2Object sets every key present, and
+        # broker/src/main/java/org/apache/rocketmq/broker/BrokerStartup.java of 5.3.3 then runs without name servers).
         namesrv_addr = os.environ.get("NAMESRV_ADDR")
     if namesrv_addr is not None:
         config = attrs.evolve(config, namesrv_addr=namesrv_addr)
