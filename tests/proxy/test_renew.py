@@ -20,6 +20,7 @@ from proxy.config import ProxyConfig, proxy_config_from
 from proxy.messaging import MessagingActivity
 from proxy.pb import definition, service
 from proxy.startup import build_activity
+from store.metadata_files import SubscriptionGroupConfig
 from tests.proxy.test_sessions import consumer_settings
 from tests.semantics.helpers import create_topic, use_virtual_store_clock
 
@@ -266,3 +267,24 @@ async def test_a_renewal_refused_max_renew_retry_times_in_a_row_is_given_up(
     await trio.sleep(20)  # past the visible time of the last renewal (+1 m at 55 s), and the revive loop's pass
     [again] = received(activity, "other@1", auto_renew=False)
     assert (again.body, again.system_properties.delivery_attempt) == (message.body, 2)
+
+
+async def test_a_message_renewed_to_the_maximum_comes_back_after_the_groups_own_retry_policy_delay(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """DefaultReceiptHandleManager takes the delay from the group's ``groupRetryPolicy`` (RocketMQ 5.3.3's
+    SubscriptionGroupConfig): an EXPONENTIAL policy's nextDelayDuration(0) is its ``initial`` (20 s here), not the
+    default customized table's 10 s."""
+    policy = {"type": "EXPONENTIAL", "exponentialRetryPolicy": {"initial": 20000, "max": 60000, "multiplier": 2}}
+    groups = embedded_cluster.controller.context.groups
+    groups.update(SubscriptionGroupConfig.from_json({"groupName": GROUP, "groupRetryPolicy": policy}))
+    activity = await start(embedded_cluster, nursery, ProxyConfig(renew_max_time_millis=0), loop=False)
+    await nursery.start(keep_alive, activity, "push@1")
+    [first] = received(activity, "push@1")
+    await trio.sleep(55)
+    activity.consuming.renew.scan()
+    await trio.sleep(15)
+    assert received(activity, "other@1", auto_renew=False) == []
+    await trio.sleep(7)
+    [again] = received(activity, "other@1", auto_renew=False)
+    assert (again.body, again.system_properties.delivery_attempt) == (first.body, 2)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 import trio
 
@@ -19,7 +20,8 @@ from proxy.config import ProxyConfig
 from proxy.messaging import MessagingActivity
 from proxy.pb import definition, service
 from proxy.startup import build_activity
-from remoting.codec.codes import RequestCode
+from remoting.client import RemotingClient
+from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
 from remoting.codec.headers.transaction import CheckTransactionStateRequestHeader
 from remoting.codec.message import MessageRecord, encode_record
@@ -286,3 +288,38 @@ async def test_a_termination_of_a_client_neither_producer_nor_consumer_is_unreco
     answer = activity.notify_termination(_termination("GUntypedEnd"), md("c@9"))
     got = (definition.Code.Name(answer.status.code), answer.status.message)
     assert got == ("UNRECOGNIZED_CLIENT_TYPE", "CLIENT_TYPE_UNSPECIFIED"), got
+
+
+EXPONENTIAL_POLICY = {"type": "EXPONENTIAL", "exponentialRetryPolicy": {"initial": 2000, "max": 60000, "multiplier": 3}}
+CUSTOMIZED_POLICY = {"type": "CUSTOMIZED", "customizedRetryPolicy": {"next": [1000, 2000, 4000]}}
+
+
+async def test_a_groups_retry_policy_is_stored_and_reported_in_its_consumers_settings(
+    embedded_cluster: EmbeddedCluster,
+) -> None:
+    """RocketMQ 5.3.3's SubscriptionGroupConfig has a ``groupRetryPolicy`` (EXPONENTIAL or CUSTOMIZED) that
+    UPDATE_AND_CREATE_SUBSCRIPTIONGROUP sets and subscriptionGroup.json keeps; GrpcClientSettingsManager
+    .mergeSubscriptionData answers it as the Settings' backoff policy (exponential: initial, max and multiplier;
+    customized: its ``next`` delays). It was dropped, every group answered the default customized table."""
+    async with RemotingClient() as client:
+        for group, policy in (("GExp", EXPONENTIAL_POLICY), ("GCustom", CUSTOMIZED_POLICY)):
+            body = orjson.dumps({"groupName": group, "retryMaxTimes": 5, "groupRetryPolicy": policy})
+            cmd = request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {}, body)
+            answer = await client.invoke(embedded_cluster.broker_addr, cmd, 5)
+            assert answer.code == ResponseCode.SUCCESS, answer.remark
+    groups = embedded_cluster.controller.context.groups
+    for group, policy in (("GExp", EXPONENTIAL_POLICY), ("GCustom", CUSTOMIZED_POLICY)):
+        config = groups.get(group)
+        assert config is not None and config.to_json()["groupRetryPolicy"] == policy
+    activity = activity_of(embedded_cluster)
+    backoff = activity.telemetry(consumer_settings("GExp", "T1"), md("c@exp")).settings.backoff_policy
+    assert backoff.max_attempts == 6 and backoff.WhichOneof("strategy") == "exponential_backoff"
+    exponential = backoff.exponential_backoff
+    assert (exponential.initial.ToMilliseconds(), exponential.max.ToMilliseconds(), exponential.multiplier) == (
+        2000,
+        60000,
+        3,
+    )
+    backoff = activity.telemetry(consumer_settings("GCustom", "T1"), md("c@custom")).settings.backoff_policy
+    assert backoff.WhichOneof("strategy") == "customized_backoff"
+    assert [d.ToMilliseconds() for d in backoff.customized_backoff.next] == [1000, 2000, 4000]
