@@ -13,7 +13,6 @@ from remoting.codec.codes import ResponseCode
 from remoting.codec.topics import is_system_group, is_system_topic, validate_group, validate_topic
 
 __all__ = [
-    "BACKOFF_SECONDS",
     "PEER_KEY",
     "TLS_ONLY_KEY",
     "UNKNOWN_PEER",
@@ -41,9 +40,6 @@ TLS_ONLY_KEY: Final = "x-rocketrio-tls-only"
 #: (:mod:`proxy.acl`), the client registry and a message's born host show it. Never 127.0.0.1, which white lists
 #: may trust.
 UNKNOWN_PEER: Final = ("0.0.0.0", 0)
-#: The default group retry policy's delays (RocketMQ's CustomizedRetryPolicy): 1s 5s 10s 30s 1m ... 2h.
-BACKOFF_SECONDS: Final = (1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200)
-
 #: ResponseBuilder.RESPONSE_CODE_MAPPING: what a broker answer relayed as is becomes; any other code is
 #: INTERNAL_SERVER_ERROR.
 _RELAYED: Final = {

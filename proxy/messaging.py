@@ -22,7 +22,6 @@ from broker.pop import PopService
 from processors.topic_attributes import MESSAGE_TYPE, TopicMessageType, topic_type
 from proxy.acl import GrpcAcl
 from proxy.common import (
-    BACKOFF_SECONDS,
     TLS_ONLY_KEY,
     Code,
     RpcError,
@@ -39,7 +38,14 @@ from proxy.pb import definition, service
 from proxy.producer import Producing
 from proxy.route import ClusterRoutes
 from proxy.sessions import Push, SessionTable, subscription_data
-from remoting.codec.bodies.broker_metadata import PERM_READ, PERM_WRITE
+from remoting.codec.bodies.broker_metadata import (
+    PERM_READ,
+    PERM_WRITE,
+    CustomizedRetryPolicy,
+    ExponentialRetryPolicy,
+    GroupRetryPolicy,
+    GroupRetryPolicyType,
+)
 
 __all__ = ["MessagingActivity"]
 
@@ -297,9 +303,18 @@ class MessagingActivity:
         sub.long_polling_timeout.FromMilliseconds(self.config.grpc_client_consumer_max_long_polling_timeout_millis)
         sub.fifo = group is not None and group.consume_message_orderly
         retry_max = 16 if group is None else group.retry_max_times
-        merged.backoff_policy.max_attempts = retry_max + 1
-        for seconds in BACKOFF_SECONDS:
-            merged.backoff_policy.customized_backoff.next.add(seconds=seconds)
+        policy = merged.backoff_policy
+        policy.max_attempts = retry_max + 1
+        # mergeSubscriptionData: the group's groupRetryPolicy, an unset policy of its type being that type's default.
+        retry = GroupRetryPolicy() if group is None or group.group_retry_policy is None else group.group_retry_policy
+        if retry.type is GroupRetryPolicyType.EXPONENTIAL:
+            exponential = retry.exponential or ExponentialRetryPolicy()
+            policy.exponential_backoff.initial.FromMilliseconds(exponential.initial)
+            policy.exponential_backoff.max.FromMilliseconds(exponential.max)
+            policy.exponential_backoff.multiplier = exponential.multiplier
+        else:
+            for ms in (retry.customized or CustomizedRetryPolicy()).next:
+                policy.customized_backoff.next.add().FromMilliseconds(ms)
         return merged
 
 

@@ -27,9 +27,9 @@ import trio
 
 from broker.pop import AckOutcome, PopService, ReceiptHandle
 from processors.common import RequestRejected
-from proxy.common import BACKOFF_SECONDS
 from proxy.config import ProxyConfig
 from proxy.sessions import SessionTable
+from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig
 from remoting.ratelog import RateLimitedLog
 from store.errors import PutRefusedError
 
@@ -57,10 +57,12 @@ class _Held:
     retries: int = 0
 
 
-def _retry_delay_ms(attempt: int) -> int:
-    """The group's retry delay after delivery ``attempt``: RocketMQ's CustomizedRetryPolicy.nextDelayDuration of the
-    message's reconsumeTimes (``attempt - 1``), which reads its table at reconsumeTimes + 2 (10 s after the first)."""
-    return BACKOFF_SECONDS[min(attempt + 1, len(BACKOFF_SECONDS) - 1)] * 1000
+def _retry_delay_ms(group: SubscriptionGroupConfig | None, attempt: int) -> int:
+    """The group's retry delay after delivery ``attempt``: its groupRetryPolicy's nextDelayDuration of the message's
+    reconsumeTimes (``attempt - 1``), as DefaultReceiptHandleManager takes it; the default CustomizedRetryPolicy reads
+    its table at reconsumeTimes + 2 (10 s after the first)."""
+    policy = (group or SubscriptionGroupConfig("")).retry_policy
+    return policy.next_delay_ms(attempt - 1)
 
 
 class RenewTable:
@@ -101,7 +103,7 @@ class RenewTable:
                 _refusals.warning("renewing %s of %s given up after %d refusals", held.topic, group, held.retries)
                 del self.held[key]
             elif now - held.received_ms >= config.renew_max_time_millis:
-                self._release(key, held, _retry_delay_ms(held.attempt))
+                self._release(key, held, _retry_delay_ms(self.pop.broker.groups.get(group), held.attempt))
             else:
                 step = RENEW_STEPS_MS[min(held.renewals, len(RENEW_STEPS_MS) - 1)]
                 try:

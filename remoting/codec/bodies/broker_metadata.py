@@ -182,3 +182,129 @@ class SubscriptionGroupConfig(JsonShape):
     notify_consumer_ids_changed_enable: bool = True
     #: RocketMQ 5: pop consumers of this group get FIFO message groups in order (5.x clients' ``subscription.fifo``).
     consume_message_orderly: bool = False
+    #: RocketMQ 5.3.3: the delays a 5.x consumer of the group retries after (its Settings' backoff policy, the proxy's
+    #: release of an auto-renewed message); None: the default, CUSTOMIZED with RocketMQ's delay table. The JSON
+    #: carries ``groupRetryPolicy`` only when set, so a 4.x group keeps 4.9.8's shape.
+    group_retry_policy: GroupRetryPolicy | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out = super().to_json()
+        policy = out.pop("groupRetryPolicy")
+        if policy is not None:
+            out["groupRetryPolicy"] = policy.to_json()
+        return {k: out[k] for k in sorted(out)}
+
+    @classmethod
+    def from_json(cls, obj: object, name: str | None = None) -> SubscriptionGroupConfig:
+        m = {} if obj is None else dict(expect_object(obj, cls.__name__))
+        raw_policy = m.pop("groupRetryPolicy", None)
+        config = super().from_json(m, name)
+        if raw_policy is None:
+            return config
+        return attrs.evolve(config, group_retry_policy=GroupRetryPolicy.from_json(raw_policy))
+
+    @property
+    def retry_policy(self) -> RetryPolicy:
+        """The policy the proxy delays a retry by: GroupRetryPolicy.getRetryPolicy, the default one when unset."""
+        return (self.group_retry_policy or GroupRetryPolicy()).retry_policy
+
+
+class GroupRetryPolicyType(enum.Enum):
+    """remoting/src/main/java/org/apache/rocketmq/remoting/protocol/subscription/GroupRetryPolicyType.java."""
+
+    EXPONENTIAL = "EXPONENTIAL"
+    CUSTOMIZED = "CUSTOMIZED"
+
+
+#: CustomizedRetryPolicy's default ``next`` (ms): messageDelayLevel's 1s 5s 10s 30s 1m 2m ... 10m 20m 30m 1h 2h.
+DEFAULT_RETRY_NEXT_MS: Final = tuple(
+    s * 1000 for s in (1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200)
+)
+
+
+@attrs.frozen
+class ExponentialRetryPolicy:
+    """RocketMQ 5.3.3's ExponentialRetryPolicy (ms; defaults 5 s, 2 h, 2)."""
+
+    initial: int = 5000
+    max: int = 7_200_000
+    multiplier: int = 2
+
+    def next_delay_ms(self, reconsume_times: int) -> int:
+        """``min(max, initial * multiplier ** reconsumeTimes)``, reconsumeTimes clamped to 0..32."""
+        times = min(max(reconsume_times, 0), 32)
+        return min(self.max, self.initial * int(self.multiplier**times))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"initial": self.initial, "max": self.max, "multiplier": self.multiplier}
+
+    @classmethod
+    def from_json(cls, obj: object) -> ExponentialRetryPolicy:
+        m = expect_object(obj, cls.__name__)
+        return cls(get_int(m, "initial", 5000), get_int(m, "max", 7_200_000), get_int(m, "multiplier", 2))
+
+
+@attrs.frozen
+class CustomizedRetryPolicy:
+    """RocketMQ 5.3.3's CustomizedRetryPolicy: a table of delays (ms)."""
+
+    next: tuple[int, ...] = DEFAULT_RETRY_NEXT_MS
+
+    def next_delay_ms(self, reconsume_times: int) -> int:
+        """``next[reconsumeTimes + 2]`` (the old delay levels' offset), the last entry beyond the table."""
+        table = self.next or DEFAULT_RETRY_NEXT_MS  # ours: Java fails on an empty table
+        return table[min(max(reconsume_times, 0) + 2, len(table) - 1)]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"next": list(self.next)}
+
+    @classmethod
+    def from_json(cls, obj: object) -> CustomizedRetryPolicy:
+        m = expect_object(obj, cls.__name__)
+        raw = m.get("next")
+        if raw is None:
+            return cls()
+        if not isinstance(raw, list):
+            raise BodyDecodeError(f"field 'next' must be an array, got {str(raw)[:100]!r}")
+        return cls(tuple(to_int(v, "next") for v in raw))
+
+
+RetryPolicy = ExponentialRetryPolicy | CustomizedRetryPolicy
+
+
+@attrs.frozen
+class GroupRetryPolicy:
+    """remoting/src/main/java/org/apache/rocketmq/remoting/protocol/subscription/GroupRetryPolicy.java: the type and
+    the policy of each type, either unset."""
+
+    type: GroupRetryPolicyType = GroupRetryPolicyType.CUSTOMIZED
+    exponential: ExponentialRetryPolicy | None = None
+    customized: CustomizedRetryPolicy | None = None
+
+    @property
+    def retry_policy(self) -> RetryPolicy:
+        """getRetryPolicy: the policy of the type, the default customized one when that is unset."""
+        if self.type is GroupRetryPolicyType.EXPONENTIAL and self.exponential is not None:
+            return self.exponential
+        if self.type is GroupRetryPolicyType.CUSTOMIZED and self.customized is not None:
+            return self.customized
+        return CustomizedRetryPolicy()
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": self.type.value}
+        if self.customized is not None:
+            out["customizedRetryPolicy"] = self.customized.to_json()
+        if self.exponential is not None:
+            out["exponentialRetryPolicy"] = self.exponential.to_json()
+        return {k: out[k] for k in sorted(out)}
+
+    @classmethod
+    def from_json(cls, obj: object) -> GroupRetryPolicy:
+        m = expect_object(obj, cls.__name__)
+        exponential = m.get("exponentialRetryPolicy")
+        customized = m.get("customizedRetryPolicy")
+        return cls(
+            get_enum(m, "type", GroupRetryPolicyType, GroupRetryPolicyType.CUSTOMIZED),
+            None if exponential is None else ExponentialRetryPolicy.from_json(exponential),
+            None if customized is None else CustomizedRetryPolicy.from_json(customized),
+        )
