@@ -402,6 +402,9 @@ def test_a_boolean_literal_may_equal_a_negated_number(expression: str, expected:
         ("a > 1.5L", "a > 1.5"),
         ("a > --5", "a > 5"),  # LINE_COMMENT must end with a line break: "-" "-" "5"
         ("a = 7 -- note", "a = 7"),
+        # After IS [NOT] NULL only the equality, AND and OR loops look at the next token: a NOT there is ignored
+        ("a IS NULL NOT b", "a IS NULL"),
+        ("a = 1 AND b IS NOT NULL NOT BETWEEN 1 AND 2", "a = 1 AND b IS NOT NULL"),
     ],
 )
 def test_tokens_after_the_first_complete_expression_are_ignored_as_in_java(
@@ -418,6 +421,7 @@ def test_tokens_after_the_first_complete_expression_are_ignored_as_in_java(
     ("expression", "message", "position"),
     [
         ("a = 7 NOT b", "unexpected 'NOT'", 6),  # NOT enters the comparison loop: NOT BETWEEN or NOT IN must follow
+        ("(a IS NULL) NOT b", "unexpected 'NOT'", 12),  # after ')' the comparison loop reads the NOT again
         ("a = 7 !", "unexpected character '!'", 6),  # the token after the expression is still read
         ("a = 7 'open", "unterminated string literal", 6),
         ("a = 7 /* open", "unterminated comment", 6),
