@@ -25,7 +25,8 @@ RocketMQ's lexer) and ``/* */`` block comments are skipped.
 
 As in RocketMQ, whose entry rule does not end with end-of-input, tokens after the first complete expression are
 ignored (``a = 1 b = 2`` is ``a = 1``; ``a = 0L`` is ``a = 0`` followed by the property ``L``); only the token that
-ended the expression is read, so it alone can still be a lexical error, and a ``NOT`` there is one.
+ended the expression is read, so it alone can still be a lexical error, and a ``NOT`` there is one (save after
+``IS [NOT] NULL``, where RocketMQ's grammar does not look for one).
 
 RocketMQ's construction-time checks are parse errors here too: ``>``/``>=``/``<``/``<=``/``BETWEEN`` take no string,
 boolean or NULL literal and no condition; ``=``/``<>`` take no NULL literal (use ``IS NULL``); a TRUE/FALSE literal
@@ -229,11 +230,8 @@ class _Parser:
             raise self._error(first, "empty expression")
         node = self._or()
         # JmsSelector in filter/src/main/java/org/apache/rocketmq/filter/parser/SelectorParser.jj ends without <EOF>:
-        # whatever follows the first complete expression is ignored, and only the one token that ended it is lexed.
-        # A NOT there entered the comparison loop, where NOT BETWEEN or NOT IN must follow.
-        trailing = self.current
-        if trailing.kind == "keyword" and trailing.text == "NOT":
-            raise self._error(trailing, "unexpected 'NOT'")
+        # whatever follows the first complete expression is ignored, and only the one token that ended it is lexed
+        # (a NOT the comparison loop saw is refused there, see _comparison).
         return self._as_boolean(node, first)
 
     def _or(self) -> Node:
@@ -289,6 +287,10 @@ class _Parser:
             negated = token.kind == "keyword" and token.text == "NOT"
             follower = self._peek() if negated else token
             if follower.kind != "keyword" or follower.text not in _POSTFIX_KEYWORDS:
+                if negated:
+                    # SelectorParser.jj's comparisonExpression loop takes a NOT and then needs BETWEEN or IN, even
+                    # after a complete expression; after IS [NOT] NULL (equalityExpression) a NOT ends it unread.
+                    raise self._error(token, "unexpected 'NOT'")
                 return left
             if negated:
                 self._advance()
