@@ -34,10 +34,12 @@ class SilentBroker:
 
     def __init__(self) -> None:
         self.sends = 0
+        self.sent_at: list[float] = []  # when each send came in
 
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
         if request.code in (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_MESSAGE, RequestCode.SEND_BATCH_MESSAGE):
             self.sends += 1
+            self.sent_at.append(trio.current_time())
             return None
         return request.response(ResponseCode.SUCCESS)
 
@@ -117,6 +119,7 @@ class RouteFront:
     def __init__(self, upstream: str, client: RemotingClient, delay: float, slow: Callable[[int], bool]) -> None:
         self.upstream, self.client, self.delay, self.slow = upstream, client, delay, slow
         self.lookups = 0
+        self.silent: SilentBroker | None = None  # the silent master behind it, when there is one
 
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
         if request.code == RequestCode.GET_ROUTEINFO_BY_TOPIC:
@@ -132,9 +135,10 @@ async def _silent_master_behind_a_front(
     cluster: EmbeddedCluster, slow: Callable[[int], bool]
 ) -> AsyncIterator[tuple[RouteFront, str]]:
     """A silent master, and a :class:`RouteFront` (2 s a slow lookup) before the name server: it and its address."""
-    async with _silent_master(cluster), trio.open_nursery() as nursery, RemotingClient() as client:
+    async with _silent_master(cluster) as silent, trio.open_nursery() as nursery, RemotingClient() as client:
         dispatcher = Dispatcher()
         front = RouteFront(cluster.namesrv_addr, client, 2.0, slow)
+        front.silent = silent
         dispatcher.set_default(front, ProcessorPool("front", 4, 100))
         host, port = await nursery.start(RemotingServer(dispatcher).serve, "127.0.0.1", 0)
         yield front, f"{host}:{port}"
@@ -211,3 +215,33 @@ async def test_an_async_send_counts_its_route_lookup_in_its_timeout(
     assert front.lookups >= 1
     assert isinstance(outcomes[0], (MQClientError, RemotingError)), outcomes
     assert elapsed == pytest.approx(3.0, abs=0.5), elapsed
+
+
+async def test_an_async_send_calls_back_when_its_last_attempt_fails_not_after_a_route_reread(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """MQClientAPIImpl.onExceptionImpl (client/.../impl/MQClientAPIImpl.java) calls ``onException`` as soon as the
+    last attempt failed. Ours re-read the route after every failed attempt of an async send's retries, the last one
+    too, with no bound: with a name server taking 2 s a lookup, the callback came 2 s after the last attempt's 3 s
+    timeout."""
+    async with (
+        _silent_master_behind_a_front(embedded_cluster, lambda lookup: lookup > 1) as (front, addr),
+        Producer("pg-async-last-reread", addr) as producer,
+    ):
+        producer.retry_times_when_send_async_failed = 1
+        await producer.publish_info(TOPIC)  # the first lookup, at once
+        silent = front.silent
+        assert silent is not None
+        done = trio.Event()
+        outcomes: list[tuple[float, object]] = []
+
+        def callback(outcome: object) -> None:
+            outcomes.append((trio.current_time(), outcome))
+            done.set()
+
+        producer.send_async(Message(TOPIC, b"never answered"), callback)
+        await done.wait()
+    [(called_back, outcome)] = outcomes
+    assert isinstance(outcome, SendFailedError), outcome
+    assert len(silent.sent_at) == 2, silent.sent_at
+    assert called_back - silent.sent_at[-1] == pytest.approx(3.0, abs=0.5), (called_back, silent.sent_at)
