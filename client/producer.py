@@ -538,12 +538,15 @@ class Producer:
         ``started`` (a sync send: the clock's time when it began): ``timeout`` covers every attempt, each getting
         what is left of it, and once nothing is left no further attempt is made (sendDefaultImpl's ``timeout -
         costTime``, "sendDefaultImpl call timeout"). Without it (an async send's retries, as MQClientAPIImpl's
-        onExceptionImpl) every attempt gets the whole ``timeout``."""
+        onExceptionImpl) every attempt gets the whole ``timeout``. The route is re-read (:meth:`_reread_route`) after
+        a failed attempt before the next; after the last one the failure is raised at once and the re-read left to
+        the background."""
         topic = prepared.topic
         attempts = [] if attempts is None else attempts
         fault = self._fault_table()
         not_stored: SendResult | None = None  # the last answer that was not SEND_OK
-        for _ in range(1 + max(0, retries)):
+        last = max(0, retries)
+        for tried in range(1 + last):
             budget = timeout
             if started is not None:
                 budget = timeout - (anyio.current_time() - started)
@@ -562,6 +565,13 @@ class Producer:
                     raise
                 attempts.append((mq.broker_name, exc))
                 last_broker = mq.broker_name
+                if tried == last:
+                    # No attempt follows: the failure is reported now and the route re-read for later sends in the
+                    # background, as Java's sendDefaultImpl and MQClientAPIImpl.onExceptionImpl give up at once
+                    # (client/src/main/java/org/apache/rocketmq/client/impl/producer/DefaultMQProducerImpl.java).
+                    self._reread_route_later(topic, addr, info)
+                    log.info("send to %s failed (%s), %d attempt(s), no more", mq, exc, len(attempts))
+                    break
                 # A sync send's re-read gets what is left of its timeout, no more (sendDefaultImpl never waits past it).
                 left = math.inf if started is None else timeout - (anyio.current_time() - started)
                 with anyio.move_on_after(left):
@@ -591,6 +601,19 @@ class Producer:
         with contextlib.suppress(TopicRouteNotFoundError):
             return await self.publish_info(topic)
         return info
+
+    def _reread_route_later(self, topic: str, addr: str | None, info: TopicPublishInfo) -> None:
+        """:meth:`_reread_route` in the client instance's task group (a failure logged), for the sends that follow
+        one that gave up: nothing waits for it."""
+
+        async def reread() -> None:
+            try:
+                await self._reread_route(topic, addr, info)
+            except Exception as exc:
+                log.info("re-reading the route of %s after a failed send failed: %s", topic, exc)
+
+        with contextlib.suppress(RuntimeError, ClientStateError):  # shutting down: nothing left to refresh for
+            self.instance.task_group.start_soon(reread)
 
     def _fault_table(self) -> LatencyFaultTolerance | None:
         return self.fault if self.send_latency_fault_enable else None
