@@ -13,8 +13,9 @@ Usage::
 A background task per queue pulls (long polling) into a buffer bounded per queue (``pull_threshold_for_queue``
 messages, ``pull_threshold_size_for_queue_mib`` MiB of bodies, ``consume_max_span`` offsets between its first and
 last buffered message) and in all (``pull_threshold_for_all`` messages), as DefaultLitePullConsumer's flow control;
-``poll`` hands out one buffered batch. With ``auto_commit`` (the default) a ``poll`` first commits what the earlier
-polls returned, at most every ``auto_commit_interval`` (5 s), as Java's ``maybeAutoCommit``: the batch the
+``poll`` hands out one buffered batch. A failed pull is made again after ``pull_time_delay_when_exception`` (1 s,
+Java's ``pullTimeDelayMillsWhenException``). With ``auto_commit`` (the default) a ``poll`` first commits what the
+earlier polls returned, at most every ``auto_commit_interval`` (5 s), as Java's ``maybeAutoCommit``: the batch the
 application is processing is not committed until it polls again, so a crash (or an error leaving the block) gets it
 delivered again, never skipped. Otherwise :meth:`commit` commits. Committed offsets
 are written every ``persist_consumer_offset_interval`` (5 s) and at shutdown, or at once by ``commit`` (a broker that
@@ -129,6 +130,7 @@ class LitePullConsumer(LitePullWorker):
         message_model: MessageModel = MessageModel.CLUSTERING,
         offset_store_dir: str | os.PathLike[str] | None = None,
         topic_metadata_check_interval: float = 30.0,
+        pull_time_delay_when_exception: float = 1.0,
         enable_msg_trace: bool = False,
         customized_trace_topic: str | None = None,
     ) -> None:
@@ -152,6 +154,8 @@ class LitePullConsumer(LitePullWorker):
         self.pull_threshold_size_for_queue = pull_threshold_size_for_queue_mib * 1024 * 1024
         self.pull_threshold_for_all = pull_threshold_for_all
         self.consume_max_span = consume_max_span
+        #: Wait after a failed pull before the queue's next (Java's ``pullTimeDelayMillsWhenException``, 1000 ms).
+        self.pull_time_delay_when_exception = pull_time_delay_when_exception
         self.consume_from_where = consume_from_where
         self._targets = PullTargets(self.instance)
         self._message_model = message_model
@@ -417,6 +421,7 @@ class LitePullConsumer(LitePullWorker):
                 "consumeMaxSpan": str(self.consume_max_span),
                 "pullThresholdForQueue": str(self.pull_threshold_for_queue),
                 "pullThresholdSizeForQueue": str(self.pull_threshold_size_for_queue // (1024 * 1024)),
+                "pullTimeDelayMillsWhenException": str(round(self.pull_time_delay_when_exception * 1000)),
                 PROP_CONSUMER_START_TIMESTAMP: str(self.start_timestamp_ms),
             },
             "subscriptionSet": [s.to_json() for s in self.rebalance.subscriptions.values()],

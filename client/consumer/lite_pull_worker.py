@@ -2,12 +2,12 @@
 the broker and hands each non-empty result to the consumer's buffer as a :class:`Batch` (traced as it is pulled when
 the consumer has message trace on).
 A queue assigned without a start offset (assign mode) has it computed by its pull task first, as Java's
-``PullTaskImpl.nextPullOffset``: a broker that does not answer is asked again after ``PULL_DELAY_ON_ERROR``.
+``PullTaskImpl.nextPullOffset``: a broker that does not answer is asked again after ``PULL_DELAY_ON_ERROR`` (3 s).
 
 :class:`LitePullWorker` is the consumer's base class; the consumer owns the queue states, the buffer stream and the
 task group, and starts :meth:`LitePullWorker._pull_loop` per queue. A failed pull is logged and retried after
-``PULL_DELAY_ON_ERROR``; a full or paused queue waits ``PULL_DELAY_FLOW_CONTROL``. The loop ends when the queue's
-process queue is dropped or its cancel scope (``QueueState.scope``) is cancelled.
+the consumer's ``pull_time_delay_when_exception`` (1 s); a full or paused queue waits ``PULL_DELAY_FLOW_CONTROL``.
+The loop ends when the queue's process queue is dropped or its cancel scope (``QueueState.scope``) is cancelled.
 """
 
 from __future__ import annotations
@@ -78,6 +78,7 @@ class LitePullWorker:
     pull_threshold_size_for_queue: int
     pull_threshold_for_all: int
     consume_max_span: int
+    pull_time_delay_when_exception: float
     _queues: dict[MessageQueue, QueueState]
     _paused: set[MessageQueue]
     _send: MemoryObjectSendStream[Batch]
@@ -96,7 +97,12 @@ class LitePullWorker:
                 except Exception as exc:
                     log.info("lite pull from %s at %s failed: %s", mq, state.next_offset, exc)
                     await self._targets.refresh(mq)
-                    await anyio.sleep(PULL_DELAY_ON_ERROR)
+                    # PullTaskImpl.run (client/src/main/java/org/apache/rocketmq/client/impl/consumer/
+                    # DefaultLitePullConsumerImpl.java): a failed nextPullOffset waits
+                    # PULL_TIME_DELAY_MILLS_ON_EXCEPTION (3 s), a failed pull the consumer's
+                    # pullTimeDelayMillsWhenException (1000 ms by default).
+                    offset_unknown = state.next_offset is None
+                    await anyio.sleep(PULL_DELAY_ON_ERROR if offset_unknown else self.pull_time_delay_when_exception)
 
     def _full(self, state: QueueState) -> bool:
         """DefaultLitePullConsumer's flow control: the queue's buffer by count, body size and span of its offsets
