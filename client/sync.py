@@ -42,6 +42,7 @@ from client import transaction as _transaction
 from client.config import ClientConfig
 from client.consumer import lite_pull as _lite_pull
 from client.consumer import push as _push
+from client.consumer.hooks import ConsumeMessageHook
 from client.consumer.listener import MessageListener
 from client.errors import ClientStateError
 from client.message import Message, MessageExt, SendResult
@@ -221,6 +222,10 @@ class PushConsumer(_Facade):
     def register_message_listener_orderly(self, listener: MessageListener) -> None:
         self.consumer.register_message_listener_orderly(listener)
 
+    def register_consume_message_hook(self, hook: ConsumeMessageHook) -> None:
+        """The hook runs on the background loop's thread: it must not block nor call this facade."""
+        self.consumer.register_consume_message_hook(hook)
+
 
 def _in_worker_thread(listener: Callable[..., object]) -> Callable[..., object]:
     """A plain listener as a coroutine function that runs it in a worker thread, off the background loop whose thread
@@ -247,6 +252,10 @@ class LitePullConsumer(_Facade):
     ) -> None:
         self.consumer = _lite_pull.LitePullConsumer(group, namesrv_addr, **options)
         super().__init__(self.consumer, backend)
+
+    def register_consume_message_hook(self, hook: ConsumeMessageHook) -> None:
+        """The hook runs on the background loop's thread: it must not block nor call this facade."""
+        self.consumer.register_consume_message_hook(hook)
 
     def subscribe(
         self,

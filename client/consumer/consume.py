@@ -44,6 +44,7 @@ import anyio
 import attrs
 
 from client import api
+from client.consumer.hooks import CONSUME_CONTEXT_TYPE, ConsumeMessageContext, run_after, run_before
 from client.consumer.listener import (
     ConsumeConcurrentlyContext,
     ConsumeConcurrentlyStatus,
@@ -122,30 +123,56 @@ class _ListenerTrace:
     ``ConsumeMessageOrderlyService.java``): EXCEPTION when the listener raised (:meth:`raised`), else TIME_OUT when the
     call took ``consume_timeout`` or longer, else FAILED for a failure status, else SUCCESS."""
 
-    def __init__(self, consumer: PushConsumer, msgs: list[MessageExt]) -> None:
+    def __init__(self, consumer: PushConsumer, mq: MessageQueue, msgs: list[MessageExt]) -> None:
         self.consumer = consumer
+        self.mq = mq
         self.msgs = msgs
         self.begun: ConsumeTrace | None = None
+        self.hooked: ConsumeMessageContext | None = None
         self._started = 0.0
         self._raised = False
 
     def begin(self) -> None:
-        if self.consumer.trace is not None:
+        c = self.consumer
+        if c.trace is not None or c.consume_hooks:
             self._started = anyio.current_time()
-            self.begun = self.consumer.trace.consume_before(self.consumer.group, self.msgs)
+        if c.trace is not None:
+            self.begun = c.trace.consume_before(c.group, self.msgs)
+        if c.consume_hooks:
+            self.hooked = ConsumeMessageContext(c.group, self.mq, self.msgs)
+            run_before(c.consume_hooks, self.hooked)
 
     def raised(self) -> None:
         self._raised = True
 
-    def end(self, success: bool) -> None:
-        if self.begun is not None and self.consumer.trace is not None:
-            if self._raised:
-                code = RETURN_EXCEPTION
-            elif anyio.current_time() - self._started >= self.consumer.consume_timeout * 60:
-                code = RETURN_TIME_OUT
-            else:
-                code = RETURN_SUCCESS if success else RETURN_FAILED
-            self.consumer.trace.consume_after(self.begun, success, code)
+    def _return_code(self, success: bool) -> int:
+        if self._raised:
+            return RETURN_EXCEPTION
+        if anyio.current_time() - self._started >= self.consumer.consume_timeout * 60:
+            return RETURN_TIME_OUT
+        return RETURN_SUCCESS if success else RETURN_FAILED
+
+    def end(self, success: bool, status: ConsumeConcurrentlyStatus | ConsumeOrderlyStatus) -> None:
+        """``success`` is the trace's; the hooks' is Java's: CONSUME_SUCCESS or SUCCESS (the status after a raising
+        listener's default), with the ``ConsumeReturnType`` name under ``ConsumeContextType`` (a listener that
+        returned ``None`` succeeded: no RETURNNULL)."""
+        c = self.consumer
+        if self.begun is not None and c.trace is not None:
+            c.trace.consume_after(self.begun, success, self._return_code(success))
+        context = self.hooked
+        if context is not None:
+            ok = status in (ConsumeConcurrentlyStatus.CONSUME_SUCCESS, ConsumeOrderlyStatus.SUCCESS)
+            context.props[CONSUME_CONTEXT_TYPE] = _RETURN_TYPE_NAMES[self._return_code(ok)]
+            context.status, context.success = status.name, ok
+            run_after(c.consume_hooks, context)
+
+
+_RETURN_TYPE_NAMES: Final = {
+    RETURN_SUCCESS: "SUCCESS",
+    RETURN_TIME_OUT: "TIME_OUT",
+    RETURN_EXCEPTION: "EXCEPTION",
+    RETURN_FAILED: "FAILED",
+}
 
 
 def send_back_max_reconsume_times(consumer: PushConsumer) -> int:
@@ -292,7 +319,7 @@ class ConcurrentConsumeService:
         # Only messages of the retry topic can change: no per-message call for the others.
         shown = [reset_retry_topic(m, c.group) if m.topic == retry else m for m in msgs]
 
-        trace = _ListenerTrace(c, shown)
+        trace = _ListenerTrace(c, mq, shown)
 
         def started() -> None:  # a consume slot is held: the call starts now, not when it began waiting for one
             _stamp_start(shown)
@@ -309,7 +336,7 @@ class ConcurrentConsumeService:
             started,
             raised=trace.raised,
         )
-        trace.end(status is ConsumeConcurrentlyStatus.CONSUME_SUCCESS)
+        trace.end(status is ConsumeConcurrentlyStatus.CONSUME_SUCCESS, status)
         pq.last_consume_time = anyio.current_time()
         if pq.dropped:
             return
@@ -499,7 +526,7 @@ class OrderlyConsumeService:
         c = self.consumer
         shown = [reset_retry_topic(m, c.group) for m in msgs]
         _stamp_start(shown)
-        trace = _ListenerTrace(c, shown)
+        trace = _ListenerTrace(c, mq, shown)
         context = ConsumeOrderlyContext(mq)
         unlocked = False
 
@@ -518,7 +545,7 @@ class OrderlyConsumeService:
             abandoned=turn.abandoned,
             raised=trace.raised,
         )
-        trace.end(status is not ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT)  # also if dropped, as Java
+        trace.end(status is not ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT, status)  # also if dropped, as Java
         if pq.dropped:  # rebalanced away or reset meanwhile: its new owner has these; nothing to commit or count
             return None
         if unlocked:  # not called: consumed once the queue is locked again

@@ -61,6 +61,7 @@ from client import api
 from client.config import ClientConfig
 from client.consumer.allocate import AllocateStrategy, allocate_average
 from client.consumer.client_check import check_sql92_subscriptions
+from client.consumer.hooks import ConsumeMessageHook
 from client.consumer.lite_pull_worker import Batch, LitePullWorker, QueueState
 from client.consumer.offset_store import OffsetStore, RemoteBrokerOffsetStore, offset_store_for
 from client.consumer.process_queue import ProcessQueue
@@ -190,6 +191,15 @@ class LitePullConsumer(LitePullWorker):
         self.trace: TraceDispatcher | None = None
         if enable_msg_trace:
             self.trace = TraceDispatcher(self.instance, group, "CONSUME", customized_trace_topic)
+        #: Hooks told of every pulled batch (:mod:`client.consumer.hooks`).
+        self.consume_hooks: list[ConsumeMessageHook] = []
+
+    def register_consume_message_hook(self, hook: ConsumeMessageHook) -> None:
+        """Tell ``hook`` of every pulled batch, as consumed at once: before, then after with ``CONSUME_SUCCESS``
+        (Java's ``registerConsumeMessageHook``, run by ``pullSyncImpl`` in
+        ``client/src/main/java/org/apache/rocketmq/client/impl/consumer/DefaultLitePullConsumerImpl.java``); see
+        :mod:`client.consumer.hooks`. A pull that found no message is not told (Java's hooks get an empty list)."""
+        self.consume_hooks.append(hook)
 
     @property
     def group(self) -> str:

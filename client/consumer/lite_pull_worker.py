@@ -19,6 +19,8 @@ import attrs
 from anyio.streams.memory import MemoryObjectSendStream
 
 from client import api
+from client.consumer.hooks import ConsumeMessageContext, ConsumeMessageHook, run_after, run_before
+from client.consumer.listener import ConsumeConcurrentlyStatus
 from client.consumer.process_queue import ProcessQueue, over_size_threshold
 from client.consumer.pull_service import (
     PULL_DELAY_FLOW_CONTROL,
@@ -84,6 +86,7 @@ class LitePullWorker:
     _send: MemoryObjectSendStream[Batch]
     _targets: PullTargets
     trace: TraceDispatcher | None
+    consume_hooks: list[ConsumeMessageHook]
 
     async def _pull_loop(self, mq: MessageQueue, state: QueueState) -> None:
         with anyio.CancelScope() as scope:
@@ -117,13 +120,19 @@ class LitePullWorker:
             return True
         return sum(s.pq.msg_count for s in self._queues.values()) > self.pull_threshold_for_all
 
-    def _trace_pulled(self, msgs: list[MessageExt]) -> None:
+    def _trace_pulled(self, mq: MessageQueue, msgs: list[MessageExt]) -> None:
         """Java's ``pullSyncImpl`` hooks: SubBefore and at once a successful SubAfter (context code 0) for every
-        pulled batch, whether or not its queue is dropped meanwhile."""
+        pulled batch, whether or not its queue is dropped meanwhile; the registered hooks likewise, before and
+        after with ``CONSUME_SUCCESS``."""
         if self.trace is not None and msgs:
             begun = self.trace.consume_before(self._group, msgs)
             if begun is not None:
                 self.trace.consume_after(begun, True, 0)
+        if self.consume_hooks and msgs:
+            context = ConsumeMessageContext(self._group, mq, msgs)
+            run_before(self.consume_hooks, context)
+            context.status, context.success = ConsumeConcurrentlyStatus.CONSUME_SUCCESS.name, True
+            run_after(self.consume_hooks, context)
 
     async def _pull_once(self, mq: MessageQueue, state: QueueState) -> None:
         offset = state.next_offset
@@ -145,7 +154,7 @@ class LitePullWorker:
             expression_type=sub.expression_type,
         )
         result = await api.pull_message(self.instance.remoting, addr, header, LITE_PULL_TIMEOUT, tag_filter(sub))
-        self._trace_pulled(result.messages)
+        self._trace_pulled(mq, result.messages)
         self._targets.suggest(mq, result.suggest_which_broker_id)
         if state.pq.dropped:
             return

@@ -42,6 +42,7 @@ from client.config import ClientConfig
 from client.consumer.allocate import AllocateStrategy, allocate_average
 from client.consumer.client_check import check_sql92_subscriptions
 from client.consumer.consume import ConcurrentConsumeService, OrderlyConsumeService, reset_retry_topic
+from client.consumer.hooks import ConsumeMessageHook
 from client.consumer.listener import (
     ConsumeConcurrentlyContext,
     ConsumeConcurrentlyStatus,
@@ -179,6 +180,8 @@ class PushConsumer:
         self.trace: TraceDispatcher | None = None
         if enable_msg_trace:
             self.trace = TraceDispatcher(self.instance, group, "CONSUME", customized_trace_topic)
+        #: Hooks told of every listener call (:mod:`client.consumer.hooks`).
+        self.consume_hooks: list[ConsumeMessageHook] = []
 
     # -- configuration ---------------------------------------------------------------------------------------------
 
@@ -226,6 +229,13 @@ class PushConsumer:
         self._set_listener(listener)
         self.consume_service = OrderlyConsumeService(self)
         self.rebalance.orderly = True
+
+    def register_consume_message_hook(self, hook: ConsumeMessageHook) -> None:
+        """Tell ``hook`` of every listener call, before and after (Java's ``registerConsumeMessageHook``,
+        ``client/src/main/java/org/apache/rocketmq/client/impl/consumer/DefaultMQPushConsumerImpl.java``; run by
+        ConsumeMessageConcurrentlyService and ConsumeMessageOrderlyService): see :mod:`client.consumer.hooks`. A
+        call skipped before it started (its queue dropped) is told of neither; CONSUME_MESSAGE_DIRECTLY runs none."""
+        self.consume_hooks.append(hook)
 
     def _set_listener(self, listener: MessageListener) -> None:
         self._listener, self._listener_takes_context = listener, takes_context(listener)
