@@ -26,8 +26,9 @@ from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 
-from client import api
+from client import api, hooks
 from client.errors import ClientStateError, MQBrokerError, SendFailedError
+from client.hooks import SendMessageContext
 from client.message import SendResult
 from client.route import TopicPublishInfo
 from client.selector import select_one_message_queue
@@ -64,6 +65,7 @@ class AsyncSend(PreparedSend):
         "_broker_name",
         "_callback",
         "_done",
+        "_hook_context",
         "_producer",
         "_retries",
         "_sent_ms",
@@ -90,6 +92,7 @@ class AsyncSend(PreparedSend):
         self._started = 0.0
         self._sent_ms = 0
         self._done = False
+        self._hook_context: SendMessageContext | None = None
         self.deadline = 0.0
         self.start(info)
 
@@ -111,6 +114,11 @@ class AsyncSend(PreparedSend):
             self._started = anyio.current_time()
         if producer.trace is not None:
             self._sent_ms = time.time_ns() // 1_000_000
+        if producer.send_hooks:
+            hooked = getattr(self, "hooked", None)
+            if hooked is not None:  # sendKernelImpl's before hook, for each attempt here
+                self._hook_context = SendMessageContext(producer.group, hooked[0], mq, address, hooked[1])
+                hooks.run_before(producer.send_hooks, self._hook_context)
         remoting, timeout = instance.remoting, self._timeout
         try:
             if remoting.writes_plain_json:
@@ -159,6 +167,7 @@ class AsyncSend(PreparedSend):
         trace = producer.trace
         if trace is not None:
             trace.on_sent(self._sent_ms, self._address, self, result)
+        self._hook_after(result, None)
         self._deliver(result)
 
     def _on_outcome(self, outcome: RemotingCommand | RemotingError) -> None:
@@ -173,6 +182,7 @@ class AsyncSend(PreparedSend):
                 return
         else:
             error = outcome
+        self._hook_after(None, error)
         self._report_latency(failed=True)  # every failure, retried or not (sendMessageAsync's updateFaultItem)
         if isinstance(error, MQBrokerError):
             # A broker's answer is never retried (MQClientAPIImpl.sendMessageAsync: onExceptionImpl with needRetry
@@ -190,6 +200,14 @@ class AsyncSend(PreparedSend):
             return
         # The route is re-read before the retry (client/master_watch.py), so it goes on the slow path.
         self._continue_in_task(self._broker_name, failed=self._address)
+
+    def _hook_after(self, result: SendResult | None, error: Exception | None) -> None:
+        """The after hooks of the attempt that just ended (as MQClientAPIImpl.sendMessageAsync runs them)."""
+        context = self._hook_context
+        if context is not None:
+            self._hook_context = None
+            context.send_result, context.exception = result, error
+            hooks.run_after(self._producer.send_hooks, context)
 
     def _report_latency(self, *, failed: bool) -> None:
         producer = self._producer
@@ -213,6 +231,7 @@ class AsyncSend(PreparedSend):
 
     def _give_up(self, exc: Exception) -> None:
         """No further attempt is possible: the attempts so far as a SendFailedError, or ``exc`` if none."""
+        self._hook_after(None, exc)
         attempts = self._attempts
         self._deliver(SendFailedError(self.topic, attempts) if attempts else exc)
 

@@ -35,7 +35,7 @@ from typing import Self
 import anyio
 import attrs
 
-from client import api, request_reply
+from client import api, hooks, request_reply
 from client.async_send import RETRY_RESPONSE_CODES, AsyncSend
 from client.config import ClientConfig
 from client.errors import (
@@ -46,6 +46,7 @@ from client.errors import (
     TopicRouteNotFoundError,
 )
 from client.fault import LatencyFaultTolerance
+from client.hooks import SendMessageContext, SendMessageHook
 from client.instance import MQClientInstance, new_instance
 from client.master_watch import MasterWatch
 from client.message import Message, SendResult, SendStatus
@@ -128,6 +129,20 @@ class Producer:
         self.trace: TraceDispatcher | None = None
         if enable_msg_trace:
             self.trace = TraceDispatcher(self.instance, group, "PRODUCE", customized_trace_topic)
+        #: Hooks told of every send attempt (:mod:`client.hooks`).
+        self.send_hooks: list[SendMessageHook] = []
+
+    def register_send_message_hook(self, hook: SendMessageHook) -> None:
+        """Tell ``hook`` of every send attempt, before it is written and after its outcome (Java's
+        ``registerSendMessageHook``, run by ``sendKernelImpl`` in
+        ``client/src/main/java/org/apache/rocketmq/client/impl/producer/DefaultMQProducerImpl.java``): sync, async
+        (each attempt), oneway and batch sends, a transaction's half message; see :mod:`client.hooks`."""
+        self.send_hooks.append(hook)
+
+    def _hook(self, prepared: PreparedSend, msg: Message | Sequence[Message], mode: str) -> None:
+        """Mark ``prepared`` for the send hooks, when there are any."""
+        if self.send_hooks:
+            prepared.hooked = (msg, mode)
 
     # -- lifecycle -------------------------------------------------------------------------------------------------
 
@@ -190,6 +205,7 @@ class Producer:
         queue."""
         self._check_started()
         prepared = self._builder.single(msg)
+        self._hook(prepared, msg, "SYNC")
         if queue is None and selector is None:
             info = self.cached_publish_info(msg.topic)
             if info is not None:  # what _dispatch does then, without its coroutine
@@ -224,6 +240,7 @@ class Producer:
         topics). Raises as :meth:`send`."""
         self._check_started()
         prepared = self._builder.single(msg)
+        self._hook(prepared, msg, "ASYNC")
         retries = self.retry_times_when_send_async_failed
         return await self._dispatch(prepared, msg, queue, selector, arg, timeout, retries, asynchronous=True)
 
@@ -290,6 +307,7 @@ class Producer:
         send, 2.2x the async rate). Otherwise a task takes the awaitable path."""
         self._check_started()
         prepared = self._builder.single_as(msg, AsyncSend)
+        self._hook(prepared, msg, "ASYNC")
         if queue is None and selector is None:
             info = self.cached_publish_info(msg.topic)
             if info is not None and msg.topic not in self._fallback_topics:
@@ -344,7 +362,21 @@ class Producer:
         with _fault_reported(fault, queue.broker_name):
             addr = await self._broker_address(queue)
             fields = prepared.for_queue(queue.queue_id, queue.broker_name)
-            await api.send_message_oneway(self.instance.remoting, addr, fields, prepared.body, self.send_msg_timeout)
+            context = None
+            if self.send_hooks:  # sendKernelImpl in ONEWAY mode: after at once, without a result
+                context = SendMessageContext(self._group, msg, queue, addr, "ONEWAY")
+                hooks.run_before(self.send_hooks, context)
+            try:
+                await api.send_message_oneway(
+                    self.instance.remoting, addr, fields, prepared.body, self.send_msg_timeout
+                )
+            except (RemotingError, MQBrokerError) as exc:
+                if context is not None:
+                    context.exception = exc
+                    hooks.run_after(self.send_hooks, context)
+                raise
+            if context is not None:
+                hooks.run_after(self.send_hooks, context)
 
     async def send_batch(self, msgs: Sequence[Message], *, timeout: float | None = None) -> list[SendResult]:
         """Send messages of one topic as SEND_BATCH_MESSAGE requests, split so that each body stays within
@@ -358,6 +390,7 @@ class Producer:
         retries, not_stored = self.retry_times_when_send_failed, self.retry_another_broker_when_not_store_ok
         results = []
         for p in prepared:  # each request of a split batch is a send of its own, timed from its start
+            self._hook(p, msgs, "SYNC")  # each request of a split batch tells the hooks of the whole list
             results.append(
                 await self.send_with_retries(info, p, timeout, retries, retry_not_stored=not_stored, started=started)
             )
@@ -488,9 +521,28 @@ class Producer:
         """One attempt on ``mq``. Without a trace and with the broker's address cached, the awaitable is
         :func:`api.send_prepared`'s own coroutine (one frame less per switch of the sending task)."""
         addr = self.instance.find_broker_address(mq.broker_name)
+        if self.send_hooks and getattr(prepared, "hooked", None) is not None:
+            return self._send_hooked(mq, prepared, timeout)
         if addr is not None and self.trace is None and not self.master_watch.marked(addr):
             return api.send_prepared(self.instance.remoting, addr, mq.broker_name, prepared, mq.queue_id, timeout)
         return self._send_to_slow(mq, prepared, timeout)
+
+    async def _send_hooked(self, mq: MessageQueue, prepared: PreparedSend, timeout: float) -> SendResult:
+        """:meth:`_send_to_slow` told to the send hooks: before, after with the result or the transport error or
+        refusal (sendKernelImpl's SYNC case; an async send's attempts here alike)."""
+        addr = self.instance.find_broker_address(mq.broker_name) or await self._broker_address(mq)
+        msg, mode = prepared.hooked
+        context = SendMessageContext(self._group, msg, mq, addr, mode)
+        hooks.run_before(self.send_hooks, context)
+        try:
+            result = await self._send_to_slow(mq, prepared, timeout)
+        except (RemotingError, MQBrokerError) as exc:
+            context.exception = exc
+            hooks.run_after(self.send_hooks, context)
+            raise
+        context.send_result = result
+        hooks.run_after(self.send_hooks, context)
+        return result
 
     async def _send_to_slow(self, mq: MessageQueue, prepared: PreparedSend, timeout: float) -> SendResult:
         addr = self.instance.find_broker_address(mq.broker_name) or await self._broker_address(mq)

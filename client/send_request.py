@@ -104,7 +104,11 @@ class PreparedSend:
     after it, so an attempt's frame costs two formats (:meth:`frame`) and an in-flight send holds no dict.
     :attr:`fields` decodes them again for the paths that want a dict (signing, tracing, transactions)."""
 
-    __slots__ = ("body", "code", "head", "msg_id", "tail", "topic")
+    __slots__ = ("body", "code", "head", "hooked", "msg_id", "tail", "topic")
+
+    #: With send hooks registered (:mod:`client.hooks`): the message(s) and communication mode the hooks are told of;
+    #: never set otherwise (read with ``getattr(prepared, "hooked", None)``, nothing to do on the hot path).
+    hooked: tuple[Message | Sequence[Message], str]
 
     def __init__(self, fields: dict[str, str], body: bytes, msg_id: str) -> None:
         """From the V2 ``fields`` (``n`` ignored; without ``e`` the queue id goes last, as :meth:`for_queue` puts

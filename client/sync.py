@@ -45,6 +45,7 @@ from client.consumer import push as _push
 from client.consumer.hooks import ConsumeMessageHook
 from client.consumer.listener import MessageListener
 from client.errors import ClientStateError
+from client.hooks import SendMessageHook
 from client.message import Message, MessageExt, SendResult
 from client.producer import SendCallback
 from client.request_reply import RequestCallback
@@ -121,6 +122,10 @@ class Producer(_Facade):
     ) -> None:
         self.producer = _producer.Producer(group, namesrv_addr, **options)
         super().__init__(self.producer, backend)
+
+    def register_send_message_hook(self, hook: SendMessageHook) -> None:
+        """The hook runs on the background loop's thread: it must not block nor call this facade."""
+        self.producer.register_send_message_hook(hook)
 
     def send(self, msg: Message, **options: Any) -> SendResult:
         result: SendResult = self._call(self.producer.send, msg, **options)

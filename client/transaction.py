@@ -208,6 +208,7 @@ class TransactionProducer(Producer):
         fields = dict(prepared.fields)
         fields["f"] = str(int(fields["f"]) | TRANSACTION_PREPARED_TYPE)
         prepared = PreparedSend(fields, prepared.body, prepared.msg_id)
+        self._hook(prepared, half, "SYNC")
         # The half is a SYNC send (``this.send(msg)`` in client/.../impl/producer/DefaultMQProducerImpl.java
         # sendMessageInTransaction), so retryAnotherBrokerWhenNotStoreOK moves one not stored OK to another broker.
         result = await self._dispatch(
