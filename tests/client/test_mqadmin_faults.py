@@ -22,12 +22,12 @@ from namesrv.config import NamesrvConfig
 from namesrv.server import NamesrvServer
 from remoting.client import RemotingClient
 from remoting.codec.bodies import ConsumerData, HeartbeatData, MessageQueue
-from remoting.codec.bodies.broker_metadata import TopicConfig
+from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig, TopicConfig
 from remoting.codec.bodies.topic_config import TopicConfigSerializeWrapper
 from remoting.codec.codes import RequestCode
 from remoting.codec.command import RemotingCommand, request
 from remoting.processor import RequestContext
-from tests.client.helpers import create_topic, register_dead_broker
+from tests.client.helpers import create_topic, fill_queues, register_dead_broker, topic_on_two_brokers
 from tests.threaded_cluster import ThreadedCluster
 
 
@@ -448,3 +448,46 @@ async def test_reset_offset_by_time_with_c_pushes_the_offset_list_a_cpp_client_r
     assert bytes(pushed[0].body) == (
         b'{"offsetTable":[{"brokerName":"broker-a","offset":0,"queueId":0,"topic":"CppReset"}]}'
     )
+
+
+# -- printMsg / consumeMessage past a refused pull, consumeMessage -g ------------------------------------------------
+
+
+async def _refuse_group_on(addr: str, namesrv: str, group: str) -> None:
+    """``group``'s consumption switched off on the broker at ``addr`` (its pulls get NO_PERMISSION)."""
+    async with Admin(namesrv) as admin:
+        await admin.create_subscription_group(
+            SubscriptionGroupConfig(group_name=group, consume_enable=False), broker_addr=addr
+        )
+
+
+@pytest.mark.parametrize("command", ["printMsg", "consumeMessage"])
+def test_a_refused_pull_ends_only_its_queue(cluster: ThreadedCluster, command: str) -> None:
+    """Java's PrintMessageSubCommand breaks out of a queue's loop when a pull throws (printStackTrace) and goes on
+    with the next queue, and ConsumeMessageCommand.pullMessageByQueue returns to executeDefault likewise
+    (tools/src/main/java/org/apache/rocketmq/tools/command/message/): the other brokers' messages are printed.
+    Before, the first refused pull failed the whole command."""
+    ns = cluster.namesrv_addr
+    anyio.run(topic_on_two_brokers, cluster, "PullRefusedOnA")
+    anyio.run(fill_queues, ns, "PullRefusedOnA", 1)
+    anyio.run(_refuse_group_on, cluster.broker_addr, ns, "TOOLS_CONSUMER")  # broker-a refuses the tools' pulls
+    result = _run(command, "-n", ns, "-t", "PullRefusedOnA")
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    assert result.exit_code == 0, result.output
+    assert "broker-b-0-0" in result.output  # broker-b's message, after broker-a's queue failed
+    assert "broker-a-0-0" not in result.output
+
+
+def test_consume_message_pulls_as_the_group_given_with_g(cluster: ThreadedCluster) -> None:
+    """ConsumeMessageCommand sets ``-g`` as its pull consumer's group before starting it: the pulls are that
+    group's, and a group whose consumption is off on the broker gets nothing. Before, ``-g`` was ignored and every
+    pull went as TOOLS_CONSUMER."""
+    ns = cluster.namesrv_addr
+    anyio.run(create_topic, ns, "ConsumeAsGroup", 1)
+    anyio.run(fill_queues, ns, "ConsumeAsGroup", 1)
+    anyio.run(_refuse_group_on, cluster.broker_addr, ns, "cg-consume-off")
+    refused = _run("consumeMessage", "-n", ns, "-t", "ConsumeAsGroup", "-g", "cg-consume-off")
+    assert "broker-a-0-0" not in refused.output, refused.output
+    allowed = _run("consumeMessage", "-n", ns, "-t", "ConsumeAsGroup", "-g", "cg-consume-on")
+    assert allowed.exit_code == 0, allowed.output
+    assert "broker-a-0-0" in allowed.output, allowed.output
