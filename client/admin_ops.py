@@ -262,15 +262,18 @@ class AdminOps:
 
     # -- messages ----------------------------------------------------------------------------------------------
 
-    async def pull(self, mq: MessageQueue, offset: int, count: int, expression: str = "*") -> api.PullResult:
-        """One pull of ``mq`` by the tools group (Java's ``DefaultMQPullConsumer.pull``) from its broker's master, or a
-        slave while the master is down: no offset committed, tag ``expression`` applied by the broker and here."""
+    async def pull(
+        self, mq: MessageQueue, offset: int, count: int, expression: str = "*", group: str = TOOLS_CONSUMER_GROUP
+    ) -> api.PullResult:
+        """One pull of ``mq`` by ``group`` (the tools group unless given; Java's ``DefaultMQPullConsumer.pull``) from
+        its broker's master, or a slave while the master is down: no offset committed, tag ``expression`` applied by
+        the broker and here."""
         addr = dict(await self._topic_brokers(mq.topic, reads=True)).get(mq.broker_name)
         if addr is None:
             raise MQClientError(f"broker {mq.broker_name} of {mq.topic} has no address")
         sub = build_subscription(mq.topic, expression, EXPRESSION_TAG)
         header = PullMessageRequestHeader(
-            consumer_group=TOOLS_CONSUMER_GROUP, topic=mq.topic, queue_id=mq.queue_id, queue_offset=offset,
+            consumer_group=group, topic=mq.topic, queue_id=mq.queue_id, queue_offset=offset,
             max_msg_nums=count, sys_flag=0x4, commit_offset=0, suspend_timeout_millis=0, sub_version=0,
             subscription=sub.sub_string, expression_type=EXPRESSION_TAG,
         )  # fmt: skip

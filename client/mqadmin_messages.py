@@ -17,6 +17,7 @@ from typing import Any
 import click
 
 from client.admin import BROKER_FAILURES, Admin
+from client.admin_ops import TOOLS_CONSUMER_GROUP
 from client.errors import MQClientError
 from client.message import Message, MessageExt, uniq_msg_id
 from client.message_track import message_track_detail
@@ -262,7 +263,11 @@ def print_msg(ctx: click.Context, **o: Any) -> None:
             out.line("minOffset=%s, maxOffset=%s, %s%n", low, high, mq_text(mq))
             offset = low
             while offset < high:
-                result = await admin.pull(mq, offset, 32, o["expression"])
+                try:
+                    result = await admin.pull(mq, offset, 32, o["expression"])
+                except BROKER_FAILURES as exc:  # Java prints the stack trace and goes on with the next queue
+                    click.echo(f"mqadmin: {exc}", err=True)
+                    break
                 offset = result.next_begin_offset
                 if result.status.value == "FOUND":
                     print_messages(out, mq, result.messages, o["charset"], java_bool(o["body"], True))
@@ -365,6 +370,8 @@ def consume_message(ctx: click.Context, **o: Any) -> None:
             out.line("%s", problem)
             return
         topic, left = o["topic"], o["count"]
+        # ConsumeMessageCommand sets -g as its pull consumer's group before starting it (TOOLS_CONSUMER otherwise).
+        group = o["group"].strip() if o["group"] else TOOLS_CONSUMER_GROUP
         if o["queue_id"] is None:
             for mq in await readable_queues(admin, topic):
                 if left == 0:
@@ -375,7 +382,7 @@ def consume_message(ctx: click.Context, **o: Any) -> None:
                     high, left = low + left - 1, 0
                 else:
                     left = left - (high - low) - 1
-                await _pull_range(admin, out, mq, low, high)
+                await _pull_range(admin, out, mq, low, high, group)
             return
         mq = MessageQueue(topic, o["broker"], o["queue_id"])
         low, high = await _range(admin, mq, o["begin"], o["end"])
@@ -387,7 +394,7 @@ def consume_message(ctx: click.Context, **o: Any) -> None:
         if high - low > o["count"]:
             out.line("The oldler %d message will be provided\n", o["count"])
             high = low + o["count"] - 1
-        await _pull_range(admin, out, mq, low, high)
+        await _pull_range(admin, out, mq, low, high, group)
 
     run_job(ctx, job)
 
@@ -415,11 +422,17 @@ def _consume_message_problem(o: dict[str, Any]) -> str | None:
     return None
 
 
-async def _pull_range(admin: Admin, out: Output, mq: MessageQueue, low: int, high: int) -> None:
-    """Java's ``pullMessageByQueue``: offsets ``low`` to ``high`` inclusive, printed with their bodies."""
+async def _pull_range(admin: Admin, out: Output, mq: MessageQueue, low: int, high: int, group: str) -> None:
+    """Java's ``pullMessageByQueue``: offsets ``low`` to ``high`` inclusive, pulled as ``group`` and printed with
+    their bodies; a pull that fails is printed on stderr and ends the queue, not the command
+    (tools/src/main/java/org/apache/rocketmq/tools/command/message/ConsumeMessageCommand.java)."""
     offset = low
     while offset <= high:
-        result = await admin.pull(mq, offset, max(1, high - offset + 1))
+        try:
+            result = await admin.pull(mq, offset, max(1, high - offset + 1), group=group)
+        except BROKER_FAILURES as exc:
+            click.echo(f"mqadmin: {exc}", err=True)
+            return
         offset = result.next_begin_offset
         if result.status.value == "FOUND":
             out.line("Consume ok\n")
