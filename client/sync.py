@@ -227,6 +227,13 @@ class PushConsumer(_Facade):
     def register_message_listener_orderly(self, listener: MessageListener) -> None:
         self.consumer.register_message_listener_orderly(listener)
 
+    def resume(self) -> None:
+        """On the background loop's thread, whose rebalance it wakes."""
+        if self._portal is None:
+            self.consumer.resume()
+        else:
+            self._portal.call(self.consumer.resume)
+
     def register_consume_message_hook(self, hook: ConsumeMessageHook) -> None:
         """The hook runs on the background loop's thread: it must not block nor call this facade."""
         self.consumer.register_consume_message_hook(hook)

@@ -6,8 +6,9 @@ messages or more whole MiB of bodies than ``pull_threshold_size_for_queue`` (as 
 consumption, while the offsets in flight span more than ``consume_concurrently_max_span`` (2000). With ``pull_interval``
 set, the next pull after one that found messages waits that long (Java's ``pullInterval``; not when the tag filter
 dropped them all). After a failed pull it waits 3 s, and so it does, again and again, while an orderly CLUSTERING
-queue's lock is lost (another member holds it). Every pull posts the subscription and, when the consumer has an offset,
-commits it (the commit bit), as ali-ons does, unless it goes to a slave. Which broker of the queue's group is pulled
+queue's lock is lost (another member holds it). While the consumer is suspended it waits 1 s at a time. Every pull
+posts the subscription and, when the consumer has an offset, commits it (the commit bit), as ali-ons does, unless it
+goes to a slave. Which broker of the queue's group is pulled
 (the master, a slave it suggests, a slave while the master is gone) is :mod:`client.consumer.pull_target`'s choice.
 
 An illegal offset (PULL_OFFSET_MOVED) drops the process queue and ends the loop; 10 s later the broker's suggestion is
@@ -57,6 +58,8 @@ SUSPEND_MILLIS = str(int(BROKER_SUSPEND_MAX * 1000))
 #: Waits of the pull loop: after an error, and when flow control holds pulling back (Java: 3 s and 50 ms).
 PULL_DELAY_ON_ERROR = 3.0
 PULL_DELAY_FLOW_CONTROL = 0.05
+#: Wait of a paused consumer's pull loop (``PushConsumer.suspend``; Java: 1 s).
+PULL_DELAY_WHEN_SUSPEND = 1.0
 #: Wait between an illegal offset and the fix of the queue's offset (Java: 10 s).
 OFFSET_ILLEGAL_FIX_DELAY = 10.0
 
@@ -116,6 +119,11 @@ class PullService:
             found: _Found | None = None
             while not pq.dropped and not c.stopping:
                 try:
+                    if c.paused:  # suspend(): DefaultMQPushConsumerImpl.pullMessage puts the pull off by 1 s
+                        self._deliver(mq, pq, found)
+                        found = None
+                        await anyio.sleep(PULL_DELAY_WHEN_SUSPEND)
+                        continue
                     if self._could_overflow(pq, found):
                         self._deliver(mq, pq, found)  # counted before deciding, as Java puts each pull's messages
                         found = None

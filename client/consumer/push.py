@@ -173,6 +173,8 @@ class PushConsumer:
         self._background: anyio.abc.TaskGroup | None = None
         self.pull_service = PullService(self)
         self.stopping = False
+        #: Set by :meth:`suspend`: no pull and no rebalance until :meth:`resume` (Java's ``pause``).
+        self.paused = False
         self._started = False
         self._retry_pending = False
         self._quick_retries = 0
@@ -229,6 +231,22 @@ class PushConsumer:
         self._set_listener(listener)
         self.consume_service = OrderlyConsumeService(self)
         self.rebalance.orderly = True
+
+    def suspend(self) -> None:
+        """Stop pulling until :meth:`resume`, as Java's ``suspend()`` sets ``pause``
+        (``client/src/main/java/org/apache/rocketmq/client/impl/consumer/DefaultMQPushConsumerImpl.java``): each
+        queue's pulls are put off a second at a time (``PULL_TIME_DELAY_MILLS_WHEN_SUSPEND``) and rebalancing stops;
+        a pull already sent, and what is already pulled, is still consumed. Also before the start (it starts
+        paused)."""
+        self.paused = True
+        log.info("suspend this consumer, %s", self._group)
+
+    def resume(self) -> None:
+        """Pull again (within a second) and rebalance at once, as Java's ``resume()``."""
+        self.paused = False
+        log.info("resume this consumer, %s", self._group)
+        if self._started and not self.stopping:
+            self.instance.wake_rebalance()
 
     def register_consume_message_hook(self, hook: ConsumeMessageHook) -> None:
         """Tell ``hook`` of every listener call, before and after (Java's ``registerConsumeMessageHook``,
@@ -398,7 +416,7 @@ class PushConsumer:
         return set(self.rebalance.subscriptions)
 
     async def do_rebalance(self) -> None:
-        if self.stopping:
+        if self.stopping or self.paused:  # DefaultMQPushConsumerImpl.doRebalance: nothing while paused
             return
         await self.rebalance.do_rebalance()
         if not self.rebalance.incomplete:
