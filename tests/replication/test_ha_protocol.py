@@ -410,3 +410,37 @@ async def test_a_slave_its_master_refuses_reconnects_once_a_heartbeat_interval_a
     gaps = [later - earlier for earlier, later in itertools.pairwise(accepted)]
     assert len(accepted) <= 60 / 5 + 4, f"{len(accepted)} connections in 60 s, gaps {gaps[:8]}"
     assert gaps[-1] >= 5 - 0.1
+
+
+async def test_a_slave_refusing_its_master_s_bytes_reconnects_once_a_heartbeat_interval_at_most(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A diverged slave refuses the bytes its master sends at its end (they do not start a record there) and ends
+    the session, every session alike: it must not come back twice a second for ever, taking a frame and logging a
+    refusal each time. RocketMQ's HAClient (store/src/main/java/org/apache/rocketmq/store/ha/HAService.java) closes
+    the connection on a frame it refuses (``dispatchReadRequest`` false) and, connected again, reports only a
+    heartbeat interval later: it comes back once per ``haSendHeartbeatInterval`` (5 s)."""
+    source, size1, _size2 = _master_with_two_records(tmp_path / "source", batch=32768)
+    first_record = bytes(source.commitlog.read(0, size1) or b"")
+    source.close()
+    listener = (await trio.open_tcp_listeners(0, host="127.0.0.1"))[0]
+    port = listener.socket.getsockname()[1]
+    slave = ha_store(tmp_path / "slave", BrokerRole.SLAVE, ha_master_address=f"127.0.0.1:{port}")
+    accepted: list[float] = []
+    async with trio.open_nursery() as nursery:
+        await nursery.start(slave.run)
+        with trio.move_on_after(60):
+            while True:
+                stream = await listener.accept()
+                accepted.append(trio.current_time())
+                if await read_exactly(stream, REPORT_SIZE) == encode_report(0):
+                    await stream.send_all(encode_frame(0, first_record))  # the slave takes its first record...
+                    assert await read_exactly(stream, REPORT_SIZE) == encode_report(size1)
+                await stream.send_all(encode_frame(size1, b"x" * 64))  # ...then bytes of a log not its own
+                await _until_closed(stream)
+                await stream.aclose()
+        nursery.cancel_scope.cancel()
+    slave.close()
+    gaps = [later - earlier for earlier, later in itertools.pairwise(accepted)]
+    assert len(accepted) <= 60 / 5 + 4, f"{len(accepted)} connections in 60 s, gaps {gaps[:8]}"
+    assert gaps[-1] >= 5 - 0.1
