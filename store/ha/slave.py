@@ -16,10 +16,12 @@ heartbeats every 5 s) ends the session. Over TCP the session reads and reports o
 descriptor, straight through the system calls (:class:`_SocketIO`).
 
 Reconnects back off from a tenth of ``haSendHeartbeatInterval`` doubling up to the interval itself (RocketMQ retries
-every 5 s), after a failed connect as after a session the master ended before sending anything (a refused report:
-RocketMQ's ``HAClient``, store/src/main/java/org/apache/rocketmq/store/ha/HAService.java, reports only a heartbeat
-interval after it connected, so a refused slave comes back once per interval); a session that heard from the
-master is followed by a tenth of the interval. Socket errors (a reset by the master included) and protocol errors
+every 5 s), after a failed connect as after a session that took nothing from the master: one it ended before
+sending anything (a refused report), or one whose bytes this slave refused (a diverged log, a frame at another
+offset, a store that cannot take them). RocketMQ's ``HAClient``,
+store/src/main/java/org/apache/rocketmq/store/ha/HAService.java, reports only a heartbeat interval after it
+connected, so a refused slave, or one refusing, comes back once per interval; a session that took the master's
+frames is followed by a tenth of the interval. Socket errors (a reset by the master included) and protocol errors
 end the session, never the client: each of a session's two tasks, the reader and the reporter, catches its own and
 ends the other.
 
@@ -144,8 +146,8 @@ class HAClient:
         self._reporting = False
         self._report_owed = False
         self._last_report = 0.0
-        #: The current session received something from the master (:meth:`_session`).
-        self._heard = False
+        #: The current session took something from the master: bytes this slave did not refuse (:meth:`_session`).
+        self._took = False
         self._address_known = trio.Event()
         if self.master_address:
             self._address_known.set()
@@ -193,7 +195,7 @@ class HAClient:
                 if await self._session(stream, address):
                     failures = 0
                     delay = self._backoff(0)
-                else:  # the master ended it before sending anything (it refused the report): a failed connect
+                else:  # the master refused the report, or this slave its bytes: a failed connect
                     delay = self._backoff(failures)
                     failures += 1
             await trio.sleep(delay)
@@ -205,9 +207,9 @@ class HAClient:
         return min(ceiling / 10 * (1 << min(earlier_failures, 10)), ceiling)
 
     async def _session(self, stream: trio.abc.Stream, address: str) -> bool:
-        """Replicate over ``stream`` until the session ends; whether the master sent anything in it."""
+        """Replicate over ``stream`` until the session ends; whether it took anything from the master."""
         self.sessions += 1
-        self._heard = False
+        self._took = False
         self.connected_to = address
         self.last_contact = trio.current_time()
         try:
@@ -228,7 +230,7 @@ class HAClient:
             self.connected_to = ""
             if raw is not None:
                 raw.close()
-        return self._heard
+        return self._took
 
     async def _report(self, stream: _Stream) -> None:
         """Send the max offset, or leave it to the report being sent now (one writer at a time), which sends again
@@ -290,7 +292,6 @@ class HAClient:
                 log.info("HA master closed the connection")
                 return
             self.last_contact = trio.current_time()
-            self._heard = True
             before = replica.max_offset
             try:
                 frames = reader.feed(data)
@@ -313,3 +314,5 @@ class HAClient:
             except OSError as exc:  # a ConsumeQueue segment that cannot be made: the next session dispatches on
                 log.error("HA: dispatching the master's data failed: %s; reconnecting", exc)
                 return
+            # Only bytes taken make the session count as one (a refusal above is a failed connect for the back-off).
+            self._took = True
