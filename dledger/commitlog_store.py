@@ -376,6 +376,10 @@ class DLedgerMessageStore(MessageStore):
         if not self.server.running:
             self.ledger.close()
 
+    def commit_log_flush_snapshot(self) -> list[MappedFile]:
+        """Nothing: the ledger syncs its own files (its ``flushFileInterval``)."""
+        return []
+
     def flush_plan(self) -> FlushPlan:
         """ConsumeQueue segments only (the ledger flushes its own files); the checkpoint's end is what is
         dispatched."""

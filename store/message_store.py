@@ -320,6 +320,16 @@ class MessageStore(StoreReads):
         end = self.commitlog.max_offset if self.replica is None else self.replica.dispatched
         return end, self.commitlog.last_store_timestamp, files
 
+    def commit_log_flush_snapshot(self) -> list[MappedFile]:
+        """The CommitLog segments with unsynced bytes, in order, for the periodic CommitLog flush
+        (:class:`~store.services.FlushService`)."""
+        return self.commitlog.queue.flush_snapshot()
+
+    def queue_flush_snapshots(self) -> list[list[MappedFile]]:
+        """Each ConsumeQueue's segments with unsynced bytes, in order, one list per queue that has any, for the
+        periodic ConsumeQueue flush."""
+        return [files for cq in self.consume_queues.values() if (files := cq.queue.flush_snapshot())]
+
     def flush_planned(self, plan: FlushPlan) -> bool:
         """Flush the planned segments and the index, then advance the checkpoint to the plan's end (blocking; run
         under ``disk_lock`` in a worker thread). ``False`` when the disk failed a sync: logged, the checkpoint left

@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import collections
 import datetime
+import functools
 import logging
+import math
 import os
 import sys
 import threading
@@ -35,6 +37,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from store.mapped_file import (
+    PAGE_SIZE,
     Destroyable,
     MappedFile,
     MappedFileQueue,
@@ -56,10 +59,71 @@ def _flush_files(files: list[MappedFile]) -> bool:
     return flush_segments(files)
 
 
+def able_to_flush(mf: MappedFile, least_pages: int) -> bool:
+    """Whether a periodic round syncs ``mf`` (RocketMQ's ``MappedFile.isAbleToFlush``): it is full and not yet
+    synced, or ``least_pages`` 4 KiB pages of it are unsynced (counted by page number, as Java does), or anything is
+    unsynced when ``least_pages`` is 0."""
+    wrote, flushed = mf.wrote_position, mf.flushed_position
+    if wrote <= flushed:
+        return False
+    if wrote >= mf.file_size or least_pages <= 0:
+        return True
+    return wrote // PAGE_SIZE - flushed // PAGE_SIZE >= least_pages
+
+
+def due_segments(dirty: list[MappedFile], least_pages: int) -> list[MappedFile]:
+    """The leading segments of one log's unsynced ones (``flush_snapshot``, in order) a round syncs: up to the
+    first that is not :func:`able_to_flush`, so a log's unsynced segments stay a suffix."""
+    due = []
+    for mf in dirty:
+        if not able_to_flush(mf, least_pages):
+            break
+        due.append(mf)
+    return due
+
+
+class _Thorough:
+    """When a round ignores its least pages: at least ``interval_ms`` after the last such round, the first round
+    included (Java's ``lastFlushTimestamp`` starts at 0). Timed by the Trio clock."""
+
+    def __init__(self) -> None:
+        self._last = -math.inf
+
+    def due(self, interval_ms: int) -> bool:
+        now = trio.current_time()
+        if now >= self._last + interval_ms / 1000:
+            self._last = now
+            return True
+        return False
+
+
 class FlushService:
+    """The periodic flush, two loops as RocketMQ 4.9.8's two services (each reads its settings at every round, so
+    UPDATE_BROKER_CONFIG applies at the next one):
+
+    * the CommitLog's (``CommitLog.FlushRealTimeService``): every ``flushIntervalCommitLog`` ms it syncs the
+      segments with ``flushCommitLogLeastPages`` (4) unsynced pages or full, and every unsynced byte when
+      ``flushCommitLogThoroughInterval`` (10 s) has passed since its last thorough round. Under SYNC_FLUSH (no
+      FlushRealTimeService in Java) it syncs whatever is unsynced, as the group commit's idle ``flush(0)`` does for
+      ``WAIT=false`` sends.
+    * the ConsumeQueues' (``DefaultMessageStore.FlushConsumeQueueService``): every ``flushIntervalConsumeQueue`` ms
+      the queue segments with ``flushConsumeQueueLeastPages`` (2) unsynced pages; its thorough round
+      (``flushConsumeQueueThoroughInterval``, 60 s: Java writes the checkpoint only then) is :meth:`flush_locked`,
+      everything (CommitLog, queues, index) then the checkpoint.
+
+    A store shut down cleanly syncs everything whatever the least pages (``MessageStore.close``). What a power loss
+    may take under ASYNC_FLUSH is therefore the CommitLog's unsynced tail (under 4 pages for up to 10 s, or up to
+    500 ms of more); a killed process loses nothing (the page cache keeps it) and its recovery scans from the last
+    checkpoint. A failed sync is logged (``flush_segments``) and tried again by a later round."""
+
     def __init__(self, store: MessageStore) -> None:
         self._store = store
+        #: Rounds that synced something, of either loop.
         self.rounds = 0
+        #: Thorough ConsumeQueue rounds that wrote the checkpoint.
+        self.checkpoints = 0
+        self._commit_log_thorough = _Thorough()
+        self._queue_thorough = _Thorough()
 
     async def flush_once(self) -> None:
         async with self._store.disk_lock:
@@ -67,23 +131,71 @@ class FlushService:
 
     async def flush_locked(self) -> None:
         """Flush the CommitLog, the ConsumeQueues and the index, then advance the checkpoint to what they cover; the
-        caller holds the store's disk lock (:meth:`flush_once`, and retention before it deletes past the
-        checkpoint)."""
+        caller holds the store's disk lock (:meth:`flush_once`, the thorough ConsumeQueue round, and retention before
+        it deletes past the checkpoint)."""
         store = self._store
         plan = store.flush_plan()
         await trio.to_thread.run_sync(store.flush_planned, plan, limiter=store.disk_limiter)
         self.rounds += 1
+        self.checkpoints += 1
+
+    async def _sync(self, files: Callable[[], list[MappedFile]]) -> None:
+        """Sync the segments ``files()`` names, taken under the disk lock, in a worker thread; nothing when none."""
+        store = self._store
+        async with store.disk_lock:
+            due = files()
+            if due:
+                await trio.to_thread.run_sync(_flush_files, due, limiter=store.disk_limiter)
+                self.rounds += 1
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
-        interval = self._store.config.flush_interval_commit_log / 1000
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._commit_log_loop)
+            nursery.start_soon(self._queue_loop)
+
+    async def _commit_log_loop(self) -> None:
+        store = self._store
         while True:
-            await trio.sleep(interval)
-            store = self._store
-            dirty = store.commitlog.queue.flushed_offset < store.commitlog.max_offset
-            cp = store.checkpoint
-            if dirty or (cp is not None and cp.safe_offset != store.commitlog.max_offset):
-                await self.flush_once()
+            config = store.config
+            least = config.flush_commit_log_least_pages
+            if self._commit_log_thorough.due(config.flush_commit_log_thorough_interval):
+                least = 0
+            if config.flush_disk_type is FlushDiskType.SYNC_FLUSH:
+                least = 0
+            await trio.sleep(config.flush_interval_commit_log / 1000)
+            await self._sync(functools.partial(_commit_log_segments_due, store, least))
+
+    async def _queue_loop(self) -> None:
+        store = self._store
+        while True:
+            config = store.config
+            await trio.sleep(config.flush_interval_consume_queue / 1000)
+            if self._queue_thorough.due(config.flush_consume_queue_thorough_interval):
+                if self._behind():
+                    await self.flush_once()
+                continue
+            least = config.flush_consume_queue_least_pages
+            await self._sync(functools.partial(_queue_segments_due, store, least))
+
+    def _behind(self) -> bool:
+        """Whether a thorough round has anything to sync or a checkpoint to move."""
+        store = self._store
+        end = store.commitlog.max_offset
+        cp = store.checkpoint
+        return (
+            store.commitlog.queue.flushed_offset < end
+            or bool(store.queue_flush_snapshots())
+            or (cp is not None and cp.safe_offset != end)
+        )
+
+
+def _commit_log_segments_due(store: MessageStore, least_pages: int) -> list[MappedFile]:
+    return due_segments(store.commit_log_flush_snapshot(), least_pages)
+
+
+def _queue_segments_due(store: MessageStore, least_pages: int) -> list[MappedFile]:
+    return [mf for dirty in store.queue_flush_snapshots() for mf in due_segments(dirty, least_pages)]
 
 
 async def destroy_off_thread(files: Sequence[Destroyable], limiter: trio.CapacityLimiter) -> None:
@@ -564,11 +676,7 @@ class RetentionService:
         org/apache/rocketmq/store/DefaultMessageStore.java cleanFilesPeriodically; after a start it may have risen
         while the broker was down). Returns the number of CommitLog files deleted."""
         deleted = await self._delete_segments()
-        store = self._store
-        if store.commitlog.min_offset > self._cleaned_below:
-            async with store.disk_lock:
-                taken = self._clean_below(store.commitlog.min_offset)
-            await self._destroy(taken)
+        await self._clean_queues(self._store.commitlog.min_offset)
         return deleted
 
     async def _delete_segments(self) -> int:
@@ -633,20 +741,28 @@ class RetentionService:
             await self._store.flush_service.flush_locked()
         return end <= checkpoint.safe_offset
 
-    def _clean_below(self, min_phy: int) -> list[MappedFile | IndexFile]:
-        """Take the ConsumeQueue and index files below a raised CommitLog minimum out of the store, whether or not
-        new keys are indexed (DefaultMessageStore.java CleanConsumeQueueService.deleteExpiredFiles); the caller
-        destroys them (:meth:`_destroy`)."""
-        taken: list[MappedFile | IndexFile] = []
+    async def _clean_queues(self, min_phy: int) -> None:
+        """CleanConsumeQueueService's pass: once the CommitLog's minimum rose past the last one seen, take each
+        ConsumeQueue's files below it out of the store (under the disk lock, one queue at a time) and destroy them,
+        pausing ``deleteConsumeQueueFilesInterval`` after each queue that lost files, then the index files below it,
+        whether or not new keys are indexed (DefaultMessageStore.java CleanConsumeQueueService.deleteExpiredFiles).
+        A queue destroyed meanwhile (its topic deleted) is skipped."""
         if min_phy <= self._cleaned_below:
-            return taken
+            return
         self._cleaned_below = min_phy
         store = self._store
         for cq in list(store.consume_queues.values()):
-            taken.extend(cq.take_expired(min_phy))
-        if store.index is not None:
-            taken.extend(store.index.take_expired(min_phy))
-        return taken
+            async with store.disk_lock:
+                taken = cq.take_expired(min_phy) if store.consume_queues.get(cq.key) is cq else []
+            await self._destroy(taken)
+            interval = store.config.delete_consume_queue_files_interval
+            if taken and interval > 0:
+                await trio.sleep(interval / 1000)
+        async with store.disk_lock:
+            index_taken: list[MappedFile | IndexFile] = []
+            if store.index is not None:
+                index_taken.extend(store.index.take_expired(min_phy))
+        await self._destroy(index_taken)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()

@@ -66,9 +66,21 @@ class StoreConfig:
     #: Entries per ConsumeQueue file; each entry is 20 bytes (Java sets the byte size, 300 000 x 20).
     mapped_file_size_consume_queue: int = 300_000 * 20
     max_message_size: int = 4 * 1024 * 1024
+    #: The periodic CommitLog flush (CommitLog.FlushRealTimeService, store/services.py): every
+    #: ``flush_interval_commit_log`` ms it syncs a segment once ``flush_commit_log_least_pages`` 4 KiB pages of it are
+    #: unsynced (or it is full), and everything at least every ``flush_commit_log_thorough_interval`` ms. Read at
+    #: every round. ``flush_commit_log_timed``: sleep the whole interval (Java's default); ours always does.
     flush_interval_commit_log: int = 500
+    flush_commit_log_least_pages: int = 4
+    flush_commit_log_thorough_interval: int = 10_000
+    flush_commit_log_timed: bool = True
+    #: The ConsumeQueue flush (DefaultMessageStore.FlushConsumeQueueService), the same way with its own settings; its
+    #: thorough round also syncs the CommitLog, the index and the checkpoint (store/services.py).
     flush_interval_consume_queue: int = 1000
+    flush_consume_queue_least_pages: int = 2
+    flush_consume_queue_thorough_interval: int = 60_000
     sync_flush_timeout: int = 5000
+    #: Recovery checks each record's body CRC (a corrupted body ends the log there).
     check_crc_on_recover: bool = True
     warm_mapped_file_enable: bool = False
     file_reserved_time: int = 72
@@ -81,6 +93,11 @@ class StoreConfig:
     disk_space_clean_forcibly_ratio: float = 0.85
     disk_space_warning_level_ratio: float = 0.90
     delete_commit_log_files_interval: int = 100
+    #: Pause (ms) after each ConsumeQueue whose expired files a pass deleted (CleanConsumeQueueService).
+    delete_consume_queue_files_interval: int = 100
+    #: Java's grace (ms) for a segment readers still reference before it is destroyed anyway. Accepted and shown, no
+    #: effect here: a deleted segment is unlinked at once and a reader's slice keeps its mapping until dropped.
+    destroy_maped_file_interval_forcibly: int = 120_000
     max_hash_slot_num: int = 5_000_000
     max_index_num: int = 20_000_000
     message_index_enable: bool = True

@@ -85,7 +85,12 @@ async def expire_old_segments(cluster: EmbeddedCluster, autojump_clock: trio.tes
     store.flush_all_blocking()
     config = store.config
     # above the forcible ratio
-    store.config = attrs.evolve(config, disk_usage_ratio=lambda _path: 0.87, delete_commit_log_files_interval=0)
+    store.config = attrs.evolve(
+        config,
+        disk_usage_ratio=lambda _path: 0.87,
+        delete_commit_log_files_interval=0,
+        delete_consume_queue_files_interval=0,
+    )
     assert await store.retention.check_once() >= 1
     store.config = config
     autojump_clock.autojump_threshold = 0

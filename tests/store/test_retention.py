@@ -37,7 +37,11 @@ async def test_disk_above_critical_ratio_refuses_writes_and_keeps_data_readable(
     disk = Disk(0.5)
     # No flush timer inside the window: a flush thread would let the virtual clock run ahead of it.
     store = open_store(
-        tmp_path, disk_usage_ratio=disk, clean_resource_interval=10_000, flush_interval_commit_log=60_000
+        tmp_path,
+        disk_usage_ratio=disk,
+        clean_resource_interval=10_000,
+        flush_interval_commit_log=60_000,
+        flush_interval_consume_queue=60_000,
     )
     async with trio.open_nursery() as nursery:
         await nursery.start(store.run)
@@ -191,7 +195,8 @@ async def test_a_commitlog_segment_removed_by_hand_is_dropped_and_the_store_keep
     clock = FakeClock(_local_ms(hour=12))
     # Above diskMaxUsedSpaceRatio, below the forcible ratio: only expired segments go. No flush timer inside the
     # window (a flush thread would let the virtual clock run ahead of it).
-    store = open_store(tmp_path, now_ms=clock, disk_usage_ratio=Disk(0.8), flush_interval_commit_log=60_000)
+    store = open_store(tmp_path, now_ms=clock, disk_usage_ratio=Disk(0.8), flush_interval_commit_log=60_000,
+                       flush_interval_consume_queue=60_000)  # fmt: skip
     for _ in range(30):
         store.append(message(body=bytes(300)))
     store.flush_all_blocking()
