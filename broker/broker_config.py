@@ -62,8 +62,21 @@ class BrokerConfig(ListenerSettings):
     mapped_file_size_commit_log: int = 1024 * 1024 * 1024
     mapped_file_size_consume_queue: int = 300_000 * 20
     max_message_size: int = 4 * 1024 * 1024
+    #: The periodic flushes (store/services.py FlushService, MessageStoreConfig's names and defaults): the CommitLog
+    #: every ``flushIntervalCommitLog`` ms once ``flushCommitLogLeastPages`` pages are unsynced, everything every
+    #: ``flushCommitLogThoroughInterval`` ms; the ConsumeQueues the same with their own three, the checkpoint in
+    #: their thorough round. Read at every round: UPDATE_BROKER_CONFIG applies at the next one.
     flush_interval_commit_log: int = 500
+    flush_commit_log_least_pages: int = 4
+    flush_commit_log_thorough_interval: int = 10_000
+    #: Sleep the whole interval between two CommitLog rounds (Java's default); false is accepted and behaves the same
+    #: here (Java's rounds then also start at a send's wake-up).
+    flush_commit_log_timed: bool = True
     flush_interval_consume_queue: int = 1000
+    flush_consume_queue_least_pages: int = 2
+    flush_consume_queue_thorough_interval: int = 60_000
+    #: Recovery after a crash checks each record's body CRC (read at start).
+    check_crc_on_recover: bool = attrs.field(default=True, metadata={"key": "checkCRCOnRecover"})
     message_index_enable: bool = True
     max_hash_slot_num: int = 5_000_000
     max_index_num: int = 20_000_000
@@ -77,6 +90,13 @@ class BrokerConfig(ListenerSettings):
     clean_file_forcibly_enable: bool = True
     #: Pause (ms) between two CommitLog segment deletions of one retention pass (MessageStoreConfig's name).
     delete_commit_log_files_interval: int = 100
+    #: Pause (ms) after each ConsumeQueue whose expired files a pass deleted (CleanConsumeQueueService).
+    delete_consume_queue_files_interval: int = 100
+    #: Java's grace (ms) before a segment readers still reference is destroyed anyway; shown and stored, no effect here
+    #: (a deleted segment is unlinked at once, a reader's slice keeps its mapping until dropped).
+    destroy_maped_file_interval_forcibly: int = 120_000
+    #: Period (ms) of the retention passes (CleanCommitLogService then CleanConsumeQueueService; read at start).
+    clean_resource_interval: int = 10_000
     auto_create_topic_enable: bool = True
     #: RocketMQ 5: whether a topic may be given ``message.type=MIXED`` (UPDATE_AND_CREATE_TOPIC's attributes).
     enable_mixed_message_type: bool = False

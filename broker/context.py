@@ -146,7 +146,16 @@ def store_config_of(config: BrokerConfig) -> StoreConfig:
         mapped_file_size_consume_queue=config.mapped_file_size_consume_queue,
         max_message_size=config.max_message_size,
         flush_interval_commit_log=config.flush_interval_commit_log,
+        flush_commit_log_least_pages=config.flush_commit_log_least_pages,
+        flush_commit_log_thorough_interval=config.flush_commit_log_thorough_interval,
+        flush_commit_log_timed=config.flush_commit_log_timed,
         flush_interval_consume_queue=config.flush_interval_consume_queue,
+        flush_consume_queue_least_pages=config.flush_consume_queue_least_pages,
+        flush_consume_queue_thorough_interval=config.flush_consume_queue_thorough_interval,
+        check_crc_on_recover=config.check_crc_on_recover,
+        clean_resource_interval=config.clean_resource_interval,
+        delete_consume_queue_files_interval=config.delete_consume_queue_files_interval,
+        destroy_maped_file_interval_forcibly=config.destroy_maped_file_interval_forcibly,
         sync_flush_timeout=config.sync_flush_timeout,
         file_reserved_time=config.file_reserved_time,
         delete_when=config.delete_when,
@@ -184,8 +193,8 @@ RESTART_SETTINGS: Final = ("broker_role", "broker_id", "listen_port", "ha_listen
 _ROLES: Final = tuple(role.value for role in BrokerRole)
 
 #: Store settings UPDATE_BROKER_CONFIG changes in a running broker (replication's timings and limits, pull batch limits,
-#: retention, warming new segments; read where they are used); the others (paths, sizes, roles, ports) take effect at
-#: the next start.
+#: retention, the periodic flushes, warming new segments; read where they are used); the others (paths, sizes, roles,
+#: ports, ``cleanResourceInterval``, ``checkCRCOnRecover``) take effect at the next start.
 LIVE_STORE_SETTINGS = (
     "slave_timeout",
     "ha_send_heartbeat_interval",
@@ -205,6 +214,16 @@ LIVE_STORE_SETTINGS = (
     "disk_max_used_space_ratio",
     "clean_file_forcibly_enable",
     "delete_commit_log_files_interval",
+    "delete_consume_queue_files_interval",
+    "destroy_maped_file_interval_forcibly",
+    # CommitLog.FlushRealTimeService and DefaultMessageStore.FlushConsumeQueueService read theirs at every round.
+    "flush_interval_commit_log",
+    "flush_commit_log_least_pages",
+    "flush_commit_log_thorough_interval",
+    "flush_commit_log_timed",
+    "flush_interval_consume_queue",
+    "flush_consume_queue_least_pages",
+    "flush_consume_queue_thorough_interval",
     # AllocateMappedFileService and CommitLog read isWarmMapedFileEnable at every new segment
     # (store/src/main/java/org/apache/rocketmq/store/AllocateMappedFileService.java).
     "warm_mapped_file_enable",

@@ -1,18 +1,22 @@
 """The store's background services, each a Trio task started with ``nursery.start`` and stopped by cancellation:
 
-* :class:`FlushService`: ASYNC_FLUSH's periodic flush (``flush_interval_commit_log``, 500 ms) of the CommitLog, the
-  ConsumeQueues and the index, then the checkpoint. It also runs under SYNC_FLUSH to keep the queues and checkpoint
-  moving.
+* :class:`FlushService`: the periodic flushes, as RocketMQ 4.9.8's FlushRealTimeService (the CommitLog every
+  ``flush_interval_commit_log`` once ``flush_commit_log_least_pages`` pages are unsynced, everything every
+  ``flush_commit_log_thorough_interval``) and FlushConsumeQueueService (the ConsumeQueues the same with their own
+  settings; its thorough round syncs everything and writes the checkpoint). It also runs under SYNC_FLUSH to keep the
+  queues and checkpoint moving.
 * :class:`GroupCommitService`: SYNC_FLUSH. Producers register the offset they need durable; one ``fdatasync`` (on the
   service's own :class:`_SyncThread`) covers every waiter whose offset it reaches, and one release pass answers them
   (pass listeners then flush what the callbacks held back). Waiters that arrive during a sync are covered by the
   next one, which the thread starts as soon as that sync ends, while the Trio task answers.
 * :class:`AllocateService`: prepares (and optionally warms up) the next CommitLog segment after each roll, so appends
   rarely create files themselves.
-* :class:`RetentionService`: deletes expired segments at ``delete_when`` or when the disk is fuller than
-  ``disk_max_used_space_ratio`` (clamped to 10..95), young ones too above ``disk_space_clean_forcibly_ratio`` when
-  ``clean_file_forcibly_enable``, and refuses writes above ``disk_space_warning_level_ratio``. A segment goes only
-  once the checkpoint covers it (a flush first when it does not yet), so recovery never starts past the checkpoint.
+* :class:`RetentionService`: every ``clean_resource_interval`` deletes expired segments at ``delete_when`` or when
+  the disk is fuller than ``disk_max_used_space_ratio`` (clamped to 10..95), young ones too above
+  ``disk_space_clean_forcibly_ratio`` when ``clean_file_forcibly_enable``, and refuses writes above
+  ``disk_space_warning_level_ratio``. A segment goes only once the checkpoint covers it (a flush first when it does
+  not yet), so recovery never starts past the checkpoint. Then the ConsumeQueue files below the CommitLog's minimum,
+  ``delete_consume_queue_files_interval`` apart.
 
 Blocking disk work runs in ``trio.to_thread.run_sync`` with the store's own limiter (the group commit's syncs on its
 own thread instead), under the store's ``disk_lock`` so that a flush never races the deletion of the same segment;

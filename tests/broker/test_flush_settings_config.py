@@ -1,0 +1,66 @@
+"""The store's flush and clean-up settings (MessageStoreConfig's names) from ``mqbroker -c``: they reach the store,
+GET_BROKER_CONFIG shows them, and UPDATE_BROKER_CONFIG changes the running store's where Java reads them live (the
+flush services at every round, the clean services at every pass), the others only in the file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from remoting.client import RemotingClient
+from remoting.codec.codes import RequestCode, ResponseCode
+from remoting.codec.command import request
+from remoting.codec.java_properties import parse_properties
+from tests.broker.helpers import broker_from_conf
+
+SETTINGS = {
+    "flushIntervalCommitLog": "700",
+    "flushCommitLogLeastPages": "8",
+    "flushCommitLogThoroughInterval": "20000",
+    "flushCommitLogTimed": "false",
+    "flushIntervalConsumeQueue": "1500",
+    "flushConsumeQueueLeastPages": "3",
+    "flushConsumeQueueThoroughInterval": "30000",
+    "checkCRCOnRecover": "false",
+    "cleanResourceInterval": "5000",
+    "deleteConsumeQueueFilesInterval": "50",
+    "destroyMapedFileIntervalForcibly": "60000",
+}
+
+
+async def test_flush_and_clean_settings_from_the_conf_file_reach_the_store_and_are_shown(tmp_path: Path) -> None:
+    conf = tmp_path / "broker.conf"
+    conf.write_text("listenPort=0\nlistenHost=127.0.0.1\n" + "".join(f"{k}={v}\n" for k, v in SETTINGS.items()))
+    async with broker_from_conf(conf, tmp_path / "store") as (controller, addr), RemotingClient() as client:
+        store = controller.context.store.config
+        assert (store.flush_interval_commit_log, store.flush_commit_log_least_pages) == (700, 8)
+        assert (store.flush_commit_log_thorough_interval, store.flush_commit_log_timed) == (20_000, False)
+        assert (store.flush_interval_consume_queue, store.flush_consume_queue_least_pages) == (1500, 3)
+        assert store.flush_consume_queue_thorough_interval == 30_000
+        assert store.check_crc_on_recover is False
+        assert (store.clean_resource_interval, store.delete_consume_queue_files_interval) == (5000, 50)
+        assert store.destroy_maped_file_interval_forcibly == 60_000
+        shown = bytes((await client.invoke(addr, request(RequestCode.GET_BROKER_CONFIG), 5)).body).decode()
+        props = parse_properties(shown)
+        assert {key: props[key] for key in SETTINGS} == SETTINGS
+
+
+async def test_flush_settings_are_live_and_clean_resource_interval_waits_for_a_restart(tmp_path: Path) -> None:
+    """FlushRealTimeService and FlushConsumeQueueService read their settings at every round, CleanConsumeQueueService
+    its interval at every pass: UPDATE_BROKER_CONFIG changes them in the running store. cleanResourceInterval is the
+    period Java's scheduler was started with, checkCRCOnRecover is read by the recovery: both go to the file only."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text("listenPort=0\nlistenHost=127.0.0.1\n")
+    async with broker_from_conf(conf, tmp_path / "store") as (controller, addr), RemotingClient() as client:
+        body = (
+            b"flushCommitLogLeastPages=0\nflushIntervalCommitLog=200\nflushConsumeQueueLeastPages=1\n"
+            b"deleteConsumeQueueFilesInterval=0\ncleanResourceInterval=1000\ncheckCRCOnRecover=false\n"
+        )
+        answer = await client.invoke(addr, request(RequestCode.UPDATE_BROKER_CONFIG, body=body), 5)
+        assert answer.code == ResponseCode.SUCCESS, answer.remark
+        store = controller.context.store.config
+        assert (store.flush_commit_log_least_pages, store.flush_interval_commit_log) == (0, 200)
+        assert (store.flush_consume_queue_least_pages, store.delete_consume_queue_files_interval) == (1, 0)
+        assert (store.clean_resource_interval, store.check_crc_on_recover) == (10_000, True)
+        assert controller.context.config.clean_resource_interval == 1000
+    written = parse_properties(conf.read_text())
+    assert (written["cleanResourceInterval"], written["checkCRCOnRecover"]) == ("1000", "false")
