@@ -306,3 +306,35 @@ def test_a_timer_hours_behind_catches_up_reading_the_wheel_only_up_to_each_fille
     assert peak < WHEEL_SLOTS * 24 // 16, peak  # far below one copy of the wheel
     timers.close()
     store.close()
+
+
+def test_a_crash_then_a_start_with_a_coarser_precision_loses_no_timer_and_delivers_none_early(
+    tmp_path: Path,
+) -> None:
+    """A crash at 100 ms slots (read time 1,004,600), a start at 1000 ms: the rebuild judges a record rolled when its
+    roll time lies before the checkpoint's read time, and its read time is a slot of the new wheel. It judged by the
+    roll time's new slot (1,004,000 < 1,004,600), took an unrolled timer (roll at 1,004,800) for rolled and dropped
+    it, and kept the unaligned read time, so a timer due at 1,004,700 filed into slot 1,004,000 went out at once,
+    early."""
+    now = [1_000_000]
+    store, config_dir, timers = open_timer_store(tmp_path, now)
+    store.append(_timer_record(now[0] + 30_000, b"far"))  # to roll at + 4.8 s (48 slots of 100 ms)
+    store.append(_timer_record(now[0] + 4_700, b"near"))
+    assert timers.enqueue(100) == 2
+    now[0] += 4_650
+    run_timer(timers, now[0])
+    assert (timers.read_ms, timers.rolled, _crashed(store)) == (1_004_600, 0, [])
+    timers.save_checkpoint(timers.checkpoint(clean=False))
+    timers.close()  # a crash
+    again = TimerStore(store, config_dir, slots=64, precision_ms=1000)
+    again.load()
+    run_timer(again, now[0])
+    assert _crashed(store) == []  # "near" is due at 1,004,700
+    for _ in range(40):
+        now[0] += 1_000
+        run_timer(again, now[0])
+    assert sorted(_crashed(store)) == [b"far", b"near"]
+    _never_early(store, 2_000)  # a 1000 ms slot, walked at most 1 s after it passed
+    assert again.pending == 0
+    again.close()
+    store.close()
