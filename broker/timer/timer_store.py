@@ -30,7 +30,7 @@ and repeats nothing (also one written mid-slot by the previous version, which wa
 see :class:`TimerCheckpoint`). After a crash the checkpoint is not clean: wheel and log are rebuilt from the timer
 queue, skipping the messages that were due before the checkpoint's ``readMs``; deliveries made after that checkpoint
 are repeated (at least once, like RocketMQ). Of a rolled timer's copies the rebuild files exactly one: a record
-filed before the checkpoint whose roll slot lies before its ``readMs`` was rolled (its copy is in the queue) and is
+filed before the checkpoint whose roll time lies before its ``readMs`` was rolled (its copy is in the queue) and is
 skipped; a copy the previous run wrote is skipped while its predecessor is still in the queue and not so skipped
 (that one rolls again).
 
@@ -348,7 +348,9 @@ class TimerStore:
         if cp is not None:
             log.warning("timer: unclean shutdown; rebuilding the wheel from %s", TIMER_TOPIC)
             self._skip_below_offset, self._skip_due_before = cp.enqueue_offset, cp.read_ms
-            self.read_ms = cp.read_ms
+            # A slot of this wheel: the checkpoint's may be another precision's (changed since the crash), and an
+            # unaligned read time sends the rest of its slot out at once, early.
+            self.read_ms = self.wheel.slot_time(cp.read_ms)
             self._rebuild_end = self.store.max_offset_in_queue(TIMER_TOPIC, 0)
             self._use_windows(_resolved(cp.windows, cp.precision_ms or self.precision_ms), cp.enqueue_offset)
         else:
@@ -569,15 +571,17 @@ class TimerStore:
     def _rebuilt_away(self, offset: int, timer: _Timer, min_offset: int) -> bool:
         """Whether a crash rebuild skips the queue entry at ``offset`` (module docstring): delivered or rolled before
         the checkpoint, or a copy the previous run rolled whose predecessor this rebuild files instead."""
-        below, before, slot_time = self._skip_below_offset, self._skip_due_before, self.wheel.slot_time
+        # ``before`` is a read time of the wheel that ran (a slot of its precision), so a record was rolled iff its
+        # roll time lies before it: its slot in this wheel, of a coarser precision since, may lie before it unrolled.
+        below, before = self._skip_below_offset, self._skip_due_before
         if offset < self._rebuild_end and timer.roll_from >= min_offset:
             previous_ms, _ = self.roll_target(timer.time_ms, timer.previous_ms, self.window_at(timer.roll_from))
-            if not (timer.roll_from < below and slot_time(previous_ms) < before):
+            if not (timer.roll_from < below and previous_ms < before):
                 return True
         if offset >= below:
             return False
         target_ms, roll = self.roll_target(timer.time_ms, timer.stored_ms, self.window_at(offset))
-        return slot_time(target_ms) < before if roll else timer.time_ms < before
+        return target_ms < before if roll else timer.time_ms < before
 
     def _timer_of(self, phy: int, size: int) -> _Timer | None:
         """What filing needs from a timer-queue record (:class:`_Timer`); ``None`` for one without a readable time."""
