@@ -782,3 +782,22 @@ async def test_a_deadline_too_short_for_polling_is_checked_first_and_answered_as
             code,
             "The deadline time remaining is not enough for polling, please check network condition",
         )
+
+
+async def test_a_receive_checks_its_invisible_time_then_the_topic_then_the_group(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """After the polling time and the names, ReceiveMessageActivity checks the invisible time and builds the filter;
+    only then does ConsumerProcessor.popMessage look the topic up (its route: TOPIC_NOT_FOUND, no readable queue
+    FORBIDDEN), and the group is the broker's check after that (PopMessageProcessor: SUBSCRIPTION_GROUP_NOT_EXIST).
+    Ours checked the group, then the topic, before the invisible time: a receive of an unknown topic with an illegal
+    invisible time answered TOPIC_NOT_FOUND (and auto-created its group), an unknown group's receive of an unknown
+    topic CONSUMER_GROUP_NOT_FOUND."""
+    activity = await _activity(embedded_cluster, nursery)
+    groups = embedded_cluster.controller.context.groups
+    stream = activity.consuming.receive_now(_receive_request("GOrder", "NoSuchTopic", invisible_s=1), md("c@1"), 30.0)
+    assert stream is not None and stream[0].status.code == Code.ILLEGAL_INVISIBLE_TIME, stream[0].status
+    assert groups.get("GOrder") is None, "a receive refused before the broker's pop created its group"
+    groups.config = attrs.evolve(groups.config, auto_create_subscription_group=False)
+    stream = activity.consuming.receive_now(_receive_request("GOrder", "NoSuchTopic"), md("c@1"), 30.0)
+    assert stream is not None and stream[0].status.code == Code.TOPIC_NOT_FOUND, stream[0].status
