@@ -221,23 +221,23 @@ class Consuming:
         return self._stream(checked, popped)
 
     def _check(self, req: Any, metadata: dict[str, str], deadline: float | None) -> _Receive:
-        """The receive's checks: the topic's and group's names first (ReceiveMessageActivity's
-        validateTopicAndConsumerGroup: a system topic or group is no consumer's, and popping the revive topic would
-        take its checkpoints from the revive loop), then the group and topic known, the filter, the times, and last a
-        readable queue (ConsumerProcessor.popMessage's queue selection). The polling time comes before all of them,
-        as in ReceiveMessageActivity."""
+        """The receive's checks in ReceiveMessageActivity's order (proxy/src/main/java/org/apache/rocketmq/proxy/
+        grpc/v2/consumer/ReceiveMessageActivity.java): the polling time, the topic's and group's names
+        (validateTopicAndConsumerGroup: a system topic or group is no consumer's, and popping the revive topic would
+        take its checkpoints from the revive loop), the invisible time, the filter; then ConsumerProcessor.popMessage's
+        (proxy/src/main/java/org/apache/rocketmq/proxy/processor/ConsumerProcessor.java): the topic's route and a
+        readable queue in it; and last the group known, which is the broker's PopMessageProcessor's check."""
         session = self.sessions.sessions.get(metadata.get(_CLIENT_ID, ""))
         settings = None if session is None else session.settings
         poll = self._poll_seconds(req, deadline, settings, metadata.get(_CLIENT_VERSION))
         topic = req.message_queue.topic.name
         check_names(topic, req.group.name)
+        invisible = self._invisible_ms(req)
+        tags, property_filter = self._filter(topic, req.filter_expression)
+        _read_perm(self._topic(topic), self.broker.config.broker_permission)
         group = self._group(req.group.name)
-        topic_config = self._topic(topic)
         config = self.broker.groups.get(group)
         fifo = (session is not None and session.fifo) or (config is not None and config.consume_message_orderly)
-        tags, property_filter = self._filter(topic, req.filter_expression)
-        invisible = self._invisible_ms(req)
-        _read_perm(topic_config, self.broker.config.broker_permission)
         return _Receive(
             group=group,
             topic=topic,
