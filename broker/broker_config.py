@@ -206,6 +206,15 @@ class BrokerConfig(ListenerSettings):
     heartbeat_thread_pool_queue_capacity: int = 50_000
     end_transaction_pool_queue_capacity: int = 100_000
     admin_thread_pool_queue_capacity: int = 100_000
+    #: Broker fast failure (common/.../BrokerConfig.java; broker/.../latency/BrokerFastFailure.java): a request that
+    #: waited in the send, pull, heartbeat or end-transaction pool's queue this many ms or longer is answered
+    #: SYSTEM_BUSY ``[TIMEOUT_CLEAN_QUEUE]...`` instead of being processed (a oneway one is dropped). All five apply
+    #: to a running broker at once when UPDATE_BROKER_CONFIG changes them, as Java's sweep reads them every 10 ms.
+    broker_fast_failure_enable: bool = True
+    wait_time_mills_in_send_queue: int = attrs.field(default=200, metadata=JAVA_LONG)
+    wait_time_mills_in_pull_queue: int = attrs.field(default=5000, metadata=JAVA_LONG)
+    wait_time_mills_in_heartbeat_queue: int = attrs.field(default=31_000, metadata=JAVA_LONG)
+    wait_time_mills_in_transaction_queue: int = attrs.field(default=3000, metadata=JAVA_LONG)
     #: Transactions (docs/protocol.md#78-transactions): a half message is checked once older than this (ms, since its
     #: born time)...
     transaction_time_out: int = attrs.field(default=6000, metadata=JAVA_LONG)

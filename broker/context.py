@@ -55,6 +55,10 @@ def _no_op() -> None:
     return None
 
 
+def _ignore_config(_config: BrokerConfig) -> None:
+    return None
+
+
 @attrs.define(eq=False)
 class BrokerState:
     config: BrokerConfig
@@ -74,6 +78,9 @@ class BrokerState:
     hold: HoldService | None = None
     #: Called by :meth:`on_topic_changed`; the controller points it at the registration service.
     topic_changed_hook: Callable[[], None] = _no_op
+    #: Called with the new settings after every :meth:`update_config`; the controller re-applies the pools' fast
+    #: failure waits with it.
+    config_changed_hook: Callable[[BrokerConfig], None] = _ignore_config
     #: Wall-clock ms when the broker started (GET_BROKER_RUNTIME_INFO).
     boot_timestamp: int = 0
     #: The settings' version (GET_BROKER_CONFIG's ``version``), moved on by every :meth:`update_config`.
@@ -111,6 +118,7 @@ class BrokerState:
         self.groups.config = live
         self.clients.notify_enabled = live.notify_consumer_ids_changed_enable
         self.config_version = self.config_version.next_version()  # Configuration.update: nextVersion()
+        self.config_changed_hook(live)
         if "brokerPermission" in props:
             # AdminBrokerProcessor.java updateBrokerConfig: a new version, registered at once with the new perm.
             self.topics.next_version()

@@ -127,6 +127,8 @@ class BrokerController:
         self.context: BrokerState = build_context(config)
         self.context.config_path = config_path
         self.pools: dict[str, ProcessorPool] = broker_pools(sizes=pool_sizes(config))
+        apply_fast_failure(self.pools, config)
+        self.context.config_changed_hook = lambda fresh: apply_fast_failure(self.pools, fresh)
         # Java's hold service re-checks held queues every 5 s (1 s with short polling) as a safety net behind the
         # arrival listener.
         check = 5.0 if config.long_polling_enable else config.short_polling_time_mills / 1000
@@ -384,6 +386,26 @@ def pool_sizes(config: BrokerConfig) -> dict[str, tuple[int, int | float]]:
         "end_transaction": (config.end_transaction_thread_pool_nums, config.end_transaction_pool_queue_capacity),
         "reply": (config.process_reply_message_thread_pool_nums, config.reply_thread_pool_queue_capacity),
     }
+
+
+def fast_failure_waits(config: BrokerConfig) -> dict[str, float | None]:
+    """Each pool's ``max_wait`` (seconds) from the broker's fast-failure settings: ``waitTimeMillsIn{Send,Pull,
+    Heartbeat,Transaction}Queue`` for the four pools BrokerFastFailure.java sweeps, None for every pool when
+    ``brokerFastFailureEnable`` is off (broker/src/main/java/org/apache/rocketmq/broker/latency/)."""
+    on = config.broker_fast_failure_enable
+    return {
+        "send": config.wait_time_mills_in_send_queue / 1000 if on else None,
+        "pull": config.wait_time_mills_in_pull_queue / 1000 if on else None,
+        "heartbeat": config.wait_time_mills_in_heartbeat_queue / 1000 if on else None,
+        "end_transaction": config.wait_time_mills_in_transaction_queue / 1000 if on else None,
+    }
+
+
+def apply_fast_failure(pools: dict[str, ProcessorPool], config: BrokerConfig) -> None:
+    """Set the pools' ``max_wait`` from ``config`` (at start, and after every UPDATE_BROKER_CONFIG: the workers read
+    it for each request they take, so a change applies to requests already queued)."""
+    for name, wait in fast_failure_waits(config).items():
+        pools[name].max_wait = wait
 
 
 async def serve_broker(

@@ -33,7 +33,6 @@ from __future__ import annotations
 import collections
 import logging
 import math
-import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
@@ -102,10 +101,12 @@ class ProcessorPool:
     ``max_wait`` (seconds) is RocketMQ's broker fast failure: a request that waited longer than that in the queue is
     answered ``SYSTEM_BUSY`` with a ``[TIMEOUT_CLEAN_QUEUE]`` remark instead of being processed (oneway: dropped).
     Java sweeps its queues every 10 ms; here the check happens when a worker takes the request, which drains a
-    stale backlog just as fast once a worker is free, without a sweeper per pool.
+    stale backlog just as fast once a worker is free, without a sweeper per pool. Its owner may change it at any time
+    (UPDATE_BROKER_CONFIG): workers read it for every request they take.
 
     :attr:`head_wait_ms` is how long the oldest queued request has waited (Java's ``headSlowTimeMills``, in the
-    broker's runtime info): each submit notes ``time.monotonic()`` in a deque that workers pop as they take requests.
+    broker's runtime info): each submit notes the Trio clock's time (the same stamp ``max_wait`` is checked against;
+    virtual under a test clock) in a deque that workers pop as they take requests.
     """
 
     name: str
@@ -119,6 +120,8 @@ class ProcessorPool:
     busy: int = attrs.field(init=False, default=0)
     #: Submit times (monotonic seconds) of the requests no worker took yet, oldest first.
     _queued_since: collections.deque[float] = attrs.field(init=False, factory=collections.deque, repr=False)
+    #: The Trio clock's ``current_time``, bound once the pool runs (a third of ``trio.current_time()``'s cost).
+    _now: Callable[[], float] = attrs.field(init=False, default=trio.current_time, repr=False)
 
     def __attrs_post_init__(self) -> None:
         if self.workers < 1:
@@ -140,15 +143,16 @@ class ProcessorPool:
     def head_wait_ms(self) -> int:
         """Milliseconds the oldest request not taken by a worker has waited; 0 when none waits."""
         queued = self._queued_since
-        return int((time.monotonic() - queued[0]) * 1000) if queued else 0
+        return int((self._now() - queued[0]) * 1000) if queued else 0
 
     def submit(self, processor: Processor, ctx: RequestContext, request: RemotingCommand) -> bool:
         """Queue a request without waiting. False when the queue is full (the caller answers SYSTEM_BUSY)."""
+        now = self._now()
         try:
-            self._send.send_nowait((processor, ctx, request, 0.0 if self.max_wait is None else trio.current_time()))
+            self._send.send_nowait((processor, ctx, request, now))
         except trio.WouldBlock:
             return False
-        self._queued_since.append(time.monotonic())
+        self._queued_since.append(now)
         return True
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -156,6 +160,7 @@ class ProcessorPool:
         if self.running:
             raise RuntimeError(f"pool {self.name!r} is already running")
         self.running = True
+        self._now = trio.lowlevel.current_clock().current_time
         try:
             async with trio.open_nursery() as nursery:
                 for _ in range(self.workers):
@@ -165,7 +170,7 @@ class ProcessorPool:
             self.running = False
 
     async def _work(self) -> None:
-        receive, max_wait, queued_since = self._receive, self.max_wait, self._queued_since
+        receive, queued_since, now = self._receive, self._queued_since, self._now
         await self.limiter.acquire()
         try:
             while True:
@@ -175,8 +180,9 @@ class ProcessorPool:
                 except trio.WouldBlock:
                     processor, ctx, request, queued_at = await receive.receive()
                 queued_since.popleft()
-                if max_wait is not None and (waited := trio.current_time() - queued_at) >= max_wait:
-                    await self._reject_stale(ctx, request, waited)
+                max_wait = self.max_wait
+                if max_wait is not None and (waited := now() - queued_at) >= max_wait:
+                    self._refuse(ctx, request, queue_timeout_remark(waited, self.queued))
                     continue
                 self.busy += 1
                 try:
@@ -186,8 +192,9 @@ class ProcessorPool:
         finally:
             self.limiter.release()
 
-    async def _reject_stale(self, ctx: RequestContext, request: RemotingCommand, waited: float) -> None:
-        remark = queue_timeout_remark(waited, self.queued)
+    @staticmethod
+    def _refuse(ctx: RequestContext, request: RemotingCommand, remark: str) -> None:
+        """Answer SYSTEM_BUSY with ``remark`` instead of processing (a oneway request is dropped)."""
         if request.is_oneway:
             ctx.connection.oneway_done(request, request.response(ResponseCode.SYSTEM_BUSY, remark))
             return
