@@ -110,17 +110,21 @@ def create_topic_request(topic: str) -> RemotingCommand:
 # -- the broker (child process) -------------------------------------------------------------------------------
 
 
-async def serve_broker(data_dir: str) -> None:
+async def serve_broker(data_dir: str, fast_failure: bool = True) -> None:
     from broker.embedded import EmbeddedCluster
 
-    async with EmbeddedCluster(data_dir, mapped_file_size_commit_log=256 << 20) as cluster:
+    async with EmbeddedCluster(
+        data_dir, mapped_file_size_commit_log=256 << 20, broker_fast_failure_enable=fast_failure
+    ) as cluster:
         print(cluster.broker_addr, flush=True)
         await trio.sleep_forever()
 
 
-def start_broker(data_dir: str) -> tuple[subprocess.Popen[str], str]:
+def start_broker(data_dir: str, fast_failure: bool = True) -> tuple[subprocess.Popen[str], str]:
+    """A broker process serving ``data_dir`` (``brokerFastFailureEnable`` as given) and its address."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "bench.broker", "serve", "--data", data_dir],
+        [sys.executable, "-m", "bench.broker", "serve", "--data", data_dir]
+        + ([] if fast_failure else ["--no-fast-failure"]),
         stdout=subprocess.PIPE,
         text=True,
         env=os.environ.copy(),
@@ -318,10 +322,11 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=200, help="held-pull wake samples")
     parser.add_argument("--profile", action="store_true", help="re-run under py-spy, writing bench/results/broker.svg")
     parser.add_argument("--only", action="append", choices=sorted(OPS), help="measure only these ops (repeatable)")
+    parser.add_argument("--no-fast-failure", action="store_true", help="serve: brokerFastFailureEnable=false")
     args = parser.parse_args()
     if args.mode == "serve":
         with contextlib.suppress(KeyboardInterrupt):
-            trio.run(serve_broker, args.data)
+            trio.run(serve_broker, args.data, not args.no_fast_failure)
         return
     only = frozenset(args.only) if args.only else OPS
     measure(args.duration, args.per_queue, args.samples, only)

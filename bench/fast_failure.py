@@ -1,0 +1,128 @@
+"""Cost of broker fast failure on the send path, on and off measured alternately in the same run:
+
+- ``op: send``: two broker processes, ``brokerFastFailureEnable`` true and false, loaded in turn with
+  :func:`bench.broker.send_load` (SEND_MESSAGE_V2, 128-byte body); besides requests per second (noisy on a shared
+  machine) each broker process's CPU time per send (``/proc/<pid>/stat``), which background load disturbs less;
+- ``op: pool``: the pool path alone in this process (:class:`remoting.dispatch.ProcessorPool`, one worker, a
+  processor that answers nothing), ``max_wait`` None and 0.2 s: CPU time per request through submit and the worker.
+  Sends take this path only when the send pool is not idle (docs/protocol.md#714-processor-pools-and-flow-control).
+
+``ratios`` are on/off per round (1.0 = no cost; for CPU per request, above 1.0 is a cost); usage:
+``python -m bench.fast_failure --rounds 4 --duration 2``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import trio
+
+from bench.broker import prepare, send_load, start_broker
+from remoting.codec.command import RemotingCommand, request
+from remoting.dispatch import ProcessorPool
+from remoting.processor import RequestContext
+
+SCENARIOS = ((1, 32), (8, 32))
+POOL_REQUESTS = 200_000
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time of process ``pid``."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Silent:
+    async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        return None
+
+
+async def pool_cpu_per_request(max_wait: float | None) -> float:
+    """CPU seconds per request through one pool: submitted 64 at a time, drained by its one worker."""
+    pool = ProcessorPool("send", 1, 10_000, max_wait=max_wait)
+    processor, cmd = Silent(), request(310)
+    ctx: RequestContext = None  # type: ignore[assignment]  # the silent processor never touches it
+    async with trio.open_nursery() as nursery:
+        await nursery.start(pool.run)
+        start = time.process_time()
+        for _ in range(POOL_REQUESTS // 64):
+            for _ in range(64):
+                pool.submit(processor, ctx, cmd)
+            while not pool.idle:
+                await trio.sleep(0)
+        spent = time.process_time() - start
+        nursery.cancel_scope.cancel()
+    return spent / POOL_REQUESTS
+
+
+def measure_pool(rounds: int) -> None:
+    on, off = [], []
+    for i in range(rounds * 2):
+        order = [(on, 0.2), (off, None)] if i % 2 == 0 else [(off, None), (on, 0.2)]
+        for results, max_wait in order:
+            results.append(trio.run(pool_cpu_per_request, max_wait))
+    emit("pool", {}, [x * 1e6 for x in on], [x * 1e6 for x in off], "cpu_us_per_request")
+
+
+def emit(op: str, fields: dict[str, object], on: list[float], off: list[float], unit: str) -> None:
+    ratios = [a / b for a, b in zip(on, off, strict=True)]
+    print(
+        json.dumps(
+            {
+                "bench": "fast_failure",
+                "op": op,
+                **fields,
+                "unit": unit,
+                "on": [round(x, 3) for x in on],
+                "off": [round(x, 3) for x in off],
+                "ratios": [round(r, 3) for r in ratios],
+                "median_ratio": round(statistics.median(ratios), 3),
+                "ratio_of_means": round(statistics.mean(on) / statistics.mean(off), 3),
+            }
+        ),
+        flush=True,
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else None)
+    parser.add_argument("--rounds", type=int, default=4, help="alternations of on and off per scenario")
+    parser.add_argument("--duration", type=float, default=2.0, help="seconds per measurement")
+    args = parser.parse_args()
+    dirs = [tempfile.mkdtemp(prefix="bench-ff-") for _ in range(2)]
+    (on_proc, on_addr), (off_proc, off_addr) = start_broker(dirs[0], True), start_broker(dirs[1], False)
+    try:
+        for address in (on_addr, off_addr):
+            trio.run(prepare, address)
+        for connections, inflight in SCENARIOS:
+            for address in (on_addr, off_addr):
+                trio.run(send_load, address, connections, inflight, 0.3)  # warm-up
+            on, off, on_cpu, off_cpu = [], [], [], []
+            for i in range(args.rounds):  # alternate which goes first, too
+                runs = [(on, on_cpu, on_proc, on_addr), (off, off_cpu, off_proc, off_addr)]
+                for rps, cpu, proc, address in runs if i % 2 == 0 else runs[::-1]:
+                    before = cpu_seconds(proc.pid)
+                    rate = trio.run(send_load, address, connections, inflight, args.duration)
+                    rps.append(rate)
+                    cpu.append((cpu_seconds(proc.pid) - before) / (rate * args.duration) * 1e6)
+            where = {"connections": connections, "inflight": inflight}
+            emit("send", where, on, off, "rps")
+            emit("send", where, on_cpu, off_cpu, "broker_cpu_us_per_send")
+        measure_pool(args.rounds)
+    finally:
+        for proc in (on_proc, off_proc):
+            proc.terminate()
+            proc.wait()
+        for d in dirs:
+            shutil.rmtree(d, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
