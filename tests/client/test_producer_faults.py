@@ -432,3 +432,21 @@ async def test_a_transactional_message_drops_a_delay_level_given_as_a_property(
     [stored] = [decode_record(m) for q in range(4) for m in store.get("TxDelayProp", q, 0, 32).messages]
     assert stored.body == b"now" and "DELAY" not in stored.properties
     assert store.max_offset_in_queue("SCHEDULE_TOPIC_XXXX", 2) == 0
+
+
+async def test_a_sync_send_answered_system_busy_is_raised_after_one_attempt(embedded_cluster: EmbeddedCluster) -> None:
+    """SYSTEM_BUSY, the answer of a broker in flow control ([TIMEOUT_CLEAN_QUEUE], [PCBUSY_CLEAN_QUEUE],
+    [REJECTREQUEST], [OVERLOAD]), is not one of RocketMQ 4.9.8's ``retryResponseCodes`` (DefaultMQProducer.java;
+    5.x added it): sendDefaultImpl throws the MQBrokerException at once instead of trying another queue."""
+    topic = "SyncBusy"
+    refusing = RefusingBroker(ResponseCode.SYSTEM_BUSY)
+    dispatcher = Dispatcher()
+    dispatcher.set_default(refusing, ProcessorPool("refusing", 2, 100))
+    async with trio.open_nursery() as nursery, RemotingClient() as client:
+        host, port = await nursery.start(RemotingServer(dispatcher).serve, "127.0.0.1", 0)
+        await register_as_master(client, embedded_cluster.namesrv_addr, f"{host}:{port}", topic, "broker-busy")
+        async with Producer("pg-sync-busy", embedded_cluster.namesrv_addr) as producer:
+            outcome = await _send(producer, Message(topic, b"busy"), "send")
+        nursery.cancel_scope.cancel()
+    assert isinstance(outcome, MQBrokerError) and outcome.code == ResponseCode.SYSTEM_BUSY, outcome
+    assert refusing.sends == 1
