@@ -85,6 +85,11 @@ class ClientConfig:
     #: ``clientCallbackExecutorThreads``, the size of NettyRemotingClient's public executor: the processors, 4 if not
     #: positive).
     client_callback_executor_threads: int = attrs.field(factory=available_cpus)
+    #: Most async requests (callbacks awaiting their answer: ``send_async``, pulls, ...) and oneway requests being
+    #: written at once, client-wide (Java's ``clientAsyncSemaphoreValue`` and ``clientOnewaySemaphoreValue``,
+    #: NettyClientConfig, 65535 each): past that a request waits for a permit up to its timeout (remoting/permits.py).
+    client_async_semaphore_value: int = 65535
+    client_oneway_semaphore_value: int = 65535
 
     @property
     def credentials(self) -> SessionCredentials | None:

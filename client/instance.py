@@ -155,6 +155,8 @@ class MQClientInstance:
             credentials=self.config.credentials,
             ssl_context=self.config.ssl_context(),
             close_on_timeout=True,  # Java's clientCloseSocketIfTimeout, true by default (see remoting/client.py)
+            async_permits=self.config.client_async_semaphore_value,
+            oneway_permits=self.config.client_oneway_semaphore_value,
         )
         await remoting.__aenter__()
         _running_client_ids.add(self.client_id)

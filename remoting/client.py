@@ -28,6 +28,11 @@ Contract:
   responses mirror it;
 - with ``credentials`` every request is signed for ACL 1.0 (``AccessKey`` and ``Signature``, see
   :mod:`remoting.codec.acl_signing`), name servers included (they ignore it, as RocketMQ's do);
+- at most ``async_permits`` callback invocations (:meth:`invoke_callback` and the frame variants) are outstanding
+  and ``oneway_permits`` oneways being written, client-wide (Java's ``clientAsyncSemaphoreValue`` and
+  ``clientOnewaySemaphoreValue``, 65535 each; :mod:`remoting.permits`): past that a call waits up to its timeout
+  for a permit (a callback invocation in a task), then fails with ``RemotingTimeoutError`` ("tryAcquire semaphore
+  timeout"), or ``RemotingTooMuchRequestError`` when its timeout is not positive;
 - with ``ssl_context`` every connection is TLS (anyio's ``TLSStream``; the host name is checked when the context
   says so). A server that refuses TLS (``tls.server.mode=disabled``) closes the connection: the call raises
   ``RemotingConnectError``.
@@ -60,6 +65,7 @@ from remoting.connection import Address, Connection
 from remoting.dispatch import not_supported_remark
 from remoting.errors import RemotingConnectError, RemotingError, RemotingTimeoutError
 from remoting.future import Invocation, JsonDecoder
+from remoting.permits import DEFAULT_PERMITS, Permits
 from remoting.processor import Processor, RequestContext, run_processor
 from remoting.streams import AnyioByteStream
 
@@ -91,8 +97,12 @@ class RemotingClient:
         credentials: SessionCredentials | None = None,
         ssl_context: ssl.SSLContext | None = None,
         close_on_timeout: bool = False,
+        async_permits: int = DEFAULT_PERMITS,
+        oneway_permits: int = DEFAULT_PERMITS,
     ) -> None:
         self.request_handler = request_handler
+        self.async_permits = Permits("invokeAsyncImpl", async_permits)
+        self.oneway_permits = Permits("invokeOnewayImpl", oneway_permits)
         self.close_on_timeout = close_on_timeout
         self.credentials = credentials
         self.ssl_context = ssl_context
@@ -197,6 +207,7 @@ class RemotingClient:
             raw_socket=raw,
         )
         conn.close_on_timeout = self.close_on_timeout
+        conn.async_permits = self.async_permits
         return conn
 
     async def _run_connection(self, address: str, conn: Connection) -> None:
@@ -246,11 +257,19 @@ class RemotingClient:
         """Send ``cmd`` flagged oneway; returns once written or queued. ``timeout`` bounds connecting and the wait
         behind a backlog the broker does not read (:meth:`Connection.invoke_oneway`: the frame then stays queued), as
         Java's invokeOneway never waits longer than its ``timeoutMillis``. Raises ``RemotingConnectError``, or
-        ``RemotingTimeoutError`` when connecting took all of ``timeout``."""
-        conn = self._connections.get(address)
-        if conn is None or conn.closed:
-            conn, timeout = await self._connect_within(address, timeout)
-        await conn.invoke_oneway(self._stamp(cmd), timeout)
+        ``RemotingTimeoutError`` when connecting (or the wait for a oneway permit) took all of ``timeout``."""
+        permits = self.oneway_permits
+        if not permits.try_acquire():
+            start = anyio.current_time()
+            await permits.acquire(timeout)
+            timeout = max(0.0, timeout - (anyio.current_time() - start))
+        try:
+            conn = self._connections.get(address)
+            if conn is None or conn.closed:
+                conn, timeout = await self._connect_within(address, timeout)
+            await conn.invoke_oneway(self._stamp(cmd), timeout)
+        finally:
+            permits.release()
 
     def invoke_callback(
         self, address: str, cmd: RemotingCommand, timeout: float, callback: InvokeCallback, *, plain: bool = False
@@ -266,7 +285,7 @@ class RemotingClient:
         if self._tasks is None:
             raise RuntimeError("RemotingClient used outside its `async with` block")
         conn = self._connections.get(address)
-        if conn is None or not conn.writable:
+        if conn is None or not conn.writable or not self.async_permits.try_acquire():
             self._tasks.start_soon(self._invoke_then_call, address, cmd, timeout, callback)
             return
         if plain:
@@ -293,7 +312,7 @@ class RemotingClient:
         if self.serialize_type != SerializeType.JSON:
             return False
         conn = self._connections.get(address)
-        if conn is None or not conn.writable:
+        if conn is None or not conn.writable or not self.async_permits.try_acquire():
             return False
         if self.credentials is not None:
             ext_fields = signed_fields(ext_fields, body, self.credentials)
@@ -314,7 +333,7 @@ class RemotingClient:
         if self._tasks is None:
             raise RuntimeError("RemotingClient used outside its `async with` block")
         conn = self._connections.get(address)
-        if conn is None or not conn.writable:
+        if conn is None or not conn.writable or not self.async_permits.try_acquire():
             return False
         conn.invoke_frame_future(opaque, frame, future, timeout)
         return True
@@ -360,7 +379,14 @@ class RemotingClient:
         self, address: str, cmd: RemotingCommand, timeout: float, callback: InvokeCallback
     ) -> None:
         outcome: RemotingCommand | RemotingError
+        permits, start = self.async_permits, anyio.current_time()
         try:
+            await permits.acquire(timeout)  # held until the outcome, as the direct path's
+        except RemotingError as exc:
+            await run_callback(callback, exc, "invoke")
+            return
+        try:
+            timeout = max(0.0, timeout - (anyio.current_time() - start))
             # A callback invocation's timeout leaves the connection open, also when it waited for the connection
             # here: NettyRemotingClient.invokeAsync never closes the channel on a timeout, only invokeSync does.
             conn = self._connections.get(address)
@@ -369,6 +395,8 @@ class RemotingClient:
             outcome = await conn.invoke(self._stamp(cmd), timeout, keep_open=True)
         except RemotingError as exc:
             outcome = exc
+        finally:
+            permits.release()
         await run_callback(callback, outcome, "invoke")
 
 

@@ -71,6 +71,7 @@ from remoting.codec.frame import MAX_FRAME, FrameDecoder, encode_command
 from remoting.codec.serializers import command_from_json, decode_header
 from remoting.errors import RemotingClosedError, RemotingConnectError, RemotingError, RemotingTimeoutError
 from remoting.future import CallbackFuture, Invocation, JsonDecoder, OutcomeCallback, ResponseFuture
+from remoting.permits import Permits
 from remoting.processor import RequestContext
 from remoting.rpc_metrics import RESULT_ONEWAY, RESULT_SUCCESS, RpcLatency
 from remoting.streams import RECEIVE_SIZE, STREAM_ERRORS, ByteStream, RawSocketIO
@@ -150,6 +151,9 @@ class Connection:
         #: opaque -> invocation awaiting its answer: one table for the connection's life (the reader holds it too),
         #: emptied in place on close, never replaced.
         self._pending: dict[int, Invocation] = {}
+        #: The client's async permits (:mod:`remoting.permits`): its caller took one for every invocation it
+        #: registers with a callback or its own future; completing such an invocation gives it back. None: no limit.
+        self.async_permits: Permits | None = None
         self._outbox: list[bytes] = []
         self._outbox_bytes = 0
         self._writing = False
@@ -434,6 +438,8 @@ class Connection:
         reader, the sweeper, close and a failed write all complete through here. What the completion raises (a bug
         of the invocation's owner) is logged, so it neither ends the connection nor keeps other invocations from
         being told (RocketMQ's ``NettyRemotingAbstract`` likewise catches around every ``executeInvokeCallback``)."""
+        if self.async_permits is not None and type(future) is not ResponseFuture:
+            self.async_permits.release()  # Java's ResponseFuture.release, once per invocation
         try:
             future.complete(response, error)
         except Exception:

@@ -37,3 +37,8 @@ class RemotingTimeoutError(RemotingError):
 
     The connection stays open: a late response is dropped when it arrives, as RocketMQ does.
     """
+
+
+class RemotingTooMuchRequestError(RemotingError):
+    """No permit for an async or oneway request and no time left to wait for one (RocketMQ's
+    ``RemotingTooMuchRequestException``, :mod:`remoting.permits`)."""
