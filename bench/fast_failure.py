@@ -5,7 +5,9 @@
   machine) each broker process's CPU time per send (``/proc/<pid>/stat``), which background load disturbs less;
 - ``op: pool``: the pool path alone in this process (:class:`remoting.dispatch.ProcessorPool`, one worker, a
   processor that answers nothing), ``max_wait`` None and 0.2 s: CPU time per request through submit and the worker.
-  Sends take this path only when the send pool is not idle (docs/protocol.md#714-processor-pools-and-flow-control).
+  Sends take this path only when the send pool is not idle (docs/protocol.md#714-processor-pools-and-flow-control);
+- ``op: append``: the store's append (128-byte body) timed for the page-cache-busy check (``on`` = the store's
+  default, two monotonic clock reads per append) against the same store with the timing unset: CPU time per append.
 
 ``ratios`` are on/off per round (1.0 = no cost; for CPU per request, above 1.0 is a cost); usage:
 ``python -m bench.fast_failure --rounds 4 --duration 2``.
@@ -26,8 +28,11 @@ import trio
 
 from bench.broker import prepare, send_load, start_broker
 from remoting.codec.command import RemotingCommand, request
+from remoting.codec.message import MessageRecord
 from remoting.dispatch import ProcessorPool
 from remoting.processor import RequestContext
+from store.message_store import MessageStore
+from store.store_config import StoreConfig
 
 SCENARIOS = ((1, 32), (8, 32))
 POOL_REQUESTS = 200_000
@@ -71,6 +76,40 @@ def measure_pool(rounds: int) -> None:
     emit("pool", {}, [x * 1e6 for x in on], [x * 1e6 for x in off], "cpu_us_per_request")
 
 
+APPENDS = 100_000
+
+
+def append_cpu(root: Path, timed: bool) -> float:
+    """CPU seconds per append of a 128-byte message, with the put lock's hold timed or not."""
+    store = MessageStore(StoreConfig(root, mapped_file_size_commit_log=64 << 20))
+    store.load()
+    try:
+        appender = store._appender
+        if appender is not None and not timed:
+            appender.on_slow = None
+        record = MessageRecord("BenchAppend", b"m" * 128, 0)
+        append = store.append
+        start = time.process_time()
+        for _ in range(APPENDS):
+            append(record)
+        return (time.process_time() - start) / APPENDS
+    finally:
+        store.close()
+
+
+def measure_append(rounds: int) -> None:
+    on, off = [], []
+    for i in range(rounds * 2):
+        order = [(on, True), (off, False)] if i % 2 == 0 else [(off, False), (on, True)]
+        for results, timed in order:
+            root = Path(tempfile.mkdtemp(prefix="bench-ff-append-"))
+            try:
+                results.append(append_cpu(root, timed) * 1e6)
+            finally:
+                shutil.rmtree(root, ignore_errors=True)
+    emit("append", {}, on, off, "cpu_us_per_append")
+
+
 def emit(op: str, fields: dict[str, object], on: list[float], off: list[float], unit: str) -> None:
     ratios = [a / b for a, b in zip(on, off, strict=True)]
     print(
@@ -95,7 +134,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else None)
     parser.add_argument("--rounds", type=int, default=4, help="alternations of on and off per scenario")
     parser.add_argument("--duration", type=float, default=2.0, help="seconds per measurement")
+    parser.add_argument("--only", choices=["send", "pool", "append"], help="measure only this op")
     args = parser.parse_args()
+    if args.only == "pool":
+        measure_pool(args.rounds)
+        return
+    if args.only == "append":
+        measure_append(args.rounds)
+        return
     dirs = [tempfile.mkdtemp(prefix="bench-ff-") for _ in range(2)]
     (on_proc, on_addr), (off_proc, off_addr) = start_broker(dirs[0], True), start_broker(dirs[1], False)
     try:
@@ -115,7 +161,9 @@ def main() -> None:
             where = {"connections": connections, "inflight": inflight}
             emit("send", where, on, off, "rps")
             emit("send", where, on_cpu, off_cpu, "broker_cpu_us_per_send")
-        measure_pool(args.rounds)
+        if args.only is None:
+            measure_pool(args.rounds)
+            measure_append(args.rounds)
     finally:
         for proc in (on_proc, off_proc):
             proc.terminate()

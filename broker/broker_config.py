@@ -215,6 +215,10 @@ class BrokerConfig(ListenerSettings):
     wait_time_mills_in_pull_queue: int = attrs.field(default=5000, metadata=JAVA_LONG)
     wait_time_mills_in_heartbeat_queue: int = attrs.field(default=31_000, metadata=JAVA_LONG)
     wait_time_mills_in_transaction_queue: int = attrs.field(default=3000, metadata=JAVA_LONG)
+    #: MessageStoreConfig's: an append that held the store's put lock longer than this (ms) makes the store
+    #: page-cache busy (store/message_store.py): sends are answered SYSTEM_BUSY ``[REJECTREQUEST]``, and with fast
+    #: failure on the queued ones ``[PCBUSY_CLEAN_QUEUE]``. Live: UPDATE_BROKER_CONFIG applies it to the next append.
+    os_page_cache_busy_time_out_mills: int = attrs.field(default=1000, metadata=JAVA_LONG)
     #: Transactions (docs/protocol.md#78-transactions): a half message is checked once older than this (ms, since its
     #: born time)...
     transaction_time_out: int = attrs.field(default=6000, metadata=JAVA_LONG)

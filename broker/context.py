@@ -175,6 +175,7 @@ def store_config_of(config: BrokerConfig) -> StoreConfig:
         max_index_num=config.max_index_num,
         message_delay_level=config.message_delay_level,
         warm_mapped_file_enable=config.warm_mapped_file_enable,
+        os_page_cache_busy_time_out_mills=config.os_page_cache_busy_time_out_mills,
         max_transfer_count_on_message_in_memory=config.max_transfer_count_on_message_in_memory,
         max_transfer_bytes_on_message_in_memory=config.max_transfer_bytes_on_message_in_memory,
         max_transfer_count_on_message_in_disk=config.max_transfer_count_on_message_in_disk,
@@ -235,6 +236,8 @@ LIVE_STORE_SETTINGS = (
     # AllocateMappedFileService and CommitLog read isWarmMapedFileEnable at every new segment
     # (store/src/main/java/org/apache/rocketmq/store/AllocateMappedFileService.java).
     "warm_mapped_file_enable",
+    # DefaultMessageStore.isOSPageCacheBusy reads it at every call.
+    "os_page_cache_busy_time_out_mills",
 )
 
 

@@ -77,7 +77,7 @@ from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand
 from remoting.codec.topics import SCHEDULE_TOPIC, TIMER_TOPIC
 from remoting.connection import Address, Connection
-from remoting.dispatch import Dispatcher, ProcessorPool, broker_pools, not_supported_remark
+from remoting.dispatch import Dispatcher, ProcessorPool, Reject, broker_pools, not_supported_remark
 from remoting.errors import RemotingConnectError
 from remoting.processor import RequestContext
 from remoting.prometheus import prometheus_wanted
@@ -127,8 +127,9 @@ class BrokerController:
         self.context: BrokerState = build_context(config)
         self.context.config_path = config_path
         self.pools: dict[str, ProcessorPool] = broker_pools(sizes=pool_sizes(config))
-        apply_fast_failure(self.pools, config)
-        self.context.config_changed_hook = lambda fresh: apply_fast_failure(self.pools, fresh)
+        busy = self.context.store.is_os_page_cache_busy
+        apply_fast_failure(self.pools, config, busy)
+        self.context.config_changed_hook = lambda fresh: apply_fast_failure(self.pools, fresh, busy)
         # Java's hold service re-checks held queues every 5 s (1 s with short polling) as a safety net behind the
         # arrival listener.
         check = 5.0 if config.long_polling_enable else config.short_polling_time_mills / 1000
@@ -185,14 +186,20 @@ class BrokerController:
         send = SendMessageProcessor(
             ctx, delay_rewrite=self.schedule.rewrite, timer_rewrite=self.timer.rewrite, put_futures=self.put_futures
         )
+        # SendMessageProcessor.rejectRequest: refused while the store is page-cache busy (sends and send-backs).
+        busy = ctx.store.is_os_page_cache_busy
         register(
-            (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE), send, pools["send"]
+            (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE),
+            send,
+            pools["send"],
+            reject=busy,
         )
         self.dispatcher.register_fast(RequestCode.SEND_MESSAGE_V2, send.fast)
         register(
             ConsumerSendMsgBackProcessor.REQUEST_CODES,
             ConsumerSendMsgBackProcessor(ctx, self.schedule.rewrite),
             pools["send"],
+            reject=busy,
         )
         register(RequestCode.PULL_MESSAGE, PullMessageProcessor(ctx, self.hold), pools["pull"])
         register(QueryMessageProcessor.CODES, QueryMessageProcessor(ctx), pools["query"])
@@ -401,11 +408,13 @@ def fast_failure_waits(config: BrokerConfig) -> dict[str, float | None]:
     }
 
 
-def apply_fast_failure(pools: dict[str, ProcessorPool], config: BrokerConfig) -> None:
-    """Set the pools' ``max_wait`` from ``config`` (at start, and after every UPDATE_BROKER_CONFIG: the workers read
-    it for each request they take, so a change applies to requests already queued)."""
+def apply_fast_failure(pools: dict[str, ProcessorPool], config: BrokerConfig, page_cache_busy: Reject) -> None:
+    """Set the pools' ``max_wait`` from ``config``, and with fast failure on let the send pool drain while
+    ``page_cache_busy`` (BrokerFastFailure's PCBUSY sweep); at start, and after every UPDATE_BROKER_CONFIG: the
+    workers read both for each request they take, so a change applies to requests already queued."""
     for name, wait in fast_failure_waits(config).items():
         pools[name].max_wait = wait
+    pools["send"].page_cache_busy = page_cache_busy if config.broker_fast_failure_enable else None
 
 
 async def serve_broker(

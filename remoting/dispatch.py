@@ -13,6 +13,8 @@ accounting showed up at ~5 % of the server's profile, hence per-worker). A pool 
 - ``admission`` (optional, the broker's ACL check) sees every request first; a command it returns is the answer and
   the request never reaches a pool, so refused requests cannot fill a queue;
 - unknown code (and no default) -> ``REQUEST_CODE_NOT_SUPPORTED`` (3), remark ``" request type <code> not supported"``;
+- a registration's ``reject`` (the processor's ``rejectRequest``: the send processor's while the store is page-cache
+  busy) answering True -> ``SYSTEM_BUSY``, remark ``"[REJECTREQUEST]system busy, start flow control for a while"``;
 - queue full -> ``SYSTEM_BUSY`` (2), remark ``"[OVERLOAD]system busy, start flow control for a while"``;
 - oneway requests never get either answer (nor any other);
 - a fast handler that raises gets its request answered ``SYSTEM_ERROR``, as a processor that raises does.
@@ -20,7 +22,8 @@ accounting showed up at ~5 % of the server's profile, hence per-worker). A pool 
 :meth:`Dispatcher.fast_request` is the reader's shortcut (:data:`~remoting.connection.FastRequest`): a handler
 registered with :meth:`Dispatcher.register_fast` may take a request straight from its parsed JSON header, in the
 reader, without a command, a pool hop or a coroutine. It is offered only what the pool path would treat the same way:
-the code's pool is idle (nothing queued or running), so a connection's requests keep their order, and, when an
+the code's pool is idle (nothing queued or running), so a connection's requests keep their order, its ``reject`` (if
+any) answers False, and, when an
 admission (ACL) is configured, its ``fast_admission`` admits the header's fields as they are (anything it does not
 admit, refusals included, takes the general path, which answers it). A handler that returns False has touched
 nothing; the request then takes the general path.
@@ -49,6 +52,7 @@ from remoting.processor import Processor, RequestContext, run_processor
 
 __all__ = [
     "OVERLOAD_REMARK",
+    "REJECT_REMARK",
     "Admission",
     "Dispatcher",
     "Processor",
@@ -56,12 +60,18 @@ __all__ = [
     "RequestContext",
     "broker_pools",
     "not_supported_remark",
+    "page_cache_busy_remark",
     "queue_timeout_remark",
 ]
 
 log = logging.getLogger(__name__)
 
 OVERLOAD_REMARK: Final = "[OVERLOAD]system busy, start flow control for a while"
+#: NettyRemotingAbstract.processRequestCommand's answer when the processor's ``rejectRequest()`` is true.
+REJECT_REMARK: Final = "[REJECTREQUEST]system busy, start flow control for a while"
+
+#: A processor's ``rejectRequest``: True refuses the request before it is queued (see the module docstring).
+Reject = Callable[[], bool]
 
 #: Called in the reader for every request before it is queued: ``None`` admits it; a command is the answer instead.
 #: It must not block (it runs on the connection's reader task) and should not raise.
@@ -86,6 +96,14 @@ def queue_timeout_remark(waited: float, queued: int) -> str:
     )
 
 
+def page_cache_busy_remark(waited: float, queued: int) -> str:
+    """BrokerFastFailure's remark for a send drained from its queue while the store is page-cache busy."""
+    return (
+        "[PCBUSY_CLEAN_QUEUE]broker busy, start flow control for a while, "
+        f"period in queue: {round(waited * 1000)}ms, size of queue: {queued}"
+    )
+
+
 def not_supported_remark(code: int) -> str:
     """RocketMQ's remark for an unknown request code (the leading space is the Java server's)."""
     return f" request type {code} not supported"
@@ -104,6 +122,9 @@ class ProcessorPool:
     stale backlog just as fast once a worker is free, without a sweeper per pool. Its owner may change it at any time
     (UPDATE_BROKER_CONFIG): workers read it for every request they take.
 
+    ``page_cache_busy`` (the send pool's, with fast failure on) is BrokerFastFailure's first sweep: while it answers
+    True, every request a worker takes is answered ``SYSTEM_BUSY`` ``[PCBUSY_CLEAN_QUEUE]`` instead of processed.
+
     :attr:`head_wait_ms` is how long the oldest queued request has waited (Java's ``headSlowTimeMills``, in the
     broker's runtime info): each submit notes the Trio clock's time (the same stamp ``max_wait`` is checked against;
     virtual under a test clock) in a deque that workers pop as they take requests.
@@ -113,6 +134,7 @@ class ProcessorPool:
     workers: int
     queue_capacity: int | float
     max_wait: float | None = None
+    page_cache_busy: Reject | None = None
     limiter: trio.CapacityLimiter = attrs.field(init=False)
     _send: trio.MemorySendChannel[_Job] = attrs.field(init=False, repr=False)
     _receive: trio.MemoryReceiveChannel[_Job] = attrs.field(init=False, repr=False)
@@ -180,6 +202,10 @@ class ProcessorPool:
                 except trio.WouldBlock:
                     processor, ctx, request, queued_at = await receive.receive()
                 queued_since.popleft()
+                busy = self.page_cache_busy
+                if busy is not None and busy():
+                    self._refuse(ctx, request, page_cache_busy_remark(now() - queued_at, self.queued))
+                    continue
                 max_wait = self.max_wait
                 if max_wait is not None and (waited := now() - queued_at) >= max_wait:
                     self._refuse(ctx, request, queue_timeout_remark(waited, self.queued))
@@ -216,7 +242,8 @@ class Dispatcher:
         self.fast_admission = fast_admission
         self._table: dict[int, tuple[Processor, ProcessorPool]] = {}
         self._default: tuple[Processor, ProcessorPool] | None = None
-        self._fast: dict[int, tuple[FastHandler, ProcessorPool]] = {}
+        self._fast: dict[int, tuple[FastHandler, ProcessorPool, Reject | None]] = {}
+        self._rejects: dict[int, Reject] = {}
         self._pools: dict[int, ProcessorPool] = {}
         self._nursery: trio.Nursery | None = None
 
@@ -228,15 +255,22 @@ class Dispatcher:
     def pools(self) -> list[ProcessorPool]:
         return list(self._pools.values())
 
-    def register(self, codes: int | Iterable[int], processor: Processor, pool: ProcessorPool) -> None:
-        """Route ``codes`` to ``processor`` on ``pool`` (replacing an earlier registration of the same code)."""
+    def register(
+        self, codes: int | Iterable[int], processor: Processor, pool: ProcessorPool, *, reject: Reject | None = None
+    ) -> None:
+        """Route ``codes`` to ``processor`` on ``pool`` (replacing an earlier registration of the same code), refused
+        while ``reject`` answers True (see the module docstring)."""
         for code in [codes] if isinstance(codes, int) else codes:
             self._table[int(code)] = (processor, pool)
+            if reject is None:
+                self._rejects.pop(int(code), None)
+            else:
+                self._rejects[int(code)] = reject
         self._add_pool(pool)
 
     def register_fast(self, code: int, handler: FastHandler) -> None:
         """Offer requests of ``code`` (already registered) to ``handler`` first (see the module docstring)."""
-        self._fast[int(code)] = (handler, self._table[int(code)][1])
+        self._fast[int(code)] = (handler, self._table[int(code)][1], self._rejects.get(int(code)))
 
     @property
     def has_fast_paths(self) -> bool:
@@ -248,7 +282,7 @@ class Dispatcher:
         if type(code) is not int:
             return False
         entry = self._fast.get(code)
-        if entry is None or not entry[1].idle:
+        if entry is None or not entry[1].idle or (entry[2] is not None and entry[2]()):
             return False
         if self.admission is not None and (self.fast_admission is None or not self.fast_admission(ctx, fields, body)):
             return False
@@ -310,6 +344,8 @@ class Dispatcher:
             answer = refusal
         elif entry is None:
             answer = request.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, not_supported_remark(request.code))
+        elif (reject := self._rejects.get(request.code)) is not None and reject():
+            answer = request.response(ResponseCode.SYSTEM_BUSY, REJECT_REMARK)
         elif entry[1].submit(entry[0], ctx, request):
             return
         else:

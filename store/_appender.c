@@ -21,6 +21,10 @@
  * `fast_batches` and `batch_fallbacks` count them. The clock's errors propagate with nothing written; the indexer's,
  * listener's and notifier's after the message is stored, as in the Python path.
  *
+ * The put lock's hold (osPageCacheBusyTimeOutMills): with `on_slow` set, each append (either path) is timed on
+ * CLOCK_MONOTONIC and `on_slow(held_ns)` called after one held the Trio thread, the store's put lock, longer than
+ * `busy_limit_ns` (MessageStore.is_os_page_cache_busy); two clock reads per append, none when unset.
+ *
  * All on the Trio thread, under the GIL. Python code can run mid-call (the clock, a finalizer at an allocation): the
  * objects written through are referenced for the call and the two mmaps exported before the clock runs, so a
  * segment cannot be closed under the write.
@@ -78,6 +82,8 @@ typedef struct {
     PyObject *listener;       /* None or callable(topic, queue_id, queue_offset, tags_code, properties) */
     PyObject *indexer;        /* None or callable(topic, properties, phy_offset, store_timestamp) */
     PyObject *batch_notifier; /* None or callable(topic, queue_id, first_offset, packed, texts, store_timestamp) */
+    PyObject *on_slow;        /* None or callable(held_ns): an append held the put lock past busy_limit_ns */
+    long long busy_limit_ns;  /* osPageCacheBusyTimeOutMills in ns */
     KeyEntry keys[KEY_CACHE];
     Py_ssize_t max_body;
     char writable;
@@ -364,15 +370,42 @@ static int fast_append(Appender *self, PyObject *msg, PyObject **result) {
     return taken;
 }
 
+/* CLOCK_MONOTONIC in ns: how long an append holds the put lock (the Trio thread), whatever the store clock says. */
+static inline long long monotonic_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static inline int watched(Appender *self) { return self->on_slow != NULL && self->on_slow != Py_None; }
+
+/* Tell on_slow when the append begun at `begin` held the put lock past busy_limit_ns (the append stands: what
+ * on_slow raises is reported as unraisable). Returns `result`. */
+static PyObject *timed(Appender *self, PyObject *result, long long begin) {
+    long long held = monotonic_ns() - begin;
+    if (held > self->busy_limit_ns) {
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        PyObject *r = PyObject_CallFunction(self->on_slow, "L", held);
+        if (r == NULL) PyErr_WriteUnraisable(self->on_slow);
+        Py_XDECREF(r);
+        PyErr_Restore(type, value, tb);
+    }
+    return result;
+}
+
 static PyObject *appender_append(Appender *self, PyObject *msg) {
     if (self->fallback == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "Appender not initialised");
         return NULL;
     }
+    long long begin = watched(self) ? monotonic_ns() : 0;
     PyObject *result;
-    if (self->writable && plain_message(msg) && fast_append(self, msg, &result)) return result;
-    self->fallbacks++;
-    return PyObject_CallOneArg(self->fallback, msg);
+    if (!(self->writable && plain_message(msg) && fast_append(self, msg, &result))) {
+        self->fallbacks++;
+        result = PyObject_CallOneArg(self->fallback, msg);
+    }
+    return begin && watched(self) ? timed(self, result, begin) : result;
 }
 
 /* Whether every record of the tuple is a MessageRecord whose topic and queue id the fast path takes (the encoder
@@ -469,11 +502,7 @@ static int fast_batch(Appender *self, PyObject *seq, PyObject **result) {
     return taken;
 }
 
-static PyObject *appender_append_batch(Appender *self, PyObject *msgs) {
-    if (self->batch_fallback == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "Appender not initialised");
-        return NULL;
-    }
+static PyObject *append_batch_untimed(Appender *self, PyObject *msgs) {
     if (self->writable && (PyList_CheckExact(msgs) || PyTuple_CheckExact(msgs))) {
         /* a tuple: Python code run mid-call (the clock) cannot empty it under the records it holds */
         PyObject *seq = PySequence_Tuple(msgs), *result;
@@ -484,6 +513,16 @@ static PyObject *appender_append_batch(Appender *self, PyObject *msgs) {
     }
     self->batch_fallbacks++;
     return PyObject_CallOneArg(self->batch_fallback, msgs);
+}
+
+static PyObject *appender_append_batch(Appender *self, PyObject *msgs) {
+    if (self->batch_fallback == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Appender not initialised");
+        return NULL;
+    }
+    long long begin = watched(self) ? monotonic_ns() : 0;
+    PyObject *result = append_batch_untimed(self, msgs);
+    return begin && watched(self) ? timed(self, result, begin) : result;
 }
 
 /* ---- the type ------------------------------------------------------------------------------------------------ */
@@ -510,6 +549,7 @@ static int appender_init(Appender *self, PyObject *args, PyObject *kwds) {
     Py_XSETREF(self->clock, clock == Py_None ? NULL : Py_NewRef(clock));
     self->max_body = max_body;
     self->writable = 1;
+    self->busy_limit_ns = 1000000000LL;
     return 0;
 }
 
@@ -523,6 +563,7 @@ static int appender_traverse(Appender *self, visitproc visit, void *arg) {
     Py_VISIT(self->listener);
     Py_VISIT(self->indexer);
     Py_VISIT(self->batch_notifier);
+    Py_VISIT(self->on_slow);
     for (int i = 0; i < KEY_CACHE; i++) {
         Py_VISIT(self->keys[i].topic);
         Py_VISIT(self->keys[i].key);
@@ -540,6 +581,7 @@ static int appender_clear(Appender *self) {
     Py_CLEAR(self->listener);
     Py_CLEAR(self->indexer);
     Py_CLEAR(self->batch_notifier);
+    Py_CLEAR(self->on_slow);
     for (int i = 0; i < KEY_CACHE; i++) {
         Py_CLEAR(self->keys[i].topic);
         Py_CLEAR(self->keys[i].key);
@@ -571,6 +613,10 @@ static PyMemberDef appender_members[] = {
     {"batch_notifier", T_OBJECT, offsetof(Appender, batch_notifier), 0,
      "callable(topic, queue_id, first_queue_offset, packed_entries, properties_texts, store_timestamp) indexing and "
      "announcing a stored batch, or None."},
+    {"on_slow", T_OBJECT, offsetof(Appender, on_slow), 0,
+     "callable(held_ns) told of an append that held the put lock longer than busy_limit_ns, or None (untimed)."},
+    {"busy_limit_ns", T_LONGLONG, offsetof(Appender, busy_limit_ns), 0,
+     "osPageCacheBusyTimeOutMills in nanoseconds (monotonic clock)."},
     {"fast_batches", T_ULONGLONG, offsetof(Appender, fast_batches), READONLY, "Batches appended here."},
     {"batch_fallbacks", T_ULONGLONG, offsetof(Appender, batch_fallbacks), READONLY,
      "Batches handed to the batch fallback."},

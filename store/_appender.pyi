@@ -12,6 +12,8 @@ class Appender:
     indexer: Callable[[str, str, int, int], None] | None
     batch_notifier: Callable[[str, int, int, bytes, list[str], int], None] | None
     writable: bool
+    on_slow: Callable[[int], None] | None
+    busy_limit_ns: int
     @property
     def fast_appends(self) -> int: ...
     @property

@@ -19,6 +19,14 @@ with nothing written: the ConsumeQueue file a put's entries need is made before 
 again when the record is refused (:meth:`MessageStore._queue_with_room`).
 The replica seam is :meth:`append_encoded`.
 
+The put lock (RocketMQ's ``putMessageLock`` and ``beginTimeInLock``) is the Trio thread: an append never awaits, so
+nothing runs while one holds it and no request can see it held, as Java's send threads do. Each append is timed
+instead (in C when bound there, else by a wrapper) and one that held the thread longer than
+``osPageCacheBusyTimeOutMills`` makes the store page-cache busy afterwards for as long as Java would have seen it busy
+(the hold past the limit), on the Trio clock (:meth:`MessageStore.is_os_page_cache_busy`): the broker then answers
+sends SYSTEM_BUSY ``[REJECTREQUEST]`` and drains its send queue with ``[PCBUSY_CLEAN_QUEUE]``, as
+``BrokerFastFailure`` does while a put holds the lock.
+
 Reads (pulls, lookups by offset or key, queue offsets and times) are inherited from :class:`store.reads.StoreReads`.
 """
 
@@ -26,9 +34,10 @@ from __future__ import annotations
 
 import logging
 import struct
+import time
 import types
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, TypeVar
 
 import trio
 
@@ -77,6 +86,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+_A = TypeVar("_A")
+
 SCHEDULE_TOPIC: Final = "SCHEDULE_TOPIC_XXXX"
 _SIZE: Final = struct.Struct(">i")
 #: Stored messages whose index keys wait at most before they are written in one go (:meth:`MessageStore._index_one`).
@@ -116,6 +127,8 @@ class MessageStore(StoreReads):
         self._disk_full_reason: str | None = None
         self._metadata_sync_failing = False  # the index's or the checkpoint's last sync failed (logged once)
         self._shut = False
+        #: Until when (Trio clock, or monotonic outside Trio) the store is page-cache busy; 0.0: not busy.
+        self._busy_until = 0.0
         self._mirror()
         self.checkpoint: Checkpoint | None = None
         self.abnormal_recovery = False
@@ -140,7 +153,12 @@ class MessageStore(StoreReads):
         subclass overrides either)."""
         cls = type(self)
         overridden = cls.append is not MessageStore.append or cls.append_batch is not MessageStore.append_batch
-        if _APPENDER is None or overridden:
+        if overridden:
+            return None
+        if _APPENDER is None:  # the pure-Python build: timed here as the C path times itself
+            single_py, batch_py = MessageStore.append, MessageStore.append_batch
+            self.append = self._timed(types.MethodType(single_py, self))  # type: ignore[method-assign,assignment]
+            self.append_batch = self._timed(types.MethodType(batch_py, self))  # type: ignore[method-assign,assignment]
             return None
         config = self.config
         clock = None if config.now_ms is wall_clock_ms else config.now_ms
@@ -169,10 +187,46 @@ class MessageStore(StoreReads):
         self._indexer = self._index if self._config.message_index_enable else None
         appender = self._appender
         if appender is not None:
+            appender.on_slow = self._held_too_long
+            appender.busy_limit_ns = self._config.os_page_cache_busy_time_out_mills * 1_000_000
             appender.writable = self._write_refusal() is None
             appender.listener = self._arrival_listener
             appender.indexer = self._index_one if self._indexer is not None else None
             appender.batch_notifier = self._notify_packed if self._notified() else None
+
+    def _timed(self, append: Callable[[_A], AppendResult]) -> Callable[[_A], AppendResult]:
+        """``append`` timed as the C path times it (the pure-Python build): :meth:`_held_too_long` after an append
+        that held the put lock past ``osPageCacheBusyTimeOutMills``."""
+
+        def timed(arg: _A) -> AppendResult:
+            begin = time.monotonic_ns()
+            try:
+                return append(arg)
+            finally:
+                held = time.monotonic_ns() - begin
+                if held > self._config.os_page_cache_busy_time_out_mills * 1_000_000:
+                    self._held_too_long(held)
+
+        return timed
+
+    def _held_too_long(self, held_ns: int) -> None:
+        """An append held the put lock ``held_ns`` ns, past ``osPageCacheBusyTimeOutMills``: busy from now for the
+        hold past the limit, the time Java's ``isOSPageCacheBusy`` would have answered true while it held it."""
+        limit_ms = self._config.os_page_cache_busy_time_out_mills
+        log.warning("[NOTIFYME]putMessage in lock cost time(ms)=%d, busy for the %d ms past the %d ms limit",
+                    held_ns // 1_000_000, held_ns // 1_000_000 - limit_ms, limit_ms)  # fmt: skip
+        self._busy_until = max(self._busy_until, _loop_now() + held_ns / 1e9 - limit_ms / 1000)
+
+    def is_os_page_cache_busy(self) -> bool:
+        """Whether the store is page-cache busy (DefaultMessageStore.isOSPageCacheBusy; see the module docstring):
+        cheap when it is not (one attribute)."""
+        until = self._busy_until
+        if not until:
+            return False
+        if _loop_now() < until:
+            return True
+        self._busy_until = 0.0
+        return False
 
     @property
     def index(self) -> IndexLike | None:
@@ -837,6 +891,14 @@ def _give_back(room: Room | None) -> None:
     """The ConsumeQueue files made for a put that was not written after all (:meth:`Room.give_back`) go again."""
     if room is not None:
         room.give_back()
+
+
+def _loop_now() -> float:
+    """The Trio clock (virtual under a test clock), or the monotonic clock outside a Trio run."""
+    try:
+        return trio.current_time()
+    except RuntimeError:
+        return time.monotonic()
 
 
 def put_refusal(exc: MessageEncodeError) -> PutRefusedError:

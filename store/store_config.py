@@ -83,6 +83,9 @@ class StoreConfig:
     #: Recovery checks each record's body CRC (a corrupted body ends the log there).
     check_crc_on_recover: bool = True
     warm_mapped_file_enable: bool = False
+    #: ``osPageCacheBusyTimeOutMills``: an append that held the put lock (the Trio thread) longer than this makes the
+    #: store "page-cache busy" (:meth:`~store.message_store.MessageStore.is_os_page_cache_busy`).
+    os_page_cache_busy_time_out_mills: int = 1000
     file_reserved_time: int = 72
     delete_when: str = "04"
     clean_resource_interval: int = 10_000

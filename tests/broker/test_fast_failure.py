@@ -1,7 +1,9 @@
 """Broker fast failure (broker/src/main/java/org/apache/rocketmq/broker/latency/BrokerFastFailure.java): a send that
 waited in the send pool's queue ``waitTimeMillsInSendQueue`` (200 ms) or longer is answered SYSTEM_BUSY
 ``[TIMEOUT_CLEAN_QUEUE]...`` instead of being stored, on by default (``brokerFastFailureEnable``); the settings come
-from ``broker.conf`` and UPDATE_BROKER_CONFIG changes them in the running broker.
+from ``broker.conf`` and UPDATE_BROKER_CONFIG changes them in the running broker. While the store is page-cache busy
+(an append held its put lock past ``osPageCacheBusyTimeOutMills``) sends are refused ``[REJECTREQUEST]`` and queued
+ones drained ``[PCBUSY_CLEAN_QUEUE]``.
 
 A real broker over real sockets, in virtual time. What holds the send pool's only worker is a gate processor
 registered on that pool: it stands in for a slow send (a disk that stalls), which virtual time cannot make."""
@@ -20,6 +22,7 @@ from broker.controller import BrokerController
 from remoting.client import RemotingClient
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand, request
+from remoting.codec.message import MessageRecord
 from remoting.errors import RemotingError
 from tests.broker.helpers import broker_from_conf
 from tests.processors.conftest import send_request
@@ -138,3 +141,57 @@ async def test_the_queue_waits_come_from_broker_conf_and_change_live(
         assert (await client.invoke(addr, off, 5)).code == ResponseCode.SUCCESS
         assert all(pool.max_wait is None for pool in controller.pools.values())
     assert "waitTimeMillsInSendQueue=500" in (tmp_path / "broker.conf").read_text()
+
+
+async def _answer(outcomes: list[RemotingCommand | RemotingError]) -> RemotingCommand:
+    while not outcomes:
+        await trio.sleep(0)
+    assert isinstance(outcomes[0], RemotingCommand), outcomes
+    return outcomes[0]
+
+
+async def test_after_an_append_held_the_put_lock_too_long_sends_are_rejected_and_queued_ones_drained(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    """SendMessageProcessor.rejectRequest and BrokerFastFailure's PCBUSY sweep: an append that held the store's put
+    lock (our Trio thread) longer than ``osPageCacheBusyTimeOutMills`` makes the store page-cache busy for the hold
+    past the limit; sends are then answered SYSTEM_BUSY ``[REJECTREQUEST]``, a send queued behind a held worker
+    ``[PCBUSY_CLEAN_QUEUE]``, and none is stored; once that time has passed sends are stored again. A limit of 0 ms
+    makes every append too long (it holds the thread some microseconds) and the virtual clock, moved only by the
+    test, keeps the store busy until it moves."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text("listenPort=0\nlistenHost=127.0.0.1\nsendMessageThreadPoolNums=1\nosPageCacheBusyTimeOutMills=0\n")
+    async with broker_from_conf(conf, tmp_path / "store") as (controller, addr), RemotingClient() as client:
+        store = controller.context.store
+        assert not store.is_os_page_cache_busy()
+        first = await client.invoke(addr, send_request(TOPIC, b"first"), 5)
+        assert first.code == ResponseCode.SUCCESS
+        assert store.is_os_page_cache_busy()
+        rejected = await client.invoke(addr, send_request(TOPIC, b"rejected"), 5)
+        assert (rejected.code, rejected.remark) == (
+            ResponseCode.SYSTEM_BUSY,
+            "[REJECTREQUEST]system busy, start flow control for a while",
+        )
+        mock_clock.jump(1.0)  # past any hold of these appends
+        assert not store.is_os_page_cache_busy()
+        gate = GateProcessor()
+        controller.dispatcher.register(HOLD, gate, controller.pools["send"])
+        client.invoke_callback(addr, request(HOLD), 60, lambda _outcome: None)
+        while gate.entered == 0:
+            await trio.sleep(0)
+        queued: list[RemotingCommand | RemotingError] = []
+        client.invoke_callback(addr, send_request(TOPIC, b"queued"), 60, queued.append)
+        while controller.pools["send"].queued == 0:
+            await trio.sleep(0)
+        store.append(MessageRecord("Other", b"slow", 0, store_host=controller.context.store_host))
+        gate.gate.set()
+        drained = await _answer(queued)
+        assert (drained.code, drained.remark) == (
+            ResponseCode.SYSTEM_BUSY,
+            "[PCBUSY_CLEAN_QUEUE]broker busy, start flow control for a while, period in queue: 0ms, size of queue: 0",
+        )
+        assert stored(controller) == 1
+        mock_clock.jump(1.0)  # past any hold of these appends
+        later = await client.invoke(addr, send_request(TOPIC, b"later"), 5)
+        assert later.code == ResponseCode.SUCCESS
+        assert stored(controller) == 2
