@@ -491,3 +491,17 @@ def test_consume_message_pulls_as_the_group_given_with_g(cluster: ThreadedCluste
     allowed = _run("consumeMessage", "-n", ns, "-t", "ConsumeAsGroup", "-g", "cg-consume-on")
     assert allowed.exit_code == 0, allowed.output
     assert "broker-a-0-0" in allowed.output, allowed.output
+
+
+def test_print_msg_by_queue_ends_normally_past_a_refused_pull(cluster: ThreadedCluster) -> None:
+    """PrintMessageByQueueCommand catches a pull's exception (printStackTrace), breaks out of the queue's loop and
+    still prints the counts by tag, the command ending normally
+    (tools/src/main/java/org/apache/rocketmq/tools/command/message/PrintMessageByQueueCommand.java). Before, the
+    refused pull failed the command, as printMsg and consumeMessage did."""
+    ns = cluster.namesrv_addr
+    anyio.run(create_topic, ns, "PbqRefused", 1)
+    anyio.run(fill_queues, ns, "PbqRefused", 1)
+    anyio.run(_refuse_group_on, cluster.broker_addr, ns, "TOOLS_CONSUMER")
+    result = _run("printMsgByQueue", "-n", ns, "-t", "PbqRefused", "-a", "broker-a", "-i", "0", "-f", "true")
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    assert result.exit_code == 0, result.output
