@@ -300,7 +300,13 @@ def print_msg_by_queue(ctx: click.Context, **o: Any) -> None:
         counts: dict[str, int] = {}
         offset = low
         while offset < high:
-            result = await admin.pull(mq, offset, 32, o["expression"])
+            try:
+                result = await admin.pull(mq, offset, 32, o["expression"])
+            except BROKER_FAILURES as exc:
+                # PrintMessageByQueueCommand (tools/src/main/java/org/apache/rocketmq/tools/command/message/) prints
+                # the stack trace, leaves the loop and still prints the counts by tag: the command does not fail.
+                click.echo(f"mqadmin: {exc}", err=True)
+                break
             offset = result.next_begin_offset
             if result.status.value != "FOUND":
                 break
