@@ -53,6 +53,13 @@ class LocalChannel(Connection):
     async def send(self, cmd: RemotingCommand) -> None:
         self.send_nowait(cmd)
 
+    def end_wait(self, opaque: int) -> None:
+        """The call of ``opaque`` is over, however it ended (answered, timed out, failed, or cancelled while its
+        processor still awaited): its wait goes and a later answer is dropped, as InvocationChannel's in-flight entry
+        goes (``eraseInvocationContext``, or ``clearExpireContext`` once expired)."""
+        self.events.pop(opaque, None)
+        self.answers.pop(opaque, None)
+
 
 class LocalInvoker:
     """Routes SEND_MESSAGE_V2, END_TRANSACTION, CONSUMER_SEND_MSG_BACK and RECALL_MESSAGE to the broker's processors
@@ -88,11 +95,14 @@ class LocalInvoker:
         processor = self._table[request.code]
         channel.events[request.opaque] = trio.Event()
         try:
-            response = await processor.process(channel.context, request)
-        except Exception as exc:
-            log.warning("local %d failed", request.code, exc_info=True)
-            response = request.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
-        return await self._answer(channel, request, response, timeout)
+            try:
+                response = await processor.process(channel.context, request)
+            except Exception as exc:
+                log.warning("local %d failed", request.code, exc_info=True)
+                response = request.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+            return await self._answer(channel, request, response, timeout)
+        finally:
+            channel.end_wait(request.opaque)
 
     async def invoke_oneway(self, request: RemotingCommand, peer: tuple[str, int]) -> None:
         """``request`` (marked oneway) run through its processor, its refusal left to the processor's log, as
@@ -108,28 +118,25 @@ class LocalInvoker:
         cmd = commands.request(RequestCode.SEND_MESSAGE_V2, {}, body)
         channel.events[cmd.opaque] = trio.Event()
         try:
-            response = await self._send.process_parsed(channel.context, cmd, header)
-        except Exception as exc:
-            log.warning("local send failed", exc_info=True)
-            response = cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
-        return await self._answer(channel, cmd, response, timeout)
+            try:
+                response = await self._send.process_parsed(channel.context, cmd, header)
+            except Exception as exc:
+                log.warning("local send failed", exc_info=True)
+                response = cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+            return await self._answer(channel, cmd, response, timeout)
+        finally:
+            channel.end_wait(cmd.opaque)
 
     @staticmethod
     async def _answer(
         channel: LocalChannel, request: RemotingCommand, response: RemotingCommand | None, timeout: float
     ) -> RemotingCommand:
-        """The processor's response, or the one it writes to ``channel`` later (within ``timeout``); the request's
-        wait (registered before the processor ran) ends here either way."""
-        opaque = request.opaque
-        try:
-            if response is not None:
-                return response
-            event = channel.events.get(opaque)
-            if event is not None:
-                with trio.move_on_after(timeout):
-                    await event.wait()
-            answered = channel.answers.get(opaque)
-            return answered or request.response(ResponseCode.SYSTEM_ERROR, "no answer from the broker in time")
-        finally:
-            channel.events.pop(opaque, None)
-            channel.answers.pop(opaque, None)
+        """The processor's response, or the one it writes to ``channel`` later (within ``timeout``)."""
+        if response is not None:
+            return response
+        event = channel.events.get(request.opaque)
+        if event is not None:
+            with trio.move_on_after(timeout):
+                await event.wait()
+        answered = channel.answers.get(request.opaque)
+        return answered or request.response(ResponseCode.SYSTEM_ERROR, "no answer from the broker in time")
