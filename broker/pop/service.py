@@ -354,17 +354,24 @@ class PopService:
             committed = high
         return max(committed, low)
 
-    def _read(self, topic: str, qid: int, offset: int, want: int, filters: _Filter) -> tuple[list[MessageExt], int]:
+    def _read(
+        self, group: str, topic: str, qid: int, offset: int, want: int, filters: _Filter
+    ) -> tuple[list[MessageExt], int]:
         """Up to ``want`` messages ``filters`` takes from ``offset`` on, and the offset after everything read. While
         the tag check drops what the tags codes let through, it reads on (at most :data:`_TAG_CHECK_READS` times):
         a pop that moved past colliding tags hands out the match behind them instead of nothing, which would make
         its receive wait out its polling window (RocketMQ's proxy answers such a pop at once and its client pops
-        again)."""
+        again). Each read records how far behind the CommitLog head it was, as a pull's does: 5.3.3's
+        PopMessageProcessor reads through DefaultMessageStore.getMessageAsync with the group, which records it
+        (recordDiskFallBehindSize) for BrokerController.protectBroker."""
         messages: list[MessageExt] = []
+        stats = self.broker.stats
         for _ in range(_TAG_CHECK_READS):
             result = self.broker.store.get(
                 topic, qid, offset, want - len(messages), tag_filter=filters.codes, property_filter=filters.properties
             )
+            if result.fall_behind >= 0:
+                stats.record_fall_behind(group, topic, qid, result.fall_behind)
             read = list(map(decode_record, result.messages))
             kept = [m for m in read if filters.keeps(m)]
             messages += kept
@@ -385,7 +392,7 @@ class PopService:
         now: int,
     ) -> list[Popped]:
         start = self._start_offset(group, topic, qid)
-        messages, next_offset = self._read(topic, qid, start, want, filters)
+        messages, next_offset = self._read(group, topic, qid, start, want, filters)
         broker_name = self.broker.config.broker_name
         popped = [
             Popped(msg, ReceiptHandle(start, now, invisible_ms, 0, topic_type, broker_name, qid, msg.queue_offset,
@@ -416,7 +423,7 @@ class PopService:
             return []  # one batch of a queue in flight at a time: order is kept per queue
         # A delivery is known by its pop time: a later one never shares an earlier one's (an invisible time of 0).
         pop_time = max(now, state.pop_time + 1)
-        messages, next_offset = self._read(topic, qid, start, want, filters)
+        messages, next_offset = self._read(group, topic, qid, start, want, filters)
         state.stored_at.update((m.queue_offset, m.commit_log_offset) for m in messages)
         # Offsets the filter skipped count as consumed (RocketMQ acks a message that does not match silently).
         returned = {m.queue_offset for m in messages}
