@@ -513,17 +513,16 @@ class DLedgerMessageStore(MessageStore):
     def delete_expired_entries(self, expire_before_ms: int, *, force: bool, limit: int = DELETE_FILES_BATCH_MAX) -> int:
         """Retention's deletion (dledger/retention.py; the caller holds the disk lock): at most ``limit`` data
         segments wholly below what is committed, flushed and dispatched (unlinked now, unmapped by the ledger's next
-        flush: :meth:`~dledger.file_store.FileLedger.delete_expired`), then the ConsumeQueue and index files below the
-        log's new first entry are taken out, for the caller's :meth:`destroy_taken` after the lock. Returns the number
-        of data segments deleted."""
+        flush: :meth:`~dledger.file_store.FileLedger.delete_expired`). The ConsumeQueue and index files below the
+        log's new first entry go in the pass's second half, one queue at a time ``deleteConsumeQueueFilesInterval``
+        apart (:meth:`~store.services.RetentionService.check_once`: RocketMQ's DLedger broker cleans them with
+        DefaultMessageStore's CleanConsumeQueueService, store/src/main/java/org/apache/rocketmq/store/
+        DefaultMessageStore.java). Returns the number of data segments deleted."""
         ledger = self.ledger
         settled = min(ledger.committed_index, ledger.flushed_index, self.dispatched_index)
         record = ledger.index_record(settled) if settled >= max(ledger.begin_index, 0) else None
         below = -1 if record is None else record.pos + record.size
-        deleted = ledger.delete_expired(expire_before_ms, below, force=force, limit=limit)
-        if deleted:
-            self._drop_below(self.commitlog.min_offset)
-        return deleted
+        return ledger.delete_expired(expire_before_ms, below, force=force, limit=limit)
 
     async def destroy_taken(self, files: Sequence[Destroyable] = ()) -> None:
         """Destroy ``files`` (segments taken out of their queue) and the ConsumeQueue and index files
@@ -543,9 +542,9 @@ class DLedgerMessageStore(MessageStore):
     ) -> list[MappedFile]:
         """Retention of a mixed store's classic segments (dledger/retention.py; the caller holds the disk lock):
         oldest first, last modified before ``expire_before_ms`` (any age with ``force``), at most ``limit``, the last
-        one included (DLedgerCommitLog.deleteExpiredFile), then what the ConsumeQueues and the index file hold below
-        the first offset left. Returns the segments taken out, for the caller to destroy with the queue and index
-        files (:meth:`destroy_taken`, after the disk lock)."""
+        one included (DLedgerCommitLog.deleteExpiredFile); what the ConsumeQueues and the index file hold below the
+        first offset left goes in the pass's second half, as after :meth:`delete_expired_entries`. Returns the
+        segments taken out, for the caller to destroy (:meth:`destroy_taken`, after the disk lock)."""
         commitlog = self.commitlog
         if not isinstance(commitlog, MixedCommitLog):
             return []
@@ -553,8 +552,6 @@ class DLedgerMessageStore(MessageStore):
         gone: list[MappedFile] = []
         while files and len(gone) < limit and (force or files[0].mtime_ms() <= expire_before_ms):
             gone.append(files.pop(0))
-        if gone:
-            self._drop_below(commitlog.min_offset)
         if not files:
             self._unmix("every segment deleted by retention")  # none left in it
         return gone

@@ -17,11 +17,12 @@ ratio (``storePathRootDir`` and ``storePathDLedgerCommitLog``), then:
 Ours: a segment goes only once every entry in it is committed, flushed and dispatched to the ConsumeQueues, so
 retention never takes an entry the group may still need or a message the queues do not index yet (DLedger deletes by
 age alone). Deleting moves the ledger's begin index (a follower whose log ends before it is rebuilt from the leader's
-first entry: :meth:`~dledger.file_store.FileLedger.truncate`), then the ConsumeQueues and the index file drop what
-points below the new first entry, as the classic store's retention does (:class:`store.services.RetentionService`).
-Every pass, whatever the hour, also drops the ConsumeQueue and index files below the log's first entry once it rose
-since the last look (0 after a start), as RocketMQ's CleanConsumeQueueService does with DLedgerCommitLog's
-``getMinOffset``: files left by a member killed before it unlinked them, or below segments removed by hand.
+first entry: :meth:`~dledger.file_store.FileLedger.truncate`), then, in the pass's second half, the ConsumeQueues
+and the index file drop what points below the new first entry, one queue at a time ``deleteConsumeQueueFilesInterval``
+apart, as the classic store's retention does (:class:`store.services.RetentionService`). That second half runs at
+every pass, whatever the hour, once the log's first entry rose since the last look (0 after a start), as RocketMQ's
+CleanConsumeQueueService does with DLedgerCommitLog's ``getMinOffset``: it also takes files left by a member killed
+before it unlinked them, or below segments removed by hand.
 A manual ``DELETE_EXPIRED_COMMITLOG`` does not reach these files, as in RocketMQ (DLedgerCommitLog's
 ``deleteExpiredFile`` only refreshes DLedger's settings).
 

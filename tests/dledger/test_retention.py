@@ -189,8 +189,11 @@ async def test_a_member_away_while_the_group_deleted_old_segments_rejoins_from_t
             for mf in store.ledger.data.files[:-2]:
                 age(mf.path, 100)
         # The retention pass runs every 100 ms (deleteWhen is every hour here) until only the two young segments
-        # are left; a wait for that, not for virtual time, as a pass waits for the disk lock a flush holds for real.
-        await until(lambda: all(len(s.ledger.data.files) == 2 for s in stores.values()))
+        # are left and, in its second half, the queue below them went; a wait for that, not for virtual time, as a
+        # pass waits for the disk lock a flush holds for real.
+        await until(
+            lambda: all(len(s.ledger.data.files) == 2 and queue_starts_at_live_data(s) for s in stores.values())
+        )
         for store in stores.values():
             assert store.retention.deleted_files > 0
             assert store.ledger.begin_index > 0
@@ -277,6 +280,17 @@ async def test_disk_usage_forces_deletion_above_85_percent_and_refuses_sends_abo
         disk.ratio = 0.50
         await until(lambda: all(s.disk_full_reason is None for s in stores))
         await send_all(client, addr, 1, start=151)
+
+
+def queue_starts_at_live_data(store: DLedgerMessageStore) -> bool:
+    """Whether the queue's first entry points at or past the log's first entry (its files below went)."""
+    cq = store.consume_queue(TOPIC, 0)
+    first = cq.entry(cq.min_offset) if cq is not None else None
+    return first is not None and first[0] >= store.commitlog.min_offset
+
+
+def all_logged(names: list[str], caplog: pytest.LogCaptureFixture) -> bool:
+    return bool(names) and all(name in caplog.text for name in names)
 
 
 async def until(condition: Callable[[], bool]) -> None:
@@ -564,7 +578,8 @@ async def test_a_file_that_cannot_be_unlinked_is_logged_and_retention_goes_on(
     monkeypatch.setattr(os, "unlink", unlink)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(store.retention.run)
-        await until(lambda: len(store.ledger.data.files) == 1)
+        # The queue and index files go in a pass's second half, after the entry segments.
+        await until(lambda: len(store.ledger.data.files) == 1 and all_logged(refused, caplog))
         nursery.cancel_scope.cancel()
     assert refused and all(os.path.exists(name) for name in refused)  # left behind, out of the store
     assert all(name in caplog.text for name in refused)
