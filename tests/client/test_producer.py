@@ -282,3 +282,19 @@ async def test_async_sends_failed_by_a_closing_connection_are_retried(
         await wait_until(lambda: len(outcomes) == 100)
     assert all(isinstance(o, SendResult) and o.send_status is SendStatus.SEND_OK for o in outcomes)
     assert "1 attempt(s) so far" in caplog.text  # the close failed them once; the retry went through
+
+
+async def test_answered_async_sends_give_their_permits_back(cluster: ThreadedCluster) -> None:
+    """With one async permit (``clientAsyncSemaphoreValue``), async sends one after another each succeed: an
+    answered send gives its permit back (Java's ResponseFuture.release in NettyRemotingAbstract's
+    processResponseCommand), also when the task-free path takes its answer straight from the JSON header."""
+    await create_topic(cluster.namesrv_addr, "AsyncPermits", queues=2)
+    config = ClientConfig(namesrv_addr=cluster.namesrv_addr, client_async_semaphore_value=1)
+    async with Producer("pg", config=config, send_msg_timeout=3.0) as producer:
+        await producer.send(Message("AsyncPermits", b"route"))  # route and broker cached: the task-free path
+        outcomes: list[SendResult | Exception] = []
+        for i in range(4):
+            producer.send_async(Message("AsyncPermits", f"p{i}".encode()), outcomes.append)
+            await wait_until(lambda: len(outcomes) == i + 1)  # noqa: B023 (awaited at once)
+            assert producer.instance.remoting.async_permits.used == 0, i
+    assert all(isinstance(o, SendResult) and o.send_status is SendStatus.SEND_OK for o in outcomes), outcomes
