@@ -361,9 +361,11 @@ class Connection:
                         if future is not None:
                             try:
                                 if future.complete_json(fields, body):
+                                    self._taken(future)
                                     return None
                             except Exception:  # taken, badly: it is out of the table, so it is not told again
                                 log.exception("%r: an invocation failed taking its answer", self)
+                                self._taken(future)
                                 return None
                             self._pending[fields["opaque"]] = future  # declined: completed with the command below
                 return command_from_json(fields, body)
@@ -444,6 +446,12 @@ class Connection:
             future.complete(response, error)
         except Exception:
             log.exception("%r: an invocation's completion failed", self)
+
+    def _taken(self, future: Invocation) -> None:
+        """``future`` took its answer from the JSON header, so :meth:`_complete` never sees it: give its permit back
+        here (Java's processResponseCommand releases the ResponseFuture however its answer is used)."""
+        if self.async_permits is not None and type(future) is not ResponseFuture:
+            self.async_permits.release()
 
     async def _watch_idle(self, idle_timeout: float) -> None:
         while True:
