@@ -6,6 +6,7 @@ every acknowledged message in place and queue offsets that go on from where they
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import orjson
@@ -294,3 +295,30 @@ async def test_a_send_the_quorum_does_not_acknowledge_in_time_is_answered_as_a_b
         with trio.fail_after(15):
             answer = await client.invoke(addr, request(RequestCode.CONSUMER_SEND_MSG_BACK, back.to_ext_fields()), 10)
         assert (answer.code, answer.remark) == (ResponseCode.SYSTEM_ERROR, "OS_PAGECACHE_BUSY")
+
+
+async def test_after_an_append_held_the_dledger_lock_too_long_sends_are_rejected(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """DLedgerCommitLog times its appends too (``beginTimeInDledgerLock``, its ``getBeginTimeInLock``, which
+    DefaultMessageStore.isOSPageCacheBusy reads): in DLedger mode an append held past ``osPageCacheBusyTimeOutMills``
+    makes the store page-cache busy and the next send is answered SYSTEM_BUSY ``[REJECTREQUEST]``, as on a plain
+    master (found by a review: the DLedger store's appends were never timed, so it was never busy). A limit of 0 ms
+    makes every append too long; the clock stops once the leader serves, so the store stays busy until it moves."""
+    settings = {**SMALL_STORE, "os_page_cache_busy_time_out_mills": 0}
+    async with EmbeddedDLedgerGroup(tmp_path, members=1, **settings) as group, RemotingClient() as client:
+        member = await group.leader()
+        addr = group.addr(member)
+        assert (await client.invoke(addr, create_topic_request(TOPIC, queues=1), 5)).code == 0
+        autojump_clock.autojump_threshold = math.inf
+        store = group.store(member)
+        assert (await send(client, addr, b"first"))[0] == ResponseCode.SUCCESS
+        assert store.is_os_page_cache_busy()
+        answer = await client.invoke(addr, send_request(TOPIC, b"rejected"), 5)
+        assert (answer.code, answer.remark) == (
+            ResponseCode.SYSTEM_BUSY,
+            "[REJECTREQUEST]system busy, start flow control for a while",
+        )
+        autojump_clock.jump(1.0)  # past any hold of these appends
+        autojump_clock.autojump_threshold = 0
+        assert (await send(client, addr, b"later"))[0] == ResponseCode.SUCCESS
