@@ -150,13 +150,14 @@ class MessageStore(StoreReads):
 
     def _bind_appender(self) -> Appender | None:
         """The C append path bound as ``self.append`` and ``self.append_batch`` (None without the extension, or when a
-        subclass overrides either)."""
+        subclass overrides either: then the class's own, timed by :meth:`_timed`)."""
         cls = type(self)
         overridden = cls.append is not MessageStore.append or cls.append_batch is not MessageStore.append_batch
-        if overridden:
-            return None
-        if _APPENDER is None:  # the pure-Python build: timed here as the C path times itself
-            single_py, batch_py = MessageStore.append, MessageStore.append_batch
+        if overridden or _APPENDER is None:
+            # Timed here as the C path times itself: the pure-Python build, and a store with appends of its own (the
+            # DLedger commit log times its lock too: store/.../dledger/DLedgerCommitLog.java beginTimeInDledgerLock,
+            # the getBeginTimeInLock that DefaultMessageStore.isOSPageCacheBusy reads).
+            single_py, batch_py = cls.append, cls.append_batch
             self.append = self._timed(types.MethodType(single_py, self))  # type: ignore[method-assign,assignment]
             self.append_batch = self._timed(types.MethodType(batch_py, self))  # type: ignore[method-assign,assignment]
             return None
@@ -195,8 +196,8 @@ class MessageStore(StoreReads):
             appender.batch_notifier = self._notify_packed if self._notified() else None
 
     def _timed(self, append: Callable[[_A], AppendResult]) -> Callable[[_A], AppendResult]:
-        """``append`` timed as the C path times it (the pure-Python build): :meth:`_held_too_long` after an append
-        that held the put lock past ``osPageCacheBusyTimeOutMills``."""
+        """``append`` timed as the C path times it (the pure-Python build, a subclass's own appends):
+        :meth:`_held_too_long` after an append that held the put lock past ``osPageCacheBusyTimeOutMills``."""
 
         def timed(arg: _A) -> AppendResult:
             begin = time.monotonic_ns()
