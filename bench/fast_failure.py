@@ -4,7 +4,8 @@
   :func:`bench.broker.send_load` (SEND_MESSAGE_V2, 128-byte body); besides requests per second (noisy on a shared
   machine) each broker process's CPU time per send (``/proc/<pid>/stat``), which background load disturbs less;
 - ``op: pool``: the pool path alone in this process (:class:`remoting.dispatch.ProcessorPool`, one worker, a
-  processor that answers nothing), ``max_wait`` None and 0.2 s: CPU time per request through submit and the worker.
+  processor that answers nothing): ``max_wait`` 0.2 s and ``page_cache_busy`` a store's (not busy) check, as the
+  broker's send pool with fast failure on, against neither: CPU time per request through submit and the worker.
   Sends take this path only when the send pool is not idle (docs/protocol.md#714-processor-pools-and-flow-control);
 - ``op: append``: the store's append (128-byte body) timed for the page-cache-busy check (``on`` = the store's
   default, two monotonic clock reads per append) against the same store with the timing unset: CPU time per append.
@@ -29,7 +30,7 @@ import trio
 from bench.broker import prepare, send_load, start_broker
 from remoting.codec.command import RemotingCommand, request
 from remoting.codec.message import MessageRecord
-from remoting.dispatch import ProcessorPool
+from remoting.dispatch import ProcessorPool, Reject
 from remoting.processor import RequestContext
 from store.message_store import MessageStore
 from store.store_config import StoreConfig
@@ -49,9 +50,9 @@ class Silent:
         return None
 
 
-async def pool_cpu_per_request(max_wait: float | None) -> float:
+async def pool_cpu_per_request(max_wait: float | None, busy: Reject | None) -> float:
     """CPU seconds per request through one pool: submitted 64 at a time, drained by its one worker."""
-    pool = ProcessorPool("send", 1, 10_000, max_wait=max_wait)
+    pool = ProcessorPool("send", 1, 10_000, max_wait=max_wait, page_cache_busy=busy)
     processor, cmd = Silent(), request(310)
     ctx: RequestContext = None  # type: ignore[assignment]  # the silent processor never touches it
     async with trio.open_nursery() as nursery:
@@ -68,11 +69,20 @@ async def pool_cpu_per_request(max_wait: float | None) -> float:
 
 
 def measure_pool(rounds: int) -> None:
-    on, off = [], []
-    for i in range(rounds * 2):
-        order = [(on, 0.2), (off, None)] if i % 2 == 0 else [(off, None), (on, 0.2)]
-        for results, max_wait in order:
-            results.append(trio.run(pool_cpu_per_request, max_wait))
+    on: list[float] = []
+    off: list[float] = []
+    root = Path(tempfile.mkdtemp(prefix="bench-ff-pool-"))
+    store = MessageStore(StoreConfig(root, mapped_file_size_commit_log=1 << 20))
+    try:
+        store.load()
+        busy = store.is_os_page_cache_busy
+        for i in range(rounds * 2):
+            runs = [(on, 0.2, busy), (off, None, None)]
+            for results, max_wait, check in runs if i % 2 == 0 else runs[::-1]:
+                results.append(trio.run(pool_cpu_per_request, max_wait, check))
+    finally:
+        store.close()
+        shutil.rmtree(root, ignore_errors=True)
     emit("pool", {}, [x * 1e6 for x in on], [x * 1e6 for x in off], "cpu_us_per_request")
 
 
