@@ -6,9 +6,10 @@ messages or more whole MiB of bodies than ``pull_threshold_size_for_queue`` (as 
 consumption, while the offsets in flight span more than ``consume_concurrently_max_span`` (2000). With ``pull_interval``
 set, the next pull after one that found messages waits that long (Java's ``pullInterval``; not when the tag filter
 dropped them all). After a failed pull it waits 3 s, and so it does, again and again, while an orderly CLUSTERING
-queue's lock is lost (another member holds it). While the consumer is suspended it waits 1 s at a time. Every pull
-posts the subscription and, when the consumer has an offset, commits it (the commit bit), as ali-ons does, unless it
-goes to a slave. Which broker of the queue's group is pulled
+queue's lock is lost (another member holds it). While the consumer is suspended it waits 1 s at a time. Each turn of
+the loop, a wait included, stamps the process queue's ``last_pull_time``, as Java's ``pullMessage`` does on every
+call. Every pull posts the subscription and, when the consumer has an offset, commits it (the commit bit), as ali-ons
+does, unless it goes to a slave. Which broker of the queue's group is pulled
 (the master, a slave it suggests, a slave while the master is gone) is :mod:`client.consumer.pull_target`'s choice.
 
 An illegal offset (PULL_OFFSET_MOVED) drops the process queue and ends the loop; 10 s later the broker's suggestion is
@@ -118,6 +119,10 @@ class PullService:
             next_offset = offset
             found: _Found | None = None
             while not pq.dropped and not c.stopping:
+                # Every turn counts as a pull, flow-controlled, paused or put off as it may be: Java's pullMessage
+                # (client/src/main/java/org/apache/rocketmq/client/impl/consumer/DefaultMQPushConsumerImpl.java) sets
+                # lastPullTimestamp before its checks, so only a queue whose loop ended looks idle to the rebalance.
+                pq.last_pull_time = anyio.current_time()
                 try:
                     if c.paused:  # suspend(): DefaultMQPushConsumerImpl.pullMessage puts the pull off by 1 s
                         self._deliver(mq, pq, found)
