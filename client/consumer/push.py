@@ -59,7 +59,7 @@ from client.consumer.listener import (
 from client.consumer.offset_store import OffsetStore, offset_store_for
 from client.consumer.process_queue import ProcessQueue
 from client.consumer.pull_service import PullService
-from client.consumer.rebalance import Rebalance
+from client.consumer.rebalance import PULL_MAX_IDLE_TIME, Rebalance
 from client.consumer.subscription import build_subscription, retry_topic
 from client.errors import ClientStateError, MQClientError
 from client.instance import MQClientInstance, new_instance
@@ -164,6 +164,7 @@ class PushConsumer:
             strategy=allocate_strategy,
             consume_from_where=consume_from_where,
             consume_timestamp_ms=consume_timestamp_ms,
+            pull_max_idle=PULL_MAX_IDLE_TIME,
         )
         self.rebalance.on_changed = self._allocation_changed
         self._listener: MessageListener | None = None

@@ -5,10 +5,11 @@ Per subscribed topic: read the topic's readable queues from the route; in CLUSTE
 the group's consumer ids (GET_CONSUMER_LIST_BY_GROUP) and apply the allocation strategy, in BROADCASTING take them
 all. Queues no longer owned are dropped (their offsets persisted first); new ones get their start offset from the
 offset store or, when it has none, from consume-from-where, and for orderly CLUSTERING consumers only once the broker
-granted the queue lock (orderly BROADCASTING members lock no queue). The owner (push or lite pull consumer) hears
-about both through :class:`RebalanceOwner`. The lite pull consumer's assign mode does not allocate: it drops queues
-with :meth:`Rebalance.remove_unallocated` and owns new ones with :meth:`Rebalance.own`, its pull task computing their
-start offsets. :meth:`Rebalance.reset` (a
+granted the queue lock (orderly BROADCASTING members lock no queue). A push consumer's queue not pulled for over
+:data:`PULL_MAX_IDLE_TIME` (its pull loop ended) is dropped and taken again in the same pass. The owner (push or
+lite pull consumer) hears about both through :class:`RebalanceOwner`. The lite pull consumer's assign mode does not
+allocate: it drops queues with :meth:`Rebalance.remove_unallocated` and owns new ones with :meth:`Rebalance.own`, its
+pull task computing their start offsets. :meth:`Rebalance.reset` (a
 RESET_CONSUMER_CLIENT_OFFSET) drops queues with their new offsets, serialised with the passes as their removals are.
 An owner that stops takes no new queue (:attr:`RebalanceOwner.taking_queues`) and forgets its queues with
 :meth:`Rebalance.drop_all`, after the pass under way: a restart rebalances from scratch.
@@ -54,6 +55,10 @@ DEFAULT_CONSUME_TIMESTAMP_AGO_MS = 30 * 60 * 1000
 #: allocated to this member (Java's ``RebalanceImpl.messageQueueChanged``).
 QueuesChanged = Callable[[str, set[MessageQueue], set[MessageQueue]], Awaitable[None]]
 
+#: How long a push consumer's queue may go unpulled before a pass drops it and takes it again (Java's ProcessQueue
+#: ``PULL_MAX_IDLE_TIME``, 120 s).
+PULL_MAX_IDLE_TIME = 120.0
+
 #: How long a removal waits for an orderly queue's listener call before keeping the queue for the next pass (Java's
 #: ``consumeLock.tryLock(1000, ms)`` in RebalancePushImpl.removeUnnecessaryMessageQueue).
 ORDERLY_REMOVE_WAIT = 1.0
@@ -90,6 +95,7 @@ class Rebalance:
         consume_timestamp_ms: int | None = None,
         orderly: bool = False,
         memory_first: bool = False,
+        pull_max_idle: float | None = None,
     ) -> None:
         self.instance = instance
         self.group = group
@@ -103,6 +109,9 @@ class Rebalance:
         #: Start offsets read from memory first (RebalanceLitePullImpl's ``MEMORY_FIRST_THEN_STORE``: an offset
         #: committed before the queue's first pull counts); push consumers read the store (``READ_FROM_STORE``).
         self.memory_first = memory_first
+        #: Seconds after which a pass drops an allocated queue whose pulls stopped, to take it again at once (the push
+        #: consumer's :data:`PULL_MAX_IDLE_TIME`; None, the lite pull consumer's: never, as Java's CONSUME_ACTIVELY).
+        self.pull_max_idle = pull_max_idle
         self.subscriptions: dict[str, SubscriptionData] = {}
         self.process_queues: dict[MessageQueue, ProcessQueue] = {}
         #: orderly queues a removal kept (their listener call ran on): removed by a later pass, allocated or not
@@ -180,10 +189,33 @@ class Rebalance:
     async def update_process_queues(self, topic: str, allocated: set[MessageQueue]) -> None:
         """Drop the owned queues of ``topic`` not in ``allocated`` and take the new ones, while the owner takes any."""
         await self.remove_unallocated(topic, allocated)
+        await self._remove_pull_expired(topic)
         for mq in sorted(allocated - set(self.process_queues)):
             if not self.owner.taking_queues:
                 return
             await self._take(mq)
+
+    async def _remove_pull_expired(self, topic: str) -> None:
+        """Drop the owned queues of ``topic`` not pulled for over :attr:`pull_max_idle` (their pull loop ended while
+        the queue stayed owned), so the pass takes them again with a new pull loop: ``client/src/main/java/org/apache/
+        rocketmq/client/impl/consumer/RebalanceImpl.java``'s ``updateProcessQueueTableInRebalance`` does so for
+        CONSUME_PASSIVELY consumers whose ProcessQueue ``isPullExpired`` (``PULL_MAX_IDLE_TIME``, 120 s)."""
+        if self.pull_max_idle is None:
+            return
+        now = anyio.current_time()
+        expired = [
+            mq
+            for mq, pq in self.process_queues.items()
+            if mq.topic == topic and mq not in self._kept and now - pq.last_pull_time > self.pull_max_idle
+        ]
+        for mq in expired:
+            log.error(
+                "queue %s of group %s not pulled for %.0f s: dropped to be taken again",
+                mq,
+                self.group,
+                now - self.process_queues[mq].last_pull_time,
+            )
+        await self._remove_all(expired)
 
     async def _take(self, mq: MessageQueue) -> None:
         """Own ``mq`` from its start offset (orderly: once the broker granted its lock) and tell the owner. Left out
