@@ -5,11 +5,12 @@ Flow control: the loop waits (50 ms steps) while the queue's process queue holds
 messages or more whole MiB of bodies than ``pull_threshold_size_for_queue`` (as Java compares), or, for concurrent
 consumption, while the offsets in flight span more than ``consume_concurrently_max_span`` (2000). With ``pull_interval``
 set, the next pull after one that found messages waits that long (Java's ``pullInterval``; not when the tag filter
-dropped them all). After a failed pull it waits 3 s, and so it does, again and again, while an orderly CLUSTERING
-queue's lock is lost (another member holds it). While the consumer is suspended it waits 1 s at a time. Each turn of
-the loop, a wait included, stamps the process queue's ``last_pull_time``, as Java's ``pullMessage`` does on every
-call. Every pull posts the subscription and, when the consumer has an offset, commits it (the commit bit), as ali-ons
-does, unless it goes to a slave. Which broker of the queue's group is pulled
+dropped them all). After a failed pull it waits 3 s (after a FLOW_CONTROL answer 20 ms, without asking for the
+route again), and 3 s again and again while an orderly CLUSTERING queue's lock is lost (another member holds it).
+While the consumer is suspended it waits 1 s at a time. Each turn of the loop, a wait included, stamps the process
+queue's ``last_pull_time``, as Java's ``pullMessage`` does on every call. Every pull posts the subscription and, when
+the consumer has an offset, commits it (the commit bit), as ali-ons does, unless it goes to a slave. Which broker of
+the queue's group is pulled
 (the master, a slave it suggests, a slave while the master is gone) is :mod:`client.consumer.pull_target`'s choice.
 
 An illegal offset (PULL_OFFSET_MOVED) drops the process queue and ends the loop; 10 s later the broker's suggestion is
@@ -40,7 +41,9 @@ from client import api
 from client.consumer.process_queue import ProcessQueue, over_size_threshold
 from client.consumer.pull_target import PullTargets
 from client.consumer.subscription import tag_filter
+from client.errors import MQBrokerError
 from remoting.codec.bodies import MessageModel, MessageQueue
+from remoting.codec.codes import ResponseCode
 from remoting.codec.command import RemotingCommand
 from remoting.errors import RemotingError
 
@@ -59,6 +62,9 @@ SUSPEND_MILLIS = str(int(BROKER_SUSPEND_MAX * 1000))
 #: Waits of the pull loop: after an error, and when flow control holds pulling back (Java: 3 s and 50 ms).
 PULL_DELAY_ON_ERROR = 3.0
 PULL_DELAY_FLOW_CONTROL = 0.05
+#: Wait after a pull the broker answered with FLOW_CONTROL (Java's ``PULL_TIME_DELAY_MILLS_WHEN_BROKER_FLOW_CONTROL``,
+#: 20 ms, in client/src/main/java/org/apache/rocketmq/client/impl/consumer/DefaultMQPushConsumerImpl.java).
+PULL_DELAY_BROKER_FLOW_CONTROL = 0.02
 #: Wait of a paused consumer's pull loop (``PushConsumer.suspend``; Java: 1 s).
 PULL_DELAY_WHEN_SUSPEND = 1.0
 #: Wait between an illegal offset and the fix of the queue's offset (Java: 10 s).
@@ -156,6 +162,11 @@ class PullService:
                         next_offset = exc.offset
                     found = None
                     log.info("pull from %s at %d failed: %s", mq, next_offset, exc)
+                    if isinstance(exc, MQBrokerError) and exc.code == ResponseCode.FLOW_CONTROL:
+                        # The broker is busy, not gone: its route stands and the pull goes again soon
+                        # (DefaultMQPushConsumerImpl.pullMessage's onException).
+                        await anyio.sleep(PULL_DELAY_BROKER_FLOW_CONTROL)
+                        continue
                     await self.targets.refresh(mq)
                     await anyio.sleep(PULL_DELAY_ON_ERROR)
         if self._scopes.get(mq) is scope:
