@@ -17,7 +17,7 @@ import trio.testing
 
 from broker.embedded import EmbeddedCluster
 from client.admin import Admin
-from client.consumer.listener import ConsumeConcurrentlyStatus
+from client.consumer.listener import ConsumeConcurrentlyStatus, ConsumeOrderlyStatus
 from client.consumer.push import PushConsumer
 from client.message import Message, MessageExt
 from client.producer import Producer
@@ -154,3 +154,32 @@ async def test_a_pull_answered_with_flow_control_is_made_again_after_20_ms(
     by_queue_gaps = sorted(b - a for a, b in zip(broker.pulled_at, broker.pulled_at[1:], strict=False))
     # Two queues pulled side by side: every queue's pulls come 20 ms apart, so no gap reaches 3 s.
     assert by_queue_gaps[-1] == pytest.approx(0.02, abs=0.01), broker.pulled_at
+
+
+async def test_an_orderly_queue_shows_when_its_messages_were_last_taken_for_consumption(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """ProcessQueue.takeMessages (client/src/main/java/org/apache/rocketmq/client/impl/consumer/ProcessQueue.java)
+    sets lastConsumeTimestamp, so an orderly consumer's ``consumerStatus`` shows when each queue was last consumed.
+    Ours never moved it for orderly consumption: it stayed at the time the queue was taken."""
+    topic = "PullLiveOrderly"
+    mq = await _one_queue_topic(embedded_cluster, topic)
+    got: list[bytes] = []
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeOrderlyStatus:
+        got.extend(m.body for m in msgs)
+        return ConsumeOrderlyStatus.SUCCESS
+
+    consumer = first_offset_consumer(embedded_cluster.namesrv_addr, "cg-live-orderly", topic)
+    consumer.register_message_listener_orderly(listener)
+    async with consumer, Producer("pg-live-orderly", embedded_cluster.namesrv_addr) as producer:
+        await trio.sleep(100)
+        sent = trio.current_time()
+        await producer.send(Message(topic, b"late"), queue=mq)
+        await trio.sleep(2)
+        assert got == [b"late"]
+        pq = consumer.rebalance.process_queues[mq]
+        assert pq.last_consume_time >= sent, f"last consumed at {pq.last_consume_time}, the message came at {sent}"
+        info = consumer.running_info()["mqTable"][mq]
+        # Both in wall-clock ms: the queue was pulled within a long poll (15 s) and consumed 2 s ago.
+        assert info["lastPullTimestamp"] - info["lastConsumeTimestamp"] <= 15_000
