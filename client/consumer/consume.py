@@ -494,6 +494,10 @@ class OrderlyConsumeService:
                 async with turn:
                     if pq.dropped:
                         return
+                    # ProcessQueue.takeMessages (client/src/main/java/org/apache/rocketmq/client/impl/consumer/
+                    # ProcessQueue.java) stamps lastConsumeTimestamp on every take, as removeMessage does for
+                    # concurrent consumption: consumerStatus shows when the queue was last consumed.
+                    pq.last_consume_time = anyio.current_time()
                     msgs = pq.take_messages(max(1, c.consume_message_batch_max_size))
                     if not msgs:
                         return
