@@ -24,6 +24,11 @@ Offsets (``startingOffsets`` / ``endingOffsets``) are one of:
 are rocketmq-spark's options of the same names. The queues and offsets a query plans with are fetched up to
 ``fetchOffset.numRetries`` times (3), ``fetchOffset.retryIntervalMs`` apart (1000), as rocketmq-spark and Kafka do.
 
+rocketmq-spark's ``group`` is refused, as rocketmq-spark refuses it ("Option 'group' can not be specified",
+``RocketMQSourceProvider.paramsForDriver`` / ``paramsForExecutors`` / ``paramsForProducer``: every query pulls and
+sends under groups of its own): here ``consumerGroup`` names the group a stream mirrors its progress into and
+``producerGroup`` the group writes send under, so a ``group`` option taken silently would do neither.
+
 Security: ``accessKey`` and ``secretKey`` sign every request for brokers with ACL on (both or neither); ``tls``
 (``true``/``false``) connects with TLS, and ``tlsCaFile`` names the CA that checks the servers' certificates.
 """
@@ -239,6 +244,11 @@ class SourceOptions:
     def parse(cls, options: Mapping[str, str]) -> SourceOptions:
         """Parse Spark's option map (keys already lower-cased or case-insensitive). Raises :class:`OptionError`."""
         opts = {str(k).lower(): str(v) for k, v in options.items()}
+        if "group" in opts:
+            raise OptionError(
+                "option group is not taken (rocketmq-spark refuses it too): set consumerGroup for the group a stream "
+                "mirrors its offsets into, producerGroup for the group writes send under"
+            )
         name_server = _name_servers(opts.get("nameserver", ""))
         topics = tuple(t.strip() for t in opts.get("topic", "").split(",") if t.strip())
         for topic in topics:

@@ -37,6 +37,8 @@ def test_offset_options_accept_earliest_latest_timestamps_and_json() -> None:
         ({**NS, "tags": "A", "subExpression": "B"}, "tags and subExpression are one option under two names"),
         ({**NS, "maxRecordsPerTrigger": "5", "maxOffsetsPerTrigger": "6"}, "one option under two names"),
         ({**NS, "maxOffsetsPerTrigger": "0"}, "maxOffsetsPerTrigger"),
+        # rocketmq-spark's group: refused there ("can not be specified"); it used to be taken and ignored here
+        ({**NS, "topic": "T", "Group": "my-group"}, "option group is not taken.*consumerGroup.*producerGroup"),
     ],
 )
 def test_bad_options_raise_an_option_error_naming_the_option(options: dict[str, str], message: str) -> None:
