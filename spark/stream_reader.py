@@ -19,6 +19,10 @@ route no longer lists and logs a failure instead of failing the query.
 - ``latestOffset(start, limit)`` asks every queue's max offset; under ``ReadMaxRows`` (``maxRecordsPerTrigger``)
   it admits at most that many queue entries, shared across the queues by :func:`spark.offsets.admit`. A queue that
   appears later (more queues, a new broker) starts at its min offset. With nothing new it returns ``start`` itself.
+  The queues of a master that does not answer (down, while the name server still routes it) keep their position and
+  the others go on (:meth:`~RocketMQStreamReader._answered_bounds`); only when no master answers does the fetch fail
+  (and is retried). A task reading a range of a master that goes down mid-batch fails: Spark retries the task, and a
+  query that fails replays the logged batch from its checkpoint, so nothing is skipped.
   A queue that no longer holds the stream's next offset has its entries counted from its first one, and the batch
   still starts at the stream's offset: ``partitions`` or ``read`` reports the loss, once (Kafka's source reports it
   in ``planInputPartitions`` and in its reader too).
@@ -122,7 +126,7 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _latest_offset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         session = self._broker()
         mqs = offsets.list_queues(session, self.options.topics)
-        bounds = session.min_max_offsets(mqs)
+        bounds = self._answered_bounds(session, mqs) if start else session.min_max_offsets(mqs)
         self._latest = offsets.to_json({mq: high for mq, (_, high) in bounds.items()})
         latest = self._readable_ends(bounds)
         begin = offsets.from_json(_queue_offsets(start)) if start else self._starting_offsets(session, mqs)
@@ -139,6 +143,27 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if not start:
             return {**table, STARTED_AT: offsets.to_json(begin)}
         return start if table == _queue_offsets(start) else table  # unchanged: no new batch
+
+    @staticmethod
+    def _answered_bounds(session: BrokerSession, mqs: list[MessageQueue]) -> dict[MessageQueue, tuple[int, int]]:
+        """The (min, max) offsets of ``mqs``, master by master: the queues of a master that does not answer (down,
+        while the name server still routes it) are left out, with a warning, so they keep their position in the
+        stream and the other masters' queues go on, as a RocketMQ consumer goes on with the masters that answer.
+        Raises the first failure when no master answers (:func:`spark.offsets.with_retries` retries it)."""
+        by_master: dict[str, list[MessageQueue]] = {}
+        for mq in mqs:
+            by_master.setdefault(mq.broker_name, []).append(mq)
+        bounds: dict[MessageQueue, tuple[int, int]] = {}
+        failures: list[Exception] = []
+        for master, queues in sorted(by_master.items()):
+            try:
+                bounds.update(session.min_max_offsets(queues))
+            except (MQClientError, RemotingError) as exc:
+                failures.append(exc)
+                log.warning("master %s does not answer, its %d queues keep their offsets: %s", master, len(queues), exc)
+        if failures and not bounds:
+            raise failures[0]
+        return bounds
 
     def prepareForTriggerAvailableNow(self) -> None:
         def fetch() -> dict[MessageQueue, tuple[int, int]]:

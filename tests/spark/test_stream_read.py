@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ import pytest
 
 from client import Message
 from client.sync import Admin
-from tests.client.helpers import fill_queues, topic_on_two_brokers
+from tests.client.helpers import fill_queues, register_dead_broker, topic_on_two_brokers
 from tests.spark.helpers import (
     RETAINED,
     DeafFirstProxy,
@@ -162,6 +163,43 @@ def test_a_master_leaving_the_route_does_not_fail_a_stream_with_a_consumer_group
         anyio.run(_forgotten, ns, "broker-b")
         produce(ns, [Message(topic, b"after")])
         assert _bodies(spark, ns, topic, checkpoint, **options) == [b"after"]
+
+
+def _closed_port() -> str:
+    """``127.0.0.1:port`` of a port nothing listens on: a connection there is refused."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{sock.getsockname()[1]}"
+
+
+def _last_offsets(checkpoint: Path) -> dict[str, Any]:
+    """The end offset of the checkpoint's last logged batch (the last line of its offsets log entry)."""
+    last = max((p for p in (checkpoint / "offsets").iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
+    offset: dict[str, Any] = json.loads(last.read_text().splitlines()[-1])
+    return offset
+
+
+def test_a_master_down_but_still_routed_keeps_its_queues_position_while_the_others_go_on(
+    spark: Any, tmp_path: Path
+) -> None:
+    """broker-b goes down and the name server still routes it (it has not noticed yet; its queues' addresses refuse
+    connections). The stream's next batch used to fail the query: ``latestOffset`` asked every queue's offsets and
+    gave up after ``fetchOffset.numRetries`` attempts, so one master down stopped a stream of a topic on two. Now the
+    queues of a master that does not answer keep their position and the other master's queues go on; the queue is
+    read from there once its master answers again."""
+    with ThreadedCluster(tmp_path / "cluster") as cluster:
+        ns, topic = cluster.namesrv_addr, "SparkDownMaster"
+        _, stop_b = anyio.run(topic_on_two_brokers, cluster, topic)
+        anyio.run(fill_queues, ns, topic, 2)
+        checkpoint = tmp_path / "checkpoint"
+        assert len(_bodies(spark, ns, topic, checkpoint, startingOffsets="earliest")) == 4
+        stop_b()
+        anyio.run(_forgotten, ns, "broker-b")
+        produce(ns, [Message(topic, b"after")])  # to broker-a: the only master routed now
+        register_dead_broker(cluster, name="broker-b", addr=_closed_port(), topics=(topic,))
+        quick = {"fetchOffset.retryIntervalMs": "10"}  # the old failure came after every retry: no need to wait
+        assert _bodies(spark, ns, topic, checkpoint, **quick) == [b"after"]
+        assert _last_offsets(checkpoint)[topic] == {"broker-a:0": 3, "broker-b:0": 2}
 
 
 def test_a_replayed_first_batch_keeps_the_offsets_the_stream_started_at(
