@@ -332,6 +332,41 @@ def test_a_stream_whose_queue_lost_its_next_offset_logs_the_loss_once(
         assert 0 < len(bodies) < 30 and bodies == (RETAINED[-len(bodies) :] if lost == "by retention" else RETAINED[:3])
 
 
+def test_queues_added_to_a_topic_between_batches_are_read_from_their_first_offset(
+    rocketmq: ThreadedCluster,
+) -> None:
+    """The topic grows from one queue to three between two micro-batches (``updateTopic`` with more queues): the next
+    batch reads the new queues from their first offset, beside the old queue's new messages, as Kafka's source
+    reads partitions added to a topic from their earliest offset. The stream reader is driven as Spark drives it:
+    ``latestOffset`` from the last end offset, then ``partitions`` and ``read``."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from spark.options import SourceOptions
+    from spark.stream_reader import RocketMQStreamReader
+
+    ns, topic = rocketmq.namesrv_addr, "SparkGrowingTopic"
+    make_topic(ns, topic, 1)
+    produce(ns, [Message(topic, f"before{i}".encode()) for i in range(2)])
+    options = SourceOptions.parse({"nameServer": ns, "topic": topic, "startingOffsets": "earliest"})
+    reader = RocketMQStreamReader(options, True)
+
+    def batch(start: dict[str, Any]) -> tuple[dict[str, Any], list[bytes]]:
+        end = reader.latestOffset(start, ReadAllAvailable())
+        parts = reader.partitions(start, end)
+        return end, [bytes(b) for p in parts for rows in reader.read(p) for b in rows.column("body").to_pylist()]
+
+    try:
+        first, bodies = batch({})
+        assert sorted(bodies) == [b"before0", b"before1"]
+        make_topic(ns, topic, 3)
+        anyio.run(fill_queues, ns, topic, 2)
+        second, bodies = batch(first)
+    finally:
+        reader.stop()
+    assert sorted(bodies) == sorted(f"broker-a-{q}-{i}".encode() for q in range(3) for i in range(2))
+    assert second[topic] == {"broker-a:0": 4, "broker-a:1": 2, "broker-a:2": 2}
+
+
 def test_a_json_starting_offset_the_queue_does_not_hold_is_data_loss(
     spark: Any, rocketmq: ThreadedCluster, tmp_path: Path
 ) -> None:
