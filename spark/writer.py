@@ -4,7 +4,8 @@ Input columns: ``body`` (binary, or string sent as UTF-8) is required; the ``top
 ``topic`` column (string) per row: the option overrides the column, as in Kafka's sink, so rows read from one topic
 are written to the option's; optional ``keys`` (a string of space-separated keys, or an array of strings), ``tags``
 (string) and ``properties`` (map<string,string>; names RocketMQ keeps for itself, :data:`SYSTEM_PROPERTIES`, are left
-out, so a read's rows copy over with their user properties only). Other columns are ignored. A column of another
+out, so a read's rows copy over with their user properties only, and so are null and empty values, which a message
+cannot carry). Other columns are ignored. A column of another
 type fails the write at planning (:func:`check_columns`); a row without a topic or a body raises
 :class:`~spark.options.OptionError` in its task, which fails the write.
 
@@ -111,9 +112,11 @@ def row_to_message(row: Any, topic_option: str | None, extra: dict[str, str] | N
     keys = fields.get("keys")
     if isinstance(keys, list | tuple):
         keys = [k for k in keys if k is not None]
-    # A null map value is no property (it used to be stored as the text "None"); RocketMQ's own are not the row's.
+    # A null map value is no property (it used to be stored as the text "None"), nor is an empty one: the wire form
+    # cannot carry it (Java's MessageDecoder.string2messageProperties drops "name\x01", as every read here does, and
+    # Java's putUserProperty refuses it). RocketMQ's own names are not the row's.
     given = (fields.get("properties") or {}).items()
-    props = {str(k): str(v) for k, v in given if v is not None and str(k) not in SYSTEM_PROPERTIES}
+    props = {str(k): str(v) for k, v in given if v is not None and v != "" and str(k) not in SYSTEM_PROPERTIES}
     if extra:
         props.update(extra)
     return Message(
