@@ -11,9 +11,11 @@ Run it against the embedded broker (``make run`` in another terminal)::
     python examples/minute_counts.py --name-server 127.0.0.1:9876 --demo-events 1000 --once
 
 ``--demo-events N`` first sends N sample events spread over five minutes (plus one late event that closes them);
-``--once`` stops when everything available is processed, otherwise the query runs until Ctrl-C. Each run starts a
-new query in a checkpoint directory of its own (printed at the end); ``--checkpoint DIR`` resumes the query of an
-earlier run from there, publishing nothing twice.
+``--once`` stops when everything available is processed, otherwise the query runs until Ctrl-C. Without
+``--checkpoint`` each run starts a new query in a temporary checkpoint directory, removed once the query has stopped
+cleanly and kept (its path printed) when it failed, as Spark does with the temporary checkpoint it makes for a query
+without ``checkpointLocation``. ``--checkpoint DIR`` keeps the query's offsets and state in DIR: a later run with the
+same DIR resumes that query, publishing nothing twice.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import sys
 import tempfile
 import time
@@ -96,7 +99,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--source", default="Events")
     parser.add_argument("--target", default="MinuteCounts")
     parser.add_argument(
-        "--checkpoint", default=None, help="checkpoint directory to resume from (default: a new one for this run)"
+        "--checkpoint", default=None, help="checkpoint directory, kept to resume from (default: a temporary one)"
     )
     parser.add_argument("--watermark", default="1 minute")
     parser.add_argument("--demo-events", type=int, default=0, help="send N sample events first")
@@ -119,24 +122,30 @@ def main(argv: list[str] | None = None) -> None:
     )
     register(spark)
     # A fixed default made every run resume the previous one's query: its watermark and offsets, whatever the topics
-    # or the broker now hold. A run without --checkpoint starts a query of its own (the directory is printed).
+    # or the broker now hold. A run without --checkpoint runs a query of its own in a temporary directory.
+    temporary = args.checkpoint is None
     checkpoint = args.checkpoint or tempfile.mkdtemp(prefix="rocketrio-minute-counts-")
     query = start(spark, args.name_server, args.source, args.target, checkpoint, args.watermark)
+    failed = True
     try:
         if args.once:
             query.processAllAvailable()
         else:
             query.awaitTermination()
+        failed = False
     except KeyboardInterrupt:
-        pass
+        failed = False
     finally:
         query.stop()
+        progress = query.lastProgress
         spark.stop()
-    print(
-        json.dumps(
-            {"query": "minute_counts", "checkpoint": checkpoint, "last_progress": query.lastProgress}, default=str
-        )
-    )
+        if failed and temporary:
+            print(f"the query failed; its checkpoint is kept in {checkpoint}", file=sys.stderr)
+    kept = not temporary
+    if temporary:
+        shutil.rmtree(checkpoint, ignore_errors=True)
+    summary = {"query": "minute_counts", "checkpoint": checkpoint, "kept": kept, "last_progress": progress}
+    print(json.dumps(summary, default=str))
 
 
 if __name__ == "__main__":
