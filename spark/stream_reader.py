@@ -21,8 +21,9 @@ route no longer lists and logs a failure instead of failing the query.
   appears later (more queues, a new broker) starts at its min offset. With nothing new it returns ``start`` itself.
   The queues of a master that does not answer (down, while the name server still routes it) keep their position and
   the others go on (:meth:`~RocketMQStreamReader._answered_bounds`); only when no master answers does the fetch fail
-  (and is retried). A task reading a range of a master that goes down mid-batch fails: Spark retries the task, and a
-  query that fails replays the logged batch from its checkpoint, so nothing is skipped.
+  (and is retried), as does the first batch's, which resolves ``startingOffsets`` on every queue. A task reading a
+  range of a master that goes down mid-batch fails: Spark retries the task, and a query that fails replays the logged
+  batch from its checkpoint, so nothing is skipped.
   A queue that no longer holds the stream's next offset has its entries counted from its first one, and the batch
   still starts at the stream's offset: ``partitions`` or ``read`` reports the loss, once (Kafka's source reports it
   in ``planInputPartitions`` and in its reader too).
