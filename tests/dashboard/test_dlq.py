@@ -159,3 +159,12 @@ async def test_a_binary_dead_letter_is_exported_with_its_control_characters_esca
     assert sheet is not None
     _, row = (list(r) for r in sheet.iter_rows(values_only=True))
     assert dict(zip(EXPORT_COLUMNS, row, strict=True))["messageBody"] == "_x0000__x0001_bin\x7f"
+
+
+async def test_a_single_export_of_a_missing_dead_letter_is_an_error_not_a_workbook(dash: Dash) -> None:
+    """rocketmq-dashboard's ``exportDlqMessage.do`` answers "Failed to query message by Id" when ``viewMessage``
+    fails: no workbook. Only the batch export lists a message it cannot read as a row."""
+    await _kill(dash, [b"dead"])
+    response = await dash.http.post("/api/dlq/export", json={"group": GROUP, "msgIds": ["nope"]})
+    assert response.status_code == 404, response.status_code
+    assert "nope" in response.json()["error"]["message"]
