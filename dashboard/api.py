@@ -348,12 +348,13 @@ async def post_dlq_resend(request: Request) -> JSONResponse:
 
 async def post_dlq_export(request: Request) -> Response:
     """One dead letter's workbook (rocketmq-dashboard's ``exportDlqMessage.do``, which its ``role-permission.yml``
-    allows a Normal user); several ids are a 400: they are the batch, :func:`post_dlq_export_batch`."""
+    allows a Normal user); several ids are a 400: they are the batch, :func:`post_dlq_export_batch`. A message that
+    cannot be read is the error (404 when there is no such message), not a workbook, as rocketmq-dashboard."""
     body = await _body(request)
     ids = _ids(body, "msgIds")
     if len(ids) != 1:
         raise BadRequest("msgIds must name one message here; export several with /api/dlq/export/batch")
-    return await _workbook(request, body, ids)
+    return await _workbook(request, body, ids, strict=True)
 
 
 async def post_dlq_export_batch(request: Request) -> Response:
@@ -363,8 +364,8 @@ async def post_dlq_export_batch(request: Request) -> Response:
     return await _workbook(request, body, _ids(body, "msgIds"))
 
 
-async def _workbook(request: Request, body: dict[str, Any], ids: list[str]) -> Response:
-    workbook = await dlq.export(_admin(request), _field(body, "group"), ids)
+async def _workbook(request: Request, body: dict[str, Any], ids: list[str], *, strict: bool = False) -> Response:
+    workbook = await dlq.export(_admin(request), _field(body, "group"), ids, strict=strict)
     disposition = 'attachment; filename="dlqs.xlsx"'
     return Response(workbook, media_type=dlq.XLSX, headers={"Content-Disposition": disposition})
 

@@ -93,9 +93,12 @@ async def resend(
     return results
 
 
-async def export(admin: Admin, group: str, msg_ids: Sequence[str]) -> bytes:
+async def export(admin: Admin, group: str, msg_ids: Sequence[str], *, strict: bool = False) -> bytes:
     """The dead letters ``msg_ids`` (ids as listed: the producer's or offset msgIds) as a one-sheet workbook named
-    ``dlq``; a message that cannot be read is a row with its id and the error in ``exception``."""
+    ``dlq``; a message that cannot be read is a row with its id and the error in ``exception`` (the batch export's
+    way), or with ``strict`` its error propagates and no workbook is made, as rocketmq-dashboard's single
+    ``exportDlqMessage.do`` fails with "Failed to query message by Id" (src/main/java/org/apache/rocketmq/dashboard/
+    controller/DlqMessageController.java)."""
     book = Workbook()
     sheet = book.active
     assert sheet is not None  # a new workbook has its one sheet
@@ -106,6 +109,8 @@ async def export(admin: Admin, group: str, msg_ids: Sequence[str]) -> bytes:
         try:
             msg = await messages.find(admin, msg_id, topic)
         except BROKER_FAILURES as exc:
+            if strict:
+                raise
             sheet.append([topic, msg_id, "", "", "", None, "", "", None, str(exc)])
             continue
         sheet.append([_cell(value) for value in export_row(msg)])
