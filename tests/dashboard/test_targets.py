@@ -117,10 +117,13 @@ async def test_a_topic_goes_to_the_picked_brokers_and_an_update_stays_on_its_hol
     assert sorted((r["brokerName"], r["cluster"]) for r in route) == held
 
 
-async def test_a_new_topic_with_no_broker_picked_goes_to_every_master(three: Three) -> None:
-    created = await three.dash.post("/api/topics", {"topic": "EverywhereTopic"})
-    assert created["brokerNames"] == ["broker-a", "broker-b", "broker-x"]
-    assert set(three.holders("EverywhereTopic")) == {"broker-a", "broker-b", "broker-x"}
+async def test_a_new_topic_with_no_broker_picked_is_refused(three: Three) -> None:
+    """rocketmq-dashboard's ``TopicController.topicCreateOrUpdateRequest`` refuses a create naming no cluster and no
+    broker ("clusterName or brokerName can not be all blank"): a new topic never lands on every master of every
+    cluster because nothing was ticked."""
+    refused = await three.dash.post("/api/topics", {"topic": "EverywhereTopic"}, status=400)
+    assert "clusterName or brokerName" in refused["error"]["message"]
+    assert three.holders("EverywhereTopic") == {}
 
 
 async def test_an_unknown_cluster_or_broker_name_changes_nothing(three: Three) -> None:
