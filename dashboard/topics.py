@@ -18,7 +18,7 @@ from client.admin import BROKER_FAILURES, Admin
 from client.errors import MQBrokerError, TopicRouteNotFoundError
 from client.message import Message
 from client.producer import Producer
-from dashboard.groups import topic_consumers
+from dashboard.groups import NoBrokerPicked, topic_consumers
 from dashboard.targets import NoMasterOnline, cluster_of, master_addrs, picked_brokers
 from remoting.codec.bodies import PERM_READ, PERM_WRITE
 from remoting.codec.topics import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
@@ -143,9 +143,11 @@ async def create_topic(
 
     With nothing picked, an existing topic is updated on the brokers of its route only, never spread to brokers that
     lack it (rocketmq-dashboard's update dialog holds one form per broker of the topic, each naming that broker); a
-    new topic is created on every master of every cluster (rocketmq-dashboard refuses it: "clusterName or brokerName
-    can not be all blank"). Unknown names and brokers without a master fail before anything is written
-    (:mod:`dashboard.targets`); a broker's refusal stops at that broker and propagates."""
+    new topic is a :class:`~dashboard.groups.NoBrokerPicked` (answered 400), as rocketmq-dashboard refuses a create
+    naming neither ("clusterName or brokerName can not be all blank", src/main/java/org/apache/rocketmq/dashboard/
+    controller/TopicController.java), rather than landing on every master of every cluster. Unknown names and
+    brokers without a master fail before anything is written (:mod:`dashboard.targets`); a broker's refusal stops at
+    that broker and propagates."""
 
     async def write(addr: str) -> list[str]:
         return await admin.create_topic(
@@ -157,8 +159,10 @@ async def create_topic(
         return {"brokerNames": [], "brokers": await write(broker_addr)}
     info = await admin.cluster_info()
     names = picked_brokers(info, clusters, brokers)
-    if not names:
-        names = await _holders(admin, topic) or sorted(n for n, bd in info.broker_addr_table.items() if bd.master_addr)
+    if not names and not (names := await _holders(admin, topic)):
+        raise NoBrokerPicked(
+            f"clusterName or brokerName can not be all blank: pick the clusters or brokers to create {topic} on"
+        )
     addrs = master_addrs(info, names)
     for name in names:
         await write(addrs[name])

@@ -38,9 +38,10 @@ async def test_signed_calls_pass_and_unsigned_ones_show_the_refusal(
     async for dash in open_dash(acl_cluster, nursery, access_key="dashboard", secret_key="dashboard-secret"):
         [broker] = (await dash.get("/api/cluster"))["brokers"]
         assert broker["error"] is None and broker["version"] == "V4_9_8"
-        assert (await dash.post("/api/topics", {"topic": "AclPageTopic"}))["brokers"]
+        picked = {"clusterNameList": ["DefaultCluster"]}
+        assert (await dash.post("/api/topics", {"topic": "AclPageTopic", **picked}))["brokers"]
     async for dash in open_dash(acl_cluster, nursery):
-        refused = (await dash.post("/api/topics", {"topic": "UnsignedTopic"}, status=502))["error"]
+        refused = (await dash.post("/api/topics", {"topic": "UnsignedTopic", **picked}, status=502))["error"]
         assert refused["code"] == 1 and refused["remark"] and "Traceback" not in refused["message"]
         [broker] = (await dash.get("/api/cluster"))["brokers"]
         assert broker["error"]  # the broker refuses its runtime info: the row says why

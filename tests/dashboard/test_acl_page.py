@@ -70,7 +70,10 @@ async def acl_cluster(tmp_path: Path, acl_file: Path) -> AsyncIterator[EmbeddedC
 @pytest.fixture
 async def acl_dash(acl_cluster: EmbeddedCluster, nursery: trio.Nursery) -> AsyncIterator[Dash]:
     async for dash in open_dash(acl_cluster, nursery, **DASHBOARD):
-        await dash.post("/api/topics", {"topic": TOPIC, "readQueueNums": 1, "writeQueueNums": 1})
+        await dash.post(
+            "/api/topics",
+            {"topic": TOPIC, "readQueueNums": 1, "writeQueueNums": 1, "clusterNameList": ["DefaultCluster"]},
+        )
         yield dash
 
 

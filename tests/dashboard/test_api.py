@@ -40,7 +40,10 @@ async def test_cluster_lists_the_embedded_broker_with_its_figures(dash: Dash) ->
 
 
 async def test_topic_created_listed_detailed_and_deleted(dash: Dash) -> None:
-    created = await dash.post("/api/topics", {"topic": "DashTopic", "readQueueNums": 3, "writeQueueNums": 3})
+    created = await dash.post(
+        "/api/topics",
+        {"topic": "DashTopic", "readQueueNums": 3, "writeQueueNums": 3, "clusterNameList": ["DefaultCluster"]},
+    )
     assert created == {"brokerNames": ["broker-a"], "brokers": [dash.cluster.broker_addr]}
     await wait_until_routed(dash, "DashTopic")
     topics = {t["topic"]: t["kind"] for t in (await dash.get("/api/topics"))["topics"]}
@@ -61,7 +64,9 @@ async def wait_until_routed(dash: Dash, topic: str) -> None:
 
 
 async def test_a_refusal_shows_the_brokers_code_and_remark_not_a_stack_trace(dash: Dash) -> None:
-    error = (await dash.post("/api/topics", {"topic": "bad topic!"}, status=502))["error"]
+    error = (
+        await dash.post("/api/topics", {"topic": "bad topic!", "clusterNameList": ["DefaultCluster"]}, status=502)
+    )["error"]
     assert error["code"] == 1 and "illegal characters" in error["remark"]
     assert error["address"] == dash.cluster.broker_addr
     missing = (await dash.get("/api/topic?topic=NoSuchTopic", status=502))["error"]
@@ -374,7 +379,7 @@ async def test_rocketmqs_own_groups_and_topics_are_listed_as_system(dash: Dash) 
     assert {g: kinds[g] for g in system} == dict.fromkeys(system, "SYSTEM")
     assert kinds["plain-cg"] == "NORMAL"
     for topic in ("DefaultHeartBeatSyncerTopic", "CHECKPOINT_TOPIC"):
-        await dash.post("/api/topics", {"topic": topic})
+        await dash.post("/api/topics", {"topic": topic, "clusterNameList": ["DefaultCluster"]})
     await wait_until_routed(dash, "CHECKPOINT_TOPIC")
     await wait_until_routed(dash, "DefaultHeartBeatSyncerTopic")
     topics = {t["topic"]: t["kind"] for t in (await dash.get("/api/topics"))["topics"]}

@@ -224,7 +224,7 @@ async def test_the_order_flag_of_a_new_topic_is_a_boolean_or_its_text(dash: Dash
              "FlagTopic": ({"order": True}, True), "NoFlagTopic": ({}, False),
              "NullFlagTopic": ({"order": None}, False)}  # fmt: skip
     for topic, (order, ordered) in cases.items():
-        await dash.post("/api/topics", {"topic": topic} | order)
+        await dash.post("/api/topics", {"topic": topic, "clusterNameList": ["DefaultCluster"]} | order)
         config = topics.get(topic)
         assert config is not None and config.order is ordered, (topic, config)
     refused = await dash.post("/api/topics", {"topic": "YesTopic", "order": "yes"}, status=400)

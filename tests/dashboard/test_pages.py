@@ -66,6 +66,7 @@ def test_a_topic_created_in_the_page_is_in_mqadmin_topic_list(browser: WebDriver
     wait_for(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#kinds button"))  # the list has loaded
     form = browser.find_element(By.ID, "create-topic")
     form.find_element(By.NAME, "topic").send_keys("PageTopic")
+    click(browser, "#create-targets input[name=clusterNameList]")  # a new topic goes where it is told
     form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
     wait_for(browser, lambda d: "PageTopic created" in banner(d).text)
     mqadmin = [sys.executable, "-m", "client.mqadmin", "--json", "topicList", "-n", live.namesrv_addr]
@@ -80,6 +81,7 @@ def test_a_broker_refusal_shows_its_remark_in_the_page(browser: WebDriver, live:
     open_page(browser, live, "/topics")
     form = browser.find_element(By.ID, "create-topic")
     form.find_element(By.NAME, "topic").send_keys("bad|topic?")
+    click(browser, "#create-targets input[name=clusterNameList]")
     form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
     wait_for(browser, lambda d: "illegal characters" in banner(d).text)
     assert "The broker refused (code 1)" in banner(browser).text and "Traceback" not in browser.page_source

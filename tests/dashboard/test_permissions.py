@@ -90,7 +90,9 @@ async def test_a_normal_user_may_read_send_a_test_message_and_resend_or_export_d
 
         await dash.post("/api/logout", {})
         await _login(dash, "admin", "s3cret")
-        assert (await dash.post("/api/topics", {"topic": "AdminMade"}))["brokerNames"] == ["broker-a"]
+        assert (await dash.post("/api/topics", {"topic": "AdminMade", "clusterNameList": ["DefaultCluster"]}))[
+            "brokerNames"
+        ] == ["broker-a"]
         assert (await dash.http.post("/api/message/resend", json={"group": "v", "msgId": "0A00"})).status_code != 403
 
 
@@ -106,7 +108,9 @@ async def test_a_role_file_in_the_data_path_replaces_the_default_and_is_read_aga
         await _login(dash, "viewer", "look")
         assert (await dash.http.get("/api/cluster")).status_code == 200
         assert (await dash.http.get("/api/topics")).status_code == 403
-        assert (await dash.post("/api/topics", {"topic": "RuledTopic"}))["brokerNames"] == ["broker-a"]
+        assert (await dash.post("/api/topics", {"topic": "RuledTopic", "clusterNameList": ["DefaultCluster"]}))[
+            "brokerNames"
+        ] == ["broker-a"]
 
         rules.write_text("rolePerms:\n  Normal:\n    - /topic/**\n")
         os.utime(rules, ns=(0, 1_000_000_000))  # a different modification time, however coarse the clock

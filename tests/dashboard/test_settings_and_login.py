@@ -155,7 +155,9 @@ async def test_login_protects_pages_and_only_administrators_change_things(
         await dash.post("/api/logout", {})
         assert (await dash.http.get("/api/cluster")).status_code == 401
         await dash.post("/api/login", {"username": "admin", "password": "s3cret"})
-        assert (await dash.post("/api/topics", {"topic": "AdminTopic"}))["brokers"]
+        assert (await dash.post("/api/topics", {"topic": "AdminTopic", "clusterNameList": ["DefaultCluster"]}))[
+            "brokers"
+        ]
         users.write_text("admin=changed,1\n")  # read at every login: no restart needed
         await dash.post("/api/logout", {})
         assert (await dash.http.post("/api/login", json={"username": "admin", "password": "s3cret"})).status_code == 401
