@@ -384,3 +384,23 @@ async def test_rocketmqs_own_groups_and_topics_are_listed_as_system(dash: Dash) 
     await wait_until_routed(dash, "DefaultHeartBeatSyncerTopic")
     topics = {t["topic"]: t["kind"] for t in (await dash.get("/api/topics"))["topics"]}
     assert topics["DefaultHeartBeatSyncerTopic"] == topics["CHECKPOINT_TOPIC"] == "SYSTEM"
+
+
+async def test_a_topic_is_created_with_its_message_type(dash: Dash) -> None:
+    """rocketmq-dashboard's ``TopicServiceImpl.createOrUpdate`` writes the form's ``messageType`` as the topic's
+    ``+message.type`` attribute, NORMAL when blank, and ``examineTopicConfig`` shows it (UNSPECIFIED for a topic
+    without one)."""
+    topics = dash.cluster.controller.context.topics
+    picked = {"clusterNameList": ["DefaultCluster"]}
+    await dash.post("/api/topics", {"topic": "FifoPageTopic", "messageType": "FIFO", **picked})
+    await dash.post("/api/topics", {"topic": "PlainPageTopic", **picked})
+    await dash.admin.create_topic("BareTopic", read_queue_nums=1, write_queue_nums=1)
+    fifo, plain = topics.get("FifoPageTopic"), topics.get("PlainPageTopic")
+    assert fifo is not None and fifo.attribute("message.type") == "FIFO"
+    assert plain is not None and plain.attribute("message.type") == "NORMAL"
+    for topic, shown in (("FifoPageTopic", "FIFO"), ("PlainPageTopic", "NORMAL"), ("BareTopic", "UNSPECIFIED")):
+        await wait_until_routed(dash, topic)
+        [config] = (await dash.get(f"/api/topic/config?topic={topic}"))["brokers"]
+        assert config["messageType"] == shown, (topic, config)
+    refused = await dash.post("/api/topics", {"topic": "OddTopic", "messageType": "ODD", **picked}, status=502)
+    assert "value is not in set" in refused["error"]["remark"] and topics.get("OddTopic") is None
