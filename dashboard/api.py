@@ -165,7 +165,8 @@ async def get_topic(request: Request) -> JSONResponse:
 
 async def post_topic(request: Request) -> JSONResponse:
     """rocketmq-dashboard's ``/topic/createOrUpdate.do``: the brokers are ``clusterNameList`` and ``brokerNameList``
-    (or the older single ``cluster``, or ``brokerAddr``); see :func:`dashboard.topics.create_topic` for none."""
+    (or the older single ``cluster``, or ``brokerAddr``); see :func:`dashboard.topics.create_topic` for none and for
+    ``messageType``."""
     body = await _body(request)
     cluster = str(body.get("cluster") or "").strip()
     written = await topics.create_topic(
@@ -178,6 +179,7 @@ async def post_topic(request: Request) -> JSONResponse:
         clusters=_names(body, "clusterNameList") + ([cluster] if cluster else []),
         brokers=_names(body, "brokerNameList"),
         broker_addr=str(body.get("brokerAddr") or "") or None,
+        message_type=str(body.get("messageType") or ""),
     )
     return JSONResponse(written)
 

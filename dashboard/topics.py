@@ -43,6 +43,11 @@ SYSTEM_TOPICS = frozenset(
     }
 )
 REPLY_SUFFIX = "_REPLY_TOPIC"
+#: RocketMQ 5's topic attribute naming the topic's message type (``TopicAttributes.TOPIC_MESSAGE_TYPE_ATTRIBUTE``).
+MESSAGE_TYPE = "message.type"
+#: The message type (RocketMQ 5's ``TopicMessageType``) a create falls back to, and the one shown for a topic without
+#: the attribute.
+DEFAULT_MESSAGE_TYPE, NO_MESSAGE_TYPE = "NORMAL", "UNSPECIFIED"
 #: The producer group test messages are sent with (``mqadmin sendMessage``'s).
 TOOLS_PRODUCER_GROUP = "TOOLS_PRODUCER"
 #: Numbers the test messages' producers (:func:`send_test_message`).
@@ -136,6 +141,7 @@ async def create_topic(
     clusters: Sequence[str] = (),
     brokers: Sequence[str] = (),
     broker_addr: str | None = None,
+    message_type: str = "",
 ) -> dict[str, list[str]]:
     """Create or update ``topic`` on the masters of the picked ``clusters`` and ``brokers`` (names, joined as
     :func:`dashboard.targets.picked_brokers`), or on ``broker_addr`` alone; ``{"brokerNames": [...], "brokers":
@@ -147,12 +153,17 @@ async def create_topic(
     naming neither ("clusterName or brokerName can not be all blank", src/main/java/org/apache/rocketmq/dashboard/
     controller/TopicController.java), rather than landing on every master of every cluster. Unknown names and
     brokers without a master fail before anything is written (:mod:`dashboard.targets`); a broker's refusal stops at
-    that broker and propagates."""
+    that broker and propagates.
+
+    ``message_type`` becomes the topic's ``+message.type`` attribute, NORMAL when blank, as rocketmq-dashboard's
+    ``TopicServiceImpl.createOrUpdate`` (src/main/java/org/apache/rocketmq/dashboard/service/impl/
+    TopicServiceImpl.java); a type the broker does not know is its refusal."""
+    attributes = f"+{MESSAGE_TYPE}={message_type.strip() or DEFAULT_MESSAGE_TYPE}"
 
     async def write(addr: str) -> list[str]:
         return await admin.create_topic(
             topic, read_queue_nums=read_queue_nums, write_queue_nums=write_queue_nums, perm=perm, order=order,
-            broker_addr=addr,
+            broker_addr=addr, attributes=attributes,
         )  # fmt: skip
 
     if broker_addr is not None and not clusters and not brokers:
@@ -206,6 +217,8 @@ async def topic_configs(admin: Admin, topic: str) -> list[dict[str, Any]]:
                 order=config.order,
                 topicSysFlag=config.topic_sys_flag,
                 attributes=dict(config.attributes),
+                # examineTopicConfig's messageType: the attribute, UNSPECIFIED for a topic without one
+                messageType=config.attribute(MESSAGE_TYPE) or NO_MESSAGE_TYPE,
             )
         rows.append(row)
     return rows

@@ -43,6 +43,8 @@
   function fill(c) {
     for (const k of ["readQueueNums", "writeQueueNums", "perm"]) form.elements[k].value = String(c[k]);
     form.elements.order.value = String(Boolean(c.order));
+    // a topic without a type (UNSPECIFIED) is offered as NORMAL, what RocketMQ 5 takes it for
+    form.elements.messageType.value = c.messageType && c.messageType !== "UNSPECIFIED" ? c.messageType : "NORMAL";
   }
 
   async function loadConfigs() {
@@ -52,7 +54,7 @@
     table(document.getElementById("configs"), [
       { key: "brokerName", title: "Broker" }, { key: "cluster", title: "Cluster" }, { key: "address", title: "Address" },
       { key: "readQueueNums", title: "Read queues", num: true }, { key: "writeQueueNums", title: "Write queues", num: true },
-      { key: "permText", title: "Perm" }, { key: "order", title: "Order", render: (c) => (c.error ? "" : c.order ? "yes" : "no") },
+      { key: "permText", title: "Perm" }, { key: "order", title: "Order", render: (c) => (c.error ? "" : c.order ? "yes" : "no") }, { key: "messageType", title: "Type" },
       { key: "error", title: "", render: (c) => (c.error ? el("span", { class: "err" }, c.error)
           : el("button", { type: "button", class: "small secondary", "data-edit": c.brokerName, onclick: () => { fill(c); picker.set([c.brokerName]); } }, "edit")) },
     ], d.brokers, { name: "configs" });
@@ -65,7 +67,7 @@
     const f = new FormData(form);
     const body = {
       topic, readQueueNums: Number(f.get("readQueueNums")), writeQueueNums: Number(f.get("writeQueueNums")),
-      perm: Number(f.get("perm")), order: f.get("order") === "true",
+      perm: Number(f.get("perm")), order: f.get("order") === "true", messageType: f.get("messageType"),
       clusterNameList: picker.clusterNameList(), brokerNameList: picker.brokerNameList(),
     };
     const done = await guarded(() => api("POST", "/api/topics", body));

@@ -30,7 +30,7 @@
     const body = {
       topic: f.get("topic").trim(), readQueueNums: Number(f.get("readQueueNums")),
       writeQueueNums: Number(f.get("writeQueueNums")), perm: Number(f.get("perm")), order: f.get("order") === "true",
-      clusterNameList: picker.clusterNameList(), brokerNameList: picker.brokerNameList(),
+      messageType: f.get("messageType"), clusterNameList: picker.clusterNameList(), brokerNameList: picker.brokerNameList(),
     };
     const done = await guarded(() => api("POST", "/api/topics", body));
     if (done) { showNotice(`Topic ${body.topic} created or updated on ${done.brokerNames.join(", ")} (${done.brokers.join(", ")})`); await load(); }

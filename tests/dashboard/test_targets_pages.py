@@ -108,10 +108,26 @@ def test_a_new_topic_goes_to_the_broker_picked_in_the_topics_form(
     form = browser.find_element(By.ID, "create-topic")
     click(browser, "#create-targets input[value=broker-b]")
     form.find_element(By.NAME, "topic").send_keys("PickedPageTopic")
+    Select(form.find_element(By.NAME, "messageType")).select_by_visible_text("FIFO")
     form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
     wait_for(browser, lambda d: "PickedPageTopic created or updated on broker-b" in banner(d).text)
     assert read_queues(live, live.broker_addr, "PickedPageTopic") is None
     assert read_queues(live, b, "PickedPageTopic") == 8
+    assert message_type(live, b, "PickedPageTopic") == "FIFO"  # the type picked, as rocketmq-dashboard's dialog
+    open_page(browser, live, "/topic?topic=PickedPageTopic")  # the update form offers the topic's own type
+    wait_for(browser, lambda d: table_rows(d, "configs", lambda r: len(r) == 1)[0][7] == "FIFO")
+    update = browser.find_element(By.ID, "update-topic")
+    assert Select(update.find_element(By.NAME, "messageType")).first_selected_option.text == "FIFO"
+    update.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    wait_for(browser, lambda d: "PickedPageTopic updated on broker-b" in banner(d).text)
+    assert message_type(live, b, "PickedPageTopic") == "FIFO"  # an update keeps it
+
+
+def message_type(live: ThreadedDashboard, addr: str, topic: str) -> str | None:
+    async def ask() -> str | None:
+        return (await _admin(live).topic_config(addr, topic)).attribute("message.type")
+
+    return live.call(ask)
 
 
 def group_config(live: ThreadedDashboard, addr: str, group: str) -> SubscriptionGroupConfig | None:
