@@ -415,3 +415,38 @@ def test_screenshots_of_every_page_at_1280x800(browser: WebDriver, live: Threade
             assert browser.save_screenshot(str(target)), name
             width, height = struct.unpack(">II", target.read_bytes()[16:24])
             assert (width, height) == (1280, 800), name
+
+
+def test_the_dlq_pages_group_list_leaves_out_the_brokers_own_groups(
+    browser: WebDriver, live: ThreadedDashboard
+) -> None:
+    """rocketmq-dashboard's DLQ page offers every consumer group but the ``CID_RMQ_SYS_`` ones (its
+    ``dlqmessage.jsx`` filters on ``SYS_GROUP_TOPIC_PREFIX``); a filter on ``%SYS%``, a prefix no group has, let them
+    through."""
+    create_topic(live, "DlqListTopic", queues=1)
+    with Producer("dlq-list-pg", live.namesrv_addr) as producer:
+        producer.send(Message("DlqListTopic", b"read by both"))
+    for group in ("dlq-list-cg", "CID_RMQ_SYS_DLQ_LIST"):
+        consume_one(live, group, "DlqListTopic")
+
+    def offered(d: WebDriver) -> list[str] | None:
+        open_page(d, live, "/dlq")
+        names = [o.get_attribute("value") for o in d.find_elements(By.CSS_SELECTOR, "#group-list option")]
+        return names if "dlq-list-cg" in names else None
+
+    names = wait_for(browser, offered)
+    assert not [n for n in names if n.startswith("CID_RMQ_SYS_")], names
+    assert "CID_RMQ_SYS_DLQ_LIST" in [g["group"] for g in httpx.get(live.url + "/api/groups").json()["groups"]]
+
+
+def consume_one(live: ThreadedDashboard, group: str, topic: str) -> None:
+    """Consume a message of ``topic`` as ``group``, whose offset is then committed as the consumer shuts down."""
+    got: list[bytes] = []
+    consumer = PushConsumer(group, live.namesrv_addr)
+    consumer.subscribe(topic, "*")
+    consumer.register_message_listener(lambda msgs: got.extend(m.body for m in msgs) or CONSUME_SUCCESS)
+    with consumer:
+        deadline = time.monotonic() + HANG_GUARD
+        while not got:
+            assert time.monotonic() < deadline, group
+            time.sleep(0.05)
