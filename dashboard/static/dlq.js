@@ -17,7 +17,9 @@
 
   guarded(() => api("GET", "/api/groups")).then((d) => {
     if (!d) return;
-    const names = d.groups.map((g) => g.group).filter((g) => !g.startsWith("%SYS%"));
+    // Every group but the broker's own CID_RMQ_SYS_ ones, as rocketmq-dashboard's DLQ page
+    // (frontend-new/src/pages/DlqMessage/dlqmessage.jsx, SYS_GROUP_TOPIC_PREFIX).
+    const names = d.groups.map((g) => g.group).filter((g) => !g.startsWith("CID_RMQ_SYS_"));
     document.getElementById("group-list").replaceChildren(...names.map((g) => el("option", { value: g })));
   });
 
