@@ -33,6 +33,7 @@ MT = definition.MessageType
     [
         (True, {}, None, {}),
         (True, {}, "+message.type=FIFO", {"message.type": "FIFO"}),
+        (True, {}, "+message.type=UNSPECIFIED", {"message.type": "UNSPECIFIED"}),  # topicMessageTypeSet has it
         (False, {"message.type": "FIFO"}, None, {"message.type": "FIFO"}),
         (False, {"message.type": "FIFO"}, "+message.type=DELAY", {"message.type": "DELAY"}),
         (False, {"message.type": "FIFO"}, "-message.type", {}),
@@ -49,7 +50,6 @@ def test_attribute_modifications_as_rocketmq_applies_them(
     [
         (True, {}, "+message.type=MIXED", "MIXED message type is not supported."),
         (True, {}, "+message.type=BULK", "value is not in set"),
-        (True, {}, "+message.type=UNSPECIFIED", "value is not in set"),
         (True, {}, "-message.type", "only add attribute is supported while creating topic"),
         (False, {}, "-message.type", "attempt to delete a nonexistent key: message.type"),
         (True, {}, "+queue.type=BatchCQ", "unsupported key: queue.type"),
