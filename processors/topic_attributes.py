@@ -37,7 +37,8 @@ class TopicMessageType(enum.Enum):
 
 #: The properties that make a message a delay message (RocketMQ's ``MessageConst`` names).
 _DELAY_KEYS: Final = ("DELAY", "TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS")
-_SETTABLE: Final = frozenset(t.value for t in TopicMessageType if t is not TopicMessageType.UNSPECIFIED)
+#: The values ``message.type`` may be set to (``TopicMessageType.topicMessageTypeSet``, UNSPECIFIED included).
+_SETTABLE: Final = frozenset(t.value for t in TopicMessageType)
 
 
 class TopicAttributeError(ValueError):
