@@ -14,6 +14,7 @@ import trio
 import trio.testing
 
 from remoting.client import RemotingClient
+from remoting.codec.acl_signing import SessionCredentials
 from remoting.codec.codes import ResponseCode
 from remoting.codec.command import RemotingCommand, request
 from remoting.dispatch import Dispatcher, ProcessorPool
@@ -137,3 +138,39 @@ async def _accept_and_never_read(listener: trio.SocketListener) -> None:
     stream = await listener.accept()
     async with stream:
         await trio.sleep_forever()
+
+
+async def test_a_callback_request_that_fails_to_sign_or_encode_gives_its_permit_back(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A request whose fields cannot be signed or encoded (a lone surrogate is no UTF-8) raises to its caller and is
+    never registered, so nothing would give its permit back: Java signs (``doBeforeRpcHooks``) before
+    ``invokeAsyncImpl`` takes one and releases it on a failed write. With one permit, each such failure used to
+    keep it for good and every later async request failed with ``tryAcquire semaphore timeout``."""
+    gate = GateProcessor()
+    gate.gate.set()
+    dispatcher = Dispatcher()
+    dispatcher.register(HELD, gate, ProcessorPool("held", 4, 100))
+    credentials = SessionCredentials("access-key", "secret-key")
+    async with trio.open_nursery() as nursery:
+        host, port = await nursery.start(RemotingServer(dispatcher).serve, "127.0.0.1", 0)
+        addr = f"{host}:{port}"
+        for signing in (None, credentials):
+            async with RemotingClient(async_permits=1, credentials=signing) as client:
+                await client.connection(addr)
+                unused: Outcomes = []
+                with pytest.raises(
+                    (TypeError, UnicodeEncodeError)
+                ):  # orjson's JSONEncodeError; signed: UnicodeEncodeError
+                    client.invoke_fields_callback(addr, HELD, {"k": "\ud800"}, b"", 5.0, unused.append)
+                if signing is not None:
+                    with pytest.raises(UnicodeEncodeError):
+                        client.invoke_callback(addr, request(HELD, {"k": "\ud800"}), 5.0, unused.append)
+                after: Outcomes = []
+                client.invoke_callback(addr, request(HELD), 5.0, after.append)
+                await _outcomes(after, 1)
+                assert isinstance(after[0], RemotingCommand), after[0]
+                assert after[0].code == ResponseCode.SUCCESS
+                assert unused == []
+                assert client.async_permits.used == 0
+        nursery.cancel_scope.cancel()
