@@ -174,3 +174,32 @@ async def test_a_callback_request_that_fails_to_sign_or_encode_gives_its_permit_
                 assert unused == []
                 assert client.async_permits.used == 0
         nursery.cancel_scope.cancel()
+
+
+async def test_a_callback_request_that_fails_to_encode_raises_gives_its_permit_back_and_calls_nothing_back(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A command that does not encode (a lone surrogate in its JSON header) raises to the caller of
+    ``invoke_callback``; it was never written, so it holds no permit and its callback is never called (Java's
+    invokeAsyncImpl releases the permit of a request whose write failed). Ours left it registered: it kept its
+    permit until its timeout, then told its callback it had timed out, a second outcome for one request."""
+    gate = GateProcessor()
+    gate.gate.set()
+    dispatcher = Dispatcher()
+    dispatcher.register(HELD, gate, ProcessorPool("held", 4, 100))
+    async with trio.open_nursery() as nursery, RemotingClient(async_permits=1) as client:
+        host, port = await nursery.start(RemotingServer(dispatcher).serve, "127.0.0.1", 0)
+        addr = f"{host}:{port}"
+        await client.connection(addr)
+        unused: Outcomes = []
+        with pytest.raises(TypeError):  # orjson's JSONEncodeError
+            client.invoke_callback(addr, request(HELD, {"k": "\ud800"}), 30.0, unused.append)
+        after: Outcomes = []
+        client.invoke_callback(addr, request(HELD), 5.0, after.append)
+        await _outcomes(after, 1)
+        assert isinstance(after[0], RemotingCommand), after[0]
+        assert after[0].code == ResponseCode.SUCCESS
+        await trio.sleep(60)
+        assert unused == []
+        assert client.async_permits.used == 0
+        nursery.cancel_scope.cancel()
