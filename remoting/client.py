@@ -285,13 +285,19 @@ class RemotingClient:
         if self._tasks is None:
             raise RuntimeError("RemotingClient used outside its `async with` block")
         conn = self._connections.get(address)
-        if conn is None or not conn.writable or not self.async_permits.try_acquire():
+        if conn is None or not conn.writable:
+            self._tasks.start_soon(self._invoke_then_call, address, cmd, timeout, callback)
+            return
+        # Signed before the permit is taken, so a request that cannot be signed raises holding none: Java's
+        # NettyRemotingClient.invokeAsync runs its RPC hooks before NettyRemotingAbstract.invokeAsyncImpl acquires.
+        stamped = self._stamp(cmd)
+        if not self.async_permits.try_acquire():
             self._tasks.start_soon(self._invoke_then_call, address, cmd, timeout, callback)
             return
         if plain:
-            conn.invoke_callback(self._stamp(cmd), timeout, callback)
+            conn.invoke_callback(stamped, timeout, callback)
         else:
-            conn.invoke_callback(self._stamp(cmd), timeout, lambda outcome: self._call_back(callback, outcome))
+            conn.invoke_callback(stamped, timeout, lambda outcome: self._call_back(callback, outcome))
 
     def invoke_fields_callback(
         self,
@@ -312,12 +318,15 @@ class RemotingClient:
         if self.serialize_type != SerializeType.JSON:
             return False
         conn = self._connections.get(address)
-        if conn is None or not conn.writable or not self.async_permits.try_acquire():
+        if conn is None or not conn.writable:
             return False
         if self.credentials is not None:
             ext_fields = signed_fields(ext_fields, body, self.credentials)
         opaque = next_opaque()
-        conn.invoke_frame_callback(opaque, code, encode_json_request(code, opaque, ext_fields, body), timeout, callback)
+        frame = encode_json_request(code, opaque, ext_fields, body)  # what fails to sign or encode takes no permit
+        if not self.async_permits.try_acquire():
+            return False
+        conn.invoke_frame_callback(opaque, code, frame, timeout, callback)
         return True
 
     @property

@@ -448,8 +448,9 @@ class Connection:
             log.exception("%r: an invocation's completion failed", self)
 
     def _taken(self, future: Invocation) -> None:
-        """``future`` took its answer from the JSON header, so :meth:`_complete` never sees it: give its permit back
-        here (Java's processResponseCommand releases the ResponseFuture however its answer is used)."""
+        """``future`` took its answer from the JSON header (or its request did not encode), so :meth:`_complete` never
+        sees it: give its permit back here (Java's processResponseCommand releases the ResponseFuture however its
+        answer is used)."""
         if self.async_permits is not None and type(future) is not ResponseFuture:
             self.async_permits.release()
 
@@ -731,8 +732,9 @@ class Connection:
         ``RemotingTimeoutError`` after ``timeout`` seconds (from the sweeper, so only once :meth:`run` runs),
         ``RemotingConnectError`` / ``RemotingClosedError`` when the connection is or becomes closed. No task and no
         wait: the reader (or the sweeper, or close) calls it, so it must return quickly; what it raises is logged. It
-        may run before this method returns (a failed write). Never raises; ignores :attr:`congested` (the caller
-        decides). ``cmd`` must not be oneway.
+        may run before this method returns (a failed write). Never raises, but for a ``cmd`` that does not encode: that
+        is raised and ``callback`` never called. Ignores :attr:`congested` (the caller decides). ``cmd`` must not be
+        oneway.
         """
         self._invoke_callback(cmd.opaque, cmd.code, cmd, timeout, callback)
 
@@ -778,6 +780,11 @@ class Connection:
             if self._pending.get(opaque) is future:
                 del self._pending[opaque]
                 self._complete(future, error=exc)
+        except Exception:  # the command did not encode: never written, so the caller hears it, not the future
+            if self._pending.get(opaque) is future:
+                del self._pending[opaque]
+                self._taken(future)  # its permit back now (NettyRemotingAbstract.invokeAsyncImpl's release)
+            raise
 
     async def invoke_frame(self, opaque: int, code: int, frame: bytes, timeout: float, decode: JsonDecoder) -> object:
         """:meth:`invoke` of a request already encoded (``frame``, whose opaque and code are given): the response's
