@@ -19,6 +19,7 @@ from remoting.codec.codes import ResponseCode
 from remoting.codec.command import RemotingCommand, request
 from remoting.dispatch import Dispatcher, ProcessorPool
 from remoting.errors import RemotingError, RemotingTimeoutError, RemotingTooMuchRequestError
+from remoting.permits import Permits
 from remoting.server import RemotingServer
 from tests.remoting.helpers import GateProcessor
 
@@ -203,3 +204,27 @@ async def test_a_callback_request_that_fails_to_encode_raises_gives_its_permit_b
         assert unused == []
         assert client.async_permits.used == 0
         nursery.cancel_scope.cancel()
+
+
+async def test_a_permit_given_back_goes_to_the_request_that_waited_first(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Java's semaphores are fair (``new Semaphore(permits, true)``): a permit given back goes to the longest
+    waiter, never to a request that asked after it. Ours let a request that came to wait after the permit was given
+    back, but before the woken waiter ran, take it, so a long waiter could time out behind newer requests."""
+    permits = Permits("invokeAsyncImpl", 1)
+    assert permits.try_acquire()
+    order: list[str] = []
+
+    async def wait_then_hold(name: str) -> None:
+        await permits.acquire(10.0)
+        order.append(name)
+        await trio.sleep(1)
+        permits.release()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(wait_then_hold, "first")
+        await trio.testing.wait_all_tasks_blocked()
+        permits.release()  # wakes "first", which has not run yet
+        await wait_then_hold("second")
+    assert order == ["first", "second"]
