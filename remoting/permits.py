@@ -64,9 +64,12 @@ class Permits:
         self._waiters.append(event)
         try:
             with anyio.move_on_after(timeout):
-                while self.used >= self.limit:
+                # First come, first served, as Java's fair Semaphore (NettyRemotingAbstract's semaphoreAsync and
+                # semaphoreOneway): only the longest waiter takes a free permit, so one given back to a woken waiter
+                # that has not run yet is not taken by a request that came to wait after it.
+                while self.used >= self.limit or self._waiters[0] is not event:
                     await event.wait()
-                    if self.used >= self.limit:  # taken by someone who did not wait: wait again
+                    if self.used >= self.limit or self._waiters[0] is not event:
                         event = self._rearm(event)
                 self.used += 1
                 return
