@@ -228,3 +228,31 @@ async def test_a_permit_given_back_goes_to_the_request_that_waited_first(
         permits.release()  # wakes "first", which has not run yet
         await wait_then_hold("second")
     assert order == ["first", "second"]
+
+
+async def test_a_callback_request_that_fails_to_encode_in_its_task_is_told_and_the_client_lives_on(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A callback request made before its connection opened runs in the client's task; when it does not encode (a
+    lone surrogate in its JSON header) its callback hears a ``RemotingError`` and its permit is back, as Java's
+    invokeAsyncImpl fails the callback of a request whose write failed. Ours let the encoding error out of the task,
+    which ended the client's task group: every connection closed and the client was gone."""
+    gate = GateProcessor()
+    gate.gate.set()
+    dispatcher = Dispatcher()
+    dispatcher.register(HELD, gate, ProcessorPool("held", 4, 100))
+    async with trio.open_nursery() as nursery:
+        host, port = await nursery.start(RemotingServer(dispatcher).serve, "127.0.0.1", 0)
+        addr = f"{host}:{port}"
+        async with RemotingClient(async_permits=1) as client:
+            failed: Outcomes = []
+            client.invoke_callback(addr, request(HELD, {"k": "\ud800"}), 5.0, failed.append)  # not connected yet
+            await _outcomes(failed, 1)
+            assert isinstance(failed[0], RemotingError)
+            after: Outcomes = []
+            client.invoke_callback(addr, request(HELD), 5.0, after.append)
+            await _outcomes(after, 1)
+            assert isinstance(after[0], RemotingCommand), after[0]
+            assert after[0].code == ResponseCode.SUCCESS
+            assert client.async_permits.used == 0
+        nursery.cancel_scope.cancel()
