@@ -279,8 +279,10 @@ class RemotingClient:
         On a live, uncongested connection this costs no task: the frame is written now and the connection's reader
         calls ``callback`` (see :meth:`Connection.invoke_callback`); otherwise (connecting, or more than the high
         water mark queued) a task runs :meth:`invoke` first. A callback that returns an awaitable has it awaited in
-        a task. A callback that raises is logged, never propagated. ``plain=True`` promises a callback that returns
-        nothing to await: it is then handed to the connection as it is (no wrapper call per response).
+        a task. A callback that raises is logged, never propagated. A request that cannot be signed or encoded raises
+        here when it goes out at once, and reaches ``callback`` as a ``RemotingError`` when it went through that task.
+        ``plain=True`` promises a callback that returns nothing to await: it is then handed to the connection as it is
+        (no wrapper call per response).
         """
         if self._tasks is None:
             raise RuntimeError("RemotingClient used outside its `async with` block")
@@ -404,6 +406,12 @@ class RemotingClient:
             outcome = await conn.invoke(self._stamp(cmd), timeout, keep_open=True)
         except RemotingError as exc:
             outcome = exc
+        except Exception as exc:
+            # Not signed or not encoded, so never written: the callback hears it (NettyRemotingAbstract's
+            # invokeAsyncImpl fails the callback of a request whose write failed) instead of it ending the client's
+            # task group, which its caller, gone on, would never see.
+            outcome = RemotingError(f"request code {cmd.code} to {address} not sent: {exc!r}")
+            outcome.__cause__ = exc
         finally:
             permits.release()
         await run_callback(callback, outcome, "invoke")
