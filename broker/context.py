@@ -238,6 +238,9 @@ LIVE_STORE_SETTINGS = (
     "warm_mapped_file_enable",
     # DefaultMessageStore.isOSPageCacheBusy reads it at every call.
     "os_page_cache_busy_time_out_mills",
+    # CommitLogDispatcherBuildIndex reads isMessageIndexEnable at every dispatch
+    # (store/src/main/java/org/apache/rocketmq/store/DefaultMessageStore.java).
+    "message_index_enable",
 )
 
 

@@ -176,7 +176,10 @@ class MessageStore(StoreReads):
 
     @config.setter
     def config(self, config: StoreConfig) -> None:
-        """A new config (tests swap in a virtual clock) also rebinds the C append path to its clock and limits."""
+        """A new config (tests swap in a virtual clock) also rebinds the C append path to its clock and limits. The
+        keys of messages stored while ``messageIndexEnable`` was on are written before it goes off."""
+        if self._index_pending and not config.message_index_enable:
+            self._drain_index()
         self._config = config
         self._memory_limit = in_memory_limit(config.access_message_in_memory_max_ratio)
         self._appender = self._bind_appender()
