@@ -30,6 +30,7 @@ from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any, Self
 
+import anyio
 import orjson
 
 from client.admin_ops import AdminOps
@@ -86,7 +87,7 @@ from remoting.codec.java_properties import parse_properties
 from remoting.codec.message import MessageExt, decode_record, iter_records
 from remoting.codec.msgid import OffsetMsgId, decode_offset_msg_id
 from remoting.codec.topics import retry_topic
-from remoting.errors import RemotingError
+from remoting.errors import RemotingError, RemotingTimeoutError
 
 __all__ = ["Admin", "ConsumeStats", "ConsumerConnection", "OffsetWrapper", "ProducerConnection", "TopicOffset"]
 
@@ -99,6 +100,12 @@ JAVA_LONG_MAX = (1 << 63) - 1
 #: CONSUME_MSG_TIMEOUT answer arrives rather than our timeout.
 RELAYED_TIMEOUT_FACTOR = 3
 RELAYED_TIMEOUT_MIN = 15.0
+#: A QUERY_MESSAGE to one broker waits this long, and the answers of all the brokers asked together at most
+#: QUERY_WAIT: MQAdminImpl's ``timeoutMillis * 3`` and ``timeoutMillis * 4``, its timeoutMillis being 6000 whatever the
+#: client's settings (client/src/main/java/org/apache/rocketmq/client/impl/MQAdminImpl.java queryMessage). A broker
+#: answering many records or walking a long index chain takes longer than the usual rpc timeout.
+QUERY_TIMEOUT = 18.0
+QUERY_WAIT = 24.0
 #: What a call to one broker that fails raises: refused, not answered, or answered with a reply that does not decode
 #: (CodecError). Passed over where Java passes over a failing broker (its ``catch (Exception e)``).
 BROKER_FAILURES = (MQClientError, RemotingError, OSError, CodecError)
@@ -423,27 +430,44 @@ class Admin(AdminOps):
     async def _query_index(
         self, header: QueryMessageRequestHeader, keep: Callable[[MessageExt], bool]
     ) -> list[MessageExt]:
-        """QUERY_MESSAGE on each broker of ``header.topic`` (reads); the messages ``keep`` accepts, oldest first. A
-        broker that fails is logged and passed over, as MQAdminImpl.queryMessage; the last error is raised only
-        when every broker failed."""
+        """QUERY_MESSAGE on each broker of ``header.topic`` (reads), all at once, each within QUERY_TIMEOUT and all
+        within QUERY_WAIT; the messages ``keep`` accepts, oldest first. A broker that fails or has not answered in
+        time is logged and passed over, as MQAdminImpl.queryMessage; an error is raised only when none answered."""
         brokers = await self._topic_brokers(header.topic, reads=True)
         found: list[MessageExt] = []
         failed: list[Exception] = []
-        for _, addr in brokers:
+        answered = 0
+
+        async def ask(addr: str) -> None:
+            nonlocal answered
             try:
-                found.extend(uncompressed(m) for m in await self._query_at(addr, header) if keep(m))
+                records = await self._query_at(addr, header, QUERY_TIMEOUT)
             except BROKER_FAILURES as exc:
                 log.warning("query message of %s at %s failed: %s", header.topic, addr, exc)
                 failed.append(exc)
-        if failed and len(failed) == len(brokers):
-            raise failed[-1]
+                return
+            found.extend(uncompressed(m) for m in records if keep(m))
+            answered += 1
+
+        # MQAdminImpl.queryMessage asks every broker at once (invokeAsync) and awaits them together, at most
+        # QUERY_WAIT: one slow or silent broker neither holds up the others nor counts twice.
+        with anyio.move_on_after(QUERY_WAIT) as waited:
+            async with anyio.create_task_group() as tasks:
+                for _, addr in brokers:
+                    tasks.start_soon(ask, addr)
+        if waited.cancelled_caught:
+            log.warning("query message of %s: maybe some broker failed (no answer in %.0f s)", header.topic, QUERY_WAIT)
+        if brokers and not answered:
+            raise failed[-1] if failed else RemotingTimeoutError(f"no broker of {header.topic} answered the query")
         return sorted(found, key=lambda m: m.store_timestamp)
 
-    async def _query_at(self, addr: str, header: QueryMessageRequestHeader) -> list[MessageExt]:
+    async def _query_at(
+        self, addr: str, header: QueryMessageRequestHeader, timeout: float | None = None
+    ) -> list[MessageExt]:
         """QUERY_MESSAGE on one broker: the records its index found, as stored (none: QUERY_NOT_FOUND); a reply whose
         records do not decode raises MessageDecodeError."""
         cmd = request(RequestCode.QUERY_MESSAGE, header.to_ext_fields())
-        response = await self._call(addr, cmd, ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND)
+        response = await self._call(addr, cmd, ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND, timeout=timeout)
         if response.code != ResponseCode.SUCCESS:
             return []
         return list(iter_records(response.body))
