@@ -202,6 +202,46 @@ def test_a_master_down_but_still_routed_keeps_its_queues_position_while_the_othe
         assert _last_offsets(checkpoint)[topic] == {"broker-a:0": 3, "broker-b:0": 2}
 
 
+def test_trigger_available_now_does_not_end_short_of_a_down_masters_start_end(tmp_path: Path) -> None:
+    """``Trigger.AvailableNow`` reads what every queue held when the query started. broker-b goes down mid-run and
+    the name server still routes it: ``latestOffset`` kept its queue where it was and let broker-a's go on, so once
+    broker-a's queue reached its end the offsets stopped moving, Spark ended the run as done, and broker-b's rows
+    below that end went unread by a run that reported success. Kafka's source reads to the ends its start recorded
+    (``KafkaMicroBatchStream.latestOffset`` under AvailableNow): a queue it cannot reach fails the run. Here the fetch
+    fails (and is retried) while a master that does not answer still owes rows below the run's end. The reader is
+    driven as Spark drives it."""
+    from pyspark.sql.streaming.datasource import ReadMaxRows
+
+    from client.errors import MQClientError
+    from remoting.errors import RemotingError
+    from spark.options import SourceOptions
+    from spark.stream_reader import RocketMQStreamReader
+
+    with ThreadedCluster(tmp_path / "cluster") as cluster:
+        ns, topic = cluster.namesrv_addr, "SparkAvailableNowDownMaster"
+        _, stop_b = anyio.run(topic_on_two_brokers, cluster, topic)
+        anyio.run(fill_queues, ns, topic, 2)
+        raw = {"nameServer": ns, "topic": topic, "startingOffsets": "earliest", "fetchOffset.retryIntervalMs": "10"}
+        reader = RocketMQStreamReader(SourceOptions.parse(raw), True)
+        limit = ReadMaxRows(2)
+        try:
+            reader.prepareForTriggerAvailableNow()
+            start = reader.latestOffset({}, limit)
+            assert start[topic] == {"broker-a:0": 1, "broker-b:0": 1}
+            stop_b()
+            anyio.run(_forgotten, ns, "broker-b")
+            register_dead_broker(cluster, name="broker-b", addr=_closed_port(), topics=(topic,))
+            with pytest.raises((MQClientError, RemotingError)):  # the run, batch after batch
+                for _ in range(4):
+                    end = reader.latestOffset(start, limit)
+                    if end == start:  # no new batch: Spark ends a Trigger.AvailableNow run here
+                        break
+                    start = end
+        finally:
+            reader.stop()
+        assert start[topic]["broker-b:0"] == 1  # its position was kept for a later run, not skipped
+
+
 def test_a_replayed_first_batch_keeps_the_offsets_the_stream_started_at(
     spark: Any, rocketmq: ThreadedCluster, tmp_path: Path
 ) -> None:
