@@ -21,9 +21,11 @@ route no longer lists and logs a failure instead of failing the query.
   appears later (more queues, a new broker) starts at its min offset. With nothing new it returns ``start`` itself.
   The queues of a master that does not answer (down, while the name server still routes it) keep their position and
   the others go on (:meth:`~RocketMQStreamReader._answered_bounds`); only when no master answers does the fetch fail
-  (and is retried), as does the first batch's, which resolves ``startingOffsets`` on every queue. A task reading a
-  range of a master that goes down mid-batch fails: Spark retries the task, and a query that fails replays the logged
-  batch from its checkpoint, so nothing is skipped.
+  (and is retried), as does the first batch's, which resolves ``startingOffsets`` on every queue, and, under
+  ``Trigger.AvailableNow``, any batch's while a master that does not answer owes rows below the run's end (else the
+  run would end as done without them: :meth:`~RocketMQStreamReader._check_owed`). A task reading a range of a master
+  that goes down mid-batch fails: Spark retries the task, and a query that fails replays the logged batch from its
+  checkpoint, so nothing is skipped.
   A queue that no longer holds the stream's next offset has its entries counted from its first one, and the batch
   still starts at the stream's offset: ``partitions`` or ``read`` reports the loss, once (Kafka's source reports it
   in ``planInputPartitions`` and in its reader too).
@@ -133,6 +135,8 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         begin = offsets.from_json(_queue_offsets(start)) if start else self._starting_offsets(session, mqs)
         for mq, (low, _) in bounds.items():
             begin.setdefault(mq, low)
+        if self._target is not None:
+            self._check_owed(mqs, bounds, begin)
         self._into_held(begin, bounds)
         if isinstance(limit, ReadMaxRows):
             end = offsets.admit(begin, latest, limit.max_rows)
@@ -165,6 +169,23 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if failures and not bounds:
             raise failures[0]
         return bounds
+
+    def _check_owed(
+        self, mqs: list[MessageQueue], bounds: Mapping[MessageQueue, tuple[int, int]], begin: OffsetTable
+    ) -> None:
+        """Under Trigger.AvailableNow, raise when a master that did not answer still owes rows below the end the run
+        started with: left behind, its queues would stop the offsets moving once the others reach their ends, and
+        Spark would end the run as done with those rows unread. Spark's ``SupportsTriggerAvailableNow`` reads all
+        the data available when ``prepareForTriggerAvailableNow`` ran (Kafka's ``KafkaMicroBatchStream.latestOffset``
+        reads to those ends and fails on a partition it cannot read), so the fetch fails and is retried."""
+        assert self._target is not None
+        owed = sorted(mq for mq in mqs if mq not in bounds and mq in begin and begin[mq] < self._target.get(mq, 0))
+        if owed:
+            masters = ", ".join(sorted({mq.broker_name for mq in owed}))
+            raise MQClientError(
+                f"Trigger.AvailableNow: master {masters} does not answer and {len(owed)} of its queues are short of "
+                "the end the run started with"
+            )
 
     def prepareForTriggerAvailableNow(self) -> None:
         def fetch() -> dict[MessageQueue, tuple[int, int]]:
