@@ -58,8 +58,9 @@ class ThreadedCluster:
         assert self._stop is not None
         await self._stop.wait()
 
-    def start_extra_broker(self, name: str) -> tuple[str, Callable[[], None]]:
-        """A second master ``name`` in the same cluster and name server. Returns its address and a stopper."""
+    def start_extra_broker(self, name: str, **overrides: Any) -> tuple[str, Callable[[], None]]:
+        """A second master ``name`` in the same cluster and name server, its broker config changed by ``overrides``.
+        Returns its address and a stopper."""
 
         async def start() -> tuple[str, trio.CancelScope]:
             assert self.cluster is not None
@@ -68,6 +69,7 @@ class ThreadedCluster:
                 broker_name=name,
                 listen_port=0,
                 store_path_root_dir=str(self._data_dir / name),
+                **overrides,
             )
             controller = BrokerController(config)
             scope = trio.CancelScope()

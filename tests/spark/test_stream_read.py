@@ -242,6 +242,57 @@ def test_trigger_available_now_does_not_end_short_of_a_down_masters_start_end(tm
         assert start[topic]["broker-b:0"] == 1  # its position was kept for a later run, not skipped
 
 
+def test_a_master_that_answers_with_an_error_fails_the_batch_instead_of_stalling(tmp_path: Path) -> None:
+    """broker-b is up but refuses the stream's requests (ACL on there, and the stream signs nothing: an account
+    missing from one broker's ``plain_acl.yml``). ``latestOffset`` treated that answer as a master that does not
+    answer: broker-b's queue kept its offset batch after batch, with a warning, while broker-a's went on, so the
+    stream silently never read broker-b. A master down keeps its queues (it answers nothing); a master that answers
+    with an error fails the fetch, as every fetch did before, and the query reports it after the retries."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from client import Producer
+    from client.admin import Admin as AsyncAdmin
+    from client.config import ClientConfig
+    from client.errors import MQBrokerError, TopicRouteNotFoundError
+    from remoting.codec.bodies import MessageQueue
+    from spark.options import SourceOptions
+    from spark.stream_reader import RocketMQStreamReader
+    from tests.acl.conftest import PLAIN_ACL
+
+    home = tmp_path / "home"
+    (home / "conf").mkdir(parents=True)
+    (home / "conf" / "plain_acl.yml").write_text(PLAIN_ACL)
+    with ThreadedCluster(tmp_path / "cluster") as cluster:
+        ns, topic = cluster.namesrv_addr, "SparkRefusingMaster"
+        addr_b, _ = cluster.start_extra_broker("broker-b", acl_enable=True, rocketmq_home=str(home))
+
+        async def create() -> None:
+            config = ClientConfig(namesrv_addr=ns, access_key="rocketmq2", secret_key="12345678")  # admin: true
+            async with AsyncAdmin(config=config) as admin:
+                for addr in (cluster.broker_addr, addr_b):
+                    await admin.create_topic(topic, read_queue_nums=1, write_queue_nums=1, broker_addr=addr)
+                with anyio.fail_after(30):
+                    while True:
+                        try:
+                            if len((await admin.topic_route(topic)).queue_datas) == 2:
+                                return
+                        except TopicRouteNotFoundError:
+                            pass
+                        await anyio.sleep(0.02)
+            async with Producer("pg", ns) as producer:  # broker-a has no ACL: it takes an unsigned send
+                await producer.send(Message(topic, b"a"), queue=MessageQueue(topic, "broker-a", 0))
+
+        anyio.run(create)
+        options = SourceOptions.parse({"nameServer": ns, "topic": topic, "fetchOffset.retryIntervalMs": "10"})
+        reader = RocketMQStreamReader(options, False)
+        start = {topic: {"broker-a:0": 0, "broker-b:0": 0}}  # a checkpointed offset, as Spark hands it back
+        try:
+            with pytest.raises(MQBrokerError):
+                reader.latestOffset(start, ReadAllAvailable())
+        finally:
+            reader.stop()
+
+
 def test_a_replayed_first_batch_keeps_the_offsets_the_stream_started_at(
     spark: Any, rocketmq: ThreadedCluster, tmp_path: Path
 ) -> None:
