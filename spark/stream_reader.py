@@ -20,12 +20,13 @@ route no longer lists and logs a failure instead of failing the query.
   it admits at most that many queue entries, shared across the queues by :func:`spark.offsets.admit`. A queue that
   appears later (more queues, a new broker) starts at its min offset. With nothing new it returns ``start`` itself.
   The queues of a master that does not answer (down, while the name server still routes it) keep their position and
-  the others go on (:meth:`~RocketMQStreamReader._answered_bounds`); only when no master answers does the fetch fail
-  (and is retried), as does the first batch's, which resolves ``startingOffsets`` on every queue, and, under
-  ``Trigger.AvailableNow``, any batch's while a master that does not answer owes rows below the run's end (else the
-  run would end as done without them: :meth:`~RocketMQStreamReader._check_owed`). A task reading a range of a master
-  that goes down mid-batch fails: Spark retries the task, and a query that fails replays the logged batch from its
-  checkpoint, so nothing is skipped.
+  the others go on (:meth:`~RocketMQStreamReader._answered_bounds`; a master that answers with an error is up, and
+  fails the fetch); only when no master answers does the fetch fail (and is retried), as does the first batch's,
+  which resolves ``startingOffsets`` on every queue, and, under ``Trigger.AvailableNow``, any batch's while a master
+  that does not answer owes rows below the run's end (else the run would end as done without them:
+  :meth:`~RocketMQStreamReader._check_owed`). A task reading a range of a master that goes down mid-batch fails:
+  Spark retries the task, and a query that fails replays the logged batch from its checkpoint, so nothing is
+  skipped.
   A queue that no longer holds the stream's next offset has its entries counted from its first one, and the batch
   still starts at the stream's offset: ``partitions`` or ``read`` reports the loss, once (Kafka's source reports it
   in ``planInputPartitions`` and in its reader too).
@@ -57,7 +58,7 @@ from typing import Any
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
-from client.errors import MQClientError
+from client.errors import MQBrokerError, MQClientError
 from remoting.codec.bodies import MessageQueue
 from remoting.errors import RemotingError
 from spark import data_loss, offsets
@@ -154,7 +155,8 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """The (min, max) offsets of ``mqs``, master by master: the queues of a master that does not answer (down,
         while the name server still routes it) are left out, with a warning, so they keep their position in the
         stream and the other masters' queues go on, as a RocketMQ consumer goes on with the masters that answer.
-        Raises the first failure when no master answers (:func:`spark.offsets.with_retries` retries it)."""
+        Raises the first failure when no master answers, and a master's error answer (:class:`MQBrokerError`) at
+        once: it is up (:func:`spark.offsets.with_retries` retries both)."""
         by_master: dict[str, list[MessageQueue]] = {}
         for mq in mqs:
             by_master.setdefault(mq.broker_name, []).append(mq)
@@ -163,6 +165,10 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         for master, queues in sorted(by_master.items()):
             try:
                 bounds.update(session.min_max_offsets(queues))
+            except MQBrokerError:
+                # It answered: an error code (an ACL refusal, ``acl/.../PlainPermissionManager.java`` validate) is no
+                # master down, and leaving its queues behind would stall them without a word to the query.
+                raise
             except (MQClientError, RemotingError) as exc:
                 failures.append(exc)
                 log.warning("master %s does not answer, its %d queues keep their offsets: %s", master, len(queues), exc)
