@@ -735,3 +735,25 @@ async def test_clean_expired_cq_keeps_the_half_and_op_queues_so_later_transactio
                 while not checks:
                     await trio.sleep(1)
         assert checks[0].body == b"later"
+
+
+async def test_a_non_positive_check_interval_runs_rounds_back_to_back_instead_of_stopping_the_broker(
+    tmp_path: Path,
+) -> None:
+    """``transactionCheckInterval`` is a wait: TransactionalMessageCheckService's ``waitForRunning`` with 0 or less
+    returns at once (common/src/main/java/org/apache/rocketmq/common/ServiceThread.java), so rounds follow each
+    other. Set to -1 by UPDATE_BROKER_CONFIG (or in broker.conf), the next wait raised out of the check service and
+    took the whole broker down. Real time: the rounds run back to back, so virtual time would never advance."""
+    async with EmbeddedCluster(tmp_path / "cluster", transaction_check_interval=50, **SMALL_STORE) as cluster:
+        check = cluster.controller.transaction_check
+        async with RemotingClient() as client:
+            update = request(RequestCode.UPDATE_BROKER_CONFIG, body=b"transactionCheckInterval=-1\n")
+            assert (await client.invoke(cluster.broker_addr, update, 3.0)).code == ResponseCode.SUCCESS
+            with trio.fail_after(30):  # a hang guard: back to back, a hundred rounds take milliseconds
+                first = check.rounds
+                while check.rounds < first + 100:
+                    await trio.sleep(0.01)
+            restore = request(RequestCode.UPDATE_BROKER_CONFIG, body=b"transactionCheckInterval=60000\n")
+            assert (await client.invoke(cluster.broker_addr, restore, 3.0)).code == ResponseCode.SUCCESS
+            runtime = await client.invoke(cluster.broker_addr, request(RequestCode.GET_BROKER_RUNTIME_INFO), 3.0)
+            assert runtime.code == ResponseCode.SUCCESS
