@@ -757,3 +757,32 @@ async def test_a_non_positive_check_interval_runs_rounds_back_to_back_instead_of
             assert (await client.invoke(cluster.broker_addr, restore, 3.0)).code == ResponseCode.SUCCESS
             runtime = await client.invoke(cluster.broker_addr, request(RequestCode.GET_BROKER_RUNTIME_INFO), 3.0)
             assert runtime.code == ResponseCode.SUCCESS
+
+
+async def test_an_immunity_of_minus_one_seconds_means_the_transaction_timeout(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """TransactionalMessageServiceImpl.getImmunityTime reads ``CHECK_IMMUNITY_TIME_IN_SECONDS`` of -1 (also what its
+    getLong makes of a value that is no number) as ``transactionTimeOut``: a half message born 5 s before a round is
+    too young for it and is first asked about a round later. Before, -1 became -1000 ms: asked at once."""
+    await _create_topic(embedded_cluster)
+    checks: list[float] = []
+
+    def check(msg: MessageExt) -> LocalTransactionState:
+        checks.append(trio.current_time())
+        return COMMIT
+
+    context = embedded_cluster.controller.context
+    async with _producer(embedded_cluster, lambda m, a: UNKNOWN, check) as producer:
+        start = trio.current_time()
+        await producer.send(Message(TOPIC, b"plain"))  # the producer's connection to the broker
+        await trio.sleep(55)  # the first round runs 60 s after the start
+        # Stored as the send processor stores a half message, born now on the check service's (virtual) clock.
+        props = {"REAL_TOPIC": TOPIC, "REAL_QID": "0", "PGROUP": "tx-pg", "UNIQ_KEY": "immunity-minus-one",
+                 "CHECK_IMMUNITY_TIME_IN_SECONDS": "-1"}  # fmt: skip
+        born = embedded_cluster.controller.transaction_check.now_ms()
+        context.store.append(MessageRecord(topic=TRANS_HALF_TOPIC, body=b"half", queue_id=0,
+                                           properties=encode_properties(props), born_timestamp=born,
+                                           born_host=context.store_host, store_host=context.store_host))  # fmt: skip
+        await _wait_visible(embedded_cluster, 2, within=120)
+    assert len(checks) == 1 and 120 <= checks[0] - start < 121
