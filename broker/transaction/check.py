@@ -111,8 +111,11 @@ class TransactionCheckService:
 
     @property
     def check_interval(self) -> float:
-        """Seconds between rounds (``transactionCheckInterval``)."""
-        return self.broker.config.transaction_check_interval / 1000
+        """Seconds between rounds (``transactionCheckInterval``). Zero or less runs the rounds back to back: the
+        service's ``waitForRunning`` returns at once for such a wait
+        (``common/src/main/java/org/apache/rocketmq/common/ServiceThread.java``), where a negative sleep would raise
+        out of the service and stop the broker."""
+        return max(0.0, self.broker.config.transaction_check_interval / 1000)
 
     def now_ms(self) -> int:
         if self._now_ms is None:
