@@ -328,10 +328,15 @@ def _checked_enough(half: MessageExt, check_max: int) -> bool:
 
 
 def _immunity_ms(half: MessageExt, timeout: int) -> int:
+    """``CHECK_IMMUNITY_TIME_IN_SECONDS`` in ms; ``transactionTimeOut`` when absent, -1 or no number, as
+    ``getImmunityTime`` in
+    ``broker/src/main/java/org/apache/rocketmq/broker/transaction/queue/TransactionalMessageServiceImpl.java`` (its
+    ``getLong`` makes -1 of what it cannot parse)."""
     raw = half.properties.get(PROPERTY_CHECK_IMMUNITY_TIME)
     if raw is None:
         return timeout
     try:
-        return int(raw) * 1000
+        seconds = int(raw)
     except ValueError:
         return timeout
+    return timeout if seconds == -1 else seconds * 1000
