@@ -170,14 +170,16 @@ class TransactionalMessageBridge:
 
     def read_ops(self, start: int, end: int) -> list[OpMessage]:
         """Op messages of ``[start, end)``; a record that is not one of ours (bad body) is skipped."""
-        ops = []
+        return list(self.iter_ops(start, end))
+
+    def iter_ops(self, start: int, end: int) -> Iterator[OpMessage]:
+        """:meth:`read_ops` one at a time (a caller may yield between them)."""
         for msg in self.iter_queue(TRANS_OP_HALF_TOPIC, start, end):
             raw = msg.properties.get(PROPERTY_TRAN_PREPARED_QUEUE_OFFSET) or msg.body.decode("ascii", "replace")
             try:
-                ops.append(OpMessage(msg.queue_offset, int(raw)))
+                yield OpMessage(msg.queue_offset, int(raw))
             except ValueError:
                 continue
-        return ops
 
     def ended_before(self, half: MessageExt) -> bool:
         """Whether the check service scanned past this copy and no copy of its transaction is left to scan: it was
