@@ -4,6 +4,7 @@ real broker restart."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 import time
@@ -825,3 +826,36 @@ async def test_a_round_yields_while_it_reads_what_is_left_to_scan_and_the_op_win
             nursery.cancel_scope.cancel()
         assert bridge.half_progress() > 0
         assert (after_renewals, 0) in seen, sorted(seen)[-3:]
+
+
+async def test_a_round_the_store_refuses_midway_keeps_the_progress_it_made(tmp_path: Path) -> None:
+    """The store refuses appends partway through a round (the disk crossed the critical ratio, the page cache got
+    busy): RocketMQ's check stops putting half messages back there and still stores the half offset it reached
+    (``putBackHalfMsgQueue`` fails, the loop retries the same offset until ``MAX_PROCESS_TIME_LIMIT``, then
+    ``updateConsumeOffset``). Ours dropped the whole round's progress, so the next round renewed the transactions
+    renewed before the refusal a second time: two live copies each, two checks every round from then on."""
+    backlog, refused_after = 4000, 1000
+    async with EmbeddedCluster(tmp_path / "cluster", **SMALL_STORE) as cluster:
+        _half_backlog(cluster, backlog)
+        store = cluster.controller.context.store
+        bridge = cluster.controller.transaction_bridge
+        check = cluster.controller.transaction_check
+
+        async def fill_the_disk() -> None:
+            while bridge.half_max_offset() < backlog + refused_after:
+                await trio.lowlevel.checkpoint()
+            store.disk_full_reason = "disk full (test)"
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(fill_the_disk)
+            await trio.lowlevel.checkpoint()
+            with contextlib.suppress(Exception):  # ours raised out of the round
+                await check.check_once()
+        renewed_first = bridge.half_max_offset() - backlog
+        assert refused_after <= renewed_first < backlog
+        store.disk_full_reason = None
+        second = await check.check_once()
+        assert second.checked == backlog
+        copies = [origin_of(h) for h in bridge.iter_queue(TRANS_HALF_TOPIC, bridge.half_progress(),
+                                                          bridge.half_max_offset())]  # fmt: skip
+        assert sorted(copies) == list(range(backlog))
