@@ -30,8 +30,9 @@ Every ``transactionCheckInterval`` (60 s) a round runs in two phases:
 The producer answers with END_TRANSACTION naming the renewed copy (see :mod:`processors.end_transaction`).
 
 Clock: "now" is the wall clock read when :meth:`run` starts, advanced by Trio's clock since, so tests under
-``autojump_clock`` see half messages age with virtual time; in production the two advance together. Errors in a round
-(a refusing store) are logged and the next round tries again; nothing escapes :meth:`run` but cancellation.
+``autojump_clock`` see half messages age with virtual time; in production the two advance together. A store that
+refuses the scan's appends (disk full, page cache busy) ends the scan at that half message, the progress made kept;
+other errors in a round are logged and the next round tries again; nothing escapes :meth:`run` but cancellation.
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ from remoting.codec.message_properties import PROPERTY_UNIQ_KEY, encode_properti
 from remoting.codec.msgid import offset_msg_id, pack_socket_address
 from remoting.codec.topics import TRANS_HALF_TOPIC
 from remoting.errors import RemotingError
+from store.errors import PutRefusedError
 from store.results import AppendResult
 
 #: Longest wait for a producer's backlog to drain after a check was queued to it (a oneway send's 3 s timeout).
@@ -147,7 +149,8 @@ class TransactionCheckService:
                 log.exception("transaction check round failed; retrying in %.0f s", self.check_interval)
 
     async def check_once(self) -> CheckRound:
-        """One round now (both phases). Raises store errors from the scan; send errors are only logged."""
+        """One round now (both phases). A store refusing the scan's appends ends the scan there, with its progress
+        kept; other store errors raise; send errors are only logged."""
         to_check, outcome, progress, end = await self._scan(self.now_ms())
         if await self._confirmed(end):
             self._advance(*progress)
@@ -210,26 +213,35 @@ class TransactionCheckService:
             age, origin = now - half.born_timestamp, origin_of(half)
             if origin in resolved or origin in bridge.resolved:  # the latter: ended during the scan
                 done += 1
-            elif _checked_enough(half, check_max) or age > reserved_ms:
-                bridge.put_discarded(half)
-                discarded += 1
-                log.warning(
-                    "half message %s of group %s discarded after %d checks (age %d ms): moved to %s",
-                    half.properties.get(PROPERTY_UNIQ_KEY, half.msg_id),
-                    half.properties.get(PROPERTY_PRODUCER_GROUP),
-                    _check_times(half),
-                    age,
-                    "TRANS_CHECK_MAX_TIME_TOPIC",
-                )
-            elif 0 <= age < (immunity := _immunity_ms(half, timeout)):
-                if immunity <= timeout or age < timeout:
-                    break
-                bridge.renew_half(half, _check_times(half))  # immune for longer: let the others be checked
-                renewed_origins.add(origin)
             else:
-                renewed.append(bridge.renew_half(half, _check_times(half) + 1))
-                renewed_origins.add(origin)
-                checked += 1
+                try:
+                    if _checked_enough(half, check_max) or age > reserved_ms:
+                        bridge.put_discarded(half)
+                        discarded += 1
+                        log.warning(
+                            "half message %s of group %s discarded after %d checks (age %d ms): moved to %s",
+                            half.properties.get(PROPERTY_UNIQ_KEY, half.msg_id),
+                            half.properties.get(PROPERTY_PRODUCER_GROUP),
+                            _check_times(half),
+                            age,
+                            "TRANS_CHECK_MAX_TIME_TOPIC",
+                        )
+                    elif 0 <= age < (immunity := _immunity_ms(half, timeout)):
+                        if immunity <= timeout or age < timeout:
+                            break
+                        bridge.renew_half(half, _check_times(half))  # immune for longer: let the others be checked
+                        renewed_origins.add(origin)
+                    else:
+                        renewed.append(bridge.renew_half(half, _check_times(half) + 1))
+                        renewed_origins.add(origin)
+                        checked += 1
+                except PutRefusedError as exc:
+                    # The store refuses appends (disk full, page cache busy): stop here and keep the progress
+                    # made, as 4.9.8's check stores the half offset it reached when putBackHalfMsgQueue fails
+                    # (broker/src/main/java/org/apache/rocketmq/broker/transaction/queue/
+                    # TransactionalMessageServiceImpl.java check): the next round starts at this half message.
+                    log.warning("transaction check stopped at half offset %d: %s", half.queue_offset, exc)
+                    break
             position = half.queue_offset + 1
         else:
             position = max(position, half_end)
