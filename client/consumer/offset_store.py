@@ -4,7 +4,8 @@
   first taken (QUERY_CONSUMER_OFFSET) and written back with UPDATE_CONSUMER_OFFSET by :meth:`persist_all` (every 5 s
   and at shutdown); to the group's master, or to a slave while the master is gone.
 - :class:`LocalFileOffsetStore` (BROADCASTING): the same table in a JSON file
-  ``<dir>/<client id>/<group>/offsets.json``, written atomically (temp file + rename); ``read`` looks in the file,
+  ``<dir>/<client id>/<group>/offsets.json``, written atomically (temp file + rename) after the previous file is
+  kept as ``offsets.json.bak``, which is read when the file is missing, empty or damaged; ``read`` looks in the file,
   ``persist_all`` merges into it. A file is held by one running consumer of the process: a second consumer of the
   group started meanwhile takes ``<client id>#2`` (then ``#3``...), so each keeps its own progress, and the same
   consumers started in the same order after a restart find theirs (Java refuses that second consumer instead).
@@ -163,8 +164,8 @@ class LocalFileOffsetStore(_Table):
 
     async def load(self) -> None:
         """Hold the first file no running consumer of the process holds (see the module docstring) and read it if it
-        exists; a corrupt file is logged and ignored (consumption restarts from consume-from-where), because refusing
-        to start would be worse for a broadcasting consumer."""
+        exists, else its ``.bak``; when neither is readable that is logged and ignored (consumption restarts from
+        consume-from-where), because refusing to start would be worse for a broadcasting consumer."""
         with self._held_lock:
             n = 1
             while (path := self._file(f"#{n}" if n > 1 else "")) in self._held:
@@ -207,32 +208,57 @@ class LocalFileOffsetStore(_Table):
             log.error("persisting consumer offsets to %s failed: %s", self.path, exc)
 
     def _read_file(self) -> dict[MessageQueue, int]:
-        """The file's offsets; none when it does not exist, and none (logged) when it cannot be read or parsed."""
+        """The file's offsets, else (the file missing, empty or unparsable) its ``.bak``'s, as Java's
+        ``readLocalOffset``/``readLocalOffsetBak`` (client/src/main/java/org/apache/rocketmq/client/consumer/store/
+        LocalFileOffsetStore.java); none when neither holds any (logged when unreadable)."""
+        for path in (self.path, self._bak_path):
+            offsets = self._parse_file(path)
+            if offsets is not None:
+                return offsets
+        return {}
+
+    @property
+    def _bak_path(self) -> Path:
+        return self.path.with_name(self.path.name + ".bak")
+
+    def _parse_file(self, path: Path) -> dict[MessageQueue, int] | None:
+        """``path``'s offsets; ``None`` when it does not exist, is empty or cannot be read or parsed."""
         try:
-            raw = self.path.read_text()
+            raw = path.read_text()
         except FileNotFoundError:
-            return {}
+            return None
         except OSError as exc:
-            log.warning("cannot read offset file %s: %s", self.path, exc)
-            return {}
+            log.warning("cannot read offset file %s: %s", path, exc)
+            return None
+        if not raw.strip():
+            return None
         try:
             return {
                 MessageQueue(entry["topic"], entry["brokerName"], int(entry["queueId"])): int(entry["offset"])
                 for entry in json.loads(raw)["offsetTable"]
             }
         except (ValueError, KeyError, TypeError) as exc:
-            log.warning("ignoring unreadable offset file %s: %s", self.path, exc)
-            return {}
+            log.warning("ignoring unreadable offset file %s: %s", path, exc)
+            return None
 
     def _write(self, content: object) -> None:
+        """Replace the file atomically, after copying the one it replaces to ``offsets.json.bak`` (also atomically,
+        and only when it parses, so a damaged file never replaces a good backup), as ``MixAll.string2File`` keeps
+        the previous content (common/src/main/java/org/apache/rocketmq/common/MixAll.java)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".offsets.")
+        if self._parse_file(self.path) is not None:
+            self._replace(self.path.read_bytes(), self._bak_path)
+        self._replace(json.dumps(content).encode(), self.path)
+
+    @staticmethod
+    def _replace(data: bytes, path: Path) -> None:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".offsets.")
         try:
-            with os.fdopen(fd, "w") as fh:
-                json.dump(content, fh)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
                 fh.flush()
                 os.fsync(fh.fileno())
-            os.replace(tmp, self.path)
+            os.replace(tmp, path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
