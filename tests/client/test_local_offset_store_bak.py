@@ -12,6 +12,7 @@ import pytest
 
 from client.consumer.offset_store import LocalFileOffsetStore
 from remoting.codec.bodies import MessageQueue
+from remoting.codec.bodies.admin import loads_fastjson
 
 MQ = MessageQueue("T", "broker-a", 0)
 OTHER = MessageQueue("T", "broker-a", 1)
@@ -42,3 +43,37 @@ async def test_a_damaged_offsets_json_is_read_from_its_bak(tmp_path: Path, damag
     await third.load()
     assert (await third.read(MQ), await third.read(OTHER)) == (11, 7)
     third.close()
+
+
+#: ``offsets.json`` as a Java broadcasting consumer writes it: ``OffsetSerializeWrapper.toJson(true)``, fastjson's
+#: pretty form of ``{"offsetTable": {MessageQueue: AtomicLong}}`` with the queues as object keys.
+JAVA_OFFSETS_JSON = """{
+\t"offsetTable":{{
+\t\t\t"brokerName":"broker-a",
+\t\t\t"queueId":1,
+\t\t\t"topic":"T"
+\t\t}:7,{
+\t\t\t"brokerName":"broker-a",
+\t\t\t"queueId":0,
+\t\t\t"topic":"T"
+\t\t}:20
+\t}
+}"""
+
+
+async def test_a_java_consumers_offsets_json_is_read_and_written_in_its_form(tmp_path: Path) -> None:
+    """The file sits where a Java consumer of the host keeps it (``<clientId>/<group>/offsets.json``), so it must be
+    in the form Java's LocalFileOffsetStore reads and writes (client/src/main/java/org/apache/rocketmq/client/
+    consumer/store/OffsetSerializeWrapper.java): a consumer replacing a Java one goes on from its progress, and the
+    other way round."""
+    store = LocalFileOffsetStore(tmp_path, "10.0.0.1@DEFAULT", "g")
+    store.path.parent.mkdir(parents=True)
+    store.path.write_text(JAVA_OFFSETS_JSON)
+    await store.load()
+    assert (await store.read(MQ), await store.read(OTHER)) == (20, 7)
+    store.update(MQ, 25)
+    await store.persist_all([MQ])
+    store.close()
+
+    written = loads_fastjson(store.path.read_bytes())
+    assert written == {"offsetTable": {MQ: 25, OTHER: 7}}
