@@ -4,7 +4,8 @@
   first taken (QUERY_CONSUMER_OFFSET) and written back with UPDATE_CONSUMER_OFFSET by :meth:`persist_all` (every 5 s
   and at shutdown); to the group's master, or to a slave while the master is gone.
 - :class:`LocalFileOffsetStore` (BROADCASTING): the same table in a JSON file
-  ``<dir>/<client id>/<group>/offsets.json``, written atomically (temp file + rename) after the previous file is
+  ``<dir>/<client id>/<group>/offsets.json`` in Java's form (a Java consumer of the host reads and writes the same
+  file), written atomically (temp file + rename) after the previous file is
   kept as ``offsets.json.bak``, which is read when the file is missing, empty or damaged; ``read`` looks in the file,
   ``persist_all`` merges into it. A file is held by one running consumer of the process: a second consumer of the
   group started meanwhile takes ``<client id>#2`` (then ``#3``...), so each keeps its own progress, and the same
@@ -17,7 +18,6 @@ raises (a failure is logged per queue, or for the file); ``persist`` of the remo
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import tempfile
@@ -30,6 +30,8 @@ from client import api
 from client.errors import MQClientError
 from client.route import MASTER_ID
 from remoting.codec.bodies import MessageModel, MessageQueue
+from remoting.codec.bodies.admin import dumps_mq_map, loads_fastjson
+from remoting.codec.errors import CodecError
 
 if TYPE_CHECKING:
     from client.instance import MQClientInstance
@@ -198,12 +200,8 @@ class LocalFileOffsetStore(_Table):
         memory for the next try, and a consumer's shutdown still unregisters."""
         merged = self._read_file()
         merged.update((mq, self.table[mq]) for mq in mqs if mq in self.table)
-        entries = [
-            {"topic": mq.topic, "brokerName": mq.broker_name, "queueId": mq.queue_id, "offset": off}
-            for mq, off in sorted(merged.items())
-        ]
         try:
-            self._write({"offsetTable": entries})
+            self._write(b'{"offsetTable":' + dumps_mq_map(merged) + b"}")
         except OSError as exc:
             log.error("persisting consumer offsets to %s failed: %s", self.path, exc)
 
@@ -233,22 +231,19 @@ class LocalFileOffsetStore(_Table):
         if not raw.strip():
             return None
         try:
-            return {
-                MessageQueue(entry["topic"], entry["brokerName"], int(entry["queueId"])): int(entry["offset"])
-                for entry in json.loads(raw)["offsetTable"]
-            }
-        except (ValueError, KeyError, TypeError) as exc:
+            return _decode_offsets(raw)
+        except (CodecError, ValueError, KeyError, TypeError) as exc:
             log.warning("ignoring unreadable offset file %s: %s", path, exc)
             return None
 
-    def _write(self, content: object) -> None:
+    def _write(self, content: bytes) -> None:
         """Replace the file atomically, after copying the one it replaces to ``offsets.json.bak`` (also atomically,
         and only when it parses, so a damaged file never replaces a good backup), as ``MixAll.string2File`` keeps
         the previous content (common/src/main/java/org/apache/rocketmq/common/MixAll.java)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if self._parse_file(self.path) is not None:
             self._replace(self.path.read_bytes(), self._bak_path)
-        self._replace(json.dumps(content).encode(), self.path)
+        self._replace(content, self.path)
 
     @staticmethod
     def _replace(data: bytes, path: Path) -> None:
@@ -262,6 +257,20 @@ class LocalFileOffsetStore(_Table):
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
+
+
+def _decode_offsets(raw: str) -> dict[MessageQueue, int]:
+    """An offset file's table: Java's form (``OffsetSerializeWrapper``, fastjson's ``{"offsetTable": {MessageQueue:
+    offset}}`` with the queues as object keys; client/src/main/java/org/apache/rocketmq/client/consumer/store/
+    OffsetSerializeWrapper.java), or the list of entries earlier rocketrio versions wrote. Raises ``CodecError``,
+    ``ValueError``, ``KeyError`` or ``TypeError`` for anything else."""
+    table = loads_fastjson(raw)["offsetTable"]
+    if isinstance(table, dict):
+        return {mq: int(offset) for mq, offset in table.items() if isinstance(mq, MessageQueue)}
+    return {
+        MessageQueue(entry["topic"], entry["brokerName"], int(entry["queueId"])): int(entry["offset"])
+        for entry in table
+    }
 
 
 def default_offset_store_dir() -> Path:
