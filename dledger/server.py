@@ -79,6 +79,7 @@ from remoting.dispatch import Dispatcher, ProcessorPool
 from remoting.errors import RemotingConnectError, RemotingError
 from remoting.processor import RequestContext
 from remoting.server import RemotingServer, ServerConfig
+from store.failure_streak import FailureStreak
 
 log = logging.getLogger(__name__)
 
@@ -162,7 +163,7 @@ class DLedgerServer:
         self.address: Address | None = None
         self.loaded = False
         self._role: Role | None = None
-        self._flush_failing = False
+        self._flush_streak = FailureStreak()  # whether the last flush failed (logged once until one succeeds)
 
     @property
     def node(self) -> RaftNode:
@@ -326,14 +327,12 @@ class DLedgerServer:
             if plan[1] or plan[2]:
                 await trio.to_thread.run_sync(self.ledger.flush_planned, plan)
         except OSError as exc:
-            if not self._flush_failing:
+            if self._flush_streak.failed():
                 log.error("dledger %s: flush failed, trying again every %.1f s: %s", self.config.self_id,
                           FLUSH_RETRY_S, exc)  # fmt: skip
-            self._flush_failing = True
             return False
-        if self._flush_failing:
+        if self._flush_streak.succeeded():
             log.info("dledger %s: flush succeeded again", self.config.self_id)
-            self._flush_failing = False
         self.ledger.flushed(plan)
         if self._node is not None:
             self._node.on_flushed(now_ms())

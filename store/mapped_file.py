@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Final, Protocol
 
 from store.errors import StoreCorruptError
+from store.failure_streak import FailureStreak
 from store.store_paths import SegmentDirs
 
 log = logging.getLogger(__name__)
@@ -71,12 +72,10 @@ def flush_segments(files: list[MappedFile]) -> bool:
         try:
             mf.flush()
         except OSError:
-            if not mf.sync_failing:
-                mf.sync_failing = True
+            if mf.sync_streak.failed():
                 log.exception("Error occurred when force data to disk: %s", mf.path)
             return False
-        if mf.sync_failing:
-            mf.sync_failing = False
+        if mf.sync_streak.succeeded():
             log.warning("force data to disk of %s succeeded again", mf.path)
     return True
 
@@ -105,7 +104,7 @@ def destroy_segments(files: Iterable[Destroyable]) -> None:
 class MappedFile:
     """One segment. ``wrote_position`` is the bytes appended, ``flushed_position`` the bytes known durable."""
 
-    __slots__ = ("buf", "cuts", "fd", "file_from_offset", "file_size", "flushed_position", "path", "sync_failing",
+    __slots__ = ("buf", "cuts", "fd", "file_from_offset", "file_size", "flushed_position", "path", "sync_streak",
                  "view", "wrote_position")  # fmt: skip
 
     def __init__(self, path: Path, file_from_offset: int, file_size: int, preallocate: bool = True) -> None:
@@ -139,8 +138,8 @@ class MappedFile:
         self.flushed_position = 0
         #: how many times :meth:`cut` moved the end back (a flush that was in flight across one records nothing)
         self.cuts = 0
-        #: the last sync failed (logged once until one succeeds: :func:`flush_segments`)
-        self.sync_failing = False
+        #: whether the last sync failed (logged once until one succeeds: :func:`flush_segments`)
+        self.sync_streak = FailureStreak()
 
     @property
     def end_offset(self) -> int:

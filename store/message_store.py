@@ -68,6 +68,7 @@ from store.errors import (
     PutRefusedError,
     ServiceNotAvailableError,
 )
+from store.failure_streak import FailureStreak
 from store.get_message import in_memory_limit
 from store.ha.replica import ReplicaLog
 from store.ha.service import HAService
@@ -125,7 +126,7 @@ class MessageStore(StoreReads):
         #: Told of each destroyed ConsumeQueue (:mod:`store.topic_cleanup`, :mod:`store.maintenance`).
         self.queue_drop_listeners: list[QueueDropListener] = []
         self._disk_full_reason: str | None = None
-        self._metadata_sync_failing = False  # the index's or the checkpoint's last sync failed (logged once)
+        self._metadata_sync = FailureStreak()  # whether the index's or the checkpoint's last sync failed (logged once)
         self._shut = False
         #: Until when (Trio clock, or monotonic outside Trio) the store is page-cache busy; 0.0: not busy.
         self._busy_until = 0.0
@@ -406,12 +407,10 @@ class MessageStore(StoreReads):
             cp.safe_offset = end
             cp.flush()
         except OSError:
-            if not self._metadata_sync_failing:  # once per streak, as flush_segments logs a failing file
-                self._metadata_sync_failing = True
+            if self._metadata_sync.failed():  # once per streak, as flush_segments logs a failing file
                 log.exception("Error occurred when force data to disk: the index or the checkpoint")
             return False
-        if self._metadata_sync_failing:
-            self._metadata_sync_failing = False
+        if self._metadata_sync.succeeded():
             log.warning("force data to disk of the index and the checkpoint succeeded again")
         return True
 

@@ -12,38 +12,42 @@ from typing import Any, cast
 import pytest
 import trio
 
+from store.failure_streak import FailureStreak
 from store.mapped_file import MappedFile
 from store.services import _SyncThread
 from store.store_config import FlushDiskType
 from tests.store.store_helpers import message, open_store
 
 
-class _DiskGone:
+class _Segment:
+    """What flush_segments reads of a segment besides its ``flush``: each fake keeps its own failure streak."""
+
+    def __init__(self) -> None:
+        self.sync_streak = FailureStreak()
+
+
+class _DiskGone(_Segment):
     """A segment whose sync fails, as on a failing disk (the real MappedFile.flush raises the same OSError)."""
 
     path = Path("disk-gone")
     flushed_position = 0
-    sync_failing = False
 
     def flush(self) -> int:
         raise OSError(errno.EIO, "disk gone")
 
 
-class _Broken:
+class _Broken(_Segment):
     """A segment whose flush fails with a bug, not a disk error."""
-
-    sync_failing = False
 
     def flush(self) -> int:
         raise RuntimeError("flush bug")
 
 
-class _SlowDisk:
+class _SlowDisk(_Segment):
     """A segment whose sync takes until the test lets it finish."""
 
-    sync_failing = False
-
     def __init__(self) -> None:
+        super().__init__()
         self.started = threading.Event()
         self.release = threading.Event()
         self.done = False
@@ -145,9 +149,7 @@ async def test_a_run_starts_each_next_sync_on_the_thread_without_the_trio_loop()
     flushed: list[int] = []
     third = threading.Event()
 
-    class _Counted:
-        sync_failing = False
-
+    class _Counted(_Segment):
         def flush(self) -> int:
             flushed.append(1)
             if len(flushed) == 3:
