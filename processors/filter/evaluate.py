@@ -317,36 +317,32 @@ def _every(evaluators: list[Evaluator]) -> Evaluator:
     filter/src/main/java/org/apache/rocketmq/filter/expression/LogicExpression.java is associative in this logic."""
     if len(evaluators) <= _NESTED_CHAIN:
         return functools.reduce(_and, evaluators)
-
-    def every(props: Properties) -> Value:
-        unknown = False
-        for evaluator in evaluators:
-            value = evaluator(props)
-            if value is False:
-                return False
-            if value is None:
-                unknown = True
-        return None if unknown else True
-
-    return every
+    return _looped(evaluators, False)
 
 
 def _any(evaluators: list[Evaluator]) -> Evaluator:
     """An OR chain, evaluated in a loop, stopping at the first TRUE (see :func:`_every`)."""
     if len(evaluators) <= _NESTED_CHAIN:
         return functools.reduce(_or, evaluators)
+    return _looped(evaluators, True)
 
-    def any_of(props: Properties) -> Value:
+
+def _looped(evaluators: list[Evaluator], decisive: bool) -> Evaluator:
+    """The loop of :func:`_every` (``decisive`` FALSE) and :func:`_any` (TRUE): the first term that answers
+    ``decisive`` decides; otherwise UNKNOWN if a term was, else ``not decisive``."""
+    otherwise = not decisive
+
+    def chain(props: Properties) -> Value:
         unknown = False
         for evaluator in evaluators:
             value = evaluator(props)
-            if value is True:
-                return True
+            if value is decisive:
+                return decisive
             if value is None:
                 unknown = True
-        return None if unknown else False
+        return None if unknown else otherwise
 
-    return any_of
+    return chain
 
 
 def _and(lf: Evaluator, rf: Evaluator) -> Evaluator:
