@@ -37,6 +37,7 @@ import attrs
 
 from client import api, hooks, request_reply
 from client.async_send import RETRY_RESPONSE_CODES, AsyncSend
+from client.budget import time_left
 from client.config import ClientConfig
 from client.errors import (
     ClientStateError,
@@ -269,14 +270,14 @@ class Producer:
         if queue is not None:
             # The route lookup counts too: sendSelectImpl and send(msg, mq) give the attempt ``timeout - costTime``
             # and fail at once when nothing is left (client/.../impl/producer/DefaultMQProducerImpl.java).
-            budget = timeout - (anyio.current_time() - started)
+            budget = time_left(timeout, started)
             if budget <= 0:
                 raise RemotingTimeoutError("sendSelectImpl call timeout" if selector is not None else "call timeout")
             return await self._attempt(queue, prepared, budget, self._fault_table() if asynchronous else None)
         if asynchronous:
             # sendDefaultImpl in ASYNC mode gives its attempt ``timeout - costTime`` too, and MQClientAPIImpl's
             # onExceptionImpl retries with that same budget (client/.../impl/producer/DefaultMQProducerImpl.java).
-            timeout -= anyio.current_time() - started
+            timeout = time_left(timeout, started)
             if timeout <= 0:
                 raise SendFailedError(prepared.topic, [], timed_out=True)
         return await self.send_with_retries(
@@ -601,7 +602,7 @@ class Producer:
         for tried in range(1 + last):
             budget = timeout
             if started is not None:
-                budget = timeout - (anyio.current_time() - started)
+                budget = time_left(timeout, started)
                 if budget <= 0:
                     if not_stored is not None:
                         return not_stored
@@ -625,7 +626,7 @@ class Producer:
                     log.info("send to %s failed (%s), %d attempt(s), no more", mq, exc, len(attempts))
                     break
                 # A sync send's re-read gets what is left of its timeout, no more (sendDefaultImpl never waits past it).
-                left = math.inf if started is None else timeout - (anyio.current_time() - started)
+                left = math.inf if started is None else time_left(timeout, started)
                 with anyio.move_on_after(left):
                     info = await self._reread_route(topic, addr, info)
                 log.info("send to %s failed (%s), %d attempt(s) so far", mq, exc, len(attempts))

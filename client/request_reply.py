@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Final
 import anyio
 import attrs
 
+from client.budget import time_left
 from client.errors import MQClientError, TopicRouteNotFoundError
 from client.message import Message, uncompressed
 from client.selector import MessageQueueSelector
@@ -225,7 +226,7 @@ async def request(
         # The send and the wait for the reply share the request's timeout: the send gets what is left of it and is
         # given up with it (client/.../impl/producer/DefaultMQProducerImpl.java request: sendDefaultImpl with
         # ``timeout - cost``, then waitResponse for ``timeout - cost`` whatever became of the send).
-        remaining = timeout - (anyio.current_time() - started)
+        remaining = time_left(timeout, started)
         sent = False
         with anyio.move_on_after(max(0.0, remaining)):
             try:
