@@ -11,8 +11,8 @@ and the next one still runs, as Java's ``executeSendMessageHookBefore`` / ``exec
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from typing import Protocol
+from collections.abc import Callable, Iterable, Sequence
+from typing import Protocol, TypeVar
 
 import attrs
 
@@ -50,22 +50,33 @@ class SendMessageHook(Protocol):
 
 
 def run_before(hooks: list[SendMessageHook], context: SendMessageContext) -> None:
-    for hook in hooks:
-        try:
-            hook.send_message_before(context)
-        except Exception:
-            log.exception("sendMessageHook %s executeSendMessageHookBefore exception", _name(hook))
+    call_each(hooks, lambda hook: hook.send_message_before(context), "sendMessageHook", "executeSendMessageHookBefore")
 
 
 def run_after(hooks: list[SendMessageHook], context: SendMessageContext) -> None:
+    call_each(hooks, lambda hook: hook.send_message_after(context), "sendMessageHook", "executeSendMessageHookAfter")
+
+
+class NamedHook(Protocol):
+    """What :func:`call_each` asks of a hook besides the call: its name, for the log."""
+
+    def hook_name(self) -> str: ...
+
+
+H = TypeVar("H", bound=NamedHook)
+
+
+def call_each(hooks: Iterable[H], call: Callable[[H], object], kind: str, step: str) -> None:
+    """``call(hook)`` for each of ``hooks`` in order (the send and the consume hooks' shared loop): what one raises
+    is logged as ``"<kind> <hook name> <step> exception"`` and the next one still runs."""
     for hook in hooks:
         try:
-            hook.send_message_after(context)
+            call(hook)
         except Exception:
-            log.exception("sendMessageHook %s executeSendMessageHookAfter exception", _name(hook))
+            log.exception("%s %s %s exception", kind, _name(hook), step)
 
 
-def _name(hook: SendMessageHook) -> str:
+def _name(hook: NamedHook) -> str:
     try:
         return hook.hook_name()
     except Exception:

@@ -9,15 +9,13 @@ and the next one still runs, as Java's ``executeHookBefore`` / ``executeHookAfte
 
 from __future__ import annotations
 
-import logging
 from typing import Protocol
 
 import attrs
 
+from client.hooks import call_each
 from remoting.codec.bodies import MessageQueue
 from remoting.codec.message import MessageExt
-
-log = logging.getLogger(__name__)
 
 #: The ``props`` key of a push call's outcome (Java's ``MixAll.CONSUME_CONTEXT_TYPE``), a ``ConsumeReturnType`` name.
 CONSUME_CONTEXT_TYPE = "ConsumeContextType"
@@ -48,23 +46,8 @@ class ConsumeMessageHook(Protocol):
 
 
 def run_before(hooks: list[ConsumeMessageHook], context: ConsumeMessageContext) -> None:
-    for hook in hooks:
-        try:
-            hook.consume_message_before(context)
-        except Exception:
-            log.exception("consumeMessageHook %s executeHookBefore exception", _name(hook))
+    call_each(hooks, lambda hook: hook.consume_message_before(context), "consumeMessageHook", "executeHookBefore")
 
 
 def run_after(hooks: list[ConsumeMessageHook], context: ConsumeMessageContext) -> None:
-    for hook in hooks:
-        try:
-            hook.consume_message_after(context)
-        except Exception:
-            log.exception("consumeMessageHook %s executeHookAfter exception", _name(hook))
-
-
-def _name(hook: ConsumeMessageHook) -> str:
-    try:
-        return hook.hook_name()
-    except Exception:
-        return repr(hook)
+    call_each(hooks, lambda hook: hook.consume_message_after(context), "consumeMessageHook", "executeHookAfter")
