@@ -211,3 +211,37 @@ def test_check_crc_on_recover_off_keeps_a_record_whose_body_was_corrupted(tmp_pa
             assert store.max_offset_in_queue("TopicTest", 0) == kept
         finally:
             store.close()
+
+
+async def test_sync_flush_syncs_bytes_no_send_waits_for_within_the_10_ms_idle_round(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """GroupCommitService waits at most 10 ms for a request and, with none to serve, still flushes whatever is
+    unsynced (CommitLog.java ``waitForRunning(10)`` then ``doCommit``'s ``flush(0)``; a ``WAIT=false`` send only
+    wakes it): under SYNC_FLUSH a WAIT=false send, an internal append (a delay re-put, a transaction op, a pop
+    checkpoint) and a batch are on disk within about 10 ms, not at a periodic flush round. An idle store syncs
+    nothing."""
+    store = open_store(tmp_path, flush_disk_type=FlushDiskType.SYNC_FLUSH, mapped_file_size_commit_log=1 << 20,
+                       flush_interval_commit_log=NEVER, flush_interval_consume_queue=NEVER)  # fmt: skip
+    async with trio.open_nursery() as nursery:
+        await nursery.start(store.run)
+        writes = (
+            lambda: store.put(message(body=b"no wait"), wait_flush=False),
+            lambda: store.put_batch([message(body=b"batch-1"), message(body=b"batch-2")], wait_flush=False),
+        )
+        for write in writes:
+            result = await write()
+            assert result.status is PutStatus.PUT_OK
+            end = result.append.end_offset
+            await trio.sleep(0.011)
+            async with store.disk_lock:  # a sync under way ends first
+                assert store.flush_watermark >= end
+        store.append(message(body=b"re-put"))  # no put wait at all, as the broker's own writes
+        end = store.max_phy_offset
+        await trio.sleep(0.011)
+        async with store.disk_lock:
+            assert store.flush_watermark == end
+        rounds = store.group_commit.rounds
+        await trio.sleep(1)
+        assert store.group_commit.rounds == rounds  # nothing unsynced: no fdatasync every 10 ms
+        nursery.cancel_scope.cancel()
