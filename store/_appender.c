@@ -83,6 +83,7 @@ typedef struct {
     PyObject *indexer;        /* None or callable(topic, properties, phy_offset, store_timestamp) */
     PyObject *batch_notifier; /* None or callable(topic, queue_id, first_offset, packed, texts, store_timestamp) */
     PyObject *on_slow;        /* None or callable(held_ns): an append held the put lock past busy_limit_ns */
+    PyObject *on_append;      /* None or callable(): called once after the next append, then cleared */
     long long busy_limit_ns;  /* osPageCacheBusyTimeOutMills in ns */
     KeyEntry keys[KEY_CACHE];
     Py_ssize_t max_body;
@@ -394,6 +395,20 @@ static PyObject *timed(Appender *self, PyObject *result, long long begin) {
     return result;
 }
 
+/* Call and clear on_append after an append that stored something (`result` not NULL); returns `result`. One-shot, so
+ * a send pays one pointer test while its owner (the SYNC_FLUSH group commit's idle round) is not listening. */
+static PyObject *announced(Appender *self, PyObject *result) {
+    PyObject *hook = self->on_append;
+    if (result != NULL && hook != NULL && hook != Py_None) {
+        self->on_append = NULL; /* its reference is ours now */
+        PyObject *r = PyObject_CallNoArgs(hook);
+        if (r == NULL) PyErr_WriteUnraisable(hook);
+        Py_XDECREF(r);
+        Py_DECREF(hook);
+    }
+    return result;
+}
+
 static PyObject *appender_append(Appender *self, PyObject *msg) {
     if (self->fallback == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "Appender not initialised");
@@ -405,7 +420,7 @@ static PyObject *appender_append(Appender *self, PyObject *msg) {
         self->fallbacks++;
         result = PyObject_CallOneArg(self->fallback, msg);
     }
-    return begin && watched(self) ? timed(self, result, begin) : result;
+    return announced(self, begin && watched(self) ? timed(self, result, begin) : result);
 }
 
 /* Whether every record of the tuple is a MessageRecord whose topic and queue id the fast path takes (the encoder
@@ -522,7 +537,7 @@ static PyObject *appender_append_batch(Appender *self, PyObject *msgs) {
     }
     long long begin = watched(self) ? monotonic_ns() : 0;
     PyObject *result = append_batch_untimed(self, msgs);
-    return begin && watched(self) ? timed(self, result, begin) : result;
+    return announced(self, begin && watched(self) ? timed(self, result, begin) : result);
 }
 
 /* ---- the type ------------------------------------------------------------------------------------------------ */
@@ -564,6 +579,7 @@ static int appender_traverse(Appender *self, visitproc visit, void *arg) {
     Py_VISIT(self->indexer);
     Py_VISIT(self->batch_notifier);
     Py_VISIT(self->on_slow);
+    Py_VISIT(self->on_append);
     for (int i = 0; i < KEY_CACHE; i++) {
         Py_VISIT(self->keys[i].topic);
         Py_VISIT(self->keys[i].key);
@@ -582,6 +598,7 @@ static int appender_clear(Appender *self) {
     Py_CLEAR(self->indexer);
     Py_CLEAR(self->batch_notifier);
     Py_CLEAR(self->on_slow);
+    Py_CLEAR(self->on_append);
     for (int i = 0; i < KEY_CACHE; i++) {
         Py_CLEAR(self->keys[i].topic);
         Py_CLEAR(self->keys[i].key);
@@ -615,6 +632,8 @@ static PyMemberDef appender_members[] = {
      "announcing a stored batch, or None."},
     {"on_slow", T_OBJECT, offsetof(Appender, on_slow), 0,
      "callable(held_ns) told of an append that held the put lock longer than busy_limit_ns, or None (untimed)."},
+    {"on_append", T_OBJECT, offsetof(Appender, on_append), 0,
+     "callable() called once after the next append that stored something (then None), or None."},
     {"busy_limit_ns", T_LONGLONG, offsetof(Appender, busy_limit_ns), 0,
      "osPageCacheBusyTimeOutMills in nanoseconds (monotonic clock)."},
     {"fast_batches", T_ULONGLONG, offsetof(Appender, fast_batches), READONLY, "Batches appended here."},

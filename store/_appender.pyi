@@ -13,6 +13,7 @@ class Appender:
     batch_notifier: Callable[[str, int, int, bytes, list[str], int], None] | None
     writable: bool
     on_slow: Callable[[int], None] | None
+    on_append: Callable[[], None] | None
     busy_limit_ns: int
     @property
     def fast_appends(self) -> int: ...

@@ -122,6 +122,7 @@ class MessageStore(StoreReads):
         #: (topic, properties, phy offset, store time) of stored messages not indexed yet (see :meth:`_index_one`).
         self._index_pending: list[tuple[str, str, int, int]] = []
         self._arrival_listener: ArrivalListener | None = None
+        self._on_append: Callable[[], None] | None = None  # see call_after_next_append
         self.arrival_interest: ArrivalInterest | None = None
         #: Told of each destroyed ConsumeQueue (:mod:`store.topic_cleanup`, :mod:`store.maintenance`).
         self.queue_drop_listeners: list[QueueDropListener] = []
@@ -193,6 +194,7 @@ class MessageStore(StoreReads):
         appender = self._appender
         if appender is not None:
             appender.on_slow = self._held_too_long
+            appender.on_append = None if self._on_append is None else self.announce_append
             appender.busy_limit_ns = self._config.os_page_cache_busy_time_out_mills * 1_000_000
             appender.writable = self._write_refusal() is None
             appender.listener = self._arrival_listener
@@ -206,13 +208,33 @@ class MessageStore(StoreReads):
         def timed(arg: _A) -> AppendResult:
             begin = time.monotonic_ns()
             try:
-                return append(arg)
+                result = append(arg)
             finally:
                 held = time.monotonic_ns() - begin
                 if held > self._config.os_page_cache_busy_time_out_mills * 1_000_000:
                     self._held_too_long(held)
+            if self._on_append is not None:
+                self.announce_append()
+            return result
 
         return timed
+
+    def call_after_next_append(self, hook: Callable[[], None] | None) -> None:
+        """Call ``hook()`` once, after the next append that stores something, whichever path it takes (the C append
+        or the Python one, a batch, a slave's replicated bytes: :meth:`announce_append`); ``None`` cancels. The
+        SYNC_FLUSH group commit's idle round listens so (:meth:`store.services.GroupCommitService._idle_rounds`):
+        one-shot, so an append pays one test while nobody listens. A store whose subclass overrides ``append``
+        (DLedger's, which runs no group commit) announces nothing."""
+        self._on_append = hook
+        if self._appender is not None:  # the C path calls announce_append (its one-shot copy), which clears both
+            self._appender.on_append = None if hook is None else self.announce_append
+
+    def announce_append(self) -> None:
+        """Call the hook of :meth:`call_after_next_append` (once): the Python append paths outside the C one."""
+        hook = self._on_append
+        if hook is not None:
+            self.call_after_next_append(None)
+            hook()
 
     def _held_too_long(self, held_ns: int) -> None:
         """An append held the put lock ``held_ns`` ns, past ``osPageCacheBusyTimeOutMills``: busy from now for the
@@ -759,6 +781,7 @@ class MessageStore(StoreReads):
         as the master did. Returns the new CommitLog end. Errors: OffsetMismatchError, MessageDecodeError."""
         for meta in self.commitlog.append_encoded(phy_offset, data):
             self.redispatch(meta)
+        self.announce_append()
         return self.commitlog.max_offset
 
     def redispatch(self, meta: RecordMeta, index: IndexRuns | None = None) -> int | None:

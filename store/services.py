@@ -9,7 +9,8 @@
   service's own :class:`_SyncThread`) covers every waiter whose offset it reaches, and one release pass answers them
   (pass listeners then flush what the callbacks held back). Waiters that arrive during a sync are covered by the
   next one, which the thread starts as soon as that sync ends, while the Trio task answers. Bytes no waiter covers
-  (``WAIT=false`` sends, the broker's own writes) are synced within 10 ms, as Java's idle ``flush(0)``.
+  (``WAIT=false`` sends, the broker's own writes) are synced within 10 ms of their append, as Java's idle
+  ``flush(0)``.
 * :class:`AllocateService`: prepares (and optionally warms up) the next CommitLog segment after each roll, so appends
   rarely create files themselves.
 * :class:`RetentionService`: every ``clean_resource_interval`` deletes expired segments at ``delete_when`` or when
@@ -545,19 +546,29 @@ class GroupCommitService:
         return answer[0]
 
     async def _idle_rounds(self) -> None:
-        """Every :data:`IDLE_ROUND` seconds, start a run when the CommitLog holds bytes no sync covered yet: what no
-        waiter asks for (``WAIT=false`` sends and batches, the broker's own writes: delay and timer re-puts,
-        transaction half and op messages, pop checkpoints, send-backs) is durable within about 10 ms, as RocketMQ's
-        GroupCommitService waits at most 10 ms for a request and with none to serve still syncs everything appended
-        (``waitForRunning(10)`` then ``doCommit``'s ``mappedFileQueue.flush(0)``: store/src/main/java/org/apache/
-        rocketmq/store/CommitLog.java). A separate task, so the send path and the runs it starts pay nothing; an
-        idle store syncs nothing (Java's ``flush(0)`` skips a segment with nothing unsynced) but, as Java's thread,
-        wakes 100 times a second."""
-        queue = self._store.commitlog.queue
-        while True:
-            await trio.sleep(IDLE_ROUND)
-            if queue.flushed_offset < queue.max_offset:
-                self._wakeup.set()
+        """Start a run at most :data:`IDLE_ROUND` seconds after an append when the CommitLog then holds bytes no sync
+        covered yet: what no waiter asks for (``WAIT=false`` sends and batches, the broker's own writes: delay and
+        timer re-puts, transaction half and op messages, pop checkpoints, send-backs, a slave's replicated bytes) is
+        durable within about 10 ms, as RocketMQ's GroupCommitService waits at most 10 ms for a request and with none
+        to serve still syncs everything appended (``waitForRunning(10)`` then ``doCommit``'s
+        ``mappedFileQueue.flush(0)``; a ``WAIT=false`` send wakes it: store/src/main/java/org/apache/rocketmq/store/
+        CommitLog.java). Java's thread wakes every 10 ms; this task sleeps until an append announces itself
+        (:meth:`MessageStore.call_after_next_append`, one-shot: one call per round however many appends), so an idle
+        store costs nothing and a send pays one test; a round that finds a failed sync's bytes still unsynced tries
+        again 10 ms later, as Java's next ``flush(0)``."""
+        store = self._store
+        queue = store.commitlog.queue
+        try:
+            while True:
+                appended = trio.Event()
+                store.call_after_next_append(appended.set)
+                if queue.flushed_offset >= queue.max_offset:
+                    await appended.wait()
+                await trio.sleep(IDLE_ROUND)
+                if queue.flushed_offset < queue.max_offset:
+                    self._wakeup.set()
+        finally:
+            store.call_after_next_append(None)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         store = self._store

@@ -79,6 +79,7 @@ class ReplicaLog:
         if not was_empty and offset == self.dispatched == commitlog.max_offset:
             self._check_record_start(offset, data)
         commitlog.append_raw(offset, data)
+        self.store.announce_append()
         if was_empty:
             self.dispatched = offset
         if dispatch:

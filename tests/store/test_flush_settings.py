@@ -17,7 +17,7 @@ import trio.testing
 from store.mapped_file import PAGE_SIZE
 from store.message_store import MessageStore
 from store.results import PutStatus
-from store.store_config import FlushDiskType
+from store.store_config import BrokerRole, FlushDiskType
 from tests.store.store_helpers import FakeClock, message, open_store
 
 #: No round of the other loop inside a test's window.
@@ -244,4 +244,28 @@ async def test_sync_flush_syncs_bytes_no_send_waits_for_within_the_10_ms_idle_ro
         rounds = store.group_commit.rounds
         await trio.sleep(1)
         assert store.group_commit.rounds == rounds  # nothing unsynced: no fdatasync every 10 ms
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_sync_flush_slave_syncs_replicated_bytes_within_the_10_ms_idle_round(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A slave's GroupCommitService runs the same idle ``flush(0)`` (CommitLog.java): the master's bytes it appends
+    (``HAService.HAClient`` through ``CommitLog.appendData``, which registers no request) are on its disk within
+    about 10 ms under SYNC_FLUSH."""
+    master = open_store(tmp_path / "master", mapped_file_size_commit_log=1 << 20)
+    for i in range(3):
+        master.append(message(body=b"m%d" % i))
+    data = bytes(master.commitlog.read_from(0, master.max_phy_offset) or b"")
+    master.close()
+    slave = open_store(tmp_path / "slave", broker_role=BrokerRole.SLAVE, flush_disk_type=FlushDiskType.SYNC_FLUSH,
+                       mapped_file_size_commit_log=1 << 20, flush_interval_commit_log=NEVER,
+                       flush_interval_consume_queue=NEVER)  # fmt: skip
+    async with trio.open_nursery() as nursery:
+        await nursery.start(slave.run)
+        assert slave.replica is not None
+        slave.replica.append(0, data)
+        await trio.sleep(0.011)
+        async with slave.disk_lock:
+            assert slave.flush_watermark == len(data)
         nursery.cancel_scope.cancel()
