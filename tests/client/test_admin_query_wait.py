@@ -20,7 +20,7 @@ from remoting.client import RemotingClient
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand, request
 from remoting.codec.frame import FrameDecoder, encode_command
-from remoting.codec.message import MessageRecord, encode_record
+from remoting.codec.message import SYSFLAG_COMPRESSED, MessageRecord, encode_record
 
 TOPIC = "QueriedSlowly"
 SLOW_ANSWER_S = 10
@@ -87,3 +87,23 @@ async def test_a_key_query_waits_for_a_slow_broker_and_passes_over_a_silent_one_
         nursery.cancel_scope.cancel()
     assert [m.body for m in found] == [b"found slowly"]
     assert waited <= 24 + 1, f"the query took {waited:.0f} s of virtual time"
+
+
+async def test_a_key_query_passes_over_a_record_whose_compressed_body_does_not_inflate(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """MQAdminImpl.queryMessage decodes each broker's answer with MessageDecoder.decodes, whose ``decode`` catches the
+    failed inflate of a COMPRESSED body and answers null, ending that broker's list
+    (common/src/main/java/org/apache/rocketmq/common/message/MessageDecoder.java): the other brokers' messages are
+    still found. Ours let ``zlib.error`` out of the brokers' task group, failing the query as an ExceptionGroup."""
+    corrupt = MessageRecord(TOPIC, b"not zlib", properties="KEYS\x01needle", sys_flag=SYSFLAG_COMPRESSED)
+    good = MessageRecord(TOPIC, b"found", properties="KEYS\x01needle")
+    async with trio.open_nursery() as nursery, RemotingClient() as registrar:
+        namesrv = embedded_cluster.namesrv_addr
+        body = encode_record(corrupt, store_timestamp=1) + encode_record(good, store_timestamp=2)
+        await _register(registrar, namesrv, "broker-corrupt", await _slow_broker(nursery, body))
+        await _register(registrar, namesrv, "broker-good", await _slow_broker(nursery, encode_record(good)))
+        async with Admin(namesrv) as admin:
+            found = await admin.query_msg_by_key(TOPIC, "needle")
+        nursery.cancel_scope.cancel()
+    assert [m.body for m in found] == [b"found"]
