@@ -26,6 +26,7 @@ every address, slaves included. Name-server reads go to the first name server th
 from __future__ import annotations
 
 import logging
+import zlib
 from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any, Self
@@ -446,8 +447,19 @@ class Admin(AdminOps):
                 log.warning("query message of %s at %s failed: %s", header.topic, addr, exc)
                 failed.append(exc)
                 return
-            found.extend(uncompressed(m) for m in records if keep(m))
             answered += 1
+            for record in records:
+                try:
+                    msg = uncompressed(record)
+                except zlib.error as exc:
+                    # MessageDecoder.decodes stops at a record whose body does not inflate (decode catches the
+                    # failure and answers null), keeping the ones before it and the other brokers' answers
+                    # (common/src/main/java/org/apache/rocketmq/common/message/MessageDecoder.java).
+                    log.warning("query message of %s at %s: a body does not inflate (%s), the rest skipped",
+                                header.topic, addr, exc)  # fmt: skip
+                    return
+                if keep(msg):
+                    found.append(msg)
 
         # MQAdminImpl.queryMessage asks every broker at once (invokeAsync) and awaits them together, at most
         # QUERY_WAIT: one slow or silent broker neither holds up the others nor counts twice.
