@@ -202,8 +202,8 @@ RESTART_SETTINGS: Final = ("broker_role", "broker_id", "listen_port", "ha_listen
 _ROLES: Final = tuple(role.value for role in BrokerRole)
 
 #: Store settings UPDATE_BROKER_CONFIG changes in a running broker (replication's timings and limits, pull batch limits,
-#: retention, the periodic flushes, warming new segments; read where they are used); the others (paths, sizes, roles,
-#: ports, ``cleanResourceInterval``, ``checkCRCOnRecover``) take effect at the next start.
+#: retention, the periodic flushes, warming new segments, indexing new keys; read where they are used); the others
+#: (paths, sizes, roles, ports, ``cleanResourceInterval``, ``checkCRCOnRecover``) take effect at the next start.
 LIVE_STORE_SETTINGS = (
     "slave_timeout",
     "ha_send_heartbeat_interval",

@@ -4,11 +4,11 @@ type (``common/src/main/java/org/apache/rocketmq/common/attribute/AttributeParse
 
 A modification reads ``+key=value,+key2=value2,-key3``: ``+`` adds or alters, ``-`` deletes, each key at most once
 (``+k=v,-k`` is refused whatever ``v`` is: every key is checked before any value); creating a topic allows ``+`` only.
-The one key served is ``message.type`` (``NORMAL``, ``FIFO``, ``DELAY``, ``TRANSACTION``, ``MIXED``; ``MIXED`` only
-with the broker's ``enableMixedMessageType``); RocketMQ's ``queue.type`` and ``cleanup.policy`` are refused as
-unsupported here. :func:`alter_attributes` raises :class:`TopicAttributeError` with RocketMQ's message, which the admin
-processor answers as SYSTEM_ERROR (RocketMQ catches the same RuntimeException; 5.3 answers MIXED with
-INVALID_PARAMETER).
+The one key served is ``message.type`` (``NORMAL``, ``FIFO``, ``DELAY``, ``TRANSACTION``, ``MIXED``, ``UNSPECIFIED``;
+``MIXED`` only with the broker's ``enableMixedMessageType``; an ``UNSPECIFIED`` topic takes no 5.x send); RocketMQ's
+``queue.type`` and ``cleanup.policy`` are refused as unsupported here. :func:`alter_attributes` raises
+:class:`TopicAttributeError` with RocketMQ's message, which the admin processor answers as SYSTEM_ERROR (RocketMQ
+catches the same RuntimeException; 5.3 answers MIXED with INVALID_PARAMETER).
 
 :func:`message_type_of` classifies a message by its stored properties as RocketMQ 5's proxy does before checking it
 against the topic's type.
