@@ -9,7 +9,18 @@ The public names are re-exported here::
 
 from client.admin import Admin
 from client.config import ClientConfig
-from client.consumer.allocate import allocate_average, allocate_average_by_circle
+from client.consumer.allocate import (
+    AllocateMachineRoomNearby,
+    AllocateMessageQueueAveragely,
+    AllocateMessageQueueAveragelyByCircle,
+    AllocateMessageQueueByConfig,
+    AllocateMessageQueueByMachineRoom,
+    AllocateMessageQueueConsistentHash,
+    AllocateMessageQueueStrategy,
+    MachineRoomResolver,
+    allocate_average,
+    allocate_average_by_circle,
+)
 from client.consumer.listener import ConsumeConcurrentlyStatus, ConsumeOrderlyStatus
 from client.consumer.lite_pull import LitePullConsumer
 from client.consumer.push import PushConsumer
@@ -30,6 +41,13 @@ from remoting.codec.bodies import ConsumeFromWhere, MessageModel, MessageQueue
 
 __all__ = [
     "Admin",
+    "AllocateMachineRoomNearby",
+    "AllocateMessageQueueAveragely",
+    "AllocateMessageQueueAveragelyByCircle",
+    "AllocateMessageQueueByConfig",
+    "AllocateMessageQueueByMachineRoom",
+    "AllocateMessageQueueConsistentHash",
+    "AllocateMessageQueueStrategy",
     "ClientConfig",
     "ClientStateError",
     "ConsumeConcurrentlyStatus",
@@ -40,6 +58,7 @@ __all__ = [
     "MQBrokerError",
     "MQClientError",
     "MQClientInstance",
+    "MachineRoomResolver",
     "Message",
     "MessageExt",
     "MessageModel",

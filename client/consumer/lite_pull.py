@@ -59,7 +59,7 @@ import anyio.lowlevel
 
 from client import api
 from client.config import ClientConfig
-from client.consumer.allocate import AllocateStrategy, allocate_average
+from client.consumer.allocate import AllocateStrategy, allocate_average, resolve_strategy
 from client.consumer.client_check import check_sql92_subscriptions
 from client.consumer.hooks import ConsumeMessageHook
 from client.consumer.lite_pull_worker import Batch, LitePullWorker, QueueState
@@ -109,7 +109,8 @@ LITE_PULL_CONSUME_FROM = frozenset(
 
 
 class LitePullConsumer(LitePullWorker):
-    """See the module docstring."""
+    """See the module docstring. ``allocate_strategy`` as :class:`~client.consumer.push.PushConsumer`'s: subscribe
+    mode only (assign mode allocates nothing)."""
 
     def __init__(
         self,
@@ -127,7 +128,7 @@ class LitePullConsumer(LitePullWorker):
         consume_max_span: int = 2000,
         consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
         consume_timestamp_ms: int | None = None,
-        allocate_strategy: AllocateStrategy = allocate_average,
+        allocate_strategy: AllocateStrategy | str = allocate_average,
         message_model: MessageModel = MessageModel.CLUSTERING,
         offset_store_dir: str | os.PathLike[str] | None = None,
         topic_metadata_check_interval: float = 30.0,
@@ -168,7 +169,7 @@ class LitePullConsumer(LitePullWorker):
             self.offset_store,
             message_model=message_model,
             memory_first=True,
-            strategy=allocate_strategy,
+            strategy=resolve_strategy(allocate_strategy),
             consume_from_where=consume_from_where,
             consume_timestamp_ms=consume_timestamp_ms,
         )
@@ -208,6 +209,16 @@ class LitePullConsumer(LitePullWorker):
     @property
     def message_model(self) -> MessageModel:
         return self._message_model
+
+    @property
+    def allocate_message_queue_strategy(self) -> AllocateStrategy:
+        """The queue allocation strategy (Java's ``allocateMessageQueueStrategy``); set, it takes effect at the next
+        rebalance. A name (``"AVG"``, ``"AVG_BY_CIRCLE"``, ``"CONSISTENT_HASH"``) sets a new one of that kind."""
+        return self.rebalance.strategy
+
+    @allocate_message_queue_strategy.setter
+    def allocate_message_queue_strategy(self, strategy: AllocateStrategy | str) -> None:
+        self.rebalance.strategy = resolve_strategy(strategy)
 
     @property
     def consume_type(self) -> ConsumeType:

@@ -39,7 +39,7 @@ import anyio
 import anyio.abc
 
 from client.config import ClientConfig
-from client.consumer.allocate import AllocateStrategy, allocate_average
+from client.consumer.allocate import AllocateStrategy, allocate_average, resolve_strategy
 from client.consumer.client_check import check_sql92_subscriptions
 from client.consumer.consume import ConcurrentConsumeService, OrderlyConsumeService, reset_retry_topic
 from client.consumer.hooks import ConsumeMessageHook
@@ -96,7 +96,10 @@ class PushConsumer:
     with their share of the owned queues after each rebalance that changed them); times in seconds, but
     ``consume_timeout`` in minutes (Java's ``consumeTimeout``, 15); ``pull_interval`` (Java's ``pullInterval`` in ms,
     at most 65.535 s) pauses a queue's pulls after each one that found messages. ``max_reconsume_times`` -1 (Java's
-    default) means 16 for concurrent consumption and no limit for orderly consumption."""
+    default) means 16 for concurrent consumption and no limit for orderly consumption. ``allocate_strategy`` (Java's
+    ``allocateMessageQueueStrategy``, :data:`~client.consumer.allocate.allocate_average` by default) is a strategy of
+    :mod:`client.consumer.allocate` or the name of a settings-free one (``"AVG"``, ``"AVG_BY_CIRCLE"``,
+    ``"CONSISTENT_HASH"``)."""
 
     def __init__(
         self,
@@ -108,7 +111,7 @@ class PushConsumer:
         message_model: MessageModel = MessageModel.CLUSTERING,
         consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
         consume_timestamp_ms: int | None = None,
-        allocate_strategy: AllocateStrategy = allocate_average,
+        allocate_strategy: AllocateStrategy | str = allocate_average,
         consume_thread_max: int = 20,
         consume_message_batch_max_size: int = 1,
         pull_batch_size: int = 32,
@@ -161,7 +164,7 @@ class PushConsumer:
             self,
             self.offset_store,
             message_model=message_model,
-            strategy=allocate_strategy,
+            strategy=resolve_strategy(allocate_strategy),
             consume_from_where=consume_from_where,
             consume_timestamp_ms=consume_timestamp_ms,
             pull_max_idle=PULL_MAX_IDLE_TIME,
@@ -195,6 +198,16 @@ class PushConsumer:
     @property
     def message_model(self) -> MessageModel:
         return self._message_model
+
+    @property
+    def allocate_message_queue_strategy(self) -> AllocateStrategy:
+        """The queue allocation strategy (Java's ``allocateMessageQueueStrategy``); set, it takes effect at the next
+        rebalance. A name (``"AVG"``, ``"AVG_BY_CIRCLE"``, ``"CONSISTENT_HASH"``) sets a new one of that kind."""
+        return self.rebalance.strategy
+
+    @allocate_message_queue_strategy.setter
+    def allocate_message_queue_strategy(self, strategy: AllocateStrategy | str) -> None:
+        self.rebalance.strategy = resolve_strategy(strategy)
 
     @property
     def orderly(self) -> bool:

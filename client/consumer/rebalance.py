@@ -14,7 +14,10 @@ RESET_CONSUMER_CLIENT_OFFSET) drops queues with their new offsets, serialised wi
 An owner that stops takes no new queue (:attr:`RebalanceOwner.taking_queues`) and forgets its queues with
 :meth:`Rebalance.drop_all`, after the pass under way: a restart rebalances from scratch.
 
-Failures for one topic (no route, broker down) are logged and leave that topic's queues as they are.
+Failures for one topic (no route, broker down, a strategy that raised) are logged and leave that topic's queues as
+they are. The queues and consumer ids reach the strategy sorted as Java sorts them; of its answer only queues among
+the topic's readable ones are taken (Java would take any, say a ``CONFIG`` strategy's queue of another topic, and
+never drop it again).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from typing import TYPE_CHECKING, Protocol
 import anyio
 
 from client import api
-from client.consumer.allocate import AllocateStrategy, allocate_average
+from client.consumer.allocate import AllocateStrategy, allocate_average, sort_like_java, strategy_name
 from client.consumer.offset_store import OffsetStore
 from client.consumer.process_queue import ProcessQueue
 from client.errors import MQClientError
@@ -163,12 +166,38 @@ class Rebalance:
             addresses = [addr for bd in route.broker_datas if (addr := bd.select_broker_addr()) is not None]
             if not addresses:
                 raise MQClientError(f"topic {topic} has no broker address")
-            cids = await self._consumer_ids(addresses)
-            allocated = set(self.strategy(self.group, self.instance.client_id, mq_all, cids))
+            mqs, cids = sort_like_java(mq_all, await self._consumer_ids(addresses))
+            try:
+                answer = self.strategy(self.group, self.instance.client_id, mqs, cids)
+            except Exception as exc:
+                # Java's rebalanceByTopic: logged, and the topic's queues stay as they are.
+                name = strategy_name(self.strategy)
+                log.error("allocate strategy %s of group %s failed for %s: %r", name, self.group, topic, exc)
+                return None
+            allocated = set(answer or ())
+            if strays := allocated.difference(mq_all):
+                log.warning(
+                    "allocate strategy %s gave %s queues not readable in %s: %s",
+                    strategy_name(self.strategy),
+                    self.group,
+                    topic,
+                    sorted(strays),
+                )
+                allocated -= strays
         owned = {mq for mq in self.process_queues if mq.topic == topic}
         await self.update_process_queues(topic, allocated)
         if owned == {mq for mq in self.process_queues if mq.topic == topic}:
             return None
+        log.info(
+            "rebalanced result changed: strategy %s, group %s, topic %s, client %s, %d queues, %d allocated: %s",
+            strategy_name(self.strategy),
+            self.group,
+            topic,
+            self.instance.client_id,
+            len(mq_all),
+            len(allocated),
+            sorted(allocated),
+        )
         return topic, set(mq_all), allocated
 
     async def _consumer_ids(self, addresses: list[str]) -> list[str]:

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from client.config import ClientConfig
-from client.consumer.allocate import allocate_average, allocate_average_by_circle
+from client.consumer.allocate import AllocateMessageQueueConsistentHash, allocate_average, allocate_average_by_circle
 from client.consumer.consume import retry_copy_properties
 from client.consumer.listener import exception_simple_desc
 from client.consumer.offset_store import LocalFileOffsetStore
@@ -40,6 +40,7 @@ from remoting.codec.message_properties import java_string_hash
 queues_st = st.lists(
     st.builds(MessageQueue, st.just("T"), st.sampled_from(["broker-a", "broker-b"]), st.integers(0, 15)),
     unique=True,
+    min_size=1,
     max_size=40,
 )
 cids_st = st.lists(st.text("abc@123", min_size=1, max_size=6), unique=True, min_size=1, max_size=8)
@@ -52,7 +53,14 @@ def test_allocation_gives_every_queue_to_exactly_one_consumer(strategy, mqs, cid
     flat = [mq for share in shares for mq in share]
     assert sorted(flat) == sorted(mqs)
     sizes = [len(s) for s in shares]
-    assert max(sizes) - min(sizes) <= 1 or not mqs or len(mqs) < len(cids)
+    assert max(sizes) - min(sizes) <= 1 or len(mqs) < len(cids)
+
+
+@given(mqs=queues_st, cids=cids_st)
+def test_consistent_hash_gives_every_queue_to_exactly_one_consumer(mqs, cids) -> None:  # type: ignore[no-untyped-def]
+    strategy = AllocateMessageQueueConsistentHash()
+    flat = [mq for cid in cids for mq in strategy("g", cid, mqs, list(reversed(cids)))]
+    assert sorted(flat) == sorted(mqs)
 
 
 def test_average_allocation_gives_contiguous_blocks_like_java() -> None:
