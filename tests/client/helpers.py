@@ -42,10 +42,12 @@ async def create_topic(namesrv_addr: str, topic: str, queues: int = 4) -> None:
                 await anyio.sleep(0.02)
 
 
-async def topic_on_two_brokers(cluster: ThreadedCluster, topic: str, queues: int = 1) -> tuple[str, Callable[[], None]]:
-    """``topic`` with ``queues`` queues on broker-a (the cluster's own) and as many on an extra master broker-b,
-    once the name server routes both. Returns broker-b's address and its stopper."""
-    addr_b, stop_b = await anyio.to_thread.run_sync(cluster.start_extra_broker, "broker-b")
+async def topic_on_two_brokers(
+    cluster: ThreadedCluster, topic: str, queues: int = 1, name: str = "broker-b"
+) -> tuple[str, Callable[[], None]]:
+    """``topic`` with ``queues`` queues on broker-a (the cluster's own) and as many on an extra master ``name``,
+    once the name server routes both. Returns the extra broker's address and its stopper."""
+    addr_b, stop_b = await anyio.to_thread.run_sync(cluster.start_extra_broker, name)
     async with Admin(cluster.namesrv_addr) as admin:
         for addr in (cluster.broker_addr, addr_b):
             await admin.create_topic(topic, read_queue_nums=queues, write_queue_nums=queues, broker_addr=addr)
