@@ -14,6 +14,7 @@ from client.consumer.allocate import (
     AllocateMessageQueueByConfig,
     AllocateMessageQueueByMachineRoom,
     AllocateMessageQueueConsistentHash,
+    AllocateStrategy,
     allocate_average,
     resolve_strategy,
     sort_like_java,
@@ -26,8 +27,8 @@ def _queues(*brokers: tuple[str, int], topic: str = "TopicTest") -> list[Message
     return [MessageQueue(topic, name, q) for name, count in brokers for q in range(count)]
 
 
-def _shares(strategy, mqs: list[MessageQueue], cids: list[str]) -> dict[str, list[str]]:  # type: ignore[no-untyped-def]
-    """Each member's share as ``broker:queue`` strings, the inputs given shuffled (reversed) as a broker returns them."""
+def _shares(strategy: AllocateStrategy, mqs: list[MessageQueue], cids: list[str]) -> dict[str, list[str]]:
+    """Each member's share as ``broker:queue`` strings, the inputs given unsorted (reversed)."""
     return {c: [f"{mq.broker_name}:{mq.queue_id}" for mq in strategy("g", c, mqs[::-1], cids[::-1])] for c in cids}
 
 
@@ -45,7 +46,7 @@ def test_every_strategy_has_javas_name() -> None:
         )
     ] == ["AVG", "AVG_BY_CIRCLE", "CONFIG", "MACHINE_ROOM", "CONSISTENT_HASH", "MACHINE_ROOM_NEARBY-AVG"]
     assert strategy_name(allocate_average) == "AVG"
-    assert [resolve_strategy(n).get_name() for n in ("AVG", "AVG_BY_CIRCLE", "CONSISTENT_HASH")] == [  # type: ignore[union-attr]
+    assert [resolve_strategy(n).get_name() for n in ("AVG", "AVG_BY_CIRCLE", "CONSISTENT_HASH")] == [  # type: ignore[attr-defined]
         "AVG",
         "AVG_BY_CIRCLE",
         "CONSISTENT_HASH",
