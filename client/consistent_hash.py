@@ -19,7 +19,8 @@ HashFunction = Callable[[str], int]
 def md5_hash(key: str) -> int:
     """The first four bytes of the MD5 of ``key``'s UTF-8 bytes as an unsigned big-endian number (0 to 2**32 - 1),
     which is what Java's ``MD5Hash`` builds in its ``long``: each byte is masked with 0xFF before it is shifted in.
-    Unencodable characters (lone surrogates) become ``?`` as in Java's ``String.getBytes``."""
+    Java's ``String.getBytes()`` uses the platform charset: UTF-8 on JDK 18+ and on UTF-8 locales, which this assumes
+    (ids and queue strings are ASCII in practice); unencodable characters (lone surrogates) become ``?`` as there."""
     return int.from_bytes(hashlib.md5(key.encode("utf-8", "replace")).digest()[:4], "big")
 
 
