@@ -20,6 +20,7 @@ from client.message import COMPRESSION_ZLIB, PROPERTY_MAX_RECONSUME_TIMES, PROPE
 from remoting.codec.codes import CURRENT_VERSION, RequestCode, ResponseCode
 from remoting.codec.message import SYSFLAG_COMPRESSED, BatchEntry, encode_batch_parts
 from remoting.codec.message_properties import (
+    PROPERTY_DELAY,
     PROPERTY_SEPARATOR,
     PROPERTY_UNIQ_KEY,
     PROPERTY_WAIT,
@@ -27,6 +28,7 @@ from remoting.codec.message_properties import (
     find_text_property,
 )
 from remoting.codec.msgid import UniqKeyGenerator
+from remoting.codec.record_layout import MAX_PROPERTIES_BYTES
 from remoting.codec.send_frame import send_frame
 from remoting.codec.topics import (
     NOT_ALLOWED_SEND_TOPICS,
@@ -390,6 +392,7 @@ class SendBuilder:
                 or len(body) > limit
                 or m.wait_store_msg_ok != wait
                 or PROPERTY_WAIT in m.properties
+                or PROPERTY_DELAY in m.properties
             ):
                 self._check_batched(m, topic, wait)
             tags = m.tags
@@ -409,6 +412,12 @@ class SendBuilder:
                 encoded = prefix + uniq.encode()
             if type(body) is not bytes:
                 body = bytes(body)
+            if len(encoded) > MAX_PROPERTIES_BYTES:
+                # MessageDecoder.encodeMessage throws and DefaultMQProducer.batch refuses the batch, nothing sent
+                # (common/src/main/java/org/apache/rocketmq/common/message/MessageDecoder.java).
+                raise MessageValidationError(
+                    f"the properties of a batch message are {len(encoded)} bytes, over {MAX_PROPERTIES_BYTES}"
+                )
             size = BATCH_ENTRY_OVERHEAD + len(body) + len(encoded)
             if size > limit:
                 _check_entry_size(size, limit)
@@ -431,11 +440,26 @@ class SendBuilder:
             raise MessageValidationError("every message of a batch must have the same topic")
         if msg.waits_for_store() != wait:
             raise MessageValidationError("every message of a batch must have the same WAIT (wait_store_msg_ok)")
-        if msg.delay_level > 0:
+        if _delay_time_level(msg) > 0:
             raise MessageValidationError("batch messages cannot have a delay level")
         if topic.startswith("%RETRY%"):
             raise MessageValidationError("batch messages cannot be sent to a retry topic")
         self.validate(msg)
+
+
+def _delay_time_level(msg: Message) -> int:
+    """Java's ``Message.getDelayTimeLevel``: ``delay_level`` when set, else the DELAY property (a batch refuses either,
+    common/src/main/java/org/apache/rocketmq/common/message/MessageBatch.java generateFromList). A DELAY that is no
+    integer raises :class:`MessageValidationError` (Java's parseInt throws there too)."""
+    if msg.delay_level > 0:
+        return msg.delay_level
+    value = msg.properties.get(PROPERTY_DELAY)
+    if value is None:
+        return 0
+    try:
+        return int(value)
+    except ValueError:
+        raise MessageValidationError(f"the DELAY property {value!r} of a batch message is no delay level") from None
 
 
 #: The encoded fields after ``e`` (``f`` to ``k``) of a single send.
