@@ -161,3 +161,29 @@ async def test_sends_before_start_accept_send_request_timestamp_answer_system_er
     assert runtime_table(broker, {}, until)["startAcceptSendRequestTimeStamp"] == str(until)
     broker.config = attrs.evolve(broker.config, start_accept_send_request_time_stamp=until - 7_200_000)
     assert (await round_trip(address, send_request())).code == ResponseCode.SUCCESS
+
+
+_ILLEGAL_1024 = (
+    "the message is illegal, maybe msg body or properties length not matched. "
+    "msg body length limit 1024B, msg properties length limit 32KB."
+)
+
+
+async def test_message_illegal_answers_carry_the_java_brokers_remark(
+    make_broker: MakeBroker, peer_ctx: RequestContext
+) -> None:
+    """SendMessageProcessor.handlePutMessageResult (4.9.8 and 5.3.3) answers MESSAGE_ILLEGAL and
+    PROPERTIES_SIZE_EXCEEDED alike with ``String.format("... msg body length limit %dB, msg properties length limit
+    32KB.", maxMessageSize)``: the limit in bytes, nothing appended. A single body over the limit, properties over
+    32,767 bytes and a batch body over the limit all get that text."""
+    from processors.send import SendMessageProcessor
+
+    broker = make_broker(store_overrides={"max_message_size": 1024})
+    processor = SendMessageProcessor(broker, rng=random.Random(1))
+    too_long = "P\x01" + "y" * 32767
+    body = encode_batch_body([BatchEntry(b"x" * 600), BatchEntry(b"y" * 600)])
+    for req in (send_request(body=b"x" * 1025), send_request(properties=too_long), batch_request(body)):
+        response = await processor.process(peer_ctx, req)
+        assert response is not None
+        assert (response.code, response.remark) == (ResponseCode.MESSAGE_ILLEGAL, _ILLEGAL_1024)
+    assert broker.store.max_offset_in_queue(TOPIC, 0) == 0
