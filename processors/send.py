@@ -22,6 +22,7 @@ store append. Profiled with ``python -m bench.broker --profile``: the store appe
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 from collections.abc import Callable
@@ -57,6 +58,8 @@ from store.metadata_files import PERM_WRITE, TopicConfig, TopicFilterType
 
 if TYPE_CHECKING:
     from processors.context import BrokerContext
+
+log = logging.getLogger(__name__)
 
 __all__ = ["DelayRewrite", "SendMessageProcessor", "StoredProperties", "TimerRewrite", "rewrite_properties"]
 
@@ -345,19 +348,18 @@ class SendMessageProcessor:
             raise RequestRejected(ResponseCode.SYSTEM_ERROR, _number_format(batch_props.bad_delay))
         if transactional or batch_props.delay_level > 0:
             # CommitLog.asyncPutMessages: a batch is neither transactional nor delayed (it used to be stored at once)
-            remark = illegal_remark(max_size, "a delayed or transactional batch")
+            remark = illegal_remark(max_size)
             raise RequestRejected(ResponseCode.MESSAGE_ILLEGAL, remark)
         if len(request.body) > max_size:
-            raise RequestRejected(
-                ResponseCode.MESSAGE_ILLEGAL, illegal_remark(max_size, f"batch body {len(request.body)} bytes")
-            )
+            raise RequestRejected(ResponseCode.MESSAGE_ILLEGAL, illegal_remark(max_size))
         # Each message gets the header's properties with CLUSTER set, WAIT kept (asyncSendBatchMessage; a single
         # message's WAIT is dropped).
         suffix = with_properties(header.properties or "", {"CLUSTER": self.cluster})
         try:
             stored = split_stored_entries(request.body, suffix)
         except MessageDecodeError as exc:
-            raise RequestRejected(ResponseCode.MESSAGE_ILLEGAL, illegal_remark(max_size, str(exc))) from None
+            log.debug("batch body refused: %s", exc)
+            raise RequestRejected(ResponseCode.MESSAGE_ILLEGAL, illegal_remark(max_size)) from None
         sys_flag = header.sys_flag
         if config.topic_filter_type is TopicFilterType.MULTI_TAG:
             sys_flag |= SYSFLAG_MULTI_TAGS

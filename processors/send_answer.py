@@ -138,8 +138,9 @@ class SendAnswers:
         """The rejection for a store refusal (MESSAGE_ILLEGAL / SERVICE_NOT_AVAILABLE / SYSTEM_ERROR)."""
         status = getattr(exc, "put_status", "UNKNOWN_ERROR")
         if status in ("MESSAGE_ILLEGAL", "PROPERTIES_SIZE_EXCEEDED"):
+            log.debug("put refused as %s: %s", status, exc)
             return RequestRejected(
-                ResponseCode.MESSAGE_ILLEGAL, illegal_remark(self.broker.store.config.max_message_size, str(exc))
+                ResponseCode.MESSAGE_ILLEGAL, illegal_remark(self.broker.store.config.max_message_size)
             )
         if status == "SERVICE_NOT_AVAILABLE":  # SendMessageProcessor's text, then which of the reasons it is
             return RequestRejected(
@@ -197,10 +198,13 @@ def _java_length(text: str) -> int:
     return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
-def illegal_remark(max_size: int, detail: str) -> str:
+def illegal_remark(max_size: int) -> str:
+    """The remark of a MESSAGE_ILLEGAL or PROPERTIES_SIZE_EXCEEDED put, the limit in bytes, as
+    broker/src/main/java/org/apache/rocketmq/broker/processor/SendMessageProcessor.java handlePutMessageResult (4.9.8
+    and 5.3.3) formats it; the store's reason is logged, not answered."""
     return (
         "the message is illegal, maybe msg body or properties length not matched. "
-        f"msg body length limit {max_size // 1024}k, msg properties length limit 32k. ({detail})"
+        f"msg body length limit {max_size}B, msg properties length limit 32KB."
     )
 
 

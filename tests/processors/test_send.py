@@ -168,7 +168,7 @@ async def test_body_over_the_limit_is_message_illegal(make_broker: MakeBroker, p
     broker = make_broker(store_overrides={"max_message_size": 1024})
     response = await send(broker, peer_ctx, send_request(body=b"x" * 1025))
     assert response.code == ResponseCode.MESSAGE_ILLEGAL
-    assert response.remark is not None and "msg body length limit 1k" in response.remark
+    assert response.remark is not None and "msg body length limit 1024B" in response.remark
     assert broker.store.max_offset_in_queue(TOPIC, 0) == 0
 
 
