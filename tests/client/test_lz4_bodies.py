@@ -1,0 +1,95 @@
+"""Bodies a RocketMQ 5 producer compresses with ``compressType=LZ4`` (sysFlag COMPRESSED | LZ4 << 8,
+common/src/main/java/org/apache/rocketmq/common/sysflag/MessageSysFlag.java): common/.../compression/Lz4Compressor.java
+writes one LZ4 frame with lz4-java's ``LZ4FrameOutputStream``, and a 5.x consumer's ``MessageDecoder.decode`` inflates
+it (``CompressionType.findByValue(1)``). The frames below were written by lz4-java 1.11's ``LZ4FrameOutputStream``: the
+default one Lz4Compressor uses, and one with 64 KiB blocks, the content size and block and content checksums.
+Virtual time against the embedded name server and broker, real sockets on 127.0.0.1."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import trio
+import trio.testing
+
+from broker.embedded import EmbeddedCluster
+from client import api
+from client.admin import Admin
+from client.consumer.listener import ConsumeConcurrentlyStatus
+from client.consumer.push import PushConsumer
+from client.message import MessageExt, uncompressed
+from remoting.client import RemotingClient
+from remoting.codec.bodies import ConsumeFromWhere
+from remoting.codec.headers import SendMessageRequestHeaderV2
+from remoting.codec.message import SYSFLAG_COMPRESSED, MessageRecord, decode_record, encode_record
+
+#: MessageSysFlag.COMPRESSION_LZ4_TYPE
+COMPRESSION_LZ4 = 1 << 8
+
+#: What both frames hold: 33,108 bytes of text.
+CONTENT = (
+    b"The quick brown fox jumps over the lazy dog; RocketMQ 5 LZ4 body. "
+    + b"".join(b"rocketmq-%d " % (i % 7) for i in range(3000))
+    + b"tail: 0123456789abcdefghijklmnopqrstuvwxyz"
+)
+#: ``new LZ4FrameOutputStream(out)``, as Lz4Compressor.compress writes it.
+DEFAULT_FRAME = bytes.fromhex(
+    "04224d1860707317010000f13454686520717569636b2062726f776e20666f78206a756d7073206f76657220746865206c617a79"
+    "20646f673b20526f636b65744d512035204c5a3420626f64792e20721500466d712d300b0016310b0016320b0016330b0016340b"
+    "0016350b0016360b000f4d00ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff"
+    "ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff"
+    "ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff00f01b7461696c3a20303132333435"
+    "363738396162636465666768696a6b6c6d6e6f707172737475767778797a00000000"
+)
+#: ``LZ4FrameOutputStream(out, SIZE_64KB, length, BLOCK_INDEPENDENCE, CONTENT_CHECKSUM, BLOCK_CHECKSUM, CONTENT_SIZE)``.
+FLAGGED_FRAME = bytes.fromhex(
+    "04224d187c4054810000000000000017010000f13454686520717569636b2062726f776e20666f78206a756d7073206f76657220"
+    "746865206c617a7920646f673b20526f636b65744d512035204c5a3420626f64792e20721500466d712d300b0016310b0016320b"
+    "0016330b0016340b0016350b0016360b000f4d00ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff"
+    "ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff"
+    "ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff00f01b7461696c"
+    "3a20303132333435363738396162636465666768696a6b6c6d6e6f707172737475767778797ae376b47700000000d7e2436e"
+)
+
+
+@pytest.mark.parametrize("frame", [DEFAULT_FRAME, FLAGGED_FRAME], ids=["default", "checksums"])
+def test_an_lz4_body_is_inflated_as_a_5x_consumer_inflates_it(frame: bytes) -> None:
+    flags = SYSFLAG_COMPRESSED | COMPRESSION_LZ4
+    msg = decode_record(encode_record(MessageRecord(topic="T", body=frame, sys_flag=flags)))
+    plain = uncompressed(msg)
+    assert plain.body == CONTENT
+    assert not plain.sys_flag & (SYSFLAG_COMPRESSED | COMPRESSION_LZ4)
+
+
+async def test_a_push_consumer_gets_the_content_of_a_5x_producers_lz4_body(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """The message is sent as a 5.x Java producer sends it (SEND_MESSAGE_V2, sysFlag 0x101, the LZ4 frame as body);
+    the listener gets the text, as a 5.x Java consumer's does. It used to get the frame itself."""
+    async with Admin(embedded_cluster.namesrv_addr) as admin:
+        await admin.create_topic("Lz4Topic", read_queue_nums=1, write_queue_nums=1)
+    flags = SYSFLAG_COMPRESSED | COMPRESSION_LZ4
+    header = SendMessageRequestHeaderV2(
+        a="pg-java5", b="Lz4Topic", c="TBW102", d=4, e=0, f=flags, g=int(time.time() * 1000), h=0, i=""
+    )
+    async with RemotingClient() as client:
+        await api.send_message(
+            client, embedded_cluster.broker_addr, "broker-a", header.to_ext_fields(), DEFAULT_FRAME, 3.0, uniq_id=""
+        )
+    seen: list[bytes] = []
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+        seen.extend(m.body for m in msgs)
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer(
+        "cg-lz4", embedded_cluster.namesrv_addr, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
+    )
+    consumer.subscribe("Lz4Topic")
+    consumer.register_message_listener(listener)
+    async with consumer:
+        with trio.move_on_after(60):
+            while not seen:
+                await trio.sleep(0.1)
+    assert seen == [CONTENT]
