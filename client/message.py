@@ -13,6 +13,7 @@ import zlib
 
 import attrs
 
+from client.lz4_frame import decompress_frame
 from remoting.codec.message import SYSFLAG_COMPRESSED, MessageExt
 from remoting.codec.message_properties import (
     PROPERTY_DELAY,
@@ -35,6 +36,7 @@ __all__ = [
 
 #: sysFlag bits 8-10: compression type (docs/protocol.md#52-message-sysflag). 0 (old clients) and 3 both mean zlib.
 COMPRESSION_TYPE_MASK = 0x700
+COMPRESSION_LZ4 = 1 << 8
 COMPRESSION_ZLIB = 3 << 8
 
 PROPERTY_RECONSUME_TIME = "RECONSUME_TIME"
@@ -127,14 +129,21 @@ def uniq_msg_id(msg: MessageExt) -> str:
 
 
 def uncompressed(msg: MessageExt) -> MessageExt:
-    """``msg`` with its body inflated when the COMPRESSED sysFlag is set (zlib: compression type 0 or 3).
+    """``msg`` with its body inflated when the COMPRESSED sysFlag is set: zlib for compression type 0 or 3, an LZ4
+    frame for type 1 (a RocketMQ 5 producer's ``compressType=LZ4``), as a 5.x consumer's ``MessageDecoder.decode``
+    picks the codec (common/src/main/java/org/apache/rocketmq/common/compression/CompressionType.java findByValue).
 
-    Other compression types (LZ4, ZSTD) are left compressed with the flag kept, so a caller can see it; a body that
-    does not inflate raises ``zlib.error``.
+    ZSTD (type 2) and unknown types are left compressed with the flag kept, so a caller can see it; a body that does
+    not inflate raises ``zlib.error`` (:class:`~client.lz4_frame.Lz4Error` is one).
     """
     if not msg.sys_flag & SYSFLAG_COMPRESSED:
         return msg
-    if msg.sys_flag & COMPRESSION_TYPE_MASK not in (0, COMPRESSION_ZLIB):
+    kind = msg.sys_flag & COMPRESSION_TYPE_MASK
+    if kind in (0, COMPRESSION_ZLIB):
+        body = zlib.decompress(msg.body)
+    elif kind == COMPRESSION_LZ4:
+        body = decompress_frame(msg.body)
+    else:
         return msg
     flags = msg.sys_flag & ~(SYSFLAG_COMPRESSED | COMPRESSION_TYPE_MASK)
-    return attrs.evolve(msg, body=zlib.decompress(msg.body), sys_flag=flags)
+    return attrs.evolve(msg, body=body, sys_flag=flags)

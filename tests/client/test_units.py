@@ -351,7 +351,7 @@ def test_fastjson_reset_offset_body_is_read() -> None:
     }
 
 
-def test_zlib_bodies_are_inflated_and_other_codecs_left_alone() -> None:
+def test_zlib_bodies_are_inflated_and_zstd_left_alone() -> None:
     body = b"abc" * 1000
     packed = decode_record(
         encode_record(
@@ -359,8 +359,8 @@ def test_zlib_bodies_are_inflated_and_other_codecs_left_alone() -> None:
         )
     )
     assert uncompressed(packed).body == body and not uncompressed(packed).sys_flag & SYSFLAG_COMPRESSED
-    lz4 = attrs.evolve(packed, sys_flag=SYSFLAG_COMPRESSED | (1 << 8))
-    assert uncompressed(lz4) is lz4
+    zstd = attrs.evolve(packed, sys_flag=SYSFLAG_COMPRESSED | (2 << 8))
+    assert uncompressed(zstd) is zstd
 
 
 def test_message_properties_carry_tags_keys_delay_and_wait() -> None:
