@@ -269,3 +269,21 @@ async def test_a_sync_flush_slave_syncs_replicated_bytes_within_the_10_ms_idle_r
         async with slave.disk_lock:
             assert slave.flush_watermark == len(data)
         nursery.cancel_scope.cancel()
+
+
+async def test_a_sync_flush_batch_sent_without_wait_is_synced_within_the_10_ms_idle_round(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A ``WAIT=false`` SEND_BATCH_MESSAGE reaches the store through ``append_entries`` (processors/send.py), not
+    ``append_batch``: GroupCommitService's idle ``flush(0)`` after ``waitForRunning(10)`` (CommitLog.java) syncs it
+    within about 10 ms all the same, in the C build and the pure-Python one."""
+    store = open_store(tmp_path, flush_disk_type=FlushDiskType.SYNC_FLUSH, mapped_file_size_commit_log=1 << 20,
+                       flush_interval_commit_log=NEVER, flush_interval_consume_queue=NEVER)  # fmt: skip
+    async with trio.open_nursery() as nursery:
+        await nursery.start(store.run)
+        template = message(body=b"")
+        appended = store.append_entries(template, [(b"entry-1", "WAIT\x01false", 0), (b"entry-2", "", 0)])
+        await trio.sleep(0.011)
+        async with store.disk_lock:  # a sync under way ends first
+            assert store.flush_watermark >= appended.end_offset
+        nursery.cancel_scope.cancel()
