@@ -668,7 +668,16 @@ class MessageStore(StoreReads):
 
     def append_entries(self, template: MessageRecord, entries: Sequence[tuple[bytes, str, int]]) -> AppendResult:
         """:meth:`append_batch` of one message per ``(body, properties, flag)`` entry, every other field taken from
-        ``template`` (the broker's batch send: no :class:`MessageRecord` per message). Same records, same errors."""
+        ``template`` (the broker's batch send: no :class:`MessageRecord` per message). Same records, same errors.
+        Announced as the bound appends are (:meth:`announce_append`): a ``WAIT=false`` batch is synced by the
+        SYNC_FLUSH group commit's idle ``flush(0)`` too (store/src/main/java/org/apache/rocketmq/store/
+        CommitLog.java, GroupCommitService.doCommit)."""
+        result = self._append_entries(template, entries)
+        if self._on_append is not None:
+            self.announce_append()
+        return result
+
+    def _append_entries(self, template: MessageRecord, entries: Sequence[tuple[bytes, str, int]]) -> AppendResult:
         if self._closed or self.disk_full_reason is not None or self._config.is_slave:
             self._check_writable()
         if not entries:
