@@ -18,6 +18,7 @@ from remoting.codec.message import decode_record
 from remoting.codec.message_properties import java_string_hash
 from store.errors import MessageIllegalError
 from store.get_message import MAX_SCAN_ENTRIES
+from store.mapped_file import destroy_segments
 from store.message_store import MessageStore
 from store.results import GetStatus
 from tests.store.store_helpers import STORE_HOST, FakeClock, message, open_store
@@ -122,6 +123,46 @@ def test_offset_by_time_picks_exact_then_closer_neighbour(tmp_path: Path) -> Non
     assert store.offset_in_queue_by_time("Nope", 0, 1) == 0
     assert store.earliest_message_time("TopicTest", 0) == 1100
     assert store.message_store_timestamp("TopicTest", 0, 4) == 1500
+    store.close()
+
+
+def test_offset_by_time_after_commitlog_retention_reads_a_logarithmic_number_of_records(tmp_path: Path) -> None:
+    """CleanCommitLogService deletes the CommitLog's first segments before CleanConsumeQueueService moves the queues'
+    minimums up (deleteConsumeQueueFilesInterval apart per queue): a search meanwhile must find the first entry whose
+    message is left by bisection, not by reading the gone ones one by one on the event loop."""
+    clock = FakeClock(1_000_000)
+    store = open_store(
+        tmp_path,
+        now_ms=clock,
+        mapped_file_size_commit_log=64 * 1024,
+        mapped_file_size_consume_queue=1024 * 20,
+    )
+    count = 6000
+    for _ in range(count):
+        clock.now += 1
+        store.append(message(body=bytes(64)))
+    store.flush_all_blocking()
+    taken = store.commitlog.queue.take_first(len(store.commitlog.queue.files) - 2)
+    destroy_segments(taken)
+    cq = store.consume_queue("TopicTest", 0)
+    assert cq is not None and cq.min_offset == 0  # not cleaned yet
+    min_phy = store.commitlog.min_offset
+    first_live = next(i for i in range(count) if (e := cq.entry(i)) is not None and e[0] >= min_phy)
+    assert first_live > 4000
+    reads = [0]
+
+    def store_time(phy: int, size: int) -> int | None:
+        reads[0] += 1
+        return store.commitlog.store_timestamp_at(phy, size)
+
+    times = [store.message_store_timestamp("TopicTest", 0, i) for i in (first_live, first_live + 1, count - 1)]
+    assert times[0] is not None and times[1] is not None and times[2] is not None
+    for timestamp, expected in ((0, first_live), (times[1], first_live + 1), (times[2] + 10, count - 1)):
+        for boundary in (None, "LOWER"):
+            reads[0] = 0
+            found = cq.offset_by_time(timestamp, store_time, boundary)
+            assert found == (count if boundary and timestamp > times[2] else expected)
+            assert reads[0] <= 40, (boundary, timestamp, reads[0])
     store.close()
 
 
