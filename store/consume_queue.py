@@ -255,15 +255,8 @@ class ConsumeQueue:
         neighbour; before all -> first entry, after all -> last entry, empty -> 0. With RocketMQ 5's ``LOWER`` or
         ``UPPER`` see :meth:`_bound_by_time` (docs/protocol.md#713-search-by-timestamp). ``store_time(phy, size)``
         reads the log."""
-        low, high = self.min_offset, self.max_offset - 1
-        first_valid = None
-        # Entries whose message is gone (store_time None) sort before everything: skip past them.
-        while low <= high:
-            e = self.entry(low)
-            if e is not None and e[1] != FILLER_SIZE and store_time(e[0], e[1]) is not None:
-                first_valid = low
-                break
-            low += 1
+        high = self.max_offset - 1
+        first_valid = self._first_with_message(store_time)
         if first_valid is None:
             return 0
         if boundary is not None:
@@ -291,6 +284,23 @@ class ConsumeQueue:
         if right is None:
             return left[0]
         return right[0] if abs(timestamp - left[1]) > abs(timestamp - right[1]) else left[0]
+
+    def _first_with_message(self, store_time: Callable[[int, int], int | None]) -> int | None:
+        """The first entry that is no filler and whose message is still in the CommitLog, ``None`` when there is none.
+        Retention deletes the CommitLog from its start and fillers only pad a queue's start, so the entries without a
+        message form a prefix: bisect it, as Java's search moves right past entries below the CommitLog's minimum
+        (store/src/main/java/org/apache/rocketmq/store/ConsumeQueue.java getOffsetInQueueByTime). The queue's minimum
+        trails the CommitLog's until CleanConsumeQueueService's next pass; walking that prefix entry by entry read
+        every gone entry on the event loop."""
+        lo, hi = self.min_offset, self.max_offset
+        while lo < hi:
+            mid = (lo + hi) // 2
+            e = self.entry(mid)
+            if e is None or e[1] == FILLER_SIZE or store_time(e[0], e[1]) is None:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo if lo < self.max_offset else None
 
     def _bound_by_time(
         self, timestamp: int, store_time: Callable[[int, int], int | None], first_valid: int, upper: bool
