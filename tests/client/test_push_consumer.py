@@ -4,6 +4,8 @@ offsets resuming after a restart, send-back on failure."""
 from __future__ import annotations
 
 import shutil
+import time
+import types
 from collections import Counter
 from pathlib import Path
 
@@ -13,6 +15,7 @@ import pytest
 from client.admin import Admin
 from client.config import ClientConfig
 from client.consumer import pull_service
+from client.consumer import rebalance as rebalance_module
 from client.consumer.listener import ConsumeConcurrentlyStatus
 from client.consumer.offset_store import LocalFileOffsetStore
 from client.consumer.push import PushConsumer
@@ -294,6 +297,29 @@ async def test_consume_from_where_picks_first_last_or_timestamp_when_no_offset_i
         found = await start(ConsumeFromWhere.CONSUME_FROM_TIMESTAMP, third.store_timestamp)
         [at_found] = await admin.query_msg_by_offset(mq, found)
         assert at_found.store_timestamp == third.store_timestamp
+
+
+async def test_the_default_consume_timestamp_is_half_an_hour_before_the_consumer_was_made_not_before_now(
+    cluster: ThreadedCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DefaultMQPushConsumer's and DefaultLitePullConsumer's ``consumeTimestamp`` field defaults to 30 minutes before
+    the consumer was made: a queue taken hours later without a stored offset starts there, not 30 minutes before
+    the rebalance that took it (which skipped what came in between)."""
+    await create_topic(cluster.namesrv_addr, "FromDefaultTs", queues=1)
+    mq = MessageQueue("FromDefaultTs", "broker-a", 0)
+    async with Producer("pg", cluster.namesrv_addr) as producer:
+        for i in range(5):
+            await producer.send(Message("FromDefaultTs", f"d{i}".encode()), queue=mq)
+    async with MQClientInstance(ClientConfig(namesrv_addr=cluster.namesrv_addr)) as instance:
+        await instance.fetch_route("FromDefaultTs")
+        store = LocalFileOffsetStore(tmp_path, instance.client_id, "g")  # empty: nothing stored
+        where = ConsumeFromWhere.CONSUME_FROM_TIMESTAMP
+        rebalance = Rebalance(instance, "g", None, store, consume_from_where=where)  # type: ignore[arg-type]
+        real_time_ns = time.time_ns
+        # Two hours on: only the rebalance module's clock moves (the broker's store times stay where they are).
+        later = types.SimpleNamespace(time_ns=lambda: real_time_ns() + 2 * 3_600 * 10**9)
+        monkeypatch.setattr(rebalance_module, "time", later)
+        assert await rebalance.compute_pull_from_where(mq) == 0
 
 
 async def test_shutdown_waits_for_in_flight_messages_and_commits_them(cluster: ThreadedCluster) -> None:
