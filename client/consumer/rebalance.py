@@ -107,6 +107,12 @@ class Rebalance:
         self.message_model = message_model
         self.strategy = strategy
         self.consume_from_where = consume_from_where
+        #: CONSUME_FROM_TIMESTAMP's time; by default 30 minutes before the consumer was made, to the second, fixed
+        #: then as the ``consumeTimestamp`` field of client/src/main/java/org/apache/rocketmq/client/consumer/
+        #: DefaultMQPushConsumer.java (and DefaultLitePullConsumer.java), a yyyyMMddHHmmss string: a queue taken
+        #: later without a stored offset starts there too.
+        if consume_timestamp_ms is None:
+            consume_timestamp_ms = (time.time_ns() // 1_000_000 - DEFAULT_CONSUME_TIMESTAMP_AGO_MS) // 1000 * 1000
         self.consume_timestamp_ms = consume_timestamp_ms
         self.orderly = orderly
         #: Start offsets read from memory first (RebalanceLitePullImpl's ``MEMORY_FIRST_THEN_STORE``: an offset
@@ -392,10 +398,7 @@ class Rebalance:
         if where is ConsumeFromWhere.CONSUME_FROM_TIMESTAMP:
             if is_retry:
                 return await api.get_max_offset(remoting, addr, mq, timeout)
-            ts = self.consume_timestamp_ms
-            if ts is None:
-                ts = time.time_ns() // 1_000_000 - DEFAULT_CONSUME_TIMESTAMP_AGO_MS
-            return await api.search_offset(remoting, addr, mq, ts, timeout)
+            return await api.search_offset(remoting, addr, mq, self.consume_timestamp_ms, timeout)
         if is_retry:
             return 0
         return await api.get_max_offset(remoting, addr, mq, timeout)
