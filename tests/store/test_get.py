@@ -190,6 +190,42 @@ def test_rocketmq5_boundaries_give_the_first_at_or_after_and_the_last_at_or_befo
         store.close()
 
 
+async def test_rocketmq5_boundaries_are_kept_within_the_queues_min_and_max_offsets(tmp_path: Path) -> None:
+    """RocketMQ 5 keeps a boundary search's answer within the queue's min and max offsets (ConsumeQueueStore's
+    getOffsetInQueueByTime): UPPER before every retained message is the min offset, not 0; on a queue whose every
+    message retention deleted LOWER and UPPER are its max offset (its last entry's message gone reads as stored
+    before any time), not 0, which pointed a reader below the min offset."""
+    clock = FakeClock(1_000_000)
+    store = open_store(
+        tmp_path,
+        now_ms=clock,
+        disk_usage_ratio=lambda _path: 0.87,  # above diskSpaceCleanForciblyRatio: every segment but the newest goes
+        delete_commit_log_files_interval=0,
+        delete_consume_queue_files_interval=0,
+    )
+    for queue_id, count in ((0, 60), (1, 60), (0, 30)):
+        for _ in range(count):
+            clock.now += 1
+            store.append(message(body=bytes(200), queue_id=queue_id))
+    for _ in range(3):
+        clock.now += 1
+        store.append(message(body=bytes(200), topic="Other"))
+    store.flush_all_blocking()
+    while await store.retention.check_once():
+        pass
+    lo0 = store.min_offset_in_queue("TopicTest", 0)
+    assert 60 < lo0 < 90 and store.max_offset_in_queue("TopicTest", 0) == 90
+    first = store.message_store_timestamp("TopicTest", 0, lo0)
+    assert first is not None
+    assert store.offset_in_queue_by_time("TopicTest", 0, first - 1, "UPPER") == lo0
+    assert store.offset_in_queue_by_time("TopicTest", 0, first - 1, "LOWER") == lo0
+    assert store.min_offset_in_queue("TopicTest", 1) == store.max_offset_in_queue("TopicTest", 1) == 60
+    for boundary in ("LOWER", "UPPER"):
+        for timestamp in (0, first, clock.now + 1):
+            assert store.offset_in_queue_by_time("TopicTest", 1, timestamp, boundary) == 60, (boundary, timestamp)
+    store.close()
+
+
 def test_transaction_half_and_rollback_records_get_no_queue_entry(tmp_path: Path) -> None:
     store = open_store(tmp_path)
     half = store.append(message(sys_flag=0x4))
