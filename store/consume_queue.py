@@ -257,10 +257,15 @@ class ConsumeQueue:
         reads the log."""
         high = self.max_offset - 1
         first_valid = self._first_with_message(store_time)
+        upper = boundary is not None and boundary.upper() == "UPPER"
         if first_valid is None:
-            return 0
+            if boundary is None:
+                return 0
+            # Every message gone: the last entry's store time (-1) reads as before any time (ConsumeQueue.java
+            # binarySearchInQueueByTime), LOWER the max offset and UPPER the last entry, kept within the queue.
+            return max(self.max_offset - 1 if upper else self.max_offset, self.min_offset, 0)
         if boundary is not None:
-            return self._bound_by_time(timestamp, store_time, first_valid, boundary.upper() == "UPPER")
+            return self._bound_by_time(timestamp, store_time, first_valid, upper)
         lo, hi = first_valid, high
         left: tuple[int, int] | None = None
         right: tuple[int, int] | None = None
@@ -307,7 +312,9 @@ class ConsumeQueue:
     ) -> int:
         """RocketMQ 5's boundaries (``ConsumeQueue.getOffsetInQueueByTime(timestamp, boundaryType)``): ``LOWER`` is
         the first entry stored at or after ``timestamp`` (the max offset when all are before it), ``UPPER`` the last
-        one stored at or before it (0 when all are after it). Store times grow along a queue."""
+        one stored at or before it (the min offset when all are after it: RocketMQ 5 keeps the answer within the
+        queue's min and max offsets, store/src/main/java/org/apache/rocketmq/store/queue/ConsumeQueueStore.java
+        getOffsetInQueueByTime). Store times grow along a queue."""
         lo, hi = first_valid, self.max_offset
         while lo < hi:  # the first entry past the boundary: time > timestamp (UPPER) or >= (LOWER)
             mid = (lo + hi) // 2
@@ -319,7 +326,7 @@ class ConsumeQueue:
                 hi = mid
         if not upper:
             return lo
-        return lo - 1 if lo > first_valid else 0
+        return lo - 1 if lo > first_valid else self.min_offset
 
     # ---- recovery and retention ----------------------------------------------------------------------------
 
