@@ -351,7 +351,7 @@ def test_fastjson_reset_offset_body_is_read() -> None:
     }
 
 
-def test_zlib_bodies_are_inflated_and_zstd_left_alone() -> None:
+def test_zlib_bodies_are_inflated_and_unknown_codecs_left_alone() -> None:
     body = b"abc" * 1000
     packed = decode_record(
         encode_record(
@@ -359,8 +359,8 @@ def test_zlib_bodies_are_inflated_and_zstd_left_alone() -> None:
         )
     )
     assert uncompressed(packed).body == body and not uncompressed(packed).sys_flag & SYSFLAG_COMPRESSED
-    zstd = attrs.evolve(packed, sys_flag=SYSFLAG_COMPRESSED | (2 << 8))
-    assert uncompressed(zstd) is zstd
+    unknown = attrs.evolve(packed, sys_flag=SYSFLAG_COMPRESSED | (4 << 8))  # no CompressionType has value 4
+    assert uncompressed(unknown) is unknown
 
 
 def test_message_properties_carry_tags_keys_delay_and_wait() -> None:

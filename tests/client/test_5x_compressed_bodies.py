@@ -1,13 +1,16 @@
-"""Bodies a RocketMQ 5 producer compresses with ``compressType=LZ4`` (sysFlag COMPRESSED | LZ4 << 8,
-common/src/main/java/org/apache/rocketmq/common/sysflag/MessageSysFlag.java): common/.../compression/Lz4Compressor.java
-writes one LZ4 frame with lz4-java's ``LZ4FrameOutputStream``, and a 5.x consumer's ``MessageDecoder.decode`` inflates
-it (``CompressionType.findByValue(1)``). The frames below were written by lz4-java 1.11's ``LZ4FrameOutputStream``: the
-default one Lz4Compressor uses, and one with 64 KiB blocks, the content size and block and content checksums.
+"""Bodies a RocketMQ 5 producer compresses with ``compressType`` LZ4 or ZSTD (sysFlag COMPRESSED | type << 8,
+common/src/main/java/org/apache/rocketmq/common/sysflag/MessageSysFlag.java), and a 5.x consumer's
+``MessageDecoder.decode`` inflates (``CompressionType.findByValue``): common/.../compression/Lz4Compressor.java writes
+one LZ4 frame with lz4-java's ``LZ4FrameOutputStream``, ZstdCompressor.java one Zstandard frame with zstd-jni's
+``ZstdOutputStream``. The LZ4 frames below were written by lz4-java 1.11's ``LZ4FrameOutputStream``: the default one
+Lz4Compressor uses, and one with 64 KiB blocks, the content size and block and content checksums; the ZSTD frame by
+zstd-jni 1.5.7's ``ZstdOutputStream`` at level 5 (RocketMQ's default ``compressLevel``), as ZstdCompressor writes it.
 Virtual time against the embedded name server and broker, real sockets on 127.0.0.1."""
 
 from __future__ import annotations
 
 import time
+import zlib
 
 import pytest
 import trio
@@ -26,6 +29,8 @@ from remoting.codec.message import SYSFLAG_COMPRESSED, MessageRecord, decode_rec
 
 #: MessageSysFlag.COMPRESSION_LZ4_TYPE
 COMPRESSION_LZ4 = 1 << 8
+#: MessageSysFlag.COMPRESSION_ZSTD_TYPE
+COMPRESSION_ZSTD = 2 << 8
 
 #: What both frames hold: 33,108 bytes of text.
 CONTENT = (
@@ -51,6 +56,19 @@ FLAGGED_FRAME = bytes.fromhex(
     "ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff00f01b7461696c"
     "3a20303132333435363738396162636465666768696a6b6c6d6e6f707172737475767778797ae376b47700000000d7e2436e"
 )
+
+#: ``new ZstdOutputStream(out, 5)``, as ZstdCompressor.compress writes it, holding :data:`ZSTD_CONTENT`.
+ZSTD_FRAME = bytes.fromhex(
+    "28b52ffd0058bd0900d6604618a0b7d001287457cce6c5bdcd1843f89652269912af55150e46003c003c00457371b9513417971b"
+    "457371b9513417971b457371b9513417971b457371b9513417971b457371b9513417971b4573715930ac9050b018281c0200040a"
+    "2f2410080607040b451b457371b9513417971b457371b9513417971b457371b9513417971b457371b9513417971b457371b95134"
+    "17971b457371b9513417971b457371b911e546d15c5c6e14cdc5e546d15c5c6e14cdc5e546d15c5c6e14cdc5e546d15c5c6e14cd"
+    "c5e546d15c5c6e14cdc5e546d15c5c6e14cdc5e546d15c5c0605c3289a8bcb8da2b9b8dc289a8bcb8da2b9b8dc289a8bcb8da2b9"
+    "b8dc289a8bcb8da2b9b8dc289a8bcb8da2b9b8dc289a8bcb8da2b9b8dc289a8b0381f3a811e0ef7f07e1cf0111fcaf10f0074926"
+    "9964521e6516a8aa"
+)
+#: 12,000 bytes: ``"RocketMQ 5 ZSTD body <i % 10>; "`` for i in 0..499.
+ZSTD_CONTENT = b"".join(b"RocketMQ 5 ZSTD body %d; " % (i % 10) for i in range(500))
 
 
 @pytest.mark.parametrize("frame", [DEFAULT_FRAME, FLAGGED_FRAME], ids=["default", "checksums"])
@@ -93,3 +111,28 @@ async def test_a_push_consumer_gets_the_content_of_a_5x_producers_lz4_body(
             while not seen:
                 await trio.sleep(0.1)
     assert seen == [CONTENT]
+
+
+def test_a_zstd_body_is_inflated_as_a_5x_consumer_inflates_it() -> None:
+    msg = decode_record(
+        encode_record(MessageRecord(topic="T", body=ZSTD_FRAME, sys_flag=SYSFLAG_COMPRESSED | COMPRESSION_ZSTD))
+    )
+    plain = uncompressed(msg)
+    assert plain.body == ZSTD_CONTENT
+    assert not plain.sys_flag & (SYSFLAG_COMPRESSED | COMPRESSION_ZSTD)
+
+
+@pytest.mark.parametrize(
+    ("kind", "body"),
+    [
+        (COMPRESSION_LZ4, b"no frame at all"),
+        (COMPRESSION_ZSTD, b"no frame at all"),
+        (COMPRESSION_ZSTD, ZSTD_FRAME[:-9]),
+    ],
+    ids=["lz4-garbage", "zstd-garbage", "zstd-cut"],
+)
+def test_a_body_that_does_not_inflate_raises_zlib_error(kind: int, body: bytes) -> None:
+    """Callers that drop or keep a body that does not inflate catch ``zlib.error``, whatever the codec."""
+    msg = decode_record(encode_record(MessageRecord(topic="T", body=body, sys_flag=SYSFLAG_COMPRESSED | kind)))
+    with pytest.raises(zlib.error):
+        uncompressed(msg)
