@@ -13,7 +13,7 @@ import zlib
 
 import attrs
 
-from client.lz4_frame import decompress_frame
+from client.body_codecs import inflate_lz4, inflate_zstd
 from remoting.codec.message import SYSFLAG_COMPRESSED, MessageExt
 from remoting.codec.message_properties import (
     PROPERTY_DELAY,
@@ -37,6 +37,7 @@ __all__ = [
 #: sysFlag bits 8-10: compression type (docs/protocol.md#52-message-sysflag). 0 (old clients) and 3 both mean zlib.
 COMPRESSION_TYPE_MASK = 0x700
 COMPRESSION_LZ4 = 1 << 8
+COMPRESSION_ZSTD = 2 << 8
 COMPRESSION_ZLIB = 3 << 8
 
 PROPERTY_RECONSUME_TIME = "RECONSUME_TIME"
@@ -130,11 +131,12 @@ def uniq_msg_id(msg: MessageExt) -> str:
 
 def uncompressed(msg: MessageExt) -> MessageExt:
     """``msg`` with its body inflated when the COMPRESSED sysFlag is set: zlib for compression type 0 or 3, an LZ4
-    frame for type 1 (a RocketMQ 5 producer's ``compressType=LZ4``), as a 5.x consumer's ``MessageDecoder.decode``
-    picks the codec (common/src/main/java/org/apache/rocketmq/common/compression/CompressionType.java findByValue).
+    frame for type 1 and a Zstandard frame for type 2 (a RocketMQ 5 producer's ``compressType``), as a 5.x consumer's
+    ``MessageDecoder.decode`` picks the codec (common/src/main/java/org/apache/rocketmq/common/compression/
+    CompressionType.java findByValue; :mod:`client.body_codecs`).
 
-    ZSTD (type 2) and unknown types are left compressed with the flag kept, so a caller can see it; a body that does
-    not inflate raises ``zlib.error`` (:class:`~client.lz4_frame.Lz4Error` is one).
+    Unknown types are left compressed with the flag kept, so a caller can see it; a body that does not inflate raises
+    ``zlib.error`` (:class:`~client.body_codecs.BodyCodecError` is one).
     """
     if not msg.sys_flag & SYSFLAG_COMPRESSED:
         return msg
@@ -142,7 +144,9 @@ def uncompressed(msg: MessageExt) -> MessageExt:
     if kind in (0, COMPRESSION_ZLIB):
         body = zlib.decompress(msg.body)
     elif kind == COMPRESSION_LZ4:
-        body = decompress_frame(msg.body)
+        body = inflate_lz4(msg.body)
+    elif kind == COMPRESSION_ZSTD:
+        body = inflate_zstd(msg.body)
     else:
         return msg
     flags = msg.sys_flag & ~(SYSFLAG_COMPRESSED | COMPRESSION_TYPE_MASK)
