@@ -189,3 +189,27 @@ def test_consistent_hash_options_and_collisions() -> None:
     router.remove_node("n2")
     assert {router.route_node(f"k{i}") for i in range(20)} == {"n1"}
     assert ConsistentHashRouter([], 10).route_node("k") is None
+
+
+class _CountedPoint(int):
+    """A ring point counting the comparisons made between points (sorting and lookups)."""
+
+    compared = 0
+
+    def __lt__(self, other: object) -> bool:
+        _CountedPoint.compared += 1
+        return int(self) < int(other)  # type: ignore[call-overload]
+
+
+def test_a_ring_of_many_members_is_built_without_resorting_per_member() -> None:
+    """CONSISTENT_HASH builds its ring on every rebalance pass, on the event loop: for 200 members of 10 points each
+    it must sort the 2,000 points about once (n log n comparisons), not once per member (which took seconds for a
+    group of a thousand). The ring still answers as Java's ``TreeMap`` does."""
+    _CountedPoint.compared = 0
+    cids = [f"10.0.{i // 256}.{i % 256}@{i}" for i in range(200)]
+    router = ConsistentHashRouter(cids, 10, lambda key: _CountedPoint(md5_hash(key)))
+    points = 200 * 10
+    assert _CountedPoint.compared < 4 * points * points.bit_length()
+    plain = ConsistentHashRouter(cids, 10)
+    keys = [f"MessageQueue [topic=T, brokerName=b, queueId={q}]" for q in range(64)]
+    assert [router.route_node(k) for k in keys] == [plain.route_node(k) for k in keys]
