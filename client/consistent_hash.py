@@ -30,7 +30,13 @@ class ConsistentHashRouter:
     def __init__(self, nodes: Iterable[str], vnode_count: int, hash_function: HashFunction = md5_hash) -> None:
         self._hash = hash_function
         self._ring: dict[int, str] = {}
-        self._points: list[int] = []
+        #: How many points of the ring each node owns now, as getExistingReplicas of common/src/main/java/org/apache/
+        #: rocketmq/common/consistenthash/ConsistentHashRouter.java counts them in the ring: kept as points are put or
+        #: replaced, so adding a node does not walk the whole ring.
+        self._owned: dict[str, int] = {}
+        #: The ring's points in order, or None until the next lookup sorts them: a ring built of many nodes (on
+        #: every rebalance pass of CONSISTENT_HASH) is sorted once, not once per node.
+        self._points: list[int] | None = []
         for node in nodes:
             self.add_node(node, vnode_count)
 
@@ -38,20 +44,29 @@ class ConsistentHashRouter:
         """Add ``vnode_count`` more virtual nodes of ``node``, numbered after the ones it already has."""
         if vnode_count < 0:
             raise ValueError(f"illegal virtual node counts :{vnode_count}")
-        existing = sum(1 for owner in self._ring.values() if owner == node)
+        existing = self._owned.get(node, 0)
         for i in range(vnode_count):
-            self._ring[self._hash(f"{node}-{i + existing}")] = node
-        self._points = sorted(self._ring)
+            point = self._hash(f"{node}-{i + existing}")
+            # TreeMap.put: a point already on the ring changes owner.
+            if (previous := self._ring.get(point)) is not None:
+                self._owned[previous] -= 1
+            self._ring[point] = node
+            self._owned[node] = self._owned.get(node, 0) + 1
+        if vnode_count:
+            self._points = None
 
     def remove_node(self, node: str) -> None:
         """Drop every virtual node of ``node``."""
         self._ring = {point: owner for point, owner in self._ring.items() if owner != node}
-        self._points = sorted(self._ring)
+        self._owned.pop(node, None)
+        self._points = None
 
     def route_node(self, key: str) -> str | None:
         """The node owning ``key``: the first virtual node at or after its hash, or the ring's first; ``None`` when the
         ring is empty."""
-        if not self._points:
+        if not self._ring:
             return None
+        if self._points is None:
+            self._points = sorted(self._ring)
         i = bisect.bisect_left(self._points, self._hash(key))
         return self._ring[self._points[i if i < len(self._points) else 0]]
