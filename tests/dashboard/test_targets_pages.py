@@ -123,6 +123,27 @@ def test_a_new_topic_goes_to_the_broker_picked_in_the_topics_form(
     assert message_type(live, b, "PickedPageTopic") == "FIFO"  # an update keeps it
 
 
+def test_a_new_topic_with_nothing_picked_in_the_topics_form_goes_to_every_broker(
+    browser: WebDriver, two: tuple[ThreadedDashboard, str]
+) -> None:
+    """rocketmq-dashboard's create dialog (``TopicSingleModifyForm.handleFormSubmit``) sends every cluster and every
+    broker when none is picked, so its ``createOrUpdate.do`` never meets a create naming neither; only the API
+    refuses one."""
+    live, b = two
+    open_page(browser, live, "/topics")
+    wait_for(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#create-targets input")) == 3)
+    wait_for(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#kinds button"))  # the topics are listed
+    form = browser.find_element(By.ID, "create-topic")
+    form.find_element(By.NAME, "topic").send_keys("UnpickedPageTopic")
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    wait_for(browser, lambda d: "UnpickedPageTopic created or updated on broker-a, broker-b" in banner(d).text)
+    assert (read_queues(live, live.broker_addr, "UnpickedPageTopic"), read_queues(live, b, "UnpickedPageTopic")) == (
+        8,
+        8,
+    )
+    assert message_type(live, b, "UnpickedPageTopic") == "NORMAL"
+
+
 def message_type(live: ThreadedDashboard, addr: str, topic: str) -> str | None:
     async def ask() -> str | None:
         return (await _admin(live).topic_config(addr, topic)).attribute("message.type")
