@@ -18,6 +18,7 @@ from typing import Final
 
 import attrs
 
+from client.namespace import instance_id_from_endpoint
 from remoting.codec.acl_signing import SessionCredentials
 from remoting.cpus import available_cpus
 from remoting.tls import client_context
@@ -90,6 +91,16 @@ class ClientConfig:
     #: NettyClientConfig, 65535 each): past that a request waits for a permit up to its timeout (remoting/permits.py).
     client_async_semaphore_value: int = 65535
     client_oneway_semaphore_value: int = 65535
+    #: The namespace topics and groups are wrapped in on the wire (``ns%Topic``, :mod:`client.namespace`), Java's
+    #: ``namespace``; None: the instance id of an ``MQ_INST_xxx_yyy.host`` name server endpoint, else none.
+    namespace: str | None = None
+
+    @property
+    def resolved_namespace(self) -> str | None:
+        """``namespace``, else the one the name server endpoint names (Java's ``getNamespace``), else None."""
+        if self.namespace:
+            return self.namespace
+        return instance_id_from_endpoint(";".join(self.namesrv_addr)) if self.namesrv_addr else None
 
     @property
     def credentials(self) -> SessionCredentials | None:

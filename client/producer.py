@@ -51,6 +51,7 @@ from client.hooks import SendMessageContext, SendMessageHook
 from client.instance import MQClientInstance, new_instance
 from client.master_watch import MasterWatch
 from client.message import Message, SendResult, SendStatus
+from client.namespace import unwrap, wrap, wrap_queue
 from client.route import TopicPublishInfo, publish_info
 from client.selector import MessageQueueSelector, apply_selector, select_one_message_queue
 from client.send_request import (
@@ -98,11 +99,14 @@ class Producer:
         create_topic_key: str = "TBW102",
         enable_msg_trace: bool = False,
         customized_trace_topic: str | None = None,
+        namespace: str | None = None,
     ) -> None:
-        self._group = group
         self.instance, self._own_instance = (
             (instance, False) if instance is not None else (new_instance(config, namesrv_addr), True)
         )
+        #: Topics and the group are ``namespace%name`` on the wire (:mod:`client.namespace`); None: the config's.
+        self.namespace = namespace if namespace is not None else self.instance.config.resolved_namespace
+        self._group = group = wrap(self.namespace, group)
         self.send_msg_timeout = send_msg_timeout
         self.retry_times_when_send_failed = retry_times_when_send_failed
         self.retry_times_when_send_async_failed = retry_times_when_send_async_failed
@@ -129,7 +133,9 @@ class Producer:
         #: Message trace (client/trace/): Pub records of every answered send, when switched on.
         self.trace: TraceDispatcher | None = None
         if enable_msg_trace:
-            self.trace = TraceDispatcher(self.instance, group, "PRODUCE", customized_trace_topic)
+            self.trace = TraceDispatcher(
+                self.instance, unwrap(self.namespace, group), "PRODUCE", customized_trace_topic
+            )
         #: Hooks told of every send attempt (:mod:`client.hooks`).
         self.send_hooks: list[SendMessageHook] = []
 
@@ -205,6 +211,8 @@ class Producer:
         Raises MQClientError, nothing sent, for a ``queue`` of another topic or a ``selector`` that raises or picks no
         queue."""
         self._check_started()
+        if self.namespace:
+            return self._unwrap_result(await self._send_namespaced(msg, queue, selector, arg, timeout))
         prepared = self._builder.single(msg)
         self._hook(prepared, msg, "SYNC")
         if queue is None and selector is None:
@@ -227,6 +235,46 @@ class Producer:
             retry_not_stored=self.retry_another_broker_when_not_store_ok,
         )
 
+    async def _send_namespaced(
+        self,
+        msg: Message,
+        queue: MessageQueue | None,
+        selector: MessageQueueSelector | None,
+        arg: object,
+        timeout: float | None,
+    ) -> SendResult:
+        """:meth:`send` of a namespaced producer: a copy of ``msg`` under the namespace (Java wraps the message's topic
+        for the send and restores it after), to the queue under it."""
+        msg, queue = self._wrap_message(msg), self._wrap_queue(queue)
+        prepared = self._builder.single(msg)
+        self._hook(prepared, msg, "SYNC")
+        _check_queue_topic(msg, queue)
+        retries, not_stored = self.retry_times_when_send_failed, self.retry_another_broker_when_not_store_ok
+        return await self._dispatch(prepared, msg, queue, selector, arg, timeout, retries, retry_not_stored=not_stored)
+
+    def _wrap_message(self, msg: Message) -> Message:
+        """``msg`` with its topic under the namespace: a copy, the application's message is left as it was."""
+        topic = wrap(self.namespace, msg.topic)
+        return msg if topic == msg.topic else attrs.evolve(msg, topic=topic)
+
+    def _wrap_queue(self, queue: MessageQueue | None) -> MessageQueue | None:
+        return None if queue is None else wrap_queue(self.namespace, queue)
+
+    def _unwrap_result(self, result: SendResult) -> SendResult:
+        """A SendResult names the topic as the application does (Java's processSendResponse)."""
+        topic = unwrap(self.namespace, result.topic)
+        return result if topic == result.topic else attrs.evolve(result, topic=topic)
+
+    def _unwrapping(self, callback: SendCallback) -> SendCallback:
+        """``callback`` getting its SendResult with the topic unwrapped, when there is a namespace."""
+        if not self.namespace:
+            return callback
+
+        def call(outcome: SendResult | Exception) -> object:
+            return callback(self._unwrap_result(outcome) if isinstance(outcome, SendResult) else outcome)
+
+        return call
+
     async def send_as_async(
         self,
         msg: Message,
@@ -240,6 +288,7 @@ class Producer:
         every attempt's does, and a ``queue`` of another topic is taken as given (``request(msg, mq)`` compares no
         topics). Raises as :meth:`send`."""
         self._check_started()
+        msg, queue = self._wrap_message(msg), self._wrap_queue(queue)
         prepared = self._builder.single(msg)
         self._hook(prepared, msg, "ASYNC")
         retries = self.retry_times_when_send_async_failed
@@ -307,6 +356,8 @@ class Producer:
         written now and the response completes it (:mod:`client.async_send`: 88-110 -> 45-50 us of client CPU per
         send, 2.2x the async rate). Otherwise a task takes the awaitable path."""
         self._check_started()
+        if self.namespace:
+            msg, queue, callback = self._wrap_message(msg), self._wrap_queue(queue), self._unwrapping(callback)
         prepared = self._builder.single_as(msg, AsyncSend)
         self._hook(prepared, msg, "ASYNC")
         if queue is None and selector is None:
@@ -352,6 +403,7 @@ class Producer:
         latency fault table isolates, and the write's outcome goes to that table (Java's ``sendDefaultImpl`` in
         ONEWAY mode)."""
         self._check_started()
+        msg, queue = self._wrap_message(msg), self._wrap_queue(queue)
         prepared = self._builder.single(msg)
         info = await self.publish_info(msg.topic)
         fault = None
@@ -384,6 +436,8 @@ class Producer:
         ``max_message_size``. Returns one result per request (its ``msg_id`` joins the messages' ids by commas).
         Batches may not carry delay levels or go to retry topics (MessageValidationError)."""
         self._check_started()
+        if self.namespace:
+            msgs = [self._wrap_message(m) for m in msgs]
         prepared = self._builder.batch(msgs)
         started = anyio.current_time()  # sendDefaultImpl's beginTimestampFirst: the route lookup counts too
         info = await self.publish_info(msgs[0].topic)
@@ -396,7 +450,7 @@ class Producer:
                 await self.send_with_retries(info, p, timeout, retries, retry_not_stored=not_stored, started=started)
             )
             started = anyio.current_time()
-        return results
+        return [self._unwrap_result(r) for r in results] if self.namespace else results
 
     # -- request-reply (client/request_reply.py) --------------------------------------------------------------------
 
@@ -413,7 +467,14 @@ class Producer:
         :class:`~client.request_reply.RequestTimeoutError` when none came within ``timeout`` seconds, and
         :class:`~client.errors.MQClientError` when the request could not be sent."""
         self._check_started()
-        return await request_reply.request(self, msg, timeout, queue=queue, selector=selector, arg=arg)
+        msg, queue = self._wrap_message(msg), self._wrap_queue(queue)
+        reply = await request_reply.request(self, msg, timeout, queue=queue, selector=selector, arg=arg)
+        return self._unwrap_reply(reply)
+
+    def _unwrap_reply(self, reply: MessageExt) -> MessageExt:
+        """A reply names its topic without the namespace (Java's ClientRemotingProcessor.receiveReplyMessage)."""
+        topic = unwrap(self.namespace, reply.topic)
+        return reply if topic == reply.topic else attrs.evolve(reply, topic=topic)
 
     def request_async(
         self,
@@ -428,6 +489,13 @@ class Producer:
         """:meth:`request` in the background: ``callback`` gets the reply or the exception (Java's
         ``RequestCallback``); it may be a coroutine function."""
         self._check_started()
+        msg, queue = self._wrap_message(msg), self._wrap_queue(queue)
+        if self.namespace:
+            given = callback
+
+            def callback(outcome: MessageExt | Exception) -> object:
+                return given(self._unwrap_reply(outcome) if isinstance(outcome, MessageExt) else outcome)
+
         request_reply.request_async(self, msg, callback, timeout, queue=queue, selector=selector, arg=arg)
 
     async def recall_message(self, topic: str, recall_handle: str, *, timeout: float | None = None) -> str:
@@ -438,6 +506,7 @@ class Producer:
         self._check_started()
         if is_retry_or_dlq_topic(topic):
             raise MQClientError("topic is not supported")
+        topic = wrap(self.namespace, topic)
         try:
             handle = decode_recall_handle(recall_handle)
         except RecallHandleError as exc:

@@ -53,6 +53,7 @@ from client.message import (
     SendStatus,
     uncompressed,
 )
+from client.namespace import unwrap, wrap
 from client.producer import Producer
 from client.send_request import PreparedSend
 from client.trace.codec import MessageType, TraceRecord, TraceType
@@ -197,7 +198,9 @@ class TransactionProducer(Producer):
     ) -> TransactionSendResult:
         """Send ``msg`` as a half message, run the local transaction, end it. Raises what :meth:`send` raises."""
         self._check_started()
-        half = attrs.evolve(msg, properties=dict(msg.properties), delay_level=0)
+        # Under a namespace the half goes to ``ns%Topic``; the local transaction sees the topic as given.
+        topic = wrap(self.namespace, msg.topic)
+        half = attrs.evolve(msg, topic=topic, properties=dict(msg.properties), delay_level=0)
         if half.properties.get(PROPERTY_DELAY, "0") != "0":  # sendMessageInTransaction clears a delay level too
             del half.properties[PROPERTY_DELAY]
         half.properties[PROPERTY_TRANSACTION_PREPARED] = "true"
@@ -221,7 +224,9 @@ class TransactionProducer(Producer):
             self.retry_times_when_send_failed,
             retry_not_stored=self.retry_another_broker_when_not_store_ok,
         )
-        remark = None
+        result, remark = self._unwrap_result(result), None
+        if self.namespace:
+            half = attrs.evolve(half, topic=msg.topic)
         if result.send_status is not SendStatus.SEND_OK:
             state = LocalTransactionState.ROLLBACK_MESSAGE
         else:
@@ -285,7 +290,10 @@ class TransactionProducer(Producer):
         uniq = msg.properties.get(PROPERTY_UNIQ_KEY) or header.transaction_id or header.msg_id or msg.msg_id
         remark = None
         try:
-            state = await _call(self.check_local_transaction, uncompressed(msg))
+            shown = uncompressed(msg)
+            if self.namespace:  # Java's ClientRemotingProcessor.checkTransactionState unwraps the topic
+                shown = attrs.evolve(shown, topic=unwrap(self.namespace, shown.topic))
+            state = await _call(self.check_local_transaction, shown)
         except Exception as exc:
             log.warning("check of local transaction %s failed: %r (state UNKNOWN)", uniq, exc)
             state, remark = LocalTransactionState.UNKNOWN, f"checkLocalTransaction exception: {exc!r}"

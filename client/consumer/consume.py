@@ -68,6 +68,7 @@ from client.message import (
     PROPERTY_TRANSACTION_PREPARED,
     uniq_msg_id,
 )
+from client.namespace import unwrap
 from client.route import publish_info
 from client.selector import select_one_message_queue
 from remoting.codec.bodies import MessageModel, MessageQueue
@@ -97,12 +98,14 @@ DEFAULT_MAX_RECONSUME_TIMES = 16
 SEND_BACK_TIMEOUT = 5.0
 
 
-def reset_retry_topic(msg: MessageExt, group: str) -> MessageExt:
-    """A message pulled from ``%RETRY%<group>`` shows its original topic to the listener, as in Java."""
+def reset_retry_topic(msg: MessageExt, group: str, namespace: str | None = None) -> MessageExt:
+    """A message pulled from ``%RETRY%<group>`` shows its original topic to the listener, as in Java; with a
+    ``namespace``, its topic without it (Java's ``resetRetryAndNamespace``)."""
     original = msg.properties.get(PROPERTY_RETRY_TOPIC)
-    if original and msg.topic == retry_topic(group):
-        return attrs.evolve(msg, topic=original)
-    return msg
+    topic = original if original and msg.topic == retry_topic(group) else msg.topic
+    if namespace:
+        topic = unwrap(namespace, topic)
+    return msg if topic == msg.topic else attrs.evolve(msg, topic=topic)
 
 
 #: Java's ``ConsumeReturnType`` ordinals, the SubAfter record's contextCode (RETURNNULL, 3, has no counterpart: a
@@ -137,7 +140,7 @@ class _ListenerTrace:
         if c.trace is not None or c.consume_hooks:
             self._started = anyio.current_time()
         if c.trace is not None:
-            self.begun = c.trace.consume_before(c.group, self.msgs)
+            self.begun = c.trace.consume_before(unwrap(c.namespace, c.group), self.msgs)
         if c.consume_hooks:
             self.hooked = ConsumeMessageContext(c.group, self.mq, self.msgs)
             run_before(c.consume_hooks, self.hooked)
@@ -317,7 +320,8 @@ class ConcurrentConsumeService:
             return
         retry = retry_topic(c.group)
         # Only messages of the retry topic can change: no per-message call for the others.
-        shown = [reset_retry_topic(m, c.group) if m.topic == retry else m for m in msgs]
+        ns = c.namespace
+        shown = [reset_retry_topic(m, c.group, ns) if ns or m.topic == retry else m for m in msgs]
 
         trace = _ListenerTrace(c, mq, shown)
 
@@ -528,7 +532,7 @@ class OrderlyConsumeService:
         ``ConsumeRequest.run`` checks ``isLocked()`` and ``isLockExpired()`` on the consume thread before each
         batch (another member holding the lock consumes the queue meanwhile)."""
         c = self.consumer
-        shown = [reset_retry_topic(m, c.group) for m in msgs]
+        shown = [reset_retry_topic(m, c.group, c.namespace) for m in msgs]
         _stamp_start(shown)
         trace = _ListenerTrace(c, mq, shown)
         context = ConsumeOrderlyContext(mq)

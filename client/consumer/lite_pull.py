@@ -56,6 +56,7 @@ from typing import Any, Self
 import anyio
 import anyio.abc
 import anyio.lowlevel
+import attrs
 
 from client import api
 from client.config import ClientConfig
@@ -70,6 +71,7 @@ from client.consumer.rebalance import Rebalance
 from client.consumer.subscription import build_subscription
 from client.errors import ClientStateError, MQClientError, TopicRouteNotFoundError
 from client.instance import MQClientInstance, new_instance
+from client.namespace import unwrap, unwrap_queue, wrap, wrap_queue, wrap_queues
 from client.route import subscribe_queues
 from client.send_request import check_consumer_group
 from client.trace.dispatcher import TraceDispatcher
@@ -135,6 +137,7 @@ class LitePullConsumer(LitePullWorker):
         pull_time_delay_when_exception: float = 1.0,
         enable_msg_trace: bool = False,
         customized_trace_topic: str | None = None,
+        namespace: str | None = None,
     ) -> None:
         if consume_from_where not in LITE_PULL_CONSUME_FROM:
             raise ValueError(
@@ -143,10 +146,13 @@ class LitePullConsumer(LitePullWorker):
             )
         if auto_commit_interval < MIN_AUTO_COMMIT_INTERVAL:
             raise ValueError(f"auto_commit_interval must be at least {MIN_AUTO_COMMIT_INTERVAL} s")
-        self._group = group
         self.instance, self._own_instance = (
             (instance, False) if instance is not None else (new_instance(config, namesrv_addr), True)
         )
+        #: Topics and the group are ``namespace%name`` on the wire (:mod:`client.namespace`): the methods take and
+        #: :meth:`fetch_message_queues` / :meth:`poll` give names without it; None: the config's.
+        self.namespace = namespace if namespace is not None else self.instance.config.resolved_namespace
+        self._group = group = wrap(self.namespace, group)
         self.auto_commit = auto_commit
         self.auto_commit_interval = auto_commit_interval
         #: When ``poll`` commits next (loop time; Java's ``nextAutoCommitDeadline``, -1 at first: the first poll).
@@ -191,7 +197,9 @@ class LitePullConsumer(LitePullWorker):
         #: Message trace (client/trace/): SubBefore/SubAfter records of every pulled batch, when switched on.
         self.trace: TraceDispatcher | None = None
         if enable_msg_trace:
-            self.trace = TraceDispatcher(self.instance, group, "CONSUME", customized_trace_topic)
+            self.trace = TraceDispatcher(
+                self.instance, unwrap(self.namespace, group), "CONSUME", customized_trace_topic
+            )
         #: Hooks told of every pulled batch (:mod:`client.consumer.hooks`).
         self.consume_hooks: list[ConsumeMessageHook] = []
 
@@ -331,6 +339,7 @@ class LitePullConsumer(LitePullWorker):
         self._check_started()
         if self._assigned_manually:
             raise ClientStateError("subscribe() and assign() cannot be mixed")
+        topic = wrap(self.namespace, topic)
         subscription = build_subscription(topic, expression, expression_type)
         try:
             await self.instance.fetch_route(topic, wait_greeting=True)
@@ -351,6 +360,7 @@ class LitePullConsumer(LitePullWorker):
         """Stop consuming ``topic`` (Java's ``unsubscribe``): its subscription goes, its queues are dropped as a
         rebalance drops them (their offsets persisted, what is buffered no longer polled), in assign mode too, and the
         brokers hear of it with a heartbeat. Before the start, only the subscription goes."""
+        topic = wrap(self.namespace, topic)
         self.rebalance.subscriptions.pop(topic, None)
         self._allocation_listeners.pop(topic, None)
         if not self._started:
@@ -359,8 +369,10 @@ class LitePullConsumer(LitePullWorker):
         await self.instance.send_heartbeat_to_all_brokers()
 
     async def fetch_message_queues(self, topic: str) -> list[MessageQueue]:
-        """Every readable queue of ``topic``."""
-        return subscribe_queues(topic, await self.instance.fetch_route(topic, wait_greeting=True))
+        """Every readable queue of ``topic``, named without the namespace (Java's parseSubscribeMessageQueues)."""
+        wire = wrap(self.namespace, topic)
+        mqs = subscribe_queues(wire, await self.instance.fetch_route(wire, wait_greeting=True))
+        return [unwrap_queue(self.namespace, mq) for mq in mqs] if self.namespace else mqs
 
     async def assign(self, mqs: Iterable[MessageQueue], expression: str = "*") -> None:
         """Consume exactly ``mqs`` (no rebalance). Each queue's pull task computes its start offset (from the
@@ -376,7 +388,7 @@ class LitePullConsumer(LitePullWorker):
         self._check_started()
         if self.rebalance.subscriptions and not self._assigned_manually:
             raise ClientStateError("subscribe() and assign() cannot be mixed")
-        wanted = set(mqs)
+        wanted = set(wrap_queues(self.namespace, mqs))
         if not wanted:
             raise ValueError("Message queues can not be null or empty.")
         by_topic: dict[str, set[MessageQueue]] = {}
@@ -516,6 +528,8 @@ class LitePullConsumer(LitePullWorker):
             offset = state.pq.remove_messages(batch.messages)
             if offset >= 0:
                 state.consumed_offset = offset
+            if self.namespace:  # the application sees its topic names (Java's pullSyncImpl resets the topic)
+                return [_unwrapped(self.namespace, m) for m in batch.messages]
             return batch.messages
         return []
 
@@ -543,6 +557,11 @@ class LitePullConsumer(LitePullWorker):
         waits for it; a queue whose broker fails is logged and the others are still written (Java's ``persistAll``);
         its offset goes out with the next persist. Without, the next persist (every
         ``persist_consumer_offset_interval``, and at shutdown) writes them."""
+        if self.namespace and offsets is not None:
+            if isinstance(offsets, Mapping):
+                offsets = {wrap_queue(self.namespace, mq): o for mq, o in offsets.items()}
+            else:
+                offsets = wrap_queues(self.namespace, offsets)
         chosen = self._offsets_to_commit(offsets)
         for mq, offset in chosen.items():
             self.offset_store.update(mq, offset)
@@ -595,6 +614,7 @@ class LitePullConsumer(LitePullWorker):
         """The committed offset of ``mq``: the one in memory (committed, maybe not written yet; with auto-commit, what a
         poll committed), else the broker's (BROADCASTING: the file's); ``None`` when there is none (Java's
         ``readOffset(MEMORY_FIRST_THEN_STORE)``)."""
+        mq = wrap_queue(self.namespace, mq)
         pending = self.offset_store.read_memory(mq)
         return pending if pending is not None else await self.offset_store.read(mq)
 
@@ -605,6 +625,7 @@ class LitePullConsumer(LitePullWorker):
         overlapped another is redone on top of it (the last one wins, one pull task survives, as Java's
         synchronized seek); one whose queue was taken away meanwhile does nothing (Java's new pull task finds no
         process queue)."""
+        mq = wrap_queue(self.namespace, mq)
         state = self._queues.get(mq)
         if state is None:
             raise MQClientError(f"{mq} is not assigned to this consumer")
@@ -629,20 +650,23 @@ class LitePullConsumer(LitePullWorker):
         self._check_started().start_soon(self._pull_loop, mq, fresh)
 
     async def seek_to_begin(self, mq: MessageQueue) -> None:
+        mq = wrap_queue(self.namespace, mq)
         await self.seek(mq, (await self._bounds(mq))[0])
 
     async def seek_to_end(self, mq: MessageQueue) -> None:
+        mq = wrap_queue(self.namespace, mq)
         await self.seek(mq, (await self._bounds(mq))[1])
 
     def pause(self, mqs: Iterable[MessageQueue]) -> None:
         """Stop pulling ``mqs`` (what is buffered can still be polled) until :meth:`resume`."""
-        self._paused.update(mqs)
+        self._paused.update(wrap_queues(self.namespace, mqs))
 
     def resume(self, mqs: Iterable[MessageQueue]) -> None:
-        self._paused.difference_update(mqs)
+        self._paused.difference_update(wrap_queues(self.namespace, mqs))
 
     async def offset_for_timestamp(self, mq: MessageQueue, timestamp_ms: int) -> int:
         """The offset of ``mq`` whose message was stored closest to ``timestamp_ms`` (SEARCH_OFFSET_BY_TIMESTAMP)."""
+        mq = wrap_queue(self.namespace, mq)
         addr = self.instance.find_broker_address(mq.broker_name, master=False)
         if addr is None:
             await self.instance.fetch_route(mq.topic, wait_greeting=True)
@@ -666,11 +690,11 @@ class LitePullConsumer(LitePullWorker):
         start, :meth:`set_topic_queue_listener` does the same (the queues are read at the start)."""
         self.set_topic_queue_listener(topic, listener)
         if self._started:
-            await self._remember_queues(topic)
+            await self._remember_queues(wrap(self.namespace, topic))
 
     def set_topic_queue_listener(self, topic: str, listener: TopicQueuesListener) -> None:
         """Register ``listener`` for ``topic`` without reading its queues (before the start)."""
-        self._queue_listeners[topic] = listener
+        self._queue_listeners[wrap(self.namespace, topic)] = listener
 
     async def _remember_queues(self, topic: str) -> None:
         try:
@@ -714,3 +738,8 @@ async def _tell(kind: str, listener: Callable[..., object], topic: str, *queues:
             await outcome
     except Exception:
         log.exception("%s of %s failed", kind, topic)
+
+
+def _unwrapped(namespace: str, msg: MessageExt) -> MessageExt:
+    topic = unwrap(namespace, msg.topic)
+    return msg if topic == msg.topic else attrs.evolve(msg, topic=topic)

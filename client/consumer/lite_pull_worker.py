@@ -32,6 +32,7 @@ from client.consumer.pull_target import PullTargets
 from client.consumer.rebalance import Rebalance
 from client.consumer.subscription import build_subscription, tag_filter
 from client.instance import MQClientInstance
+from client.namespace import strip_namespace
 from client.trace.dispatcher import TraceDispatcher
 from remoting.codec.bodies import MessageQueue
 from remoting.codec.headers import PullMessageRequestHeader
@@ -125,7 +126,7 @@ class LitePullWorker:
         pulled batch, whether or not its queue is dropped meanwhile; the registered hooks likewise, before and
         after with ``CONSUME_SUCCESS``."""
         if self.trace is not None and msgs:
-            begun = self.trace.consume_before(self._group, msgs)
+            begun = self.trace.consume_before(strip_namespace(self._group), msgs)
             if begun is not None:
                 self.trace.consume_after(begun, True, 0)
         if self.consume_hooks and msgs:

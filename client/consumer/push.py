@@ -64,6 +64,7 @@ from client.consumer.subscription import build_subscription, retry_topic
 from client.errors import ClientStateError, MQClientError
 from client.instance import MQClientInstance, new_instance
 from client.message import uncompressed
+from client.namespace import unwrap, wrap
 from client.send_request import check_consumer_group
 from client.trace.dispatcher import TraceDispatcher
 from remoting.codec.bodies import (
@@ -128,11 +129,15 @@ class PushConsumer:
         await_termination: float = 30.0,
         enable_msg_trace: bool = False,
         customized_trace_topic: str | None = None,
+        namespace: str | None = None,
     ) -> None:
-        self._group = group
         self.instance, self._own_instance = (
             (instance, False) if instance is not None else (new_instance(config, namesrv_addr), True)
         )
+        #: Topics and the group are ``namespace%name`` on the wire, the listener sees the topics without it
+        #: (:mod:`client.namespace`); None: the config's.
+        self.namespace = namespace if namespace is not None else self.instance.config.resolved_namespace
+        self._group = group = wrap(self.namespace, group)
         self._message_model = message_model
         self.consume_message_batch_max_size = consume_message_batch_max_size
         self.pull_batch_size = pull_batch_size
@@ -185,7 +190,9 @@ class PushConsumer:
         #: Message trace (client/trace/): SubBefore/SubAfter records of every listener call, when switched on.
         self.trace: TraceDispatcher | None = None
         if enable_msg_trace:
-            self.trace = TraceDispatcher(self.instance, group, "CONSUME", customized_trace_topic)
+            self.trace = TraceDispatcher(
+                self.instance, unwrap(self.namespace, group), "CONSUME", customized_trace_topic
+            )
         #: Hooks told of every listener call (:mod:`client.consumer.hooks`).
         self.consume_hooks: list[ConsumeMessageHook] = []
 
@@ -216,6 +223,7 @@ class PushConsumer:
     def subscribe(self, topic: str, expression: str = "*", expression_type: str = EXPRESSION_TAG) -> None:
         """Subscribe to ``topic`` with a tag expression (``"*"``, ``"A || B"``) or, with ``expression_type="SQL92"``,
         an SQL92 filter. May be called while running: the next heartbeat and rebalance pick it up."""
+        topic = wrap(self.namespace, topic)
         self.rebalance.subscriptions[topic] = build_subscription(topic, expression, expression_type)
         if self._started and self._background is not None:
             # As Java: brokers hear of the new subscription at once, then the rebalance picks up its queues.
@@ -230,7 +238,7 @@ class PushConsumer:
         self.instance.wake_rebalance()
 
     def unsubscribe(self, topic: str) -> None:
-        self.rebalance.subscriptions.pop(topic, None)
+        self.rebalance.subscriptions.pop(wrap(self.namespace, topic), None)
 
     def register_message_listener(self, listener: MessageListener) -> None:
         """Concurrent consumption: ``listener(msgs)``, or ``listener(msgs, context)`` with a
@@ -511,7 +519,7 @@ class PushConsumer:
         started = anyio.current_time()
         remark: str | None = None
         try:
-            shown = [reset_retry_topic(uncompressed(msg), self._group)]
+            shown = [reset_retry_topic(uncompressed(msg), self._group, self.namespace)]
             mq = MessageQueue(msg.topic, broker_name or "", msg.queue_id)
             context = ConsumeOrderlyContext(mq) if self.orderly else ConsumeConcurrentlyContext(mq)
             result = await run_listener(self.bound_listener(context), shown, self.direct_limiter)

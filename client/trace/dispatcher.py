@@ -31,6 +31,7 @@ import attrs
 
 from client.errors import MQClientError
 from client.message import Message, MessageExt, SendResult, SendStatus, uniq_msg_id
+from client.namespace import strip_namespace
 from client.send_request import uniq_key_generator
 from client.trace.codec import TRACE_TOPIC, MessageType, TraceRecord, encode_fields, encode_record, find_text_property
 
@@ -151,7 +152,10 @@ class TraceDispatcher:
         """Start the inner producer and the background task (in the instance's task group)."""
         from client.producer import Producer
 
-        producer = Producer(self.inner_group, instance=self.instance, send_msg_timeout=5.0, max_message_size=128_000)
+        # No namespace: the trace topic is sent as named, as Java's AsyncTraceDispatcher's own producer does.
+        producer = Producer(
+            self.inner_group, instance=self.instance, send_msg_timeout=5.0, max_message_size=128_000, namespace=""
+        )
         try:
             await producer.__aenter__()
         except MQClientError as exc:
@@ -263,9 +267,14 @@ def _pub_text(event: tuple[Any, ...]) -> tuple[str, str, str | None]:
     elif find_text_property(props, "TRAN_MSG") == "true":
         msg_type = MessageType.Trans_Msg_Half.value
     ok = "true" if result.send_status is SendStatus.SEND_OK else "false"
-    group, body_length = prepared.fields.get("a"), len(prepared.body)
+    # Group and topic without their namespace (Java's SendMessageTraceHookImpl: NamespaceUtil.withoutNamespace).
+    group, topic, body_length = (
+        strip_namespace(prepared.fields.get("a") or ""),
+        strip_namespace(prepared.topic),
+        len(prepared.body),
+    )
     text = (
-        f"Pub\x01{start_ms}\x01{result.region_id}\x01{group}\x01{prepared.topic}\x01{result.msg_id}"
+        f"Pub\x01{start_ms}\x01{result.region_id}\x01{group}\x01{topic}\x01{result.msg_id}"
         f"\x01{'null' if tags is None else tags}\x01{'null' if keys is None else keys}\x01{addr}\x01{body_length}"
         f"\x01{end_ms - start_ms}\x01{msg_type}\x01{result.offset_msg_id}\x01{ok}\x02"
     )

@@ -1,0 +1,221 @@
+"""Client namespaces (RocketMQ 4.9.8's ``ClientConfig.namespace`` and ``NamespaceUtil``): a namespaced client puts
+``ns%Topic`` / ``ns%Group`` on the wire and shows the application its own names, so a namespaced Java client (whose
+wire names a raw request spells out here) and ours share topics, and two namespaces on one broker stay apart.
+
+The wire-level tests run against the threaded embedded cluster over real sockets; the retry test runs in virtual time
+(the retry's 10 s delay on the broker's store clock)."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+import trio
+
+from broker.embedded import EmbeddedCluster
+from client import api
+from client.admin import Admin
+from client.config import ClientConfig
+from client.consumer.lite_pull import LitePullConsumer
+from client.consumer.listener import ConsumeConcurrentlyStatus
+from client.consumer.push import PushConsumer
+from client.message import Message, MessageExt
+from client.namespace import instance_id_from_endpoint, namespace_of, strip_namespace, unwrap, wrap
+from client.producer import Producer
+from client.transaction import LocalTransactionState, TransactionProducer
+from remoting.client import RemotingClient
+from remoting.codec.bodies import ConsumeFromWhere, MessageQueue
+from tests.client.helpers import HANG_GUARD, create_topic, poll_until
+from tests.semantics.helpers import use_virtual_store_clock
+from tests.threaded_cluster import ThreadedCluster
+
+FIRST = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
+
+
+# -- names (NamespaceUtil) ---------------------------------------------------------------------------------------------
+
+
+def test_wrap_puts_the_namespace_after_a_retry_or_dlq_prefix_and_never_on_system_names() -> None:
+    assert wrap("ns", "Topic") == "ns%Topic"
+    assert wrap("ns", "%RETRY%Group") == "%RETRY%ns%Group"
+    assert wrap("ns", "%DLQ%Group") == "%DLQ%ns%Group"
+    assert wrap("ns", "ns%Topic") == "ns%Topic"  # already under it
+    assert wrap("ns", "%RETRY%ns%Group") == "%RETRY%ns%Group"
+    for system in ("TBW102", "RMQ_SYS_TRACE_TOPIC", "rmq_sys_wheel_timer", "SCHEDULE_TOPIC_XXXX", "CID_RMQ_SYS_X"):
+        assert wrap("ns", system) == system
+    assert wrap(None, "Topic") == wrap("", "Topic") == "Topic"
+
+
+def test_unwrap_strips_only_the_clients_own_namespace() -> None:
+    assert unwrap("ns", "ns%Topic") == "Topic"
+    assert unwrap("ns", "%RETRY%ns%Group") == "%RETRY%Group"
+    assert unwrap("ns", "%DLQ%ns%Group") == "%DLQ%Group"
+    assert unwrap("ns", "other%Topic") == "other%Topic"
+    assert unwrap("ns", "Topic") == "Topic"
+    assert unwrap(None, "ns%Topic") == "ns%Topic"
+    assert strip_namespace("other%Topic") == "Topic"
+    assert strip_namespace("%RETRY%other%G") == "%RETRY%G"
+    assert namespace_of("%DLQ%ns%Group") == "ns"
+    assert namespace_of("Topic") == ""
+
+
+def test_the_namespace_comes_from_an_instance_endpoint_when_none_is_set() -> None:
+    """Java's getNamespace: NameServerAddressUtils.parseInstanceIdFromEndpoint of an MQ_INST_xxx_yyy endpoint."""
+    endpoint = "http://MQ_INST_1234_abcd.cn-hangzhou.mq.aliyuncs.com:80"
+    assert instance_id_from_endpoint(endpoint) == "MQ_INST_1234_abcd"
+    assert ClientConfig(namesrv_addr=endpoint).resolved_namespace == "MQ_INST_1234_abcd"
+    assert ClientConfig(namesrv_addr=endpoint, namespace="mine").resolved_namespace == "mine"
+    assert ClientConfig(namesrv_addr="127.0.0.1:9876").resolved_namespace is None
+    assert instance_id_from_endpoint("MQ_INST_nounderscore.host:80") is None
+
+
+# -- on the wire ---------------------------------------------------------------------------------------------------
+
+
+async def _raw_java_send(cluster: ThreadedCluster, topic: str, group: str, body: bytes) -> None:
+    """SEND_MESSAGE_V2 as a Java client with a namespace writes it: the wrapped topic and group in the header."""
+    fields = {
+        "a": group,
+        "b": topic,
+        "c": "TBW102",
+        "d": "4",
+        "e": "0",
+        "f": "0",
+        "g": "0",
+        "h": "0",
+        "i": "UNIQ_KEY\x01raw-java-1\x02WAIT\x01true\x02",
+        "j": "0",
+        "k": "false",
+    }
+    async with RemotingClient() as remoting:
+        await api.send_message(remoting, cluster.broker_addr, "broker-a", fields, body, 3.0, uniq_id="raw-java-1")
+
+
+@pytest.mark.anyio
+async def test_a_raw_namespaced_java_send_reaches_our_consumer_of_the_same_namespace(cluster: ThreadedCluster) -> None:
+    await create_topic(cluster.namesrv_addr, "ns1%Orders", queues=1)
+    await _raw_java_send(cluster, "ns1%Orders", "ns1%pg-java", b"from-java")
+    got: list[MessageExt] = []
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+        got.extend(msgs)
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer("cg", cluster.namesrv_addr, namespace="ns1", consume_from_where=FIRST)
+    consumer.subscribe("Orders")
+    consumer.register_message_listener(listener)
+    async with consumer:
+        with anyio.fail_after(HANG_GUARD):
+            while not got:
+                await anyio.sleep(0.05)
+        assert consumer.group == "ns1%cg"
+        assert set(consumer.subscribed_topics()) == {"ns1%Orders", "%RETRY%ns1%cg"}
+    assert [(m.topic, m.body) for m in got] == [("Orders", b"from-java")]  # the listener sees its own name
+
+
+@pytest.mark.anyio
+async def test_our_namespaced_producer_writes_the_wrapped_topic_and_returns_the_plain_one(
+    cluster: ThreadedCluster,
+) -> None:
+    """What a namespaced Java consumer pulls: the topic ``ns1%Orders`` (read here by a consumer without a namespace,
+    which names queues as the wire does); the SendResult names ``Orders`` (Java's processSendResponse)."""
+    await create_topic(cluster.namesrv_addr, "ns1%Orders", queues=1)
+    async with Producer("pg", cluster.namesrv_addr, namespace="ns1") as producer:
+        assert producer.group == "ns1%pg"
+        msg = Message("Orders", b"from-python")
+        result = await producer.send(msg)
+        assert msg.topic == "Orders"  # the application's message is left as it was
+        batch = await producer.send_batch([Message("Orders", b"b1"), Message("Orders", b"b2")])
+        queued = await producer.send(Message("Orders", b"q"), queue=MessageQueue("Orders", "broker-a", 0))
+        sent: list[object] = []
+        producer.send_async(Message("Orders", b"async"), sent.append)
+        with anyio.fail_after(HANG_GUARD):
+            while not sent:
+                await anyio.sleep(0.02)
+        await producer.send_oneway(Message("Orders", b"oneway"))
+    assert result.topic == queued.topic == "Orders"
+    assert [r.topic for r in batch] == ["Orders"]
+    assert [getattr(r, "topic", r) for r in sent] == ["Orders"]
+    async with LitePullConsumer("cg-raw", cluster.namesrv_addr, consume_from_where=FIRST) as raw:
+        await raw.assign([MessageQueue("ns1%Orders", "broker-a", 0)])
+        pulled = await poll_until(raw, 6)
+    assert [m.body for m in pulled] == [b"from-python", b"b1", b"b2", b"q", b"async", b"oneway"]
+    assert {m.topic for m in pulled} == {"ns1%Orders"}
+
+
+@pytest.mark.anyio
+async def test_two_namespaces_with_the_same_topic_name_stay_apart(cluster: ThreadedCluster) -> None:
+    for ns in ("blue", "green"):
+        await create_topic(cluster.namesrv_addr, f"{ns}%Shared", queues=1)
+        async with Producer("pg", cluster.namesrv_addr, namespace=ns) as producer:
+            await producer.send(Message("Shared", ns.encode()))
+    for ns in ("blue", "green"):
+        async with LitePullConsumer("cg", cluster.namesrv_addr, namespace=ns, consume_from_where=FIRST) as consumer:
+            queues = await consumer.fetch_message_queues("Shared")
+            assert queues == [MessageQueue("Shared", "broker-a", 0)]  # the application's names
+            await consumer.assign(queues)
+            got = await poll_until(consumer, 1)
+            await consumer.commit()
+            assert await consumer.committed(queues[0]) == 1
+        assert [(m.topic, m.body) for m in got] == [("Shared", ns.encode())]
+
+
+@pytest.mark.anyio
+async def test_a_namespaced_lite_pull_subscription_and_transaction(cluster: ThreadedCluster) -> None:
+    await create_topic(cluster.namesrv_addr, "ns2%Tx", queues=1)
+    executed: list[str] = []
+
+    def execute(msg: Message, arg: object) -> LocalTransactionState:
+        executed.append(msg.topic)
+        return LocalTransactionState.COMMIT_MESSAGE
+
+    def check(msg: MessageExt) -> LocalTransactionState:
+        return LocalTransactionState.COMMIT_MESSAGE
+
+    producer = TransactionProducer(
+        "tpg",
+        cluster.namesrv_addr,
+        namespace="ns2",
+        execute_local_transaction=execute,
+        check_local_transaction=check,
+    )
+    async with producer:
+        result = await producer.send_message_in_transaction(Message("Tx", b"tx"))
+    assert executed == ["Tx"]
+    assert result.send_result.topic == "Tx"
+    async with LitePullConsumer("cg", cluster.namesrv_addr, namespace="ns2", consume_from_where=FIRST) as consumer:
+        await consumer.subscribe("Tx")
+        got = await poll_until(consumer, 1)
+    assert [(m.topic, m.body) for m in got] == [("Tx", b"tx")]
+
+
+# -- retry under a namespace ---------------------------------------------------------------------------------------
+
+
+async def test_a_failed_message_comes_back_through_the_namespaced_retry_topic(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """The send-back goes to ``%RETRY%ns%cg`` (the broker makes it from the wrapped group), the listener sees the
+    message again under its plain topic, and past max_reconsume_times it lands in ``%DLQ%ns%cg``."""
+    use_virtual_store_clock(embedded_cluster)
+    async with Admin(embedded_cluster.namesrv_addr) as admin:
+        await admin.create_topic("ns3%Jobs", read_queue_nums=1, write_queue_nums=1)
+    async with Producer("pg", embedded_cluster.namesrv_addr, namespace="ns3") as producer:
+        await producer.send(Message("Jobs", b"job"))
+    seen: list[tuple[str, int]] = []
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+        seen.extend((m.topic, m.reconsume_times) for m in msgs)
+        return ConsumeConcurrentlyStatus.RECONSUME_LATER
+
+    consumer = PushConsumer(
+        "cg", embedded_cluster.namesrv_addr, namespace="ns3", consume_from_where=FIRST, max_reconsume_times=1
+    )
+    consumer.subscribe("Jobs")
+    consumer.register_message_listener(listener)
+    async with consumer:
+        await trio.sleep(120)  # the first retry after 10 s, the second failure goes to the DLQ
+    assert seen == [("Jobs", 0), ("Jobs", 1)]
+    context = embedded_cluster.controller.context
+    assert context.topics.get("%RETRY%ns3%cg") is not None
+    assert context.topics.get("%DLQ%ns3%cg") is not None
+    assert context.store.max_offset_in_queue("%DLQ%ns3%cg", 0) == 1
