@@ -12,15 +12,16 @@ import pytest
 import trio
 
 from broker.embedded import EmbeddedCluster
-from client import api
+from client import api, sync
 from client.admin import Admin
 from client.config import ClientConfig
-from client.consumer.lite_pull import LitePullConsumer
 from client.consumer.listener import ConsumeConcurrentlyStatus
+from client.consumer.lite_pull import LitePullConsumer
 from client.consumer.push import PushConsumer
 from client.message import Message, MessageExt
 from client.namespace import instance_id_from_endpoint, namespace_of, strip_namespace, unwrap, wrap
 from client.producer import Producer
+from client.request_reply import create_reply_message
 from client.transaction import LocalTransactionState, TransactionProducer
 from remoting.client import RemotingClient
 from remoting.codec.bodies import ConsumeFromWhere, MessageQueue
@@ -219,3 +220,46 @@ async def test_a_failed_message_comes_back_through_the_namespaced_retry_topic(
     assert context.topics.get("%RETRY%ns3%cg") is not None
     assert context.topics.get("%DLQ%ns3%cg") is not None
     assert context.store.max_offset_in_queue("%DLQ%ns3%cg", 0) == 1
+
+
+# -- request-reply and the blocking facade -------------------------------------------------------------------------
+
+
+async def test_a_namespaced_request_gets_its_reply_from_a_namespaced_replier(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """The request goes to ``ns4%Ask``; the replier's producer wraps the reply topic as Java's does, the broker still
+    pushes the reply to the requester, which shows it without the namespace (ClientRemotingProcessor)."""
+    async with Admin(embedded_cluster.namesrv_addr) as admin:
+        await admin.create_topic("ns4%Ask", read_queue_nums=1, write_queue_nums=1)
+    asked: list[str] = []
+    async with Producer("replier-pg", embedded_cluster.namesrv_addr, namespace="ns4") as replier:
+
+        async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+            for msg in msgs:
+                asked.append(msg.topic)
+                await replier.send(create_reply_message(msg, b"pong"))
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+        consumer = PushConsumer("replier-cg", embedded_cluster.namesrv_addr, namespace="ns4")
+        consumer.subscribe("Ask")
+        consumer.register_message_listener(listener)
+        async with consumer, Producer("requester-pg", embedded_cluster.namesrv_addr, namespace="ns4") as requester:
+            reply = await requester.request(Message("Ask", b"ping"), timeout=3.0)
+    assert asked == ["Ask"]
+    assert reply.body == b"pong"
+    assert not reply.topic.startswith("ns4%"), reply.topic
+
+
+def test_the_blocking_facades_take_the_namespace(cluster: ThreadedCluster) -> None:
+    trio.run(create_topic, cluster.namesrv_addr, "ns5%Sync", 1)
+    with sync.Producer("pg", cluster.namesrv_addr, namespace="ns5") as producer:
+        assert producer.send(Message("Sync", b"s")).topic == "Sync"
+    with sync.LitePullConsumer("cg", cluster.namesrv_addr, namespace="ns5", consume_from_where=FIRST) as consumer:
+        consumer.subscribe("Sync")
+        got: list[MessageExt] = []
+        for _ in range(100):
+            got.extend(consumer.poll(timeout=0.5))
+            if got:
+                break
+    assert [(m.topic, m.body) for m in got] == [("Sync", b"s")]
