@@ -7,6 +7,8 @@ The wire-level tests run against the threaded embedded cluster over real sockets
 
 from __future__ import annotations
 
+import contextlib
+
 import anyio
 import pytest
 import trio
@@ -18,10 +20,13 @@ from client.config import ClientConfig
 from client.consumer.listener import ConsumeConcurrentlyStatus
 from client.consumer.lite_pull import LitePullConsumer
 from client.consumer.push import PushConsumer
+from client.errors import TopicRouteNotFoundError
 from client.message import Message, MessageExt
+from client.mqadmin_trace import find_traces
 from client.namespace import instance_id_from_endpoint, namespace_of, strip_namespace, unwrap, wrap
 from client.producer import Producer
 from client.request_reply import create_reply_message
+from client.trace import TraceType
 from client.transaction import LocalTransactionState, TransactionProducer
 from remoting.client import RemotingClient
 from remoting.codec.bodies import ConsumeFromWhere, MessageQueue
@@ -263,3 +268,38 @@ def test_the_blocking_facades_take_the_namespace(cluster: ThreadedCluster) -> No
             if got:
                 break
     assert [(m.topic, m.body) for m in got] == [("Sync", b"s")]
+
+
+async def test_trace_records_of_namespaced_clients_name_group_and_topic_without_it(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Java's SendMessageTraceHookImpl and ConsumeMessageTraceHookImpl strip the namespace from the group and the
+    topic; the records go to RMQ_SYS_TRACE_TOPIC, a system topic, never wrapped."""
+    async with Admin(embedded_cluster.namesrv_addr) as admin:
+        await admin.create_topic("ns6%Traced", read_queue_nums=1, write_queue_nums=1)
+    done = trio.Event()
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+        done.set()
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    ns = embedded_cluster.namesrv_addr
+    consumer = PushConsumer("tcg", ns, namespace="ns6", enable_msg_trace=True, consume_from_where=FIRST)
+    consumer.subscribe("Traced")
+    consumer.register_message_listener(listener)
+    async with consumer, Producer("tpg", ns, namespace="ns6", enable_msg_trace=True) as producer:
+        sent = await producer.send(Message("Traced", b"t"))
+        with trio.fail_after(60):
+            await done.wait()
+        want = {TraceType.Pub, TraceType.SubBefore, TraceType.SubAfter}
+        async with Admin(ns) as admin:
+            with trio.fail_after(60):
+                while True:
+                    with contextlib.suppress(TopicRouteNotFoundError):  # made by the first trace batch
+                        views = await find_traces(admin, sent.msg_id, None)
+                        if {v.record.type for v in views} >= want:
+                            break
+                    await trio.sleep(0.2)
+    by_type = {v.record.type: v.record for v in views}
+    assert (by_type[TraceType.Pub].group, by_type[TraceType.Pub].topic) == ("tpg", "Traced")
+    assert by_type[TraceType.SubBefore].group == by_type[TraceType.SubAfter].group == "tcg"
