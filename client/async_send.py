@@ -117,7 +117,9 @@ class AsyncSend(PreparedSend):
         if producer.send_hooks:
             hooked = getattr(self, "hooked", None)
             if hooked is not None:  # sendKernelImpl's before hook, for each attempt here
-                self._hook_context = SendMessageContext(producer.group, hooked[0], mq, address, hooked[1])
+                self._hook_context = SendMessageContext(
+                    producer.group, hooked[0], mq, address, hooked[1], namespace=producer.namespace
+                )
                 hooks.run_before(producer.send_hooks, self._hook_context)
         remoting, timeout = instance.remoting, self._timeout
         try:

@@ -37,6 +37,8 @@ class SendMessageContext:
     exception: Exception | None = None
     props: dict[str, str] = attrs.Factory(dict)
     mq_trace_context: object = None
+    #: The producer's namespace (Java's ``SendMessageContext.namespace``); group and topics above are the wire's.
+    namespace: str | None = None
 
 
 class SendMessageHook(Protocol):

@@ -417,7 +417,7 @@ class Producer:
             fields = prepared.for_queue(queue.queue_id, queue.broker_name)
             context = None
             if self.send_hooks:  # sendKernelImpl in ONEWAY mode: after at once, without a result
-                context = SendMessageContext(self._group, msg, queue, addr, "ONEWAY")
+                context = SendMessageContext(self._group, msg, queue, addr, "ONEWAY", namespace=self.namespace)
                 hooks.run_before(self.send_hooks, context)
             try:
                 await api.send_message_oneway(
@@ -602,7 +602,7 @@ class Producer:
         refusal (sendKernelImpl's SYNC case; an async send's attempts here alike)."""
         addr = self.instance.find_broker_address(mq.broker_name) or await self._broker_address(mq)
         msg, mode = prepared.hooked
-        context = SendMessageContext(self._group, msg, mq, addr, mode)
+        context = SendMessageContext(self._group, msg, mq, addr, mode, namespace=self.namespace)
         hooks.run_before(self.send_hooks, context)
         try:
             result = await self._send_to_slow(mq, prepared, timeout)

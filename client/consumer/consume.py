@@ -142,7 +142,7 @@ class _ListenerTrace:
         if c.trace is not None:
             self.begun = c.trace.consume_before(unwrap(c.namespace, c.group), self.msgs)
         if c.consume_hooks:
-            self.hooked = ConsumeMessageContext(c.group, self.mq, self.msgs)
+            self.hooked = ConsumeMessageContext(c.group, self.mq, self.msgs, namespace=c.namespace)
             run_before(c.consume_hooks, self.hooked)
 
     def raised(self) -> None:

@@ -33,6 +33,8 @@ class ConsumeMessageContext:
     status: str | None = None
     props: dict[str, str] = attrs.Factory(dict)
     mq_trace_context: object = None
+    #: The consumer's namespace (Java's ``ConsumeMessageContext.namespace``); the group and queue are the wire's.
+    namespace: str | None = None
 
 
 class ConsumeMessageHook(Protocol):

@@ -74,6 +74,7 @@ class LitePullWorker:
     its constructor."""
 
     _group: str
+    namespace: str | None
     instance: MQClientInstance
     rebalance: Rebalance
     pull_batch_size: int
@@ -130,7 +131,7 @@ class LitePullWorker:
             if begun is not None:
                 self.trace.consume_after(begun, True, 0)
         if self.consume_hooks and msgs:
-            context = ConsumeMessageContext(self._group, mq, msgs)
+            context = ConsumeMessageContext(self._group, mq, msgs, namespace=self.namespace)
             run_before(self.consume_hooks, context)
             context.status, context.success = ConsumeConcurrentlyStatus.CONSUME_SUCCESS.name, True
             run_after(self.consume_hooks, context)

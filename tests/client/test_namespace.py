@@ -21,6 +21,7 @@ from client.consumer.listener import ConsumeConcurrentlyStatus
 from client.consumer.lite_pull import LitePullConsumer
 from client.consumer.push import PushConsumer
 from client.errors import TopicRouteNotFoundError
+from client.hooks import SendMessageContext
 from client.message import Message, MessageExt
 from client.mqadmin_trace import find_traces
 from client.namespace import instance_id_from_endpoint, namespace_of, strip_namespace, unwrap, wrap
@@ -74,6 +75,22 @@ def test_the_namespace_comes_from_an_instance_endpoint_when_none_is_set() -> Non
     assert instance_id_from_endpoint("MQ_INST_nounderscore.host:80") is None
 
 
+class _Recorder:
+    """A send hook keeping every context it is given (Java's SendMessageContext carries the namespace)."""
+
+    def __init__(self, into: list[SendMessageContext]) -> None:
+        self.into = into
+
+    def hook_name(self) -> str:
+        return "recorder"
+
+    def send_message_before(self, context: SendMessageContext) -> None:
+        self.into.append(context)
+
+    def send_message_after(self, context: SendMessageContext) -> None:
+        pass
+
+
 # -- on the wire ---------------------------------------------------------------------------------------------------
 
 
@@ -125,7 +142,9 @@ async def test_our_namespaced_producer_writes_the_wrapped_topic_and_returns_the_
     """What a namespaced Java consumer pulls: the topic ``ns1%Orders`` (read here by a consumer without a namespace,
     which names queues as the wire does); the SendResult names ``Orders`` (Java's processSendResponse)."""
     await create_topic(cluster.namesrv_addr, "ns1%Orders", queues=1)
+    hooked: list[SendMessageContext] = []
     async with Producer("pg", cluster.namesrv_addr, namespace="ns1") as producer:
+        producer.register_send_message_hook(_Recorder(hooked))
         assert producer.group == "ns1%pg"
         msg = Message("Orders", b"from-python")
         result = await producer.send(msg)
@@ -146,6 +165,7 @@ async def test_our_namespaced_producer_writes_the_wrapped_topic_and_returns_the_
         pulled = await poll_until(raw, 6)
     assert [m.body for m in pulled] == [b"from-python", b"b1", b"b2", b"q", b"async", b"oneway"]
     assert {m.topic for m in pulled} == {"ns1%Orders"}
+    assert {(c.namespace, c.producer_group, c.mq.topic) for c in hooked} == {("ns1", "ns1%pg", "ns1%Orders")}
 
 
 @pytest.mark.anyio
