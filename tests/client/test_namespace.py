@@ -17,7 +17,7 @@ from broker.embedded import EmbeddedCluster
 from client import api, sync
 from client.admin import Admin
 from client.config import ClientConfig
-from client.consumer.listener import ConsumeConcurrentlyStatus
+from client.consumer.listener import ConsumeConcurrentlyStatus, ConsumeOrderlyStatus
 from client.consumer.lite_pull import LitePullConsumer
 from client.consumer.push import PushConsumer
 from client.errors import TopicRouteNotFoundError
@@ -172,7 +172,10 @@ async def test_our_namespaced_producer_writes_the_wrapped_topic_and_returns_the_
 async def test_two_namespaces_with_the_same_topic_name_stay_apart(cluster: ThreadedCluster) -> None:
     for ns in ("blue", "green"):
         await create_topic(cluster.namesrv_addr, f"{ns}%Shared", queues=1)
-        async with Producer("pg", cluster.namesrv_addr, namespace=ns) as producer:
+        # the keyword, or the client config's setting as Java's ClientConfig.setNamespace
+        options = {"namespace": ns} if ns == "blue" else {"config": ClientConfig(namespace=ns)}
+        async with Producer("pg", cluster.namesrv_addr, **options) as producer:  # type: ignore[arg-type]
+            assert producer.namespace == ns
             await producer.send(Message("Shared", ns.encode()))
     for ns in ("blue", "green"):
         async with LitePullConsumer("cg", cluster.namesrv_addr, namespace=ns, consume_from_where=FIRST) as consumer:
@@ -323,3 +326,25 @@ async def test_trace_records_of_namespaced_clients_name_group_and_topic_without_
     by_type = {v.record.type: v.record for v in views}
     assert (by_type[TraceType.Pub].group, by_type[TraceType.Pub].topic) == ("tpg", "Traced")
     assert by_type[TraceType.SubBefore].group == by_type[TraceType.SubAfter].group == "tcg"
+
+
+@pytest.mark.anyio
+async def test_an_orderly_namespaced_listener_sees_its_plain_topic(cluster: ThreadedCluster) -> None:
+    await create_topic(cluster.namesrv_addr, "ns7%Ordered", queues=1)
+    async with Producer("pg", cluster.namesrv_addr, namespace="ns7") as producer:
+        for body in (b"1", b"2", b"3"):
+            await producer.send(Message("Ordered", body))
+    got: list[MessageExt] = []
+
+    def listener(msgs: list[MessageExt]) -> ConsumeOrderlyStatus:
+        got.extend(msgs)
+        return ConsumeOrderlyStatus.SUCCESS
+
+    consumer = PushConsumer("cg", cluster.namesrv_addr, namespace="ns7", consume_from_where=FIRST)
+    consumer.subscribe("Ordered")
+    consumer.register_message_listener_orderly(listener)
+    async with consumer:
+        with anyio.fail_after(HANG_GUARD):
+            while len(got) < 3:
+                await anyio.sleep(0.05)
+    assert [(m.topic, m.body) for m in got] == [("Ordered", b"1"), ("Ordered", b"2"), ("Ordered", b"3")]
