@@ -260,6 +260,16 @@ class Producer:
     def _wrap_queue(self, queue: MessageQueue | None) -> MessageQueue | None:
         return None if queue is None else wrap_queue(self.namespace, queue)
 
+    def _select(
+        self, selector: MessageQueueSelector, info: TopicPublishInfo, msg: Message, arg: object
+    ) -> MessageQueue:
+        """The ``selector``'s pick among the topic's queues; under a namespace it sees the message with the topic the
+        application named, and its pick is taken under the namespace (Java's sendSelectImpl)."""
+        if not self.namespace:
+            return apply_selector(selector, list(info.message_queues), msg, arg)
+        shown = attrs.evolve(msg, topic=unwrap(self.namespace, msg.topic))
+        return wrap_queue(self.namespace, apply_selector(selector, list(info.message_queues), shown, arg))
+
     def _unwrap_result(self, result: SendResult) -> SendResult:
         """A SendResult names the topic as the application does (Java's processSendResponse)."""
         topic = unwrap(self.namespace, result.topic)
@@ -315,7 +325,7 @@ class Producer:
         info = await self.publish_info(msg.topic)
         timeout = self.send_msg_timeout if timeout is None else timeout
         if queue is None and selector is not None:
-            queue = apply_selector(selector, list(info.message_queues), msg, arg)
+            queue = self._select(selector, info, msg, arg)
         if queue is not None:
             # The route lookup counts too: sendSelectImpl and send(msg, mq) give the attempt ``timeout - costTime``
             # and fail at once when nothing is left (client/.../impl/producer/DefaultMQProducerImpl.java).
@@ -408,7 +418,7 @@ class Producer:
         info = await self.publish_info(msg.topic)
         fault = None
         if queue is None and selector is not None:
-            queue = apply_selector(selector, list(info.message_queues), msg, arg)
+            queue = self._select(selector, info, msg, arg)
         elif queue is None:
             fault = self._fault_table()
             queue = select_one_message_queue(info, None, fault)

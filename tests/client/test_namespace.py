@@ -8,6 +8,7 @@ The wire-level tests run against the threaded embedded cluster over real sockets
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 
 import anyio
 import pytest
@@ -157,13 +158,21 @@ async def test_our_namespaced_producer_writes_the_wrapped_topic_and_returns_the_
             while not sent:
                 await anyio.sleep(0.02)
         await producer.send_oneway(Message("Orders", b"oneway"))
-    assert result.topic == queued.topic == "Orders"
+        selected: list[str] = []
+
+        def pick(mqs: Sequence[MessageQueue], m: Message, arg: object) -> MessageQueue:
+            selected.append(m.topic)  # Java's sendSelectImpl hands the selector the application's topic
+            return mqs[0]
+
+        picked = await producer.send(Message("Orders", b"selected"), selector=pick)
+    assert result.topic == queued.topic == picked.topic == "Orders"
+    assert selected == ["Orders"]
     assert [r.topic for r in batch] == ["Orders"]
     assert [getattr(r, "topic", r) for r in sent] == ["Orders"]
     async with LitePullConsumer("cg-raw", cluster.namesrv_addr, consume_from_where=FIRST) as raw:
         await raw.assign([MessageQueue("ns1%Orders", "broker-a", 0)])
-        pulled = await poll_until(raw, 6)
-    assert [m.body for m in pulled] == [b"from-python", b"b1", b"b2", b"q", b"async", b"oneway"]
+        pulled = await poll_until(raw, 7)
+    assert [m.body for m in pulled] == [b"from-python", b"b1", b"b2", b"q", b"async", b"oneway", b"selected"]
     assert {m.topic for m in pulled} == {"ns1%Orders"}
     assert {(c.namespace, c.producer_group, c.mq.topic) for c in hooked} == {("ns1", "ns1%pg", "ns1%Orders")}
 
