@@ -357,3 +357,38 @@ async def test_an_orderly_namespaced_listener_sees_its_plain_topic(cluster: Thre
             while len(got) < 3:
                 await anyio.sleep(0.05)
     assert [(m.topic, m.body) for m in got] == [("Ordered", b"1"), ("Ordered", b"2"), ("Ordered", b"3")]
+
+
+async def test_a_namespaced_transaction_check_back_sees_the_plain_topic(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """The broker asks the wrapped producer group; the check sees the topic without the namespace
+    (ClientRemotingProcessor.checkTransactionState), and the committed message reaches the namespace's consumers."""
+    async with Admin(embedded_cluster.namesrv_addr) as admin:
+        await admin.create_topic("ns8%TxCheck", read_queue_nums=1, write_queue_nums=1)
+    checked: list[str] = []
+
+    def unknown(msg: Message, arg: object) -> LocalTransactionState:
+        return LocalTransactionState.UNKNOWN
+
+    def check(msg: MessageExt) -> LocalTransactionState:
+        checked.append(msg.topic)
+        return LocalTransactionState.COMMIT_MESSAGE
+
+    ns = embedded_cluster.namesrv_addr
+    producer = TransactionProducer(
+        "tpg", ns, namespace="ns8", execute_local_transaction=unknown, check_local_transaction=check
+    )
+    async with producer:
+        await producer.send_message_in_transaction(Message("TxCheck", b"later"))
+        with trio.fail_after(300):
+            while not checked:
+                await trio.sleep(0.5)
+    assert set(checked) == {"TxCheck"}
+    async with LitePullConsumer("cg", ns, namespace="ns8", consume_from_where=FIRST) as consumer:
+        await consumer.subscribe("TxCheck")
+        with trio.fail_after(60):
+            got: list[MessageExt] = []
+            while not got:
+                got = await consumer.poll(1.0)
+    assert [(m.topic, m.body) for m in got] == [("TxCheck", b"later")]
