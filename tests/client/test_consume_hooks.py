@@ -63,8 +63,8 @@ async def test_a_push_consumers_hooks_see_each_listener_call_before_and_after(
     use_virtual_store_clock(embedded_cluster)
     mq = await _create_and_send(embedded_cluster, "HookPush", [b"ok", b"later", b"boom"])
 
-    def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
-        if msgs[0].body == b"boom":
+    async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:  # on the loop: a thread's run is
+        if msgs[0].body == b"boom":  # not virtual time, the clock could jump past the test's 5 s while one runs
             raise ValueError("boom")
         if msgs[0].body == b"later":
             return ConsumeConcurrentlyStatus.RECONSUME_LATER
@@ -102,7 +102,11 @@ async def test_an_orderly_push_consumers_hooks_see_the_orderly_status(
     mq = await _create_and_send(embedded_cluster, "HookOrderly", [b"first"])
     hook = RecordingHook()
     consumer = first_offset_consumer(embedded_cluster.namesrv_addr, "cg-hooks-orderly", "HookOrderly")
-    consumer.register_message_listener_orderly(lambda msgs: ConsumeOrderlyStatus.SUCCESS)
+
+    async def orderly(msgs: list[MessageExt]) -> ConsumeOrderlyStatus:  # on the loop, as the test above
+        return ConsumeOrderlyStatus.SUCCESS
+
+    consumer.register_message_listener_orderly(orderly)
     consumer.register_consume_message_hook(hook)
     async with consumer:
         await trio.sleep(5)
