@@ -136,3 +136,40 @@ def test_a_body_that_does_not_inflate_raises_zlib_error(kind: int, body: bytes) 
     msg = decode_record(encode_record(MessageRecord(topic="T", body=body, sys_flag=SYSFLAG_COMPRESSED | kind)))
     with pytest.raises(zlib.error):
         uncompressed(msg)
+
+
+#: An LZ4 skippable frame (magic 0x184D2A50..5F, a 4-byte size, that many bytes): a reader passes over it.
+LZ4_SKIPPABLE = (0x184D2A50).to_bytes(4, "little") + (3).to_bytes(4, "little") + b"abc"
+
+
+@pytest.mark.parametrize(
+    ("kind", "body", "content"),
+    [
+        (COMPRESSION_LZ4, DEFAULT_FRAME + FLAGGED_FRAME, CONTENT + CONTENT),
+        (COMPRESSION_LZ4, LZ4_SKIPPABLE + DEFAULT_FRAME, CONTENT),
+        (COMPRESSION_ZSTD, ZSTD_FRAME + ZSTD_FRAME, ZSTD_CONTENT + ZSTD_CONTENT),
+    ],
+    ids=["lz4-two-frames", "lz4-skippable", "zstd-two-frames"],
+)
+def test_every_frame_of_a_body_is_inflated(kind: int, body: bytes, content: bytes) -> None:
+    """lz4-java's ``LZ4FrameInputStream`` reads frame after frame to the end of its input (skipping skippable frames)
+    and zstd-jni's ``ZstdInputStream`` too: a body of two frames reads as both contents, not the first alone."""
+    msg = decode_record(encode_record(MessageRecord(topic="T", body=body, sys_flag=SYSFLAG_COMPRESSED | kind)))
+    assert uncompressed(msg).body == content
+
+
+@pytest.mark.parametrize(
+    ("kind", "body"),
+    [
+        (COMPRESSION_LZ4, DEFAULT_FRAME + b"trailing junk"),
+        (COMPRESSION_ZSTD, ZSTD_FRAME + b"trailing junk"),
+        (COMPRESSION_LZ4, DEFAULT_FRAME + DEFAULT_FRAME[:-9]),
+    ],
+    ids=["lz4-junk", "zstd-junk", "lz4-second-frame-cut"],
+)
+def test_bytes_after_the_frame_that_are_no_frame_do_not_inflate(kind: int, body: bytes) -> None:
+    """What follows a frame is read as the next frame (LZ4FrameInputStream, ZstdInputStream): junk or a frame cut
+    short fails as the whole body does, it is not dropped unseen."""
+    msg = decode_record(encode_record(MessageRecord(topic="T", body=body, sys_flag=SYSFLAG_COMPRESSED | kind)))
+    with pytest.raises(zlib.error):
+        uncompressed(msg)
