@@ -10,6 +10,8 @@ body that does not inflate treat every codec alike.
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
+from typing import Any
 
 import lz4.frame
 import zstandard
@@ -23,20 +25,31 @@ class BodyCodecError(zlib.error):
 
 def inflate_lz4(data: bytes) -> bytes:
     """The content of the LZ4 frame(s) ``data`` holds. Raises :class:`BodyCodecError`."""
-    try:
-        return bytes(lz4.frame.decompress(data))
-    except (RuntimeError, ValueError) as exc:
-        raise BodyCodecError(f"LZ4 body does not inflate: {exc}") from None
+    return _frames(data, lz4.frame.LZ4FrameDecompressor, (RuntimeError, ValueError), "LZ4")
 
 
 def inflate_zstd(data: bytes) -> bytes:
     """The content of the Zstandard frame(s) ``data`` holds, with or without a content size in the header. Raises
     :class:`BodyCodecError`."""
+    return _frames(data, zstandard.ZstdDecompressor().decompressobj, (zstandard.ZstdError,), "ZSTD")
+
+
+def _frames(data: bytes, reader: Callable[[], Any], errors: tuple[type[Exception], ...], codec: str) -> bytes:
+    """Frame after frame to the end of ``data``: common/src/main/java/org/apache/rocketmq/common/compression/
+    Lz4Compressor.java and ZstdCompressor.java ``decompress`` read their stream (lz4-java's ``LZ4FrameInputStream``,
+    zstd-jni's ``ZstdInputStream``) until it ends, and those read on after a frame's end (skippable frames hold no
+    content). The bindings' one-shot calls stop at the first frame and drop what follows it, a second frame or junk
+    alike. A frame cut short, or bytes after a frame that are no frame, raise as a body that is no frame at all."""
+    out: list[bytes] = []
+    rest = data
     try:
-        reader = zstandard.ZstdDecompressor().decompressobj()
-        out = reader.decompress(data)
-    except zstandard.ZstdError as exc:
-        raise BodyCodecError(f"ZSTD body does not inflate: {exc}") from None
-    if not reader.eof:
-        raise BodyCodecError("ZSTD body does not inflate: the frame is cut short")
-    return out
+        while True:
+            frame = reader()
+            out.append(frame.decompress(rest))
+            if not frame.eof:
+                raise BodyCodecError(f"{codec} body does not inflate: the frame is cut short")
+            rest = frame.unused_data
+            if not rest:
+                return b"".join(out)
+    except errors as exc:
+        raise BodyCodecError(f"{codec} body does not inflate: {exc}") from None
