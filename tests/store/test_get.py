@@ -166,6 +166,37 @@ def test_offset_by_time_after_commitlog_retention_reads_a_logarithmic_number_of_
     store.close()
 
 
+def test_upper_before_every_retained_message_is_the_entry_before_the_first_left(tmp_path: Path) -> None:
+    """Between CleanCommitLogService and CleanConsumeQueueService's next pass the queue's entries below the CommitLog's
+    minimum are gone; RocketMQ 5's UPPER search moves right past them, keeping the last as its left neighbour
+    (store/.../ConsumeQueue.java binarySearchInQueueByTime), so UPPER before every retained message answers the entry
+    just before the first one left, within the queue's min and max (ConsumeQueueStore.getOffsetInQueueByTime): not
+    the queue's min offset, far below. With nothing gone it is the min offset."""
+    clock = FakeClock(1_000_000)
+    store = open_store(
+        tmp_path, now_ms=clock, mapped_file_size_commit_log=64 * 1024, mapped_file_size_consume_queue=1024 * 20
+    )
+    count = 3000
+    for _ in range(count):
+        clock.now += 1
+        store.append(message(body=bytes(64)))
+    store.flush_all_blocking()
+    first = store.message_store_timestamp("TopicTest", 0, 0)
+    assert first is not None
+    assert store.offset_in_queue_by_time("TopicTest", 0, first - 1, "UPPER") == 0
+    destroy_segments(store.commitlog.queue.take_first(len(store.commitlog.queue.files) - 2))
+    cq = store.consume_queue("TopicTest", 0)
+    assert cq is not None and cq.min_offset == 0  # not cleaned yet
+    min_phy = store.commitlog.min_offset
+    first_live = next(i for i in range(count) if (e := cq.entry(i)) is not None and e[0] >= min_phy)
+    assert first_live > 1000
+    live_time = store.message_store_timestamp("TopicTest", 0, first_live)
+    assert live_time is not None
+    assert store.offset_in_queue_by_time("TopicTest", 0, live_time - 1, "UPPER") == first_live - 1
+    assert store.offset_in_queue_by_time("TopicTest", 0, live_time - 1, "LOWER") == first_live
+    store.close()
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     st.lists(st.integers(0, 3), min_size=1, max_size=30), st.integers(995, 1025), st.sampled_from(["LOWER", "upper"])
