@@ -312,9 +312,9 @@ class ConsumeQueue:
     ) -> int:
         """RocketMQ 5's boundaries (``ConsumeQueue.getOffsetInQueueByTime(timestamp, boundaryType)``): ``LOWER`` is
         the first entry stored at or after ``timestamp`` (the max offset when all are before it), ``UPPER`` the last
-        one stored at or before it (the min offset when all are after it: RocketMQ 5 keeps the answer within the
-        queue's min and max offsets, store/src/main/java/org/apache/rocketmq/store/queue/ConsumeQueueStore.java
-        getOffsetInQueueByTime). Store times grow along a queue."""
+        one stored at or before it (when all are after it, the entry before the first whose message is left, at least
+        the min offset: RocketMQ 5 keeps the answer within the queue's min and max offsets, store/src/main/java/org/
+        apache/rocketmq/store/queue/ConsumeQueueStore.java getOffsetInQueueByTime). Store times grow along a queue."""
         lo, hi = first_valid, self.max_offset
         while lo < hi:  # the first entry past the boundary: time > timestamp (UPPER) or >= (LOWER)
             mid = (lo + hi) // 2
@@ -326,7 +326,10 @@ class ConsumeQueue:
                 hi = mid
         if not upper:
             return lo
-        return lo - 1 if lo > first_valid else self.min_offset
+        # Before every retained message: the entry just before the first one left, the last gone one Java's search
+        # moved right past (its left neighbour, store/src/main/java/org/apache/rocketmq/store/ConsumeQueue.java
+        # binarySearchInQueueByTime), or the min offset when nothing is gone (the 0 it answers, clamped).
+        return max(lo - 1, self.min_offset)
 
     # ---- recovery and retention ----------------------------------------------------------------------------
 
