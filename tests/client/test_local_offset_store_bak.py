@@ -6,9 +6,15 @@ consume-from-where."""
 
 from __future__ import annotations
 
+import errno
+import os
+import stat
+import threading
+import time
 from pathlib import Path
 
 import pytest
+import trio
 
 from client.consumer.offset_store import LocalFileOffsetStore
 from remoting.codec.bodies import MessageQueue
@@ -77,3 +83,47 @@ async def test_a_java_consumers_offsets_json_is_read_and_written_in_its_form(tmp
 
     written = loads_fastjson(store.path.read_bytes())
     assert written == {"offsetTable": {MQ: 25, OTHER: 7}}
+
+
+async def test_a_save_leaves_the_event_loop_free_while_it_waits_on_the_file(tmp_path: Path) -> None:
+    """A save reads, writes and fsyncs ``offsets.json`` and its ``.bak``: on a slow or stalled disk (a busy device,
+    a home directory on NFS) that takes as long as the disk does. Java's persistAll runs on the client instance's
+    scheduled thread (client/src/main/java/org/apache/rocketmq/client/impl/factory/MQClientInstance.java
+    ``persistAllConsumerOffset``), never where the client's messages are handled; ours must not stop the event
+    loop, which every consumer and producer of the instance shares. The stalled disk here is a FIFO in the file's
+    place, which a thread feeds only after asking the loop to run a callback."""
+    store = LocalFileOffsetStore(tmp_path, "10.0.0.1@1", "g")
+    await store.load()
+    store.update(MQ, 5)
+    store.path.parent.mkdir(parents=True)
+    os.mkfifo(store.path)
+    token = trio.lowlevel.current_trio_token()
+    loop_ran: list[bool] = []
+    done = threading.Event()
+
+    def disk() -> None:
+        while not done.is_set() and stat.S_ISFIFO(os.stat(store.path).st_mode):
+            try:
+                fd = os.open(store.path, os.O_WRONLY | os.O_NONBLOCK)
+            except OSError as exc:  # ENXIO: nobody reads the file yet
+                assert exc.errno == errno.ENXIO
+                time.sleep(0.005)
+                continue
+            if not loop_ran:  # the save waits for the file: is the loop still running meanwhile?
+                ran = threading.Event()
+                token.run_sync_soon(ran.set)
+                loop_ran.append(ran.wait(10))  # only bounds how long a blocked loop takes to fail the test
+            os.write(fd, b'{"offsetTable":{}}')
+            os.close(fd)
+            time.sleep(0.05)
+
+    feeder = threading.Thread(target=disk, daemon=True)
+    feeder.start()
+    try:
+        await store.persist_all([MQ])
+    finally:
+        done.set()
+        feeder.join()
+    store.close()
+    assert loop_ran == [True]
+    assert loads_fastjson(store.path.read_bytes()) == {"offsetTable": {MQ: 5}}
