@@ -5,11 +5,12 @@
   and at shutdown); to the group's master, or to a slave while the master is gone.
 - :class:`LocalFileOffsetStore` (BROADCASTING): the same table in a JSON file
   ``<dir>/<client id>/<group>/offsets.json`` in Java's form (a Java consumer of the host reads and writes the same
-  file), written atomically (temp file + rename) after the previous file is
-  kept as ``offsets.json.bak``, which is read when the file is missing, empty or damaged; ``read`` looks in the file,
-  ``persist_all`` merges into it. A file is held by one running consumer of the process: a second consumer of the
-  group started meanwhile takes ``<client id>#2`` (then ``#3``...), so each keeps its own progress, and the same
-  consumers started in the same order after a restart find theirs (Java refuses that second consumer instead).
+  file), written atomically (temp file + rename) after the previous file is kept as ``offsets.json.bak``, which is
+  read when the file is missing, empty or damaged; ``read`` looks in the file, ``persist_all`` merges into it, in a
+  worker thread (a slow disk does not stop the event loop). A file is held by one running consumer of the process:
+  a second consumer of the group started meanwhile takes ``<client id>#2`` (then ``#3``...), so each keeps its own
+  progress, and the same consumers started in the same order after a restart find theirs (Java refuses that second
+  consumer instead).
 
 ``read`` returns ``None`` when there is no offset yet (the rebalance then applies consume-from-where) and raises
 :class:`~client.errors.MQClientError` / ``RemotingError`` when the broker cannot be asked. ``persist_all`` never
@@ -25,6 +26,9 @@ import threading
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Protocol
+
+import anyio
+import anyio.to_thread
 
 from client import api
 from client.errors import MQClientError
@@ -160,6 +164,7 @@ class LocalFileOffsetStore(_Table):
         self._client_dir = client_id.replace(":", "_").replace("/", "_")
         self.path = self._file("")
         self._holding = False
+        self._save_lock: anyio.Lock | None = None  # made in the loop of the first save
 
     def _file(self, suffix: str) -> Path:
         return self._directory / f"{self._client_dir}{suffix}" / self._group / "offsets.json"
@@ -197,11 +202,37 @@ class LocalFileOffsetStore(_Table):
     async def persist_all(self, mqs: Iterable[MessageQueue]) -> None:
         """Write the offsets in memory of ``mqs`` into the file, keeping its other entries (queues dropped since, as
         Java's LocalFileOffsetStore.persistAll). A file that cannot be written is logged, as Java's: the offsets stay in
-        memory for the next try, and a consumer's shutdown still unregisters."""
-        merged = self._read_file()
-        merged.update((mq, self.table[mq]) for mq in mqs if mq in self.table)
+        memory for the next try, and a consumer's shutdown still unregisters.
+
+        The file work (reading the file or its ``.bak``, writing the ``.bak`` and the file with their fsyncs) runs
+        in a worker thread, as Java's runs on the client
+        instance's scheduled thread (client/src/main/java/org/apache/rocketmq/client/impl/factory/
+        MQClientInstance.java ``persistAllConsumerOffset``): a slow disk must not stop the event loop every consumer
+        and producer of the instance shares. Saves run one at a time, each taking the offsets in memory when its
+        turn comes, so an older save never overwrites a newer one. A save is not cancelled (it never was while it
+        ran in the loop): a dropped queue's last offset is written even when its consumer is being stopped."""
+        if self._save_lock is None:
+            self._save_lock = anyio.Lock()
+        with anyio.CancelScope(shield=True):
+            async with self._save_lock:
+                updates = {mq: self.table[mq] for mq in mqs if mq in self.table}
+                await anyio.to_thread.run_sync(self._save, updates)
+
+    def _save(self, updates: dict[MessageQueue, int]) -> None:
+        """:meth:`persist_all`'s file work, in a worker thread; the file is read once (it is copied to the ``.bak``
+        as read)."""
+        raw = self._read_raw(self.path)
+        current = None if raw is None else self._parse(self.path, raw)
+        merged = current if current is not None else (self._parse_file(self._bak_path) or {})
+        merged.update(updates)
         try:
-            self._write(b'{"offsetTable":' + dumps_mq_map(merged) + b"}")
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            # The replaced file is kept as the .bak only when it parses, so a damaged file never replaces a good
+            # backup; MixAll.string2File keeps the previous content (common/src/main/java/org/apache/rocketmq/
+            # common/MixAll.java). Each replace is atomic: a crash in between leaves the previous file in place.
+            if raw is not None and current is not None:
+                self._replace(raw, self._bak_path)
+            self._replace(b'{"offsetTable":' + dumps_mq_map(merged) + b"}", self.path)
         except OSError as exc:
             log.error("persisting consumer offsets to %s failed: %s", self.path, exc)
 
@@ -221,13 +252,23 @@ class LocalFileOffsetStore(_Table):
 
     def _parse_file(self, path: Path) -> dict[MessageQueue, int] | None:
         """``path``'s offsets; ``None`` when it does not exist, is empty or cannot be read or parsed."""
+        raw = self._read_raw(path)
+        return None if raw is None else self._parse(path, raw)
+
+    @staticmethod
+    def _read_raw(path: Path) -> bytes | None:
+        """``path``'s content; ``None`` when it does not exist or cannot be read (logged)."""
         try:
-            raw = path.read_text()
+            return path.read_bytes()
         except FileNotFoundError:
             return None
         except OSError as exc:
             log.warning("cannot read offset file %s: %s", path, exc)
             return None
+
+    @staticmethod
+    def _parse(path: Path, raw: bytes) -> dict[MessageQueue, int] | None:
+        """The offsets in ``raw`` (read from ``path``); ``None`` when it is empty or does not parse (logged)."""
         if not raw.strip():
             return None
         try:
@@ -235,15 +276,6 @@ class LocalFileOffsetStore(_Table):
         except (CodecError, ValueError, KeyError, TypeError) as exc:
             log.warning("ignoring unreadable offset file %s: %s", path, exc)
             return None
-
-    def _write(self, content: bytes) -> None:
-        """Replace the file atomically, after copying the one it replaces to ``offsets.json.bak`` (also atomically,
-        and only when it parses, so a damaged file never replaces a good backup), as ``MixAll.string2File`` keeps
-        the previous content (common/src/main/java/org/apache/rocketmq/common/MixAll.java)."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        if self._parse_file(self.path) is not None:
-            self._replace(self.path.read_bytes(), self._bak_path)
-        self._replace(content, self.path)
 
     @staticmethod
     def _replace(data: bytes, path: Path) -> None:
@@ -259,7 +291,7 @@ class LocalFileOffsetStore(_Table):
             raise
 
 
-def _decode_offsets(raw: str) -> dict[MessageQueue, int]:
+def _decode_offsets(raw: bytes) -> dict[MessageQueue, int]:
     """An offset file's table: Java's form (``OffsetSerializeWrapper``, fastjson's ``{"offsetTable": {MessageQueue:
     offset}}`` with the queues as object keys; client/src/main/java/org/apache/rocketmq/client/consumer/store/
     OffsetSerializeWrapper.java), or the list of entries earlier rocketrio versions wrote. Raises ``CodecError``,
