@@ -164,7 +164,8 @@ class LocalFileOffsetStore(_Table):
         self._client_dir = client_id.replace(":", "_").replace("/", "_")
         self.path = self._file("")
         self._holding = False
-        self._save_lock: anyio.Lock | None = None  # made in the loop of the first save
+        self._save_lock: anyio.Lock | None = None  # made in the loop of the first save, as the limiter
+        self._save_limiter: anyio.CapacityLimiter | None = None
 
     def _file(self, suffix: str) -> Path:
         return self._directory / f"{self._client_dir}{suffix}" / self._group / "offsets.json"
@@ -213,10 +214,12 @@ class LocalFileOffsetStore(_Table):
         ran in the loop): a dropped queue's last offset is written even when its consumer is being stopped."""
         if self._save_lock is None:
             self._save_lock = anyio.Lock()
+            # Its own thread: the default limiter's threads may all be running listeners of the sync facade.
+            self._save_limiter = anyio.CapacityLimiter(1)
         with anyio.CancelScope(shield=True):
             async with self._save_lock:
                 updates = {mq: self.table[mq] for mq in mqs if mq in self.table}
-                await anyio.to_thread.run_sync(self._save, updates)
+                await anyio.to_thread.run_sync(self._save, updates, limiter=self._save_limiter)
 
     def _save(self, updates: dict[MessageQueue, int]) -> None:
         """:meth:`persist_all`'s file work, in a worker thread; the file is read once (it is copied to the ``.bak``
