@@ -19,6 +19,7 @@ import trio.testing
 from broker.broker_config import BrokerConfig
 from broker.context import build_context
 from broker.embedded import EmbeddedCluster
+from broker.transaction import TransactionCheckService
 from client import sync
 from client.admin import Admin
 from client.consumer.listener import ConsumeConcurrentlyStatus
@@ -859,3 +860,36 @@ async def test_a_round_the_store_refuses_midway_keeps_the_progress_it_made(tmp_p
         copies = [origin_of(h) for h in bridge.iter_queue(TRANS_HALF_TOPIC, bridge.half_progress(),
                                                           bridge.half_max_offset())]  # fmt: skip
         assert sorted(copies) == list(range(backlog))
+
+
+async def test_a_check_service_taking_over_yields_while_it_reads_the_op_window(tmp_path: Path) -> None:
+    """The check service starts with the broker and, in DLedger mode, each time a member becomes the leader; it first
+    reads the op messages past its op progress (one per transaction ended since the last round, and every one since
+    the oldest transaction still live) to rebuild what END_TRANSACTION consults. That read ran in one synchronous
+    step, as the rounds' did: a new leader answered nobody, its followers' heartbeats neither, for as long. Seen from
+    another task: starting the service must let it run while the window is read."""
+    backlog = 4000
+    async with EmbeddedCluster(tmp_path / "cluster", **SMALL_STORE) as cluster:
+        bridge = cluster.controller.transaction_bridge
+        for half in _half_backlog(cluster, backlog, group="tx-ended"):  # ended, not scanned yet
+            stored = bridge.look_half(half.phy_offset)
+            assert stored is not None
+            bridge.put_op_message(stored)
+        taking_over = TransactionCheckService(cluster.controller.context, bridge)
+        turns = 0
+
+        async def watch() -> None:
+            nonlocal turns
+            while True:
+                turns += 1
+                await trio.lowlevel.checkpoint()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(watch)
+            await trio.lowlevel.checkpoint()
+            before = turns
+            await nursery.start(taking_over.run)
+            during = turns - before
+            nursery.cancel_scope.cancel()
+        assert len(bridge.resolved) == backlog
+        assert during > 10, during  # one turn per 64 op messages read; none while the read blocked the loop
