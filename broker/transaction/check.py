@@ -137,9 +137,17 @@ class TransactionCheckService:
         check service, which keeps nothing between rounds but the two consume offsets)."""
         self.now_ms()  # anchor the clock at start
         bridge = self.bridge
-        ops = bridge.read_ops(bridge.op_progress(), bridge.op_max_offset())
-        bridge.resolved = {op.origin: op.op_offset for op in ops}
         bridge.live_origins = None  # until this run's first round: read from the half queue past the progress
+        # The read yields as a round's does (the window holds every op message since the oldest live transaction:
+        # a new DLedger leader must keep answering, its followers' heartbeats too). An op message END_TRANSACTION
+        # writes meanwhile lies past the window, so it is kept from what the bridge recorded.
+        recorded = dict(bridge.resolved)
+        ops = await self._read_ops(bridge.op_progress(), bridge.op_max_offset())
+        resolved = {op.origin: op.op_offset for op in ops}
+        for origin, op_offset in bridge.resolved.items():
+            if recorded.get(origin) != op_offset:
+                resolved.setdefault(origin, op_offset)
+        bridge.resolved = resolved
         task_status.started()
         while True:
             await trio.sleep(self.check_interval)
