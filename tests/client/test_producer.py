@@ -137,6 +137,25 @@ async def test_a_batch_over_4_mib_is_split_and_every_message_stored(cluster: Thr
     assert [m.body for m in stored[10:]] == [b"s0", b"s1", b"s2"]
 
 
+@pytest.mark.broker(mapped_file_size_commit_log=32 << 20)
+async def test_a_batch_whose_body_passes_max_message_size_is_refused_and_nothing_stored(
+    cluster: ThreadedCluster,
+) -> None:
+    """Java's ``DefaultMQProducer.send(Collection)`` sends one batch body and ``Validators.checkMessage`` refuses it
+    over ``maxMessageSize``: no part is stored, so a retry cannot store one twice."""
+    from client.errors import MessageValidationError
+
+    await create_topic(cluster.namesrv_addr, "BatchBig", queues=1)
+    big = [Message("BatchBig", bytes([i]) * (1 << 20), keys=f"k{i}") for i in range(5)]  # 5 MiB in all
+    async with Producer("pg", cluster.namesrv_addr) as producer:
+        with pytest.raises(MessageValidationError, match=f"the message body size over max value, MAX: {4 << 20}") as e:
+            await producer.send_batch(big)
+        assert e.value.response_code == 13  # MESSAGE_ILLEGAL
+        fits = await producer.send_batch(big[:3])
+    assert len(fits) == 1 and len(fits[0].msg_id.split(",")) == 3
+    assert [m.body[:1] for m in await _stored(cluster.broker_addr, "BatchBig", 1)] == [b"\x00", b"\x01", b"\x02"]
+
+
 @pytest.mark.broker(auto_create_topic_enable=False)
 async def test_a_missing_route_names_the_topic_and_the_name_servers(cluster: ThreadedCluster) -> None:
     async with Producer("pg", [cluster.namesrv_addr, "127.0.0.1:1"]) as producer:
