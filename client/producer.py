@@ -1,5 +1,5 @@
-"""The producer (Java's ``DefaultMQProducer``): sync, async and oneway sends, batches split at the size limit, retries
-that avoid the broker that just failed, latency fault avoidance and queue selectors for ordered messages.
+"""The producer (Java's ``DefaultMQProducer``): sync, async and oneway sends, batches refused over the size limit,
+retries that avoid the broker that just failed, latency fault avoidance and queue selectors for ordered messages.
 
 Usage::
 
@@ -8,7 +8,7 @@ Usage::
         await producer.send(msg, selector=select_by_hash, arg=order_id)   # ordered per order id
         producer.send_async(msg, on_result)                                 # callback gets SendResult | Exception
         await producer.send_oneway(msg)
-        results = await producer.send_batch([msg1, msg2, ...])              # one SendResult per sub-batch
+        results = await producer.send_batch([msg1, msg2, ...])  # [SendResult]: refused over 4 MiB
 
 Errors: :class:`~client.errors.TopicRouteNotFoundError` (names the topic and the name servers),
 :class:`~client.errors.MessageValidationError` (nothing sent), :class:`~client.errors.SendFailedError` after every
@@ -442,9 +442,11 @@ class Producer:
                 hooks.run_after(self.send_hooks, context)
 
     async def send_batch(self, msgs: Sequence[Message], *, timeout: float | None = None) -> list[SendResult]:
-        """Send messages of one topic as SEND_BATCH_MESSAGE requests, split so that each body stays within
-        ``max_message_size``. Returns one result per request (its ``msg_id`` joins the messages' ids by commas).
-        Batches may not carry delay levels or go to retry topics (MessageValidationError)."""
+        """Send messages of one topic as one SEND_BATCH_MESSAGE request, stored or refused as a whole. Returns a
+        list of its one result (its ``msg_id`` joins the messages' ids by commas). A batch body over
+        ``max_message_size`` raises MessageValidationError (MESSAGE_ILLEGAL) and nothing is sent, as Java's
+        ``DefaultMQProducer.send(Collection)``: split a long list first (``client.send_request.split_batch``'s
+        accounting). Batches may not carry delay levels or go to retry topics (MessageValidationError)."""
         self._check_started()
         if self.namespace:
             msgs = [self._wrap_message(m) for m in msgs]
@@ -454,12 +456,11 @@ class Producer:
         timeout = self.send_msg_timeout if timeout is None else timeout
         retries, not_stored = self.retry_times_when_send_failed, self.retry_another_broker_when_not_store_ok
         results = []
-        for p in prepared:  # each request of a split batch is a send of its own, timed from its start
-            self._hook(p, msgs, "SYNC")  # each request of a split batch tells the hooks of the whole list
+        for p in prepared:  # one request: the builder refuses a body over the limit
+            self._hook(p, msgs, "SYNC")
             results.append(
                 await self.send_with_retries(info, p, timeout, retries, retry_not_stored=not_stored, started=started)
             )
-            started = anyio.current_time()
         return [self._unwrap_result(r) for r in results] if self.namespace else results
 
     # -- request-reply (client/request_reply.py) --------------------------------------------------------------------

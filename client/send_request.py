@@ -1,5 +1,5 @@
 """Building send requests (Java's ``DefaultMQProducerImpl`` preparation steps), without I/O: validation, the
-UNIQ_KEY, body compression above the threshold, the SEND_MESSAGE_V2 header, and batch bodies split at the size limit.
+UNIQ_KEY, body compression above the threshold, the SEND_MESSAGE_V2 header, and batch bodies within the size limit.
 
 :class:`SendBuilder` holds a producer's settings; everything raises :class:`~client.errors.MessageValidationError`
 for a message that cannot be sent as given.
@@ -71,6 +71,15 @@ def split_batch(entries: Sequence[BatchEntry], limit: int = MAX_MESSAGE_SIZE) ->
     for size in sizes:
         _check_entry_size(size, limit)
     return _runs(entries, sizes, limit)
+
+
+def batch_entry_size(msg: Message) -> int:
+    """The bytes ``msg`` takes in a batch body (its UNIQ_KEY included, new or its own): a caller splitting a long
+    list keeps each :meth:`SendBuilder.batch` within ``max_message_size`` by adding these up, as Java's users do
+    with the ``ListSplitter`` of the batch example."""
+    props = msg.all_properties()
+    props.setdefault(PROPERTY_UNIQ_KEY, "0" * 32)  # a new key's length (MessageClientIDSetter)
+    return BATCH_ENTRY_OVERHEAD + len(msg.body) + len(encode_properties(props).encode())
 
 
 def _check_entry_size(size: int, limit: int) -> None:
@@ -367,8 +376,10 @@ class SendBuilder:
         return _kept_prefix(self._batch_prefixes, msg, _prefix_with_uniq_name)
 
     def batch(self, msgs: Sequence[Message]) -> list[PreparedSend]:
-        """SEND_BATCH_MESSAGE requests for ``msgs`` (one topic and WAIT, no delay, no retry topic), each body within
-        ``max_message_size``; ``msg_id`` joins the messages' UNIQ_KEYs (new ones, or those they carry) by commas."""
+        """The SEND_BATCH_MESSAGE request for ``msgs`` (one topic and WAIT, no delay, no retry topic), as a list of
+        one; a body over ``max_message_size`` is refused (MESSAGE_ILLEGAL), as Java refuses it, never split:
+        :func:`split_batch` is there to split a list beforehand. ``msg_id`` joins the messages' UNIQ_KEYs (new ones,
+        or those they carry) by commas."""
         if not msgs:
             raise MessageValidationError("an empty batch cannot be sent")
         topic = msgs[0].topic
@@ -423,15 +434,16 @@ class SendBuilder:
                 _check_entry_size(size, limit)
             entries.append((body, encoded, m.flag))
             sizes.append(size)
+        if sum(sizes) > limit:
+            # One request for the whole list, refused over the limit as Java's DefaultMQProducer.send(Collection):
+            # batch() encodes one body and sendDefaultImpl's Validators.checkMessage refuses it, nothing sent
+            # (client/src/main/java/org/apache/rocketmq/client/producer/DefaultMQProducer.java, Validators.java).
+            raise MessageValidationError(
+                f"the message body size over max value, MAX: {limit}", ResponseCode.MESSAGE_ILLEGAL
+            )
         tail = (_BATCH_TAIL if wait else _BATCH_TAIL_NO_WAIT) % (time.time_ns() // 1_000_000)
-        head = self._head(topic)
-        prepared: list[PreparedSend] = []
-        start = 0
-        for chunk in _runs(entries, sizes, limit):
-            msg_id = ",".join(ids[start : start + len(chunk)])
-            prepared.append(PreparedSend.encoded(head, tail, encode_batch_parts(chunk), msg_id, topic, _SEND_BATCH))
-            start += len(chunk)
-        return prepared
+        body = encode_batch_parts(entries)
+        return [PreparedSend.encoded(self._head(topic), tail, body, ",".join(ids), topic, _SEND_BATCH)]
 
     def _check_batched(self, msg: Message, topic: str, wait: bool) -> None:
         """Raise :class:`MessageValidationError` if ``msg`` may not go in a batch to ``topic`` whose ``WAIT`` is

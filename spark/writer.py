@@ -24,6 +24,7 @@ from pyspark.sql.datasource import DataSourceWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
 from client.message import Message
+from client.send_request import MAX_MESSAGE_SIZE, batch_entry_size
 from spark.options import OptionError, SourceOptions
 from spark.session import BrokerSession
 
@@ -38,7 +39,8 @@ __all__ = [
     "send_rows",
 ]
 
-#: Messages handed to one ``send_batch`` call (the producer splits them further at its 4 MiB body limit).
+#: Messages handed to one ``send_batch`` call at most; fewer when their batch body would pass the producer's 4 MiB
+#: limit (``send_batch`` refuses it, as Java's ``DefaultMQProducer.send(Collection)``).
 SEND_CHUNK = 512
 
 
@@ -132,9 +134,18 @@ def send_rows(session: BrokerSession, msgs: Iterable[Message]) -> int:
     """Send ``msgs`` in chunks of :data:`SEND_CHUNK`, one topic per request; returns how many were sent."""
     sent = 0
     pending: dict[str, list[Message]] = {}
+    sizes: dict[str, int] = {}
     for msg in msgs:
+        size = batch_entry_size(msg)
         chunk = pending.setdefault(msg.topic, [])
+        if chunk and sizes[msg.topic] + size > MAX_MESSAGE_SIZE:
+            session.send_batch(chunk)
+            sent += len(chunk)
+            chunk = pending[msg.topic] = []
+        if not chunk:
+            sizes[msg.topic] = 0
         chunk.append(msg)
+        sizes[msg.topic] += size
         if len(chunk) >= SEND_CHUNK:
             session.send_batch(chunk)
             sent += len(chunk)

