@@ -120,6 +120,32 @@ async def test_large_bodies_are_compressed_on_the_wire_and_round_trip(cluster: T
     assert [m.body for m in await _stored(cluster.broker_addr, "Zip", 1)] == [body, b"small"]
 
 
+async def test_compress_type_and_compress_level_choose_the_codec_and_its_sysflag_bits(cluster: ThreadedCluster) -> None:
+    """5.3.3's ``DefaultMQProducer.compressType`` / ``compressLevel``: the body is compressed by that codec at that
+    level and the sysflag carries COMPRESSED and the type's bits (LZ4 1 << 8, ZSTD 2 << 8, ZLIB 3 << 8)."""
+    import zlib
+
+    import lz4.frame
+    import zstandard
+
+    await create_topic(cluster.namesrv_addr, "ZipKinds", queues=1)
+    body = bytes(range(256)) * 8 + b"compressible " * 1000
+    kinds = [("ZLIB", 1, 3 << 8), ("zstd", 3, 2 << 8), ("LZ4", 5, 1 << 8)]
+    for name, level, _ in kinds:
+        async with Producer("pg", cluster.namesrv_addr, compress_type=name, compress_level=level) as producer:
+            await producer.send(Message("ZipKinds", body))
+    async with RemotingClient() as remoting:
+        cmd = request(RequestCode.PULL_MESSAGE, _pull_header("ZipKinds", 0).to_ext_fields())
+        raw = list(iter_records((await remoting.invoke(cluster.broker_addr, cmd, 10.0)).body))
+    assert [r.sys_flag & 0x701 for r in raw] == [SYSFLAG_COMPRESSED | bits for _, _, bits in kinds]
+    assert raw[0].body == zlib.compress(body, 1)
+    assert zstandard.ZstdDecompressor().decompressobj().decompress(raw[1].body) == body
+    assert lz4.frame.decompress(raw[2].body) == body
+    assert [m.body for m in await _stored(cluster.broker_addr, "ZipKinds", 1)] == [body] * 3
+    with pytest.raises(ValueError, match="Unsupported compress type name: GZIP"):
+        Producer("pg", cluster.namesrv_addr, compress_type="GZIP")
+
+
 @pytest.mark.broker(mapped_file_size_commit_log=32 << 20)
 async def test_a_batch_whose_body_passes_max_message_size_is_refused_and_nothing_stored(
     cluster: ThreadedCluster,
