@@ -1,7 +1,7 @@
 """The body codecs of RocketMQ 5's ``compressType`` (common/src/main/java/org/apache/rocketmq/common/compression/
 CompressionType.java): LZ4 frames (``Lz4Compressor``, lz4-java's ``LZ4FrameOutputStream``) and Zstandard frames
 (``ZstdCompressor``, zstd-jni), read with the well-kept ``lz4`` and ``zstandard`` bindings of the reference C
-libraries. zlib (type 0 or 3) stays with :mod:`zlib`.
+libraries. zlib (type 0 or 3) stays with :mod:`zlib`. :func:`compressor` is the producer's side.
 
 A body that does not inflate raises :class:`BodyCodecError`, a ``zlib.error``, so the callers that drop or keep a
 body that does not inflate treat every codec alike.
@@ -16,7 +16,7 @@ from typing import Any
 import lz4.frame
 import zstandard
 
-__all__ = ["BodyCodecError", "inflate_lz4", "inflate_zstd"]
+__all__ = ["BodyCodecError", "compressor", "inflate_lz4", "inflate_zstd"]
 
 
 class BodyCodecError(zlib.error):
@@ -53,3 +53,34 @@ def _frames(data: bytes, reader: Callable[[], Any], errors: tuple[type[Exception
                 return b"".join(out)
     except errors as exc:
         raise BodyCodecError(f"{codec} body does not inflate: {exc}") from None
+
+
+def _lz4(data: bytes, level: int) -> bytes:
+    # Lz4Compressor ignores the level: an LZ4FrameOutputStream with its defaults.
+    return bytes(lz4.frame.compress(data))
+
+
+def _zstd(data: bytes, level: int) -> bytes:
+    return bytes(zstandard.ZstdCompressor(level=level).compress(data))
+
+
+def _zlib(data: bytes, level: int) -> bytes:
+    return zlib.compress(data, level)
+
+
+#: CompressionType's names, their sysflag bits (``getCompressionFlag``, the COMPRESSION_*_TYPE of
+#: common/src/main/java/org/apache/rocketmq/common/sysflag/MessageSysFlag.java) and compressors.
+_COMPRESSORS: dict[str, tuple[int, Callable[[bytes, int], bytes]]] = {
+    "LZ4": (1 << 8, _lz4),
+    "ZSTD": (2 << 8, _zstd),
+    "ZLIB": (3 << 8, _zlib),
+}
+
+
+def compressor(name: str) -> tuple[int, Callable[[bytes, int], bytes]]:
+    """The sysflag bits and the ``compress(body, level)`` of the compress type ``name`` (LZ4, ZSTD or ZLIB, any
+    case, as ``CompressionType.of``). Raises ValueError "Unsupported compress type name: ..." for another."""
+    found = _COMPRESSORS.get(name.strip().upper())
+    if found is None:
+        raise ValueError(f"Unsupported compress type name: {name}")
+    return found

@@ -93,6 +93,8 @@ class Producer:
         retry_times_when_send_async_failed: int = 2,
         compress_msg_body_over_howmuch: int = COMPRESS_OVER,
         max_message_size: int = MAX_MESSAGE_SIZE,
+        compress_level: int = 5,
+        compress_type: str = "ZLIB",
         send_latency_fault_enable: bool = False,
         retry_another_broker_when_not_store_ok: bool = False,
         default_topic_queue_nums: int = 4,
@@ -126,6 +128,8 @@ class Producer:
             compress_msg_body_over_howmuch,
             create_topic_key,
             default_topic_queue_nums,
+            compress_level=compress_level,  # 5.3.3's compressLevel / compressType: ZLIB, ZSTD or LZ4
+            compress_type=compress_type,
         )
         self._publish: dict[str, TopicPublishInfo] = {}
         self._fallback_topics: set[str] = set()  # topics sent with TBW102's route until theirs shows up

@@ -8,15 +8,15 @@ for a message that cannot be sent as given.
 from __future__ import annotations
 
 import time
-import zlib
 from collections.abc import Callable, Sequence
 from typing import Final, Self, TypeVar
 
 import attrs
 import orjson
 
+from client.body_codecs import compressor
 from client.errors import MessageValidationError, MQClientError
-from client.message import COMPRESSION_ZLIB, PROPERTY_MAX_RECONSUME_TIMES, PROPERTY_RECONSUME_TIME, Message
+from client.message import PROPERTY_MAX_RECONSUME_TIMES, PROPERTY_RECONSUME_TIME, Message
 from remoting.codec.codes import CURRENT_VERSION, RequestCode, ResponseCode
 from remoting.codec.message import SYSFLAG_COMPRESSED, BatchEntry, encode_batch_parts
 from remoting.codec.message_properties import (
@@ -287,9 +287,17 @@ class SendBuilder:
     compress_over: int = COMPRESS_OVER
     create_topic_key: str = "TBW102"
     default_topic_queue_nums: int = 4
+    #: 5.3.3 DefaultMQProducer's ``compressLevel`` and ``compressType`` (client/src/main/java/org/apache/rocketmq/
+    #: client/producer/DefaultMQProducer.java; 4.9.8 reads the level alone, ``rocketmq.message.compressLevel``).
+    compress_level: int = 5
+    compress_type: str = attrs.field(default="ZLIB")
+    _compress: tuple[int, Callable[[bytes, int], bytes]] = attrs.field(init=False, repr=False, eq=False)
     _heads: dict[str, bytes] = attrs.field(factory=dict, init=False, repr=False, eq=False)
     _tag_prefixes: dict[str | None, bytes] = attrs.field(factory=dict, init=False, repr=False, eq=False)
     _batch_prefixes: dict[str | None, bytes] = attrs.field(factory=dict, init=False, repr=False, eq=False)
+
+    def __attrs_post_init__(self) -> None:
+        self._compress = compressor(self.compress_type)
 
     def validate(self, msg: Message) -> None:
         if msg.topic not in self._heads:  # a topic already sent to passed
@@ -321,10 +329,11 @@ class SendBuilder:
         return self.single_as(msg, PreparedSend)
 
     def single_as(self, msg: Message, kind: type[P]) -> P:
-        """One message: UNIQ_KEY set if missing, body zlib-compressed (level 5) when at least ``compress_over`` bytes
-        and smaller that way, RECONSUME_TIME / MAX_RECONSUME_TIMES moved into the header for a ``%RETRY%`` topic as
-        Java's DefaultMQProducerImpl.sendKernelImpl does (any other topic keeps them as properties, ``reconsumeTimes``
-        0: a re-sent 5.x message's delivery attempt is no reconsume count).
+        """One message: UNIQ_KEY set if missing, body compressed (``compress_type`` at ``compress_level``, zlib at
+        5 by default) when at least ``compress_over`` bytes and smaller that way, RECONSUME_TIME /
+        MAX_RECONSUME_TIMES moved into the header for a ``%RETRY%`` topic as Java's
+        DefaultMQProducerImpl.sendKernelImpl does (any other topic keeps them as properties, ``reconsumeTimes`` 0: a
+        re-sent 5.x message's delivery attempt is no reconsume count).
 
         The fields are encoded here (:class:`PreparedSend`, or the subclass ``kind``: the producer's async send is
         one): the same bytes ``_fields`` and ``orjson`` would give."""
@@ -333,11 +342,12 @@ class SendBuilder:
         uniq = self.uniq.next_id(now_ms)
         body = msg.body if type(msg.body) is bytes else bytes(msg.body)
         sys_flag = 0
-        if len(body) >= self.compress_over:
-            compressed = zlib.compress(body, 5)
+        if len(body) >= self.compress_over:  # DefaultMQProducerImpl.tryToCompressMessage and sendKernelImpl
+            type_flag, compress = self._compress
+            compressed = compress(body, self.compress_level)
             if len(compressed) < len(body):
                 body = compressed
-                sys_flag = SYSFLAG_COMPRESSED | COMPRESSION_ZLIB
+                sys_flag = SYSFLAG_COMPRESSED | type_flag
         tags = msg.tags
         prefix_json = (
             self._tag_prefixes.get(tags)
