@@ -326,3 +326,36 @@ async def test_answered_async_sends_give_their_permits_back(cluster: ThreadedClu
             await wait_until(lambda: len(outcomes) == i + 1)  # noqa: B023 (awaited at once)
             assert producer.instance.remoting.async_permits.used == 0, i
     assert all(isinstance(o, SendResult) and o.send_status is SendStatus.SEND_OK for o in outcomes), outcomes
+
+
+async def test_a_retry_copy_sent_after_a_failed_send_back_is_compressed_as_a_send(cluster: ThreadedCluster) -> None:
+    """DefaultMQPushConsumerImpl.sendMessageBack's fallback sends the copy with the client's inner producer, whose
+    sendKernelImpl compresses a body of 4 KiB or more (zlib, level 5) as any send: the copy is no larger on the wire
+    and in the store than the message."""
+    from client.consumer.consume import send_retry_copy
+    from client.consumer.listener import ConsumeConcurrentlyStatus
+    from client.consumer.push import PushConsumer
+
+    await create_topic(cluster.namesrv_addr, "ZipBack", queues=1)
+    body = b"compressible " * 1000
+    async with Producer("pg", cluster.namesrv_addr) as producer:
+        await producer.send(Message("ZipBack", body))
+    [msg] = await _stored(cluster.broker_addr, "ZipBack", 1)
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer("cg-zip", cluster.namesrv_addr)
+    consumer.subscribe("ZipBack")
+    consumer.register_message_listener(listener)
+    async with consumer:
+        await create_topic(cluster.namesrv_addr, "%RETRY%cg-zip", queues=1)
+        await send_retry_copy(consumer, msg, 1, 16)
+    raw = []  # the copy waits in the delay topic, at its DELAY level's queue
+    async with RemotingClient() as remoting:
+        for qid in range(18):
+            cmd = request(RequestCode.PULL_MESSAGE, _pull_header("SCHEDULE_TOPIC_XXXX", qid).to_ext_fields())
+            raw += list(iter_records((await remoting.invoke(cluster.broker_addr, cmd, 10.0)).body))
+    assert len(raw) == 1 and raw[0].properties["REAL_TOPIC"] == "%RETRY%cg-zip"
+    assert raw[0].sys_flag & SYSFLAG_COMPRESSED and len(raw[0].body) < len(body)
+    assert [m.body for m in await _stored(cluster.broker_addr, "SCHEDULE_TOPIC_XXXX", 18)] == [body]
