@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import logging
 import time
+import zlib
 from typing import TYPE_CHECKING, Final
 
 import anyio
@@ -58,6 +59,7 @@ from client.consumer.process_queue import ProcessQueue
 from client.consumer.subscription import retry_topic
 from client.errors import MQClientError, TopicRouteNotFoundError
 from client.message import (
+    COMPRESSION_ZLIB,
     PROPERTY_CONSUME_START_TIME,
     PROPERTY_MAX_OFFSET,
     PROPERTY_MAX_RECONSUME_TIMES,
@@ -73,7 +75,7 @@ from client.route import publish_info
 from client.selector import select_one_message_queue
 from remoting.codec.bodies import MessageModel, MessageQueue
 from remoting.codec.headers import SendMessageRequestHeaderV2
-from remoting.codec.message import MessageExt
+from remoting.codec.message import SYSFLAG_COMPRESSED, MessageExt
 from remoting.codec.message_properties import PROPERTY_DELAY, encode_properties
 
 if TYPE_CHECKING:
@@ -110,6 +112,9 @@ def reset_retry_topic(msg: MessageExt, group: str, namespace: str | None = None)
 
 #: Java's ``ConsumeReturnType`` ordinals, the SubAfter record's contextCode (RETURNNULL, 3, has no counterpart: a
 #: listener returning ``None`` succeeded here).
+#: The inner producer's ``compressMsgBodyOverHowmuch`` (DefaultMQProducer's default, 4 KiB).
+_INNER_COMPRESS_OVER: Final = 4 * 1024
+
 RETURN_SUCCESS: Final = 0
 RETURN_TIME_OUT: Final = 1
 RETURN_EXCEPTION: Final = 2
@@ -269,13 +274,14 @@ async def send_retry_copy(consumer: PushConsumer, msg: MessageExt, reconsume_tim
     target = instance.find_broker_address(mq.broker_name)
     if target is None:
         raise MQClientError(f"no master address for broker {mq.broker_name}")
+    body, sys_flag = _inner_producer_body(msg.body)
     header = SendMessageRequestHeaderV2(
         a=consumer.group,
         b=topic,
         c="TBW102",
         d=4,
         e=mq.queue_id,
-        f=0,
+        f=sys_flag,
         g=msg.born_timestamp,
         h=msg.flag,
         i=encode_properties(retry_copy_properties(msg, origin)),
@@ -287,10 +293,21 @@ async def send_retry_copy(consumer: PushConsumer, msg: MessageExt, reconsume_tim
         target,
         mq.broker_name,
         header.to_ext_fields(),
-        msg.body,
+        body,
         instance.config.rpc_timeout,
         uniq_id=uniq_msg_id(msg),
     )
+
+
+def _inner_producer_body(body: bytes) -> tuple[bytes, int]:
+    """The body and sysflag the client's inner producer (a DefaultMQProducer with its defaults) sends ``body`` with:
+    zlib at level 5 from 4 KiB on, COMPRESSED and the ZLIB type bits, as
+    client/src/main/java/org/apache/rocketmq/client/impl/producer/DefaultMQProducerImpl.java ``sendKernelImpl``."""
+    if len(body) >= _INNER_COMPRESS_OVER:
+        compressed = zlib.compress(body, 5)
+        if len(compressed) < len(body):
+            return compressed, SYSFLAG_COMPRESSED | COMPRESSION_ZLIB
+    return bytes(body), 0
 
 
 def _failed(msgs: list[MessageExt], status: ConsumeStatus, context: ConsumeConcurrentlyContext) -> list[MessageExt]:
