@@ -359,3 +359,19 @@ async def test_a_retry_copy_sent_after_a_failed_send_back_is_compressed_as_a_sen
     assert len(raw) == 1 and raw[0].properties["REAL_TOPIC"] == "%RETRY%cg-zip"
     assert raw[0].sys_flag & SYSFLAG_COMPRESSED and len(raw[0].body) < len(body)
     assert [m.body for m in await _stored(cluster.broker_addr, "SCHEDULE_TOPIC_XXXX", 18)] == [body]
+
+
+async def test_a_negative_delay_level_is_sent_and_stored_for_delivery_at_once(cluster: ThreadedCluster) -> None:
+    """Java's ``Message.setDelayTimeLevel(-1)`` sets DELAY "-1", ``Validators.checkMessage`` and
+    ``MessageBatch.generateFromList`` check no negative level and the broker delays only a level above 0
+    (``CommitLog.putMessage``): the message is stored in its topic at once, with its DELAY property."""
+    await create_topic(cluster.namesrv_addr, "NegDelay", queues=1)
+    async with Producer("pg", cluster.namesrv_addr) as producer:
+        await producer.send(Message("NegDelay", b"single", delay_level=-1))
+        await producer.send_batch([Message("NegDelay", b"batched", delay_level=-2), Message("NegDelay", b"plain")])
+    stored = await _stored(cluster.broker_addr, "NegDelay", 1)
+    assert [(m.body, m.properties.get("DELAY")) for m in stored] == [
+        (b"single", "-1"),
+        (b"batched", "-2"),
+        (b"plain", None),
+    ]
