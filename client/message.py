@@ -54,7 +54,8 @@ class Message:
     """A message to send. ``tags``, ``keys`` and ``delay_level`` are stored as the well-known properties.
 
     ``keys`` may be one string (several keys separated by spaces) or a list. ``delay_level`` is 1..18
-    (``1s 5s 10s 30s 1m ... 2h``); 0 means no delay.
+    (``1s 5s 10s 30s 1m ... 2h``); 0 means no delay; one below 0 is sent as its DELAY property and not delayed, as
+    Java's (the broker delays only a level above 0).
     """
 
     topic: str
@@ -84,7 +85,7 @@ class Message:
             props[PROPERTY_TAGS] = self.tags
         if self.keys:
             props[PROPERTY_KEYS] = self.keys if isinstance(self.keys, str) else " ".join(self.keys)
-        if self.delay_level > 0:
+        if self.delay_level:  # a negative one too, as Java's setDelayTimeLevel writes it; only above 0 delays
             props[PROPERTY_DELAY] = str(self.delay_level)
         if not self.wait_store_msg_ok:
             props[PROPERTY_WAIT] = "false"

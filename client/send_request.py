@@ -311,8 +311,6 @@ class SendBuilder:
             raise MessageValidationError(
                 f"the message body size over max value, MAX: {self.max_message_size}", ResponseCode.MESSAGE_ILLEGAL
             )
-        if msg.delay_level < 0:
-            raise MessageValidationError(f"delay level {msg.delay_level} is negative")
 
     def _head(self, topic: str) -> bytes:
         """The encoded fields ``a`` to ``d`` of ``topic``'s sends, up to ``"e":"`` (kept per topic)."""
@@ -353,7 +351,7 @@ class SendBuilder:
             self._tag_prefixes.get(tags)
             if (tags is None or type(tags) is str)
             and not (msg.properties or msg.keys)
-            and msg.delay_level <= 0
+            and not msg.delay_level
             and msg.wait_store_msg_ok
             else None
         )
@@ -419,7 +417,9 @@ class SendBuilder:
             tags = m.tags
             prefix = (
                 prefixes.get(tags)
-                if (tags is None or type(tags) is str) and not (m.properties or m.keys) and m.wait_store_msg_ok
+                if (tags is None or type(tags) is str)
+                and not (m.properties or m.keys or m.delay_level)
+                and m.wait_store_msg_ok
                 else None
             )
             if prefix is None:
@@ -498,7 +498,7 @@ def _kept_prefix(kept: dict[str | None, bytes], msg: Message, encode: Callable[[
         return None
     encoded = encode(prefix)
     tags = msg.tags
-    if (tags is None or type(tags) is str) and not msg.keys and msg.delay_level <= 0 and msg.wait_store_msg_ok:
+    if (tags is None or type(tags) is str) and not msg.keys and not msg.delay_level and msg.wait_store_msg_ok:
         if len(kept) >= 1024:
             kept.clear()
         kept[tags] = encoded
@@ -529,7 +529,7 @@ def _plain_prefix(msg: Message) -> str | None:
         if type(keys) is not str or PROPERTY_SEPARATOR in keys:
             return None
         parts.append(f"KEYS\x01{keys}\x02")
-    if msg.delay_level > 0:
+    if msg.delay_level:  # a negative one too, as setDelayTimeLevel writes it (the broker delays only above 0)
         parts.append(f"DELAY\x01{msg.delay_level}\x02")
     if not msg.wait_store_msg_ok:
         parts.append("WAIT\x01false\x02")

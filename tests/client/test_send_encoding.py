@@ -345,7 +345,6 @@ def _first_broken_rule(msgs: list[Message], limit: int) -> str | None:
             (not m.topic, "The specified topic is blank"),
             (not m.body, "the message body length is zero"),
             (len(m.body) > limit, f"the message body size over max value, MAX: {limit}"),
-            (m.delay_level < 0, f"delay level {m.delay_level} is negative"),
             (size > limit, f"a batch message of {size} bytes"),
         ]
         for hit, text in broken:
