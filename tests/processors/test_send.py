@@ -319,6 +319,33 @@ async def test_a_delayed_or_transactional_batch_is_message_illegal(
     assert broker.store.max_offset_in_queue(TOPIC, 0) == 0
 
 
+@pytest.mark.parametrize(
+    ("properties", "sys_flag", "body"),
+    [
+        ("DELAY\x013", 0, None),  # delayed
+        ("WAIT\x01true", 8, None),  # transactional
+        ("DELAY\x01x", 0, None),  # a DELAY that is no number
+        ("WAIT\x01true", 0, b"\x00\x00\x00\x30garbage"),  # garbled
+        ("WAIT\x01true", 0, bytes(4 * 1024 * 1024 + 1)),  # over maxMessageSize
+    ],
+)
+async def test_a_batch_to_a_store_refusing_writes_is_service_not_available_before_its_checks(
+    broker: BrokerState, peer_ctx: RequestContext, properties: str, sys_flag: int, body: bytes | None
+) -> None:
+    """DefaultMessageStore.putMessages checks the store's state (SERVICE_NOT_AVAILABLE) before checkMessages' length
+    and CommitLog.asyncPutMessages' type, DELAY and encoding: a client learns the broker takes no writes, and
+    retries on another, rather than that its batch is illegal."""
+    broker.store.disk_full_reason = "disk is full"
+    req = send_request(properties=properties, code=RequestCode.SEND_BATCH_MESSAGE, batch="true", sysFlag=str(sys_flag))
+    body = encode_batch_body([BatchEntry(b"x")]) if body is None else body
+    req = RemotingCommand(code=req.code, opaque=req.opaque, ext_fields=req.ext_fields, body=body)
+    response = await send(broker, peer_ctx, req)
+    assert (response.code, response.remark is not None and "disk is full" in response.remark) == (
+        ResponseCode.SERVICE_NOT_AVAILABLE,
+        True,
+    )
+
+
 async def test_garbled_batch_body_is_message_illegal(broker: BrokerState, peer_ctx: RequestContext) -> None:
     req = send_request(code=RequestCode.SEND_BATCH_MESSAGE, batch="true")
     req = RemotingCommand(code=req.code, opaque=req.opaque, ext_fields=req.ext_fields, body=b"\x00\x00\x00\x30garbage")
