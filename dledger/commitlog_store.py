@@ -618,6 +618,10 @@ class DLedgerMessageStore(MessageStore):
 
     # ---- writes --------------------------------------------------------------------------------------------------
 
+    def check_writable(self) -> None:
+        """The base's, and no writes unless this broker is the DLedger leader taking them."""
+        self._check_leader()
+
     def _check_leader(self) -> None:
         if self._closed or self.disk_full_reason is not None:
             self._check_writable()

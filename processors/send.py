@@ -54,6 +54,7 @@ from remoting.codec.topics import (
     validate_topic,
 )
 from remoting.processor import RequestContext
+from store.errors import StoreError
 from store.metadata_files import PERM_WRITE, TopicConfig, TopicFilterType
 
 if TYPE_CHECKING:
@@ -342,6 +343,10 @@ class SendMessageProcessor:
         if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             raise RequestRejected(ResponseCode.MESSAGE_ILLEGAL, f"batch request does not support retry group {topic}")
         max_size = self.broker.store.config.max_message_size
+        try:  # DefaultMessageStore.putMessages: the store's state before the batch's length, type, DELAY, encoding
+            self.broker.store.check_writable()
+        except StoreError as exc:
+            raise self.answers.refused(exc) from None
         batch_props = rewrite_properties(header.properties, self.cluster)
         transactional = header.sys_flag & SYSFLAG_TRANSACTION_MASK
         if not transactional and batch_props.bad_delay is not None:  # asyncPutMessages: the type first, then DELAY

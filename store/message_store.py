@@ -454,6 +454,12 @@ class MessageStore(StoreReads):
             return "broker role is slave, so putMessage is forbidden"
         return self._disk_full_reason
 
+    def check_writable(self) -> None:
+        """Raise :class:`ServiceNotAvailableError` when the store takes no appends for its state (shut down, slave,
+        disk full), as DefaultMessageStore.checkStoreStatus, which putMessages runs before any check of the messages
+        (store/src/main/java/org/apache/rocketmq/store/DefaultMessageStore.java)."""
+        self._check_writable()
+
     def _check_writable(self) -> None:
         reason = self._write_refusal()
         if reason is not None:
