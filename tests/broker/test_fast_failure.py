@@ -195,3 +195,28 @@ async def test_after_an_append_held_the_put_lock_too_long_sends_are_rejected_and
         later = await client.invoke(addr, send_request(TOPIC, b"later"), 5)
         assert later.code == ResponseCode.SUCCESS
         assert stored(controller) == 2
+
+
+async def test_a_batch_send_that_held_the_put_lock_too_long_makes_the_store_busy(
+    tmp_path: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    """DefaultMessageStore.putMessages times its lock as putMessage does (CommitLog.asyncPutMessages sets
+    beginTimeInLock, which isOSPageCacheBusy reads): a SEND_BATCH_MESSAGE whose append held it past
+    ``osPageCacheBusyTimeOutMills`` makes the store page-cache busy, and the next send is rejected. A 0 ms limit
+    makes every append too long; the virtual clock keeps the store busy until the test moves it."""
+    from remoting.codec.message import BatchEntry, encode_batch_body
+
+    conf = tmp_path / "broker.conf"
+    conf.write_text("listenPort=0\nlistenHost=127.0.0.1\nosPageCacheBusyTimeOutMills=0\n")
+    async with broker_from_conf(conf, tmp_path / "store") as (controller, addr), RemotingClient() as client:
+        store = controller.context.store
+        req = send_request(TOPIC, code=RequestCode.SEND_BATCH_MESSAGE, batch="true")
+        batch = RemotingCommand(code=req.code, opaque=req.opaque, ext_fields=req.ext_fields,
+                                body=encode_batch_body([BatchEntry(b"a"), BatchEntry(b"b")]))  # fmt: skip
+        assert not store.is_os_page_cache_busy()
+        assert (await client.invoke(addr, batch, 5)).code == ResponseCode.SUCCESS
+        assert store.is_os_page_cache_busy()
+        rejected = await client.invoke(addr, send_request(TOPIC, b"rejected"), 5)
+        assert rejected.code == ResponseCode.SYSTEM_BUSY
+        mock_clock.jump(1.0)
+        assert (await client.invoke(addr, send_request(TOPIC, b"later"), 5)).code == ResponseCode.SUCCESS
