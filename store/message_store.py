@@ -678,7 +678,15 @@ class MessageStore(StoreReads):
         Announced as the bound appends are (:meth:`announce_append`): a ``WAIT=false`` batch is synced by the
         SYNC_FLUSH group commit's idle ``flush(0)`` too (store/src/main/java/org/apache/rocketmq/store/
         CommitLog.java, GroupCommitService.doCommit)."""
-        result = self._append_entries(template, entries)
+        # Timed as the C path and _timed time the other appends: putMessages' lock counts for osPageCacheBusy too
+        # (store/src/main/java/org/apache/rocketmq/store/CommitLog.java asyncPutMessages sets beginTimeInLock).
+        begin = time.monotonic_ns()
+        try:
+            result = self._append_entries(template, entries)
+        finally:
+            held = time.monotonic_ns() - begin
+            if held > self._config.os_page_cache_busy_time_out_mills * 1_000_000:
+                self._held_too_long(held)
         if self._on_append is not None:
             self.announce_append()
         return result
