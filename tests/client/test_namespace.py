@@ -395,3 +395,21 @@ async def test_a_namespaced_transaction_check_back_sees_the_plain_topic(
             while not got:
                 got = await consumer.poll(1.0)
     assert [(m.topic, m.body) for m in got] == [("TxCheck", b"later")]
+
+
+@pytest.mark.anyio
+async def test_a_namespaced_selector_sees_queues_named_by_the_applications_topic(cluster: ThreadedCluster) -> None:
+    """Java's sendSelectImpl hands the selector ``parsePublishMessageQueues``'s list, the queues' topics without the
+    namespace like the message's, so a selector can match a queue's topic to the message's; its pick is wrapped."""
+    await create_topic(cluster.namesrv_addr, "ns9%Picked", queues=2)
+    seen: list[tuple[str, set[str]]] = []
+
+    def pick(mqs: Sequence[MessageQueue], m: Message, arg: object) -> MessageQueue:
+        seen.append((m.topic, {mq.topic for mq in mqs}))
+        return next(mq for mq in mqs if mq.topic == m.topic and mq.queue_id == arg)
+
+    async with Producer("pg", cluster.namesrv_addr, namespace="ns9") as producer:
+        result = await producer.send(Message("Picked", b"sync"), selector=pick, arg=1)
+        await producer.send_oneway(Message("Picked", b"oneway"), selector=pick, arg=1)
+    assert (result.topic, result.queue_id) == ("Picked", 1)
+    assert seen == [("Picked", {"Picked"})] * 2
