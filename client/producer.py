@@ -51,7 +51,7 @@ from client.hooks import SendMessageContext, SendMessageHook
 from client.instance import MQClientInstance, new_instance
 from client.master_watch import MasterWatch
 from client.message import Message, SendResult, SendStatus
-from client.namespace import unwrap, wrap, wrap_queue
+from client.namespace import unwrap, unwrap_queue, wrap, wrap_queue
 from client.route import TopicPublishInfo, publish_info
 from client.selector import MessageQueueSelector, apply_selector, select_one_message_queue
 from client.send_request import (
@@ -267,12 +267,16 @@ class Producer:
     def _select(
         self, selector: MessageQueueSelector, info: TopicPublishInfo, msg: Message, arg: object
     ) -> MessageQueue:
-        """The ``selector``'s pick among the topic's queues; under a namespace it sees the message with the topic the
-        application named, and its pick is taken under the namespace (Java's sendSelectImpl)."""
-        if not self.namespace:
+        """The ``selector``'s pick among the topic's queues; under a namespace it sees the message and the queues with
+        the topic the application named, and its pick is taken under the namespace (client/src/main/java/org/apache/
+        rocketmq/client/impl/producer/DefaultMQProducerImpl.java ``sendSelectImpl``: ``parsePublishMessageQueues``,
+        then ``queueWithNamespace`` of the pick)."""
+        ns = self.namespace
+        if not ns:
             return apply_selector(selector, list(info.message_queues), msg, arg)
-        shown = attrs.evolve(msg, topic=unwrap(self.namespace, msg.topic))
-        return wrap_queue(self.namespace, apply_selector(selector, list(info.message_queues), shown, arg))
+        shown = attrs.evolve(msg, topic=unwrap(ns, msg.topic))
+        queues = [unwrap_queue(ns, mq) for mq in info.message_queues]
+        return wrap_queue(ns, apply_selector(selector, queues, shown, arg))
 
     def _unwrap_result(self, result: SendResult) -> SendResult:
         """A SendResult names the topic as the application does (Java's processSendResponse)."""
