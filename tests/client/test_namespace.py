@@ -413,3 +413,45 @@ async def test_a_namespaced_selector_sees_queues_named_by_the_applications_topic
         await producer.send_oneway(Message("Picked", b"oneway"), selector=pick, arg=1)
     assert (result.topic, result.queue_id) == ("Picked", 1)
     assert seen == [("Picked", {"Picked"})] * 2
+
+
+async def test_end_transaction_trace_records_name_group_and_topic_without_the_namespace(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Java's EndTransactionTraceHookImpl strips the namespace from the producer group and the message's topic, for the
+    end after the local transaction and for the one answering a check-back (whose message names its REAL_TOPIC)."""
+    async with Admin(embedded_cluster.namesrv_addr) as admin:
+        await admin.create_topic("ns10%TxTraced", read_queue_nums=1, write_queue_nums=1)
+    checked: list[str] = []
+
+    def unknown(msg: Message, arg: object) -> LocalTransactionState:
+        return LocalTransactionState.UNKNOWN
+
+    def check(msg: MessageExt) -> LocalTransactionState:
+        checked.append(msg.topic)
+        return LocalTransactionState.COMMIT_MESSAGE
+
+    ns = embedded_cluster.namesrv_addr
+    producer = TransactionProducer(
+        "tpg",
+        ns,
+        namespace="ns10",
+        execute_local_transaction=unknown,
+        check_local_transaction=check,
+        enable_msg_trace=True,
+    )
+    async with producer:
+        sent = await producer.send_message_in_transaction(Message("TxTraced", b"t"))
+        with trio.fail_after(300):
+            while not checked:
+                await trio.sleep(0.5)
+        async with Admin(ns) as admin:
+            with trio.fail_after(60):
+                while True:
+                    with contextlib.suppress(TopicRouteNotFoundError):  # made by the first trace batch
+                        views = await find_traces(admin, sent.send_result.msg_id, None)
+                        ends = [v.record for v in views if v.record.type is TraceType.EndTransaction]
+                        if {r.from_transaction_check for r in ends} == {False, True}:
+                            break
+                    await trio.sleep(0.2)
+    assert {(r.group, r.topic) for r in ends} == {("tpg", "TxTraced")}
