@@ -53,7 +53,7 @@ from client.message import (
     SendStatus,
     uncompressed,
 )
-from client.namespace import unwrap, wrap
+from client.namespace import strip_namespace, unwrap, wrap
 from client.producer import Producer
 from client.send_request import PreparedSend
 from client.trace.codec import MessageType, TraceRecord, TraceType
@@ -332,13 +332,15 @@ class TransactionProducer(Producer):
         if self.trace is None:
             return
         props = props or {}
+        # Group and topic without their namespace (client/src/main/java/org/apache/rocketmq/client/trace/hook/
+        # EndTransactionTraceHookImpl.java: NamespaceUtil.withoutNamespace of both); a check-back's REAL_TOPIC is wire.
         self.trace.append(
             TraceRecord(
                 TraceType.EndTransaction,
                 time.time_ns() // 1_000_000,
                 props.get("MSG_REGION") or DEFAULT_TRACE_REGION_ID,
-                self.group,
-                topic,
+                strip_namespace(self.group),
+                strip_namespace(topic),
                 msg_id,
                 props.get("TAGS"),
                 props.get("KEYS"),
