@@ -47,6 +47,7 @@ from remoting.codec.message_properties import encode_properties
 from remoting.codec.msgid import decode_offset_msg_id, pack_socket_address
 from remoting.codec.topics import SCHEDULE_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from remoting.connection import Connection
+from remoting.errors import RemotingTimeoutError
 from store.maintenance import clean_expired_consume_queues
 from store.metadata_files import PERM_READ
 from store.results import AppendResult
@@ -354,6 +355,16 @@ async def _end_transaction(
             cluster.broker_addr, request(RequestCode.END_TRANSACTION, header.to_ext_fields()), 3.0
         )
     return answer.code, answer.remark
+
+
+async def _unanswered(cluster: EmbeddedCluster, producer_group: str, queue_offset: int, phy: int, kind: int) -> bool:
+    """Whether END_TRANSACTION sent as a request that waits for a response gets none (the client times out)."""
+    timed_out = False
+    try:
+        await _end_transaction(cluster, producer_group, queue_offset, phy, kind)
+    except* RemotingTimeoutError:
+        timed_out = True
+    return timed_out
 
 
 async def test_end_transaction_checks_the_producer_group_and_the_offsets(
@@ -893,3 +904,62 @@ async def test_a_check_service_taking_over_yields_while_it_reads_the_op_window(t
             nursery.cancel_scope.cancel()
         assert len(bridge.resolved) == backlog
         assert during > 10, during  # one turn per 64 op messages read; none while the read blocked the loop
+
+
+async def test_a_commit_after_the_half_was_discarded_still_publishes_it_once(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Discarding moves a copy to TRANS_CHECK_MAX_TIME_TOPIC but leaves the half message where it is, with no op
+    message: 4.9.8's EndTransactionProcessor reads it by offset and publishes a late COMMIT. It was answered SUCCESS
+    and nothing was stored: the producer's committed transaction was lost. A second commit, also after a restart, is
+    acknowledged without storing it again."""
+    async with EmbeddedCluster(tmp_path / "cluster", transaction_check_max=0, **SMALL_STORE) as cluster:
+        await _create_topic(cluster)
+        async with _producer(cluster, lambda m, a: UNKNOWN, lambda m: UNKNOWN) as producer:
+            result = await producer.send_message_in_transaction(Message(TOPIC, b"late commit"))
+            await trio.sleep(3 * 60 + 1)  # checked once, then discarded; a round runs past it
+        store = cluster.controller.context.store
+        assert store.max_offset_in_queue(TRANS_CHECK_MAX_TIME_TOPIC, 0) == 1
+        offset = result.send_result.queue_offset
+        phy = decode_offset_msg_id(result.send_result.offset_msg_id).phy_offset
+        assert await _end_transaction(cluster, "tx-pg", offset, phy) == (ResponseCode.SUCCESS, None)
+        assert [m.body for m in _visible(cluster)] == [b"late commit"]
+        await trio.sleep(2 * 60 + 1)  # rounds move the op progress past the commit's op message
+        assert await _end_transaction(cluster, "tx-pg", offset, phy) == (ResponseCode.SUCCESS, None)
+        await cluster.restart_broker()
+        assert await _end_transaction(cluster, "tx-pg", offset, phy) == (ResponseCode.SUCCESS, None)
+        assert await _end_transaction(cluster, "tx-pg", offset, phy, 12) == (ResponseCode.SUCCESS, None)
+        assert [m.body for m in _visible(cluster)] == [b"late commit"]
+
+
+async def test_a_commit_after_a_discard_and_a_restart_still_publishes_it(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """The same with a broker restart between the discard and the late COMMIT: nothing in memory says it was
+    discarded, the log must."""
+    async with EmbeddedCluster(tmp_path / "cluster", transaction_check_max=0, **SMALL_STORE) as cluster:
+        await _create_topic(cluster)
+        async with _producer(cluster, lambda m, a: UNKNOWN, lambda m: UNKNOWN) as producer:
+            result = await producer.send_message_in_transaction(Message(TOPIC, b"after restart"))
+            await trio.sleep(3 * 60 + 1)
+        await cluster.restart_broker()
+        offset = result.send_result.queue_offset
+        phy = decode_offset_msg_id(result.send_result.offset_msg_id).phy_offset
+        assert await _end_transaction(cluster, "tx-pg", offset, phy) == (ResponseCode.SUCCESS, None)
+        assert await _end_transaction(cluster, "tx-pg", offset, phy) == (ResponseCode.SUCCESS, None)
+        assert [m.body for m in _visible(cluster)] == [b"after restart"]
+
+
+async def test_a_request_answered_end_transaction_with_unknown_gets_no_response(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """4.9.8's EndTransactionProcessor returns null for TRANSACTION_NOT_TYPE (and any other value): no response even
+    to a request that waits for one; it was answered SUCCESS."""
+    await _create_topic(embedded_cluster)
+    async with _producer(embedded_cluster, lambda m, a: UNKNOWN, lambda m: UNKNOWN) as producer:
+        result = await producer.send_message_in_transaction(Message(TOPIC, b"pending"))
+    offset = result.send_result.queue_offset
+    phy = decode_offset_msg_id(result.send_result.offset_msg_id).phy_offset
+    for kind in (0, 4):
+        assert await _unanswered(embedded_cluster, "tx-pg", offset, phy, kind)
+    assert _visible(embedded_cluster) == []
