@@ -21,8 +21,10 @@ message), its ``PGROUP`` equals ``producerGroup``, its queue offset equals ``tra
   once that put returned OK. Both live in one log in order, so the op is kept only if the final message is; and a
   final message whose wait failed but which a majority holds later (DLedger) is not committed a second time by the
   check-back Java's order would lead to;
-- a transaction whose op message is already in the check window (a second answer) is acknowledged, not redone;
-- unknown (0) or any other value: nothing (Java ignores it; a non-oneway request gets SUCCESS).
+- a transaction whose op message is already in the check window (a second answer) is acknowledged, not redone; so
+  is one the check service scanned past, unless it was discarded (moved to ``TRANS_CHECK_MAX_TIME_TOPIC``) and not
+  ended since: Java leaves the half message in place, so a late COMMIT of it still publishes it, once;
+- unknown (0) or any other value: nothing, and no response even to a non-oneway request (Java returns null).
 
 A slave answers SLAVE_NOT_AVAILABLE without a remark (the reason is logged). ``rejectTransactionMessage`` refuses new
 half messages (the send processor) but not their end, as in RocketMQ's ``EndTransactionProcessor``: a transaction
@@ -94,12 +96,15 @@ class EndTransactionProcessor:
             return rejected.to_response(request)
         return None if request.is_oneway else answer
 
-    async def _end(self, request: RemotingCommand) -> RemotingCommand:
+    async def _end(self, request: RemotingCommand) -> RemotingCommand | None:
         header = parse_header(EndTransactionRequestHeader, request)
         kind = header.commit_or_rollback
         if kind not in (TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLBACK_TYPE):
-            # Unknown outcome: the check service will ask the producer later.
-            return request.response(ResponseCode.SUCCESS)
+            # Unknown outcome: the check service will ask the producer later. No response even to a request that
+            # waits for one: 4.9.8's EndTransactionProcessor.processRequest returns null for TRANSACTION_NOT_TYPE
+            # and any other value (broker/src/main/java/org/apache/rocketmq/broker/processor/
+            # EndTransactionProcessor.java).
+            return None
         half = self._verified_half(header)
         if origin_of(half) in self.bridge.resolved or self.bridge.ended_before(half):
             log.info("transaction %s of %s already ended: acknowledged again", header.msg_id, header.producer_group)

@@ -66,6 +66,8 @@ PROPERTY_REAL_QID: Final = "REAL_QID"
 PROPERTY_TRAN_PREPARED_QUEUE_OFFSET: Final = "TRAN_PREPARED_QUEUE_OFFSET"
 PROPERTY_TRANSACTION_CHECK_TIMES: Final = "TRANSACTION_CHECK_TIMES"
 PROPERTY_CHECK_IMMUNITY_TIME: Final = "CHECK_IMMUNITY_TIME_IN_SECONDS"
+#: Ours, on a copy moved to ``TRANS_CHECK_MAX_TIME_TOPIC``: the op queue's end when it was discarded.
+PROPERTY_DISCARD_OP_OFFSET: Final = "TRAN_DISCARD_OP_OFFSET"
 #: Java's ``TransactionalMessageUtil.REMOVETAG``.
 OP_TAG: Final = "d"
 PROPERTY_DELAY: Final = "DELAY"
@@ -183,16 +185,41 @@ class TransactionalMessageBridge:
 
     def ended_before(self, half: MessageExt) -> bool:
         """Whether the check service scanned past this copy and no copy of its transaction is left to scan: it was
-        resolved (its op message since left :attr:`resolved`'s window) or discarded. A copy it renewed is not: the
-        renewal lies past the progress. Reads the half queue past the progress (rare: only a late answer's copy lies
-        below it, and only until a check round ran)."""
+        resolved (its op message since left :attr:`resolved`'s window), or discarded and ended since. A copy it
+        renewed is not: the renewal lies past the progress. Reads the half queue past the progress (rare: only a late
+        answer's copy lies below it, and only until a check round ran)."""
         progress = self.half_progress()
         if half.queue_offset >= progress:
             return False
         origin = origin_of(half)
         if self.live_origins is not None:
-            return origin not in self.live_origins
-        return all(origin_of(h) != origin for h in self.iter_queue(TRANS_HALF_TOPIC, progress, self.half_max_offset()))
+            scanned_past = origin not in self.live_origins
+        else:
+            half_end = self.half_max_offset()
+            scanned_past = all(origin_of(h) != origin for h in self.iter_queue(TRANS_HALF_TOPIC, progress, half_end))
+        return scanned_past and not self.discarded_unended(origin)
+
+    def discarded_unended(self, origin: int) -> bool:
+        """Whether the transaction ``origin`` was discarded (a copy moved to ``TRANS_CHECK_MAX_TIME_TOPIC``) and no op
+        message was written for it since. Discarding writes no op message and leaves the half message where it is,
+        so 4.9.8's EndTransactionProcessor still publishes a late COMMIT of it (``commitMessage`` reads the half by
+        offset; broker/src/main/java/org/apache/rocketmq/broker/processor/EndTransactionProcessor.java,
+        broker/src/main/java/org/apache/rocketmq/broker/transaction/queue/DefaultTransactionalMessageCheckListener.java
+        ``resolveDiscardMsg``). Read from the log (the discarded copy records the origin and the op queue's end at
+        that time), so it holds across a restart; only a late answer below the check progress gets here."""
+        store = self.broker.store
+        wanted, mark = str(origin), None
+        end = store.max_offset_in_queue(TRANS_CHECK_MAX_TIME_TOPIC, _HALF_QUEUE)
+        for discarded in self.iter_queue(TRANS_CHECK_MAX_TIME_TOPIC, 0, end):
+            if discarded.properties.get(PROPERTY_TRAN_PREPARED_QUEUE_OFFSET) == wanted:
+                mark = discarded
+        if mark is None:
+            return False
+        try:
+            op_start = int(mark.properties.get(PROPERTY_DISCARD_OP_OFFSET, "0"))
+        except ValueError:
+            op_start = 0
+        return all(op.origin != origin for op in self.iter_ops(op_start, self.op_max_offset()))
 
     def half_max_offset(self) -> int:
         return self.broker.store.max_offset_in_queue(TRANS_HALF_TOPIC, _HALF_QUEUE)
@@ -295,11 +322,16 @@ class TransactionalMessageBridge:
 
     def put_discarded(self, half: MessageExt) -> AppendResult:
         """Move a half message that exhausted its checks to ``TRANS_CHECK_MAX_TIME_TOPIC`` (created on first use,
-        one read-write queue, as Java does) where operators can inspect it."""
+        one read-write queue, as Java does) where operators can inspect it. The half message stays: a late COMMIT
+        still publishes it (:meth:`discarded_unended`)."""
         topics = self.broker.topics
         if topics.get(TRANS_CHECK_MAX_TIME_TOPIC) is None:
             topics.update_topic(TopicConfig(TRANS_CHECK_MAX_TIME_TOPIC, 1, 1, PERM_READ | PERM_WRITE))
-        record = self._record(half, TRANS_CHECK_MAX_TIME_TOPIC, 0, dict(half.properties), half.sys_flag)
+        props = dict(half.properties)
+        # Ours: what discarded_unended reads back (the transaction, and where its later op messages can start).
+        props[PROPERTY_TRAN_PREPARED_QUEUE_OFFSET] = str(origin_of(half))
+        props[PROPERTY_DISCARD_OP_OFFSET] = str(self.op_max_offset())
+        record = self._record(half, TRANS_CHECK_MAX_TIME_TOPIC, 0, props, half.sys_flag)
         return self.broker.store.append(record)
 
     def _record(
