@@ -453,8 +453,9 @@ class Producer:
         """Send messages of one topic as one SEND_BATCH_MESSAGE request, stored or refused as a whole. Returns a
         list of its one result (its ``msg_id`` joins the messages' ids by commas). A batch body over
         ``max_message_size`` raises MessageValidationError (MESSAGE_ILLEGAL) and nothing is sent, as Java's
-        ``DefaultMQProducer.send(Collection)``: split a long list first (``client.send_request.split_batch``'s
-        accounting). Batches may not carry delay levels or go to retry topics (MessageValidationError)."""
+        ``DefaultMQProducer.send(Collection)``: split a long list first, adding up
+        ``client.send_request.batch_entry_size``. Batches may not carry delay levels or go to retry topics
+        (MessageValidationError)."""
         self._check_started()
         if self.namespace:
             msgs = [self._wrap_message(m) for m in msgs]

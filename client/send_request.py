@@ -18,7 +18,7 @@ from client.body_codecs import compressor
 from client.errors import MessageValidationError, MQClientError
 from client.message import PROPERTY_MAX_RECONSUME_TIMES, PROPERTY_RECONSUME_TIME, Message
 from remoting.codec.codes import CURRENT_VERSION, RequestCode, ResponseCode
-from remoting.codec.message import SYSFLAG_COMPRESSED, BatchEntry, encode_batch_parts
+from remoting.codec.message import SYSFLAG_COMPRESSED, encode_batch_parts
 from remoting.codec.message_properties import (
     PROPERTY_DELAY,
     PROPERTY_SEPARATOR,
@@ -59,20 +59,6 @@ def uniq_key_generator(ip: str) -> UniqKeyGenerator:
     return gen
 
 
-E = TypeVar("E")
-
-
-def split_batch(entries: Sequence[BatchEntry], limit: int = MAX_MESSAGE_SIZE) -> list[list[BatchEntry]]:
-    """Split ``entries`` in order into runs whose encoded batch body stays within ``limit`` bytes.
-
-    Raises :class:`MessageValidationError` when a single entry alone exceeds ``limit``.
-    """
-    sizes = [BATCH_ENTRY_OVERHEAD + len(entry.body) + len(entry.properties.encode()) for entry in entries]
-    for size in sizes:
-        _check_entry_size(size, limit)
-    return _runs(entries, sizes, limit)
-
-
 def batch_entry_size(msg: Message) -> int:
     """The bytes ``msg`` takes in a batch body (its UNIQ_KEY included, new or its own): a caller splitting a long
     list keeps each :meth:`SendBuilder.batch` within ``max_message_size`` by adding these up, as Java's users do
@@ -87,24 +73,6 @@ def _check_entry_size(size: int, limit: int) -> None:
         raise MessageValidationError(
             f"a batch message of {size} bytes exceeds the {limit}-byte limit", ResponseCode.MESSAGE_ILLEGAL
         )
-
-
-def _runs(items: Sequence[E], sizes: Sequence[int], limit: int) -> list[list[E]]:
-    """``items`` in order, in runs whose ``sizes`` add up to at most ``limit`` (an item alone may exceed it)."""
-    if len(items) == len(sizes) and sum(sizes) <= limit:  # the usual batch: one run, no walk
-        return [list(items)] if items else []
-    batches: list[list[E]] = []
-    current: list[E] = []
-    total = 0
-    for item, size in zip(items, sizes, strict=True):
-        if current and total + size > limit:
-            batches.append(current)
-            current, total = [], 0
-        current.append(item)
-        total += size
-    if current:
-        batches.append(current)
-    return batches
 
 
 class PreparedSend:
@@ -386,7 +354,7 @@ class SendBuilder:
     def batch(self, msgs: Sequence[Message]) -> list[PreparedSend]:
         """The SEND_BATCH_MESSAGE request for ``msgs`` (one topic and WAIT, no delay, no retry topic), as a list of
         one; a body over ``max_message_size`` is refused (MESSAGE_ILLEGAL), as Java refuses it, never split:
-        :func:`split_batch` is there to split a list beforehand. ``msg_id`` joins the messages' UNIQ_KEYs (new ones,
+        add up :func:`batch_entry_size` to split a list beforehand. ``msg_id`` joins the messages' UNIQ_KEYs (new ones,
         or those they carry) by commas."""
         if not msgs:
             raise MessageValidationError("an empty batch cannot be sent")

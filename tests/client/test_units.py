@@ -18,18 +18,16 @@ from client.consumer.listener import exception_simple_desc
 from client.consumer.offset_store import LocalFileOffsetStore
 from client.consumer.process_queue import ProcessQueue
 from client.consumer.subscription import build_subscription, tag_filter
-from client.errors import ClientStateError, MessageValidationError, TopicRouteNotFoundError
+from client.errors import ClientStateError, TopicRouteNotFoundError
 from client.fault import LatencyFaultTolerance, not_available_for
 from client.handlers import parse_reset_offset_body
 from client.instance import MQClientInstance
 from client.message import COMPRESSION_ZLIB, Message, uncompressed
 from client.route import publish_info, subscribe_queues
 from client.selector import select_by_hash, select_one_message_queue
-from client.send_request import split_batch
 from remoting.codec.bodies import BrokerData, MessageQueue, QueueData, TopicRouteData
 from remoting.codec.message import (
     SYSFLAG_COMPRESSED,
-    BatchEntry,
     MessageExt,
     MessageRecord,
     decode_record,
@@ -174,15 +172,6 @@ def test_routes_list_writable_queues_of_brokers_with_a_master_and_readable_ones_
         ("a", 1),
         ("b", 0),
     ]
-
-
-def test_batches_split_before_the_size_limit_and_keep_order() -> None:
-    entries = [BatchEntry(bytes(100), "") for _ in range(10)]
-    chunks = split_batch(entries, limit=3 * 122)
-    assert [len(c) for c in chunks] == [3, 3, 3, 1]
-    assert [e for c in chunks for e in c] == entries
-    with pytest.raises(MessageValidationError):
-        split_batch([BatchEntry(bytes(1000))], limit=500)
 
 
 def _msg(offset: int, body: bytes = b"xx") -> MessageExt:
