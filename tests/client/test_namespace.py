@@ -455,3 +455,14 @@ async def test_end_transaction_trace_records_name_group_and_topic_without_the_na
                             break
                     await trio.sleep(0.2)
     assert {(r.group, r.topic) for r in ends} == {("tpg", "TxTraced")}
+
+
+def test_a_blank_namespace_given_to_a_client_falls_back_to_the_instance_endpoint() -> None:
+    """Java's constructors (``DefaultMQProducer(namespace, group)``, ``DefaultMQPushConsumer(namespace, ...)``) store
+    the namespace as given and ``ClientConfig.getNamespace`` only returns it when it is not empty: a blank one falls
+    back to the instance id of an ``MQ_INST_xxx_yyy`` name server endpoint."""
+    endpoint = "http://MQ_INST_1234_abcd.cn-hangzhou.mq.aliyuncs.com:80"
+    assert Producer("pg", endpoint, namespace="").namespace == "MQ_INST_1234_abcd"
+    assert PushConsumer("cg", endpoint, namespace="").namespace == "MQ_INST_1234_abcd"
+    assert LitePullConsumer("cg", endpoint, namespace="").namespace == "MQ_INST_1234_abcd"
+    assert Producer("pg", endpoint, namespace="mine").namespace == "mine"
