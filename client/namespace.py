@@ -29,6 +29,21 @@ SEPARATOR: Final = "%"
 _INSTANCE_ENDPOINT: Final = re.compile(r"(\w+://|)MQ_INST_\w+_\w+\..*")
 
 
+#: Given as a client's ``namespace``: none at all, not even the configured one (the trace dispatcher's inner producer,
+#: which sends the trace topic as named).
+NO_NAMESPACE: Final = SEPARATOR
+
+
+def resolve_namespace(given: str | None, configured: str | None) -> str | None:
+    """A client's namespace: ``given`` unless it is None or blank, else ``configured`` (the config's, or the instance
+    id of an ``MQ_INST_`` endpoint): Java's constructors store the namespace as given and ``getNamespace`` only returns
+    it when not empty (client/src/main/java/org/apache/rocketmq/client/ClientConfig.java).
+    :data:`NO_NAMESPACE`: none."""
+    if given == NO_NAMESPACE:
+        return None
+    return given or configured
+
+
 def _split_prefix(resource: str) -> tuple[str, str]:
     """``(prefix, rest)``: the ``%RETRY%`` / ``%DLQ%`` prefix (or ``""``) and the name after it."""
     for prefix in (RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX):

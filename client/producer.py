@@ -51,7 +51,7 @@ from client.hooks import SendMessageContext, SendMessageHook
 from client.instance import MQClientInstance, new_instance
 from client.master_watch import MasterWatch
 from client.message import Message, SendResult, SendStatus
-from client.namespace import unwrap, unwrap_queue, wrap, wrap_queue
+from client.namespace import resolve_namespace, unwrap, unwrap_queue, wrap, wrap_queue
 from client.route import TopicPublishInfo, publish_info
 from client.selector import MessageQueueSelector, apply_selector, select_one_message_queue
 from client.send_request import (
@@ -106,8 +106,9 @@ class Producer:
         self.instance, self._own_instance = (
             (instance, False) if instance is not None else (new_instance(config, namesrv_addr), True)
         )
-        #: Topics and the group are ``namespace%name`` on the wire (:mod:`client.namespace`); None: the config's.
-        self.namespace = namespace if namespace is not None else self.instance.config.resolved_namespace
+        #: Topics and the group are ``namespace%name`` on the wire (:mod:`client.namespace`); None or blank: the
+        #: config's (:func:`client.namespace.resolve_namespace`).
+        self.namespace = resolve_namespace(namespace, self.instance.config.resolved_namespace)
         self._group = group = wrap(self.namespace, group)
         self.send_msg_timeout = send_msg_timeout
         self.retry_times_when_send_failed = retry_times_when_send_failed

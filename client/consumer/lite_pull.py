@@ -71,7 +71,7 @@ from client.consumer.rebalance import Rebalance
 from client.consumer.subscription import build_subscription
 from client.errors import ClientStateError, MQClientError, TopicRouteNotFoundError
 from client.instance import MQClientInstance, new_instance
-from client.namespace import unwrap, unwrap_queue, wrap, wrap_queue, wrap_queues
+from client.namespace import resolve_namespace, unwrap, unwrap_queue, wrap, wrap_queue, wrap_queues
 from client.route import subscribe_queues
 from client.send_request import check_consumer_group
 from client.trace.dispatcher import TraceDispatcher
@@ -150,8 +150,9 @@ class LitePullConsumer(LitePullWorker):
             (instance, False) if instance is not None else (new_instance(config, namesrv_addr), True)
         )
         #: Topics and the group are ``namespace%name`` on the wire (:mod:`client.namespace`): the methods take and
-        #: :meth:`fetch_message_queues` / :meth:`poll` give names without it; None: the config's.
-        self.namespace = namespace if namespace is not None else self.instance.config.resolved_namespace
+        #: :meth:`fetch_message_queues` / :meth:`poll` give names without it; None or blank: the
+        #: config's (:func:`client.namespace.resolve_namespace`).
+        self.namespace = resolve_namespace(namespace, self.instance.config.resolved_namespace)
         self._group = group = wrap(self.namespace, group)
         self.auto_commit = auto_commit
         self.auto_commit_interval = auto_commit_interval

@@ -64,7 +64,7 @@ from client.consumer.subscription import build_subscription, retry_topic
 from client.errors import ClientStateError, MQClientError
 from client.instance import MQClientInstance, new_instance
 from client.message import uncompressed
-from client.namespace import unwrap, wrap
+from client.namespace import resolve_namespace, unwrap, wrap
 from client.send_request import check_consumer_group
 from client.trace.dispatcher import TraceDispatcher
 from remoting.codec.bodies import (
@@ -135,8 +135,9 @@ class PushConsumer:
             (instance, False) if instance is not None else (new_instance(config, namesrv_addr), True)
         )
         #: Topics and the group are ``namespace%name`` on the wire, the listener sees the topics without it
-        #: (:mod:`client.namespace`); None: the config's.
-        self.namespace = namespace if namespace is not None else self.instance.config.resolved_namespace
+        #: (:mod:`client.namespace`); None or blank: the
+        #: config's (:func:`client.namespace.resolve_namespace`).
+        self.namespace = resolve_namespace(namespace, self.instance.config.resolved_namespace)
         self._group = group = wrap(self.namespace, group)
         self._message_model = message_model
         self.consume_message_batch_max_size = consume_message_batch_max_size

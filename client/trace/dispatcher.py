@@ -150,11 +150,16 @@ class TraceDispatcher:
 
     async def start(self) -> None:
         """Start the inner producer and the background task (in the instance's task group)."""
+        from client.namespace import NO_NAMESPACE
         from client.producer import Producer
 
         # No namespace: the trace topic is sent as named, as Java's AsyncTraceDispatcher's own producer does.
         producer = Producer(
-            self.inner_group, instance=self.instance, send_msg_timeout=5.0, max_message_size=128_000, namespace=""
+            self.inner_group,
+            instance=self.instance,
+            send_msg_timeout=5.0,
+            max_message_size=128_000,
+            namespace=NO_NAMESPACE,
         )
         try:
             await producer.__aenter__()
