@@ -115,6 +115,17 @@ def test_by_machine_room_takes_only_the_rooms_brokers_and_deals_the_remainder_li
     assert _shares(AllocateMessageQueueByMachineRoom({"IDC1", ""}), odd, ["c1"]) == {"c1": ["@x:0"]}
 
 
+def test_by_machine_room_without_rooms_configured_fails_so_the_rebalance_keeps_its_queues() -> None:
+    """Java's ``consumeridcs`` is null until ``setConsumeridcs``: ``consumeridcs.contains`` then throws for the first
+    ``idc@broker`` queue and RebalanceImpl.rebalanceByTopic logs it and keeps the topic's queues; without such a queue
+    nothing throws and no queue is the member's. An empty set given is no room: no queue."""
+    mqs = _queues(("IDC1@broker-a", 2), ("broker-c", 2))
+    with pytest.raises(ValueError, match="consumeridcs"):
+        AllocateMessageQueueByMachineRoom()("g", "c1", mqs, ["c1"])
+    assert AllocateMessageQueueByMachineRoom()("g", "c1", _queues(("broker-c", 2)), ["c1"]) == []
+    assert AllocateMessageQueueByMachineRoom(set())("g", "c1", mqs, ["c1"]) == []
+
+
 class _Rooms:
     def __init__(self, brokers: dict[str, str], consumers: dict[str, str]) -> None:
         self.brokers, self.consumers = brokers, consumers
