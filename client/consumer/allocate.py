@@ -149,16 +149,25 @@ def _java_split_at(s: str) -> list[str]:
 
 class AllocateMessageQueueByMachineRoom(AllocateMessageQueueStrategy):
     """Only the queues of brokers named ``"<idc>@<broker>"`` whose idc is in ``consumeridcs``, split in blocks of
-    ``len // consumers`` with the remainder dealt one each to the first consumers (``MACHINE_ROOM``)."""
+    ``len // consumers`` with the remainder dealt one each to the first consumers (``MACHINE_ROOM``). With no
+    ``consumeridcs`` given (None, Java's null before ``setConsumeridcs``) the first ``idc@broker`` queue raises
+    ValueError, so the rebalance logs it and keeps the topic's queues, where Java's ``consumeridcs.contains`` throws
+    (client/src/main/java/org/apache/rocketmq/client/consumer/rebalance/AllocateMessageQueueByMachineRoom.java)."""
 
-    def __init__(self, consumeridcs: Iterable[str] = ()) -> None:
-        self.consumeridcs = set(consumeridcs)
+    def __init__(self, consumeridcs: Iterable[str] | None = None) -> None:
+        self.consumeridcs = None if consumeridcs is None else set(consumeridcs)
 
     def _allocate(self, group: str, current_cid: str, mqs: list[MessageQueue], cids: list[str]) -> list[MessageQueue]:
         index = cids.index(current_cid)
-        in_rooms = [
-            mq for mq in mqs if len(parts := _java_split_at(mq.broker_name)) == 2 and parts[0] in self.consumeridcs
-        ]
+        in_rooms = []
+        for mq in mqs:
+            parts = _java_split_at(mq.broker_name)
+            if len(parts) != 2:
+                continue
+            if self.consumeridcs is None:
+                raise ValueError("consumeridcs is not set")
+            if parts[0] in self.consumeridcs:
+                in_rooms.append(mq)
         mod, rem = divmod(len(in_rooms), len(cids))
         result = in_rooms[mod * index : mod * index + mod]
         if rem > index:
