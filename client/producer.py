@@ -307,7 +307,8 @@ class Producer:
         every attempt's does, and a ``queue`` of another topic is taken as given (``request(msg, mq)`` compares no
         topics). Raises as :meth:`send`."""
         self._check_started()
-        msg, queue = self._wrap_message(msg), self._wrap_queue(queue)
+        if self.namespace:
+            msg, queue = self._wrap_message(msg), self._wrap_queue(queue)
         prepared = self._builder.single(msg)
         self._hook(prepared, msg, "ASYNC")
         retries = self.retry_times_when_send_async_failed
@@ -422,7 +423,8 @@ class Producer:
         latency fault table isolates, and the write's outcome goes to that table (Java's ``sendDefaultImpl`` in
         ONEWAY mode)."""
         self._check_started()
-        msg, queue = self._wrap_message(msg), self._wrap_queue(queue)
+        if self.namespace:  # as send: no copy without a namespace (the hot path)
+            msg, queue = self._wrap_message(msg), self._wrap_queue(queue)
         prepared = self._builder.single(msg)
         info = await self.publish_info(msg.topic)
         fault = None
@@ -488,6 +490,8 @@ class Producer:
         :class:`~client.request_reply.RequestTimeoutError` when none came within ``timeout`` seconds, and
         :class:`~client.errors.MQClientError` when the request could not be sent."""
         self._check_started()
+        if not self.namespace:
+            return await request_reply.request(self, msg, timeout, queue=queue, selector=selector, arg=arg)
         msg, queue = self._wrap_message(msg), self._wrap_queue(queue)
         reply = await request_reply.request(self, msg, timeout, queue=queue, selector=selector, arg=arg)
         return self._unwrap_reply(reply)
@@ -510,8 +514,8 @@ class Producer:
         """:meth:`request` in the background: ``callback`` gets the reply or the exception (Java's
         ``RequestCallback``); it may be a coroutine function."""
         self._check_started()
-        msg, queue = self._wrap_message(msg), self._wrap_queue(queue)
         if self.namespace:
+            msg, queue = self._wrap_message(msg), self._wrap_queue(queue)
             given = callback
 
             def callback(outcome: MessageExt | Exception) -> object:
