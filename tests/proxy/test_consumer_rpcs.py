@@ -801,3 +801,29 @@ async def test_a_receive_checks_its_invisible_time_then_the_topic_then_the_group
     groups.config = attrs.evolve(groups.config, auto_create_subscription_group=False)
     stream = activity.consuming.receive_now(_receive_request("GOrder", "NoSuchTopic"), md("c@1"), 30.0)
     assert stream is not None and stream[0].status.code == Code.TOPIC_NOT_FOUND, stream[0].status
+
+
+async def test_an_ack_answers_its_overall_status_as_rocketmqs_proxy(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """AckMessageActivity.setAckResponseStatus: the overall status is the one code of all entries with that code's
+    name as its message ("INVALID_RECEIPT_HANDLE", not the first entry's text), MULTIPLE_RESULTS "MULTIPLE_RESULTS"
+    for mixed codes, and INTERNAL_SERVER_ERROR "ack message result is empty" for a request without entries (it
+    answered BAD_REQUEST "ack")."""
+    activity = await _activity(embedded_cluster, nursery)
+    embedded_cluster.controller.context.groups.update(SubscriptionGroupConfig("GAll"))
+    message = await _one_received(embedded_cluster, activity, "GAll", "All")
+    ack = activity.consuming.ack
+
+    def answer(*handles: str) -> Any:
+        req = service.AckMessageRequest()
+        req.group.name, req.topic.name = "GAll", "All"
+        for handle in handles:
+            req.entries.add(message_id=message.system_properties.message_id, receipt_handle=handle)
+        return activity.guarded_sync(ack, service.AckMessageResponse, req, md("c@1")).status
+
+    empty, bad = answer(), answer("not a handle", "nor this")
+    mixed = answer("not a handle", message.system_properties.receipt_handle)
+    assert (empty.code, empty.message) == (Code.INTERNAL_SERVER_ERROR, "ack message result is empty")
+    assert (bad.code, bad.message) == (Code.INVALID_RECEIPT_HANDLE, "INVALID_RECEIPT_HANDLE")
+    assert (mixed.code, mixed.message) == (Code.MULTIPLE_RESULTS, "MULTIPLE_RESULTS")
