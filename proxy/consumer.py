@@ -354,11 +354,7 @@ class Consuming:
                 result.status.CopyFrom(status(err.code, err.message))
             except PutRefusedError as exc:
                 result.status.CopyFrom(status(Code.INTERNAL_SERVER_ERROR, f"ack failed: {exc.put_status}: {exc}"))
-        codes = {e.status.code for e in response.entries}
-        if len(codes) == 1:
-            response.status.CopyFrom(response.entries[0].status)
-        else:
-            response.status.CopyFrom(status(Code.MULTIPLE_RESULTS if codes else Code.BAD_REQUEST, "ack"))
+        response.status.CopyFrom(_overall_ack_status({e.status.code for e in response.entries}))
         return response
 
     def change_invisible(self, req: Any, metadata: dict[str, str]) -> Any:
@@ -461,6 +457,18 @@ def _permission(perm: int) -> Any:
     if readable:
         return definition.Permission.READ
     return definition.Permission.WRITE if writable else definition.Permission.NONE
+
+
+def _overall_ack_status(codes: set[int]) -> Any:
+    """AckMessageActivity.setAckResponseStatus (proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/consumer/
+    AckMessageActivity.java): the one code of all entries with its name as the message, MULTIPLE_RESULTS for mixed
+    codes, INTERNAL_SERVER_ERROR "ack message result is empty" for a request without entries."""
+    if len(codes) > 1:
+        return status(Code.MULTIPLE_RESULTS, Code.Name(Code.MULTIPLE_RESULTS))
+    if codes:
+        [code] = codes
+        return status(code, Code.Name(code))
+    return status(Code.INTERNAL_SERVER_ERROR, "ack message result is empty")
 
 
 def _ack_status(outcome: AckOutcome) -> Any:
