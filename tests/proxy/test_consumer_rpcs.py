@@ -827,3 +827,27 @@ async def test_an_ack_answers_its_overall_status_as_rocketmqs_proxy(
     assert (empty.code, empty.message) == (Code.INTERNAL_SERVER_ERROR, "ack message result is empty")
     assert (bad.code, bad.message) == (Code.INVALID_RECEIPT_HANDLE, "INVALID_RECEIPT_HANDLE")
     assert (mixed.code, mixed.message) == (Code.MULTIPLE_RESULTS, "MULTIPLE_RESULTS")
+
+
+async def test_a_change_of_invisibility_of_an_offset_not_in_the_queue_answers_as_rocketmqs_proxy(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """A handle naming an offset past the queue's end: RocketMQ 5.3's broker answers the change of invisibility with
+    no SUCCESS, the client API makes that AckStatus.NO_EXIST, and ChangeInvisibleDurationActivity answers it
+    INTERNAL_SERVER_ERROR "changeInvisibleDuration failed: status is abnormal" (it answered the ack's wording, "ack
+    failed: status is abnormal")."""
+    activity = await _activity(embedded_cluster, nursery)
+    embedded_cluster.controller.context.groups.update(SubscriptionGroupConfig("GPast"))
+    message = await _one_received(embedded_cluster, activity, "GPast", "Past")
+    fields = message.system_properties.receipt_handle.split(" ")
+    fields[7] = "1000"
+    req = service.ChangeInvisibleDurationRequest(
+        receipt_handle=" ".join(fields), message_id=message.system_properties.message_id
+    )
+    req.group.name, req.topic.name = "GPast", "Past"
+    req.invisible_duration.FromSeconds(60)
+    answer = activity.guarded_sync(
+        activity.consuming.change_invisible, service.ChangeInvisibleDurationResponse, req, md("c@1")
+    )
+    abnormal = (Code.INTERNAL_SERVER_ERROR, "changeInvisibleDuration failed: status is abnormal")
+    assert (answer.status.code, answer.status.message) == abnormal
