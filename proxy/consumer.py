@@ -374,7 +374,13 @@ class Consuming:
             return service.ChangeInvisibleDurationResponse(
                 status=status(Code.INTERNAL_SERVER_ERROR, "changeInvisibleDuration failed: status is abnormal")
             )
-        response = service.ChangeInvisibleDurationResponse(status=_ack_status(outcome))
+        answered = _ack_status(outcome)
+        if answered.code == Code.INTERNAL_SERVER_ERROR:
+            # AckStatus.NO_EXIST: ChangeInvisibleDurationActivity.convertToChangeInvisibleDurationResponse words it
+            # its own way (proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/consumer/
+            # ChangeInvisibleDurationActivity.java)
+            answered = status(Code.INTERNAL_SERVER_ERROR, "changeInvisibleDuration failed: status is abnormal")
+        response = service.ChangeInvisibleDurationResponse(status=answered)
         if renewed is not None:
             response.receipt_handle = renewed.encode()
         return response
