@@ -288,3 +288,24 @@ async def test_a_message_renewed_to_the_maximum_comes_back_after_the_groups_own_
     await trio.sleep(7)
     [again] = received(activity, "other@1", auto_renew=False)
     assert (again.body, again.system_properties.delivery_attempt) == (first.body, 2)
+
+
+async def test_notify_client_termination_releases_the_groups_renewed_handles_at_once(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """NotifyClientTermination of a consumer unregisters it from its group, and DefaultReceiptHandleManager's
+    CLIENT_UNREGISTER listener clears that (client, group)'s handles there and then: visible again after
+    invisibleTimeMillisWhenClear (1 s). They were released only by the next renew scan (up to 5 s later; never with
+    the scan not running, as here)."""
+    activity = await start(embedded_cluster, nursery, ProxyConfig(), loop=False)
+    scope = await nursery.start(keep_alive, activity, "push@1")
+    [first] = received(activity, "push@1")
+    scope.cancel()
+    answer = activity.notify_termination(
+        service.NotifyClientTerminationRequest(group=definition.Resource(name=GROUP)), md("push@1")
+    )
+    assert answer.status.code == Code.OK, answer.status
+    assert activity.consuming.renew.held == {}
+    await trio.sleep(2)
+    [again] = received(activity, "other@1", auto_renew=False)
+    assert (again.body, again.system_properties.delivery_attempt) == (first.body, 2)
