@@ -222,7 +222,8 @@ class MessagingActivity:
         Settings are taken away first (removeAndGetClientSettings); then a producer is unregistered, a push or simple
         consumer only after its ``request.group`` is checked (ILLEGAL_CONSUMER_GROUP, raised as RpcError), and any
         other type is UNRECOGNIZED_CLIENT_TYPE with the type's name; a refused client stays registered until its
-        registration expires."""
+        registration expires. A consumer's auto-renewed handles of the group are released at once
+        (:meth:`proxy.renew.RenewTable.release_group`)."""
         client_id = client_id_of(md)
         known = self.sessions.sessions.get(client_id)
         if known is None or known.settings is None:
@@ -234,6 +235,8 @@ class MessagingActivity:
             name = definition.ClientType.Name(kind) if kind in definition.ClientType.values() else str(kind)
             return service.NotifyClientTerminationResponse(status=status(Code.UNRECOGNIZED_CLIENT_TYPE, name))
         self.sessions.terminate(client_id)
+        if kind in _CONSUMER_TYPES:
+            self.consuming.renew.release_group(client_id, req.group.name)
         return service.NotifyClientTerminationResponse(status=status())
 
     def telemetry_opened(self, md: dict[str, str], push: Push) -> None:

@@ -85,6 +85,15 @@ class RenewTable:
         held = self.held.pop((client_id, group, message_id, handle_text), None)
         return handle_text if held is None else held.handle.encode()
 
+    def release_group(self, client_id: str, group: str) -> None:
+        """The consumer ``client_id`` of ``group`` unregistered (NotifyClientTermination): its handles of that group
+        are released now, visible after ``invisibleTimeMillisWhenClear``, as DefaultReceiptHandleManager's
+        CLIENT_UNREGISTER listener clears its ReceiptHandleGroup at once (proxy/src/main/java/org/apache/rocketmq/
+        proxy/service/receipt/DefaultReceiptHandleManager.java)."""
+        for key, held in list(self.held.items()):
+            if key[0] == client_id and key[1] == group:
+                self._release(key, held, self.config.invisible_time_millis_when_clear)
+
     def _offline(self, client_id: str) -> bool:
         session = self.sessions.sessions.get(client_id)
         return session is None or session.channel is None or session.channel.closed
