@@ -55,3 +55,43 @@ async def test_message_index_enable_updated_at_run_time_rules_the_next_messages(
         await _send(client, addr, b"after", "k-after")
         assert await _bodies_by_key(client, addr, "k-after") == [b"after"]
         assert await _bodies_by_key(client, addr, "k-off") == []
+
+
+async def test_only_the_exact_string_true_makes_a_unique_key_query(embedded_cluster: EmbeddedCluster) -> None:
+    """QueryMessageProcessor.queryMessage forces ``maxNum`` to defaultQueryMaxNum only when the extField
+    ``_UNIQUE_KEY_QUERY`` ``equals("true")`` (broker/src/main/java/org/apache/rocketmq/broker/processor/
+    QueryMessageProcessor.java): ``TRUE``, ``1`` or `` true `` leave the request's ``maxNum``. Ours took them all."""
+    addr = embedded_cluster.broker_addr
+    async with RemotingClient() as client:
+        assert (await _call(client, addr, create_topic_request(TOPIC, queues=1))).code == ResponseCode.SUCCESS
+        await _send(client, addr, b"first", "k-flag")
+        await _send(client, addr, b"second", "k-flag")
+        counts = {}
+        for flag in ("true", "TRUE", "1", " true ", "True"):
+            fields = {"topic": TOPIC, "key": "k-flag", "maxNum": "1", "_UNIQUE_KEY_QUERY": flag, **WINDOW}
+            answer = await _call(client, addr, request(RequestCode.QUERY_MESSAGE, fields))
+            assert answer.code == ResponseCode.SUCCESS, answer.remark
+            counts[flag] = len(list(iter_records(answer.body)))
+    assert counts == {"true": 2, "TRUE": 1, "1": 1, " true ": 1, "True": 1}
+
+
+async def test_a_negative_max_num_answers_system_error(embedded_cluster: EmbeddedCluster) -> None:
+    """IndexService.queryOffset sizes its result list with ``new ArrayList<Long>(maxNum)`` before anything else
+    (store/src/main/java/org/apache/rocketmq/store/index/IndexService.java): a negative ``maxNum`` throws, which the
+    remoting layer answers SYSTEM_ERROR. ``0`` finds nothing (QUERY_NOT_FOUND); a unique-key query's ``maxNum`` is
+    replaced first. Ours answered QUERY_NOT_FOUND to a negative one."""
+    addr = embedded_cluster.broker_addr
+    async with RemotingClient() as client:
+        assert (await _call(client, addr, create_topic_request(TOPIC, queues=1))).code == ResponseCode.SUCCESS
+        await _send(client, addr, b"kept", "k-neg")
+        codes = {}
+        for max_num, unique in (("-1", None), ("0", None), ("-1", "true")):
+            fields = {"topic": TOPIC, "key": "k-neg", "maxNum": max_num, **WINDOW}
+            if unique:
+                fields["_UNIQUE_KEY_QUERY"] = unique
+            codes[(max_num, unique)] = (await _call(client, addr, request(RequestCode.QUERY_MESSAGE, fields))).code
+    assert codes == {
+        ("-1", None): ResponseCode.SYSTEM_ERROR,
+        ("0", None): ResponseCode.QUERY_NOT_FOUND,
+        ("-1", "true"): ResponseCode.SUCCESS,
+    }

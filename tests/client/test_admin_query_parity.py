@@ -1,0 +1,76 @@
+"""The admin's message queries against RocketMQ 4.9.8's MQAdminImpl
+(client/src/main/java/org/apache/rocketmq/client/impl/MQAdminImpl.java): which of the brokers' answers a key query
+and a unique-key query keep, and how long VIEW_MESSAGE_BY_ID waits. Virtual time against a real name server; the
+brokers are TCP listeners registered with it (see test_admin_query_wait)."""
+
+from __future__ import annotations
+
+import socket
+import struct
+
+import pytest
+import trio
+import trio.testing
+
+from broker.embedded import EmbeddedCluster
+from client.admin import Admin
+from client.errors import MQClientError
+from remoting.client import RemotingClient
+from remoting.codec.message import MessageRecord, encode_record
+from remoting.codec.msgid import offset_msg_id
+from tests.client.test_admin_query_wait import TOPIC, _register, _silent_broker, _slow_broker
+
+UNIQ = "7F00000100002A9F0000000000000001"
+
+
+async def test_a_unique_key_query_keeps_only_the_earliest_copy_across_brokers(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """MQAdminImpl.queryMessage with isUniqKey keeps one message, the one stored first, whatever the brokers answer
+    (a resent message stored on two brokers); ``queryMsgByUniqueKey -a`` prints that list. Ours kept every copy."""
+    props = f"UNIQ_KEY\x01{UNIQ}"
+    late = encode_record(MessageRecord(TOPIC, b"copy stored later", properties=props), store_timestamp=5000)
+    early = encode_record(MessageRecord(TOPIC, b"copy stored first", properties=props), store_timestamp=3000)
+    async with trio.open_nursery() as nursery, RemotingClient() as registrar:
+        namesrv = embedded_cluster.namesrv_addr
+        await _register(registrar, namesrv, "broker-late", await _slow_broker(nursery, late))
+        await _register(registrar, namesrv, "broker-early", await _slow_broker(nursery, early))
+        async with Admin(namesrv) as admin:
+            found = await admin.query_msg_by_unique_key(TOPIC, UNIQ)
+        nursery.cancel_scope.cancel()
+    assert [m.body for m in found] == [b"copy stored first"]
+
+
+async def test_a_key_query_matches_keys_tokens_only_not_the_unique_key(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """The broker indexes a message's UNIQ_KEY and its KEYS tokens under the same ``topic#key`` hash
+    (store/src/main/java/org/apache/rocketmq/store/index/IndexService.java buildIndex), and MQAdminImpl.queryMessage
+    without isUniqKey keeps only the messages one of whose KEYS equals the key. Ours kept a UNIQ_KEY match too."""
+    by_keys = MessageRecord(TOPIC, b"keyed", properties="KEYS\x01other needle")
+    by_uniq = MessageRecord(TOPIC, b"uniq only", properties="UNIQ_KEY\x01needle")
+    body = encode_record(by_keys, store_timestamp=1) + encode_record(by_uniq, store_timestamp=2)
+    async with trio.open_nursery() as nursery, RemotingClient() as registrar:
+        namesrv = embedded_cluster.namesrv_addr
+        await _register(registrar, namesrv, "broker-a", await _slow_broker(nursery, body))
+        async with Admin(namesrv) as admin:
+            found = await admin.query_msg_by_key(TOPIC, "needle")
+        nursery.cancel_scope.cancel()
+    assert [m.body for m in found] == [b"keyed"]
+
+
+async def test_view_message_by_id_waits_six_seconds_as_mqadminimpl(autojump_clock: trio.testing.MockClock) -> None:
+    """MQAdminImpl.viewMessage passes its own ``timeoutMillis`` (6000, whatever the client's settings) to
+    MQClientAPIImpl.viewMessage; ours waited the 3 s rpc timeout."""
+    async with trio.open_nursery() as nursery:
+        addr = await _silent_broker(nursery)
+        host, port = addr.rsplit(":", 1)
+        msg_id = offset_msg_id(socket.inet_aton(host) + struct.pack(">i", int(port)), 0)
+        async with Admin("127.0.0.1:1") as admin:
+            started = trio.current_time()
+            with pytest.raises(Exception) as raised:
+                await admin.query_msg_by_id(msg_id)
+            waited = trio.current_time() - started
+        nursery.cancel_scope.cancel()
+    assert not isinstance(raised.value, MQClientError), raised.value
+    assert 6 <= waited < 7, f"VIEW_MESSAGE_BY_ID gave up after {waited:.1f} s of virtual time"
