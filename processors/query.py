@@ -1,12 +1,13 @@
 """Message queries: :class:`QueryMessageProcessor` serves
 
-- QUERY_MESSAGE (12): records indexed under ``key`` (a ``KEYS`` token or, with the extField
-  ``_UNIQUE_KEY_QUERY=true``, a ``UNIQ_KEY``; then ``maxNum`` is forced to ``defaultQueryMaxNum``, 32) stored in
-  ``[beginTimestamp, endTimestamp]``; ``maxNum`` is capped at ``maxMsgsNumBatch`` (64). Both settings are read per
-  query, as Java reads MessageStoreConfig (``QueryMessageProcessor.queryMessage``,
-  ``store/src/main/java/org/apache/rocketmq/store/index/IndexService.java`` ``queryOffset``). SUCCESS with the
-  concatenated records as body, or QUERY_NOT_FOUND (22); both carry ``indexLastUpdateTimestamp`` and
-  ``indexLastUpdatePhyoffset``. Hash collisions are returned too: clients re-check the key.
+- QUERY_MESSAGE (12): records indexed under ``key`` (a ``KEYS`` token or, with the extField ``_UNIQUE_KEY_QUERY``
+  exactly ``true``, a ``UNIQ_KEY``; then ``maxNum`` is forced to ``defaultQueryMaxNum``, 32) stored in
+  ``[beginTimestamp, endTimestamp]``; ``maxNum`` is capped at ``maxMsgsNumBatch`` (64), and a negative one answers
+  SYSTEM_ERROR. Both settings are read per query, as Java reads MessageStoreConfig
+  (``QueryMessageProcessor.queryMessage``, ``store/src/main/java/org/apache/rocketmq/store/index/IndexService.java``
+  ``queryOffset``). SUCCESS with the concatenated records as body, or QUERY_NOT_FOUND (22); both carry
+  ``indexLastUpdateTimestamp`` and ``indexLastUpdatePhyoffset``. Hash collisions are returned too: clients re-check
+  the key.
 - VIEW_MESSAGE_BY_ID (33): the one record at a CommitLog offset (decoded by the client from an offset msgId), or
   SYSTEM_ERROR ``can not find message by the offset, <n>``.
 
@@ -52,7 +53,17 @@ class QueryMessageProcessor:
     async def _query_message(self, request: RemotingCommand) -> RemotingCommand:
         header = parse_header(QueryMessageRequestHeader, request)
         config = self.broker.config
-        max_num = config.default_query_max_num if header.unique_key_query else header.max_num
+        # Only the exact string "true" makes a unique-key query, not the header's lenient boolean:
+        # ``isUniqueKey.equals("true")`` in broker/src/main/java/org/apache/rocketmq/broker/processor/
+        # QueryMessageProcessor.java queryMessage.
+        unique = request.ext_fields.get("_UNIQUE_KEY_QUERY") == "true"
+        max_num = config.default_query_max_num if unique else header.max_num
+        if max_num < 0:
+            # IndexService.queryOffset sizes its list with ``new ArrayList<Long>(maxNum)`` first, which throws; the
+            # remoting layer answers SYSTEM_ERROR (store/src/main/java/org/apache/rocketmq/store/index/
+            # IndexService.java).
+            remark = f"java.lang.IllegalArgumentException: Illegal Capacity: {max_num}"
+            return request.response(ResponseCode.SYSTEM_ERROR, remark)
         max_num = max(0, min(max_num, config.max_msgs_num_batch))
         store = self.broker.store
         records = (
