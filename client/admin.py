@@ -107,6 +107,9 @@ RELAYED_TIMEOUT_MIN = 15.0
 #: answering many records or walking a long index chain takes longer than the usual rpc timeout.
 QUERY_TIMEOUT = 18.0
 QUERY_WAIT = 24.0
+#: VIEW_MESSAGE_BY_ID waits MQAdminImpl's own timeoutMillis (6000), not the client's rpc timeout
+#: (client/src/main/java/org/apache/rocketmq/client/impl/MQAdminImpl.java viewMessage).
+VIEW_TIMEOUT = 6.0
 #: What a call to one broker that fails raises: refused, not answered, or answered with a reply that does not decode
 #: (CodecError). Passed over where Java passes over a failing broker (its ``catch (Exception e)``).
 BROKER_FAILURES = (MQClientError, RemotingError, OSError, CodecError)
@@ -407,21 +410,23 @@ class Admin(AdminOps):
     # -- messages ----------------------------------------------------------------------------------------------
 
     async def query_msg_by_id(self, offset_msg_id: str) -> MessageExt:
-        """VIEW_MESSAGE_BY_ID at the broker the offset msgId names."""
+        """VIEW_MESSAGE_BY_ID at the broker the offset msgId names, within VIEW_TIMEOUT."""
         decoded = _decode_msg_id(offset_msg_id)
         addr = f"{decoded.host}:{decoded.port}"
         fields = ViewMessageRequestHeader(offset=decoded.phy_offset).to_ext_fields()
-        response = await self._call(addr, request(RequestCode.VIEW_MESSAGE_BY_ID, fields))
+        response = await self._call(addr, request(RequestCode.VIEW_MESSAGE_BY_ID, fields), timeout=VIEW_TIMEOUT)
         return uncompressed(decode_record(response.body))
 
     async def query_msg_by_key(
         self, topic: str, key: str, *, max_num: int = 32, begin_ms: int = 0, end_ms: int | None = None
     ) -> list[MessageExt]:
-        """QUERY_MESSAGE by key on each broker of ``topic``: its messages with that KEYS entry or UNIQ_KEY.
+        """QUERY_MESSAGE by key on each broker of ``topic``: its messages one of whose KEYS is ``key``.
 
-        The broker's index answers by the hash of ``topic#key``, so colliding keys and other topics' messages come
-        back too; they are dropped here (MQAdminImpl.queryMessage). Without ``end_ms`` the range is open-ended (Java
-        mqadmin's ``Long.MAX_VALUE``), so a broker clock ahead of ours hides nothing."""
+        The broker's index answers by the hash of ``topic#key``, so colliding keys, other topics' messages and
+        messages whose UNIQ_KEY (indexed in the same space) is ``key`` come back too; they are dropped here, as
+        MQAdminImpl.queryMessage matches only the KEYS tokens (client/src/main/java/org/apache/rocketmq/client/impl/
+        MQAdminImpl.java); a producer's msgId is looked up with :meth:`query_msg_by_unique_key`. Without ``end_ms``
+        the range is open-ended (Java mqadmin's ``Long.MAX_VALUE``), so a broker clock ahead of ours hides nothing."""
         end = JAVA_LONG_MAX if end_ms is None else end_ms
         header = QueryMessageRequestHeader(
             topic=topic, key=key, max_num=max_num, begin_timestamp=begin_ms, end_timestamp=end
@@ -551,7 +556,7 @@ class Admin(AdminOps):
 
 
 def _indexed_under(msg: MessageExt, key: str) -> bool:
-    return key in msg.keys or msg.properties.get("UNIQ_KEY") == key
+    return key in msg.keys
 
 
 def _decode_msg_id(offset_msg_id: str) -> OffsetMsgId:

@@ -281,9 +281,12 @@ class AdminOps:
         return await api.pull_message(self.instance.remoting, addr, header, self.instance.config.rpc_timeout, tags)
 
     async def query_msg_by_unique_key(self, topic: str, msg_id: str, max_num: int = 32) -> list[MessageExt]:
-        """QUERY_MESSAGE with ``_UNIQUE_KEY_QUERY=true`` on each broker of ``topic``: the messages whose UNIQ_KEY is
-        ``msg_id``, oldest first (a resent message is found once per copy); a broker that fails is passed over unless
-        every one does."""
+        """QUERY_MESSAGE with ``_UNIQUE_KEY_QUERY=true`` on each broker of ``topic``: the message whose UNIQ_KEY is
+        ``msg_id`` stored first, as a list of at most one; a broker that fails is passed over unless every one does.
+
+        MQAdminImpl.queryMessage with isUniqKey keeps only the copy with the earliest store timestamp across brokers
+        (a resent message is stored more than once), and ``queryMsgByUniqueKey -a`` prints that list
+        (client/src/main/java/org/apache/rocketmq/client/impl/MQAdminImpl.java)."""
         header = QueryMessageRequestHeader(
             topic=topic,
             key=msg_id,
@@ -292,7 +295,8 @@ class AdminOps:
             end_timestamp=(1 << 63) - 1,
             unique_key_query=True,
         )
-        return await self._query_index(header, lambda m: m.properties.get("UNIQ_KEY") == msg_id)
+        found = await self._query_index(header, lambda m: m.properties.get("UNIQ_KEY") == msg_id)
+        return found[:1]  # oldest first
 
     # -- broker inspection and maintenance ---------------------------------------------------------------------
 

@@ -151,9 +151,8 @@ async def find(admin: Admin, msg_id: str, topic: str | None) -> MessageExt:
     of this cluster. NotFoundError when neither finds it."""
     msg_id = msg_id.strip()
     if topic:
-        for msg in await admin.query_msg_by_key(topic, msg_id, max_num=32):
-            if msg.properties.get(PROPERTY_UNIQ_KEY) == msg_id or msg.msg_id == msg_id:
-                return msg
+        for msg in await admin.query_msg_by_unique_key(topic, msg_id):
+            return msg
     if not await _names_a_broker_of_this_cluster(admin, msg_id):
         where = f" in topic {topic}" if topic else " (give its topic to look a producer's message id up)"
         raise NotFoundError(f"no message {msg_id!r}{where}")

@@ -158,7 +158,10 @@ async def test_query_by_key_drops_messages_whose_key_only_shares_the_hash(cluste
     async with Admin(cluster.namesrv_addr) as admin:
         assert [m.body for m in await admin.query_msg_by_key("KeyHash", "Aa")] == [b"first"]
         assert [m.body for m in await admin.query_msg_by_key("KeyHash", "BB")] == [b"second"]
-        by_unique_key = await admin.query_msg_by_key("KeyHash", sent.msg_id)
+        # A key query matches KEYS tokens only (MQAdminImpl.queryMessage); the msgId is a unique-key query.
+        by_msg_id_as_key = await admin.query_msg_by_key("KeyHash", sent.msg_id)
+        by_unique_key = await admin.query_msg_by_unique_key("KeyHash", sent.msg_id)
+    assert by_msg_id_as_key == []
     assert [m.body for m in by_unique_key] == [b"second"]
 
 

@@ -346,7 +346,7 @@ def test_exporting_two_dead_letters_of_one_message_exports_each(browser: WebDriv
         sent = producer.send(Message("DlqTwiceTopic", b"dead twice"))
     kill_for(live, sent, "dlq-twice-cg")
     with Admin(live.namesrv_addr) as admin:
-        first = admin.query_msg_by_key("%DLQ%dlq-twice-cg", sent.msg_id)
+        first = admin.query_msg_by_unique_key("%DLQ%dlq-twice-cg", sent.msg_id)
     kill_for(live, attrs.evolve(sent, offset_msg_id=first[0].msg_id), "dlq-twice-cg")
     open_page(browser, live, "/dlq?group=dlq-twice-cg")
     table_rows(browser, "dlq", lambda r: len(r) == 2)
