@@ -4,6 +4,8 @@ and retries that move to the other broker when one of two is down."""
 from __future__ import annotations
 
 import logging
+import random
+import zlib
 
 import anyio
 import pytest
@@ -123,7 +125,6 @@ async def test_large_bodies_are_compressed_on_the_wire_and_round_trip(cluster: T
 async def test_compress_type_and_compress_level_choose_the_codec_and_its_sysflag_bits(cluster: ThreadedCluster) -> None:
     """5.3.3's ``DefaultMQProducer.compressType`` / ``compressLevel``: the body is compressed by that codec at that
     level and the sysflag carries COMPRESSED and the type's bits (LZ4 1 << 8, ZSTD 2 << 8, ZLIB 3 << 8)."""
-    import zlib
 
     import lz4.frame
     import zstandard
@@ -375,3 +376,41 @@ async def test_a_negative_delay_level_is_sent_and_stored_for_delivery_at_once(cl
         (b"batched", "-2"),
         (b"plain", None),
     ]
+
+
+async def test_a_body_compression_makes_larger_is_still_sent_compressed(cluster: ThreadedCluster) -> None:
+    """DefaultMQProducerImpl.tryToCompressMessage (4.9.8 and 5.3.3) keeps the compressed body whenever the codec
+    gave one, larger or not, and sendKernelImpl sets COMPRESSED and the type bits: an incompressible body of 4 KiB or
+    more is stored compressed, by a producer's send and by a consumer's retry copy (the inner producer's send)."""
+    from client.consumer.consume import send_retry_copy
+    from client.consumer.listener import ConsumeConcurrentlyStatus
+    from client.consumer.push import PushConsumer
+
+    await create_topic(cluster.namesrv_addr, "ZipNoGain", queues=1)
+    body = random.Random(45).randbytes(5000)  # zlib makes it larger
+    assert len(zlib.compress(body, 5)) > len(body)
+    async with Producer("pg", cluster.namesrv_addr) as producer:
+        await producer.send(Message("ZipNoGain", body))
+    async with RemotingClient() as remoting:
+        cmd = request(RequestCode.PULL_MESSAGE, _pull_header("ZipNoGain", 0).to_ext_fields())
+        [sent] = list(iter_records((await remoting.invoke(cluster.broker_addr, cmd, 10.0)).body))
+    assert sent.sys_flag & SYSFLAG_COMPRESSED and sent.body == zlib.compress(body, 5)
+    [msg] = await _stored(cluster.broker_addr, "ZipNoGain", 1)
+    assert msg.body == body
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer("cg-nogain", cluster.namesrv_addr)
+    consumer.subscribe("ZipNoGain")
+    consumer.register_message_listener(listener)
+    async with consumer:
+        await create_topic(cluster.namesrv_addr, "%RETRY%cg-nogain", queues=1)
+        await send_retry_copy(consumer, msg, 1, 16)
+    raw = []
+    async with RemotingClient() as remoting:
+        for qid in range(18):
+            cmd = request(RequestCode.PULL_MESSAGE, _pull_header("SCHEDULE_TOPIC_XXXX", qid).to_ext_fields())
+            raw += list(iter_records((await remoting.invoke(cluster.broker_addr, cmd, 10.0)).body))
+    assert len(raw) == 1 and raw[0].properties["REAL_TOPIC"] == "%RETRY%cg-nogain"
+    assert raw[0].sys_flag & SYSFLAG_COMPRESSED and raw[0].body == zlib.compress(body, 5)
