@@ -414,3 +414,32 @@ async def test_a_body_compression_makes_larger_is_still_sent_compressed(cluster:
             raw += list(iter_records((await remoting.invoke(cluster.broker_addr, cmd, 10.0)).body))
     assert len(raw) == 1 and raw[0].properties["REAL_TOPIC"] == "%RETRY%cg-nogain"
     assert raw[0].sys_flag & SYSFLAG_COMPRESSED and raw[0].body == zlib.compress(body, 5)
+
+
+async def test_a_retry_copy_is_sent_by_the_clients_inner_producer_group(cluster: ThreadedCluster) -> None:
+    """DefaultMQPushConsumerImpl.sendMessageBack's fallback (and ConsumeMessageOrderlyService.sendMessageBack) sends
+    the copy with ``mQClientFactory.getDefaultMQProducer()``, the DefaultMQProducer MQClientInstance creates with
+    ``MixAll.CLIENT_INNER_PRODUCER_GROUP``: the broker sees ``CLIENT_INNER_PRODUCER`` as the send's producer group
+    (here, the label it counts a copy moved to the DLQ under), not the consumer's group."""
+    from client.consumer.consume import send_retry_copy
+    from client.consumer.listener import ConsumeConcurrentlyStatus
+    from client.consumer.push import PushConsumer
+
+    await create_topic(cluster.namesrv_addr, "InnerGroup", queues=1)
+    async with Producer("pg", cluster.namesrv_addr) as producer:
+        await producer.send(Message("InnerGroup", b"to the dlq"))
+    [msg] = await _stored(cluster.broker_addr, "InnerGroup", 1)
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer("cg-inner", cluster.namesrv_addr)
+    consumer.subscribe("InnerGroup")
+    consumer.register_message_listener(listener)
+    async with consumer:
+        await create_topic(cluster.namesrv_addr, "%RETRY%cg-inner", queues=1)
+        await send_retry_copy(consumer, msg, 16, 16)  # reconsume times reached: the broker moves it to the DLQ
+    dlq = cluster.cluster.controller.context.stats.dlq_messages
+    assert {k: v for k, v in dlq.items() if k[1] == "%RETRY%cg-inner"} == {
+        ("CLIENT_INNER_PRODUCER", "%RETRY%cg-inner"): 1
+    }
