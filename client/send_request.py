@@ -296,7 +296,7 @@ class SendBuilder:
 
     def single_as(self, msg: Message, kind: type[P]) -> P:
         """One message: UNIQ_KEY set if missing, body compressed (``compress_type`` at ``compress_level``, zlib at
-        5 by default) when at least ``compress_over`` bytes and smaller that way, RECONSUME_TIME /
+        5 by default) when at least ``compress_over`` bytes, even if larger that way, RECONSUME_TIME /
         MAX_RECONSUME_TIMES moved into the header for a ``%RETRY%`` topic as Java's
         DefaultMQProducerImpl.sendKernelImpl does (any other topic keeps them as properties, ``reconsumeTimes`` 0: a
         re-sent 5.x message's delivery attempt is no reconsume count).
@@ -308,12 +308,12 @@ class SendBuilder:
         uniq = self.uniq.next_id(now_ms)
         body = msg.body if type(msg.body) is bytes else bytes(msg.body)
         sys_flag = 0
-        if len(body) >= self.compress_over:  # DefaultMQProducerImpl.tryToCompressMessage and sendKernelImpl
+        if len(body) >= self.compress_over:
+            # client/src/main/java/org/apache/rocketmq/client/impl/producer/DefaultMQProducerImpl.java
+            # tryToCompressMessage keeps the compressed body even when it is larger, sendKernelImpl flags it.
             type_flag, compress = self._compress
-            compressed = compress(body, self.compress_level)
-            if len(compressed) < len(body):
-                body = compressed
-                sys_flag = SYSFLAG_COMPRESSED | type_flag
+            body = compress(body, self.compress_level)
+            sys_flag = SYSFLAG_COMPRESSED | type_flag
         tags = msg.tags
         prefix_json = (
             self._tag_prefixes.get(tags)

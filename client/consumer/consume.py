@@ -301,12 +301,11 @@ async def send_retry_copy(consumer: PushConsumer, msg: MessageExt, reconsume_tim
 
 def _inner_producer_body(body: bytes) -> tuple[bytes, int]:
     """The body and sysflag the client's inner producer (a DefaultMQProducer with its defaults) sends ``body`` with:
-    zlib at level 5 from 4 KiB on, COMPRESSED and the ZLIB type bits, as
-    client/src/main/java/org/apache/rocketmq/client/impl/producer/DefaultMQProducerImpl.java ``sendKernelImpl``."""
+    zlib at level 5 from 4 KiB on (kept even when larger: ``tryToCompressMessage``), COMPRESSED and the ZLIB type
+    bits, as client/src/main/java/org/apache/rocketmq/client/impl/producer/DefaultMQProducerImpl.java
+    ``sendKernelImpl``."""
     if len(body) >= _INNER_COMPRESS_OVER:
-        compressed = zlib.compress(body, 5)
-        if len(compressed) < len(body):
-            return compressed, SYSFLAG_COMPRESSED | COMPRESSION_ZLIB
+        return zlib.compress(body, 5), SYSFLAG_COMPRESSED | COMPRESSION_ZLIB
     return bytes(body), 0
 
 
