@@ -114,6 +114,10 @@ def reset_retry_topic(msg: MessageExt, group: str, namespace: str | None = None)
 #: listener returning ``None`` succeeded here).
 #: The inner producer's ``compressMsgBodyOverHowmuch`` (DefaultMQProducer's default, 4 KiB).
 _INNER_COMPRESS_OVER: Final = 4 * 1024
+#: The inner producer's group, the send header's producerGroup of a retry copy: MQClientInstance creates its
+#: DefaultMQProducer with ``MixAll.CLIENT_INNER_PRODUCER_GROUP``
+#: (client/src/main/java/org/apache/rocketmq/client/impl/factory/MQClientInstance.java).
+CLIENT_INNER_PRODUCER_GROUP: Final = "CLIENT_INNER_PRODUCER"
 
 RETURN_SUCCESS: Final = 0
 RETURN_TIME_OUT: Final = 1
@@ -263,7 +267,8 @@ async def send_retry_copy(consumer: PushConsumer, msg: MessageExt, reconsume_tim
     carries ``reconsume_times`` and ``max_times``: the broker's send path moves it to ``%DLQ%<group>`` when
     ``reconsume_times >= max_times``. Java's consumers do so from their client's inner producer
     (``DefaultMQPushConsumerImpl.sendMessageBack`` after a failed send-back, ``ConsumeMessageOrderlyService
-    .sendMessageBack`` for a message given up). Raises when it was not stored."""
+    .sendMessageBack`` for a message given up), so the header's producer group is :data:`CLIENT_INNER_PRODUCER_GROUP`.
+    Raises when it was not stored."""
     instance = consumer.instance
     origin = msg.properties.get(PROPERTY_ORIGIN_MESSAGE_ID) or uniq_msg_id(msg)
     topic = retry_topic(consumer.group)
@@ -276,7 +281,7 @@ async def send_retry_copy(consumer: PushConsumer, msg: MessageExt, reconsume_tim
         raise MQClientError(f"no master address for broker {mq.broker_name}")
     body, sys_flag = _inner_producer_body(msg.body)
     header = SendMessageRequestHeaderV2(
-        a=consumer.group,
+        a=CLIENT_INNER_PRODUCER_GROUP,  # the inner producer's send, not the consumer group
         b=topic,
         c="TBW102",
         d=4,
