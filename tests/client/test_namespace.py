@@ -466,3 +466,22 @@ def test_a_blank_namespace_given_to_a_client_falls_back_to_the_instance_endpoint
     assert PushConsumer("cg", endpoint, namespace="").namespace == "MQ_INST_1234_abcd"
     assert LitePullConsumer("cg", endpoint, namespace="").namespace == "MQ_INST_1234_abcd"
     assert Producer("pg", endpoint, namespace="mine").namespace == "mine"
+
+
+async def test_the_trace_producer_under_an_instance_endpoint_takes_the_endpoints_namespace() -> None:
+    """Java's AsyncTraceDispatcher starts its own DefaultMQProducer with the host's name server address and no
+    namespace set, so its ``getNamespace`` is the instance id of an ``MQ_INST_xxx_yyy`` endpoint and every send wraps a
+    customized trace topic under it (``withNamespace``); the host's own namespace is not the trace producer's. It sent
+    the trace topic unwrapped."""
+    endpoint = "http://MQ_INST_1234_abcd.cn-hangzhou.mq.aliyuncs.com:80"
+    with trio.fail_after(HANG_GUARD):
+        async with Producer(
+            "pg", endpoint, namespace="mine", enable_msg_trace=True, customized_trace_topic="MyTrace"
+        ) as producer:
+            assert producer.trace is not None
+            inner = producer.trace._producer
+            assert inner is not None
+            assert wrap(inner.namespace, "MyTrace") == "MQ_INST_1234_abcd%MyTrace"
+        async with Producer("pg", "127.0.0.1:9876", namespace="mine", enable_msg_trace=True) as producer:
+            assert producer.trace is not None and producer.trace._producer is not None
+            assert producer.trace._producer.namespace is None
