@@ -150,16 +150,21 @@ class TraceDispatcher:
 
     async def start(self) -> None:
         """Start the inner producer and the background task (in the instance's task group)."""
-        from client.namespace import NO_NAMESPACE
+        from client.namespace import NO_NAMESPACE, instance_id_from_endpoint
         from client.producer import Producer
 
-        # No namespace: the trace topic is sent as named, as Java's AsyncTraceDispatcher's own producer does.
+        # Not the host's namespace: Java's AsyncTraceDispatcher starts its own producer with only the host's name
+        # server address, so its ClientConfig.getNamespace is the instance id of an MQ_INST_xxx_yyy endpoint (a
+        # customized trace topic wrapped under it), else none (client/src/main/java/org/apache/rocketmq/client/trace/
+        # AsyncTraceDispatcher.java start, client/src/main/java/org/apache/rocketmq/client/ClientConfig.java).
+        addrs = self.instance.config.namesrv_addr
+        endpoint_namespace = instance_id_from_endpoint(";".join(addrs)) if addrs else None
         producer = Producer(
             self.inner_group,
             instance=self.instance,
             send_msg_timeout=5.0,
             max_message_size=128_000,
-            namespace=NO_NAMESPACE,
+            namespace=endpoint_namespace or NO_NAMESPACE,
         )
         try:
             await producer.__aenter__()
