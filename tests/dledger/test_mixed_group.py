@@ -27,7 +27,7 @@ from remoting.codec.message import decode_record
 from tests.broker.helpers import create_topic_request
 from tests.conftest import SMALL_STORE
 from tests.dledger.test_retention import TOPIC as RETAINED
-from tests.dledger.test_retention import age, bodies_from, caught_up, send_all, until
+from tests.dledger.test_retention import age, bodies_from, caught_up, queue_starts_at_live_data, send_all, until
 
 TOPIC = "UpgradedTopic"
 STORE = {**SMALL_STORE, "mapped_file_size_commit_log": 64 * 1024}  # a few classic segments; entry files as large
@@ -161,7 +161,13 @@ async def test_a_member_away_while_the_group_deleted_the_classic_part_and_old_en
                 await trio.sleep(0.01)
             for mf in store.commitlog.classic.queue.files + store.ledger.data.files[:-2]:  # type: ignore[attr-defined]
                 age(mf.path, 100)
-        await until(lambda: all(s.classic_segments() == 0 and len(s.ledger.data.files) == 2 for s in stores.values()))
+        # The queue files below the log go in the pass's second half, deleteConsumeQueueFilesInterval after the log's.
+        await until(
+            lambda: all(
+                s.classic_segments() == 0 and len(s.ledger.data.files) == 2 and queue_starts_at_live_data(s)
+                for s in stores.values()
+            )
+        )
         begin = stores[leader].ledger.begin_index
         assert begin > 0 and bodies_from(stores[leader])[0] > b"%06d" % 110
         await group.start(away)
