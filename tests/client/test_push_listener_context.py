@@ -79,7 +79,9 @@ async def test_ack_index_acknowledges_the_head_of_a_batch_and_retries_the_rest(
     await _create_and_send(embedded_cluster, "CtxAck", [b"a", b"b", b"c"])
     calls: list[list[tuple[bytes, int]]] = []
 
-    def listener(msgs: list[MessageExt], context: ConsumeConcurrentlyContext) -> ConsumeConcurrentlyStatus:
+    # On the loop, not in a worker thread: a thread's run is not virtual time, and the autojump clock could pass the
+    # 60 s below while one ran on a loaded machine (the retries then not back yet).
+    async def listener(msgs: list[MessageExt], context: ConsumeConcurrentlyContext) -> ConsumeConcurrentlyStatus:
         calls.append([(m.body, m.reconsume_times) for m in msgs])
         context.ack_index = 0
         return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
