@@ -33,6 +33,14 @@ async def _outcomes(outcomes: Outcomes, count: int) -> None:
         await trio.sleep(0.01)
 
 
+async def _held_server(nursery: trio.Nursery, gate: GateProcessor) -> str:
+    """A server in ``nursery`` whose HELD requests ``gate`` holds (4 workers); its address."""
+    dispatcher = Dispatcher()
+    dispatcher.register(HELD, gate, ProcessorPool("held", 4, 100))
+    host, port = await nursery.start(RemotingServer(dispatcher).serve, "127.0.0.1", 0)
+    return f"{host}:{port}"
+
+
 async def test_an_async_request_past_the_permits_waits_its_timeout_then_fails_with_javas_message(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
@@ -40,11 +48,8 @@ async def test_an_async_request_past_the_permits_waits_its_timeout_then_fails_wi
     invokeAsyncImpl's ``tryAcquire semaphore timeout`` message, never written; once the two are answered, their
     permits are back and the next request goes at once."""
     gate = GateProcessor()
-    dispatcher = Dispatcher()
-    dispatcher.register(HELD, gate, ProcessorPool("held", 4, 100))
     async with trio.open_nursery() as nursery, RemotingClient(async_permits=2) as client:
-        host, port = await nursery.start(RemotingServer(dispatcher).serve, "127.0.0.1", 0)
-        addr = f"{host}:{port}"
+        addr = await _held_server(nursery, gate)
         await client.connection(addr)
         held: Outcomes = []
         for _ in range(2):
@@ -77,11 +82,8 @@ async def test_a_waiting_async_request_takes_the_permit_an_answer_gives_back(
     """A request waiting for a permit goes out as soon as an answered (or timed-out) invocation gives one back; a
     request given no time at all fails at once with ``invoke too fast`` (RemotingTooMuchRequestException)."""
     gate = GateProcessor()
-    dispatcher = Dispatcher()
-    dispatcher.register(HELD, gate, ProcessorPool("held", 4, 100))
     async with trio.open_nursery() as nursery, RemotingClient(async_permits=1) as client:
-        host, port = await nursery.start(RemotingServer(dispatcher).serve, "127.0.0.1", 0)
-        addr = f"{host}:{port}"
+        addr = await _held_server(nursery, gate)
         await client.connection(addr)
         first: Outcomes = []
         client.invoke_callback(addr, request(HELD), 2.0, first.append)  # times out after 2 s: permit back
@@ -150,12 +152,9 @@ async def test_a_callback_request_that_fails_to_sign_or_encode_gives_its_permit_
     keep it for good and every later async request failed with ``tryAcquire semaphore timeout``."""
     gate = GateProcessor()
     gate.gate.set()
-    dispatcher = Dispatcher()
-    dispatcher.register(HELD, gate, ProcessorPool("held", 4, 100))
     credentials = SessionCredentials("access-key", "secret-key")
     async with trio.open_nursery() as nursery:
-        host, port = await nursery.start(RemotingServer(dispatcher).serve, "127.0.0.1", 0)
-        addr = f"{host}:{port}"
+        addr = await _held_server(nursery, gate)
         for signing in (None, credentials):
             async with RemotingClient(async_permits=1, credentials=signing) as client:
                 await client.connection(addr)
@@ -186,11 +185,8 @@ async def test_a_callback_request_that_fails_to_encode_raises_gives_its_permit_b
     permit until its timeout, then told its callback it had timed out, a second outcome for one request."""
     gate = GateProcessor()
     gate.gate.set()
-    dispatcher = Dispatcher()
-    dispatcher.register(HELD, gate, ProcessorPool("held", 4, 100))
     async with trio.open_nursery() as nursery, RemotingClient(async_permits=1) as client:
-        host, port = await nursery.start(RemotingServer(dispatcher).serve, "127.0.0.1", 0)
-        addr = f"{host}:{port}"
+        addr = await _held_server(nursery, gate)
         await client.connection(addr)
         unused: Outcomes = []
         with pytest.raises(TypeError):  # orjson's JSONEncodeError
@@ -239,11 +235,8 @@ async def test_a_callback_request_that_fails_to_encode_in_its_task_is_told_and_t
     which ended the client's task group: every connection closed and the client was gone."""
     gate = GateProcessor()
     gate.gate.set()
-    dispatcher = Dispatcher()
-    dispatcher.register(HELD, gate, ProcessorPool("held", 4, 100))
     async with trio.open_nursery() as nursery:
-        host, port = await nursery.start(RemotingServer(dispatcher).serve, "127.0.0.1", 0)
-        addr = f"{host}:{port}"
+        addr = await _held_server(nursery, gate)
         async with RemotingClient(async_permits=1) as client:
             failed: Outcomes = []
             client.invoke_callback(addr, request(HELD, {"k": "\ud800"}), 5.0, failed.append)  # not connected yet
