@@ -9,8 +9,9 @@ import pytest
 import trio
 
 from remoting.codec.codes import ResponseCode
-from remoting.codec.command import request
+from remoting.codec.command import RemotingCommand, request
 from remoting.dispatch import OVERLOAD_REMARK, Dispatcher, ProcessorPool, broker_pools
+from remoting.processor import RequestContext
 from remoting.server import RemotingServer, ServerConfig
 from tests.remoting.helpers import EchoProcessor, FailingProcessor, GateProcessor, RawPeer
 
@@ -244,6 +245,36 @@ async def test_request_that_waited_past_max_wait_is_answered_busy_instead_of_pro
         await peer.send(fresh)
         assert (resp := await peer.receive()) is not None and resp.opaque == fresh.opaque
         assert resp.code == ResponseCode.SUCCESS
+        nursery.cancel_scope.cancel()
+
+
+class _AnswerSink:
+    """Collects what a pool worker writes back: the one connection method a processed request reaches."""
+
+    def __init__(self) -> None:
+        self.answers: list[RemotingCommand] = []
+
+    def send_nowait(self, response: RemotingCommand) -> None:
+        self.answers.append(response)
+
+
+async def test_a_request_an_idle_worker_takes_is_processed_even_after_the_loop_stalled(autojump_clock):
+    """Java's sweep (BrokerFastFailure.cleanExpiredRequestInQueue) only finds requests left in a pool's queue because
+    every thread was busy: an idle thread takes a new one at once. Here a request submitted while the worker was idle
+    is processed even when the whole loop stalled before the worker ran (a machine too busy to schedule the broker:
+    the clock's jump). Before, it was answered SYSTEM_BUSY [TIMEOUT_CLEAN_QUEUE] with size of queue 0."""
+    pool = ProcessorPool("send", 1, 100, max_wait=0.2)
+    sink = _AnswerSink()
+    echo = GateProcessor()
+    echo.gate.set()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(pool.run)
+        assert pool.submit(echo, RequestContext(sink), request(SLOW))  # type: ignore[arg-type]
+        autojump_clock.jump(1.0)
+        while not sink.answers:
+            await trio.sleep(0)
+        assert [answer.code for answer in sink.answers] == [ResponseCode.SUCCESS]
+        assert echo.entered == 1
         nursery.cancel_scope.cancel()
 
 
