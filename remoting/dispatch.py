@@ -84,8 +84,9 @@ FastHandler = Callable[[RequestContext, dict[str, Any], bytes], bool]
 #: module docstring). It must not block or raise.
 FastAdmission = Callable[[RequestContext, dict[str, Any], bytes], bool]
 
-#: (processor, context, request, time queued): the time only matters to pools with ``max_wait``.
-_Job = tuple[Processor, RequestContext, RemotingCommand, float]
+#: (processor, context, request, time queued, queued behind busy workers): the last two only matter to pools with
+#: ``max_wait``.
+_Job = tuple[Processor, RequestContext, RemotingCommand, float, bool]
 
 
 def queue_timeout_remark(waited: float, queued: int) -> str:
@@ -119,7 +120,10 @@ class ProcessorPool:
     ``max_wait`` (seconds) is RocketMQ's broker fast failure: a request that waited longer than that in the queue is
     answered ``SYSTEM_BUSY`` with a ``[TIMEOUT_CLEAN_QUEUE]`` remark instead of being processed (oneway: dropped).
     Java sweeps its queues every 10 ms; here the check happens when a worker takes the request, which drains a
-    stale backlog just as fast once a worker is free, without a sweeper per pool. Its owner may change it at any time
+    stale backlog just as fast once a worker is free, without a sweeper per pool. Only a request submitted while
+    every worker was busy or spoken for is checked: Java's idle thread takes a new request at once, so its sweep
+    never finds one; here an idle worker still waits for the loop to schedule it, and a machine too busy to run the
+    broker for a moment must not turn that into a refusal. Its owner may change it at any time
     (UPDATE_BROKER_CONFIG): workers read it for every request they take.
 
     ``page_cache_busy`` (the send pool's, with fast failure on) is BrokerFastFailure's first sweep: while it answers
@@ -170,8 +174,9 @@ class ProcessorPool:
     def submit(self, processor: Processor, ctx: RequestContext, request: RemotingCommand) -> bool:
         """Queue a request without waiting. False when the queue is full (the caller answers SYSTEM_BUSY)."""
         now = self._now()
+        behind_busy = not self.running or self.busy + len(self._queued_since) >= self.workers
         try:
-            self._send.send_nowait((processor, ctx, request, now))
+            self._send.send_nowait((processor, ctx, request, now, behind_busy))
         except trio.WouldBlock:
             return False
         self._queued_since.append(now)
@@ -198,16 +203,16 @@ class ProcessorPool:
             while True:
                 # Drain without a checkpoint per request while there is work; block only when the queue is empty.
                 try:
-                    processor, ctx, request, queued_at = receive.receive_nowait()
+                    processor, ctx, request, queued_at, behind_busy = receive.receive_nowait()
                 except trio.WouldBlock:
-                    processor, ctx, request, queued_at = await receive.receive()
+                    processor, ctx, request, queued_at, behind_busy = await receive.receive()
                 queued_since.popleft()
                 busy = self.page_cache_busy
                 if busy is not None and busy():
                     self._refuse(ctx, request, page_cache_busy_remark(now() - queued_at, self.queued))
                     continue
                 max_wait = self.max_wait
-                if max_wait is not None and (waited := now() - queued_at) >= max_wait:
+                if max_wait is not None and behind_busy and (waited := now() - queued_at) >= max_wait:
                     self._refuse(ctx, request, queue_timeout_remark(waited, self.queued))
                     continue
                 self.busy += 1
