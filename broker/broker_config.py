@@ -69,8 +69,8 @@ class BrokerConfig(ListenerSettings):
     flush_interval_commit_log: int = 500
     flush_commit_log_least_pages: int = 4
     flush_commit_log_thorough_interval: int = 10_000
-    #: Sleep the whole interval between two CommitLog rounds (Java's default); false is accepted and behaves the same
-    #: here (Java's rounds then also start at a send's wake-up).
+    #: Sleep the whole interval between two CommitLog rounds (Java's default); false: a round starts at each append
+    #: (ASYNC_FLUSH), at the latest after the interval.
     flush_commit_log_timed: bool = True
     flush_interval_consume_queue: int = 1000
     flush_consume_queue_least_pages: int = 2

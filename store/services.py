@@ -1,7 +1,8 @@
 """The store's background services, each a Trio task started with ``nursery.start`` and stopped by cancellation:
 
 * :class:`FlushService`: the periodic flushes, as RocketMQ 4.9.8's FlushRealTimeService (the CommitLog every
-  ``flush_interval_commit_log`` once ``flush_commit_log_least_pages`` pages are unsynced, everything every
+  ``flush_interval_commit_log``, or at each append when not ``flush_commit_log_timed``, once
+  ``flush_commit_log_least_pages`` pages are unsynced, everything every
   ``flush_commit_log_thorough_interval``) and FlushConsumeQueueService (the ConsumeQueues the same with their own
   settings; its thorough round syncs everything and writes the checkpoint). It also runs under SYNC_FLUSH to keep the
   queues and checkpoint moving.
@@ -109,7 +110,9 @@ class FlushService:
 
     * the CommitLog's (``CommitLog.FlushRealTimeService``): every ``flushIntervalCommitLog`` ms it syncs the
       segments with ``flushCommitLogLeastPages`` (4) unsynced pages or full, and every unsynced byte when
-      ``flushCommitLogThoroughInterval`` (10 s) has passed since its last thorough round. Under SYNC_FLUSH (no
+      ``flushCommitLogThoroughInterval`` (10 s) has passed since its last thorough round. With
+      ``flushCommitLogTimed=false`` a round starts at each append instead (at the latest after the interval:
+      :class:`_AppendSignal`), so segments are synced as soon as appends make the least pages. Under SYNC_FLUSH (no
       FlushRealTimeService in Java) it syncs whatever is unsynced, a backstop only: the group commit's 10 ms idle
       round (:meth:`GroupCommitService._idle_rounds`, Java's idle ``flush(0)``) syncs those bytes first.
     * the ConsumeQueues' (``DefaultMessageStore.FlushConsumeQueueService``): every ``flushIntervalConsumeQueue`` ms
@@ -162,15 +165,25 @@ class FlushService:
 
     async def _commit_log_loop(self) -> None:
         store = self._store
-        while True:
-            config = store.config
-            least = config.flush_commit_log_least_pages
-            if self._commit_log_thorough.due(config.flush_commit_log_thorough_interval):
-                least = 0
-            if config.flush_disk_type is FlushDiskType.SYNC_FLUSH:
-                least = 0
-            await trio.sleep(config.flush_interval_commit_log / 1000)
-            await self._sync(functools.partial(_commit_log_segments_due, store, least))
+        appended = _AppendSignal(store)
+        try:
+            while True:
+                config = store.config
+                least = config.flush_commit_log_least_pages
+                if self._commit_log_thorough.due(config.flush_commit_log_thorough_interval):
+                    least = 0
+                sync_flush = config.flush_disk_type is FlushDiskType.SYNC_FLUSH or store.group_commit.running
+                if sync_flush:
+                    least = 0
+                interval = config.flush_interval_commit_log / 1000
+                if config.flush_commit_log_timed or sync_flush:
+                    appended.disarm()
+                    await trio.sleep(interval)
+                else:
+                    await appended.wait(interval)
+                await self._sync(functools.partial(_commit_log_segments_due, store, least))
+        finally:
+            appended.disarm()
 
     async def _queue_loop(self) -> None:
         store = self._store
@@ -194,6 +207,44 @@ class FlushService:
             or bool(store.queue_flush_snapshots())
             or (cp is not None and cp.safe_offset != end)
         )
+
+
+class _AppendSignal:
+    """The untimed CommitLog flush's wake-up (``flushCommitLogTimed=false``): Java's ``waitForRunning(interval)``,
+    which ``CommitLog.submitFlushRequest`` wakes at every ASYNC_FLUSH put (store/src/main/java/org/apache/rocketmq/
+    store/CommitLog.java FlushRealTimeService, common/.../ServiceThread.java). Listens through the store's one-shot
+    append hook (:meth:`MessageStore.call_after_next_append`), which only the SYNC_FLUSH group commit uses otherwise,
+    so it is armed under ASYNC_FLUSH only; an append while the round flushes wakes the next wait at once, as Java's
+    ``hasNotified`` flag does. A store that announces no appends (DLedger's) waits the whole interval."""
+
+    __slots__ = ("_armed", "_event", "_store")
+
+    def __init__(self, store: MessageStore) -> None:
+        self._store = store
+        self._event = trio.Event()
+        self._armed = False
+
+    def _arm(self) -> None:
+        self._event = trio.Event()
+        self._store.call_after_next_append(self._event.set)
+        self._armed = True
+
+    async def wait(self, timeout: float) -> None:
+        """Until an append since the last wait ended (at once when one came already) or ``timeout`` seconds."""
+        if not self._armed:
+            self._arm()
+        if self._event.is_set():
+            await trio.lowlevel.checkpoint()
+        else:
+            with trio.move_on_after(timeout):
+                await self._event.wait()
+        self._arm()
+
+    def disarm(self) -> None:
+        """Stop listening (the timed loop, or the service ending): appends then pay nothing."""
+        if self._armed:
+            self._armed = False
+            self._store.call_after_next_append(None)
 
 
 def _commit_log_segments_due(store: MessageStore, least_pages: int) -> list[MappedFile]:

@@ -69,7 +69,8 @@ class StoreConfig:
     #: The periodic CommitLog flush (CommitLog.FlushRealTimeService, store/services.py): every
     #: ``flush_interval_commit_log`` ms it syncs a segment once ``flush_commit_log_least_pages`` 4 KiB pages of it are
     #: unsynced (or it is full), and everything at least every ``flush_commit_log_thorough_interval`` ms. Read at
-    #: every round. ``flush_commit_log_timed``: sleep the whole interval (Java's default); ours always does.
+    #: every round. ``flush_commit_log_timed``: sleep the whole interval (Java's default); false: a round starts at
+    #: each append (ASYNC_FLUSH), or after the interval when none comes.
     flush_interval_commit_log: int = 500
     flush_commit_log_least_pages: int = 4
     flush_commit_log_thorough_interval: int = 10_000
