@@ -92,8 +92,8 @@ class BrokerConfig(ListenerSettings):
     delete_commit_log_files_interval: int = 100
     #: Pause (ms) after each ConsumeQueue whose expired files a pass deleted (CleanConsumeQueueService).
     delete_consume_queue_files_interval: int = 100
-    #: Java's grace (ms) before a segment readers still reference is destroyed anyway; shown and stored, no effect here
-    #: (a deleted segment is unlinked at once, a reader's slice keeps its mapping until dropped).
+    #: Java's grace (ms) before a segment readers still reference is destroyed anyway; shown and stored, nothing to
+    #: wait for here (a deleted segment is unlinked at once, the slices readers hold keep its mapping until dropped).
     destroy_maped_file_interval_forcibly: int = 120_000
     #: Period (ms) of the retention passes (CleanCommitLogService then CleanConsumeQueueService; read at start).
     clean_resource_interval: int = 10_000

@@ -261,7 +261,8 @@ async def destroy_off_thread(files: Sequence[Destroyable], limiter: trio.Capacit
     CleanCommitLogService / CleanConsumeQueueService thread: store/src/main/java/org/apache/rocketmq/store/
     DefaultMessageStore.java). Nothing reaches them any more: a reader finds no segment there, a flush plan does not
     hold them, and a slice a reader still holds keeps its mapping alive until it is dropped (as Java keeps a
-    referenced segment until it is released). Shielded: nothing else would ever close them."""
+    referenced segment until it is released), so there is no reference to wait for
+    (``destroyMapedFileIntervalForcibly`` has no grace to bound). Shielded: nothing else would ever close them."""
     if files:
         with trio.CancelScope(shield=True):
             await trio.to_thread.run_sync(destroy_segments, files, limiter=limiter)

@@ -99,8 +99,9 @@ class StoreConfig:
     delete_commit_log_files_interval: int = 100
     #: Pause (ms) after each ConsumeQueue whose expired files a pass deleted (CleanConsumeQueueService).
     delete_consume_queue_files_interval: int = 100
-    #: Java's grace (ms) for a segment readers still reference before it is destroyed anyway. Accepted and shown, no
-    #: effect here: a deleted segment is unlinked at once and a reader's slice keeps its mapping until dropped.
+    #: Java's grace (ms) for a segment readers still reference before it is destroyed anyway. Accepted and shown,
+    #: nothing to wait for here: a deleted segment is unlinked and unmapped at once, and the slices readers already
+    #: hold keep the mapping (and its bytes) valid until the last is dropped (store/services.py destroy_off_thread).
     destroy_maped_file_interval_forcibly: int = 120_000
     max_hash_slot_num: int = 5_000_000
     max_index_num: int = 20_000_000
