@@ -6,11 +6,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import trio
+
 from remoting.client import RemotingClient
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
 from remoting.codec.java_properties import parse_properties
-from tests.broker.helpers import broker_from_conf
+from tests.broker.helpers import broker_from_conf, create_topic_request
+from tests.processors.conftest import send_request
 
 SETTINGS = {
     "flushIntervalCommitLog": "700",
@@ -64,3 +67,31 @@ async def test_flush_settings_are_live_and_clean_resource_interval_waits_for_a_r
         assert controller.context.config.clean_resource_interval == 1000
     written = parse_properties(conf.read_text())
     assert (written["cleanResourceInterval"], written["checkCRCOnRecover"]) == ("1000", "false")
+
+
+#: Upper bound for a condition to become true. A hang guard, not a performance threshold: the wait ends as soon as
+#: the condition holds, and a timed loop would only flush after the 600 s interval.
+HANG_GUARD = 60.0
+
+
+async def test_flush_commit_log_timed_false_syncs_each_send_without_waiting_the_interval(tmp_path: Path) -> None:
+    """``flushCommitLogTimed=false`` from ``-c``: each SEND_MESSAGE over the socket wakes the CommitLog flush
+    (Java's ``waitForRunning`` woken by the put), so with ``flushCommitLogLeastPages=0`` every acknowledged message
+    is synced at once, while ``flushIntervalCommitLog`` is ten minutes (timed, the loop sleeps all of it)."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text(
+        "listenPort=0\nlistenHost=127.0.0.1\nflushCommitLogTimed=false\nflushIntervalCommitLog=600000\n"
+        "flushCommitLogLeastPages=0\nflushCommitLogThoroughInterval=600000\nflushIntervalConsumeQueue=600000\n"
+    )
+    async with broker_from_conf(conf, tmp_path / "store") as (controller, addr), RemotingClient() as client:
+        created = await client.invoke(addr, create_topic_request("TimedOff"), 5)
+        assert created.code == ResponseCode.SUCCESS, created.remark
+        store = controller.context.store
+        rounds = store.flush_service.rounds
+        for i in range(3):
+            sent = await client.invoke(addr, send_request("TimedOff", f"message {i}".encode()), 5)
+            assert sent.code == ResponseCode.SUCCESS, sent.remark
+            with trio.fail_after(HANG_GUARD):
+                while store.flush_watermark < store.max_phy_offset:
+                    await trio.sleep(0.01)
+        assert store.flush_service.rounds >= rounds + 3
