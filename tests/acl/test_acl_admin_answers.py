@@ -1,0 +1,35 @@
+"""What the ACL admin codes answer and write, against 4.9.8's ``PlainPermissionManager`` (code 52's file versions,
+the account entries code 50 writes), on a real broker over real sockets and real files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+
+from broker.embedded import EmbeddedCluster
+from remoting.client import RemotingClient
+from remoting.codec.acl_signing import SessionCredentials, sign
+from remoting.codec.codes import RequestCode, ResponseCode
+from remoting.codec.command import request
+
+ADMIN = SessionCredentials("rocketmq2", "12345678")
+
+
+async def test_code_52_lists_the_versions_of_files_with_data_only(acl_cluster: EmbeddedCluster, acl_home: Path) -> None:
+    """4.9.8's ``PlainPermissionManager.load`` skips a file with no data ("No data in file") before it records the
+    file's ``DataVersion``: ``allAclFileVersion`` names the files whose rules the broker holds, not an empty file
+    under ``conf/acl`` (an editor's leftover, a file still to be written), which would show as a version 0 dated
+    1970 in ``mqadmin clusterAclConfigVersion``."""
+    empty = acl_home / "conf" / "acl" / "empty.yml"
+    empty.parent.mkdir()
+    empty.write_text("# to be filled in\n")
+    assert acl_cluster.controller.acl is not None
+    acl_cluster.controller.acl.reload_changed(force=True)
+    async with RemotingClient() as client:
+        answer = await client.invoke(
+            acl_cluster.broker_addr, sign(request(RequestCode.GET_BROKER_CLUSTER_ACL_INFO), ADMIN), 5
+        )
+    assert answer.code == ResponseCode.SUCCESS, answer
+    versions = orjson.loads(answer.ext_fields["allAclFileVersion"])
+    assert list(versions) == [str(acl_home.resolve() / "conf" / "plain_acl.yml")]
