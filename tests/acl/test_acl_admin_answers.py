@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import orjson
+import yaml
 
 from broker.embedded import EmbeddedCluster
 from remoting.client import RemotingClient
@@ -33,3 +34,20 @@ async def test_code_52_lists_the_versions_of_files_with_data_only(acl_cluster: E
     assert answer.code == ResponseCode.SUCCESS, answer
     versions = orjson.loads(answer.ext_fields["allAclFileVersion"])
     assert list(versions) == [str(acl_home.resolve() / "conf" / "plain_acl.yml")]
+
+
+async def test_code_50_writes_a_new_account_without_the_fields_it_was_not_given(
+    acl_cluster: EmbeddedCluster, acl_home: Path
+) -> None:
+    """4.9.8's ``createAclAccessConfigMap`` puts ``whiteRemoteAddress`` (and the perms) into a new account's map only
+    when the request carries them: the entry it writes is ``accessKey, secretKey, admin``, not a
+    ``whiteRemoteAddress: null`` line."""
+    fields = {"accessKey": "newcomer1", "secretKey": "newcomer-secret", "admin": "false", "defaultTopicPerm": "PUB"}
+    async with RemotingClient() as client:
+        answer = await client.invoke(
+            acl_cluster.broker_addr, sign(request(RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, fields), ADMIN), 5
+        )
+    assert answer.code == ResponseCode.SUCCESS, answer
+    accounts = yaml.safe_load((acl_home / "conf" / "plain_acl.yml").read_text())["accounts"]
+    (entry,) = [a for a in accounts if a["accessKey"] == "newcomer1"]
+    assert list(entry) == ["accessKey", "secretKey", "admin", "defaultTopicPerm"]
