@@ -264,8 +264,10 @@ class AclManager:
     # -- reads for the admin codes -----------------------------------------------------------------------------
 
     def versions(self) -> dict[str, dict[str, int]]:
-        """``{path: {counter, timestamp}}`` of every loaded file."""
-        return {str(path): acl.data_version.to_json() for path, acl in self._loaded.items()}
+        """``{path: {counter, timestamp}}`` of every loaded file with data: 4.9.8's ``PlainPermissionManager.load``
+        (``acl/src/main/java/org/apache/rocketmq/acl/plain/PlainPermissionManager.java``) skips a file with no data
+        before recording its ``DataVersion``, so an empty file is not listed until an edit writes it."""
+        return {str(path): acl.data_version.to_json() for path, acl in self._loaded.items() if not acl.empty}
 
     def default_version(self) -> dict[str, int]:
         acl = self._loaded.get(self.files.default_path) if self.files.home is not None else None
