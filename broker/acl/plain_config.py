@@ -119,8 +119,12 @@ class AccountConfig:
         )
 
     def to_yaml(self) -> dict[str, Any]:
+        """The entry as 4.9.8's ``createAclAccessConfigMap`` (``acl/src/main/java/org/apache/rocketmq/acl/plain/
+        PlainPermissionManager.java``) builds it: ``accessKey``, ``secretKey``, then ``whiteRemoteAddress`` only when
+        set, ``admin``, and the perms only when set (never a ``null`` line)."""
         out: dict[str, Any] = {"accessKey": self.access_key, "secretKey": self.secret_key}
-        out["whiteRemoteAddress"] = self.white_remote_address
+        if self.white_remote_address is not None:
+            out["whiteRemoteAddress"] = self.white_remote_address
         out["admin"] = self.admin
         if self.default_topic_perm is not None:
             out["defaultTopicPerm"] = self.default_topic_perm
