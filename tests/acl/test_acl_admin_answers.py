@@ -51,3 +51,49 @@ async def test_code_50_writes_a_new_account_without_the_fields_it_was_not_given(
     accounts = yaml.safe_load((acl_home / "conf" / "plain_acl.yml").read_text())["accounts"]
     (entry,) = [a for a in accounts if a["accessKey"] == "newcomer1"]
     assert list(entry) == ["accessKey", "secretKey", "admin", "defaultTopicPerm"]
+
+
+async def test_codes_51_and_53_refused_edits_answer_rocketmqs_failed_remarks(
+    acl_cluster: EmbeddedCluster, acl_home: Path, tmp_path: Path
+) -> None:
+    """4.9.8's ``updateGlobalWhiteAddrsConfig`` returns false (no exception) for a missing ``globalWhiteAddrs``, an
+    ``aclFileFullPath`` that is not an existing file or not under the home, and ``deleteAccessConfig`` for a missing
+    ``accessKey`` (``decodeCommandCustomHeader`` only logs a null field): ``AdminBrokerProcessor`` then answers 211
+    ``The globalWhiteAddresses[<addrs>] has been updated failed.`` / 210 ``The accesskey[<ak>] corresponding to
+    accessConfig has been deleted failed.``, Java's ``null`` text for a missing field; nothing is written."""
+    outside = tmp_path / "outside.yml"
+    outside.write_text("accounts: []\n")
+    default = acl_home / "conf" / "plain_acl.yml"
+    before = default.read_text()
+    cases = [
+        (
+            RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG,
+            {"globalWhiteAddrs": "10.1.1.1", "aclFileFullPath": str(outside)},
+            ResponseCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED,
+            "The globalWhiteAddresses[10.1.1.1] has been updated failed.",
+        ),
+        (
+            RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG,
+            {"globalWhiteAddrs": "10.1.1.2", "aclFileFullPath": str(acl_home / "conf" / "missing.yml")},
+            ResponseCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED,
+            "The globalWhiteAddresses[10.1.1.2] has been updated failed.",
+        ),
+        (
+            RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG,
+            {"aclFileFullPath": ""},
+            ResponseCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED,
+            "The globalWhiteAddresses[null] has been updated failed.",
+        ),
+        (
+            RequestCode.DELETE_ACL_CONFIG,
+            {},
+            ResponseCode.DELETE_ACL_CONFIG_FAILED,
+            "The accesskey[null] corresponding to accessConfig has been deleted failed.",
+        ),
+    ]
+    async with RemotingClient() as client:
+        for code, fields, failed, remark in cases:
+            answer = await client.invoke(acl_cluster.broker_addr, sign(request(code, fields), ADMIN), 5)
+            assert (answer.code, answer.remark) == (failed, remark), fields
+    assert outside.read_text() == "accounts: []\n"
+    assert default.read_text() == before
