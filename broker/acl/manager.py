@@ -324,15 +324,18 @@ class AclManager:
         self._write(path, acl, acl.global_white_addresses, entries)
         return True
 
-    def update_global_white(self, addresses: list[str], file_path: str | None) -> None:
-        """Replace the global white list of ``file_path`` (the default file when empty). The file must exist under
-        ``rocketmqHome`` and not be a directory; raises :class:`AclConfigError` otherwise."""
+    def update_global_white(self, addresses: list[str], file_path: str | None) -> bool:
+        """Replace the global white list of ``file_path`` (the default file when empty). False, changing nothing, when
+        the file does not exist, is a directory or is not under ``rocketmqHome``, as 4.9.8's
+        ``updateGlobalWhiteAddrsConfig`` answers (the reason is logged)."""
         path = self.files.default_path if not file_path else Path(os.path.abspath(file_path))
         home = self.files.home or Path("/")
         if not path.is_file() or home not in path.parents:
-            raise AclConfigError(f"The aclFileFullPath {file_path} is not an ACL file under {home}")
+            log.warning("ACL file %s is not an existing file under %s: global white list not updated", file_path, home)
+            return False
         acl = self._on_disk(path)
         self._write(path, acl, addresses, list(acl.entries))
+        return True
 
     def _on_disk(self, path: Path) -> AclFile:
         """``path`` as it is on disk now, not as last loaded: RocketMQ's edits re-read the file

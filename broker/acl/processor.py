@@ -60,6 +60,11 @@ _ACCOUNT_FIELDS = {
 _DEFAULT_PERMS = frozenset({"defaultTopicPerm", "defaultGroupPerm"})
 
 
+def _java(text: str | None) -> str:
+    """A header field as Java's string concatenation writes it: ``null`` when missing."""
+    return "null" if text is None else text
+
+
 def _split(text: str | None) -> tuple[str, ...]:
     return tuple(item.strip() for item in (text or "").split(",") if item.strip())
 
@@ -153,17 +158,20 @@ class AclAdminProcessor:
                 change, given = account_change(fields)
                 self.manager.update_account(change, given)
             elif code == RequestCode.DELETE_ACL_CONFIG:
+                # A missing field is only logged by decodeCommandCustomHeader; deleteAccessConfig answers false.
                 access_key = fields.get("accessKey")
-                if access_key is None:
-                    raise AclConfigError("the custom field <accessKey> is null")
-                if not self.manager.delete_account(access_key):
-                    remark = f"The accesskey[{access_key}] corresponding to accessConfig has been deleted failed."
+                if access_key is None or not self.manager.delete_account(access_key):
+                    what = f"The accesskey[{_java(access_key)}]"
+                    remark = f"{what} corresponding to accessConfig has been deleted failed."
                     return request.response(ResponseCode.DELETE_ACL_CONFIG_FAILED, remark)
             else:
+                # updateGlobalWhiteAddrsConfig answers false for no list, or a path that is no file under the home.
                 addresses = fields.get("globalWhiteAddrs")
-                if addresses is None:
-                    raise AclConfigError("the custom field <globalWhiteAddrs> is null")
-                self.manager.update_global_white(list(_split(addresses)), fields.get("aclFileFullPath"))
+                if addresses is None or not self.manager.update_global_white(
+                    list(_split(addresses)), fields.get("aclFileFullPath")
+                ):
+                    remark = f"The globalWhiteAddresses[{_java(addresses)}] has been updated failed."
+                    return request.response(ResponseCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED, remark)
         except (AclConfigError, OSError) as exc:
             log.warning("ACL admin request code %d from %s failed: %s", code, ctx.remote_address, exc)
             return request.response(_FAILED[code], str(exc))

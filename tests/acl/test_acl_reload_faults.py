@@ -122,8 +122,8 @@ def _edit(manager: AclManager, edit: str) -> None:
         manager.update_account(AccountConfig("carol-key", "carol-secret"), frozenset({"secret_key"}))
     elif edit == "delete_account":
         assert manager.delete_account("RocketMQ")
-    else:
-        manager.update_global_white(["10.1.2.3"], None)
+    elif not manager.update_global_white(["10.1.2.3"], None):  # a file that is gone: refused without a raise
+        raise AclConfigError("the global white list was not updated")
 
 
 @pytest.mark.parametrize("edit", ["update_account", "delete_account", "update_global_white"])
