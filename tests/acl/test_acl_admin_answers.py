@@ -97,3 +97,30 @@ async def test_codes_51_and_53_refused_edits_answer_rocketmqs_failed_remarks(
             assert (answer.code, answer.remark) == (failed, remark), fields
     assert outside.read_text() == "accounts: []\n"
     assert default.read_text() == before
+
+
+async def test_an_acl_edit_keeps_the_keys_it_does_not_know_in_every_account(
+    acl_cluster: EmbeddedCluster, acl_home: Path
+) -> None:
+    """4.9.8's edits load the file as maps (``AclUtils.getYamlDataObject``), change only the edited account's map
+    (``createAclAccessConfigMap`` puts the given fields into the existing map) and dump them back: a key RocketMQ
+    does not read (an operator's note on an account) stays, in the edited account and in every other one."""
+    default = acl_home / "conf" / "plain_acl.yml"
+    text = (
+        default.read_text()
+        .replace("  - accessKey: rocketmq2\n", "  - accessKey: rocketmq2\n    owner: platform team\n")
+        .replace("  - accessKey: trusted-host\n", "  - accessKey: trusted-host\n    ticket: OPS-1234\n")
+    )
+    default.write_text(text)
+    assert acl_cluster.controller.acl is not None
+    acl_cluster.controller.acl.reload_changed(force=True)
+    fields = {"accessKey": "trusted-host", "secretKey": "87654321", "admin": "false", "topicPerms": "topicT=PUB"}
+    async with RemotingClient() as client:
+        answer = await client.invoke(
+            acl_cluster.broker_addr, sign(request(RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, fields), ADMIN), 5
+        )
+    assert answer.code == ResponseCode.SUCCESS, answer
+    accounts = {a["accessKey"]: a for a in yaml.safe_load(default.read_text())["accounts"]}
+    assert accounts["rocketmq2"]["owner"] == "platform team"
+    assert accounts["trusted-host"]["ticket"] == "OPS-1234"
+    assert accounts["trusted-host"]["topicPerms"] == ["topicT=PUB"]
