@@ -102,6 +102,9 @@ class AccountConfig:
     default_group_perm: str | None = None
     topic_perms: tuple[str, ...] = ()
     group_perms: tuple[str, ...] = ()
+    #: The entry's map as read (None for a new account): :meth:`to_yaml` writes it back with the fields above put in,
+    #: so keys RocketMQ does not read stay.
+    raw: Mapping[str, Any] | None = attrs.field(default=None, eq=False, repr=False)
 
     @classmethod
     def from_yaml(cls, raw: object) -> AccountConfig:
@@ -116,13 +119,18 @@ class AccountConfig:
             default_group_perm=_text(raw.get("defaultGroupPerm")),
             topic_perms=_text_list(raw.get("topicPerms")),
             group_perms=_text_list(raw.get("groupPerms")),
+            raw=dict(raw),
         )
 
     def to_yaml(self) -> dict[str, Any]:
         """The entry as 4.9.8's ``createAclAccessConfigMap`` (``acl/src/main/java/org/apache/rocketmq/acl/plain/
         PlainPermissionManager.java``) builds it: ``accessKey``, ``secretKey``, then ``whiteRemoteAddress`` only when
-        set, ``admin``, and the perms only when set (never a ``null`` line)."""
-        out: dict[str, Any] = {"accessKey": self.access_key, "secretKey": self.secret_key}
+        set, ``admin``, and the perms only when set (never a ``null`` line), put into the entry's map as read, so its
+        other keys stay in place (``createAclAccessConfigMap`` edits the existing map; the edits dump every other
+        account's map as read)."""
+        out: dict[str, Any] = dict(self.raw) if self.raw is not None else {}
+        out["accessKey"] = self.access_key
+        out["secretKey"] = self.secret_key
         if self.white_remote_address is not None:
             out["whiteRemoteAddress"] = self.white_remote_address
         out["admin"] = self.admin
