@@ -226,3 +226,34 @@ async def test_mqadmin_acl_commands_print_rocketmqs_lines(acl_cluster: EmbeddedC
     one = await run(text, "clusterAclConfigVersion", "-n", ns, "-b", addr)  # -b: no header line
     assert one[0].split()[:3] == ["DefaultCluster", "broker-a", addr]
     assert one[-1] == "get broker's plain access config version success."
+
+
+async def test_mqadmin_update_acl_config_reads_its_options_as_rocketmqs_command(
+    acl_cluster: EmbeddedCluster, acl_home: Path
+) -> None:
+    """4.9.8's ``UpdateAccessConfigSubCommand`` trims every value and reads ``-m`` with ``Boolean.parseBoolean``: only
+    ``true`` (any case) makes an admin; ``1``, ``yes`` or ``maybe`` make a plain account, never a usage error."""
+    ns, addr = acl_cluster.namesrv_addr, acl_cluster.broker_addr
+    admin = ("--accessKey", "rocketmq2", "--secretKey", "12345678")
+    acl_file = acl_home / "conf" / "plain_acl.yml"
+
+    def accounts() -> dict[str, dict[str, Any]]:
+        return {a["accessKey"]: a for a in yaml.safe_load(acl_file.read_text())["accounts"]}
+
+    for key, flag, is_admin in (
+        ("flag-one", "1", False),
+        ("flag-yes", "yes", False),
+        ("flag-maybe", "maybe", False),
+        ("flag-true", " TRUE ", True),
+    ):
+        await trio.to_thread.run_sync(
+            _cli, *admin, "updateAclConfig", "-n", ns, "-b", addr, "-a", key, "-s", "flag-secret", "-m", flag
+        )
+        assert accounts()[key]["admin"] is is_admin, (flag, accounts()[key])
+    await trio.to_thread.run_sync(
+        _cli, *admin, "updateAclConfig", "-n", ns, "-b", addr, "-a", " spaced-key ", "-s", " spaced-secret ",
+        "-i", " PUB ", "-t", " topicB=PUB ",
+    )  # fmt: skip
+    entry = accounts()["spaced-key"]
+    assert entry["secretKey"] == "spaced-secret"
+    assert (entry["defaultTopicPerm"], entry["topicPerms"]) == ("PUB", ["topicB=PUB"])
