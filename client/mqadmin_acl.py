@@ -44,8 +44,19 @@ def _finish(out: Output, addrs: list[str]) -> None:
 
 
 def _one_target(o: dict[str, Any]) -> None:
+    """Every text option trimmed in place, then exactly one of ``-b`` / ``-c``, as the 4.9.8 commands read each value
+    with ``commandLine.getOptionValue(..).trim()`` (``tools/src/main/java/org/apache/rocketmq/tools/command/acl/``)."""
+    for name, value in o.items():
+        if isinstance(value, str):
+            o[name] = value.strip()
     if bool(o["broker_addr"]) == bool(o["cluster"]):
         raise click.UsageError("give exactly one of -b brokerAddr and -c clusterName")
+
+
+def _java_boolean(text: str | None) -> bool:
+    """``Boolean.parseBoolean(text.trim())``: only ``true``, in any case, is true; anything else false, never an
+    error (``UpdateAccessConfigSubCommand``'s ``-m``)."""
+    return text is not None and text.strip().lower() == "true"
 
 
 @click.command("updateAclConfig")
@@ -58,7 +69,7 @@ def _one_target(o: dict[str, Any]) -> None:
 @click.option("-u", "--defaultGroupPerm", "group_perm")
 @click.option("-t", "--topicPerms", "topic_perms", help="topicA=DENY,topicD=SUB")
 @click.option("-g", "--groupPerms", "group_perms", help="groupD=DENY,groupD=SUB")
-@click.option("-m", "--admin", "is_admin", type=bool, default=False)
+@click.option("-m", "--admin", "is_admin", help="true makes an admin (Boolean.parseBoolean: anything else is false)")
 def update_acl(ctx: click.Context, **o: Any) -> None:
     """Create or update an ACL account."""
     _one_target(o)
@@ -76,7 +87,7 @@ def update_acl(ctx: click.Context, **o: Any) -> None:
                 default_group_perm=o["group_perm"],
                 topic_perms=o["topic_perms"],
                 group_perms=o["group_perms"],
-                is_admin=o["is_admin"],
+                is_admin=_java_boolean(o["is_admin"]),
             )
             out.line("create or update plain access config to %s success.%n", addr)
         # Java then prints the PlainAccessConfig object itself, which has no toString in 4.9.8 (an identity hash).
