@@ -21,14 +21,17 @@ Before a connection is served the server peeks at its first byte, as RocketMQ's 
 (``remoting/src/main/java/org/apache/rocketmq/remoting/netty/NettyRemotingServer.java``): ``0x16`` starts a TLS
 handshake (:class:`trio.SSLStream`) unless ``tls_mode`` is ``disabled``, which closes it, as it does when no context
 can be built; any other byte is plaintext unless the mode is ``enforcing``, which closes the connection without a
-frame. A handshake that fails or stalls past :data:`TLS_HANDSHAKE_TIMEOUT` (10 s, or ``idle_timeout`` when
-shorter) closes that connection only. Beyond ``max_connections`` live connections a new one is closed at once.
+frame. The context is built when the server starts (a certificate that cannot be read is logged then) and rebuilt
+when its files change (:meth:`RemotingServer._watch_tls_files`, RocketMQ's ``FileWatchService``). A handshake that
+fails or stalls past :data:`TLS_HANDSHAKE_TIMEOUT` (10 s, or ``idle_timeout`` when shorter) closes that connection
+only. Beyond ``max_connections`` live connections a new one is closed at once.
 Each of these refusals is logged, rate-limited.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import logging
 import socket
 import ssl
@@ -43,7 +46,7 @@ from remoting.dispatch import Dispatcher
 from remoting.ratelog import RateLimitedLog
 from remoting.rpc_metrics import RpcLatency
 from remoting.streams import STREAM_ERRORS
-from remoting.tls import DISABLED, TlsSettings, server_context, sniff, tls_mode
+from remoting.tls import DISABLED, TlsSettings, server_context, sniff, tls_mode, tls_settings_of
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +56,9 @@ SSLContextFactory = Callable[[], ssl.SSLContext]
 #: Seconds a TLS handshake may take before its connection is closed (Netty's ``SslHandler`` default
 #: ``handshakeTimeoutMillis``, 10 000, which RocketMQ's ``TlsModeHandler`` keeps); the idle timeout bounds it too.
 TLS_HANDSHAKE_TIMEOUT = 10.0
+#: Seconds between two looks at the TLS files (``WATCH_INTERVAL``, 500 ms, of
+#: srvutil/src/main/java/org/apache/rocketmq/srvutil/FileWatchService.java).
+TLS_WATCH_INTERVAL = 0.5
 
 
 @attrs.frozen
@@ -69,6 +75,9 @@ class ServerConfig:
     tls_mode: str = DISABLED
     #: Where the SSL context comes from (None: TLS connections are closed).
     ssl_context: SSLContextFactory | None = None
+    #: The certificate, key and trust files the context is built from (``""``: none), watched for changes unless the
+    #: mode is disabled: the trust file, or the certificate and the key both, changing rebuild the context.
+    tls_watched_files: tuple[str, str, str] = ("", "", "")
     #: Live connections beyond which new ones are closed at once (None: no cap).
     max_connections: int | None = None
     #: Per connection: requests read and not yet answered, and bytes held for it (those requests' bodies plus
@@ -90,14 +99,21 @@ class ListenerSettings(TlsSettings):
     server_max_buffered_bytes: int = MAX_BUFFERED_BYTES
 
     def listener_config(self, idle_timeout: float) -> ServerConfig:
-        """The :class:`ServerConfig` these settings describe (``tls.config.file`` is read on the first TLS
-        connection, by :func:`remoting.tls.server_context`). An ``idle_timeout`` (``serverChannelMaxIdleTimeSeconds``)
-        of 0 or less closes no idle connection, as remoting/src/main/java/org/apache/rocketmq/remoting/netty/
-        NettyRemotingServer.java's ``IdleStateHandler(0, 0, seconds)`` checks nothing then."""
+        """The :class:`ServerConfig` these settings describe (``tls.config.file`` is read now, for the files to
+        watch, and again whenever the context is built, by :func:`remoting.tls.server_context`). An ``idle_timeout``
+        (``serverChannelMaxIdleTimeSeconds``) of 0 or less closes no idle connection, as
+        remoting/src/main/java/org/apache/rocketmq/remoting/netty/NettyRemotingServer.java's
+        ``IdleStateHandler(0, 0, seconds)`` checks nothing then."""
+        files = tls_settings_of(self)
         return ServerConfig(
             idle_timeout=idle_timeout if idle_timeout > 0 else None,
             tls_mode=tls_mode(self.tls_server_mode),
             ssl_context=functools.partial(server_context, self),
+            tls_watched_files=(
+                files.tls_server_cert_path,
+                files.tls_server_key_path,
+                files.tls_server_trust_cert_path,
+            ),
             max_connections=self.server_max_connections or None,
             max_requests_in_flight=self.server_max_requests_in_flight,
             max_buffered_bytes=self.server_max_buffered_bytes,
@@ -117,6 +133,7 @@ class RemotingServer:
         self.connections: set[Connection] = set()
         self._close_listeners: list[CloseListener] = []
         self._refusals = RateLimitedLog(log)
+        self._ssl_context: ssl.SSLContext | None = None
         self._open = 0  # accepted sockets not yet closed, whatever their stage (peek, handshake, serving)
         #: Connections closed by the cap, by the TLS mode, or by a failed handshake (tests and stats).
         self.refused_connections = 0
@@ -139,6 +156,12 @@ class RemotingServer:
         """
         listeners = await trio.open_tcp_listeners(port, host=host, backlog=self.config.backlog)
         async with trio.open_nursery() as nursery:
+            if self.config.ssl_context is not None and self.config.tls_mode != DISABLED:
+                # NettyRemotingServer builds its context in its constructor (loadSslContext), not on first use.
+                watched = self._tls_file_hashes()
+                self._load_ssl_context()
+                if watched:
+                    nursery.start_soon(self._watch_tls_files, watched)
             if not self.dispatcher.running:
                 await nursery.start(self.dispatcher.run)
             await nursery.start(trio.serve_listeners, self._serve_connection, listeners)
@@ -149,16 +172,59 @@ class RemotingServer:
         self.refused_connections += 1
         self._refusals.warning("closing connection from %s:%s: %s", remote[0], remote[1], why)
 
-    @functools.cached_property
-    def _ssl_context(self) -> ssl.SSLContext | None:
+    def _load_ssl_context(self) -> None:
+        """(Re)build the context; one that cannot be built is logged and the one in use kept, as
+        ``NettyRemotingServer.loadSslContext`` (remoting/src/main/java/org/apache/rocketmq/remoting/netty/)."""
         factory = self.config.ssl_context
         if factory is None:
-            return None
+            return
         try:
-            return factory()
+            self._ssl_context = factory()
         except (OSError, ssl.SSLError, ValueError) as exc:
-            log.error("cannot build the TLS context, TLS connections will be closed: %s", exc)
-            return None
+            log.error(
+                "cannot build the TLS context, %s: %s",
+                "keeping the one in use" if self._ssl_context else "TLS connections will be closed",
+                exc,
+            )
+
+    def _tls_file_hashes(self) -> dict[str, bytes]:
+        """The digest of each watched file that exists now (FileWatchService watches only those)."""
+        hashes = {}
+        for path in dict.fromkeys(self.config.tls_watched_files):
+            try:
+                if path:
+                    hashes[path] = _digest(path)
+            except OSError:
+                continue
+        return hashes
+
+    async def _watch_tls_files(self, hashes: dict[str, bytes]) -> None:
+        """Rebuild the context when the trust file changes, or once the certificate and the key both changed (in the
+        same round or not), as the listener 4.9.8's ``BrokerController`` and ``NamesrvController`` give
+        srvutil/src/main/java/org/apache/rocketmq/srvutil/FileWatchService.java; a file that cannot be read is skipped
+        for the round."""
+        cert, key, trust = self.config.tls_watched_files
+        cert_changed = key_changed = False
+        while True:
+            await trio.sleep(TLS_WATCH_INTERVAL)
+            for path, old in hashes.items():
+                try:
+                    new = _digest(path)
+                except OSError as exc:
+                    log.warning("cannot read the TLS file %s: %s", path, exc)
+                    continue
+                if new == old:
+                    continue
+                hashes[path] = new
+                if path == trust:
+                    log.info("the trust certificate %s changed, reloading the TLS context", path)
+                    self._load_ssl_context()
+                cert_changed |= path == cert
+                key_changed |= path == key
+                if cert_changed and key_changed:
+                    log.info("the certificate and the private key changed, reloading the TLS context")
+                    cert_changed = key_changed = False
+                    self._load_ssl_context()
 
     async def _first_byte(self, stream: trio.SocketStream) -> int | None:
         """The connection's first byte, left unread; None at end of stream or after ``idle_timeout`` of silence."""
@@ -265,3 +331,8 @@ class RemotingServer:
                     listener(conn)
                 except Exception:
                     log.exception("close listener %r failed for %r", listener, conn)
+
+
+def _digest(path: str) -> bytes:
+    with open(path, "rb") as file:
+        return hashlib.md5(file.read(), usedforsecurity=False).digest()

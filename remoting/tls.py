@@ -107,7 +107,11 @@ def tls_settings_of(config: TlsSettings) -> TlsSettings:
     path = Path(base.tls_config_file)
     if not base.tls_config_file or not path.is_file():
         return base
-    props = parse_properties(decode_properties_file(path.read_bytes()))
+    try:
+        data = path.read_bytes()
+    except OSError:  # TlsHelper.extractTlsConfigFromFile skips a file it cannot read
+        return base
+    props = parse_properties(decode_properties_file(data))
     props.pop("tls.server.mode", None)
     props.pop("tls.enable", None)
     for key in _BOOLEAN_KEYS.intersection(props):
