@@ -14,13 +14,16 @@ import trio
 import trio.testing
 import trustme
 
+from broker.cli import build_config
 from broker.embedded import EmbeddedCluster
+from broker.security import namesrv_client_context
 from remoting.client import RemotingClient
 from remoting.codec.codes import ResponseCode
 from remoting.codec.command import request
 from remoting.dispatch import Dispatcher, ProcessorPool
+from remoting.errors import RemotingConnectError
 from remoting.server import TLS_HANDSHAKE_TIMEOUT, RemotingServer, ServerConfig
-from remoting.tls import PERMISSIVE, TlsSettings, client_context, server_context, settings_client_context
+from remoting.tls import DISABLED, PERMISSIVE, TlsSettings, client_context, server_context, settings_client_context
 from tests.acl.conftest import host_named_tls_settings
 from tests.conftest import SMALL_STORE
 from tests.remoting.helpers import EchoProcessor
@@ -138,3 +141,30 @@ def test_a_tls_config_file_boolean_with_a_trailing_blank_is_false_as_java_reads_
     props.write_text(f"tls.test.mode.enable=false\ntls.client.authServer=true \ntls.client.trustCertPath={ca_path}\n")
     ctx = settings_client_context(TlsSettings(tls_config_file=str(props), tls_enable=True))
     assert ctx is not None and ctx.verify_mode == ssl.CERT_NONE
+
+
+@pytest.mark.parametrize(("written", "over_tls"), [("", True), ("tls.enable=false\n", False)], ids=["unset", "false"])
+async def test_an_enforcing_broker_reaches_its_name_servers_in_plaintext_when_tls_enable_is_false(
+    tmp_path: Path, written: str, over_tls: bool
+) -> None:
+    """RocketMQ's ``BrokerStartup`` (broker/src/main/java/org/apache/rocketmq/broker/BrokerStartup.java) sets the
+    name-server client's ``useTLS`` to ``tls.enable``, defaulting to whether the broker's own mode is enforcing: an
+    enforcing broker told ``tls.enable=false`` registers in plaintext (with a name server whose TLS is disabled).
+    Ours went over TLS whatever ``tls.enable`` said."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text(f"tls.server.mode=enforcing\n{written}tls.config.file={tmp_path / 'absent.properties'}\n")
+    config = build_config(str(conf), [], "127.0.0.1:9876")
+    dispatcher = Dispatcher()
+    dispatcher.register(1000, EchoProcessor(), ProcessorPool("echo", 2, 100))
+    namesrv = RemotingServer(dispatcher, ServerConfig(tls_mode=DISABLED))
+    async with trio.open_nursery() as nursery:
+        host, port = await nursery.start(namesrv.serve, "127.0.0.1", 0)
+        async with RemotingClient(ssl_context=namesrv_client_context(config), connect_timeout=5) as client:
+            try:
+                answer = await client.invoke(f"{host}:{port}", request(1000, {}, b"register"), 5)
+            except RemotingConnectError:
+                answer = None
+        nursery.cancel_scope.cancel()
+    # Without tls.enable the enforcing broker uses TLS, which a name server with TLS disabled closes.
+    assert (answer is None) is over_tls
+    assert answer is None or answer.code == ResponseCode.SUCCESS
