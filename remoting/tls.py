@@ -71,8 +71,9 @@ class TlsSettings:
     """Every ``tls.*`` setting, with RocketMQ's names and defaults."""
 
     tls_server_mode: str = attrs.field(default=PERMISSIVE, metadata={"key": "tls.server.mode"})
-    #: Client side: connect with TLS (the broker towards its name servers; also on when the server mode is enforcing).
-    tls_enable: bool = attrs.field(default=False, metadata={"key": "tls.enable"})
+    #: Client side: connect with TLS (the broker towards its name servers); None (not set): only when the server mode
+    #: is enforcing, as BrokerStartup's ``System.getProperty(TLS_ENABLE, String.valueOf(tlsMode == ENFORCING))``.
+    tls_enable: bool | None = attrs.field(default=None, metadata={"key": "tls.enable"})
     tls_config_file: str = attrs.field(default="/etc/rocketmq/tls.properties", metadata={"key": "tls.config.file"})
     tls_test_mode_enable: bool = attrs.field(default=True, metadata={"key": "tls.test.mode.enable"})
     tls_server_need_client_auth: str = attrs.field(default="none", metadata={"key": "tls.server.need.client.auth"})
@@ -94,7 +95,7 @@ class TlsSettings:
 
 #: The boolean ``tls.*`` keys, as ``tls.config.file`` names them.
 _BOOLEAN_KEYS: Final = frozenset(
-    str(f.metadata["key"]) for f in attrs.fields(TlsSettings) if f.type is bool or f.type == "bool"
+    str(f.metadata["key"]) for f in attrs.fields(TlsSettings) if f.type in (bool, "bool", "bool | None")
 )
 
 
@@ -213,13 +214,16 @@ def client_context(
 
 
 def settings_client_context(config: TlsSettings) -> ssl.SSLContext | None:
-    """The context a server uses as a client (the broker towards name servers): None unless ``tls.enable`` or the
-    server mode is ``enforcing``; trusts ``tls.client.trustCertPath`` only with ``tls.client.authServer``, and then
-    checks the server's chain but not its host name, as RocketMQ: ``NettyRemotingClient`` builds its handler with
+    """The context a server uses as a client (the broker towards name servers): None unless ``tls.enable``, or,
+    without one, unless the server mode is ``enforcing`` (an explicit ``tls.enable=false`` is plaintext even then, as
+    broker/src/main/java/org/apache/rocketmq/broker/BrokerStartup.java sets ``useTLS``); trusts
+    ``tls.client.trustCertPath`` only with ``tls.client.authServer``, and then checks the server's chain but not its
+    host name, as RocketMQ: ``NettyRemotingClient`` builds its handler with
     ``sslContext.newHandler(alloc)``, no peer host, so Netty's engine has no host to check (name servers are
     addressed by IP, which certificates made by RocketMQ's TLS guide do not name)."""
     settings = tls_settings_of(config)
-    if not (settings.tls_enable or tls_mode(settings.tls_server_mode) == ENFORCING):
+    enabled = settings.tls_enable
+    if not (tls_mode(settings.tls_server_mode) == ENFORCING if enabled is None else enabled):
         return None
     trust = settings.tls_client_trust_cert_path if settings.tls_client_auth_server else None
     if settings.tls_test_mode_enable:

@@ -209,7 +209,7 @@ def _convert(value: str, field: attrs.Attribute[Any], key: str) -> Any:
     """``value`` as ``field``'s type, blanks around it ignored (ours: Java's number parsers refuse them, an enum
     setter refuses them and keeps the default, and a name or address keeps a trailing one, silently different)."""
     kind = field.type
-    if kind is bool or kind == "bool":
+    if kind in (bool, "bool", "bool | None"):  # None: not set (tls.enable, whose default depends on another)
         lowered = value.strip(_BLANKS).lower()
         if lowered not in ("true", "false"):
             raise PropertiesError(f"{key}: expected true or false, got {value!r}")
@@ -250,12 +250,15 @@ def property_name(field: attrs.Attribute[Any]) -> str:
 
 def property_texts(config: attrs.AttrsInstance) -> dict[str, str]:
     """A settings object's values as property texts by property name (booleans as ``true``/``false``). Fields marked
-    ``metadata["secret"]`` (passwords) are left out, so they are never shown or written back."""
+    ``metadata["secret"]`` (passwords) are left out, so they are never shown or written back, and so are settings
+    left unset (None)."""
     texts = {}
     for field in attrs.fields(type(config)):
         if field.metadata.get("secret"):
             continue
         value = getattr(config, field.name)
+        if value is None:  # not set: no text (a file holding it would set it)
+            continue
         texts[property_name(field)] = ("true" if value else "false") if isinstance(value, bool) else str(value)
     return texts
 
