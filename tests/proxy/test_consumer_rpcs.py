@@ -12,6 +12,7 @@ virtual time (``autojump_clock``); requests are the generated protobuf messages 
 from __future__ import annotations
 
 import logging
+import math
 from pathlib import Path
 from typing import Any
 
@@ -755,6 +756,61 @@ async def test_receives_parked_past_the_pop_polling_size_answer_polling_full(
     assert answers == [Code.MESSAGE_NOT_FOUND] * 1026
     stream = await activity.consuming.receive(_receive_request("GParked", "Parked"), md("c@1"), 7.5)
     assert stream[0].status.code == Code.MESSAGE_NOT_FOUND  # parked again once the others left
+
+
+async def test_an_arrival_wakes_one_parked_receive_of_each_group_not_every_receive_on_the_topic(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """PopLongPollingService.notifyMessageArriving wakes, for each group polling the topic, one request parked on
+    the arrival's queue and one on queue -1 (all queues, the proxy's receives), taken off the key's polling queue
+    as it is woken; a V2 retry message wakes its normal topic's. Ours woke every receive parked on the topic,
+    whatever its group: with N receives parked, one message cost N empty reads (a thundering herd). Here 6 receives
+    of each of two groups wait on a 4-queue topic and 3 of the first group on another topic: one message is read
+    once by each group, and a message on a group's retry topic wakes one receive of that group only."""
+    activity = await _activity(embedded_cluster, nursery)
+    await create_topic(embedded_cluster, "Herd", queues=4)
+    await create_topic(embedded_cluster, "Calm", queues=1)
+    await create_topic(embedded_cluster, "%RETRY%GHerdA_Herd", queues=1)
+    pop = activity.consuming.pop
+    got: dict[str, list[bytes]] = {}
+
+    async def receive(group: str, topic: str) -> None:
+        stream = await activity.consuming.receive(_receive_request(group, topic), md("c@1"), None)
+        got.setdefault(group, []).extend(m.body for m in _messages(stream))
+
+    def reads() -> dict[tuple[str, str], int]:
+        keys = [("GHerdA", "Herd"), ("GHerdB", "Herd"), ("GHerdA", "Calm")]
+        return {key: pop._turns.get(key, 0) for key in keys}
+
+    async with trio.open_nursery() as parked:
+        for _ in range(6):
+            parked.start_soon(receive, "GHerdA", "Herd")
+            parked.start_soon(receive, "GHerdB", "Herd")
+        for _ in range(3):
+            parked.start_soon(receive, "GHerdA", "Calm")
+        await trio.testing.wait_all_tasks_blocked()
+        before = reads()
+        autojump_clock.autojump_threshold = math.inf  # the polling windows stand still while the producer connects
+        await send(embedded_cluster, "Herd", b"one")
+        await trio.testing.wait_all_tasks_blocked()
+        after = reads()
+        assert {k: after[k] - before[k] for k in after} == {
+            ("GHerdA", "Herd"): 1,
+            ("GHerdB", "Herd"): 1,
+            ("GHerdA", "Calm"): 0,
+        }
+        assert got == {"GHerdA": [b"one"], "GHerdB": [b"one"]}
+        await send(embedded_cluster, "%RETRY%GHerdA_Herd", b"again")
+        await trio.testing.wait_all_tasks_blocked()
+        last = reads()
+        assert {k: last[k] - after[k] for k in last} == {
+            ("GHerdA", "Herd"): 1,
+            ("GHerdB", "Herd"): 0,
+            ("GHerdA", "Calm"): 0,
+        }
+        assert got == {"GHerdA": [b"one", b"again"], "GHerdB": [b"one"]}
+        autojump_clock.autojump_threshold = 0
+        parked.cancel_scope.cancel()
 
 
 @pytest.mark.parametrize(
