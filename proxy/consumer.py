@@ -212,7 +212,7 @@ class Consuming:
                     while not popped and (left := end - trio.current_time()) > 0:
                         if checked.fifo:  # until an arrival, an ack, or a queue's batch in flight visible again
                             left = min(left, self.pop.fifo_free_in(group, topic))
-                        await self.pop.wait_arrival([topic, pop_retry_topic(group, topic)], left)
+                        await self.pop.wait_arrival([topic, pop_retry_topic(group, topic)], left, group)
                         popped = self._pop(checked)
                 finally:
                     self.pop.unpark(group, topic)

@@ -18,8 +18,8 @@ Durability (docs/grpc.md#pop-consumption):
   that queue while a popped message is invisible; after the invisible time the same messages come again with the attempt
   raised, however many (RocketMQ's order info counts them likewise). A pop repeating the attempt id of the delivery in
   flight (a client that lost its answer) gets that delivery again, at the same attempts, and replaces it: what of it
-  the retry did not take again is no longer in flight. Acks advance the offset and
-  wake the receives waiting on the topic once the queue is free (RocketMQ's AckMessageProcessor.ackOrderly). That state
+  the retry did not take again is no longer in flight. Acks advance the offset and wake a receive of the group
+  waiting on the topic once the queue is free (RocketMQ's AckMessageProcessor.ackOrderly). That state
   (the pop time and its attempt id, invisible times, attempt counts) is saved after each change to
   ``config/popFifoState.json`` (:mod:`broker.pop.fifo_state`) and read back at start. It only speaks of the queue's own
   messages: a destroyed ConsumeQueue (topic deleted, messages expired) takes its state along, a topic gone at start
@@ -147,9 +147,8 @@ class PopService:
         #: pops of each (group, topic) so far (where the next starts); swept when it reaches ``_turns_sweep_at``
         self._turns: dict[tuple[str, str], int] = {}
         self._turns_sweep_at = _TURNS_SWEEP_MIN
-        #: the event the receives waiting on a topic share, and how many wait on it (the entry goes with the last)
-        self._arrivals: dict[str, trio.Event] = {}
-        self._waiters: dict[str, int] = {}
+        #: receives waiting for an arrival, by topic, then group, in the order they came (an entry goes with the last)
+        self._arrivals: dict[str, dict[str, dict[_Poll, None]]] = {}
         #: receives parked for long polling by (group, topic), and in all (:meth:`park`)
         self._parked: dict[tuple[str, str], int] = {}
         self._parked_total = 0
@@ -171,52 +170,56 @@ class PopService:
 
     def waiting(self, topic: str, queue_id: int) -> bool:
         """Whether a pop waits for messages of ``topic`` (the store's arrival interest, with the hold service's)."""
-        return topic in self._waiters
+        return topic in self._arrivals
 
     def notify_arrival(self, topic: str, queue_id: int, offset: int, tags_code: int, properties: str = "") -> None:
-        """The store's arrival listener (chained by the broker): wake pops waiting on ``topic``. Never raises."""
+        """The store's arrival listener (chained by the broker): wake one pop of each group waiting on ``topic``.
+        Never raises."""
         self._wake(topic)
 
-    def _wake(self, topic: str) -> None:
-        event = self._arrivals.pop(topic, None)
-        if event is not None:
-            event.set()
+    def _wake(self, topic: str, group: str | None = None) -> None:
+        """Wake the receive of each group (of ``group`` only, when given) that has waited longest on ``topic``, and
+        take it off its topics at once, so the next arrival wakes the next one: PopLongPollingService
+        .notifyMessageArriving wakes, for each group polling the topic, one request of its queue -1 key (the proxy's
+        receives pop all queues) and one of the arrival's queue, polled off its key's queue (broker/src/main/java/org/
+        apache/rocketmq/broker/longpolling/PopLongPollingService.java). Java takes the one due soonest; the receives of
+        a key share their polling window, so the longest waiting is that one. Not every receive on the topic: with N
+        parked, one message cost N reads, N - 1 of them empty."""
+        groups = self._arrivals.get(topic)
+        if groups is None:
+            return
+        for name in list(groups) if group is None else [group]:
+            waiters = groups.get(name)
+            if waiters:
+                poll = next(iter(waiters))
+                self._unfile(poll)
+                poll.event.set()
 
-    async def wait_arrival(self, topics: list[str], timeout: float) -> None:
-        """Return when a message arrives on one of ``topics`` or after ``timeout`` seconds. Waiters on a topic share
-        one event; an arrival wakes it and drops it under every topic it was filed under (a stale, set event left
-        under a second topic returned every later wait at once: an idle receive spun). The last waiter of a topic to
-        leave drops its entries, so topics waited on once are not kept for good (RocketMQ's PopLongPollingService
-        removes a topic's polling queue once it is empty and cleans those of topics that are gone,
-        broker/src/main/java/org/apache/rocketmq/broker/longpolling/PopLongPollingService.java)."""
-        arrivals, waiters = self._arrivals, self._waiters
-        names = set(topics)
-        for topic in names:
-            waiters[topic] = waiters.get(topic, 0) + 1
+    def _unfile(self, poll: _Poll) -> None:
+        for topic in poll.topics:
+            groups = self._arrivals.get(topic)
+            waiters = None if groups is None else groups.get(poll.group)
+            if groups is None or waiters is None:
+                continue
+            waiters.pop(poll, None)
+            if not waiters:
+                del groups[poll.group]
+                if not groups:
+                    del self._arrivals[topic]
+
+    async def wait_arrival(self, topics: list[str], timeout: float, group: str = "") -> None:
+        """Return when an arrival on one of ``topics`` wakes this receive of ``group`` (:meth:`_wake`: one receive per
+        group and arrival) or after ``timeout`` seconds. The last waiter of a topic to leave drops its entries, so
+        topics waited on once are not kept for good (RocketMQ's PopLongPollingService removes a topic's polling
+        queue once it is empty and cleans those of topics that are gone)."""
+        poll = _Poll(group, tuple(dict.fromkeys(topics)))
+        for topic in poll.topics:
+            self._arrivals.setdefault(topic, {}).setdefault(group, {})[poll] = None
         try:
             with trio.move_on_after(timeout):
-                event = trio.Event()
-                for topic in names:
-                    current = arrivals.get(topic)
-                    if current is None or current.is_set():
-                        arrivals[topic] = event
-                waits = {arrivals[t] for t in names}
-                if len(waits) == 1:
-                    await waits.pop().wait()
-                    return
-                async with trio.open_nursery() as nursery:
-                    for wait in waits:
-                        nursery.start_soon(_set_then_cancel, wait, nursery.cancel_scope)
+                await poll.event.wait()
         finally:
-            for topic in names:
-                left = waiters[topic] - 1
-                current = arrivals.get(topic)
-                if left:
-                    waiters[topic] = left
-                else:
-                    del waiters[topic]
-                if current is not None and (current.is_set() or not left):
-                    del arrivals[topic]
+            self._unfile(poll)
 
     def park(self, group: str, topic: str) -> bool:
         """Count one receive of ``group`` on ``topic`` parked for long polling (:meth:`unpark` when it leaves);
@@ -536,9 +539,9 @@ class PopService:
 
     def _ack_fifo(self, group: str, topic: str, handle: ReceiptHandle, now: int) -> AckOutcome:
         """RocketMQ's AckMessageProcessor.ackOrderly: the latest delivery's handle acks its message, and a queue it
-        unblocks wakes the receives waiting on the topic; a message acknowledged already, or a handle of an earlier
-        delivery, is STALE; an offset never handed out is NOT_FOUND. With no delivery of the queue known (the state
-        lost in a kill -9) the handle's message is acknowledged, as ConsumerOrderInfoManager.commitAndNext does
+        unblocks wakes a receive of the group waiting on the topic; a message acknowledged already, or a handle of an
+        earlier delivery, is STALE; an offset never handed out is NOT_FOUND. With no delivery of the queue known (the
+        state lost in a kill -9) the handle's message is acknowledged, as ConsumerOrderInfoManager.commitAndNext does
         without order info, if the queue still holds it (else STALE); unlike Java's, which commits past it, the
         unacknowledged messages before it stay (they come again)."""
         qid, offset = handle.queue_id, handle.offset
@@ -555,8 +558,8 @@ class PopService:
         self._fifo_done(state, offset)
         self._fifo_advance(group, topic, qid, state)
         self.fifo_persister.mark_dirty()
-        if not _fifo_blocked(state, now):
-            self._wake(topic)
+        if not _fifo_blocked(state, now):  # AckMessageProcessor.ackOrderly wakes one pop of the group
+            self._wake(topic, group)
         return AckOutcome.OK
 
     def change_invisible(
@@ -590,8 +593,8 @@ class PopService:
         sooner = visible_at < state.invisible_until[handle.offset]
         state.invisible_until[handle.offset] = visible_at
         self.fifo_persister.mark_dirty()
-        if sooner:  # the receives waiting on the topic wait until the queue is free (:meth:`fifo_free_in`) again
-            self._wake(topic)
+        if sooner:  # the group's receives on the topic wait until the queue is free (:meth:`fifo_free_in`) again
+            self._wake(topic, group)
         return AckOutcome.OK, renewed
 
     # ---- records of the revive topic ------------------------------------------------------------------------
@@ -655,9 +658,14 @@ class PopService:
         return record_from_stored(msg, topic, 0, encode_properties(props), self.broker.store_host, reconsume)
 
 
-async def _set_then_cancel(event: trio.Event, scope: trio.CancelScope) -> None:
-    await event.wait()
-    scope.cancel()
+@attrs.define(eq=False)
+class _Poll:
+    """One receive waiting for an arrival (a PopRequest parked in PopLongPollingService): its group, the topics it
+    is filed under and the event its wake sets."""
+
+    group: str
+    topics: tuple[str, ...]
+    event: trio.Event = attrs.Factory(trio.Event)
 
 
 def _init_offset(topic: str, low: int, high: int) -> int:
