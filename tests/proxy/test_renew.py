@@ -311,3 +311,29 @@ async def test_notify_client_termination_releases_the_groups_renewed_handles_at_
     await trio.sleep(5)
     [again] = received(activity, "other@1", auto_renew=False)
     assert (again.body, again.system_properties.delivery_attempt) == (first.body, 2)
+
+
+async def test_a_consumer_the_client_registry_expires_has_its_renewed_handles_released_at_once(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """A push consumer that goes away without NotifyClientTermination (killed, its connection gone) is dropped by
+    the client registry's scan once silent for channelExpiredTimeout (120 s): ConsumerManager.scanNotActiveChannel
+    fires CLIENT_UNREGISTER, and DefaultReceiptHandleManager's listener clears that (channel, group)'s handles there
+    and then (proxy/src/main/java/org/apache/rocketmq/proxy/service/receipt/DefaultReceiptHandleManager.java). Ours
+    released them only at the next renew scan (up to renewSchedulePeriodMillis later; never with the scan not
+    running, as here: the test renews by hand)."""
+    activity = await start(embedded_cluster, nursery, ProxyConfig(), loop=False)
+    renew, clients = activity.consuming.renew, embedded_cluster.controller.context.clients
+    scope = await nursery.start(keep_alive, activity, "push@1")
+    [first] = received(activity, "push@1")
+    scope.cancel()  # no heartbeat from now on
+    for _ in range(2):  # renewed while the client is registered: +1 m at 55 s, +3 m at 110 s
+        await trio.sleep(55)
+        renew.scan()
+        assert len(renew.held) == 1
+    while clients.find_consumer_channel(GROUP, "push@1") is not None:  # the registry's scan, every 10 s
+        await trio.sleep(0.5)
+    assert renew.held == {}
+    await trio.sleep(5)  # visible 1 s later (invisibleTimeMillisWhenClear), then revived through the retry topic
+    [again] = received(activity, "other@1", auto_renew=False)
+    assert (again.body, again.system_properties.delivery_attempt) == (first.body, 2)
