@@ -64,6 +64,9 @@ class ClientRegistry:
         self._notify_send = send
         self._notify_receive = receive
         self.notifications_sent = 0
+        #: Called with (group, member) for each consumer channel that leaves a group (unregistered, closed, expired):
+        #: ConsumerManager's CLIENT_UNREGISTER event to its ConsumerIdsChangeListeners.
+        self.consumer_unregister_listeners: list[Callable[[str, ClientChannelInfo], None]] = []
 
     def channel_info(
         self, connection: Connection, client_id: str, language: LanguageCode = LanguageCode.JAVA, version: int = 0
@@ -105,10 +108,22 @@ class ClientRegistry:
     def unregister_consumer(self, group: str, connection: Connection, notify: bool = True) -> bool:
         """Remove the connection from the group (UNREGISTER_CLIENT); True if it was a member."""
         group_info = self._consumers.get(group)
-        if group_info is None or group_info.channels.pop(connection, None) is None:
+        info = None if group_info is None else group_info.channels.pop(connection, None)
+        if group_info is None or info is None:
             return False
+        self._consumer_unregistered(group, info)
         self._after_channel_removed(group_info, notify)
         return True
+
+    def _consumer_unregistered(self, group: str, info: ClientChannelInfo) -> None:
+        """Tell the listeners ``info`` left ``group``, as ConsumerManager fires CLIENT_UNREGISTER from
+        unregisterConsumer, doChannelCloseEvent and scanNotActiveChannel (broker/src/main/java/org/apache/rocketmq/
+        broker/client/ConsumerManager.java). A listener that raises is logged; the others still run."""
+        for listener in self.consumer_unregister_listeners:
+            try:
+                listener(group, info)
+            except Exception:
+                log.exception("consumer unregister listener failed for %s of group %s", info.client_id, group)
 
     def _after_channel_removed(self, group_info: ConsumerGroupInfo, notify: bool = True) -> None:
         if not group_info.channels:
@@ -221,8 +236,10 @@ class ClientRegistry:
             if info is not None:
                 self._unindex_producer(info, group)
         for group_info in list(self._consumers.values()):
-            if group_info.channels.pop(connection, None) is not None:
+            info = group_info.channels.pop(connection, None)
+            if info is not None:
                 log.info("consumer %s of group %s disconnected", connection, group_info.group_name)
+                self._consumer_unregistered(group_info.group_name, info)
                 self._after_channel_removed(group_info)
 
     def scan_not_active_channels(self) -> int:
@@ -241,9 +258,10 @@ class ClientRegistry:
             expired = [(c, i) for c, i in group_info.channels.items() if i.last_update < deadline]
             for conn, info in expired:
                 del group_info.channels[conn]
+                log.warning("consumer channel %s of group %s expired", info.client_id, group_info.group_name)
+                self._consumer_unregistered(group_info.group_name, info)
                 conn.close()
                 dropped += 1
-                log.warning("consumer channel %s of group %s expired", info.client_id, group_info.group_name)
             if expired:
                 self._after_channel_removed(group_info)
         return dropped

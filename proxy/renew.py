@@ -26,9 +26,10 @@ import attrs
 import trio
 
 from broker.pop import AckOutcome, PopService, ReceiptHandle
+from processors.client_channels import ClientChannelInfo
 from processors.common import RequestRejected
 from proxy.config import ProxyConfig
-from proxy.sessions import SessionTable
+from proxy.sessions import GrpcClientChannel, SessionTable
 from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig
 from remoting.ratelog import RateLimitedLog
 from store.errors import PutRefusedError
@@ -73,6 +74,7 @@ class RenewTable:
         self.sessions = sessions
         self.config = config
         self.held: dict[_Key, _Held] = {}
+        sessions.broker.clients.consumer_unregister_listeners.append(self._consumer_unregistered)
 
     def add(self, client_id: str, group: str, topic: str, message_id: str, handle: ReceiptHandle, attempt: int) -> None:
         if len(self.held) < MAX_HELD:
@@ -93,6 +95,15 @@ class RenewTable:
         for key, held in list(self.held.items()):
             if key[0] == client_id and key[1] == group:
                 self._release(key, held, self.config.invisible_time_millis_when_clear)
+
+    def _consumer_unregistered(self, group: str, info: ClientChannelInfo) -> None:
+        """The client registry dropped a consumer from ``group`` (NotifyClientTermination, its registration expired
+        after channelExpiredTimeout without a heartbeat): a gRPC client's handles of that group are released now, as
+        DefaultReceiptHandleManager's CLIENT_UNREGISTER listener clears the (channel, group)'s ReceiptHandleGroup at
+        once (proxy/src/main/java/org/apache/rocketmq/proxy/service/receipt/DefaultReceiptHandleManager.java), not
+        at the next renew scan."""
+        if isinstance(info.connection, GrpcClientChannel):
+            self.release_group(info.client_id, group)
 
     def _offline(self, client_id: str) -> bool:
         session = self.sessions.sessions.get(client_id)
