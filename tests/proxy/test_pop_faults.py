@@ -475,3 +475,32 @@ async def test_pop_bookkeeping_of_short_lived_groups_and_topics_is_not_kept_for_
     counts = (len(pop._turns), len(pop._arrivals))
     assert counts[0] < 1500 and counts[1] == 0, f"{counts[0]} turn counters, {counts[1]} wake events kept"
     assert not pop.waiting("Gone0", 0)
+
+
+async def test_a_wake_that_finds_its_receive_cancelled_wakes_the_next_receive_of_the_group(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, popper: tuple[PopService, ReviveService]
+) -> None:
+    """An arrival wakes one receive per group (PopLongPollingService.notifyMessageArriving), and pollRemotingCommands
+    skips a request whose channel is no longer active for the next one. A receive cancelled (its client gone) but not
+    yet unfiled when the arrival comes took the wake with it: the group's other receive slept its whole window
+    while the message waited."""
+    await create_topic(embedded_cluster, "PopC")
+    pop, _ = popper
+    woken: list[tuple[str, float]] = []
+
+    async def wait(name: str, *, task_status: trio.TaskStatus[trio.CancelScope]) -> None:
+        with trio.CancelScope() as scope:
+            task_status.started(scope)
+            start = trio.current_time()
+            await pop.wait_arrival(["PopC"], 30.0, "GC")
+            woken.append((name, trio.current_time() - start))
+
+    async with trio.open_nursery() as nursery:
+        first = await nursery.start(wait, "first")
+        await nursery.start(wait, "second")
+        await trio.testing.wait_all_tasks_blocked()
+        first.cancel()  # its client went away; the arrival comes before the task runs its cleanup
+        pop.notify_arrival("PopC", 0, 0, 0)
+        await trio.testing.wait_all_tasks_blocked()
+        assert woken == [("second", 0.0)]
+        nursery.cancel_scope.cancel()
