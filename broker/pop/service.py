@@ -193,6 +193,7 @@ class PopService:
             if waiters:
                 poll = next(iter(waiters))
                 self._unfile(poll)
+                poll.woken_on = topic
                 poll.event.set()
 
     def _unfile(self, poll: _Poll) -> None:
@@ -218,6 +219,12 @@ class PopService:
         try:
             with trio.move_on_after(timeout):
                 await poll.event.wait()
+        except BaseException:
+            # Cancelled (its client gone) after a wake chose it: the wake goes to the group's next receive, as
+            # PopLongPollingService.pollRemotingCommands skips a request whose channel is no longer active.
+            if poll.woken_on is not None:
+                self._wake(poll.woken_on, group)
+            raise
         finally:
             self._unfile(poll)
 
@@ -661,11 +668,12 @@ class PopService:
 @attrs.define(eq=False)
 class _Poll:
     """One receive waiting for an arrival (a PopRequest parked in PopLongPollingService): its group, the topics it
-    is filed under and the event its wake sets."""
+    is filed under, the event its wake sets and the topic whose arrival woke it."""
 
     group: str
     topics: tuple[str, ...]
     event: trio.Event = attrs.Factory(trio.Event)
+    woken_on: str | None = None
 
 
 def _init_offset(topic: str, low: int, high: int) -> int:
