@@ -338,3 +338,37 @@ def test_a_crash_then_a_start_with_a_coarser_precision_loses_no_timer_and_delive
     assert again.pending == 0
     again.close()
     store.close()
+
+
+def test_a_crash_in_the_middle_of_a_crash_rebuild_delivers_no_timer_again(tmp_path: Path) -> None:
+    """A crash while the rebuild after a crash is still judging the timer queue: the periodic (unclean) checkpoint
+    taken then holds the rebuild's own progress (below the first crash's) and its skip rules; the next start must
+    rebuild by those rules, else every timer delivered before the first crash from that progress on goes out again
+    (RocketMQ 5.3's TimerMessageStore.recover starts from its checkpoint's queue offset and read time whatever
+    happened in between)."""
+    now = [1_000_000]
+    store, config_dir, timers = open_timer_store(tmp_path, now)
+    for i in range(6):
+        store.append(_timer_record(now[0] + 1_000 * (i + 1), f"c{i}".encode()))
+    assert timers.enqueue(100) == 6
+    now[0] += 3_500
+    run_timer(timers, now[0])
+    assert _crashed(store) == [b"c0", b"c1", b"c2"]
+    timers.save_checkpoint(timers.checkpoint(clean=False))
+    timers.close()  # crash: the last checkpoint has the three deliveries
+
+    rebuilding = TimerStore(store, config_dir, slots=64)
+    rebuilding.load()
+    assert rebuilding.enqueue(2) == 2  # the rebuild has more of the queue to judge
+    rebuilding.save_checkpoint(rebuilding.checkpoint(clean=False))  # the service's periodic save
+    rebuilding.close()  # crash again
+
+    again = TimerStore(store, config_dir, slots=64)
+    again.load()
+    for _ in range(10):
+        now[0] += 1_000
+        run_timer(again, now[0])
+    assert sorted(_crashed(store)) == [f"c{i}".encode() for i in range(6)]
+    assert again.pending == 0
+    again.close()
+    store.close()
