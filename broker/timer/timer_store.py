@@ -347,10 +347,19 @@ class TimerStore:
         self.wheel.load()
         if cp is not None:
             log.warning("timer: unclean shutdown; rebuilding the wheel from %s", TIMER_TOPIC)
-            self._skip_below_offset, self._skip_due_before = cp.enqueue_offset, cp.read_ms
+            below, before = cp.enqueue_offset, cp.read_ms
+            if cp.rebuild is not None and cp.rebuild[0] > below:
+                # A crash in the middle of a crash rebuild: its saved progress is the rebuild's own (the queue is
+                # read again from its start), below the first crash's; the first crash's skip rules still hold (its
+                # read time has not moved: nothing is delivered before the queue is filed), else every timer
+                # delivered before that crash from the rebuild's progress on goes out again. RocketMQ 5.3 resumes
+                # from its checkpoint whatever happened in between
+                # (store/src/main/java/org/apache/rocketmq/store/timer/TimerMessageStore.java, ``recover``).
+                below, before = cp.rebuild[0], cp.rebuild[1]
+            self._skip_below_offset, self._skip_due_before = below, before
             # A slot of this wheel: the checkpoint's may be another precision's (changed since the crash), and an
             # unaligned read time sends the rest of its slot out at once, early.
-            self.read_ms = self.wheel.slot_time(cp.read_ms)
+            self.read_ms = self.wheel.slot_time(before)
             self._rebuild_end = self.store.max_offset_in_queue(TIMER_TOPIC, 0)
             self._use_windows(_resolved(cp.windows, cp.precision_ms or self.precision_ms), cp.enqueue_offset)
         else:
