@@ -372,3 +372,41 @@ def test_a_crash_in_the_middle_of_a_crash_rebuild_delivers_no_timer_again(tmp_pa
     assert again.pending == 0
     again.close()
     store.close()
+
+
+def test_a_second_crash_after_a_rebuild_rolled_a_timer_again_delivers_it_once(tmp_path: Path) -> None:
+    """A timer rolled after the last checkpoint, a crash: the rebuild files its original again (its roll time lies
+    after the checkpoint's read time), skips the copy, and the original rolls again into a second copy. A second
+    crash after that: the original is now judged rolled and each copy of it was filed, the first one too (the
+    first rebuild's decision to skip it was kept nowhere), so the timer was delivered twice."""
+    now = [1_000_000]
+    store, config_dir, timers = open_timer_store(tmp_path, now)
+    store.append(_timer_record(now[0] + 12_000, b"long"))
+    assert timers.enqueue(10) == 1  # filed to roll at + 4.8 s (48 slots of 100 ms)
+    now[0] += 1_000
+    run_timer(timers, now[0])
+    checkpoint = timers.checkpoint(clean=False)
+    now[0] += 4_000
+    run_timer(timers, now[0])
+    assert timers.rolled == 1  # after the checkpoint
+    timers.save_checkpoint(checkpoint)
+    timers.close()  # a crash
+
+    rebuilt = TimerStore(store, config_dir, slots=64)
+    rebuilt.load()
+    for _ in range(3):
+        now[0] += 1_000
+        run_timer(rebuilt, now[0])
+    rebuilt.save_checkpoint(rebuilt.checkpoint(clean=False))
+    rebuilt.close()  # a second crash, its checkpoint after everything the rebuild did
+
+    again = TimerStore(store, config_dir, slots=64)
+    again.load()
+    for _ in range(20):
+        now[0] += 1_000
+        run_timer(again, now[0])
+    assert _crashed(store) == [b"long"]
+    _never_early(store, 1_100)
+    assert again.pending == 0
+    again.close()
+    store.close()
