@@ -31,8 +31,8 @@ see :class:`TimerCheckpoint`). After a crash the checkpoint is not clean: wheel 
 queue, skipping the messages that were due before the checkpoint's ``readMs``; deliveries made after that checkpoint
 are repeated (at least once, like RocketMQ). Of a rolled timer's copies the rebuild files exactly one: a record
 filed before the checkpoint whose roll time lies before its ``readMs`` was rolled (its copy is in the queue) and is
-skipped; a copy the previous run wrote is skipped while its predecessor is still in the queue and not so skipped
-(that one rolls again).
+skipped; so is a record of which a copy lies in the queue (it rolled after the checkpoint), whose newest copy is
+filed instead, so no timer is ever rolled twice (two crashes in a row then file a single copy too).
 
 Recall (RocketMQ 5.3's delete markers, ``store/src/main/java/org/apache/rocketmq/store/timer/TimerMessageStore.java``):
 a timer message carrying ``TIMER_DEL_UNIQKEY`` (``<real topic>+<UNIQ_KEY>``, written by the recall processor) is a
@@ -314,6 +314,9 @@ class TimerStore:
         self._skip_due_before = 0
         #: Crash rebuild: the timer queue's end at load; copies rolled by the previous run lie below it.
         self._rebuild_end = 0
+        #: Crash rebuild: the queue offset of each record the skip rules do not judge rolled of which a copy lies
+        #: below ``_rebuild_end`` (so it was rolled), mapped to its newest such copy (see :meth:`_find_copies`).
+        self._copies: dict[int, int] = {}
         self._last_end = 0
         #: ``(end of the last delivery, enqueueOffset, readMs)`` after each filing or delivery pass, until confirmed.
         self._marks: deque[tuple[int, int, int]] = deque()
@@ -362,6 +365,7 @@ class TimerStore:
             self.read_ms = self.wheel.slot_time(before)
             self._rebuild_end = self.store.max_offset_in_queue(TIMER_TOPIC, 0)
             self._use_windows(_resolved(cp.windows, cp.precision_ms or self.precision_ms), cp.enqueue_offset)
+            self._find_copies()
         else:
             self.read_ms = self.wheel.slot_time(self.store.config.now_ms() if now_ms is None else now_ms)
             self._use_windows((), 0)
@@ -432,6 +436,32 @@ class TimerStore:
         """Carry on a crash rebuild a clean stop interrupted (:attr:`TimerCheckpoint.rebuild`)."""
         if rebuild is not None:
             self._skip_below_offset, self._skip_due_before, self._rebuild_end = rebuild
+            self._find_copies()
+
+    def _find_copies(self) -> None:
+        """Before a crash rebuild files the timer queue: note each rolled copy below ``_rebuild_end`` whose original
+        the skip rules do not judge rolled (it rolled after the checkpoint), newest copy per original. The rebuild
+        then skips such an original and files its newest copy instead: a copy in the queue proves the roll, so the
+        original is never rolled a second time (before, it was filed again and rolled into a second copy, and a
+        later crash, judging the original rolled, filed both copies: two deliveries), as a roll of RocketMQ 5.3's
+        (store/src/main/java/org/apache/rocketmq/store/timer/TimerMessageStore.java, ``MAGIC_ROLL``) is written once.
+        Reads the queue from where the rebuild stands (copies lie after their original), in the worker thread of the
+        load; holds one entry per roll made after the checkpoint."""
+        self._copies = {}
+        cq = self.store.consume_queues.get((TIMER_TOPIC, 0))
+        if cq is None:
+            return
+        below, before = self._skip_below_offset, self._skip_due_before
+        for offset in range(max(cq.min_offset, self.enqueue_offset), self._rebuild_end):
+            entry = cq.entry(offset)
+            if entry is None:
+                break
+            timer = self._timer_of(entry[0], entry[1])
+            if timer is None or timer.roll_from < 0:
+                continue
+            previous_ms, _ = self.roll_target(timer.time_ms, timer.previous_ms, self.window_at(timer.roll_from))
+            if not (timer.roll_from < below and previous_ms < before):
+                self._copies[timer.roll_from] = offset
 
     def _rebuild_state(self) -> tuple[int, int, int] | None:
         """The crash rebuild's skip rules while it has queue entries left to judge, else ``None``."""
@@ -547,7 +577,7 @@ class TimerStore:
                 break
             phy, size, _tags = entry
             timer = self._timer_of(phy, size)
-            if timer is not None and not self._rebuilt_away(offset, timer, cq.min_offset):
+            if timer is not None and not self._rebuilt_away(offset, timer):
                 file_ms, roll = self.roll_target(timer.time_ms, timer.stored_ms, self.window_at(offset))
                 flags = timer.flags | (FLAG_ROLL if roll else 0)
                 counted = not flags & FLAG_DELETE
@@ -577,16 +607,16 @@ class TimerStore:
             return base_ms + max(slots // 2, 1) * prec, True
         return base_ms + slots * prec, True
 
-    def _rebuilt_away(self, offset: int, timer: _Timer, min_offset: int) -> bool:
+    def _rebuilt_away(self, offset: int, timer: _Timer) -> bool:
         """Whether a crash rebuild skips the queue entry at ``offset`` (module docstring): delivered or rolled before
-        the checkpoint, or a copy the previous run rolled whose predecessor this rebuild files instead."""
+        the checkpoint, rolled after it (a copy of it is in the queue, :meth:`_find_copies`), or an older copy of an
+        original of which a newer one is in the queue (a previous version's rebuild rolled it twice)."""
         # ``before`` is a read time of the wheel that ran (a slot of its precision), so a record was rolled iff its
         # roll time lies before it: its slot in this wheel, of a coarser precision since, may lie before it unrolled.
         below, before = self._skip_below_offset, self._skip_due_before
-        if offset < self._rebuild_end and timer.roll_from >= min_offset:
-            previous_ms, _ = self.roll_target(timer.time_ms, timer.previous_ms, self.window_at(timer.roll_from))
-            if not (timer.roll_from < below and previous_ms < before):
-                return True
+        copies = self._copies
+        if offset < self._rebuild_end and (offset in copies or copies.get(timer.roll_from, offset) != offset):
+            return True
         if offset >= below:
             return False
         target_ms, roll = self.roll_target(timer.time_ms, timer.stored_ms, self.window_at(offset))

@@ -281,8 +281,8 @@ def test_after_a_crash_the_wheel_is_rebuilt_from_the_timer_queue_and_nothing_pen
 
     again = TimerStore(store, config_dir, slots=64)
     again.load()
-    # The ten, and the copies of c4 and c5 rolled after the checkpoint (its read time is before their roll slot, so
-    # the originals are filed again and roll again, and these copies are skipped).
+    # The ten, and the copies of c4 and c5 rolled after the checkpoint (its read time is before their roll slot, but
+    # their copies in the queue prove the rolls: the originals are skipped, the copies filed).
     assert again.enqueue(100) == 12
     assert again.pending == 10  # all were due after the checkpoint's read time: refiled (at least once)
     now[0] += 10_000
@@ -494,8 +494,7 @@ async def test_a_timer_longer_than_the_commitlogs_retention_is_rolled_into_new_r
 @pytest.mark.parametrize("clean", [True, False])
 def test_a_restart_in_the_middle_of_rolls_delivers_each_rolled_timer_once(tmp_path: Path, clean: bool) -> None:
     """A clean restart resumes exactly; after a crash the rebuild files one copy of each rolled timer: the original
-    is skipped when it rolled before the checkpoint, a copy rolled after the checkpoint is skipped for its original
-    (which rolls again)."""
+    is skipped when it rolled before the checkpoint or a copy of it is in the queue (rolled after the checkpoint)."""
     now = [1_000_000]
     store, config_dir, timers = open_timer_store(tmp_path, now)
     for i in range(8):
