@@ -6,6 +6,7 @@ start crashes in the middle. Real files, restarts; virtual time."""
 from __future__ import annotations
 
 import math
+import sys
 import tracemalloc
 from pathlib import Path
 
@@ -409,4 +410,52 @@ def test_a_second_crash_after_a_rebuild_rolled_a_timer_again_delivers_it_once(tm
     _never_early(store, 1_100)
     assert again.pending == 0
     again.close()
+    store.close()
+
+
+async def test_the_runtime_infos_timer_congest_num_is_kept_not_counted_over_the_wheel(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """GET_BROKER_RUNTIME_INFO's ``timerCongestNum`` (RocketMQ 5.3's ``TimerWheel.getAllNum`` from the read time,
+    summed in an admin thread there) was counted over the whole 604,800-slot wheel on the Trio thread at every call
+    (14.5 MB read: a broker stalled for 30-100 ms by each ``brokerStatus`` poll). It is kept as the timer files and
+    walks, and agrees with the wheel's count through filing, rolls, deliveries and restarts. The cost is measured as
+    the calls into C code one answer makes, not by a clock."""
+    now = [1_000_000]
+    store, config_dir, timers = open_timer_store(tmp_path, now)
+    timers.close()
+    for i in range(4):
+        store.append(_timer_record(now[0] + 3_000 + 1_000 * i, f"n{i}".encode()))
+    store.append(_timer_record(now[0] + 3 * 24 * HOUR_MS, b"far"))  # filed to roll at + 4.8 h
+
+    def congest_num(service: TimerMessageService) -> int:
+        calls = [0]
+
+        def profile(_frame: object, event: str, _arg: object) -> None:
+            calls[0] += event == "c_call"
+
+        sys.setprofile(profile)
+        try:
+            value = service.stats()["timerCongestNum"]
+        finally:
+            sys.setprofile(None)
+        assert calls[0] < 100, calls[0]  # the whole wheel: 148 chunks, more than a thousand calls
+        assert int(value) == service.timers.wheel.entries_from(service.timers.read_ms)
+        return int(value)
+
+    # A start, a clean stop; a start, a crash (its last checkpoint unclean); a start that rebuilds the wheel.
+    for step, expected in ((4_100, (5, 3)), (6 * HOUR_MS, (3, 1)), (2 * 24 * HOUR_MS, (1, 1))):
+        service = TimerMessageService(store, config_dir)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(service.run)
+            await trio.sleep(0.5)
+            assert congest_num(service) == expected[0]
+            unclean = service.timers.checkpoint(clean=False)
+            now[0] += step
+            await trio.sleep(1.5)
+            assert congest_num(service) == expected[1]
+            nursery.cancel_scope.cancel()
+        if step == 6 * HOUR_MS:  # a crash: the clean save at shutdown never happened
+            service.timers.save_checkpoint(unclean)
+    assert sorted(set(_crashed(store))) == [b"n0", b"n1", b"n2", b"n3"]  # "far" is due in 3 days
     store.close()
