@@ -252,7 +252,7 @@ class TimerMessageService:
             "timerPendingCount": str(timers.pending + behind),
             "timerOffsetBehind": str(behind),
             "timerReadBehind": str(read_behind_ms // 1000),
-            "timerCongestNum": str(timers.wheel.entries_from(timers.read_ms) if running else 0),
+            "timerCongestNum": str(timers.congest_num if running else 0),
             "timerEnqueueTps": str(enqueue_tps),
             "timerDequeueTps": str(dequeue_tps),
             "timerDeliveredCount": str(timers.delivered),
