@@ -17,6 +17,7 @@ import trio.testing
 
 from broker.embedded import EmbeddedCluster
 from broker.timer import TimerMessageService, TimerStore
+from broker.timer.timer_store import TimerCheckpoint
 from broker.timer.wheel import WHEEL_SLOTS
 from client.admin import Admin
 from client.errors import SendFailedError
@@ -458,4 +459,39 @@ async def test_the_runtime_infos_timer_congest_num_is_kept_not_counted_over_the_
         if step == 6 * HOUR_MS:  # a crash: the clean save at shutdown never happened
             service.timers.save_checkpoint(unclean)
     assert sorted(set(_crashed(store))) == [b"n0", b"n1", b"n2", b"n3"]  # "far" is due in 3 days
+    store.close()
+
+
+def test_the_progress_a_slave_copies_during_a_crash_rebuild_delivers_no_timer_again(tmp_path: Path) -> None:
+    """The confirmed progress a slave copies (GET_TIMER_CHECK_POINT, RocketMQ 5.3's
+    ``SlaveSynchronize.syncTimerCheckPoint``) while its master's crash rebuild is still judging the timer queue: it
+    was the rebuild's own offset, below the first crash's, and a slave promoted with it delivered again every timer
+    delivered before that crash from there on (the copy carries no skip rules)."""
+    now = [1_000_000]
+    store, config_dir, timers = open_timer_store(tmp_path, now)
+    for i in range(6):
+        store.append(_timer_record(now[0] + 1_000 * (i + 1), f"c{i}".encode()))
+    assert timers.enqueue(100) == 6
+    now[0] += 3_500
+    run_timer(timers, now[0])
+    assert _crashed(store) == [b"c0", b"c1", b"c2"]
+    timers.save_checkpoint(timers.checkpoint(clean=False))
+    timers.close()  # crash: the last checkpoint has the three deliveries
+
+    rebuilding = TimerStore(store, config_dir, slots=64)
+    rebuilding.load()
+    assert rebuilding.enqueue(2) == 2  # the rebuild has more of the queue to judge
+    offset, read_ms = rebuilding.confirmed()  # what a slave copies now
+    windows = rebuilding.windows
+    rebuilding.close()
+    # The slave's adopted checkpoint (TimerMessageService.adopt_checkpoint), then its promotion over the same queue.
+    rebuilding.save_checkpoint(TimerCheckpoint(enqueue_offset=offset, read_ms=read_ms, windows=windows))
+    promoted = TimerStore(store, config_dir, slots=64)
+    promoted.load()
+    for _ in range(10):
+        now[0] += 1_000
+        run_timer(promoted, now[0])
+    assert sorted(_crashed(store)) == [f"c{i}".encode() for i in range(6)]
+    assert promoted.pending == 0
+    promoted.close()
     store.close()
