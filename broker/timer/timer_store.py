@@ -518,7 +518,15 @@ class TimerStore:
         return not self._marks
 
     def _mark(self) -> None:
-        mark = (self._last_end, self.enqueue_offset, self.read_ms)
+        offset = self.enqueue_offset
+        if offset < self._skip_below_offset and self.read_ms <= self._skip_due_before:
+            # A crash rebuild reads the queue again from its start, so its own offset lies below the crash's progress,
+            # which still holds (nothing is delivered before the rebuild passes it): an unclean checkpoint or a slave
+            # (GET_TIMER_CHECK_POINT, RocketMQ 5.3's SlaveSynchronize.syncTimerCheckPoint,
+            # broker/src/main/java/org/apache/rocketmq/broker/slave/SlaveSynchronize.java) taking the rebuild's offset
+            # would deliver again what was delivered before the crash from there on.
+            offset = self._skip_below_offset
+        mark = (self._last_end, offset, self.read_ms)
         if not self._marks or self._marks[-1] != mark:
             self._marks.append(mark)
 
