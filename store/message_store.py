@@ -224,7 +224,7 @@ class MessageStore(StoreReads):
         or the Python one, a batch, a slave's replicated bytes: :meth:`announce_append`); ``None`` cancels. The
         SYNC_FLUSH group commit's idle round listens so (:meth:`store.services.GroupCommitService._idle_rounds`):
         one-shot, so an append pays one test while nobody listens. A store whose subclass overrides ``append``
-        (DLedger's, which runs no group commit) announces nothing."""
+        (DLedger's, which runs no group commit) announces through :meth:`_timed`, after an append that stored."""
         self._on_append = hook
         if self._appender is not None:  # the C path calls announce_append (its one-shot copy), which clears both
             self._appender.on_append = None if hook is None else self.announce_append

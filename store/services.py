@@ -215,7 +215,9 @@ class _AppendSignal:
     store/CommitLog.java FlushRealTimeService, common/.../ServiceThread.java). Listens through the store's one-shot
     append hook (:meth:`MessageStore.call_after_next_append`), which only the SYNC_FLUSH group commit uses otherwise,
     so it is armed under ASYNC_FLUSH only; an append while the round flushes wakes the next wait at once, as Java's
-    ``hasNotified`` flag does. A store that announces no appends (DLedger's) waits the whole interval."""
+    ``hasNotified`` flag does. A DLedger store's sends wake it too, and its rounds find nothing to sync (the ledger
+    syncs its own files; store/src/main/java/org/apache/rocketmq/store/dledger/DLedgerCommitLog.java starts no
+    FlushRealTimeService)."""
 
     __slots__ = ("_armed", "_event", "_store")
 
