@@ -19,7 +19,7 @@ from client.consumer.listener import ConsumeConcurrentlyStatus
 from client.consumer.lite_pull import LitePullConsumer
 from client.consumer.pull_service import PULL_FLAG_SUBSCRIPTION, PULL_FLAG_SUSPEND
 from client.consumer.push import PushConsumer
-from client.errors import TopicRouteNotFoundError
+from client.errors import ClientStateError, TopicRouteNotFoundError
 from client.instance import MQClientInstance
 from client.message import Message, MessageExt
 from client.producer import Producer
@@ -169,3 +169,25 @@ async def test_a_callback_call_that_times_out_before_its_connection_opened_leave
         assert isinstance(answer, RemotingCommand), answer  # the broker's answer, not the connection's failure
         assert answer.code == ResponseCode.PULL_NOT_FOUND
         assert not instance.remoting._connections[addr].closed
+
+
+async def test_every_started_instance_heartbeats_its_inner_producer_group(embedded_cluster: EmbeddedCluster) -> None:
+    """Java's MQClientInstance.start starts the instance's own DefaultMQProducer of group ``CLIENT_INNER_PRODUCER``,
+    which registers in its producer table, so every heartbeat (prepareHeartbeatData) lists that group among its
+    producers, a consumer-only client's too: the broker's producer table, and ``mqadmin producerConnection -g
+    CLIENT_INNER_PRODUCER``, show every client. Before: our heartbeat listed only the application's groups. The group
+    is taken on every instance, so an application producer cannot claim it (Java's registerProducer refuses it)."""
+    ns = embedded_cluster.namesrv_addr
+    await create_topic(ns, "InnerProducer", queues=1)
+    consumer = PushConsumer("cg-inner-producer", ns)
+    consumer.subscribe("InnerProducer")
+    consumer.register_message_listener(_consumed)
+    async with Producer("pg-inner-producer", ns) as producer, consumer, Admin(ns) as admin:
+        await producer.send(Message("InnerProducer", b"x"))
+        inner = await admin.producer_connection("CLIENT_INNER_PRODUCER", "InnerProducer")
+        assert {c.client_id for c in inner.connection_set} == {producer.instance.client_id, consumer.instance.client_id}
+        own = await admin.producer_connection("pg-inner-producer", "InnerProducer")
+        assert {c.client_id for c in own.connection_set} == {producer.instance.client_id}
+        with pytest.raises(ClientStateError):
+            async with Producer("CLIENT_INNER_PRODUCER", instance=producer.instance):
+                pass
