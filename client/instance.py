@@ -71,6 +71,12 @@ _default_names_taken: set[str] = set()
 #: Java's ``rebalanceInterval``.
 REBALANCE_INTERVAL = 20.0
 
+#: The group of the producer every instance starts for itself (``MixAll.CLIENT_INNER_PRODUCER_GROUP``): Java's
+#: ``MQClientInstance.start`` starts it, registered in the instance's producer table, so every heartbeat lists it
+#: (client/src/main/java/org/apache/rocketmq/client/impl/factory/MQClientInstance.java). Retry copies a consumer sends
+#: itself carry it as their producer group.
+CLIENT_INNER_PRODUCER_GROUP = "CLIENT_INNER_PRODUCER"
+
 
 class ProducerInner(Protocol):
     """What the instance needs from a producer."""
@@ -199,7 +205,7 @@ class MQClientInstance:
     # -- registry --------------------------------------------------------------------------------------------------
 
     def register_producer(self, producer: ProducerInner) -> None:
-        if producer.group in self.producers:
+        if producer.group in self.producers or producer.group == CLIENT_INNER_PRODUCER_GROUP:
             raise ClientStateError(f"producer group {producer.group!r} already registered on {self.client_id}")
         self.producers[producer.group] = producer
 
@@ -403,9 +409,12 @@ class MQClientInstance:
     # -- heartbeats ------------------------------------------------------------------------------------------------
 
     def heartbeat_data(self) -> HeartbeatData:
+        """Java's ``prepareHeartbeatData``: the consumers, and the producers with the instance's inner one
+        (:data:`CLIENT_INNER_PRODUCER_GROUP`), which Java's instance registers when it starts."""
+        groups = sorted({CLIENT_INNER_PRODUCER_GROUP, *self.producers})
         return HeartbeatData(
             client_id=self.client_id,
-            producer_data_set=tuple(ProducerData(g) for g in sorted(self.producers)),
+            producer_data_set=tuple(ProducerData(g) for g in groups),
             consumer_data_set=tuple(c.consumer_data() for _, c in sorted(self.consumers.items())),
         )
 

@@ -58,6 +58,7 @@ from client.consumer.listener import (
 from client.consumer.process_queue import ProcessQueue
 from client.consumer.subscription import retry_topic
 from client.errors import MQClientError, TopicRouteNotFoundError
+from client.instance import CLIENT_INNER_PRODUCER_GROUP
 from client.message import (
     COMPRESSION_ZLIB,
     PROPERTY_CONSUME_START_TIME,
@@ -114,10 +115,6 @@ def reset_retry_topic(msg: MessageExt, group: str, namespace: str | None = None)
 #: listener returning ``None`` succeeded here).
 #: The inner producer's ``compressMsgBodyOverHowmuch`` (DefaultMQProducer's default, 4 KiB).
 _INNER_COMPRESS_OVER: Final = 4 * 1024
-#: The inner producer's group, the send header's producerGroup of a retry copy: MQClientInstance creates its
-#: DefaultMQProducer with ``MixAll.CLIENT_INNER_PRODUCER_GROUP``
-#: (client/src/main/java/org/apache/rocketmq/client/impl/factory/MQClientInstance.java).
-CLIENT_INNER_PRODUCER_GROUP: Final = "CLIENT_INNER_PRODUCER"
 
 RETURN_SUCCESS: Final = 0
 RETURN_TIME_OUT: Final = 1
