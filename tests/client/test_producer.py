@@ -443,3 +443,53 @@ async def test_a_retry_copy_is_sent_by_the_clients_inner_producer_group(cluster:
     assert {k: v for k, v in dlq.items() if k[1] == "%RETRY%cg-inner"} == {
         ("CLIENT_INNER_PRODUCER", "%RETRY%cg-inner"): 1
     }
+
+
+async def test_the_compress_level_and_type_default_to_the_environments(
+    cluster: ThreadedCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """4.9.8's DefaultMQProducerImpl reads its ``compressLevel`` and ``compressType`` from the system properties
+    ``rocketmq.message.compressLevel`` (5) and ``rocketmq.message.compressType`` (ZLIB), ours from
+    ROCKETMQ_MESSAGE_COMPRESS_LEVEL and ROCKETMQ_MESSAGE_COMPRESS_TYPE (as ``rocketmq.client.localOffsetStoreDir`` is
+    ROCKETMQ_CLIENT_LOCAL_OFFSET_STORE_DIR): a producer's sends and a consumer's retry copy (the client's inner
+    producer) use them unless told otherwise. Before: both were level 5 zlib whatever the environment said."""
+    import zstandard
+
+    from client.consumer.consume import send_retry_copy
+    from client.consumer.listener import ConsumeConcurrentlyStatus
+    from client.consumer.push import PushConsumer
+
+    monkeypatch.setenv("ROCKETMQ_MESSAGE_COMPRESS_LEVEL", "1")
+    monkeypatch.setenv("ROCKETMQ_MESSAGE_COMPRESS_TYPE", "zstd")
+    zstd_bits = 2 << 8
+    await create_topic(cluster.namesrv_addr, "ZipEnv", queues=1)
+    body = b"compressible by the environment's codec " * 200
+    async with Producer("pg", cluster.namesrv_addr) as producer:
+        await producer.send(Message("ZipEnv", body))
+    async with Producer("pg", cluster.namesrv_addr, compress_type="ZLIB", compress_level=9) as producer:
+        await producer.send(Message("ZipEnv", body))  # told otherwise
+    async with RemotingClient() as remoting:
+        cmd = request(RequestCode.PULL_MESSAGE, _pull_header("ZipEnv", 0).to_ext_fields())
+        sent = list(iter_records((await remoting.invoke(cluster.broker_addr, cmd, 10.0)).body))
+    assert [r.sys_flag & 0x701 for r in sent] == [SYSFLAG_COMPRESSED | zstd_bits, SYSFLAG_COMPRESSED | 3 << 8]
+    assert sent[0].body == zstandard.ZstdCompressor(level=1).compress(body)
+    assert sent[1].body == zlib.compress(body, 9)
+    msg = (await _stored(cluster.broker_addr, "ZipEnv", 1))[0]
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer("cg-zipenv", cluster.namesrv_addr)
+    consumer.subscribe("ZipEnv")
+    consumer.register_message_listener(listener)
+    async with consumer:
+        await create_topic(cluster.namesrv_addr, "%RETRY%cg-zipenv", queues=1)
+        await send_retry_copy(consumer, msg, 1, 16)
+    raw = []
+    async with RemotingClient() as remoting:
+        for qid in range(18):
+            cmd = request(RequestCode.PULL_MESSAGE, _pull_header("SCHEDULE_TOPIC_XXXX", qid).to_ext_fields())
+            raw += list(iter_records((await remoting.invoke(cluster.broker_addr, cmd, 10.0)).body))
+    assert [r.properties["REAL_TOPIC"] for r in raw] == ["%RETRY%cg-zipenv"]
+    assert raw[0].sys_flag & 0x701 == SYSFLAG_COMPRESSED | zstd_bits
+    assert raw[0].body == zstandard.ZstdCompressor(level=1).compress(body)
