@@ -9,6 +9,7 @@ body that does not inflate treat every codec alike.
 
 from __future__ import annotations
 
+import os
 import zlib
 from collections.abc import Callable
 from typing import Any
@@ -16,7 +17,14 @@ from typing import Any
 import lz4.frame
 import zstandard
 
-__all__ = ["BodyCodecError", "compressor", "inflate_lz4", "inflate_zstd"]
+__all__ = [
+    "BodyCodecError",
+    "compressor",
+    "default_compress_level",
+    "default_compress_type",
+    "inflate_lz4",
+    "inflate_zstd",
+]
 
 
 class BodyCodecError(zlib.error):
@@ -84,3 +92,18 @@ def compressor(name: str) -> tuple[int, Callable[[bytes, int], bytes]]:
     if found is None:
         raise ValueError(f"Unsupported compress type name: {name}")
     return found
+
+
+def default_compress_level() -> int:
+    """A producer's compress level when told none: ``ROCKETMQ_MESSAGE_COMPRESS_LEVEL``, else 5, as
+    client/src/main/java/org/apache/rocketmq/client/impl/producer/DefaultMQProducerImpl.java reads the system property
+    ``rocketmq.message.compressLevel`` (the client's Java system properties are environment variables here, as
+    ``rocketmq.client.localOffsetStoreDir`` is ``ROCKETMQ_CLIENT_LOCAL_OFFSET_STORE_DIR``). Raises ValueError for a
+    value that is no integer, as Java's ``Integer.parseInt`` fails the producer."""
+    return int(os.environ.get("ROCKETMQ_MESSAGE_COMPRESS_LEVEL", "5"))
+
+
+def default_compress_type() -> str:
+    """A producer's compress type when told none: ``ROCKETMQ_MESSAGE_COMPRESS_TYPE``, else ZLIB, as
+    DefaultMQProducerImpl reads ``rocketmq.message.compressType`` (see :func:`default_compress_level`)."""
+    return os.environ.get("ROCKETMQ_MESSAGE_COMPRESS_TYPE", "ZLIB")

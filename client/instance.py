@@ -36,6 +36,7 @@ import anyio.abc
 import attrs
 
 from client import api
+from client.body_codecs import compressor, default_compress_level, default_compress_type
 from client.config import ClientConfig, default_instance_name, default_namesrv_addr
 from client.errors import ClientStateError, TopicRouteNotFoundError
 from client.request_reply import ReplyTable
@@ -144,6 +145,10 @@ class MQClientInstance:
         self._brokers_version = -1
         #: Requests of this client's producers waiting for their reply (client/request_reply.py).
         self.replies = ReplyTable()
+        #: The inner producer's body codec (its sysflag bits and function) and level, which Java's reads from the
+        #: system properties when the instance makes it (see :func:`~client.body_codecs.default_compress_level`).
+        self.inner_compressor = compressor(default_compress_type())
+        self.inner_compress_level = default_compress_level()
 
     # -- lifecycle -------------------------------------------------------------------------------------------------
 

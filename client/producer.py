@@ -37,6 +37,7 @@ import attrs
 
 from client import api, hooks, request_reply
 from client.async_send import RETRY_RESPONSE_CODES, AsyncSend
+from client.body_codecs import default_compress_level, default_compress_type
 from client.budget import time_left
 from client.config import ClientConfig
 from client.errors import (
@@ -93,8 +94,8 @@ class Producer:
         retry_times_when_send_async_failed: int = 2,
         compress_msg_body_over_howmuch: int = COMPRESS_OVER,
         max_message_size: int = MAX_MESSAGE_SIZE,
-        compress_level: int = 5,
-        compress_type: str = "ZLIB",
+        compress_level: int | None = None,
+        compress_type: str | None = None,
         send_latency_fault_enable: bool = False,
         retry_another_broker_when_not_store_ok: bool = False,
         default_topic_queue_nums: int = 4,
@@ -129,8 +130,9 @@ class Producer:
             compress_msg_body_over_howmuch,
             create_topic_key,
             default_topic_queue_nums,
-            compress_level=compress_level,  # 5.3.3's compressLevel / compressType: ZLIB, ZSTD or LZ4
-            compress_type=compress_type,
+            # compressLevel / compressType (ZLIB, ZSTD or LZ4); unset: the environment's, else 5 and ZLIB
+            compress_level=default_compress_level() if compress_level is None else compress_level,
+            compress_type=default_compress_type() if compress_type is None else compress_type,
         )
         self._publish: dict[str, TopicPublishInfo] = {}
         self._fallback_topics: set[str] = set()  # topics sent with TBW102's route until theirs shows up

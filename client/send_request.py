@@ -255,8 +255,8 @@ class SendBuilder:
     compress_over: int = COMPRESS_OVER
     create_topic_key: str = "TBW102"
     default_topic_queue_nums: int = 4
-    #: 5.3.3 DefaultMQProducer's ``compressLevel`` and ``compressType`` (client/src/main/java/org/apache/rocketmq/
-    #: client/producer/DefaultMQProducer.java; 4.9.8 reads the level alone, ``rocketmq.message.compressLevel``).
+    #: DefaultMQProducerImpl's ``compressLevel`` and ``compressType`` (client/src/main/java/org/apache/rocketmq/client/
+    #: impl/producer/DefaultMQProducerImpl.java; the producer passes the environment's, see client/body_codecs.py).
     compress_level: int = 5
     compress_type: str = attrs.field(default="ZLIB")
     _compress: tuple[int, Callable[[bytes, int], bytes]] = attrs.field(init=False, repr=False, eq=False)

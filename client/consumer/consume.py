@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import logging
 import time
-import zlib
 from typing import TYPE_CHECKING, Final
 
 import anyio
@@ -58,9 +57,8 @@ from client.consumer.listener import (
 from client.consumer.process_queue import ProcessQueue
 from client.consumer.subscription import retry_topic
 from client.errors import MQClientError, TopicRouteNotFoundError
-from client.instance import CLIENT_INNER_PRODUCER_GROUP
+from client.instance import CLIENT_INNER_PRODUCER_GROUP, MQClientInstance
 from client.message import (
-    COMPRESSION_ZLIB,
     PROPERTY_CONSUME_START_TIME,
     PROPERTY_MAX_OFFSET,
     PROPERTY_MAX_RECONSUME_TIMES,
@@ -276,7 +274,7 @@ async def send_retry_copy(consumer: PushConsumer, msg: MessageExt, reconsume_tim
     target = instance.find_broker_address(mq.broker_name)
     if target is None:
         raise MQClientError(f"no master address for broker {mq.broker_name}")
-    body, sys_flag = _inner_producer_body(msg.body)
+    body, sys_flag = _inner_producer_body(instance, msg.body)
     header = SendMessageRequestHeaderV2(
         a=CLIENT_INNER_PRODUCER_GROUP,  # the inner producer's send, not the consumer group
         b=topic,
@@ -301,13 +299,15 @@ async def send_retry_copy(consumer: PushConsumer, msg: MessageExt, reconsume_tim
     )
 
 
-def _inner_producer_body(body: bytes) -> tuple[bytes, int]:
+def _inner_producer_body(instance: MQClientInstance, body: bytes) -> tuple[bytes, int]:
     """The body and sysflag the client's inner producer (a DefaultMQProducer with its defaults) sends ``body`` with:
-    zlib at level 5 from 4 KiB on (kept even when larger: ``tryToCompressMessage``), COMPRESSED and the ZLIB type
-    bits, as client/src/main/java/org/apache/rocketmq/client/impl/producer/DefaultMQProducerImpl.java
-    ``sendKernelImpl``."""
+    compressed from 4 KiB on (kept even when larger: ``tryToCompressMessage``) by the instance's codec at its level
+    (zlib at 5 unless the environment says otherwise: ``rocketmq.message.compressType`` / ``compressLevel``),
+    COMPRESSED and the type bits, as client/src/main/java/org/apache/rocketmq/client/impl/producer/
+    DefaultMQProducerImpl.java ``sendKernelImpl``."""
     if len(body) >= _INNER_COMPRESS_OVER:
-        return zlib.compress(body, 5), SYSFLAG_COMPRESSED | COMPRESSION_ZLIB
+        type_flag, compress = instance.inner_compressor
+        return compress(bytes(body), instance.inner_compress_level), SYSFLAG_COMPRESSED | type_flag
     return bytes(body), 0
 
 
