@@ -60,7 +60,7 @@ import attrs
 
 from client import api
 from client.config import ClientConfig
-from client.consumer.allocate import AllocateStrategy, allocate_average, resolve_strategy
+from client.consumer.allocate import AllocateStrategy, allocate_average
 from client.consumer.client_check import check_sql92_subscriptions
 from client.consumer.hooks import ConsumeMessageHook
 from client.consumer.lite_pull_worker import Batch, LitePullWorker, QueueState
@@ -176,7 +176,7 @@ class LitePullConsumer(LitePullWorker):
             self.offset_store,
             message_model=message_model,
             memory_first=True,
-            strategy=resolve_strategy(allocate_strategy),
+            strategy=allocate_strategy,
             consume_from_where=consume_from_where,
             consume_timestamp_ms=consume_timestamp_ms,
         )
@@ -227,7 +227,7 @@ class LitePullConsumer(LitePullWorker):
 
     @allocate_message_queue_strategy.setter
     def allocate_message_queue_strategy(self, strategy: AllocateStrategy | str) -> None:
-        self.rebalance.strategy = resolve_strategy(strategy)
+        self.rebalance.strategy = strategy
 
     @property
     def consume_type(self) -> ConsumeType:

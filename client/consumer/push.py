@@ -39,7 +39,7 @@ import anyio
 import anyio.abc
 
 from client.config import ClientConfig
-from client.consumer.allocate import AllocateStrategy, allocate_average, resolve_strategy
+from client.consumer.allocate import AllocateStrategy, allocate_average
 from client.consumer.client_check import check_sql92_subscriptions
 from client.consumer.consume import ConcurrentConsumeService, OrderlyConsumeService, reset_retry_topic
 from client.consumer.hooks import ConsumeMessageHook
@@ -170,7 +170,7 @@ class PushConsumer:
             self,
             self.offset_store,
             message_model=message_model,
-            strategy=resolve_strategy(allocate_strategy),
+            strategy=allocate_strategy,
             consume_from_where=consume_from_where,
             consume_timestamp_ms=consume_timestamp_ms,
             pull_max_idle=PULL_MAX_IDLE_TIME,
@@ -215,7 +215,7 @@ class PushConsumer:
 
     @allocate_message_queue_strategy.setter
     def allocate_message_queue_strategy(self, strategy: AllocateStrategy | str) -> None:
-        self.rebalance.strategy = resolve_strategy(strategy)
+        self.rebalance.strategy = strategy
 
     @property
     def orderly(self) -> bool:

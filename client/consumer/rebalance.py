@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Protocol
 import anyio
 
 from client import api
-from client.consumer.allocate import AllocateStrategy, allocate_average, sort_like_java, strategy_name
+from client.consumer.allocate import AllocateStrategy, allocate_average, resolve_strategy, sort_like_java, strategy_name
 from client.consumer.offset_store import OffsetStore
 from client.consumer.process_queue import ProcessQueue
 from client.errors import MQClientError
@@ -93,7 +93,7 @@ class Rebalance:
         offset_store: OffsetStore,
         *,
         message_model: MessageModel = MessageModel.CLUSTERING,
-        strategy: AllocateStrategy = allocate_average,
+        strategy: AllocateStrategy | str = allocate_average,
         consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
         consume_timestamp_ms: int | None = None,
         orderly: bool = False,
@@ -105,7 +105,7 @@ class Rebalance:
         self.owner = owner
         self.offset_store = offset_store
         self.message_model = message_model
-        self.strategy = strategy
+        self._strategy = resolve_strategy(strategy)
         self.consume_from_where = consume_from_where
         #: CONSUME_FROM_TIMESTAMP's time; by default 30 minutes before the consumer was made, to the second, fixed
         #: then as the ``consumeTimestamp`` field of client/src/main/java/org/apache/rocketmq/client/consumer/
@@ -132,6 +132,17 @@ class Rebalance:
         #: seek or rebalance): the push consumer's heartbeat, the lite pull consumer's MessageQueueListener.
         self.on_changed: QueuesChanged | None = None
         self._lock = anyio.Lock()
+
+    @property
+    def strategy(self) -> AllocateStrategy:
+        """The allocation strategy the next pass applies (Java's ``RebalanceImpl.allocateMessageQueueStrategy``).
+        Set to a strategy or to the name of a settings-free one (:func:`~client.consumer.allocate.resolve_strategy`:
+        ``"AVG"``, ``"AVG_BY_CIRCLE"``, ``"CONSISTENT_HASH"``; another name raises ValueError)."""
+        return self._strategy
+
+    @strategy.setter
+    def strategy(self, strategy: AllocateStrategy | str) -> None:
+        self._strategy = resolve_strategy(strategy)
 
     @property
     def locks_queues(self) -> bool:
