@@ -404,3 +404,23 @@ async def test_a_topic_is_created_with_its_message_type(dash: Dash) -> None:
         assert config["messageType"] == shown, (topic, config)
     refused = await dash.post("/api/topics", {"topic": "OddTopic", "messageType": "ODD", **picked}, status=502)
     assert "value is not in set" in refused["error"]["remark"] and topics.get("OddTopic") is None
+
+
+async def test_updating_an_untyped_topic_keeps_it_untyped(dash: Dash) -> None:
+    """An update that names no type leaves the topic's ``message.type`` alone: a topic without one stays without
+    one (the broker keeps attributes an update does not name, ``AttributeUtil.alterCurrentAttributes``), rather than
+    turning NORMAL, which the 5.x proxy would then hold delay, FIFO and transactional sends to. A type the user
+    picks is still written."""
+    topics = dash.cluster.controller.context.topics
+    await dash.admin.create_topic("UntypedTopic", read_queue_nums=1, write_queue_nums=1)
+    await wait_until_routed(dash, "UntypedTopic")
+    picked = {"clusterNameList": ["DefaultCluster"]}
+    await dash.post("/api/topics", {"topic": "UntypedTopic", "readQueueNums": 2, "writeQueueNums": 2, **picked})
+    config = topics.get("UntypedTopic")
+    assert config is not None and config.read_queue_nums == 2
+    assert config.attribute("message.type") is None
+    [shown] = (await dash.get("/api/topic/config?topic=UntypedTopic"))["brokers"]
+    assert shown["messageType"] == "UNSPECIFIED"
+    await dash.post("/api/topics", {"topic": "UntypedTopic", "messageType": "DELAY", **picked})
+    typed = topics.get("UntypedTopic")
+    assert typed is not None and typed.attribute("message.type") == "DELAY"
