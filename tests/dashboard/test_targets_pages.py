@@ -144,6 +144,34 @@ def test_a_new_topic_with_nothing_picked_in_the_topics_form_goes_to_every_broker
     assert message_type(live, b, "UnpickedPageTopic") == "NORMAL"
 
 
+def test_an_update_from_its_page_keeps_an_untyped_topic_untyped(
+    browser: WebDriver, two: tuple[ThreadedDashboard, str]
+) -> None:
+    """The update form shows an untyped topic as UNSPECIFIED (rocketmq-dashboard's ``examineTopicConfig``) and its
+    update leaves the type alone rather than writing NORMAL."""
+    live, b = two
+
+    async def create() -> None:
+        await _admin(live).create_topic("UntypedPageTopic", read_queue_nums=2, write_queue_nums=2, broker_addr=b)
+
+    async def routed() -> bool:
+        return "UntypedPageTopic" in await _admin(live).topic_list()
+
+    live.call(create)
+    wait_until(live, routed)
+    open_page(browser, live, "/topic?topic=UntypedPageTopic")
+    wait_for(browser, lambda d: table_rows(d, "configs", lambda r: len(r) == 1)[0][7] == "UNSPECIFIED")
+    wait_for(browser, lambda d: picks(d, "update-targets") == ["broker-b"])
+    update = browser.find_element(By.ID, "update-topic")
+    assert Select(update.find_element(By.NAME, "messageType")).first_selected_option.text == "UNSPECIFIED"
+    queues = update.find_element(By.NAME, "readQueueNums")
+    queues.clear()
+    queues.send_keys("3")
+    update.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    wait_for(browser, lambda d: "UntypedPageTopic updated on broker-b" in banner(d).text)
+    assert (read_queues(live, b, "UntypedPageTopic"), message_type(live, b, "UntypedPageTopic")) == (3, None)
+
+
 def message_type(live: ThreadedDashboard, addr: str, topic: str) -> str | None:
     async def ask() -> str | None:
         return (await _admin(live).topic_config(addr, topic)).attribute("message.type")
