@@ -21,6 +21,7 @@ from client.producer import Producer
 from dashboard.groups import NoBrokerPicked, topic_consumers
 from dashboard.targets import NoMasterOnline, cluster_of, master_addrs, picked_brokers
 from remoting.codec.bodies import PERM_READ, PERM_WRITE
+from remoting.codec.codes import ResponseCode
 from remoting.codec.topics import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 
 #: Topics the broker and the clients make for themselves (RocketMQ's ``TopicValidator`` system topics, 5.3.3's
@@ -155,12 +156,17 @@ async def create_topic(
     brokers without a master fail before anything is written (:mod:`dashboard.targets`); a broker's refusal stops at
     that broker and propagates.
 
-    ``message_type`` becomes the topic's ``+message.type`` attribute, NORMAL when blank, as rocketmq-dashboard's
+    ``message_type`` becomes the topic's ``+message.type`` attribute, as rocketmq-dashboard's
     ``TopicServiceImpl.createOrUpdate`` (src/main/java/org/apache/rocketmq/dashboard/service/impl/
-    TopicServiceImpl.java); a type the broker does not know is its refusal."""
-    attributes = f"+{MESSAGE_TYPE}={message_type.strip() or DEFAULT_MESSAGE_TYPE}"
+    TopicServiceImpl.java); a type the broker does not know is its refusal. Blank, it is NORMAL on a broker that
+    lacks the topic (that method's default) and nothing on one that holds it: the broker keeps the attributes an
+    update does not name (``AttributeUtil.alterCurrentAttributes``, common/src/main/java/org/apache/rocketmq/common/
+    attribute/AttributeUtil.java), so an untyped topic stays untyped rather than turning NORMAL, and a typed one
+    keeps its type."""
+    chosen = message_type.strip()
 
     async def write(addr: str) -> list[str]:
+        attributes = f"+{MESSAGE_TYPE}={chosen}" if chosen else await _default_attributes(admin, addr, topic)
         return await admin.create_topic(
             topic, read_queue_nums=read_queue_nums, write_queue_nums=write_queue_nums, perm=perm, order=order,
             broker_addr=addr, attributes=attributes,
@@ -178,6 +184,19 @@ async def create_topic(
     for name in names:
         await write(addrs[name])
     return {"brokerNames": names, "brokers": [addrs[n] for n in names]}
+
+
+async def _default_attributes(admin: Admin, addr: str, topic: str) -> str | None:
+    """The attribute modification of a write naming no type: NORMAL when the broker at ``addr`` lacks ``topic``,
+    none when it holds it (its attributes stay as they are). A 4.x broker, which has no GET_TOPIC_CONFIG, ignores
+    attributes anyway."""
+    try:
+        await admin.topic_config(addr, topic)
+    except MQBrokerError as exc:
+        if exc.code not in (ResponseCode.TOPIC_NOT_EXIST, ResponseCode.REQUEST_CODE_NOT_SUPPORTED):
+            raise
+        return f"+{MESSAGE_TYPE}={DEFAULT_MESSAGE_TYPE}"
+    return None
 
 
 async def _holders(admin: Admin, topic: str) -> list[str]:

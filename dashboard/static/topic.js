@@ -43,8 +43,13 @@
   function fill(c) {
     for (const k of ["readQueueNums", "writeQueueNums", "perm"]) form.elements[k].value = String(c[k]);
     form.elements.order.value = String(Boolean(c.order));
-    // a topic without a type (UNSPECIFIED) is offered as NORMAL, what RocketMQ 5 takes it for
-    form.elements.messageType.value = c.messageType && c.messageType !== "UNSPECIFIED" ? c.messageType : "NORMAL";
+    // the broker's own type; a topic without one shows UNSPECIFIED (rocketmq-dashboard's examineTopicConfig) and is
+    // sent blank, which leaves it untyped rather than writing NORMAL
+    const type = c.messageType || "UNSPECIFIED";
+    const select = form.elements.messageType;
+    let option = [...select.options].find((o) => o.text === type);
+    if (!option) select.add((option = new Option(type, type === "UNSPECIFIED" ? "" : type)));
+    select.value = option.value;
   }
 
   async function loadConfigs() {
@@ -67,7 +72,7 @@
     const f = new FormData(form);
     const body = {
       topic, readQueueNums: Number(f.get("readQueueNums")), writeQueueNums: Number(f.get("writeQueueNums")),
-      perm: Number(f.get("perm")), order: f.get("order") === "true", messageType: f.get("messageType"),
+      perm: Number(f.get("perm")), order: f.get("order") === "true", messageType: form.elements.messageType.value,
       clusterNameList: picker.clusterNameList(), brokerNameList: picker.brokerNameList(),
     };
     const done = await guarded(() => api("POST", "/api/topics", body));
