@@ -172,6 +172,44 @@ def test_an_update_from_its_page_keeps_an_untyped_topic_untyped(
     assert (read_queues(live, b, "UntypedPageTopic"), message_type(live, b, "UntypedPageTopic")) == (3, None)
 
 
+def test_the_topic_forms_offer_the_settable_types_and_keep_the_type_on_update(
+    browser: WebDriver, two: tuple[ThreadedDashboard, str]
+) -> None:
+    """rocketmq-dashboard's add/update dialog (``TopicSingleModifyForm``) offers TRANSACTION, FIFO, DELAY and NORMAL,
+    not MIXED, which the broker refuses unless ``enableMixedMessageType`` (``AdminBrokerProcessor.
+    updateAndCreateTopic``), and disables the type when updating."""
+    live, b = two
+    settable = ["DELAY", "FIFO", "NORMAL", "TRANSACTION"]
+    open_page(browser, live, "/topics")
+    create = browser.find_element(By.ID, "create-topic")
+    assert sorted(o.text for o in Select(create.find_element(By.NAME, "messageType")).options) == settable
+
+    async def create_delay_topic() -> None:
+        await _admin(live).create_topic(
+            "DelayPageTopic", read_queue_nums=2, write_queue_nums=2, broker_addr=b, attributes="+message.type=DELAY"
+        )
+
+    async def routed() -> bool:
+        return "DelayPageTopic" in await _admin(live).topic_list()
+
+    live.call(create_delay_topic)
+    wait_until(live, routed)
+    open_page(browser, live, "/topic?topic=DelayPageTopic")
+    wait_for(browser, lambda d: table_rows(d, "configs", lambda r: len(r) == 1)[0][7] == "DELAY")
+    wait_for(browser, lambda d: picks(d, "update-targets") == ["broker-b"])
+    update = browser.find_element(By.ID, "update-topic")
+    select = update.find_element(By.NAME, "messageType")
+    assert Select(select).first_selected_option.text == "DELAY"
+    assert "MIXED" not in [o.text for o in Select(select).options]
+    assert not select.is_enabled()
+    queues = update.find_element(By.NAME, "readQueueNums")
+    queues.clear()
+    queues.send_keys("3")
+    update.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    wait_for(browser, lambda d: "DelayPageTopic updated on broker-b" in banner(d).text)
+    assert (read_queues(live, b, "DelayPageTopic"), message_type(live, b, "DelayPageTopic")) == (3, "DELAY")
+
+
 def message_type(live: ThreadedDashboard, addr: str, topic: str) -> str | None:
     async def ask() -> str | None:
         return (await _admin(live).topic_config(addr, topic)).attribute("message.type")
