@@ -101,6 +101,28 @@ async def test_an_attribute_both_altered_and_deleted_in_one_update_is_refused(
     assert config is not None and config.attribute("message.type") == "FIFO", config
 
 
+async def test_a_mixed_topic_is_refused_as_an_invalid_parameter(
+    embedded_cluster: EmbeddedCluster, client: RemotingClient
+) -> None:
+    """Without ``enableMixedMessageType``, RocketMQ 5's AdminBrokerProcessor.updateAndCreateTopic answers
+    ``+message.type=MIXED`` with INVALID_PARAMETER (29), not SYSTEM_ERROR, and writes nothing; other attribute
+    refusals stay SYSTEM_ERROR (its catch of AttributeUtil's RuntimeException)."""
+    cmd = create_topic_request("MixedTopic", queues=1)
+    answer = await admin(
+        client,
+        embedded_cluster,
+        request(RequestCode.UPDATE_AND_CREATE_TOPIC, {**cmd.ext_fields, "attributes": "+message.type=MIXED"}),
+    )
+    assert (answer.code, answer.remark) == (29, "MIXED message type is not supported.")
+    assert embedded_cluster.controller.context.topics.get("MixedTopic") is None
+    answer = await admin(
+        client,
+        embedded_cluster,
+        request(RequestCode.UPDATE_AND_CREATE_TOPIC, {**cmd.ext_fields, "attributes": "+message.type=ODD"}),
+    )
+    assert answer.code == ResponseCode.SYSTEM_ERROR
+
+
 async def test_system_topics_cannot_be_deleted_and_missing_headers_are_errors(
     embedded_cluster: EmbeddedCluster, client: RemotingClient
 ) -> None:
