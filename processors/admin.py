@@ -49,7 +49,7 @@ from processors import broker2client
 from processors.client_channels import ClientChannelInfo
 from processors.context import BrokerContext
 from processors.runtime_info import runtime_table
-from processors.topic_attributes import TopicAttributeError, alter_attributes
+from processors.topic_attributes import MixedTypeRefused, TopicAttributeError, alter_attributes
 from remoting.codec.bodies import KVTable, MessageQueue, TopicList
 from remoting.codec.bodies._json import dumps, load_object
 from remoting.codec.bodies.admin import (
@@ -163,6 +163,8 @@ class AdminBrokerProcessor:
                 header.attributes,
                 mixed_allowed=self.broker.config.enable_mixed_message_type,
             )
+        except MixedTypeRefused as exc:
+            return request.response(ResponseCode.INVALID_PARAMETER, str(exc))
         except TopicAttributeError as exc:
             return request.response(ResponseCode.SYSTEM_ERROR, str(exc))
         self.broker.topics.update_topic(

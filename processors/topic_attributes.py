@@ -8,7 +8,8 @@ The one key served is ``message.type`` (``NORMAL``, ``FIFO``, ``DELAY``, ``TRANS
 ``MIXED`` only with the broker's ``enableMixedMessageType``; an ``UNSPECIFIED`` topic takes no 5.x send); RocketMQ's
 ``queue.type`` and ``cleanup.policy`` are refused as unsupported here. :func:`alter_attributes` raises
 :class:`TopicAttributeError` with RocketMQ's message, which the admin processor answers as SYSTEM_ERROR (RocketMQ
-catches the same RuntimeException; 5.3 answers MIXED with INVALID_PARAMETER).
+catches the same RuntimeException), but MIXED as :class:`MixedTypeRefused`, which it answers INVALID_PARAMETER as
+5.3 does.
 
 :func:`message_type_of` classifies a message by its stored properties as RocketMQ 5's proxy does before checking it
 against the topic's type.
@@ -20,8 +21,8 @@ import enum
 from collections.abc import Mapping
 from typing import Final
 
-__all__ = ["MESSAGE_TYPE", "TopicAttributeError", "TopicMessageType", "alter_attributes", "message_type_of",
-           "topic_type"]  # fmt: skip
+__all__ = ["MESSAGE_TYPE", "MixedTypeRefused", "TopicAttributeError", "TopicMessageType", "alter_attributes",
+           "message_type_of", "topic_type"]  # fmt: skip
 
 MESSAGE_TYPE: Final = "message.type"
 
@@ -43,6 +44,12 @@ _SETTABLE: Final = frozenset(t.value for t in TopicMessageType)
 
 class TopicAttributeError(ValueError):
     """A modification RocketMQ refuses; the message is RocketMQ's."""
+
+
+class MixedTypeRefused(TopicAttributeError):
+    """``+message.type=MIXED`` on a broker without ``enableMixedMessageType``: RocketMQ 5 answers it with
+    INVALID_PARAMETER, not the SYSTEM_ERROR of the other refusals (broker/src/main/java/org/apache/rocketmq/broker/
+    processor/AdminBrokerProcessor.java, updateAndCreateTopic)."""
 
 
 def parse_modification(text: str | None) -> dict[str, str]:
@@ -73,7 +80,7 @@ def alter_attributes(
     MIXED check): every entry's key is checked before any entry's value; raises :class:`TopicAttributeError`."""
     modification = parse_modification(text)
     if not mixed_allowed and modification.get(f"+{MESSAGE_TYPE}") == TopicMessageType.MIXED.value:
-        raise TopicAttributeError("MIXED message type is not supported.")
+        raise MixedTypeRefused("MIXED message type is not supported.")
     _check_keys(create, current, modification)
     for key, value in modification.items():
         _verify(key[1:], value if key.startswith("+") else None)

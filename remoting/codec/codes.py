@@ -166,6 +166,8 @@ class ResponseCode(enum.IntEnum):
     SUBSCRIPTION_GROUP_NOT_EXIST = 26
     FILTER_DATA_NOT_EXIST = 27
     FILTER_DATA_NOT_LATEST = 28
+    #: RocketMQ 5 (remoting/src/main/java/org/apache/rocketmq/remoting/protocol/ResponseCode.java).
+    INVALID_PARAMETER = 29
     TRANSACTION_SHOULD_COMMIT = 200
     TRANSACTION_SHOULD_ROLLBACK = 201
     TRANSACTION_STATE_UNKNOW = 202
