@@ -210,6 +210,39 @@ def test_the_topic_forms_offer_the_settable_types_and_keep_the_type_on_update(
     assert (read_queues(live, b, "DelayPageTopic"), message_type(live, b, "DelayPageTopic")) == (3, "DELAY")
 
 
+def test_an_update_from_its_page_keeps_a_perm_the_form_does_not_list(
+    browser: WebDriver, two: tuple[ThreadedDashboard, str]
+) -> None:
+    """A topic of perm 7 (inherit, read and write: rocketmq-dashboard's default for a new topic, ``topic.jsx``)
+    keeps it through an update of its queues, rather than losing every permission."""
+    live, b = two
+
+    async def create() -> None:
+        await _admin(live).create_topic(
+            "InheritPageTopic", read_queue_nums=2, write_queue_nums=2, perm=7, broker_addr=b
+        )
+
+    async def routed() -> bool:
+        return "InheritPageTopic" in await _admin(live).topic_list()
+
+    async def perm() -> int:
+        return (await _admin(live).topic_config(b, "InheritPageTopic")).perm
+
+    live.call(create)
+    wait_until(live, routed)
+    open_page(browser, live, "/topic?topic=InheritPageTopic")
+    table_rows(browser, "configs", lambda r: len(r) == 1)
+    wait_for(browser, lambda d: picks(d, "update-targets") == ["broker-b"])
+    update = browser.find_element(By.ID, "update-topic")
+    queues = update.find_element(By.NAME, "readQueueNums")
+    wait_for(browser, lambda d: queues.get_attribute("value") == "2")
+    queues.clear()
+    queues.send_keys("3")
+    update.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    wait_for(browser, lambda d: "InheritPageTopic updated on broker-b" in banner(d).text)
+    assert (read_queues(live, b, "InheritPageTopic"), live.call(perm)) == (3, 7)
+
+
 def message_type(live: ThreadedDashboard, addr: str, topic: str) -> str | None:
     async def ask() -> str | None:
         return (await _admin(live).topic_config(addr, topic)).attribute("message.type")
