@@ -40,16 +40,22 @@
   const cluster = await guarded(() => api("GET", "/api/cluster"));
   const picker = brokerPicker(document.getElementById("update-targets"), (cluster && cluster.clusters) || {}, []);
 
+  // Selects ``value``, adding it as an option when the select does not list it (a perm such as 7, inherit and RW,
+  // rocketmq-dashboard's default; a type such as MIXED): an update then sends it back rather than nothing (perm 0).
+  function choose(select, value, text) {
+    let option = [...select.options].find((o) => o.value === value);
+    if (!option) select.add((option = new Option(text, value)));
+    select.value = option.value;
+  }
+
   function fill(c) {
-    for (const k of ["readQueueNums", "writeQueueNums", "perm"]) form.elements[k].value = String(c[k]);
+    for (const k of ["readQueueNums", "writeQueueNums"]) form.elements[k].value = String(c[k]);
+    choose(form.elements.perm, String(c.perm), `${c.permText} (${c.perm})`);
     form.elements.order.value = String(Boolean(c.order));
     // the broker's own type; a topic without one shows UNSPECIFIED (rocketmq-dashboard's examineTopicConfig) and is
     // sent blank, which leaves it untyped rather than writing NORMAL
     const type = c.messageType || "UNSPECIFIED";
-    const select = form.elements.messageType;
-    let option = [...select.options].find((o) => o.text === type);
-    if (!option) select.add((option = new Option(type, type === "UNSPECIFIED" ? "" : type)));
-    select.value = option.value;
+    choose(form.elements.messageType, type === "UNSPECIFIED" ? "" : type, type);
   }
 
   async function loadConfigs() {
