@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from broker.cli import build_config, config_lines
+from broker.cli import build_config, config_lines, printed_config
 from broker.security import server_config_of
 from remoting.codec.java_properties import PropertiesError
 from tests.broker.helpers import broker_from_conf
@@ -209,3 +209,19 @@ async def test_print_config_refuses_a_slave_with_broker_id_zero(tmp_path: Path, 
     )
     assert status == 1 and b"Slave's brokerId must be > 0" in err
     assert b"brokerId=" not in out
+
+
+@pytest.mark.parametrize(
+    ("args", "ha_port"),
+    [(["--listenPort", "20000"], "20001"), (["--listenPort", "20000", "--haListenPort", "30001"], "30001")],
+)
+def test_print_config_shows_the_ha_address_the_broker_uses(args: list[str], ha_port: str) -> None:
+    """BrokerStartup sets haListenPort to listenPort + 1 before ``-p`` prints it, and BrokerConfig defaults brokerIP2
+    to the local address as brokerIP1 (broker/src/main/java/org/apache/rocketmq/broker/BrokerStartup.java,
+    common/src/main/java/org/apache/rocketmq/common/BrokerConfig.java). Ours printed ``brokerIP2=`` and
+    ``haListenPort=0``: not the address slaves are told to replicate from."""
+    config = build_config(None, args, "")
+    lines = config_lines(printed_config(config), important_only=False)
+    assert f"brokerIP2={config.broker_ip1}" in lines
+    assert f"haListenPort={ha_port}" in lines
+    assert config.ha_server_addr == f"{config.broker_ip1}:{ha_port}"
