@@ -103,8 +103,12 @@ def build_config(config_file: str | None, extra: list[str], namesrv_addr: str | 
 def printed_config(config: BrokerConfig) -> BrokerConfig:
     """The settings ``-p``/``-m`` print: after BrokerStartup's role rules (broker/src/main/java/org/apache/rocketmq/
     broker/BrokerStartup.java), a master's brokerId 0, DLedger mode's -1 (its role handler picks the id it registers
-    with); raises ``ValueError`` for a slave's brokerId of 0 or less, which the start refuses too."""
+    with); raises ``ValueError`` for a slave's brokerId of 0 or less, which the start refuses too. The HA address is
+    the one the broker registers: brokerIP2 defaults to the local address as brokerIP1 does (common/src/main/java/org/
+    apache/rocketmq/common/BrokerConfig.java; ours: brokerIP1's value), and BrokerStartup sets haListenPort to
+    listenPort + 1 before printing (ours keeps a configured one, as 5.x's BrokerStartup does)."""
     config = checked_roles(config)
+    config = attrs.evolve(config, broker_ip2=config.broker_ip2 or config.broker_ip1, ha_listen_port=config.ha_bind_port)
     return attrs.evolve(config, broker_id=-1) if config.enable_dleger_commit_log else config
 
 
