@@ -10,13 +10,18 @@ import subprocess
 import sys
 from pathlib import Path
 
+import attrs
 import pytest
 import trio
 
 from broker.cli import build_config, config_lines, printed_config
+from broker.controller import BrokerController
 from broker.security import server_config_of
 from remoting.codec.java_properties import PropertiesError
+from remoting.server_main import sole_exception
+from store.metadata_files import ConfigFileError
 from tests.broker.helpers import broker_from_conf
+from tests.conftest import SMALL_STORE
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BOOT = re.compile(rb"The broker\[[^\]]*\] boot success")
@@ -225,3 +230,40 @@ def test_print_config_shows_the_ha_address_the_broker_uses(args: list[str], ha_p
     assert f"brokerIP2={config.broker_ip1}" in lines
     assert f"haListenPort={ha_port}" in lines
     assert config.ha_server_addr == f"{config.broker_ip1}:{ha_port}"
+
+
+CONFIG_FILES = ["topics.json", "subscriptionGroup.json", "consumerOffset.json", "delayOffset.json"]
+
+
+@pytest.mark.parametrize("name", CONFIG_FILES)
+async def test_a_corrupt_config_file_without_a_bak_starts_the_broker_empty(
+    tmp_path: Path, name: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """ConfigManager.load (common/src/main/java/org/apache/rocketmq/common/ConfigManager.java) logs "load <file>
+    failed, and try to load backup file" and returns loadBak's result, which is true when there is no .bak: the
+    broker starts with that table empty. Ours refused to start ("cannot load ...") over a file Java starts past."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text("listenPort=0\nlistenHost=127.0.0.1\n")
+    store = tmp_path / "store"
+    (store / "config").mkdir(parents=True)
+    (store / "config" / name).write_text("{not json")
+    async with broker_from_conf(conf, store) as (controller, _):
+        assert "TBW102" in controller.context.topics
+    assert any(r.levelname == "ERROR" and name in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("name", CONFIG_FILES)
+async def test_a_corrupt_config_file_and_bak_refuse_the_start(tmp_path: Path, name: str) -> None:
+    """loadBak returns false when the .bak does not decode either: BrokerController.initialize fails, the broker
+    does not start."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text("listenPort=0\nlistenHost=127.0.0.1\n")
+    store = tmp_path / "store"
+    (store / "config").mkdir(parents=True)
+    for file in (name, f"{name}.bak"):
+        (store / "config" / file).write_text("{not json")
+    config = build_config(str(conf), [f"--storePathRootDir={store}"], "")
+    with pytest.raises(BaseException) as raised:  # the start's nurseries may wrap it in exception groups
+        await BrokerController(attrs.evolve(config, **SMALL_STORE)).serve()
+    found = sole_exception(raised.value)
+    assert isinstance(found, ConfigFileError) and name in str(found)
