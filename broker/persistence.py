@@ -51,8 +51,11 @@ class ConfigPersister(Generic[T]):
         return self._dirty
 
     def load(self) -> T | None:
-        """The file's content (or its ``.bak``'s); ``None`` when there is none. Blocking; raises ConfigFileError."""
-        return self.file.load()
+        """The file's content (or its ``.bak``'s) as RocketMQ's ConfigManager loads it: ``None`` when there is none,
+        also when the file does not decode and there is no ``.bak`` (logged; the broker starts with an empty table).
+        Blocking; raises ConfigFileError when the ``.bak`` does not decode (see
+        :meth:`~store.metadata_files.ConfigFile.load_as_config_manager`)."""
+        return self.file.load_as_config_manager()
 
     def mark_dirty(self) -> None:
         """Schedule a save of the current table. Never blocks; safe to call without a running :meth:`run`."""

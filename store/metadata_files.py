@@ -19,11 +19,14 @@ unparseable; a leftover ``.tmp`` from a crash is ignored because its write never
 
 Errors: :class:`ConfigFileError` (a :class:`~store.errors.StoreError`) for content that does not decode and for a file
 whose content and backup are both unusable; ``OSError`` from the file system propagates unchanged.
+``load_as_config_manager`` (the broker's managers) follows RocketMQ's ConfigManager instead: a main file that does not
+decode is logged and, without a ``.bak``, read as no content; only a ``.bak`` that does not decode raises.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import shutil
 from collections.abc import Callable, Mapping
@@ -83,6 +86,8 @@ __all__ = [
     "subscription_group_file",
     "topics_file",
 ]
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -232,6 +237,25 @@ class ConfigFile(Generic[T]):
         if failures:
             raise ConfigFileError(f"cannot load {self.path}: " + "; ".join(failures))
         return None
+
+    def load_as_config_manager(self) -> T | None:
+        """The file's content as common/src/main/java/org/apache/rocketmq/common/ConfigManager.java ``load`` reads
+        it: a main file that does not decode is logged ("load <file> failed, and try to load backup file") and the
+        ``.bak`` read instead (``loadBak``); ``None`` (start with an empty table) when the ``.bak`` is missing or
+        empty too. Raises :class:`ConfigFileError` only when the content read last, the ``.bak``, does not decode:
+        ``loadBak`` then returns false and the broker does not start."""
+        try:
+            value = self._decode_file(self.path)
+        except ConfigFileError as exc:
+            log.error("load %s failed, and try to load backup file: %s", self.path, exc)
+            value = None
+        if value is not None:
+            return value
+        try:
+            return self._decode_file(self.bak_path)
+        except ConfigFileError as exc:
+            log.error("load %s failed: %s", self.bak_path, exc)
+            raise ConfigFileError(f"cannot load {self.path} nor {self.bak_path.name}: {exc}") from None
 
     def save(self, value: T, *, sync: bool = True) -> None:
         """Persist ``value`` atomically: after a crash at any point, ``load`` returns either it or the previous one.
