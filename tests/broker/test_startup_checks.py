@@ -17,6 +17,8 @@ import trio
 from broker.cli import build_config, config_lines, printed_config
 from broker.controller import BrokerController
 from broker.security import server_config_of
+from namesrv.config import NamesrvConfig
+from namesrv.server import NamesrvServer
 from remoting.codec.java_properties import PropertiesError
 from remoting.server_main import sole_exception
 from store.metadata_files import ConfigFileError
@@ -267,3 +269,28 @@ async def test_a_corrupt_config_file_and_bak_refuse_the_start(tmp_path: Path, na
         await BrokerController(attrs.evolve(config, **SMALL_STORE)).serve()
     found = sole_exception(raised.value)
     assert isinstance(found, ConfigFileError) and name in str(found)
+
+
+async def test_use_tls_in_broker_conf_registers_over_tls(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """BrokerStartup reads broker.conf into NettyClientConfig too (MixAll.properties2Object, broker/src/main/java/org/
+    apache/rocketmq/broker/BrokerStartup.java): ``useTLS=true`` makes the broker's client, BrokerOuterAPI, talk TLS to
+    its name servers. Ours warned "ignoring unknown property 'useTLS'" and registered in plain text, which a name
+    server in enforcing mode closes: the broker never showed up in the routes."""
+    namesrv = NamesrvServer(
+        NamesrvConfig(
+            listen_port=0, listen_host="127.0.0.1", kv_config_path=str(tmp_path / "kv.json"),
+            tls_server_mode="enforcing", tls_config_file=str(tmp_path / "none"),
+        )
+    )  # fmt: skip
+    async with trio.open_nursery() as nursery:
+        host, port = await nursery.start(namesrv.serve)
+        conf = tmp_path / "broker.conf"
+        conf.write_text(f"listenPort=0\nlistenHost=127.0.0.1\nnamesrvAddr={host}:{port}\nuseTLS=true\n")
+        config = build_config(str(conf), [f"--storePathRootDir={tmp_path / 'store'}"], None)
+        broker_host, broker_port = await nursery.start(BrokerController(attrs.evolve(config, **SMALL_STORE)).serve)
+        with trio.fail_after(30):
+            while namesrv.route_table.live_broker_addrs() != [f"{broker_host}:{broker_port}"]:
+                await trio.sleep(0.05)
+        nursery.cancel_scope.cancel()
+    assert "useTLS" not in capsys.readouterr().err
+    assert "useTLS=true" in config_lines(build_config(str(conf), [], ""), important_only=False)
