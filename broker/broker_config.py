@@ -265,6 +265,10 @@ class BrokerConfig(ListenerSettings):
     #: ACL 1.0 (docs/architecture.md#acl-and-tls-at-the-edge): every request is checked against the plain_acl.yml
     #: accounts before it reaches a pool.
     acl_enable: bool = False
+    #: The broker's own client (registration, a slave's sync from its master) talks TLS: NettyClientConfig's setting,
+    #: which BrokerStartup reads from broker.conf too. Also on with ``tls.enable`` or ``tls.server.mode=enforcing``
+    #: (Java's default for it; ours: ``useTLS=false`` does not turn those off). Read at start.
+    use_tls: bool = attrs.field(default=False, metadata={"key": "useTLS"})
     #: ``;``-separated keys UPDATE_BROKER_CONFIG refuses with NO_PERMISSION, besides the fixed ``configBlackList``,
     #: ``brokerConfigPath`` and ``rocketmqHome`` (read at start; changed only by a restart, as Java's).
     config_black_list: str = "configBlackList;brokerConfigPath"

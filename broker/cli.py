@@ -54,6 +54,7 @@ from remoting.codec.java_properties import (
 )
 from remoting.connection import Address
 from remoting.server_main import open_stop_signal_receiver, run_main
+from remoting.tls import client_tls_default
 from store.errors import StoreError
 
 log = logging.getLogger("broker")
@@ -109,6 +110,7 @@ def printed_config(config: BrokerConfig) -> BrokerConfig:
     listenPort + 1 before printing (ours keeps a configured one, as 5.x's BrokerStartup does)."""
     config = checked_roles(config)
     config = attrs.evolve(config, broker_ip2=config.broker_ip2 or config.broker_ip1, ha_listen_port=config.ha_bind_port)
+    config = attrs.evolve(config, use_tls=config.use_tls or client_tls_default(config))  # BrokerStartup's default
     return attrs.evolve(config, broker_id=-1) if config.enable_dleger_commit_log else config
 
 

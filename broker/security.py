@@ -29,6 +29,7 @@ def server_config_of(config: BrokerConfig) -> ServerConfig:
 
 
 def namesrv_client_context(config: BrokerConfig) -> ssl.SSLContext | None:
-    """TLS towards the name servers: with ``tls.enable``, or when the broker's own mode is enforcing (RocketMQ's
+    """TLS towards the name servers (and a slave's master): with ``useTLS`` (NettyClientConfig's setting, which
+    BrokerStartup reads from broker.conf), ``tls.enable``, or when the broker's own mode is enforcing (RocketMQ's
     ``BrokerStartup``)."""
-    return settings_client_context(config)
+    return settings_client_context(config, config.use_tls)

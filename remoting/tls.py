@@ -213,17 +213,23 @@ def client_context(
     return ctx
 
 
-def settings_client_context(config: TlsSettings) -> ssl.SSLContext | None:
-    """The context a server uses as a client (the broker towards name servers): None unless ``tls.enable``, or,
-    without one, unless the server mode is ``enforcing`` (an explicit ``tls.enable=false`` is plaintext even then, as
-    broker/src/main/java/org/apache/rocketmq/broker/BrokerStartup.java sets ``useTLS``); trusts
-    ``tls.client.trustCertPath`` only with ``tls.client.authServer``, and then checks the server's chain but not its
-    host name, as RocketMQ: ``NettyRemotingClient`` builds its handler with
-    ``sslContext.newHandler(alloc)``, no peer host, so Netty's engine has no host to check (name servers are
-    addressed by IP, which certificates made by RocketMQ's TLS guide do not name)."""
+def client_tls_default(config: TlsSettings) -> bool:
+    """Whether a server's own client talks TLS without being told: ``tls.enable`` when it is set (an explicit false is
+    plaintext even under enforcing), else whether the server mode is ``enforcing``
+    (broker/src/main/java/org/apache/rocketmq/broker/BrokerStartup.java's default for ``useTLS``)."""
+    enabled = config.tls_enable
+    return tls_mode(config.tls_server_mode) == ENFORCING if enabled is None else enabled
+
+
+def settings_client_context(config: TlsSettings, use_tls: bool = False) -> ssl.SSLContext | None:
+    """The context a server uses as a client (the broker towards name servers): None unless ``use_tls`` (the
+    broker's ``useTLS``) or :func:`client_tls_default`; trusts ``tls.client.trustCertPath`` only with
+    ``tls.client.authServer``, and then checks the server's chain but not its host name, as RocketMQ:
+    ``NettyRemotingClient`` builds its handler with ``sslContext.newHandler(alloc)``, no peer host, so Netty's engine
+    has no host to check (name servers are addressed by IP, which certificates made by RocketMQ's TLS guide do not
+    name)."""
     settings = tls_settings_of(config)
-    enabled = settings.tls_enable
-    if not (tls_mode(settings.tls_server_mode) == ENFORCING if enabled is None else enabled):
+    if not (use_tls or client_tls_default(settings)):
         return None
     trust = settings.tls_client_trust_cert_path if settings.tls_client_auth_server else None
     if settings.tls_test_mode_enable:
