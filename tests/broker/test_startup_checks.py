@@ -294,3 +294,24 @@ async def test_use_tls_in_broker_conf_registers_over_tls(tmp_path: Path, capsys:
         nursery.cancel_scope.cancel()
     assert "useTLS" not in capsys.readouterr().err
     assert "useTLS=true" in config_lines(build_config(str(conf), [], ""), important_only=False)
+
+
+def test_rocketmq_keys_without_effect_in_java_are_not_reported_unknown(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """RocketMQ 4.9.8's config classes take these keys (MixAll.properties2Object) though nothing reads them, or, for
+    ``duplicationEnable`` (store/src/main/java/org/apache/rocketmq/store/config/MessageStoreConfig.java), only to hold
+    back dispatch at a confirm offset that only a plugin store sets. A broker.conf written for Java with them was
+    warned "ignoring unknown property" for each; ``duplicationEnable=true``, which we do not apply, must still say
+    so."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text(
+        "duplicationEnable=false\nmaxDelayTime=40\nflushConsumerOffsetHistoryInterval=60000\nhighSpeedMode=false\n"
+        "filterServerNums=0\nputMsgIndexHightWater=600000\nconsumerManagerThreadPoolQueueCapacity=1000000\n"
+        "commercialEnable=true\nchannelNotActiveInterval=60000\nclientPooledByteBufAllocatorEnable=false\n"
+    )
+    config = build_config(str(conf), [], "")
+    assert capsys.readouterr().err == ""
+    assert "duplicationEnable=false" in config_lines(config, important_only=False)
+    build_config(str(conf), ["--duplicationEnable", "true"], "")
+    assert "duplicationEnable" in capsys.readouterr().err
