@@ -277,6 +277,10 @@ class BrokerConfig(ListenerSettings):
     rocketmq_home: str = attrs.field(factory=lambda: os.environ.get("ROCKETMQ_HOME", ""))
     #: The default ACL file, relative to rocketmqHome (Java's system property of that name).
     acl_plain_file: str = attrs.field(default="conf/plain_acl.yml", metadata={"key": "rocketmq.acl.plain.file"})
+    #: MessageStoreConfig's: true makes RocketMQ 4.9.8 hold dispatch back at the CommitLog's confirm offset, which only
+    #: a plugin store sets (in DLedger mode the committed end, which dispatch never passes anyway). Accepted and shown;
+    #: true is not applied (``mqbroker`` says so).
+    duplication_enable: bool = False
     #: DLedger mode (docs/architecture.md#dledger): the CommitLog is a Raft log replicated across ``dLegerPeers``
     #: (``n0-127.0.0.1:40911;n1-...``, DLedger's own port per member); this member is ``dLegerSelfId``. The leader
     #: registers as brokerId 0, a follower as its id's number + 1 (DLedgerRoleChangeHandler).
@@ -346,6 +350,17 @@ IMPORTANT_PROPERTIES: Final = frozenset({
     "maxTransferBytesOnMessageInMemory", "maxTransferCountOnMessageInMemory", "maxTransferBytesOnMessageInDisk",
     "maxTransferCountOnMessageInDisk", "accessMessageInMemoryMaxRatio", "messageIndexEnable", "messageIndexSafe",
     "haMasterAddress", "brokerRole", "flushDiskType", "cleanFileForciblyEnable", "transientStorePoolEnable",
+})  # fmt: skip
+
+
+#: Keys RocketMQ 4.9.8's BrokerConfig, MessageStoreConfig and NettyClientConfig take (common/src/main/java/org/apache/
+#: rocketmq/common/MixAll.java ``properties2Object``) but nothing there reads (consumerManagerThreadPoolQueueCapacity
+#: only sizes a queue no pool uses): accepted from broker.conf without an "unknown property" warning, no effect here
+#: either.
+JAVA_INERT_PROPERTIES: Final = frozenset({
+    "maxDelayTime", "flushConsumerOffsetHistoryInterval", "highSpeedMode", "filterServerNums", "putMsgIndexHightWater",
+    "consumerManagerThreadPoolQueueCapacity", "commercialEnable", "commercialTimerCount", "commercialTransCount",
+    "commercialBigCount", "channelNotActiveInterval", "clientPooledByteBufAllocatorEnable",
 })  # fmt: skip
 
 

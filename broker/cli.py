@@ -39,7 +39,7 @@ import attrs
 import click
 import trio
 
-from broker.broker_config import IMPORTANT_PROPERTIES, BrokerConfig, checked_roles
+from broker.broker_config import IMPORTANT_PROPERTIES, JAVA_INERT_PROPERTIES, BrokerConfig, checked_roles
 from broker.context import check_enums
 from broker.controller import BrokerController
 from proxy.config import ProxyConfig, proxy_config_from
@@ -88,7 +88,10 @@ def build_config(config_file: str | None, extra: list[str], namesrv_addr: str | 
     config, unknown = config_from_properties(BrokerConfig, props)
     _, not_proxy = apply_properties(ProxyConfig(), {k: props[k] for k in unknown})
     for key in not_proxy:
-        click.echo(f"mqbroker: ignoring unknown property {key!r}", err=True)
+        if key not in JAVA_INERT_PROPERTIES:
+            click.echo(f"mqbroker: ignoring unknown property {key!r}", err=True)
+    if config.duplication_enable:
+        click.echo("mqbroker: duplicationEnable=true is not supported, ignored", err=True)
     if namesrv_addr is None and "namesrvAddr" not in props:
         # Java's BrokerConfig defaults namesrvAddr to the NAMESRV_ADDR environment variable; a namesrvAddr the file
         # or a property sets, even empty, replaces it (MixAll.properties2Object sets every key present, and
