@@ -5,6 +5,7 @@ their Java type's range and ports in 0..65535 (status 2, the key named), a name 
 
 from __future__ import annotations
 
+import functools
 import re
 import subprocess
 import sys
@@ -315,3 +316,34 @@ def test_rocketmq_keys_without_effect_in_java_are_not_reported_unknown(
     assert "duplicationEnable=false" in config_lines(config, important_only=False)
     build_config(str(conf), ["--duplicationEnable", "true"], "")
     assert "duplicationEnable" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("close", "connections"), [("true", 4), ("false", 1)])
+async def test_client_close_socket_if_timeout_from_broker_conf(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, close: str, connections: int
+) -> None:
+    """NettyClientConfig's ``clientCloseSocketIfTimeout`` (default true), which BrokerStartup reads from broker.conf
+    (broker/src/main/java/org/apache/rocketmq/broker/BrokerStartup.java), decides whether BrokerOuterAPI's client
+    closes a connection whose request timed out (remoting/src/main/java/org/apache/rocketmq/remoting/netty/
+    NettyRemotingClient.java ``invokeSync``). Against a name server that never answers, ``false`` keeps registering
+    on the one connection; ours ignored the key (unknown property) and always closed and reconnected."""
+    accepted = 0
+
+    async def silent(stream: trio.SocketStream) -> None:
+        nonlocal accepted
+        accepted += 1
+        while await stream.receive_some():
+            pass
+
+    async with trio.open_nursery() as nursery:
+        (listener,) = await nursery.start(functools.partial(trio.serve_tcp, silent, 0, host="127.0.0.1"))
+        port = listener.socket.getsockname()[1]
+        conf = tmp_path / "broker.conf"
+        conf.write_text(
+            f"listenPort=0\nlistenHost=127.0.0.1\nnamesrvAddr=127.0.0.1:{port}\nclientCloseSocketIfTimeout={close}\n"
+        )
+        config = build_config(str(conf), [f"--storePathRootDir={tmp_path / 'store'}"], None)
+        await nursery.start(BrokerController(attrs.evolve(config, **SMALL_STORE)).serve)
+        await trio.sleep(75)  # registrations at the start, 10 s later, then each 30 s: four, each timing out
+        assert accepted == connections
+        nursery.cancel_scope.cancel()
