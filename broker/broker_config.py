@@ -269,6 +269,12 @@ class BrokerConfig(ListenerSettings):
     #: which BrokerStartup reads from broker.conf too. Also on with ``tls.enable`` or ``tls.server.mode=enforcing``
     #: (Java's default for it; ours: ``useTLS=false`` does not turn those off). Read at start.
     use_tls: bool = attrs.field(default=False, metadata={"key": "useTLS"})
+    #: The same client's other NettyClientConfig settings (remoting/src/main/java/org/apache/rocketmq/remoting/netty/
+    #: NettyRemotingClient.java), read at start: the connect timeout (ms), the idle time (s; 0 or less: never) after
+    #: which a connection is closed, and whether a request that timed out closes its connection.
+    connect_timeout_millis: int = 3000
+    client_channel_max_idle_time_seconds: int = 120
+    client_close_socket_if_timeout: bool = True
     #: ``;``-separated keys UPDATE_BROKER_CONFIG refuses with NO_PERMISSION, besides the fixed ``configBlackList``,
     #: ``brokerConfigPath`` and ``rocketmqHome`` (read at start; changed only by a restart, as Java's).
     config_black_list: str = "configBlackList;brokerConfigPath"

@@ -48,7 +48,7 @@ from broker.registration import BrokerRegistration
 from broker.replication import ReplicationRole
 from broker.role_services import RoleServices
 from broker.schedule import ScheduleMessageService
-from broker.security import acl_manager_of, namesrv_client_context, server_config_of
+from broker.security import acl_manager_of, client_idle_timeout, namesrv_client_context, server_config_of
 from broker.slave_sync import SlaveSynchronize
 from broker.timer.checkpoint_sync import TimerCheckpointProcessor
 from broker.timer.runtime_info import RuntimeInfoProcessor
@@ -304,7 +304,12 @@ class BrokerController:
             # Closed on a sync call's timeout, as BrokerOuterAPI's NettyRemotingClient.invokeSync with
             # clientCloseSocketIfTimeout (true by default; remoting/.../netty/NettySystemConfig.java): a name server
             # or master connection gone silent is not used for every later registration and slave sync round.
-            RemotingClient(ssl_context=namesrv_client_context(self.config), close_on_timeout=True) as client,
+            RemotingClient(
+                connect_timeout=self.config.connect_timeout_millis / 1000,
+                idle_timeout=client_idle_timeout(self.config),
+                ssl_context=namesrv_client_context(self.config),
+                close_on_timeout=self.config.client_close_socket_if_timeout,
+            ) as client,
             trio.open_nursery() as nursery,
         ):
             await nursery.start(ctx.clients.run)

@@ -33,3 +33,10 @@ def namesrv_client_context(config: BrokerConfig) -> ssl.SSLContext | None:
     BrokerStartup reads from broker.conf), ``tls.enable``, or when the broker's own mode is enforcing (RocketMQ's
     ``BrokerStartup``)."""
     return settings_client_context(config, config.use_tls)
+
+
+def client_idle_timeout(config: BrokerConfig) -> float | None:
+    """Seconds the broker's own client leaves a connection idle before closing it (``clientChannelMaxIdleTimeSeconds``;
+    0 or less: never, as Netty's IdleStateHandler)."""
+    idle = config.client_channel_max_idle_time_seconds
+    return float(idle) if idle > 0 else None
