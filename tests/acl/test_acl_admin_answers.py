@@ -3,6 +3,7 @@ the account entries code 50 writes), on a real broker over real sockets and real
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import orjson
@@ -124,3 +125,28 @@ async def test_an_acl_edit_keeps_the_keys_it_does_not_know_in_every_account(
     assert accounts["rocketmq2"]["owner"] == "platform team"
     assert accounts["trusted-host"]["ticket"] == "OPS-1234"
     assert accounts["trusted-host"]["topicPerms"] == ["topicT=PUB"]
+
+
+async def test_code_52_dates_a_file_without_a_data_version_at_its_load(
+    acl_cluster: EmbeddedCluster, acl_home: Path
+) -> None:
+    """4.9.8's ``PlainPermissionManager.load`` gives a file with data but no ``dataVersion`` (the stock
+    ``plain_acl.yml``) a ``new DataVersion()``, whose timestamp is ``System.currentTimeMillis()`` at that load, and
+    the default file's is code 52's ``version`` too: ``mqadmin clusterAclConfigVersion`` shows when the rules were
+    loaded, counter 0, not a version dated 1970."""
+    default = acl_home / "conf" / "plain_acl.yml"
+    assert "dataVersion" not in default.read_text()
+    assert acl_cluster.controller.acl is not None
+    loaded_from = int(time.time() * 1000)
+    acl_cluster.controller.acl.reload_changed(force=True)
+    loaded_by = int(time.time() * 1000)
+    async with RemotingClient() as client:
+        answer = await client.invoke(
+            acl_cluster.broker_addr, sign(request(RequestCode.GET_BROKER_CLUSTER_ACL_INFO), ADMIN), 5
+        )
+    assert answer.code == ResponseCode.SUCCESS, answer
+    listed = orjson.loads(answer.ext_fields["allAclFileVersion"])[str(acl_home.resolve() / "conf" / "plain_acl.yml")]
+    version = orjson.loads(answer.ext_fields["version"])
+    for stamp in (listed, version):
+        assert stamp["counter"] == 0
+        assert loaded_from <= stamp["timestamp"] <= loaded_by, stamp
