@@ -249,13 +249,17 @@ class AclFile:
 
 
 def _data_version(raw: object) -> DataVersion:
+    """The file's ``dataVersion``; without one (the stock ``plain_acl.yml``), or without its timestamp, dated now:
+    4.9.8's ``PlainPermissionManager.load`` starts from a ``new DataVersion()`` (``common/src/main/java/org/apache/
+    rocketmq/common/DataVersion.java``: ``timestamp = System.currentTimeMillis()``, counter 0) at each load."""
+    now = int(time.time() * 1000)
     item = raw[0] if isinstance(raw, list) and raw else raw
     if not isinstance(item, Mapping):
-        return DataVersion()
+        return DataVersion(0, now)
     try:
-        return DataVersion(int(item.get("counter", 0)), int(item.get("timestamp", 0)))
+        return DataVersion(int(item.get("counter", 0)), int(item.get("timestamp", now)))
     except (TypeError, ValueError, OverflowError):  # OverflowError: int(.inf)
-        return DataVersion()
+        return DataVersion(0, now)
 
 
 def build_acl_file(
