@@ -257,3 +257,21 @@ async def test_mqadmin_update_acl_config_reads_its_options_as_rocketmqs_command(
     entry = accounts()["spaced-key"]
     assert entry["secretKey"] == "spaced-secret"
     assert (entry["defaultTopicPerm"], entry["topicPerms"]) == ("PUB", ["topicB=PUB"])
+
+
+async def test_mqadmin_acl_values_are_trimmed_as_java_string_trim(acl_cluster: EmbeddedCluster, acl_home: Path) -> None:
+    """4.9.8's ACL commands read each value with ``getOptionValue(..).trim()``: Java's ``String.trim`` drops the
+    characters up to U+0020 (control characters too) at both ends and keeps every other one (a no-break space, an
+    ideographic space), so ``-m "true\\u3000"`` is ``Boolean.parseBoolean`` false (a plain account), a no-break space
+    pasted after the key stays in it, and control characters around the secret go."""
+    ns, addr = acl_cluster.namesrv_addr, acl_cluster.broker_addr
+    admin = ("--accessKey", "rocketmq2", "--secretKey", "12345678")
+    await trio.to_thread.run_sync(
+        _cli, *admin, "updateAclConfig", "-n", ns, "-b", addr, "-a", "nbsp-key\u00a0", "-s", "\x01ctl-secret\x1b",
+        "-m", "true\u3000",
+    )  # fmt: skip
+    accounts = {
+        a["accessKey"]: a for a in yaml.safe_load((acl_home / "conf" / "plain_acl.yml").read_text())["accounts"]
+    }
+    entry = accounts["nbsp-key\u00a0"]
+    assert (entry["secretKey"], entry["admin"]) == ("ctl-secret", False)
