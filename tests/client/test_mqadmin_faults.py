@@ -13,11 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import click
 import pytest
 from click.testing import CliRunner, Result
 
 from client.admin import Admin
 from client.mqadmin import main as mqadmin
+from client.mqadmin_support import JAVA_INT, java_bool
 from namesrv.config import NamesrvConfig
 from namesrv.server import NamesrvServer
 from remoting.client import RemotingClient
@@ -505,3 +507,14 @@ def test_print_msg_by_queue_ends_normally_past_a_refused_pull(cluster: ThreadedC
     result = _run("printMsgByQueue", "-n", ns, "-t", "PbqRefused", "-a", "broker-a", "-i", "0", "-f", "true")
     assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
     assert result.exit_code == 0, result.output
+
+
+def test_number_and_boolean_options_trim_as_java_string_trim() -> None:
+    """Java trims each option value with ``String.trim`` (the characters up to U+0020) before ``Integer.parseInt`` /
+    ``Boolean.parseBoolean``: a control character around the value goes, an ideographic or no-break space stays, so
+    ``"\\u300012"`` is a NumberFormatException and ``"true\\u00a0"`` is false."""
+    assert JAVA_INT.convert("\x0112\x1b", None, None) == 12
+    with pytest.raises(click.BadParameter, match='For input string: "\u300012"'):
+        JAVA_INT.convert("\u300012", None, None)
+    assert java_bool("\x01true\x1b") is True
+    assert java_bool("true\u00a0") is False
