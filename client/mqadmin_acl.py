@@ -16,7 +16,7 @@ import click
 
 from client.acl_admin import acl_targets, acl_versions, delete_acl_config, update_acl_config, update_global_white
 from client.admin import Admin
-from client.mqadmin_support import Output, common, format_date, run_job
+from client.mqadmin_support import Output, common, format_date, java_bool, run_job
 
 __all__ = ["COMMANDS"]
 
@@ -44,19 +44,10 @@ def _finish(out: Output, addrs: list[str]) -> None:
 
 
 def _one_target(o: dict[str, Any]) -> None:
-    """Every text option trimmed in place, then exactly one of ``-b`` / ``-c``, as the 4.9.8 commands read each value
-    with ``commandLine.getOptionValue(..).trim()`` (``tools/src/main/java/org/apache/rocketmq/tools/command/acl/``)."""
-    for name, value in o.items():
-        if isinstance(value, str):
-            o[name] = value.strip()
+    """Exactly one of ``-b`` / ``-c`` (the values come trimmed as Java's ``getOptionValue(..).trim()``, by
+    :func:`client.mqadmin_support.common`)."""
     if bool(o["broker_addr"]) == bool(o["cluster"]):
         raise click.UsageError("give exactly one of -b brokerAddr and -c clusterName")
-
-
-def _java_boolean(text: str | None) -> bool:
-    """``Boolean.parseBoolean(text.trim())``: only ``true``, in any case, is true; anything else false, never an
-    error (``UpdateAccessConfigSubCommand``'s ``-m``)."""
-    return text is not None and text.strip().lower() == "true"
 
 
 @click.command("updateAclConfig")
@@ -87,7 +78,7 @@ def update_acl(ctx: click.Context, **o: Any) -> None:
                 default_group_perm=o["group_perm"],
                 topic_perms=o["topic_perms"],
                 group_perms=o["group_perms"],
-                is_admin=_java_boolean(o["is_admin"]),
+                is_admin=java_bool(o["is_admin"]),  # UpdateAccessConfigSubCommand: parseBoolean
             )
             out.line("create or update plain access config to %s success.%n", addr)
         # Java then prints the PlainAccessConfig object itself, which has no toString in 4.9.8 (an identity hash).

@@ -30,6 +30,7 @@ from client.message import MessageExt
 from client.tools_config import tools_credentials
 from remoting.codec.bodies import BrokerData
 from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig, TopicConfig
+from remoting.codec.message_properties import java_trim
 from remoting.errors import RemotingError
 
 NO_NAMESRV: Final = "mqadmin: no name server address: pass -n host:port[;host:port] or set NAMESRV_ADDR"
@@ -202,7 +203,7 @@ class JavaNumber(click.ParamType[int]):
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
         if isinstance(value, int):
             return value
-        text = str(value).strip()
+        text = java_trim(str(value))  # the command trims the value first (String.trim)
         digits = text[1:] if text[:1] in ("+", "-") else text
         limit = 1 << (self.bits - 1)
         if not digits.isdecimal() or len(digits.lstrip("0")) > 19 or not -limit <= int(text) < limit:
@@ -216,8 +217,9 @@ JAVA_LONG: Final = JavaNumber(64)
 
 
 def java_bool(text: str | None, default: bool = False) -> bool:
-    """Java's ``Boolean.parseBoolean`` (``true`` in any case is true, anything else false); ``default`` if absent."""
-    return default if text is None else text.strip().lower() == "true"
+    """Java's ``Boolean.parseBoolean`` of the trimmed value (``true`` in any case is true, anything else false);
+    ``default`` if absent."""
+    return default if text is None else java_trim(text).lower() == "true"
 
 
 def message_text(m: MessageExt, broker_name: str) -> str:
@@ -256,11 +258,12 @@ MSG_COLUMNS = ["OffsetMsgId", "Topic", "QueueId", "QueueOffset", "Tags", "Keys",
 
 def common(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``-n``/``--namesrvAddr`` (or ``NAMESRV_ADDR``) and ``--json`` on a command, which gets the click context and
-    its option values trimmed (Java reads each with ``getOptionValue(..).trim()``)."""
+    its option values trimmed as Java reads each, ``getOptionValue(..).trim()``: ``String.trim`` drops the characters up
+    to U+0020 at both ends, control characters too, and keeps a no-break or ideographic space (unlike ``str.strip``)."""
 
     @functools.wraps(fn)
     def trimmed(ctx: click.Context, /, **options: Any) -> Any:
-        return fn(ctx, **{k: v.strip() if isinstance(v, str) else v for k, v in options.items()})
+        return fn(ctx, **{k: java_trim(v) if isinstance(v, str) else v for k, v in options.items()})
 
     namesrv = click.option(
         "-n", "--namesrvAddr", "namesrv", envvar="NAMESRV_ADDR", help="name servers, host:port;host:port"
