@@ -150,3 +150,22 @@ async def test_code_52_dates_a_file_without_a_data_version_at_its_load(
     for stamp in (listed, version):
         assert stamp["counter"] == 0
         assert loaded_from <= stamp["timestamp"] <= loaded_by, stamp
+
+
+async def test_code_50_reads_admin_as_boolean_parse_boolean_without_a_trim(
+    acl_cluster: EmbeddedCluster, acl_home: Path
+) -> None:
+    """4.9.8's ``decodeCommandCustomHeader`` reads the boolean ``admin`` field with ``Boolean.parseBoolean(value)``,
+    no trim: ``TRUE`` makes an admin, ``" true"`` or ``"true\\n"`` a plain account."""
+    cases = {"upper-admin": ("TRUE", True), "blank-admin": (" true", False), "newline-admin": ("true\n", False)}
+    async with RemotingClient() as client:
+        for key, (flag, _) in cases.items():
+            fields = {"accessKey": key, "secretKey": "admin-secret", "admin": flag}
+            answer = await client.invoke(
+                acl_cluster.broker_addr, sign(request(RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, fields), ADMIN), 5
+            )
+            assert answer.code == ResponseCode.SUCCESS, answer
+    accounts = {
+        a["accessKey"]: a for a in yaml.safe_load((acl_home / "conf" / "plain_acl.yml").read_text())["accounts"]
+    }
+    assert {key: accounts[key]["admin"] for key in cases} == {key: admin for key, (_, admin) in cases.items()}
