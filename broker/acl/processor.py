@@ -113,7 +113,8 @@ def account_change(fields: dict[str, str]) -> tuple[AccountConfig, frozenset[str
         access_key=access_key,
         secret_key=secret_key,
         white_remote_address=fields.get("whiteRemoteAddress"),
-        admin=fields.get("admin", "false").strip().lower() == "true",
+        # decodeCommandCustomHeader: Boolean.parseBoolean(value), no trim (remoting/.../protocol/RemotingCommand.java)
+        admin=fields.get("admin", "false").lower() == "true",
         default_topic_perm=fields.get("defaultTopicPerm"),
         default_group_perm=fields.get("defaultGroupPerm"),
         topic_perms=_split_entries(fields.get("topicPerms")),
