@@ -121,3 +121,18 @@ async def test_a_changed_trust_file_is_reloaded_for_client_authentication(
     client_ca.cert_pem.write_to_path(str(trust))
     await trio.sleep(2)
     assert await _serves_tls(addr, with_cert), "the changed trust file was not loaded"
+
+
+async def test_a_disabled_listener_never_reads_the_tls_config_file(nursery: trio.Nursery, tmp_path: Path) -> None:
+    """With ``tls.server.mode=disabled`` RocketMQ 4.9.8 builds no server context
+    (``NettyRemotingServer.loadSslContext``) and watches no file (``BrokerController`` / ``NamesrvController`` start
+    ``FileWatchService`` only when the mode is not disabled), so ``tls.config.file`` is never read: one
+    ``Properties.load`` refuses (a malformed ``\\u`` escape) cannot stop such a broker or name server, which build
+    their listeners with ``listener_config``."""
+    props = tmp_path / "tls.properties"
+    props.write_text("tls.server.certPath=\\uZZZZ\n")
+    settings = ListenerSettings(tls_server_mode="disabled", tls_config_file=str(props))
+    addr = await _serve(nursery, settings)
+    async with RemotingClient(connect_timeout=5) as client:
+        answer = await client.invoke(addr, request(1000, {}, b"x"), 5)
+    assert answer.code == ResponseCode.SUCCESS
