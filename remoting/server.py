@@ -100,20 +100,22 @@ class ListenerSettings(TlsSettings):
 
     def listener_config(self, idle_timeout: float) -> ServerConfig:
         """The :class:`ServerConfig` these settings describe (``tls.config.file`` is read now, for the files to
-        watch, and again whenever the context is built, by :func:`remoting.tls.server_context`). An ``idle_timeout``
-        (``serverChannelMaxIdleTimeSeconds``) of 0 or less closes no idle connection, as
-        remoting/src/main/java/org/apache/rocketmq/remoting/netty/NettyRemotingServer.java's
+        watch, and again whenever the context is built, by :func:`remoting.tls.server_context`; never when the mode is
+        disabled). An ``idle_timeout`` (``serverChannelMaxIdleTimeSeconds``) of 0 or less closes no idle connection,
+        as remoting/src/main/java/org/apache/rocketmq/remoting/netty/NettyRemotingServer.java's
         ``IdleStateHandler(0, 0, seconds)`` checks nothing then."""
-        files = tls_settings_of(self)
+        mode = tls_mode(self.tls_server_mode)
+        watched = ("", "", "")
+        if mode != DISABLED:
+            # Disabled: NettyRemotingServer.loadSslContext builds nothing and broker/.../BrokerController.java and
+            # namesrv/.../NamesrvController.java start no FileWatchService, so Java never reads tls.config.file then.
+            files = tls_settings_of(self)
+            watched = (files.tls_server_cert_path, files.tls_server_key_path, files.tls_server_trust_cert_path)
         return ServerConfig(
             idle_timeout=idle_timeout if idle_timeout > 0 else None,
-            tls_mode=tls_mode(self.tls_server_mode),
+            tls_mode=mode,
             ssl_context=functools.partial(server_context, self),
-            tls_watched_files=(
-                files.tls_server_cert_path,
-                files.tls_server_key_path,
-                files.tls_server_trust_cert_path,
-            ),
+            tls_watched_files=watched,
             max_connections=self.server_max_connections or None,
             max_requests_in_flight=self.server_max_requests_in_flight,
             max_buffered_bytes=self.server_max_buffered_bytes,
