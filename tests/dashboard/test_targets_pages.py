@@ -13,7 +13,7 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import Select
 
 from client.admin import Admin
-from client.errors import MQBrokerError
+from client.errors import MQBrokerError, TopicRouteNotFoundError
 from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig
 from tests.dashboard.browser import HANG_GUARD, banner, click, table_rows, wait_for
 from tests.dashboard.live import ThreadedDashboard
@@ -241,6 +241,46 @@ def test_an_update_from_its_page_keeps_a_perm_the_form_does_not_list(
     update.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
     wait_for(browser, lambda d: "InheritPageTopic updated on broker-b" in banner(d).text)
     assert (read_queues(live, b, "InheritPageTopic"), live.call(perm)) == (3, 7)
+
+
+def test_an_update_from_its_page_keeps_each_brokers_own_type(
+    browser: WebDriver, two: tuple[ThreadedDashboard, str]
+) -> None:
+    """The page's one form goes to every broker holding the topic, filled from the first; its type is read-only, so
+    no broker takes another's: rocketmq-dashboard's update dialog has a form per broker, each sending that broker's
+    own type (``TopicSingleModifyForm.jsx``), and the broker keeps an attribute an update does not name
+    (``AttributeUtil.alterCurrentAttributes``). A DELAY broker-a does not make an untyped broker-b DELAY."""
+    live, b = two
+    a = live.broker_addr
+
+    async def create() -> None:
+        admin = _admin(live)
+        await admin.create_topic(
+            "SplitTypeTopic", read_queue_nums=2, write_queue_nums=2, broker_addr=a, attributes="+message.type=DELAY"
+        )
+        await admin.create_topic("SplitTypeTopic", read_queue_nums=2, write_queue_nums=2, broker_addr=b)
+
+    async def routed() -> bool:
+        try:
+            return len((await _admin(live).topic_route("SplitTypeTopic")).broker_datas) == 2
+        except TopicRouteNotFoundError:
+            return False
+
+    live.call(create)
+    wait_until(live, routed)
+    open_page(browser, live, "/topic?topic=SplitTypeTopic")
+    rows = table_rows(browser, "configs", lambda r: len(r) == 2)
+    assert [(r[0], r[7]) for r in rows] == [("broker-a", "DELAY"), ("broker-b", "UNSPECIFIED")]
+    wait_for(browser, lambda d: picks(d, "update-targets") == ["broker-a", "broker-b"])
+    update = browser.find_element(By.ID, "update-topic")
+    queues = update.find_element(By.NAME, "readQueueNums")
+    wait_for(browser, lambda d: queues.get_attribute("value") == "2")
+    queues.clear()
+    queues.send_keys("3")
+    update.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    wait_for(browser, lambda d: "SplitTypeTopic updated on broker-a, broker-b" in banner(d).text)
+    assert (read_queues(live, a, "SplitTypeTopic"), read_queues(live, b, "SplitTypeTopic")) == (3, 3)
+    assert (message_type(live, a, "SplitTypeTopic"), message_type(live, b, "SplitTypeTopic")) == ("DELAY", None)
 
 
 def message_type(live: ThreadedDashboard, addr: str, topic: str) -> str | None:
