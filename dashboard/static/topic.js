@@ -58,9 +58,12 @@
     choose(form.elements.messageType, type === "UNSPECIFIED" ? "" : type, type);
   }
 
+  let holders = [];  // the brokers holding the topic, as its config table lists them
+
   async function loadConfigs() {
     const d = await guarded(() => api("GET", "/api/topic/config?topic=" + enc));
     if (!d) return;
+    holders = d.brokers.map((c) => c.brokerName);
     const held = d.brokers.filter((c) => !c.error);
     table(document.getElementById("configs"), [
       { key: "brokerName", title: "Broker" }, { key: "cluster", title: "Cluster" }, { key: "address", title: "Address" },
@@ -76,14 +79,29 @@
   form.addEventListener("submit", async (ev) => {
     ev.preventDefault();
     const f = new FormData(form);
-    const body = {
+    const base = {
       topic, readQueueNums: Number(f.get("readQueueNums")), writeQueueNums: Number(f.get("writeQueueNums")),
-      perm: Number(f.get("perm")), order: f.get("order") === "true", messageType: form.elements.messageType.value,
-      clusterNameList: picker.clusterNameList(), brokerNameList: picker.brokerNameList(),
+      perm: Number(f.get("perm")), order: f.get("order") === "true", clusterNameList: [],
     };
-    const done = await guarded(() => api("POST", "/api/topics", body));
-    if (!done) return;
-    showNotice(`Topic ${topic} updated on ${done.brokerNames.join(", ")}`);
+    // The type is read-only: the brokers holding the topic are sent none, so each keeps its own (the broker keeps an
+    // attribute an update does not name, common/src/main/java/org/apache/rocketmq/common/attribute/AttributeUtil.java
+    // alterCurrentAttributes), as rocketmq-dashboard's update dialog has a form per broker sending that broker's type
+    // (frontend-new/src/components/topic/TopicSingleModifyForm.jsx); a broker picked that lacks it gets the type shown.
+    const clusters = (cluster && cluster.clusters) || {};
+    const picked = [...new Set([...picker.brokerNameList(), ...picker.clusterNameList().flatMap((n) => clusters[n] || [])])];
+    const newcomers = picked.filter((b) => !holders.includes(b));
+    const writes = [];
+    if (!picked.length || newcomers.length < picked.length) {
+      writes.push({ ...base, messageType: "", brokerNameList: picked.filter((b) => holders.includes(b)) });
+    }
+    if (newcomers.length) writes.push({ ...base, messageType: form.elements.messageType.value, brokerNameList: newcomers });
+    const names = [];
+    for (const body of writes) {
+      const done = await guarded(() => api("POST", "/api/topics", body));
+      if (!done) return;
+      names.push(...done.brokerNames);
+    }
+    showNotice(`Topic ${topic} updated on ${names.sort().join(", ")}`);
     await load();
     await loadConfigs();
   });
