@@ -495,3 +495,44 @@ def test_the_progress_a_slave_copies_during_a_crash_rebuild_delivers_no_timer_ag
     assert promoted.pending == 0
     promoted.close()
     store.close()
+
+
+@pytest.mark.parametrize("then", ["crash", "slave"])
+def test_a_crash_rebuild_at_a_coarser_precision_keeps_the_crashs_read_time_as_progress(
+    tmp_path: Path, then: str
+) -> None:
+    """A crash at 100 ms slots (read time 1,003,500), a rebuild at 1000 ms slots (its read time the slot 1,003,000)
+    still judging the timer queue, then a second crash (its periodic unclean checkpoint) or a slave's promotion (the
+    progress it copied): the progress must be the first crash's, read time included. It was the rebuild's own read
+    time, so the timers due from 1,003,000 to the crash's read time, delivered before the crash, went out again."""
+    now = [1_000_000]
+    store, config_dir, timers = open_timer_store(tmp_path, now)
+    for i in range(6):
+        store.append(_timer_record(now[0] + 1_000 * (i + 1), f"c{i}".encode()))
+    store.append(_timer_record(now[0] + 3_200, b"x"))
+    assert timers.enqueue(100) == 7
+    now[0] += 3_500
+    run_timer(timers, now[0])
+    assert (timers.read_ms, sorted(_crashed(store))) == (1_003_500, [b"c0", b"c1", b"c2", b"x"])
+    timers.save_checkpoint(timers.checkpoint(clean=False))
+    timers.close()  # a crash: the last checkpoint has the four deliveries
+
+    rebuilding = TimerStore(store, config_dir, slots=64, precision_ms=1000)
+    rebuilding.load()
+    assert rebuilding.enqueue(2) == 2  # the rebuild has more of the queue to judge
+    if then == "crash":
+        rebuilding.save_checkpoint(rebuilding.checkpoint(clean=False))  # the service's periodic save
+    else:  # the slave's adopted checkpoint (TimerMessageService.adopt_checkpoint), then its promotion
+        offset, read_ms = rebuilding.confirmed()
+        rebuilding.save_checkpoint(TimerCheckpoint(enqueue_offset=offset, read_ms=read_ms, windows=rebuilding.windows))
+    rebuilding.close()
+
+    again = TimerStore(store, config_dir, slots=64, precision_ms=1000)
+    again.load()
+    for _ in range(10):
+        now[0] += 1_000
+        run_timer(again, now[0])
+    assert sorted(_crashed(store)) == [*(f"c{i}".encode() for i in range(6)), b"x"]
+    assert again.pending == 0
+    again.close()
+    store.close()
