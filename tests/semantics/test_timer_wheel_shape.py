@@ -536,3 +536,38 @@ def test_a_crash_rebuild_at_a_coarser_precision_keeps_the_crashs_read_time_as_pr
     assert again.pending == 0
     again.close()
     store.close()
+
+
+def test_a_clean_stop_in_the_middle_of_a_crash_rebuild_keeps_the_roll_windows_of_the_crash(tmp_path: Path) -> None:
+    """``timerRollWindowSlot`` lowered (48 slots to 10) at the start after a crash, whose rebuild a clean stop cuts
+    short: the next start carries on the rebuild and must judge the records the crashed run filed by the window they
+    were filed with. It kept the saved windows only below the rebuild's own offset, so a timer filed unrolled under
+    the old window further on was judged by the new one, taken for rolled before the crash, and dropped."""
+    now = [1_000_000]
+    store, config_dir, timers = open_timer_store(tmp_path, now)
+    for i in range(3):
+        store.append(_timer_record(now[0] + 1_000, f"f{i}".encode()))
+    store.append(_timer_record(now[0] + 30_000, b"far"))  # filed to roll at + 4.8 s (48 slots of 100 ms)
+    assert timers.enqueue(100) == 4
+    now[0] += 2_500
+    run_timer(timers, now[0])
+    assert (timers.rolled, sorted(_crashed(store))) == (0, [b"f0", b"f1", b"f2"])
+    timers.save_checkpoint(timers.checkpoint(clean=False))
+    timers.close()  # a crash: "far" not rolled (with 10 slots it would have rolled at + 1 s)
+
+    rebuilding = TimerStore(store, config_dir, slots=64, roll_window_slot=10)
+    rebuilding.load()
+    assert rebuilding.enqueue(2) == 2  # the rebuild has more of the queue to judge
+    rebuilding.flush()
+    rebuilding.save_checkpoint(rebuilding.checkpoint(clean=True))
+    rebuilding.close()
+
+    again = TimerStore(store, config_dir, slots=64, roll_window_slot=10)
+    again.load()
+    for _ in range(40):
+        now[0] += 1_000
+        run_timer(again, now[0])
+    assert sorted(_crashed(store)) == [b"f0", b"f1", b"f2", b"far"]
+    assert again.pending == 0
+    again.close()
+    store.close()
