@@ -346,9 +346,9 @@ class TimerStore:
             self.congest_num = self.wheel.entries_from(self.read_ms)  # once, in the load's worker thread
             self.walk_pos, self.walk_to = cp.walk_pos, cp.walk_to
             self.pending, self._segments = cp.pending, dict(cp.segments)
-            self._confirmed = (self.enqueue_offset, self.read_ms)
             self._use_windows(windows, self.enqueue_offset)
             self._resume_rebuild(cp.rebuild)
+            self._confirmed = self._progress()
             return
         shutil.rmtree(self.root, ignore_errors=True)
         self.log.load(0)
@@ -374,7 +374,7 @@ class TimerStore:
         else:
             self.read_ms = self.wheel.slot_time(self.store.config.now_ms() if now_ms is None else now_ms)
             self._use_windows((), 0)
-        self._confirmed = (self._skip_below_offset, self.read_ms)
+        self._confirmed = self._progress()
 
     def _stored_shape(self, cp: TimerCheckpoint) -> tuple[int, int]:
         """``(slots, precision)`` wheel and log were written with: the checkpoint's, else (a previous version's
@@ -433,9 +433,9 @@ class TimerStore:
         self.enqueue_offset, self.read_ms, self.pending = cp.enqueue_offset, read_ms, cp.pending
         for at in range(0, len(live), 4):
             self.file(live[at], live[at + 1], live[at + 2], live[at + 3])
-        self._confirmed = (self.enqueue_offset, self.read_ms)
         self._use_windows(windows, self.enqueue_offset)
         self._resume_rebuild(cp.rebuild)
+        self._confirmed = self._progress()
 
     def _resume_rebuild(self, rebuild: tuple[int, int, int] | None) -> None:
         """Carry on a crash rebuild a clean stop interrupted (:attr:`TimerCheckpoint.rebuild`)."""
@@ -517,16 +517,22 @@ class TimerStore:
         self.confirmed()
         return not self._marks
 
+    def _progress(self) -> tuple[int, int]:
+        """``(enqueueOffset, readMs)`` as progress to confirm. A crash rebuild reads the queue again from its start, so
+        its own offset lies below the crash's progress, which still holds (nothing is delivered before the rebuild
+        passes it): an unclean checkpoint or a slave (GET_TIMER_CHECK_POINT, RocketMQ 5.3's ``syncTimerCheckPoint`` in
+        broker/src/main/java/org/apache/rocketmq/broker/slave/SlaveSynchronize.java) taking the rebuild's offset would
+        deliver again what was delivered before the crash from there on. The crash's read time goes with it: the
+        rebuild's is that time's slot, lower when the precision is coarser since the crash, and the timers due in
+        between, delivered before the crash, would go out again."""
+        below, before = self._skip_below_offset, self._skip_due_before
+        if self.enqueue_offset < below and self.read_ms <= before:
+            return below, before
+        return self.enqueue_offset, self.read_ms
+
     def _mark(self) -> None:
-        offset = self.enqueue_offset
-        if offset < self._skip_below_offset and self.read_ms <= self._skip_due_before:
-            # A crash rebuild reads the queue again from its start, so its own offset lies below the crash's progress,
-            # which still holds (nothing is delivered before the rebuild passes it): an unclean checkpoint or a slave
-            # (GET_TIMER_CHECK_POINT, RocketMQ 5.3's SlaveSynchronize.syncTimerCheckPoint,
-            # broker/src/main/java/org/apache/rocketmq/broker/slave/SlaveSynchronize.java) taking the rebuild's offset
-            # would deliver again what was delivered before the crash from there on.
-            offset = self._skip_below_offset
-        mark = (self._last_end, offset, self.read_ms)
+        offset, read_ms = self._progress()
+        mark = (self._last_end, offset, read_ms)
         if not self._marks or self._marks[-1] != mark:
             self._marks.append(mark)
 
