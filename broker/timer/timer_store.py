@@ -246,6 +246,13 @@ def _decode(data: bytes) -> TimerCheckpoint:
         raise ConfigFileError(f"timerCheck.json: {exc}") from exc
 
 
+def _filed_before(offset: int, rebuild: tuple[int, int, int] | None) -> int:
+    """Below which queue offset the records were filed by an earlier run (their saved roll windows apply): a clean
+    checkpoint's ``enqueueOffset``, or, in the middle of a crash rebuild, the crash's offset when higher (the rebuild
+    reads the queue again from its start; what it has not judged yet was filed by the crashed run)."""
+    return offset if rebuild is None else max(offset, rebuild[0])
+
+
 def _triple(value: Any) -> tuple[int, int, int]:
     first, second, third = (int(v) for v in value)
     return first, second, third
@@ -346,7 +353,7 @@ class TimerStore:
             self.congest_num = self.wheel.entries_from(self.read_ms)  # once, in the load's worker thread
             self.walk_pos, self.walk_to = cp.walk_pos, cp.walk_to
             self.pending, self._segments = cp.pending, dict(cp.segments)
-            self._use_windows(windows, self.enqueue_offset)
+            self._use_windows(windows, _filed_before(self.enqueue_offset, cp.rebuild))
             self._resume_rebuild(cp.rebuild)
             self._confirmed = self._progress()
             return
@@ -369,7 +376,7 @@ class TimerStore:
             # unaligned read time sends the rest of its slot out at once, early.
             self.read_ms = self.wheel.slot_time(before)
             self._rebuild_end = self.store.max_offset_in_queue(TIMER_TOPIC, 0)
-            self._use_windows(_resolved(cp.windows, cp.precision_ms or self.precision_ms), cp.enqueue_offset)
+            self._use_windows(_resolved(cp.windows, cp.precision_ms or self.precision_ms), below)
             self._find_copies()
         else:
             self.read_ms = self.wheel.slot_time(self.store.config.now_ms() if now_ms is None else now_ms)
@@ -433,7 +440,7 @@ class TimerStore:
         self.enqueue_offset, self.read_ms, self.pending = cp.enqueue_offset, read_ms, cp.pending
         for at in range(0, len(live), 4):
             self.file(live[at], live[at + 1], live[at + 2], live[at + 3])
-        self._use_windows(windows, self.enqueue_offset)
+        self._use_windows(windows, _filed_before(self.enqueue_offset, cp.rebuild))
         self._resume_rebuild(cp.rebuild)
         self._confirmed = self._progress()
 
