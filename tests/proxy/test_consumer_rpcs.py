@@ -813,6 +813,47 @@ async def test_an_arrival_wakes_one_parked_receive_of_each_group_not_every_recei
         parked.cancel_scope.cancel()
 
 
+async def test_a_receive_whose_client_goes_away_after_its_wake_leaves_the_message_to_the_groups_next_receive(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """An arrival wakes the group's longest parked receive; its client goes away (the bridge cancels the receive's
+    task) after the wake chose it but before the task runs. PopLongPollingService.wakeUp does not run a request
+    whose channel is no longer active and pollRemotingCommands takes the next one instead. Ours ran the woken
+    receive anyway: it popped the message for a caller that was gone, which never saw it (hidden for its whole
+    invisible time), while the group's other receive slept its whole window."""
+    activity = await _activity(embedded_cluster, nursery)
+    await create_topic(embedded_cluster, "Left", queues=1)
+    got: dict[str, list[bytes]] = {}
+
+    async def receive(name: str, *, task_status: trio.TaskStatus[trio.CancelScope]) -> None:
+        with trio.CancelScope() as scope:  # the bridge's scope of one ReceiveMessage call
+            task_status.started(scope)
+            stream = await activity.consuming.receive(_receive_request("GLeft", "Left"), md(f"{name}@1"), None)
+            got[name] = [m.body for m in _messages(stream)]
+
+    async with trio.open_nursery() as parked:
+        first = await parked.start(receive, "first")
+        await trio.testing.wait_all_tasks_blocked()
+        await parked.start(receive, "second")
+        await trio.testing.wait_all_tasks_blocked()
+        store = embedded_cluster.controller.context.store
+        previous = store.arrival_listener
+        assert previous is not None
+
+        def arrival_then_gone(topic: str, queue_id: int, offset: int, tags_code: int, properties: str = "") -> None:
+            previous(topic, queue_id, offset, tags_code, properties)
+            first.cancel()  # the first receive's client goes away right after the arrival woke that receive
+
+        store.arrival_listener = arrival_then_gone
+        autojump_clock.autojump_threshold = math.inf  # the polling windows stand still while the producer connects
+        await send(embedded_cluster, "Left", b"one")
+        await trio.testing.wait_all_tasks_blocked()
+        store.arrival_listener = previous
+        assert got == {"second": [b"one"]}
+        autojump_clock.autojump_threshold = 0
+        parked.cancel_scope.cancel()
+
+
 @pytest.mark.parametrize(
     ("version", "code"),
     [(None, Code.BAD_REQUEST), ("5.0.2", Code.BAD_REQUEST), ("5.0.3", Code.ILLEGAL_POLLING_TIME),
