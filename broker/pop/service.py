@@ -210,18 +210,24 @@ class PopService:
 
     async def wait_arrival(self, topics: list[str], timeout: float, group: str = "") -> None:
         """Return when an arrival on one of ``topics`` wakes this receive of ``group`` (:meth:`_wake`: one receive per
-        group and arrival) or after ``timeout`` seconds. The last waiter of a topic to leave drops its entries, so
-        topics waited on once are not kept for good (RocketMQ's PopLongPollingService removes a topic's polling
-        queue once it is empty and cleans those of topics that are gone)."""
+        group and arrival) or after ``timeout`` seconds; a receive cancelled once a wake chose it (before or after the
+        wake) raises Cancelled and the wake goes to the group's next receive. The last waiter of a topic to leave
+        drops its entries, so topics waited on once are not kept for good (RocketMQ's PopLongPollingService removes
+        a topic's polling queue once it is empty and cleans those of topics that are gone)."""
         poll = _Poll(group, tuple(dict.fromkeys(topics)))
         for topic in poll.topics:
             self._arrivals.setdefault(topic, {}).setdefault(group, {})[poll] = None
         try:
             with trio.move_on_after(timeout):
                 await poll.event.wait()
+            if poll.woken_on is not None and trio.current_effective_deadline() == -math.inf:
+                # Woken, but cancelled (its client gone) before it ran: it would pop for a caller that never sees
+                # the messages. PopLongPollingService.wakeUp runs no request whose channel is no longer active.
+                await trio.lowlevel.checkpoint()  # raises Cancelled
         except BaseException:
             # Cancelled (its client gone) after a wake chose it: the wake goes to the group's next receive, as
-            # PopLongPollingService.pollRemotingCommands skips a request whose channel is no longer active.
+            # PopLongPollingService.pollRemotingCommands skips a request whose channel is no longer active
+            # (broker/src/main/java/org/apache/rocketmq/broker/longpolling/PopLongPollingService.java).
             if poll.woken_on is not None:
                 self._wake(poll.woken_on, group)
             raise
