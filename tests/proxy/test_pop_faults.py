@@ -504,3 +504,56 @@ async def test_a_wake_that_finds_its_receive_cancelled_wakes_the_next_receive_of
         await trio.testing.wait_all_tasks_blocked()
         assert woken == [("second", 0.0)]
         nursery.cancel_scope.cancel()
+
+
+@pytest.mark.parametrize("resolved", [False, True], ids=["answer-on-its-way", "answer-resolved"])
+async def test_messages_a_receive_answered_as_its_client_went_away_come_back_in_a_second(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery, resolved: bool
+) -> None:
+    """A receive long-polls; a message arrives and the receive answers with it, but its client cancels the call
+    before it takes the answer (still crossing to the gRPC thread, or just handed to it). RocketMQ's proxy writes
+    the answer to the cancelled stream, fails, and nacks each message (1 s, ReceiveMessageResponseStreamWriter
+    .processThrowableWhenWriteMessage). Ours dropped the answer: the message stayed hidden for the receive's whole
+    invisible time (30 s here). The servicer runs on a real asyncio loop in a worker thread, held while the Trio
+    side answers; virtual time stands still meanwhile."""
+    use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "PopLate")
+    activity, revive = build_activity(embedded_cluster.controller, ProxyConfig())
+    await nursery.start(revive.run)
+    req = service.ReceiveMessageRequest(batch_size=32)
+    req.group.name = "GLate"
+    req.message_queue.topic.name = "PopLate"
+    req.filter_expression.expression = "*"
+    req.invisible_duration.FromSeconds(30)
+    bridge = TrioBridge(nursery)
+    servicer = MessagingServicer(bridge, activity, lambda peer: peer)
+    pop = activity.consuming.pop
+
+    async def arrive() -> None:
+        await send(embedded_cluster, "PopLate", b"late")
+        await trio.testing.wait_all_tasks_blocked()  # the woken receive has popped it and answered
+
+    async def first_response() -> Any:
+        return await anext(servicer.ReceiveMessage(req, _GoneClientContext()))
+
+    async def receive_then_go() -> None:
+        task = asyncio.ensure_future(first_response())
+        while not await bridge.call_sync(lambda: pop._parked_total):
+            await asyncio.sleep(0)
+        trio.from_thread.run(arrive)  # holds this loop: the answer waits to be resolved
+        if resolved:
+            await asyncio.sleep(0)  # the answer is resolved; the receive's task has not run yet
+        task.cancel()  # the client goes away before its answer is taken
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    autojump_clock.autojump_threshold = math.inf
+    try:
+        await trio.to_thread.run_sync(asyncio.run, receive_then_go())
+        await trio.testing.wait_all_tasks_blocked()
+    finally:
+        autojump_clock.autojump_threshold = 0
+    await trio.sleep(5)
+    again = activity.consuming.receive_now(req, md("back@1"), None) or []
+    back = [(r.message.body, r.message.system_properties.delivery_attempt) for r in again if r.HasField("message")]
+    assert back == [(b"late", 2)]
