@@ -8,8 +8,9 @@ the other side has no drain pending, so calls that overlap share their wake-ups 
 :meth:`TrioBridge.call` starts the function as a task in the bridge's Trio nursery; :meth:`TrioBridge.call_sync`
 runs a synchronous function inside the drain (no task); :meth:`TrioBridge.call_now_or_later` tries a synchronous
 function first and starts the task only when it answers ``None``. Cancelling the awaiting coroutine (a gRPC deadline,
-a client cancel) cancels the Trio task. Errors raised on the Trio side are raised to the caller; ``BridgeClosed``
-when the Trio side has stopped.
+a client cancel) cancels the Trio task; a value answered as the caller went away goes to its ``unclaimed``
+(:meth:`TrioBridge.call_now_or_later`) rather than nowhere. Errors raised on the Trio side are raised to the caller;
+``BridgeClosed`` when the Trio side has stopped.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ __all__ = ["BridgeClosed", "TrioBridge"]
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-_Answer = tuple["asyncio.Future[Any]", outcome.Outcome[Any]]
+#: an answer, with what takes its value back when its caller has gone (``unclaimed`` of :meth:`call_now_or_later`)
+_Answer = tuple["asyncio.Future[Any]", outcome.Outcome[Any], "Callable[[Any], object] | None"]
 
 
 class BridgeClosed(RuntimeError):
@@ -60,13 +62,19 @@ class TrioBridge:
         return await self.call_now_or_later(_not_now, fn, *args)
 
     async def call_now_or_later(
-        self, now: Callable[..., T | None], later: Callable[..., Awaitable[T]], *args: Any
+        self,
+        now: Callable[..., T | None],
+        later: Callable[..., Awaitable[T]],
+        *args: Any,
+        unclaimed: Callable[[T], object] | None = None,
     ) -> T:
         """Run the synchronous ``now(*args)`` on the Trio thread; when it answers ``None`` (it would have to wait),
-        run ``await later(*args)`` there as :meth:`call` does, in the same hand-off (asyncio side)."""
+        run ``await later(*args)`` there as :meth:`call` does, in the same hand-off (asyncio side). A value answered
+        after the caller was cancelled (or as it was) goes to ``unclaimed`` on the Trio thread instead of being
+        dropped: a receive's messages are given back, as RocketMQ's proxy nacks what it cannot write."""
         future = self._future()
         scope = trio.CancelScope()
-        task = self._task(future, scope, later, args)
+        task = self._task(future, scope, later, args, unclaimed)
 
         def run() -> None:
             if self.closed:
@@ -76,9 +84,9 @@ class TrioBridge:
             if isinstance(result, outcome.Value) and result.value is None:
                 self._nursery.start_soon(task)
             else:
-                self._answer(future, result)
+                self._answer(future, result, unclaimed)
 
-        return await self._wait(future, scope, run)  # type: ignore[no-any-return]
+        return await self._wait(future, scope, run, unclaimed)  # type: ignore[no-any-return]
 
     def _task(
         self,
@@ -86,6 +94,7 @@ class TrioBridge:
         scope: trio.CancelScope,
         fn: Callable[..., Awaitable[Any]],
         args: tuple[Any, ...],
+        unclaimed: Callable[[Any], object] | None = None,
     ) -> Callable[[], Awaitable[None]]:
         """The Trio task of a :meth:`call`: runs ``fn`` inside ``scope`` and answers ``future``."""
 
@@ -94,20 +103,27 @@ class TrioBridge:
                 result = await outcome.acapture(fn, *args)
                 # Cancelled: the caller went away (this call's scope) or the broker is stopping (the bridge's).
                 cancelled = isinstance(result, outcome.Error) and isinstance(result.error, trio.Cancelled)
-                self._answer(future, outcome.Error(BridgeClosed("cancelled")) if cancelled else result)
+                self._answer(future, outcome.Error(BridgeClosed("cancelled")) if cancelled else result, unclaimed)
                 if cancelled:
                     result.unwrap()  # the cancellation goes on to the scope that asked for it
 
         return task
 
     async def _wait(
-        self, future: asyncio.Future[outcome.Outcome[Any]], scope: trio.CancelScope, job: Callable[[], object]
+        self,
+        future: asyncio.Future[outcome.Outcome[Any]],
+        scope: trio.CancelScope,
+        job: Callable[[], object],
+        unclaimed: Callable[[Any], object] | None = None,
     ) -> Any:
-        """Submit ``job`` and await its answer; a cancelled caller cancels ``scope`` on the Trio side."""
+        """Submit ``job`` and await its answer; a cancelled caller cancels ``scope`` on the Trio side (an answer that
+        came just before goes to ``unclaimed``; one still on its way, :meth:`_resolve_answers`)."""
         self._submit(job)
         try:
             return (await future).unwrap()
         except asyncio.CancelledError:
+            if unclaimed is not None and future.done() and not future.cancelled():
+                self._give_back(future.result(), unclaimed)
             with contextlib.suppress(BridgeClosed):  # the Trio side is gone: nothing left to cancel
                 self._submit(scope.cancel)
             raise
@@ -158,9 +174,15 @@ class TrioBridge:
         self._answers_scheduled = False  # first: an answer queued from now on schedules another drain
         answers = self._answers
         while answers:
-            future, result = answers.popleft()
+            future, result, unclaimed = answers.popleft()
             if not future.done():
                 future.set_result(result)
+            elif unclaimed is not None:  # its caller was cancelled meanwhile
+                self._give_back(result, unclaimed)
+
+    def _give_back(self, result: outcome.Outcome[Any], unclaimed: Callable[[Any], object]) -> None:
+        if isinstance(result, outcome.Value):
+            self.call_soon(unclaimed, result.value)
 
     # ---- Trio side ------------------------------------------------------------------------------------------
 
@@ -174,8 +196,13 @@ class TrioBridge:
             except Exception:  # a job's own errors go to its caller; this is a bug, and must not stop the drain
                 log.exception("bridge job failed")
 
-    def _answer(self, future: asyncio.Future[outcome.Outcome[Any]], result: outcome.Outcome[Any]) -> None:
-        self._answers.append((future, result))
+    def _answer(
+        self,
+        future: asyncio.Future[outcome.Outcome[Any]],
+        result: outcome.Outcome[Any],
+        unclaimed: Callable[[Any], object] | None = None,
+    ) -> None:
+        self._answers.append((future, result, unclaimed))
         if self._answers_scheduled or self._loop is None:
             return
         self._answers_scheduled = True

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Final, TypeAlias
@@ -123,7 +124,9 @@ class MessagingServicer(service_grpc.MessagingServiceServicer):  # type: ignore[
         try:
             # Nothing visible yet: long-poll in a Trio task, started in the same hand-off.
             now, later = self.activity.receive_now, self.activity.receive
-            responses = await self.bridge.call_now_or_later(now, later, request, md, deadline)
+            # An answer its client no longer waits for is nacked too (the write to a cancelled stream fails there).
+            unclaimed = functools.partial(self.activity.consuming.nack_unwritten, req=request, metadata=md)
+            responses = await self.bridge.call_now_or_later(now, later, request, md, deadline, unclaimed=unclaimed)
         except BridgeClosed:
             await context.abort(grpc.StatusCode.UNAVAILABLE, "broker is shutting down")
         for i, response in enumerate(responses):
