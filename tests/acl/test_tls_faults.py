@@ -168,3 +168,28 @@ async def test_an_enforcing_broker_reaches_its_name_servers_in_plaintext_when_tl
     # Without tls.enable the enforcing broker uses TLS, which a name server with TLS disabled closes.
     assert (answer is None) is over_tls
     assert answer is None or answer.code == ResponseCode.SUCCESS
+
+
+@pytest.mark.parametrize(
+    "written",
+    ["tls.server.mode=enforcing\nuseTLS=false\n", "tls.enable=true\nuseTLS=false\n"],
+    ids=["enforcing", "tls-enable"],
+)
+async def test_an_explicit_use_tls_false_in_broker_conf_registers_in_plaintext(tmp_path: Path, written: str) -> None:
+    """BrokerStartup (broker/src/main/java/org/apache/rocketmq/broker/BrokerStartup.java) first sets the client's
+    ``useTLS`` from ``tls.enable`` / the enforcing mode, then applies broker.conf to NettyClientConfig
+    (MixAll.properties2Object): an explicit ``useTLS=false`` there wins, and the broker reaches a name server whose
+    TLS is disabled in plaintext. Ours read ``useTLS=false`` as "not set" and went over TLS, which that name server
+    closes."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text(f"{written}tls.config.file={tmp_path / 'absent.properties'}\n")
+    config = build_config(str(conf), [], "127.0.0.1:9876")
+    dispatcher = Dispatcher()
+    dispatcher.register(1000, EchoProcessor(), ProcessorPool("echo", 2, 100))
+    namesrv = RemotingServer(dispatcher, ServerConfig(tls_mode=DISABLED))
+    async with trio.open_nursery() as nursery:
+        host, port = await nursery.start(namesrv.serve, "127.0.0.1", 0)
+        async with RemotingClient(ssl_context=namesrv_client_context(config), connect_timeout=5) as client:
+            answer = await client.invoke(f"{host}:{port}", request(1000, {}, b"register"), 5)
+        nursery.cancel_scope.cancel()
+    assert answer.code == ResponseCode.SUCCESS

@@ -20,8 +20,12 @@ from broker.controller import BrokerController
 from broker.security import server_config_of
 from namesrv.config import NamesrvConfig
 from namesrv.server import NamesrvServer
+from remoting.client import RemotingClient
+from remoting.codec.codes import RequestCode
+from remoting.codec.command import request
 from remoting.codec.java_properties import PropertiesError
 from remoting.server_main import sole_exception
+from remoting.tls import client_context
 from store.metadata_files import ConfigFileError
 from tests.broker.helpers import broker_from_conf
 from tests.conftest import SMALL_STORE
@@ -347,3 +351,34 @@ async def test_client_close_socket_if_timeout_from_broker_conf(
         await trio.sleep(75)  # registrations at the start, 10 s later, then each 30 s: four, each timing out
         assert accepted == connections
         nursery.cancel_scope.cancel()
+
+
+@pytest.mark.parametrize(
+    ("written", "shown"),
+    [
+        ("", "true"),
+        ("useTLS=false\n", "false"),
+        ("tls.enable=false\n", "false"),
+        ("tls.enable=false\nuseTLS=true\n", "true"),
+    ],
+    ids=["default", "use-tls-false", "tls-enable-false", "use-tls-true"],
+)
+async def test_get_broker_config_and_print_show_the_use_tls_the_broker_uses(
+    tmp_path: Path, written: str, shown: str
+) -> None:
+    """Java's NettyClientConfig, whose ``useTLS`` BrokerStartup sets to ``tls.enable`` (default: whether the mode
+    is enforcing) before broker.conf may set it, is one of the objects ``-p`` prints and the broker's Configuration
+    answers GET_BROKER_CONFIG with (broker/src/main/java/org/apache/rocketmq/broker/BrokerStartup.java,
+    BrokerController.java ``new Configuration``). Ours answered GET_BROKER_CONFIG without the default applied
+    (``useTLS=false`` on an enforcing broker talking TLS), and ``-p`` printed true for an explicit false."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text(
+        f"listenPort=0\nlistenHost=127.0.0.1\ntls.server.mode=enforcing\ntls.config.file={tmp_path / 'none'}\n{written}"
+    )
+    assert f"useTLS={shown}" in config_lines(printed_config(build_config(str(conf), [], "")), important_only=False)
+    async with (
+        broker_from_conf(conf, tmp_path / "store") as (_, addr),
+        RemotingClient(ssl_context=client_context()) as client,
+    ):
+        answer = await client.invoke(addr, request(RequestCode.GET_BROKER_CONFIG), 5)
+    assert f"useTLS={shown}" in bytes(answer.body).decode().splitlines()
