@@ -266,9 +266,10 @@ class BrokerConfig(ListenerSettings):
     #: accounts before it reaches a pool.
     acl_enable: bool = False
     #: The broker's own client (registration, a slave's sync from its master) talks TLS: NettyClientConfig's setting,
-    #: which BrokerStartup reads from broker.conf too. Also on with ``tls.enable`` or ``tls.server.mode=enforcing``
-    #: (Java's default for it; ours: ``useTLS=false`` does not turn those off). Read at start.
-    use_tls: bool = attrs.field(default=False, metadata={"key": "useTLS"})
+    #: which BrokerStartup reads from broker.conf too. None (not set): ``tls.enable``, else whether
+    #: ``tls.server.mode`` is enforcing (BrokerStartup's default, applied before the file, so an explicit
+    #: ``useTLS=false`` is plaintext even then); the broker shows the value it uses. Read at start.
+    use_tls: bool | None = attrs.field(default=None, metadata={"key": "useTLS"})
     #: The same client's other NettyClientConfig settings (remoting/src/main/java/org/apache/rocketmq/remoting/netty/
     #: NettyRemotingClient.java), read at start: the connect timeout (ms), the idle time (s; 0 or less: never) after
     #: which a connection is closed, and whether a request that timed out closes its connection.

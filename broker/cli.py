@@ -42,6 +42,7 @@ import trio
 from broker.broker_config import IMPORTANT_PROPERTIES, JAVA_INERT_PROPERTIES, BrokerConfig, checked_roles
 from broker.context import check_enums
 from broker.controller import BrokerController
+from broker.security import client_use_tls
 from proxy.config import ProxyConfig, proxy_config_from
 from remoting.codec.java_properties import (
     PropertiesError,
@@ -54,7 +55,6 @@ from remoting.codec.java_properties import (
 )
 from remoting.connection import Address
 from remoting.server_main import open_stop_signal_receiver, run_main
-from remoting.tls import client_tls_default
 from store.errors import StoreError
 
 log = logging.getLogger("broker")
@@ -113,7 +113,7 @@ def printed_config(config: BrokerConfig) -> BrokerConfig:
     listenPort + 1 before printing (ours keeps a configured one, as 5.x's BrokerStartup does)."""
     config = checked_roles(config)
     config = attrs.evolve(config, broker_ip2=config.broker_ip2 or config.broker_ip1, ha_listen_port=config.ha_bind_port)
-    config = attrs.evolve(config, use_tls=config.use_tls or client_tls_default(config))  # BrokerStartup's default
+    config = attrs.evolve(config, use_tls=client_use_tls(config))  # BrokerStartup's default unless the file sets it
     return attrs.evolve(config, broker_id=-1) if config.enable_dleger_commit_log else config
 
 

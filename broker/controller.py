@@ -48,7 +48,13 @@ from broker.registration import BrokerRegistration
 from broker.replication import ReplicationRole
 from broker.role_services import RoleServices
 from broker.schedule import ScheduleMessageService
-from broker.security import acl_manager_of, client_idle_timeout, namesrv_client_context, server_config_of
+from broker.security import (
+    acl_manager_of,
+    client_idle_timeout,
+    client_use_tls,
+    namesrv_client_context,
+    server_config_of,
+)
 from broker.slave_sync import SlaveSynchronize
 from broker.timer.checkpoint_sync import TimerCheckpointProcessor
 from broker.timer.runtime_info import RuntimeInfoProcessor
@@ -122,7 +128,9 @@ class BrokerController:
     """Owns a broker's context, pools, dispatcher, server and registration. See the module docstring."""
 
     def __init__(self, config: BrokerConfig, *, config_path: Path | None = None) -> None:
-        config = checked_roles(config)
+        # useTLS as the client uses it, so GET_BROKER_CONFIG shows it: Java's Configuration holds the NettyClientConfig
+        # BrokerStartup set it on (broker/src/main/java/org/apache/rocketmq/broker/BrokerController.java).
+        config = attrs.evolve(checked_roles(config), use_tls=client_use_tls(config))
         self.config = config
         self.context: BrokerState = build_context(config)
         self.context.config_path = config_path

@@ -11,7 +11,7 @@ from pathlib import Path
 from broker.acl.manager import AclFiles, AclManager
 from broker.broker_config import BrokerConfig
 from remoting.server import ServerConfig
-from remoting.tls import settings_client_context
+from remoting.tls import client_tls_default, settings_client_context
 
 
 def acl_manager_of(config: BrokerConfig) -> AclManager | None:
@@ -28,11 +28,17 @@ def server_config_of(config: BrokerConfig) -> ServerConfig:
     return config.listener_config(float(config.server_channel_max_idle_time_seconds))
 
 
+def client_use_tls(config: BrokerConfig) -> bool:
+    """Whether the broker's own client talks TLS: ``useTLS`` when broker.conf sets it, else ``tls.enable``, else
+    whether the broker's own mode is enforcing. broker/src/main/java/org/apache/rocketmq/broker/BrokerStartup.java
+    sets NettyClientConfig's ``useTLS`` from the last two, then applies broker.conf to it (``properties2Object``),
+    so the file's value wins either way."""
+    return client_tls_default(config) if config.use_tls is None else config.use_tls
+
+
 def namesrv_client_context(config: BrokerConfig) -> ssl.SSLContext | None:
-    """TLS towards the name servers (and a slave's master): with ``useTLS`` (NettyClientConfig's setting, which
-    BrokerStartup reads from broker.conf), ``tls.enable``, or when the broker's own mode is enforcing (RocketMQ's
-    ``BrokerStartup``)."""
-    return settings_client_context(config, config.use_tls)
+    """TLS towards the name servers (and a slave's master) when :func:`client_use_tls`."""
+    return settings_client_context(config, client_use_tls(config))
 
 
 def client_idle_timeout(config: BrokerConfig) -> float | None:

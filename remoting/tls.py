@@ -221,15 +221,15 @@ def client_tls_default(config: TlsSettings) -> bool:
     return tls_mode(config.tls_server_mode) == ENFORCING if enabled is None else enabled
 
 
-def settings_client_context(config: TlsSettings, use_tls: bool = False) -> ssl.SSLContext | None:
+def settings_client_context(config: TlsSettings, use_tls: bool | None = None) -> ssl.SSLContext | None:
     """The context a server uses as a client (the broker towards name servers): None unless ``use_tls`` (the
-    broker's ``useTLS``) or :func:`client_tls_default`; trusts ``tls.client.trustCertPath`` only with
+    broker's ``useTLS``; when None, :func:`client_tls_default`); trusts ``tls.client.trustCertPath`` only with
     ``tls.client.authServer``, and then checks the server's chain but not its host name, as RocketMQ:
     ``NettyRemotingClient`` builds its handler with ``sslContext.newHandler(alloc)``, no peer host, so Netty's engine
     has no host to check (name servers are addressed by IP, which certificates made by RocketMQ's TLS guide do not
     name)."""
     settings = tls_settings_of(config)
-    if not (use_tls or client_tls_default(settings)):
+    if not (client_tls_default(settings) if use_tls is None else use_tls):
         return None
     trust = settings.tls_client_trust_cert_path if settings.tls_client_auth_server else None
     if settings.tls_test_mode_enable:
