@@ -340,6 +340,27 @@ async def test_a_check_goes_to_a_producer_of_the_group_that_reads_not_to_one_tha
         nursery.cancel_scope.cancel()
 
 
+async def test_a_check_goes_to_the_last_active_producer_when_none_of_the_group_is_writable(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """4.9.8's ProducerManager.getAvailableChannel returns ``lastActiveChannel`` when no channel it looked at is
+    writable: the check is queued to a producer that is slow to read, which answers once it catches up. Ours
+    skipped the check, though the round had counted it: a producer busy for 15 rounds lost its transaction to the
+    discard without ever being asked."""
+    clients = embedded_cluster.controller.context.clients
+    async with trio.open_nursery() as nursery:
+        slow, _slow_end = served_connection(nursery, 1, small_buffers=True)
+        await congest(slow)
+        clients.register_producer("tx-slow", clients.channel_info(slow, "slow", LanguageCode.JAVA, 409))
+        (half,) = _half_backlog(embedded_cluster, 1, group="tx-slow")
+        queued = slow.buffered_bytes
+        outcome = await embedded_cluster.controller.transaction_check.check_once()
+        assert outcome.checked == 1
+        # The check (its body the half message) waits behind the backlog, for the producer to read it.
+        assert slow.buffered_bytes - queued > half.size, slow.buffered_bytes - queued
+        nursery.cancel_scope.cancel()
+
+
 async def _end_transaction(
     cluster: EmbeddedCluster, producer_group: str, queue_offset: int, phy: int, kind: int = 8
 ) -> tuple[int, str | None]:
