@@ -24,8 +24,9 @@ Every ``transactionCheckInterval`` (60 s) a round runs in two phases:
    from the round-robin pick on, the first whose connection is writable (``ProducerManager.getAvailableChannel``
    prefers an ``isActive() && isWritable()`` channel: a remoting producer not congested, a 5.x producer whose
    Telemetry stream is open), header as docs/protocol.md#310-transaction-headers, body the copy re-encoded with its
-   real topic and queue. No live channel, or none writable (a producer that stopped reading; Java would queue to it
-   regardless): logged and skipped (the copy was renewed, so the count still grows). Send errors are logged.
+   real topic and queue. None writable (a producer slow to read): queued, without waiting, to the last live one
+   looked at, as ``getAvailableChannel`` falls back to ``lastActiveChannel``. No live channel: logged and skipped (the
+   copy was renewed, so the count still grows). Send errors are logged.
 
 The producer answers with END_TRANSACTION naming the renewed copy (see :mod:`processors.end_transaction`).
 
@@ -288,12 +289,15 @@ class TransactionCheckService:
         if not channels:
             log.warning("no live producer of group %r to check transaction %s: skipped this round", group, uniq)
             return
-        channel = _first_writable(channels, next(self._round_robin))
-        if channel is None:
-            # Every producer stopped reading (its outbox over the high-water mark) or lost its stream: waiting for one
-            # would hold up this round's other checks, and every later round; queuing more would grow its backlog.
-            log.warning("transaction check of %s skipped this round: no producer of %r is writable", uniq, group)
-            return
+        channel, writable = _available_channel(channels, next(self._round_robin))
+        wait = _CHECK_SEND_WAIT
+        if not writable:
+            # No producer reads (its outbox over the high-water mark) or has its stream: 4.9.8's getAvailableChannel
+            # falls back to the last active channel it looked at and queues the check there, for the producer to
+            # answer once it catches up. Queued without waiting: a wait would hold up this round's other checks.
+            log.info("transaction check of %s queued to %s: no producer of %r is writable", uniq, channel.client_id,
+                     group)  # fmt: skip
+            wait = 0.0
         header = CheckTransactionStateRequestHeader(
             tran_state_table_offset=copy.queue_offset,
             commit_log_offset=copy.commit_log_offset,
@@ -303,19 +307,22 @@ class TransactionCheckService:
         )
         command = request(RequestCode.CHECK_TRANSACTION_STATE, header.to_ext_fields(), check_body(copy), oneway=True)
         try:  # a 5.x client's channel turns it into a Telemetry command
-            await channel.connection.invoke_oneway(command, _CHECK_SEND_WAIT)
+            await channel.connection.invoke_oneway(command, wait)
         except RemotingError as exc:
             log.warning("transaction check of %s to %s failed: %s", uniq, channel.client_id, exc)
 
 
-def _first_writable(channels: list[ClientChannelInfo], start: int) -> ClientChannelInfo | None:
-    """The first of ``channels`` from index ``start`` (mod their number) whose connection is
-    :attr:`~remoting.connection.Connection.writable`, or ``None`` when none is."""
+def _available_channel(channels: list[ClientChannelInfo], start: int) -> tuple[ClientChannelInfo, bool]:
+    """The first of the live ``channels`` from index ``start`` (mod their number) whose connection is
+    :attr:`~remoting.connection.Connection.writable`, and ``True``; when none is, the last one looked at, and
+    ``False``: ``getAvailableChannel`` in
+    ``broker/src/main/java/org/apache/rocketmq/broker/client/ProducerManager.java`` returns its ``lastActiveChannel``
+    then, rather than no channel."""
     for step in range(len(channels)):
         channel = channels[(start + step) % len(channels)]
         if channel.connection.writable:
-            return channel
-    return None
+            return channel, True
+    return channels[(start + len(channels) - 1) % len(channels)], False
 
 
 def check_body(copy: MessageExt) -> bytes:
