@@ -984,3 +984,39 @@ async def test_a_request_answered_end_transaction_with_unknown_gets_no_response(
     for kind in (0, 4):
         assert await _unanswered(embedded_cluster, "tx-pg", offset, phy, kind)
     assert _visible(embedded_cluster) == []
+
+
+def _count_reads(cluster: EmbeddedCluster, topic: str) -> list[int]:
+    """Count the broker store's reads of ``topic`` from now on (one item per ``get``), reads passing through."""
+    store = cluster.controller.context.store
+    reads: list[int] = []
+    plain_get = store.get
+
+    def counting_get(read_topic: str, *args: object, **kwargs: object) -> object:
+        if read_topic == topic:
+            reads.append(1)
+        return plain_get(read_topic, *args, **kwargs)  # type: ignore[arg-type]
+
+    store.get = counting_get  # type: ignore[method-assign]
+    return reads
+
+
+async def test_late_answers_after_a_restart_read_the_half_queue_past_the_progress_once(tmp_path: Path) -> None:
+    """After a restart, before the first round, an END_TRANSACTION naming a half message below the check progress
+    asks whether a copy of its transaction is left past the progress (4.9.8 answers from the half's own offset;
+    ours must not commit a transaction twice). Each such answer read the whole half queue past the progress again:
+    a producer repeating its COMMIT over a backlog of unended half messages cost one full scan per request. One read
+    serves them all until the next round."""
+    backlog, answers = 640, 10
+    async with EmbeddedCluster(tmp_path / "cluster", **SMALL_STORE) as cluster:
+        await _create_topic(cluster)
+        (ended,) = _half_backlog(cluster, 1, group="tx-pg")
+        assert await _end_transaction(cluster, "tx-pg", ended.queue_offset, ended.phy_offset) == (0, None)
+        await cluster.controller.transaction_check.check_once()  # the progress passes it and its op message
+        _half_backlog(cluster, backlog)  # past the progress, never ended
+        await cluster.restart_broker()
+        reads = _count_reads(cluster, TRANS_HALF_TOPIC)
+        for _ in range(answers):
+            assert await _end_transaction(cluster, "tx-pg", ended.queue_offset, ended.phy_offset) == (0, None)
+        assert [m.body for m in _visible(cluster)] == [b"x" * 64]
+        assert len(reads) <= backlog // 32 + 2, len(reads)
