@@ -124,8 +124,9 @@ class TransactionalMessageBridge:
         #: own commit) is acknowledged without committing twice. Rebuilt from the op topic by every check round, when
         #: it commits its progress.
         self.resolved: dict[int, int] = {}
-        #: Origins with a copy past the half progress, as the last check round found them (None before a round ran
-        #: in this process): what :meth:`ended_before` reads instead of the half queue.
+        #: Origins with a copy past the half progress, as the last check round found them, or as
+        #: :meth:`ended_before` read them once before a round ran (None until either): what it reads instead of the
+        #: half queue.
         self.live_origins: set[int] | None = None
 
     # ---- lookups ---------------------------------------------------------------------------------------------
@@ -186,18 +187,19 @@ class TransactionalMessageBridge:
     def ended_before(self, half: MessageExt) -> bool:
         """Whether the check service scanned past this copy and no copy of its transaction is left to scan: it was
         resolved (its op message since left :attr:`resolved`'s window), or discarded and ended since. A copy it
-        renewed is not: the renewal lies past the progress. Reads the half queue past the progress (rare: only a late
-        answer's copy lies below it, and only until a check round ran)."""
+        renewed is not: the renewal lies past the progress. Until a check round ran, the origins left past the
+        progress are read from the half queue once and kept in :attr:`live_origins` for every later answer (each
+        answer reading the whole backlog again made a burst of late answers after a restart cost one full scan
+        each). Kept, they stay right until the next round replaces them: only a round renews a copy or moves the
+        progress; a half message sent since is its own origin, past the progress, never that of a copy below it."""
         progress = self.half_progress()
         if half.queue_offset >= progress:
             return False
         origin = origin_of(half)
-        if self.live_origins is not None:
-            scanned_past = origin not in self.live_origins
-        else:
+        if self.live_origins is None:
             half_end = self.half_max_offset()
-            scanned_past = all(origin_of(h) != origin for h in self.iter_queue(TRANS_HALF_TOPIC, progress, half_end))
-        return scanned_past and not self.discarded_unended(origin)
+            self.live_origins = {origin_of(h) for h in self.iter_queue(TRANS_HALF_TOPIC, progress, half_end)}
+        return origin not in self.live_origins and not self.discarded_unended(origin)
 
     def discarded_unended(self, origin: int) -> bool:
         """Whether the transaction ``origin`` was discarded (a copy moved to ``TRANS_CHECK_MAX_TIME_TOPIC``) and no op
