@@ -1020,3 +1020,21 @@ async def test_late_answers_after_a_restart_read_the_half_queue_past_the_progres
             assert await _end_transaction(cluster, "tx-pg", ended.queue_offset, ended.phy_offset) == (0, None)
         assert [m.body for m in _visible(cluster)] == [b"x" * 64]
         assert len(reads) <= backlog // 32 + 2, len(reads)
+
+
+async def test_late_commits_of_discarded_halves_do_not_each_read_every_discarded_one(tmp_path: Path) -> None:
+    """A late COMMIT of a half message the check service scanned past asks whether it was discarded (4.9.8 then
+    still publishes it: the half stays where it is). Each asked by reading all of TRANS_CHECK_MAX_TIME_TOPIC, which
+    only grows (every transaction a producer never resolved): a burst of late answers cost a full read each."""
+    backlog, answers = 320, 10
+    async with EmbeddedCluster(tmp_path / "cluster", transaction_check_max=0, **SMALL_STORE) as cluster:
+        await _create_topic(cluster)
+        halves = _half_backlog(cluster, backlog, group="tx-pg")
+        check = cluster.controller.transaction_check
+        await check.check_once()  # checked once (nobody to ask)
+        assert (await check.check_once()).discarded == backlog
+        reads = _count_reads(cluster, TRANS_CHECK_MAX_TIME_TOPIC)
+        for half in halves[:answers]:
+            assert await _end_transaction(cluster, "tx-pg", half.queue_offset, half.phy_offset) == (0, None)
+        assert len(_visible(cluster)) == answers
+        assert len(reads) <= backlog // 32 + 2, len(reads)
