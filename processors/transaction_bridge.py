@@ -128,6 +128,10 @@ class TransactionalMessageBridge:
         #: :meth:`ended_before` read them once before a round ran (None until either): what it reads instead of the
         #: half queue.
         self.live_origins: set[int] | None = None
+        #: The discarded transactions read from ``TRANS_CHECK_MAX_TIME_TOPIC`` so far (origin -> the op queue's end
+        #: when its latest copy was discarded), and the topic offset read up to: see :meth:`discarded_unended`.
+        self._discarded: dict[int, int] = {}
+        self._discarded_read = 0
 
     # ---- lookups ---------------------------------------------------------------------------------------------
 
@@ -208,20 +212,32 @@ class TransactionalMessageBridge:
         offset; broker/src/main/java/org/apache/rocketmq/broker/processor/EndTransactionProcessor.java,
         broker/src/main/java/org/apache/rocketmq/broker/transaction/queue/DefaultTransactionalMessageCheckListener.java
         ``resolveDiscardMsg``). Read from the log (the discarded copy records the origin and the op queue's end at
-        that time), so it holds across a restart; only a late answer below the check progress gets here."""
-        store = self.broker.store
-        wanted, mark = str(origin), None
-        end = store.max_offset_in_queue(TRANS_CHECK_MAX_TIME_TOPIC, _HALF_QUEUE)
-        for discarded in self.iter_queue(TRANS_CHECK_MAX_TIME_TOPIC, 0, end):
-            if discarded.properties.get(PROPERTY_TRAN_PREPARED_QUEUE_OFFSET) == wanted:
-                mark = discarded
-        if mark is None:
+        that time), so it holds across a restart; only a late answer below the check progress gets here. The topic
+        is read incrementally (:meth:`_read_discarded`)."""
+        self._read_discarded()
+        op_start = self._discarded.get(origin)
+        if op_start is None:
             return False
-        try:
-            op_start = int(mark.properties.get(PROPERTY_DISCARD_OP_OFFSET, "0"))
-        except ValueError:
-            op_start = 0
         return all(op.origin != origin for op in self.iter_ops(op_start, self.op_max_offset()))
+
+    def _read_discarded(self) -> None:
+        """Bring :attr:`_discarded` up to the end of ``TRANS_CHECK_MAX_TIME_TOPIC``, reading only what was appended
+        since the last look (each late answer read the whole topic, which only grows); a topic shorter than what
+        was read (deleted and created again) is read from its start."""
+        end = self.broker.store.max_offset_in_queue(TRANS_CHECK_MAX_TIME_TOPIC, _HALF_QUEUE)
+        if end < self._discarded_read:
+            self._discarded, self._discarded_read = {}, 0
+        for discarded in self.iter_queue(TRANS_CHECK_MAX_TIME_TOPIC, self._discarded_read, end):
+            props = discarded.properties
+            try:
+                origin = int(props.get(PROPERTY_TRAN_PREPARED_QUEUE_OFFSET, ""))
+            except ValueError:
+                continue
+            try:
+                self._discarded[origin] = int(props.get(PROPERTY_DISCARD_OP_OFFSET, "0"))
+            except ValueError:
+                self._discarded[origin] = 0
+        self._discarded_read = max(self._discarded_read, end)
 
     def half_max_offset(self) -> int:
         return self.broker.store.max_offset_in_queue(TRANS_HALF_TOPIC, _HALF_QUEUE)
