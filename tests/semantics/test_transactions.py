@@ -1038,3 +1038,22 @@ async def test_late_commits_of_discarded_halves_do_not_each_read_every_discarded
             assert await _end_transaction(cluster, "tx-pg", half.queue_offset, half.phy_offset) == (0, None)
         assert len(_visible(cluster)) == answers
         assert len(reads) <= backlog // 32 + 2, len(reads)
+
+
+async def test_a_clock_step_counts_from_the_next_round_not_from_a_restart(embedded_cluster: EmbeddedCluster) -> None:
+    """4.9.8's check reads ``System.currentTimeMillis()`` each round (TransactionalMessageServiceImpl.check). Ours
+    read the wall clock once when the service started and advanced it by Trio's clock since: after the host's clock
+    stepped (NTP, a suspended VM) half messages' ages stayed off until the broker restarted. Here the broker's clock
+    steps an hour ahead: the next round finds the half message born just before an hour old, and checks it."""
+    now = [int(time.time() * 1000)]
+    store = embedded_cluster.controller.context.store
+    store.config = attrs.evolve(store.config, now_ms=lambda: now[0])
+    context = embedded_cluster.controller.context
+    props = {"REAL_TOPIC": TOPIC, "REAL_QID": "0", "PGROUP": "tx-pg", "UNIQ_KEY": "before-the-step"}
+    context.store.append(MessageRecord(topic=TRANS_HALF_TOPIC, body=b"half", queue_id=0,
+                                       properties=encode_properties(props), born_timestamp=now[0],
+                                       born_host=context.store_host, store_host=context.store_host))  # fmt: skip
+    check = embedded_cluster.controller.transaction_check
+    assert (await check.check_once()).checked == 0  # born just now: immune for transactionTimeOut
+    now[0] += 3_600_000  # the clock steps an hour ahead
+    assert (await check.check_once()).checked == 1
