@@ -30,8 +30,9 @@ Every ``transactionCheckInterval`` (60 s) a round runs in two phases:
 
 The producer answers with END_TRANSACTION naming the renewed copy (see :mod:`processors.end_transaction`).
 
-Clock: "now" is the wall clock read when :meth:`run` starts, advanced by Trio's clock since, so tests under
-``autojump_clock`` see half messages age with virtual time; in production the two advance together. A store that
+Clock: "now" is read afresh for each round, from the store's clock (the wall clock unless the store's ``now_ms`` is
+injected; tests under ``autojump_clock`` make it follow virtual time), as Java reads ``System.currentTimeMillis()``:
+a clock step counts from the next round. A store that
 refuses the scan's appends (disk full, page cache busy) ends the scan at that half message, the progress made kept;
 other errors in a round are logged and the next round tries again; nothing escapes :meth:`run` but cancellation.
 """
@@ -40,7 +41,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import time
 from collections.abc import Callable
 from typing import Final
 
@@ -122,10 +122,13 @@ class TransactionCheckService:
         return max(0.0, self.broker.config.transaction_check_interval / 1000)
 
     def now_ms(self) -> int:
-        if self._now_ms is None:
-            wall, start = time.time_ns() // 1_000_000, trio.current_time()
-            self._now_ms = lambda: wall + int((trio.current_time() - start) * 1000)
-        return self._now_ms()
+        """The time a round measures half messages' ages against, read afresh each time: the injected clock, else
+        the store's (``now_ms``, the wall clock), as 4.9.8's ``check`` reads ``System.currentTimeMillis()`` per
+        round and per message (``broker/src/main/java/org/apache/rocketmq/broker/transaction/queue/
+        TransactionalMessageServiceImpl.java``): a clock step (NTP, a suspended host) counts from the next round on."""
+        if self._now_ms is not None:
+            return self._now_ms()
+        return self.broker.store.config.now_ms()
 
     # ---- loop ------------------------------------------------------------------------------------------------
 
@@ -136,7 +139,6 @@ class TransactionCheckService:
         leader before: origins its own last round left live may have been ended and scanned past since (4.9.8's
         ``changeToMaster`` in ``broker/src/main/java/org/apache/rocketmq/broker/BrokerController.java`` starts the
         check service, which keeps nothing between rounds but the two consume offsets)."""
-        self.now_ms()  # anchor the clock at start
         bridge = self.bridge
         bridge.live_origins = None  # until this run's first round: read from the half queue past the progress
         # The read yields as a round's does (the window holds every op message since the oldest live transaction:

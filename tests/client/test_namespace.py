@@ -367,6 +367,7 @@ async def test_a_namespaced_transaction_check_back_sees_the_plain_topic(
 ) -> None:
     """The broker asks the wrapped producer group; the check sees the topic without the namespace
     (ClientRemotingProcessor.checkTransactionState), and the committed message reaches the namespace's consumers."""
+    use_virtual_store_clock(embedded_cluster)  # the check service ages half messages on the store clock
     async with Admin(embedded_cluster.namesrv_addr) as admin:
         await admin.create_topic("ns8%TxCheck", read_queue_nums=1, write_queue_nums=1)
     checked: list[str] = []
@@ -420,6 +421,7 @@ async def test_end_transaction_trace_records_name_group_and_topic_without_the_na
 ) -> None:
     """Java's EndTransactionTraceHookImpl strips the namespace from the producer group and the message's topic, for the
     end after the local transaction and for the one answering a check-back (whose message names its REAL_TOPIC)."""
+    use_virtual_store_clock(embedded_cluster)  # the check service ages half messages on the store clock
     async with Admin(embedded_cluster.namesrv_addr) as admin:
         await admin.create_topic("ns10%TxTraced", read_queue_nums=1, write_queue_nums=1)
     checked: list[str] = []

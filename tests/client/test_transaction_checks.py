@@ -11,6 +11,7 @@ from broker.embedded import EmbeddedCluster
 from client.admin import Admin
 from client.message import Message, MessageExt
 from client.transaction import LocalTransactionState, TransactionProducer
+from tests.semantics.helpers import use_virtual_store_clock
 
 TOPIC = "TxChecks"
 
@@ -23,6 +24,7 @@ async def test_check_backs_run_one_at_a_time_as_on_javas_check_executor(
     DefaultMQProducerImpl.java initTransactionEnv): a broker's round of check-backs reaches the application's
     checkLocalTransaction one at a time. Before, each check-back got a task of its own and all of them ran the
     application's check at once (a round over thousands of half messages: thousands of concurrent lookups)."""
+    use_virtual_store_clock(embedded_cluster)  # the check service ages half messages on the store clock
     async with Admin(embedded_cluster.namesrv_addr) as admin:
         await admin.create_topic(TOPIC, read_queue_nums=2, write_queue_nums=2)
     running = 0

@@ -26,7 +26,7 @@ from remoting.codec.command import RemotingCommand, request
 from remoting.codec.headers.transaction import EndTransactionRequestHeader
 from remoting.codec.msgid import decode_offset_msg_id
 from remoting.codec.topics import TRANS_OP_HALF_TOPIC
-from tests.dledger.test_role_services import TOPIC, start_group, stored, wait_services_on
+from tests.dledger.test_role_services import TOPIC, start_group, stored, virtual_store_clock, wait_services_on
 
 #: Rounds only when the test runs one; the leader keeps its lease while both followers are away for a while.
 _SETTINGS = {"transaction_check_interval": 3_600_000, "heart_beat_time_interval_ms": 5_000}
@@ -92,6 +92,7 @@ async def test_a_repeated_commit_while_the_round_waits_for_the_quorum_is_not_sto
     acknowledged, not stored a second time."""
     group, leader = await start_group(tmp_path, **_SETTINGS)
     try:
+        virtual_store_clock(group)  # the check service ages half messages on the store clock
         await wait_services_on(group, leader)
         controller = group.controllers[leader]
         store = group.store(leader)
@@ -173,6 +174,7 @@ async def test_a_late_commit_of_a_half_message_the_round_renewed_is_stored(
     EndTransactionProcessor commits it."""
     group, leader = await start_group(tmp_path, **_SETTINGS)
     try:
+        virtual_store_clock(group)  # the check service ages half messages on the store clock
         await wait_services_on(group, leader)
         async with _producer(group, {b"slow": LocalTransactionState.UNKNOWN}) as producer:
             sent = await producer.send_message_in_transaction(Message(TOPIC, b"slow"))
@@ -214,6 +216,7 @@ async def test_a_member_that_leads_again_does_not_commit_a_transaction_another_l
     group, first = await start_group(tmp_path, **_SETTINGS)
     second = next(m for m in group.ids if m != first)
     try:
+        virtual_store_clock(group)  # the check service ages half messages on the store clock
         await wait_services_on(group, first)
         async with _producer(group, {b"handed": LocalTransactionState.UNKNOWN}) as producer:
             sent = await producer.send_message_in_transaction(Message(TOPIC, b"handed"))

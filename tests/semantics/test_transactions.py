@@ -201,6 +201,7 @@ async def test_rollback_records_an_op_message_and_the_message_never_becomes_visi
 async def test_unknown_outcome_is_resolved_by_check_back_to_commit(
     embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
 ) -> None:
+    use_virtual_store_clock(embedded_cluster)  # the check service ages half messages on the store clock
     await _create_topic(embedded_cluster)
     checks: list[tuple[float, MessageExt]] = []
 
@@ -233,6 +234,7 @@ async def test_the_local_transaction_and_its_check_back_see_the_same_transaction
     (DefaultMQProducerImpl.java), whose ``transaction_id`` is that UNIQ_KEY too (ClientRemotingProcessor's
     ``messageExt.setTransactionId``). Before, the callback's message had neither, and the check's no
     ``transaction_id``, so execute and check could not meet."""
+    use_virtual_store_clock(embedded_cluster)  # the check service ages half messages on the store clock
     await _create_topic(embedded_cluster)
     executed: list[tuple[str | None, str | None]] = []
     checked: list[tuple[str | None, str]] = []
@@ -258,6 +260,7 @@ async def test_the_local_transaction_and_its_check_back_see_the_same_transaction
 async def test_unknown_outcome_is_resolved_by_check_back_to_rollback(
     embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
 ) -> None:
+    use_virtual_store_clock(embedded_cluster)  # the check service ages half messages on the store clock
     await _create_topic(embedded_cluster)
     checks: list[MessageExt] = []
 
@@ -277,6 +280,7 @@ async def test_unknown_outcome_is_resolved_by_check_back_to_rollback(
 async def test_a_producer_that_never_answers_ends_in_discard_after_the_maximum_checks(
     embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
 ) -> None:
+    use_virtual_store_clock(embedded_cluster)  # the check service ages half messages on the store clock
     await _create_topic(embedded_cluster)
     checks: list[MessageExt] = []
 
@@ -299,6 +303,7 @@ async def test_a_producer_that_never_answers_ends_in_discard_after_the_maximum_c
 async def test_check_immunity_property_delays_the_first_check(
     embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
 ) -> None:
+    use_virtual_store_clock(embedded_cluster)  # the check service ages half messages on the store clock
     await _create_topic(embedded_cluster)
     checks: list[float] = []
 
@@ -320,6 +325,7 @@ async def test_a_check_goes_to_a_producer_of_the_group_that_reads_not_to_one_tha
     """ProducerManager.getAvailableChannel: from the round-robin pick on, the first writable channel of the group. A
     member that stopped reading (its connection congested) must not cost a half message its check for the round,
     since the round already counted the check."""
+    use_virtual_store_clock(embedded_cluster)  # the check service ages half messages on the store clock
     await _create_topic(embedded_cluster)
     checks: list[str] = []
 
@@ -417,6 +423,7 @@ async def test_end_transaction_checks_the_producer_group_and_the_offsets(
 async def test_transaction_state_survives_a_broker_restart(
     embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
 ) -> None:
+    clock = use_virtual_store_clock(embedded_cluster)  # the check service ages half messages on the store clock
     await _create_topic(embedded_cluster)
     answers = {b"pending": UNKNOWN, b"undone": ROLLBACK}
     checks: list[MessageExt] = []
@@ -434,6 +441,7 @@ async def test_transaction_state_survives_a_broker_restart(
         await trio.sleep(61)  # one round: "pending" asked once (still unknown), "undone" never
         assert [m.body for m in checks] == [b"pending"]
         await embedded_cluster.restart_broker()
+        use_virtual_store_clock(embedded_cluster, clock)
         answers[b"pending"] = COMMIT
         (msg,) = await _wait_visible(embedded_cluster, 1)
         await trio.sleep(3 * 60)
@@ -553,6 +561,7 @@ async def test_a_slave_refuses_to_end_transactions(tmp_path: Path) -> None:
 async def test_without_a_live_producer_checks_are_skipped_and_the_message_is_discarded_in_the_end(
     embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
 ) -> None:
+    use_virtual_store_clock(embedded_cluster)  # the check service ages half messages on the store clock
     await _create_topic(embedded_cluster)
     async with _producer(embedded_cluster, lambda m, a: UNKNOWN, lambda m: COMMIT, group="tx-gone") as producer:
         result = await producer.send_message_in_transaction(Message(TOPIC, b"abandoned"))
@@ -622,6 +631,7 @@ async def test_a_check_max_of_zero_or_less_still_checks_a_half_message_once(
     ``TRANSACTION_CHECK_TIMES`` property exists: a half message never checked is checked (the copy says 1) whatever the
     setting; with ``transactionCheckMax`` <= 0 the next round discards it."""
     async with EmbeddedCluster(tmp_path / "cluster", transaction_check_max=check_max, **SMALL_STORE) as cluster:
+        use_virtual_store_clock(cluster)  # the check service ages half messages on the store clock
         await _create_topic(cluster)
         checks: list[str] = []
 
@@ -739,6 +749,7 @@ async def test_clean_expired_cq_keeps_the_half_and_op_queues_so_later_transactio
     below ``CID_RMQ_SYS_TRANS``'s progress: a later half message was never scanned, so never checked."""
     small = {"mapped_file_size_commit_log": 4096, "mapped_file_size_consume_queue": 8 * 20}
     async with EmbeddedCluster(tmp_path / "cluster", **small) as cluster:
+        use_virtual_store_clock(cluster)  # the check service ages half messages on the store clock
         await _create_topic(cluster)
         await _create_topic(cluster, "Filler")
         store = cluster.controller.context.store
@@ -799,6 +810,7 @@ async def test_an_immunity_of_minus_one_seconds_means_the_transaction_timeout(
     """TransactionalMessageServiceImpl.getImmunityTime reads ``CHECK_IMMUNITY_TIME_IN_SECONDS`` of -1 (also what its
     getLong makes of a value that is no number) as ``transactionTimeOut``: a half message born 5 s before a round is
     too young for it and is first asked about a round later. Before, -1 became -1000 ms: asked at once."""
+    use_virtual_store_clock(embedded_cluster)  # the check service ages half messages on the store clock
     await _create_topic(embedded_cluster)
     checks: list[float] = []
 
@@ -935,6 +947,7 @@ async def test_a_commit_after_the_half_was_discarded_still_publishes_it_once(
     and nothing was stored: the producer's committed transaction was lost. A second commit, also after a restart, is
     acknowledged without storing it again."""
     async with EmbeddedCluster(tmp_path / "cluster", transaction_check_max=0, **SMALL_STORE) as cluster:
+        use_virtual_store_clock(cluster)  # the check service ages half messages on the store clock
         await _create_topic(cluster)
         async with _producer(cluster, lambda m, a: UNKNOWN, lambda m: UNKNOWN) as producer:
             result = await producer.send_message_in_transaction(Message(TOPIC, b"late commit"))
