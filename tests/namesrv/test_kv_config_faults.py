@@ -3,7 +3,13 @@ failed save is logged while the request still answers SUCCESS. Found by a review
 
 from __future__ import annotations
 
+import re
+import signal
+import subprocess
+import sys
 from pathlib import Path
+
+import trio
 
 from remoting.client import RemotingClient
 from remoting.codec.bodies import KVTable
@@ -12,6 +18,8 @@ from remoting.codec.command import request
 from tests.namesrv.conftest import StartNamesrv, java_register_request
 
 TIMEOUT = 5.0
+REPO_ROOT = Path(__file__).resolve().parents[2]
+BOOT = re.compile(rb"The Name Server boot success\. serializeType=JSON, address (\S+):(\d+)\n")
 NS = {"namespace": "ORDER_TOPIC_CONFIG"}
 
 
@@ -79,3 +87,42 @@ async def _namesrv_that_cannot_save(start_namesrv: StartNamesrv, tmp_path: Path)
         kv_dir.rmdir()
     kv_dir.write_bytes(b"not a directory")  # the parent of kvConfig.json is now a file: every save fails
     return addr
+
+
+async def test_an_unreadable_kv_config_file_is_logged_and_the_name_server_starts(tmp_path: Path) -> None:
+    """KVConfigManager.load (4.9.8) catches the IOException of ``MixAll.file2String`` ("Load KV config table
+    exception") and the name server starts with an empty table. Found by a review; failed before: the ``OSError``
+    stopped ``mqnamesrv`` with exit status 1, blamed on the listen port ("cannot listen on ...")."""
+    kv_path = tmp_path / "kvConfig.json"
+    kv_path.mkdir()  # exists but cannot be read as a file (permissions do not stop root)
+    args = ["--listenHost", "127.0.0.1", "--listenPort", "0", "--kvConfigPath", str(kv_path)]
+    proc = await trio.lowlevel.open_process(
+        [sys.executable, "-m", "namesrv.cli", *args],
+        cwd=str(REPO_ROOT),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        output = b""
+        with trio.fail_after(30):
+            while (match := BOOT.search(output)) is None:
+                chunk = await proc.stdout.receive_some()
+                if not chunk:
+                    errors = await proc.stderr.receive_some()
+                    raise AssertionError(f"mqnamesrv exited before booting: {errors!r}")
+                output += chunk
+        addr = f"{match.group(1).decode()}:{int(match.group(2))}"
+        async with RemotingClient() as client:
+            fields = {**NS, "key": "T"}
+            put = await client.invoke(addr, request(RequestCode.PUT_KV_CONFIG, {**fields, "value": "a:4"}), TIMEOUT)
+            assert (put.code, put.remark) == (ResponseCode.SUCCESS, None)
+            got = await client.invoke(addr, request(RequestCode.GET_KV_CONFIG, fields), TIMEOUT)
+            assert got.ext_fields.get("value") == "a:4"
+        proc.send_signal(signal.SIGINT)
+        with trio.fail_after(30):
+            assert await proc.wait() == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
