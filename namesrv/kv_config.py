@@ -8,7 +8,8 @@ Ownership: one manager per name server owns its file. Reads and writes of the ta
 Trio thread; :meth:`KVConfigManager.persist` writes a snapshot atomically in a worker thread (through
 :mod:`store.metadata_files`), one save at a time. :meth:`KVConfigManager.load` raises
 :class:`~store.metadata_files.ConfigFileError` when the file and its backup both exist but are corrupt (Java refuses to
-start then too), and ``OSError``; :meth:`KVConfigManager.persist` logs an ``OSError`` and returns, as Java's
+start then too) and logs an ``OSError`` (an unreadable file: Java logs it and starts empty);
+:meth:`KVConfigManager.persist` logs an ``OSError`` and returns, as Java's
 ``KVConfigManager.persist`` logs its ``IOException`` (the change stays in the table and is served).
 """
 
@@ -39,8 +40,15 @@ class KVConfigManager:
         return self._file.path
 
     def load(self) -> None:
-        """Replace the table with the file's content (blocking; call once at start). A missing file means empty."""
-        loaded = self._file.load()
+        """Replace the table with the file's content (blocking; call once at start). A missing file means empty; so
+        does one that cannot be read (a directory, an I/O error): the error is logged and the name server starts, as
+        namesrv/src/main/java/org/apache/rocketmq/namesrv/kvconfig/KVConfigManager.java ``load`` logs the
+        ``IOException`` of ``MixAll.file2String``. Content that does not decode still raises ``ConfigFileError``."""
+        try:
+            loaded = self._file.load()
+        except OSError as exc:
+            log.warning("Load KV config table exception, %s: %s", self.path, exc)
+            loaded = None
         self._table = {} if loaded is None else {ns: dict(kv) for ns, kv in loaded.items()}
 
     async def persist(self) -> None:
