@@ -1,0 +1,54 @@
+"""NamesrvConfig's ``clusterTest`` and ``productEnvName`` (4.9.8): with ``clusterTest=true`` NamesrvController registers
+namesrv/src/main/java/org/apache/rocketmq/namesrv/processor/ClusterTestRequestProcessor.java, which answers a topic it
+does not route from the product environment's name servers (a DefaultMQAdminExt of unit ``productEnvName``, its name
+servers from ``NAMESRV_ADDR``) and puts the ORDER_TOPIC_CONFIG entry in every route it knows. Found by a review: both
+settings were unknown, ``mqnamesrv`` ignored them and GET_NAMESRV_CONFIG left them out."""
+
+from __future__ import annotations
+
+import pytest
+
+from remoting.client import RemotingClient
+from remoting.codec.bodies import TopicRouteData
+from remoting.codec.codes import RequestCode, ResponseCode
+from remoting.codec.command import request
+from tests.namesrv.conftest import ROUTE_OF_TOPIC_TEST, StartNamesrv, java_register_request, route_request
+
+TIMEOUT = 10.0
+
+
+async def test_cluster_test_mode_answers_an_unknown_topic_from_the_product_environment(
+    start_namesrv: StartNamesrv, client: RemotingClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, product = await start_namesrv(name="product")
+    assert (await client.invoke(product, java_register_request(), TIMEOUT)).code == ResponseCode.SUCCESS
+    monkeypatch.setenv("NAMESRV_ADDR", product)
+    _, test_env = await start_namesrv(name="test", cluster_test=True, product_env_name="center")
+    answer = await client.invoke(test_env, route_request("TopicTest"), TIMEOUT)
+    assert (answer.code, bytes(answer.body)) == (ResponseCode.SUCCESS, ROUTE_OF_TOPIC_TEST)
+    missing = await client.invoke(test_env, route_request("Nowhere"), TIMEOUT)
+    assert missing.code == ResponseCode.TOPIC_NOT_EXIST
+    assert missing.remark is not None and missing.remark.startswith(
+        "No topic route info in name server for the topic: Nowhere"
+    )
+
+
+async def test_cluster_test_mode_routes_carry_the_order_conf_without_order_message_enable(
+    start_namesrv: StartNamesrv, client: RemotingClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("NAMESRV_ADDR", raising=False)
+    _, addr = await start_namesrv(cluster_test=True)
+    await client.invoke(addr, java_register_request(), TIMEOUT)
+    fields = {"namespace": "ORDER_TOPIC_CONFIG", "key": "TopicTest", "value": "broker-a:4"}
+    await client.invoke(addr, request(RequestCode.PUT_KV_CONFIG, fields), TIMEOUT)
+    route = TopicRouteData.decode((await client.invoke(addr, route_request("TopicTest"), TIMEOUT)).body)
+    assert route.order_topic_conf == "broker-a:4"
+
+
+async def test_cluster_test_and_product_env_name_are_settings_with_javas_defaults(
+    start_namesrv: StartNamesrv, client: RemotingClient
+) -> None:
+    _, addr = await start_namesrv()
+    answer = await client.invoke(addr, request(RequestCode.GET_NAMESRV_CONFIG, {}), TIMEOUT)
+    lines = bytes(answer.body).decode().splitlines()
+    assert "productEnvName=center" in lines and "clusterTest=false" in lines
