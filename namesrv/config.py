@@ -31,6 +31,10 @@ class NamesrvConfig(ListenerSettings):
     config_store_path: str = attrs.field(factory=lambda: str(Path.home() / "namesrv" / "namesrv.properties"))
     config_black_list: str = "configBlackList;configStorePath;kvConfigPath"
     order_message_enable: bool = False
+    #: NamesrvConfig's ``productEnvName`` and ``clusterTest``: with ``clusterTest=true`` a topic this name server does
+    #: not route is asked of the product environment's name servers (namesrv/product_env.py), read at start.
+    product_env_name: str = "center"
+    cluster_test: bool = False
     #: Seconds between liveness scans, and before the first one (Java: 10 s and 5 s).
     scan_interval: float = 10.0
     scan_initial_delay: float = 5.0

@@ -23,6 +23,7 @@ import trio
 
 from namesrv.config_admin import ConfigRefused, NamesrvConfigAdmin
 from namesrv.kv_config import ORDER_TOPIC_CONFIG, KVConfigManager
+from namesrv.product_env import ProductEnvRoutes
 from namesrv.route_table import RouteTable
 from remoting.codec.bodies import (
     RegisterBrokerBody,
@@ -87,10 +88,15 @@ class NamesrvProcessor:
         order_message_enable: bool = False,
         clock: Callable[[], float] = trio.current_time,
         config_admin: NamesrvConfigAdmin | None = None,
+        cluster_test: bool = False,
     ) -> None:
         self.route_table = route_table
         self.kv_config = kv_config
         self.order_message_enable = order_message_enable
+        #: ``clusterTest`` (namesrv/.../processor/ClusterTestRequestProcessor.java): routes carry their order config
+        #: whatever ``orderMessageEnable`` says, and a miss is asked of ``product_env`` (set by the server).
+        self.cluster_test = cluster_test
+        self.product_env: ProductEnvRoutes | None = None
         self._clock = clock
         self.config_admin = config_admin
 
@@ -183,8 +189,12 @@ class NamesrvProcessor:
         header = GetRouteInfoRequestHeader.from_ext_fields(request.ext_fields)
         route = self.route_table.pickup_topic_route_data(header.topic)
         if route is None:
+            if self.cluster_test and self.product_env is not None:
+                body = await self.product_env.route(header.topic)
+                if body is not None:
+                    return request.response(ResponseCode.SUCCESS, body=body)
             return request.response(ResponseCode.TOPIC_NOT_EXIST, topic_not_exist_remark(header.topic))
-        if self.order_message_enable:
+        if self.order_message_enable or self.cluster_test:
             conf = self.kv_config.get(ORDER_TOPIC_CONFIG, header.topic)
             if conf is not None:
                 route = attrs.evolve(route, order_topic_conf=conf)

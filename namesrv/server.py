@@ -12,6 +12,7 @@ Usage::
 ``serverWorkerThreads`` workers, as Java's name server does. A broker's routes vanish as soon as its connection
 closes (close listener) or after ``brokerChannelExpiredTime`` without registering (the scan). With
 ``metricsExporterType=PROM`` it also serves ``/metrics`` (:mod:`remoting.prometheus`): every request's latency.
+With ``clusterTest=true`` it keeps a client to the product environment's name servers (:mod:`namesrv.product_env`).
 
 Errors: ``OSError`` if the port cannot be bound; :class:`~store.metadata_files.ConfigFileError` if ``kvConfig.json`` and
 its backup are both corrupt. Both are raised before ``task_status.started``.
@@ -20,6 +21,7 @@ its backup are both corrupt. Both are raised before ``task_status.started``.
 from __future__ import annotations
 
 import math
+from contextlib import AsyncExitStack
 
 import trio
 
@@ -28,6 +30,7 @@ from namesrv.config_admin import NamesrvConfigAdmin
 from namesrv.kv_config import KVConfigManager
 from namesrv.liveness import run_liveness_scan
 from namesrv.processor import NamesrvProcessor
+from namesrv.product_env import open_product_env_routes
 from namesrv.route_table import RouteTable
 from remoting.connection import Address, Connection
 from remoting.dispatch import Dispatcher, ProcessorPool
@@ -49,6 +52,7 @@ class NamesrvServer:
             self.kv_config,
             order_message_enable=config.order_message_enable,
             config_admin=self.config_admin,
+            cluster_test=config.cluster_test,
         )
         self.pool = ProcessorPool("namesrv", config.server_worker_threads, math.inf)
         dispatcher = Dispatcher()
@@ -73,22 +77,27 @@ class NamesrvServer:
     async def serve(self, *, task_status: trio.TaskStatus[Address] = trio.TASK_STATUS_IGNORED) -> None:
         """Load the KV config, listen on ``listenHost:listenPort``, scan liveness; report the bound address."""
         await trio.to_thread.run_sync(self.kv_config.load)
-        async with trio.open_nursery() as nursery:
-            address: Address = await nursery.start(
-                self.remoting_server.serve, self.config.listen_host, self.config.listen_port
-            )
-            await nursery.start(
-                lambda task_status: run_liveness_scan(
-                    self.route_table,
-                    interval=self.config.scan_interval,
-                    initial_delay=self.config.scan_initial_delay,
-                    task_status=task_status,
+        async with AsyncExitStack() as stack:
+            if self.config.cluster_test:
+                # NamesrvController.registerProcessor: ClusterTestRequestProcessor's admin client, made at start.
+                product = open_product_env_routes(self.config.product_env_name)
+                self.processor.product_env = await stack.enter_async_context(product)
+            async with trio.open_nursery() as nursery:
+                address: Address = await nursery.start(
+                    self.remoting_server.serve, self.config.listen_host, self.config.listen_port
                 )
-            )
-            if self.rpc_latency is not None:
-                self.metrics = self._exporter(self.rpc_latency, address)
-                await nursery.start(self.metrics.run)
-            task_status.started(address)
+                await nursery.start(
+                    lambda task_status: run_liveness_scan(
+                        self.route_table,
+                        interval=self.config.scan_interval,
+                        initial_delay=self.config.scan_initial_delay,
+                        task_status=task_status,
+                    )
+                )
+                if self.rpc_latency is not None:
+                    self.metrics = self._exporter(self.rpc_latency, address)
+                    await nursery.start(self.metrics.run)
+                task_status.started(address)
 
     def _exporter(self, recorder: RpcLatency, address: Address) -> PrometheusExporter:
         """``/metrics`` with the requests' latency, labelled ``node_type=nameserver``, ``node_id=host:port``."""
