@@ -5,8 +5,10 @@ servers, as RocketMQ 4.9.8's
 
 The product name servers are the admin client's defaults: the ``NAMESRV_ADDR`` environment variable
 (``NameServerAddressUtils``; its ``rocketmq.namesrv.addr`` system property is a JVM thing). With none, every miss stays
-TOPIC_NOT_EXIST, as Java's admin then finds no name server. Errors never escape: a name server that cannot be reached
-or answers anything but SUCCESS is a miss (Java logs "get route info by topic from product environment failed").
+TOPIC_NOT_EXIST (Java's admin would then ask the ``rocketmq.namesrv.domain`` HTTP lookup for unit ``productEnvName``'s
+addresses, which no rocketrio client does). Each product name server is tried in turn until one answers. Errors never
+escape: a name server that cannot be reached is logged and passed over ("get route info by topic from product
+environment failed", as Java logs it); an answer other than SUCCESS is a miss.
 """
 
 from __future__ import annotations
