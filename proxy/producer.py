@@ -107,7 +107,9 @@ class Producing:
         limit = self.config.max_transaction_recovery_second
         recovery = sp.orphaned_transaction_recovery_duration.seconds
         if sp.message_type == _TRANSACTION and 0 < limit < recovery:
-            raise RpcError(Code.BAD_REQUEST, f"transaction recovery time is too large, max is {limit}")
+            raise RpcError(
+                Code.BAD_REQUEST, f"the max transaction recovery time of message is too large, max is {limit}"
+            )
         if sp.HasField("delivery_timestamp"):
             ahead = sp.delivery_timestamp.ToMilliseconds() - int(time.time() * 1000)
             max_delay = self.config.max_delay_time_mills
@@ -123,24 +125,39 @@ class Producing:
         if not body and self.config.enable_message_body_empty_check:
             raise RpcError(Code.MESSAGE_BODY_EMPTY, "message body cannot be empty")
         if 0 < self.config.max_message_size < len(body):
-            raise RpcError(Code.MESSAGE_BODY_TOO_LARGE, f"message body cannot exceed {self.config.max_message_size}")
+            limit = self.config.max_message_size
+            raise RpcError(Code.MESSAGE_BODY_TOO_LARGE, f"message body cannot exceed the max {limit}")
 
     def _check_properties(self, msg: Any) -> None:
-        """buildMessageProperty's checks of the user properties, tag and keys; sizes count UTF-8 bytes."""
+        """buildMessageProperty's checks of the user properties, tag and keys, with its remarks (the limit broken,
+        the reserved key, whether a key or a value holds a control character: the 5.x clients raise them to the
+        application); sizes count UTF-8 bytes. A blank key is refused too (ours)."""
         props, sp = msg.user_properties, msg.system_properties
-        if len(props) > self.config.user_property_max_num:
-            raise RpcError(Code.MESSAGE_PROPERTIES_TOO_LARGE, "too many user properties")
+        max_num = self.config.user_property_max_num
+        if len(props) > max_num:
+            raise RpcError(Code.MESSAGE_PROPERTIES_TOO_LARGE, f"too many user properties, max is {max_num}")
         for key, value in props.items():
-            if key in RESERVED or is_blank(key):
-                raise RpcError(Code.ILLEGAL_MESSAGE_PROPERTY_KEY, f"property key {key!r} is reserved or blank")
-            if _has_control(key) or _has_control(value):
-                raise RpcError(Code.ILLEGAL_MESSAGE_PROPERTY_KEY, "property cannot contain control character")
+            if key in RESERVED:
+                raise RpcError(Code.ILLEGAL_MESSAGE_PROPERTY_KEY, f"property is used by system: {key}")
+            if is_blank(key):
+                raise RpcError(Code.ILLEGAL_MESSAGE_PROPERTY_KEY, "the key of property cannot be blank")
+            if _has_control(key):
+                raise RpcError(
+                    Code.ILLEGAL_MESSAGE_PROPERTY_KEY, "the key of property cannot contain control character"
+                )
+            if _has_control(value):
+                raise RpcError(
+                    Code.ILLEGAL_MESSAGE_PROPERTY_KEY, "the value of property cannot contain control character"
+                )
         _check_tag(sp.tag)
         for key in sp.keys:
             _check_key(key)
         size = sum(_utf8(k) + _utf8(v) for k, v in props.items()) + _utf8(sp.tag) + sum(map(_utf8, sp.keys))
-        if 0 < self.config.max_user_property_size < size:
-            raise RpcError(Code.MESSAGE_PROPERTIES_TOO_LARGE, "the total size of user property is too large")
+        max_size = self.config.max_user_property_size
+        if 0 < max_size < size:
+            raise RpcError(
+                Code.MESSAGE_PROPERTIES_TOO_LARGE, f"the total size of user property is too large, max is {max_size}"
+            )
 
     def _check_group(self, group: str) -> None:
         """SendMessageActivity.validateMessageGroup (an empty group is no group)."""
