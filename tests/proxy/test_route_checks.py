@@ -192,3 +192,33 @@ async def test_query_assignment_neither_creates_a_group_nor_takes_an_illegal_nam
             answer = await f.call("QueryAssignment", req, service.QueryAssignmentResponse)
             assert Code.Name(answer.status.code) == code
             assert f.ctx.groups.get(group) is None
+
+
+async def test_illegal_topic_and_group_names_get_the_remarks_of_rocketmq_5s_validators(tmp_path: Path) -> None:
+    """GrpcValidator.validateTopic / validateConsumerGroup (proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/
+    common/GrpcValidator.java) answer with the message of the 5.x client's Validators.checkTopic / checkGroup
+    (client/src/main/java/org/apache/rocketmq/client/Validators.java): blank, then too long (the limit named), then
+    illegal characters (the name quoted), which the 5.x clients raise to the application. The proxy answered the
+    4.9.8 broker's remarks instead, and checked the characters before the length (found by a review)."""
+    legal = "^[%|a-zA-Z0-9_-]+$"
+    topics = [
+        ("", "The specified topic is blank"),
+        ("bad topic", f"The specified topic[bad topic] contains illegal characters, allowing only {legal}"),
+        ("T" * 128, "The specified topic is longer than topic max length 127."),
+        ("bad topic" * 20, "The specified topic is longer than topic max length 127."),
+    ]
+    groups = [
+        ("bad group", f"the specified group[bad group] contains illegal characters, allowing only {legal}"),
+        ("bad group" * 30, "the specified group is longer than group max length 255."),
+    ]
+    async with front(tmp_path) as f:
+        f.ctx.topics.update_topic(TopicConfig("NamedT", read_queue_nums=1, write_queue_nums=1))
+        got = []
+        for topic, _ in topics:
+            answer = await f.call("QueryRoute", _route(topic), service.QueryRouteResponse)
+            got.append((Code.Name(answer.status.code), answer.status.message))
+        for group, _ in groups:
+            answer = await f.call("QueryAssignment", _assignment("NamedT", group), service.QueryAssignmentResponse)
+            got.append((Code.Name(answer.status.code), answer.status.message))
+        expected = [("ILLEGAL_TOPIC", remark) for _, remark in topics]
+        assert got == expected + [("ILLEGAL_CONSUMER_GROUP", remark) for _, remark in groups]
