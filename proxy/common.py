@@ -10,7 +10,7 @@ from urllib.parse import unquote
 from proxy.pb import definition
 from remoting.codec.bodies import PERM_READ, PERM_WRITE
 from remoting.codec.codes import ResponseCode
-from remoting.codec.topics import is_system_group, is_system_topic, validate_group, validate_topic
+from remoting.codec.topics import TOPIC_MAX_LENGTH, VALID_NAME_PATTERN, is_legal_name, is_system_group, is_system_topic
 
 __all__ = [
     "PEER_KEY",
@@ -59,11 +59,26 @@ class RpcError(Exception):
         self.message = message
 
 
+#: Validators.CHARACTER_MAX_LENGTH: the longest group name.
+_GROUP_MAX_LENGTH: Final = 255
+
+
+def _java_length(name: str) -> int:
+    """Java's String.length(): UTF-16 code units."""
+    return len(name.encode("utf-16-le")) // 2
+
+
 def check_topic(topic: str) -> None:
     """GrpcValidator.validateTopic (proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/common/GrpcValidator.java):
-    a legal name that is no system topic; raises RpcError(ILLEGAL_TOPIC)."""
-    remark = validate_topic(topic)
-    if remark is not None:
+    a legal name that is no system topic; raises RpcError(ILLEGAL_TOPIC) with the remark of the 5.x client's
+    Validators.checkTopic (client/src/main/java/org/apache/rocketmq/client/Validators.java), which checks blank, then
+    length, then characters (not the 4.9.8 broker's TopicValidator.validateTopic's)."""
+    if is_blank(topic):
+        raise RpcError(Code.ILLEGAL_TOPIC, "The specified topic is blank")
+    if _java_length(topic) > TOPIC_MAX_LENGTH:
+        raise RpcError(Code.ILLEGAL_TOPIC, f"The specified topic is longer than topic max length {TOPIC_MAX_LENGTH}.")
+    if not is_legal_name(topic):
+        remark = f"The specified topic[{topic}] contains illegal characters, allowing only {VALID_NAME_PATTERN}"
         raise RpcError(Code.ILLEGAL_TOPIC, remark)
     if is_system_topic(topic):
         raise RpcError(Code.ILLEGAL_TOPIC, "cannot access system topic")
@@ -78,9 +93,14 @@ def routed_perm(topic_perm: int, broker_perm: int) -> int:
 
 def check_group(group: str) -> None:
     """GrpcValidator.validateConsumerGroup: a legal name that is no system group; raises
-    RpcError(ILLEGAL_CONSUMER_GROUP)."""
-    remark = validate_group(group)
-    if remark is not None:
+    RpcError(ILLEGAL_CONSUMER_GROUP) with Validators.checkGroup's remark (blank, then length, then characters)."""
+    if is_blank(group):
+        raise RpcError(Code.ILLEGAL_CONSUMER_GROUP, "the specified group is blank")
+    if _java_length(group) > _GROUP_MAX_LENGTH:
+        remark = f"the specified group is longer than group max length {_GROUP_MAX_LENGTH}."
+        raise RpcError(Code.ILLEGAL_CONSUMER_GROUP, remark)
+    if not is_legal_name(group):
+        remark = f"the specified group[{group}] contains illegal characters, allowing only {VALID_NAME_PATTERN}"
         raise RpcError(Code.ILLEGAL_CONSUMER_GROUP, remark)
     if is_system_group(group):
         raise RpcError(Code.ILLEGAL_CONSUMER_GROUP, "cannot use system consumer group")
