@@ -222,3 +222,41 @@ async def test_illegal_topic_and_group_names_get_the_remarks_of_rocketmq_5s_vali
             got.append((Code.Name(answer.status.code), answer.status.message))
         expected = [("ILLEGAL_TOPIC", remark) for _, remark in topics]
         assert got == expected + [("ILLEGAL_CONSUMER_GROUP", remark) for _, remark in groups]
+
+
+def _telemetry_refusal(endpoint: str, command: Any) -> tuple[str, str]:
+    """The gRPC status name and details a fresh Telemetry stream ends with after ``command``."""
+    with grpc.insecure_channel(endpoint) as channel:
+        stream = channel.stream_stream(
+            PREFIX + "Telemetry",
+            request_serializer=service.TelemetryCommand.SerializeToString,
+            response_deserializer=service.TelemetryCommand.FromString,
+        )
+        call = stream(iter([command]), timeout=5, metadata=META)
+        try:
+            first = next(call)
+        except grpc.RpcError as err:
+            return (err.code().name, err.details() or "")
+        call.cancel()
+        return ("reply", Code.Name(first.status.code))
+
+
+async def test_refused_settings_end_the_stream_with_client_activitys_description(tmp_path: Path) -> None:
+    """ClientActivity.processTelemetryException (proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/client/
+    ClientActivity.java) ends the stream INVALID_ARGUMENT "process client telemetryCommand failed. <message>", and
+    processAndWriteClientSettings a Settings without publishing or subscription INVALID_ARGUMENT "there is no
+    publishing or subscription data in settings"; the 5.x clients log that description. Ours gave the bare message,
+    and a text of ours for the latter (found by a review)."""
+    neither = service.TelemetryCommand()
+    neither.settings.client_type = definition.ClientType.PRODUCER
+    system = service.TelemetryCommand()
+    system.settings.client_type = definition.ClientType.PRODUCER
+    system.settings.publishing.topics.add(name="TBW102")
+    no_tag = _subscribing("GNoTag", "||")  # buildSubscriptionData: "expression format is not correct"
+    async with front(tmp_path) as f:
+        got = [await trio.to_thread.run_sync(_telemetry_refusal, f.endpoint, c) for c in (system, no_tag, neither)]
+        assert got == [
+            ("INVALID_ARGUMENT", "process client telemetryCommand failed. cannot access system topic"),
+            ("INVALID_ARGUMENT", "process client telemetryCommand failed. expression format is not correct"),
+            ("INVALID_ARGUMENT", "there is no publishing or subscription data in settings"),
+        ]
