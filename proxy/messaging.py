@@ -52,6 +52,8 @@ __all__ = ["MessagingActivity"]
 log = logging.getLogger(__name__)
 
 _NO_SETTINGS: Final = "cannot find client settings for this client"
+#: processAndWriteClientSettings' description of a Settings without publishing or subscription (no prefix).
+_NO_PUBSUB: Final = "there is no publishing or subscription data in settings"
 _CONSUMER_TYPES: Final = frozenset({definition.ClientType.PUSH_CONSUMER, definition.ClientType.SIMPLE_CONSUMER})
 _ALL_TYPES: Final = [definition.MessageType.NORMAL, definition.MessageType.FIFO, definition.MessageType.DELAY,
                      definition.MessageType.TRANSACTION]  # fmt: skip
@@ -252,7 +254,9 @@ class MessagingActivity:
 
     def telemetry(self, command: Any, md: dict[str, str]) -> Any | None:
         """One command from the client; returns the reply to write, if any. Raises RpcError for a Settings the
-        checks of :meth:`_check_settings` refuse (the stream then ends with INVALID_ARGUMENT; nothing is registered).
+        checks of :meth:`_check_settings` refuse, its message described as ClientActivity.processTelemetryException
+        describes it, "process client telemetryCommand failed. <message>" (the stream then ends with it, see
+        proxy/servicer.py; nothing is registered).
         A command the ACL refuses is answered with its status and changes nothing (RocketMQ 5.3 writes that status
         on the stream)."""
         if self.acl is not None:
@@ -264,7 +268,12 @@ class MessagingActivity:
             self.sessions.relay_answer(command)  # a reply to a relayed request, if any: nothing to write back
             return None
         settings = command.settings
-        self._check_settings(settings)
+        try:
+            self._check_settings(settings)
+        except RpcError as err:  # processTelemetryException's description
+            if err.message == _NO_PUBSUB:
+                raise
+            raise RpcError(err.code, f"process client telemetryCommand failed. {err.message}") from None
         session = self.sessions.session(client_id_of(md), md)
         session.settings = settings
         self.sessions.heartbeat(session, peer_of(md), update_subscriptions=True)
@@ -283,7 +292,7 @@ class MessagingActivity:
             check_group(settings.subscription.group.name)
             subscription_data(settings.subscription)
         else:
-            raise RpcError(Code.BAD_REQUEST, "settings carry neither publishing nor subscription")
+            raise RpcError(Code.BAD_REQUEST, _NO_PUBSUB)
 
     def _merged(self, settings: Any) -> Any:
         """The Settings answered: the client's, with what the proxy decides merged in from ProxyConfig and the group

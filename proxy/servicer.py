@@ -156,7 +156,7 @@ class MessagingServicer(service_grpc.MessagingServiceServicer):  # type: ignore[
         try:
             while (item := await outbox.get()) is not _END:
                 if isinstance(item, RpcError):
-                    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, item.message)
+                    await context.abort(_telemetry_status(item.code), item.message)
                 yield item
         finally:
             self._outboxes.discard(outbox)
@@ -185,3 +185,11 @@ class MessagingServicer(service_grpc.MessagingServiceServicer):  # type: ignore[
         await context.abort(grpc.StatusCode.UNIMPLEMENTED, "not served by this broker")
 
     PullMessage = UpdateOffset = GetOffset = QueryOffset = SyncLiteSubscription = _unimplemented
+
+
+def _telemetry_status(code: int) -> grpc.StatusCode:
+    """ClientActivity.processTelemetryException (proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/client/
+    ClientActivity.java): a refusal with a 4xxxx code ends the stream INVALID_ARGUMENT, any other INTERNAL."""
+    return (
+        grpc.StatusCode.INVALID_ARGUMENT if Code.BAD_REQUEST <= code < Code.INTERNAL_ERROR else grpc.StatusCode.INTERNAL
+    )

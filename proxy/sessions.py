@@ -374,6 +374,7 @@ def subscription_data(subscription: Any) -> list[SubscriptionData]:
         kind = EXPRESSION_SQL92 if sql else EXPRESSION_TAG
         try:
             built.append(build_subscription(entry.topic.name, entry.expression.expression, kind))
-        except ValueError as exc:
-            raise RpcError(Code.ILLEGAL_FILTER_EXPRESSION, f"expression format is not correct: {exc}") from None
+        except ValueError as exc:  # ClientActivity.buildSubscriptionData's message; the cause to the log
+            log.debug("subscription of %s refused: %s", entry.topic.name, exc)
+            raise RpcError(Code.ILLEGAL_FILTER_EXPRESSION, "expression format is not correct") from None
     return built
