@@ -376,3 +376,24 @@ async def test_refused_sends_carry_the_remarks_of_send_message_activity(tmp_path
             got.append((Code.Name(answer.status.code), answer.status.message))
         assert got == [(code, remark) for _, code, remark in cases]
         assert f.stored("RT") == 0
+
+
+@pytest.mark.parametrize(
+    ("setting", "remark"),
+    [
+        ("user_property_max_num", "too many user properties, max is 0"),
+        ("max_user_property_size", "the total size of user property is too large, max is 0"),
+    ],
+)
+async def test_a_property_limit_of_zero_refuses_messages_with_properties(
+    tmp_path: Path, setting: str, remark: str
+) -> None:
+    """SendMessageActivity.buildMessageProperty compares with ``userPropertyMaxNum`` and ``maxUserPropertySize``
+    without the ``<= 0`` escape its body, delay, group and recovery checks have: set to 0, a message with a user
+    property and a tag is MESSAGE_PROPERTIES_TOO_LARGE, one without any is stored. Ours took 0 as no limit (found by
+    a review)."""
+    config = ProxyConfig(enable_proxy=True, grpc_server_port=0, tls_test_mode_enable=False, **{setting: 0})
+    async with front(tmp_path, config) as f:
+        refused = await sent_to_rt(f, message("RT", user={"k": "v"}, tag="A"))
+        stored = await sent_to_rt(f, message("RT"))
+        assert (refused, stored[:2]) == (("MESSAGE_PROPERTIES_TOO_LARGE", 0, remark), ("OK", 1))
