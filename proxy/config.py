@@ -50,7 +50,9 @@ class ProxyConfig:
     #: Refuse an empty body (MESSAGE_BODY_EMPTY), as SendMessageActivity.validateMessageBodySize does by default.
     enable_message_body_empty_check: bool = True
     #: Send limits: a message group's UTF-8 bytes (must stay below), the user properties' count and their UTF-8
-    #: bytes with the tag and keys, and a transaction's recovery duration (s). 0 or less: unchecked.
+    #: bytes with the tag and keys, and a transaction's recovery duration (s). 0 or less: the group and the recovery
+    #: duration unchecked, but no user property (count) or no property, tag or key (bytes) allowed, as
+    #: SendMessageActivity.buildMessageProperty compares with those two as they are.
     max_message_group_size: int = 64
     user_property_max_num: int = 128
     max_user_property_size: int = 16 * 1024

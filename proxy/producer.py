@@ -154,7 +154,7 @@ class Producing:
             _check_key(key)
         size = sum(_utf8(k) + _utf8(v) for k, v in props.items()) + _utf8(sp.tag) + sum(map(_utf8, sp.keys))
         max_size = self.config.max_user_property_size
-        if 0 < max_size < size:
+        if size > max_size:  # no "0 or less: unchecked" here, as in buildMessageProperty
             raise RpcError(
                 Code.MESSAGE_PROPERTIES_TOO_LARGE, f"the total size of user property is too large, max is {max_size}"
             )
