@@ -397,3 +397,24 @@ async def test_a_property_limit_of_zero_refuses_messages_with_properties(
         refused = await sent_to_rt(f, message("RT", user={"k": "v"}, tag="A"))
         stored = await sent_to_rt(f, message("RT"))
         assert (refused, stored[:2]) == (("MESSAGE_PROPERTIES_TOO_LARGE", 0, remark), ("OK", 1))
+
+
+async def test_a_request_mixing_topics_is_refused_as_send_message_activity_refuses_it(tmp_path: Path) -> None:
+    """SendMessageActivity.buildMessage checks, message after message, that its topic Resource equals the first's
+    (name and namespace) before that message's own checks: MESSAGE_CORRUPTED "topic in message is not same", so a
+    first message's own refusal comes first. Ours compared names only, before any message's checks, with a remark
+    of ours (found by a review)."""
+    other_namespace = message("RT")
+    other_namespace.topic.resource_namespace = "ns"
+    requests = [
+        (message("RT"), message("OtherT")),
+        (message("RT"), other_namespace),
+        (message("RT", b""), message("OtherT")),
+    ]
+    async with front(tmp_path) as f:
+        got = [await sent_to_rt(f, *msgs) for msgs in requests]
+        assert got == [
+            ("MESSAGE_CORRUPTED", 0, "topic in message is not same"),
+            ("MESSAGE_CORRUPTED", 0, "topic in message is not same"),
+            ("MESSAGE_BODY_EMPTY", 0, "message body cannot be empty"),
+        ]
