@@ -183,11 +183,14 @@ class Producing:
         whole list first), so a refused message leaves nothing of its batch behind."""
         if not req.messages:
             raise RpcError(Code.MESSAGE_CORRUPTED, "no message to send")
-        topic = req.messages[0].topic.name
+        first = req.messages[0].topic
+        topic = first.name
         check_topic(topic)
-        if any(m.topic.name != topic for m in req.messages):
-            raise RpcError(Code.MESSAGE_CORRUPTED, "messages of one request must share a topic")
-        encoded = [self._prepare(msg, topic) for msg in req.messages]
+        encoded = []
+        for index, msg in enumerate(req.messages):  # SendMessageActivity.buildMessage: the first's topic, then checks
+            if index and msg.topic != first:
+                raise RpcError(Code.MESSAGE_CORRUPTED, "topic in message is not same")
+            encoded.append(self._prepare(msg, topic))
         self._check_writable(topic)
         response = service.SendMessageResponse()
         if len(encoded) == 1:
