@@ -126,3 +126,34 @@ async def test_an_unreadable_kv_config_file_is_logged_and_the_name_server_starts
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
+
+
+async def test_a_kv_config_that_does_not_decode_stops_the_name_server_whatever_its_backup(tmp_path: Path) -> None:
+    """KVConfigManager.load (4.9.8) reads ``kvConfig.json`` alone: content fastjson cannot parse escapes it and
+    NamesrvStartup exits. Found by a second review: with a ``kvConfig.json.bak`` (ours, never read by Java) that cannot
+    be read, the read error of the backup was taken for Java's IOException and the name server started empty."""
+    kv_path = tmp_path / "kvConfig.json"
+    kv_path.write_bytes(b'{"configTable":{"ORDER_TOPIC_CONFIG":{not json')
+    (tmp_path / "kvConfig.json.bak").mkdir()  # exists but cannot be read as a file
+    args = ["--listenHost", "127.0.0.1", "--listenPort", "0", "--kvConfigPath", str(kv_path)]
+    proc = await trio.lowlevel.open_process(
+        [sys.executable, "-m", "namesrv.cli", *args],
+        cwd=str(REPO_ROOT),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        output = errors = b""
+        with trio.fail_after(30):
+            while chunk := await proc.stdout.receive_some():
+                output += chunk
+                assert BOOT.search(output) is None, "mqnamesrv started on a kvConfig.json that does not decode"
+            while chunk := await proc.stderr.receive_some():
+                errors += chunk
+            assert await proc.wait() != 0
+        assert b"kvConfig.json" in errors and b"cannot listen" not in errors, errors
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
