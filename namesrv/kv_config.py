@@ -7,8 +7,8 @@ GET_ROUTEINFO_BY_TOPIC hand out.
 Ownership: one manager per name server owns its file. Reads and writes of the table are synchronous and happen on the
 Trio thread; :meth:`KVConfigManager.persist` writes a snapshot atomically in a worker thread (through
 :mod:`store.metadata_files`), one save at a time. :meth:`KVConfigManager.load` raises
-:class:`~store.metadata_files.ConfigFileError` when the file and its backup both exist but are corrupt (Java refuses to
-start then too) and logs an ``OSError`` (an unreadable file: Java logs it and starts empty);
+:class:`~store.metadata_files.ConfigFileError` when the file is corrupt and its backup corrupt or unreadable (Java
+refuses to start then too) and logs an ``OSError`` (an unreadable file: Java logs it and starts empty);
 :meth:`KVConfigManager.persist` logs an ``OSError`` and returns, as Java's
 ``KVConfigManager.persist`` logs its ``IOException`` (the change stays in the table and is served).
 """

@@ -223,13 +223,23 @@ class ConfigFile(Generic[T]):
         """The file's content, else its ``.bak``'s; ``None`` when neither exists nor has content.
 
         Raises :class:`ConfigFileError` when some content exists but none of it decodes (Java refuses to start the
-        broker in that case rather than silently starting with an empty table).
+        broker in that case rather than silently starting with an empty table), also when the main file does not
+        decode and the ``.bak`` cannot be read; otherwise an ``OSError`` reading either file propagates.
         """
         failures: list[str] = []
         for candidate in (self.path, self.bak_path):
             try:
                 value = self._decode_file(candidate)
             except ConfigFileError as exc:
+                failures.append(f"{candidate.name}: {exc}")
+                continue
+            except OSError as exc:
+                if not failures:
+                    raise
+                # The main file's content does not decode and its .bak cannot be read: nothing to start from, so
+                # this is no read error of the file a caller may start without (the name server's kvConfig.json:
+                # namesrv/src/main/java/org/apache/rocketmq/namesrv/kvconfig/KVConfigManager.java ``load`` logs only
+                # the IOException of reading it, while content that does not parse stops the start).
                 failures.append(f"{candidate.name}: {exc}")
                 continue
             if value is not None:
