@@ -74,6 +74,7 @@ from store.ha.replica import ReplicaLog
 from store.ha.service import HAService
 from store.index import IndexRuns, IndexService
 from store.mapped_file import MappedFile, flush_segments
+from store.multi_dispatch import MultiDispatch
 from store.put_waits import PutWaits
 from store.reads import IndexLike, StoreReads
 from store.recovery import recover
@@ -126,6 +127,8 @@ class MessageStore(StoreReads):
         self.arrival_interest: ArrivalInterest | None = None
         #: Told of each destroyed ConsumeQueue (:mod:`store.topic_cleanup`, :mod:`store.maintenance`).
         self.queue_drop_listeners: list[QueueDropListener] = []
+        #: ``INNER_MULTI_DISPATCH`` and LMQ queues (store/multi_dispatch.py), used with ``enableMultiDispatch``.
+        self.multi_dispatch = MultiDispatch(self)
         self._disk_full_reason: str | None = None
         self._metadata_sync = FailureStreak()  # whether the index's or the checkpoint's last sync failed (logged once)
         self._shut = False
@@ -155,7 +158,8 @@ class MessageStore(StoreReads):
         subclass overrides either: then the class's own, timed by :meth:`_timed`)."""
         cls = type(self)
         overridden = cls.append is not MessageStore.append or cls.append_batch is not MessageStore.append_batch
-        if overridden or _APPENDER is None:
+        # enableMultiDispatch: every single put takes the Python path, which stamps and dispatches the listed queues.
+        if overridden or _APPENDER is None or self.config.enable_multi_dispatch:
             # Timed here as the C path times itself: the pure-Python build, and a store with appends of its own (the
             # DLedger commit log times its lock too: store/.../dledger/DLedgerCommitLog.java beginTimeInDledgerLock,
             # the getBeginTimeInLock that DefaultMessageStore.isOSPageCacheBusy reads).
@@ -517,6 +521,11 @@ class MessageStore(StoreReads):
         topic = msg.topic
         if topic == SCHEDULE_TOPIC:
             return self._append_scheduled(msg)
+        multi = None
+        if self._config.enable_multi_dispatch:
+            wrapped = self.multi_dispatch.wrap(msg)
+            if wrapped is not None:
+                msg, multi = wrapped
         # Fields read once, before the clock runs (it is Python code): what is indexed, announced and returned is
         # what the record holds even if a frozen field is rebound meanwhile.
         queue_id, properties, store_host = msg.queue_id, msg.properties, msg.store_host
@@ -536,6 +545,8 @@ class MessageStore(StoreReads):
         if cq is not None:
             self.queue_offsets[cq.key] = queue_offset + 1
             cq.put(queue_offset, phy, size, tags)
+            if multi is not None:
+                self.multi_dispatch.dispatch(multi, phy, size, tags, properties)
         if self._indexer is not None and tx != SYSFLAG_TRANSACTION_ROLLBACK:
             self._index_one(topic, properties, phy, store_ts)
         if has_entry and self._arrival_listener is not None:
@@ -825,6 +836,8 @@ class MessageStore(StoreReads):
             key = self.consume_queue(meta.topic, meta.queue_id).key
             if meta.queue_offset + 1 > self.queue_offsets.get(key, 0):
                 self.queue_offsets[key] = meta.queue_offset + 1
+            if self._config.enable_multi_dispatch:
+                self.multi_dispatch.redispatch(meta.properties, meta.queue_id, meta.phy_offset, meta.size, tags)
             return tags
         return None
 

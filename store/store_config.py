@@ -106,6 +106,12 @@ class StoreConfig:
     max_hash_slot_num: int = 5_000_000
     max_index_num: int = 20_000_000
     message_index_enable: bool = True
+    #: Light Message Queues and multi-dispatch (store/multi_dispatch.py; MessageStoreConfig's names and defaults):
+    #: ``enableMultiDispatch`` dispatches a message to the queues its ``INNER_MULTI_DISPATCH`` lists, ``enableLmq``
+    #: gives ``%LMQ%`` queues queue id 0 and caps their ConsumeQueues at ``maxLmqConsumeQueueNum``.
+    enable_lmq: bool = False
+    enable_multi_dispatch: bool = False
+    max_lmq_consume_queue_num: int = 20_000
     message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
     disk_io_threads: int = 2
     #: Most messages one pull returns while its data is in memory (Java's maxTransferCountOnMessageInMemory)...

@@ -1,0 +1,177 @@
+"""Multi-dispatch and Light Message Queues in the store (store/multi_dispatch.py, RocketMQ 4.9.8's MultiDispatch and
+ConsumeQueue.multiDispatchLmqQueue): one CommitLog record, an entry in its own queue and in each listed queue, the
+offsets stamped into the stored properties; recovery (also after a kill -9 of a real process) and retention."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import attrs
+import pytest
+
+from remoting.codec.message import MessageRecord, decode_record
+from remoting.codec.message_properties import encode_properties
+from store.errors import MessageIllegalError
+from store.maintenance import clean_expired_consume_queues
+from store.message_store import MessageStore
+from store.multi_dispatch import LmqQueueNumExceededError
+from store.results import GetStatus
+from tests.store.store_helpers import FakeClock, message, open_store
+
+LMQ = {"enable_lmq": True, "enable_multi_dispatch": True}
+
+
+def _multi(queues: str, queue_id: int = 3, body: bytes = b"hello", **props: str) -> MessageRecord:
+    msg = message(body=body, queue_id=queue_id, tags="TagA")
+    extra = encode_properties({"INNER_MULTI_DISPATCH": queues, "WAIT": "true", **props})
+    return attrs.evolve(msg, properties=msg.properties + "\x02" + extra if msg.properties else extra)
+
+
+def _read(store: MessageStore, topic: str, queue_id: int = 0) -> list[tuple[bytes, dict[str, str]]]:
+    result = store.get(topic, queue_id, 0, 32)
+    if result.status is not GetStatus.FOUND:
+        return []
+    out = []
+    for view in result.messages:
+        ext = decode_record(view, check_crc=True)
+        out.append((bytes(ext.body), dict(ext.properties)))
+    return out
+
+
+def test_a_record_is_stored_once_and_dispatched_to_each_lmq_queue(tmp_path: Path) -> None:
+    store = open_store(tmp_path, **LMQ)
+    first = store.append(_multi("%LMQ%a,%LMQ%b", body=b"one"))
+    second = store.append(_multi("%LMQ%b", body=b"two"))
+    end = store.max_phy_offset
+    assert end == first.phy_offset + first.size + second.size  # stored once each
+    assert [b for b, _ in _read(store, "TopicTest", 3)] == [b"one", b"two"]
+    a, b = _read(store, "%LMQ%a"), _read(store, "%LMQ%b")
+    assert [x for x, _ in a] == [b"one"] and [x for x, _ in b] == [b"one", b"two"]
+    props = b[1][1]
+    assert props["INNER_MULTI_DISPATCH"] == "%LMQ%b" and props["INNER_MULTI_QUEUE_OFFSET"] == "1"
+    assert a[0][1]["INNER_MULTI_QUEUE_OFFSET"] == "0,0"
+    assert "WAIT" not in props  # not stored, as Java's removeWaitStorePropertyString
+    assert store.max_offset_in_queue("%LMQ%b", 0) == 2
+    # The LMQ queue's entries point at the one record.
+    assert store.get("%LMQ%a", 0, 0, 1).messages[0].tobytes() == store.get("TopicTest", 3, 0, 1).messages[0].tobytes()
+    store.close()
+
+
+def test_arrivals_are_announced_for_every_dispatched_queue(tmp_path: Path) -> None:
+    store = open_store(tmp_path, **LMQ)
+    arrived: list[tuple[str, int, int]] = []
+    store.arrival_listener = lambda topic, qid, qoff, _tags, _props: arrived.append((topic, qid, qoff))
+    store.append(_multi("%LMQ%a,%LMQ%b"))
+    assert sorted(arrived) == [("%LMQ%a", 0, 0), ("%LMQ%b", 0, 0), ("TopicTest", 3, 0)]
+    store.close()
+
+
+def test_non_lmq_names_keep_the_message_queue_id_and_lmq_ids_need_enable_lmq(tmp_path: Path) -> None:
+    store = open_store(tmp_path, enable_multi_dispatch=True)
+    store.append(_multi("%LMQ%a,Other", queue_id=2))
+    assert len(_read(store, "%LMQ%a", 2)) == 1 and len(_read(store, "Other", 2)) == 1
+    assert _read(store, "%LMQ%a", 0) == []
+    store.close()
+
+
+def test_off_by_default_the_property_is_stored_as_sent(tmp_path: Path) -> None:
+    store = open_store(tmp_path)
+    store.append(_multi("%LMQ%a"))
+    assert _read(store, "%LMQ%a") == []
+    [(_, props)] = _read(store, "TopicTest", 3)
+    assert "INNER_MULTI_QUEUE_OFFSET" not in props and props["WAIT"] == "true"
+    store.close()
+
+
+def test_queue_names_that_cannot_name_a_directory_are_refused(tmp_path: Path) -> None:
+    store = open_store(tmp_path, **LMQ)
+    end = store.max_phy_offset
+    with pytest.raises(MessageIllegalError):
+        store.append(_multi("%LMQ%a,../../x"))
+    assert store.max_phy_offset == end and _read(store, "%LMQ%a") == []
+    store.close()
+
+
+def test_more_lmq_queues_than_the_limit_refuse_the_put(tmp_path: Path) -> None:
+    store = open_store(tmp_path, max_lmq_consume_queue_num=1, **LMQ)
+    store.append(_multi("%LMQ%a,%LMQ%b"))  # 0 queues before: stored, now 2 (Java checks before the put)
+    end = store.max_phy_offset
+    with pytest.raises(LmqQueueNumExceededError):
+        store.append(_multi("%LMQ%c"))
+    assert store.max_phy_offset == end
+    store.append(message())  # a message that lists no queue is not limited
+    store.close()
+
+
+def test_recovery_after_a_crash_rebuilds_lmq_queues_and_their_offsets(tmp_path: Path) -> None:
+    store = open_store(tmp_path, **LMQ)
+    for i in range(5):
+        store.append(_multi("%LMQ%a,%LMQ%b" if i % 2 else "%LMQ%a", body=f"m{i}".encode()))
+    store.abandon()  # a crash: nothing flushed, no checkpoint
+    shutil.rmtree(tmp_path / "consumequeue")  # the queue files lost too: everything from the CommitLog
+    store = open_store(tmp_path, **LMQ)
+    assert store.abnormal_recovery
+    assert [b for b, _ in _read(store, "%LMQ%a")] == [f"m{i}".encode() for i in range(5)]
+    assert [b for b, _ in _read(store, "%LMQ%b")] == [b"m1", b"m3"]
+    store.append(_multi("%LMQ%b", body=b"next"))
+    assert _read(store, "%LMQ%b")[-1][1]["INNER_MULTI_QUEUE_OFFSET"] == "2"
+    store.close()
+
+
+async def test_retention_destroys_expired_lmq_queues(tmp_path: Path) -> None:
+    noon = int(datetime.datetime(2026, 1, 15, 12, 30).timestamp() * 1000)
+    store = open_store(tmp_path, now_ms=FakeClock(noon), disk_usage_ratio=lambda _path: 0.87, **LMQ)
+    store.append(_multi("%LMQ%old", body=bytes(300)))
+    for _ in range(30):
+        store.append(message(body=bytes(300)))
+    store.flush_all_blocking()
+    assert store.multi_dispatch.lmq_queue_count() == 1
+    assert await store.retention.check_once() >= 1
+    assert await clean_expired_consume_queues(store) == [("%LMQ%old", 0), ("TopicTest", 3)]
+    assert store.multi_dispatch.lmq_queue_count() == 0
+    assert not (tmp_path / "consumequeue" / "%LMQ%old").exists()
+    store.close()
+
+
+CHILD = """
+import sys, time, attrs
+from pathlib import Path
+from remoting.codec.message_properties import encode_properties
+from store.message_store import MessageStore
+from tests.store.store_helpers import STORE_HOST, message, small_config
+store = MessageStore(small_config(Path(sys.argv[1]), enable_lmq=True, enable_multi_dispatch=True,
+                                  mapped_file_size_commit_log=64 * 1024), store_host=STORE_HOST)
+store.load()
+for i in range(40):
+    msg = message(body=f"m{i}".encode(), queue_id=i % 2)
+    extra = encode_properties({"INNER_MULTI_DISPATCH": "%LMQ%k" if i % 4 else "%LMQ%k,%LMQ%four"})
+    store.append(attrs.evolve(msg, properties=msg.properties + chr(2) + extra))
+print("stored", flush=True)
+time.sleep(600)
+"""
+
+
+def test_kill_9_of_a_real_process_then_recovery_rebuilds_the_lmq_queues(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    child = subprocess.Popen([sys.executable, "-c", CHILD, str(root)], stdout=subprocess.PIPE,
+                             cwd=Path(__file__).resolve().parents[2], text=True)  # fmt: skip
+    try:
+        assert child.stdout is not None and child.stdout.readline() == "stored\n"
+    finally:
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait()
+    assert (root / "abort").exists()
+    store = open_store(root, mapped_file_size_commit_log=64 * 1024, **LMQ)
+    assert store.abnormal_recovery
+    assert [b for b, _ in _read(store, "%LMQ%k")][:3] == [b"m0", b"m1", b"m2"]
+    assert store.max_offset_in_queue("%LMQ%k", 0) == 40
+    assert store.max_offset_in_queue("%LMQ%four", 0) == 10
+    store.append(_multi("%LMQ%four"))
+    assert store.max_offset_in_queue("%LMQ%four", 0) == 11
+    store.close()
