@@ -78,6 +78,11 @@ class BrokerConfig(ListenerSettings):
     #: Recovery after a crash checks each record's body CRC (read at start).
     check_crc_on_recover: bool = attrs.field(default=True, metadata={"key": "checkCRCOnRecover"})
     message_index_enable: bool = True
+    #: Light Message Queues and multi-dispatch (store/multi_dispatch.py; MessageStoreConfig's names and defaults, read
+    #: at start): ``%LMQ%`` topics and groups need no creation, LMQ groups' offsets go to lmqConsumerOffset.json.
+    enable_lmq: bool = False
+    enable_multi_dispatch: bool = False
+    max_lmq_consume_queue_num: int = 20_000
     max_hash_slot_num: int = 5_000_000
     max_index_num: int = 20_000_000
     #: Write the zeros of each new CommitLog segment ahead; the key is spelled ``warmMapedFileEnable`` as in

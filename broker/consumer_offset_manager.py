@@ -6,6 +6,11 @@ table every ``flushConsumerOffsetInterval`` (5 s) in a worker thread and once mo
 broker does; nothing is saved per commit, so a crash loses at most one interval of commits (clients then re-consume,
 which is RocketMQ's at-least-once contract).
 
+With ``enableLmq`` (RocketMQ 4.9.8's LmqConsumerOffsetManager) the offsets of a group named ``%LMQ%...`` are one per
+``topic@group``, whatever the queue, kept apart and saved to ``config/lmqConsumerOffset.json`` (``lmqOffsetTable``,
+next to a copy of the ordinary table as ``offsetTable``, so a Java broker started on the store finds both);
+``consumerOffset.json`` keeps the ordinary table.
+
 Errors: :meth:`load` raises :class:`~store.metadata_files.ConfigFileError` for an unreadable file and backup. A periodic
 save that fails with ``OSError`` is logged and retried at the next interval.
 """
@@ -18,7 +23,8 @@ from pathlib import Path
 import trio
 
 from broker.persistence import ConfigPersister
-from store.metadata_files import ConsumerOffsetTable, consumer_offset_file
+from store.metadata_files import ConsumerOffsetTable, LmqOffsets, consumer_offset_file, lmq_consumer_offset_file
+from store.multi_dispatch import LMQ_PREFIX
 
 log = logging.getLogger(__name__)
 
@@ -32,22 +38,50 @@ def offset_key(group: str, topic: str) -> str:
 class ConsumerOffsetManager:
     """Consume progress of every group; see the module docstring."""
 
-    def __init__(self, config_dir: Path, flush_interval_ms: int = 5000) -> None:
+    def __init__(self, config_dir: Path, flush_interval_ms: int = 5000, lmq: bool = False) -> None:
         self.flush_interval = flush_interval_ms / 1000
         self._table: ConsumerOffsetTable = {}
         self.persister = ConfigPersister(consumer_offset_file(config_dir), self._snapshot)
+        #: ``enableLmq``: the LMQ groups' offsets (``topic@group`` -> offset) and their file, else ``None``.
+        self._lmq: dict[str, int] = {}
+        self.lmq_persister = ConfigPersister(lmq_consumer_offset_file(config_dir), self._lmq_snapshot) if lmq else None
 
     def _snapshot(self) -> ConsumerOffsetTable:
         return {key: dict(queues) for key, queues in self._table.items()}
 
+    def _lmq_snapshot(self) -> LmqOffsets:
+        return self._snapshot(), dict(self._lmq)
+
+    def _persisters(self) -> list[ConfigPersister]:  # type: ignore[type-arg]
+        return [self.persister] if self.lmq_persister is None else [self.persister, self.lmq_persister]
+
     def load(self) -> None:
-        """Read ``consumerOffset.json`` (or its backup). Blocking; raises ConfigFileError."""
+        """Read ``consumerOffset.json`` (or its backup), with ``enableLmq`` also ``lmqConsumerOffset.json`` (whose
+        ordinary table is taken when ``consumerOffset.json`` has none: a store a Java broker wrote with
+        ``enableLmq``). Blocking; raises ConfigFileError."""
         loaded = self.persister.load()
         if loaded is not None:
             self._table = loaded
+        if self.lmq_persister is not None:
+            lmq_loaded = self.lmq_persister.load()
+            if lmq_loaded is not None:
+                table, self._lmq = lmq_loaded
+                if loaded is None:
+                    self._table = table
+
+    def _lmq_key(self, group: str, topic: str) -> str | None:
+        """The LMQ table's key for an LMQ group with ``enableLmq``, else ``None``."""
+        if self.lmq_persister is not None and group.startswith(LMQ_PREFIX):
+            return offset_key(group, topic)
+        return None
 
     def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
-        """Record ``offset`` (the next message the group will consume) for one queue."""
+        """Record ``offset`` (the next message the group will consume) for one queue (for an LMQ group: whatever
+        the queue)."""
+        if self.lmq_persister is not None and (lmq_key := self._lmq_key(group, topic)) is not None:
+            self._lmq[lmq_key] = offset
+            self.lmq_persister.mark_dirty()
+            return
         key = offset_key(group, topic)
         queues = self._table.get(key)
         if queues is None:
@@ -74,13 +108,17 @@ class ConsumerOffsetManager:
 
     def query(self, group: str, topic: str, queue_id: int) -> int:
         """The committed offset, or -1 when the group never committed one for this queue."""
+        if self.lmq_persister is not None and (lmq_key := self._lmq_key(group, topic)) is not None:
+            return self._lmq.get(lmq_key, -1)
         queues = self._table.get(offset_key(group, topic))
         if queues is None:
             return -1
         return queues.get(queue_id, -1)
 
     def offsets_of(self, group: str, topic: str) -> dict[int, int]:
-        """A copy of ``{queueId: offset}`` for the group on the topic (empty when none)."""
+        """A copy of ``{queueId: offset}`` for the group on the topic (empty when none; an LMQ group's at queue 0)."""
+        if self.lmq_persister is not None and (lmq_key := self._lmq_key(group, topic)) is not None:
+            return {0: self._lmq[lmq_key]} if lmq_key in self._lmq else {}
         return dict(self._table.get(offset_key(group, topic), {}))
 
     def offset_keys(self) -> list[str]:
@@ -112,8 +150,9 @@ class ConsumerOffsetManager:
         self.persister.mark_dirty()
 
     async def persist(self) -> None:
-        """Save the table now (worker thread). Raises ``OSError``."""
-        await self.persister.persist()
+        """Save the table now (worker thread), with ``enableLmq`` ``lmqConsumerOffset.json`` too. Raises ``OSError``."""
+        for persister in self._persisters():
+            await persister.persist()
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Persist every ``flush_interval`` seconds until cancelled, then once more (shielded)."""
@@ -121,7 +160,7 @@ class ConsumerOffsetManager:
         try:
             while True:
                 await trio.sleep(self.flush_interval)
-                if not self.persister.dirty:
+                if not any(p.dirty for p in self._persisters()):
                     continue
                 try:
                     await self.persist()

@@ -3,8 +3,9 @@
 
 Java pre-creates a handful of tool and system groups; every other group is created on first use
 (:meth:`SubscriptionGroupManager.find`) when ``autoCreateSubscriptionGroup`` is on, or when it is a system group
-(``CID_RMQ_SYS_`` prefix). Mutations are synchronous, bump the DataVersion and schedule a save in a worker thread
-(:meth:`run`, started in the broker's nursery, also saves at shutdown).
+(``CID_RMQ_SYS_`` prefix); with ``enableLmq`` a ``%LMQ%`` group is made up on each use and never stored.
+Mutations are synchronous, bump the DataVersion and schedule a save in a worker thread (:meth:`run`, started in the
+broker's nursery, also saves at shutdown).
 
 Errors: :meth:`load` raises :class:`~store.metadata_files.ConfigFileError` when the file and its backup are unreadable.
 """
@@ -22,6 +23,7 @@ from broker.broker_config import BrokerConfig
 from broker.persistence import ConfigPersister
 from remoting.codec.topics import is_legal_name, is_system_group
 from store.metadata_files import DataVersion, SubscriptionGroupConfig, SubscriptionGroupTable, subscription_group_file
+from store.multi_dispatch import LMQ_PREFIX
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +51,8 @@ class SubscriptionGroupManager:
         self._table: dict[str, SubscriptionGroupConfig] = {g: SubscriptionGroupConfig(g) for g in PREDEFINED_GROUPS}
         self.data_version = DataVersion()
         self.persister = ConfigPersister(subscription_group_file(config_dir), self._snapshot)
+        #: ``enableLmq`` at start: ``%LMQ%`` groups need no creation (:meth:`find`).
+        self._lmq = config.enable_lmq
 
     def _snapshot(self) -> SubscriptionGroupTable:
         return SubscriptionGroupTable(dict(self._table), self.data_version)
@@ -93,6 +97,8 @@ class SubscriptionGroupManager:
         found = self._table.get(group)
         if found is not None:
             return found
+        if self._lmq and group.startswith(LMQ_PREFIX):  # LmqSubscriptionGroupManager: made up, never stored
+            return SubscriptionGroupConfig(group)
         if not (self.config.auto_create_subscription_group or is_system_group(group)):
             return None
         if len(group) > GROUP_MAX_LENGTH or not is_legal_name(group):
@@ -115,7 +121,10 @@ class SubscriptionGroupManager:
         return True
 
     def update(self, config: SubscriptionGroupConfig) -> None:
-        """Create or replace a group (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP)."""
+        """Create or replace a group (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP); with ``enableLmq`` an ``%LMQ%`` group is
+        not stored (LmqSubscriptionGroupManager.updateSubscriptionGroupConfig)."""
+        if self._lmq and config.group_name.startswith(LMQ_PREFIX):
+            return
         self._table[config.group_name] = config
         log.info("subscription group %s updated: %s", config.group_name, config)
         self._changed()

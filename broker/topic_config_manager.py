@@ -46,6 +46,7 @@ from store.metadata_files import (
     TopicConfigTable,
     topics_file,
 )
+from store.multi_dispatch import LMQ_PREFIX
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +88,8 @@ class TopicConfigManager:
         self.system_topic_names: frozenset[str] = SYSTEM_TOPICS.union(self._table)
         self.data_version = DataVersion()
         self.persister = ConfigPersister(topics_file(config_dir), self._snapshot)
+        #: ``enableLmq`` at start: ``%LMQ%`` topics need no creation (:meth:`get`).
+        self._lmq = config.enable_lmq
 
     def _snapshot(self) -> TopicConfigTable:
         return TopicConfigTable(dict(self._table), self.data_version)
@@ -115,7 +118,12 @@ class TopicConfigManager:
     # ---- reads -------------------------------------------------------------------------------------------------
 
     def get(self, topic: str) -> TopicConfig | None:
-        return self._table.get(topic)
+        """The topic's config; with ``enableLmq`` an unknown ``%LMQ%`` topic's is made up (1 queue, read and write),
+        never stored (RocketMQ 4.9.8's LmqTopicConfigManager.selectTopicConfig)."""
+        found = self._table.get(topic)
+        if found is None and self._lmq and topic.startswith(LMQ_PREFIX):
+            return TopicConfig(topic, 1, 1, PERM_RW)
+        return found
 
     def __contains__(self, topic: object) -> bool:
         return topic in self._table
@@ -153,7 +161,10 @@ class TopicConfigManager:
         return True
 
     def update_topic(self, config: TopicConfig) -> TopicConfig:
-        """Create or replace a topic (UPDATE_AND_CREATE_TOPIC). Returns the stored config."""
+        """Create or replace a topic (UPDATE_AND_CREATE_TOPIC). Returns the stored config; with ``enableLmq`` an
+        ``%LMQ%`` topic is not stored (LmqTopicConfigManager.updateTopicConfig)."""
+        if self._lmq and config.topic_name.startswith(LMQ_PREFIX):
+            return config
         old = self._table.get(config.topic_name)
         self._table[config.topic_name] = config
         log.info("topic %s %s: %s", config.topic_name, "updated" if old else "created", config)

@@ -65,6 +65,12 @@ _PUT_STATUS_REMARKS: Final = {
     PutStatus.OS_PAGECACHE_BUSY: "[PC_SYNCHRONIZED]broker busy, start flow control for a while"
 }
 
+#: SendMessageProcessor's remark for a put refused past ``maxLmqConsumeQueueNum`` (store/multi_dispatch.py).
+LMQ_EXCEEDED_REMARK: Final = (
+    "[LMQ_CONSUME_QUEUE_NUM_EXCEEDED]broker config enableLmq and enableMultiDispatch, lmq consumeQueue num exceed "
+    "maxLmqConsumeQueueNum config num, default limit 2w."
+)
+
 
 class SendAnswers:
     """Owned by one :class:`~processors.send.SendMessageProcessor`; ``put_futures`` (optional) hosts the writes to
@@ -151,6 +157,8 @@ class SendAnswers:
             )
         if status == "OS_PAGECACHE_BUSY":  # SendMessageProcessor's text (a DLedger append its server refused)
             return RequestRejected(ResponseCode.SYSTEM_ERROR, _PUT_STATUS_REMARKS[PutStatus.OS_PAGECACHE_BUSY])
+        if status == "LMQ_CONSUME_QUEUE_NUM_EXCEEDED":  # SendMessageProcessor's text
+            return RequestRejected(ResponseCode.SYSTEM_ERROR, LMQ_EXCEEDED_REMARK)
         if status == "CREATE_MAPPED_FILE_FAILED":  # SendMessageProcessor's text
             return RequestRejected(ResponseCode.SYSTEM_ERROR, "create mapped file failed, server is busy or broken.")
         return RequestRejected(ResponseCode.SYSTEM_ERROR, f"{status}: {exc}")

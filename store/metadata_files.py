@@ -61,6 +61,7 @@ __all__ = [
     "DataVersion",
     "DelayOffsetTable",
     "KvConfigTable",
+    "LmqOffsets",
     "SubscriptionGroupConfig",
     "SubscriptionGroupTable",
     "TopicConfig",
@@ -81,6 +82,7 @@ __all__ = [
     "encode_topics",
     "fsync_directory",
     "kv_config_file",
+    "lmq_consumer_offset_file",
     "parse_json",
     "quote_numeric_keys",
     "subscription_group_file",
@@ -305,6 +307,38 @@ def topics_file(config_dir: Path) -> ConfigFile[TopicConfigTable]:
 
 def consumer_offset_file(config_dir: Path) -> ConfigFile[ConsumerOffsetTable]:
     return ConfigFile(config_dir / "consumerOffset.json", encode_consumer_offsets, decode_consumer_offsets)
+
+
+#: ``lmqConsumerOffset.json`` (broker/.../offset/LmqConsumerOffsetManager.java, written with ``enableLmq``): the
+#: ordinary table as ``offsetTable``, ``"topic@group"`` -> offset of the LMQ groups (any queue) as ``lmqOffsetTable``.
+LmqOffsets = tuple[ConsumerOffsetTable, dict[str, int]]
+
+
+def encode_lmq_consumer_offsets(value: LmqOffsets) -> bytes:
+    table, lmq = value
+    return dump_json({
+        "offsetTable": {key: _int_map_out(table[key]) for key in sorted(table)},
+        "lmqOffsetTable": {key: lmq[key] for key in sorted(lmq)},
+    })  # fmt: skip
+
+
+@_config_errors
+def decode_lmq_consumer_offsets(data: bytes) -> LmqOffsets:
+    root = _expect_map(parse_json(data), "lmqConsumerOffset.json")
+    table = {
+        key: _int_map_in(v, key)
+        for key, v in _expect_map(root.get("offsetTable"), "offsetTable").items()
+        if v is not None
+    }
+    lmq = {
+        key: to_int(v, key) for key, v in _expect_map(root.get("lmqOffsetTable"), "lmqOffsetTable").items()
+        if v is not None
+    }  # fmt: skip
+    return table, lmq
+
+
+def lmq_consumer_offset_file(config_dir: Path) -> ConfigFile[LmqOffsets]:
+    return ConfigFile(config_dir / "lmqConsumerOffset.json", encode_lmq_consumer_offsets, decode_lmq_consumer_offsets)
 
 
 def delay_offset_file(config_dir: Path) -> ConfigFile[DelayOffsetTable]:

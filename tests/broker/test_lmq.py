@@ -1,0 +1,164 @@
+"""Light Message Queues over real sockets (RocketMQ 4.9.8's LMQ broker classes): a raw SEND_MESSAGE_V2 carrying
+``INNER_MULTI_DISPATCH`` as a Java client sends it, pulls of ``%LMQ%`` queue 0 (also a held long poll woken by an
+arrival), LMQ topics and groups that need no creation, LMQ offsets in ``lmqConsumerOffset.json`` across a restart,
+and the ``maxLmqConsumeQueueNum`` answer."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import trio
+
+from broker.embedded import EmbeddedCluster
+from remoting.client import RemotingClient
+from remoting.codec.codes import RequestCode, ResponseCode
+from remoting.codec.command import RemotingCommand, request
+from remoting.codec.message import iter_records
+from tests.broker.helpers import create_topic_request
+from tests.conftest import SMALL_STORE
+from tests.processors.conftest import pull_request, send_request
+
+LMQ = {"enable_lmq": True, "enable_multi_dispatch": True}
+TOPIC = "LmqParent"
+NO_SUSPEND = 0x4  # the subscription comes with the pull
+
+
+def multi_send(queues: str, body: bytes, queue_id: int = 0, topic: str = TOPIC) -> RemotingCommand:
+    props = f"TAGS\x01TagA\x02INNER_MULTI_DISPATCH\x01{queues}\x02WAIT\x01true\x02UNIQ_KEY\x01{body.hex()}"
+    return send_request(topic, body, queue_id=queue_id, properties=props)
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[RemotingClient]:
+    async with RemotingClient() as c:
+        yield c
+
+
+async def _create(client: RemotingClient, cluster: EmbeddedCluster) -> None:
+    answer = await client.invoke(cluster.broker_addr, create_topic_request(TOPIC, queues=2), 5)
+    assert answer.code == ResponseCode.SUCCESS
+
+
+async def _send(client: RemotingClient, cluster: EmbeddedCluster, cmd: RemotingCommand) -> RemotingCommand:
+    return await client.invoke(cluster.broker_addr, cmd, 5)
+
+
+async def test_a_multi_dispatched_send_is_pulled_from_its_topic_and_each_lmq_queue(
+    tmp_path: Path, client: RemotingClient
+) -> None:
+    async with EmbeddedCluster(tmp_path / "c", **SMALL_STORE, **LMQ) as cluster:  # type: ignore[arg-type]
+        await _create(client, cluster)
+        for i, queues in enumerate(["%LMQ%room1,%LMQ%room2", "%LMQ%room2"]):
+            answer = await _send(client, cluster, multi_send(queues, f"m{i}".encode(), queue_id=1))
+            assert answer.code == ResponseCode.SUCCESS, answer.remark
+            assert answer.ext_fields["queueId"] == "1" and answer.ext_fields["queueOffset"] == str(i)
+        # No topic or group was created for the LMQ names: a config is made up per request.
+        pulled = await client.invoke(
+            cluster.broker_addr, pull_request("%LMQ%room2", group="%LMQ%room2", sys_flag=NO_SUSPEND), 5
+        )
+        assert pulled.code == ResponseCode.SUCCESS, pulled.remark
+        records = list(iter_records(pulled.body))
+        assert [r.body for r in records] == [b"m0", b"m1"]
+        assert [r.queue_offset for r in records] == [0, 1]  # the record's own: its parent queue's, as stored
+        assert [r.properties["INNER_MULTI_QUEUE_OFFSET"] for r in records] == ["0,0", "1"]
+        assert pulled.ext_fields["maxOffset"] == "2" and pulled.ext_fields["nextBeginOffset"] == "2"
+        one = await client.invoke(
+            cluster.broker_addr, pull_request("%LMQ%room1", group="%LMQ%room1", sys_flag=NO_SUSPEND), 5
+        )
+        assert [r.body for r in iter_records(one.body)] == [b"m0"]
+        parent = await client.invoke(cluster.broker_addr, pull_request(TOPIC, queue_id=1, sys_flag=NO_SUSPEND), 5)
+        assert [r.body for r in iter_records(parent.body)] == [b"m0", b"m1"]
+        ctx = cluster.controller.context
+        assert ctx.topics.get("%LMQ%room2") is not None and "%LMQ%room2" not in ctx.topics.topics
+        assert ctx.groups.get("%LMQ%room2") is None
+
+
+async def test_a_held_pull_on_an_lmq_queue_is_woken_by_the_arrival(tmp_path: Path, client: RemotingClient) -> None:
+    async with EmbeddedCluster(tmp_path / "c", **SMALL_STORE, **LMQ) as cluster:  # type: ignore[arg-type]
+        await _create(client, cluster)
+        hold = cluster.controller.hold
+        answers: list[RemotingCommand] = []
+
+        async def held_pull() -> None:
+            pull = pull_request("%LMQ%live", group="%LMQ%live", suspend_ms=60_000)
+            answers.append(await client.invoke(cluster.broker_addr, pull, 90))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(held_pull)
+            while hold.held_count == 0:
+                await trio.sleep(0.01)
+            sent = await _send(client, cluster, multi_send("%LMQ%live", b"wake"))
+            assert sent.code == ResponseCode.SUCCESS
+            assert hold.held_count == 0  # woken by the arrival itself, not by a periodic check
+        [answer] = answers
+        assert answer.code == ResponseCode.SUCCESS
+        assert [r.body for r in iter_records(answer.body)] == [b"wake"]
+
+
+def _offset_request(code: int, group: str, topic: str, offset: int | None = None) -> RemotingCommand:
+    fields = {"consumerGroup": group, "topic": topic, "queueId": "0"}
+    if offset is not None:
+        fields["commitOffset"] = str(offset)
+    return request(code, fields)
+
+
+async def test_lmq_group_offsets_go_to_lmq_consumer_offset_json_and_survive_a_restart(
+    tmp_path: Path, client: RemotingClient
+) -> None:
+    root = tmp_path / "c"
+    async with EmbeddedCluster(root, **SMALL_STORE, **LMQ) as cluster:  # type: ignore[arg-type]
+        await _create(client, cluster)
+        for i in range(3):
+            assert (await _send(client, cluster, multi_send("%LMQ%o", f"m{i}".encode()))).code == ResponseCode.SUCCESS
+        update = _offset_request(RequestCode.UPDATE_CONSUMER_OFFSET, "%LMQ%o", "%LMQ%o", 2)
+        assert (await client.invoke(cluster.broker_addr, update, 5)).code == ResponseCode.SUCCESS
+        plain = _offset_request(RequestCode.UPDATE_CONSUMER_OFFSET, "G", TOPIC, 1)
+        assert (await client.invoke(cluster.broker_addr, plain, 5)).code == ResponseCode.SUCCESS
+        await cluster.restart_broker()
+        config_dir = Path(cluster.controller.context.config.store_path_root_dir) / "config"
+        saved = json.loads((config_dir / "lmqConsumerOffset.json").read_text())
+        assert saved["lmqOffsetTable"] == {"%LMQ%o@%LMQ%o": 2}
+        assert saved["offsetTable"] == {f"{TOPIC}@G": {"0": 1}}
+        assert "%LMQ%o@%LMQ%o" not in json.loads((config_dir / "consumerOffset.json").read_text())["offsetTable"]
+        query = _offset_request(RequestCode.QUERY_CONSUMER_OFFSET, "%LMQ%o", "%LMQ%o")
+        answer = await client.invoke(cluster.broker_addr, query, 5)
+        assert (answer.code, answer.ext_fields["offset"]) == (ResponseCode.SUCCESS, "2")
+        # The LMQ queue came back from the store too: the pull from the committed offset finds the last message.
+        pulled = await client.invoke(
+            cluster.broker_addr, pull_request("%LMQ%o", group="%LMQ%o", offset=2, sys_flag=NO_SUSPEND), 5
+        )
+        assert [r.body for r in iter_records(pulled.body)] == [b"m2"]
+
+
+async def test_past_max_lmq_consume_queue_num_a_multi_dispatched_send_is_refused_as_java(
+    tmp_path: Path, client: RemotingClient
+) -> None:
+    async with EmbeddedCluster(tmp_path / "c", **SMALL_STORE, **LMQ, max_lmq_consume_queue_num=1) as cluster:  # type: ignore[arg-type]
+        await _create(client, cluster)
+        assert (await _send(client, cluster, multi_send("%LMQ%a,%LMQ%b", b"x"))).code == ResponseCode.SUCCESS
+        refused = await _send(client, cluster, multi_send("%LMQ%c", b"y"))
+        assert refused.code == ResponseCode.SYSTEM_ERROR
+        assert refused.remark == (
+            "[LMQ_CONSUME_QUEUE_NUM_EXCEEDED]broker config enableLmq and enableMultiDispatch, lmq consumeQueue num "
+            "exceed maxLmqConsumeQueueNum config num, default limit 2w."
+        )
+        plain = send_request(TOPIC, b"plain", properties="TAGS\x01T")
+        assert (await _send(client, cluster, plain)).code == ResponseCode.SUCCESS
+
+
+async def test_off_by_default_lmq_names_need_a_topic_and_the_property_is_only_stored(
+    tmp_path: Path, client: RemotingClient
+) -> None:
+    async with EmbeddedCluster(tmp_path / "c", **SMALL_STORE) as cluster:
+        await _create(client, cluster)
+        assert (await _send(client, cluster, multi_send("%LMQ%a", b"x"))).code == ResponseCode.SUCCESS
+        pulled = await client.invoke(
+            cluster.broker_addr, pull_request("%LMQ%a", group="%LMQ%a", sys_flag=NO_SUSPEND), 5
+        )
+        assert pulled.code == ResponseCode.TOPIC_NOT_EXIST
+        assert not (
+            Path(cluster.controller.context.config.store_path_root_dir) / "config" / "lmqConsumerOffset.json"
+        ).exists()
