@@ -61,6 +61,9 @@ class MultiDispatch:
     def __init__(self, store: MessageStore) -> None:
         self.store = store
         self._lmq_queues: int | None = None  # LMQ ConsumeQueues; None: count again (after a load or a drop)
+        #: Deleted queues' tombstones (store/topic_cleanup.py), set by recovery: a listed queue deleted after the
+        #: record was stored gets no entry back.
+        self.tombstones: dict[str, int] = {}
         store.queue_drop_listeners.append(self._dropped)
 
     def _dropped(self, topic: str, _queue_id: int) -> None:
@@ -138,6 +141,7 @@ class MultiDispatch:
         if len(names) != len(offsets) or not all(o.isdigit() for o in offsets):
             log.error("[bug] multi-dispatch record at %d: queues %r, offsets %r", phy, names, offsets)
             return
+        tombstones = self.tombstones
         for name, offset in zip(names, offsets, strict=True):
-            if names_a_directory(name):
+            if names_a_directory(name) and phy >= tombstones.get(name, -1):
                 self._put(self._key(name, queue_id), int(offset), phy, size, tags)

@@ -82,6 +82,7 @@ def _remove_spares(cq: ConsumeQueue) -> None:
 def _scan_and_dispatch(store: MessageStore, start: int, check_crc: bool) -> int:
     end = start
     deleted = load_tombstones(store.root)
+    store.multi_dispatch.tombstones = deleted  # the queues a record lists are skipped alike
     last: tuple[int, RecordMeta] | None = None  # dispatched once the scan shows it is not a torn last record
 
     def dispatch(meta: RecordMeta) -> None:

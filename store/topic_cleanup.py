@@ -31,6 +31,7 @@ import orjson
 import trio
 
 from store.metadata_files import replace_atomically
+from store.multi_dispatch import is_lmq
 
 if TYPE_CHECKING:
     from remoting.codec.message import RecordMeta
@@ -126,6 +127,7 @@ def _remove_queue_dir(queue_dir: Path) -> None:
 
 async def clean_unused_topics(store: MessageStore, in_use: Callable[[str], bool]) -> list[str]:
     """Java's ``cleanUnusedTopic`` (CLEAN_UNUSED_TOPIC): :func:`delete_topic_queues` for every topic with
-    ConsumeQueues that ``in_use`` refuses, asked again as each one's turn comes. Returns those deleted, sorted."""
-    unused = sorted({topic for topic, _ in store.consume_queues if not in_use(topic)})
+    ConsumeQueues that ``in_use`` refuses, asked again as each one's turn comes, never an ``%LMQ%`` queue (they have
+    no topic config: DefaultMessageStore.cleanUnusedTopic skips ``MixAll.isLmq``). Returns those deleted, sorted."""
+    unused = sorted({topic for topic, _ in store.consume_queues if not in_use(topic) and not is_lmq(topic)})
     return [topic for topic in unused if await delete_topic_queues(store, topic, in_use)]

@@ -162,3 +162,16 @@ async def test_off_by_default_lmq_names_need_a_topic_and_the_property_is_only_st
         assert not (
             Path(cluster.controller.context.config.store_path_root_dir) / "config" / "lmqConsumerOffset.json"
         ).exists()
+
+
+async def test_delete_topic_of_an_lmq_name_destroys_its_queue(tmp_path: Path, client: RemotingClient) -> None:
+    async with EmbeddedCluster(tmp_path / "c", **SMALL_STORE, **LMQ) as cluster:  # type: ignore[arg-type]
+        await _create(client, cluster)
+        assert (await _send(client, cluster, multi_send("%LMQ%del", b"x"))).code == ResponseCode.SUCCESS
+        store = cluster.controller.context.store
+        assert store.max_offset_in_queue("%LMQ%del", 0) == 1
+        delete = request(RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": "%LMQ%del"})
+        assert (await client.invoke(cluster.broker_addr, delete, 5)).code == ResponseCode.SUCCESS
+        assert ("%LMQ%del", 0) not in store.consume_queues  # DefaultMessageStore.cleanUnusedLmqTopic
+        assert (await _send(client, cluster, multi_send("%LMQ%del", b"y"))).code == ResponseCode.SUCCESS
+        assert store.max_offset_in_queue("%LMQ%del", 0) == 1  # a fresh queue from offset 0

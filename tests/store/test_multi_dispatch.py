@@ -22,6 +22,7 @@ from store.maintenance import clean_expired_consume_queues
 from store.message_store import MessageStore
 from store.multi_dispatch import LmqQueueNumExceededError
 from store.results import GetStatus
+from store.topic_cleanup import clean_unused_topics
 from tests.store.store_helpers import FakeClock, message, open_store
 
 LMQ = {"enable_lmq": True, "enable_multi_dispatch": True}
@@ -136,6 +137,21 @@ async def test_retention_destroys_expired_lmq_queues(tmp_path: Path) -> None:
     assert await clean_expired_consume_queues(store) == [("%LMQ%old", 0), ("TopicTest", 3)]
     assert store.multi_dispatch.lmq_queue_count() == 0
     assert not (tmp_path / "consumequeue" / "%LMQ%old").exists()
+    store.close()
+
+
+async def test_a_deleted_lmq_queue_stays_deleted_through_recovery_and_clean_unused_skips_lmq(
+    tmp_path: Path,
+) -> None:
+    store = open_store(tmp_path, **LMQ)
+    for i in range(3):
+        store.append(_multi("%LMQ%gone,%LMQ%kept", body=f"m{i}".encode()))
+    assert await clean_unused_topics(store, lambda topic: topic == "TopicTest") == []  # LMQ queues have no config
+    assert await store.delete_topic("%LMQ%gone") == 1
+    store.abandon()  # a crash: recovery scans every record again
+    store = open_store(tmp_path, **LMQ)
+    assert store.abnormal_recovery and store.recovery_start == 0
+    assert _read(store, "%LMQ%gone") == [] and len(_read(store, "%LMQ%kept")) == 3
     store.close()
 
 
