@@ -17,7 +17,7 @@ from remoting.client import RemotingClient
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand, request
 from remoting.codec.message import iter_records
-from tests.broker.helpers import create_topic_request
+from tests.broker.helpers import broker_from_conf, create_topic_request
 from tests.conftest import SMALL_STORE
 from tests.processors.conftest import pull_request, send_request
 
@@ -175,3 +175,13 @@ async def test_delete_topic_of_an_lmq_name_destroys_its_queue(tmp_path: Path, cl
         assert ("%LMQ%del", 0) not in store.consume_queues  # DefaultMessageStore.cleanUnusedLmqTopic
         assert (await _send(client, cluster, multi_send("%LMQ%del", b"y"))).code == ResponseCode.SUCCESS
         assert store.max_offset_in_queue("%LMQ%del", 0) == 1  # a fresh queue from offset 0
+
+
+async def test_broker_conf_keys_turn_it_on(tmp_path: Path, client: RemotingClient) -> None:
+    conf = tmp_path / "broker.conf"
+    conf.write_text("listenPort=0\nnamesrvAddr=127.0.0.1:1\nenableLmq=true\nenableMultiDispatch=true\n")
+    async with broker_from_conf(conf, tmp_path / "store") as (_controller, addr):
+        assert (await client.invoke(addr, create_topic_request(TOPIC, queues=1), 5)).code == ResponseCode.SUCCESS
+        assert (await client.invoke(addr, multi_send("%LMQ%conf", b"c"), 5)).code == ResponseCode.SUCCESS
+        pulled = await client.invoke(addr, pull_request("%LMQ%conf", group="%LMQ%conf", sys_flag=NO_SUSPEND), 5)
+        assert [r.body for r in iter_records(pulled.body)] == [b"c"]
