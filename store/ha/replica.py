@@ -12,6 +12,9 @@ level, non-ASCII keys or tags, a blank, anything that does not validate) goes th
 :meth:`MessageStore.redispatch`, exactly as recovery re-dispatches. Either way queues and index match the master's
 byte for byte.
 
+With ``enableMultiDispatch`` every record goes through :meth:`MessageStore.redispatch`, which also writes the entries
+of the queues its ``INNER_MULTI_DISPATCH`` lists (store/multi_dispatch.py).
+
 Ours, not RocketMQ's: dispatched messages also call the store's arrival listener when a pull waits on their queue
 (the store's ``arrival_interest``), so held pulls on a slave wake at once (RocketMQ's slave leaves them to the hold
 service's 5 s check).
@@ -138,12 +141,13 @@ class ReplicaLog:
             if mf is None:
                 break
             base = mf.file_from_offset
-            scan = scan_records(mf.view, pos - base, mf.wrote_position, base, index is not None)
-            end, scanned = scan[0], scan[1]
-            if scanned:
-                store.dispatch_scanned(mf.view, base, scan)
-                pos = base + end
-                count += scanned
+            if not store.config.enable_multi_dispatch:  # its records list queues the scan does not dispatch
+                scan = scan_records(mf.view, pos - base, mf.wrote_position, base, index is not None)
+                end, scanned = scan[0], scan[1]
+                if scanned:
+                    store.dispatch_scanned(mf.view, base, scan)
+                    pos = base + end
+                    count += scanned
             step = self._dispatch_one(pos)
             if step is None:
                 break

@@ -22,6 +22,7 @@ from store.maintenance import clean_expired_consume_queues
 from store.message_store import MessageStore
 from store.multi_dispatch import LmqQueueNumExceededError
 from store.results import GetStatus
+from store.store_config import BrokerRole
 from store.topic_cleanup import clean_unused_topics
 from tests.store.store_helpers import FakeClock, message, open_store
 
@@ -191,3 +192,18 @@ def test_kill_9_of_a_real_process_then_recovery_rebuilds_the_lmq_queues(tmp_path
     store.append(_multi("%LMQ%four"))
     assert store.max_offset_in_queue("%LMQ%four", 0) == 11
     store.close()
+
+
+def test_a_slave_fed_the_master_bytes_builds_the_same_lmq_queues(tmp_path: Path) -> None:
+    master = open_store(tmp_path / "master", **LMQ)
+    for i in range(6):
+        master.append(_multi("%LMQ%a,%LMQ%b" if i % 2 else "%LMQ%a", body=f"m{i}".encode(), queue_id=i % 2))
+    slave = open_store(tmp_path / "slave", broker_role=BrokerRole.SLAVE, **LMQ)
+    assert slave.replica is not None
+    slave.replica.append(0, bytes(master.commitlog.read(0, master.commitlog.max_offset) or b""))
+    for topic, queue_id in [("%LMQ%a", 0), ("%LMQ%b", 0), ("TopicTest", 0), ("TopicTest", 1)]:
+        mine, theirs = slave.consume_queue(topic, queue_id), master.consume_queue(topic, queue_id)
+        assert mine.max_offset == theirs.max_offset > 0
+        assert [mine.entry(i) for i in range(mine.max_offset)] == [theirs.entry(i) for i in range(theirs.max_offset)]
+    master.close()
+    slave.close()
