@@ -571,3 +571,54 @@ def test_a_clean_stop_in_the_middle_of_a_crash_rebuild_keeps_the_roll_windows_of
     assert again.pending == 0
     again.close()
     store.close()
+
+
+@pytest.mark.parametrize("then", ["crash", "slave", "clean stop, then crash"])
+def test_a_crash_rebuild_at_a_coarser_precision_that_filed_the_queue_keeps_the_crashs_read_time(
+    tmp_path: Path, then: str
+) -> None:
+    """As above, but the rebuild at 1000 ms slots has filed the whole timer queue (its offset reached the crash's)
+    and not yet walked its first slot, 1,003,000, below the crash's read time 1,003,500. The progress it confirmed
+    was its offset with that slot, so a second crash, a promoted slave, or a crash after a clean stop and start
+    there (the clean checkpoint dropped the skip rules) delivered again "c2" and "x" (due 1,003,000 and 1,003,200,
+    delivered before the first crash)."""
+    now = [1_000_000]
+    store, config_dir, timers = open_timer_store(tmp_path, now)
+    for i in range(6):
+        store.append(_timer_record(now[0] + 1_000 * (i + 1), f"c{i}".encode()))
+    store.append(_timer_record(now[0] + 3_200, b"x"))
+    assert timers.enqueue(100) == 7
+    now[0] += 3_500
+    run_timer(timers, now[0])
+    assert (timers.read_ms, sorted(_crashed(store))) == (1_003_500, [b"c0", b"c1", b"c2", b"x"])
+    timers.save_checkpoint(timers.checkpoint(clean=False))
+    timers.close()  # a crash: the last checkpoint has the four deliveries
+
+    rebuilding = TimerStore(store, config_dir, slots=64, precision_ms=1000)
+    rebuilding.load()
+    assert rebuilding.enqueue(100) == 9  # the whole queue judged (c4, c5 rolled); the slot 1,003,000 not walked
+    assert rebuilding.read_ms == 1_003_000
+    if then == "crash":
+        rebuilding.save_checkpoint(rebuilding.checkpoint(clean=False))  # the service's periodic save
+    elif then == "slave":  # the slave's adopted checkpoint (TimerMessageService.adopt_checkpoint), then its promotion
+        offset, read_ms = rebuilding.confirmed()
+        rebuilding.save_checkpoint(TimerCheckpoint(enqueue_offset=offset, read_ms=read_ms, windows=rebuilding.windows))
+    else:
+        rebuilding.flush()
+        rebuilding.save_checkpoint(rebuilding.checkpoint(clean=True))
+        rebuilding.close()
+        rebuilding = TimerStore(store, config_dir, slots=64, precision_ms=1000)
+        rebuilding.load()
+        assert rebuilding.read_ms == 1_003_000
+        rebuilding.save_checkpoint(rebuilding.checkpoint(clean=False))  # the service's first save, then a crash
+    rebuilding.close()
+
+    again = TimerStore(store, config_dir, slots=64, precision_ms=1000)
+    again.load()
+    for _ in range(10):
+        now[0] += 1_000
+        run_timer(again, now[0])
+    assert sorted(_crashed(store)) == [*(f"c{i}".encode() for i in range(6)), b"x"]
+    assert again.pending == 0
+    again.close()
+    store.close()
