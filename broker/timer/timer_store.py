@@ -476,9 +476,10 @@ class TimerStore:
                 self._copies[timer.roll_from] = offset
 
     def _rebuild_state(self) -> tuple[int, int, int] | None:
-        """The crash rebuild's skip rules while it has queue entries left to judge, else ``None``."""
+        """The crash rebuild's skip rules while it has queue entries left to judge or its read time has not reached
+        the crash's (see :meth:`_progress`), else ``None``."""
         below, before, end = self._skip_below_offset, self._skip_due_before, self._rebuild_end
-        return (below, before, end) if self.enqueue_offset < max(below, end) else None
+        return (below, before, end) if self.enqueue_offset < max(below, end) or self.read_ms < before else None
 
     def _use_windows(self, saved: tuple[tuple[int, int, int], ...], start: int) -> None:
         self._windows = list(self.windows_from(saved, start))
@@ -531,9 +532,14 @@ class TimerStore:
         broker/src/main/java/org/apache/rocketmq/broker/slave/SlaveSynchronize.java) taking the rebuild's offset would
         deliver again what was delivered before the crash from there on. The crash's read time goes with it: the
         rebuild's is that time's slot, lower when the precision is coarser since the crash, and the timers due in
-        between, delivered before the crash, would go out again."""
+        between, delivered before the crash, would go out again. So the crash's progress holds until the rebuild has
+        judged the queue up to its offset and walked past its read time (a rebuild that filed the queue but has not
+        walked its first, coarser slot yet confirmed its own offset with that slot: the same timers went out again);
+        what the rebuild delivered before then is repeated after another crash, as any delivery after the last
+        confirmed progress (RocketMQ 5.3's ``recover`` reads on from the checkpoint's offset and read time,
+        store/src/main/java/org/apache/rocketmq/store/timer/TimerMessageStore.java)."""
         below, before = self._skip_below_offset, self._skip_due_before
-        if self.enqueue_offset < below and self.read_ms <= before:
+        if self.read_ms < before or (self.enqueue_offset < below and self.read_ms <= before):
             return below, before
         return self.enqueue_offset, self.read_ms
 
