@@ -622,3 +622,43 @@ def test_a_crash_rebuild_at_a_coarser_precision_that_filed_the_queue_keeps_the_c
     assert again.pending == 0
     again.close()
     store.close()
+
+
+@pytest.mark.parametrize("then", ["crash in the migration", "crash after it", "slave"])
+def test_a_migration_to_a_coarser_precision_keeps_the_read_time_as_progress(tmp_path: Path, then: str) -> None:
+    """A clean stop at 100 ms slots (read time 1,003,500, "c2" and "x" due 1,003,000 and 1,003,200 delivered), a
+    start at 1000 ms slots: the migration reads on from the slot 1,003,000. A crash in its middle (its own unclean
+    checkpoint), one right after it (the service's first save) or a slave promoted with the progress it copied must
+    not deliver "c2" and "x" again: the clean stop's progress was exact. The progress was that lower slot."""
+    now = [1_000_000]
+    store, config_dir, timers = open_timer_store(tmp_path, now)
+    for i in range(6):
+        store.append(_timer_record(now[0] + 1_000 * (i + 1), f"c{i}".encode()))
+    store.append(_timer_record(now[0] + 3_200, b"x"))
+    assert timers.enqueue(100) == 7
+    now[0] += 3_500
+    run_timer(timers, now[0])
+    assert (timers.read_ms, sorted(_crashed(store))) == (1_003_500, [b"c0", b"c1", b"c2", b"x"])
+    timers.flush()
+    timers.save_checkpoint(timers.checkpoint(clean=True))
+    timers.close()
+
+    migrated = TimerStore(store, config_dir, slots=64, precision_ms=1000)
+    migrated.load()
+    assert migrated.read_ms == 1_003_000
+    if then == "crash after it":
+        migrated.save_checkpoint(migrated.checkpoint(clean=False))  # the service's first save
+    elif then == "slave":  # the slave's adopted checkpoint (TimerMessageService.adopt_checkpoint), then its promotion
+        offset, read_ms = migrated.confirmed()
+        migrated.save_checkpoint(TimerCheckpoint(enqueue_offset=offset, read_ms=read_ms, windows=migrated.windows))
+    migrated.close()
+
+    again = TimerStore(store, config_dir, slots=64, precision_ms=1000)
+    again.load()
+    for _ in range(10):
+        now[0] += 1_000
+        run_timer(again, now[0])
+    assert sorted(_crashed(store)) == [*(f"c{i}".encode() for i in range(6)), b"x"]
+    assert again.pending == 0
+    again.close()
+    store.close()
