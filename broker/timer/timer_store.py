@@ -411,9 +411,12 @@ class TimerStore:
         """A clean start over a wheel of another shape: the entries still pending (those of the slots from ``readMs``
         on, less what an interrupted walk delivered) are read from the old wheel and log, which are then replaced by
         new ones holding the same entries filed at the same times (a roll or delete marker keeps its flags), so no
-        timer is lost or delivered twice. ``readMs`` moves down to the new precision's slot. Before the old files
-        go, an unclean checkpoint is saved whose ``readMs`` is that lower slot: a crash in the middle rebuilds from
-        the timer queue, repeating at most what was due in that slot, skipping nothing. Blocking."""
+        timer is lost or delivered twice. ``readMs`` moves down to the new precision's slot; until the walk passes
+        the old ``readMs``, the progress confirmed (and saved unclean) stays the old one, as a crash rebuild's
+        (:meth:`_progress`): the lower slot made a crash, or a slave promoted with the copied progress, deliver again
+        the timers due from that slot to the old read time. Before the old files go, an unclean checkpoint of the
+        clean one's progress is saved: a crash in the middle rebuilds from the timer queue, repeating at most what
+        an interrupted walk of the read slot delivered, skipping nothing. Blocking."""
         log.warning(
             "timer: wheel of %d slots of %d ms found, %d of %d ms configured; migrating its pending entries",
             slots,
@@ -431,8 +434,9 @@ class TimerStore:
             old_wheel.close()
             old_log.close()
         read_ms = self.wheel.slot_time(cp.read_ms)
+        # The rebuild after a crash reads on from the slot of this time in its wheel, skipping what was due before it.
         self.save_checkpoint(
-            TimerCheckpoint(enqueue_offset=cp.enqueue_offset, read_ms=read_ms, windows=windows, rebuild=cp.rebuild)
+            TimerCheckpoint(enqueue_offset=cp.enqueue_offset, read_ms=cp.read_ms, windows=windows, rebuild=cp.rebuild)
         )
         shutil.rmtree(self.root, ignore_errors=True)
         self.log.load(0)
@@ -441,6 +445,9 @@ class TimerStore:
         for at in range(0, len(live), 4):
             self.file(live[at], live[at + 1], live[at + 2], live[at + 3])
         self._use_windows(windows, _filed_before(self.enqueue_offset, cp.rebuild))
+        if read_ms < cp.read_ms:  # a coarser slot: the old read time stays the progress until walked past
+            self._skip_below_offset, self._skip_due_before = cp.enqueue_offset, cp.read_ms
+            self._rebuild_end = cp.enqueue_offset
         self._resume_rebuild(cp.rebuild)
         self._confirmed = self._progress()
 

@@ -133,7 +133,7 @@ def test_a_clean_start_over_a_wheel_of_another_shape_delivers_each_pending_timer
 
 def test_a_crash_right_after_a_migration_rebuilds_from_the_queue_losing_nothing(tmp_path: Path) -> None:
     """The migration saves an unclean checkpoint before it replaces the old files: a crash after it (or in its
-    middle) rebuilds from the timer queue, repeating at most what was due in the migrated read slot."""
+    middle) rebuilds from the timer queue, repeating at most what the cut walk of the read slot delivered."""
     now = [1_000_000]
     store, config_dir = _old_shape_with_a_walk_cut_in_the_middle(tmp_path, now)
     timers = TimerStore(store, config_dir, slots=64, precision_ms=1000)
