@@ -171,9 +171,12 @@ def query_cq(ctx: click.Context, **o: Any) -> None:
         out.line("Queue data: \nmax: %d, min: %d\n", body.max_queue_index, body.min_queue_index)
         out.line("======================================\n")
         for i, q in enumerate(body.queue_data or (), o["index"]):
+            # ConsumeQueueData.toString() concatenates the fields, an absent one as Java's null
+            # (common/src/main/java/org/apache/rocketmq/common/protocol/body/ConsumeQueueData.java).
+            ext, bit_map, msg = (java_text(v) for v in (q.extend_data_json, q.bit_map, q.msg))
             text = (f"ConsumeQueueData{{physicOffset={q.physic_offset}, physicSize={q.physic_size}, "
-                    f"tagsCode={q.tags_code}, extendDataJson='{q.extend_data_json}', bitMap='{q.bit_map}', "
-                    f"eval={java_text(q.eval)}, msg='{q.msg}'}}")  # fmt: skip
+                    f"tagsCode={q.tags_code}, extendDataJson='{ext}', bitMap='{bit_map}', "
+                    f"eval={java_text(q.eval)}, msg='{msg}'}}")  # fmt: skip
             out.entry(f"idx: {i}\n{text}\n======================================\n", idx=i, **q.to_json())
 
     run_job(ctx, job)
