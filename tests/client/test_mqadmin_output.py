@@ -37,3 +37,32 @@ def test_query_cq_prints_java_null_for_the_absent_extension_fields(cluster: Thre
     assert len(entries) == 2, result.output
     for line in entries:
         assert line.endswith(", tagsCode=0, extendDataJson='null', bitMap='null', eval=false, msg='null'}"), line
+
+
+def test_get_consumer_config_prints_java_s_fields_in_declaration_order(cluster: ThreadedCluster) -> None:
+    """Java GetConsumerConfigSubCommand prints ``SubscriptionGroupConfig``'s declared fields in their declaration
+    order (``getClass().getDeclaredFields()``; common/src/main/java/org/apache/rocketmq/common/subscription/
+    SubscriptionGroupConfig.java has nine in 4.9.8), one ``%-40s=  %s`` line each. Before, the keys came sorted
+    (``brokerId`` first) with a tenth, ``consumeMessageOrderly``, that 4.9.8 does not have."""
+    ns, addr = cluster.namesrv_addr, cluster.broker_addr
+    created = _run("updateSubGroup", "-n", ns, "-b", addr, "-g", "config-order-cg", "-r", "5")
+    assert created.exit_code == 0, created.output
+    result = _run("getConsumerConfig", "-n", ns, "-g", "config-order-cg")
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0] == "=============================DefaultCluster:broker-a============================="
+    fields = [(line[:40], line[40:]) for line in lines[1:] if line]
+    assert fields == [
+        (f"{key:<40}", f"=  {value}")
+        for key, value in (
+            ("groupName", "config-order-cg"),
+            ("consumeEnable", "true"),
+            ("consumeFromMinEnable", "false"),
+            ("consumeBroadcastEnable", "false"),
+            ("retryQueueNums", "1"),
+            ("retryMaxTimes", "5"),
+            ("brokerId", "0"),
+            ("whichBrokerWhenConsumeSlowly", "1"),
+            ("notifyConsumerIdsChangedEnable", "true"),
+        )
+    ], result.output
