@@ -336,6 +336,23 @@ def consumer_status(ctx: click.Context, **o: Any) -> None:
     run_job(ctx, job)
 
 
+#: ``SubscriptionGroupConfig``'s fields in 4.9.8, in their declaration order: ``getConsumerConfig`` prints them as
+#: ``getClass().getDeclaredFields()`` lists them (tools/src/main/java/org/apache/rocketmq/tools/command/consumer/
+#: GetConsumerConfigSubCommand.java; common/src/main/java/org/apache/rocketmq/common/subscription/
+#: SubscriptionGroupConfig.java), not sorted, and without the later versions' fields rocketrio also keeps.
+_GROUP_CONFIG_FIELDS = (
+    "groupName",
+    "consumeEnable",
+    "consumeFromMinEnable",
+    "consumeBroadcastEnable",
+    "retryQueueNums",
+    "retryMaxTimes",
+    "brokerId",
+    "whichBrokerWhenConsumeSlowly",
+    "notifyConsumerIdsChangedEnable",
+)
+
+
 @click.command("getConsumerConfig", help="Get consumer config by subscription group name!")
 @common
 @click.option("-g", "--groupName", "group", required=True, help="subscription group name")
@@ -350,8 +367,11 @@ def get_consumer_config(ctx: click.Context, **o: Any) -> None:
             if config is None:
                 continue
             out.line("=============================%s:%s=============================\n", cluster, name)
-            for key, value in config.to_json().items():
-                out.entry(printf("%s%-40s=  %s\n", "", key, value), broker=name, key=key, value=value)
+            fields = config.to_json()
+            for key in _GROUP_CONFIG_FIELDS:
+                value = fields.get(key)
+                text = "" if value is None else java_text(value)
+                out.entry(printf("%s%-40s=  %s\n", "", key, text), broker=name, key=key, value=value)
 
     run_job(ctx, job)
 
