@@ -5,12 +5,14 @@ embedded cluster; each test failed on the code before."""
 from __future__ import annotations
 
 import anyio
+import pytest
 from click.testing import CliRunner, Result
 
+from client.admin import Admin
 from client.message import Message
 from client.mqadmin import main as mqadmin
 from client.producer import Producer
-from tests.client.helpers import create_topic
+from tests.client.helpers import create_topic, topic_on_two_brokers
 from tests.threaded_cluster import ThreadedCluster
 
 
@@ -66,3 +68,52 @@ def test_get_consumer_config_prints_java_s_fields_in_declaration_order(cluster: 
             ("notifyConsumerIdsChangedEnable", "true"),
         )
     ], result.output
+
+
+def _broker_lines(tabs: str, addr: str, name: str) -> list[str]:
+    """A ``BrokerData`` as fastjson's PrettyFormat writes it, its fields at ``tabs``: the map of ``Long`` keys opens
+    on its field's line and closes on the next, at the field's indent."""
+    return [f'{tabs}"brokerAddrs":{{0:"{addr}"', f"{tabs}}},", f'{tabs}"brokerName":"{name}",',
+            f'{tabs}"cluster":"DefaultCluster"']  # fmt: skip
+
+
+def _queue_lines(tabs: str, name: str, queues: int) -> list[str]:
+    return [f'{tabs}"brokerName":"{name}",', f'{tabs}"perm":6,', f'{tabs}"readQueueNums":{queues},',
+            f'{tabs}"topicSysFlag":0,', f'{tabs}"writeQueueNums":{queues}']  # fmt: skip
+
+
+@pytest.mark.anyio
+async def test_topic_route_prints_fastjson_s_pretty_format(cluster: ThreadedCluster) -> None:
+    """Java TopicRouteSubCommand prints ``topicRouteData.toJson(true)``: fastjson 1.2.69's PrettyFormat
+    (com/alibaba/fastjson/serializer/JavaBeanSerializer.java, ListSerializer.java, MapSerializer.java), which
+    indents with tabs, writes ``"key":value`` with no space, opens a one-element list on its field's line (``[{``)
+    and writes the ``Long`` keys of ``brokerAddrs`` bare (``{0:"..."``, no line break before them). Scripts grep this
+    text (``"brokerName":"broker-a"``); before, ``json.dumps(indent=1)`` wrote ``"brokerName": "broker-a"`` at
+    one-space indents."""
+    ns, addr_a = cluster.namesrv_addr, cluster.broker_addr
+    await create_topic(ns, "RouteText", 2)
+    result = await anyio.to_thread.run_sync(lambda: _run("topicRoute", "-n", ns, "-t", "RouteText"))
+    assert result.exit_code == 0, result.output
+    expected = ["{", '\t"brokerDatas":[{', *_broker_lines("\t\t", addr_a, "broker-a"), "\t}],",
+                '\t"filterServerTable":{},', '\t"queueDatas":[{', *_queue_lines("\t\t", "broker-a", 2), "\t}]",
+                "}"]  # fmt: skip
+    assert result.output.splitlines() == expected, result.output
+
+    # Two brokers: a list of more than one element puts each on its own lines, a tab deeper.
+    addr_b, stop_b = await topic_on_two_brokers(cluster, "RouteTwo", queues=1)
+    try:
+        result = await anyio.to_thread.run_sync(lambda: _run("topicRoute", "-n", ns, "-t", "RouteTwo"))
+        async with Admin(ns) as admin:
+            route = await admin.topic_route("RouteTwo")
+    finally:
+        await anyio.to_thread.run_sync(stop_b)
+    assert result.exit_code == 0, result.output
+    addrs = {"broker-a": addr_a, "broker-b": addr_b}
+    brokers = [["\t\t{", *_broker_lines("\t\t\t", addrs[bd.broker_name], bd.broker_name), "\t\t}"]
+               for bd in route.broker_datas]  # fmt: skip
+    queues = [["\t\t{", *_queue_lines("\t\t\t", qd.broker_name, 1), "\t\t}"] for qd in route.queue_datas]
+    assert len(brokers) == len(queues) == 2
+    expected = ["{", '\t"brokerDatas":[', *brokers[0][:-1], "\t\t},", *brokers[1], "\t],",
+                '\t"filterServerTable":{},', '\t"queueDatas":[', *queues[0][:-1], "\t\t},", *queues[1], "\t]",
+                "}"]  # fmt: skip
+    assert result.output.splitlines() == expected, result.output
