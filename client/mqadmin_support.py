@@ -54,6 +54,57 @@ def printf(fmt: str, *values: Any) -> str:
     return fmt.replace("%n", "\n") % tuple(java_text(v) for v in values)
 
 
+def fastjson_pretty(value: Any) -> str:
+    """``value`` as fastjson 1.2.69's ``JSON.toJSONString(value, true)`` writes it (RocketMQ's ``toJson(true)``, as
+    ``topicRoute`` prints a route): one tab per level, ``"key":value`` with no space, a dict's entries (a bean's
+    fields or a map's string keys, sorted as fastjson's SortField sorts a bean's) one a line, ``null`` ones left out;
+    a list of one element kept on its field's line (``[{``), of more one element a line; the ``int`` keys of a
+    ``Long``-keyed map (``BrokerData.brokerAddrs``) written bare after ``{`` with no line break before them
+    (com/alibaba/fastjson/serializer/JavaBeanSerializer.java, ListSerializer.java and MapSerializer.java)."""
+    parts: list[str] = []
+    _fastjson_pretty(value, 0, parts)
+    return "".join(parts)
+
+
+def _fastjson_pretty(value: Any, indent: int, parts: list[str]) -> None:
+    if isinstance(value, dict):
+        if not value:
+            parts.append("{}")
+            return
+        parts.append("{")
+        first = True
+        for key, item in sorted(value.items(), key=lambda kv: (isinstance(kv[0], str), kv[0])):
+            if item is None:
+                continue
+            if not first:
+                parts.append(",")
+            first = False
+            if isinstance(key, int):  # MapSerializer: a non-string key, no println before it
+                parts.append(f"{key}:")
+            else:
+                parts.append("\n" + "\t" * (indent + 1) + json.dumps(str(key), ensure_ascii=False) + ":")
+            _fastjson_pretty(item, indent + 1, parts)
+        parts.append("\n" + "\t" * indent + "}")
+    elif isinstance(value, list | tuple):
+        if len(value) <= 1:  # ListSerializer's pretty branch is for more than one element
+            parts.append("[")
+            for item in value:
+                _fastjson_pretty(item, indent, parts)
+            parts.append("]")
+            return
+        parts.append("[")
+        for i, item in enumerate(value):
+            parts.append(("," if i else "") + "\n" + "\t" * (indent + 1))
+            _fastjson_pretty(item, indent + 1, parts)
+        parts.append("\n" + "\t" * indent + "]")
+    elif value is None or isinstance(value, bool):
+        parts.append(java_text(value))
+    elif isinstance(value, int | float):
+        parts.append(str(value))
+    else:
+        parts.append(json.dumps(str(value), ensure_ascii=False))
+
+
 class Output:
     """One command's output: RocketMQ's text, or (``--json``) one JSON document printed when the command ends."""
 

@@ -19,6 +19,7 @@ from client.mqadmin_support import (
     Output,
     cluster_masters,
     common,
+    fastjson_pretty,
     format_ts,
     java_bool,
     java_map_text,
@@ -155,8 +156,10 @@ def topic_route(ctx: click.Context, **o: Any) -> None:
     async def job(admin: Admin, out: Output) -> None:
         route = await admin.topic_route(o["topic"])
         out.field("route", route.to_json())
-        if not o["as_list"]:
-            out.line("%s%n", json.dumps(route.to_json(), indent=1))
+        if not o["as_list"]:  # Java: topicRouteData.toJson(true), fastjson's pretty format
+            brokers = [{"brokerAddrs": dict(bd.broker_addrs), "brokerName": bd.broker_name, "cluster": bd.cluster}
+                       for bd in route.broker_datas]  # fmt: skip
+            out.line("%s%n", fastjson_pretty({**route.to_json(), "brokerDatas": brokers}))
             return
         queues = {qd.broker_name: qd for qd in route.queue_datas}
         out.header(_ROUTE, "#ClusterName", "#BrokerName", "#BrokerAddrs", "#ReadQueue", "#WriteQueue", "#Perm")
