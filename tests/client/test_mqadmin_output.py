@@ -117,3 +117,30 @@ async def test_topic_route_prints_fastjson_s_pretty_format(cluster: ThreadedClus
                 '\t"filterServerTable":{},', '\t"queueDatas":[', *queues[0][:-1], "\t\t},", *queues[1], "\t]",
                 "}"]  # fmt: skip
     assert result.output.splitlines() == expected, result.output
+
+
+def test_a_failed_command_says_java_s_command_failed_line_on_stderr(cluster: ThreadedCluster) -> None:
+    """RocketMQ's tools always exit 0 (MQAdminStartup.main0 catches and prints the stack trace), so scripts written
+    for them spot a failure by the first line of that trace on stderr: ``SubCommandException: <class> command
+    failed``, the class being the command's (``this.getClass().getSimpleName() + " command failed"`` in each
+    tools/src/main/java/org/apache/rocketmq/tools/command/**/*SubCommand.java). Ours keeps exit status 1 and the
+    cause, and now says that line too; before, only ``mqadmin: <error>``. queryCq catches its own failure and prints
+    the cause only (queue/QueryConsumeQueueCommand.java), so it has no such line."""
+    ns = cluster.namesrv_addr
+    failed = "org.apache.rocketmq.tools.command.SubCommandException: %s command failed"
+    for args, java_class in (
+        (("topicStatus", "-t", "NoSuchTopic"), "TopicStatusSubCommand"),
+        (("topicRoute", "-t", "NoSuchTopic"), "TopicRouteSubCommand"),
+        (("consumerProgress", "-g", "no-such-group"), "ConsumerProgressSubCommand"),
+        (("consumerConnection", "-g", "no-such-group"), "ConsumerConnectionSubCommand"),
+        (("brokerStatus", "-b", "127.0.0.1:1"), "BrokerStatusSubCommand"),
+        (("cleanExpiredCQ", "-b", "127.0.0.1:1"), "CleanExpiredCQSubCommand"),
+        (("brokerConsumeStats", "-b", "127.0.0.1:1"), "BrokerConsumeStatsSubCommad"),  # sic, Java's class name
+    ):
+        result = _run(args[0], "-n", ns, *args[1:])
+        assert result.exit_code == 1, (args, result.output)
+        assert result.stdout == "", (args, result.stdout)
+        assert result.stderr.splitlines()[0] == failed % java_class, (args, result.stderr)
+    result = _run("queryCq", "-n", ns, "-t", "NoSuchTopic", "-q", "0", "-i", "0")
+    assert result.exit_code == 1, result.output
+    assert "command failed" not in result.stderr, result.stderr
