@@ -16,7 +16,8 @@ As RocketMQ's ``MQAdminStartup``: commands are found by name or alias in any cas
 :mod:`client.mqadmin_topics`, :mod:`client.mqadmin_groups`, :mod:`client.mqadmin_offsets`,
 :mod:`client.mqadmin_cluster`, :mod:`client.mqadmin_namesrv`, :mod:`client.mqadmin_messages`,
 :mod:`client.mqadmin_trace`, :mod:`client.mqadmin_stats`, :mod:`client.mqadmin_export` and
-:mod:`client.mqadmin_acl`. A command that fails prints the error on stderr and exits with status 1; where Java goes
+:mod:`client.mqadmin_acl`. A command that fails prints the error on stderr after Java's ``SubCommandException: <class>
+command failed`` line (:data:`client.mqadmin_support.JAVA_FAILURES`) and exits with status 1; where Java goes
 on past a broker that fails one step (its own try/catch), so does the command, saying it on stderr. Option values
 are trimmed, as Java's ``getOptionValue(..).trim()`` (:func:`client.mqadmin_support.common`).
 """

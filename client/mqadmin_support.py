@@ -152,6 +152,84 @@ class Output:
             click.echo(json.dumps(self.doc, default=str))
 
 
+#: What RocketMQ 4.9.8's tools print first on stderr when a command fails, by command name in lower case: each
+#: ``execute`` wraps its failure in ``SubCommandException(getClass().getSimpleName() + " command failed")`` and
+#: ``MQAdminStartup.main0`` prints its stack trace (tools/src/main/java/org/apache/rocketmq/tools/command/**); Java
+#: then exits 0, so scripts look for this line. ``deleteExpiredCommitLog`` words it apart; ``queryCq`` catches its
+#: own failure and prints only the cause (queue/QueryConsumeQueueCommand.java), so it is not here.
+JAVA_FAILURES: Final = {
+    "clusteraclconfigversion": "ClusterAclConfigVersionListSubCommand command failed",
+    "deleteaclconfig": "DeleteAccessConfigSubCommand command failed",
+    "updateaclconfig": "UpdateAccessConfigSubCommand command failed",
+    "updateglobalwhiteaddr": "UpdateGlobalWhiteAddrSubCommand command failed",
+    "brokerconsumestats": "BrokerConsumeStatsSubCommad command failed",
+    "brokerstatus": "BrokerStatusSubCommand command failed",
+    "cleanexpiredcq": "CleanExpiredCQSubCommand command failed",
+    "cleanunusedtopic": "CleanUnusedTopicCommand command failed",
+    "getbrokerconfig": "GetBrokerConfigCommand command failed",
+    "sendmsgstatus": "SendMsgStatusCommand command failed",
+    "updatebrokerconfig": "UpdateBrokerConfigSubCommand command failed",
+    "clusterrt": "CLusterSendMsgRTCommand command failed",
+    "clusterlist": "ClusterListSubCommand command failed",
+    "consumerconnection": "ConsumerConnectionSubCommand command failed",
+    "producerconnection": "ProducerConnectionSubCommand command failed",
+    "consumerprogress": "ConsumerProgressSubCommand command failed",
+    "consumerstatus": "ConsumerStatusSubCommand command failed",
+    "consumer": "ConsumerSubCommand command failed",
+    "deletesubgroup": "DeleteSubscriptionGroupCommand command failed",
+    "getconsumerconfig": "GetConsumerConfigSubCommand command failed",
+    "startmonitoring": "StartMonitoringSubCommand command failed",
+    "updatesubgroup": "UpdateSubGroupSubCommand command failed",
+    "exportconfigs": "ExportConfigsCommand command failed",
+    "exportmetadata": "ExportMetadataCommand command failed",
+    "exportmetrics": "ExportMetricsCommand command failed",
+    "checkmsgsendrt": "CheckMsgSendRTCommand command failed",
+    "consumemessage": "ConsumeMessageCommand command failed",
+    "decodemessageid": "DecodeMessageIdCommond command failed",
+    "printmsgbyqueue": "PrintMessageByQueueCommand command failed",
+    "printmsg": "PrintMessageSubCommand command failed",
+    "querymsgbyid": "QueryMsgByIdSubCommand command failed",
+    "querymsgbykey": "QueryMsgByKeySubCommand command failed",
+    "querymsgbyoffset": "QueryMsgByOffsetSubCommand command failed",
+    "querymsgbyuniquekey": "QueryMsgByUniqueKeySubCommand command failed",
+    "querymsgtracebyid": "QueryMsgTraceByIdSubCommand command failed",
+    "sendmessage": "SendMessageCommand command failed",
+    "addwriteperm": "AddWritePermSubCommand command failed",
+    "deletekvconfig": "DeleteKvConfigCommand command failed",
+    "getnamesrvconfig": "GetNamesrvConfigCommand command failed",
+    "updatekvconfig": "UpdateKvConfigCommand command failed",
+    "updatenamesrvconfig": "UpdateNamesrvConfigCommand command failed",
+    "wipewriteperm": "WipeWritePermSubCommand command failed",
+    "clonegroupoffset": "CloneGroupOffsetCommand command failed",
+    "getconsumerstatus": "GetConsumerStatusCommand command failed",
+    "resetoffsetbytime": "ResetOffsetByTimeCommand command failed",
+    "resetoffsetbytimeold": "ResetOffsetByTimeOldCommand command failed",
+    "skipaccumulatedmessage": "SkipAccumulationSubCommand command failed",
+    "producer": "ProducerSubCommand command failed",
+    "statsall": "StatsAllSubCommand command failed",
+    "allocatemq": "AllocateMQSubCommand command failed",
+    "deletetopic": "DeleteTopicSubCommand command failed",
+    "topicclusterlist": "TopicClusterSubCommand command failed",
+    "topiclist": "TopicListSubCommand command failed",
+    "topicroute": "TopicRouteSubCommand command failed",
+    "topicstatus": "TopicStatusSubCommand command failed",
+    "updateorderconf": "UpdateOrderConfCommand command failed",
+    "updatetopicperm": "UpdateTopicPermSubCommand command failed",
+    "updatetopic": "UpdateTopicSubCommand command failed",
+    "deleteexpiredcommitlog": "DeleteExpiredCommitLogSubCommand command execute failed.",
+}
+_SUB_COMMAND_EXCEPTION: Final = "org.apache.rocketmq.tools.command.SubCommandException"
+
+
+def say_failure(ctx: click.Context, exc: BaseException) -> None:
+    """A failed command's error on stderr: Java's ``SubCommandException`` line for the command (see
+    :data:`JAVA_FAILURES`), then the cause; the caller exits with status 1."""
+    java = JAVA_FAILURES.get((ctx.command.name or "").lower())
+    if java is not None:
+        click.echo(f"{_SUB_COMMAND_EXCEPTION}: {java}", err=True)
+    click.echo(f"mqadmin: {exc}", err=True)
+
+
 def run_job(ctx: click.Context, job: Callable[[Admin, Output], Awaitable[None]]) -> None:
     """Run ``job`` with an :class:`Admin` on the command's name servers; errors print on stderr and exit 1."""
     obj = ctx.find_object(dict) or {}
@@ -169,7 +247,7 @@ def run_job(ctx: click.Context, job: Callable[[Admin, Output], Awaitable[None]])
     try:
         anyio.run(main)
     except (MQClientError, RemotingError, ValueError, OSError) as exc:
-        click.echo(f"mqadmin: {exc}", err=True)
+        say_failure(ctx, exc)
         sys.exit(1)
     output.finish()
 
