@@ -144,3 +144,25 @@ def test_a_failed_command_says_java_s_command_failed_line_on_stderr(cluster: Thr
     result = _run("queryCq", "-n", ns, "-t", "NoSuchTopic", "-q", "0", "-i", "0")
     assert result.exit_code == 1, result.output
     assert "command failed" not in result.stderr, result.stderr
+
+
+def test_allocate_mq_allocates_as_java_s_tool_over_its_unsorted_lists(cluster: ThreadedCluster) -> None:
+    """Java AllocateMQSubCommand hands AllocateMessageQueueAveragely the queues in the iteration order of the
+    ``HashSet`` ``topicRouteData2TopicSubscribeInfo`` builds (by ``MessageQueue.hashCode()``'s bucket) and the ``-i``
+    addresses as given, neither sorted (the strategy sorts nothing; only a consumer's rebalance does), and prints
+    ``RebalanceResult``'s ``HashMap`` in its iteration order. For ``AllocMQ``'s 4 queues on broker-a that order is
+    3, 2, 1, 0, and the three addresses iterate 10.0.0.3, 10.0.0.2, 10.0.0.1. Before, both lists were sorted, so
+    another address got each block (tools/src/main/java/org/apache/rocketmq/tools/command/topic/
+    AllocateMQSubCommand.java, client/src/main/java/org/apache/rocketmq/client/impl/factory/MQClientInstance.java)."""
+    ns = cluster.namesrv_addr
+    anyio.run(create_topic, ns, "AllocMQ", 4)
+
+    def mqs(*ids: int) -> str:
+        return "[" + ",".join(f'{{"brokerName":"broker-a","queueId":{i},"topic":"AllocMQ"}}' for i in ids) + "]"
+
+    result = _run("allocateMQ", "-n", ns, "-t", "AllocMQ", "-i", "10.0.0.1,10.0.0.2,10.0.0.3")
+    assert result.exit_code == 0, result.output
+    assert result.output == f'{{"result":{{"10.0.0.3":{mqs(0)},"10.0.0.2":{mqs(1)},"10.0.0.1":{mqs(3, 2)}}}}}\n'
+    result = _run("allocateMQ", "-n", ns, "-t", "AllocMQ", "-i", "2.2.2.2,1.1.1.1")
+    assert result.exit_code == 0, result.output
+    assert result.output == f'{{"result":{{"2.2.2.2":{mqs(3, 2)},"1.1.1.1":{mqs(1, 0)}}}}}\n'
