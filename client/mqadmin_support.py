@@ -105,6 +105,37 @@ def _fastjson_pretty(value: Any, indent: int, parts: list[str]) -> None:
         parts.append(json.dumps(str(value), ensure_ascii=False))
 
 
+def java_hash_map_order(hashes: Sequence[int]) -> list[int]:
+    """The order a default ``java.util.HashMap`` / ``HashSet`` iterates distinct keys put in the order of their
+    ``hashCode()``s ``hashes``: by bucket (``(h ^ h >>> 16) & (capacity - 1)``), a bucket's keys in the order put
+    (a resize splits buckets keeping that order). The table starts at 16 and doubles past 3/4 full, or when one
+    bucket reaches 9 keys while it is under 64 (``treeifyBin`` resizes a small table; java/util/HashMap.java).
+    Returns indexes into ``hashes``."""
+    spread = [(h & 0xFFFFFFFF) ^ ((h & 0xFFFFFFFF) >> 16) for h in hashes]
+    capacity = 16
+    counts: dict[int, int] = {}
+    for i, h in enumerate(spread):
+        bucket = h & (capacity - 1)
+        counts[bucket] = counts.get(bucket, 0) + 1
+        grow = counts[bucket] >= 9 and capacity < 64
+        if grow or i + 1 > capacity * 3 // 4:
+            capacity *= 2
+            if grow and i + 1 > capacity * 3 // 4:
+                capacity *= 2
+            counts = {}
+            for k in spread[: i + 1]:
+                counts[k & (capacity - 1)] = counts.get(k & (capacity - 1), 0) + 1
+    return sorted(range(len(spread)), key=lambda i: (spread[i] & (capacity - 1), i))
+
+
+def java_split(text: str, sep: str) -> list[str]:
+    """Java's ``String.split(sep)`` of a literal separator: trailing empty strings dropped (``"a,b,"`` is two)."""
+    parts = text.split(sep)
+    while len(parts) > 1 and not parts[-1]:
+        parts.pop()
+    return parts
+
+
 class Output:
     """One command's output: RocketMQ's text, or (``--json``) one JSON document printed when the command ends."""
 

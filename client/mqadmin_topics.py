@@ -22,12 +22,15 @@ from client.mqadmin_support import (
     fastjson_pretty,
     format_ts,
     java_bool,
+    java_hash_map_order,
     java_map_text,
+    java_split,
     run_job,
     topic_config_text,
 )
 from remoting.codec.bodies import PERM_READ, PERM_WRITE, MessageQueue
 from remoting.codec.bodies.broker_metadata import TopicConfig
+from remoting.codec.message_properties import java_hash
 from remoting.codec.topics import is_retry_or_dlq_topic
 
 __all__ = ["COMMANDS"]
@@ -265,6 +268,12 @@ def update_order_conf(ctx: click.Context, **o: Any) -> None:
     run_job(ctx, job)
 
 
+def _java_mq_hash(mq: MessageQueue) -> int:
+    """Java's ``MessageQueue.hashCode()`` (common/src/main/java/org/apache/rocketmq/common/message/
+    MessageQueue.java), 32 bits."""
+    return ((31 + java_hash(mq.broker_name)) * 31 + mq.queue_id) * 31 + java_hash(mq.topic)
+
+
 @click.command("allocateMQ", help="Allocate MQ")
 @common
 @click.option("-t", "--topic", required=True, help="topic name")
@@ -273,14 +282,22 @@ def allocate_mq(ctx: click.Context, **o: Any) -> None:
     async def job(admin: Admin, out: Output) -> None:
         topic = o["topic"]
         route = await admin.topic_route(topic)
-        queues = sorted(
+        # Java hands the strategy the HashSet topicRouteData2TopicSubscribeInfo builds, in its iteration order, and
+        # the -i addresses as given, and prints RebalanceResult's HashMap: none of them sorted
+        # (tools/src/main/java/org/apache/rocketmq/tools/command/topic/AllocateMQSubCommand.java).
+        built = list(dict.fromkeys(
             MessageQueue(topic, qd.broker_name, q)
             for qd in route.queue_datas
             if qd.perm & PERM_READ
             for q in range(qd.read_queue_nums)
-        )
-        ips = o["ip_list"].split(",")
-        result = {ip: [mq.to_json() for mq in allocate_average("aa", ip, queues, ips)] for ip in ips}
+        ))  # fmt: skip
+        queues = [built[i] for i in java_hash_map_order([_java_mq_hash(mq) for mq in built])]
+        ips = java_split(o["ip_list"], ",")
+        keys = list(dict.fromkeys(ips))
+        result = {
+            keys[i]: [mq.to_json() for mq in allocate_average.allocate_as_given("aa", keys[i], queues, ips)]
+            for i in java_hash_map_order([java_hash(ip) for ip in keys])
+        }
         out.field("result", result)
         out.line("%s%n", json.dumps({"result": result}, separators=(",", ":")))
 

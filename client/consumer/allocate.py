@@ -71,6 +71,15 @@ class AllocateMessageQueueStrategy:
         mqs, cids = sort_like_java(mq_all, cid_all)
         return self._allocate(group, current_cid, mqs, cids)
 
+    def allocate_as_given(
+        self, group: str, current_cid: str, mq_all: Sequence[MessageQueue], cid_all: Sequence[str]
+    ) -> list[MessageQueue]:
+        """This member's share of the lists in the order given, unsorted: the Java strategy itself, as
+        ``mqadmin allocateMQ`` calls it (only a consumer's rebalance sorts the lists first)."""
+        if not self.check(group, current_cid, mq_all, cid_all):
+            return []
+        return self._allocate(group, current_cid, list(mq_all), list(cid_all))
+
     def check(self, group: str, current_cid: str, mq_all: Collection[MessageQueue], cid_all: Collection[str]) -> bool:
         if not current_cid:
             raise ValueError("currentCID is empty")
