@@ -166,3 +166,60 @@ def test_allocate_mq_allocates_as_java_s_tool_over_its_unsorted_lists(cluster: T
     result = _run("allocateMQ", "-n", ns, "-t", "AllocMQ", "-i", "2.2.2.2,1.1.1.1")
     assert result.exit_code == 0, result.output
     assert result.output == f'{{"result":{{"2.2.2.2":{mqs(3, 2)},"1.1.1.1":{mqs(1, 0)}}}}}\n'
+
+
+def _java_bucket(text: str, capacity: int) -> int:
+    """The bucket of ``text`` in a ``java.util.HashSet`` of ``capacity`` (``String.hashCode()``, spread as
+    ``HashMap.hash``: ``h ^ h >>> 16``)."""
+    h = 0
+    for unit in text.encode("utf-16-be").hex(" ", 2).split():
+        h = (31 * h + int(unit, 16)) & 0xFFFFFFFF
+    return (h ^ (h >> 16)) & (capacity - 1)
+
+
+def _in_java_hash_set_order(names: list[str]) -> bool:
+    """Whether ``names`` iterate as a default ``HashSet`` of them does: buckets ascending (the table starts at 16
+    and doubles past 3/4 full; few enough names here that no bucket grows a tree)."""
+    capacity = 16
+    while len(names) > capacity * 3 // 4:
+        capacity *= 2
+    buckets = [_java_bucket(name, capacity) for name in names]
+    return buckets == sorted(buckets)
+
+
+@pytest.mark.anyio
+async def test_topic_list_and_the_lists_over_it_follow_java_s_hash_set_order(cluster: ThreadedCluster) -> None:
+    """Java's ``TopicList.topicList`` is a ``HashSet`` (common/src/main/java/org/apache/rocketmq/common/protocol/
+    body/TopicList.java) that fastjson fills from the name server's answer, and TopicListSubCommand (plain and
+    ``-c``), ConsumerProgressSubCommand without ``-g`` (a group per ``%RETRY%`` topic) and StatsAllSubCommand
+    print in its iteration order: by hash bucket, not by name. Before, the name server's order was printed."""
+    ns = cluster.namesrv_addr
+    for topic in ("OrderZeta", "OrderAlpha", "OrderMid", "orderLower"):
+        await create_topic(ns, topic, 1)
+    for group in ("order-cg-b", "order-cg-a", "order-cg-c"):
+        created = await anyio.to_thread.run_sync(lambda g=group: _run("updateSubGroup", "-n", ns, "-b",
+                                                                      cluster.broker_addr, "-g", g))  # fmt: skip
+        assert created.exit_code == 0, created.output
+        await create_topic(ns, f"%RETRY%{group}", 1)
+
+    plain = await anyio.to_thread.run_sync(lambda: _run("topicList", "-n", ns))
+    assert plain.exit_code == 0, plain.output
+    topics = plain.output.splitlines()
+    assert {"OrderZeta", "OrderAlpha", "%RETRY%order-cg-a"} <= set(topics)
+    assert _in_java_hash_set_order(topics), topics
+
+    def listed(output: str, width: int, start: int = 0) -> list[str]:
+        """The distinct names of a column, in the order first printed."""
+        return list(dict.fromkeys(line[start : start + width].rstrip() for line in output.splitlines()[1:] if line))
+
+    java_order = [t for t in topics if not t.startswith(("%RETRY%", "%DLQ%"))]
+    clustered = await anyio.to_thread.run_sync(lambda: _run("topicList", "-n", ns, "-c"))
+    assert clustered.exit_code == 0, clustered.output
+    assert listed(clustered.output, 64, 22) == java_order, clustered.output
+    stats = await anyio.to_thread.run_sync(lambda: _run("statsAll", "-n", ns))
+    assert stats.exit_code == 0, stats.output
+    assert listed(stats.output, 64) == java_order, stats.output
+    progress = await anyio.to_thread.run_sync(lambda: _run("consumerProgress", "-n", ns))
+    assert progress.exit_code == 0, progress.output
+    groups = [t[len("%RETRY%") :] for t in topics if t.startswith("%RETRY%")]
+    assert listed(progress.output, 64) == groups, progress.output
