@@ -32,6 +32,7 @@ from client.mqadmin_support import (
     group_config_text,
     java_bool,
     java_text,
+    java_topic_list,
     printf,
     run_job,
     version_desc,
@@ -184,7 +185,7 @@ async def _group_progress(admin: Admin, out: Output, group: str, show_ip: bool) 
 
 async def _all_groups(admin: Admin, out: Output) -> None:
     out.header(_GROUPS, "#Group", "#Count", "#Version", "#Type", "#Model", "#TPS", "#Diff Total")
-    for topic in await admin.topic_list():
+    for topic in await java_topic_list(admin):
         if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             await _group_row(admin, out, topic[len(RETRY_GROUP_TOPIC_PREFIX) :])
 
@@ -400,7 +401,7 @@ def start_monitoring(ctx: click.Context, **o: Any) -> None:
     async def job(admin: Admin, out: Output) -> None:
         done = 0
         while True:
-            for topic in await admin.topic_list():
+            for topic in await java_topic_list(admin):
                 if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
                     await _report_undone(admin, out, topic[len(RETRY_GROUP_TOPIC_PREFIX) :])
             done += 1

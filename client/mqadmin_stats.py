@@ -19,6 +19,7 @@ from client.mqadmin_support import (
     common,
     format_date,
     java_bool,
+    java_topic_list,
     print_result,
     printf,
     run_job,
@@ -79,7 +80,7 @@ def stats_all(ctx: click.Context, **o: Any) -> None:
     async def job(admin: Admin, out: Output) -> None:
         out.header(_STATS, "#Topic", "#Consumer Group", "#Accumulation", "#InTPS", "#OutTPS", "#InMsg24Hour",
                    "#OutMsg24Hour")  # fmt: skip
-        for topic in await admin.topic_list():
+        for topic in await java_topic_list(admin):
             if is_retry_or_dlq_topic(topic):
                 continue
             if o["topic"] and topic != o["topic"]:

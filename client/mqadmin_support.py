@@ -30,7 +30,7 @@ from client.message import MessageExt
 from client.tools_config import tools_credentials
 from remoting.codec.bodies import BrokerData
 from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig, TopicConfig
-from remoting.codec.message_properties import java_trim
+from remoting.codec.message_properties import java_hash, java_trim
 from remoting.errors import RemotingError
 
 NO_NAMESRV: Final = "mqadmin: no name server address: pass -n host:port[;host:port] or set NAMESRV_ADDR"
@@ -126,6 +126,20 @@ def java_hash_map_order(hashes: Sequence[int]) -> list[int]:
             for k in spread[: i + 1]:
                 counts[k & (capacity - 1)] = counts.get(k & (capacity - 1), 0) + 1
     return sorted(range(len(spread)), key=lambda i: (spread[i] & (capacity - 1), i))
+
+
+def java_hash_set(names: Sequence[str]) -> list[str]:
+    """``names`` as a Java ``HashSet<String>`` filled in their order iterates them (:func:`java_hash_map_order` of
+    their ``String.hashCode()``), duplicates dropped."""
+    distinct = list(dict.fromkeys(names))
+    return [distinct[i] for i in java_hash_map_order([java_hash(name) for name in distinct])]
+
+
+async def java_topic_list(admin: Admin) -> list[str]:
+    """The name server's topics in the order RocketMQ's tools print them: ``TopicList.topicList`` is a ``HashSet``
+    (common/src/main/java/org/apache/rocketmq/common/protocol/body/TopicList.java) that ``topicList``,
+    ``consumerProgress``, ``statsAll`` and ``startMonitoring`` iterate."""
+    return java_hash_set(await admin.topic_list())
 
 
 def java_split(text: str, sep: str) -> list[str]:

@@ -25,6 +25,7 @@ from client.mqadmin_support import (
     java_hash_map_order,
     java_map_text,
     java_split,
+    java_topic_list,
     run_job,
     topic_config_text,
 )
@@ -218,7 +219,7 @@ def topic_cluster_list(ctx: click.Context, **o: Any) -> None:
 @click.option("-c", "--clusterModel", "cluster_model", is_flag=True, help="clusterModel")
 def topic_list(ctx: click.Context, **o: Any) -> None:
     async def job(admin: Admin, out: Output) -> None:
-        topics = await admin.topic_list()
+        topics = await java_topic_list(admin)
         if not o["cluster_model"]:
             out.header("", "#Topic")  # Java prints the names only; the JSON rows keep the key
             for topic in topics:
