@@ -161,8 +161,10 @@ def topic_route(ctx: click.Context, **o: Any) -> None:
         route = await admin.topic_route(o["topic"])
         out.field("route", route.to_json())
         if not o["as_list"]:  # Java: topicRouteData.toJson(true), fastjson's pretty format
-            brokers = [{"brokerAddrs": dict(bd.broker_addrs), "brokerName": bd.broker_name, "cluster": bd.cluster}
-                       for bd in route.broker_datas]  # fmt: skip
+            brokers: list[dict[str, Any]] = [
+                {"brokerAddrs": dict(bd.broker_addrs), "brokerName": bd.broker_name, "cluster": bd.cluster}
+                for bd in route.broker_datas
+            ]
             out.line("%s%n", fastjson_pretty({**route.to_json(), "brokerDatas": brokers}))
             return
         queues = {qd.broker_name: qd for qd in route.queue_datas}
