@@ -4,12 +4,16 @@ embedded cluster; each test failed on the code before."""
 
 from __future__ import annotations
 
+import re
+
 import anyio
 import pytest
 from click.testing import CliRunner, Result
 
 from client.admin import Admin
-from client.message import Message
+from client.consumer.listener import ConsumeConcurrentlyStatus
+from client.consumer.push import PushConsumer
+from client.message import Message, MessageExt
 from client.mqadmin import main as mqadmin
 from client.producer import Producer
 from tests.client.helpers import create_topic, topic_on_two_brokers
@@ -223,3 +227,43 @@ async def test_topic_list_and_the_lists_over_it_follow_java_s_hash_set_order(clu
     assert progress.exit_code == 0, progress.output
     groups = [t[len("%RETRY%") :] for t in topics if t.startswith("%RETRY%")]
     assert listed(progress.output, 64) == groups, progress.output
+
+
+@pytest.mark.anyio
+async def test_query_cq_with_a_group_prints_its_subscription_as_fastjson_pretty_json(
+    cluster: ThreadedCluster,
+) -> None:
+    """Java QueryConsumeQueueCommand prints the group's subscription as ``JSON.toJSONString(subscriptionData,
+    true)`` (tools/src/main/java/org/apache/rocketmq/tools/command/queue/QueryConsumeQueueCommand.java): fastjson's
+    pretty bean, fields sorted, its ``tagsSet``/``codeSet`` written on one line in their ``HashSet`` order (for
+    TagC, TagA, TagB: TagA, TagC, TagB by hash bucket). Before, ``SubscriptionData [...]``, its ``toString()``."""
+    ns = cluster.namesrv_addr
+    await create_topic(ns, "QcqTopic", 1)
+    await _send(ns, "QcqTopic", 1)
+    consumer = PushConsumer("qcq-cg", ns)
+    consumer.subscribe("QcqTopic", "TagC || TagA || TagB")
+
+    async def ignore(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer.register_message_listener(ignore)
+    async with consumer:
+        args = ("queryCq", "-n", ns, "-t", "QcqTopic", "-q", "0", "-i", "0", "-c", "1", "-g", "qcq-cg")
+        result = await anyio.to_thread.run_sync(lambda: _run(*args))
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    version = next((line for line in lines if line.startswith('\t"subVersion":')), "")
+    assert re.fullmatch(r'\t"subVersion":\d+,', version), result.output
+    assert lines[:11] == [
+        "Subscription data: ",
+        "{",
+        '\t"classFilterMode":false,',
+        '\t"codeSet":[2598919,2598921,2598920],',
+        '\t"expressionType":"TAG",',
+        '\t"subString":"TagC || TagA || TagB",',
+        version,
+        '\t"tagsSet":["TagA","TagC","TagB"],',
+        '\t"topic":"QcqTopic"',
+        "}",
+        "======================================",
+    ], result.output
