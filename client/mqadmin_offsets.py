@@ -24,9 +24,13 @@ from client.mqadmin_support import (
     JAVA_INT,
     JAVA_LONG,
     NO_CONSUME_STATS,
+    JavaSet,
     Output,
     common,
+    fastjson_pretty,
     java_bool,
+    java_hash_map_order,
+    java_hash_set,
     java_text,
     parse_time_arg,
     run_job,
@@ -159,10 +163,13 @@ def query_cq(ctx: click.Context, **o: Any) -> None:
             broker = route.broker_datas[0].broker_addrs.get(0, "")
         body = await admin.query_consume_queue(broker, topic, o["queue_id"], o["index"], o["count"], o["consumer"])
         if body.subscription_data is not None:
+            # Java: JSON.toJSONString(subscriptionData, true), the sets in their HashSet order
+            # (tools/src/main/java/org/apache/rocketmq/tools/command/queue/QueryConsumeQueueCommand.java).
             sub = body.subscription_data
-            text = (f"SubscriptionData [classFilterMode={java_text(sub.class_filter_mode)}, topic={sub.topic}, "
-                    f"subString={sub.sub_string}, tagsSet={list(sub.tags_set)}, codeSet={list(sub.code_set)}, "
-                    f"subVersion={sub.sub_version}, expressionType={sub.expression_type}]")  # fmt: skip
+            codes = list(dict.fromkeys(sub.code_set))
+            fields = {**sub.to_json(), "tagsSet": JavaSet(java_hash_set(sub.tags_set)),
+                      "codeSet": JavaSet(codes[i] for i in java_hash_map_order(codes))}  # fmt: skip
+            text = fastjson_pretty(fields)
             out.line("Subscription data: \n%s\n", text)
             out.line("======================================\n")
         if body.filter_data is not None:

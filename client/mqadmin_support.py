@@ -54,11 +54,17 @@ def printf(fmt: str, *values: Any) -> str:
     return fmt.replace("%n", "\n") % tuple(java_text(v) for v in values)
 
 
+class JavaSet(list[Any]):
+    """A Java ``Set`` for :func:`fastjson_pretty`, its elements in iteration order: fastjson's CollectionCodec
+    writes it on one line (``["a","b"]``) even in the pretty format."""
+
+
 def fastjson_pretty(value: Any) -> str:
     """``value`` as fastjson 1.2.69's ``JSON.toJSONString(value, true)`` writes it (RocketMQ's ``toJson(true)``, as
     ``topicRoute`` prints a route): one tab per level, ``"key":value`` with no space, a dict's entries (a bean's
     fields or a map's string keys, sorted as fastjson's SortField sorts a bean's) one a line, ``null`` ones left out;
-    a list of one element kept on its field's line (``[{``), of more one element a line; the ``int`` keys of a
+    a list of one element kept on its field's line (``[{``), of more one element a line, a :class:`JavaSet` on one
+    line; the ``int`` keys of a
     ``Long``-keyed map (``BrokerData.brokerAddrs``) written bare after ``{`` with no line break before them
     (com/alibaba/fastjson/serializer/JavaBeanSerializer.java, ListSerializer.java and MapSerializer.java)."""
     parts: list[str] = []
@@ -85,6 +91,8 @@ def _fastjson_pretty(value: Any, indent: int, parts: list[str]) -> None:
                 parts.append("\n" + "\t" * (indent + 1) + json.dumps(str(key), ensure_ascii=False) + ":")
             _fastjson_pretty(item, indent + 1, parts)
         parts.append("\n" + "\t" * indent + "}")
+    elif isinstance(value, JavaSet):
+        parts.append("[" + ",".join(fastjson_pretty(item) for item in value) + "]")
     elif isinstance(value, list | tuple):
         if len(value) <= 1:  # ListSerializer's pretty branch is for more than one element
             parts.append("[")
