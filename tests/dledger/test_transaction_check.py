@@ -235,3 +235,43 @@ async def test_a_member_that_leads_again_does_not_commit_a_transaction_another_l
         assert [m.body for m in stored(group, first)] == [b"handed"]
     finally:
         await group.__aexit__(None, None, None)
+
+
+async def test_a_commit_the_moment_a_member_leads_again_is_stored_not_only_acknowledged(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A member that led (its last round found no transaction left to scan), followed while another leader renewed a
+    transaction's half message and checked past its first copy, and leads again: a COMMIT naming that first copy,
+    arriving the moment the member takes writes (before its check service has started again), must publish the
+    message. What the member remembered of its own last round (no transaction live) is stale: the half queue has
+    since gained the other leader's renewed copy; acknowledged from it, the COMMIT stored nothing."""
+    group, first = await start_group(tmp_path, **_SETTINGS)
+    second = next(m for m in group.ids if m != first)
+    try:
+        virtual_store_clock(group)  # the check service ages half messages on the store clock
+        await wait_services_on(group, first)
+        assert (await group.controllers[first].transaction_check.check_once()).checked == 0  # nothing live
+        await _hand_over(group, first, second)
+        async with _producer(group, {b"late": LocalTransactionState.UNKNOWN}) as producer:
+            sent = await producer.send_message_in_transaction(Message(TOPIC, b"late"))
+            await trio.sleep(7)  # past transactionTimeOut
+            assert (await group.controllers[second].transaction_check.check_once()).checked == 1
+        await trio.sleep(30)  # the followers copy the round's progress
+        send = sent.send_result
+        answers: list[int] = []
+        async with trio.open_nursery() as nursery:
+
+            async def commit_now() -> None:
+                answers.append(await _commit(group, first, send.queue_offset, send.offset_msg_id))
+
+            def on_role(role: str, term: int) -> None:  # right after the member takes writes
+                if role == "SYNC_MASTER" and not answers:
+                    nursery.start_soon(commit_now)
+
+            group.store(first).role_listeners.append(on_role)
+            await _hand_over(group, second, first)
+        assert answers == [ResponseCode.SUCCESS]
+        await _all_confirmed(group, first)
+        assert [m.body for m in stored(group, first)] == [b"late"]
+    finally:
+        await group.__aexit__(None, None, None)
