@@ -7,7 +7,8 @@ check-back), started when the broker is or becomes a master and stopped when it 
 
 The role is read from the broker's live config (``brokerRole``); :meth:`RoleServices.role_changed` (called by
 :func:`broker.dledger_mode.follow_roles` after each change) makes :meth:`RoleServices.run` compare it with what
-runs and start or stop the three services. Stopping cancels them and waits until they have saved their progress
+runs and start or stop the three services (a member that stepped down and led again before the comparison: stopped
+and started again). Stopping cancels them and waits until they have saved their progress
 (``delayOffset.json``, ``timerCheck.json``); starting reloads it, so a new leader resumes from what the slave sync
 last copied. A classic broker's role never changes: a master runs them for its life, a slave never does.
 
@@ -56,7 +57,11 @@ class RoleServices:
         return self._running is not None
 
     def role_changed(self) -> None:
-        """The broker's role may have changed: reconcile. Never blocks."""
+        """The broker's role changed: reconcile. Never blocks. END_TRANSACTION waits from now until the transaction
+        check service has rebuilt its view for the new role (a member that leads again would otherwise answer from
+        what it saw when it last led: a COMMIT of a transaction another leader renewed since acknowledged and not
+        stored, or a repeated one another leader already stored committed twice)."""
+        self.transaction_check.bridge.forget_view()
         self._changed.set()
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -74,6 +79,12 @@ class RoleServices:
                         await self._start(nursery)
                     elif not self._is_master() and self._running is not None:
                         await self._stop()
+                    elif self._is_master() and not self.transaction_check.bridge.view_current:
+                        # It stepped down and led again before this loop looked: start afresh from what it copied
+                        # as a follower, as changeToSlave then changeToMaster would
+                        # (broker/src/main/java/org/apache/rocketmq/broker/BrokerController.java).
+                        await self._stop()
+                        await self._start(nursery)
             finally:
                 if self._running is not None:
                     self._running[0].cancel()

@@ -26,9 +26,10 @@ message), its ``PGROUP`` equals ``producerGroup``, its queue offset equals ``tra
   ended since: Java leaves the half message in place, so a late COMMIT of it still publishes it, once;
 - unknown (0) or any other value: nothing, and no response even to a non-oneway request (Java returns null).
 
-A slave answers SLAVE_NOT_AVAILABLE without a remark (the reason is logged). ``rejectTransactionMessage`` refuses new
-half messages (the send processor) but not their end, as in RocketMQ's ``EndTransactionProcessor``: a transaction
-accepted earlier can still finish.
+A slave answers SLAVE_NOT_AVAILABLE without a remark (the reason is logged). A DLedger member that just became the
+leader waits until its check service rebuilt the bridge's view (``TransactionalMessageBridge.view_current``) first.
+``rejectTransactionMessage`` refuses new half messages (the send processor) but not their end, as in RocketMQ's
+``EndTransactionProcessor``: a transaction accepted earlier can still finish.
 Store refusals map to SERVICE_NOT_AVAILABLE / SYSTEM_ERROR with the store's reason. The processor is stateless between
 requests.
 """
@@ -83,10 +84,18 @@ class EndTransactionProcessor:
         self.bridge = bridge or TransactionalMessageBridge(broker)
 
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
-        if self.broker.config.broker_role == _SLAVE:
-            # SLAVE_NOT_AVAILABLE with no remark, the reason only logged (EndTransactionProcessor.processRequest).
-            log.warning("END_TRANSACTION from %s refused: this broker is a slave", ctx.remote_address)
-            return None if request.is_oneway else request.response(ResponseCode.SLAVE_NOT_AVAILABLE)
+        while True:
+            if self.broker.config.broker_role == _SLAVE:
+                # SLAVE_NOT_AVAILABLE with no remark, the reason only logged (EndTransactionProcessor.processRequest).
+                log.warning("END_TRANSACTION from %s refused: this broker is a slave", ctx.remote_address)
+                return None if request.is_oneway else request.response(ResponseCode.SLAVE_NOT_AVAILABLE)
+            if self.bridge.view_current:
+                break
+            # Ours: a DLedger member that just became the leader answers from the check service's view once it has
+            # rebuilt it from the log (the op messages, the copies left to scan), not from what it saw when it last
+            # led (RocketMQ keeps no such view: broker/src/main/java/org/apache/rocketmq/broker/processor/
+            # EndTransactionProcessor.java publishes every COMMIT whose half it finds).
+            await self.bridge.view_changed()
         try:
             answer = await self._end(request)
         except RequestRejected as rejected:

@@ -28,6 +28,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Final
 
+import trio
+
 from processors.context import BrokerContext
 from processors.send import DelayRewrite, TimerRewrite
 from remoting.codec.errors import MessageDecodeError
@@ -132,6 +134,32 @@ class TransactionalMessageBridge:
         #: when its latest copy was discarded), and the topic offset read up to: see :meth:`discarded_unended`.
         self._discarded: dict[int, int] = {}
         self._discarded_read = 0
+        #: Set while :attr:`resolved` and :attr:`live_origins` belong to the current role: a DLedger role change
+        #: clears it (:meth:`forget_view`) until the check service rebuilt them (:meth:`view_rebuilt`).
+        self._view = trio.Event()
+        self._view.set()
+
+    # ---- the view END_TRANSACTION consults, per role ----------------------------------------------------------
+
+    @property
+    def view_current(self) -> bool:
+        return self._view.is_set()
+
+    def forget_view(self) -> None:
+        """The broker's role changed (DLedger): :attr:`resolved` and :attr:`live_origins` are what this member saw
+        when it last led; as a follower its log gained another leader's op messages and renewed copies, and its
+        progress moved. Until the check service rebuilt them (:meth:`view_rebuilt`), END_TRANSACTION waits
+        (:meth:`view_changed`); its waiters are woken to look at the role again."""
+        previous, self._view = self._view, trio.Event()
+        self.live_origins = None
+        previous.set()
+
+    def view_rebuilt(self) -> None:
+        self._view.set()
+
+    async def view_changed(self) -> None:
+        """Until :meth:`view_rebuilt` or the next :meth:`forget_view`."""
+        await self._view.wait()
 
     # ---- lookups ---------------------------------------------------------------------------------------------
 

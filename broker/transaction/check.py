@@ -151,6 +151,7 @@ class TransactionCheckService:
             if recorded.get(origin) != op_offset:
                 resolved.setdefault(origin, op_offset)
         bridge.resolved = resolved
+        bridge.view_rebuilt()  # END_TRANSACTION waited for this view since the role changed
         task_status.started()
         while True:
             await trio.sleep(self.check_interval)
