@@ -154,8 +154,14 @@ class TransactionalMessageBridge:
         self.live_origins = None
         previous.set()
 
-    def view_rebuilt(self) -> None:
-        self._view.set()
+    def view_token(self) -> trio.Event:
+        """Taken before the check service rebuilds the view, handed back to :meth:`view_rebuilt`."""
+        return self._view
+
+    def view_rebuilt(self, token: trio.Event) -> None:
+        """The view rebuilt since ``token`` was taken is current, unless the role changed meanwhile (a view read
+        partly before it is not: END_TRANSACTION keeps waiting, and the role services start the check afresh)."""
+        token.set()
 
     async def view_changed(self) -> None:
         """Until :meth:`view_rebuilt` or the next :meth:`forget_view`."""

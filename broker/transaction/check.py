@@ -138,8 +138,10 @@ class TransactionCheckService:
         In DLedger mode a member runs this each time it becomes the leader, with the progress it copied from the
         leader before: origins its own last round left live may have been ended and scanned past since (4.9.8's
         ``changeToMaster`` in ``broker/src/main/java/org/apache/rocketmq/broker/BrokerController.java`` starts the
-        check service, which keeps nothing between rounds but the two consume offsets)."""
+        check service, which keeps nothing between rounds but the two consume offsets). END_TRANSACTION waits for
+        this rebuilt view after a role change (:meth:`~TransactionalMessageBridge.forget_view`)."""
         bridge = self.bridge
+        token = bridge.view_token()
         bridge.live_origins = None  # until this run's first round: read from the half queue past the progress
         # The read yields as a round's does (the window holds every op message since the oldest live transaction:
         # a new DLedger leader must keep answering, its followers' heartbeats too). An op message END_TRANSACTION
@@ -151,7 +153,7 @@ class TransactionCheckService:
             if recorded.get(origin) != op_offset:
                 resolved.setdefault(origin, op_offset)
         bridge.resolved = resolved
-        bridge.view_rebuilt()  # END_TRANSACTION waited for this view since the role changed
+        bridge.view_rebuilt(token)  # END_TRANSACTION waited for this view since the role changed
         task_status.started()
         while True:
             await trio.sleep(self.check_interval)
