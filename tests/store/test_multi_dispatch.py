@@ -17,6 +17,7 @@ import pytest
 
 from remoting.codec.message import MessageRecord, decode_record
 from remoting.codec.message_properties import encode_properties
+from remoting.codec.topics import SCHEDULE_TOPIC
 from store.errors import MessageIllegalError
 from store.maintenance import clean_expired_consume_queues
 from store.message_store import MessageStore
@@ -160,6 +161,7 @@ CHILD = """
 import sys, time, attrs
 from pathlib import Path
 from remoting.codec.message_properties import encode_properties
+from remoting.codec.topics import SCHEDULE_TOPIC
 from store.message_store import MessageStore
 from tests.store.store_helpers import STORE_HOST, message, small_config
 store = MessageStore(small_config(Path(sys.argv[1]), enable_lmq=True, enable_multi_dispatch=True,
@@ -207,3 +209,34 @@ def test_a_slave_fed_the_master_bytes_builds_the_same_lmq_queues(tmp_path: Path)
         assert [mine.entry(i) for i in range(mine.max_offset)] == [theirs.entry(i) for i in range(theirs.max_offset)]
     master.close()
     slave.close()
+
+
+def test_a_sent_back_lmq_message_in_the_schedule_topic_rewrites_no_lmq_entry(tmp_path: Path) -> None:
+    """A consumer's send-back copies the stored properties, stamped INNER_MULTI_QUEUE_OFFSET included, into a
+    SCHEDULE_TOPIC_XXXX record (processors/send_back.py, broker/schedule.py). The live append gives that record no LMQ
+    entry; a slave and recovery must not either, or they overwrite the original's entries with the schedule record."""
+    master = open_store(tmp_path / "master", **LMQ)
+    original = master.append(_multi("%LMQ%a", body=b"orig"))
+    [(_, stored)] = _read(master, "%LMQ%a")
+    sent_back = {**stored, "DELAY": "3", "REAL_TOPIC": "%RETRY%g", "REAL_QID": "0", "WAIT": "false"}
+    master.append(attrs.evolve(message(body=b"orig"), topic=SCHEDULE_TOPIC, queue_id=2,
+                               properties=encode_properties(sent_back)))  # fmt: skip
+    master.append(_multi("%LMQ%a", body=b"next"))
+    lmq = master.consume_queue("%LMQ%a", 0)
+    entries = [lmq.entry(i) for i in range(lmq.max_offset)]
+    assert len(entries) == 2 and entries[0][0] == original.phy_offset
+
+    slave = open_store(tmp_path / "slave", broker_role=BrokerRole.SLAVE, **LMQ)
+    assert slave.replica is not None
+    slave.replica.append(0, bytes(master.commitlog.read(0, master.commitlog.max_offset) or b""))
+    mine = slave.consume_queue("%LMQ%a", 0)
+    assert [mine.entry(i) for i in range(mine.max_offset)] == entries
+    slave.close()
+
+    master.abandon()  # a crash: recovery scans every record again
+    master = open_store(tmp_path / "master", **LMQ)
+    assert master.abnormal_recovery and master.recovery_start == 0
+    lmq = master.consume_queue("%LMQ%a", 0)
+    assert [lmq.entry(i) for i in range(lmq.max_offset)] == entries
+    assert [b for b, _ in _read(master, "%LMQ%a")] == [b"orig", b"next"]
+    master.close()
