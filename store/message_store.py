@@ -836,7 +836,10 @@ class MessageStore(StoreReads):
             key = self.consume_queue(meta.topic, meta.queue_id).key
             if meta.queue_offset + 1 > self.queue_offsets.get(key, 0):
                 self.queue_offsets[key] = meta.queue_offset + 1
-            if self._config.enable_multi_dispatch:
+            # Not a SCHEDULE_TOPIC_XXXX record: its append stamps nothing, and one a send-back copied from a stored
+            # LMQ message holds that message's offsets (RocketMQ 5.x's MultiDispatchUtils.isNeedHandleMultiDispatch,
+            # store/src/main/java/org/apache/rocketmq/store/queue/MultiDispatchUtils.java, skips that topic).
+            if self._config.enable_multi_dispatch and meta.topic != SCHEDULE_TOPIC:
                 self.multi_dispatch.redispatch(meta.properties, meta.queue_id, meta.phy_offset, meta.size, tags)
             return tags
         return None
