@@ -17,7 +17,7 @@ import pytest
 
 from remoting.codec.message import MessageRecord, decode_record
 from remoting.codec.message_properties import encode_properties
-from remoting.codec.topics import SCHEDULE_TOPIC
+from remoting.codec.topics import SCHEDULE_TOPIC, TIMER_TOPIC
 from store.errors import MessageIllegalError
 from store.maintenance import clean_expired_consume_queues
 from store.message_store import MessageStore
@@ -161,7 +161,7 @@ CHILD = """
 import sys, time, attrs
 from pathlib import Path
 from remoting.codec.message_properties import encode_properties
-from remoting.codec.topics import SCHEDULE_TOPIC
+from remoting.codec.topics import SCHEDULE_TOPIC, TIMER_TOPIC
 from store.message_store import MessageStore
 from tests.store.store_helpers import STORE_HOST, message, small_config
 store = MessageStore(small_config(Path(sys.argv[1]), enable_lmq=True, enable_multi_dispatch=True,
@@ -240,3 +240,19 @@ def test_a_sent_back_lmq_message_in_the_schedule_topic_rewrites_no_lmq_entry(tmp
     assert [lmq.entry(i) for i in range(lmq.max_offset)] == entries
     assert [b for b, _ in _read(master, "%LMQ%a")] == [b"orig", b"next"]
     master.close()
+
+
+def test_a_record_parked_in_the_timer_topic_is_dispatched_only_when_delivered(tmp_path: Path) -> None:
+    """A timer message is parked in rmq_sys_wheel_timer with its properties (broker/timer/service.py): it reaches the
+    queues INNER_MULTI_DISPATCH lists when delivered, not also at once (5.x's MixAll.topicAllowsLMQ skips rmq_sys_)."""
+    store = open_store(tmp_path, **LMQ)
+    parked = _multi("%LMQ%a", body=b"later", REAL_TOPIC="TopicTest", REAL_QID="3", TIMER_OUT_MS="99999999999999")
+    store.append(attrs.evolve(parked, topic=TIMER_TOPIC, queue_id=0))
+    assert _read(store, "%LMQ%a") == []
+    store.append(_multi("%LMQ%a", body=b"later"))  # the delivery
+    assert [(b, p["INNER_MULTI_QUEUE_OFFSET"]) for b, p in _read(store, "%LMQ%a")] == [(b"later", "0")]
+    store.abandon()  # a crash: recovery scans every record again
+    store = open_store(tmp_path, **LMQ)
+    assert store.abnormal_recovery and store.recovery_start == 0
+    assert [b for b, _ in _read(store, "%LMQ%a")] == [b"later"]
+    store.close()
