@@ -74,7 +74,7 @@ from store.ha.replica import ReplicaLog
 from store.ha.service import HAService
 from store.index import IndexRuns, IndexService
 from store.mapped_file import MappedFile, flush_segments
-from store.multi_dispatch import MultiDispatch
+from store.multi_dispatch import MultiDispatch, topic_allows_lmq
 from store.put_waits import PutWaits
 from store.reads import IndexLike, StoreReads
 from store.recovery import recover
@@ -836,10 +836,9 @@ class MessageStore(StoreReads):
             key = self.consume_queue(meta.topic, meta.queue_id).key
             if meta.queue_offset + 1 > self.queue_offsets.get(key, 0):
                 self.queue_offsets[key] = meta.queue_offset + 1
-            # Not a SCHEDULE_TOPIC_XXXX record: its append stamps nothing, and one a send-back copied from a stored
-            # LMQ message holds that message's offsets (RocketMQ 5.x's MultiDispatchUtils.isNeedHandleMultiDispatch,
-            # store/src/main/java/org/apache/rocketmq/store/queue/MultiDispatchUtils.java, skips that topic).
-            if self._config.enable_multi_dispatch and meta.topic != SCHEDULE_TOPIC:
+            # Not a record of a topic whose append stamps nothing (topic_allows_lmq): a SCHEDULE_TOPIC_XXXX one a
+            # send-back copied from a stored LMQ message holds that message's offsets.
+            if self._config.enable_multi_dispatch and topic_allows_lmq(meta.topic):
                 self.multi_dispatch.redispatch(meta.properties, meta.queue_id, meta.phy_offset, meta.size, tags)
             return tags
         return None

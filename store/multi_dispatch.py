@@ -9,7 +9,8 @@ written into the stored properties as ``INNER_MULTI_QUEUE_OFFSET`` (same order, 
 from the stored string, as Java's ``removeWaitStorePropertyString``); after the record is written
 (:meth:`MultiDispatch.dispatch`) each listed queue gets its entry at that offset and the arrival listener is told, so
 held pulls on it wake. Recovery and a replica re-dispatch the same entries from the stored properties
-(:meth:`MultiDispatch.redispatch`). Prepared and rolled-back transaction messages are stamped but get no entries.
+(:meth:`MultiDispatch.redispatch`). Prepared and rolled-back transaction messages are stamped but get no entries;
+records of ``SCHEDULE_TOPIC_XXXX`` and ``rmq_sys_`` topics are not stamped or dispatched (:func:`topic_allows_lmq`).
 
 Errors: a listed name that cannot name a consume queue directory refuses the put (MESSAGE_ILLEGAL, nothing written:
 Java would create the directory wherever the name points); with ``enableLmq`` and more LMQ ConsumeQueues than
@@ -25,6 +26,7 @@ import attrs
 
 from remoting.codec.message import MessageRecord
 from remoting.codec.message_properties import find_property, find_text_property, with_properties
+from remoting.codec.topics import SCHEDULE_TOPIC, SYSTEM_TOPIC_PREFIX
 from store.consume_queue import names_a_directory
 from store.errors import MessageIllegalError, PutRefusedError
 
@@ -46,6 +48,16 @@ _DROPPED: Final = frozenset({"WAIT"})
 def is_lmq(name: str | None) -> bool:
     """MixAll.isLmq: the name starts with ``%LMQ%``."""
     return name is not None and name.startswith(LMQ_PREFIX)
+
+
+def topic_allows_lmq(topic: str) -> bool:
+    """Whether a record of ``topic`` is multi-dispatched, at append and at redispatch alike: not a
+    ``SCHEDULE_TOPIC_XXXX`` one (the append path never stamps it; the delivered copy is dispatched) nor an ``rmq_sys_``
+    one (a timer message parked in ``rmq_sys_wheel_timer`` is dispatched when delivered). RocketMQ 5.x's
+    ``MixAll.topicAllowsLMQ`` (common/src/main/java/org/apache/rocketmq/common/MixAll.java), also used by
+    store/src/main/java/org/apache/rocketmq/store/queue/MultiDispatchUtils.java; its ``%RETRY%`` exclusion is not
+    4.9.8's, whose retry copies are dispatched again, so it is not taken."""
+    return topic != SCHEDULE_TOPIC and not topic.startswith(SYSTEM_TOPIC_PREFIX)
 
 
 class LmqQueueNumExceededError(PutRefusedError):
@@ -85,6 +97,8 @@ class MultiDispatch:
     def wrap(self, msg: MessageRecord) -> tuple[MessageRecord, list[tuple[tuple[str, int], int]]] | None:
         """The message as it is stored, with ``INNER_MULTI_QUEUE_OFFSET``, and each listed queue's key and offset;
         ``None`` when it lists no queue. Raises MessageIllegalError or LmqQueueNumExceededError (nothing changed)."""
+        if not topic_allows_lmq(msg.topic):
+            return None
         listed = find_text_property(msg.properties, MULTI_DISPATCH)
         if listed is None or not listed.strip():
             return None
