@@ -23,6 +23,7 @@ from proxy.startup import build_activity
 from remoting.codec.message import decode_record, read_record_meta
 from tests.proxy.grpc_front import message
 from tests.proxy.test_renew import md
+from tests.proxy.test_send_checks import NOT_IN_STRING_HASH_SET
 from tests.semantics.helpers import create_topic, use_virtual_store_clock
 
 
@@ -130,3 +131,31 @@ async def test_a_5x_message_resent_by_our_4x_producer_keeps_reconsume_times_zero
         await producer.send(again)
     resent = decode_record(store.get("ResendT", 0, 1, 1).messages[0])
     assert (resent.reconsume_times, resent.properties.get("RECONSUME_TIME")) == (0, "5")
+
+
+async def test_properties_outside_string_hash_set_reach_the_consumer_as_user_properties(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """GrpcConverter.buildUserAttributes (proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/common/
+    GrpcConverter.java) leaves out of user_properties only the names of MessageConst.STRING_HASH_SET: a property
+    named otherwise, such as TRACE_CONTEXT or __SHARDINGKEY (also given back as trace_context and message_group),
+    reaches a 5.x consumer as a user property, whether a 5.x producer (SendMessageActivity takes them) or a 4.x one
+    stored it. Ours dropped every MessageConst name (found by a review)."""
+    activity = await _activity(embedded_cluster, nursery)
+    await create_topic(embedded_cluster, "PassT", queues=1)
+    user = {key: f"v{i}" for i, key in enumerate(NOT_IN_STRING_HASH_SET)}
+    async with Producer("PassP", embedded_cluster.namesrv_addr) as producer:
+        await producer.send(Message("PassT", b"4.x", properties=dict(user)))
+    req = service.ReceiveMessageRequest(batch_size=32)
+    req.group.name = "GPass"
+    req.message_queue.topic.name = "PassT"
+    req.message_queue.id = -1
+    req.filter_expression.expression = "*"
+    req.invisible_duration.FromSeconds(30)
+    [from_4x] = [r.message for r in activity.consuming.receive_now(req, md("c@1"), None) or [] if r.HasField("message")]
+    assert dict(from_4x.user_properties) == user
+    await create_topic(embedded_cluster, "PassT5", queues=1)
+    got = await _sent_and_received(activity, message("PassT5", b"passed", user=user))
+    assert dict(got.user_properties) == user
+    sp = got.system_properties
+    assert (sp.trace_context, sp.message_group) == (user["TRACE_CONTEXT"], user["__SHARDINGKEY"])

@@ -128,6 +128,33 @@ async def test_a_user_property_named_as_a_rocketmq_5_system_property_is_refused(
         assert got[:2] == ("ILLEGAL_MESSAGE_PROPERTY_KEY", 0), got
 
 
+#: MessageConst names outside RocketMQ 5.3.3's STRING_HASH_SET (common/src/main/java/org/apache/rocketmq/common/
+#: message/MessageConst.java), and "bname" (a request header's field, no property name at all).
+NOT_IN_STRING_HASH_SET = [
+    "bname",
+    "CHECK_IMMUNITY_TIME_IN_SECONDS",
+    "INNER_BASE",
+    "INNER_MULTI_DISPATCH",
+    "INNER_NUM",
+    "PROPERTY_FORWARD_QUEUE_ID",
+    "REDIRECT",
+    "TRACE_CONTEXT",
+    "TRANSACTION_CHECK_TIMES",
+    "__SHARDINGKEY",
+    "__transactionId__",
+]
+
+
+@pytest.mark.parametrize("key", NOT_IN_STRING_HASH_SET)
+async def test_a_user_property_outside_string_hash_set_is_stored(tmp_path: Path, key: str) -> None:
+    """SendMessageActivity.buildMessageProperty refuses only the names of MessageConst.STRING_HASH_SET; these are
+    not in it, so RocketMQ 5.3.3's proxy stores a message carrying one as a user property. Ours refused them with
+    ILLEGAL_MESSAGE_PROPERTY_KEY (found by a review)."""
+    async with front(tmp_path) as f:
+        got = await sent_to_rt(f, message("RT", user={key: "1"}))
+        assert got[:2] == ("OK", 1), got
+
+
 def _end(tx_id: str, msg_id: str, resolution: int) -> object:
     return service.EndTransactionRequest(
         topic=definition.Resource(name="RT"),
