@@ -7,8 +7,8 @@ Sending: ``message_id`` -> ``UNIQ_KEY``, ``tag`` -> ``TAGS``, ``keys`` -> ``KEYS
 ``trace_context`` -> ``TRACE_CONTEXT`` (unless empty), ``delivery_attempt`` -> ``RECONSUME_TIME`` (the stored message's
 ``reconsumeTimes`` stays 0 but on a retry topic), ``PGROUP`` = the topic (5.x producers have no group). Receiving: the
 reverse, plus the MD5 body digest, the receipt handle and the delivery attempt (``reconsumeTimes + 1``). Properties
-whose names RocketMQ reserves are system properties: a send carrying one as a user property is refused by the caller
-(:data:`RESERVED`).
+named in RocketMQ's ``STRING_HASH_SET`` are system properties: a send carrying one as a user property is refused by
+the caller, and a delivered message leaves them out of its user properties (:data:`RESERVED`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,11 @@ from remoting.codec.topics import RETRY_GROUP_TOPIC_PREFIX
 
 __all__ = ["RESERVED", "grpc_message", "recovery_command", "send_properties", "send_reconsume_times"]
 
-#: RocketMQ's MessageConst property names (common/src/main/java/org/apache/rocketmq/common/message/MessageConst.java).
+#: RocketMQ 5.3.3's MessageConst.STRING_HASH_SET (common/src/main/java/org/apache/rocketmq/common/message/
+#: MessageConst.java): the names SendMessageActivity.buildMessageProperty refuses as user properties and
+#: GrpcConverter.buildUserAttributes leaves out of a delivered message's. Other MessageConst names (__SHARDINGKEY,
+#: TRACE_CONTEXT, INNER_NUM, CHECK_IMMUNITY_TIME_IN_SECONDS, ...) are taken on send and delivered as user properties
+#: too (beside message_group, trace_context), as RocketMQ's proxy does.
 RESERVED: Final = frozenset(
     [
         "KEYS",
@@ -49,12 +53,7 @@ RESERVED: Final = frozenset(
         "EXTEND_UNIQ_INFO",
         "MAX_RECONSUME_TIMES",
         "CONSUME_START_TIME",
-        "INNER_NUM",
-        "INNER_BASE",
-        "CHECK_IMMUNITY_TIME_IN_SECONDS",
         "TRAN_PREPARED_QUEUE_OFFSET",
-        "__transactionId__",
-        "TRANSACTION_CHECK_TIMES",
         "INSTANCE_ID",
         "CORRELATION_ID",
         "REPLY_TO_CLIENT",
@@ -66,12 +65,7 @@ RESERVED: Final = frozenset(
         "POP_CK",
         "POP_CK_OFFSET",
         "1ST_POP_TIME",
-        "__SHARDINGKEY",
-        "PROPERTY_FORWARD_QUEUE_ID",
-        "REDIRECT",
-        "INNER_MULTI_DISPATCH",
         "INNER_MULTI_QUEUE_OFFSET",
-        "TRACE_CONTEXT",
         "TIMER_DELAY_SEC",
         "TIMER_DELIVER_MS",
         "__BORNHOST",
@@ -85,7 +79,6 @@ RESERVED: Final = frozenset(
         "TIMER_DELAY_MS",
         "DLQ_ORIGIN_TOPIC",
         "DLQ_ORIGIN_MESSAGE_ID",
-        "bname",
         "DUP_INFO",
         "__CRC32#",
     ]

@@ -52,8 +52,9 @@ async def test_the_trace_context_sent_reaches_the_consumer(
     embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
 ) -> None:
     """SendMessageActivity.buildMessageProperty stores system_properties.trace_context as TRACE_CONTEXT, and
-    GrpcConverter.buildSystemProperties gives it back as trace_context (a reserved name, so no user property): the
-    consumer's span keeps its link to the producer's."""
+    GrpcConverter.buildSystemProperties gives it back as trace_context: the consumer's span keeps its link to the
+    producer's. TRACE_CONTEXT is not in MessageConst.STRING_HASH_SET, so GrpcConverter.buildUserAttributes gives it
+    back as a user property too."""
     activity = await _activity(embedded_cluster, nursery)
     await create_topic(embedded_cluster, "TraceT", queues=1)
     sent = message("TraceT", b"traced")
@@ -62,7 +63,7 @@ async def test_the_trace_context_sent_reaches_the_consumer(
     stored = decode_record(embedded_cluster.controller.context.store.get("TraceT", 0, 0, 1).messages[0])
     assert stored.properties.get("TRACE_CONTEXT") == sent.system_properties.trace_context
     assert got.system_properties.trace_context == sent.system_properties.trace_context
-    assert dict(got.user_properties) == {}
+    assert dict(got.user_properties) == {"TRACE_CONTEXT": sent.system_properties.trace_context}
 
 
 async def test_an_empty_trace_context_is_not_stored(
