@@ -445,3 +445,21 @@ async def test_a_request_mixing_topics_is_refused_as_send_message_activity_refus
             ("MESSAGE_CORRUPTED", 0, "topic in message is not same"),
             ("MESSAGE_BODY_EMPTY", 0, "message body cannot be empty"),
         ]
+
+
+async def test_a_request_is_type_checked_by_its_first_message_after_every_message_is_built(tmp_path: Path) -> None:
+    """ProducerProcessor.sendMessage (proxy/src/main/java/org/apache/rocketmq/proxy/processor/ProducerProcessor.java)
+    checks the topic's ``message.type`` against the first message of the request only, once SendMessageActivity has
+    built (and checked) every message: a later message of another type is stored with the batch, and a later
+    message's own refusal comes before the first's type conflict. Ours checked each message's type as it was built
+    (found by a review)."""
+    fifo = message("TypedT", b"fifo", message_group="G", message_type=definition.MessageType.FIFO)
+    fifo_first = message("TypedT", b"fifo first", message_group="G", message_type=definition.MessageType.FIFO)
+    async with front(tmp_path) as f:
+        typed = TopicConfig("TypedT", read_queue_nums=1, write_queue_nums=1, attributes={"message.type": "NORMAL"})
+        f.ctx.topics.update_topic(typed)
+        got = []
+        for msgs in [(message("TypedT"), fifo), (fifo_first, message("TypedT", tag="A\tB"))]:
+            answer = await f.send(*msgs)
+            got.append((Code.Name(answer.status.code), f.stored("TypedT")))
+        assert got == [("OK", 2), ("ILLEGAL_MESSAGE_TAG", 2)]
