@@ -3,8 +3,9 @@ proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/producer/ and .../transact
 
 A send is checked as RocketMQ's proxy checks it (:meth:`Producing.check`), mapped to 4.x properties
 (:func:`proxy.convert.send_properties`), its type checked against the topic's ``message.type`` attribute
-(:meth:`Producing.check_type`: MESSAGE_PROPERTY_CONFLICT_WITH_TYPE), every message of a batch checked and encoded
-before any is stored (a refusal stores nothing of it), and handed to the broker's own send
+(:meth:`Producing.check_type`: MESSAGE_PROPERTY_CONFLICT_WITH_TYPE; a request's first message only, once every
+message is built, as ProducerProcessor.sendMessage), every message of a batch checked and encoded before any is
+stored (a refusal stores nothing of it), and handed to the broker's own send
 processor as SEND_MESSAGE_V2 through the :class:`~proxy.local.LocalInvoker`, so timers, transactions, permissions and
 flushing behave as for a 4.x send. The proxy picks the queue: a message group always goes to the same queue (Guava's
 ``Hashing.consistentHash`` of the group's Java ``String.hashCode`` over the write queues, as RocketMQ's proxy picks
@@ -187,10 +188,18 @@ class Producing:
         topic = first.name
         check_topic(topic)
         encoded = []
+        first_props: dict[str, str] = {}
         for index, msg in enumerate(req.messages):  # SendMessageActivity.buildMessage: the first's topic, then checks
             if index and msg.topic != first:
                 raise RpcError(Code.MESSAGE_CORRUPTED, "topic in message is not same")
-            encoded.append(self._prepare(msg, topic))
+            props = self._prepare(msg, topic)
+            if not index:
+                first_props = props
+            encoded.append(self._encode(props))
+        # ProducerProcessor.sendMessage (proxy/src/main/java/org/apache/rocketmq/proxy/processor/
+        # ProducerProcessor.java): once every message is built, the first one's type against the topic's, then the
+        # queue; later messages' types are not checked.
+        self.check_type(topic, first_props)
         self._check_writable(topic)
         response = service.SendMessageResponse()
         if len(encoded) == 1:
@@ -203,11 +212,14 @@ class Producing:
         response.status.CopyFrom(status(code, Code.Name(code)))
         return response
 
-    def _prepare(self, msg: Any, topic: str) -> str:
-        """The message's checks, then its stored properties, type-checked and encoded; raises RpcError."""
+    def _prepare(self, msg: Any, topic: str) -> dict[str, str]:
+        """The message's checks, then its stored properties; raises RpcError."""
         self.check(msg)
-        props = send_properties(msg, topic)
-        self.check_type(topic, props)
+        return send_properties(msg, topic)
+
+    @staticmethod
+    def _encode(props: dict[str, str]) -> str:
+        """The stored properties encoded; raises RpcError."""
         try:
             return encode_properties(props)
         except PropertiesEncodeError as exc:
