@@ -463,3 +463,19 @@ async def test_a_request_is_type_checked_by_its_first_message_after_every_messag
             answer = await f.send(*msgs)
             got.append((Code.Name(answer.status.code), f.stored("TypedT")))
         assert got == [("OK", 2), ("ILLEGAL_MESSAGE_TAG", 2)]
+
+
+async def test_a_blank_user_property_key_is_taken_as_send_message_activity_takes_it(tmp_path: Path) -> None:
+    """SendMessageActivity.buildMessageProperty refuses a user property key for a STRING_HASH_SET name or a control
+    character only: a whitespace key is stored (and delivered), an empty one is stored in a pair every reader drops
+    (MessageDecoder.string2messageProperties wants a name), and a tab key is refused for its control character, with
+    that remark. Ours refused every blank key, with a remark of its own (found by a review)."""
+    async with front(tmp_path) as f:
+        got = [await sent_to_rt(f, message("RT", user={key: "v"})) for key in (" ", "", "\t")]
+        assert got == [
+            ("OK", 1, "OK"),
+            ("OK", 2, "OK"),
+            ("ILLEGAL_MESSAGE_PROPERTY_KEY", 2, "the key of property cannot contain control character"),
+        ]
+        stored = [decode_record(m).properties for m in f.ctx.store.get("RT", 0, 0, 2).messages]
+        assert [(p.get(" "), "" in p) for p in stored] == [("v", False), (None, False)]
