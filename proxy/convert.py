@@ -100,6 +100,9 @@ def send_properties(msg: Any, topic: str) -> dict[str, str]:
     """The stored properties of a gRPC message being sent (user properties first, then the mapped fields)."""
     sp = msg.system_properties
     props = dict(msg.user_properties)
+    # SendMessageActivity takes an empty key; its pair is stored but MessageDecoder.string2messageProperties
+    # (common/src/main/java/org/apache/rocketmq/common/message/MessageDecoder.java) drops it on every read.
+    props.pop("", None)
     props["UNIQ_KEY"] = sp.message_id
     if sp.HasField("tag"):
         props["TAGS"] = sp.tag

@@ -132,7 +132,8 @@ class Producing:
     def _check_properties(self, msg: Any) -> None:
         """buildMessageProperty's checks of the user properties, tag and keys, with its remarks (the limit broken,
         the reserved key, whether a key or a value holds a control character: the 5.x clients raise them to the
-        application); sizes count UTF-8 bytes. A blank key is refused too (ours)."""
+        application); sizes count UTF-8 bytes. A blank key is taken, as there (an empty one is left out of the stored
+        properties: :func:`proxy.convert.send_properties`)."""
         props, sp = msg.user_properties, msg.system_properties
         max_num = self.config.user_property_max_num
         if len(props) > max_num:
@@ -140,8 +141,6 @@ class Producing:
         for key, value in props.items():
             if key in RESERVED:
                 raise RpcError(Code.ILLEGAL_MESSAGE_PROPERTY_KEY, f"property is used by system: {key}")
-            if is_blank(key):
-                raise RpcError(Code.ILLEGAL_MESSAGE_PROPERTY_KEY, "the key of property cannot be blank")
             if _has_control(key):
                 raise RpcError(
                     Code.ILLEGAL_MESSAGE_PROPERTY_KEY, "the key of property cannot contain control character"
