@@ -15,6 +15,7 @@ from client.consumer.listener import ConsumeConcurrentlyStatus
 from client.consumer.push import PushConsumer
 from client.message import Message, MessageExt
 from client.mqadmin import main as mqadmin
+from client.mqadmin_support import JAVA_FAILURES
 from client.producer import Producer
 from tests.client.helpers import create_topic, topic_on_two_brokers
 from tests.threaded_cluster import ThreadedCluster
@@ -90,17 +91,19 @@ def _queue_lines(tabs: str, name: str, queues: int) -> list[str]:
 async def test_topic_route_prints_fastjson_s_pretty_format(cluster: ThreadedCluster) -> None:
     """Java TopicRouteSubCommand prints ``topicRouteData.toJson(true)``: fastjson 1.2.69's PrettyFormat
     (com/alibaba/fastjson/serializer/JavaBeanSerializer.java, ListSerializer.java, MapSerializer.java), which
-    indents with tabs, writes ``"key":value`` with no space, opens a one-element list on its field's line (``[{``)
-    and writes the ``Long`` keys of ``brokerAddrs`` bare (``{0:"..."``, no line break before them). Scripts grep this
-    text (``"brokerName":"broker-a"``); before, ``json.dumps(indent=1)`` wrote ``"brokerName": "broker-a"`` at
-    one-space indents."""
+    indents with tabs, writes ``"key":value`` with no space, puts each element of a list, even of one, on its own
+    lines a tab deeper, and writes the ``Long`` keys of ``brokerAddrs`` bare (``{0:"..."``, no line break before
+    them). Scripts grep this text (``"brokerName":"broker-a"``); before, ``json.dumps(indent=1)`` wrote
+    ``"brokerName": "broker-a"`` at one-space indents, then a one-element list was kept on one line (``[{``)."""
     ns, addr_a = cluster.namesrv_addr, cluster.broker_addr
     await create_topic(ns, "RouteText", 2)
     result = await anyio.to_thread.run_sync(lambda: _run("topicRoute", "-n", ns, "-t", "RouteText"))
     assert result.exit_code == 0, result.output
-    expected = ["{", '\t"brokerDatas":[{', *_broker_lines("\t\t", addr_a, "broker-a"), "\t}],",
-                '\t"filterServerTable":{},', '\t"queueDatas":[{', *_queue_lines("\t\t", "broker-a", 2), "\t}]",
-                "}"]  # fmt: skip
+    # fastjson 1.2.69's ListSerializer takes its pretty branch for any non-empty list: a one-element list opens
+    # on its field's line, its element on the next, a tab deeper, as with more elements.
+    expected = ["{", '\t"brokerDatas":[', "\t\t{", *_broker_lines("\t\t\t", addr_a, "broker-a"), "\t\t}", "\t],",
+                '\t"filterServerTable":{},', '\t"queueDatas":[', "\t\t{", *_queue_lines("\t\t\t", "broker-a", 2),
+                "\t\t}", "\t]", "}"]  # fmt: skip
     assert result.output.splitlines() == expected, result.output
 
     # Two brokers: a list of more than one element puts each on its own lines, a tab deeper.
@@ -267,3 +270,25 @@ async def test_query_cq_with_a_group_prints_its_subscription_as_fastjson_pretty_
         "}",
         "======================================",
     ], result.output
+
+
+def test_failed_commands_say_java_s_exact_exception_line(cluster: ThreadedCluster) -> None:
+    """The first stderr line is the one RocketMQ 4.9.8's ``MQAdminStartup.main0`` prints from ``e.printStackTrace()``,
+    which is not always ``SubCommandException: <class> command failed``: QueryMsgTraceByIdSubCommand and
+    AddWritePermSubCommand concatenate without the space (``+ "command failed"``), and SendMessageCommand throws a
+    ``RuntimeException`` (tools/src/main/java/org/apache/rocketmq/tools/command/trace/QueryMsgTraceByIdSubCommand.java,
+    namesrv/AddWritePermSubCommand.java, message/SendMessageCommand.java)."""
+    ns = cluster.namesrv_addr
+    result = _run("queryMsgTraceById", "-n", ns, "-i", "7F00000100002A9F0000000000000000")
+    assert result.exit_code == 1, result.output
+    assert result.stderr.splitlines()[0] == (
+        "org.apache.rocketmq.tools.command.SubCommandException: QueryMsgTraceByIdSubCommandcommand failed"
+    ), result.stderr
+    anyio.run(create_topic, ns, "SendFails", 1)
+    result = _run("sendMessage", "-n", ns, "-t", "SendFails", "-p", "body", "-b", "no-such-broker", "-i", "0")
+    assert result.exit_code == 1, result.output
+    assert result.stderr.splitlines()[0] == "java.lang.RuntimeException: SendMessageCommand command failed", (
+        result.stderr
+    )
+    # addWritePerm catches each name server's failure itself; only its outer catch, hard to reach, says the line.
+    assert JAVA_FAILURES["addwriteperm"] == "AddWritePermSubCommandcommand failed"
