@@ -63,9 +63,9 @@ def fastjson_pretty(value: Any) -> str:
     """``value`` as fastjson 1.2.69's ``JSON.toJSONString(value, true)`` writes it (RocketMQ's ``toJson(true)``, as
     ``topicRoute`` prints a route): one tab per level, ``"key":value`` with no space, a dict's entries (a bean's
     fields or a map's string keys, sorted as fastjson's SortField sorts a bean's) one a line, ``null`` ones left out;
-    a list of one element kept on its field's line (``[{``), of more one element a line, a :class:`JavaSet` on one
-    line; the ``int`` keys of a
-    ``Long``-keyed map (``BrokerData.brokerAddrs``) written bare after ``{`` with no line break before them
+    a non-empty list one element a line, a tab deeper (one element too: ``[`` then ``{`` on the next line), a
+    :class:`JavaSet` on one line; the ``int`` keys of a ``Long``-keyed map (``BrokerData.brokerAddrs``) written bare
+    after ``{`` with no line break before them
     (com/alibaba/fastjson/serializer/JavaBeanSerializer.java, ListSerializer.java and MapSerializer.java)."""
     parts: list[str] = []
     _fastjson_pretty(value, 0, parts)
@@ -94,12 +94,11 @@ def _fastjson_pretty(value: Any, indent: int, parts: list[str]) -> None:
     elif isinstance(value, JavaSet):
         parts.append("[" + ",".join(fastjson_pretty(item) for item in value) + "]")
     elif isinstance(value, list | tuple):
-        if len(value) <= 1:  # ListSerializer's pretty branch is for more than one element
-            parts.append("[")
-            for item in value:
-                _fastjson_pretty(item, indent, parts)
-            parts.append("]")
+        if not value:
+            parts.append("[]")
             return
+        # 1.2.69's ListSerializer takes its pretty branch for any non-empty list, one element too (com/alibaba/
+        # fastjson/serializer/ListSerializer.java); only older fastjson kept a single element on the field's line.
         parts.append("[")
         for i, item in enumerate(value):
             parts.append(("," if i else "") + "\n" + "\t" * (indent + 1))
@@ -208,8 +207,10 @@ class Output:
 #: What RocketMQ 4.9.8's tools print first on stderr when a command fails, by command name in lower case: each
 #: ``execute`` wraps its failure in ``SubCommandException(getClass().getSimpleName() + " command failed")`` and
 #: ``MQAdminStartup.main0`` prints its stack trace (tools/src/main/java/org/apache/rocketmq/tools/command/**); Java
-#: then exits 0, so scripts look for this line. ``deleteExpiredCommitLog`` words it apart; ``queryCq`` catches its
-#: own failure and prints only the cause (queue/QueryConsumeQueueCommand.java), so it is not here.
+#: then exits 0, so scripts look for this line. ``deleteExpiredCommitLog`` words it apart, ``addWritePerm`` and
+#: ``queryMsgTraceById`` leave out the space, ``sendMessage`` throws a RuntimeException (:data:`_JAVA_EXCEPTIONS`;
+#: message/SendMessageCommand.java); ``queryCq`` catches its own failure and prints only the cause
+#: (queue/QueryConsumeQueueCommand.java), so it is not here.
 JAVA_FAILURES: Final = {
     "clusteraclconfigversion": "ClusterAclConfigVersionListSubCommand command failed",
     "deleteaclconfig": "DeleteAccessConfigSubCommand command failed",
@@ -245,9 +246,9 @@ JAVA_FAILURES: Final = {
     "querymsgbykey": "QueryMsgByKeySubCommand command failed",
     "querymsgbyoffset": "QueryMsgByOffsetSubCommand command failed",
     "querymsgbyuniquekey": "QueryMsgByUniqueKeySubCommand command failed",
-    "querymsgtracebyid": "QueryMsgTraceByIdSubCommand command failed",
+    "querymsgtracebyid": "QueryMsgTraceByIdSubCommandcommand failed",  # sic: no space in Java
     "sendmessage": "SendMessageCommand command failed",
-    "addwriteperm": "AddWritePermSubCommand command failed",
+    "addwriteperm": "AddWritePermSubCommandcommand failed",  # sic: no space in Java
     "deletekvconfig": "DeleteKvConfigCommand command failed",
     "getnamesrvconfig": "GetNamesrvConfigCommand command failed",
     "updatekvconfig": "UpdateKvConfigCommand command failed",
@@ -272,14 +273,17 @@ JAVA_FAILURES: Final = {
     "deleteexpiredcommitlog": "DeleteExpiredCommitLogSubCommand command execute failed.",
 }
 _SUB_COMMAND_EXCEPTION: Final = "org.apache.rocketmq.tools.command.SubCommandException"
+#: The commands whose failure Java throws as another class than ``SubCommandException``.
+_JAVA_EXCEPTIONS: Final = {"sendmessage": "java.lang.RuntimeException"}
 
 
 def say_failure(ctx: click.Context, exc: BaseException) -> None:
     """A failed command's error on stderr: Java's ``SubCommandException`` line for the command (see
     :data:`JAVA_FAILURES`), then the cause; the caller exits with status 1."""
-    java = JAVA_FAILURES.get((ctx.command.name or "").lower())
+    name = (ctx.command.name or "").lower()
+    java = JAVA_FAILURES.get(name)
     if java is not None:
-        click.echo(f"{_SUB_COMMAND_EXCEPTION}: {java}", err=True)
+        click.echo(f"{_JAVA_EXCEPTIONS.get(name, _SUB_COMMAND_EXCEPTION)}: {java}", err=True)
     click.echo(f"mqadmin: {exc}", err=True)
 
 
