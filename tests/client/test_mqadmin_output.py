@@ -17,7 +17,7 @@ from client.message import Message, MessageExt
 from client.mqadmin import main as mqadmin
 from client.mqadmin_support import JAVA_FAILURES
 from client.producer import Producer
-from tests.client.helpers import create_topic, topic_on_two_brokers
+from tests.client.helpers import commit_offset, create_topic, topic_on_two_brokers
 from tests.threaded_cluster import ThreadedCluster
 
 
@@ -292,3 +292,32 @@ def test_failed_commands_say_java_s_exact_exception_line(cluster: ThreadedCluste
     )
     # addWritePerm catches each name server's failure itself; only its outer catch, hard to reach, says the line.
     assert JAVA_FAILURES["addwriteperm"] == "AddWritePermSubCommandcommand failed"
+
+
+def test_lists_over_a_topic_s_groups_follow_java_s_hash_set_order(cluster: ThreadedCluster) -> None:
+    """``GroupList.groupList`` is a ``HashSet`` (common/src/main/java/org/apache/rocketmq/common/protocol/body/
+    GroupList.java) that ``topicList -c`` (topic/TopicListSubCommand.java), ``statsAll``
+    (stats/StatsAllSubCommand.java) and ``queryMsgById``'s tracks (``DefaultMQAdminExtImpl.messageTrackDetail``)
+    iterate: cg-gamma, cg-alpha, cg-beta, cg-delta by hash bucket. Before, the groups came sorted."""
+    ns, addr = cluster.namesrv_addr, cluster.broker_addr
+    anyio.run(create_topic, ns, "GroupOrder", 1)
+    for group in ("cg-delta", "cg-beta", "cg-alpha", "cg-gamma"):
+        anyio.run(commit_offset, ns, addr, group, "GroupOrder")
+    java = ["cg-gamma", "cg-alpha", "cg-beta", "cg-delta"]
+
+    result = _run("topicList", "-n", ns, "-c")
+    assert result.exit_code == 0, result.output
+    assert [line.split()[2] for line in result.output.splitlines() if " GroupOrder " in line] == java, result.output
+
+    result = _run("statsAll", "-n", ns, "-t", "GroupOrder")
+    assert result.exit_code == 0, result.output
+    assert [line.split()[1] for line in result.output.splitlines()[1:]] == java, result.output
+
+    async def send() -> str:
+        async with Producer("output-pg", ns) as producer:
+            return (await producer.send(Message("GroupOrder", b"body"))).offset_msg_id
+
+    offset_msg_id = anyio.run(send)
+    result = _run("queryMsgById", "-n", ns, "-i", offset_msg_id)
+    assert result.exit_code == 0, result.output
+    assert re.findall(r"MessageTrack \[consumerGroup=([^,]+),", result.output) == java, result.output
