@@ -18,6 +18,7 @@ import attrs
 
 from client.admin import BROKER_FAILURES, Admin
 from client.errors import MQBrokerError
+from client.mqadmin_support import java_hash_set
 from remoting.codec.bodies.admin import ConsumerConnection
 from remoting.codec.codes import ResponseCode
 from remoting.codec.message import MessageExt
@@ -58,7 +59,10 @@ class MessageTrack:
 
 async def message_track_detail(admin: Admin, msg: MessageExt) -> list[MessageTrack]:
     """The track of every group consuming ``msg``'s topic, by group (see the module docstring)."""
-    return [await _track(admin, msg, group) for group in await admin.topic_consumed_by(msg.topic)]
+    # Java's messageTrackDetail iterates GroupList's HashSet (tools/src/main/java/org/apache/rocketmq/tools/admin/
+    # DefaultMQAdminExtImpl.java, common/src/main/java/org/apache/rocketmq/common/protocol/body/GroupList.java).
+    groups = java_hash_set(await admin.topic_consumed_by(msg.topic))
+    return [await _track(admin, msg, group) for group in groups]
 
 
 async def _track(admin: Admin, msg: MessageExt, group: str) -> MessageTrack:

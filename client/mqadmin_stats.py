@@ -19,6 +19,7 @@ from client.mqadmin_support import (
     common,
     format_date,
     java_bool,
+    java_hash_set,
     java_topic_list,
     print_result,
     printf,
@@ -56,7 +57,8 @@ async def _topic_rows(admin: Admin, out: Output, topic: str, active_only: bool) 
     route = await admin.topic_route(topic)
     masters = [bd.master_addr for bd in route.broker_datas if bd.master_addr]
     in_tps, in_today = await _stats(admin, masters, "TOPIC_PUT_NUMS", topic)
-    groups = await admin.topic_consumed_by(topic)
+    # Java iterates GroupList's HashSet (common/src/main/java/org/apache/rocketmq/common/protocol/body/GroupList.java).
+    groups = java_hash_set(await admin.topic_consumed_by(topic))
     if not groups:
         if not active_only or in_today > 0:
             out.row(_STATS_NO_CONSUMER, topic, "", 0, in_tps, "", in_today, "NO_CONSUMER")

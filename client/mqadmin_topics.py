@@ -23,6 +23,7 @@ from client.mqadmin_support import (
     format_ts,
     java_bool,
     java_hash_map_order,
+    java_hash_set,
     java_map_text,
     java_split,
     java_topic_list,
@@ -236,7 +237,9 @@ def topic_list(ctx: click.Context, **o: Any) -> None:
             try:
                 name = (await admin.topic_route(topic)).broker_datas[0].broker_name
                 cluster = next((c for c, names in info.cluster_addr_table.items() if name in names), "")
-                groups = await admin.topic_consumed_by(topic) or [""]
+                # GroupList.groupList is a HashSet: Java prints it in its iteration order
+                # (common/src/main/java/org/apache/rocketmq/common/protocol/body/GroupList.java).
+                groups = java_hash_set(await admin.topic_consumed_by(topic)) or [""]
             except Exception:  # as Java: a topic whose route or groups cannot be read still gets its line
                 pass
             for group in groups:
