@@ -321,3 +321,15 @@ def test_lists_over_a_topic_s_groups_follow_java_s_hash_set_order(cluster: Threa
     result = _run("queryMsgById", "-n", ns, "-i", offset_msg_id)
     assert result.exit_code == 0, result.output
     assert re.findall(r"MessageTrack \[consumerGroup=([^,]+),", result.output) == java, result.output
+
+
+def test_allocate_mq_over_only_commas_allocates_to_no_one(cluster: ThreadedCluster) -> None:
+    """Java AllocateMQSubCommand splits ``-i`` with ``String.split(",")``, which drops every trailing empty string
+    once the separator is found: ``","`` is no address at all, so the loop allocates nothing and prints an empty
+    ``RebalanceResult`` (tools/src/main/java/org/apache/rocketmq/tools/command/topic/AllocateMQSubCommand.java).
+    Before, ``java_split`` kept one empty address and the command failed with "currentCID is empty"."""
+    ns = cluster.namesrv_addr
+    anyio.run(create_topic, ns, "AllocNone", 2)
+    result = _run("allocateMQ", "-n", ns, "-t", "AllocNone", "-i", ",")
+    assert result.exit_code == 0, result.output
+    assert result.output == '{"result":{}}\n'
