@@ -150,9 +150,13 @@ async def java_topic_list(admin: Admin) -> list[str]:
 
 
 def java_split(text: str, sep: str) -> list[str]:
-    """Java's ``String.split(sep)`` of a literal separator: trailing empty strings dropped (``"a,b,"`` is two)."""
+    """Java's ``String.split(sep)`` of a literal separator: trailing empty strings dropped (``"a,b,"`` is two), all
+    of them once the separator is found (``","`` is none); text without it is itself (``""`` is one empty string)
+    (java/lang/String.java)."""
+    if sep not in text:
+        return [text]
     parts = text.split(sep)
-    while len(parts) > 1 and not parts[-1]:
+    while parts and not parts[-1]:
         parts.pop()
     return parts
 
