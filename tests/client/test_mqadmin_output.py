@@ -333,3 +333,28 @@ def test_allocate_mq_over_only_commas_allocates_to_no_one(cluster: ThreadedClust
     result = _run("allocateMQ", "-n", ns, "-t", "AllocNone", "-i", ",")
     assert result.exit_code == 0, result.output
     assert result.output == '{"result":{}}\n'
+
+
+@pytest.mark.parametrize(
+    ("args", "first_line"),
+    [
+        (("updateTopic", "-t", "NumText", "-c", "DefaultCluster", "-r", "1_0"),
+         "org.apache.rocketmq.tools.command.SubCommandException: UpdateTopicSubCommand command failed"),
+        (("updateSubGroup", "-g", "num-text-cg", "-c", "DefaultCluster", "-q", "x"),
+         "org.apache.rocketmq.tools.command.SubCommandException: UpdateSubGroupSubCommand command failed"),
+        (("sendMessage", "-t", "NumText", "-p", "body", "-b", "broker-a", "-i", "x"),
+         "java.lang.RuntimeException: SendMessageCommand command failed"),
+        (("clusterList", "-i", "x"), 'java.lang.NumberFormatException: For input string: "x"'),
+    ],
+)  # fmt: skip
+def test_a_number_java_cannot_parse_says_java_s_failure_line(
+    cluster: ThreadedCluster, args: tuple[str, ...], first_line: str
+) -> None:
+    """A number Java's ``Integer.parseInt``/``Long.parseLong`` refuses throws NumberFormatException inside the
+    command's try, so ``MQAdminStartup`` prints the same ``<class> command failed`` line as for any other failure
+    (topic/UpdateTopicSubCommand.java, consumer/UpdateSubGroupSubCommand.java; SendMessageCommand.java wraps it in a
+    RuntimeException); ClusterListSubCommand parses ``-i`` before its try, so the NumberFormatException itself is
+    the line (cluster/ClusterListSubCommand.java). Before, click's usage text came first and no Java line at all."""
+    result = _run(args[0], "-n", cluster.namesrv_addr, *args[1:])
+    assert result.exit_code == 1, result.output
+    assert result.stderr.splitlines()[0] == first_line, result.stderr
