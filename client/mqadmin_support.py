@@ -18,7 +18,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any, Final
+from typing import IO, Any, Final
 
 import anyio
 import click
@@ -284,11 +284,17 @@ _JAVA_EXCEPTIONS: Final = {"sendmessage": "java.lang.RuntimeException"}
 def say_failure(ctx: click.Context, exc: BaseException) -> None:
     """A failed command's error on stderr: Java's ``SubCommandException`` line for the command (see
     :data:`JAVA_FAILURES`), then the cause; the caller exits with status 1."""
-    name = (ctx.command.name or "").lower()
-    java = JAVA_FAILURES.get(name)
+    java = java_failure_line(ctx)
     if java is not None:
-        click.echo(f"{_JAVA_EXCEPTIONS.get(name, _SUB_COMMAND_EXCEPTION)}: {java}", err=True)
+        click.echo(java, err=True)
     click.echo(f"mqadmin: {exc}", err=True)
+
+
+def java_failure_line(ctx: click.Context | None) -> str | None:
+    """The first stderr line of Java's failure of ``ctx``'s command (see :data:`JAVA_FAILURES`), or None."""
+    name = "" if ctx is None else (ctx.command.name or "").lower()
+    java = JAVA_FAILURES.get(name)
+    return None if java is None else f"{_JAVA_EXCEPTIONS.get(name, _SUB_COMMAND_EXCEPTION)}: {java}"
 
 
 def run_job(ctx: click.Context, job: Callable[[Admin, Output], Awaitable[None]]) -> None:
@@ -378,6 +384,18 @@ class JavaNumberError(click.BadParameter):
     command's try ends it with "command failed"."""
 
     exit_code = 1
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        # Java's first stderr line comes first, as for any failure (:func:`say_failure`); clusterList parses -i
+        # before its try, so MQAdminStartup prints the NumberFormatException itself
+        # (tools/src/main/java/org/apache/rocketmq/tools/command/cluster/ClusterListSubCommand.java).
+        if self.ctx is not None and self.ctx.command.name == "clusterList":
+            java: str | None = f"java.lang.NumberFormatException: {self.message}"
+        else:
+            java = java_failure_line(self.ctx)
+        if java is not None:
+            click.echo(java, file=file, err=True)
+        super().show(file)
 
 
 class JavaNumber(click.ParamType[int]):
