@@ -17,7 +17,7 @@ from client.message import Message, MessageExt
 from client.mqadmin import main as mqadmin
 from client.mqadmin_support import JAVA_FAILURES
 from client.producer import Producer
-from tests.client.helpers import commit_offset, create_topic, topic_on_two_brokers
+from tests.client.helpers import HANG_GUARD, commit_offset, create_topic, topic_on_two_brokers
 from tests.threaded_cluster import ThreadedCluster
 
 
@@ -358,3 +358,32 @@ def test_a_number_java_cannot_parse_says_java_s_failure_line(
     result = _run(args[0], "-n", cluster.namesrv_addr, *args[1:])
     assert result.exit_code == 1, result.output
     assert result.stderr.splitlines()[0] == first_line, result.stderr
+
+
+def test_get_consumer_config_goes_over_the_brokers_in_java_s_hash_map_order(cluster: ThreadedCluster) -> None:
+    """Java GetConsumerConfigSubCommand iterates ``ClusterInfo.brokerAddrTable``, a ``HashMap`` (consumer/
+    GetConsumerConfigSubCommand.java, common/src/main/java/org/apache/rocketmq/common/protocol/body/ClusterInfo.java):
+    broker-b's bucket comes before broker-a's, so broker-b's block is printed first. Before, the brokers came
+    sorted."""
+    ns = cluster.namesrv_addr
+    addr_b, stop_b = cluster.start_extra_broker("broker-b")
+    try:
+
+        async def both_registered() -> None:
+            async with Admin(ns) as admin:
+                with anyio.fail_after(HANG_GUARD):
+                    while len((await admin.cluster_info()).broker_addr_table) < 2:
+                        await anyio.sleep(0.02)
+
+        anyio.run(both_registered)
+        for addr in (cluster.broker_addr, addr_b):
+            created = _run("updateSubGroup", "-n", ns, "-b", addr, "-g", "config-brokers-cg")
+            assert created.exit_code == 0, created.output
+        result = _run("getConsumerConfig", "-n", ns, "-g", "config-brokers-cg")
+    finally:
+        stop_b()
+    assert result.exit_code == 0, result.output
+    assert [line for line in result.output.splitlines() if line.startswith("=====")] == [
+        "=============================DefaultCluster:broker-b=============================",
+        "=============================DefaultCluster:broker-a=============================",
+    ], result.output
