@@ -31,6 +31,7 @@ from client.mqadmin_support import (
     format_date,
     group_config_text,
     java_bool,
+    java_hash_set,
     java_text,
     java_topic_list,
     printf,
@@ -361,7 +362,10 @@ def get_consumer_config(ctx: click.Context, **o: Any) -> None:
     async def job(admin: Admin, out: Output) -> None:
         group = o["group"]
         info = await admin.cluster_info()
-        for name, bd in sorted(info.broker_addr_table.items()):
+        # Java iterates ClusterInfo.brokerAddrTable, a HashMap, in its order, not sorted
+        # (common/src/main/java/org/apache/rocketmq/common/protocol/body/ClusterInfo.java).
+        for name in java_hash_set(list(info.broker_addr_table)):
+            bd = info.broker_addr_table[name]
             cluster = next((c for c, names in info.cluster_addr_table.items() if name in names), None)
             addr = bd.master_addr or next(iter(bd.broker_addrs.values()), None)
             config = None if addr is None else (await admin.subscription_groups(addr)).get(group)
