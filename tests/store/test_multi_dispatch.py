@@ -14,7 +14,10 @@ from pathlib import Path
 
 import attrs
 import pytest
+import trio
+import trio.testing
 
+from dledger.commitlog_store import DLedgerMessageStore
 from remoting.codec.message import MessageRecord, decode_record
 from remoting.codec.message_properties import encode_properties
 from remoting.codec.topics import SCHEDULE_TOPIC, TIMER_TOPIC
@@ -22,10 +25,11 @@ from store.errors import MessageIllegalError
 from store.maintenance import clean_expired_consume_queues
 from store.message_store import MessageStore
 from store.multi_dispatch import LmqQueueNumExceededError
-from store.results import GetStatus
+from store.results import GetStatus, PutStatus
 from store.store_config import BrokerRole
 from store.topic_cleanup import clean_unused_topics
-from tests.store.store_helpers import FakeClock, message, open_store
+from tests.dledger.test_store_append import HOST, _one_member, _writable_leader
+from tests.store.store_helpers import FakeClock, message, open_store, small_config
 
 LMQ = {"enable_lmq": True, "enable_multi_dispatch": True}
 
@@ -256,3 +260,50 @@ def test_a_record_parked_in_the_timer_topic_is_dispatched_only_when_delivered(tm
     assert store.abnormal_recovery and store.recovery_start == 0
     assert [b for b, _ in _read(store, "%LMQ%a")] == [b"later"]
     store.close()
+
+
+def test_a_batch_cannot_place_entries_at_offsets_its_sender_chose(tmp_path: Path) -> None:
+    """A batch is stored without multi-dispatch (Java's batch append does not stamp either), so an
+    INNER_MULTI_QUEUE_OFFSET its sender put in must not be stored: recovery would give the listed LMQ queue entries at
+    the sender's offsets, which the live broker never handed out (here 0, colliding with a real entry, and 7)."""
+    store = open_store(tmp_path, **LMQ)
+    forged = [_multi("%LMQ%a", body=b"b0", INNER_MULTI_QUEUE_OFFSET="0"),
+              _multi("%LMQ%a", body=b"b1", INNER_MULTI_QUEUE_OFFSET="7")]  # fmt: skip
+    store.append_batch(forged)
+    template = attrs.evolve(forged[0], body=b"", properties="")
+    store.append_entries(template, [(b"e0", m.properties, 0) for m in forged])
+    store.append(_multi("%LMQ%a", body=b"real"))  # the broker's own stamp: offset 0
+    stored = [p for _, p in _read(store, "TopicTest", 3)]
+    assert [p.get("INNER_MULTI_QUEUE_OFFSET") for p in stored] == [None, None, None, None, "0"]
+    assert [b for b, _ in _read(store, "%LMQ%a")] == [b"real"]
+    store.abandon()  # a crash: recovery scans every record again
+    shutil.rmtree(tmp_path / "consumequeue")
+    store = open_store(tmp_path, **LMQ)
+    assert store.abnormal_recovery
+    assert [b for b, _ in _read(store, "%LMQ%a")] == [b"real"]
+    assert store.max_offset_in_queue("%LMQ%a", 0) == 1
+    store.close()
+
+
+async def test_a_dledger_send_cannot_place_entries_at_offsets_its_sender_chose(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A DLedger store does not stamp INNER_MULTI_QUEUE_OFFSET, and it dispatches committed entries as recovery does:
+    a sender's own INNER_MULTI_QUEUE_OFFSET must not be stored, or the listed LMQ queue gets an entry at the offset
+    the sender chose, live and again after a restart."""
+    dledger = _one_member(tmp_path)
+    async with _writable_leader(tmp_path, dledger, **LMQ) as store:
+        put = await store.put(_multi("%LMQ%a", body=b"forged", INNER_MULTI_QUEUE_OFFSET="5"))
+        assert put.status is PutStatus.PUT_OK
+        await trio.sleep(1)  # committed and dispatched
+        [(_, props)] = _read(store, "TopicTest", 3)
+        assert "INNER_MULTI_QUEUE_OFFSET" not in props
+        assert store.max_offset_in_queue("%LMQ%a", 0) == 0
+    shutil.rmtree(tmp_path / "consumequeue")  # the queues rebuilt from the entries
+    again = DLedgerMessageStore(small_config(tmp_path, **LMQ), dledger, HOST)
+    again.load()
+    try:
+        assert [b for b, _ in _read(again, "TopicTest", 3)] == [b"forged"]
+        assert again.max_offset_in_queue("%LMQ%a", 0) == 0
+    finally:
+        again.close()
