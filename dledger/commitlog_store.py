@@ -76,6 +76,7 @@ from store.errors import MessageIllegalError, PageCacheBusyError, ServiceNotAvai
 from store.index import IndexRuns
 from store.mapped_file import Destroyable, MappedFile, destroy_segments, segment_paths
 from store.message_store import FlushPlan, MessageStore, put_refusal
+from store.multi_dispatch import unstamp
 from store.recovery import load_consume_queues, recover
 from store.results import AppendResult, PutResult
 from store.services import destroy_off_thread
@@ -630,8 +631,14 @@ class DLedgerMessageStore(MessageStore):
 
     def append(self, msg: MessageRecord) -> AppendResult:
         """One entry holding ``msg``'s record, encoded straight into the entry's place in the data file
-        (:meth:`~dledger.file_store.FileLedger.append_record_as_leader`: in C when built, no record built first)."""
+        (:meth:`~dledger.file_store.FileLedger.append_record_as_leader`: in C when built, no record built first).
+        With ``enableMultiDispatch`` it is stored without a sender's ``INNER_MULTI_QUEUE_OFFSET``: this store does not
+        stamp one (store/src/main/java/org/apache/rocketmq/store/dledger/DLedgerCommitLog.java does, through
+        ``MultiDispatch.wrapMultiDispatch``), and a committed entry is dispatched as recovery does, so a stored one
+        would place LMQ entries at offsets the sender chose."""
         self._check_leader()
+        if self.config.enable_multi_dispatch:
+            msg = unstamp(msg)
         topic, queue_id, store_host = msg.topic, msg.queue_id, msg.store_host
         counted = _takes_queue_offset(msg.sys_flag)
         key = self.consume_queue(topic, queue_id).key if counted else None  # a topic it refuses: before the append
@@ -659,6 +666,8 @@ class DLedgerMessageStore(MessageStore):
         self._check_leader()
         if not msgs:
             raise MessageIllegalError("empty batch")
+        if self.config.enable_multi_dispatch:
+            msgs = [unstamp(m) for m in msgs]
         head = msgs[0]
         if any(m.topic != head.topic or m.queue_id != head.queue_id for m in msgs):
             raise MessageIllegalError("a batch must target one topic and queue")

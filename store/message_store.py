@@ -74,7 +74,7 @@ from store.ha.replica import ReplicaLog
 from store.ha.service import HAService
 from store.index import IndexRuns, IndexService
 from store.mapped_file import MappedFile, flush_segments
-from store.multi_dispatch import MultiDispatch, topic_allows_lmq
+from store.multi_dispatch import MultiDispatch, topic_allows_lmq, unstamp, unstamped
 from store.put_waits import PutWaits
 from store.reads import IndexLike, StoreReads
 from store.recovery import recover
@@ -526,6 +526,8 @@ class MessageStore(StoreReads):
             wrapped = self.multi_dispatch.wrap(msg)
             if wrapped is not None:
                 msg, multi = wrapped
+            else:  # not stamped: no sender's INNER_MULTI_QUEUE_OFFSET stored either (a blank list)
+                msg = unstamp(msg)
         # Fields read once, before the clock runs (it is Python code): what is indexed, announced and returned is
         # what the record holds even if a frozen field is rebound meanwhile.
         queue_id, properties, store_host = msg.queue_id, msg.properties, msg.store_host
@@ -661,6 +663,8 @@ class MessageStore(StoreReads):
             self._check_writable()
         if not msgs:
             raise MessageIllegalError("empty batch")
+        if self._config.enable_multi_dispatch:  # a batch is not stamped: store no sender's INNER_MULTI_QUEUE_OFFSET
+            msgs = [unstamp(m) for m in msgs]
         head = msgs[0]
         topic, queue_id = head.topic, head.queue_id
         if topic != SCHEDULE_TOPIC:
@@ -707,6 +711,8 @@ class MessageStore(StoreReads):
             self._check_writable()
         if not entries:
             raise MessageIllegalError("empty batch")
+        if self._config.enable_multi_dispatch:  # as append_batch
+            entries = [(body, unstamped(props), flag) for body, props, flag in entries]
         topic, queue_id = template.topic, template.queue_id
         if topic != SCHEDULE_TOPIC:
             first = self.queue_offsets.get((topic, queue_id), 0)

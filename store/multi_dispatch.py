@@ -11,6 +11,8 @@ from the stored string, as Java's ``removeWaitStorePropertyString``); after the 
 held pulls on it wake. Recovery and a replica re-dispatch the same entries from the stored properties
 (:meth:`MultiDispatch.redispatch`). Prepared and rolled-back transaction messages are stamped but get no entries;
 records of ``SCHEDULE_TOPIC_XXXX`` and ``rmq_sys_`` topics are not stamped or dispatched (:func:`topic_allows_lmq`).
+A record the broker does not stamp (a batch, a DLedger store's send, a single send whose list is blank) is stored
+without any ``INNER_MULTI_QUEUE_OFFSET`` its sender put in (:func:`unstamped`), so it gets no listed entry anywhere.
 
 Errors: a listed name that cannot name a consume queue directory refuses the put (MESSAGE_ILLEGAL, nothing written:
 Java would create the directory wherever the name points); with ``enableLmq`` and more LMQ ConsumeQueues than
@@ -43,11 +45,29 @@ SPLITTER: Final = ","
 MULTI_DISPATCH: Final = "INNER_MULTI_DISPATCH"
 MULTI_QUEUE_OFFSET: Final = "INNER_MULTI_QUEUE_OFFSET"
 _DROPPED: Final = frozenset({"WAIT"})
+_STAMPED: Final = frozenset({MULTI_QUEUE_OFFSET})
+_STAMP_NAME: Final = MULTI_QUEUE_OFFSET + "\x01"
 
 
 def is_lmq(name: str | None) -> bool:
     """MixAll.isLmq: the name starts with ``%LMQ%``."""
     return name is not None and name.startswith(LMQ_PREFIX)
+
+
+def unstamped(properties: str) -> str:
+    """``properties`` without an ``INNER_MULTI_QUEUE_OFFSET``: what a record the broker does not stamp is stored with,
+    so that recovery, a slave or a DLedger commit (:meth:`MultiDispatch.redispatch`) never places entries at offsets a
+    sender (or a copied stored message) chose. RocketMQ gives the listed queues only offsets it took itself
+    (store/src/main/java/org/apache/rocketmq/store/MultiDispatch.java ``wrapMultiDispatch`` overwrites the property)."""
+    if _STAMP_NAME not in properties:
+        return properties
+    return with_properties(properties, {}, _STAMPED)
+
+
+def unstamp(msg: MessageRecord) -> MessageRecord:
+    """``msg`` with :func:`unstamped` properties (the same record when it carries none)."""
+    properties = unstamped(msg.properties)
+    return msg if properties is msg.properties else attrs.evolve(msg, properties=properties)
 
 
 def topic_allows_lmq(topic: str) -> bool:
