@@ -313,3 +313,47 @@ def test_cluster_rt_rounds_its_average_half_up(elapsed_ms: int, amount: int, tlo
     from client.mqadmin_cluster import rt_texts
 
     assert rt_texts(elapsed_ms, amount) == (tlog, table)
+
+
+@pytest.mark.parametrize(
+    ("value", "places", "java"),
+    [
+        (0.125, 2, "0.13"),
+        (0.375, 2, "0.38"),
+        (1.005, 2, "1.01"),
+        (2.675, 2, "2.68"),
+        (-0.125, 2, "-0.13"),
+        (0.045, 2, "0.05"),
+        (123.455, 2, "123.46"),
+        (-0.001, 2, "-0.00"),
+        (-0.0, 2, "-0.00"),
+        (0.00005, 4, "0.0001"),
+        (5e-324, 4, "0.0000"),
+        (1e30, 2, "1" + "0" * 30 + ".00"),
+        (float("nan"), 2, "NaN"),
+        (float("inf"), 4, "Infinity"),
+        (float("-inf"), 2, "-Infinity"),
+    ],
+)
+def test_java_fixed_rounds_as_java_s_formatter(value: float, places: int, java: str) -> None:
+    """``String.format("%.2f", d)`` (java/util/Formatter.java over jdk/internal/math/FormattedFloatingDecimal.java)
+    rounds the double's shortest decimal (``Double.toString``'s digits) half up: 0.125 is 0.13 and 1.005 and 2.675,
+    whose binary values are just below the tie, 1.01 and 2.68; NaN and the infinities print as ``NaN`` and
+    ``Infinity``. Expected values are Java 17's output. Python's ``%.2f`` gave 0.12, 1.00, 2.67, nan and inf."""
+    from client.mqadmin_support import java_fixed
+
+    assert java_fixed(value, places) == java
+
+
+def test_mqadmin_rows_print_their_fixed_point_figures_as_java() -> None:
+    """statsAll's row (tools/.../command/stats/StatsAllSubCommand.java: ``%11.2f`` TPS columns) and
+    consumerProgress' ``Consume TPS: %.2f`` line go through :func:`printf`, which must round as Java's printf."""
+    from client.mqadmin_stats import _STATS_ROW
+    from client.mqadmin_support import printf
+
+    row = printf(_STATS_ROW, "T", "G", 10, 0.125, 1.005, 3, 4)
+    assert row == "T".ljust(64) + "  " + "G".ljust(64) + " " + "10".rjust(12) + "        0.13        1.01" + (
+        "3".rjust(15) + "4".rjust(15) + "\n"
+    )
+    assert printf("Consume TPS: %.2f%n", 0.375) == "Consume TPS: 0.38\n"
+    assert printf("%-8s|%11.2f|%n", "x", float("nan")) == "x       |        NaN|\n"
