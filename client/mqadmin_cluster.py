@@ -23,8 +23,10 @@ from client.mqadmin_support import (
     broker_may_fail,
     cluster_brokers,
     common,
+    java_fixed,
     java_text,
     print_result,
+    printf,
     run_job,
 )
 from client.producer import Producer
@@ -65,6 +67,10 @@ async def _runtime_or_none(admin: Admin, addr: str) -> dict[str, str]:
     return {}
 
 
+#: ClusterListSubCommand's InTPS/OutTPS cell: ``String.format("%9.2f(%s,%sms)", tps, queue size, head wait)``.
+_LOAD = "%9.2f(%s,%sms)"
+
+
 async def _base_rows(admin: Admin, out: Output) -> None:
     info = await admin.cluster_info()
     brokers = [(c, name, bid, addr, await _runtime_or_none(admin, addr)) for c, name, bid, addr in _brokers(info)]
@@ -87,9 +93,9 @@ async def _base_rows(admin: Admin, out: Output) -> None:
         space = float(kv.get("commitLogDiskRatio") or 0.0)
         out.row(
             fmt, cluster, name, bid, addr, text("brokerVersionDesc"),
-            f"{in_tps:9.2f}({text('sendThreadPoolQueueSize')},{text('sendThreadPoolQueueHeadWaitTimeMills')}ms)",
-            f"{out_tps:9.2f}({text('pullThreadPoolQueueSize')},{text('pullThreadPoolQueueHeadWaitTimeMills')}ms)",
-            text("pageCacheLockTimeMills"), f"{hours:2.2f}", f"{space:.4f}", *extra,
+            printf(_LOAD, in_tps, text("sendThreadPoolQueueSize"), text("sendThreadPoolQueueHeadWaitTimeMills")),
+            printf(_LOAD, out_tps, text("pullThreadPoolQueueSize"), text("pullThreadPoolQueueHeadWaitTimeMills")),
+            text("pageCacheLockTimeMills"), printf("%2.2f", hours), printf("%.4f", space), *extra,
         )  # fmt: skip
 
 
@@ -247,8 +253,7 @@ def rt_texts(elapsed_ms: int, amount: int) -> tuple[str, str]:
     (tools/src/main/java/org/apache/rocketmq/tools/command/cluster/CLusterSendMsgRTCommand.java)."""
     rt = elapsed_ms / max(1, amount - 1)
     rounded = decimal.Decimal(rt).quantize(decimal.Decimal(1), rounding=decimal.ROUND_HALF_UP)
-    two_places = decimal.Decimal(repr(rt)).quantize(decimal.Decimal("0.01"), rounding=decimal.ROUND_HALF_UP)
-    return str(rounded), str(two_places)
+    return str(rounded), java_fixed(rt, 2)
 
 
 async def _maintenance_targets(admin: Admin, addr: str | None, cluster: str | None) -> list[str]:

@@ -9,6 +9,7 @@ The detail block writes the body to ``/tmp/rocketmq/msgbodys/<msgId>`` and ends 
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,6 +31,7 @@ from client.mqadmin_support import (
     common,
     format_ts,
     java_bool,
+    java_fixed,
     java_map_text,
     java_text,
     message_text,
@@ -482,7 +484,7 @@ def check_msg_send_rt(ctx: click.Context, **o: Any) -> None:
                 total += rt if i else 0
                 out.row("%-32s  %-4s  %-20s    %s%n", *chosen, ok, rt)
         # Java's double division: one send is 0.0 / 0, printed NaN by String.format("%.2f").
-        out.line("Avg RT: %s%n", "NaN" if amount == 1 else f"{total / (amount - 1):.2f}")
+        out.line("Avg RT: %s%n", java_fixed(total / (amount - 1) if amount != 1 else math.nan, 2))
 
     run_job(ctx, job)
 

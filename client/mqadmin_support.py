@@ -10,9 +10,12 @@ without their ``#``.
 
 from __future__ import annotations
 
+import decimal
 import functools
 import json
+import math
 import os
+import re
 import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
@@ -50,8 +53,40 @@ def printf(fmt: str, *values: Any) -> str:
     ``%-64.64s`` is Java's ``%-64s`` of ``UtilAll.frontStringAtLeast(name, 64)`` (common/src/main/java/org/apache/
     rocketmq/common/UtilAll.java), the name cut to its column, as consumerProgress, topicStatus, topicList -c,
     statsAll, brokerConsumeStats, resetOffsetByTime and skipAccumulatedMessage print topics, groups and brokers; the
-    JSON rows keep the whole name."""
-    return fmt.replace("%n", "\n") % tuple(java_text(v) for v in values)
+    JSON rows keep the whole name. A ``%W.Pf`` figure prints as :func:`java_fixed`, right-aligned in ``W``."""
+    fmt = fmt.replace("%n", "\n")
+    parts: list[str] = []
+    args = [java_text(v) for v in values]
+    end = 0
+    for i, spec in enumerate(_CONVERSIONS.finditer(fmt)):
+        value = values[i] if i < len(values) else None
+        if spec["conv"] == "f" and isinstance(value, int | float) and not isinstance(value, bool):
+            parts += [fmt[end : spec.start()], f"%{spec['flags']}{spec['width']}s"]
+            args[i] = java_fixed(float(value), int(spec["places"] or 6))
+            end = spec.end()
+    return ("".join(parts) + fmt[end:]) % tuple(args)
+
+
+#: One ``%`` conversion of a :func:`printf` format (``%%`` is not one).
+_CONVERSIONS: Final = re.compile(r"%(?!%)(?P<flags>[-#+ 0]*)(?P<width>\d*)(?:\.(?P<places>\d+))?(?P<conv>[a-zA-Z])")
+
+
+def java_fixed(value: float, places: int) -> str:
+    """``String.format("%.<places>f", value)`` as Java prints it: java/util/Formatter.java rounds the digits of
+    ``Double.toString(value)`` (jdk/internal/math/FormattedFloatingDecimal.java, the shortest decimal that reads
+    back as the double) half up, so 0.125 is ``0.13`` and 1.005 ``1.01`` (Python's ``%.2f`` rounds the exact binary
+    value half to even: ``0.12``, ``1.00``); never in exponent form, ``-0.00`` kept, ``NaN``, ``Infinity`` and
+    ``-Infinity`` as Java's. mqadmin's TPS, ratio and RT figures print so (tools/src/main/java/org/apache/rocketmq/
+    tools/command/cluster/ClusterListSubCommand.java, consumer/ConsumerProgressSubCommand.java,
+    stats/StatsAllSubCommand.java, message/CheckMsgSendRTCommand.java, cluster/CLusterSendMsgRTCommand.java)."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    shortest = decimal.Decimal(repr(value))
+    with decimal.localcontext() as ctx:
+        ctx.prec = max(28, shortest.adjusted() + places + 2)
+        return format(shortest.quantize(decimal.Decimal(1).scaleb(-places), rounding=decimal.ROUND_HALF_UP), "f")
 
 
 class JavaSet(list[Any]):
