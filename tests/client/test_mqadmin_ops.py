@@ -357,3 +357,19 @@ def test_mqadmin_rows_print_their_fixed_point_figures_as_java() -> None:
     )
     assert printf("Consume TPS: %.2f%n", 0.375) == "Consume TPS: 0.38\n"
     assert printf("%-8s|%11.2f|%n", "x", float("nan")) == "x       |        NaN|\n"
+
+
+def test_cluster_rt_of_one_send_averages_java_s_nan(cluster: ThreadedCluster) -> None:
+    """CLusterSendMsgRTCommand (tools/.../command/cluster/CLusterSendMsgRTCommand.java) divides ``(double) elapsed /
+    (amount - 1)``: ``-a 1`` is 0.0 / 0, NaN, which the table prints as ``String.format("%.2f")`` does, ``NaN``,
+    and for which ``-p true``'s ``new BigDecimal(rt)`` throws, failing the command. Ours divided by at least 1 and
+    printed ``0.00`` and ``0``."""
+    ns = cluster.namesrv_addr
+    table = _text("clusterRT", "-n", ns, "-a", "1", "--rounds", "1").splitlines()
+    assert [line.split() for line in table[1:]] == [["DefaultCluster", "broker-a", "NaN", "1", "0"]], table
+    tlog = CliRunner().invoke(mqadmin, ["clusterRT", "-n", ns, "-a", "1", "-p", "true", "--rounds", "1"])
+    assert tlog.exit_code == 1, tlog.output
+    assert tlog.stdout == "", tlog.stdout
+    assert tlog.stderr.splitlines()[0] == (
+        "org.apache.rocketmq.tools.command.SubCommandException: CLusterSendMsgRTCommand command failed"
+    ), tlog.stderr
