@@ -7,6 +7,7 @@ Options, required options and printed lines are Java's; :mod:`client.mqadmin` re
 from __future__ import annotations
 
 import decimal
+import math
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -240,6 +241,8 @@ async def _probe(
             elapsed += time.monotonic_ns() // 1_000_000 - start
     rounded, two_places = rt_texts(elapsed, amount)
     if tlog:
+        if rounded == "NaN":  # ``new BigDecimal(NaN)`` throws NumberFormatException, failing the command
+            raise ValueError("Infinite or NaN")
         stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(time.time() + 8 * 3600))
         out.line("%s", f"{stamp}|{room}|{cluster}|{name}|{rounded}\n")
     else:
@@ -250,10 +253,12 @@ def rt_texts(elapsed_ms: int, amount: int) -> tuple[str, str]:
     """``clusterRT``'s average of ``elapsed_ms`` (whole milliseconds) over all sends but the first, as the ``-p true``
     line prints it and as the table does, both rounded half up as Java's: ``new BigDecimal(rt).setScale(0,
     ROUND_HALF_UP)`` and ``String.format("%.2f", rt)``, which rounds the shortest decimal of the double half up
-    (tools/src/main/java/org/apache/rocketmq/tools/command/cluster/CLusterSendMsgRTCommand.java)."""
-    rt = elapsed_ms / max(1, amount - 1)
+    (tools/src/main/java/org/apache/rocketmq/tools/command/cluster/CLusterSendMsgRTCommand.java). As Java's
+    ``(double) elapsed / (amount - 1)``, one send is 0.0 / 0, NaN (``rounded`` then ``NaN``: Java's BigDecimal
+    throws), and none 0.0 / -1, -0.0."""
+    rt = elapsed_ms / (amount - 1) if amount != 1 else math.nan
     rounded = decimal.Decimal(rt).quantize(decimal.Decimal(1), rounding=decimal.ROUND_HALF_UP)
-    return str(rounded), java_fixed(rt, 2)
+    return str(rounded.copy_abs() if rounded.is_zero() else rounded), java_fixed(rt, 2)  # BigDecimal has no -0
 
 
 async def _maintenance_targets(admin: Admin, addr: str | None, cluster: str | None) -> list[str]:
