@@ -307,3 +307,24 @@ async def test_a_dledger_send_cannot_place_entries_at_offsets_its_sender_chose(
         assert again.max_offset_in_queue("%LMQ%a", 0) == 0
     finally:
         again.close()
+
+
+def test_a_repeated_list_is_read_as_its_last_one_live_and_in_recovery(tmp_path: Path) -> None:
+    """A properties string may name INNER_MULTI_DISPATCH twice (a raw client's header). Java reads the last one
+    (common/.../message/MessageDecoder.java string2messageProperties fills a HashMap), when it stamps
+    (store/.../MultiDispatch.java wrapMultiDispatch) and when it dispatches (store/.../ConsumeQueue.java
+    multiDispatchLmqQueue), and so does our redispatch: the live put must read the same list, or recovery and a slave
+    place the record in %LMQ%b at the offset %LMQ%a was stamped with (here 0, colliding with a real entry)."""
+    store = open_store(tmp_path, **LMQ)
+    store.append(_multi("%LMQ%b", body=b"first"))  # %LMQ%b's offset 0
+    twice = _multi("%LMQ%a", body=b"second")
+    store.append(attrs.evolve(twice, properties=twice.properties + "\x02INNER_MULTI_DISPATCH\x01%LMQ%b"))
+    assert [b for b, _ in _read(store, "%LMQ%b")] == [b"first", b"second"]
+    assert _read(store, "%LMQ%a") == []
+    store.abandon()  # a crash: recovery scans every record again
+    shutil.rmtree(tmp_path / "consumequeue")
+    store = open_store(tmp_path, **LMQ)
+    assert store.abnormal_recovery
+    assert [b for b, _ in _read(store, "%LMQ%b")] == [b"first", b"second"]
+    assert _read(store, "%LMQ%a") == []
+    store.close()
