@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Final
 import attrs
 
 from remoting.codec.message import MessageRecord
-from remoting.codec.message_properties import find_property, find_text_property, with_properties
+from remoting.codec.message_properties import decode_properties, find_property, find_text_property, with_properties
 from remoting.codec.topics import SCHEDULE_TOPIC, SYSTEM_TOPIC_PREFIX
 from store.consume_queue import names_a_directory
 from store.errors import MessageIllegalError, PutRefusedError
@@ -47,6 +47,7 @@ MULTI_QUEUE_OFFSET: Final = "INNER_MULTI_QUEUE_OFFSET"
 _DROPPED: Final = frozenset({"WAIT"})
 _STAMPED: Final = frozenset({MULTI_QUEUE_OFFSET})
 _STAMP_NAME: Final = MULTI_QUEUE_OFFSET + "\x01"
+_LIST_NAME: Final = MULTI_DISPATCH + "\x01"
 
 
 def is_lmq(name: str | None) -> bool:
@@ -68,6 +69,15 @@ def unstamp(msg: MessageRecord) -> MessageRecord:
     """``msg`` with :func:`unstamped` properties (the same record when it carries none)."""
     properties = unstamped(msg.properties)
     return msg if properties is msg.properties else attrs.evolve(msg, properties=properties)
+
+
+def _listed(properties: str) -> str | None:
+    """The ``INNER_MULTI_DISPATCH`` list as Java and :meth:`MultiDispatch.redispatch` read it: a name given twice is
+    its last non-empty value (common/src/main/java/org/apache/rocketmq/common/message/MessageDecoder.java
+    ``string2messageProperties`` fills a map), so the live put and a restart or a slave dispatch the same queues."""
+    if properties.count(_LIST_NAME) < 2:
+        return find_text_property(properties, MULTI_DISPATCH)
+    return decode_properties(properties).get(MULTI_DISPATCH)
 
 
 def topic_allows_lmq(topic: str) -> bool:
@@ -119,7 +129,7 @@ class MultiDispatch:
         ``None`` when it lists no queue. Raises MessageIllegalError or LmqQueueNumExceededError (nothing changed)."""
         if not topic_allows_lmq(msg.topic):
             return None
-        listed = find_text_property(msg.properties, MULTI_DISPATCH)
+        listed = _listed(msg.properties)
         if listed is None or not listed.strip():
             return None
         config = self.store.config
