@@ -223,3 +223,18 @@ async def test_after_a_minute_of_traffic_every_key_parses_and_tells_what_happene
         assert sndbck is not None and sndbck.value == 1
     finally:
         broker.store.close()
+
+
+def test_put_latency_percentiles_round_as_java_s_format() -> None:
+    """StoreStatsService.getRuntimeInfo prints putLatency99 and putLatency999 with ``String.format("%.2f")``
+    (store/src/main/java/org/apache/rocketmq/store/StoreStatsService.java), which rounds the double's shortest decimal
+    half up: 40 puts under a millisecond interpolate to 39/40 = 0.975, Java 17's ``0.98``. Python's ``%.2f`` rounds
+    the binary value, just below the tie, to ``0.97``."""
+    from broker.stats.latency import PutLatencyStats
+
+    stats = PutLatencyStats()
+    for _ in range(40):
+        stats.record(0)
+    stats.roll_window()
+    entries = stats.runtime_entries()
+    assert (entries["putLatency99"], entries["putLatency999"]) == ("0.98", "0.98")
