@@ -24,7 +24,6 @@ from client.mqadmin_support import (
     broker_may_fail,
     cluster_brokers,
     common,
-    java_fixed,
     java_text,
     print_result,
     printf,
@@ -32,6 +31,7 @@ from client.mqadmin_support import (
 )
 from client.producer import Producer
 from remoting.codec.bodies import ClusterInfo
+from remoting.codec.java_format import java_fixed
 
 __all__ = ["COMMANDS", "send_result_text"]
 

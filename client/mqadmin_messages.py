@@ -31,7 +31,6 @@ from client.mqadmin_support import (
     common,
     format_ts,
     java_bool,
-    java_fixed,
     java_map_text,
     java_text,
     message_text,
@@ -41,6 +40,7 @@ from client.mqadmin_support import (
 from client.producer import Producer
 from remoting.codec.bodies import PERM_READ, MessageQueue
 from remoting.codec.codes import RequestCode
+from remoting.codec.java_format import java_fixed
 
 __all__ = ["COMMANDS", "print_message_detail"]
 

@@ -10,10 +10,8 @@ without their ``#``.
 
 from __future__ import annotations
 
-import decimal
 import functools
 import json
-import math
 import os
 import re
 import sys
@@ -33,6 +31,7 @@ from client.message import MessageExt
 from client.tools_config import tools_credentials
 from remoting.codec.bodies import BrokerData
 from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig, TopicConfig
+from remoting.codec.java_format import java_fixed
 from remoting.codec.message_properties import java_hash, java_trim
 from remoting.errors import RemotingError
 
@@ -69,24 +68,6 @@ def printf(fmt: str, *values: Any) -> str:
 
 #: One ``%`` conversion of a :func:`printf` format (``%%`` is not one).
 _CONVERSIONS: Final = re.compile(r"%(?!%)(?P<flags>[-#+ 0]*)(?P<width>\d*)(?:\.(?P<places>\d+))?(?P<conv>[a-zA-Z])")
-
-
-def java_fixed(value: float, places: int) -> str:
-    """``String.format("%.<places>f", value)`` as Java prints it: java/util/Formatter.java rounds the digits of
-    ``Double.toString(value)`` (jdk/internal/math/FormattedFloatingDecimal.java, the shortest decimal that reads
-    back as the double) half up, so 0.125 is ``0.13`` and 1.005 ``1.01`` (Python's ``%.2f`` rounds the exact binary
-    value half to even: ``0.12``, ``1.00``); never in exponent form, ``-0.00`` kept, ``NaN``, ``Infinity`` and
-    ``-Infinity`` as Java's. mqadmin's TPS, ratio and RT figures print so (tools/src/main/java/org/apache/rocketmq/
-    tools/command/cluster/ClusterListSubCommand.java, consumer/ConsumerProgressSubCommand.java,
-    stats/StatsAllSubCommand.java, message/CheckMsgSendRTCommand.java, cluster/CLusterSendMsgRTCommand.java)."""
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "Infinity" if value > 0 else "-Infinity"
-    shortest = decimal.Decimal(repr(value))
-    with decimal.localcontext() as ctx:
-        ctx.prec = max(28, shortest.adjusted() + places + 2)
-        return format(shortest.quantize(decimal.Decimal(1).scaleb(-places), rounding=decimal.ROUND_HALF_UP), "f")
 
 
 class JavaSet(list[Any]):

@@ -22,6 +22,8 @@ import bisect
 import itertools
 from typing import Final
 
+from remoting.codec.java_format import java_fixed
+
 #: Java's 13 distribution buckets: a put of ``ms`` lands in the first bucket whose bound exceeds it.
 DISTRIBUTION_BOUNDS_MS: Final = (1, 10, 50, 100, 200, 500, 1000, 2000, 3000, 4000, 5000, 10_000)
 DISTRIBUTION_NAMES: Final = (
@@ -131,6 +133,7 @@ class PutLatencyStats:
         return {
             "putMessageEntireTimeMax": str(self.max_ms),
             "putMessageDistributeTime": self.distribution_text(),
-            "putLatency99": f"{self.percentile(0.99):.2f}",
-            "putLatency999": f"{self.percentile(0.999):.2f}",
+            # String.format("%.2f"), rounded as Java's Formatter (store/.../StoreStatsService.java getRuntimeInfo)
+            "putLatency99": java_fixed(self.percentile(0.99), 2),
+            "putLatency999": java_fixed(self.percentile(0.999), 2),
         }
