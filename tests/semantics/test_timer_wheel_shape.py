@@ -41,6 +41,75 @@ def _never_early(store: MessageStore, late_ms: int) -> None:
         assert 0 <= late <= late_ms, (msg.body, late)
 
 
+def _walk(timers: TimerStore, now: list[int], steps: int, step_ms: int = 1_000) -> None:
+    """Runs ``timers`` ``steps`` times, the clock ``now`` moved on ``step_ms`` before each run."""
+    for _ in range(steps):
+        now[0] += step_ms
+        run_timer(timers, now[0])
+
+
+def _reopen(store: MessageStore, config_dir: Path, **shape: int) -> TimerStore:
+    """A new timer of ``shape`` over the same store, loaded (migrating or rebuilding as its checkpoint says)."""
+    timers = TimerStore(store, config_dir, **shape)
+    timers.load()
+    return timers
+
+
+def _save_clean(timers: TimerStore) -> None:
+    """A clean stop's save: the files flushed, then a clean checkpoint."""
+    timers.flush()
+    timers.save_checkpoint(timers.checkpoint(clean=True))
+
+
+def _adopt_confirmed(timers: TimerStore) -> None:
+    """The checkpoint a slave adopts (TimerMessageService.adopt_checkpoint) from the progress ``timers`` confirms."""
+    offset, read_ms = timers.confirmed()
+    timers.save_checkpoint(TimerCheckpoint(enqueue_offset=offset, read_ms=read_ms, windows=timers.windows))
+
+
+def _close_idle(timers: TimerStore, store: MessageStore) -> None:
+    """Asserts nothing is left pending, then closes the timer and the store."""
+    assert timers.pending == 0
+    timers.close()
+    store.close()
+
+
+def _three_of_six_delivered(
+    tmp_path: Path, now: list[int], *, with_x: bool = False, clean: bool = False
+) -> tuple[MessageStore, Path]:
+    """A 64-slot timer at 100 ms with "c0".."c5" due 1 s apart (and "x" due at + 3.2 s) run to + 3.5 s (read time
+    1,003,500: "c0", "c1", "c2" and "x" delivered), then stopped: cleanly, or a crash whose last (unclean)
+    checkpoint has those deliveries."""
+    store, config_dir, timers = open_timer_store(tmp_path, now)
+    for i in range(6):
+        store.append(_timer_record(now[0] + 1_000 * (i + 1), f"c{i}".encode()))
+    if with_x:
+        store.append(_timer_record(now[0] + 3_200, b"x"))
+    assert timers.enqueue(100) == 6 + with_x
+    now[0] += 3_500
+    run_timer(timers, now[0])
+    assert timers.read_ms == 1_003_500
+    if with_x:
+        assert sorted(_crashed(store)) == [b"c0", b"c1", b"c2", b"x"]
+    else:
+        assert _crashed(store) == [b"c0", b"c1", b"c2"]
+    if clean:
+        _save_clean(timers)
+    else:
+        timers.save_checkpoint(timers.checkpoint(clean=False))
+    timers.close()
+    return store, config_dir
+
+
+def _start_at_1000_ms_delivers_the_rest_once(store: MessageStore, config_dir: Path, now: list[int]) -> None:
+    """After :func:`_three_of_six_delivered` with "x": a start at 1000 ms slots walks 10 s and every timer has gone
+    out exactly once, nothing is left pending; closes the timer and the store."""
+    again = _reopen(store, config_dir, slots=64, precision_ms=1000)
+    _walk(again, now, 10)
+    assert sorted(_crashed(store)) == [*(f"c{i}".encode() for i in range(6)), b"x"]
+    _close_idle(again, store)
+
+
 def test_the_precision_is_snapped_as_rocketmqs_and_the_wheel_has_its_slot_count(tmp_path: Path) -> None:
     now = [1_000_000]
     store, config_dir, timers = open_timer_store(tmp_path, now)
@@ -62,18 +131,13 @@ def test_a_three_day_timer_is_rewritten_once_per_roll_window_not_every_hour(
     now = [1_000_000]
     store, config_dir, timers = open_timer_store(tmp_path, now)
     timers.close()
-    timers = TimerStore(store, config_dir, precision_ms=precision)
-    timers.load()
+    timers = _reopen(store, config_dir, precision_ms=precision)
     store.append(_timer_record(now[0] + 72 * HOUR_MS, b"3d"))
     assert timers.enqueue(10) == 1
-    for _ in range(73):
-        now[0] += HOUR_MS
-        run_timer(timers, now[0])
+    _walk(timers, now, 73, HOUR_MS)
     assert _crashed(store) == [b"3d"]
     assert timers.rolled == rolls
-    assert timers.pending == 0
-    timers.close()
-    store.close()
+    _close_idle(timers, store)
 
 
 def _old_shape_with_a_walk_cut_in_the_middle(tmp_path: Path, now: list[int]) -> tuple[MessageStore, Path]:
@@ -89,8 +153,7 @@ def _old_shape_with_a_walk_cut_in_the_middle(tmp_path: Path, now: list[int]) -> 
     now[0] += 1_100
     assert timers.dequeue(now[0], 2) == 0.0
     assert _crashed(store) == [b"c0", b"c1"]
-    timers.flush()
-    timers.save_checkpoint(timers.checkpoint(clean=True))
+    _save_clean(timers)
     timers.close()
     path = config_dir / "timerCheck.json"
     root = orjson.loads(path.read_bytes())
@@ -109,26 +172,19 @@ def test_a_clean_start_over_a_wheel_of_another_shape_delivers_each_pending_timer
 ) -> None:
     now = [1_000_000]
     store, config_dir = _old_shape_with_a_walk_cut_in_the_middle(tmp_path, now)
-    timers = TimerStore(store, config_dir, slots=slots, precision_ms=precision)
-    timers.load()
+    timers = _reopen(store, config_dir, slots=slots, precision_ms=precision)
     assert timers.pending == 8
-    for _ in range(40):
-        now[0] += 1_000
-        run_timer(timers, now[0])
+    _walk(timers, now, 40)
     assert sorted(_crashed(store)) == ALL  # each once
     _never_early(store, 1_000 + precision)
     assert timers.pending == 0
     # And the migrated files restart cleanly in the new shape.
-    timers.flush()
-    timers.save_checkpoint(timers.checkpoint(clean=True))
+    _save_clean(timers)
     timers.close()
     cp = orjson.loads((config_dir / "timerCheck.json").read_bytes())
     assert (cp["wheelSlots"], cp["precisionMs"]) == (slots, precision)
-    again = TimerStore(store, config_dir, slots=slots, precision_ms=precision)
-    again.load()
-    assert again.pending == 0
-    again.close()
-    store.close()
+    again = _reopen(store, config_dir, slots=slots, precision_ms=precision)
+    _close_idle(again, store)
 
 
 def test_a_crash_right_after_a_migration_rebuilds_from_the_queue_losing_nothing(tmp_path: Path) -> None:
@@ -136,21 +192,15 @@ def test_a_crash_right_after_a_migration_rebuilds_from_the_queue_losing_nothing(
     middle) rebuilds from the timer queue, repeating at most what the cut walk of the read slot delivered."""
     now = [1_000_000]
     store, config_dir = _old_shape_with_a_walk_cut_in_the_middle(tmp_path, now)
-    timers = TimerStore(store, config_dir, slots=64, precision_ms=1000)
-    timers.load()
+    timers = _reopen(store, config_dir, slots=64, precision_ms=1000)
     timers.close()  # a crash: nothing saved after the migration's own checkpoint
-    again = TimerStore(store, config_dir, slots=64, precision_ms=1000)
-    again.load()
-    for _ in range(40):
-        now[0] += 1_000
-        run_timer(again, now[0])
+    again = _reopen(store, config_dir, slots=64, precision_ms=1000)
+    _walk(again, now, 40)
     bodies = _crashed(store)
     assert sorted(set(bodies)) == ALL
     assert all(bodies.count(b) == 1 for b in ALL if b not in (b"c0", b"c1"))  # only the read slot's repeat
     _never_early(store, 2_000)
-    assert again.pending == 0
-    again.close()
-    store.close()
+    _close_idle(again, store)
 
 
 async def test_a_broker_restarted_with_a_larger_wheel_and_another_precision_delivers_each_timer_once(
@@ -193,33 +243,22 @@ def test_a_clean_stop_in_the_middle_of_a_crash_rebuild_files_each_rolled_timer_o
     for i in range(8):
         store.append(_timer_record(now[0] + 6_000 + 3_000 * i, f"r{i}".encode()))
     assert timers.enqueue(100) == 8
-    for _ in range(7):
-        now[0] += 1_000
-        run_timer(timers, now[0])
+    _walk(timers, now, 7)
     checkpoint = timers.checkpoint(clean=False)
     early = len(_crashed(store))
-    for _ in range(4):
-        now[0] += 1_000
-        run_timer(timers, now[0])
+    _walk(timers, now, 4)
     repeated = _crashed(store)[early:]  # a crash repeats what was delivered after its last checkpoint
     timers.save_checkpoint(checkpoint)
     timers.close()
-    rebuilding = TimerStore(store, config_dir, slots=64)
-    rebuilding.load()
+    rebuilding = _reopen(store, config_dir, slots=64)
     assert rebuilding.enqueue(3) == 3  # the rebuild has more of the queue to judge
-    rebuilding.flush()
-    rebuilding.save_checkpoint(rebuilding.checkpoint(clean=True))
+    _save_clean(rebuilding)
     rebuilding.close()
-    again = TimerStore(store, config_dir, slots=64)
-    again.load()
-    for _ in range(30):
-        now[0] += 1_000
-        run_timer(again, now[0])
+    again = _reopen(store, config_dir, slots=64)
+    _walk(again, now, 30)
     assert sorted(_crashed(store)) == sorted([f"r{i}".encode() for i in range(8)] + repeated)
     _never_early(store, 5_000)  # the repeats go out at the rebuild, late
-    assert again.pending == 0
-    again.close()
-    store.close()
+    _close_idle(again, store)
 
 
 async def test_a_promoted_followers_checkpoint_keeps_the_roll_windows_its_records_were_filed_with(
@@ -237,22 +276,16 @@ async def test_a_promoted_followers_checkpoint_keeps_the_roll_windows_its_record
     run_timer(timers, now[0])
     assert timers.rolled == 0
     progress = (timers.enqueue_offset, timers.read_ms)
-    timers.flush()
-    timers.save_checkpoint(timers.checkpoint(clean=True))
+    _save_clean(timers)
     timers.close()  # stepped down
     follower = TimerMessageService(store, config_dir, wheel_slots=64, roll_window_slot=10)
     await follower.adopt_checkpoint(*progress)
     cp = orjson.loads((config_dir / "timerCheck.json").read_bytes())
     assert cp["clean"] is False and [w[1] for w in cp["rollWindows"]] == [48, 10]
-    promoted = TimerStore(store, config_dir, slots=64, roll_window_slot=10)
-    promoted.load()
-    for _ in range(40):
-        now[0] += 1_000
-        run_timer(promoted, now[0])
+    promoted = _reopen(store, config_dir, slots=64, roll_window_slot=10)
+    _walk(promoted, now, 40)
     assert _crashed(store) == [b"far"]
-    assert promoted.pending == 0
-    promoted.close()
-    store.close()
+    _close_idle(promoted, store)
 
 
 async def test_a_timer_message_for_a_congested_slot_is_refused_with_rocketmqs_flow_control_remark(
@@ -292,8 +325,7 @@ def test_a_timer_hours_behind_catches_up_reading_the_wheel_only_up_to_each_fille
     now = [1_000_000]
     store, config_dir, timers = open_timer_store(tmp_path, now)
     timers.close()
-    timers = TimerStore(store, config_dir)
-    timers.load()
+    timers = _reopen(store, config_dir)
     for i in range(300):
         store.append(_timer_record(now[0] + 1_000 + 300 * i, f"t{i}".encode()))
     assert timers.enqueue(1_000) == 300
@@ -328,18 +360,13 @@ def test_a_crash_then_a_start_with_a_coarser_precision_loses_no_timer_and_delive
     assert (timers.read_ms, timers.rolled, _crashed(store)) == (1_004_600, 0, [])
     timers.save_checkpoint(timers.checkpoint(clean=False))
     timers.close()  # a crash
-    again = TimerStore(store, config_dir, slots=64, precision_ms=1000)
-    again.load()
+    again = _reopen(store, config_dir, slots=64, precision_ms=1000)
     run_timer(again, now[0])
     assert _crashed(store) == []  # "near" is due at 1,004,700
-    for _ in range(40):
-        now[0] += 1_000
-        run_timer(again, now[0])
+    _walk(again, now, 40)
     assert sorted(_crashed(store)) == [b"far", b"near"]
     _never_early(store, 2_000)  # a 1000 ms slot, walked at most 1 s after it passed
-    assert again.pending == 0
-    again.close()
-    store.close()
+    _close_idle(again, store)
 
 
 def test_a_crash_in_the_middle_of_a_crash_rebuild_delivers_no_timer_again(tmp_path: Path) -> None:
@@ -349,31 +376,17 @@ def test_a_crash_in_the_middle_of_a_crash_rebuild_delivers_no_timer_again(tmp_pa
     (RocketMQ 5.3's TimerMessageStore.recover starts from its checkpoint's queue offset and read time whatever
     happened in between)."""
     now = [1_000_000]
-    store, config_dir, timers = open_timer_store(tmp_path, now)
-    for i in range(6):
-        store.append(_timer_record(now[0] + 1_000 * (i + 1), f"c{i}".encode()))
-    assert timers.enqueue(100) == 6
-    now[0] += 3_500
-    run_timer(timers, now[0])
-    assert _crashed(store) == [b"c0", b"c1", b"c2"]
-    timers.save_checkpoint(timers.checkpoint(clean=False))
-    timers.close()  # crash: the last checkpoint has the three deliveries
+    store, config_dir = _three_of_six_delivered(tmp_path, now)  # a crash: its checkpoint has the deliveries
 
-    rebuilding = TimerStore(store, config_dir, slots=64)
-    rebuilding.load()
+    rebuilding = _reopen(store, config_dir, slots=64)
     assert rebuilding.enqueue(2) == 2  # the rebuild has more of the queue to judge
     rebuilding.save_checkpoint(rebuilding.checkpoint(clean=False))  # the service's periodic save
     rebuilding.close()  # crash again
 
-    again = TimerStore(store, config_dir, slots=64)
-    again.load()
-    for _ in range(10):
-        now[0] += 1_000
-        run_timer(again, now[0])
+    again = _reopen(store, config_dir, slots=64)
+    _walk(again, now, 10)
     assert sorted(_crashed(store)) == [f"c{i}".encode() for i in range(6)]
-    assert again.pending == 0
-    again.close()
-    store.close()
+    _close_idle(again, store)
 
 
 def test_a_second_crash_after_a_rebuild_rolled_a_timer_again_delivers_it_once(tmp_path: Path) -> None:
@@ -394,24 +407,16 @@ def test_a_second_crash_after_a_rebuild_rolled_a_timer_again_delivers_it_once(tm
     timers.save_checkpoint(checkpoint)
     timers.close()  # a crash
 
-    rebuilt = TimerStore(store, config_dir, slots=64)
-    rebuilt.load()
-    for _ in range(3):
-        now[0] += 1_000
-        run_timer(rebuilt, now[0])
+    rebuilt = _reopen(store, config_dir, slots=64)
+    _walk(rebuilt, now, 3)
     rebuilt.save_checkpoint(rebuilt.checkpoint(clean=False))
     rebuilt.close()  # a second crash, its checkpoint after everything the rebuild did
 
-    again = TimerStore(store, config_dir, slots=64)
-    again.load()
-    for _ in range(20):
-        now[0] += 1_000
-        run_timer(again, now[0])
+    again = _reopen(store, config_dir, slots=64)
+    _walk(again, now, 20)
     assert _crashed(store) == [b"long"]
     _never_early(store, 1_100)
-    assert again.pending == 0
-    again.close()
-    store.close()
+    _close_idle(again, store)
 
 
 async def test_the_runtime_infos_timer_congest_num_is_kept_not_counted_over_the_wheel(
@@ -468,33 +473,19 @@ def test_the_progress_a_slave_copies_during_a_crash_rebuild_delivers_no_timer_ag
     was the rebuild's own offset, below the first crash's, and a slave promoted with it delivered again every timer
     delivered before that crash from there on (the copy carries no skip rules)."""
     now = [1_000_000]
-    store, config_dir, timers = open_timer_store(tmp_path, now)
-    for i in range(6):
-        store.append(_timer_record(now[0] + 1_000 * (i + 1), f"c{i}".encode()))
-    assert timers.enqueue(100) == 6
-    now[0] += 3_500
-    run_timer(timers, now[0])
-    assert _crashed(store) == [b"c0", b"c1", b"c2"]
-    timers.save_checkpoint(timers.checkpoint(clean=False))
-    timers.close()  # crash: the last checkpoint has the three deliveries
+    store, config_dir = _three_of_six_delivered(tmp_path, now)  # a crash: its checkpoint has the deliveries
 
-    rebuilding = TimerStore(store, config_dir, slots=64)
-    rebuilding.load()
+    rebuilding = _reopen(store, config_dir, slots=64)
     assert rebuilding.enqueue(2) == 2  # the rebuild has more of the queue to judge
     offset, read_ms = rebuilding.confirmed()  # what a slave copies now
     windows = rebuilding.windows
     rebuilding.close()
     # The slave's adopted checkpoint (TimerMessageService.adopt_checkpoint), then its promotion over the same queue.
     rebuilding.save_checkpoint(TimerCheckpoint(enqueue_offset=offset, read_ms=read_ms, windows=windows))
-    promoted = TimerStore(store, config_dir, slots=64)
-    promoted.load()
-    for _ in range(10):
-        now[0] += 1_000
-        run_timer(promoted, now[0])
+    promoted = _reopen(store, config_dir, slots=64)
+    _walk(promoted, now, 10)
     assert sorted(_crashed(store)) == [f"c{i}".encode() for i in range(6)]
-    assert promoted.pending == 0
-    promoted.close()
-    store.close()
+    _close_idle(promoted, store)
 
 
 @pytest.mark.parametrize("then", ["crash", "slave"])
@@ -506,36 +497,17 @@ def test_a_crash_rebuild_at_a_coarser_precision_keeps_the_crashs_read_time_as_pr
     progress it copied): the progress must be the first crash's, read time included. It was the rebuild's own read
     time, so the timers due from 1,003,000 to the crash's read time, delivered before the crash, went out again."""
     now = [1_000_000]
-    store, config_dir, timers = open_timer_store(tmp_path, now)
-    for i in range(6):
-        store.append(_timer_record(now[0] + 1_000 * (i + 1), f"c{i}".encode()))
-    store.append(_timer_record(now[0] + 3_200, b"x"))
-    assert timers.enqueue(100) == 7
-    now[0] += 3_500
-    run_timer(timers, now[0])
-    assert (timers.read_ms, sorted(_crashed(store))) == (1_003_500, [b"c0", b"c1", b"c2", b"x"])
-    timers.save_checkpoint(timers.checkpoint(clean=False))
-    timers.close()  # a crash: the last checkpoint has the four deliveries
+    store, config_dir = _three_of_six_delivered(tmp_path, now, with_x=True)  # a crash, the four deliveries saved
 
-    rebuilding = TimerStore(store, config_dir, slots=64, precision_ms=1000)
-    rebuilding.load()
+    rebuilding = _reopen(store, config_dir, slots=64, precision_ms=1000)
     assert rebuilding.enqueue(2) == 2  # the rebuild has more of the queue to judge
     if then == "crash":
         rebuilding.save_checkpoint(rebuilding.checkpoint(clean=False))  # the service's periodic save
     else:  # the slave's adopted checkpoint (TimerMessageService.adopt_checkpoint), then its promotion
-        offset, read_ms = rebuilding.confirmed()
-        rebuilding.save_checkpoint(TimerCheckpoint(enqueue_offset=offset, read_ms=read_ms, windows=rebuilding.windows))
+        _adopt_confirmed(rebuilding)
     rebuilding.close()
 
-    again = TimerStore(store, config_dir, slots=64, precision_ms=1000)
-    again.load()
-    for _ in range(10):
-        now[0] += 1_000
-        run_timer(again, now[0])
-    assert sorted(_crashed(store)) == [*(f"c{i}".encode() for i in range(6)), b"x"]
-    assert again.pending == 0
-    again.close()
-    store.close()
+    _start_at_1000_ms_delivers_the_rest_once(store, config_dir, now)
 
 
 def test_a_clean_stop_in_the_middle_of_a_crash_rebuild_keeps_the_roll_windows_of_the_crash(tmp_path: Path) -> None:
@@ -555,22 +527,15 @@ def test_a_clean_stop_in_the_middle_of_a_crash_rebuild_keeps_the_roll_windows_of
     timers.save_checkpoint(timers.checkpoint(clean=False))
     timers.close()  # a crash: "far" not rolled (with 10 slots it would have rolled at + 1 s)
 
-    rebuilding = TimerStore(store, config_dir, slots=64, roll_window_slot=10)
-    rebuilding.load()
+    rebuilding = _reopen(store, config_dir, slots=64, roll_window_slot=10)
     assert rebuilding.enqueue(2) == 2  # the rebuild has more of the queue to judge
-    rebuilding.flush()
-    rebuilding.save_checkpoint(rebuilding.checkpoint(clean=True))
+    _save_clean(rebuilding)
     rebuilding.close()
 
-    again = TimerStore(store, config_dir, slots=64, roll_window_slot=10)
-    again.load()
-    for _ in range(40):
-        now[0] += 1_000
-        run_timer(again, now[0])
+    again = _reopen(store, config_dir, slots=64, roll_window_slot=10)
+    _walk(again, now, 40)
     assert sorted(_crashed(store)) == [b"f0", b"f1", b"f2", b"far"]
-    assert again.pending == 0
-    again.close()
-    store.close()
+    _close_idle(again, store)
 
 
 @pytest.mark.parametrize("then", ["crash", "slave", "clean stop, then crash"])
@@ -583,45 +548,24 @@ def test_a_crash_rebuild_at_a_coarser_precision_that_filed_the_queue_keeps_the_c
     there (the clean checkpoint dropped the skip rules) delivered again "c2" and "x" (due 1,003,000 and 1,003,200,
     delivered before the first crash)."""
     now = [1_000_000]
-    store, config_dir, timers = open_timer_store(tmp_path, now)
-    for i in range(6):
-        store.append(_timer_record(now[0] + 1_000 * (i + 1), f"c{i}".encode()))
-    store.append(_timer_record(now[0] + 3_200, b"x"))
-    assert timers.enqueue(100) == 7
-    now[0] += 3_500
-    run_timer(timers, now[0])
-    assert (timers.read_ms, sorted(_crashed(store))) == (1_003_500, [b"c0", b"c1", b"c2", b"x"])
-    timers.save_checkpoint(timers.checkpoint(clean=False))
-    timers.close()  # a crash: the last checkpoint has the four deliveries
+    store, config_dir = _three_of_six_delivered(tmp_path, now, with_x=True)  # a crash, the four deliveries saved
 
-    rebuilding = TimerStore(store, config_dir, slots=64, precision_ms=1000)
-    rebuilding.load()
+    rebuilding = _reopen(store, config_dir, slots=64, precision_ms=1000)
     assert rebuilding.enqueue(100) == 9  # the whole queue judged (c4, c5 rolled); the slot 1,003,000 not walked
     assert rebuilding.read_ms == 1_003_000
     if then == "crash":
         rebuilding.save_checkpoint(rebuilding.checkpoint(clean=False))  # the service's periodic save
     elif then == "slave":  # the slave's adopted checkpoint (TimerMessageService.adopt_checkpoint), then its promotion
-        offset, read_ms = rebuilding.confirmed()
-        rebuilding.save_checkpoint(TimerCheckpoint(enqueue_offset=offset, read_ms=read_ms, windows=rebuilding.windows))
+        _adopt_confirmed(rebuilding)
     else:
-        rebuilding.flush()
-        rebuilding.save_checkpoint(rebuilding.checkpoint(clean=True))
+        _save_clean(rebuilding)
         rebuilding.close()
-        rebuilding = TimerStore(store, config_dir, slots=64, precision_ms=1000)
-        rebuilding.load()
+        rebuilding = _reopen(store, config_dir, slots=64, precision_ms=1000)
         assert rebuilding.read_ms == 1_003_000
         rebuilding.save_checkpoint(rebuilding.checkpoint(clean=False))  # the service's first save, then a crash
     rebuilding.close()
 
-    again = TimerStore(store, config_dir, slots=64, precision_ms=1000)
-    again.load()
-    for _ in range(10):
-        now[0] += 1_000
-        run_timer(again, now[0])
-    assert sorted(_crashed(store)) == [*(f"c{i}".encode() for i in range(6)), b"x"]
-    assert again.pending == 0
-    again.close()
-    store.close()
+    _start_at_1000_ms_delivers_the_rest_once(store, config_dir, now)
 
 
 @pytest.mark.parametrize("then", ["crash in the migration", "crash after it", "slave"])
@@ -631,34 +575,14 @@ def test_a_migration_to_a_coarser_precision_keeps_the_read_time_as_progress(tmp_
     checkpoint), one right after it (the service's first save) or a slave promoted with the progress it copied must
     not deliver "c2" and "x" again: the clean stop's progress was exact. The progress was that lower slot."""
     now = [1_000_000]
-    store, config_dir, timers = open_timer_store(tmp_path, now)
-    for i in range(6):
-        store.append(_timer_record(now[0] + 1_000 * (i + 1), f"c{i}".encode()))
-    store.append(_timer_record(now[0] + 3_200, b"x"))
-    assert timers.enqueue(100) == 7
-    now[0] += 3_500
-    run_timer(timers, now[0])
-    assert (timers.read_ms, sorted(_crashed(store))) == (1_003_500, [b"c0", b"c1", b"c2", b"x"])
-    timers.flush()
-    timers.save_checkpoint(timers.checkpoint(clean=True))
-    timers.close()
+    store, config_dir = _three_of_six_delivered(tmp_path, now, with_x=True, clean=True)
 
-    migrated = TimerStore(store, config_dir, slots=64, precision_ms=1000)
-    migrated.load()
+    migrated = _reopen(store, config_dir, slots=64, precision_ms=1000)
     assert migrated.read_ms == 1_003_000
     if then == "crash after it":
         migrated.save_checkpoint(migrated.checkpoint(clean=False))  # the service's first save
     elif then == "slave":  # the slave's adopted checkpoint (TimerMessageService.adopt_checkpoint), then its promotion
-        offset, read_ms = migrated.confirmed()
-        migrated.save_checkpoint(TimerCheckpoint(enqueue_offset=offset, read_ms=read_ms, windows=migrated.windows))
+        _adopt_confirmed(migrated)
     migrated.close()
 
-    again = TimerStore(store, config_dir, slots=64, precision_ms=1000)
-    again.load()
-    for _ in range(10):
-        now[0] += 1_000
-        run_timer(again, now[0])
-    assert sorted(_crashed(store)) == [*(f"c{i}".encode() for i in range(6)), b"x"]
-    assert again.pending == 0
-    again.close()
-    store.close()
+    _start_at_1000_ms_delivers_the_rest_once(store, config_dir, now)
