@@ -61,6 +61,37 @@ async def _stored(broker_addr: str, topic: str, queues: int) -> list[MessageExt]
     return found
 
 
+async def _raw(broker_addr: str, topic: str, queues: int = 1) -> list[MessageExt]:
+    """The records of ``topic``'s first ``queues`` queues as the broker sends them (bodies as stored, not inflated;
+    one pull of at most 32 a queue)."""
+    raw: list[MessageExt] = []
+    async with RemotingClient() as remoting:
+        for qid in range(queues):
+            cmd = request(RequestCode.PULL_MESSAGE, _pull_header(topic, qid).to_ext_fields())
+            raw += list(iter_records((await remoting.invoke(broker_addr, cmd, 10.0)).body))
+    return raw
+
+
+async def _send_retry_copy(
+    cluster: ThreadedCluster, group: str, topic: str, msg: MessageExt, reconsume_times: int
+) -> None:
+    """A push consumer of ``group`` on ``topic`` sends ``msg``'s retry copy as its failed send back's fallback does
+    (the client's inner producer, at most 16 reconsumes), its retry topic created first."""
+    from client.consumer.consume import send_retry_copy
+    from client.consumer.listener import ConsumeConcurrentlyStatus
+    from client.consumer.push import PushConsumer
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer(group, cluster.namesrv_addr)
+    consumer.subscribe(topic)
+    consumer.register_message_listener(listener)
+    async with consumer:
+        await create_topic(cluster.namesrv_addr, f"%RETRY%{group}", queues=1)
+        await send_retry_copy(consumer, msg, reconsume_times, 16)
+
+
 async def test_sync_send_is_stored_and_acknowledged(cluster: ThreadedCluster) -> None:
     await create_topic(cluster.namesrv_addr, "SendSync", queues=2)
     async with Producer("pg", cluster.namesrv_addr) as producer:
@@ -114,9 +145,7 @@ async def test_large_bodies_are_compressed_on_the_wire_and_round_trip(cluster: T
     async with Producer("pg", cluster.namesrv_addr) as producer:
         await producer.send(Message("Zip", body))
         await producer.send(Message("Zip", b"small"))
-    async with RemotingClient() as remoting:
-        cmd = request(RequestCode.PULL_MESSAGE, _pull_header("Zip", 0).to_ext_fields())
-        raw = list(iter_records((await remoting.invoke(cluster.broker_addr, cmd, 10.0)).body))
+    raw = await _raw(cluster.broker_addr, "Zip")
     assert raw[0].sys_flag & SYSFLAG_COMPRESSED and len(raw[0].body) < len(body)
     assert not raw[1].sys_flag & SYSFLAG_COMPRESSED
     assert [m.body for m in await _stored(cluster.broker_addr, "Zip", 1)] == [body, b"small"]
@@ -135,9 +164,7 @@ async def test_compress_type_and_compress_level_choose_the_codec_and_its_sysflag
     for name, level, _ in kinds:
         async with Producer("pg", cluster.namesrv_addr, compress_type=name, compress_level=level) as producer:
             await producer.send(Message("ZipKinds", body))
-    async with RemotingClient() as remoting:
-        cmd = request(RequestCode.PULL_MESSAGE, _pull_header("ZipKinds", 0).to_ext_fields())
-        raw = list(iter_records((await remoting.invoke(cluster.broker_addr, cmd, 10.0)).body))
+    raw = await _raw(cluster.broker_addr, "ZipKinds")
     assert [r.sys_flag & 0x701 for r in raw] == [SYSFLAG_COMPRESSED | bits for _, _, bits in kinds]
     assert raw[0].body == zlib.compress(body, 1)
     assert zstandard.ZstdDecompressor().decompressobj().decompress(raw[1].body) == body
@@ -333,30 +360,15 @@ async def test_a_retry_copy_sent_after_a_failed_send_back_is_compressed_as_a_sen
     """DefaultMQPushConsumerImpl.sendMessageBack's fallback sends the copy with the client's inner producer, whose
     sendKernelImpl compresses a body of 4 KiB or more (zlib, level 5) as any send: the copy is no larger on the wire
     and in the store than the message."""
-    from client.consumer.consume import send_retry_copy
-    from client.consumer.listener import ConsumeConcurrentlyStatus
-    from client.consumer.push import PushConsumer
-
     await create_topic(cluster.namesrv_addr, "ZipBack", queues=1)
     body = b"compressible " * 1000
     async with Producer("pg", cluster.namesrv_addr) as producer:
         await producer.send(Message("ZipBack", body))
     [msg] = await _stored(cluster.broker_addr, "ZipBack", 1)
 
-    async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
-        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
-
-    consumer = PushConsumer("cg-zip", cluster.namesrv_addr)
-    consumer.subscribe("ZipBack")
-    consumer.register_message_listener(listener)
-    async with consumer:
-        await create_topic(cluster.namesrv_addr, "%RETRY%cg-zip", queues=1)
-        await send_retry_copy(consumer, msg, 1, 16)
-    raw = []  # the copy waits in the delay topic, at its DELAY level's queue
-    async with RemotingClient() as remoting:
-        for qid in range(18):
-            cmd = request(RequestCode.PULL_MESSAGE, _pull_header("SCHEDULE_TOPIC_XXXX", qid).to_ext_fields())
-            raw += list(iter_records((await remoting.invoke(cluster.broker_addr, cmd, 10.0)).body))
+    await _send_retry_copy(cluster, "cg-zip", "ZipBack", msg, 1)
+    # The copy waits in the delay topic, at its DELAY level's queue.
+    raw = await _raw(cluster.broker_addr, "SCHEDULE_TOPIC_XXXX", 18)
     assert len(raw) == 1 and raw[0].properties["REAL_TOPIC"] == "%RETRY%cg-zip"
     assert raw[0].sys_flag & SYSFLAG_COMPRESSED and len(raw[0].body) < len(body)
     assert [m.body for m in await _stored(cluster.broker_addr, "SCHEDULE_TOPIC_XXXX", 18)] == [body]
@@ -382,36 +394,18 @@ async def test_a_body_compression_makes_larger_is_still_sent_compressed(cluster:
     """DefaultMQProducerImpl.tryToCompressMessage (4.9.8 and 5.3.3) keeps the compressed body whenever the codec
     gave one, larger or not, and sendKernelImpl sets COMPRESSED and the type bits: an incompressible body of 4 KiB or
     more is stored compressed, by a producer's send and by a consumer's retry copy (the inner producer's send)."""
-    from client.consumer.consume import send_retry_copy
-    from client.consumer.listener import ConsumeConcurrentlyStatus
-    from client.consumer.push import PushConsumer
-
     await create_topic(cluster.namesrv_addr, "ZipNoGain", queues=1)
     body = random.Random(45).randbytes(5000)  # zlib makes it larger
     assert len(zlib.compress(body, 5)) > len(body)
     async with Producer("pg", cluster.namesrv_addr) as producer:
         await producer.send(Message("ZipNoGain", body))
-    async with RemotingClient() as remoting:
-        cmd = request(RequestCode.PULL_MESSAGE, _pull_header("ZipNoGain", 0).to_ext_fields())
-        [sent] = list(iter_records((await remoting.invoke(cluster.broker_addr, cmd, 10.0)).body))
+    [sent] = await _raw(cluster.broker_addr, "ZipNoGain")
     assert sent.sys_flag & SYSFLAG_COMPRESSED and sent.body == zlib.compress(body, 5)
     [msg] = await _stored(cluster.broker_addr, "ZipNoGain", 1)
     assert msg.body == body
 
-    async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
-        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
-
-    consumer = PushConsumer("cg-nogain", cluster.namesrv_addr)
-    consumer.subscribe("ZipNoGain")
-    consumer.register_message_listener(listener)
-    async with consumer:
-        await create_topic(cluster.namesrv_addr, "%RETRY%cg-nogain", queues=1)
-        await send_retry_copy(consumer, msg, 1, 16)
-    raw = []
-    async with RemotingClient() as remoting:
-        for qid in range(18):
-            cmd = request(RequestCode.PULL_MESSAGE, _pull_header("SCHEDULE_TOPIC_XXXX", qid).to_ext_fields())
-            raw += list(iter_records((await remoting.invoke(cluster.broker_addr, cmd, 10.0)).body))
+    await _send_retry_copy(cluster, "cg-nogain", "ZipNoGain", msg, 1)
+    raw = await _raw(cluster.broker_addr, "SCHEDULE_TOPIC_XXXX", 18)
     assert len(raw) == 1 and raw[0].properties["REAL_TOPIC"] == "%RETRY%cg-nogain"
     assert raw[0].sys_flag & SYSFLAG_COMPRESSED and raw[0].body == zlib.compress(body, 5)
 
@@ -421,24 +415,13 @@ async def test_a_retry_copy_is_sent_by_the_clients_inner_producer_group(cluster:
     the copy with ``mQClientFactory.getDefaultMQProducer()``, the DefaultMQProducer MQClientInstance creates with
     ``MixAll.CLIENT_INNER_PRODUCER_GROUP``: the broker sees ``CLIENT_INNER_PRODUCER`` as the send's producer group
     (here, the label it counts a copy moved to the DLQ under), not the consumer's group."""
-    from client.consumer.consume import send_retry_copy
-    from client.consumer.listener import ConsumeConcurrentlyStatus
-    from client.consumer.push import PushConsumer
-
     await create_topic(cluster.namesrv_addr, "InnerGroup", queues=1)
     async with Producer("pg", cluster.namesrv_addr) as producer:
         await producer.send(Message("InnerGroup", b"to the dlq"))
     [msg] = await _stored(cluster.broker_addr, "InnerGroup", 1)
 
-    async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
-        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
-
-    consumer = PushConsumer("cg-inner", cluster.namesrv_addr)
-    consumer.subscribe("InnerGroup")
-    consumer.register_message_listener(listener)
-    async with consumer:
-        await create_topic(cluster.namesrv_addr, "%RETRY%cg-inner", queues=1)
-        await send_retry_copy(consumer, msg, 16, 16)  # reconsume times reached: the broker moves it to the DLQ
+    # Reconsume times reached: the broker moves it to the DLQ.
+    await _send_retry_copy(cluster, "cg-inner", "InnerGroup", msg, 16)
     dlq = cluster.cluster.controller.context.stats.dlq_messages
     assert {k: v for k, v in dlq.items() if k[1] == "%RETRY%cg-inner"} == {
         ("CLIENT_INNER_PRODUCER", "%RETRY%cg-inner"): 1
@@ -455,10 +438,6 @@ async def test_the_compress_level_and_type_default_to_the_environments(
     producer) use them unless told otherwise. Before: both were level 5 zlib whatever the environment said."""
     import zstandard
 
-    from client.consumer.consume import send_retry_copy
-    from client.consumer.listener import ConsumeConcurrentlyStatus
-    from client.consumer.push import PushConsumer
-
     monkeypatch.setenv("ROCKETMQ_MESSAGE_COMPRESS_LEVEL", "1")
     monkeypatch.setenv("ROCKETMQ_MESSAGE_COMPRESS_TYPE", "zstd")
     zstd_bits = 2 << 8
@@ -468,28 +447,14 @@ async def test_the_compress_level_and_type_default_to_the_environments(
         await producer.send(Message("ZipEnv", body))
     async with Producer("pg", cluster.namesrv_addr, compress_type="ZLIB", compress_level=9) as producer:
         await producer.send(Message("ZipEnv", body))  # told otherwise
-    async with RemotingClient() as remoting:
-        cmd = request(RequestCode.PULL_MESSAGE, _pull_header("ZipEnv", 0).to_ext_fields())
-        sent = list(iter_records((await remoting.invoke(cluster.broker_addr, cmd, 10.0)).body))
+    sent = await _raw(cluster.broker_addr, "ZipEnv")
     assert [r.sys_flag & 0x701 for r in sent] == [SYSFLAG_COMPRESSED | zstd_bits, SYSFLAG_COMPRESSED | 3 << 8]
     assert sent[0].body == zstandard.ZstdCompressor(level=1).compress(body)
     assert sent[1].body == zlib.compress(body, 9)
     msg = (await _stored(cluster.broker_addr, "ZipEnv", 1))[0]
 
-    async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
-        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
-
-    consumer = PushConsumer("cg-zipenv", cluster.namesrv_addr)
-    consumer.subscribe("ZipEnv")
-    consumer.register_message_listener(listener)
-    async with consumer:
-        await create_topic(cluster.namesrv_addr, "%RETRY%cg-zipenv", queues=1)
-        await send_retry_copy(consumer, msg, 1, 16)
-    raw = []
-    async with RemotingClient() as remoting:
-        for qid in range(18):
-            cmd = request(RequestCode.PULL_MESSAGE, _pull_header("SCHEDULE_TOPIC_XXXX", qid).to_ext_fields())
-            raw += list(iter_records((await remoting.invoke(cluster.broker_addr, cmd, 10.0)).body))
+    await _send_retry_copy(cluster, "cg-zipenv", "ZipEnv", msg, 1)
+    raw = await _raw(cluster.broker_addr, "SCHEDULE_TOPIC_XXXX", 18)
     assert [r.properties["REAL_TOPIC"] for r in raw] == ["%RETRY%cg-zipenv"]
     assert raw[0].sys_flag & 0x701 == SYSFLAG_COMPRESSED | zstd_bits
     assert raw[0].body == zstandard.ZstdCompressor(level=1).compress(body)
