@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.ui import Select
 
 from client.admin import Admin
@@ -50,6 +51,20 @@ def wait_until(live: ThreadedDashboard, check: Callable[[], Any]) -> None:
         time.sleep(0.05)
 
 
+def create_routed(live: ThreadedDashboard, topic: str, addr: str, **config: Any) -> None:
+    """Create ``topic`` with 2 read and 2 write queues (and ``config``) on the broker at ``addr``, then wait until
+    the name server lists it."""
+
+    async def create() -> None:
+        await _admin(live).create_topic(topic, read_queue_nums=2, write_queue_nums=2, broker_addr=addr, **config)
+
+    async def routed() -> bool:
+        return topic in await _admin(live).topic_list()
+
+    live.call(create)
+    wait_until(live, routed)
+
+
 def read_queues(live: ThreadedDashboard, addr: str, topic: str) -> int | None:
     """The topic's read queue count on the broker at ``addr``, None when that broker does not have the topic."""
 
@@ -66,20 +81,21 @@ def picks(driver: WebDriver, box: str) -> list[str]:
     return [i.get_attribute("value") or "" for i in driver.find_elements(By.CSS_SELECTOR, f"#{box} input:checked")]
 
 
+def submit_read_queues(form: WebElement, count: str) -> None:
+    """Type ``count`` into the update form's read queue count and submit it."""
+    queues = form.find_element(By.NAME, "readQueueNums")
+    queues.clear()
+    queues.send_keys(count)
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+
+
 def test_a_topic_update_from_its_page_stays_on_its_broker_until_another_is_picked(
     browser: WebDriver, two: tuple[ThreadedDashboard, str]
 ) -> None:
     live, b = two
     a = live.broker_addr
 
-    async def create() -> None:
-        await _admin(live).create_topic("HeldTopic", read_queue_nums=2, write_queue_nums=2, broker_addr=a)
-
-    async def routed() -> bool:
-        return "HeldTopic" in await _admin(live).topic_list()
-
-    live.call(create)
-    wait_until(live, routed)
+    create_routed(live, "HeldTopic", a)
     open_page(browser, live, "/topic?topic=HeldTopic")
     [row] = table_rows(browser, "configs", lambda r: len(r) == 1)
     assert row[:5] == ["broker-a", "DefaultCluster", a, "2", "2"]
@@ -87,9 +103,7 @@ def test_a_topic_update_from_its_page_stays_on_its_broker_until_another_is_picke
     form = browser.find_element(By.ID, "update-topic")
     queues = form.find_element(By.NAME, "readQueueNums")
     assert queues.get_attribute("value") == "2"
-    queues.clear()
-    queues.send_keys("6")
-    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    submit_read_queues(form, "6")
     wait_for(browser, lambda d: "HeldTopic updated on broker-a" in banner(d).text)
     assert (read_queues(live, a, "HeldTopic"), read_queues(live, b, "HeldTopic")) == (6, None)
 
@@ -151,23 +165,13 @@ def test_an_update_from_its_page_keeps_an_untyped_topic_untyped(
     update leaves the type alone rather than writing NORMAL."""
     live, b = two
 
-    async def create() -> None:
-        await _admin(live).create_topic("UntypedPageTopic", read_queue_nums=2, write_queue_nums=2, broker_addr=b)
-
-    async def routed() -> bool:
-        return "UntypedPageTopic" in await _admin(live).topic_list()
-
-    live.call(create)
-    wait_until(live, routed)
+    create_routed(live, "UntypedPageTopic", b)
     open_page(browser, live, "/topic?topic=UntypedPageTopic")
     wait_for(browser, lambda d: table_rows(d, "configs", lambda r: len(r) == 1)[0][7] == "UNSPECIFIED")
     wait_for(browser, lambda d: picks(d, "update-targets") == ["broker-b"])
     update = browser.find_element(By.ID, "update-topic")
     assert Select(update.find_element(By.NAME, "messageType")).first_selected_option.text == "UNSPECIFIED"
-    queues = update.find_element(By.NAME, "readQueueNums")
-    queues.clear()
-    queues.send_keys("3")
-    update.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    submit_read_queues(update, "3")
     wait_for(browser, lambda d: "UntypedPageTopic updated on broker-b" in banner(d).text)
     assert (read_queues(live, b, "UntypedPageTopic"), message_type(live, b, "UntypedPageTopic")) == (3, None)
 
@@ -184,16 +188,7 @@ def test_the_topic_forms_offer_the_settable_types_and_keep_the_type_on_update(
     create = browser.find_element(By.ID, "create-topic")
     assert sorted(o.text for o in Select(create.find_element(By.NAME, "messageType")).options) == settable
 
-    async def create_delay_topic() -> None:
-        await _admin(live).create_topic(
-            "DelayPageTopic", read_queue_nums=2, write_queue_nums=2, broker_addr=b, attributes="+message.type=DELAY"
-        )
-
-    async def routed() -> bool:
-        return "DelayPageTopic" in await _admin(live).topic_list()
-
-    live.call(create_delay_topic)
-    wait_until(live, routed)
+    create_routed(live, "DelayPageTopic", b, attributes="+message.type=DELAY")
     open_page(browser, live, "/topic?topic=DelayPageTopic")
     wait_for(browser, lambda d: table_rows(d, "configs", lambda r: len(r) == 1)[0][7] == "DELAY")
     wait_for(browser, lambda d: picks(d, "update-targets") == ["broker-b"])
@@ -202,10 +197,7 @@ def test_the_topic_forms_offer_the_settable_types_and_keep_the_type_on_update(
     assert Select(select).first_selected_option.text == "DELAY"
     assert "MIXED" not in [o.text for o in Select(select).options]
     assert not select.is_enabled()
-    queues = update.find_element(By.NAME, "readQueueNums")
-    queues.clear()
-    queues.send_keys("3")
-    update.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    submit_read_queues(update, "3")
     wait_for(browser, lambda d: "DelayPageTopic updated on broker-b" in banner(d).text)
     assert (read_queues(live, b, "DelayPageTopic"), message_type(live, b, "DelayPageTopic")) == (3, "DELAY")
 
@@ -217,28 +209,17 @@ def test_an_update_from_its_page_keeps_a_perm_the_form_does_not_list(
     keeps it through an update of its queues, rather than losing every permission."""
     live, b = two
 
-    async def create() -> None:
-        await _admin(live).create_topic(
-            "InheritPageTopic", read_queue_nums=2, write_queue_nums=2, perm=7, broker_addr=b
-        )
-
-    async def routed() -> bool:
-        return "InheritPageTopic" in await _admin(live).topic_list()
-
     async def perm() -> int:
         return (await _admin(live).topic_config(b, "InheritPageTopic")).perm
 
-    live.call(create)
-    wait_until(live, routed)
+    create_routed(live, "InheritPageTopic", b, perm=7)
     open_page(browser, live, "/topic?topic=InheritPageTopic")
     table_rows(browser, "configs", lambda r: len(r) == 1)
     wait_for(browser, lambda d: picks(d, "update-targets") == ["broker-b"])
     update = browser.find_element(By.ID, "update-topic")
     queues = update.find_element(By.NAME, "readQueueNums")
     wait_for(browser, lambda d: queues.get_attribute("value") == "2")
-    queues.clear()
-    queues.send_keys("3")
-    update.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    submit_read_queues(update, "3")
     wait_for(browser, lambda d: "InheritPageTopic updated on broker-b" in banner(d).text)
     assert (read_queues(live, b, "InheritPageTopic"), live.call(perm)) == (3, 7)
 
@@ -275,9 +256,7 @@ def test_an_update_from_its_page_keeps_each_brokers_own_type(
     update = browser.find_element(By.ID, "update-topic")
     queues = update.find_element(By.NAME, "readQueueNums")
     wait_for(browser, lambda d: queues.get_attribute("value") == "2")
-    queues.clear()
-    queues.send_keys("3")
-    update.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    submit_read_queues(update, "3")
     wait_for(browser, lambda d: "SplitTypeTopic updated on broker-a, broker-b" in banner(d).text)
     assert (read_queues(live, a, "SplitTypeTopic"), read_queues(live, b, "SplitTypeTopic")) == (3, 3)
     assert (message_type(live, a, "SplitTypeTopic"), message_type(live, b, "SplitTypeTopic")) == ("DELAY", None)
