@@ -5,6 +5,7 @@ review; both failed before."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import ssl
 from pathlib import Path
@@ -19,7 +20,7 @@ from broker.embedded import EmbeddedCluster
 from broker.security import namesrv_client_context
 from remoting.client import RemotingClient
 from remoting.codec.codes import ResponseCode
-from remoting.codec.command import request
+from remoting.codec.command import RemotingCommand, request
 from remoting.dispatch import Dispatcher, ProcessorPool
 from remoting.errors import RemotingConnectError
 from remoting.server import TLS_HANDSHAKE_TIMEOUT, RemotingServer, ServerConfig
@@ -143,6 +144,26 @@ def test_a_tls_config_file_boolean_with_a_trailing_blank_is_false_as_java_reads_
     assert ctx is not None and ctx.verify_mode == ssl.CERT_NONE
 
 
+async def _register_with_a_plaintext_namesrv(tmp_path: Path, written: str) -> RemotingCommand | None:
+    """A request from the name-server client a broker built from a broker.conf of ``written`` (its TLS config file
+    absent) to a name server whose TLS is disabled: the answer, or None when the connection failed (the client went
+    over TLS and the name server closed it)."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text(f"{written}tls.config.file={tmp_path / 'absent.properties'}\n")
+    config = build_config(str(conf), [], "127.0.0.1:9876")
+    dispatcher = Dispatcher()
+    dispatcher.register(1000, EchoProcessor(), ProcessorPool("echo", 2, 100))
+    namesrv = RemotingServer(dispatcher, ServerConfig(tls_mode=DISABLED))
+    answer: RemotingCommand | None = None
+    async with trio.open_nursery() as nursery:
+        host, port = await nursery.start(namesrv.serve, "127.0.0.1", 0)
+        async with RemotingClient(ssl_context=namesrv_client_context(config), connect_timeout=5) as client:
+            with contextlib.suppress(RemotingConnectError):
+                answer = await client.invoke(f"{host}:{port}", request(1000, {}, b"register"), 5)
+        nursery.cancel_scope.cancel()
+    return answer
+
+
 @pytest.mark.parametrize(("written", "over_tls"), [("", True), ("tls.enable=false\n", False)], ids=["unset", "false"])
 async def test_an_enforcing_broker_reaches_its_name_servers_in_plaintext_when_tls_enable_is_false(
     tmp_path: Path, written: str, over_tls: bool
@@ -151,20 +172,7 @@ async def test_an_enforcing_broker_reaches_its_name_servers_in_plaintext_when_tl
     name-server client's ``useTLS`` to ``tls.enable``, defaulting to whether the broker's own mode is enforcing: an
     enforcing broker told ``tls.enable=false`` registers in plaintext (with a name server whose TLS is disabled).
     Ours went over TLS whatever ``tls.enable`` said."""
-    conf = tmp_path / "broker.conf"
-    conf.write_text(f"tls.server.mode=enforcing\n{written}tls.config.file={tmp_path / 'absent.properties'}\n")
-    config = build_config(str(conf), [], "127.0.0.1:9876")
-    dispatcher = Dispatcher()
-    dispatcher.register(1000, EchoProcessor(), ProcessorPool("echo", 2, 100))
-    namesrv = RemotingServer(dispatcher, ServerConfig(tls_mode=DISABLED))
-    async with trio.open_nursery() as nursery:
-        host, port = await nursery.start(namesrv.serve, "127.0.0.1", 0)
-        async with RemotingClient(ssl_context=namesrv_client_context(config), connect_timeout=5) as client:
-            try:
-                answer = await client.invoke(f"{host}:{port}", request(1000, {}, b"register"), 5)
-            except RemotingConnectError:
-                answer = None
-        nursery.cancel_scope.cancel()
+    answer = await _register_with_a_plaintext_namesrv(tmp_path, f"tls.server.mode=enforcing\n{written}")
     # Without tls.enable the enforcing broker uses TLS, which a name server with TLS disabled closes.
     assert (answer is None) is over_tls
     assert answer is None or answer.code == ResponseCode.SUCCESS
@@ -181,15 +189,5 @@ async def test_an_explicit_use_tls_false_in_broker_conf_registers_in_plaintext(t
     (MixAll.properties2Object): an explicit ``useTLS=false`` there wins, and the broker reaches a name server whose
     TLS is disabled in plaintext. Ours read ``useTLS=false`` as "not set" and went over TLS, which that name server
     closes."""
-    conf = tmp_path / "broker.conf"
-    conf.write_text(f"{written}tls.config.file={tmp_path / 'absent.properties'}\n")
-    config = build_config(str(conf), [], "127.0.0.1:9876")
-    dispatcher = Dispatcher()
-    dispatcher.register(1000, EchoProcessor(), ProcessorPool("echo", 2, 100))
-    namesrv = RemotingServer(dispatcher, ServerConfig(tls_mode=DISABLED))
-    async with trio.open_nursery() as nursery:
-        host, port = await nursery.start(namesrv.serve, "127.0.0.1", 0)
-        async with RemotingClient(ssl_context=namesrv_client_context(config), connect_timeout=5) as client:
-            answer = await client.invoke(f"{host}:{port}", request(1000, {}, b"register"), 5)
-        nursery.cancel_scope.cancel()
-    assert answer.code == ResponseCode.SUCCESS
+    answer = await _register_with_a_plaintext_namesrv(tmp_path, written)
+    assert answer is not None and answer.code == ResponseCode.SUCCESS
