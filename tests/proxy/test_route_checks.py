@@ -102,8 +102,9 @@ async def test_notify_termination_without_settings_is_unrecognized_client_type(t
         assert Code.Name(answer.status.code) == "UNRECOGNIZED_CLIENT_TYPE", answer.status.message
 
 
-def _telemetry_once(endpoint: str, command: Any) -> tuple[str, str]:
-    """One command on a fresh Telemetry stream: ("reply", its status code name) or ("ended", the gRPC status name)."""
+def _first_telemetry_reply(endpoint: str, command: Any) -> Any:
+    """The first command a fresh Telemetry stream answers ``command`` with (the stream then cancelled); raises the
+    stream's ``grpc.RpcError`` when it ends instead."""
     with grpc.insecure_channel(endpoint) as channel:
         stream = channel.stream_stream(
             PREFIX + "Telemetry",
@@ -111,12 +112,17 @@ def _telemetry_once(endpoint: str, command: Any) -> tuple[str, str]:
             response_deserializer=service.TelemetryCommand.FromString,
         )
         call = stream(iter([command]), timeout=5, metadata=META)
-        try:
-            first = next(call)
-            call.cancel()
-            return ("reply", Code.Name(first.status.code))
-        except grpc.RpcError as err:
-            return ("ended", err.code().name)
+        first = next(call)
+        call.cancel()
+        return first
+
+
+def _telemetry_once(endpoint: str, command: Any) -> tuple[str, str]:
+    """One command on a fresh Telemetry stream: ("reply", its status code name) or ("ended", the gRPC status name)."""
+    try:
+        return ("reply", Code.Name(_first_telemetry_reply(endpoint, command).status.code))
+    except grpc.RpcError as err:
+        return ("ended", err.code().name)
 
 
 def _subscribing(group: str, expression: str, kind: Any = definition.FilterType.TAG) -> Any:
@@ -226,19 +232,11 @@ async def test_illegal_topic_and_group_names_get_the_remarks_of_rocketmq_5s_vali
 
 def _telemetry_refusal(endpoint: str, command: Any) -> tuple[str, str]:
     """The gRPC status name and details a fresh Telemetry stream ends with after ``command``."""
-    with grpc.insecure_channel(endpoint) as channel:
-        stream = channel.stream_stream(
-            PREFIX + "Telemetry",
-            request_serializer=service.TelemetryCommand.SerializeToString,
-            response_deserializer=service.TelemetryCommand.FromString,
-        )
-        call = stream(iter([command]), timeout=5, metadata=META)
-        try:
-            first = next(call)
-        except grpc.RpcError as err:
-            return (err.code().name, err.details() or "")
-        call.cancel()
-        return ("reply", Code.Name(first.status.code))
+    try:
+        first = _first_telemetry_reply(endpoint, command)
+    except grpc.RpcError as err:
+        return (err.code().name, err.details() or "")
+    return ("reply", Code.Name(first.status.code))
 
 
 async def test_refused_settings_end_the_stream_with_client_activitys_description(tmp_path: Path) -> None:
