@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import re
+import signal
 import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -27,6 +31,30 @@ ROUTE_OF_TOPIC_TEST = (
     b'"filterServerTable":{},"queueDatas":[{"brokerName":"broker-a","perm":6,"readQueueNums":4,"topicSysFlag":0,'
     b'"writeQueueNums":4}]}'
 )
+
+
+#: The line ``mqnamesrv`` prints once it listens, with its address.
+BOOT = re.compile(rb"The Name Server boot success\. serializeType=JSON, address (\S+):(\d+)\n")
+
+
+@asynccontextmanager
+async def namesrv_process(argv: list[str], **options: Any) -> AsyncIterator[trio.Process]:
+    """``argv`` (an ``mqnamesrv``) as a child process, ``options`` passed to ``trio.lowlevel.open_process``; killed
+    and reaped on the way out unless it has exited."""
+    proc = await trio.lowlevel.open_process(argv, **options)
+    try:
+        yield proc
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+
+async def stop_with_sigint(proc: trio.Process) -> None:
+    """SIGINT to a running name server: it must exit with status 0 (30 s, a hang guard, no threshold)."""
+    proc.send_signal(signal.SIGINT)
+    with trio.fail_after(30):
+        assert await proc.wait() == 0
 
 
 def java_register_request(

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -17,10 +15,16 @@ from namesrv.cli import main as namesrv_main
 from remoting.client import RemotingClient
 from remoting.codec.codes import ResponseCode
 from remoting.codec.java_properties import PropertiesError, parse_property_args
-from tests.namesrv.conftest import ROUTE_OF_TOPIC_TEST, java_register_request, route_request
+from tests.namesrv.conftest import (
+    BOOT,
+    ROUTE_OF_TOPIC_TEST,
+    java_register_request,
+    namesrv_process,
+    route_request,
+    stop_with_sigint,
+)
 
 MQNAMESRV = Path(sys.executable).with_name("mqnamesrv")
-BOOT = re.compile(rb"The Name Server boot success\. serializeType=JSON, address (\S+):(\d+)\n")
 
 
 def test_property_args_accept_both_spellings_and_bare_flags() -> None:
@@ -53,10 +57,8 @@ def test_boot_line_shows_a_connectable_address() -> None:
 async def test_mqnamesrv_subprocess_serves_routes_and_stops_on_sigint(tmp_path: Path) -> None:
     conf = tmp_path / "namesrv.properties"
     conf.write_text(f"listenHost=127.0.0.1\nkvConfigPath={tmp_path / 'kvConfig.json'}\n")
-    proc = await trio.lowlevel.open_process(
-        [str(MQNAMESRV), "-c", str(conf), "--listenPort", "0"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
-    )
-    try:
+    argv = [str(MQNAMESRV), "-c", str(conf), "--listenPort", "0"]
+    async with namesrv_process(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL) as proc:
         assert proc.stdout is not None
         output = b""
         with trio.fail_after(30):
@@ -69,13 +71,7 @@ async def test_mqnamesrv_subprocess_serves_routes_and_stops_on_sigint(tmp_path: 
             assert (await client.invoke(addr, java_register_request(), 10.0)).code == ResponseCode.SUCCESS
             route = await client.invoke(addr, route_request("TopicTest"), 10.0)
             assert bytes(route.body) == ROUTE_OF_TOPIC_TEST
-        proc.send_signal(signal.SIGINT)
-        with trio.fail_after(30):
-            assert await proc.wait() == 0
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
+        await stop_with_sigint(proc)
 
 
 def test_mqnamesrv_p_prints_every_setting_and_exits_as_namesrv_startup() -> None:
@@ -114,12 +110,10 @@ def test_the_old_listen_port_spelling_still_sets_the_port() -> None:
 async def _boot_or_exit(args: list[str]) -> tuple[int | None, bytes]:
     """Run ``python -m namesrv.cli ARGS`` until it prints its boot line (then it is killed: None) or exits (its
     status); returns that and its stderr."""
-    proc = await trio.lowlevel.open_process(
-        [sys.executable, "-m", "namesrv.cli", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE
-    )
-    assert proc.stdout is not None and proc.stderr is not None
-    out, err = b"", b""
-    try:
+    argv = [sys.executable, "-m", "namesrv.cli", *args]
+    async with namesrv_process(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        out, err = b"", b""
         with trio.fail_after(60):
             while not BOOT.search(out):
                 chunk = await proc.stdout.receive_some()
@@ -131,10 +125,6 @@ async def _boot_or_exit(args: list[str]) -> tuple[int | None, bytes]:
             while chunk := await proc.stderr.receive_some():
                 err += chunk
             return await proc.wait(), err
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
 
 
 @pytest.mark.parametrize("value", ["nan", "NaN", "inf", "1_000"])

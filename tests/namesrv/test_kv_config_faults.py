@@ -3,10 +3,9 @@ failed save is logged while the request still answers SUCCESS. Found by a review
 
 from __future__ import annotations
 
-import re
-import signal
 import subprocess
 import sys
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
 import trio
@@ -15,12 +14,18 @@ from remoting.client import RemotingClient
 from remoting.codec.bodies import KVTable
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
-from tests.namesrv.conftest import StartNamesrv, java_register_request
+from tests.namesrv.conftest import BOOT, StartNamesrv, java_register_request, namesrv_process, stop_with_sigint
 
 TIMEOUT = 5.0
 REPO_ROOT = Path(__file__).resolve().parents[2]
-BOOT = re.compile(rb"The Name Server boot success\. serializeType=JSON, address (\S+):(\d+)\n")
 NS = {"namespace": "ORDER_TOPIC_CONFIG"}
+
+
+def _namesrv_on(kv_path: Path) -> AbstractAsyncContextManager[trio.Process]:
+    """``python -m namesrv.cli`` on 127.0.0.1 port 0 with its KV config at ``kv_path``, stdout and stderr piped."""
+    args = ["--listenHost", "127.0.0.1", "--listenPort", "0", "--kvConfigPath", str(kv_path)]
+    argv = [sys.executable, "-m", "namesrv.cli", *args]
+    return namesrv_process(argv, cwd=str(REPO_ROOT), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
 async def test_deleting_the_last_kv_key_keeps_the_namespace_like_java(
@@ -95,14 +100,7 @@ async def test_an_unreadable_kv_config_file_is_logged_and_the_name_server_starts
     stopped ``mqnamesrv`` with exit status 1, blamed on the listen port ("cannot listen on ...")."""
     kv_path = tmp_path / "kvConfig.json"
     kv_path.mkdir()  # exists but cannot be read as a file (permissions do not stop root)
-    args = ["--listenHost", "127.0.0.1", "--listenPort", "0", "--kvConfigPath", str(kv_path)]
-    proc = await trio.lowlevel.open_process(
-        [sys.executable, "-m", "namesrv.cli", *args],
-        cwd=str(REPO_ROOT),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    try:
+    async with _namesrv_on(kv_path) as proc:
         assert proc.stdout is not None and proc.stderr is not None
         output = b""
         with trio.fail_after(30):
@@ -119,13 +117,7 @@ async def test_an_unreadable_kv_config_file_is_logged_and_the_name_server_starts
             assert (put.code, put.remark) == (ResponseCode.SUCCESS, None)
             got = await client.invoke(addr, request(RequestCode.GET_KV_CONFIG, fields), TIMEOUT)
             assert got.ext_fields.get("value") == "a:4"
-        proc.send_signal(signal.SIGINT)
-        with trio.fail_after(30):
-            assert await proc.wait() == 0
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
+        await stop_with_sigint(proc)
 
 
 async def test_a_kv_config_that_does_not_decode_stops_the_name_server_whatever_its_backup(tmp_path: Path) -> None:
@@ -135,14 +127,7 @@ async def test_a_kv_config_that_does_not_decode_stops_the_name_server_whatever_i
     kv_path = tmp_path / "kvConfig.json"
     kv_path.write_bytes(b'{"configTable":{"ORDER_TOPIC_CONFIG":{not json')
     (tmp_path / "kvConfig.json.bak").mkdir()  # exists but cannot be read as a file
-    args = ["--listenHost", "127.0.0.1", "--listenPort", "0", "--kvConfigPath", str(kv_path)]
-    proc = await trio.lowlevel.open_process(
-        [sys.executable, "-m", "namesrv.cli", *args],
-        cwd=str(REPO_ROOT),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    try:
+    async with _namesrv_on(kv_path) as proc:
         assert proc.stdout is not None and proc.stderr is not None
         output = errors = b""
         with trio.fail_after(30):
@@ -153,7 +138,3 @@ async def test_a_kv_config_that_does_not_decode_stops_the_name_server_whatever_i
                 errors += chunk
             assert await proc.wait() != 0
         assert b"kvConfig.json" in errors and b"cannot listen" not in errors, errors
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
