@@ -165,18 +165,6 @@ async def java_topic_list(admin: Admin) -> list[str]:
     return java_hash_set(await admin.topic_list())
 
 
-def java_split(text: str, sep: str) -> list[str]:
-    """Java's ``String.split(sep)`` of a literal separator: trailing empty strings dropped (``"a,b,"`` is two), all
-    of them once the separator is found (``","`` is none); text without it is itself (``""`` is one empty string)
-    (java/lang/String.java)."""
-    if sep not in text:
-        return [text]
-    parts = text.split(sep)
-    while parts and not parts[-1]:
-        parts.pop()
-    return parts
-
-
 class Output:
     """One command's output: RocketMQ's text, or (``--json``) one JSON document printed when the command ends."""
 

@@ -25,14 +25,13 @@ from client.mqadmin_support import (
     java_hash_map_order,
     java_hash_set,
     java_map_text,
-    java_split,
     java_topic_list,
     run_job,
     topic_config_text,
 )
 from remoting.codec.bodies import PERM_READ, PERM_WRITE, MessageQueue
 from remoting.codec.bodies.broker_metadata import TopicConfig
-from remoting.codec.message_properties import java_hash
+from remoting.codec.message_properties import java_hash, java_split
 from remoting.codec.topics import is_retry_or_dlq_topic
 
 __all__ = ["COMMANDS"]

@@ -21,6 +21,7 @@ from typing import Final
 import attrs
 
 from remoting.codec.acl_signing import hmac_sha1
+from remoting.codec.message_properties import java_split
 
 __all__ = ["AUTHORIZATION", "DATE_TIME", "AuthHeaderError", "Authorization", "authorization_header",
            "parse_authorization"]  # fmt: skip
@@ -61,17 +62,6 @@ def _hex(text: str) -> bytes:
     return bytes.fromhex(text)
 
 
-def _java_split(text: str, sep: str) -> list[str]:
-    """Java's ``String.split`` by a one-character literal: trailing empty strings are dropped, so ``"a,"`` gives
-    ``["a"]`` and ``","`` gives ``[]``; a text without ``sep`` (even empty) is the only item."""
-    if sep not in text:
-        return [text]
-    parts = text.split(sep)
-    while parts and not parts[-1]:
-        parts.pop()
-    return parts
-
-
 def parse_authorization(header: str | None) -> Authorization:
     """The parsed header; raises :class:`AuthHeaderError` (see the module docstring)."""
     if header is None:
@@ -81,12 +71,12 @@ def parse_authorization(header: str | None) -> Authorization:
         raise AuthHeaderError("authorization header is incorrect")
     access_key: str | None = None
     signature: bytes | None = None
-    for item in _java_split(rest, ","):
+    for item in java_split(rest, ","):
         key, sep, value = item.strip().partition("=")
         if not sep:
             raise AuthHeaderError("authorization keyValues length is incorrect, actual length=1")
         if key == "Credential":
-            credential = _java_split(value, "/")
+            credential = java_split(value, "/")
             if not credential:
                 raise AuthHeaderError("authorization credential length is incorrect, actual length=0")
             access_key = credential[0] or None

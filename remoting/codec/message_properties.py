@@ -179,6 +179,18 @@ def java_trim(text: str) -> str:
     return text.strip(JAVA_TRIM)
 
 
+def java_split(text: str, sep: str) -> list[str]:
+    """Java's ``String.split(sep)`` of a literal separator (java/lang/String.java): trailing empty strings dropped
+    (``"a,b,"`` is two), all of them once the separator is found (``","`` is none); text without it is itself (``""``
+    is one empty string). Shared by mqadmin's list options and the proxy's authorization header."""
+    if sep not in text:
+        return [text]
+    parts = text.split(sep)
+    while parts and not parts[-1]:
+        parts.pop()
+    return parts
+
+
 @functools.lru_cache(maxsize=4096)
 def java_string_hash(text: str) -> int:
     """:func:`java_hash`, cached: for tags and selector arguments, which repeat."""
