@@ -16,6 +16,7 @@ import trio
 from namesrv.config import NamesrvConfig
 from namesrv.server import NamesrvServer
 from remoting.client import RemotingClient
+from remoting.codec.bodies import TopicRouteData
 from remoting.codec.codes import LanguageCode, RequestCode
 from remoting.codec.command import RemotingCommand, request
 
@@ -84,6 +85,16 @@ def route_request(topic: str) -> RemotingCommand:
 
 
 StartNamesrv = Callable[..., Awaitable[tuple[NamesrvServer, str]]]
+
+
+async def order_conf_in_route(client: RemotingClient, addr: str) -> str | None:
+    """Register the Java broker-a of :data:`JAVA_REGISTER_BODY` with the name server at ``addr``, put TopicTest's
+    order config ``broker-a:4`` (PUT_KV_CONFIG), and return the ``orderTopicConf`` of TopicTest's route."""
+    await client.invoke(addr, java_register_request(), 10.0)
+    fields = {"namespace": "ORDER_TOPIC_CONFIG", "key": "TopicTest", "value": "broker-a:4"}
+    await client.invoke(addr, request(RequestCode.PUT_KV_CONFIG, fields), 10.0)
+    route = TopicRouteData.decode((await client.invoke(addr, route_request("TopicTest"), 10.0)).body)
+    return route.order_topic_conf
 
 
 @pytest.fixture

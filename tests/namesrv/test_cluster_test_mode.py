@@ -9,10 +9,15 @@ from __future__ import annotations
 import pytest
 
 from remoting.client import RemotingClient
-from remoting.codec.bodies import TopicRouteData
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
-from tests.namesrv.conftest import ROUTE_OF_TOPIC_TEST, StartNamesrv, java_register_request, route_request
+from tests.namesrv.conftest import (
+    ROUTE_OF_TOPIC_TEST,
+    StartNamesrv,
+    java_register_request,
+    order_conf_in_route,
+    route_request,
+)
 
 TIMEOUT = 10.0
 
@@ -38,11 +43,7 @@ async def test_cluster_test_mode_routes_carry_the_order_conf_without_order_messa
 ) -> None:
     monkeypatch.delenv("NAMESRV_ADDR", raising=False)
     _, addr = await start_namesrv(cluster_test=True)
-    await client.invoke(addr, java_register_request(), TIMEOUT)
-    fields = {"namespace": "ORDER_TOPIC_CONFIG", "key": "TopicTest", "value": "broker-a:4"}
-    await client.invoke(addr, request(RequestCode.PUT_KV_CONFIG, fields), TIMEOUT)
-    route = TopicRouteData.decode((await client.invoke(addr, route_request("TopicTest"), TIMEOUT)).body)
-    assert route.order_topic_conf == "broker-a:4"
+    assert await order_conf_in_route(client, addr) == "broker-a:4"
 
 
 async def test_cluster_test_and_product_env_name_are_settings_with_javas_defaults(

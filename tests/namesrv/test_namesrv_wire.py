@@ -27,6 +27,7 @@ from tests.namesrv.conftest import (
     ROUTE_OF_TOPIC_TEST,
     StartNamesrv,
     java_register_request,
+    order_conf_in_route,
     route_request,
 )
 
@@ -237,8 +238,4 @@ async def test_order_topic_conf_appears_when_order_messages_are_enabled(
     start_namesrv: StartNamesrv, client: RemotingClient
 ) -> None:
     _, addr = await start_namesrv(order_message_enable=True)
-    await client.invoke(addr, java_register_request(), TIMEOUT)
-    fields = {"namespace": "ORDER_TOPIC_CONFIG", "key": "TopicTest", "value": "broker-a:4"}
-    await client.invoke(addr, request(RequestCode.PUT_KV_CONFIG, fields), TIMEOUT)
-    route = TopicRouteData.decode((await client.invoke(addr, route_request("TopicTest"), TIMEOUT)).body)
-    assert route.order_topic_conf == "broker-a:4"
+    assert await order_conf_in_route(client, addr) == "broker-a:4"
