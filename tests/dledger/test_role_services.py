@@ -103,6 +103,7 @@ async def test_only_the_leader_checks_half_messages_back_and_the_next_leader_tak
         return LocalTransactionState.COMMIT_MESSAGE
 
     try:
+        virtual_store_clock(group)  # the check service ages half messages on the store clock
         await wait_services_on(group, leader)
         async with TransactionProducer(
             "pg-dledger-tx", group.namesrv_addr, execute_local_transaction=execute, check_local_transaction=check
