@@ -61,3 +61,27 @@ async def test_an_assigned_queue_whose_broker_is_down_is_taken_once_it_is_back(c
             while not any(m.body.startswith(b"broker-a") for m in got):
                 got.extend(await consumer.poll(timeout=0.3))
     assert any(m.body.startswith(b"broker-a") for m in got), "broker-a's queue was never consumed"
+
+
+async def test_a_rebalance_pass_queued_behind_assign_keeps_the_assigned_queues(cluster: ThreadedCluster) -> None:
+    """The consumer's start wakes a rebalance pass; one that was called before ``assign()`` switched to assign mode
+    and runs after it (both wait for the rebalance's lock) must not rebalance the assigned topic as a subscription:
+    Java's assign never enters ``subscriptionInner``. With broker-a down that pass dropped broker-a's queue (the
+    route lists broker-b only), and it was never pulled again once broker-a was back."""
+    await topic_on_two_brokers(cluster, "LiteAssignRace")
+    mq_a, mq_b = await fill_queues(cluster.namesrv_addr, "LiteAssignRace", per_queue=1)
+    await anyio.to_thread.run_sync(cluster.stop_broker)  # broker-a
+    async with LitePullConsumer("lite-assign-race", cluster.namesrv_addr, consume_from_where=FIRST) as consumer:
+        lock = consumer.rebalance.serialised()
+
+        async def waiting(count: int) -> None:
+            with anyio.fail_after(HANG_GUARD):
+                while lock.statistics().tasks_waiting < count:
+                    await anyio.sleep(0.01)
+
+        async with anyio.create_task_group() as tg, lock:
+            tg.start_soon(consumer.assign, [mq_a, mq_b])
+            await waiting(1)
+            tg.start_soon(consumer.do_rebalance)  # assign mode not taken yet: this pass goes for the lock
+            await waiting(2)
+        assert consumer.assignment() == {mq_a, mq_b}
