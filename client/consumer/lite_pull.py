@@ -183,7 +183,6 @@ class LitePullConsumer(LitePullWorker):
         self.rebalance.on_changed = self._allocation_changed
         self._allocation_listeners: dict[str, MessageQueueListener] = {}
         self._queues: dict[MessageQueue, QueueState] = {}
-        self._assigned_manually = False
         #: In assign mode, the queues assigned when the consumer stopped: a restart pulls them again.
         self._assigned_at_stop: set[MessageQueue] = set()
         self._paused: set[MessageQueue] = set()
@@ -401,7 +400,7 @@ class LitePullConsumer(LitePullWorker):
             self._check_started()
             if self.rebalance.subscriptions and not self._assigned_manually:
                 raise ClientStateError("subscribe() and assign() cannot be mixed")
-            self._assigned_manually = True
+            self.rebalance.assigned_by_owner = True
             for topic in by_topic:  # the latest expression of a topic wins, as setSubExpressionForAssign's
                 sub, held = build_subscription(topic, expression), self.rebalance.subscriptions.get(topic)
                 if held is None or held.sub_string != sub.sub_string:
@@ -410,6 +409,10 @@ class LitePullConsumer(LitePullWorker):
                 await self.rebalance.remove_unallocated(topic, by_topic.get(topic, set()))
             for mq in sorted(wanted - set(self.rebalance.process_queues)):
                 self._start(mq, self.rebalance.own(mq), None)
+
+    @property
+    def _assigned_manually(self) -> bool:
+        return self.rebalance.assigned_by_owner
 
     def assignment(self) -> set[MessageQueue]:
         return set(self._queues)

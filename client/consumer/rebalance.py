@@ -131,6 +131,11 @@ class Rebalance:
         #: Awaited after a pass changed a topic's owned queues, once the pass released its lock (so it may subscribe,
         #: seek or rebalance): the push consumer's heartbeat, the lite pull consumer's MessageQueueListener.
         self.on_changed: QueuesChanged | None = None
+        #: The owner picks its queues itself (the lite pull consumer's assign mode): passes do nothing. Set under
+        #: :meth:`serialised` and read by a pass under it, so a pass already waiting for the lock when assign mode
+        #: begins does not rebalance the assigned topics as subscriptions (Java's ``assign`` never enters
+        #: ``subscriptionInner``).
+        self.assigned_by_owner = False
         self._lock = anyio.Lock()
 
     @property
@@ -158,6 +163,8 @@ class Rebalance:
         :attr:`on_changed` for each topic whose owned queues it changed."""
         changes: list[tuple[str, set[MessageQueue], set[MessageQueue]]] = []
         async with self._lock:
+            if self.assigned_by_owner:
+                return
             self.incomplete = False
             for topic in list(self.subscriptions):
                 try:
