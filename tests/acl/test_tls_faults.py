@@ -191,3 +191,28 @@ async def test_an_explicit_use_tls_false_in_broker_conf_registers_in_plaintext(t
     closes."""
     answer = await _register_with_a_plaintext_namesrv(tmp_path, written)
     assert answer is not None and answer.code == ResponseCode.SUCCESS
+
+
+@pytest.mark.parametrize("missing", ["tls_client_cert_path", "tls_client_key_path"])
+async def test_an_unreadable_client_certificate_file_logs_and_registers_in_plaintext_as_rocketmq(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, missing: str
+) -> None:
+    """``TlsHelper.buildSslContext(true)`` opens ``tls.client.certPath`` / ``keyPath`` with ``FileInputStream``: a
+    file it cannot open throws an IOException, which ``NettyRemotingClient``'s constructor
+    (remoting/src/main/java/org/apache/rocketmq/remoting/netty/NettyRemotingClient.java) logs ("Failed to create
+    SSLContext") and goes on with no SSL context, so the broker starts and its connections go without TLS ("Connections
+    are insecure as SSLContext is null!"). Ours failed the broker's start with FileNotFoundError."""
+    ca = trustme.CA()
+    settings = host_named_tls_settings(tmp_path, ca, "namesrv", "127.0.0.1")
+    client = ca.issue_cert("broker")
+    cert_path, key_path = tmp_path / "client.pem", tmp_path / "client.key"
+    client.cert_chain_pems[0].write_to_path(str(cert_path))
+    client.private_key_pem.write_to_path(str(key_path))
+    paths = {"tls_client_cert_path": str(cert_path), "tls_client_key_path": str(key_path)}
+    paths[missing] = str(tmp_path / "missing.pem")
+    overrides = {**settings, "tls_server_mode": PERMISSIVE, "tls_enable": True, **paths}
+    caplog.set_level(logging.WARNING)
+    async with EmbeddedCluster(tmp_path / "c", **overrides) as cluster:
+        assert cluster.namesrv is not None
+        assert cluster.namesrv.route_table.live_broker_addrs() == [cluster.broker_addr]
+    assert any("SSLContext" in r.getMessage() and r.levelno == logging.ERROR for r in caplog.records)
