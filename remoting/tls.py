@@ -19,13 +19,15 @@ cannot, so none is asked for). :func:`client_context` encrypts without checking 
 (RocketMQ's test-mode client), and checks the chain and the host name against a CA file otherwise, or against the
 default CAs (``tls.client.authServer`` without ``tls.client.trustCertPath``); the broker's context towards its name
 servers (:func:`settings_client_context`) checks the chain only, as RocketMQ's client.
-Errors: ``OSError`` / ``ssl.SSLError`` for unreadable or mismatched certificate files.
+Errors: ``OSError`` / ``ssl.SSLError`` for unreadable or mismatched certificate files, except a client certificate
+or key file :func:`settings_client_context` cannot open: logged, and no context (plaintext), as RocketMQ's client.
 """
 
 from __future__ import annotations
 
 import datetime
 import ipaddress
+import logging
 import ssl
 import tempfile
 from pathlib import Path
@@ -46,6 +48,8 @@ TLS_HANDSHAKE: Final = 0x16
 #: (NamesrvConfig, BrokerConfig, NettyServerConfig, NettyClientConfig, MessageStoreConfig): UPDATE_NAMESRV_CONFIG and
 #: UPDATE_BROKER_CONFIG ignore them, so an update cannot switch TLS off for the next start.
 SYSTEM_PROPERTY_PREFIX: Final = "tls."
+
+log = logging.getLogger(__name__)
 
 
 def sniff(first: int, mode: str) -> tuple[bool, str | None]:
@@ -223,7 +227,8 @@ def client_tls_default(config: TlsSettings) -> bool:
 
 def settings_client_context(config: TlsSettings, use_tls: bool | None = None) -> ssl.SSLContext | None:
     """The context a server uses as a client (the broker towards name servers): None unless ``use_tls`` (the
-    broker's ``useTLS``; when None, :func:`client_tls_default`); trusts ``tls.client.trustCertPath`` only with
+    broker's ``useTLS``; when None, :func:`client_tls_default`), and None too, logged, when the client certificate
+    or key file cannot be opened (RocketMQ then connects in plaintext); trusts ``tls.client.trustCertPath`` only with
     ``tls.client.authServer``, and then checks the server's chain but not its host name, as RocketMQ:
     ``NettyRemotingClient`` builds its handler with ``sslContext.newHandler(alloc)``, no peer host, so Netty's engine
     has no host to check (name servers are addressed by IP, which certificates made by RocketMQ's TLS guide do not
@@ -234,11 +239,23 @@ def settings_client_context(config: TlsSettings, use_tls: bool | None = None) ->
     trust = settings.tls_client_trust_cert_path if settings.tls_client_auth_server else None
     if settings.tls_test_mode_enable:
         return client_context()
-    return client_context(
+    ctx = client_context(
         trust,
-        settings.tls_client_cert_path,
-        settings.tls_client_key_path,
-        settings.tls_client_key_password,
         default_trust=settings.tls_client_auth_server,  # RocketMQ's TlsHelper: the JDK's CAs without a trust file
         check_hostname=False,
     )
+    cert, key = settings.tls_client_cert_path, settings.tls_client_key_path
+    for path in (cert, key):
+        if not path:
+            continue
+        try:
+            Path(path).open("rb").close()
+        except OSError as exc:
+            # TlsHelper opens both with FileInputStream; the IOException is logged by NettyRemotingClient's
+            # constructor (remoting/src/main/java/org/apache/rocketmq/remoting/netty/NettyRemotingClient.java),
+            # which goes on with no SSL context: its connections are plaintext.
+            log.error("Failed to create SSLContext (%s): connections are insecure as SSLContext is null!", exc)
+            return None
+    if cert:
+        ctx.load_cert_chain(cert, key or None, settings.tls_client_key_password or None)
+    return ctx
