@@ -7,6 +7,7 @@ from pathlib import Path
 
 import attrs
 import pytest
+import yaml
 
 from broker.acl.manager import _MAX_GRANTED, AclDenied, AclFiles, AclManager
 from broker.acl.permission import ANY, DENY, PUB, SUB, check_permission, parse_perm
@@ -326,3 +327,67 @@ def test_an_absolute_acl_plain_file_is_read_under_rocketmq_home(tmp_path: Path) 
     manager.load()
     assert manager.files.default_path == under
     assert manager.account("inside-key") is not None and manager.account("outside-key") is None
+
+
+def _on_disk(path: Path) -> list[tuple[str, str]]:
+    """``(accessKey, secretKey)`` of each account entry of ``path``, in file order."""
+    return [(str(a["accessKey"]), str(a["secretKey"])) for a in yaml.safe_load(path.read_text())["accounts"]]
+
+
+def _admits(manager: AclManager, access_key: str, secret_key: str) -> bool:
+    try:
+        manager.validate("10.1.0.7", sign(request(RequestCode.SEND_MESSAGE, {"topic": "T"}), SessionCredentials(
+            access_key, secret_key)))  # fmt: skip
+    except AclDenied:
+        return False
+    return True
+
+
+def _accounts_file(tmp_path: Path, *accounts: tuple[str, str]) -> Path:
+    path = tmp_path / "conf" / "plain_acl.yml"
+    lines = [f"  - {{accessKey: {key}, secretKey: {secret}, defaultTopicPerm: PUB}}\n" for key, secret in accounts]
+    _write(path, "accounts:\n" + "".join(lines))
+    return path
+
+
+def test_an_acl_update_of_an_existing_account_moves_it_to_the_end_of_its_file(tmp_path: Path) -> None:
+    """4.9.8's ``updateAccessConfig`` (acl/src/main/java/org/apache/rocketmq/acl/plain/PlainPermissionManager.java)
+    takes the account's map out of the file's ``accounts`` list, puts the given fields into it and appends it: the
+    edited account ends up last, in the file and in GET_BROKER_CLUSTER_ACL_CONFIG's list. Ours edited it in place."""
+    alice, bob, carol = ("alice-key", "alice-secret"), ("bob-key", "bob-secret"), ("carol-key", "carol-sec")
+    path = _accounts_file(tmp_path, alice, bob, carol)
+    manager = AclManager(AclFiles(tmp_path))
+    manager.load()
+    manager.update_account(*account_change({"accessKey": "alice-key", "secretKey": "alice-secret-2"}))
+    assert _on_disk(path) == [bob, carol, ("alice-key", "alice-secret-2")]
+    assert [entry.access_key for entry in manager.all_config()[1]] == ["bob-key", "carol-key", "alice-key"]
+    assert _admits(manager, "alice-key", "alice-secret-2") and not _admits(manager, *alice)
+
+
+_FIRST, _OTHER, _SECOND = ("dup-key", "first-secret"), ("bob-key", "bob-secret"), ("dup-key", "second-secret")
+
+
+def test_an_acl_update_of_an_access_key_written_twice_in_a_file_moves_its_first_entry(tmp_path: Path) -> None:
+    """``updateAccessConfig`` (acl/src/main/java/org/apache/rocketmq/acl/plain/PlainPermissionManager.java) stops at
+    the first entry naming the key and moves it, edited, to the end; the other entry stays. The edited account is what
+    the broker checks from then on: its in-memory account, and the file's last entry for the key when
+    ``load(String)`` reloads the file (its map ``put`` keeps the last). Ours edited the first entry in place."""
+    path = _accounts_file(tmp_path, _FIRST, _OTHER, _SECOND)
+    manager = AclManager(AclFiles(tmp_path))
+    manager.load()
+    assert _admits(manager, *_FIRST) and not _admits(manager, *_SECOND)  # the first entry of a file wins at start
+    manager.update_account(*account_change({"accessKey": "dup-key", "secretKey": "third-secret"}))
+    assert _on_disk(path) == [_OTHER, _SECOND, ("dup-key", "third-secret")]
+    assert _admits(manager, "dup-key", "third-secret") and not _admits(manager, *_SECOND)
+
+
+def test_an_acl_delete_of_an_access_key_written_twice_in_a_file_removes_its_first_entry_only(tmp_path: Path) -> None:
+    """``deleteAccessConfig`` (acl/src/main/java/org/apache/rocketmq/acl/plain/PlainPermissionManager.java) removes
+    the first entry naming the key and writes the file: the other entry stays and is the account once the file is
+    reloaded. Ours removed every entry of the key."""
+    path = _accounts_file(tmp_path, _FIRST, _OTHER, _SECOND)
+    manager = AclManager(AclFiles(tmp_path))
+    manager.load()
+    assert manager.delete_account("dup-key")
+    assert _on_disk(path) == [_OTHER, _SECOND]
+    assert _admits(manager, *_SECOND) and not _admits(manager, *_FIRST)
