@@ -5,8 +5,10 @@ edits the ACL admin codes make (RocketMQ's
 Files (4.9.8's layout under ``rocketmqHome``, each named by its absolute path): every ``*.yml`` / ``*.yaml`` under
 ``conf/acl/`` (recursively, ``conf/tools.yml`` aside), then the default file ``rocketmq.acl.plain.file``
 (``conf/plain_acl.yml``, under ``rocketmqHome`` even when absolute; created empty when missing). An access key
-belongs to the first file that names it; later duplicates are logged and ignored. The global white lists of all files
-are joined.
+belongs to the first file that names it; later duplicates are logged and ignored. Within one file, the first entry of
+a key counts after a full load (the start, or files added or removed: 4.9.8's ``load()``), the last once that file is
+reloaded alone (a change the watcher sees, or an edit: ``load(String)``, whose map ``put`` keeps the last). The
+global white lists of all files are joined.
 
 :meth:`AclManager.validate` runs RocketMQ's order: global white list, access key present, account known, the
 account's white address, signature, ``RMQ_SYS_TRACE_TOPIC`` publish shortcut, admin flag, then each needed resource
@@ -20,7 +22,8 @@ changes. A file that becomes empty (or only comments) keeps its previous rules, 
 ``load(String)`` skips a file with no data; empty at the first load, it simply has no accounts.
 
 Edits (:meth:`update_account`, :meth:`delete_account`, :meth:`update_global_white`) re-read the owning file from disk,
-as RocketMQ's do, so a hand edit not yet reloaded (a revocation) is kept, then write it atomically with the next
+as RocketMQ's do (an update moves the key's first entry, edited, to the end of the file; a delete removes that entry
+only), so a hand edit not yet reloaded (a revocation) is kept, then write it atomically with the next
 ``dataVersion`` and apply it at once; they raise :class:`~broker.acl.plain_config.AclConfigError` (the file on disk is
 not UTF-8 or does not parse, has no data while its last load or write had some, or the edit is refused) or ``OSError``
 and then change nothing. A delete of an account its file on disk no longer names answers False and changes nothing.
@@ -136,6 +139,8 @@ class AclManager:
         self._mtimes: dict[Path, tuple[int, int, int]] = {}
         self._accounts: dict[str, Account] = {}
         self._owner: dict[str, Path] = {}
+        #: Files reloaded alone since the last full load: their last entry of a key counts (see the module docstring).
+        self._reloaded_alone: set[Path] = set()
         self._global_white: tuple[AddressMatcher, ...] = ()
         self._granted: set[tuple[object, ...]] = set()
 
@@ -166,6 +171,10 @@ class AclManager:
         for path in set(self._loaded) - set(paths):
             del self._loaded[path]
         self._mtimes = mtimes  # before reading, as AclFileWatchService: a bad file is not retried every round
+        if changed:
+            self._reloaded_alone.clear()  # PlainPermissionManager.load(): the first entry of a key counts
+        else:
+            self._reloaded_alone.update(read)  # load(String): the last one does
         for path in read:
             self._read(path)
         if read or changed:
@@ -199,13 +208,15 @@ class AclManager:
             if acl is None:
                 continue
             white.extend(acl.global_white)
+            last_wins = path in self._reloaded_alone
             for account in acl.accounts:
-                if account.access_key in owner:
+                holder = owner.get(account.access_key)
+                if holder is not None and not (last_wins and holder == path):
                     log.warning(
                         "ACL access key %s of %s is already defined in %s; ignored",
                         account.access_key,
                         path,
-                        owner[account.access_key],
+                        holder,
                     )
                     continue
                 accounts[account.access_key] = account
@@ -297,7 +308,10 @@ class AclManager:
 
     def update_account(self, change: AccountConfig, given: frozenset[str]) -> None:
         """Create ``change.access_key`` in the default file, or edit it where it lives: the fields named in ``given``
-        (attribute names of :class:`AccountConfig`) and ``admin`` are replaced, the others kept."""
+        (attribute names of :class:`AccountConfig`) and ``admin`` are replaced, the others kept, and the entry (the
+        key's first in the file) moves to the end of the file, as 4.9.8's ``updateAccessConfig``
+        (``acl/src/main/java/org/apache/rocketmq/acl/plain/PlainPermissionManager.java``) removes its map from the
+        ``accounts`` list and appends it edited."""
         assert change.access_key is not None
         path = self._owner.get(change.access_key, self.files.default_path)
         acl = self._on_disk(path)
@@ -305,21 +319,28 @@ class AclManager:
         for i, entry in enumerate(entries):
             if entry.access_key == change.access_key:
                 updates = {name: getattr(change, name) for name in given | {"admin"}}
-                entries[i] = attrs.evolve(entry, **updates)
+                del entries[i]
+                entries.append(attrs.evolve(entry, **updates))
                 break
         else:
             entries.append(change)
         self._write(path, acl, acl.global_white_addresses, entries)
 
     def delete_account(self, access_key: str) -> bool:
-        """Remove the account from its file. False, changing nothing, when no file has it or its file on disk no longer
-        names it (moved or removed by hand; the next reload decides), as ``deleteAccessConfig`` answers."""
+        """Remove the account's first entry from its file (another entry of the key stays, and is the account from
+        then on, as 4.9.8's ``deleteAccessConfig`` stops at the first). False, changing nothing, when no file has it
+        or its file on disk no longer names it (moved or removed by hand; the next reload decides), as
+        ``deleteAccessConfig`` answers."""
         path = self._owner.get(access_key)
         if path is None:
             return False
         acl = self._on_disk(path)
-        entries = [e for e in acl.entries if e.access_key != access_key]
-        if len(entries) == len(acl.entries):
+        entries = list(acl.entries)
+        for i, entry in enumerate(entries):
+            if entry.access_key == access_key:
+                del entries[i]
+                break
+        else:
             return False
         self._write(path, acl, acl.global_white_addresses, entries)
         return True
@@ -360,6 +381,7 @@ class AclManager:
         replace_atomically(path, updated.dump().encode("utf-8"), path.with_name(path.name + ".tmp"), keep_mode=True)
         self._loaded[path] = updated
         self._mtimes[path] = _mtime(path)
+        self._reloaded_alone.add(path)  # as the watcher's load(String) of the file just written
         self._reindex(self.files.paths())
 
 
