@@ -11,7 +11,7 @@ from pathlib import Path
 from broker.acl.manager import AclFiles, AclManager
 from broker.broker_config import BrokerConfig
 from remoting.server import ServerConfig
-from remoting.tls import client_tls_default, settings_client_context
+from remoting.tls import ENFORCING, settings_client_context, tls_mode
 
 
 def acl_manager_of(config: BrokerConfig) -> AclManager | None:
@@ -29,11 +29,18 @@ def server_config_of(config: BrokerConfig) -> ServerConfig:
 
 
 def client_use_tls(config: BrokerConfig) -> bool:
-    """Whether the broker's own client talks TLS: ``useTLS`` when broker.conf sets it, else ``tls.enable``, else
-    whether the broker's own mode is enforcing. broker/src/main/java/org/apache/rocketmq/broker/BrokerStartup.java
-    sets NettyClientConfig's ``useTLS`` from the last two, then applies broker.conf to it (``properties2Object``),
-    so the file's value wins either way."""
-    return client_tls_default(config) if config.use_tls is None else config.use_tls
+    """Whether the broker's own client talks TLS (the one place this is decided): ``useTLS`` when broker.conf sets
+    it, else ``tls.enable`` (an explicit false is plaintext even under enforcing), else whether the broker's own mode
+    is enforcing. broker/src/main/java/org/apache/rocketmq/broker/BrokerStartup.java sets NettyClientConfig's
+    ``useTLS`` from the last two (JVM system properties; ours, settings), then applies broker.conf to it
+    (``properties2Object``), so the file's value wins either way; ``tls.config.file`` never decides it, as
+    remoting/src/main/java/org/apache/rocketmq/remoting/netty/TlsHelper.java reads neither ``tls.enable`` nor
+    ``tls.server.mode`` from it."""
+    if config.use_tls is not None:
+        return config.use_tls
+    if config.tls_enable is not None:
+        return config.tls_enable
+    return tls_mode(config.tls_server_mode) == ENFORCING
 
 
 def namesrv_client_context(config: BrokerConfig) -> ssl.SSLContext | None:

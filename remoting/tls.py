@@ -75,8 +75,9 @@ class TlsSettings:
     """Every ``tls.*`` setting, with RocketMQ's names and defaults."""
 
     tls_server_mode: str = attrs.field(default=PERMISSIVE, metadata={"key": "tls.server.mode"})
-    #: Client side: connect with TLS (the broker towards its name servers); None (not set): only when the server mode
-    #: is enforcing, as BrokerStartup's ``System.getProperty(TLS_ENABLE, String.valueOf(tlsMode == ENFORCING))``.
+    #: Client side: connect with TLS (the broker towards its name servers, unless broker.conf sets ``useTLS``); None
+    #: (not set): only when the server mode is enforcing, as BrokerStartup's ``System.getProperty(TLS_ENABLE,
+    #: String.valueOf(tlsMode == ENFORCING))``. Decided in ``broker.security.client_use_tls`` alone.
     tls_enable: bool | None = attrs.field(default=None, metadata={"key": "tls.enable"})
     tls_config_file: str = attrs.field(default="/etc/rocketmq/tls.properties", metadata={"key": "tls.config.file"})
     tls_test_mode_enable: bool = attrs.field(default=True, metadata={"key": "tls.test.mode.enable"})
@@ -217,25 +218,17 @@ def client_context(
     return ctx
 
 
-def client_tls_default(config: TlsSettings) -> bool:
-    """Whether a server's own client talks TLS without being told: ``tls.enable`` when it is set (an explicit false is
-    plaintext even under enforcing), else whether the server mode is ``enforcing``
-    (broker/src/main/java/org/apache/rocketmq/broker/BrokerStartup.java's default for ``useTLS``)."""
-    enabled = config.tls_enable
-    return tls_mode(config.tls_server_mode) == ENFORCING if enabled is None else enabled
-
-
-def settings_client_context(config: TlsSettings, use_tls: bool | None = None) -> ssl.SSLContext | None:
+def settings_client_context(config: TlsSettings, use_tls: bool) -> ssl.SSLContext | None:
     """The context a server uses as a client (the broker towards name servers): None unless ``use_tls`` (the
-    broker's ``useTLS``; when None, :func:`client_tls_default`), and None too, logged, when the client certificate
-    or key file cannot be opened (RocketMQ then connects in plaintext); trusts ``tls.client.trustCertPath`` only with
-    ``tls.client.authServer``, and then checks the server's chain but not its host name, as RocketMQ:
+    broker's ``useTLS``, decided by ``broker.security.client_use_tls`` alone), and None too, logged, when the client
+    certificate or key file cannot be opened (RocketMQ then connects in plaintext); trusts ``tls.client.trustCertPath``
+    only with ``tls.client.authServer``, and then checks the server's chain but not its host name, as RocketMQ:
     ``NettyRemotingClient`` builds its handler with ``sslContext.newHandler(alloc)``, no peer host, so Netty's engine
     has no host to check (name servers are addressed by IP, which certificates made by RocketMQ's TLS guide do not
     name)."""
-    settings = tls_settings_of(config)
-    if not (client_tls_default(settings) if use_tls is None else use_tls):
+    if not use_tls:
         return None
+    settings = tls_settings_of(config)
     trust = settings.tls_client_trust_cert_path if settings.tls_client_auth_server else None
     if settings.tls_test_mode_enable:
         return client_context()

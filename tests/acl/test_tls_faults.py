@@ -118,7 +118,7 @@ async def test_a_tls_config_file_boolean_java_reads_as_false_is_false_not_an_err
         "tls.client.authServer=yes\n"
     )
     settings = TlsSettings(tls_config_file=str(props), tls_enable=True)
-    ctx = settings_client_context(settings)
+    ctx = settings_client_context(settings, use_tls=True)
     assert ctx is not None and ctx.verify_mode == ssl.CERT_NONE  # authServer "yes" is false: the server unchecked
     dispatcher = Dispatcher()
     dispatcher.register(1000, EchoProcessor(), ProcessorPool("echo", 2, 100))
@@ -140,16 +140,21 @@ def test_a_tls_config_file_boolean_with_a_trailing_blank_is_false_as_java_reads_
     ca.cert_pem.write_to_path(str(ca_path))
     props = tmp_path / "tls.properties"
     props.write_text(f"tls.test.mode.enable=false\ntls.client.authServer=true \ntls.client.trustCertPath={ca_path}\n")
-    ctx = settings_client_context(TlsSettings(tls_config_file=str(props), tls_enable=True))
+    ctx = settings_client_context(TlsSettings(tls_config_file=str(props)), use_tls=True)
     assert ctx is not None and ctx.verify_mode == ssl.CERT_NONE
 
 
-async def _register_with_a_plaintext_namesrv(tmp_path: Path, written: str) -> RemotingCommand | None:
+async def _register_with_a_plaintext_namesrv(
+    tmp_path: Path, written: str, tls_config: str | None = None
+) -> RemotingCommand | None:
     """A request from the name-server client a broker built from a broker.conf of ``written`` (its TLS config file
-    absent) to a name server whose TLS is disabled: the answer, or None when the connection failed (the client went
-    over TLS and the name server closed it)."""
+    ``tls_config``, or absent) to a name server whose TLS is disabled: the answer, or None when the connection failed
+    (the client went over TLS and the name server closed it)."""
+    tls_file = tmp_path / "tls.properties"
+    if tls_config is not None:
+        tls_file.write_text(tls_config)
     conf = tmp_path / "broker.conf"
-    conf.write_text(f"{written}tls.config.file={tmp_path / 'absent.properties'}\n")
+    conf.write_text(f"{written}tls.config.file={tls_file}\n")
     config = build_config(str(conf), [], "127.0.0.1:9876")
     dispatcher = Dispatcher()
     dispatcher.register(1000, EchoProcessor(), ProcessorPool("echo", 2, 100))
@@ -216,3 +221,27 @@ async def test_an_unreadable_client_certificate_file_logs_and_registers_in_plain
         assert cluster.namesrv is not None
         assert cluster.namesrv.route_table.live_broker_addrs() == [cluster.broker_addr]
     assert any("SSLContext" in r.getMessage() and r.levelno == logging.ERROR for r in caplog.records)
+
+
+@pytest.mark.parametrize(
+    ("written", "in_file", "over_tls"),
+    [
+        ("", "tls.enable=true\ntls.server.mode=enforcing\n", False),
+        ("tls.server.mode=enforcing\n", "tls.enable=false\n", True),
+        ("useTLS=true\n", "tls.enable=false\n", True),
+        ("tls.enable=true\nuseTLS=false\n", "tls.enable=true\n", False),
+        ("tls.enable=false\n", "tls.enable=true\n", False),
+    ],
+    ids=["file-only", "enforcing", "use-tls-true", "use-tls-false", "tls-enable-false"],
+)
+async def test_use_tls_in_broker_conf_and_tls_enable_in_the_tls_config_file_interplay_as_rocketmq(
+    tmp_path: Path, written: str, in_file: str, over_tls: bool
+) -> None:
+    """The broker's name-server client goes over TLS as 4.9.8 decides it: ``useTLS`` from broker.conf when set
+    (``MixAll.properties2Object`` onto NettyClientConfig in broker/src/main/java/org/apache/rocketmq/broker/
+    BrokerStartup.java), else ``tls.enable`` (a JVM system property: ours, a broker setting), else whether the
+    broker's own mode is enforcing; ``tls.config.file`` never decides it, as ``TlsHelper.extractTlsConfigFromFile``
+    reads neither ``tls.enable`` nor ``tls.server.mode`` from it (remoting/src/main/java/org/apache/rocketmq/remoting/
+    netty/TlsHelper.java)."""
+    answer = await _register_with_a_plaintext_namesrv(tmp_path, written, in_file)
+    assert (answer is None) is over_tls  # a name server with TLS disabled closes a TLS connection

@@ -224,9 +224,9 @@ def test_a_client_told_to_check_the_server_without_a_trust_file_uses_the_default
     server is checked against the platform's CAs, as TlsHelper does, not left unchecked."""
     settings = TlsSettings(tls_enable=True, tls_test_mode_enable=False, tls_client_auth_server=True,
                            tls_config_file=str(tmp_path / "absent.properties"))  # fmt: skip
-    ctx = settings_client_context(settings)
+    ctx = settings_client_context(settings, use_tls=True)
     assert ctx is not None and ctx.verify_mode == ssl.CERT_REQUIRED and not ctx.check_hostname  # as Netty
-    unchecked = settings_client_context(attrs.evolve(settings, tls_client_auth_server=False))
+    unchecked = settings_client_context(attrs.evolve(settings, tls_client_auth_server=False), use_tls=True)
     assert unchecked is not None and unchecked.verify_mode == ssl.CERT_NONE
 
 
