@@ -1,0 +1,154 @@
+"""``mqadmin consumerStatus``, ``brokerConsumeStats`` and ``clusterList -m`` against RocketMQ 4.9.8's tools
+(tools/src/main/java/org/apache/rocketmq/tools/command/**) and the texts they print
+(common/src/main/java/org/apache/rocketmq/common/protocol/body/ConsumerRunningInfo.java), each run against the
+threaded embedded cluster; each test failed on the code before.
+
+The consumers here are remoting clients that heartbeat into the real broker and answer GET_CONSUMER_RUNNING_INFO with
+the body a Java consumer sends (its ``statusTable`` of pull and consume rates, which a Java consumer fills)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import anyio
+import orjson
+import pytest
+from click.testing import CliRunner, Result
+
+from client.mqadmin import main as mqadmin
+from remoting.client import RemotingClient
+from remoting.codec.bodies import ConsumerData, HeartbeatData, MessageQueue
+from remoting.codec.bodies.admin import dumps_mq_map
+from remoting.codec.codes import RequestCode, ResponseCode
+from remoting.codec.command import RemotingCommand, request
+from remoting.processor import RequestContext
+from tests.threaded_cluster import ThreadedCluster
+
+pytestmark = pytest.mark.parametrize("anyio_backend", ["trio"])
+
+
+def _run(*args: str) -> Result:
+    return CliRunner().invoke(mqadmin, list(args))
+
+
+def _human(ms: int) -> str:
+    """UtilAll.timeMillisToHumanString: yyyyMMddHHmmssSSS in the local zone."""
+    t = time.localtime(ms / 1000)
+    return time.strftime("%Y%m%d%H%M%S", t) + f"{ms % 1000:03d}"
+
+
+def _pq(**fields: Any) -> dict[str, Any]:
+    base = {"commitOffset": 0, "cachedMsgMinOffset": 0, "cachedMsgMaxOffset": 0, "cachedMsgCount": 0,
+            "cachedMsgSizeInMiB": 0, "transactionMsgMinOffset": 0, "transactionMsgMaxOffset": 0,
+            "transactionMsgCount": 0, "locked": False, "tryUnlockTimes": 0, "lastLockTimestamp": 0, "droped": False,
+            "lastPullTimestamp": 0, "lastConsumeTimestamp": 0}  # fmt: skip
+    return {**base, **fields}
+
+
+def _body(info: dict[str, Any], table: dict[MessageQueue, dict[str, Any]]) -> bytes:
+    """A ConsumerRunningInfo as a Java consumer's fastjson writes it: mqTable keyed by MessageQueue objects."""
+    return orjson.dumps(info)[:-1] + b',"mqTable":' + dumps_mq_map(table) + b"}"
+
+
+class _JavaConsumer:
+    """Answers GET_CONSUMER_RUNNING_INFO with ``body``."""
+
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+
+    async def process(self, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand | None:
+        if cmd.code == RequestCode.GET_CONSUMER_RUNNING_INFO:
+            return cmd.response(ResponseCode.SUCCESS, body=self.body)
+        return None
+
+
+async def _heartbeat(client: RemotingClient, addr: str, client_id: str, group: str) -> None:
+    beat = HeartbeatData(client_id, consumer_data_set=(ConsumerData(group),))
+    assert (await client.invoke(addr, request(RequestCode.HEART_BEAT, body=beat.encode()), 5)).code == 0
+
+
+def _sub(topic: str) -> dict[str, Any]:
+    return {"topic": topic, "subString": "*", "classFilterMode": False, "tagsSet": [], "codeSet": [], "subVersion": 1,
+            "expressionType": "TAG"}  # fmt: skip
+
+
+def _status(pull_rt: float, pull_tps: float, rt: float, ok: float, failed: float, failed_msgs: int) -> dict[str, Any]:
+    """A ConsumeStatus as Java's consumer sends it."""
+    return {"pullRT": pull_rt, "pullTPS": pull_tps, "consumeRT": rt, "consumeOKTPS": ok, "consumeFailedTPS": failed,
+            "consumeFailedMsgs": failed_msgs}  # fmt: skip
+
+
+def _f(fmt: str, *args: Any) -> str:
+    """Java's String.format for the conversions used here, whose Python spelling is the same."""
+    return fmt % args
+
+
+def _props(orderly: bool = False, started_ms: int = 1) -> dict[str, str]:
+    return {"PROP_CONSUME_TYPE": "CONSUME_PASSIVELY", "PROP_CONSUMEORDERLY": str(orderly).lower(),
+            "PROP_CONSUMER_START_TIMESTAMP": str(started_ms)}  # fmt: skip
+
+
+# -- consumerStatus -i: ConsumerRunningInfo.formatString ------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_consumer_status_of_one_client_prints_javas_format_string_with_rt_and_tps(
+    cluster: ThreadedCluster,
+) -> None:
+    """ConsumerStatusSubCommand -i prints ConsumerRunningInfo.formatString: the subscriptions in their TreeSet order
+    (topic@subExpression), the offset and detail tables under headers whose #Topic column is 64 wide (the offset
+    rows 32, the detail rows 64), each queue's ProcessQueueInfo.toString (its fields in declaration order, times as
+    UtilAll.timeMillisToHumanString), and the ``#Consumer RT&TPS#`` table of the statusTable. Ours had no RT&TPS
+    section, 32-wide headers and detail rows, sorted ProcessQueueInfo fields with raw times."""
+    mq0, mq1 = MessageQueue("StatusRt", "broker-a", 0), MessageQueue("StatusRt", "broker-a", 1)
+    stamp = 1_700_000_123_456
+    table = {
+        mq1: _pq(commitOffset=7, lastPullTimestamp=stamp),
+        mq0: _pq(commitOffset=5, cachedMsgCount=2, cachedMsgSizeInMiB=1, locked=True, lastConsumeTimestamp=stamp),
+    }
+    info = {
+        "properties": {"consumerGroup": "status-rt-cg"},
+        "subscriptionSet": [_sub("StatusRt"), _sub("%RETRY%status-rt-cg")],
+        "statusTable": {
+            "StatusRt": _status(1.5, 2.25, 3.0, 4.5, 0.0, 7),
+            "%RETRY%status-rt-cg": _status(0, 0, 0, 0, 0, 0),
+        },
+    }
+    async with RemotingClient(request_handler=_JavaConsumer(_body(info, table))) as consumer:
+        await _heartbeat(consumer, cluster.broker_addr, "10.0.0.7@java", "status-rt-cg")
+        args = ("consumerStatus", "-n", cluster.namesrv_addr, "-g", "status-rt-cg", "-i", "10.0.0.7@java")
+        result = await anyio.to_thread.run_sync(lambda: _run(*args))
+    assert result.exit_code == 0, result.output
+
+    def detail(offset: int, count: int, size: int, locked: str, consumed: int, pulled: int) -> str:
+        return (f"ProcessQueueInfo [commitOffset={offset}, cachedMsgMinOffset=0, cachedMsgMaxOffset=0, "
+                f"cachedMsgCount={count}, cachedMsgSizeInMiB={size}, transactionMsgMinOffset=0, "
+                f"transactionMsgMaxOffset=0, transactionMsgCount=0, locked={locked}, tryUnlockTimes=0, "
+                f"lastLockTimestamp={_human(0)}, droped=false, lastPullTimestamp={_human(pulled)}, "
+                f"lastConsumeTimestamp={_human(consumed)}]")  # fmt: skip
+
+    rt_header = ("#Topic", "#Pull RT", "#Pull TPS", "#Consume RT", "#ConsumeOK TPS", "#ConsumeFailed TPS",
+                 "#ConsumeFailedMsgsInHour")  # fmt: skip
+    rt_row = "%-32s  %14.2f %14.2f %14.2f %14.2f %18.2f %25d\n"
+    expected = "".join(
+        [
+            "\n\n#Consumer Subscription#\n",
+            _f("%03d Topic: %-40s ClassFilter: %-8s SubExpression: %s\n", 1, "%RETRY%status-rt-cg", "false", "*"),
+            _f("%03d Topic: %-40s ClassFilter: %-8s SubExpression: %s\n", 2, "StatusRt", "false", "*"),
+            "\n\n#Consumer Offset#\n",
+            _f("%-64s  %-32s  %-4s  %-20s\n", "#Topic", "#Broker Name", "#QID", "#Consumer Offset"),
+            _f("%-32s  %-32s  %-4d  %-20d\n", "StatusRt", "broker-a", 0, 5),
+            _f("%-32s  %-32s  %-4d  %-20d\n", "StatusRt", "broker-a", 1, 7),
+            "\n\n#Consumer MQ Detail#\n",
+            _f("%-64s  %-32s  %-4s  %-20s\n", "#Topic", "#Broker Name", "#QID", "#ProcessQueueInfo"),
+            _f("%-64s  %-32s  %-4d  %s\n", "StatusRt", "broker-a", 0, detail(5, 2, 1, "true", stamp, 0)),
+            _f("%-64s  %-32s  %-4d  %s\n", "StatusRt", "broker-a", 1, detail(7, 0, 0, "false", 0, stamp)),
+            "\n\n#Consumer RT&TPS#\n",
+            _f("%-64s  %14s %14s %14s %14s %18s %25s\n", *rt_header),
+            _f(rt_row, "%RETRY%status-rt-cg", 0, 0, 0, 0, 0, 0),
+            _f(rt_row, "StatusRt", 1.5, 2.25, 3.0, 4.5, 0.0, 7),
+        ]
+    )
+    assert result.output.startswith(_f("#Consumer Properties#\n%-40s: %s\n", "consumerGroup", "status-rt-cg"))
+    assert result.output[result.output.index("\n\n#Consumer Subscription#") :] == expected
