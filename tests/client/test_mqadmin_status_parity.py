@@ -8,7 +8,9 @@ the body a Java consumer sends (its ``statusTable`` of pull and consume rates, w
 
 from __future__ import annotations
 
+import re
 import time
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -152,3 +154,46 @@ async def test_consumer_status_of_one_client_prints_javas_format_string_with_rt_
     )
     assert result.output.startswith(_f("#Consumer Properties#\n%-40s: %s\n", "consumerGroup", "status-rt-cg"))
     assert result.output[result.output.index("\n\n#Consumer Subscription#") :] == expected
+
+
+# -- consumerStatus: ConsumerRunningInfo.analyzeProcessQueue --------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_consumer_status_reports_blocked_and_unlocked_queues_as_java_analyzes_them(
+    cluster: ThreadedCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After ``Rebalance OK`` ConsumerStatusSubCommand prints ConsumerRunningInfo.analyzeProcessQueue for each client
+    of a push group: a concurrent consumer's queue holding messages and not consumed for over a minute is "can't
+    consume for a while, maybe blocked"; an orderly consumer's unlocked queue "can't lock for a while", a dropped
+    locked one that failed to unlock "unlock N times, still failed". Ours printed none of them."""
+    monkeypatch.chdir(tmp_path)  # consumerStatus writes <now>/<clientId> files, as Java's
+    now = int(time.time() * 1000)
+    blocked, fresh = MessageQueue("StatusPq", "broker-a", 0), MessageQueue("StatusPq", "broker-a", 1)
+    concurrent = {
+        blocked: _pq(cachedMsgCount=3, lastConsumeTimestamp=now - 600_000),
+        fresh: _pq(cachedMsgCount=3, lastConsumeTimestamp=now + 600_000),
+    }
+    orderly = {blocked: _pq(locked=False, lastLockTimestamp=now - 600_000),
+               fresh: _pq(locked=True, droped=True, tryUnlockTimes=2)}  # fmt: skip
+    outputs = []
+    for group, client_id, is_orderly, table in (
+        ("status-pq-cg", "10.0.0.8@java", False, concurrent),
+        ("status-pq-orderly-cg", "10.0.0.9@java", True, orderly),
+    ):
+        info = {"properties": _props(is_orderly), "subscriptionSet": [_sub("StatusPq")], "statusTable": {}}
+        async with RemotingClient(request_handler=_JavaConsumer(_body(info, table))) as consumer:
+            await _heartbeat(consumer, cluster.broker_addr, client_id, group)
+            args = ("consumerStatus", "-n", cluster.namesrv_addr, "-g", group)
+            result = await anyio.to_thread.run_sync(lambda args=args: _run(*args))
+        assert result.exit_code == 0, result.output
+        outputs.append(result.output)
+    mq = "MessageQueue [topic=StatusPq, brokerName=broker-a, queueId=%d]"
+    waits = re.findall(rf"^10\.0\.0\.8@java {re.escape(mq % 0)} can't consume for a while, maybe blocked, (\d+)ms$",
+                       outputs[0], re.M)  # fmt: skip
+    assert len(waits) == 1 and int(waits[0]) >= 600_000, outputs[0]
+    assert "queueId=1" not in outputs[0], outputs[0]
+    assert outputs[0].index("Rebalance OK") < outputs[0].index("can't consume")
+    locks = re.findall(rf"^10\.0\.0\.9@java {re.escape(mq % 0)} can't lock for a while, (\d+)ms$", outputs[1], re.M)
+    assert len(locks) == 1 and int(locks[0]) >= 600_000, outputs[1]
+    assert f"10.0.0.9@java {mq % 1} unlock 2 times, still failed\n" in outputs[1], outputs[1]
