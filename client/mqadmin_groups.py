@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from contextlib import suppress
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -268,29 +269,77 @@ def producer_connection(ctx: click.Context, **o: Any) -> None:
     run_job(ctx, job)
 
 
+#: ``ProcessQueueInfo``'s fields in the order its ``toString`` prints them, with their Java defaults
+#: (common/src/main/java/org/apache/rocketmq/common/protocol/body/ProcessQueueInfo.java).
+_PQ_FIELDS: tuple[tuple[str, object], ...] = (
+    ("commitOffset", 0),
+    ("cachedMsgMinOffset", 0),
+    ("cachedMsgMaxOffset", 0),
+    ("cachedMsgCount", 0),
+    ("cachedMsgSizeInMiB", 0),
+    ("transactionMsgMinOffset", 0),
+    ("transactionMsgMaxOffset", 0),
+    ("transactionMsgCount", 0),
+    ("locked", False),
+    ("tryUnlockTimes", 0),
+    ("lastLockTimestamp", 0),
+    ("droped", False),
+    ("lastPullTimestamp", 0),
+    ("lastConsumeTimestamp", 0),
+)
+_PQ_TIMES = frozenset({"lastLockTimestamp", "lastPullTimestamp", "lastConsumeTimestamp"})
+#: ``ConsumeStatus``' figures, in the order of formatString's ``#Consumer RT&TPS#`` columns.
+_RT_TPS = ("pullRT", "pullTPS", "consumeRT", "consumeOKTPS", "consumeFailedTPS")
+
+
+def _human_ms(ms: int) -> str:
+    """``UtilAll.timeMillisToHumanString``: ``yyyyMMddHHmmssSSS`` in the local zone."""
+    return f"{datetime.fromtimestamp(ms // 1000):%Y%m%d%H%M%S}{ms % 1000:03d}"
+
+
+def _process_queue_text(pq: dict[str, Any]) -> str:
+    """``ProcessQueueInfo.toString()``."""
+    parts = []
+    for key, default in _PQ_FIELDS:
+        value = pq.get(key, default)
+        parts.append(f"{key}={_human_ms(int(value or 0)) if key in _PQ_TIMES else java_text(value)}")
+    return f"ProcessQueueInfo [{', '.join(parts)}]"
+
+
 def running_info_text(info: dict[str, Any]) -> str:
-    """A consumer's running info in the sections of Java's ``ConsumerRunningInfo.formatString``."""
-    lines = ["#Consumer Properties#"]
-    lines += [f"{k:<40}: {v}" for k, v in sorted((info.get("properties") or {}).items())]
-    lines.append("\n#Consumer Subscription#")
-    for i, sub in enumerate(info.get("subscriptionSet") or [], 1):
-        lines.append(
-            f"{i:03d} Topic: {sub.get('topic', ''):<40} ClassFilter: false    SubExpression: {sub.get('subString', '')}"
-        )
-    lines.append("\n#Consumer Offset#")
-    lines.append(f"{'#Topic':<32}  {'#Broker Name':<32}  {'#QID':<4}  {'#Consumer Offset':<20}")
-    table = info.get("mqTable") or {}
-    for mq, pq in sorted(table.items()):
-        lines.append(f"{mq.topic:<32}  {mq.broker_name:<32}  {mq.queue_id:<4}  {pq.get('commitOffset', 0):<20}")
-    lines.append("\n#Consumer MQ Detail#")
-    lines.append(f"{'#Topic':<32}  {'#Broker Name':<32}  {'#QID':<4}  {'#ProcessQueueInfo':<20}")
-    for mq, pq in sorted(table.items()):
-        detail = ", ".join(f"{k}={java_text(v)}" for k, v in sorted(pq.items()))
-        lines.append(f"{mq.topic:<32}  {mq.broker_name:<32}  {mq.queue_id:<4}  ProcessQueueInfo [{detail}]")
-    text = "\n".join(lines) + "\n"
+    """A consumer's running info as Java's ``ConsumerRunningInfo.formatString`` prints it
+    (common/src/main/java/org/apache/rocketmq/common/protocol/body/ConsumerRunningInfo.java): the properties
+    (sorted here; Java iterates its ``Properties`` hash table), the subscriptions in their TreeSet order
+    (``topic@subString``), the offset and detail tables of the ``mqTable`` and the ``#Consumer RT&TPS#`` table of the
+    ``statusTable``, each under Java's header (the ``#Topic`` column 64 wide, the offset rows' 32), then the stacks
+    when the consumer sent them."""
+    out = ["#Consumer Properties#\n"]
+    out += [printf("%-40s: %s%n", k, v) for k, v in sorted((info.get("properties") or {}).items())]
+    out.append("\n\n#Consumer Subscription#\n")
+    subs = sorted(info.get("subscriptionSet") or [], key=lambda s: f"{s.get('topic')}@{s.get('subString')}")
+    for i, sub in enumerate(subs, 1):
+        out.append(printf("%03d Topic: %-40s ClassFilter: %-8s SubExpression: %s%n", i, sub.get("topic"),
+                          bool(sub.get("classFilterMode")), sub.get("subString")))  # fmt: skip
+    table = sorted((info.get("mqTable") or {}).items())
+    out.append("\n\n#Consumer Offset#\n")
+    out.append(printf("%-64s  %-32s  %-4s  %-20s%n", "#Topic", "#Broker Name", "#QID", "#Consumer Offset"))
+    for mq, pq in table:
+        out.append(printf("%-32s  %-32s  %-4d  %-20d%n", mq.topic, mq.broker_name, mq.queue_id,
+                          int(pq.get("commitOffset") or 0)))  # fmt: skip
+    out.append("\n\n#Consumer MQ Detail#\n")
+    out.append(printf("%-64s  %-32s  %-4s  %-20s%n", "#Topic", "#Broker Name", "#QID", "#ProcessQueueInfo"))
+    for mq, pq in table:
+        out.append(printf("%-64s  %-32s  %-4d  %s%n", mq.topic, mq.broker_name, mq.queue_id, _process_queue_text(pq)))
+    out.append("\n\n#Consumer RT&TPS#\n")
+    out.append(printf("%-64s  %14s %14s %14s %14s %18s %25s%n", "#Topic", "#Pull RT", "#Pull TPS", "#Consume RT",
+                      "#ConsumeOK TPS", "#ConsumeFailed TPS", "#ConsumeFailedMsgsInHour"))  # fmt: skip
+    for topic, status in sorted((info.get("statusTable") or {}).items()):
+        figures = [float(status.get(key) or 0.0) for key in _RT_TPS]
+        out.append(printf("%-32s  %14.2f %14.2f %14.2f %14.2f %18.2f %25d%n", topic, *figures,
+                          int(status.get("consumeFailedMsgs") or 0)))  # fmt: skip
     if info.get("jstack") is not None:  # formatString's last section, when the consumer sent its stacks
-        text += "\n\n#Consumer jstack#\n" + str(info["jstack"])
-    return text
+        out.append("\n\n#Consumer jstack#\n" + str(info["jstack"]))
+    return "".join(out)
 
 
 def _subscriptions(info: dict[str, Any]) -> set[tuple[str, str]]:
