@@ -21,6 +21,7 @@ import click
 
 from client.admin import BROKER_FAILURES, Admin
 from client.errors import MQBrokerError, MQClientError
+from client.mqadmin_messages import mq_text
 from client.mqadmin_support import (
     JAVA_INT,
     JAVA_LONG,
@@ -41,6 +42,7 @@ from client.mqadmin_support import (
 )
 from client.mqadmin_topics import delete_topic_in_cluster
 from remoting.codec.bodies import MessageQueue
+from remoting.codec.bodies.admin import PROP_CONSUME_ORDERLY, PROP_CONSUME_TYPE
 from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig
 from remoting.codec.topics import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 
@@ -342,6 +344,31 @@ def running_info_text(info: dict[str, Any]) -> str:
     return "".join(out)
 
 
+def analyze_process_queue(client_id: str, info: dict[str, Any], now_ms: int) -> str:
+    """Java's ``ConsumerRunningInfo.analyzeProcessQueue`` (common/src/main/java/org/apache/rocketmq/common/protocol/
+    body/ConsumerRunningInfo.java), which ``consumerStatus`` prints per client after ``Rebalance OK``: for a push
+    consumer, an orderly one's queues it has not locked ("can't lock for a while") or dropped while locked and failed
+    to unlock ("unlock N times, still failed"), a concurrent one's queues holding messages and not consumed for over a
+    minute ("can't consume for a while, maybe blocked")."""
+    props = info.get("properties") or {}
+    if props.get(PROP_CONSUME_TYPE) != "CONSUME_PASSIVELY":
+        return ""
+    orderly = str(props.get(PROP_CONSUME_ORDERLY)).lower() == "true"  # Boolean.parseBoolean
+    out = []
+    for mq, pq in sorted((info.get("mqTable") or {}).items()):
+        if orderly:
+            if not pq.get("locked"):
+                waited = now_ms - int(pq.get("lastLockTimestamp") or 0)
+                out.append(f"{client_id} {mq_text(mq)} can't lock for a while, {waited}ms\n")
+            elif pq.get("droped") and int(pq.get("tryUnlockTimes") or 0) > 0:
+                out.append(f"{client_id} {mq_text(mq)} unlock {pq['tryUnlockTimes']} times, still failed\n")
+        else:
+            idle = now_ms - int(pq.get("lastConsumeTimestamp") or 0)
+            if idle > 60_000 and int(pq.get("cachedMsgCount") or 0) > 0:
+                out.append(f"{client_id} {mq_text(mq)} can't consume for a while, maybe blocked, {idle}ms\n")
+    return "".join(out)
+
+
 def _subscriptions(info: dict[str, Any]) -> set[tuple[str, str]]:
     return {(s.get("topic", ""), s.get("subString", "")) for s in info.get("subscriptionSet") or []}
 
@@ -383,6 +410,9 @@ def consumer_status(ctx: click.Context, **o: Any) -> None:
         held = [mq for info in infos.values() for mq in (info.get("mqTable") or {})]
         out.line("%n%nSame subscription in the same group of consumer")
         out.line("%n%nRebalance %s%n", "OK" if len(held) == len(set(held)) else "Failed")
+        now_ms = int(time.time() * 1000)
+        for client_id, info in infos.items():
+            out.line("%s", analyze_process_queue(client_id, info, now_ms))
 
     run_job(ctx, job)
 
