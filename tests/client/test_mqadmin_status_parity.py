@@ -8,6 +8,7 @@ the body a Java consumer sends (its ``statusTable`` of pull and consume rates, w
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any
 import anyio
 import orjson
 import pytest
+import trio
 from click.testing import CliRunner, Result
 
 from client.mqadmin import main as mqadmin
@@ -197,3 +199,52 @@ async def test_consumer_status_reports_blocked_and_unlocked_queues_as_java_analy
     locks = re.findall(rf"^10\.0\.0\.9@java {re.escape(mq % 0)} can't lock for a while, (\d+)ms$", outputs[1], re.M)
     assert len(locks) == 1 and int(locks[0]) >= 600_000, outputs[1]
     assert f"10.0.0.9@java {mq % 1} unlock 2 times, still failed\n" in outputs[1], outputs[1]
+
+
+# -- brokerConsumeStats -t: the request's timeout -------------------------------------------------------------------
+
+
+class _SlowLink:
+    """Forwards TCP connections to ``target``, holding each chunk of the answers back ``delay`` seconds (a broker
+    busy collecting thousands of groups' stats, a slow network)."""
+
+    def __init__(self, target: str, delay: float) -> None:
+        host, _, port = target.rpartition(":")
+        self.target = (host, int(port))
+        self.delay = delay
+
+    async def start(self, nursery: trio.Nursery) -> str:
+        listeners = await nursery.start(functools.partial(trio.serve_tcp, self._serve, 0, host="127.0.0.1"))
+        return f"127.0.0.1:{listeners[0].socket.getsockname()[1]}"
+
+    async def _serve(self, client: trio.SocketStream) -> None:
+        upstream = await trio.open_tcp_stream(*self.target)
+        async with upstream, trio.open_nursery() as nursery:
+            nursery.start_soon(self._pump, client, upstream, 0.0)
+            nursery.start_soon(self._pump, upstream, client, self.delay)
+
+    async def _pump(self, source: trio.SocketStream, sink: trio.SocketStream, delay: float) -> None:
+        try:
+            while data := await source.receive_some():
+                await trio.sleep(delay)
+                await sink.send_all(data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+        await sink.aclose()
+
+
+@pytest.mark.anyio
+async def test_broker_consume_stats_waits_as_long_as_its_timeout_option_says(cluster: ThreadedCluster) -> None:
+    """BrokerConsumeStatsSubCommad passes ``-t`` (default 50000 ms) to fetchConsumeStatsInBroker as the request's
+    timeout: a broker answering after 4 s is waited for by default and given up on with ``-t 200``. Ours ignored
+    ``-t`` and waited the client's 3 s rpc timeout, failing the default and succeeding with ``-t 200``."""
+    ns = cluster.namesrv_addr
+    async with trio.open_nursery() as nursery:
+        slow = await _SlowLink(cluster.broker_addr, 4.0).start(nursery)
+        waited = await anyio.to_thread.run_sync(lambda: _run("brokerConsumeStats", "-n", ns, "-b", slow))
+        short = await anyio.to_thread.run_sync(lambda: _run("brokerConsumeStats", "-n", ns, "-b", slow, "-t", "200"))
+        nursery.cancel_scope.cancel()
+    assert waited.exit_code == 0, waited.output
+    assert "Diff Total: 0" in waited.output
+    assert short.exit_code == 1, short.output
+    assert "Diff Total" not in short.output
