@@ -506,10 +506,15 @@ class Admin(AdminOps):
         response = await self._call(broker_addr, request(RequestCode.VIEW_BROKER_STATS_DATA, fields))
         return BrokerStatsData.decode(response.body)
 
-    async def broker_consume_stats(self, broker_addr: str, *, is_order: bool = False) -> ConsumeStatsList:
-        """Every group's consume stats on one broker, with its total lag (``mqadmin brokerConsumeStats``)."""
+    async def broker_consume_stats(
+        self, broker_addr: str, *, is_order: bool = False, timeout: float | None = None
+    ) -> ConsumeStatsList:
+        """Every group's consume stats on one broker, with its total lag (``mqadmin brokerConsumeStats``), waiting
+        ``timeout`` seconds (default ``rpc_timeout``) as MQClientAPIImpl.fetchConsumeStatsInBroker its
+        ``timeoutMillis``: a broker with many groups takes long to collect them."""
         fields = GetConsumeStatsInBrokerHeader(is_order=is_order).to_ext_fields()
-        response = await self._call(broker_addr, request(RequestCode.GET_BROKER_CONSUME_STATS, fields))
+        cmd = request(RequestCode.GET_BROKER_CONSUME_STATS, fields)
+        response = await self._call(broker_addr, cmd, timeout=timeout)
         return ConsumeStatsList.decode(response.body)
 
     async def topic_consumed_by(self, topic: str) -> list[str]:

@@ -103,7 +103,11 @@ def stats_all(ctx: click.Context, **o: Any) -> None:
 @click.option("-o", "--order", help="order topic")
 def broker_consume_stats(ctx: click.Context, **o: Any) -> None:
     async def job(admin: Admin, out: Output) -> None:
-        stats = await admin.broker_consume_stats(o["broker_addr"], is_order=java_bool(o["order"]))
+        # BrokerConsumeStatsSubCommad passes -t (default 50000 ms) to fetchConsumeStatsInBroker as the request's
+        # timeout (tools/src/main/java/org/apache/rocketmq/tools/command/broker/BrokerConsumeStatsSubCommad.java);
+        # Java's 0 or less times out at once, here after 1 ms.
+        timeout = max(o["timeout"], 1) / 1000
+        stats = await admin.broker_consume_stats(o["broker_addr"], is_order=java_bool(o["order"]), timeout=timeout)
         out.header(_CONSUME, "#Topic", "#Group", "#Broker Name", "#QID", "#Broker Offset", "#Consumer Offset", "#Diff",
                    "#LastTime")  # fmt: skip
         for group, per_topic in stats.consume_stats_list:
