@@ -27,6 +27,7 @@ from remoting.codec.bodies.admin import dumps_mq_map
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand, request
 from remoting.processor import RequestContext
+from tests.client.helpers import register_dead_broker
 from tests.threaded_cluster import ThreadedCluster
 
 pytestmark = pytest.mark.parametrize("anyio_backend", ["trio"])
@@ -248,3 +249,24 @@ async def test_broker_consume_stats_waits_as_long_as_its_timeout_option_says(clu
     assert "Diff Total: 0" in waited.output
     assert short.exit_code == 1, short.output
     assert "Diff Total" not in short.output
+
+
+# -- clusterList: the clusters in ClusterInfo's HashMap order -------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_cluster_list_goes_over_the_clusters_in_java_s_hash_map_order(cluster: ThreadedCluster) -> None:
+    """ClusterListSubCommand (base and ``-m``) iterates ``ClusterInfo.clusterAddrTable``, a ``HashMap`` fastjson fills
+    (common/src/main/java/org/apache/rocketmq/common/protocol/body/ClusterInfo.java): the clusters come in its bucket
+    order, ACluster, ZCluster, DefaultCluster here (as ``java.util.HashMap`` lists them), whatever order the name
+    server wrote them in. Ours listed them in the name server's order."""
+    for name, cluster_name in (("broker-z", "ZCluster"), ("broker-x", "ACluster")):
+        await anyio.to_thread.run_sync(
+            lambda n=name, c=cluster_name: register_dead_broker(cluster, name=n, addr="127.0.0.1:1", cluster=c)
+        )
+    for more in ((), ("-m",)):
+        args = ("clusterList", "-n", cluster.namesrv_addr, *more)
+        result = await anyio.to_thread.run_sync(lambda args=args: _run(*args))
+        assert result.exit_code == 0, result.output
+        clusters = [line.split()[0] for line in result.stdout.splitlines()[1:] if line.strip()]
+        assert clusters == ["ACluster", "ZCluster", "DefaultCluster"], result.stdout
