@@ -24,6 +24,7 @@ from client.mqadmin_support import (
     broker_may_fail,
     cluster_brokers,
     common,
+    java_hash_set,
     java_text,
     print_result,
     printf,
@@ -42,9 +43,13 @@ _MORE_ROW = "%-16s  %-32s %14d %14d %14d %14d%n"
 
 
 def _brokers(info: ClusterInfo) -> list[tuple[str, str, int, str]]:
-    """(cluster, broker name, broker id, address) in Java's order: clusters as listed, names sorted."""
+    """(cluster, broker name, broker id, address) in ClusterListSubCommand's order
+    (tools/src/main/java/org/apache/rocketmq/tools/command/cluster/ClusterListSubCommand.java): the clusters as
+    ``ClusterInfo.clusterAddrTable``, a ``HashMap``, iterates them, each cluster's broker names sorted (its
+    ``TreeSet``), a name's addresses by broker id."""
     out = []
-    for cluster, names in info.cluster_addr_table.items():
+    for cluster in java_hash_set(list(info.cluster_addr_table)):
+        names = info.cluster_addr_table[cluster]
         for name in sorted(names):
             data = info.broker_addr_table.get(name)
             for bid, addr in sorted(data.broker_addrs.items()) if data else ():
