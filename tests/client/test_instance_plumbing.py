@@ -19,7 +19,7 @@ from client.consumer.listener import ConsumeConcurrentlyStatus
 from client.consumer.lite_pull import LitePullConsumer
 from client.consumer.pull_service import PULL_FLAG_SUBSCRIPTION, PULL_FLAG_SUSPEND
 from client.consumer.push import PushConsumer
-from client.errors import ClientStateError, TopicRouteNotFoundError
+from client.errors import ClientStateError, MQBrokerError, TopicRouteNotFoundError
 from client.instance import MQClientInstance
 from client.message import Message, MessageExt
 from client.producer import Producer
@@ -191,3 +191,25 @@ async def test_every_started_instance_heartbeats_its_inner_producer_group(embedd
         with pytest.raises(ClientStateError):
             async with Producer("CLIENT_INNER_PRODUCER", instance=producer.instance):
                 pass
+
+
+async def test_a_stopped_instance_unregisters_its_inner_producer_group(embedded_cluster: EmbeddedCluster) -> None:
+    """Java's MQClientInstance.shutdown shuts its inner producer down, whose DefaultMQProducerImpl.shutdown sends
+    UNREGISTER_CLIENT for ``CLIENT_INNER_PRODUCER`` to every broker of the address table, as it does for an
+    application's group: once the last member unregistered, the broker's ProducerManager drops the group and
+    ``mqadmin producerConnection -g CLIENT_INNER_PRODUCER`` answers "not exist". Before: only the application's
+    groups were unregistered, so the broker kept the inner group (empty, once the connections closed) forever."""
+    ns = embedded_cluster.namesrv_addr
+    await create_topic(ns, "InnerBye", queues=1)
+    consumer = PushConsumer("cg-inner-bye", ns)
+    consumer.subscribe("InnerBye")
+    consumer.register_message_listener(_consumed)
+    async with Producer("pg-inner-bye", ns) as producer, consumer, Admin(ns) as admin:
+        await producer.send(Message("InnerBye", b"x"))
+        inner = await admin.producer_connection("CLIENT_INNER_PRODUCER", "InnerBye")
+        assert {c.client_id for c in inner.connection_set} == {producer.instance.client_id, consumer.instance.client_id}
+    async with Admin(ns) as admin:
+        with pytest.raises(MQBrokerError, match="not exist"):  # the application's group: unregistered, gone
+            await admin.producer_connection("pg-inner-bye", "InnerBye")
+        with pytest.raises(MQBrokerError, match="not exist"):
+            await admin.producer_connection("CLIENT_INNER_PRODUCER", "InnerBye")
