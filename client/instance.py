@@ -17,7 +17,8 @@ It owns
   (5 s) of its consumers,
 - the handler for requests brokers push (see :mod:`client.handlers`).
 
-Use it with ``async with``; the timers run in its task group and stop when the block exits. Producers and consumers
+Use it with ``async with``; the timers run in its task group and stop when the block exits, and then the brokers
+are told the inner producer's group is gone (UNREGISTER_CLIENT, as Java's ``shutdown``). Producers and consumers
 create a private instance unless they are given one, so several of them may share an instance (and a client id)
 explicitly; instances built from one config whose instance name was left to its default get names of their own.
 Errors inside timers are logged and retried on the next tick; they never end the instance.
@@ -143,6 +144,7 @@ class MQClientInstance:
         self._routes_version = 0  # bumped whenever a route is stored or forgotten
         self._brokers: dict[str, BrokerData] = {}  # broker name -> its addresses, see broker_table()
         self._brokers_version = -1
+        self._inner_heartbeated = False  # a heartbeat (listing the inner producer) was sent: unregister it on exit
         #: Requests of this client's producers waiting for their reply (client/request_reply.py).
         self.replies = ReplyTable()
         #: The inner producer's body codec (its sysflag bits and function) and level, which Java's reads from the
@@ -185,15 +187,43 @@ class MQClientInstance:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         tasks, self._tasks = self._tasks, None
-        remoting, self._remoting = self._remoting, None
         _running_client_ids.discard(self.client_id)
         try:
             if tasks is not None:
                 tasks.cancel_scope.cancel()
                 await tasks.__aexit__(None, None, None)
+            if self._remoting is not None:
+                with anyio.CancelScope(shield=True):
+                    await self._unregister_inner_producer()
         finally:
+            remoting, self._remoting = self._remoting, None
             if remoting is not None:
                 await remoting.__aexit__(None, None, None)
+
+    async def _unregister_inner_producer(self) -> None:
+        """UNREGISTER_CLIENT for :data:`CLIENT_INNER_PRODUCER_GROUP` to every address of the broker table, once a
+        heartbeat registered it: Java's ``MQClientInstance.shutdown`` shuts its inner producer down first, and
+        ``DefaultMQProducerImpl.shutdown`` unregisters its group as any producer's (client/src/main/java/org/apache/
+        rocketmq/client/impl/factory/MQClientInstance.java ``unregisterClient``), so the broker drops the group with
+        its last member. The brokers are asked at once, each for at most ``rpc_timeout``; failures are logged."""
+        if not self._inner_heartbeated:
+            return
+
+        async def unregister(addr: str) -> None:
+            try:
+                await api.unregister_client(
+                    self.remoting,
+                    addr,
+                    self.client_id,
+                    self.config.rpc_timeout,
+                    producer_group=CLIENT_INNER_PRODUCER_GROUP,
+                )
+            except Exception as exc:
+                log.info("unregister %s's inner producer from %s failed: %s", self.client_id, addr, exc)
+
+        async with anyio.create_task_group() as tg:
+            for addr in self.broker_addresses(masters_only=False):
+                tg.start_soon(unregister, addr)
 
     @property
     def remoting(self) -> RemotingClient:
@@ -457,6 +487,7 @@ class MQClientInstance:
             done.set()
 
     async def _heartbeat(self, addr: str, data: HeartbeatData) -> None:
+        self._inner_heartbeated = True  # every heartbeat lists the inner producer (heartbeat_data)
         try:
             self.broker_version[addr] = await api.send_heartbeat(self.remoting, addr, data, self.config.rpc_timeout)
         except Exception as exc:
