@@ -3,8 +3,10 @@ and retries that move to the other broker when one of two is down."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import random
+import socket
 import zlib
 
 import anyio
@@ -24,7 +26,7 @@ from remoting.codec.command import request
 from remoting.codec.headers import PullMessageRequestHeader
 from remoting.codec.message import SYSFLAG_COMPRESSED, MessageExt, iter_records
 from remoting.errors import RemotingConnectError
-from tests.client.helpers import create_topic, topic_on_two_brokers, wait_until
+from tests.client.helpers import create_topic, register_dead_broker, topic_on_two_brokers, wait_until
 from tests.threaded_cluster import ThreadedCluster
 
 pytestmark = pytest.mark.anyio
@@ -73,10 +75,16 @@ async def _raw(broker_addr: str, topic: str, queues: int = 1) -> list[MessageExt
 
 
 async def _send_retry_copy(
-    cluster: ThreadedCluster, group: str, topic: str, msg: MessageExt, reconsume_times: int
+    cluster: ThreadedCluster,
+    group: str,
+    topic: str,
+    msg: MessageExt,
+    reconsume_times: int,
+    *,
+    create_retry_topic: bool = True,
 ) -> None:
     """A push consumer of ``group`` on ``topic`` sends ``msg``'s retry copy as its failed send back's fallback does
-    (the client's inner producer, at most 16 reconsumes), its retry topic created first."""
+    (the client's inner producer, at most 16 reconsumes), its retry topic created first (unless told not to)."""
     from client.consumer.consume import send_retry_copy
     from client.consumer.listener import ConsumeConcurrentlyStatus
     from client.consumer.push import PushConsumer
@@ -88,7 +96,8 @@ async def _send_retry_copy(
     consumer.subscribe(topic)
     consumer.register_message_listener(listener)
     async with consumer:
-        await create_topic(cluster.namesrv_addr, f"%RETRY%{group}", queues=1)
+        if create_retry_topic:
+            await create_topic(cluster.namesrv_addr, f"%RETRY%{group}", queues=1)
         await send_retry_copy(consumer, msg, reconsume_times, 16)
 
 
@@ -458,3 +467,29 @@ async def test_the_compress_level_and_type_default_to_the_environments(
     assert [r.properties["REAL_TOPIC"] for r in raw] == ["%RETRY%cg-zipenv"]
     assert raw[0].sys_flag & 0x701 == SYSFLAG_COMPRESSED | zstd_bits
     assert raw[0].body == zstandard.ZstdCompressor(level=1).compress(body)
+
+
+async def test_a_retry_copy_goes_on_to_another_broker_when_its_first_attempt_fails(cluster: ThreadedCluster) -> None:
+    """DefaultMQPushConsumerImpl.sendMessageBack's fallback sends the copy with the inner producer's ``send(msg)``:
+    sendDefaultImpl makes 1 + ``retryTimesWhenSendFailed`` (2) attempts, each avoiding the broker the last one failed
+    on (client/.../impl/producer/DefaultMQProducerImpl.java). With the retry topic's route naming a dead master
+    besides the live one, every copy is stored. Before: one attempt, so a copy whose queue was on the dead broker
+    (4 of the route's 5 queues) failed, and the consumer took the message back to consume it again locally."""
+    ns, group = cluster.namesrv_addr, "cg-copy-dead"
+    await create_topic(ns, "CopyDead", queues=1)
+    await create_topic(ns, f"%RETRY%{group}", queues=1)
+    async with Producer("pg", ns) as producer:
+        for i in range(5):
+            await producer.send(Message("CopyDead", f"m{i}".encode()))
+    msgs = await _stored(cluster.broker_addr, "CopyDead", 1)
+    dead = socket.socket()
+    dead.bind(("127.0.0.1", 0))  # bound, never listening: connection refused at once
+    with dead:
+        addr = f"127.0.0.1:{dead.getsockname()[1]}"
+        await anyio.to_thread.run_sync(
+            functools.partial(register_dead_broker, cluster, name="broker-dead", addr=addr, topics=(f"%RETRY%{group}",))
+        )
+        for msg in msgs:
+            await _send_retry_copy(cluster, group, "CopyDead", msg, 1, create_retry_topic=False)
+    raw = await _raw(cluster.broker_addr, "SCHEDULE_TOPIC_XXXX", 3)  # delay level 3 + 0 reconsumes: queue 2
+    assert sorted(r.body for r in raw if r.properties["REAL_TOPIC"] == f"%RETRY%{group}") == [m.body for m in msgs]
