@@ -44,6 +44,8 @@ import anyio
 import attrs
 
 from client import api
+from client.async_send import RETRY_RESPONSE_CODES
+from client.budget import time_left
 from client.consumer.hooks import CONSUME_CONTEXT_TYPE, ConsumeMessageContext, run_after, run_before
 from client.consumer.listener import (
     ConsumeConcurrentlyContext,
@@ -56,7 +58,7 @@ from client.consumer.listener import (
 )
 from client.consumer.process_queue import ProcessQueue
 from client.consumer.subscription import retry_topic
-from client.errors import MQClientError, TopicRouteNotFoundError
+from client.errors import MQBrokerError, MQClientError, SendFailedError, TopicRouteNotFoundError
 from client.instance import CLIENT_INNER_PRODUCER_GROUP, MQClientInstance
 from client.message import (
     PROPERTY_CONSUME_START_TIME,
@@ -76,6 +78,7 @@ from remoting.codec.bodies import MessageModel, MessageQueue
 from remoting.codec.headers import SendMessageRequestHeaderV2
 from remoting.codec.message import SYSFLAG_COMPRESSED, MessageExt
 from remoting.codec.message_properties import PROPERTY_DELAY, encode_properties
+from remoting.errors import RemotingError
 
 if TYPE_CHECKING:
     from client.consumer.push import PushConsumer
@@ -97,6 +100,8 @@ DEFAULT_MAX_RECONSUME_TIMES = 16
 #: ``rpc_timeout``, as ``client/src/main/java/org/apache/rocketmq/client/impl/consumer/DefaultMQPushConsumerImpl.java``
 #: ``sendMessageBack`` passes 5000 ms (a copy sent after a late but stored send-back is a second retry).
 SEND_BACK_TIMEOUT = 5.0
+#: The inner producer's ``retryTimesWhenSendFailed`` (DefaultMQProducer's default, 2): a retry copy's further attempts.
+INNER_PRODUCER_RETRIES: Final = 2
 
 
 def reset_retry_topic(msg: MessageExt, group: str, namespace: str | None = None) -> MessageExt:
@@ -262,41 +267,65 @@ async def send_retry_copy(consumer: PushConsumer, msg: MessageExt, reconsume_tim
     carries ``reconsume_times`` and ``max_times``: the broker's send path moves it to ``%DLQ%<group>`` when
     ``reconsume_times >= max_times``. Java's consumers do so from their client's inner producer
     (``DefaultMQPushConsumerImpl.sendMessageBack`` after a failed send-back, ``ConsumeMessageOrderlyService
-    .sendMessageBack`` for a message given up), so the header's producer group is :data:`CLIENT_INNER_PRODUCER_GROUP`.
-    Raises when it was not stored."""
+    .sendMessageBack`` for a message given up), so the header's producer group is :data:`CLIENT_INNER_PRODUCER_GROUP`,
+    and as that producer's ``send(msg)`` (client/src/main/java/org/apache/rocketmq/client/impl/producer/
+    DefaultMQProducerImpl.java ``sendDefaultImpl``, SYNC): up to 1 + :data:`INNER_PRODUCER_RETRIES` attempts within
+    ``rpc_timeout`` (its ``sendMsgTimeout``), each on a queue of another broker than the one the last attempt failed
+    on, after a transport error, a broker without a master address or a refusal of ``retryResponseCodes``; any other
+    refusal is raised at once. Raises when it was not stored."""
     instance = consumer.instance
     origin = msg.properties.get(PROPERTY_ORIGIN_MESSAGE_ID) or uniq_msg_id(msg)
     topic = retry_topic(consumer.group)
+    started = anyio.current_time()
     info = publish_info(topic, await instance.route(topic))
     if not info.ok:
         raise TopicRouteNotFoundError(topic, instance.config.namesrv_addr, "the route has no writable queue")
-    mq = select_one_message_queue(info, None)
-    target = instance.find_broker_address(mq.broker_name)
-    if target is None:
-        raise MQClientError(f"no master address for broker {mq.broker_name}")
     body, sys_flag = _inner_producer_body(instance, msg.body)
-    header = SendMessageRequestHeaderV2(
-        a=CLIENT_INNER_PRODUCER_GROUP,  # the inner producer's send, not the consumer group
-        b=topic,
-        c="TBW102",
-        d=4,
-        e=mq.queue_id,
-        f=sys_flag,
-        g=msg.born_timestamp,
-        h=msg.flag,
-        i=encode_properties(retry_copy_properties(msg, origin)),
-        j=reconsume_times,
-        l=max_times,
-    )
-    await api.send_message(
-        instance.remoting,
-        target,
-        mq.broker_name,
-        header.to_ext_fields(),
-        body,
-        instance.config.rpc_timeout,
-        uniq_id=uniq_msg_id(msg),
-    )
+    properties = encode_properties(retry_copy_properties(msg, origin))
+    attempts: list[tuple[str, BaseException]] = []
+    last_broker: str | None = None
+    for _ in range(1 + INNER_PRODUCER_RETRIES):
+        budget = time_left(instance.config.rpc_timeout, started)
+        if budget <= 0:
+            raise SendFailedError(topic, attempts, timed_out=True)
+        mq = select_one_message_queue(info, last_broker)
+        last_broker = mq.broker_name
+        target = instance.find_broker_address(mq.broker_name)
+        if target is None:
+            attempts.append((mq.broker_name, MQClientError(f"no master address for broker {mq.broker_name}")))
+            continue
+        header = SendMessageRequestHeaderV2(
+            a=CLIENT_INNER_PRODUCER_GROUP,  # the inner producer's send, not the consumer group
+            b=topic,
+            c="TBW102",
+            d=4,
+            e=mq.queue_id,
+            f=sys_flag,
+            g=msg.born_timestamp,
+            h=msg.flag,
+            i=properties,
+            j=reconsume_times,
+            l=max_times,
+        )
+        try:
+            await api.send_message(
+                instance.remoting,
+                target,
+                mq.broker_name,
+                header.to_ext_fields(),
+                body,
+                budget,
+                uniq_id=uniq_msg_id(msg),
+            )
+            return
+        except MQBrokerError as exc:
+            if exc.code not in RETRY_RESPONSE_CODES:
+                raise
+            attempts.append((mq.broker_name, exc))
+        except RemotingError as exc:
+            attempts.append((mq.broker_name, exc))
+        log.info("retry copy of %s to %s failed: %s", msg.msg_id, mq, attempts[-1][1])
+    raise SendFailedError(topic, attempts)
 
 
 def _inner_producer_body(instance: MQClientInstance, body: bytes) -> tuple[bytes, int]:
