@@ -22,10 +22,12 @@ import trio
 import trio.testing
 
 from broker.embedded import EmbeddedCluster
+from client.message import Message
+from client.producer import Producer
 from proxy.common import Code
 from proxy.config import ProxyConfig
 from proxy.messaging import MessagingActivity
-from proxy.pb import service
+from proxy.pb import definition, service
 from proxy.startup import build_activity
 from remoting.codec.bodies.broker_metadata import PERM_READ, PERM_WRITE, SubscriptionGroupConfig
 from remoting.codec.message import decode_record
@@ -948,3 +950,53 @@ async def test_a_change_of_invisibility_of_an_offset_not_in_the_queue_answers_as
     )
     abnormal = (Code.INTERNAL_SERVER_ERROR, "changeInvisibleDuration failed: status is abnormal")
     assert (answer.status.code, answer.status.message) == abnormal
+
+
+def _sql_receive_request(group: str, topic: str, expression: str) -> Any:
+    req = _receive_request(group, topic)
+    req.filter_expression.type = definition.FilterType.SQL
+    req.filter_expression.expression = expression
+    return req
+
+
+async def test_an_arrival_its_filter_does_not_match_leaves_a_parked_receive_parked(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """PopLongPollingService.notifyMessageArriving checks the polled request's filter against the arrival
+    (messageFilter.isMatchedByConsumeQueue on its tags code, then isMatchedByCommitLog on its properties for SQL92)
+    and puts a request it does not match back, unwoken. Ours woke the group's receive for every message on the topic:
+    a receive of TagA on a topic busy with TagB popped (read the store) once per message, each pop empty. Here a
+    receive of TagA and one of ``a > 1`` (other groups) stay parked through messages neither matches, and each is
+    woken by the first message it matches (all below offset 799: RocketMQ forces a wake on every 800th message)."""
+    activity = await _activity(embedded_cluster, nursery)
+    await create_topic(embedded_cluster, "Picky", queues=1)
+    await send(embedded_cluster, "Picky", b"first")  # matched by neither filter: both receives park
+    pop = activity.consuming.pop
+    got: dict[str, list[bytes]] = {}
+
+    async def receive(group: str, req: Any) -> None:
+        stream = await activity.consuming.receive(req, md("c@1"), None)
+        got[group] = [m.body for m in _messages(stream)]
+
+    def pops() -> dict[str, int]:
+        return {group: pop._turns.get((group, "Picky"), 0) for group in ("GTagA", "GSqlA")}
+
+    async with trio.open_nursery() as parked:
+        parked.start_soon(receive, "GTagA", _receive_request("GTagA", "Picky", tag="TagA"))
+        parked.start_soon(receive, "GSqlA", _sql_receive_request("GSqlA", "Picky", "a > 1"))
+        await trio.testing.wait_all_tasks_blocked()
+        before = pops()
+        autojump_clock.autojump_threshold = math.inf  # the polling windows stand still while the producer connects
+        async with Producer("pg-picky", embedded_cluster.namesrv_addr) as producer:
+            for _ in range(3):
+                await producer.send(Message("Picky", b"other", tags="TagB", properties={"a": "0"}))
+                await trio.testing.wait_all_tasks_blocked()
+            assert {g: n - before[g] for g, n in pops().items()} == {"GTagA": 0, "GSqlA": 0}, "woken by no match"
+            assert got == {}
+            await producer.send(Message("Picky", b"tagged", tags="TagA", properties={"a": "0"}))
+            await trio.testing.wait_all_tasks_blocked()
+            await producer.send(Message("Picky", b"sql", tags="TagB", properties={"a": "5"}))
+            await trio.testing.wait_all_tasks_blocked()
+        assert {g: n - before[g] for g, n in pops().items()} == {"GTagA": 1, "GSqlA": 1}
+        assert got == {"GTagA": [b"tagged"], "GSqlA": [b"sql"]}
+        autojump_clock.autojump_threshold = 0
