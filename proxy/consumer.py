@@ -6,9 +6,10 @@ Every consumer RPC first refuses an illegal or system topic or group (GrpcValida
 Receive checks the request as RocketMQ's proxy does (invisible time within [10 s, 12 h] unless auto-renew, which gets
 60 s; polling window, without one the time left less half the client's request timeout, clamped to [5 s, 20 s], cut to
 the caller's deadline, else ILLEGAL_POLLING_TIME, checked first; batch ≤ 32), then pops; with nothing to hand out it
-waits for an arrival on the topic or its retry topic (an orderly one also for the end of a queue's batch in flight)
-until the window ends. The answer is RocketMQ's stream shape: a status, the messages, a ``delivery_timestamp``. The
-group is orderly (FIFO) when the client's Settings or the group's ``consumeMessageOrderly`` say so; a FIFO receive
+waits for an arrival its filter matches on the topic or its retry topic (an orderly one also for the end of a queue's
+batch in flight) until the window ends. The answer is RocketMQ's stream shape: a status, the messages, a
+``delivery_timestamp``. The group is orderly (FIFO) when the client's Settings or the group's
+``consumeMessageOrderly`` say so; a FIFO receive
 repeating the attempt id of a queue's delivery in flight gets that delivery again (ReceiveMessageActivity passes
 ``attempt_id`` down).
 ForwardMessageToDeadLetterQueue is a CONSUMER_SEND_MSG_BACK through the broker's own send-back processor
@@ -212,7 +213,9 @@ class Consuming:
                     while not popped and (left := end - trio.current_time()) > 0:
                         if checked.fifo:  # until an arrival, an ack, or a queue's batch in flight visible again
                             left = min(left, self.pop.fifo_free_in(group, topic))
-                        await self.pop.wait_arrival([topic, pop_retry_topic(group, topic)], left, group)
+                        await self.pop.wait_arrival(
+                            [topic, pop_retry_topic(group, topic)], left, group, checked.tags, checked.property_filter
+                        )
                         popped = self._pop(checked)
                 finally:
                     self.pop.unpark(group, topic)

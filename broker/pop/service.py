@@ -86,6 +86,9 @@ _RETRY_FIRST_EVERY: Final = 5
 #: kept after a sweep (ours; RocketMQ's PopLongPollingService bounds its maps at popPollingMapSize, 100000).
 _TURNS_SWEEP_MIN: Final = 1024
 _TURNS_MAX: Final = 100_000
+#: Every this many messages of a queue an arrival wakes a receive whatever its filter (RocketMQ's BrokerConfig
+#: ``popLongPollingForceNotifyInterval``, 800 by default).
+_FORCE_NOTIFY_EVERY: Final = 800
 #: Reads of one queue in one pop while the tag check drops messages (ours: a bound on the work of one pop over a run
 #: of colliding tags; past it the pop hands out what it found).
 _TAG_CHECK_READS: Final = 32
@@ -121,6 +124,13 @@ class _Filter:
 
     def keeps(self, msg: MessageExt) -> bool:
         return self.tags is None or msg.tags in self.tags
+
+    def matches(self, tags_code: int, properties: str) -> bool:
+        """Whether an arriving message with ``tags_code`` and the raw ``properties`` may be one this filter takes
+        (what the store's read checks; a colliding tags code passes, as Java's isMatchedByConsumeQueue passes it)."""
+        if self.codes is not None and not self.codes(tags_code):
+            return False
+        return self.properties is None or self.properties(memoryview(properties.encode()))
 
 
 @attrs.frozen(slots=True)
@@ -173,27 +183,37 @@ class PopService:
         return topic in self._arrivals
 
     def notify_arrival(self, topic: str, queue_id: int, offset: int, tags_code: int, properties: str = "") -> None:
-        """The store's arrival listener (chained by the broker): wake one pop of each group waiting on ``topic``.
-        Never raises."""
-        self._wake(topic)
+        """The store's arrival listener (chained by the broker): wake one pop of each group waiting on ``topic``
+        whose filter the message matches; every 800th message of a queue wakes one whatever its filter, as
+        PopLongPollingService.notifyMessageArriving forces one every ``popLongPollingForceNotifyInterval`` (800)
+        offsets (the store hands it the queue offset + 1). Never raises."""
+        force = (offset + 1) % _FORCE_NOTIFY_EVERY == 0
+        self._wake(topic, arrival=None if force else (tags_code, properties))
 
-    def _wake(self, topic: str, group: str | None = None) -> None:
-        """Wake the receive of each group (of ``group`` only, when given) that has waited longest on ``topic``, and
-        take it off its topics at once, so the next arrival wakes the next one: PopLongPollingService
-        .notifyMessageArriving wakes, for each group polling the topic, one request of its queue -1 key (the proxy's
-        receives pop all queues) and one of the arrival's queue, polled off its key's queue (broker/src/main/java/org/
-        apache/rocketmq/broker/longpolling/PopLongPollingService.java). Java takes the one due soonest; the receives of
-        a key share their polling window, so the longest waiting is that one. Not every receive on the topic: with N
-        parked, one message cost N reads, N - 1 of them empty."""
+    def _wake(self, topic: str, group: str | None = None, arrival: tuple[int, str] | None = None) -> None:
+        """Wake the receive of each group (of ``group`` only, when given) that has waited longest on ``topic`` among
+        those whose filter matches ``arrival`` (the message's tags code and properties; ``None``: no message, an ack
+        or a freed FIFO queue, which any receive takes), and take it off its topics at once, so the next arrival wakes
+        the next one: PopLongPollingService.notifyMessageArriving wakes, for each group polling the topic, one request
+        of its queue -1 key (the proxy's receives pop all queues) and one of the arrival's queue, polled off its key's
+        queue, and puts a request whose filter does not match the message back unwoken (messageFilter
+        .isMatchedByConsumeQueue on the tags code, then isMatchedByCommitLog on the properties; broker/src/main/java/
+        org/apache/rocketmq/broker/longpolling/PopLongPollingService.java). Java looks at the first request only; ours
+        passes over one that does not match to the next (the receives of a group share their filter, unless its
+        clients subscribe inconsistently). Java takes the one due soonest; the receives of a key share their polling
+        window, so the longest waiting is that one. Not every receive on the topic: with N parked, one message cost N
+        reads, N - 1 of them empty; nor one the message does not match: it read the store for nothing."""
         groups = self._arrivals.get(topic)
         if groups is None:
             return
         for name in list(groups) if group is None else [group]:
             waiters = groups.get(name)
-            if waiters:
-                poll = next(iter(waiters))
+            if not waiters:
+                continue
+            poll = next((p for p in waiters if arrival is None or p.matches(*arrival)), None)
+            if poll is not None:
                 self._unfile(poll)
-                poll.woken_on = topic
+                poll.woken_on, poll.woken_by = topic, arrival
                 poll.event.set()
 
     def _unfile(self, poll: _Poll) -> None:
@@ -208,13 +228,21 @@ class PopService:
                 if not groups:
                     del self._arrivals[topic]
 
-    async def wait_arrival(self, topics: list[str], timeout: float, group: str = "") -> None:
-        """Return when an arrival on one of ``topics`` wakes this receive of ``group`` (:meth:`_wake`: one receive per
-        group and arrival) or after ``timeout`` seconds; a receive cancelled once a wake chose it (before or after the
-        wake) raises Cancelled and the wake goes to the group's next receive. The last waiter of a topic to leave
-        drops its entries, so topics waited on once are not kept for good (RocketMQ's PopLongPollingService removes
-        a topic's polling queue once it is empty and cleans those of topics that are gone)."""
-        poll = _Poll(group, tuple(dict.fromkeys(topics)))
+    async def wait_arrival(
+        self,
+        topics: list[str],
+        timeout: float,
+        group: str = "",
+        tags: frozenset[str] | None = None,
+        property_filter: PropertyFilter | None = None,
+    ) -> None:
+        """Return when an arrival on one of ``topics`` that the receive's filter (``tags`` and ``property_filter``, as
+        :meth:`pop` takes them) matches wakes this receive of ``group`` (:meth:`_wake`: one receive per group and
+        arrival) or after ``timeout`` seconds; a receive cancelled once a wake chose it (before or after the wake)
+        raises Cancelled and the wake goes to the group's next receive. The last waiter of a topic to leave drops its
+        entries, so topics waited on once are not kept for good (RocketMQ's PopLongPollingService removes a topic's
+        polling queue once it is empty and cleans those of topics that are gone)."""
+        poll = _Poll(group, tuple(dict.fromkeys(topics)), _Filter(tags, property_filter))
         for topic in poll.topics:
             self._arrivals.setdefault(topic, {}).setdefault(group, {})[poll] = None
         try:
@@ -229,7 +257,7 @@ class PopService:
             # PopLongPollingService.pollRemotingCommands skips a request whose channel is no longer active
             # (broker/src/main/java/org/apache/rocketmq/broker/longpolling/PopLongPollingService.java).
             if poll.woken_on is not None:
-                self._wake(poll.woken_on, group)
+                self._wake(poll.woken_on, group, poll.woken_by)
             raise
         finally:
             self._unfile(poll)
@@ -674,12 +702,18 @@ class PopService:
 @attrs.define(eq=False)
 class _Poll:
     """One receive waiting for an arrival (a PopRequest parked in PopLongPollingService): its group, the topics it
-    is filed under, the event its wake sets and the topic whose arrival woke it."""
+    is filed under, its filter, the event its wake sets, and the topic and arrival (tags code and properties;
+    ``None``: no message) that woke it."""
 
     group: str
     topics: tuple[str, ...]
+    filter: _Filter
     event: trio.Event = attrs.Factory(trio.Event)
     woken_on: str | None = None
+    woken_by: tuple[int, str] | None = None
+
+    def matches(self, tags_code: int, properties: str) -> bool:
+        return self.filter.matches(tags_code, properties)
 
 
 def _init_offset(topic: str, low: int, high: int) -> int:
