@@ -1000,3 +1000,37 @@ async def test_an_arrival_its_filter_does_not_match_leaves_a_parked_receive_park
         assert {g: n - before[g] for g, n in pops().items()} == {"GTagA": 1, "GSqlA": 1}
         assert got == {"GTagA": [b"tagged"], "GSqlA": [b"sql"]}
         autojump_clock.autojump_threshold = 0
+
+
+async def test_a_fifo_queue_freed_by_its_invisible_time_wakes_one_parked_receive_not_all(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """When a FIFO queue's batch in flight becomes visible again, RocketMQ's ConsumerOrderInfoLockManager timer
+    calls PopMessageProcessor.notifyLongPollingRequestIfNeed, which wakes one pop long-polling on the group's queue -1
+    key (PopLongPollingService.notifyMessageArriving polls one request), as an orderly ack does. Ours woke every
+    receive of the group parked on the topic at that moment: with 4 parked, 4 pops, 3 of them empty. Here one of
+    them gets the batch again at once, and the others stay parked until the end of their windows."""
+    activity = await _activity(embedded_cluster, nursery)
+    embedded_cluster.controller.context.groups.update(SubscriptionGroupConfig("GFifoOne", consume_message_orderly=True))
+    await create_topic(embedded_cluster, "FifoOne", queues=1)
+    await send(embedded_cluster, "FifoOne", b"m0", b"m1")
+    req = _receive_request("GFifoOne", "FifoOne", batch=1, invisible_s=10)
+    [first] = _messages(activity.consuming.receive_now(req, md("fifo@1"), None))
+    assert first.body == b"m0"
+    visible_at = trio.current_time() + 10
+    pop = activity.consuming.pop
+    got: list[tuple[list[bytes], float]] = []
+
+    async def parked() -> None:
+        stream = await activity.consuming.receive(req, md("fifo@1"), None)
+        got.append(([m.body for m in _messages(stream)], trio.current_time()))
+
+    async with trio.open_nursery() as receives:
+        for _ in range(4):
+            receives.start_soon(parked)
+        await trio.sleep(1)
+        before = pop._turns[("GFifoOne", "FifoOne")]
+        await trio.sleep(visible_at - trio.current_time() + 1)
+        assert pop._turns[("GFifoOne", "FifoOne")] - before == 1, "pops when the queue was free again"
+        [(bodies, at)] = got
+        assert bodies == [b"m0"] and at - visible_at < 1
