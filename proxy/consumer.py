@@ -210,9 +210,9 @@ class Consuming:
                 if not self.pop.park(group, topic):
                     raise RpcError(Code.TOO_MANY_REQUESTS, "polling full")
                 try:
+                    # until a matching arrival, or for a FIFO group an ack or a queue's batch in flight visible
+                    # again (PopService.run_lock_timer), wakes it
                     while not popped and (left := end - trio.current_time()) > 0:
-                        if checked.fifo:  # until an arrival, an ack, or a queue's batch in flight visible again
-                            left = min(left, self.pop.fifo_free_in(group, topic))
                         await self.pop.wait_arrival(
                             [topic, pop_retry_topic(group, topic)], left, group, checked.tags, checked.property_filter
                         )

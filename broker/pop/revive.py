@@ -81,10 +81,11 @@ class ReviveService:
         self._ck_reach_ms = max(_MIN_CK_REACH_MS, pop.broker.config.timer_max_delay_sec * 1000)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Revive every ``interval`` seconds, and save the pop service's FIFO state after its changes, until
-        cancelled."""
+        """Revive every ``interval`` seconds, save the pop service's FIFO state after its changes and run its FIFO
+        lock timer (:meth:`PopService.run_lock_timer`), until cancelled."""
         async with trio.open_nursery() as nursery:
             await nursery.start(self.pop.fifo_persister.run)
+            await nursery.start(self.pop.run_lock_timer)
             task_status.started()
             await self._revive_forever()
 

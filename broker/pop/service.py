@@ -19,7 +19,8 @@ Durability (docs/grpc.md#pop-consumption):
   raised, however many (RocketMQ's order info counts them likewise). A pop repeating the attempt id of the delivery in
   flight (a client that lost its answer) gets that delivery again, at the same attempts, and replaces it: what of it
   the retry did not take again is no longer in flight. Acks advance the offset and wake a receive of the group
-  waiting on the topic once the queue is free (RocketMQ's AckMessageProcessor.ackOrderly). That state
+  waiting on the topic once the queue is free (RocketMQ's AckMessageProcessor.ackOrderly), and so does the end of the
+  batch's invisible time (one receive, by :meth:`PopService.run_lock_timer`, which the revive loop runs). That state
   (the pop time and its attempt id, invisible times, attempt counts) is saved after each change to
   ``config/popFifoState.json`` (:mod:`broker.pop.fifo_state`) and read back at start. It only speaks of the queue's own
   messages: a destroyed ConsumeQueue (topic deleted, messages expired) takes its state along, a topic gone at start
@@ -40,6 +41,7 @@ Errors: the append path's ``PutRefusedError`` (disk full, store shutting down) p
 from __future__ import annotations
 
 import enum
+import heapq
 import math
 from collections.abc import Callable
 from typing import Final
@@ -162,6 +164,13 @@ class PopService:
         #: receives parked for long polling by (group, topic), and in all (:meth:`park`)
         self._parked: dict[tuple[str, str], int] = {}
         self._parked_total = 0
+        #: when each FIFO queue with a batch in flight is free again (store ms), and a heap of those times (entries a
+        #: later change replaced stay until due): ConsumerOrderInfoLockManager's timers, run by :meth:`run_lock_timer`
+        self._lock_free: dict[tuple[str, str, int], int] = {}
+        self._lock_heap: list[tuple[int, tuple[str, str, int]]] = []
+        self._lock_timer_moved = trio.Event()
+        for key, state in self._fifo.items():  # ConsumerOrderInfoLockManager.recover
+            self._schedule_lock_free(key, state)
         self._send_back = ConsumerSendMsgBackProcessor(broker)
 
     @property
@@ -285,19 +294,54 @@ class PopService:
             del self._parked[key]
         self._parked_total -= 1
 
-    def fifo_free_in(self, group: str, topic: str) -> float:
-        """Seconds until the first of ``group``'s blocked FIFO queues of ``topic`` is free again (its batch in flight
-        visible again), ``math.inf`` when none is blocked: a receive waits no longer than that, as RocketMQ's
-        ConsumerOrderInfoLockManager wakes the pops long-polling on a queue when its lock is free
-        (broker/src/main/java/org/apache/rocketmq/broker/offset/ConsumerOrderInfoLockManager.java)."""
-        config = self.broker.topics.get(topic)
+    def _schedule_lock_free(self, key: tuple[str, str, int], state: FifoQueue) -> None:
+        """Set the queue's timer to when its batch in flight is visible again (none while nothing is in flight), as
+        ConsumerOrderInfoManager's update, commitAndNext and updateNextVisibleTime call ConsumerOrderInfoLockManager
+        .updateLockFreeTimestamp (broker/src/main/java/org/apache/rocketmq/broker/offset/
+        ConsumerOrderInfoLockManager.java)."""
         now = self.now_ms()
-        free_at = math.inf
-        for qid in range(0 if config is None else config.read_queue_nums):
-            state = self._fifo.get((group, topic, qid))
-            if state is not None and _fifo_blocked(state, now):
-                free_at = min(free_at, max(until for until in state.invisible_until.values() if until > now))
-        return (free_at - now) / 1000
+        free_at = max((until for until in state.invisible_until.values() if until > now), default=None)
+        if free_at is None:
+            self._lock_free.pop(key, None)
+            return
+        if self._lock_free.get(key) == free_at:
+            return
+        heap = self._lock_heap
+        if not heap or free_at < heap[0][0]:
+            self._lock_timer_moved.set()
+        self._lock_free[key] = free_at
+        heapq.heappush(heap, (free_at, key))
+        if len(heap) > 2 * len(self._lock_free) + 64:  # mostly replaced entries: keep what is still due
+            self._lock_heap = [(at, k) for k, at in self._lock_free.items()]
+            heapq.heapify(self._lock_heap)
+
+    def _lock_freed(self, group: str, topic: str, qid: int) -> None:
+        """A FIFO queue of ``group`` is free (its batch acked, or visible again): wake one receive of the group
+        waiting on ``topic`` if the queue holds messages past the group's offset, as ConsumerOrderInfoLockManager
+        .notifyLockIsFree calls PopMessageProcessor.notifyLongPollingRequestIfNeed, which wakes one request of the
+        group's queue -1 key (broker/src/main/java/org/apache/rocketmq/broker/processor/PopMessageProcessor.java).
+        One, not every receive of the group: the others would each read the store for nothing."""
+        state = self._fifo.get((group, topic, qid))
+        if state is None or _fifo_blocked(state, self.now_ms()):
+            return
+        if self.broker.store.max_offset_in_queue(topic, qid) > self.broker.offsets.query(group, topic, qid):
+            self._wake(topic, group)
+
+    async def run_lock_timer(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Until cancelled: when a FIFO queue's batch in flight is visible again, :meth:`_lock_freed` (RocketMQ's
+        ConsumerOrderInfoLockManager timer, ``enableNotifyAfterPopOrderLockRelease``). Run by the revive loop."""
+        task_status.started()
+        while True:
+            now = self.now_ms()
+            heap = self._lock_heap
+            while heap and heap[0][0] <= now:
+                at, key = heapq.heappop(heap)
+                if self._lock_free.get(key) == at:
+                    del self._lock_free[key]
+                    self._lock_freed(*key)
+            self._lock_timer_moved = trio.Event()
+            with trio.move_on_after((heap[0][0] - now) / 1000 if heap else math.inf):
+                await self._lock_timer_moved.wait()
 
     # ---- pop ------------------------------------------------------------------------------------------------
 
@@ -490,6 +534,7 @@ class PopService:
             if retried:
                 state.replace_delivery({p.handle.offset for p in popped})
             state.pop_time, state.attempt_id = pop_time, attempt_id
+            self._schedule_lock_free((group, topic, qid), state)
         self._fifo_advance(group, topic, qid, state)
         if popped or returned or end != start:
             self.fifo_persister.mark_dirty()
@@ -599,8 +644,8 @@ class PopService:
         self._fifo_done(state, offset)
         self._fifo_advance(group, topic, qid, state)
         self.fifo_persister.mark_dirty()
-        if not _fifo_blocked(state, now):  # AckMessageProcessor.ackOrderly wakes one pop of the group
-            self._wake(topic, group)
+        self._schedule_lock_free((group, topic, qid), state)
+        self._lock_freed(group, topic, qid)  # AckMessageProcessor.ackOrderly: free, it wakes one pop of the group
         return AckOutcome.OK
 
     def change_invisible(
@@ -631,11 +676,10 @@ class PopService:
         state = self._fifo_queue(group, topic, handle.queue_id, now)
         if not _current_fifo_delivery(state, handle):
             return AckOutcome.STALE, renewed
-        sooner = visible_at < state.invisible_until[handle.offset]
         state.invisible_until[handle.offset] = visible_at
         self.fifo_persister.mark_dirty()
-        if sooner:  # the group's receives on the topic wait until the queue is free (:meth:`fifo_free_in`) again
-            self._wake(topic, group)
+        self._schedule_lock_free((group, topic, handle.queue_id), state)  # updateNextVisibleTime's
+        self._lock_freed(group, topic, handle.queue_id)  # visible at once: the timer would fire now
         return AckOutcome.OK, renewed
 
     # ---- records of the revive topic ------------------------------------------------------------------------
