@@ -323,3 +323,38 @@ async def test_a_groups_retry_policy_is_stored_and_reported_in_its_consumers_set
     backoff = activity.telemetry(consumer_settings("GCustom", "T1"), md("c@custom")).settings.backoff_policy
     assert backoff.WhichOneof("strategy") == "customized_backoff"
     assert [d.ToMilliseconds() for d in backoff.customized_backoff.next] == [1000, 2000, 4000]
+
+
+async def test_a_consumer_termination_unregisters_it_from_the_requests_group_only(
+    embedded_cluster: EmbeddedCluster,
+) -> None:
+    """ClientActivity.notifyClientTermination unregisters a push or simple consumer from ``request.group`` alone
+    (messagingProcessor.unRegisterConsumer(ctx, consumerGroup, ...)); a group its Heartbeat also named keeps it until
+    its registration expires. Ours unregistered the client from every group it was in, and from every producer
+    group too."""
+    activity = activity_of(embedded_cluster)
+    clients = embedded_cluster.controller.context.clients
+    assert activity.telemetry(consumer_settings("GEndOwn", "T1"), md("c@5")).status.code == definition.Code.OK
+    assert activity.heartbeat(_consumer_heartbeat("GEndOther"), md("c@5")).status.code == definition.Code.OK
+    assert (clients.consumer_ids("GEndOwn"), clients.consumer_ids("GEndOther")) == (["c@5"], ["c@5"])
+    answer = activity.notify_termination(_termination("GEndOwn"), md("c@5"))
+    assert answer.status.code == definition.Code.OK
+    assert (clients.consumer_ids("GEndOwn"), clients.consumer_ids("GEndOther")) == ([], ["c@5"])
+
+
+async def test_a_producer_termination_unregisters_its_topics_producer_groups(
+    embedded_cluster: EmbeddedCluster,
+) -> None:
+    """ClientActivity.notifyClientTermination unregisters a producer from its Settings' topics with
+    unRegisterProducer, and ProducerManager.unregisterProducer drops a group it leaves empty: ``mqadmin
+    producerConnection`` then answers "the producer group[T] not exist", as for a group never registered. Ours
+    closed the client's channel, which leaves the emptied groups (as a closed connection does in RocketMQ). (Java's
+    loop takes the channel out of its channel manager on the first topic, so only that one is unregistered and the
+    rest wait for the expiry; ours unregisters each, which is what the loop is for.)"""
+    activity = activity_of(embedded_cluster)
+    clients = embedded_cluster.controller.context.clients
+    assert activity.telemetry(producer_settings("TEndA", "TEndB"), md("p@5")).status.code == definition.Code.OK
+    assert clients.has_producer_group("TEndA") and clients.has_producer_group("TEndB")
+    answer = activity.notify_termination(service.NotifyClientTerminationRequest(), md("p@5"))
+    assert answer.status.code == definition.Code.OK
+    assert not clients.has_producer_group("TEndA") and not clients.has_producer_group("TEndB")
