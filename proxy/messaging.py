@@ -221,8 +221,9 @@ class MessagingActivity:
     def notify_termination(self, req: Any, md: dict[str, str]) -> Any:
         """ClientActivity.notifyClientTermination (proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/client/
         ClientActivity.java): as :meth:`heartbeat`, a client without Settings is UNRECOGNIZED_CLIENT_TYPE. The
-        Settings are taken away first (removeAndGetClientSettings); then a producer is unregistered, a push or simple
-        consumer only after its ``request.group`` is checked (ILLEGAL_CONSUMER_GROUP, raised as RpcError), and any
+        Settings are taken away first (removeAndGetClientSettings); then a producer is unregistered from its
+        Settings' topics, a push or simple consumer from ``request.group`` alone after that is checked
+        (ILLEGAL_CONSUMER_GROUP, raised as RpcError; :meth:`SessionTable.terminate`), and any
         other type is UNRECOGNIZED_CLIENT_TYPE with the type's name; a refused client stays registered until its
         registration expires. A consumer's auto-renewed handles of the group are released at once
         (:meth:`proxy.renew.RenewTable.release_group`)."""
@@ -230,15 +231,18 @@ class MessagingActivity:
         known = self.sessions.sessions.get(client_id)
         if known is None or known.settings is None:
             return service.NotifyClientTerminationResponse(status=status(Code.UNRECOGNIZED_CLIENT_TYPE, _NO_SETTINGS))
-        kind, known.settings = known.settings.client_type, None
+        settings, known.settings = known.settings, None
+        kind = settings.client_type
         if kind in _CONSUMER_TYPES:
             check_group(req.group.name)
         elif kind != definition.ClientType.PRODUCER:
             name = definition.ClientType.Name(kind) if kind in definition.ClientType.values() else str(kind)
             return service.NotifyClientTerminationResponse(status=status(Code.UNRECOGNIZED_CLIENT_TYPE, name))
-        self.sessions.terminate(client_id)
         if kind in _CONSUMER_TYPES:
+            self.sessions.terminate(client_id, consumer_group=req.group.name)
             self.consuming.renew.release_group(client_id, req.group.name)
+        else:
+            self.sessions.terminate(client_id, producer_groups=[topic.name for topic in settings.publishing.topics])
         return service.NotifyClientTerminationResponse(status=status())
 
     def telemetry_opened(self, md: dict[str, str], push: Push) -> None:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Final, cast
 
 import attrs
@@ -315,12 +315,26 @@ class SessionTable:
                 update_subscriptions=update_subscriptions,
             )
 
-    def terminate(self, client_id: str) -> None:
-        """The client said goodbye (or its stream ended for good): unregister it everywhere."""
+    def terminate(self, client_id: str, producer_groups: Iterable[str] = (), consumer_group: str | None = None) -> None:
+        """The client said goodbye (NotifyClientTermination): forget its session and unregister its channel from
+        ``producer_groups`` (a producer's topics) or ``consumer_group`` (the request's group) alone, as
+        ClientActivity.notifyClientTermination calls unRegisterProducer per topic or unRegisterConsumer for the
+        request's group (proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/client/ClientActivity.java): a group
+        it joined otherwise (a Heartbeat naming another group) keeps it until its registration expires, and a producer
+        group it leaves empty goes (ProducerManager.unregisterProducer). The channel is closed once it is in no
+        group."""
         session = self.sessions.pop(client_id, None)
-        if session is not None and session.channel is not None:
-            self.broker.clients.connection_closed(session.channel)
-            session.channel.close()
+        channel = None if session is None else session.channel
+        if channel is None:
+            return
+        clients = self.broker.clients
+        for group in producer_groups:
+            clients.unregister_producer(group, channel)
+        if consumer_group is not None:
+            clients.unregister_consumer(consumer_group, channel)
+        consuming = any(channel in info.channels for info in clients.consumer_groups.values())
+        if not consuming and clients.find_producer_channel(client_id) is None:
+            channel.close()
 
 
 def _running_info(command: Any) -> Answer:
