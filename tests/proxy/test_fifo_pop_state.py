@@ -348,3 +348,32 @@ async def test_the_fifo_state_of_a_deleted_group_is_forgotten_at_the_next_save(
         again = pop.pop("GGone", "FifoGone", 32, _LONG_MS, None, fifo=True)
         assert [(p.message.body, p.attempt) for p in again] == [(b"g0", 1)], "the group created again is blocked"
         nursery.cancel_scope.cancel()
+
+
+async def test_a_fifo_receive_parked_after_a_restart_wakes_when_the_batch_from_before_is_visible_again(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """ConsumerOrderInfoLockManager.recover sets the lock-free timer of each queue whose order info, read back at
+    start, is still in flight: a receive parked after a restart gets the batch popped before it once its invisible
+    time ends, not at the end of its polling window."""
+    clock = use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "FifoTimer", queues=1)
+    await send(embedded_cluster, "FifoTimer", b"t0")
+    embedded_cluster.controller.context.groups.update(SubscriptionGroupConfig("GTimer", consume_message_orderly=True))
+    req = _receive_request("GTimer", "FifoTimer", batch=1, invisible_s=30)
+    async with trio.open_nursery() as nursery:
+        activity, revive = build_activity(embedded_cluster.controller, ProxyConfig())
+        await nursery.start(revive.run)
+        [message] = _messages(activity.consuming.receive_now(req, md("c@1"), None))
+        visible_at = trio.current_time() + 30
+        await _saved_and_stopped(activity.consuming.pop, nursery, autojump_clock)
+    await _restart_broker(embedded_cluster, autojump_clock, clock)
+    async with trio.open_nursery() as nursery:
+        activity, revive = build_activity(embedded_cluster.controller, ProxyConfig())
+        await nursery.start(revive.run)
+        await trio.sleep(visible_at - trio.current_time() - 5)
+        stream = await activity.consuming.receive(req, md("c@1"), None)
+        answered = trio.current_time()
+        assert [(m.body, m.system_properties.delivery_attempt) for m in _messages(stream)] == [(message.body, 2)]
+        assert answered - visible_at < 1, f"answered {answered - visible_at:.1f} s after the batch was visible"
+        nursery.cancel_scope.cancel()
