@@ -382,3 +382,18 @@ async def test_get_broker_config_and_print_show_the_use_tls_the_broker_uses(
     ):
         answer = await client.invoke(addr, request(RequestCode.GET_BROKER_CONFIG), 5)
     assert f"useTLS={shown}" in bytes(answer.body).decode().splitlines()
+
+
+async def test_get_broker_config_shows_the_ha_address_the_broker_registers(tmp_path: Path) -> None:
+    """Java's BrokerConfig defaults brokerIP2 to the local address, as brokerIP1 (common/src/main/java/org/apache/
+    rocketmq/common/BrokerConfig.java), and the broker's Configuration answers GET_BROKER_CONFIG with it: the host
+    of the HA address slaves are given. Ours registered ``brokerIP1``'s host for HA but answered ``brokerIP2=``,
+    though ``-p`` prints the address in use."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text("listenPort=0\nlistenHost=127.0.0.1\n")
+    async with broker_from_conf(conf, tmp_path / "store") as (controller, addr), RemotingClient() as client:
+        answer = await client.invoke(addr, request(RequestCode.GET_BROKER_CONFIG), 5)
+        ha_host, _, ha_port = controller.context.config.ha_server_addr.rpartition(":")
+    lines = bytes(answer.body).decode().splitlines()
+    assert f"brokerIP2={ha_host}" in lines and ha_host == "127.0.0.1"
+    assert f"haListenPort={ha_port}" in lines
