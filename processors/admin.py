@@ -377,10 +377,15 @@ class AdminBrokerProcessor:
 
     def get_broker_config(self, request: RemotingCommand) -> RemotingCommand:
         version = self.broker.config_version  # Configuration.getDataVersionJson(), not the topic table's
+        texts = property_texts(self.broker.config)
+        # An empty brokerIP2 means brokerIP1's host, the HA host the broker registers: shown as such, as Java's
+        # BrokerConfig holds its default, the local address (common/src/main/java/org/apache/rocketmq/common/
+        # BrokerConfig.java), and `mqbroker -p` prints it.
+        texts["brokerIP2"] = texts.get("brokerIP2") or self.broker.config.broker_ip1
         return request.response(
             ResponseCode.SUCCESS,
             ext_fields={"version": dumps(version.to_json()).decode()},
-            body=format_properties(property_texts(self.broker.config)).encode(),
+            body=format_properties(texts).encode(),
         )
 
 
