@@ -11,6 +11,7 @@ from pathlib import Path
 
 import trio
 
+from broker.cli import build_config
 from tests.e2e.harness import Process, ScenarioError, kill_all
 
 SMALL = ["--mappedFileSizeCommitLog", str(1 << 20), "--maxHashSlotNum", "1024", "--maxIndexNum", "4096"]
@@ -91,3 +92,15 @@ async def test_a_utf8_store_path_in_the_conf_file_is_the_store_the_broker_uses(t
     _, status = await _start(tmp_path, f"storePathRootDir={store}\n".encode(), "-n", "127.0.0.1:1")
     assert status is None, f"exit {status}: {_stderr(tmp_path)}"
     assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == ["st\u00f6re"]
+
+
+async def test_a_boolean_other_than_true_or_false_is_false_as_java_reads_it(tmp_path: Path) -> None:
+    """MixAll.properties2Object reads a boolean with Boolean.parseBoolean (common/src/main/java/org/apache/rocketmq/
+    common/MixAll.java): a case-insensitive ``true`` is true, anything else false, never an error. A Java broker.conf
+    with ``autoCreateTopicEnable=yes`` starts there with auto-creation off; ours refused to start (status 2)."""
+    conf = b"autoCreateTopicEnable=yes\nmessageIndexEnable=1\nclusterTopicEnable=TRUE\n"
+    _, status = await _start(tmp_path, conf, "--brokerTopicEnable", "on")
+    assert status is None, f"exit {status}: {_stderr(tmp_path)}"
+    config = build_config(str(tmp_path / "broker.conf"), ["--brokerTopicEnable", "on"], "")
+    assert (config.auto_create_topic_enable, config.message_index_enable) == (False, False)
+    assert (config.cluster_topic_enable, config.broker_topic_enable) == (True, False)

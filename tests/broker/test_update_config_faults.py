@@ -80,3 +80,18 @@ async def test_concurrent_updates_each_reach_the_conf_file(tmp_path: Path, monke
     text = conf.read_text()
     assert "autoCreateTopicEnable=false" in text and "maxMessageSize=1024" in text, text
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
+
+
+async def test_an_update_with_a_boolean_java_reads_as_false_applies_false(tmp_path: Path) -> None:
+    """AdminBrokerProcessor.updateBrokerConfig hands the body to Configuration.update, whose
+    MixAll.properties2Object reads a boolean with Boolean.parseBoolean (common/src/main/java/org/apache/rocketmq/
+    common/MixAll.java): ``on`` is false, the update succeeds. Ours answered SYSTEM_ERROR and changed nothing."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text("listenPort=0\nlistenHost=127.0.0.1\n")
+    async with broker_from_conf(conf, tmp_path / "store") as (controller, addr), RemotingClient() as client:
+        body = b"autoCreateSubscriptionGroup=on\nmaxMessageSize=2048\n"
+        answer = await client.invoke(addr, request(RequestCode.UPDATE_BROKER_CONFIG, body=body), 5)
+        assert answer.code == ResponseCode.SUCCESS, answer.remark
+        config = controller.context.config
+        assert (config.auto_create_subscription_group, config.max_message_size) == (False, 2048)
+    assert "autoCreateSubscriptionGroup=false\n" in conf.read_text()
