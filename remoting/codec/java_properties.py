@@ -17,12 +17,14 @@ config-update requests refuse (``configBlackList``) are :func:`black_listed_keys
 
 A settings class is an attrs class; each field's property name is its camelCase form, or ``metadata["key"]`` where
 RocketMQ spells it otherwise (``brokerIP1``). An ``int`` field holds a Java ``int`` unless ``metadata["java"]`` is
-``"long"``, and ``metadata["range"]`` narrows it further (``listenPort``). Errors: :class:`PropertiesError` for a
-value of the wrong type or out of range, a malformed ``\\uXXXX`` or a malformed argument.
+``"long"``, and ``metadata["range"]`` narrows it further (``listenPort``). A boolean is true for a case-insensitive
+``true`` and false for anything else (logged), as Java's ``Boolean.parseBoolean``. Errors: :class:`PropertiesError`
+for a number that does not parse or is out of range, a malformed ``\\uXXXX`` or a malformed argument.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 from collections.abc import Iterable, Iterator
@@ -31,6 +33,8 @@ from typing import Any, Final, TypeVar
 import attrs
 
 T = TypeVar("T")
+
+log = logging.getLogger(__name__)
 
 _BLANKS = " \t\f"
 _PHYSICAL = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+")
@@ -210,9 +214,11 @@ def _convert(value: str, field: attrs.Attribute[Any], key: str) -> Any:
     setter refuses them and keeps the default, and a name or address keeps a trailing one, silently different)."""
     kind = field.type
     if kind in (bool, "bool", "bool | None"):  # None: not set (tls.enable, whose default depends on another)
+        # Boolean.parseBoolean, as common/src/main/java/org/apache/rocketmq/common/MixAll.java properties2Object
+        # reads every boolean: a case-insensitive "true" is true, anything else false, never an error.
         lowered = value.strip(_BLANKS).lower()
         if lowered not in ("true", "false"):
-            raise PropertiesError(f"{key}: expected true or false, got {value!r}")
+            log.warning("%s: %r is not true or false, read as false as Java reads it", key, value)
         return lowered == "true"
     if kind is int or kind == "int":
         return _integer(value.strip(_BLANKS), field, key)
