@@ -397,3 +397,72 @@ async def test_get_broker_config_shows_the_ha_address_the_broker_registers(tmp_p
     lines = bytes(answer.body).decode().splitlines()
     assert f"brokerIP2={ha_host}" in lines and ha_host == "127.0.0.1"
     assert f"haListenPort={ha_port}" in lines
+
+
+#: RocketMQ 4.9.8 keys of BrokerConfig, MessageStoreConfig, NettyServerConfig and NettyClientConfig with their Java
+#: defaults, as a broker.conf copied from a Java broker (or `mqbroker -p`'s output) holds them.
+JAVA_ONLY_KEYS = """transferMsgByHeap=true
+messageStorePlugIn=
+putMessageFutureThreadPoolNums=4
+putThreadPoolQueueCapacity=10000
+fetchNamesrvAddrByAddressServer=false
+commercialBaseCount=1
+enableCalcFilterBitMap=false
+expectConsumerNumUseFilter=32
+maxErrorRateOfBloomFilter=20
+filterDataCleanTimeSpan=86400000
+enableDetailStat=true
+autoDeleteUnusedStats=false
+isolateLogEnable=false
+debugLockEnable=false
+diskFallRecorded=true
+enableConsumeQueueExt=false
+mappedFileSizeConsumeQueueExt=50331648
+bitMapLengthConsumeQueueExt=64
+redeleteHangedFileInterval=120000
+messageIndexSafe=false
+flushLeastPagesWhenWarmMapedFile=4096
+transientStorePoolEnable=false
+transientStorePoolSize=5
+commitIntervalCommitLog=200
+commitCommitLogLeastPages=4
+commitCommitLogThoroughInterval=200
+fastFailIfNoBufferInStorePool=false
+useReentrantLockWhenPutMessage=true
+enableScheduleMessageStats=true
+enableScheduleAsyncDeliver=false
+scheduleAsyncDeliverMaxPendingLimit=2000
+scheduleAsyncDeliverMaxResendNum2Blocked=3
+serverWorkerThreads=8
+serverCallbackExecutorThreads=0
+serverSelectorThreads=3
+serverOnewaySemaphoreValue=256
+serverAsyncSemaphoreValue=64
+serverSocketSndBufSize=0
+serverSocketRcvBufSize=0
+serverSocketBacklog=1024
+serverPooledByteBufAllocatorEnable=true
+useEpollNativeSelector=false
+writeBufferHighWaterMark=0
+writeBufferLowWaterMark=0
+clientWorkerThreads=4
+clientCallbackExecutorThreads=2
+clientOnewaySemaphoreValue=65535
+clientAsyncSemaphoreValue=65535
+clientSocketSndBufSize=0
+clientSocketRcvBufSize=0
+"""
+
+
+def test_java_broker_conf_keys_without_an_equivalent_here_are_accepted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every setting RocketMQ 4.9.8's BrokerStartup reads from broker.conf (MixAll.properties2Object into
+    common/.../BrokerConfig.java, store/.../config/MessageStoreConfig.java, remoting/.../netty/NettyServerConfig.java
+    and NettyClientConfig.java) is a key a copied Java broker.conf may hold. Ours warned "ignoring unknown property"
+    for each of these (threads, Netty buffers and semaphores, the transient store pool, async schedule delivery...),
+    as for a typo."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text(JAVA_ONLY_KEYS)
+    build_config(str(conf), [], "")
+    assert capsys.readouterr().err == ""
