@@ -104,3 +104,17 @@ async def test_a_boolean_other_than_true_or_false_is_false_as_java_reads_it(tmp_
     config = build_config(str(tmp_path / "broker.conf"), ["--brokerTopicEnable", "on"], "")
     assert (config.auto_create_topic_enable, config.message_index_enable) == (False, False)
     assert (config.cluster_topic_enable, config.broker_topic_enable) == (True, False)
+
+
+async def test_a_number_java_cannot_parse_keeps_the_default_and_the_broker_starts(tmp_path: Path) -> None:
+    """MixAll.properties2Object swallows the NumberFormatException of Integer.parseInt / Long.parseLong
+    (common/src/main/java/org/apache/rocketmq/common/MixAll.java): the key keeps its default and BrokerStartup goes
+    on. A Java broker.conf with ``fileReservedTime=48h`` starts there with 72 hours; ours refused to start (status 2).
+    The key is still named on stderr."""
+    conf = b"fileReservedTime=48h\nbrokerId=99999999999999999999\n"
+    _, status = await _start(tmp_path, conf, "--maxMessageSize", "3000000000")
+    assert status is None, f"exit {status}: {_stderr(tmp_path)}"
+    log = (tmp_path / "broker.log").read_text(errors="replace")
+    assert all(f"{key}: " in log for key in ("fileReservedTime", "brokerId", "maxMessageSize"))
+    config = build_config(str(tmp_path / "broker.conf"), ["--maxMessageSize", "3000000000"], "")
+    assert (config.file_reserved_time, config.broker_id, config.max_message_size) == (72, 0, 4 << 20)

@@ -95,3 +95,19 @@ async def test_an_update_with_a_boolean_java_reads_as_false_applies_false(tmp_pa
         config = controller.context.config
         assert (config.auto_create_subscription_group, config.max_message_size) == (False, 2048)
     assert "autoCreateSubscriptionGroup=false\n" in conf.read_text()
+
+
+async def test_an_update_with_a_number_java_cannot_parse_applies_the_other_keys(tmp_path: Path) -> None:
+    """Configuration.update runs MixAll.properties2Object, which skips a key whose Integer.parseInt fails and sets
+    the others; updateBrokerConfig answers SUCCESS, and the file gets the value in use (common/src/main/java/org/
+    apache/rocketmq/common/Configuration.java persists the objects' values). Ours answered SYSTEM_ERROR and applied
+    none of the update."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text("listenPort=0\nlistenHost=127.0.0.1\n")
+    async with broker_from_conf(conf, tmp_path / "store") as (controller, addr), RemotingClient() as client:
+        body = b"fileReservedTime=48h\nmaxMessageSize=2048\n"
+        answer = await client.invoke(addr, request(RequestCode.UPDATE_BROKER_CONFIG, body=body), 5)
+        assert answer.code == ResponseCode.SUCCESS, answer.remark
+        config = controller.context.config
+        assert (config.file_reserved_time, config.max_message_size) == (72, 2048)
+    assert "48h" not in conf.read_text() and "maxMessageSize=2048\n" in conf.read_text()
