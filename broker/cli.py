@@ -23,8 +23,9 @@ SIGINT (Ctrl-C), SIGTERM and SIGHUP (the terminal closed) shut down cleanly (unr
 checkpoint, save config files; exit status 0), as BrokerStartup's JVM shutdown hook does; a signal the process started
 with ignored (``nohup``) stays ignored, as the JVM leaves it (:mod:`remoting.server_main`). ``--exit-with-stdin`` (used
 by :mod:`broker.broker_process`) also shuts down so when stdin reaches end of file: the parent has gone. A bad option or
-property value (a number outside its Java type's range, ``listenPort`` outside 0..65535, an illegal name server address)
-exits with status 2 and a message naming it; a port that cannot be bound, a locked or corrupt store exits with status 1.
+property value (``listenPort`` outside 0..65535, an illegal name server address) exits with status 2 and a message
+naming it (a number Java cannot parse is only logged and skipped, as MixAll.properties2Object does); a port that
+cannot be bound, a locked or corrupt store exits with status 1.
 """
 
 from __future__ import annotations

@@ -99,8 +99,10 @@ class BrokerState:
 
     async def update_config(self, props: Mapping[str, str]) -> list[str]:
         """Apply ``props`` (property names) to the running broker and its ``-c`` file; returns the unknown keys.
-        Raises :class:`~remoting.codec.java_properties.PropertiesError` for a bad value: the whole update is refused
-        and nothing is changed (Java's ``MixAll.properties2Object`` skips such a key instead)."""
+        A boolean other than ``true`` is false and a number Java cannot parse is skipped, as
+        ``MixAll.properties2Object`` reads them. Raises :class:`~remoting.codec.java_properties.PropertiesError` for a
+        port out of range or an enum that is not one of its names: the whole update is refused and nothing is changed
+        (ours: Java skips the key)."""
         # tls.* are system properties in RocketMQ (remoting/.../netty/TlsSystemConfig.java), no field of the objects
         # Configuration.update sets and persists (common/.../Configuration.java): ignored, never written to the file.
         ignored = sorted(key for key in props if key.startswith(SYSTEM_PROPERTY_PREFIX))

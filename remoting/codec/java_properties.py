@@ -18,8 +18,10 @@ config-update requests refuse (``configBlackList``) are :func:`black_listed_keys
 A settings class is an attrs class; each field's property name is its camelCase form, or ``metadata["key"]`` where
 RocketMQ spells it otherwise (``brokerIP1``). An ``int`` field holds a Java ``int`` unless ``metadata["java"]`` is
 ``"long"``, and ``metadata["range"]`` narrows it further (``listenPort``). A boolean is true for a case-insensitive
-``true`` and false for anything else (logged), as Java's ``Boolean.parseBoolean``. Errors: :class:`PropertiesError`
-for a number that does not parse or is out of range, a malformed ``\\uXXXX`` or a malformed argument.
+``true`` and false for anything else (logged), as Java's ``Boolean.parseBoolean``; a number Java's parser refuses
+(not a number, or past its Java type) is skipped, logged, and the setting keeps its value, as ``properties2Object``
+swallows the NumberFormatException. Errors: :class:`PropertiesError` for a number outside ``metadata["range"]``, a
+malformed ``\\uXXXX`` or a malformed argument.
 """
 
 from __future__ import annotations
@@ -209,9 +211,14 @@ def parse_property_args(args: list[str]) -> dict[str, str]:
     return props
 
 
+#: What :func:`_convert` returns for a number Java's parser refuses: the key is skipped.
+_UNPARSED: Final = object()
+
+
 def _convert(value: str, field: attrs.Attribute[Any], key: str) -> Any:
     """``value`` as ``field``'s type, blanks around it ignored (ours: Java's number parsers refuse them, an enum
-    setter refuses them and keeps the default, and a name or address keeps a trailing one, silently different)."""
+    setter refuses them and keeps the default, and a name or address keeps a trailing one, silently different).
+    :data:`_UNPARSED` for a number ``Integer.parseInt``, ``Long.parseLong`` or ``Double.parseDouble`` refuses."""
     kind = field.type
     if kind in (bool, "bool", "bool | None"):  # None: not set (tls.enable, whose default depends on another)
         # Boolean.parseBoolean, as common/src/main/java/org/apache/rocketmq/common/MixAll.java properties2Object
@@ -225,19 +232,20 @@ def _convert(value: str, field: attrs.Attribute[Any], key: str) -> Any:
     if kind is float or kind == "float":
         number = value.strip(_BLANKS)
         if not _DECIMAL.fullmatch(number) or not math.isfinite(parsed := float(number.rstrip("dDfF"))):
-            raise PropertiesError(f"{key}: expected a number, got {value!r}")
+            return _UNPARSED
         return parsed
     # A password keeps its blanks, as Properties.getProperty returns them (TlsHelper's tls.*.keyPassword).
     return value if field.metadata.get("secret") else value.strip(_BLANKS)
 
 
-def _integer(value: str, field: attrs.Attribute[Any], key: str) -> int:
-    """``Integer.parseInt`` or ``Long.parseLong`` (``metadata["java"]``), then ``metadata["range"]`` if any."""
-    java = field.metadata.get("java", "int")
-    if not _INTEGER.fullmatch(value):
-        raise PropertiesError(f"{key}: expected an integer, got {value!r}")
-    low, high = field.metadata.get("range", _JAVA_RANGES[java])
-    number = int(value)
+def _integer(value: str, field: attrs.Attribute[Any], key: str) -> Any:
+    """``Integer.parseInt`` or ``Long.parseLong`` (``metadata["java"]``): :data:`_UNPARSED` for what they refuse;
+    then ``metadata["range"]`` if any (``listenPort``: Java parses 70000 and fails to bind it), whose breach raises
+    :class:`PropertiesError`."""
+    java_low, java_high = _JAVA_RANGES[field.metadata.get("java", "int")]
+    if not _INTEGER.fullmatch(value) or not java_low <= (number := int(value)) <= java_high:
+        return _UNPARSED
+    low, high = field.metadata.get("range", (java_low, java_high))
     if not low <= number <= high:
         raise PropertiesError(f"{key}: {value} is out of range ({low}..{high})")
     return number
@@ -297,7 +305,13 @@ def _field_values(cls: type[Any], props: dict[str, str]) -> tuple[dict[str, Any]
         if field is None:
             unknown.append(key)
             continue
-        values[field.name] = _convert(value, field, key)
+        converted = _convert(value, field, key)
+        if converted is _UNPARSED:
+            # MixAll.properties2Object swallows the NumberFormatException (common/src/main/java/org/apache/rocketmq/
+            # common/MixAll.java): the setting keeps its value and the start or update goes on.
+            log.warning("%s: %r is not a number Java reads, ignored: the setting keeps its value", key, value)
+            continue
+        values[field.name] = converted
     return values, unknown
 
 
@@ -311,6 +325,6 @@ def black_listed_keys(fixed: Iterable[str], configured: str) -> frozenset[str]:
 def load_config(defaults: T, text: str | None = None, **overrides: object) -> tuple[T, list[str]]:
     """``defaults``, then the properties ``text`` (a file's content, if any), then keyword overrides (snake_case field
     names). Returns the settings and the text's unknown keys (the caller warns about them). Raises
-    :class:`PropertiesError` for a value of the wrong type."""
+    :class:`PropertiesError` for a value out of its range."""
     config, unknown = (defaults, []) if text is None else apply_properties(defaults, parse_properties(text))
     return attrs.evolve(config, **overrides), unknown  # type: ignore[misc]

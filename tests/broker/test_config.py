@@ -40,7 +40,9 @@ def test_unknown_keys_are_reported_and_bad_values_name_the_key(tmp_path) -> None
     conf.write_text("brokerNmae=typo\n")
     _, unknown = load_broker_config(conf)
     assert unknown == ["brokerNmae"]
-    conf.write_text("listenPort=abc\n")
+    conf.write_text("listenPort=abc\n")  # Integer.parseInt refuses it: MixAll.properties2Object keeps the default
+    assert load_broker_config(conf) == (BrokerConfig(), [])
+    conf.write_text("listenPort=70000\n")  # Java parses it and fails to bind it
     with pytest.raises(PropertiesError, match="listenPort"):
         load_broker_config(conf)
 
