@@ -391,3 +391,21 @@ def test_an_acl_delete_of_an_access_key_written_twice_in_a_file_removes_its_firs
     assert manager.delete_account("dup-key")
     assert _on_disk(path) == [_OTHER, _SECOND]
     assert _admits(manager, *_SECOND) and not _admits(manager, *_FIRST)
+
+
+@pytest.mark.parametrize("written", ["", "accounts: [\n"], ids=["emptied", "unparsable"])
+def test_a_reload_that_keeps_a_files_rules_keeps_the_first_entry_of_a_key_written_twice(
+    tmp_path: Path, written: str
+) -> None:
+    """A file that becomes empty or does not parse keeps its rules as they were: 4.9.8's ``load(String)``
+    (acl/src/main/java/org/apache/rocketmq/acl/plain/PlainPermissionManager.java) returns on "No data in {}, skip
+    it", and ``AclUtils.getYamlDataObject``'s exception leaves it before it changed anything, so the entry the full
+    load took for a key written twice (the first) stays the account. Ours took the file's last entry then, as if the
+    file had been reloaded."""
+    path = _accounts_file(tmp_path, _FIRST, _OTHER, _SECOND)
+    manager = AclManager(AclFiles(tmp_path))
+    manager.load()
+    assert _admits(manager, *_FIRST) and not _admits(manager, *_SECOND)
+    path.write_text(written)
+    assert manager.reload_changed() == [path]
+    assert _admits(manager, *_FIRST) and not _admits(manager, *_SECOND)
