@@ -173,31 +173,35 @@ class AclManager:
         self._mtimes = mtimes  # before reading, as AclFileWatchService: a bad file is not retried every round
         if changed:
             self._reloaded_alone.clear()  # PlainPermissionManager.load(): the first entry of a key counts
-        else:
-            self._reloaded_alone.update(read)  # load(String): the last one does
         for path in read:
-            self._read(path)
+            if self._read(path) and not changed:
+                # load(String): the last one does, once it read the file; on "No data in {}, skip it" or a file
+                # that does not parse it leaves before changing anything, so the kept rules keep their entry
+                # (acl/src/main/java/org/apache/rocketmq/acl/plain/PlainPermissionManager.java).
+                self._reloaded_alone.add(path)
         if read or changed:
             self._reindex(paths)
         return read
 
-    def _read(self, path: Path) -> None:
-        """Load one file; any failure is that file's alone (its previous rules stay, the others still load)."""
+    def _read(self, path: Path) -> bool:
+        """Load one file; any failure is that file's alone (its previous rules stay, the others still load). Whether
+        its rules were replaced."""
         try:
             parsed = read_acl_file(path)
         except FileNotFoundError:
             self._loaded.pop(path, None)
-            return
+            return False
         except Exception as exc:  # PyYAML and the int() of a counter raise more than AclConfigError
             kept = "keeping its previous rules" if path in self._loaded else "no rules from it"
             log.error("ACL file %s not loaded (%s): %s: %s", path, kept, type(exc).__name__, exc)
-            return
+            return False
         if parsed.empty and path in self._loaded:
             # PlainPermissionManager.load(String): "No data in {}, skip it"
             log.warning("No data in %s, skip it (keeping its previous rules)", path)
-            return
+            return False
         self._loaded[path] = parsed
         log.info("ACL file %s loaded: %d accounts, version %d", path, len(parsed.accounts), parsed.data_version.counter)
+        return True
 
     def _reindex(self, order: list[Path]) -> None:
         accounts: dict[str, Account] = {}
