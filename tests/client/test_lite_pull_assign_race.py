@@ -4,12 +4,18 @@ both. Virtual time against the embedded name server and broker, real sockets on 
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Awaitable, Callable
+
 import trio
 import trio.testing
 
 from broker.embedded import EmbeddedCluster
 from client.admin import Admin
 from client.consumer.lite_pull import LitePullConsumer
+from client.errors import ClientStateError
+from remoting.client import RemotingClient
+from tests.client.test_master_watch import register_as_master, silent_master
 
 
 async def test_overlapping_assigns_leave_the_queues_of_one_of_them(
@@ -32,3 +38,42 @@ async def test_overlapping_assigns_leave_the_queues_of_one_of_them(
         pulled = set(c.rebalance.process_queues)
     assert owned in ({q0}, {q1}), f"two overlapping assigns of one queue each left {sorted(owned)}"
     assert pulled == owned
+
+
+async def test_a_subscribe_overlapping_an_assign_leaves_the_consumer_in_one_mode(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Java's ``subscribe`` and ``assign`` are synchronized and each sets the subscription type, which refuses the
+    other mode (``setSubscriptionType``'s IllegalStateException in client/src/main/java/org/apache/rocketmq/client/
+    impl/consumer/DefaultLitePullConsumerImpl.java): of two overlapping calls one is refused. Ours checked the mode
+    as ``subscribe`` began, then kept the subscription an ``assign`` that ran while it waited for its topic's broker
+    (one that never answers) had made pointless: both returned, and the topic was never consumed."""
+    namesrv = embedded_cluster.namesrv_addr
+    async with Admin(namesrv) as admin:
+        await admin.create_topic("AssignMode", read_queue_nums=2, write_queue_nums=2)
+    outcome: dict[str, str] = {}
+    async with trio.open_nursery() as nursery, RemotingClient() as registrar:
+        await register_as_master(registrar, namesrv, await silent_master(nursery), "OnSilent", "broker-silent")
+        async with LitePullConsumer("lite-mode-race", namesrv) as c:
+            mqs = await c.fetch_message_queues("AssignMode")  # its route cached, its broker greeted
+            c.pause(mqs)
+
+            async def call(name: str, operation: Callable[[], Awaitable[None]]) -> None:
+                try:
+                    await operation()
+                except ClientStateError:
+                    outcome[name] = "refused"
+                else:
+                    outcome[name] = "done"
+
+            async with trio.open_nursery() as calls:
+                calls.start_soon(call, "subscribe", functools.partial(c.subscribe, "OnSilent"))
+                await trio.testing.wait_all_tasks_blocked()  # subscribe began: it waits for the silent broker
+                calls.start_soon(call, "assign", functools.partial(c.assign, mqs))
+            subscribed, assigned = c.subscribed_topics(), c.assignment()
+        nursery.cancel_scope.cancel()
+    assert sorted(outcome.values()) == ["done", "refused"], f"overlapping subscribe and assign: {outcome}"
+    if outcome["assign"] == "done":
+        assert "OnSilent" not in subscribed and assigned == set(mqs)
+    else:
+        assert "OnSilent" in subscribed and not assigned
