@@ -348,7 +348,13 @@ class LitePullConsumer(LitePullWorker):
             # rebalance take its queues up once it exists; without a route there is no broker to check it with.
             log.info("consumer %s: %s", self._group, exc)
         await check_sql92_subscriptions(self.instance, self._group, [subscription])
-        self.rebalance.subscriptions[topic] = subscription
+        async with self.rebalance.serialised():
+            # Checked again where assign() takes its mode: one may have run while this call awaited the brokers.
+            # Java's subscribe and assign are synchronized and setSubscriptionType refuses the other mode
+            # (client/src/main/java/org/apache/rocketmq/client/impl/consumer/DefaultLitePullConsumerImpl.java).
+            if self._assigned_manually:
+                raise ClientStateError("subscribe() and assign() cannot be mixed")
+            self.rebalance.subscriptions[topic] = subscription
         if listener is None:
             self._allocation_listeners.pop(topic, None)
         else:
