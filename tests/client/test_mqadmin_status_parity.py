@@ -270,3 +270,29 @@ async def test_cluster_list_goes_over_the_clusters_in_java_s_hash_map_order(clus
         assert result.exit_code == 0, result.output
         clusters = [line.split()[0] for line in result.stdout.splitlines()[1:] if line.strip()]
         assert clusters == ["ACluster", "ZCluster", "DefaultCluster"], result.stdout
+
+
+@pytest.mark.anyio
+async def test_cluster_rt_goes_over_the_clusters_and_brokers_in_java_s_hash_order(cluster: ThreadedCluster) -> None:
+    """CLusterSendMsgRTCommand (tools/src/main/java/org/apache/rocketmq/tools/command/cluster/
+    CLusterSendMsgRTCommand.java) probes the clusters of ``ClusterInfo.clusterAddrTable.keySet()`` (a ``HashMap``)
+    and each cluster's broker names as its ``Set``, which fastjson fills as a ``HashSet``: ACluster, ZCluster,
+    DefaultCluster, and in DefaultCluster broker-b before broker-a (as ``java.util.HashSet`` lists them). Ours went
+    over the clusters in the name server's order and sorted each cluster's broker names, as clusterList's
+    ``TreeSet`` does (clusterList's order was fixed, clusterRT's not)."""
+    for name, cluster_name in (("broker-b", "DefaultCluster"), ("broker-z", "ZCluster"), ("broker-x", "ACluster")):
+        await anyio.to_thread.run_sync(
+            lambda n=name, c=cluster_name: register_dead_broker(
+                cluster, name=n, addr="127.0.0.1:1", topics=(n,), cluster=c
+            )
+        )
+    args = ("clusterRT", "-n", cluster.namesrv_addr, "-a", "1", "--rounds", "1")
+    result = await anyio.to_thread.run_sync(lambda: _run(*args))
+    assert result.exit_code == 0, result.output
+    rows = [line.split()[:2] for line in result.stdout.splitlines()[1:] if line.strip()]
+    assert rows == [
+        ["ACluster", "broker-x"],
+        ["ZCluster", "broker-z"],
+        ["DefaultCluster", "broker-b"],
+        ["DefaultCluster", "broker-a"],
+    ], result.stdout
