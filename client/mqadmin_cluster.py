@@ -208,7 +208,10 @@ def cluster_rt(ctx: click.Context, **o: Any) -> None:
 
     async def job(admin: Admin, out: Output) -> None:
         info = await admin.cluster_info()
-        clusters = [o["cluster"]] if o["cluster"] else list(info.cluster_addr_table)
+        # CLusterSendMsgRTCommand goes over ClusterInfo.clusterAddrTable's keys (a HashMap) and each cluster's
+        # broker names as fastjson fills their Set, a HashSet, neither sorted
+        # (tools/src/main/java/org/apache/rocketmq/tools/command/cluster/CLusterSendMsgRTCommand.java).
+        clusters = [o["cluster"]] if o["cluster"] else java_hash_set(list(info.cluster_addr_table))
         if not tlog:
             out.header("%-24s  %-24s  %-4s  %-8s  %-8s%n", "#Cluster Name", "#Broker Name", "#RT", "#successCount",
                        "#failCount")  # fmt: skip
@@ -220,7 +223,7 @@ def cluster_rt(ctx: click.Context, **o: Any) -> None:
                     if names is None:
                         out.line("cluster [%s] not exist", cluster)
                         break
-                    for name in sorted(names):
+                    for name in java_hash_set(list(names)):
                         await _probe(producer, out, cluster, name, o["amount"], o["size"], tlog, o["machine_room"])
                 done += 1
                 if o["rounds"] and done >= o["rounds"]:
