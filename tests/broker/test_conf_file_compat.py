@@ -9,9 +9,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
 import trio
 
-from broker.cli import build_config
+from broker.cli import build_config, build_proxy_config
+from remoting.codec.java_properties import PropertiesError
 from tests.e2e.harness import Process, ScenarioError, kill_all
 
 SMALL = ["--mappedFileSizeCommitLog", str(1 << 20), "--maxHashSlotNum", "1024", "--maxIndexNum", "4096"]
@@ -118,3 +120,23 @@ async def test_a_number_java_cannot_parse_keeps_the_default_and_the_broker_start
     assert all(f"{key}: " in log for key in ("fileReservedTime", "brokerId", "maxMessageSize"))
     config = build_config(str(tmp_path / "broker.conf"), ["--maxMessageSize", "3000000000"], "")
     assert (config.file_reserved_time, config.broker_id, config.max_message_size) == (72, 0, 4 << 20)
+
+
+async def test_a_proxy_setting_that_does_not_parse_stops_the_start(tmp_path: Path) -> None:
+    """RocketMQ 5's proxy reads its settings with fastjson into ProxyConfig (proxy/src/main/java/org/apache/rocketmq/
+    proxy/config/Configuration.java, ``JSON.parseObject``), which fails on a value its field's type does not take,
+    so the proxy never starts: not MixAll.properties2Object, which skips such a key. Ours, since the broker's keys
+    were made lenient, took ``grpcServerPort=8O81`` (a letter O) as 8081 and a boolean ``yes`` as false in silence.
+    Each key must stop the start with status 2, naming it, as before; a broker key's bad number keeps starting."""
+    store = ["-n", "127.0.0.1:1", "--storePathRootDir", str(tmp_path / "s"), "--enable-proxy", "--grpcServerPort", "0"]
+    for conf in (b"renewAheadTimeMillis=10s\n", b"enableProxyAutoRenew=yes\n"):
+        _, status = await _start(tmp_path, conf, *store)
+        key = conf.decode().partition("=")[0]
+        assert status == 2 and key in _stderr(tmp_path), f"exit {status}: {_stderr(tmp_path)}"
+    for args in (["--grpcServerPort", "8O81"], ["--grpcTlsServerPort", "x"]):
+        with pytest.raises(PropertiesError, match=args[0][2:]):
+            build_proxy_config(None, args, enable=True)
+        with pytest.raises(PropertiesError, match=args[0][2:]):
+            build_config(None, args, "")
+    # maxMessageSize is the broker's too: Java's broker skips a number it cannot parse, so the broker starts.
+    assert build_proxy_config(None, ["--maxMessageSize", "4m"], enable=True).max_message_size == 4 << 20
