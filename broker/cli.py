@@ -47,7 +47,6 @@ from broker.security import client_use_tls
 from proxy.config import ProxyConfig, proxy_config_from
 from remoting.codec.java_properties import (
     PropertiesError,
-    apply_properties,
     config_from_properties,
     decode_properties_file,
     parse_properties,
@@ -87,7 +86,7 @@ def build_config(config_file: str | None, extra: list[str], namesrv_addr: str | 
     props = read_conf_file(config_file)
     props.update(parse_property_args(extra))
     config, unknown = config_from_properties(BrokerConfig, props)
-    _, not_proxy = apply_properties(ProxyConfig(), {k: props[k] for k in unknown})
+    _, not_proxy = proxy_config_from({k: props[k] for k in unknown})  # a proxy setting's bad value refused
     for key in not_proxy:
         if key not in JAVA_INERT_PROPERTIES:
             click.echo(f"mqbroker: ignoring unknown property {key!r}", err=True)

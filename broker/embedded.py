@@ -511,7 +511,8 @@ def broker_overrides_of(args: list[str]) -> dict[str, Any]:
     a ``brokerIP1`` equal to its default, the host's address, still overrides the cluster's host). A property that is
     neither the broker's nor the 5.x proxy's is reported on stderr and ignored.
 
-    Raises :class:`click.UsageError` for a malformed argument or a value of the wrong type.
+    Raises :class:`click.UsageError` for a malformed argument, a port out of range or a 5.x proxy setting's value of
+    the wrong type (a broker setting's number that does not parse is skipped, as MixAll.properties2Object does).
     """
     try:
         props = parse_property_args(args)

@@ -2,16 +2,19 @@
 ``ProxyConfig`` (proxy/src/main/java/org/apache/rocketmq/proxy/config/ProxyConfig.java) and ``TlsSystemConfig``.
 
 Read from the same ``-c`` file and ``--name value`` arguments as the broker's settings (``mqbroker --enable-proxy
---grpcServerPort 8081``); :func:`proxy_config_from` applies them.
+--grpcServerPort 8081``); :func:`proxy_config_from` applies them, refusing a value its setting's type does not take
+(``grpcServerPort=8O81``, ``enableProxyAutoRenew=yes``), as RocketMQ's proxy refuses its JSON settings file.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Final
 
 import attrs
 
-from remoting.codec.java_properties import JAVA_LONG, apply_properties
+from broker.broker_config import BrokerConfig
+from remoting.codec.java_properties import JAVA_LONG, apply_properties, property_name
 
 __all__ = ["ProxyConfig", "proxy_config_from"]
 
@@ -112,9 +115,22 @@ class ProxyConfig:
         return self.grpc_server_port + 1 if self.grpc_server_port else 0
 
 
+#: The keys the broker's settings have too (``maxMessageSize``, ``tls.server.mode``...).
+_BROKER_KEYS: Final = frozenset(property_name(field) for field in attrs.fields(BrokerConfig))
+
+
 def proxy_config_from(props: Mapping[str, str], enable: bool = False) -> tuple[ProxyConfig, list[str]]:
-    """The proxy settings among ``props``; returns the keys that are not proxy settings."""
-    config, unknown = apply_properties(ProxyConfig(), dict(props))
+    """The proxy settings among ``props``; returns the keys that are not proxy settings. Raises
+    :class:`~remoting.codec.java_properties.PropertiesError` for a boolean other than true/false or a number that does
+    not parse: RocketMQ 5 reads ProxyConfig from its JSON file with fastjson's ``JSON.parseObject``
+    (proxy/src/main/java/org/apache/rocketmq/proxy/config/Configuration.java), which fails on such a value and the
+    proxy does not start; not MixAll.properties2Object, which would skip the key (``grpcServerPort=8O81`` serving on
+    8081). A key the broker's settings have too (``maxMessageSize``) is read as the broker reads it, as broker.conf
+    starts a Java broker so."""
+    own = {key: value for key, value in props.items() if key not in _BROKER_KEYS}
+    config, unknown = apply_properties(ProxyConfig(), own, strict=True)
+    config, shared_unknown = apply_properties(config, {key: props[key] for key in props.keys() & _BROKER_KEYS})
+    unknown = [key for key in props if key in {*unknown, *shared_unknown}]
     if enable:
         config = attrs.evolve(config, enable_proxy=True)
     return config, unknown

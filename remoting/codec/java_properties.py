@@ -20,8 +20,9 @@ RocketMQ spells it otherwise (``brokerIP1``). An ``int`` field holds a Java ``in
 ``"long"``, and ``metadata["range"]`` narrows it further (``listenPort``). A boolean is true for a case-insensitive
 ``true`` and false for anything else (logged), as Java's ``Boolean.parseBoolean``; a number Java's parser refuses
 (not a number, or past its Java type) is skipped, logged, and the setting keeps its value, as ``properties2Object``
-swallows the NumberFormatException. Errors: :class:`PropertiesError` for a number outside ``metadata["range"]``, a
-malformed ``\\uXXXX`` or a malformed argument.
+swallows the NumberFormatException. ``strict`` settings (the 5.x proxy's, which RocketMQ reads with fastjson) refuse
+both instead. Errors: :class:`PropertiesError` for a number outside ``metadata["range"]``, a malformed ``\\uXXXX``, a
+malformed argument, or (``strict``) a boolean other than true/false or a number that does not parse.
 """
 
 from __future__ import annotations
@@ -215,16 +216,19 @@ def parse_property_args(args: list[str]) -> dict[str, str]:
 _UNPARSED: Final = object()
 
 
-def _convert(value: str, field: attrs.Attribute[Any], key: str) -> Any:
+def _convert(value: str, field: attrs.Attribute[Any], key: str, strict: bool) -> Any:
     """``value`` as ``field``'s type, blanks around it ignored (ours: Java's number parsers refuse them, an enum
     setter refuses them and keeps the default, and a name or address keeps a trailing one, silently different).
-    :data:`_UNPARSED` for a number ``Integer.parseInt``, ``Long.parseLong`` or ``Double.parseDouble`` refuses."""
+    :data:`_UNPARSED` for a number ``Integer.parseInt``, ``Long.parseLong`` or ``Double.parseDouble`` refuses.
+    ``strict``: :class:`PropertiesError` for a boolean other than true/false."""
     kind = field.type
     if kind in (bool, "bool", "bool | None"):  # None: not set (tls.enable, whose default depends on another)
         # Boolean.parseBoolean, as common/src/main/java/org/apache/rocketmq/common/MixAll.java properties2Object
         # reads every boolean: a case-insensitive "true" is true, anything else false, never an error.
         lowered = value.strip(_BLANKS).lower()
         if lowered not in ("true", "false"):
+            if strict:
+                raise PropertiesError(f"{key}: expected true or false, got {value!r}")
             log.warning("%s: %r is not true or false, read as false as Java reads it", key, value)
         return lowered == "true"
     if kind is int or kind == "int":
@@ -277,13 +281,15 @@ def property_texts(config: attrs.AttrsInstance) -> dict[str, str]:
     return texts
 
 
-def apply_properties(config: T, props: dict[str, str]) -> tuple[T, list[str]]:
-    """A copy of the attrs ``config`` with each field named in ``props`` replaced by the converted value.
+def apply_properties(config: T, props: dict[str, str], *, strict: bool = False) -> tuple[T, list[str]]:
+    """A copy of the attrs ``config`` with each field named in ``props`` replaced by the converted value (``strict``:
+    a boolean other than true/false or a number that does not parse raises :class:`PropertiesError`, not read as
+    ``MixAll.properties2Object`` reads it).
 
     A field's property name is its camelCase form, or ``metadata["key"]`` where RocketMQ spells it otherwise.
     Returns the new config and the keys that matched no field, so the caller can warn about typos.
     """
-    changes, unknown = _field_values(type(config), props)
+    changes, unknown = _field_values(type(config), props, strict)
     return attrs.evolve(config, **changes), unknown  # type: ignore[misc]
 
 
@@ -291,11 +297,11 @@ def config_from_properties(cls: type[T], props: dict[str, str], **overrides: obj
     """A new ``cls`` from ``props``, then ``overrides`` (snake_case field names), over its defaults; returns it and
     the keys that matched no field. Unlike :func:`apply_properties` on a default instance, a default computed from
     other fields (``attrs.Factory(..., takes_self=True)``: brokerIP1 from listenHost) follows the values given."""
-    changes, unknown = _field_values(cls, props)
+    changes, unknown = _field_values(cls, props, strict=False)
     return cls(**{**changes, **overrides}), unknown
 
 
-def _field_values(cls: type[Any], props: dict[str, str]) -> tuple[dict[str, Any], list[str]]:
+def _field_values(cls: type[Any], props: dict[str, str], strict: bool) -> tuple[dict[str, Any], list[str]]:
     """``props`` converted to ``cls``'s field values by field name, and the keys that matched no field."""
     by_key = {property_name(f): f for f in attrs.fields(cls)}
     values: dict[str, Any] = {}
@@ -305,7 +311,9 @@ def _field_values(cls: type[Any], props: dict[str, str]) -> tuple[dict[str, Any]
         if field is None:
             unknown.append(key)
             continue
-        converted = _convert(value, field, key)
+        converted = _convert(value, field, key, strict)
+        if converted is _UNPARSED and strict:
+            raise PropertiesError(f"{key}: expected a number, got {value!r}")
         if converted is _UNPARSED:
             # MixAll.properties2Object swallows the NumberFormatException (common/src/main/java/org/apache/rocketmq/
             # common/MixAll.java): the setting keeps its value and the start or update goes on.
