@@ -24,6 +24,7 @@ import trio.testing
 from broker.embedded import EmbeddedCluster
 from client.message import Message
 from client.producer import Producer
+from processors.filter.cache import compile_sql92
 from proxy.common import Code
 from proxy.config import ProxyConfig
 from proxy.messaging import MessagingActivity
@@ -1034,3 +1035,48 @@ async def test_a_fifo_queue_freed_by_its_invisible_time_wakes_one_parked_receive
         assert pop._turns[("GFifoOne", "FifoOne")] - before == 1, "pops when the queue was free again"
         [(bodies, at)] = got
         assert bodies == [b"m0"] and at - visible_at < 1
+
+
+async def test_an_arrival_checks_a_groups_filter_once_not_once_per_parked_receive(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """PopLongPollingService.notifyMessageArriving polls one request off the group's key and checks its filter
+    once per arrival, whatever the number parked. Ours checked the filter of every parked receive of the group until
+    one matched, inside the store's append: 200 receives of one SQL92 filter on a topic busy with messages it does not
+    match cost 200 evaluations per message. The receives of a group share their filter (the proxy compiles an
+    expression once), so one evaluation per group and arrival says the same."""
+    activity = await _activity(embedded_cluster, nursery)
+    await create_topic(embedded_cluster, "Busy", queues=1)
+    pop = activity.consuming.pop
+    sql = compile_sql92("a > 1", string_operators=True).matches_raw
+    evaluations = 0
+
+    def counted(raw: memoryview) -> bool:
+        nonlocal evaluations
+        evaluations += 1
+        return sql(raw)
+
+    order: list[int] = []
+    woken: list[int] = []
+
+    async def parked(i: int) -> None:
+        with trio.move_on_after(3600):
+            order.append(i)  # filed in this order: no checkpoint before wait_arrival files it
+            await pop.wait_arrival(["Busy"], 3600, "GBusy", None, counted)
+            woken.append(i)
+
+    async with trio.open_nursery() as receives:
+        for i in range(200):
+            receives.start_soon(parked, i)
+        await trio.testing.wait_all_tasks_blocked()
+        autojump_clock.autojump_threshold = math.inf  # the waits stand still while the producer connects
+        async with Producer("pg-busy", embedded_cluster.namesrv_addr) as producer:
+            for _ in range(5):
+                await producer.send(Message("Busy", b"other", properties={"a": "0"}))
+            await trio.testing.wait_all_tasks_blocked()
+            assert (woken, evaluations) == ([], 5), "one evaluation per arrival, none woken"
+            await producer.send(Message("Busy", b"match", properties={"a": "5"}))
+            await trio.testing.wait_all_tasks_blocked()
+        autojump_clock.autojump_threshold = 0
+        assert (woken, evaluations) == (order[:1], 6), "the longest waiting"
+        receives.cancel_scope.cancel()
