@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import enum
 import heapq
+import itertools
 import math
 from collections.abc import Callable
 from typing import Final
@@ -135,6 +136,10 @@ class _Filter:
         return self.properties is None or self.properties(memoryview(properties.encode()))
 
 
+#: A receive's filter as :class:`PopService` files its wait: its tags and its SQL92 filter.
+_FilterKey = tuple[frozenset[str] | None, PropertyFilter | None]
+
+
 @attrs.frozen(slots=True)
 class Popped:
     """One handed-out message: the stored message, its handle and its delivery attempt (1 for the first)."""
@@ -159,8 +164,10 @@ class PopService:
         #: pops of each (group, topic) so far (where the next starts); swept when it reaches ``_turns_sweep_at``
         self._turns: dict[tuple[str, str], int] = {}
         self._turns_sweep_at = _TURNS_SWEEP_MIN
-        #: receives waiting for an arrival, by topic, then group, in the order they came (an entry goes with the last)
-        self._arrivals: dict[str, dict[str, dict[_Poll, None]]] = {}
+        #: receives waiting for an arrival, by topic, then group, then filter (:attr:`_Poll.key`), in the order they
+        #: came (an entry goes with the last); ``_poll_seq`` numbers them in that order
+        self._arrivals: dict[str, dict[str, dict[_FilterKey, dict[_Poll, None]]]] = {}
+        self._poll_seq = itertools.count()
         #: receives parked for long polling by (group, topic), and in all (:meth:`park`)
         self._parked: dict[tuple[str, str], int] = {}
         self._parked_total = 0
@@ -207,19 +214,26 @@ class PopService:
         of its queue -1 key (the proxy's receives pop all queues) and one of the arrival's queue, polled off its key's
         queue, and puts a request whose filter does not match the message back unwoken (messageFilter
         .isMatchedByConsumeQueue on the tags code, then isMatchedByCommitLog on the properties; broker/src/main/java/
-        org/apache/rocketmq/broker/longpolling/PopLongPollingService.java). Java looks at the first request only; ours
-        passes over one that does not match to the next (the receives of a group share their filter, unless its
-        clients subscribe inconsistently). Java takes the one due soonest; the receives of a key share their polling
-        window, so the longest waiting is that one. Not every receive on the topic: with N parked, one message cost N
-        reads, N - 1 of them empty; nor one the message does not match: it read the store for nothing."""
+        org/apache/rocketmq/broker/longpolling/PopLongPollingService.java). Java checks the filter of the group's
+        first request only, once per arrival; ours checks that of the longest-waiting receive of each filter the
+        group's receives use, once each (one filter, unless its clients subscribe inconsistently), and wakes the
+        longest waiting of those that match: not the filter of every parked receive, which cost N evaluations per
+        arrival inside the store's append with N parked. Java takes the one due soonest; the receives of a key share
+        their polling window, so the longest waiting is that one. Not every receive on the topic: with N parked, one
+        message cost N reads, N - 1 of them empty; nor one the message does not match: it read the store for
+        nothing."""
         groups = self._arrivals.get(topic)
         if groups is None:
             return
         for name in list(groups) if group is None else [group]:
-            waiters = groups.get(name)
-            if not waiters:
+            by_filter = groups.get(name)
+            if not by_filter:
                 continue
-            poll = next((p for p in waiters if arrival is None or p.matches(*arrival)), None)
+            poll: _Poll | None = None
+            for waiters in by_filter.values():
+                first = next(iter(waiters))
+                if (poll is None or first.seq < poll.seq) and (arrival is None or first.matches(*arrival)):
+                    poll = first
             if poll is not None:
                 self._unfile(poll)
                 poll.woken_on, poll.woken_by = topic, arrival
@@ -228,14 +242,17 @@ class PopService:
     def _unfile(self, poll: _Poll) -> None:
         for topic in poll.topics:
             groups = self._arrivals.get(topic)
-            waiters = None if groups is None else groups.get(poll.group)
-            if groups is None or waiters is None:
+            by_filter = None if groups is None else groups.get(poll.group)
+            waiters = None if by_filter is None else by_filter.get(poll.key)
+            if groups is None or by_filter is None or waiters is None:
                 continue
             waiters.pop(poll, None)
             if not waiters:
-                del groups[poll.group]
-                if not groups:
-                    del self._arrivals[topic]
+                del by_filter[poll.key]
+                if not by_filter:
+                    del groups[poll.group]
+                    if not groups:
+                        del self._arrivals[topic]
 
     async def wait_arrival(
         self,
@@ -251,9 +268,9 @@ class PopService:
         raises Cancelled and the wake goes to the group's next receive. The last waiter of a topic to leave drops its
         entries, so topics waited on once are not kept for good (RocketMQ's PopLongPollingService removes a topic's
         polling queue once it is empty and cleans those of topics that are gone)."""
-        poll = _Poll(group, tuple(dict.fromkeys(topics)), _Filter(tags, property_filter))
+        poll = _Poll(group, tuple(dict.fromkeys(topics)), _Filter(tags, property_filter), next(self._poll_seq))
         for topic in poll.topics:
-            self._arrivals.setdefault(topic, {}).setdefault(group, {})[poll] = None
+            self._arrivals.setdefault(topic, {}).setdefault(group, {}).setdefault(poll.key, {})[poll] = None
         try:
             with trio.move_on_after(timeout):
                 await poll.event.wait()
@@ -746,15 +763,22 @@ class PopService:
 @attrs.define(eq=False)
 class _Poll:
     """One receive waiting for an arrival (a PopRequest parked in PopLongPollingService): its group, the topics it
-    is filed under, its filter, the event its wake sets, and the topic and arrival (tags code and properties;
-    ``None``: no message) that woke it."""
+    is filed under, its filter, its place in the order receives parked, the event its wake sets, and the topic and
+    arrival (tags code and properties; ``None``: no message) that woke it."""
 
     group: str
     topics: tuple[str, ...]
     filter: _Filter
+    seq: int
     event: trio.Event = attrs.Factory(trio.Event)
     woken_on: str | None = None
     woken_by: tuple[int, str] | None = None
+
+    @property
+    def key(self) -> _FilterKey:
+        """What its filter is filed under: receives of one expression share it (the proxy compiles an SQL92
+        expression once, :func:`processors.filter.cache.compile_sql92`)."""
+        return self.filter.tags, self.filter.properties
 
     def matches(self, tags_code: int, properties: str) -> bool:
         return self.filter.matches(tags_code, properties)
