@@ -137,14 +137,21 @@ class Session:
         fail_times: int = 0,
         namesrv: str = "",
         trace: int = 0,
+        orderly: int = 0,
+        broadcast: int = 0,
+        home: str = "",
     ) -> Agent:
-        """A started client driver; against the session's broker unless ``namesrv`` names another cluster."""
+        """A started client driver; against the session's broker unless ``namesrv`` names another cluster.
+        ``orderly``, ``broadcast`` and ``home`` are the consumer options of the drivers (``cpp/agent.py``)."""
         name = f"{role}-{group}-{instance or len(self.agents)}"
+        if any(agent.name == name for agent in self.agents):  # a restart under the same instance name
+            name += f"-{len(self.agents)}"
         options: dict[str, str | int] = {"namesrv": namesrv or self.broker.namesrv_addr, "group": group}
         if trace:
             options["trace"] = trace
         if role == "consumer":
             options.update(topic=topic, instance=instance, slow_after=slow_after, fail_times=fail_times)
+            options.update(orderly=orderly, broadcast=broadcast, home=home)
             if self.kind.name == "cpp":
                 options["props"] = ",".join(USER_PROPS)
         if self.kind.name == "cpp":

@@ -23,6 +23,14 @@ protocol as ``tests/e2e/node/agent.js``::
 
 ``--trace 1`` turns a producer's message trace on (the consumer always has it on, see ``run_consumer``).
 
+Orderly and batch sends: a message spec with ``"orderArg": N`` goes through ``SendMessageOrderly`` with a selector
+that picks queue ``N % queues``; one with ``"shardingKey": K`` through ``SendMessageOrderlyByShardingKey`` (the
+core hashes K to a queue). ``{"op":"produce_batch","id","messages":[...]}`` sends all of them in one
+``SendBatchMessage`` (one topic) and reports one {"ev":"sent","keys":[...],"ok","status","msgId","queueOffset"}.
+``--orderly 1`` registers the consumer's callback with ``RegisterMessageCallbackOrderly`` (the core then locks its
+queues on the broker with LOCK_BATCH_MQ and unlocks them at shutdown); ``--broadcast 1`` sets the message model to
+BROADCASTING (offsets kept in a local file under ``$HOME``; ``--home DIR`` sets ``HOME`` for that).
+
 A message spec may carry ``delayLevel`` (the DELAY property, set with ``set_delay_time_level``). ``--fail-times N``
 makes the consumer answer RECONSUME_LATER (through the C API: the wrapper turns a raising callback into
 CONSUME_SUCCESS) while a message's reconsume count is below N; those deliveries are reported with ``"failed": true``.
@@ -54,7 +62,7 @@ from rocketmq.client import (  # type: ignore[import-not-found]  # lives in .ven
     SendStatus,
 )
 from rocketmq.exceptions import ffi_check  # type: ignore[import-not-found]
-from rocketmq.ffi import _CSendResult, dll  # type: ignore[import-not-found]
+from rocketmq.ffi import MessageModel, _CSendResult, dll  # type: ignore[import-not-found]
 
 # CTransactionStatus of the C API (CTransactionStatus.h).
 TX_STATUS = {"commit": 0, "rollback": 1, "unknown": 2}
@@ -176,6 +184,63 @@ def send_retrying_route(send: Any, msg: Message) -> Any:
     raise AssertionError("unreachable")
 
 
+def sharding_key_sender(producer: Any) -> Any:
+    """``SendMessageOrderlyByShardingKey`` of the C API (the wrapper has none): ``send(msg, key)``."""
+    dll.SendMessageOrderlyByShardingKey.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_void_p,
+        ctypes.c_char_p,
+        ctypes.POINTER(_CSendResult),
+    ]
+    dll.SendMessageOrderlyByShardingKey.restype = ctypes.c_int
+
+    def send(msg: Message, key: str) -> Any:
+        cres = _CSendResult()
+        ffi_check(dll.SendMessageOrderlyByShardingKey(producer._handle, msg, key.encode(), ctypes.pointer(cres)))
+        return SimpleNamespace(status=SendStatus(cres.sendStatus), msg_id=cres.msgId.decode(), offset=cres.offset)
+
+    return send
+
+
+def build_message(spec: dict[str, Any]) -> Message:
+    msg = Message(spec["topic"])
+    if spec.get("tags"):
+        msg.set_tags(spec["tags"])
+    if spec.get("keys"):
+        msg.set_keys(spec["keys"])
+    for name, value in spec.get("props", {}).items():
+        msg.set_property(name, value)
+    if spec.get("delayLevel"):
+        msg.set_delay_time_level(int(spec["delayLevel"]))
+    msg.set_body(spec["body"])
+    return msg
+
+
+def send_batch(producer: Any, cmd: dict[str, Any]) -> None:
+    """One ``SendBatchMessage`` of every message in ``cmd``; one ``sent`` event, then ``done``."""
+    keys = [spec.get("keys") for spec in cmd["messages"]]
+    send_ts = now_ms()
+    try:
+        res = producer.send_batch([build_message(spec) for spec in cmd["messages"]])
+    except Exception as exc:  # the client raises its own exception types for every failure
+        emit({"ev": "sent", "keys": keys, "ok": False, "error": str(exc), "sendTs": send_ts})
+        emit({"ev": "done", "id": cmd.get("id"), "ok": 0, "failed": 1})
+        return
+    good = res.status == SendStatus.OK
+    emit(
+        {
+            "ev": "sent",
+            "keys": keys,
+            "ok": good,
+            "status": res.status.name,
+            "msgId": res.msg_id,
+            "queueOffset": res.offset,
+            "sendTs": send_ts,
+        }
+    )
+    emit({"ev": "done", "id": cmd.get("id"), "ok": int(good), "failed": int(not good)})
+
+
 def run_producer(args: argparse.Namespace) -> None:
     if args.role == "txproducer":
         producer, send = transaction_producer(args.group)
@@ -193,30 +258,30 @@ def run_producer(args: argparse.Namespace) -> None:
     if args.access_key:
         producer.set_session_credentials(args.access_key, args.secret_key, "ALIYUN")
     producer.start()
+    by_sharding_key = sharding_key_sender(producer)
     emit({"ev": "ready"})
     try:
         for cmd in read_commands():
             if cmd["op"] == "stop":
                 emit({"ev": "done", "id": cmd.get("id")})
                 return
+            if cmd["op"] == "produce_batch":
+                send_batch(producer, cmd)
+                continue
             if cmd["op"] != "produce":
                 emit({"ev": "error", "id": cmd.get("id"), "error": f"unknown op {cmd['op']}"})
                 continue
             ok = failed = 0
             for spec in cmd["messages"]:
-                msg = Message(spec["topic"])
-                if spec.get("tags"):
-                    msg.set_tags(spec["tags"])
-                if spec.get("keys"):
-                    msg.set_keys(spec["keys"])
-                for name, value in spec.get("props", {}).items():
-                    msg.set_property(name, value)
-                if spec.get("delayLevel"):
-                    msg.set_delay_time_level(int(spec["delayLevel"]))
-                msg.set_body(spec["body"])
+                msg = build_message(spec)
                 send_ts = now_ms()
                 try:
-                    res = send_retrying_route(send, msg)
+                    if "orderArg" in spec:
+                        res = producer.send_orderly(msg, int(spec["orderArg"]))
+                    elif "shardingKey" in spec:
+                        res = by_sharding_key(msg, spec["shardingKey"])
+                    else:
+                        res = send_retrying_route(send, msg)
                 except Exception as exc:  # the client raises its own exception types for every failure
                     failed += 1
                     emit({"ev": "sent", "key": spec.get("keys"), "ok": False, "error": str(exc), "sendTs": send_ts})
@@ -242,7 +307,8 @@ def run_producer(args: argparse.Namespace) -> None:
 
 def run_consumer(args: argparse.Namespace) -> None:
     prop_names = [p for p in args.props.split(",") if p]
-    consumer = PushConsumer(args.group)
+    model = MessageModel.BROADCASTING if args.broadcast else MessageModel.CLUSTERING
+    consumer = PushConsumer(args.group, orderly=bool(args.orderly), message_model=model)
     consumer.set_namesrv_addr(args.namesrv)
     consumer.set_log_root_path(args.logs)
     if args.access_key:
@@ -308,11 +374,17 @@ def main() -> None:
     parser.add_argument("--access-key", default="", help="ACL account (session credentials, channel ALIYUN)")
     parser.add_argument("--secret-key", default="")
     parser.add_argument("--trace", type=int, default=0, help="producer: 1 turns the core's message trace on")
+    parser.add_argument("--orderly", type=int, default=0, help="consumer: 1 registers an orderly callback")
+    parser.add_argument("--broadcast", type=int, default=0, help="consumer: 1 sets the BROADCASTING model")
+    parser.add_argument("--home", default="", help="HOME for the core's local offset files (broadcasting)")
     parser.add_argument("--logs", required=True, help="directory for the C++ client's own log files")
     args = parser.parse_args()
     os.makedirs(args.logs, exist_ok=True)
     # The consumer ignores SetPushConsumerLogPath and logs under /logs unless this variable names a directory.
     os.environ["ROCKETMQ_CLIENT_LOG_DIR"] = args.logs
+    if args.home:
+        os.makedirs(args.home, exist_ok=True)
+        os.environ["HOME"] = args.home
     if args.role in ("producer", "txproducer"):
         run_producer(args)
     else:

@@ -17,6 +17,9 @@
  *            stop midway.
  *     --fail-times N: the handler throws while a message's reconsumeTimes is below N (reported first, with
  *            "failed":true), so ali-ons sends it back (CONSUMER_SEND_MSG_BACK) and gets it again from the retry topic.
+ *     --broadcast 1: ali-ons' isBroadcast with persistent (BROADCASTING: every consumer of the group gets every
+ *            message, offsets kept in ~/.rocketmq_offsets_node/<clientId>/<group>/offsets.json); --home DIR sets
+ *            HOME for that file.
  *   A message spec may carry "delayLevel" (ali-ons' Message#delayTimeLevel, the DELAY property).
  *   --access-key AK --secret-key SK (either role): ali-ons' accessKey/secretKey options, which sign every request
  *            for a broker with ACL on.
@@ -26,6 +29,11 @@
  */
 
 const readline = require('readline');
+
+// ali-ons reads HOME when it is loaded (its local offset store's directory), so --home must apply before require.
+const homeAt = process.argv.indexOf('--home');
+if (homeAt > 0 && homeAt + 1 < process.argv.length) process.env.HOME = process.argv[homeAt + 1];
+
 const { Producer, Consumer, Message } = require('ali-ons');
 
 function emit(obj) {
@@ -142,6 +150,8 @@ async function runConsumer(opts, commands) {
   };
   // Two consumers of one group in one host need distinct client ids; ali-ons uses the PID unless told otherwise.
   if (opts.instance) options.instanceName = opts.instance;
+  // persistent: the local file store (without it ali-ons keeps a broadcasting consumer's offsets in memory only).
+  if (opts.broadcast === '1') Object.assign(options, { isBroadcast: true, persistent: true });
   const consumer = new Consumer(options);
   consumer.on('error', err => emit({ ev: 'client_error', message: String(err && err.message), ts: Date.now() }));
   let stopping = false;
