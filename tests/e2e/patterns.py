@@ -7,7 +7,8 @@ One broker process per client kind; the scenarios run concurrently in it, each r
 
 - C++ core 2.1 (C API through ``cpp/agent.py``): ``SendMessageOrderly`` (a queue selector callback),
   ``SendMessageOrderlyByShardingKey``, ``RegisterMessageCallbackOrderly`` (it locks its queues on the broker with
-  LOCK_BATCH_MQ before pulling them and unlocks them with UNLOCK_BATCH_MQ at shutdown), ``SetPushConsumerMessageModel``
+  LOCK_BATCH_MQ before pulling them and unlocks all but the first of each broker with UNLOCK_BATCH_MQ at shutdown,
+  see docs/protocol.md#93-usage-patterns), ``SetPushConsumerMessageModel``
   (BROADCASTING keeps offsets in ``$HOME/.rocketmq_offsets``), ``SendBatchMessage``.
 - ali-ons 3.12: ``isBroadcast`` (offsets in ``$HOME/.rocketmq_offsets_node``). No orderly consumer, no queue selector
   nor sharding key on its producer, no batch send.
