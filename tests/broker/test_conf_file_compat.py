@@ -13,6 +13,7 @@ import pytest
 import trio
 
 from broker.cli import build_config, build_proxy_config
+from broker.embedded import broker_overrides_of
 from remoting.codec.java_properties import PropertiesError
 from tests.e2e.harness import Process, ScenarioError, kill_all
 
@@ -140,3 +141,17 @@ async def test_a_proxy_setting_that_does_not_parse_stops_the_start(tmp_path: Pat
             build_config(None, args, "")
     # maxMessageSize is the broker's too: Java's broker skips a number it cannot parse, so the broker starts.
     assert build_proxy_config(None, ["--maxMessageSize", "4m"], enable=True).max_message_size == 4 << 20
+
+
+async def test_a_proxy_setting_that_does_not_parse_leaves_a_broker_without_the_proxy_starting(tmp_path: Path) -> None:
+    """Without ``--enable-proxy`` no proxy runs and its settings are read by nothing that could fail: RocketMQ's
+    BrokerStartup reads broker.conf with MixAll.properties2Object (common/src/main/java/org/apache/rocketmq/common/
+    MixAll.java), to which ``grpcServerPort`` is no key, and only the proxy (proxy/src/main/java/org/apache/rocketmq/
+    proxy/config/Configuration.java) would refuse its value. Ours refused the broker's start (status 2), the
+    embedded cluster's broker arguments too, over a setting of the proxy it was not asked to run."""
+    conf = b"grpcServerPort=8O81\nenableProxyAutoRenew=yes\n"
+    _, status = await _start(tmp_path, conf, "-n", "127.0.0.1:1", "--storePathRootDir", str(tmp_path / "s"))
+    assert status is None, f"exit {status}: {_stderr(tmp_path)}"
+    assert build_config(None, ["--grpcTlsServerPort", "x"], "").listen_port == 10911
+    assert not build_proxy_config(None, ["--grpcServerPort", "8O81"], enable=False).enable_proxy
+    assert broker_overrides_of(["--renewAheadTimeMillis", "10s", "--listenPort", "0"]) == {"listen_port": 0}
