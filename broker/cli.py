@@ -44,7 +44,7 @@ from broker.broker_config import IMPORTANT_PROPERTIES, JAVA_INERT_PROPERTIES, Br
 from broker.context import check_enums
 from broker.controller import BrokerController
 from broker.security import client_use_tls
-from proxy.config import ProxyConfig, proxy_config_from
+from proxy.config import PROXY_KEYS, ProxyConfig, proxy_config_from
 from remoting.codec.java_properties import (
     PropertiesError,
     config_from_properties,
@@ -86,9 +86,8 @@ def build_config(config_file: str | None, extra: list[str], namesrv_addr: str | 
     props = read_conf_file(config_file)
     props.update(parse_property_args(extra))
     config, unknown = config_from_properties(BrokerConfig, props)
-    _, not_proxy = proxy_config_from({k: props[k] for k in unknown})  # a proxy setting's bad value refused
-    for key in not_proxy:
-        if key not in JAVA_INERT_PROPERTIES:
+    for key in unknown:  # a proxy setting's value is the proxy's to refuse (build_proxy_config), when it runs
+        if key not in PROXY_KEYS and key not in JAVA_INERT_PROPERTIES:
             click.echo(f"mqbroker: ignoring unknown property {key!r}", err=True)
     if config.duplication_enable:
         click.echo("mqbroker: duplicationEnable=true is not supported, ignored", err=True)
@@ -132,7 +131,12 @@ def boot_line(config: BrokerConfig, address: Address) -> str:
 
 
 def build_proxy_config(config_file: str | None, extra: list[str], enable: bool) -> ProxyConfig:
-    """The 5.x front door's settings from the same sources as the broker's (docs/grpc.md#settings)."""
+    """The 5.x front door's settings from the same sources as the broker's (docs/grpc.md#settings). Not ``enable``:
+    the defaults, nothing read, as no proxy runs (RocketMQ's broker never reads the proxy's settings, so one that
+    does not parse stops only a start that runs the proxy: proxy/src/main/java/org/apache/rocketmq/proxy/config/
+    Configuration.java)."""
+    if not enable:
+        return ProxyConfig()
     props = read_conf_file(config_file)
     props.update(parse_property_args(extra))
     proxy_config, _ = proxy_config_from(props, enable)

@@ -71,7 +71,7 @@ from broker.embedded_base import NurseryOwner
 from namesrv.cli import boot_line as namesrv_boot_line
 from namesrv.config import NamesrvConfig
 from namesrv.server import NamesrvServer
-from proxy.config import ProxyConfig, proxy_config_from
+from proxy.config import PROXY_KEYS, ProxyConfig, proxy_config_from
 from remoting.codec.java_properties import PropertiesError, config_from_properties, parse_property_args, property_name
 from remoting.connection import Address
 from remoting.cpus import available_cpus
@@ -511,16 +511,16 @@ def broker_overrides_of(args: list[str]) -> dict[str, Any]:
     a ``brokerIP1`` equal to its default, the host's address, still overrides the cluster's host). A property that is
     neither the broker's nor the 5.x proxy's is reported on stderr and ignored.
 
-    Raises :class:`click.UsageError` for a malformed argument, a port out of range or a 5.x proxy setting's value of
-    the wrong type (a broker setting's number that does not parse is skipped, as MixAll.properties2Object does).
+    Raises :class:`click.UsageError` for a malformed argument or a port out of range (a broker setting's number that
+    does not parse is skipped, as MixAll.properties2Object does; a 5.x proxy setting's value is :func:`proxy_of`'s
+    to refuse, with ``--enable-proxy`` only).
     """
     try:
         props = parse_property_args(args)
         config, unknown = config_from_properties(BrokerConfig, props)
-        _, not_proxy = proxy_config_from({key: props[key] for key in unknown})
     except PropertiesError as exc:
         raise click.UsageError(str(exc)) from None
-    for key in not_proxy:
+    for key in (key for key in unknown if key not in PROXY_KEYS):
         click.echo(f"embedded: ignoring unknown broker property {key!r}", err=True)
     return {f.name: getattr(config, f.name) for f in attrs.fields(BrokerConfig) if property_name(f) in props}
 

@@ -16,7 +16,7 @@ import attrs
 from broker.broker_config import BrokerConfig
 from remoting.codec.java_properties import JAVA_LONG, apply_properties, property_name
 
-__all__ = ["ProxyConfig", "proxy_config_from"]
+__all__ = ["PROXY_KEYS", "ProxyConfig", "proxy_config_from"]
 
 
 @attrs.frozen
@@ -114,6 +114,10 @@ class ProxyConfig:
             return None
         return self.grpc_server_port + 1 if self.grpc_server_port else 0
 
+
+#: Every proxy setting's property name: what a broker that runs no proxy does not call an unknown property, without
+#: reading its value (RocketMQ's BrokerStartup never reads them, and only the proxy refuses a bad one).
+PROXY_KEYS: Final = frozenset(property_name(field) for field in attrs.fields(ProxyConfig))
 
 #: The keys the broker's settings have too (``maxMessageSize``, ``tls.server.mode``...).
 _BROKER_KEYS: Final = frozenset(property_name(field) for field in attrs.fields(BrokerConfig))
