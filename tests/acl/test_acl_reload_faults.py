@@ -258,3 +258,20 @@ def test_an_admin_edit_of_a_file_that_is_not_utf8_fails_with_the_acl_error(tmp_p
     assert default.read_bytes() == latin1
     manager.reload_changed()
     assert manager.account("RocketMQ") is not None
+
+
+def test_a_file_emptied_when_a_file_is_added_loses_its_rules_as_a_full_load_reads_it(tmp_path: Path) -> None:
+    """A file emptied while another is added (one watch round, or two: the count change comes first) is read by the
+    full ``PlainPermissionManager.load()`` (acl/src/main/java/org/apache/rocketmq/acl/plain/
+    PlainPermissionManager.java; srvutil/.../AclFileWatchService.java calls it on ``onFileNumChanged``), which builds
+    new tables and skips a file with no data ("No data in file {}"): its accounts are gone, as after a restart. Only
+    the per-file ``load(String)`` keeps an emptied file's rules. Ours kept them on a full load too, until a restart."""
+    manager = _manager(tmp_path, PLAIN_ACL, TEAM_YML)
+    assert manager.account("team-account") is not None
+    (tmp_path / "conf" / "acl" / "team.yml").write_text("")
+    (tmp_path / "conf" / "acl" / "ops.yml").write_text(
+        "accounts:\n  - {accessKey: ops-account, secretKey: ops-secret-1}\n"
+    )
+    manager.reload_changed()
+    assert manager.account("ops-account") is not None and manager.account("RocketMQ") is not None
+    assert manager.account("team-account") is None, "the emptied file's account outlived a full load"
