@@ -19,7 +19,8 @@ that Java exception.
 Loading never half-applies: a file that does not parse or compile (whatever the parser raises) is logged, the rules
 from its last good load (or none, the first time) stay and the other files still load; it is read again only once it
 changes. A file that becomes empty (or only comments) keeps its previous rules, as RocketMQ's per-file
-``load(String)`` skips a file with no data; empty at the first load, it simply has no accounts.
+``load(String)`` skips a file with no data; empty at a full load (the start, files added or removed: ``load()``), it
+simply has no accounts.
 
 Edits (:meth:`update_account`, :meth:`delete_account`, :meth:`update_global_white`) re-read the owning file from disk,
 as RocketMQ's do (an update moves the key's first entry, edited, to the end of the file; a delete removes that entry
@@ -174,7 +175,7 @@ class AclManager:
         if changed:
             self._reloaded_alone.clear()  # PlainPermissionManager.load(): the first entry of a key counts
         for path in read:
-            if self._read(path) and not changed:
+            if self._read(path, full=changed) and not changed:
                 # load(String): the last one does, once it read the file; on "No data in {}, skip it" or a file
                 # that does not parse it leaves before changing anything, so the kept rules keep their entry
                 # (acl/src/main/java/org/apache/rocketmq/acl/plain/PlainPermissionManager.java).
@@ -183,9 +184,9 @@ class AclManager:
             self._reindex(paths)
         return read
 
-    def _read(self, path: Path) -> bool:
+    def _read(self, path: Path, full: bool) -> bool:
         """Load one file; any failure is that file's alone (its previous rules stay, the others still load). Whether
-        its rules were replaced."""
+        its rules were replaced. ``full``: read by a full load, where a file with no data has no rules."""
         try:
             parsed = read_acl_file(path)
         except FileNotFoundError:
@@ -195,8 +196,10 @@ class AclManager:
             kept = "keeping its previous rules" if path in self._loaded else "no rules from it"
             log.error("ACL file %s not loaded (%s): %s: %s", path, kept, type(exc).__name__, exc)
             return False
-        if parsed.empty and path in self._loaded:
-            # PlainPermissionManager.load(String): "No data in {}, skip it"
+        if parsed.empty and path in self._loaded and not full:
+            # PlainPermissionManager.load(String): "No data in {}, skip it"; load() builds new tables, skipping the
+            # file ("No data in file {}"), so a full load drops its rules
+            # (acl/src/main/java/org/apache/rocketmq/acl/plain/PlainPermissionManager.java).
             log.warning("No data in %s, skip it (keeping its previous rules)", path)
             return False
         self._loaded[path] = parsed
