@@ -5,7 +5,7 @@ GET_BROKER_CONSUME_STATS.
 Statistics kept, with Java's names and keys:
 
 - ``TOPIC_PUT_NUMS`` / ``TOPIC_PUT_SIZE`` (key ``topic``) and ``BROKER_PUT_NUMS`` (key: the cluster name): messages
-  and bytes stored;
+  and bytes stored while a master (a slave's replicated messages count in the store totals only);
 - ``GROUP_GET_NUMS`` / ``GROUP_GET_SIZE`` (key ``topic@group``) and ``BROKER_GET_NUMS``: messages and bytes pulled;
   ``GROUP_GET_LATENCY`` (key ``queueId@topic@group``, Java's key with its default ``enableDetailStat``): whole
   milliseconds per found pull; ``SNDBCK_PUT_NUMS`` (key ``topic@group``, the message's original topic): send-backs;
@@ -107,7 +107,8 @@ class BrokerStatsManager:
         self.wall_clock = wall_clock
         self.store_stats = StoreStats()
         self.sets = {name: StatsItemSet(name) for name in _ITEM_SETS}
-        self._broker_put = self.sets[BROKER_PUT_NUMS].get_or_create(cluster_name)
+        #: Created by the first counted put, as incBrokerPutNums' getAndCreateStatsItem (never on a slave).
+        self._broker_put: StatsItem | None = None
         self._broker_get = self.sets[BROKER_GET_NUMS].get_or_create(cluster_name)
         #: (topic, group) -> its pull items: the hot path's lookup, no string building.
         self.group_items: dict[tuple[str, str], GroupItems] = {}
@@ -118,6 +119,8 @@ class BrokerStatsManager:
         self.replica = replica
         self._puts = StorePuts(store)
         self.put_latency = PutLatencyStats()
+        #: Every message and byte the store took, replicated ones included (StoreStatsService's put totals).
+        self.put_total = 0
         self.put_size_total = 0
         self.put_failed = 0
         self.get_max_ms = 0
@@ -222,12 +225,12 @@ class BrokerStatsManager:
         self.count_puts()
         entries = self.store_stats.runtime_entries()
         days = self.day_totals
-        put_times = max(1, self._broker_put.value)
+        put_times = max(1, self.put_total)
         entries.update(
             {
                 "msgPutTotalYesterdayMorning": str(days["put_yesterday"]),
                 "msgPutTotalTodayMorning": str(days["put_today"]),
-                "msgPutTotalTodayNow": str(self._broker_put.value),
+                "msgPutTotalTodayNow": str(self.put_total),
                 "msgGetTotalYesterdayMorning": str(days["get_yesterday"]),
                 "msgGetTotalTodayMorning": str(days["get_today"]),
                 "msgGetTotalTodayNow": str(self.store_stats.get_transferred),
@@ -286,21 +289,33 @@ class BrokerStatsManager:
 
     def count_puts(self) -> None:
         """Add what the store took since the last call to the put items and totals (sampling calls it every second;
-        readers call it first to see puts up to now)."""
-        nums, sizes = self.sets[TOPIC_PUT_NUMS], self.sets[TOPIC_PUT_SIZE]
-        incoming = None if self.replica else self.incoming
+        readers call it first to see puts up to now).
+
+        A slave's replicated messages count in the store totals only (``msgPutTotalTodayNow``, ``putTps``...), as
+        4.9.8's ``ReputMessageService`` on a SLAVE (store/src/main/java/org/apache/rocketmq/store/
+        DefaultMessageStore.java); the TOPIC_PUT_* and BROKER_PUT_NUMS items are fed by the send path alone
+        (SendMessageProcessor ``handlePutMessageResult``), which a slave never runs."""
+        collected = self._puts.collect()
+        if not collected:
+            return
+        replica = self.replica
+        nums, sizes, incoming = self.sets[TOPIC_PUT_NUMS], self.sets[TOPIC_PUT_SIZE], self.incoming
         added = added_bytes = 0
-        for topic, (count, size) in self._puts.collect().items():
-            nums.get_or_create(topic).add(count, count)
-            sizes.get_or_create(topic).add(size, count)
-            if incoming is not None:
+        for topic, (count, size) in collected.items():
+            if not replica:
+                nums.get_or_create(topic).add(count, count)
+                sizes.get_or_create(topic).add(size, count)
                 before_count, before_size = incoming.get(topic, (0, 0))
                 incoming[topic] = (before_count + count, before_size + size)
             added += count
             added_bytes += size
-        self._broker_put.add(added, 0)  # incBrokerPutNums adds to the value only: its avgpt stays 0
+        if not replica and added:
+            if self._broker_put is None:
+                self._broker_put = self.sets[BROKER_PUT_NUMS].get_or_create(self.cluster_name)
+            self._broker_put.add(added, 0)  # incBrokerPutNums adds to the value only: its avgpt stays 0
+        self.put_total += added
         self.put_size_total += added_bytes
-        self.store_stats.put_total = self._broker_put.value
+        self.store_stats.put_total = self.put_total
 
     def set_replica(self, replica: bool) -> None:
         """The broker became a slave (``replica``) or a master: what the store took until now counts under the
@@ -334,7 +349,7 @@ class BrokerStatsManager:
         day = (local.tm_year, local.tm_yday)
         if self._day is not None and day != self._day:
             days = self.day_totals
-            days["put_yesterday"], days["put_today"] = days["put_today"], self._broker_put.value
+            days["put_yesterday"], days["put_today"] = days["put_today"], self.put_total
             days["get_yesterday"], days["get_today"] = days["get_today"], self.store_stats.get_transferred
         self._day = day
 
