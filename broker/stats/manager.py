@@ -62,6 +62,7 @@ _ITEM_SETS: Final = (
     BROKER_PUT_NUMS, BROKER_GET_NUMS,
 )  # fmt: skip
 
+_PUT_SETS: Final = frozenset({TOPIC_PUT_NUMS, TOPIC_PUT_SIZE, BROKER_PUT_NUMS})
 _SECONDS_PER_ITEM_SAMPLE: Final = 10
 _SECONDS_PER_HOUR_SAMPLE: Final = 600
 _SECONDS_PER_DAY_SAMPLE: Final = 3600
@@ -207,8 +208,12 @@ class BrokerStatsManager:
     # ---- reading -----------------------------------------------------------------------------------------------
 
     def item(self, stats_name: str, stats_key: str) -> StatsItem | None:
-        """VIEW_BROKER_STATS_DATA's lookup; ``None`` for an unknown statistic or key (a topic's put items appear at
-        the first sample after its first message)."""
+        """VIEW_BROKER_STATS_DATA's lookup; ``None`` for an unknown statistic or key. The put items are brought up
+        to now first: Java's send path creates a topic's items with its first message
+        (broker/src/main/java/org/apache/rocketmq/broker/processor/SendMessageProcessor.java
+        ``handlePutMessageResult``), so they exist as soon as the send was answered."""
+        if stats_name in _PUT_SETS:
+            self.count_puts()
         stats = self.sets.get(stats_name)
         return None if stats is None else stats.get(stats_key)
 
