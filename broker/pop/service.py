@@ -479,6 +479,7 @@ class PopService:
                 stats.record_fall_behind(group, topic, qid, result.fall_behind)
             read = list(map(decode_record, result.messages))
             kept = [m for m in read if filters.keeps(m)]
+            stats.record_pop_read(group, topic, len(kept), sum(m.store_size for m in kept))
             messages += kept
             offset = max(result.next_begin_offset, offset)
             if len(kept) == len(read) or len(messages) >= want:

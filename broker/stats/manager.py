@@ -181,6 +181,24 @@ class BrokerStatsManager:
         if ms > self.get_max_ms:
             self.get_max_ms = ms
 
+    def record_pop_read(self, group: str, topic: str, count: int, size: int) -> None:
+        """One read of a queue by a pop of ``group`` that handed out ``count`` messages of ``size`` bytes (0: it
+        found nothing). As RocketMQ 5.3.3's PopMessageProcessor ``popMsgFromQueue``
+        (broker/src/main/java/org/apache/rocketmq/broker/processor/PopMessageProcessor.java: incGroupGetNums,
+        incGroupGetSize, incBrokerGetNums) and the store's count of the read (DefaultMessageStore.getMessage: found or
+        missed, and the messages transferred). A pop's queue offsets are its own: the pull offsets stay as they are."""
+        store = self.store_stats
+        if count <= 0:
+            store.get_miss += 1
+            return
+        store.get_found += 1
+        store.get_transferred += count
+        items = self.group_items.get((topic, group))
+        if items is None:
+            items = self._group_item(topic, group)
+        items.nums.add(count)
+        items.sizes.add(size)
+
     def _group_item(self, topic: str, group: str) -> GroupItems:
         key = stats_key(topic, group)
         items = GroupItems(
