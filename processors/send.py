@@ -59,6 +59,7 @@ from store.metadata_files import PERM_WRITE, TopicConfig, TopicFilterType
 
 if TYPE_CHECKING:
     from processors.context import BrokerContext
+    from store.results import AppendResult
 
 log = logging.getLogger(__name__)
 
@@ -379,16 +380,14 @@ class SendMessageProcessor:
             store_host=self.broker.store_host,
             reconsume_times=header.reconsume_times or 0,
         )
-        store = self.broker.store
-        return await self.answers.store(
-            ctx,
-            request,
-            queue_id,
-            batch_props.wait,
-            lambda batch: store.append_entries(template, batch),
-            stored,
-            self.base_fields,
-        )
+        store, stats = self.broker.store, self.broker.stats
+
+        def append(batch: list[tuple[bytes, str, int]]) -> AppendResult:
+            appended = store.append_entries(template, batch)
+            stats.record_batch_put(topic, len(batch))  # one put "time" per request, as Java's stats count
+            return appended
+
+        return await self.answers.store(ctx, request, queue_id, batch_props.wait, append, stored, self.base_fields)
 
 
 def _number_format(value: str) -> str:

@@ -23,8 +23,9 @@ Cost on the hot path: a pull calls :meth:`BrokerStatsManager.record_get` or :met
 (a few integer additions and two or three dict lookups); a send records its latency (:mod:`broker.stats.latency`).
 Puts are not counted per message but read from the store's ConsumeQueues when sampling (:mod:`broker.stats.puts`;
 ours: Java counts in the send processor). So put counts include every stored message (sends, retries, delayed
-deliveries, transaction commits), and ``times`` of a put item equals its message count (the number of send requests
-is not known). Messages recovered at start are not counted as puts.
+deliveries, transaction commits), and ``times`` of a put item equals its message count, except that a batch send
+counts one (:meth:`BrokerStatsManager.record_batch_put`, as Java's per-request count). Messages recovered at start
+are not counted as puts.
 
 Ownership: the controller starts :meth:`BrokerStatsManager.run` with ``nursery.start``; it samples once a second
 (store rates, broker totals), every 10 s / 10 min / 1 h (the item windows of :mod:`broker.stats.item`) and rolls
@@ -218,6 +219,19 @@ class BrokerStatsManager:
     def record_dlq(self, group: str, topic: str) -> None:
         """One message of ``topic`` moved to a DLQ, labelled ``group`` (``rocketmq_send_to_dlq_messages_total``)."""
         self.dlq_messages[(group, topic)] = self.dlq_messages.get((group, topic), 0) + 1
+
+    def record_batch_put(self, topic: str, count: int) -> None:
+        """A batch send stored ``count`` messages of ``topic`` in one request. The store's puts count one "time"
+        per message (:meth:`count_puts`); Java's send path counts one per request with the batch's message count and
+        written bytes as the value (broker/src/main/java/org/apache/rocketmq/broker/processor/
+        SendMessageProcessor.java ``handlePutMessageResult``: ``incTopicPutNums(topic, msgNum, 1)``,
+        ``incTopicPutSize(topic, wroteBytes)``), so avgpt reads messages and bytes per request: take the extra
+        times back. Called on the Trio thread right after the append, before any sample can see it."""
+        if self.replica or count <= 1:
+            return
+        extra = count - 1
+        self.sets[TOPIC_PUT_NUMS].get_or_create(topic).times -= extra
+        self.sets[TOPIC_PUT_SIZE].get_or_create(topic).times -= extra
 
     def record_put_failed(self) -> None:
         """A put the store refused (Java's ``putMessageFailedTimes``)."""
