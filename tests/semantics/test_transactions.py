@@ -1070,3 +1070,30 @@ async def test_a_clock_step_counts_from_the_next_round_not_from_a_restart(embedd
     assert (await check.check_once()).checked == 0  # born just now: immune for transactionTimeOut
     now[0] += 3_600_000  # the clock steps an hour ahead
     assert (await check.check_once()).checked == 1
+
+
+async def test_late_commits_of_discarded_halves_read_the_op_queue_once(tmp_path: Path) -> None:
+    """A late COMMIT of a discarded half message asks whether its transaction was ended since the discard: 4.9.8's
+    EndTransactionProcessor reads no op message at all, and its check reads each op message once per round
+    (TransactionalMessageServiceImpl ``fillOpRemoveMap``). Ours read the op queue from the discard point to its end
+    again for every such answer: a burst of late answers over a long op queue cost a full read each."""
+    backlog, ops, answers = 64, 320, 10
+    async with EmbeddedCluster(tmp_path / "cluster", transaction_check_max=0, **SMALL_STORE) as cluster:
+        await _create_topic(cluster)
+        halves = _half_backlog(cluster, backlog, group="tx-pg")
+        check = cluster.controller.transaction_check
+        await check.check_once()  # checked once (nobody to ask)
+        assert (await check.check_once()).discarded == backlog
+        bridge = cluster.controller.transaction_bridge
+        for ended in _half_backlog(cluster, ops, group="tx-other"):  # transactions ended after the discards
+            half = bridge.look_half(ended.phy_offset)
+            assert half is not None
+            bridge.put_op_message(half)
+        reads = _count_reads(cluster, TRANS_OP_HALF_TOPIC)
+        for half in halves[:answers]:
+            assert await _end_transaction(cluster, "tx-pg", half.queue_offset, half.phy_offset) == (0, None)
+        assert len(_visible(cluster)) == answers
+        for half in halves[:answers]:  # each repeated COMMIT is acknowledged, not stored again
+            assert await _end_transaction(cluster, "tx-pg", half.queue_offset, half.phy_offset) == (0, None)
+        assert len(_visible(cluster)) == answers
+        assert len(reads) <= ops // 32 + 2 * answers + 2, len(reads)
