@@ -1097,3 +1097,22 @@ async def test_late_commits_of_discarded_halves_read_the_op_queue_once(tmp_path:
             assert await _end_transaction(cluster, "tx-pg", half.queue_offset, half.phy_offset) == (0, None)
         assert len(_visible(cluster)) == answers
         assert len(reads) <= ops // 32 + 2 * answers + 2, len(reads)
+
+
+async def test_a_check_round_reads_each_op_message_once(tmp_path: Path) -> None:
+    """4.9.8's check pulls the op queue in batches of 32 from its op offset once per round (``fillOpRemoveMap``,
+    broker/src/main/java/org/apache/rocketmq/broker/transaction/queue/TransactionalMessageServiceImpl.java); ours
+    read the round's op window twice more (after the scan, and again when committing the progress)."""
+    ops = 320
+    async with EmbeddedCluster(tmp_path / "cluster", **SMALL_STORE) as cluster:
+        await _create_topic(cluster)
+        bridge = cluster.controller.transaction_bridge
+        for ended in _half_backlog(cluster, ops, group="tx-pg"):
+            half = bridge.look_half(ended.phy_offset)
+            assert half is not None
+            bridge.put_op_message(half)
+        reads = _count_reads(cluster, TRANS_OP_HALF_TOPIC)
+        outcome = await cluster.controller.transaction_check.check_once()
+        assert outcome.resolved == ops
+        assert bridge.op_progress() == ops
+        assert len(reads) <= ops // 32 + 2, len(reads)
