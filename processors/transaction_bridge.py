@@ -134,6 +134,10 @@ class TransactionalMessageBridge:
         #: when its latest copy was discarded), and the topic offset read up to: see :meth:`discarded_unended`.
         self._discarded: dict[int, int] = {}
         self._discarded_read = 0
+        #: The discarded transactions an op message was written for since their discard, and the op queue offset
+        #: read up to for them (None: not read yet): each op message is read once, not once per late answer.
+        self._discarded_ended: set[int] = set()
+        self._discard_ops_read: int | None = None
         #: Set while :attr:`resolved` and :attr:`live_origins` belong to the current role: a DLedger role change
         #: clears it (:meth:`forget_view`) until the check service rebuilt them (:meth:`view_rebuilt`).
         self._view = trio.Event()
@@ -152,6 +156,7 @@ class TransactionalMessageBridge:
         (:meth:`view_changed`); its waiters are woken to look at the role again."""
         previous, self._view = self._view, trio.Event()
         self.live_origins = None
+        self._discarded_ended, self._discard_ops_read = set(), None  # the log may have been truncated meanwhile
         previous.set()
 
     def view_token(self) -> trio.Event:
@@ -247,20 +252,44 @@ class TransactionalMessageBridge:
         broker/src/main/java/org/apache/rocketmq/broker/transaction/queue/DefaultTransactionalMessageCheckListener.java
         ``resolveDiscardMsg``). Read from the log (the discarded copy records the origin and the op queue's end at
         that time), so it holds across a restart; only a late answer below the check progress gets here. The topic
-        is read incrementally (:meth:`_read_discarded`)."""
+        is read incrementally (:meth:`_read_discarded`), and so is the op queue (:meth:`_read_discard_ends`)."""
         self._read_discarded()
-        op_start = self._discarded.get(origin)
-        if op_start is None:
+        if origin not in self._discarded:
             return False
-        return all(op.origin != origin for op in self.iter_ops(op_start, self.op_max_offset()))
+        self._read_discard_ends()
+        return origin not in self._discarded_ended
+
+    def _read_discard_ends(self) -> None:
+        """Bring :attr:`_discarded_ended` up to the op queue's end, reading only the op messages written since the
+        last look: each late answer read the op queue from its discard on, a burst of them over a long op queue one
+        full read each (4.9.8's EndTransactionProcessor reads no op message; its check reads each once per round,
+        broker/src/main/java/org/apache/rocketmq/broker/transaction/queue/TransactionalMessageServiceImpl.java
+        ``fillOpRemoveMap``). A queue shorter than what was read is read again from the earliest discard."""
+        end = self.op_max_offset()
+        start = self._discard_ops_read
+        if start is None or end < start:
+            self._discarded_ended = set()
+            start = min(self._discarded.values(), default=end)
+        self._note_discard_ends(start, end)
+
+    def _note_discard_ends(self, start: int, end: int) -> None:
+        discarded, ended = self._discarded, self._discarded_ended
+        for op in self.iter_ops(start, end):
+            op_start = discarded.get(op.origin)
+            if op_start is not None and op.op_offset >= op_start:
+                ended.add(op.origin)
+        self._discard_ops_read = end
 
     def _read_discarded(self) -> None:
         """Bring :attr:`_discarded` up to the end of ``TRANS_CHECK_MAX_TIME_TOPIC``, reading only what was appended
         since the last look (each late answer read the whole topic, which only grows); a topic shorter than what
-        was read (deleted and created again) is read from its start."""
+        was read (deleted and created again) is read from its start. A discard found after the op queue was read past
+        its op offset has that part read again for it (once per batch of new discards)."""
         end = self.broker.store.max_offset_in_queue(TRANS_CHECK_MAX_TIME_TOPIC, _HALF_QUEUE)
         if end < self._discarded_read:
             self._discarded, self._discarded_read = {}, 0
+            self._discarded_ended, self._discard_ops_read = set(), None
+        ops_read, reread = self._discard_ops_read, None
         for discarded in self.iter_queue(TRANS_CHECK_MAX_TIME_TOPIC, self._discarded_read, end):
             props = discarded.properties
             try:
@@ -268,10 +297,16 @@ class TransactionalMessageBridge:
             except ValueError:
                 continue
             try:
-                self._discarded[origin] = int(props.get(PROPERTY_DISCARD_OP_OFFSET, "0"))
+                op_start = int(props.get(PROPERTY_DISCARD_OP_OFFSET, "0"))
             except ValueError:
-                self._discarded[origin] = 0
+                op_start = 0
+            self._discarded[origin] = op_start
+            self._discarded_ended.discard(origin)
+            if ops_read is not None and op_start < ops_read:
+                reread = op_start if reread is None else min(reread, op_start)
         self._discarded_read = max(self._discarded_read, end)
+        if ops_read is not None and reread is not None:
+            self._note_discard_ends(reread, ops_read)
 
     def half_max_offset(self) -> int:
         return self.broker.store.max_offset_in_queue(TRANS_HALF_TOPIC, _HALF_QUEUE)
