@@ -189,7 +189,7 @@ class TransactionCheckService:
             return True
         return False
 
-    def _advance(self, position: int, op_position: int, live: set[int]) -> None:
+    def _advance(self, position: int, op_position: int, live: set[int], ops: list[OpMessage], ops_end: int) -> None:
         """Commit the round's progress and, in the same step (nothing awaits between), the bridge's view that
         END_TRANSACTION consults with it: :attr:`~TransactionalMessageBridge.live_origins` and the op messages from
         ``op_position`` on as :attr:`~TransactionalMessageBridge.resolved`, with every op END_TRANSACTION wrote since
@@ -198,9 +198,12 @@ class TransactionCheckService:
         it again while the progress still says its half message is unscanned: 4.9.8's check stores the half offset
         and the op offset it reached together (``updateConsumeOffset`` at the end of
         ``broker/src/main/java/org/apache/rocketmq/broker/transaction/queue/TransactionalMessageServiceImpl.java``
-        ``check``), and an unconfirmed round keeps both, with the view that matches them."""
+        ``check``), and an unconfirmed round keeps both, with the view that matches them. ``ops`` are the op messages
+        the scan read, up to ``ops_end``: only those written since are read here, so each op message is read once per
+        round, as 4.9.8's check pulls the op queue once per round (``fillOpRemoveMap``)."""
         bridge = self.bridge
-        resolved = {op.origin: op.op_offset for op in bridge.read_ops(op_position, bridge.op_max_offset())}
+        resolved = {op.origin: op.op_offset for op in ops if op.op_offset >= op_position}
+        resolved.update((op.origin, op.op_offset) for op in bridge.read_ops(ops_end, bridge.op_max_offset()))
         for origin, op_offset in bridge.resolved.items():
             if op_offset >= op_position:
                 resolved.setdefault(origin, op_offset)
@@ -208,7 +211,9 @@ class TransactionCheckService:
         bridge.live_origins = live
         bridge.resolved = resolved
 
-    async def _scan(self, now: int) -> tuple[list[MessageExt], CheckRound, tuple[int, int, set[int]], int]:
+    async def _scan(
+        self, now: int
+    ) -> tuple[list[MessageExt], CheckRound, tuple[int, int, set[int], list[OpMessage], int], int]:
         bridge, config = self.bridge, self.broker.config
         timeout = config.transaction_time_out
         check_max = config.transaction_check_max
@@ -271,10 +276,12 @@ class TransactionCheckService:
             if n % _YIELD_EVERY == 0:
                 await trio.lowlevel.checkpoint()
             live.add(origin_of(half))
-        ops = await self._read_ops(op_start, bridge.op_max_offset())  # with those END_TRANSACTION wrote meanwhile
+        ops_end = max(op_end, bridge.op_max_offset())
+        ops += await self._read_ops(op_end, ops_end)  # with those END_TRANSACTION wrote meanwhile, read once
+        await trio.lowlevel.checkpoint()  # others run between the last renewal and the progress, however short both
         op_position = next((op.op_offset for op in ops if op.origin in live), op_end)
         copies = [c for c in (bridge.look_half(r.phy_offset) for r in renewed) if c is not None]
-        return copies, CheckRound(checked, discarded, done), (position, op_position, live), end
+        return copies, CheckRound(checked, discarded, done), (position, op_position, live, ops, ops_end), end
 
     async def _read_ops(self, start: int, end: int) -> list[OpMessage]:
         """The bridge's op messages of ``[start, end)``, yielding every ``_YIELD_EVERY`` of them (~45 µs each)."""
