@@ -275,3 +275,38 @@ async def test_a_commit_the_moment_a_member_leads_again_is_stored_not_only_ackno
         assert [m.body for m in stored(group, first)] == [b"late"]
     finally:
         await group.__aexit__(None, None, None)
+
+
+async def test_a_new_leader_serves_end_transaction_before_its_timer_has_loaded(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """4.9.8's changeToMaster starts the transaction check service's thread and END_TRANSACTION waits for nothing
+    (broker/src/main/java/org/apache/rocketmq/broker/BrokerController.java, EndTransactionProcessor.java). Ours waits
+    after a role change until the check service has rebuilt its view, and that service was started last, after the
+    schedule's and the timer's loads: a big timer backlog (a crash rebuild of the wheel) held every END_TRANSACTION
+    of the new leader for as long. The view must be current while the timer is still loading."""
+    group, first = await start_group(tmp_path, **_SETTINGS)
+    second = next(m for m in group.ids if m != first)
+    try:
+        await wait_services_on(group, first)
+        controller = group.controllers[second]
+        bridge, timer = controller.transaction_bridge, controller.timer
+        timer_loaded_at_view: list[bool] = []
+
+        async def watch_view() -> None:
+            while not bridge.view_current:
+                await bridge.view_changed()
+            timer_loaded_at_view.append(timer.export_checkpoint() is not None)
+
+        async with trio.open_nursery() as nursery:
+
+            def on_role(role: str, term: int) -> None:
+                if role == "SYNC_MASTER" and not timer_loaded_at_view:
+                    nursery.start_soon(watch_view)
+
+            group.store(second).role_listeners.append(on_role)
+            await _hand_over(group, first, second)
+        assert timer_loaded_at_view == [False]
+        assert timer.export_checkpoint() is not None  # it loads all the same
+    finally:
+        await group.__aexit__(None, None, None)
