@@ -117,9 +117,14 @@ class RoleServices:
         try:
             with scope:
                 async with trio.open_nursery() as nursery:
+                    # The check service first: END_TRANSACTION waits for its view after a role change (and for
+                    # nothing else), so it must not wait for the schedule's and the timer's loads too (a crash
+                    # rebuild of a big timer backlog). 4.9.8's changeToMaster starts the check thread without
+                    # waiting for it or for anything else (broker/src/main/java/org/apache/rocketmq/broker/
+                    # BrokerController.java startProcessorByHa), and its EndTransactionProcessor waits for nothing.
+                    await nursery.start(self.transaction_check.run)
                     await nursery.start(self.schedule.run)
                     await nursery.start(self.timer.run)
-                    await nursery.start(self.transaction_check.run)
                     task_status.started()
         finally:
             done.set()
