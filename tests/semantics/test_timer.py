@@ -575,3 +575,24 @@ async def test_a_producers_timer_roll_from_is_not_stored_with_its_timer(
         await producer.send(Message("TimedForged", b"forged", properties=forged))
     parked = _read_all(embedded_cluster.controller.context.store, TIMER_TOPIC, 0)
     assert parked and all("TIMER_ROLL_FROM" not in m.properties for m in parked)
+
+
+async def test_the_timer_checkpoint_is_saved_every_second_by_default(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """RocketMQ 5.3's ``timerFlushIntervalMs`` defaults to 1000: its TimerFlushService flushes the timer log, the wheel
+    and ``timerCheck.json`` every second (store/src/main/java/org/apache/rocketmq/store/config/MessageStoreConfig.java,
+    store/src/main/java/org/apache/rocketmq/store/timer/TimerMessageStore.java). Ours saved it every 10 s, so a
+    crash repeated up to ten times more deliveries (everything delivered since the last save)."""
+    autojump_clock.autojump_threshold = 0.2  # no jump while a save runs in its worker thread
+    clock = use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "TimedSaved")
+    async with Producer("pg-timer-saved", embedded_cluster.namesrv_addr) as producer:
+        due = clock() + 2_000
+        await producer.send(Message("TimedSaved", b"t", properties={"TIMER_DELIVER_MS": str(due)}))
+    await trio.sleep(4)
+    assert [m.body for m in _stored(embedded_cluster, "TimedSaved")] == [b"t"]
+    saved = embedded_cluster.controller.timer.timers.checkpoint_file.load()
+    assert saved is not None
+    assert saved.enqueue_offset == 1
+    assert saved.read_ms > due  # a crash now would not deliver it again
