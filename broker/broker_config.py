@@ -169,10 +169,11 @@ class BrokerConfig(ListenerSettings):
     flush_delay_offset_interval: int = attrs.field(default=10_000, metadata=JAVA_LONG)
     #: Timer messages (RocketMQ 5 names): slot width in ms (snapped down to 100, 200, 500 or 1000 as Java's setter;
     #: ours defaults to 100 for sub-second precision, Java 1000), the longest accepted delay, and the checkpoint save
-    #: interval.
+    #: interval (Java's default: store/src/main/java/org/apache/rocketmq/store/config/MessageStoreConfig.java; a
+    #: crash repeats the deliveries made since the last save).
     timer_precision_ms: int = 100
     timer_max_delay_sec: int = 3 * 24 * 3600
-    timer_flush_interval_ms: int = 10_000
+    timer_flush_interval_ms: int = 1000
     #: RocketMQ 5.3: a timer message whose delivery slot already holds more than this many entries is refused
     #: (SYSTEM_ERROR, WHEEL_TIMER_FLOW_CONTROL): at random above it, always at twice it; Java's default is no limit.
     timer_congest_num_each_slot: int = 2**31 - 1

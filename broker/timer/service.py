@@ -119,7 +119,7 @@ class TimerMessageService:
         roll_window_slot: int = TIMER_ROLL_WINDOW_SLOT,
         max_delay_sec: int | Callable[[], int] = 3 * 24 * 3600,
         congest_num_each_slot: int | Callable[[], int] = 2**31 - 1,
-        flush_interval: float = 10.0,
+        flush_interval: float = 1.0,
         max_sleep: float = 1.0,
     ) -> None:
         self.store = store
