@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import sys
+import threading
 import tracemalloc
 from pathlib import Path
 
@@ -586,3 +587,47 @@ def test_a_migration_to_a_coarser_precision_keeps_the_read_time_as_progress(tmp_
     migrated.close()
 
     _start_at_1000_ms_delivers_the_rest_once(store, config_dir, now)
+
+
+async def test_a_crash_rebuild_at_a_start_reads_the_store_on_the_trio_thread_only(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A timer started over an unclean checkpoint (a crash, or a DLedger member promoted with the progress it
+    copied) looks for the rolled copies in the timer queue before filing it. That read of the store ran in the
+    load's worker thread, while the Trio thread goes on serving and retention takes segments out of the store and
+    unmaps them (the store is single-threaded: a segment list shifted under a lookup hands back another segment's
+    bytes, a released view raises). Every store read of the start must be made on the Trio thread; the rebuild then
+    still files one copy of each rolled timer."""
+    now = [1_000_000]
+    store, config_dir, timers = open_timer_store(tmp_path, now)
+    for i in range(8):
+        store.append(_timer_record(now[0] + 6_000 + 3_000 * i, f"r{i}".encode()))
+    assert timers.enqueue(100) == 8
+    _walk(timers, now, 7)
+    crash = timers.checkpoint(clean=False)  # the crash's last checkpoint: some rolls before it
+    rolled, early = timers.rolled, len(_crashed(store))
+    _walk(timers, now, 4)
+    assert timers.rolled > rolled  # and some after it: the start finds their copies
+    repeated = _crashed(store)[early:]
+    timers.save_checkpoint(crash)
+    timers.close()
+    trio_thread, off_thread = threading.get_ident(), []
+    plain_look = store.look_message_by_offset
+
+    def look(phy: int, size: int | None = None) -> memoryview | None:
+        if threading.get_ident() != trio_thread:
+            off_thread.append(phy)
+        return plain_look(phy, size)
+
+    store.look_message_by_offset = look  # type: ignore[method-assign]
+    service = TimerMessageService(store, config_dir, wheel_slots=64)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(service.run)
+        assert off_thread == []
+        for _ in range(30):
+            now[0] += 1_000
+            service.notify()
+            await trio.sleep(0.1)
+        nursery.cancel_scope.cancel()
+    assert sorted(_crashed(store)) == sorted([f"r{i}".encode() for i in range(8)] + repeated)
+    store.close()
