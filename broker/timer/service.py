@@ -36,6 +36,7 @@ the confirmed progress unclean, for the same reason.
 
 from __future__ import annotations
 
+import functools
 import logging
 import random
 from collections import deque
@@ -312,7 +313,15 @@ class TimerMessageService:
         timers = self.timers = self._new_timer_store()
         self._tps = _Tps()
         async with self._file_lock:
-            await trio.to_thread.run_sync(timers.load, self.store.config.now_ms())
+            # Files in a worker thread; the store's messages (a crash rebuild's search for rolled copies) on the Trio
+            # thread, as every reader of the store: retention unmaps its segments meanwhile.
+            await trio.to_thread.run_sync(functools.partial(timers.load, self.store.config.now_ms(), defer_copies=True))
+            try:
+                for _ in timers.find_copies():
+                    await trio.lowlevel.checkpoint()
+            except BaseException:
+                timers.close()
+                raise
             self._loaded = True
         try:
             # Until the clean save at shutdown, a crash must be detectable: mark the checkpoint unclean first.

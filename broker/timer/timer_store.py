@@ -62,6 +62,7 @@ import logging
 import shutil
 from array import array
 from collections import deque
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final, NamedTuple
 
@@ -117,6 +118,8 @@ PROPERTY_TIMER_DEQUEUE_MS: Final = "TIMER_DEQUEUE_MS"
 PROPERTY_TIMER_ROLL_TIMES: Final = "TIMER_ROLL_TIMES"
 #: Ours: on a rolled copy, the queue offset of the record it was rolled from (the crash rebuild's link).
 PROPERTY_TIMER_ROLL_FROM: Final = "TIMER_ROLL_FROM"
+#: Timer-queue entries :meth:`TimerStore.find_copies` judges between two yields.
+_COPIES_STEP: Final = 256
 _STAMPS: Final = frozenset({PROPERTY_TIMER_ENQUEUE_MS, PROPERTY_TIMER_DEQUEUE_MS, PROPERTY_TIMER_ROLL_FROM})
 _ROLL_STAMPS: Final = _STAMPS | {PROPERTY_TIMER_ROLL_TIMES}
 #: RocketMQ 5.3's MessageStoreConfig.timerRollWindowSlot default (two days of 1 s slots).
@@ -326,8 +329,10 @@ class TimerStore:
         #: Crash rebuild: the timer queue's end at load; copies rolled by the previous run lie below it.
         self._rebuild_end = 0
         #: Crash rebuild: the queue offset of each record the skip rules do not judge rolled of which a copy lies
-        #: below ``_rebuild_end`` (so it was rolled), mapped to its newest such copy (see :meth:`_find_copies`).
+        #: below ``_rebuild_end`` (so it was rolled), mapped to its newest such copy (see :meth:`find_copies`).
         self._copies: dict[int, int] = {}
+        #: Set by a load that left a crash rebuild to judge: :meth:`find_copies` has work to do.
+        self._copies_due = False
         self._last_end = 0
         #: ``(end of the last delivery, enqueueOffset, readMs)`` after each filing or delivery pass, until confirmed.
         self._marks: deque[tuple[int, int, int]] = deque()
@@ -335,11 +340,18 @@ class TimerStore:
 
     # ---- life cycle (blocking) -----------------------------------------------------------------------------
 
-    def load(self, now_ms: int | None = None) -> None:
+    def load(self, now_ms: int | None = None, *, defer_copies: bool = False) -> None:
         """Open wheel and log. A clean checkpoint resumes exactly; otherwise both are rebuilt from the timer queue
         (see the module docstring); without any checkpoint the wheel starts at ``now_ms`` (read from the store's
         clock when not given: pass it when calling from a worker thread). Raises ConfigFileError /
-        StoreCorruptError / OSError."""
+        StoreCorruptError / OSError. With ``defer_copies`` it reads no message of the store (so it may run in a
+        worker thread): the caller then runs :meth:`find_copies` on the Trio thread before the first filing."""
+        self._load(now_ms)
+        if not defer_copies:
+            for _ in self.find_copies():
+                pass
+
+    def _load(self, now_ms: int | None) -> None:
         cp = self.checkpoint_file.load()
         if cp is not None and cp.clean:
             slots, precision = self._stored_shape(cp)
@@ -377,7 +389,7 @@ class TimerStore:
             self.read_ms = self.wheel.slot_time(before)
             self._rebuild_end = self.store.max_offset_in_queue(TIMER_TOPIC, 0)
             self._use_windows(_resolved(cp.windows, cp.precision_ms or self.precision_ms), below)
-            self._find_copies()
+            self._copies_due = True
         else:
             self.read_ms = self.wheel.slot_time(self.store.config.now_ms() if now_ms is None else now_ms)
             self._use_windows((), 0)
@@ -455,32 +467,43 @@ class TimerStore:
         """Carry on a crash rebuild a clean stop interrupted (:attr:`TimerCheckpoint.rebuild`)."""
         if rebuild is not None:
             self._skip_below_offset, self._skip_due_before, self._rebuild_end = rebuild
-            self._find_copies()
+            self._copies_due = True
 
-    def _find_copies(self) -> None:
+    def find_copies(self) -> Iterator[None]:
         """Before a crash rebuild files the timer queue: note each rolled copy below ``_rebuild_end`` whose original
         the skip rules do not judge rolled (it rolled after the checkpoint), newest copy per original. The rebuild
         then skips such an original and files its newest copy instead: a copy in the queue proves the roll, so the
         original is never rolled a second time (before, it was filed again and rolled into a second copy, and a
         later crash, judging the original rolled, filed both copies: two deliveries), as a roll of RocketMQ 5.3's
         (store/src/main/java/org/apache/rocketmq/store/timer/TimerMessageStore.java, ``MAGIC_ROLL``) is written once.
-        Reads the queue from where the rebuild stands (copies lie after their original), in the worker thread of the
-        load; holds one entry per roll made after the checkpoint."""
-        self._copies = {}
-        cq = self.store.consume_queues.get((TIMER_TOPIC, 0))
-        if cq is None:
+        Reads the queue from where the rebuild stands (copies lie after their original); holds one entry per roll
+        made after the checkpoint. A generator yielding every :data:`_COPIES_STEP` entries, run to its end on the
+        Trio thread (the service lets its other tasks run at each yield), as the store's readers are: it read the
+        store from the load's worker thread, while retention took segments out of the store and unmapped them
+        (a lookup racing that reads another segment's bytes or a released view). Nothing to do unless a
+        :meth:`load` left a rebuild to judge."""
+        if not self._copies_due:
             return
+        self._copies_due, self._copies = False, {}
         below, before = self._skip_below_offset, self._skip_due_before
-        for offset in range(max(cq.min_offset, self.enqueue_offset), self._rebuild_end):
-            entry = cq.entry(offset)
-            if entry is None:
-                break
-            timer = self._timer_of(entry[0], entry[1])
-            if timer is None or timer.roll_from < 0:
-                continue
-            previous_ms, _ = self.roll_target(timer.time_ms, timer.previous_ms, self.window_at(timer.roll_from))
-            if not (timer.roll_from < below and previous_ms < before):
-                self._copies[timer.roll_from] = offset
+        offset = self.enqueue_offset
+        while offset < self._rebuild_end:
+            cq = self.store.consume_queues.get((TIMER_TOPIC, 0))  # looked up again after each yield
+            if cq is None:
+                return
+            offset = max(offset, cq.min_offset)
+            stop = min(offset + _COPIES_STEP, self._rebuild_end)
+            while offset < stop:
+                entry = cq.entry(offset)
+                if entry is None:
+                    return
+                timer = self._timer_of(entry[0], entry[1])
+                if timer is not None and timer.roll_from >= 0:
+                    previous_ms, _ = self.roll_target(timer.time_ms, timer.previous_ms, self.window_at(timer.roll_from))
+                    if not (timer.roll_from < below and previous_ms < before):
+                        self._copies[timer.roll_from] = offset
+                offset += 1
+            yield
 
     def _rebuild_state(self) -> tuple[int, int, int] | None:
         """The crash rebuild's skip rules while it has queue entries left to judge or its read time has not reached
@@ -648,7 +671,7 @@ class TimerStore:
 
     def _rebuilt_away(self, offset: int, timer: _Timer) -> bool:
         """Whether a crash rebuild skips the queue entry at ``offset`` (module docstring): delivered or rolled before
-        the checkpoint, rolled after it (a copy of it is in the queue, :meth:`_find_copies`), or an older copy of an
+        the checkpoint, rolled after it (a copy of it is in the queue, :meth:`find_copies`), or an older copy of an
         original of which a newer one is in the queue (a previous version's rebuild rolled it twice)."""
         # ``before`` is a read time of the wheel that ran (a slot of its precision), so a record was rolled iff its
         # roll time lies before it: its slot in this wheel, of a coarser precision since, may lie before it unrolled.
