@@ -596,3 +596,26 @@ async def test_the_timer_checkpoint_is_saved_every_second_by_default(
     assert saved is not None
     assert saved.enqueue_offset == 1
     assert saved.read_ms > due  # a crash now would not deliver it again
+
+
+async def test_timer_flush_interval_changed_by_update_broker_config_applies_from_the_next_save(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """RocketMQ 5.3's TimerFlushService reads ``timerFlushIntervalMs`` from the live MessageStoreConfig before each
+    wait (store/src/main/java/org/apache/rocketmq/store/timer/TimerMessageStore.java), which updateBrokerConfig
+    changes in place; ours took it once at start, so a lowered interval applied only after a restart."""
+    async with EmbeddedCluster(tmp_path / "cluster", timer_flush_interval_ms=60_000, **SMALL_STORE) as cluster:
+        clock = use_virtual_store_clock(cluster)
+        await create_topic(cluster, "TimedFlush")
+        async with Admin(cluster.namesrv_addr) as admin:
+            await admin.update_broker_config(cluster.broker_addr, {"timerFlushIntervalMs": "1000"})
+        await trio.sleep(61)  # the wait under way when it changed ends
+        autojump_clock.autojump_threshold = 0.2  # no jump while a save runs in its worker thread
+        async with Producer("pg-timer-flush", cluster.namesrv_addr) as producer:
+            due = clock() + 2_000
+            await producer.send(Message("TimedFlush", b"t", properties={"TIMER_DELIVER_MS": str(due)}))
+        await trio.sleep(4)
+        assert [m.body for m in _stored(cluster, "TimedFlush")] == [b"t"]
+        saved = cluster.controller.timer.timers.checkpoint_file.load()
+        assert saved is not None
+        assert (saved.enqueue_offset, saved.read_ms > due) == (1, True)
