@@ -158,7 +158,7 @@ class BrokerController:
             log_file_size=config.timer_log_file_size,
             max_delay_sec=lambda: self.context.config.timer_max_delay_sec,  # updateBrokerConfig applies at once
             congest_num_each_slot=lambda: self.context.config.timer_congest_num_each_slot,
-            flush_interval=config.timer_flush_interval_ms / 1000,
+            flush_interval=lambda: self.context.config.timer_flush_interval_ms / 1000,  # updateBrokerConfig: at once
         )
         self.transaction_bridge = TransactionalMessageBridge(
             self.context, delay_rewrite=self.schedule.rewrite, timer_rewrite=self.timer.rewrite

@@ -120,7 +120,7 @@ class TimerMessageService:
         roll_window_slot: int = TIMER_ROLL_WINDOW_SLOT,
         max_delay_sec: int | Callable[[], int] = 3 * 24 * 3600,
         congest_num_each_slot: int | Callable[[], int] = 2**31 - 1,
-        flush_interval: float = 1.0,
+        flush_interval: float | Callable[[], float] = 1.0,
         max_sleep: float = 1.0,
     ) -> None:
         self.store = store
@@ -353,7 +353,11 @@ class TimerMessageService:
 
     async def _flush_loop(self) -> None:
         while True:
-            await trio.sleep(self._flush_interval)
+            # Read before each wait (a callable over the live broker config): RocketMQ 5.3's TimerFlushService reads
+            # timerFlushIntervalMs from the MessageStoreConfig updateBrokerConfig changes in place
+            # (store/src/main/java/org/apache/rocketmq/store/timer/TimerMessageStore.java).
+            interval = self._flush_interval
+            await trio.sleep(max(0.0, interval() if callable(interval) else interval))
             try:
                 await trio.to_thread.run_sync(self.timers.save_checkpoint, self.timers.checkpoint(False))
             except OSError:
