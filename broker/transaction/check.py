@@ -278,7 +278,6 @@ class TransactionCheckService:
             live.add(origin_of(half))
         ops_end = max(op_end, bridge.op_max_offset())
         ops += await self._read_ops(op_end, ops_end)  # with those END_TRANSACTION wrote meanwhile, read once
-        await trio.lowlevel.checkpoint()  # others run between the last renewal and the progress, however short both
         op_position = next((op.op_offset for op in ops if op.origin in live), op_end)
         copies = [c for c in (bridge.look_half(r.phy_offset) for r in renewed) if c is not None]
         return copies, CheckRound(checked, discarded, done), (position, op_position, live, ops, ops_end), end
