@@ -19,6 +19,7 @@ and with it the broker, loudly, at start or at a role change alike.
 
 from __future__ import annotations
 
+import functools
 import logging
 
 import trio
@@ -117,14 +118,16 @@ class RoleServices:
         try:
             with scope:
                 async with trio.open_nursery() as nursery:
-                    # The check service first: END_TRANSACTION waits for its view after a role change (and for
+                    # The check service's view first: END_TRANSACTION waits for it after a role change (and for
                     # nothing else), so it must not wait for the schedule's and the timer's loads too (a crash
                     # rebuild of a big timer backlog). 4.9.8's changeToMaster starts the check thread without
                     # waiting for it or for anything else (broker/src/main/java/org/apache/rocketmq/broker/
                     # BrokerController.java startProcessorByHa), and its EndTransactionProcessor waits for nothing.
-                    await nursery.start(self.transaction_check.run)
+                    # Its rounds start last, as before, once the schedule and the timer run.
+                    await self.transaction_check.rebuild_view()
                     await nursery.start(self.schedule.run)
                     await nursery.start(self.timer.run)
+                    await nursery.start(functools.partial(self.transaction_check.run, view_rebuilt=True))
                     task_status.started()
         finally:
             done.set()

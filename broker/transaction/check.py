@@ -132,14 +132,30 @@ class TransactionCheckService:
 
     # ---- loop ------------------------------------------------------------------------------------------------
 
-    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+    async def run(
+        self, *, view_rebuilt: bool = False, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """:meth:`rebuild_view` (unless the caller did: ``view_rebuilt``), then run a round every interval until
+        cancelled."""
+        if not view_rebuilt:
+            await self.rebuild_view()
+        task_status.started()
+        while True:
+            await trio.sleep(self.check_interval)
+            try:
+                await self.check_once()
+            except Exception:
+                log.exception("transaction check round failed; retrying in %.0f s", self.check_interval)
+
+    async def rebuild_view(self) -> None:
         """Rebuild the bridge's resolved set from the op topic (after a restart it must not wait for the first
-        round) and forget the live origins of an earlier round, then run a round every interval until cancelled.
-        In DLedger mode a member runs this each time it becomes the leader, with the progress it copied from the
-        leader before: origins its own last round left live may have been ended and scanned past since (4.9.8's
-        ``changeToMaster`` in ``broker/src/main/java/org/apache/rocketmq/broker/BrokerController.java`` starts the
-        check service, which keeps nothing between rounds but the two consume offsets). END_TRANSACTION waits for
-        this rebuilt view after a role change (:meth:`~TransactionalMessageBridge.forget_view`)."""
+        round) and forget the live origins of an earlier round. In DLedger mode a member does this each time it
+        becomes the leader, with the progress it copied from the leader before: origins its own last round left live
+        may have been ended and scanned past since (4.9.8's ``changeToMaster`` in
+        ``broker/src/main/java/org/apache/rocketmq/broker/BrokerController.java`` starts the check service, which
+        keeps nothing between rounds but the two consume offsets). END_TRANSACTION waits for this rebuilt view after
+        a role change (:meth:`~TransactionalMessageBridge.forget_view`), and for nothing else: the role services call
+        this before they load the schedule and the timer."""
         bridge = self.bridge
         token = bridge.view_token()
         bridge.live_origins = None  # until this run's first round: read from the half queue past the progress
@@ -154,13 +170,6 @@ class TransactionCheckService:
                 resolved.setdefault(origin, op_offset)
         bridge.resolved = resolved
         bridge.view_rebuilt(token)  # END_TRANSACTION waited for this view since the role changed
-        task_status.started()
-        while True:
-            await trio.sleep(self.check_interval)
-            try:
-                await self.check_once()
-            except Exception:
-                log.exception("transaction check round failed; retrying in %.0f s", self.check_interval)
 
     async def check_once(self) -> CheckRound:
         """One round now (both phases). A store refusing the scan's appends ends the scan there, with its progress
