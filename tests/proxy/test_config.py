@@ -78,3 +78,27 @@ async def test_mqbroker_serves_grpc_on_the_port_of_its_config_file(tmp_path: Pat
             pass
     finally:
         await kill_all()
+
+
+async def test_enable_proxy_in_the_config_file_serves_grpc_without_the_flag(
+    tmp_path: Path, nursery: trio.Nursery
+) -> None:
+    """``enableProxy=true`` (docs/grpc.md#settings: "serve gRPC at all; ``--enable-proxy`` sets it") in the ``-c`` file
+    runs the proxy as the flag does: a start that runs no proxy reads none of its settings, but this one decides
+    whether it runs. Ours took it for a broker without a proxy, in silence, once the proxy's settings were read only
+    with the flag."""
+    port = free_port()
+    conf = tmp_path / "broker.conf"
+    conf.write_text(
+        f"enableProxy=true\ngrpcServerPort={port}\nlistenPort=0\nlistenHost=127.0.0.1\n"
+        f"storePathRootDir={tmp_path / 'store'}\n"
+    )
+    proxy = build_proxy_config(str(conf), [], enable=False)
+    assert (proxy.enable_proxy, proxy.grpc_server_port) == (True, port)
+    broker = Process("broker", [sys.executable, "-m", "broker.cli", "-c", str(conf)], tmp_path / "broker.log")
+    try:
+        await broker.start(nursery)
+        line = f"The proxy[grpcServerPort={port}, tlsPort=0] boot success."
+        await broker.wait_until(lambda: line in broker.lines, 60, "the proxy's boot line")
+    finally:
+        await kill_all()
