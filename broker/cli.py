@@ -131,14 +131,16 @@ def boot_line(config: BrokerConfig, address: Address) -> str:
 
 
 def build_proxy_config(config_file: str | None, extra: list[str], enable: bool) -> ProxyConfig:
-    """The 5.x front door's settings from the same sources as the broker's (docs/grpc.md#settings). Not ``enable``:
-    the defaults, nothing read, as no proxy runs (RocketMQ's broker never reads the proxy's settings, so one that
-    does not parse stops only a start that runs the proxy: proxy/src/main/java/org/apache/rocketmq/proxy/config/
-    Configuration.java)."""
-    if not enable:
-        return ProxyConfig()
+    """The 5.x front door's settings from the same sources as the broker's (docs/grpc.md#settings). The proxy runs
+    with ``enable`` (``--enable-proxy``) or ``enableProxy=true`` among them; else the defaults, nothing else read, as
+    no proxy runs (RocketMQ's broker never reads the proxy's settings, so one that does not parse stops only a start
+    that runs the proxy: proxy/src/main/java/org/apache/rocketmq/proxy/config/Configuration.java). ``enableProxy``
+    itself is read as the proxy reads it (a value other than true/false refused): it decides whether the proxy runs."""
     props = read_conf_file(config_file)
     props.update(parse_property_args(extra))
+    switch = {key: props[key] for key in ("enableProxy",) if key in props}
+    if not enable and not proxy_config_from(switch)[0].enable_proxy:
+        return ProxyConfig()
     proxy_config, _ = proxy_config_from(props, enable)
     return proxy_config
 
