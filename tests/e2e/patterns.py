@@ -47,6 +47,11 @@ BATCH_SIZE = 10
 BIG_BODY = "big ✓ " + "z" * 6000 + " é end"
 BIG_RETRY_KEYS = ("big-0", "small-0")
 PROBE_CLIENT = "127.0.0.9@lock-probe"
+#: The broker's queue lock lifetime (``rebalanceLockMaxLiveTime``; RocketMQ's 60 s by default). The C++ core renews
+#: its locks every 20 s and holds one for 30 s without renewal (``PullRequest::RebalanceLockInterval`` and
+#: ``RebalanceLockMaxLiveTime``, src/consumer/PullRequest.cpp), so 30 s never expires a lock the core still counts
+#: on, and halves the handover's wait for the queue its shutdown leaves locked.
+LOCK_MAX_LIVE_MS = 30_000
 #: The C++ core's log line for each queue its UNLOCK_BATCH_MQ named.
 UNLOCKED = re.compile(r"unlockBatchMQ success of mq:MessageQueue \[topic=\S+, brokerName=\S+, queueId=(\d+)\]")
 
@@ -59,7 +64,9 @@ class PatternsReport:
     orderly_sent: list[Event] = attrs.field(factory=list)
     orderly_first: list[Event] = attrs.field(factory=list)
     orderly_second: list[Event] = attrs.field(factory=list)
-    #: Queues another member could lock while the first orderly consumer ran, and after it stopped cleanly.
+    #: Queues another member could lock before the first orderly consumer started (every one: the probe works),
+    #: while it ran, and after it stopped cleanly.
+    orderly_lockable_before: set[int] = attrs.field(factory=set)
     orderly_lockable_while_held: set[int] = attrs.field(factory=set)
     orderly_lockable_after_stop: set[int] = attrs.field(factory=set)
     #: The queues the C++ core's shutdown named in its UNLOCK_BATCH_MQ (from its own log).
@@ -117,6 +124,7 @@ class Patterns:
         self.orderly, self.broadcast, self.batch = f"{prefix}_orderly", f"{prefix}_bcast", f"{prefix}_batch"
         self.big_retry = f"{prefix}_bigretry"
         self.session.topics = {self.broadcast: BROADCAST_QUEUES, self.big_retry: 1}
+        self.session.broker.extra_args = ("--rebalanceLockMaxLiveTime", str(LOCK_MAX_LIVE_MS))
         if kind.name == "cpp":
             self.session.topics.update({self.orderly: ORDERLY_QUEUES, self.batch: 1})
 
@@ -169,6 +177,7 @@ class Patterns:
             report.orderly_sent = await self._produce(producer, orderly_messages(self.orderly))
         finally:
             await producer.stop()
+        report.orderly_lockable_before = await self._lockable(group, ORDERLY_QUEUES)
         first = await self.session.agent(
             "consumer", group, self.orderly, "orderly-1", slow_after=ORDERLY_FAST, orderly=1
         )

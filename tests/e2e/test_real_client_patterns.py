@@ -72,20 +72,24 @@ def test_an_orderly_consumer_gets_each_queue_in_order_across_a_handover(patterns
             assert steps == sorted(steps) and len(set(steps)) == len(steps), (who, order, steps)
         assert set(first[order]) | set(second[order]) == set(range(STEPS)), order
         # The second consumer starts where the first one's committed offset left the queue: no step is skipped,
-        # none is delivered again (the first one committed everything it consumed when it stopped).
-        assert not set(first[order]) & set(second[order]), order
+        # none is delivered again (the first one committed everything it consumed when it stopped; a shutdown the
+        # core aborted, harness.Agent.stop, lost that commit, and the second gets again what followed the last one).
+        if not patterns.orderly_shutdown_aborted:
+            assert not set(first[order]) & set(second[order]), order
     assert 0 < len(patterns.orderly_first) < ORDERS * STEPS, "the first consumer stopped midway"
 
 
 def test_an_orderly_consumer_holds_its_queue_locks_until_it_stops(patterns: PatternsReport) -> None:
     _cpp_only(patterns, "orderly consumer")
     _require(patterns, "orderly")
+    assert patterns.orderly_lockable_before == set(range(ORDERLY_QUEUES)), "the probe locks a free queue"
     assert patterns.orderly_lockable_while_held == set(), "another member locked a queue the consumer held"
     if patterns.orderly_shutdown_aborted:
         pytest.skip("the C++ core aborted in its own shutdown() (harness.Agent.stop), before its UNLOCK_BATCH_MQ")
     # The 2.1.0 core's UNLOCK_BATCH_MQ at shutdown leaves out the first queue of each broker (``Rebalance::unlockAll``
     # creates a broker's list without adding the queue that created it), which stays locked until the lock expires
-    # (60 s, as with RocketMQ's broker); each queue it did name is free for another member at once.
+    # (patterns.LOCK_MAX_LIVE_MS here, RocketMQ's 60 s by default); each queue it did name is free for another member
+    # at once.
     unlocked = patterns.orderly_unlocked_by_client
     assert unlocked, "the core sent UNLOCK_BATCH_MQ at shutdown"
     assert patterns.orderly_lockable_after_stop == unlocked, (patterns.orderly_lockable_after_stop, unlocked)
