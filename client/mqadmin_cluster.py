@@ -22,7 +22,7 @@ from client.mqadmin_support import (
     JAVA_LONG,
     Output,
     broker_may_fail,
-    cluster_brokers,
+    cluster_addrs,
     common,
     java_hash_set,
     java_text,
@@ -154,11 +154,10 @@ def broker_status(ctx: click.Context, **o: Any) -> None:
                 out.row("%-32s: %s%n", key, value)
         elif o["cluster"]:
             out.header("", "Broker", "Key", "Value")
-            for bd in await cluster_brokers(admin, out, o["cluster"]):  # masters and slaves, as Java's
-                for _, addr in sorted(bd.broker_addrs.items()):
-                    with broker_may_fail(addr):  # as Java's: one broker's failure does not end the listing
-                        for key, value in sorted((await admin.runtime_info(addr)).items()):
-                            out.row("%-24s %-32s: %s%n", addr, key, value)
+            for addr in await cluster_addrs(admin, out, o["cluster"]):  # masters and slaves, as Java's
+                with broker_may_fail(addr):  # as Java's: one broker's failure does not end the listing
+                    for key, value in sorted((await admin.runtime_info(addr)).items()):
+                        out.row("%-24s %-32s: %s%n", addr, key, value)
 
     run_job(ctx, job)
 

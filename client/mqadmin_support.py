@@ -128,14 +128,13 @@ def _fastjson_pretty(value: Any, indent: int, parts: list[str]) -> None:
         parts.append(json.dumps(str(value), ensure_ascii=False))
 
 
-def java_hash_map_order(hashes: Sequence[int]) -> list[int]:
-    """The order a default ``java.util.HashMap`` / ``HashSet`` iterates distinct keys put in the order of their
+def java_hash_map_order(hashes: Sequence[int], capacity: int = 16) -> list[int]:
+    """The order a ``java.util.HashMap`` / ``HashSet`` iterates distinct keys put in the order of their
     ``hashCode()``s ``hashes``: by bucket (``(h ^ h >>> 16) & (capacity - 1)``), a bucket's keys in the order put
-    (a resize splits buckets keeping that order). The table starts at 16 and doubles past 3/4 full, or when one
-    bucket reaches 9 keys while it is under 64 (``treeifyBin`` resizes a small table; java/util/HashMap.java).
-    Returns indexes into ``hashes``."""
+    (a resize splits buckets keeping that order). The table starts at ``capacity`` (16 by default; a power of two,
+    as ``new HashMap<>(4)`` makes 4) and doubles past 3/4 full, or when one bucket reaches 9 keys while it is under
+    64 (``treeifyBin`` resizes a small table; java/util/HashMap.java). Returns indexes into ``hashes``."""
     spread = [(h & 0xFFFFFFFF) ^ ((h & 0xFFFFFFFF) >> 16) for h in hashes]
-    capacity = 16
     counts: dict[int, int] = {}
     for i, h in enumerate(spread):
         bucket = h & (capacity - 1)
@@ -151,11 +150,11 @@ def java_hash_map_order(hashes: Sequence[int]) -> list[int]:
     return sorted(range(len(spread)), key=lambda i: (spread[i] & (capacity - 1), i))
 
 
-def java_hash_set(names: Sequence[str]) -> list[str]:
-    """``names`` as a Java ``HashSet<String>`` filled in their order iterates them (:func:`java_hash_map_order` of
-    their ``String.hashCode()``), duplicates dropped."""
+def java_hash_set(names: Sequence[str], capacity: int = 16) -> list[str]:
+    """``names`` as a Java ``HashSet<String>`` (or a ``HashMap``'s keys) of initial ``capacity`` filled in their
+    order iterates them (:func:`java_hash_map_order` of their ``String.hashCode()``), duplicates dropped."""
     distinct = list(dict.fromkeys(names))
-    return [distinct[i] for i in java_hash_map_order([java_hash(name) for name in distinct])]
+    return [distinct[i] for i in java_hash_map_order([java_hash(name) for name in distinct], capacity)]
 
 
 async def java_topic_list(admin: Admin) -> list[str]:
@@ -517,29 +516,50 @@ UNKNOWN_CLUSTER: Final = "Make sure the specified clusterName exists or the name
 
 
 async def cluster_brokers(admin: Admin, out: Output, cluster: str) -> list[BrokerData]:
-    """The brokers of ``cluster`` by name, as Java's CommandUtil helpers read them: none, with Java's error line
-    (printed without a newline, as Java's ``System.out.print``; a ``lines`` entry with ``--json``), when the name
-    server does not know it."""
+    """The brokers of ``cluster`` in the order Java's CommandUtil helpers go over them: the cluster's broker names
+    as fastjson fills ``ClusterInfo.clusterAddrTable``'s ``Set``, a ``HashSet``
+    (tools/src/main/java/org/apache/rocketmq/tools/command/CommandUtil.java). None, with Java's error line (printed
+    without a newline, as Java's ``System.out.print``; a ``lines`` entry with ``--json``), when the name server does
+    not know it."""
     info = await admin.cluster_info()
     names = info.cluster_addr_table.get(cluster)
     if names is None:
         out.line("[error] %s", UNKNOWN_CLUSTER)
         return []
-    return [info.broker_addr_table[name] for name in sorted(names) if name in info.broker_addr_table]
+    return [info.broker_addr_table[name] for name in java_hash_set(list(names)) if name in info.broker_addr_table]
+
+
+async def cluster_broker_names(admin: Admin, cluster: str) -> list[str]:
+    """The broker names of ``cluster`` as Java's CommandUtil.fetchBrokerNameByClusterName hands them back (the
+    ``HashSet`` fastjson fills); fails, as Java's NullPointerException on an unknown cluster and its exception on an
+    empty one do."""
+    names = (await admin.cluster_info()).cluster_addr_table.get(cluster)
+    if not names:
+        raise ValueError(UNKNOWN_CLUSTER)
+    return java_hash_set(list(names))
 
 
 async def cluster_masters(admin: Admin, out: Output, cluster: str) -> list[str]:
-    """The masters of ``cluster`` (Java's CommandUtil.fetchMasterAddrByClusterName)."""
-    return sorted(bd.master_addr for bd in await cluster_brokers(admin, out, cluster) if bd.master_addr)
+    """The masters of ``cluster`` (Java's CommandUtil.fetchMasterAddrByClusterName: a ``HashSet`` of them)."""
+    return java_hash_set([bd.master_addr for bd in await cluster_brokers(admin, out, cluster) if bd.master_addr])
+
+
+async def cluster_addrs(admin: Admin, out: Output, cluster: str) -> list[str]:
+    """Every master and slave of ``cluster`` (Java's CommandUtil.fetchMasterAndSlaveAddrByClusterName: a
+    ``HashSet`` of them)."""
+    brokers = await cluster_brokers(admin, out, cluster)
+    return java_hash_set([addr for bd in brokers for _, addr in sorted(bd.broker_addrs.items())])
 
 
 async def cluster_masters_and_slaves(admin: Admin, out: Output, cluster: str) -> list[tuple[str, list[str]]]:
-    """Each master of ``cluster`` with its slaves (Java's CommandUtil.fetchMasterAndSlaveDistinguish)."""
-    return [
-        (bd.master_addr, [addr for bid, addr in sorted(bd.broker_addrs.items()) if bid != 0])
+    """Each master of ``cluster`` with its slaves (Java's CommandUtil.fetchMasterAndSlaveDistinguish): the masters
+    as its ``new HashMap<>(4)`` iterates them, a master's slaves by broker id (its ``brokerAddrs`` map)."""
+    slaves = {
+        bd.master_addr: [addr for bid, addr in sorted(bd.broker_addrs.items()) if bid != 0]
         for bd in await cluster_brokers(admin, out, cluster)
         if bd.master_addr
-    ]
+    }
+    return [(master, slaves[master]) for master in java_hash_set(list(slaves), capacity=4)]
 
 
 def parse_timestamp(text: str) -> int:

@@ -17,6 +17,7 @@ from client.consumer.allocate import allocate_average
 from client.mqadmin_support import (
     JAVA_INT,
     Output,
+    cluster_broker_names,
     cluster_masters,
     common,
     fastjson_pretty,
@@ -83,7 +84,7 @@ def update_topic(ctx: click.Context, **o: Any) -> None:
                 await admin.create_topic(config.topic_name, broker_addr=addr, **kwargs)
                 out.line("create topic to %s success.%n", addr)
             if order:
-                names = sorted((await admin.cluster_info()).cluster_addr_table.get(cluster, []))
+                names = await cluster_broker_names(admin, cluster)
                 conf = ";".join(f"{name}:{config.write_queue_nums}" for name in names)
                 await admin.create_or_update_order_conf(config.topic_name, conf, is_cluster=True)
                 out.line("set cluster orderConf. isOrder=%s, orderConf=[%s]", order, conf)
@@ -104,8 +105,10 @@ def delete_topic(ctx: click.Context, **o: Any) -> None:
 
 
 async def delete_topic_in_cluster(admin: Admin, out: Output, cluster: str, topic: str) -> None:
-    """Java's ``DeleteTopicSubCommand.deleteTopic``: every master of ``cluster``, then every name server."""
-    await admin.delete_topic(topic, cluster=cluster)
+    """Java's ``DeleteTopicSubCommand.deleteTopic``: every master of ``cluster`` (CommandUtil's set of them, with
+    its error line for an unknown cluster), then every name server."""
+    await admin.delete_topic_in_brokers(topic, await cluster_masters(admin, out, cluster))
+    await admin.delete_topic_in_namesrv(topic, cluster=cluster)
     out.line("delete topic [%s] from cluster [%s] success.%n", topic, cluster)
     out.line("delete topic [%s] from NameServer success.%n", topic)
 
@@ -208,10 +211,11 @@ def topic_cluster_list(ctx: click.Context, **o: Any) -> None:
         info = await admin.cluster_info()
         # Java prints the names only (tools/src/main/java/org/apache/rocketmq/tools/command/topic/
         # TopicClusterSubCommand.java); the JSON rows keep the key.
+        # DefaultMQAdminExtImpl.getTopicClusterList collects them in a HashSet
+        # (tools/src/main/java/org/apache/rocketmq/tools/admin/DefaultMQAdminExtImpl.java).
         out.header("", "#Cluster")
-        for cluster, names in sorted(info.cluster_addr_table.items()):
-            if name in names:
-                out.row("%s%n", cluster)
+        for cluster in java_hash_set([c for c, names in info.cluster_addr_table.items() if name in names]):
+            out.row("%s%n", cluster)
 
     run_job(ctx, job)
 
