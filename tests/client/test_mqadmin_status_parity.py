@@ -8,6 +8,7 @@ the body a Java consumer sends (its ``statusTable`` of pull and consume rates, w
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
 import time
@@ -296,3 +297,73 @@ async def test_cluster_rt_goes_over_the_clusters_and_brokers_in_java_s_hash_orde
         ["DefaultCluster", "broker-b"],
         ["DefaultCluster", "broker-a"],
     ], result.stdout
+
+
+# -- consumerStatus without -i: analyzeSubscription and analyzeRebalance ---------------------------------------------
+
+
+async def _group_status(
+    cluster: ThreadedCluster, group: str, clients: list[tuple[str, dict[str, Any], dict[MessageQueue, Any]]]
+) -> Result:
+    """``consumerStatus -g group`` while each of ``clients`` (client id, running info, mqTable) is online."""
+    async with contextlib.AsyncExitStack() as stack:
+        for client_id, info, table in clients:
+            answering = RemotingClient(request_handler=_JavaConsumer(_body(info, table)))
+            consumer = await stack.enter_async_context(answering)
+            await _heartbeat(consumer, cluster.broker_addr, client_id, group)
+        args = ("consumerStatus", "-n", cluster.namesrv_addr, "-g", group)
+        return await anyio.to_thread.run_sync(lambda: _run(*args))
+
+
+@pytest.mark.anyio
+async def test_consumer_status_answers_rebalance_ok_when_two_clients_hold_one_queue(
+    cluster: ThreadedCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ConsumerRunningInfo.analyzeRebalance answers true whatever the clients hold, so ConsumerStatusSubCommand
+    prints "Rebalance OK" once the subscriptions are the same (common/src/main/java/org/apache/rocketmq/common/
+    protocol/body/ConsumerRunningInfo.java). Ours printed "Rebalance Failed" for a queue held by two clients."""
+    monkeypatch.chdir(tmp_path)
+    mq = MessageQueue("StatusShared", "broker-a", 0)
+    info = {"properties": _props(), "subscriptionSet": [_sub("StatusShared")], "statusTable": {}}
+    result = await _group_status(
+        cluster, "status-shared-cg", [("10.0.0.21@a", info, {mq: _pq()}), ("10.0.0.22@b", info, {mq: _pq()})]
+    )
+    assert result.exit_code == 0, result.output
+    assert "\n\nSame subscription in the same group of consumer\n\nRebalance OK\n" in result.stdout, result.stdout
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("kind", "started_ms"),
+    [("CONSUME_PASSIVELY", "now"), ("CONSUME_ACTIVELY", "long ago")],
+    ids=["push-started-lately", "pull"],
+)
+async def test_consumer_status_compares_subscriptions_only_of_a_push_group_up_for_two_minutes(
+    cluster: ThreadedCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str, started_ms: str
+) -> None:
+    """ConsumerRunningInfo.analyzeSubscription compares the clients' subscriptions only when the first client (by
+    client id) is a push consumer (CONSUME_PASSIVELY) started more than 2 minutes ago; a pull group, or a push group
+    that started lately, is "Same subscription" whatever its clients subscribe. Ours always compared and warned."""
+    monkeypatch.chdir(tmp_path)
+    started = int(time.time() * 1000) if started_ms == "now" else 1
+    props = {**_props(started_ms=started), "PROP_CONSUME_TYPE": kind}
+    first = {"properties": props, "subscriptionSet": [_sub("StatusSubA")], "statusTable": {}}
+    second = {"properties": props, "subscriptionSet": [_sub("StatusSubB")], "statusTable": {}}
+    result = await _group_status(cluster, "status-sub-cg", [("10.0.0.31@a", first, {}), ("10.0.0.32@b", second, {})])
+    assert result.exit_code == 0, result.output
+    assert "Different subscription" not in result.stdout, result.stdout
+    assert "\n\nSame subscription in the same group of consumer\n\nRebalance OK\n" in result.stdout, result.stdout
+
+
+@pytest.mark.anyio
+async def test_consumer_status_warns_on_a_push_group_with_no_subscription(
+    cluster: ThreadedCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """For a push group up for over 2 minutes, ConsumerRunningInfo.analyzeSubscription answers false when the last
+    client's subscription set is empty, so ConsumerStatusSubCommand prints "WARN: Different subscription in the same
+    group of consumer!!!". Ours said "Same subscription" and "Rebalance OK"."""
+    monkeypatch.chdir(tmp_path)
+    info = {"properties": _props(started_ms=1), "subscriptionSet": [], "statusTable": {}}
+    result = await _group_status(cluster, "status-empty-cg", [("10.0.0.41@a", info, {}), ("10.0.0.42@b", info, {})])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.endswith("\n\nWARN: Different subscription in the same group of consumer!!!"), result.stdout
