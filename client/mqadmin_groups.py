@@ -42,7 +42,7 @@ from client.mqadmin_support import (
 )
 from client.mqadmin_topics import delete_topic_in_cluster
 from remoting.codec.bodies import MessageQueue
-from remoting.codec.bodies.admin import PROP_CONSUME_ORDERLY, PROP_CONSUME_TYPE
+from remoting.codec.bodies.admin import PROP_CONSUME_ORDERLY, PROP_CONSUME_TYPE, PROP_CONSUMER_START_TIMESTAMP
 from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig
 from remoting.codec.topics import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 
@@ -370,7 +370,26 @@ def analyze_process_queue(client_id: str, info: dict[str, Any], now_ms: int) -> 
 
 
 def _subscriptions(info: dict[str, Any]) -> set[tuple[str, str]]:
+    """A client's ``subscriptionSet`` as its ``TreeSet`` compares it (``SubscriptionData.compareTo``: topic@sub)."""
     return {(s.get("topic", ""), s.get("subString", "")) for s in info.get("subscriptionSet") or []}
+
+
+def analyze_subscription(infos: dict[str, dict[str, Any]], now_ms: int) -> bool:
+    """Java's ``ConsumerRunningInfo.analyzeSubscription`` over the clients by client id (common/src/main/java/org/
+    apache/rocketmq/common/protocol/body/ConsumerRunningInfo.java): only when the first client is a push consumer
+    started more than 2 minutes ago are the subscriptions compared, a difference or an empty set of the last one
+    answering false; otherwise true. (Java's ``analyzeRebalance`` always answers true.)"""
+    ids = sorted(infos)
+    props = infos[ids[0]].get("properties") or {}
+    push = props.get(PROP_CONSUME_TYPE) == "CONSUME_PASSIVELY"
+    started = str(props.get(PROP_CONSUMER_START_TIMESTAMP, ""))
+    up_a_while = started.lstrip("-").isdigit() and now_ms - int(started) > 2 * 60 * 1000
+    if not (push and up_a_while):
+        return True
+    first = _subscriptions(infos[ids[0]])
+    if any(_subscriptions(infos[i]) != first for i in ids):
+        return False
+    return bool(_subscriptions(infos[ids[-1]]))
 
 
 @click.command("consumerStatus", help="Query consumer's internal data structure")
@@ -403,14 +422,12 @@ def consumer_status(ctx: click.Context, **o: Any) -> None:
                 out.row("%-10d %-40s %-20s %s%n", len(infos), c.client_id, version_desc(c.version), str(path))
         if not infos:
             return
-        same = len({frozenset(_subscriptions(i)) for i in infos.values()}) == 1
-        if not same:
+        now_ms = int(time.time() * 1000)
+        if not analyze_subscription(infos, now_ms):
             out.line("%n%nWARN: Different subscription in the same group of consumer!!!")
             return
-        held = [mq for info in infos.values() for mq in (info.get("mqTable") or {})]
         out.line("%n%nSame subscription in the same group of consumer")
-        out.line("%n%nRebalance %s%n", "OK" if len(held) == len(set(held)) else "Failed")
-        now_ms = int(time.time() * 1000)
+        out.line("%n%nRebalance %s%n", "OK")  # ConsumerRunningInfo.analyzeRebalance answers true
         for client_id, info in infos.items():
             out.line("%s", analyze_process_queue(client_id, info, now_ms))
 
