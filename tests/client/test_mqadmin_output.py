@@ -387,3 +387,32 @@ def test_get_consumer_config_goes_over_the_brokers_in_java_s_hash_map_order(clus
         "=============================DefaultCluster:broker-b=============================",
         "=============================DefaultCluster:broker-a=============================",
     ], result.output
+
+
+async def _never_called(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+    return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+
+@pytest.mark.anyio
+async def test_consumer_connection_lists_the_subscriptions_in_java_s_concurrent_hash_map_order(
+    cluster: ThreadedCluster,
+) -> None:
+    """ConsumerConnectionSubCommand prints ``ConsumerConnection.subscriptionTable``, a ``ConcurrentHashMap`` fastjson
+    fills (common/src/main/java/org/apache/rocketmq/common/protocol/body/ConsumerConnection.java), in its iteration
+    order: ConnMid, %RETRY%conn-order-cg, ConnZeta, ConnAlpha (as java.util.concurrent.ConcurrentHashMap lists them,
+    whatever order they are put in). Ours printed the broker's order."""
+    ns = cluster.namesrv_addr
+    topics = ("ConnZeta", "ConnAlpha", "ConnMid")
+    for topic in topics:
+        await create_topic(ns, topic, 1)
+    consumer = PushConsumer("conn-order-cg", ns)
+    for topic in topics:
+        consumer.subscribe(topic)
+    consumer.register_message_listener(_never_called)
+    async with consumer:
+        result = await anyio.to_thread.run_sync(lambda: _run("consumerConnection", "-n", ns, "-g", "conn-order-cg"))
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    start = lines.index("Below is subscription:") + 2
+    listed = [line.split()[0] for line in lines[start : lines.index("", start)]]
+    assert listed == ["ConnMid", "%RETRY%conn-order-cg", "ConnZeta", "ConnAlpha"], result.stdout
