@@ -241,7 +241,10 @@ def consumer_connection(ctx: click.Context, **o: Any) -> None:
             out.row("%-36s %-22s %-10s %s%n", c.client_id, c.client_addr, c.language, version_desc(c.version))
         out.line("%nBelow is subscription:\n")
         out.line("%-20s %s%n", "#Topic", "#SubExpression")
-        for sub in conn.subscription_table.values():
+        # ConsumerConnection.subscriptionTable is a ConcurrentHashMap (common/src/main/java/org/apache/rocketmq/
+        # common/protocol/body/ConsumerConnection.java), which iterates its bins in HashMap's bucket order.
+        for topic in java_hash_set(list(conn.subscription_table)):
+            sub = conn.subscription_table[topic]
             out.line("%-20s %s%n", sub.topic, sub.sub_string)
         out.line("\n")
         out.line("ConsumeType: %s%n", conn.consume_type)
