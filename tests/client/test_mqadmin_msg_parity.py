@@ -4,6 +4,8 @@ charset the JVM would not know."""
 
 from __future__ import annotations
 
+import re
+
 import anyio
 from click.testing import CliRunner, Result
 
@@ -97,3 +99,42 @@ def test_print_msg_with_an_unknown_charset_skips_the_bodies_and_goes_on(cluster:
     assert "Tag: " not in queued.output  # no tags sent: nothing counted, but the command ends normally
     not_printed = _run(*by_queue, "-d", "false", "-c", "NO-SUCH-CHARSET")  # no body to decode: Java prints the line
     assert not_printed.exit_code == 0 and "BODY: NOT PRINT BODY" in not_printed.output, not_printed.output
+
+
+def _java_bucket(key: str, capacity: int) -> int:
+    """The bucket of ``key`` in a ``java.util.HashMap`` of ``capacity``: ``String.hashCode()`` spread as
+    ``HashMap.hash`` (``h ^ h >>> 16``)."""
+    h = 0
+    for unit in key.encode("utf-16-be").hex(" ", 2).split():
+        h = (31 * h + int(unit, 16)) & 0xFFFFFFFF
+    return (h ^ (h >> 16)) & (capacity - 1)
+
+
+def _in_java_hash_map_order(keys: list[str]) -> bool:
+    """Whether ``keys`` iterate as a default ``HashMap`` of them does: by bucket (16, doubled past 3/4 full)."""
+    capacity = 16
+    while len(keys) > capacity * 3 // 4:
+        capacity *= 2
+    buckets = [_java_bucket(key, capacity) for key in keys]
+    return buckets == sorted(buckets)
+
+
+def test_a_message_s_properties_print_in_java_s_hash_map_order(cluster: ThreadedCluster) -> None:
+    """MessageDecoder.string2messageProperties reads a message's properties into a ``HashMap``
+    (common/src/main/java/org/apache/rocketmq/common/message/MessageDecoder.java), which queryMsgById's
+    ``Properties:`` line (QueryMsgByIdSubCommand.printMsg) and printMsg's ``Message.toString()`` print with
+    ``HashMap.toString()``: by hash bucket. Ours printed them in the order the message carried them."""
+    ns = cluster.namesrv_addr
+    sent = _send(ns, "MsgProps", b"p", tags="TagA", keys="k1")
+    by_id = _run("queryMsgById", "-n", ns, "-i", sent.offset_msg_id)
+    assert by_id.exit_code == 0, by_id.output
+    (line,) = [line for line in by_id.output.splitlines() if line.startswith("Properties:")]
+    keys = re.findall(r"(?:\{|, )([A-Za-z_]+)=", line)
+    assert {"UNIQ_KEY", "TAGS", "KEYS"} <= set(keys), line
+    assert _in_java_hash_map_order(keys), line
+    printed = _run("printMsg", "-n", ns, "-t", "MsgProps")
+    assert printed.exit_code == 0, printed.output
+    (props,) = re.findall(r", properties=\{([^}]*)\}", printed.output)
+    keys = re.findall(r"(?:^|, )([A-Za-z_]+)=", props)
+    assert {"UNIQ_KEY", "TAGS", "KEYS"} <= set(keys), props
+    assert _in_java_hash_map_order(keys), props
