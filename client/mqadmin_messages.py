@@ -31,7 +31,7 @@ from client.mqadmin_support import (
     common,
     format_ts,
     java_bool,
-    java_map_text,
+    java_properties_text,
     java_text,
     message_text,
     parse_time_arg,
@@ -80,7 +80,7 @@ async def print_message_detail(
     out.line(s, "Born Host:", f"{msg.born_host[0]}:{msg.born_host[1]}")
     out.line(s, "Store Host:", f"{msg.store_host[0]}:{msg.store_host[1]}")
     out.line(d, "System Flag:", msg.sys_flag)
-    out.line(s, "Properties:", java_map_text(msg.properties))
+    out.line(s, "Properties:", java_properties_text(msg.properties))
     out.line(s, "Message Body Path:", str(body_path))
     out.doc.setdefault("messages", []).append(
         {

@@ -438,7 +438,7 @@ def message_text(m: MessageExt, broker_name: str) -> str:
     common/src/main/java/org/apache/rocketmq/common/message/MessageExt.java): first the ``brokerName`` of the queue
     it was pulled from (PullAPIWrapper.processPullResult sets it), and the body as Message.toString()'s
     ``Arrays.toString(byte[])``, signed bytes."""
-    props = ", ".join(f"{k}={v}" for k, v in m.properties.items())
+    props = java_properties_text(m.properties)[1:-1]
     body = ", ".join(str(b - 256 if b > 127 else b) for b in m.body)
     return (
         f"MessageExt [brokerName={broker_name}, queueId={m.queue_id}, storeSize={m.store_size}, "
@@ -604,6 +604,14 @@ def group_config_text(g: SubscriptionGroupConfig) -> str:
         f"whichBrokerWhenConsumeSlowly={g.which_broker_when_consume_slowly}, "
         f"notifyConsumerIdsChangedEnable={java_text(g.notify_consumer_ids_changed_enable)}]"
     )
+
+
+def java_properties_text(properties: dict[str, str]) -> str:
+    """A message's properties as Java prints them, ``{k1=v1, k2=v2}``: ``MessageDecoder.string2messageProperties``
+    reads them into a ``HashMap`` (common/src/main/java/org/apache/rocketmq/common/message/MessageDecoder.java), so
+    ``toString()`` lists them by hash bucket (:func:`java_hash_set` of the keys in the order the message carried
+    them), not in that order."""
+    return "{" + ", ".join(f"{k}={java_text(properties[k])}" for k in java_hash_set(list(properties))) + "}"
 
 
 def java_map_text(table: dict[Any, Any]) -> str:
