@@ -110,3 +110,15 @@ def test_delete_topic_of_an_unknown_cluster_says_so(cluster: ThreadedCluster) ->
         "[error] Make sure the specified clusterName exists or the name server connected to is correct."
         "delete topic [NoSuchTopic] from cluster [NoSuchCluster] success."
     ), result.stdout
+
+
+def test_topic_list_by_cluster_names_the_first_cluster_in_java_s_hash_map_order(cluster: ThreadedCluster) -> None:
+    """TopicListSubCommand -c names a topic's cluster with findTopicBelongToWhichCluster: the first cluster of
+    ``ClusterInfo.clusterAddrTable`` (a HashMap: ZCluster before DefaultCluster) whose brokers include the topic's
+    first broker. Ours took the first in the name server's order (DefaultCluster)."""
+    for name in ("DefaultCluster", "ZCluster"):
+        register_dead_broker(cluster, name="hash-t", addr="127.0.0.1:4", topics=("HashClustersTopic",), cluster=name)
+    result = _run("topicList", "-n", cluster.namesrv_addr, "-c")
+    assert result.exit_code == 0, result.output
+    rows = [line.split() for line in result.stdout.splitlines()[1:] if "HashClustersTopic" in line]
+    assert rows == [["ZCluster", "HashClustersTopic"]], result.stdout
