@@ -236,10 +236,15 @@ def topic_list(ctx: click.Context, **o: Any) -> None:
         for topic in topics:
             if is_retry_or_dlq_topic(topic):
                 continue
-            cluster, groups = "", [""]
+            cluster: str | None = ""
+            groups = [""]
             try:
                 name = (await admin.topic_route(topic)).broker_datas[0].broker_name
-                cluster = next((c for c, names in info.cluster_addr_table.items() if name in names), "")
+                # findTopicBelongToWhichCluster: the first cluster of ClusterInfo.clusterAddrTable, a HashMap, holding
+                # the broker, else null (tools/src/main/java/org/apache/rocketmq/tools/command/topic/
+                # TopicListSubCommand.java).
+                clusters = java_hash_set(list(info.cluster_addr_table))
+                cluster = next((c for c in clusters if name in info.cluster_addr_table[c]), None)
                 # GroupList.groupList is a HashSet: Java prints it in its iteration order
                 # (common/src/main/java/org/apache/rocketmq/common/protocol/body/GroupList.java).
                 groups = java_hash_set(await admin.topic_consumed_by(topic)) or [""]
