@@ -24,6 +24,7 @@ from remoting.client import RemotingClient
 from remoting.codec.codes import RequestCode
 from remoting.codec.command import request
 from remoting.codec.java_properties import PropertiesError
+from remoting.cpus import available_cpus
 from remoting.server_main import sole_exception
 from remoting.tls import client_context
 from store.metadata_files import ConfigFileError
@@ -466,3 +467,34 @@ def test_java_broker_conf_keys_without_an_equivalent_here_are_accepted(
     conf.write_text(JAVA_ONLY_KEYS)
     build_config(str(conf), [], "")
     assert capsys.readouterr().err == ""
+
+
+async def test_get_broker_config_and_mqbroker_p_show_the_java_keys_without_an_equivalent(tmp_path: Path) -> None:
+    """BrokerController's Configuration holds RocketMQ 4.9.8's four config objects (BrokerConfig, NettyServerConfig,
+    NettyClientConfig, MessageStoreConfig) and GET_BROKER_CONFIG answers every field of them with its value
+    (common/src/main/java/org/apache/rocketmq/common/Configuration.java getAllConfigsFormatString); BrokerStartup's
+    ``-p`` prints them all, ``-m`` the ``@ImportantField`` ones. Ours accepted the Java-only keys (threads, Netty
+    buffers, the transient store pool...) but showed none of them: ``mqadmin getBrokerConfig`` listed fewer keys
+    than a Java broker's, and a value the file gave was nowhere to be seen."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text("listenPort=0\nlistenHost=127.0.0.1\nserverSelectorThreads=5\ntransientStorePoolEnable=true\n")
+    async with broker_from_conf(conf, tmp_path / "store") as (_, addr), RemotingClient() as client:
+        answer = await client.invoke(addr, request(RequestCode.GET_BROKER_CONFIG), 5)
+    shown = dict(line.split("=", 1) for line in bytes(answer.body).decode().splitlines())
+    java_defaults = dict(line.split("=", 1) for line in JAVA_ONLY_KEYS.splitlines())
+    java_defaults["clientCallbackExecutorThreads"] = str(available_cpus())
+    java_defaults["putMessageFutureThreadPoolNums"] = str(min(available_cpus(), 4))
+    java_defaults |= {"serverSelectorThreads": "5", "transientStorePoolEnable": "true"}
+    assert {key: shown.get(key) for key in java_defaults} == java_defaults
+    assert {key: shown.get(key) for key in ("commercialEnable", "maxDelayTime", "channelNotActiveInterval")} == {
+        "commercialEnable": "true",
+        "maxDelayTime": "40",
+        "channelNotActiveInterval": "60000",
+    }
+    config = printed_config(build_config(str(conf), [], ""))
+    printed = config_lines(config, important_only=False)
+    assert "serverSelectorThreads=5" in printed and "useEpollNativeSelector=false" in printed
+    important = config_lines(config, important_only=True)
+    for line in ("transientStorePoolEnable=true", "commitIntervalCommitLog=200", "messageIndexSafe=false"):
+        assert line in important
+    assert "fetchNamesrvAddrByAddressServer=false" in important
