@@ -498,3 +498,23 @@ async def test_get_broker_config_and_mqbroker_p_show_the_java_keys_without_an_eq
     for line in ("transientStorePoolEnable=true", "commitIntervalCommitLog=200", "messageIndexSafe=false"):
         assert line in important
     assert "fetchNamesrvAddrByAddressServer=false" in important
+
+
+async def test_update_broker_config_of_a_java_key_without_an_equivalent_is_kept_and_written_back(
+    tmp_path: Path,
+) -> None:
+    """UPDATE_BROKER_CONFIG is Configuration.update: properties2Object sets the key in whichever of the four config
+    objects has it, then persist() writes the configuration to the ``-c`` file (common/src/main/java/org/apache/
+    rocketmq/common/Configuration.java), so GET_BROKER_CONFIG shows the new value and a restart keeps it. Ours
+    dropped such a key as unknown: the update answered SUCCESS, yet neither the broker nor the file had it."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text("listenPort=0\nlistenHost=127.0.0.1\n")
+    async with broker_from_conf(conf, tmp_path / "store") as (_, addr), RemotingClient() as client:
+        body = b"serverWorkerThreads=16\ntransientStorePoolSize=9\n"
+        assert (await client.invoke(addr, request(RequestCode.UPDATE_BROKER_CONFIG, body=body), 5)).code == 0
+        answer = await client.invoke(addr, request(RequestCode.GET_BROKER_CONFIG), 5)
+    lines = bytes(answer.body).decode().splitlines()
+    assert "serverWorkerThreads=16" in lines and "transientStorePoolSize=9" in lines
+    assert conf.read_text() == "listenPort=0\nlistenHost=127.0.0.1\nserverWorkerThreads=16\ntransientStorePoolSize=9\n"
+    restarted = config_lines(build_config(str(conf), [], ""), important_only=False)
+    assert "serverWorkerThreads=16" in restarted and "transientStorePoolSize=9" in restarted
