@@ -64,6 +64,19 @@ def test_embedded_takes_broker_properties_as_overrides() -> None:
     }
 
 
+def test_embedded_takes_the_java_keys_without_an_equivalent_as_mqbroker_does(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``python -m broker.embedded --name value`` takes broker properties as ``mqbroker`` does, and RocketMQ 4.9.8's
+    BrokerStartup reads every key of BrokerConfig, NettyServerConfig, NettyClientConfig and MessageStoreConfig
+    (MixAll.properties2Object). ``mqbroker`` accepted the Java-only ones (docs/architecture.md#settings); the
+    embedded cluster still warned "ignoring unknown broker property" for each, as for a typo."""
+    args = ["--serverSelectorThreads", "5", "--transientStorePoolEnable", "true", "--clientWorkerThreads", "2"]
+    overrides = broker_overrides_of(args)
+    assert capsys.readouterr().err == ""
+    assert overrides == {"server_selector_threads": 5, "transient_store_pool_enable": True, "client_worker_threads": 2}
+
+
 async def _read_until(proc: trio.Process, *patterns: re.Pattern[bytes], timeout: float = 60) -> bytes:
     assert proc.stdout is not None
     output = b""

@@ -85,6 +85,27 @@ def test_mqnamesrv_p_prints_every_setting_and_exits_as_namesrv_startup() -> None
     assert "boot success" not in result.output
 
 
+def test_mqnamesrv_takes_and_prints_the_netty_server_config_keys(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """RocketMQ 4.9.8's NamesrvStartup reads a namesrv.properties (and ``--name value``) into NamesrvConfig and
+    NettyServerConfig (MixAll.properties2Object) and ``-p`` prints both objects' fields (namesrv/src/main/java/org/
+    apache/rocketmq/namesrv/NamesrvStartup.java). Ours warned "ignoring unknown property" for NettyServerConfig's
+    thread, buffer and semaphore keys, as for a typo, and ``-p`` printed none of them."""
+    conf = tmp_path / "namesrv.properties"
+    conf.write_text("serverSelectorThreads=5\nserverSocketBacklog=2048\nuseEpollNativeSelector=true\n")
+    build_config(str(conf), ["--serverCallbackExecutorThreads", "2", "--writeBufferHighWaterMark", "65536"])
+    assert capsys.readouterr().err == ""
+    result = CliRunner().invoke(namesrv_main, ["-c", str(conf), "-p"])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    for line in ("serverSelectorThreads=5", "serverSocketBacklog=2048", "useEpollNativeSelector=true"):
+        assert line in lines
+    for line in ("serverOnewaySemaphoreValue=256", "serverAsyncSemaphoreValue=64", "writeBufferLowWaterMark=0"):
+        assert line in lines
+    assert "serverPooledByteBufAllocatorEnable=true" in lines
+
+
 def test_mqnamesrv_and_mqbroker_read_the_file_named_by_the_long_option(tmp_path: Path) -> None:
     """``--configFile`` is the long name of ``-c`` in NamesrvStartup and BrokerStartup; it was taken for an unknown
     property, and the server started on its defaults."""
