@@ -316,6 +316,62 @@ class BrokerConfig(ListenerSettings):
     #: that arrive while a push is unanswered are replicated in the next request, up to DLedger's 4 KiB
     #: ``maxBatchPushSize`` (docs/architecture.md#dledger).
     enable_batch_push: bool = False
+    #: RocketMQ 4.9.8 keys without effect here (:data:`JAVA_INERT_PROPERTIES`, docs/architecture.md#settings), with
+    #: Java's defaults (common/.../BrokerConfig.java, store/.../config/MessageStoreConfig.java, remoting/.../netty/
+    #: NettyServerConfig.java and NettyClientConfig.java; NettyServerConfig's others come from ListenerSettings):
+    #: shown by GET_BROKER_CONFIG and ``-p``, kept and written back by UPDATE_BROKER_CONFIG, as Java's Configuration
+    #: holds every field of those objects (common/src/main/java/org/apache/rocketmq/common/Configuration.java).
+    server_worker_threads: int = 8
+    client_worker_threads: int = 4
+    client_callback_executor_threads: int = available_cpus()
+    client_oneway_semaphore_value: int = 65535
+    client_async_semaphore_value: int = 65535
+    client_socket_snd_buf_size: int = 0
+    client_socket_rcv_buf_size: int = 0
+    client_pooled_byte_buf_allocator_enable: bool = False
+    transient_store_pool_enable: bool = False
+    transient_store_pool_size: int = 5
+    commit_interval_commit_log: int = 200
+    commit_commit_log_least_pages: int = 4
+    commit_commit_log_thorough_interval: int = 200
+    fast_fail_if_no_buffer_in_store_pool: bool = False
+    enable_consume_queue_ext: bool = False
+    mapped_file_size_consume_queue_ext: int = 48 * 1024 * 1024
+    bit_map_length_consume_queue_ext: int = 64
+    enable_calc_filter_bit_map: bool = False
+    expect_consumer_num_use_filter: int = 32
+    max_error_rate_of_bloom_filter: int = 20
+    filter_data_clean_time_span: int = attrs.field(default=24 * 3600 * 1000, metadata=JAVA_LONG)
+    enable_schedule_async_deliver: bool = False
+    schedule_async_deliver_max_pending_limit: int = 2000
+    schedule_async_deliver_max_resend_num2_blocked: int = 3
+    put_message_future_thread_pool_nums: int = min(available_cpus(), 4)
+    put_thread_pool_queue_capacity: int = 10_000
+    transfer_msg_by_heap: bool = True
+    use_reentrant_lock_when_put_message: bool = True
+    message_store_plug_in: str = ""
+    fetch_namesrv_addr_by_address_server: bool = False
+    enable_detail_stat: bool = True
+    auto_delete_unused_stats: bool = False
+    enable_schedule_message_stats: bool = True
+    disk_fall_recorded: bool = True
+    isolate_log_enable: bool = False
+    debug_lock_enable: bool = False
+    message_index_safe: bool = False
+    redelete_hanged_file_interval: int = 120_000
+    flush_least_pages_when_warm_maped_file: int = 1024 // 4 * 16
+    max_delay_time: int = 40
+    flush_consumer_offset_history_interval: int = 60_000
+    high_speed_mode: bool = False
+    filter_server_nums: int = 0
+    put_msg_index_hight_water: int = 600_000
+    consumer_manager_thread_pool_queue_capacity: int = 1_000_000
+    commercial_enable: bool = True
+    commercial_timer_count: int = 1
+    commercial_trans_count: int = 1
+    commercial_big_count: int = 1
+    commercial_base_count: int = 1
+    channel_not_active_interval: int = attrs.field(default=60_000, metadata=JAVA_LONG)
 
     @property
     def broker_addr(self) -> str:

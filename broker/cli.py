@@ -40,7 +40,7 @@ import attrs
 import click
 import trio
 
-from broker.broker_config import IMPORTANT_PROPERTIES, JAVA_INERT_PROPERTIES, BrokerConfig, checked_roles
+from broker.broker_config import IMPORTANT_PROPERTIES, BrokerConfig, checked_roles
 from broker.context import check_enums
 from broker.controller import BrokerController
 from broker.security import client_use_tls
@@ -87,7 +87,7 @@ def build_config(config_file: str | None, extra: list[str], namesrv_addr: str | 
     props.update(parse_property_args(extra))
     config, unknown = config_from_properties(BrokerConfig, props)
     for key in unknown:  # a proxy setting's value is the proxy's to refuse (build_proxy_config), when it runs
-        if key not in PROXY_KEYS and key not in JAVA_INERT_PROPERTIES:
+        if key not in PROXY_KEYS:
             click.echo(f"mqbroker: ignoring unknown property {key!r}", err=True)
     if config.duplication_enable:
         click.echo("mqbroker: duplicationEnable=true is not supported, ignored", err=True)

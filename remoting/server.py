@@ -87,9 +87,32 @@ class ServerConfig:
 
 
 @attrs.frozen
-class ListenerSettings(TlsSettings):
-    """What a server process (broker, name server) exposes as settings for its listeners: RocketMQ's ``tls.*`` ones
-    and our limits, which RocketMQ does not have (hence no RocketMQ names to keep)."""
+class NettyServerSettings(TlsSettings):
+    """RocketMQ 4.9.8's NettyServerConfig keys that size Netty's threads, buffers and semaphores
+    (remoting/src/main/java/org/apache/rocketmq/remoting/netty/NettyServerConfig.java, with NettySystemConfig's
+    defaults): without effect here (one Trio event loop, the OS's socket options), but accepted, shown and kept as a
+    Java broker or name server does, which prints, answers and persists every field of its config objects
+    (common/src/main/java/org/apache/rocketmq/common/Configuration.java). ``listenPort``, ``serverWorkerThreads``
+    and ``serverChannelMaxIdleTimeSeconds`` are the servers' own settings."""
+
+    server_callback_executor_threads: int = 0
+    server_selector_threads: int = 3
+    server_oneway_semaphore_value: int = 256
+    server_async_semaphore_value: int = 64
+    server_socket_snd_buf_size: int = 0
+    server_socket_rcv_buf_size: int = 0
+    write_buffer_high_water_mark: int = 0
+    write_buffer_low_water_mark: int = 0
+    server_socket_backlog: int = 1024
+    server_pooled_byte_buf_allocator_enable: bool = True
+    use_epoll_native_selector: bool = False
+
+
+@attrs.frozen
+class ListenerSettings(NettyServerSettings):
+    """What a server process (broker, name server) exposes as settings for its listeners: RocketMQ's ``tls.*`` ones,
+    NettyServerConfig's inert ones (:class:`NettyServerSettings`) and our limits, which RocketMQ does not have (hence
+    no RocketMQ names to keep)."""
 
     #: Live connections per listening port beyond which a new one is closed at once (0: no cap).
     server_max_connections: int = 10_000
