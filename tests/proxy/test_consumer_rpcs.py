@@ -1080,3 +1080,35 @@ async def test_an_arrival_checks_a_groups_filter_once_not_once_per_parked_receiv
         autojump_clock.autojump_threshold = 0
         assert (woken, evaluations) == (order[:1], 6), "the longest waiting"
         receives.cancel_scope.cancel()
+
+
+async def test_pop_long_polling_force_notify_interval_is_a_broker_setting(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """RocketMQ 5.3.3's BrokerConfig ``popLongPollingForceNotifyInterval`` (default 800; 0 or less: never): every
+    message whose queue offset + 1 is a multiple of it wakes a parked pop of each group whatever its filter
+    (broker/src/main/java/org/apache/rocketmq/broker/longpolling/PopLongPollingService.java notifyMessageArriving).
+    Ours had 800 as a constant: the setting was an unknown key, and a receive of TagA on a topic of TagB messages
+    was never woken early. Here with 3, the third TagB message wakes it."""
+    activity = await _activity(embedded_cluster, nursery)
+    ctx = embedded_cluster.controller.context
+    assert await ctx.update_config({"popLongPollingForceNotifyInterval": "3"}) == []
+    await create_topic(embedded_cluster, "Forced", queues=1)
+    pop = activity.consuming.pop
+
+    async def receive() -> None:
+        await activity.consuming.receive(_receive_request("GForced", "Forced", tag="TagA"), md("c@1"), None)
+
+    async with trio.open_nursery() as parked:
+        parked.start_soon(receive)
+        await trio.testing.wait_all_tasks_blocked()
+        before = pop._turns.get(("GForced", "Forced"), 0)
+        woken: list[int] = []
+        autojump_clock.autojump_threshold = math.inf  # the polling window stands still while the producer connects
+        async with Producer("pg-forced", embedded_cluster.namesrv_addr) as producer:
+            for _ in range(3):
+                await producer.send(Message("Forced", b"other", tags="TagB"))
+                await trio.testing.wait_all_tasks_blocked()
+                woken.append(pop._turns.get(("GForced", "Forced"), 0) - before)
+        assert woken == [0, 0, 1], "pops after each TagB message"
+        autojump_clock.autojump_threshold = 0
