@@ -1112,3 +1112,27 @@ async def test_pop_long_polling_force_notify_interval_is_a_broker_setting(
                 woken.append(pop._turns.get(("GForced", "Forced"), 0) - before)
         assert woken == [0, 0, 1], "pops after each TagB message"
         autojump_clock.autojump_threshold = 0
+
+
+async def test_enable_notify_after_pop_order_lock_release_false_leaves_a_fifo_receive_parked(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """RocketMQ 5.3.3's BrokerConfig ``enableNotifyAfterPopOrderLockRelease`` (default true) turns the
+    ConsumerOrderInfoLockManager timer on (broker/src/main/java/org/apache/rocketmq/broker/offset/
+    ConsumerOrderInfoLockManager.java): off, a FIFO queue whose batch becomes visible again wakes no parked pop, which
+    gets the batch at the end of its polling window. Ours had it on as a constant: the setting was an unknown key."""
+    activity = await _activity(embedded_cluster, nursery)
+    ctx = embedded_cluster.controller.context
+    assert await ctx.update_config({"enableNotifyAfterPopOrderLockRelease": "false"}) == []
+    ctx.groups.update(SubscriptionGroupConfig("GFifoNoNotify", consume_message_orderly=True))
+    await create_topic(embedded_cluster, "FifoNoNotify", queues=1)
+    await send(embedded_cluster, "FifoNoNotify", b"m0", b"m1")
+    req = _receive_request("GFifoNoNotify", "FifoNoNotify", batch=1, invisible_s=10)
+    [first] = _messages(activity.consuming.receive_now(req, md("fifo@1"), None))
+    assert first.body == b"m0"
+    visible_at = trio.current_time() + 10
+    await trio.sleep(1)
+    stream = await activity.consuming.receive(req, md("fifo@1"), None)
+    answered = trio.current_time()
+    assert [(m.body, m.system_properties.delivery_attempt) for m in _messages(stream)] == [(b"m0", 2)]
+    assert answered - visible_at > 5, f"the parked receive answered {answered - visible_at:.1f} s after m0 was free"
