@@ -118,6 +118,14 @@ class BrokerConfig(ListenerSettings):
     #: (RocketMQ 5's BrokerConfig and PopLongPollingService.polling).
     pop_polling_size: int = 1024
     max_pop_polling_size: int = attrs.field(default=100_000, metadata=JAVA_LONG)
+    #: Every message whose queue offset + 1 is a multiple of this wakes a parked pop of each group on its topic
+    #: whatever the pop's filter (0 or less: never), read at each arrival (RocketMQ 5.3.3's BrokerConfig, read by
+    #: broker/src/main/java/org/apache/rocketmq/broker/longpolling/PopLongPollingService.java notifyMessageArriving).
+    pop_long_polling_force_notify_interval: int = attrs.field(default=800, metadata=JAVA_LONG)
+    #: A FIFO queue whose batch in flight becomes visible again wakes a parked pop of its group (RocketMQ 5.3.3's
+    #: BrokerConfig; broker/src/main/java/org/apache/rocketmq/broker/offset/ConsumerOrderInfoLockManager.java, whose
+    #: timer checks it when it fires). An orderly ack wakes one either way, as AckMessageProcessor.ackOrderly does.
+    enable_notify_after_pop_order_lock_release: bool = True
     #: The broker's own read/write permission (PermName bits: 4 read, 2 write): without read pulls answer
     #: NO_PERMISSION, without write sends and send-backs do (RocketMQ sets it to 4 to drain a broker before removal).
     broker_permission: int = 6

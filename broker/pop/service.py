@@ -89,9 +89,6 @@ _RETRY_FIRST_EVERY: Final = 5
 #: kept after a sweep (ours; RocketMQ's PopLongPollingService bounds its maps at popPollingMapSize, 100000).
 _TURNS_SWEEP_MIN: Final = 1024
 _TURNS_MAX: Final = 100_000
-#: Every this many messages of a queue an arrival wakes a receive whatever its filter (RocketMQ's BrokerConfig
-#: ``popLongPollingForceNotifyInterval``, 800 by default).
-_FORCE_NOTIFY_EVERY: Final = 800
 #: Reads of one queue in one pop while the tag check drops messages (ours: a bound on the work of one pop over a run
 #: of colliding tags; past it the pop hands out what it found).
 _TAG_CHECK_READS: Final = 32
@@ -200,10 +197,12 @@ class PopService:
 
     def notify_arrival(self, topic: str, queue_id: int, offset: int, tags_code: int, properties: str = "") -> None:
         """The store's arrival listener (chained by the broker): wake one pop of each group waiting on ``topic``
-        whose filter the message matches; every 800th message of a queue wakes one whatever its filter, as
-        PopLongPollingService.notifyMessageArriving forces one every ``popLongPollingForceNotifyInterval`` (800)
-        offsets (the store hands it the queue offset + 1). Never raises."""
-        force = (offset + 1) % _FORCE_NOTIFY_EVERY == 0
+        whose filter the message matches; every ``popLongPollingForceNotifyInterval``-th message of a queue (800 by
+        default, 0 or less: none) wakes one whatever its filter, as PopLongPollingService.notifyMessageArriving
+        forces one when the queue offset + 1 it is handed is a multiple of it (broker/src/main/java/org/apache/
+        rocketmq/broker/longpolling/PopLongPollingService.java). Never raises."""
+        interval = self.broker.config.pop_long_polling_force_notify_interval
+        force = interval > 0 and (offset + 1) % interval == 0
         self._wake(topic, arrival=None if force else (tags_code, properties))
 
     def _wake(self, topic: str, group: str | None = None, arrival: tuple[int, str] | None = None) -> None:
@@ -345,8 +344,9 @@ class PopService:
             self._wake(topic, group)
 
     async def run_lock_timer(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Until cancelled: when a FIFO queue's batch in flight is visible again, :meth:`_lock_freed` (RocketMQ's
-        ConsumerOrderInfoLockManager timer, ``enableNotifyAfterPopOrderLockRelease``). Run by the revive loop."""
+        """Until cancelled: when a FIFO queue's batch in flight is visible again, :meth:`_lock_freed` unless
+        ``enableNotifyAfterPopOrderLockRelease`` is off when the time comes (RocketMQ's ConsumerOrderInfoLockManager
+        timer, whose task checks the setting when it runs). Run by the revive loop."""
         task_status.started()
         while True:
             now = self.now_ms()
@@ -355,7 +355,8 @@ class PopService:
                 at, key = heapq.heappop(heap)
                 if self._lock_free.get(key) == at:
                     del self._lock_free[key]
-                    self._lock_freed(*key)
+                    if self.broker.config.enable_notify_after_pop_order_lock_release:
+                        self._lock_freed(*key)
             self._lock_timer_moved = trio.Event()
             with trio.move_on_after((heap[0][0] - now) / 1000 if heap else math.inf):
                 await self._lock_timer_moved.wait()
@@ -697,7 +698,8 @@ class PopService:
         state.invisible_until[handle.offset] = visible_at
         self.fifo_persister.mark_dirty()
         self._schedule_lock_free((group, topic, handle.queue_id), state)  # updateNextVisibleTime's
-        self._lock_freed(group, topic, handle.queue_id)  # visible at once: the timer would fire now
+        if self.broker.config.enable_notify_after_pop_order_lock_release:
+            self._lock_freed(group, topic, handle.queue_id)  # visible at once: the timer would fire now
         return AckOutcome.OK, renewed
 
     # ---- records of the revive topic ------------------------------------------------------------------------
