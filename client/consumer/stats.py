@@ -187,7 +187,8 @@ class TopicStats:
 
 class ConsumerStats:
     """Every ``(group, topic)``'s :class:`TopicStats` of one client instance (Java's one ``ConsumerStatsManager``
-    per ``MQClientInstance``). The first :meth:`topic` call sets the origin of the sampling ticks."""
+    per ``MQClientInstance``). The first :meth:`topic` call sets the origin of the sampling ticks; a time before it
+    (the instance started again under another event loop, whose clock is another) starts over from there."""
 
     def __init__(self) -> None:
         self._topics: dict[tuple[str, str], TopicStats] = {}
@@ -201,10 +202,12 @@ class ConsumerStats:
     def topic(self, group: str, topic: str, now: float) -> TopicStats:
         """The statistics of ``topic`` consumed by ``group``, created on first use."""
         stats = self._topics.get((group, topic))
-        if stats is None:
-            if self._origin is None:
-                self._origin = now
-            stats = self._topics[(group, topic)] = TopicStats(self._origin)
+        origin = self._origin
+        if stats is None or origin is None or now < origin:
+            if origin is None or now < origin:  # the first record, or another event loop's clock: start over
+                self._origin = origin = now
+                self._topics.clear()
+            stats = self._topics[(group, topic)] = TopicStats(origin)
         return stats
 
     def status(self, group: str, topic: str, now: float) -> dict[str, float | int]:

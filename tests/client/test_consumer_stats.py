@@ -84,3 +84,11 @@ def test_keys_are_per_group_and_topic_and_unknown_ones_read_zero() -> None:
         "consumeFailedTPS": 0.0,
         "consumeFailedMsgs": 0,
     }
+
+
+def test_a_clock_going_back_another_loops_starts_the_statistics_over() -> None:
+    stats = ConsumerStats()
+    stats.topic("g", "T", 5000.0).consumed_ok(5000.0, 10)
+    stats.topic("g", "T", 100.0).consumed_ok(100.0, 4)  # an instance restarted under a new event loop
+    assert stats.origin == 100.0
+    assert stats.status("g", "T", 110.0)["consumeOKTPS"] == pytest.approx(0.4)
