@@ -15,7 +15,8 @@ It owns
   again when one that dropped out of the table comes back,
 - the rebalance timer (20 s, or at once when a broker sends NOTIFY_CONSUMER_IDS_CHANGED) and the offset persist timer
   (5 s) of its consumers,
-- the handler for requests brokers push (see :mod:`client.handlers`).
+- the handler for requests brokers push (see :mod:`client.handlers`),
+- its consumers' pull and consume statistics (:mod:`client.consumer.stats`), their running info's ``statusTable``.
 
 Use it with ``async with``; the timers run in its task group and stop when the block exits, and then the brokers
 are told the inner producer's group is gone (UNREGISTER_CLIENT, as Java's ``shutdown``). Producers and consumers
@@ -39,6 +40,7 @@ import attrs
 from client import api
 from client.body_codecs import compressor, default_compress_level, default_compress_type
 from client.config import ClientConfig, default_instance_name, default_namesrv_addr
+from client.consumer.stats import ConsumerStats
 from client.errors import ClientStateError, TopicRouteNotFoundError
 from client.request_reply import ReplyTable
 from client.route import MASTER_ID
@@ -113,7 +115,7 @@ class ConsumerInner(Protocol):
 
     def running_info(self) -> dict[str, Any]:
         """Java's ``ConsumerRunningInfo`` as JSON-ready dict: ``properties`` (str -> str), ``subscriptionSet``,
-        ``mqTable``."""
+        ``mqTable``, ``statusTable`` (topic -> ``ConsumeStatus``)."""
         ...
 
     async def consume_directly(self, msg: MessageExt, broker_name: str | None) -> dict[str, object]: ...
@@ -132,6 +134,9 @@ class MQClientInstance:
         self.client_id = config.client_id
         self.producers: dict[str, ProducerInner] = {}
         self.consumers: dict[str, ConsumerInner] = {}
+        #: The consumers' pull and consume statistics (Java's ``ConsumerStatsManager``), their running info's
+        #: ``statusTable``.
+        self.consumer_stats = ConsumerStats()
         self.routes: dict[str, TopicRouteData] = {}
         self.broker_version: dict[str, int] = {}
         self._remoting: RemotingClient | None = None

@@ -26,6 +26,12 @@ broker moves it to the DLQ) and skipped, as Java's ``ConsumeMessageOrderlyServic
 listener call at a time, across process queues and restarts: a call a stop abandoned keeps the queue until its plain
 listener's thread returns.
 
+Statistics (:mod:`client.consumer.stats`, as Java's two services): every listener call that started records its
+time (from when it held its consume slot) as consume RT; concurrent: a call whose queue is still owned then records
+its done messages as consume OK TPS (CONSUME_SUCCESS only) and the ones to send back as consume failed TPS (0 too);
+orderly: a call records all its messages as OK (SUCCESS) or failed (SUSPEND_CURRENT_QUEUE_A_MOMENT, given up or
+not), its queue dropped meanwhile or not.
+
 Trace (``enable_msg_trace``): a listener call writes its SubBefore records when it holds its consume slot and its
 SubAfter records when it returned, as Java's hook runs on the consume thread; a call skipped before it started (its
 queue dropped meanwhile) writes neither.
@@ -371,10 +377,12 @@ class ConcurrentConsumeService:
         shown = [reset_retry_topic(m, c.group, ns) if ns or m.topic == retry else m for m in msgs]
 
         trace = _ListenerTrace(c, mq, shown)
+        begun: float | None = None
 
         def started() -> None:  # a consume slot is held: the call starts now, not when it began waiting for one
+            nonlocal begun
             _stamp_start(shown)
-            pq.mark_consume_started(msgs, anyio.current_time())
+            pq.mark_consume_started(msgs, begun := anyio.current_time())
             trace.begin()
 
         context = ConsumeConcurrentlyContext(mq)
@@ -388,11 +396,17 @@ class ConcurrentConsumeService:
             raised=trace.raised,
         )
         trace.end(status is ConsumeConcurrentlyStatus.CONSUME_SUCCESS, status)
-        pq.last_consume_time = anyio.current_time()
+        pq.last_consume_time = now = anyio.current_time()
+        stats = c.instance.consumer_stats.topic(c.group, mq.topic, now)
+        if begun is not None:  # else not called: its queue was dropped before the call held a slot
+            stats.consumed(now, round((now - begun) * 1000))
         if pq.dropped:
             return
         retry_locally: list[MessageExt] = []
         failed = _failed(msgs, status, context)
+        if status is ConsumeConcurrentlyStatus.CONSUME_SUCCESS:
+            stats.consumed_ok(now, len(msgs) - len(failed))
+        stats.consumed_failed(now, len(failed))
         if failed:
             if c.message_model is MessageModel.BROADCASTING:
                 log.warning("BROADCASTING: %d failed message(s) of %s dropped", len(failed), mq)
@@ -584,11 +598,17 @@ class OrderlyConsumeService:
         trace = _ListenerTrace(c, mq, shown)
         context = ConsumeOrderlyContext(mq)
         unlocked = False
+        begun: float | None = None
 
         def skip() -> bool:
             nonlocal unlocked
             unlocked = not pq.dropped and self._unlocked(pq)
             return pq.dropped or unlocked
+
+        def started() -> None:
+            nonlocal begun
+            begun = anyio.current_time()
+            trace.begin()
 
         status = await call_listener(
             c.bound_listener(context),
@@ -596,11 +616,19 @@ class OrderlyConsumeService:
             c.limiter,
             ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT,
             skip=skip,
-            started=trace.begin,
+            started=started,
             abandoned=turn.abandoned,
             raised=trace.raised,
         )
         trace.end(status is not ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT, status)  # also if dropped, as Java
+        if begun is not None:  # called: counted also if dropped meanwhile, as Java's processConsumeResult
+            now = anyio.current_time()
+            stats = c.instance.consumer_stats.topic(c.group, mq.topic, now)
+            stats.consumed(now, round((now - begun) * 1000))
+            if status is ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT:
+                stats.consumed_failed(now, len(msgs))
+            else:
+                stats.consumed_ok(now, len(msgs))
         if pq.dropped:  # rebalanced away or reset meanwhile: its new owner has these; nothing to commit or count
             return None
         if unlocked:  # not called: consumed once the queue is locked again

@@ -451,7 +451,12 @@ class LitePullConsumer(LitePullWorker):
 
     def running_info(self) -> dict[str, Any]:
         """Java's ``DefaultLitePullConsumerImpl.consumerRunningInfo`` (settings under Java's field names and the start
-        time), plus the owned queues."""
+        time), plus the owned queues (as 5.x lists them) and each subscribed topic's ``ConsumeStatus``
+        (:mod:`client.consumer.stats`): ours records the pull RT and TPS of its pull loop, Java's lite pull consumer
+        records nothing and sends an empty table; the consume figures stay 0, the application consumes after
+        ``poll``."""
+        now = anyio.current_time()
+        stats = self.instance.consumer_stats
         return {
             "properties": {
                 "consumerGroup": self._group,
@@ -469,9 +474,10 @@ class LitePullConsumer(LitePullWorker):
             },
             "subscriptionSet": [s.to_json() for s in self.rebalance.subscriptions.values()],
             "mqTable": {
-                mq: st.pq.info(st.consumed_offset or 0, anyio.current_time(), round(time.time() * 1000))
+                mq: st.pq.info(st.consumed_offset or 0, now, round(time.time() * 1000))
                 for mq, st in self._queues.items()
             },
+            "statusTable": {topic: stats.status(self._group, topic, now) for topic in self.rebalance.subscriptions},
         }
 
     async def consume_directly(self, msg: MessageExt, broker_name: str | None) -> dict[str, object]:

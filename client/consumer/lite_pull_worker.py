@@ -8,6 +8,9 @@ A queue assigned without a start offset (assign mode) has it computed by its pul
 task group, and starts :meth:`LitePullWorker._pull_loop` per queue. A failed pull is logged and retried after
 the consumer's ``pull_time_delay_when_exception`` (1 s); a full or paused queue waits ``PULL_DELAY_FLOW_CONTROL``.
 The loop ends when the queue's process queue is dropped or its cancel scope (``QueueState.scope``) is cancelled.
+
+Statistics (:mod:`client.consumer.stats`): a FOUND pull records its round trip as pull RT and its messages, when the
+tag filter left any, as pull TPS, as the push consumer's pull loop does (Java's lite pull consumer records none).
 """
 
 from __future__ import annotations
@@ -155,7 +158,14 @@ class LitePullWorker:
             subscription=sub.sub_string,
             expression_type=sub.expression_type,
         )
+        sent = anyio.current_time()
         result = await api.pull_message(self.instance.remoting, addr, header, LITE_PULL_TIMEOUT, tag_filter(sub))
+        if result.status is api.PullStatus.FOUND:
+            now = anyio.current_time()
+            stats = self.instance.consumer_stats.topic(self._group, mq.topic, now)
+            stats.pulled(now, round((now - sent) * 1000))
+            if result.messages:
+                stats.pulled_messages(now, len(result.messages))
         self._trace_pulled(mq, result.messages)
         self._targets.suggest(mq, result.suggest_which_broker_id)
         if state.pq.dropped:

@@ -18,6 +18,10 @@ stored and persisted (also when a rebalance took the queue away meanwhile, for i
 queue removed, so the next rebalance takes the queue afresh (Java's OFFSET_ILLEGAL case): a new process queue, whose
 commits follow what it consumes, not the old one's highest offset.
 
+Statistics (:mod:`client.consumer.stats`, as Java's pull callback): a FOUND pull records its round trip (from the
+send, a long poll's hold included) as pull RT, and its messages left after the tag filter, when there are any, as
+pull TPS when they are handed over.
+
 A FOUND response's body is decoded and handed to the consume service right after the next pull is sent (from the
 response's ``nextBeginOffset``), so the broker serves that pull while this process decodes: the two processes work
 side by side instead of in turn. When those messages could take the process queue over a threshold, they are handed
@@ -207,7 +211,7 @@ class PullService:
             "subscription": sub.sub_string,
             "expressionType": sub.expression_type,
         }
-        pq.last_pull_time = anyio.current_time()
+        pq.last_pull_time = sent = anyio.current_time()
         reply = _Reply()
         c.instance.remoting.invoke_callback(addr, api.pull_request(fields), PULL_TIMEOUT, reply.set, plain=True)
         self._deliver(mq, pq, found)  # while the broker serves the pull just sent
@@ -221,6 +225,8 @@ class PullService:
             c.background_tasks.start_soon(self._fix_offset_later, mq, pq, head.next_begin_offset)
             return head.next_begin_offset, None
         if status is api.PullStatus.FOUND:
+            now = anyio.current_time()
+            c.instance.consumer_stats.topic(c.group, mq.topic, now).pulled(now, round((now - sent) * 1000))
             return head.next_begin_offset, _Found(offset, reply.body, head, tag_filter(sub))
         if not pq.has_messages() and pq.msg_count == 0:
             # Nothing in flight: everything up to the next offset is consumed (Java's correctTagsOffset).
@@ -256,6 +262,8 @@ class PullService:
         except Exception as exc:
             raise _PullAgain(found.offset, exc) from exc
         if messages:
+            now = anyio.current_time()
+            c.instance.consumer_stats.topic(c.group, mq.topic, now).pulled_messages(now, len(messages))
             pq.put_messages(messages)
             assert c.consume_service is not None
             c.consume_service.submit(mq, pq, messages)

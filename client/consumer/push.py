@@ -481,8 +481,10 @@ class PushConsumer:
     def running_info(self) -> dict[str, Any]:
         """Java's ``DefaultMQPushConsumerImpl.consumerRunningInfo``: the settings Java lists under their field names
         (``MixAll.object2Properties``), the orderly flag, the consume concurrency and the start time, and each owned
-        queue's ``ProcessQueueInfo``."""
+        queue's ``ProcessQueueInfo`` and each subscribed topic's ``ConsumeStatus`` (:mod:`client.consumer.stats`; the
+        retry topic's too, as Java lists every subscription)."""
         now, now_ms = anyio.current_time(), round(time.time() * 1000)
+        stats = self.instance.consumer_stats
         return {
             "properties": {
                 "consumerGroup": self._group,
@@ -509,6 +511,7 @@ class PushConsumer:
                 mq: pq.info(self.offset_store.read_memory(mq) or 0, now, now_ms)
                 for mq, pq in self.rebalance.process_queues.items()
             },
+            "statusTable": {topic: stats.status(self._group, topic, now) for topic in self.rebalance.subscriptions},
         }
 
     async def consume_directly(self, msg: MessageExt, broker_name: str | None) -> dict[str, object]:
