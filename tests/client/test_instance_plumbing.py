@@ -23,10 +23,12 @@ from client.errors import ClientStateError, MQBrokerError, TopicRouteNotFoundErr
 from client.instance import MQClientInstance
 from client.message import Message, MessageExt
 from client.producer import Producer
+from client.transaction import LocalTransactionState, TransactionProducer
 from remoting.codec.codes import ResponseCode
 from remoting.codec.command import RemotingCommand
 from remoting.errors import RemotingError, RemotingTimeoutError
 from tests.client.helpers import create_topic
+from tests.semantics.helpers import use_virtual_store_clock
 
 
 class FreezableProxy:
@@ -213,3 +215,39 @@ async def test_a_stopped_instance_unregisters_its_inner_producer_group(embedded_
             await admin.producer_connection("pg-inner-bye", "InnerBye")
         with pytest.raises(MQBrokerError, match="not exist"):
             await admin.producer_connection("CLIENT_INNER_PRODUCER", "InnerBye")
+
+
+async def test_a_restarted_transaction_producer_gets_the_check_back_of_its_groups_half_message_before_any_send(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Java's every client instance starts its inner producer, whose ``DefaultMQProducerImpl.start`` puts TBW102 (the
+    create-topic key) in its publish table, so ``MQClientInstance.updateTopicRouteInfoFromNameServer`` reads TBW102's
+    route 10 ms after the start and ``sendHeartbeatToAllBroker`` registers the instance's groups on every broker it
+    names (client/src/main/java/org/apache/rocketmq/client/impl/factory/MQClientInstance.java). A transactional
+    producer restarted after its half message was left unknown is thus registered before it sends anything, and the
+    broker's check-back (CHECK_TRANSACTION_STATE goes to a channel of the group) reaches it. Before: ours heartbeated
+    only the brokers of the topics its clients had used, none yet, so the check found no producer of the group."""
+    use_virtual_store_clock(embedded_cluster)  # the check service ages half messages on the store clock
+    ns = embedded_cluster.namesrv_addr
+    await create_topic(ns, "TxRestart", queues=1)
+    checks: list[bytes] = []
+
+    async def execute(msg: Message, arg: object) -> LocalTransactionState:
+        return LocalTransactionState.UNKNOWN
+
+    async def check(msg: MessageExt) -> LocalTransactionState:
+        checks.append(msg.body)
+        return LocalTransactionState.COMMIT_MESSAGE
+
+    def producer() -> TransactionProducer:
+        return TransactionProducer(
+            "pg-tx-restart", ns, execute_local_transaction=execute, check_local_transaction=check
+        )
+
+    async with producer() as before:
+        await before.send_message_in_transaction(Message("TxRestart", b"left unknown"))
+    async with producer():  # the application came back; it has nothing to send yet
+        with trio.move_on_after(2 * 60):  # two of the broker's 60 s check rounds
+            while not checks:
+                await trio.sleep(1)
+    assert checks == [b"left unknown"]
