@@ -6,10 +6,13 @@ built from one config with a default instance name get client ids of their own."
 from __future__ import annotations
 
 import functools
+import logging
+from pathlib import Path
 
 import pytest
 import trio
 import trio.testing
+import trustme
 
 from broker.embedded import EmbeddedCluster
 from client import api
@@ -251,3 +254,25 @@ async def test_a_restarted_transaction_producer_gets_the_check_back_of_its_group
             while not checks:
                 await trio.sleep(1)
     assert checks == [b"left unknown"]
+
+
+@pytest.mark.parametrize("missing", ["tls_cert_file", "tls_key_file"])
+async def test_a_client_whose_certificate_file_is_missing_logs_it_and_goes_on_in_plaintext_as_java(
+    embedded_cluster: EmbeddedCluster, tmp_path: Path, caplog: pytest.LogCaptureFixture, missing: str
+) -> None:
+    """Java's ``TlsHelper.buildSslContext(true)`` opens the client certificate and key with ``FileInputStream``; the
+    IOException of a file it cannot open is logged by ``NettyRemotingClient``'s constructor ("Failed to create
+    SSLContext", remoting/src/main/java/org/apache/rocketmq/remoting/netty/NettyRemotingClient.java), which goes on
+    without an SSL context: its connections are plaintext, which a permissive broker serves, as the broker's own
+    client does (``remoting.tls.settings_client_context``). Before: the client's start raised FileNotFoundError."""
+    client = trustme.CA().issue_cert("client")
+    files = {"tls_cert_file": tmp_path / "client.pem", "tls_key_file": tmp_path / "client.key"}
+    client.cert_chain_pems[0].write_to_path(str(files["tls_cert_file"]))
+    client.private_key_pem.write_to_path(str(files["tls_key_file"]))
+    files[missing] = tmp_path / "missing.pem"
+    config = ClientConfig(namesrv_addr=embedded_cluster.namesrv_addr, tls=True, **{k: str(v) for k, v in files.items()})
+    await create_topic(embedded_cluster.namesrv_addr, "TlsMissingFile", queues=1)
+    caplog.set_level(logging.ERROR)
+    async with Producer("pg-tls-missing", config=config) as producer:
+        assert (await producer.send(Message("TlsMissingFile", b"plain"))).msg_id
+    assert any("Failed to create SSLContext" in r.getMessage() for r in caplog.records if r.levelno == logging.ERROR)
