@@ -5,7 +5,8 @@ Times are in seconds (floats) on the Python side; they are converted to millisec
 Security (docs/architecture.md#acl-and-tls-at-the-edge): ``access_key`` and ``secret_key`` sign every request for a
 broker with ACL on (Java's ``AclClientRPCHook`` with ``SessionCredentials``); ``tls=True`` connects with TLS (Java's
 ``useTLS``), without checking the server unless ``tls_ca_file`` names the CA to check its chain against (not its host
-name, as Java's client); ``tls_cert_file`` / ``tls_key_file`` present a client certificate.
+name, as Java's client); ``tls_cert_file`` / ``tls_key_file`` present a client certificate (one that cannot be opened
+is logged and the client goes on in plaintext, as Java's).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import attrs
 from client.namespace import instance_id_from_endpoint
 from remoting.codec.acl_signing import SessionCredentials
 from remoting.cpus import available_cpus
-from remoting.tls import client_context
+from remoting.tls import client_context, client_key_files_open
 
 _instance_counter = itertools.count(1)
 
@@ -117,9 +118,14 @@ class ClientConfig:
         server's chain is checked against it but not its host name, as Java's client with ``tls.client.authServer``
         (``remoting/src/main/java/org/apache/rocketmq/remoting/netty/NettyRemotingClient.java`` makes its handler with
         ``sslContext.newHandler(alloc)``, no peer host): brokers and name servers are addressed by IP, which
-        certificates made as RocketMQ's TLS guide makes them do not name. Raises ``OSError`` / ``ssl.SSLError`` for
-        unreadable files."""
+        certificates made as RocketMQ's TLS guide makes them do not name. A client certificate or key file that cannot
+        be opened is logged and gives None (plaintext connections), as Java's ``NettyRemotingClient`` goes on without
+        an SSL context when ``TlsHelper.buildSslContext`` fails with an IOException; raises ``OSError`` /
+        ``ssl.SSLError`` for an unreadable CA file (Java fails too) and for files that do not hold a certificate or
+        key."""
         if not (self.tls or self.tls_ca_file or self.tls_cert_file):
+            return None
+        if not client_key_files_open(self.tls_cert_file, self.tls_key_file):
             return None
         return client_context(self.tls_ca_file, self.tls_cert_file, self.tls_key_file, check_hostname=False)
 

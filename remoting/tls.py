@@ -20,7 +20,8 @@ cannot, so none is asked for). :func:`client_context` encrypts without checking 
 default CAs (``tls.client.authServer`` without ``tls.client.trustCertPath``); the broker's context towards its name
 servers (:func:`settings_client_context`) checks the chain only, as RocketMQ's client.
 Errors: ``OSError`` / ``ssl.SSLError`` for unreadable or mismatched certificate files, except a client certificate
-or key file :func:`settings_client_context` cannot open: logged, and no context (plaintext), as RocketMQ's client.
+or key file a client cannot open (:func:`client_key_files_open`, used by :func:`settings_client_context` and the
+client's ``ClientConfig.ssl_context``): logged, and no context (plaintext), as RocketMQ's client.
 """
 
 from __future__ import annotations
@@ -218,6 +219,22 @@ def client_context(
     return ctx
 
 
+def client_key_files_open(cert_file: str | None, key_file: str | None) -> bool:
+    """Whether the client certificate and key files (those given) can be opened; if not, logged as RocketMQ's client
+    logs it: ``TlsHelper.buildSslContext(true)`` opens both with ``FileInputStream``, and ``NettyRemotingClient``'s
+    constructor (remoting/src/main/java/org/apache/rocketmq/remoting/netty/NettyRemotingClient.java) logs the
+    IOException and goes on with no SSL context, so its connections are plaintext. Callers then use no context."""
+    for path in (cert_file, key_file):
+        if not path:
+            continue
+        try:
+            Path(path).open("rb").close()
+        except OSError as exc:
+            log.error("Failed to create SSLContext (%s): connections are insecure as SSLContext is null!", exc)
+            return False
+    return True
+
+
 def settings_client_context(config: TlsSettings, use_tls: bool) -> ssl.SSLContext | None:
     """The context a server uses as a client (the broker towards name servers): None unless ``use_tls`` (the
     broker's ``useTLS``, decided by ``broker.security.client_use_tls`` alone), and None too, logged, when the client
@@ -238,17 +255,8 @@ def settings_client_context(config: TlsSettings, use_tls: bool) -> ssl.SSLContex
         check_hostname=False,
     )
     cert, key = settings.tls_client_cert_path, settings.tls_client_key_path
-    for path in (cert, key):
-        if not path:
-            continue
-        try:
-            Path(path).open("rb").close()
-        except OSError as exc:
-            # TlsHelper opens both with FileInputStream; the IOException is logged by NettyRemotingClient's
-            # constructor (remoting/src/main/java/org/apache/rocketmq/remoting/netty/NettyRemotingClient.java),
-            # which goes on with no SSL context: its connections are plaintext.
-            log.error("Failed to create SSLContext (%s): connections are insecure as SSLContext is null!", exc)
-            return None
+    if not client_key_files_open(cert, key):
+        return None
     if cert:
         ctx.load_cert_chain(cert, key or None, settings.tls_client_key_password or None)
     return ctx
