@@ -4,15 +4,17 @@ It owns
 
 - one :class:`~remoting.client.RemotingClient` (a connection per name server and broker address, closed when a call
   on it times out, so the next call connects again),
-- the route cache, refreshed every ``poll_name_server_interval`` (30 s) from the first name server that answers
-  (each instance starts at a random one, as Java's ``NettyRemotingClient``; one that fails is skipped and the next
-  one tried),
+- the route cache, refreshed 10 ms after the start and then every ``poll_name_server_interval`` (30 s) from the
+  first name server that answers (each instance starts at a random one, as Java's ``NettyRemotingClient``; one that
+  fails is skipped and the next one tried): the routes of the topics its producers and consumers use, and TBW102's,
+  which Java's inner producer keeps in its publish table (see :data:`CLIENT_INNER_PRODUCER_GROUP`),
 - the broker address table derived from it (Java's ``brokerAddrTable``): each broker name's addresses come from the
   route stored last that lists it, so a master that moved is found as soon as any route naming it is refreshed, and
   an address no cached route lists any more drops out (Java's ``cleanOfflineBroker``),
-- heartbeats every ``heartbeat_broker_interval`` (30 s) to every broker of that table (masters only when no
-  consumer is registered), and one at once to a broker a route lookup newly names (see :meth:`adopt_route`),
-  again when one that dropped out of the table comes back,
+- heartbeats 1 s after the start and then every ``heartbeat_broker_interval`` (30 s) to every broker of that table
+  (masters only when no consumer is registered), an admin's instance too (every heartbeat lists the inner producer),
+  and, once a producer or consumer is registered, one at once to a broker a route lookup newly names (see
+  :meth:`adopt_route`), again when one that dropped out of the table comes back,
 - the rebalance timer (20 s, or at once when a broker sends NOTIFY_CONSUMER_IDS_CHANGED) and the offset persist timer
   (5 s) of its consumers,
 - the handler for requests brokers push (see :mod:`client.handlers`),
@@ -58,6 +60,7 @@ from remoting.codec.bodies import (
 from remoting.codec.bodies.admin import PROP_CLIENT_VERSION, PROP_CONSUME_TYPE, PROP_NAMESERVER_ADDR
 from remoting.codec.codes import CURRENT_VERSION, version_desc
 from remoting.codec.command import RemotingCommand
+from remoting.codec.topics import AUTO_CREATE_TOPIC_KEY_TOPIC
 
 if TYPE_CHECKING:
     from client.consumer.offset_store import OffsetStore
@@ -78,8 +81,16 @@ REBALANCE_INTERVAL = 20.0
 #: The group of the producer every instance starts for itself (``MixAll.CLIENT_INNER_PRODUCER_GROUP``): Java's
 #: ``MQClientInstance.start`` starts it, registered in the instance's producer table, so every heartbeat lists it
 #: (client/src/main/java/org/apache/rocketmq/client/impl/factory/MQClientInstance.java). Retry copies a consumer sends
-#: itself carry it as their producer group.
+#: itself carry it as their producer group. Its ``DefaultMQProducerImpl.start`` puts the create-topic key TBW102 in its
+#: publish table, so every instance refreshes TBW102's route (:meth:`MQClientInstance.used_topics`) and heartbeats
+#: every broker carrying TBW102 from its start, before its application sends or subscribes anything.
 CLIENT_INNER_PRODUCER_GROUP = "CLIENT_INNER_PRODUCER"
+
+#: The first route refresh and the first heartbeat after the start (Java's ``MQClientInstance.startScheduledTask``:
+#: ``updateTopicRouteInfoFromNameServer`` after 10 ms, ``sendHeartbeatToAllBrokerWithLock`` after 1000 ms), the
+#: following ones ``poll_name_server_interval`` and ``heartbeat_broker_interval`` apart.
+FIRST_ROUTE_REFRESH = 0.01
+FIRST_HEARTBEAT = 1.0
 
 
 class ProducerInner(Protocol):
@@ -182,8 +193,10 @@ class MQClientInstance:
         tasks = anyio.create_task_group()
         await tasks.__aenter__()
         self._tasks = tasks
-        tasks.start_soon(self._every, self.config.poll_name_server_interval, self.refresh_routes)
-        tasks.start_soon(self._every, self.config.heartbeat_broker_interval, self.send_heartbeat_to_all_brokers)
+        tasks.start_soon(self._every, self.config.poll_name_server_interval, self.refresh_routes, FIRST_ROUTE_REFRESH)
+        tasks.start_soon(
+            self._every, self.config.heartbeat_broker_interval, self.send_heartbeat_to_all_brokers, FIRST_HEARTBEAT
+        )
         tasks.start_soon(self._every, self.config.persist_consumer_offset_interval, self.persist_all_offsets)
         tasks.start_soon(self._rebalance_loop)
         return self
@@ -361,7 +374,13 @@ class MQClientInstance:
             self._routes_version += 1
 
     def used_topics(self) -> set[str]:
-        topics: set[str] = set()
+        """The topics whose routes the refresh keeps: those producers publish to and consumers subscribe to, and
+        TBW102, the create-topic key the inner producer's ``DefaultMQProducerImpl.start`` puts in its publish table
+        (client/src/main/java/org/apache/rocketmq/client/impl/producer/DefaultMQProducerImpl.java), so the instance
+        knows, and heartbeats, every broker carrying TBW102 from its start: a transactional producer restarted with
+        half messages left unknown is registered for their check-backs before it sends anything. A name server without
+        TBW102 (``autoCreateTopicEnable=false``) answers TOPIC_NOT_EXIST, which the refresh logs and ignores."""
+        topics: set[str] = {AUTO_CREATE_TOPIC_KEY_TOPIC}
         for producer in self.producers.values():
             topics |= producer.published_topics()
         for consumer in self.consumers.values():
@@ -459,9 +478,9 @@ class MQClientInstance:
         )
 
     async def send_heartbeat_to_all_brokers(self) -> None:
-        """HEART_BEAT to every broker of the table (masters only without consumers); failures are logged."""
-        if not self.producers and not self.consumers:
-            return
+        """HEART_BEAT to every broker of the table (masters only without consumers); failures are logged. An instance
+        without producers or consumers of its own (an admin's) heartbeats too: Java's never has an empty producer set,
+        its inner producer is always in it (``MQClientInstance.sendHeartbeatToAllBroker``)."""
         data = self.heartbeat_data()
         for addr in self.broker_addresses(masters_only=not self.consumers):
             self._greeted.add(addr)
@@ -522,9 +541,12 @@ class MQClientInstance:
             except Exception:
                 log.exception("persisting offsets of group %s failed", consumer.group)
 
-    async def _every(self, interval: float, job: Callable[[], Awaitable[None]]) -> None:
+    async def _every(self, interval: float, job: Callable[[], Awaitable[None]], first: float | None = None) -> None:
+        """Run ``job`` ``first`` seconds from now (default ``interval``), then every ``interval``."""
+        delay = interval if first is None else first
         while True:
-            await anyio.sleep(interval)
+            await anyio.sleep(delay)
+            delay = interval
             try:
                 await job()
             except Exception:

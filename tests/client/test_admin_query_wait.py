@@ -27,7 +27,8 @@ SLOW_ANSWER_S = 10
 
 
 async def _slow_broker(nursery: trio.Nursery, body: bytes) -> str:
-    """A TCP listener answering every QUERY_MESSAGE after :data:`SLOW_ANSWER_S` seconds with ``body``."""
+    """A TCP listener answering every QUERY_MESSAGE after :data:`SLOW_ANSWER_S` seconds with ``body``, any other
+    request (the admin instance's heartbeat, 1 s after its start, as Java's) at once."""
 
     async def serve(stream: trio.SocketStream) -> None:
         decoder = FrameDecoder()
@@ -38,6 +39,9 @@ async def _slow_broker(nursery: trio.Nursery, body: bytes) -> str:
                     answers.start_soon(answer, stream, command)
 
     async def answer(stream: trio.SocketStream, command: RemotingCommand) -> None:
+        if command.code != RequestCode.QUERY_MESSAGE:  # the admin's heartbeats (and its unregistering at the end)
+            await stream.send_all(encode_command(command.response(ResponseCode.SUCCESS)))
+            return
         await trio.sleep(SLOW_ANSWER_S)
         fields = {"indexLastUpdateTimestamp": "0", "indexLastUpdatePhyoffset": "0"}
         await stream.send_all(encode_command(command.response(ResponseCode.SUCCESS, None, fields, body)))

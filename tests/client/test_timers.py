@@ -54,6 +54,7 @@ async def test_routes_refresh_every_30_seconds(
 ) -> None:
     await _create(embedded_cluster, "Grow", 2)
     async with Producer("pg", embedded_cluster.namesrv_addr) as producer:
+        await trio.sleep(1)  # past the first refresh, 10 ms after the start (MQClientInstance.startScheduledTask)
         await producer.send(Message("Grow", b"x"))
         await _create(embedded_cluster, "Grow", 6)
         await trio.sleep(10)
