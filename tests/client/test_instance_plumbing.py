@@ -31,6 +31,7 @@ from remoting.codec.codes import ResponseCode
 from remoting.codec.command import RemotingCommand
 from remoting.errors import RemotingError, RemotingTimeoutError
 from tests.client.helpers import create_topic
+from tests.conftest import SMALL_STORE
 from tests.semantics.helpers import use_virtual_store_clock
 
 
@@ -276,3 +277,20 @@ async def test_a_client_whose_certificate_file_is_missing_logs_it_and_goes_on_in
     async with Producer("pg-tls-missing", config=config) as producer:
         assert (await producer.send(Message("TlsMissingFile", b"plain"))).msg_id
     assert any("Failed to create SSLContext" in r.getMessage() for r in caplog.records if r.levelno == logging.ERROR)
+
+
+async def test_an_instance_whose_name_server_has_no_tbw102_starts_and_sends_without_complaint(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A broker with ``autoCreateTopicEnable=false`` has no TBW102, so the name server answers the route refresh of
+    the inner producer's create-topic key with TOPIC_NOT_EXIST: Java's ``updateTopicRouteInfoFromNameServer`` passes
+    over it (it does not even log it for TBW102), and the instance goes on; ours logs it at debug level only."""
+    caplog.set_level(logging.INFO)
+    async with EmbeddedCluster(tmp_path / "c", auto_create_topic_enable=False, **SMALL_STORE) as cluster:
+        ns = cluster.namesrv_addr
+        await create_topic(ns, "NoTbw102", queues=1)
+        async with Producer("pg-no-tbw102", ns) as producer:
+            await trio.sleep(65)  # the first refresh and two more
+            assert "TBW102" not in producer.instance.routes
+            assert (await producer.send(Message("NoTbw102", b"x"))).msg_id
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("client.") and r.levelno >= logging.INFO] == []
