@@ -416,3 +416,32 @@ async def test_consumer_connection_lists_the_subscriptions_in_java_s_concurrent_
     start = lines.index("Below is subscription:") + 2
     listed = [line.split()[0] for line in lines[start : lines.index("", start)]]
     assert listed == ["ConnMid", "%RETRY%conn-order-cg", "ConnZeta", "ConnAlpha"], result.stdout
+
+
+@pytest.mark.anyio
+async def test_consumer_connection_lists_twelve_subscriptions_as_a_concurrent_hash_map_resized_at_twelve(
+    cluster: ThreadedCluster,
+) -> None:
+    """A ``ConcurrentHashMap`` doubles its 16 bins once it holds 12 keys (``addCount``: ``size >= sizeCtl``, 3/4 of
+    the table), where a ``HashMap`` waits for the 13th (``++size > threshold``), and its ``transfer`` may reverse a
+    bin's keys. So eleven topics and the group's ``%RETRY%`` topic print as java.util.concurrent.ConcurrentHashMap
+    lists them (checked with jshell, whatever order they are put in): %RETRY%conn-chm-cg after ConnT10, not between
+    ConnT05 and ConnT06 as a HashMap of the twelve has it."""
+    ns = cluster.namesrv_addr
+    topics = [f"ConnT{i:02d}" for i in range(11)]
+    for topic in topics:
+        await create_topic(ns, topic, 1)
+    consumer = PushConsumer("conn-chm-cg", ns)
+    for topic in topics:
+        consumer.subscribe(topic)
+    consumer.register_message_listener(_never_called)
+    async with consumer:
+        result = await anyio.to_thread.run_sync(lambda: _run("consumerConnection", "-n", ns, "-g", "conn-chm-cg"))
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    start = lines.index("Below is subscription:") + 2
+    listed = [line.split()[0] for line in lines[start : lines.index("", start)]]
+    assert listed == [
+        *("ConnT04", "ConnT05", "ConnT06", "ConnT07", "ConnT00", "ConnT01", "ConnT02", "ConnT03", "ConnT10"),
+        *("%RETRY%conn-chm-cg", "ConnT08", "ConnT09"),
+    ], result.stdout
