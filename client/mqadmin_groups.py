@@ -33,6 +33,7 @@ from client.mqadmin_support import (
     format_date,
     group_config_text,
     java_bool,
+    java_concurrent_hash_map_order,
     java_hash_set,
     java_text,
     java_topic_list,
@@ -44,6 +45,7 @@ from client.mqadmin_topics import delete_topic_in_cluster
 from remoting.codec.bodies import MessageQueue
 from remoting.codec.bodies.admin import PROP_CONSUME_ORDERLY, PROP_CONSUME_TYPE, PROP_CONSUMER_START_TIMESTAMP
 from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig
+from remoting.codec.message_properties import java_hash
 from remoting.codec.topics import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 
 __all__ = ["COMMANDS", "running_info_text"]
@@ -241,10 +243,12 @@ def consumer_connection(ctx: click.Context, **o: Any) -> None:
             out.row("%-36s %-22s %-10s %s%n", c.client_id, c.client_addr, c.language, version_desc(c.version))
         out.line("%nBelow is subscription:\n")
         out.line("%-20s %s%n", "#Topic", "#SubExpression")
-        # ConsumerConnection.subscriptionTable is a ConcurrentHashMap (common/src/main/java/org/apache/rocketmq/
-        # common/protocol/body/ConsumerConnection.java), which iterates its bins in HashMap's bucket order.
-        for topic in java_hash_set(list(conn.subscription_table)):
-            sub = conn.subscription_table[topic]
+        # ConsumerConnection.subscriptionTable is a ConcurrentHashMap fastjson fills in the broker's order
+        # (common/src/main/java/org/apache/rocketmq/common/protocol/body/ConsumerConnection.java), which resizes
+        # and splits its bins unlike a HashMap.
+        topics = list(conn.subscription_table)
+        for i in java_concurrent_hash_map_order([java_hash(topic) for topic in topics]):
+            sub = conn.subscription_table[topics[i]]
             out.line("%-20s %s%n", sub.topic, sub.sub_string)
         out.line("\n")
         out.line("ConsumeType: %s%n", conn.consume_type)

@@ -150,6 +150,47 @@ def java_hash_map_order(hashes: Sequence[int], capacity: int = 16) -> list[int]:
     return sorted(range(len(spread)), key=lambda i: (spread[i] & (capacity - 1), i))
 
 
+def java_concurrent_hash_map_order(hashes: Sequence[int]) -> list[int]:
+    """The order a default ``java.util.concurrent.ConcurrentHashMap`` iterates distinct keys put in the order of
+    their ``hashCode()``s ``hashes`` (java/util/concurrent/ConcurrentHashMap.java), which is not a ``HashMap``'s
+    (:func:`java_hash_map_order`): its 16 bins double as soon as it holds 3/4 of them (``addCount``: ``size >=
+    sizeCtl``, 12 keys, where a ``HashMap`` waits for 13), a 9th key in a bin of a table under 64 presizes it
+    (``treeifyBin`` -> ``tryPresize(n << 1)``: doubling until 3/4 of the table reaches ``tableSizeFor(1.5 * 2n +
+    1)``), and ``transfer`` keeps a bin's last run of keys bound for one half in order but puts the keys before it
+    at the head of their half, reversed. Bins are iterated by index, a bin's keys head to tail (keys put at a
+    bin's tail; a bin of a 64+ table that reaches 9 keys becomes a tree, whose order this does not follow). Checked
+    against Java 17's class with jshell. Returns indexes into ``hashes``."""
+    spread = [((h & 0xFFFFFFFF) ^ ((h & 0xFFFFFFFF) >> 16)) & 0x7FFFFFFF for h in hashes]
+    table: list[list[int]] = [[] for _ in range(16)]
+
+    def transfer() -> None:
+        n = len(table)
+        grown: list[list[int]] = [[] for _ in range(2 * n)]
+        for i, keys in enumerate(table):
+            if not keys:
+                continue
+            last = len(keys) - 1  # lastRun: where the bin's final run of keys bound for one half starts
+            while last > 0 and spread[keys[last - 1]] & n == spread[keys[-1]] & n:
+                last -= 1
+            halves: tuple[list[int], list[int]] = ([], [])
+            halves[1 if spread[keys[-1]] & n else 0].extend(keys[last:])
+            for k in keys[:last]:
+                halves[1 if spread[k] & n else 0].insert(0, k)
+            grown[i], grown[i + n] = halves
+        table[:] = grown
+
+    for i, h in enumerate(spread):
+        keys = table[h & (len(table) - 1)]
+        keys.append(i)
+        if len(keys) > 8 and len(table) < 64:  # treeifyBin's tryPresize(n << 1)
+            wanted = 1 << (3 * len(table)).bit_length()  # tableSizeFor(2n + n + 1)
+            while wanted > len(table) * 3 // 4:
+                transfer()
+        while i + 1 >= len(table) * 3 // 4:
+            transfer()
+    return [k for keys in table for k in keys]
+
+
 def java_hash_set(names: Sequence[str], capacity: int = 16) -> list[str]:
     """``names`` as a Java ``HashSet<String>`` (or a ``HashMap``'s keys) of initial ``capacity`` filled in their
     order iterates them (:func:`java_hash_map_order` of their ``String.hashCode()``), duplicates dropped."""
