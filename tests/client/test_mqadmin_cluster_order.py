@@ -122,3 +122,42 @@ def test_topic_list_by_cluster_names_the_first_cluster_in_java_s_hash_map_order(
     assert result.exit_code == 0, result.output
     rows = [line.split() for line in result.stdout.splitlines()[1:] if "HashClustersTopic" in line]
     assert rows == [["ZCluster", "HashClustersTopic"]], result.stdout
+
+
+#: Masters that do not answer, registered as acl-a/acl-b of AclHashCluster: a java.util.HashSet iterates 5 before 2,
+#: sorted as text 2 comes first.
+_ACL_DEAD = {"acl-a": "127.0.0.1:2", "acl-b": "127.0.0.1:5"}
+
+
+def test_acl_commands_of_a_cluster_go_over_its_brokers_in_java_s_hash_set_order(cluster: ThreadedCluster) -> None:
+    """UpdateAccessConfigSubCommand, DeleteAccessConfigSubCommand, UpdateGlobalWhiteAddrSubCommand -c
+    (CommandUtil.fetchMasterAndSlaveAddrByClusterName) and ClusterAclConfigVersionListSubCommand -c
+    (fetchMasterAddrByClusterName) go over the HashSet of the cluster's brokers, and the first that fails ends the
+    command: 127.0.0.1:5 here, as java.util.HashSet iterates {127.0.0.1:2, 127.0.0.1:5}. Ours sorted them, so the
+    command failed on 127.0.0.1:2."""
+    for name, addr in _ACL_DEAD.items():
+        register_dead_broker(cluster, name=name, addr=addr, cluster="AclHashCluster")
+    for args in (
+        ("updateAclConfig", "-a", "RocketMQ", "-s", "12345678"),
+        ("deleteAclConfig", "-a", "RocketMQ"),
+        ("updateGlobalWhiteAddr", "-g", "10.10.10.*"),
+        ("clusterAclConfigVersion",),
+    ):
+        result = _run(args[0], "-n", cluster.namesrv_addr, "-c", "AclHashCluster", *args[1:])
+        assert result.exit_code == 1, (args[0], result.output)
+        named = re.findall(r"127\.0\.0\.1:[25]\b", result.stderr)
+        assert named and set(named) == {"127.0.0.1:5"}, (args[0], result.stderr)
+
+
+def test_acl_commands_of_an_unknown_cluster_say_so(cluster: ThreadedCluster) -> None:
+    """CommandUtil's fetchMasterAndSlaveAddrByClusterName and fetchMasterAddrByClusterName print "[error] Make sure
+    the specified clusterName exists ..." (no line end) for a cluster the name server does not know, before the ACL
+    command's own lines. Ours printed only those."""
+    ns = cluster.namesrv_addr
+    error = "[error] Make sure the specified clusterName exists or the name server connected to is correct."
+    deleted = _run("deleteAclConfig", "-n", ns, "-c", "NoSuchCluster", "-a", "RocketMQ")
+    assert deleted.exit_code == 0, deleted.output
+    assert deleted.stdout.startswith(error + "account's accesskey is:RocketMQ"), deleted.stdout
+    versions = _run("clusterAclConfigVersion", "-n", ns, "-c", "NoSuchCluster")
+    assert versions.exit_code == 0, versions.output
+    assert versions.stdout.startswith(error + "#Cluster Name"), versions.stdout
