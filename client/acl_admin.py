@@ -1,7 +1,7 @@
 """ACL administration over an :class:`~client.admin.Admin` (Java's ``DefaultMQAdminExt`` ACL calls): request codes
-50-54 to one broker (54 is 4.9.7's ``examineBrokerClusterAclConfig``, which 4.9.8 dropped), and the ``-b`` / ``-c``
-targets 4.9.8's ``mqadmin`` ACL commands use (masters and slaves of a cluster for the edits, masters only for the
-version report).
+50-54 to one broker (54 is 4.9.7's ``examineBrokerClusterAclConfig``, which 4.9.8 dropped); :mod:`client.mqadmin_acl`
+picks the brokers of a ``-c`` cluster as 4.9.8's ``mqadmin`` ACL commands do (masters and slaves for the edits,
+masters only for the version report).
 
 A refusal raises :class:`~client.errors.MQBrokerError` with the broker's code and remark (209 / 210 / 211, or 1 with
 the ACL refusal when the signing account is not an admin).
@@ -20,25 +20,11 @@ from remoting.codec.errors import CodecError
 
 __all__ = [
     "acl_config",
-    "acl_targets",
     "acl_versions",
     "delete_acl_config",
     "update_acl_config",
     "update_global_white",
 ]
-
-
-async def acl_targets(admin: Admin, broker_addr: str | None, cluster: str | None, *, slaves: bool) -> list[str]:
-    """``broker_addr`` alone, else the masters (and, with ``slaves``, the slaves) of ``cluster``."""
-    if broker_addr:
-        return [broker_addr]
-    if not slaves:
-        return await admin.master_addresses(cluster)
-    info = await admin.cluster_info()
-    names = set(info.cluster_addr_table.get(cluster or "", []))
-    return sorted(
-        addr for name, bd in info.broker_addr_table.items() if name in names for addr in bd.broker_addrs.values()
-    )
 
 
 async def update_acl_config(

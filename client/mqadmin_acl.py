@@ -14,9 +14,9 @@ from typing import Any
 
 import click
 
-from client.acl_admin import acl_targets, acl_versions, delete_acl_config, update_acl_config, update_global_white
+from client.acl_admin import acl_versions, delete_acl_config, update_acl_config, update_global_white
 from client.admin import Admin
-from client.mqadmin_support import Output, common, format_date, java_bool, run_job
+from client.mqadmin_support import Output, cluster_addrs, cluster_masters, common, format_date, java_bool, run_job
 
 __all__ = ["COMMANDS"]
 
@@ -43,6 +43,16 @@ def _finish(out: Output, addrs: list[str]) -> None:
     out.field("brokers", addrs)
 
 
+async def _brokers(admin: Admin, out: Output, o: dict[str, Any], *, slaves: bool) -> list[str]:
+    """``-b`` alone, else the ``-c`` cluster's masters and, with ``slaves``, slaves in the order of the ``HashSet``
+    4.9.8's ``CommandUtil.fetchMasterAndSlaveAddrByClusterName`` (the edits) or ``fetchMasterAddrByClusterName``
+    (the version report) collects them in (tools/src/main/java/org/apache/rocketmq/tools/command/CommandUtil.java),
+    with its ``[error]`` line for a cluster the name server does not know."""
+    if o["broker_addr"]:
+        return [o["broker_addr"]]
+    return await (cluster_addrs if slaves else cluster_masters)(admin, out, o["cluster"])
+
+
 def _one_target(o: dict[str, Any]) -> None:
     """Exactly one of ``-b`` / ``-c`` (the values come trimmed as Java's ``getOptionValue(..).trim()``, by
     :func:`client.mqadmin_support.common`)."""
@@ -66,7 +76,7 @@ def update_acl(ctx: click.Context, **o: Any) -> None:
     _one_target(o)
 
     async def job(admin: Admin, out: Output) -> None:
-        addrs = await acl_targets(admin, o["broker_addr"], o["cluster"], slaves=True)
+        addrs = await _brokers(admin, out, o, slaves=True)
         for addr in addrs:
             await update_acl_config(
                 admin,
@@ -96,7 +106,7 @@ def delete_acl(ctx: click.Context, **o: Any) -> None:
     _one_target(o)
 
     async def job(admin: Admin, out: Output) -> None:
-        addrs = await acl_targets(admin, o["broker_addr"], o["cluster"], slaves=True)
+        addrs = await _brokers(admin, out, o, slaves=True)
         for addr in addrs:
             await delete_acl_config(admin, addr, o["access_key"])
             out.line("delete plain access config account from %s success.%n", addr)
@@ -116,7 +126,7 @@ def update_white(ctx: click.Context, **o: Any) -> None:
     _one_target(o)
 
     async def job(admin: Admin, out: Output) -> None:
-        addrs = await acl_targets(admin, o["broker_addr"], o["cluster"], slaves=True)
+        addrs = await _brokers(admin, out, o, slaves=True)
         for addr in addrs:
             await update_global_white(admin, addr, o["addresses"], o["path"])
             out.line("update global white remote addresses to %s success.%n", addr)
@@ -133,9 +143,11 @@ def acl_version(ctx: click.Context, **o: Any) -> None:
     _one_target(o)
 
     async def job(admin: Admin, out: Output) -> None:
-        # ClusterAclConfigVersionListSubCommand: the header line with -c only, one row per broker and ACL file.
+        # ClusterAclConfigVersionListSubCommand: the masters read first, then the header line with -c only, one row
+        # per broker and ACL file.
+        addrs = await _brokers(admin, out, o, slaves=False)
         out.header(_VERSION_ROW if o["cluster"] else "", *_VERSION_COLUMNS)
-        for addr in await acl_targets(admin, o["broker_addr"], o["cluster"], slaves=False):
+        for addr in addrs:
             info = await acl_versions(admin, addr)
             for path, version in sorted(info["allAclFileVersion"].items()):
                 counter, stamp = version.get("counter", 0), version.get("timestamp", 0)
