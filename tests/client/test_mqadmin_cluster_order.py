@@ -161,3 +161,18 @@ def test_acl_commands_of_an_unknown_cluster_say_so(cluster: ThreadedCluster) -> 
     versions = _run("clusterAclConfigVersion", "-n", ns, "-c", "NoSuchCluster")
     assert versions.exit_code == 0, versions.output
     assert versions.stdout.startswith(error + "#Cluster Name"), versions.stdout
+
+
+def test_clean_commands_of_a_cluster_go_over_its_brokers_in_java_s_hash_set_order(cluster: ThreadedCluster) -> None:
+    """cleanExpiredCQ -c and deleteExpiredCommitLog -c ask the brokers of ClusterInfo.retrieveAllAddrByCluster
+    (common/src/main/java/org/apache/rocketmq/common/protocol/body/ClusterInfo.java): the cluster's broker names as
+    the HashSet fastjson fills iterates them, each broker's addresses by id, and the first that fails ends the
+    command: acl-b's 127.0.0.1:5 here (a java.util.HashSet iterates acl-b before acl-a). Ours sorted the addresses,
+    so the command failed on 127.0.0.1:2."""
+    for name, addr in _ACL_DEAD.items():
+        register_dead_broker(cluster, name=name, addr=addr, cluster="AclHashCluster")
+    for command in ("cleanExpiredCQ", "deleteExpiredCommitLog"):
+        result = _run(command, "-n", cluster.namesrv_addr, "-c", "AclHashCluster")
+        assert result.exit_code == 1, (command, result.output)
+        named = re.findall(r"127\.0\.0\.1:[25]\b", result.stderr)
+        assert named and set(named) == {"127.0.0.1:5"}, (command, result.stderr)
