@@ -269,9 +269,21 @@ def rt_texts(elapsed_ms: int, amount: int) -> tuple[str, str]:
 
 
 async def _maintenance_targets(admin: Admin, addr: str | None, cluster: str | None) -> list[str]:
-    """``-b``, else every broker of ``-c``, else of every cluster, slaves included (Java's clean/delete commands:
-    ``ClusterInfo.retrieveAllAddrByCluster``)."""
-    return [addr] if addr else await admin.broker_addresses(cluster or None)
+    """``-b``, else every broker of ``-c``, else of every cluster, slaves included, in the order Java's clean/delete
+    commands ask them: ``ClusterInfo.retrieveAllAddrByCluster`` of each cluster of ``clusterAddrTable`` (a
+    ``HashMap``), the cluster's broker names as the ``HashSet`` fastjson fills iterates them, each broker's
+    addresses by id (common/src/main/java/org/apache/rocketmq/common/protocol/body/ClusterInfo.java,
+    tools/src/main/java/org/apache/rocketmq/tools/admin/DefaultMQAdminExtImpl.java)."""
+    if addr:
+        return [addr]
+    info = await admin.cluster_info()
+    clusters = [cluster] if cluster else java_hash_set(list(info.cluster_addr_table))
+    return [
+        broker_addr
+        for name in (n for c in clusters for n in java_hash_set(list(info.cluster_addr_table.get(c, ()))))
+        if (data := info.broker_addr_table.get(name)) is not None
+        for _, broker_addr in sorted(data.broker_addrs.items())
+    ]
 
 
 def _maintenance(name: str, help_text: str, act: Callable[[Admin, str], Awaitable[None]]) -> click.Command:
