@@ -9,6 +9,7 @@ order, not names sorted. The orders expected here were checked with ``jshell`` (
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import anyio
 from click.testing import CliRunner, Result
@@ -176,3 +177,16 @@ def test_clean_commands_of_a_cluster_go_over_its_brokers_in_java_s_hash_set_orde
         assert result.exit_code == 1, (command, result.output)
         named = re.findall(r"127\.0\.0\.1:[25]\b", result.stderr)
         assert named and set(named) == {"127.0.0.1:5"}, (command, result.stderr)
+
+
+def test_export_metrics_goes_over_the_cluster_s_broker_names_in_java_s_hash_set_order(
+    cluster: ThreadedCluster, tmp_path: Path
+) -> None:
+    """ExportMetricsCommand reads each broker of the cluster's broker-name Set (the HashSet fastjson fills) in its
+    order, the first that fails ending the command: acl-b's 127.0.0.1:5 here. Ours sorted the names (acl-a first)."""
+    for name, addr in _ACL_DEAD.items():
+        register_dead_broker(cluster, name=name, addr=addr, cluster="AclHashCluster")
+    result = _run("exportMetrics", "-n", cluster.namesrv_addr, "-c", "AclHashCluster", "-f", str(tmp_path))
+    assert result.exit_code == 1, result.output
+    named = re.findall(r"127\.0\.0\.1:[25]\b", result.stderr)
+    assert named and set(named) == {"127.0.0.1:5"}, result.stderr
