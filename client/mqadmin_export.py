@@ -19,7 +19,15 @@ import click
 
 from client.admin import Admin
 from client.errors import MQBrokerError
-from client.mqadmin_support import Output, cluster_masters, cluster_masters_and_slaves, common, run_job, version_desc
+from client.mqadmin_support import (
+    Output,
+    cluster_masters,
+    cluster_masters_and_slaves,
+    common,
+    java_hash_set,
+    run_job,
+    version_desc,
+)
 from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig, TopicConfig
 from remoting.codec.codes import CURRENT_VERSION
 from remoting.codec.topics import SCHEDULE_TOPIC, TRANS_HALF_TOPIC, is_retry_or_dlq_topic
@@ -236,7 +244,9 @@ def export_metrics(ctx: click.Context, **o: Any) -> None:
         info = await admin.cluster_info()
         totals: dict[str, dict[str, Any]] = {"totalTps": {}, "totalOneDayNum": {}}
         report = {}
-        for name in sorted(info.cluster_addr_table.get(o["cluster"], [])):
+        # ExportMetricsCommand goes over the cluster's broker names as the HashSet fastjson fills iterates them
+        # (tools/src/main/java/org/apache/rocketmq/tools/command/export/ExportMetricsCommand.java).
+        for name in java_hash_set(list(info.cluster_addr_table.get(o["cluster"], []))):
             data = info.broker_addr_table.get(name)
             if data is not None and data.master_addr:
                 report[name] = await _broker_metrics(admin, data.master_addr, totals)
