@@ -185,3 +185,29 @@ async def test_broker_conf_keys_turn_it_on(tmp_path: Path, client: RemotingClien
         assert (await client.invoke(addr, multi_send("%LMQ%conf", b"c"), 5)).code == ResponseCode.SUCCESS
         pulled = await client.invoke(addr, pull_request("%LMQ%conf", group="%LMQ%conf", sys_flag=NO_SUSPEND), 5)
         assert [r.body for r in iter_records(pulled.body)] == [b"c"]
+
+
+async def test_a_multi_dispatched_send_counts_one_put_of_its_own_topic(tmp_path: Path, client: RemotingClient) -> None:
+    """RocketMQ 4.9.8 counts a put once, under the message's own topic, however many queues it is dispatched to:
+    SendMessageProcessor ``handlePutMessageResult`` (incTopicPutNums / incTopicPutSize of ``msg.getTopic()``,
+    incBrokerPutNums of the message count) and CommitLog.putMessage's store totals (getSinglePutMessageTopicTimesTotal
+    of ``msg.getTopic()``); the LMQ entries MultiDispatch adds are no puts, so an LMQ has no put items."""
+    async with EmbeddedCluster(tmp_path / "c", **SMALL_STORE, **LMQ) as cluster:  # type: ignore[arg-type]
+        await _create(client, cluster)
+        answer = await _send(client, cluster, multi_send("%LMQ%room1,%LMQ%room2", b"m0", queue_id=1))
+        assert answer.code == ResponseCode.SUCCESS, answer.remark
+        for key in ("%LMQ%room1", "%LMQ%room2"):
+            view = await client.invoke(
+                cluster.broker_addr,
+                request(RequestCode.VIEW_BROKER_STATS_DATA, {"statsName": "TOPIC_PUT_NUMS", "statsKey": key}),
+                5,
+            )
+            assert view.code == ResponseCode.SYSTEM_ERROR, f"{key} has put items"
+            assert view.remark == f"The stats <TOPIC_PUT_NUMS> <{key}> not exist"
+        runtime = await client.invoke(cluster.broker_addr, request(RequestCode.GET_BROKER_RUNTIME_INFO), 5)
+        assert runtime.code == ResponseCode.SUCCESS
+        table = json.loads(runtime.body)["table"]
+        assert table["msgPutTotalTodayNow"] == "1"
+        assert table["putMessageTimesTotal"] == "1"
+        stats = cluster.controller.context.stats
+        assert stats.incoming == {TOPIC: (1, stats.put_size_total)}
