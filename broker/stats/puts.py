@@ -4,6 +4,8 @@ Sends cost nothing here: :class:`StorePuts` compares the store's next-queue-offs
 and sums the record sizes of the new ConsumeQueue entries (:meth:`store.consume_queue.ConsumeQueue.sizes_total`).
 So every stored message counts (sends, retries, delayed deliveries, transaction commits), as in Java's
 ``StoreStatsService``; messages recovered at start do not (:meth:`StorePuts.start` takes them as the baseline).
+The entries multi-dispatch adds to the queues a message lists (LMQs) are no puts: a message counts once, under its
+own topic, as 4.9.8's CommitLog.putMessage counts it (:meth:`store.multi_dispatch.MultiDispatch.take_dispatched`).
 
 A deleted topic's queues count from zero when they come back (:meth:`StorePuts.forget`, or an offset that went
 down). Entries removed by
@@ -30,12 +32,14 @@ class StorePuts:
     def start(self) -> None:
         """Take the store's current contents as the baseline."""
         self._seen = dict(self.store.queue_offsets)
+        self.store.multi_dispatch.take_dispatched()  # recovery's re-dispatched entries are in the baseline
 
     def collect(self) -> TopicPuts:
         """Messages and bytes stored per topic since the last call (topics without new messages are absent)."""
         store = self.store
         queues = store.consume_queues
         seen = self._seen
+        dispatched = store.multi_dispatch.take_dispatched()
         added: TopicPuts = {}
         for key, offset in store.queue_offsets.items():
             before = seen.get(key, 0)
@@ -46,8 +50,14 @@ class StorePuts:
             seen[key] = offset
             cq = queues.get(key)
             size = 0 if cq is None else cq.sizes_total(before, offset)
+            new = offset - before
+            if dispatched and key in dispatched:
+                entries, entry_bytes = dispatched[key]
+                new, size = max(0, new - entries), max(0, size - entry_bytes)
+                if not new:
+                    continue
             count, total = added.get(key[0], (0, 0))
-            added[key[0]] = (count + offset - before, total + size)
+            added[key[0]] = (count + new, total + size)
         return added
 
     def forget(self, topic: str) -> None:
