@@ -322,3 +322,28 @@ async def test_after_an_append_held_the_dledger_lock_too_long_sends_are_rejected
         autojump_clock.jump(1.0)  # past any hold of these appends
         autojump_clock.autojump_threshold = 0
         assert (await send(client, addr, b"later"))[0] == ResponseCode.SUCCESS
+
+
+async def test_a_send_the_quorum_never_acknowledged_counts_in_no_put_statistics(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """RocketMQ 4.9.8's DLedgerCommitLog.asyncPutMessage counts a put in the store totals only once the quorum
+    acknowledged it (PUT_OK), and SendMessageProcessor ``handlePutMessageResult`` adds to TOPIC_PUT_NUMS /
+    BROKER_PUT_NUMS only for a send it answers as sent: an entry the leader wrote that never committed (its send
+    answered SYSTEM_ERROR) counts nowhere, while the committed one before it counts with its bytes."""
+    async with EmbeddedDLedgerGroup(tmp_path, **SMALL_STORE, **LONG_LEASE) as group, RemotingClient() as client:
+        leader = await leader_alone(group, client)
+        addr = group.addr(leader)
+        with trio.fail_after(15):
+            code, _ = await send(client, addr, b"no quorum")
+        assert code == ResponseCode.SYSTEM_ERROR  # never committed
+        await trio.sleep(11)  # past the put items' next 10-second sample
+        info = await client.invoke(addr, request(RequestCode.GET_BROKER_RUNTIME_INFO), 5)
+        table = orjson.loads(info.body)["table"]
+        assert (table["msgPutTotalTodayNow"], table["putMessageTimesTotal"]) == ("1", "1")
+        [before] = [decode_record(v) for v in group.store(leader).get(TOPIC, 0, 0, 1).messages]
+        assert table["putMessageSizeTotal"] == str(before.store_size)
+        fields = {"statsName": "TOPIC_PUT_NUMS", "statsKey": TOPIC}
+        view = await client.invoke(addr, request(RequestCode.VIEW_BROKER_STATS_DATA, fields), 5)
+        assert view.code == ResponseCode.SUCCESS, view.remark
+        assert orjson.loads(view.body)["statsMinute"]["sum"] == 1
