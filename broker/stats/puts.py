@@ -6,6 +6,10 @@ So every stored message counts (sends, retries, delayed deliveries, transaction 
 ``StoreStatsService``; messages recovered at start do not (:meth:`StorePuts.start` takes them as the baseline).
 The entries multi-dispatch adds to the queues a message lists (LMQs) are no puts: a message counts once, under its
 own topic, as 4.9.8's CommitLog.putMessage counts it (:meth:`store.multi_dispatch.MultiDispatch.take_dispatched`).
+A queue's entries count once its ConsumeQueue holds them: a DLedger leader hands out queue offsets at the append but
+dispatches at the commit, and 4.9.8's DLedgerCommitLog.asyncPutMessage counts a put only once the quorum acknowledged
+it (store/src/main/java/org/apache/rocketmq/store/dledger/DLedgerCommitLog.java), so an entry never committed counts
+nowhere and a committed one with its bytes.
 
 A deleted topic's queues count from zero when they come back (:meth:`StorePuts.forget`, or an offset that went
 down). Entries removed by
@@ -18,6 +22,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from store.consume_queue import ConsumeQueue
     from store.message_store import MessageStore
 
 #: topic -> (messages, bytes)
@@ -31,7 +36,8 @@ class StorePuts:
 
     def start(self) -> None:
         """Take the store's current contents as the baseline."""
-        self._seen = dict(self.store.queue_offsets)
+        queues = self.store.consume_queues
+        self._seen = {key: _held(queues.get(key), offset) for key, offset in self.store.queue_offsets.items()}
         self.store.multi_dispatch.take_dispatched()  # recovery's re-dispatched entries are in the baseline
 
     def collect(self) -> TopicPuts:
@@ -45,10 +51,14 @@ class StorePuts:
             before = seen.get(key, 0)
             if offset == before:
                 continue
+            cq = queues.get(key)
+            if cq is not None and cq.max_offset < offset:
+                offset = cq.max_offset
+                if offset == before:
+                    continue
             if offset < before:
                 before = 0
             seen[key] = offset
-            cq = queues.get(key)
             size = 0 if cq is None else cq.sizes_total(before, offset)
             new = offset - before
             if dispatched and key in dispatched:
@@ -64,3 +74,8 @@ class StorePuts:
         """The topic was deleted: its queues count from zero when they come back."""
         for key in [k for k in self._seen if k[0] == topic]:
             del self._seen[key]
+
+
+def _held(cq: ConsumeQueue | None, offset: int) -> int:
+    """The queue's next offset as far as its ConsumeQueue holds entries (see :meth:`StorePuts.collect`)."""
+    return offset if cq is None else min(offset, cq.max_offset)
