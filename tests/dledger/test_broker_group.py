@@ -23,8 +23,9 @@ from client.producer import Producer
 from dledger.commitlog_store import DLedgerMessageStore
 from processors.send import SendMessageProcessor
 from remoting.client import RemotingClient
+from remoting.codec.batch_body import BatchEntry, encode_batch_body
 from remoting.codec.codes import RequestCode, ResponseCode
-from remoting.codec.command import request
+from remoting.codec.command import RemotingCommand, request
 from remoting.codec.headers import ConsumerSendMsgBackRequestHeader
 from remoting.codec.message import MessageRecord, decode_record
 from remoting.errors import RemotingError
@@ -347,3 +348,26 @@ async def test_a_send_the_quorum_never_acknowledged_counts_in_no_put_statistics(
         view = await client.invoke(addr, request(RequestCode.VIEW_BROKER_STATS_DATA, fields), 5)
         assert view.code == ResponseCode.SUCCESS, view.remark
         assert orjson.loads(view.body)["statsMinute"]["sum"] == 1
+
+
+async def test_a_batch_the_quorum_never_acknowledged_takes_no_put_call_back(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A batch send counts one call in TOPIC_PUT_NUMS only when it counts at all: 4.9.8's ``handlePutMessageResult``
+    adds ``incTopicPutNums(topic, msgNum, 1)`` for a send it answers as sent, never for a DLedger batch answered
+    SYSTEM_ERROR for want of a quorum, so the topic's calls stay those of its committed sends."""
+    async with EmbeddedDLedgerGroup(tmp_path, **SMALL_STORE, **LONG_LEASE) as group, RemotingClient() as client:
+        leader = await leader_alone(group, client)
+        addr = group.addr(leader)
+        head = send_request(TOPIC, code=RequestCode.SEND_BATCH_MESSAGE, batch="true")
+        body = encode_batch_body([BatchEntry(b"b%d" % i) for i in range(4)])
+        batch = RemotingCommand(code=head.code, opaque=head.opaque, ext_fields=head.ext_fields, body=body)
+        with trio.fail_after(15):
+            answer = await client.invoke(addr, batch, 10)
+        assert answer.code == ResponseCode.SYSTEM_ERROR  # never committed
+        await trio.sleep(11)  # past the put items' next 10-second sample
+        fields = {"statsName": "TOPIC_PUT_NUMS", "statsKey": TOPIC}
+        view = await client.invoke(addr, request(RequestCode.VIEW_BROKER_STATS_DATA, fields), 5)
+        assert view.code == ResponseCode.SUCCESS, view.remark
+        minute = orjson.loads(view.body)["statsMinute"]
+        assert (minute["sum"], minute["avgpt"]) == (1, 1.0), "the one committed send: 1 message in 1 call"
