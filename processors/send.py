@@ -384,7 +384,8 @@ class SendMessageProcessor:
 
         def append(batch: list[tuple[bytes, str, int]]) -> AppendResult:
             appended = store.append_entries(template, batch)
-            stats.record_batch_put(topic, len(batch))  # one put "time" per request, as Java's stats count
+            count = len(batch)  # one put "time" per request, as Java's stats count
+            stats.record_batch_put(topic, queue_id, appended.queue_offset + count, count)
             return appended
 
         return await self.answers.store(ctx, request, queue_id, batch_props.wait, append, stored, self.base_fields)

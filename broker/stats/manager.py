@@ -220,18 +220,16 @@ class BrokerStatsManager:
         """One message of ``topic`` moved to a DLQ, labelled ``group`` (``rocketmq_send_to_dlq_messages_total``)."""
         self.dlq_messages[(group, topic)] = self.dlq_messages.get((group, topic), 0) + 1
 
-    def record_batch_put(self, topic: str, count: int) -> None:
-        """A batch send stored ``count`` messages of ``topic`` in one request. The store's puts count one "time"
-        per message (:meth:`count_puts`); Java's send path counts one per request with the batch's message count and
-        written bytes as the value (broker/src/main/java/org/apache/rocketmq/broker/processor/
-        SendMessageProcessor.java ``handlePutMessageResult``: ``incTopicPutNums(topic, msgNum, 1)``,
-        ``incTopicPutSize(topic, wroteBytes)``), so avgpt reads messages and bytes per request: take the extra
-        times back. Called on the Trio thread right after the append, before any sample can see it."""
+    def record_batch_put(self, topic: str, queue_id: int, end: int, count: int) -> None:
+        """A batch send appended ``count`` messages of ``topic`` to ``queue_id`` in one request, up to queue offset
+        ``end``. The store's puts count one "time" per message (:meth:`count_puts`); Java's send path counts one per
+        request with the batch's message count and written bytes as the value (broker/src/main/java/org/apache/
+        rocketmq/broker/processor/SendMessageProcessor.java ``handlePutMessageResult``: ``incTopicPutNums(topic,
+        msgNum, 1)``, ``incTopicPutSize(topic, wroteBytes)``), so avgpt reads messages and bytes per request: the
+        extra times are taken back when the batch's messages are counted (never for a batch that never counts)."""
         if self.replica or count <= 1:
             return
-        extra = count - 1
-        self.sets[TOPIC_PUT_NUMS].get_or_create(topic).times -= extra
-        self.sets[TOPIC_PUT_SIZE].get_or_create(topic).times -= extra
+        self._puts.batch((topic, queue_id), end, count)
 
     def record_put_failed(self) -> None:
         """A put the store refused (Java's ``putMessageFailedTimes``)."""
@@ -338,10 +336,10 @@ class BrokerStatsManager:
         replica = self.replica
         nums, sizes, incoming = self.sets[TOPIC_PUT_NUMS], self.sets[TOPIC_PUT_SIZE], self.incoming
         added = added_bytes = 0
-        for topic, (count, size) in collected.items():
+        for topic, (count, size, times) in collected.items():
             if not replica:
-                nums.get_or_create(topic).add(count, count)
-                sizes.get_or_create(topic).add(size, count)
+                nums.get_or_create(topic).add(count, times)
+                sizes.get_or_create(topic).add(size, times)
                 before_count, before_size = incoming.get(topic, (0, 0))
                 incoming[topic] = (before_count + count, before_size + size)
             added += count

@@ -25,14 +25,16 @@ if TYPE_CHECKING:
     from store.consume_queue import ConsumeQueue
     from store.message_store import MessageStore
 
-#: topic -> (messages, bytes)
-TopicPuts = dict[str, tuple[int, int]]
+#: topic -> (messages, bytes, calls)
+TopicPuts = dict[str, tuple[int, int, int]]
 
 
 class StorePuts:
     def __init__(self, store: MessageStore) -> None:
         self.store = store
         self._seen: dict[tuple[str, int], int] = {}
+        #: queue key -> (end offset, calls taken back) of each batch appended and not counted yet (:meth:`batch`)
+        self._batches: dict[tuple[str, int], list[tuple[int, int]]] = {}
 
     def start(self) -> None:
         """Take the store's current contents as the baseline."""
@@ -40,12 +42,24 @@ class StorePuts:
         self._seen = {key: _held(queues.get(key), offset) for key, offset in self.store.queue_offsets.items()}
         self.store.multi_dispatch.take_dispatched()  # recovery's re-dispatched entries are in the baseline
 
+    def batch(self, key: tuple[str, int], end: int, count: int) -> None:
+        """A batch of ``count`` messages was appended to queue ``key`` up to offset ``end``: once counted, its
+        messages make one call (Java counts a send request once), taken back as the whole batch is counted, so a
+        batch a DLedger quorum never acknowledged takes nothing back."""
+        pending = self._batches.get(key)
+        if pending is None:
+            self._batches[key] = [(end, count - 1)]
+        else:
+            pending.append((end, count - 1))
+
     def collect(self) -> TopicPuts:
-        """Messages and bytes stored per topic since the last call (topics without new messages are absent)."""
+        """Messages, bytes and calls (one per message, one per batch) stored per topic since the last call (topics
+        without new messages are absent)."""
         store = self.store
         queues = store.consume_queues
         seen = self._seen
         dispatched = store.multi_dispatch.take_dispatched()
+        batches = self._batches
         added: TopicPuts = {}
         for key, offset in store.queue_offsets.items():
             before = seen.get(key, 0)
@@ -58,6 +72,7 @@ class StorePuts:
                     continue
             if offset < before:
                 before = 0
+                batches.pop(key, None)
             seen[key] = offset
             size = 0 if cq is None else cq.sizes_total(before, offset)
             new = offset - before
@@ -66,14 +81,25 @@ class StorePuts:
                 new, size = max(0, new - entries), max(0, size - entry_bytes)
                 if not new:
                     continue
-            count, total = added.get(key[0], (0, 0))
-            added[key[0]] = (count + new, total + size)
+            calls = new
+            pending = batches.get(key) if batches else None
+            if pending is not None:
+                calls -= sum(extra for end, extra in pending if end <= offset)
+                left = [b for b in pending if b[0] > offset]
+                if left:
+                    batches[key] = left
+                else:
+                    del batches[key]
+            count, total, times = added.get(key[0], (0, 0, 0))
+            added[key[0]] = (count + new, total + size, times + calls)
         return added
 
     def forget(self, topic: str) -> None:
         """The topic was deleted: its queues count from zero when they come back."""
         for key in [k for k in self._seen if k[0] == topic]:
             del self._seen[key]
+        for key in [k for k in self._batches if k[0] == topic]:
+            del self._batches[key]
 
 
 def _held(cq: ConsumeQueue | None, offset: int) -> int:
