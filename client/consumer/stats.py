@@ -187,30 +187,42 @@ class TopicStats:
 
 class ConsumerStats:
     """Every ``(group, topic)``'s :class:`TopicStats` of one client instance (Java's one ``ConsumerStatsManager``
-    per ``MQClientInstance``). The first :meth:`topic` call sets the origin of the sampling ticks; a time before it
-    (the instance started again under another event loop, whose clock is another) starts over from there."""
+    per ``MQClientInstance``). The first :meth:`topic` call sets the origin of the sampling ticks. A time before the
+    latest one seen (the instance started again under another event loop, whose clock is another) starts over: the
+    old clock's ticks may lie ahead of the new clock however far it is past the origin, which would freeze the
+    windows."""
 
     def __init__(self) -> None:
         self._topics: dict[tuple[str, str], TopicStats] = {}
         self._origin: float | None = None
+        self._latest = -math.inf
 
     @property
     def origin(self) -> float | None:
         """Loop time of the first record, the ticks' origin (None before it)."""
         return self._origin
 
+    def _start_over(self) -> None:
+        self._origin = None
+        self._topics.clear()
+
     def topic(self, group: str, topic: str, now: float) -> TopicStats:
         """The statistics of ``topic`` consumed by ``group``, created on first use."""
+        if now < self._latest:  # another event loop's clock
+            self._start_over()
+        self._latest = now
         stats = self._topics.get((group, topic))
-        origin = self._origin
-        if stats is None or origin is None or now < origin:
-            if origin is None or now < origin:  # the first record, or another event loop's clock: start over
+        if stats is None:
+            origin = self._origin
+            if origin is None:  # the first record
                 self._origin = origin = now
-                self._topics.clear()
             stats = self._topics[(group, topic)] = TopicStats(origin)
         return stats
 
     def status(self, group: str, topic: str, now: float) -> dict[str, float | int]:
         """``topic``'s ``ConsumeStatus`` for ``group`` at loop time ``now``; all zero when nothing was recorded."""
+        if now < self._latest:  # another event loop's clock
+            self._start_over()
+        self._latest = now
         stats = self._topics.get((group, topic))
         return (stats or TopicStats(now)).status(now)
