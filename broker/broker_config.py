@@ -9,7 +9,6 @@ file with :func:`remoting.codec.java_properties.config_from_properties`.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
@@ -324,11 +323,13 @@ class BrokerConfig(ListenerSettings):
     #: that arrive while a push is unanswered are replicated in the next request, up to DLedger's 4 KiB
     #: ``maxBatchPushSize`` (docs/architecture.md#dledger).
     enable_batch_push: bool = False
-    #: RocketMQ 4.9.8 keys without effect here (:data:`JAVA_INERT_PROPERTIES`, docs/architecture.md#settings), with
-    #: Java's defaults (common/.../BrokerConfig.java, store/.../config/MessageStoreConfig.java, remoting/.../netty/
-    #: NettyServerConfig.java and NettyClientConfig.java; NettyServerConfig's others come from ListenerSettings):
-    #: shown by GET_BROKER_CONFIG and ``-p``, kept and written back by UPDATE_BROKER_CONFIG, as Java's Configuration
-    #: holds every field of those objects (common/src/main/java/org/apache/rocketmq/common/Configuration.java).
+    #: RocketMQ 4.9.8 keys without effect here, with Java's defaults (common/.../BrokerConfig.java,
+    #: store/.../config/MessageStoreConfig.java, remoting/.../netty/NettyServerConfig.java and NettyClientConfig.java;
+    #: NettyServerConfig's others come from ListenerSettings): those Java takes and never reads (``maxDelayTime``,
+    #: ``commercial*``...), and those it reads for a mechanism this broker does not have (docs/architecture.md#settings
+    #: says why, key by key). Shown by GET_BROKER_CONFIG and ``-p``, kept and written back by UPDATE_BROKER_CONFIG, as
+    #: Java's Configuration holds every field of those objects (common/src/main/java/org/apache/rocketmq/common/
+    #: Configuration.java).
     server_worker_threads: int = 8
     client_worker_threads: int = 4
     client_callback_executor_threads: int = available_cpus()
@@ -429,65 +430,6 @@ IMPORTANT_PROPERTIES: Final = frozenset({
     "maxTransferCountOnMessageInDisk", "accessMessageInMemoryMaxRatio", "messageIndexEnable", "messageIndexSafe",
     "haMasterAddress", "brokerRole", "flushDiskType", "cleanFileForciblyEnable", "transientStorePoolEnable",
 })  # fmt: skip
-
-
-#: Keys RocketMQ 4.9.8's BrokerConfig, MessageStoreConfig and NettyClientConfig take (common/src/main/java/org/apache/
-#: rocketmq/common/MixAll.java ``properties2Object``) but nothing there reads (consumerManagerThreadPoolQueueCapacity
-#: only sizes a queue no pool uses).
-_JAVA_UNREAD_PROPERTIES: Final = frozenset({
-    "maxDelayTime", "flushConsumerOffsetHistoryInterval", "highSpeedMode", "filterServerNums", "putMsgIndexHightWater",
-    "consumerManagerThreadPoolQueueCapacity", "commercialEnable", "commercialTimerCount", "commercialTransCount",
-    "commercialBigCount", "commercialBaseCount", "channelNotActiveInterval", "clientPooledByteBufAllocatorEnable",
-})  # fmt: skip
-
-#: Keys RocketMQ 4.9.8's BrokerStartup reads from broker.conf (MixAll.properties2Object into common/.../
-#: BrokerConfig.java, store/.../config/MessageStoreConfig.java, remoting/.../netty/NettyServerConfig.java and
-#: NettyClientConfig.java) for a mechanism this broker does not have, and why: ``(space-separated keys, reason)``.
-_JAVA_WITHOUT_EQUIVALENT: Final = (
-    ("serverWorkerThreads serverCallbackExecutorThreads serverSelectorThreads serverSocketSndBufSize "
-     "serverSocketRcvBufSize serverSocketBacklog serverPooledByteBufAllocatorEnable useEpollNativeSelector "
-     "writeBufferHighWaterMark writeBufferLowWaterMark clientWorkerThreads clientCallbackExecutorThreads "
-     "clientSocketSndBufSize clientSocketRcvBufSize",
-     "Netty's threads, buffers and socket options: one Trio event loop and the OS's socket defaults here"),
-    ("serverOnewaySemaphoreValue serverAsyncSemaphoreValue",
-     "they bound the broker's own oneway and async calls to its clients (consumer notifications, transaction "
-     "checks), unbounded here; requests from a client are bounded per connection by serverMaxRequestsInFlight"),
-    ("clientOnewaySemaphoreValue clientAsyncSemaphoreValue",
-     "the broker's own client (registration, a slave's sync) makes synchronous calls only, which take no permit"),
-    ("transientStorePoolEnable transientStorePoolSize commitIntervalCommitLog commitCommitLogLeastPages "
-     "commitCommitLogThoroughInterval fastFailIfNoBufferInStorePool",
-     "the off-heap write buffer pool and its commit service: appends go to the mapped file directly here"),
-    ("enableConsumeQueueExt mappedFileSizeConsumeQueueExt bitMapLengthConsumeQueueExt enableCalcFilterBitMap "
-     "expectConsumerNumUseFilter maxErrorRateOfBloomFilter filterDataCleanTimeSpan",
-     "ConsumeQueueExt and its bloom-filter bit maps: SQL92 filters evaluate each message's properties here"),
-    ("enableScheduleAsyncDeliver scheduleAsyncDeliverMaxPendingLimit scheduleAsyncDeliverMaxResendNum2Blocked",
-     "asynchronous delivery of due delay-level messages: each level's loop appends them synchronously here"),
-    ("putMessageFutureThreadPoolNums putThreadPoolQueueCapacity",
-     "the pool completing asynchronous puts: a put completes on the event loop here"),
-    ("transferMsgByHeap", "a heap copy or Netty file regions for a pull: the mapped records are written as they are"),
-    ("useReentrantLockWhenPutMessage", "the CommitLog's put lock kind: the event loop serialises appends here"),
-    ("messageStorePlugIn", "Java store plug-in classes: none can be loaded here"),
-    ("fetchNamesrvAddrByAddressServer",
-     "the HTTP name-server address server: name servers come from namesrvAddr, -n or NAMESRV_ADDR here"),
-    ("enableDetailStat", "per-topic-and-group detail statistics: always kept here"),
-    ("autoDeleteUnusedStats", "dropping a deleted topic's or group's statistics: always done here"),
-    ("enableScheduleMessageStats", "the delay-level delivery statistics: always kept here"),
-    ("diskFallRecorded", "the pull's disk fall-behind statistics: not recorded here"),
-    ("isolateLogEnable", "per-broker logback directories: logs go to stderr here"),
-    ("debugLockEnable", "the put lock's debug timing: not kept here"),
-    ("messageIndexSafe", "the index's flush with the checkpoint: recovery rebuilds the index from the CommitLog here"),
-    ("redeleteHangedFileInterval", "retrying the deletion of a segment still referenced: unlinked at once here"),
-    ("flushLeastPagesWhenWarmMapedFile", "flushing a segment by pages while warming it: not done here"),
-)  # fmt: skip
-
-#: :data:`_JAVA_WITHOUT_EQUIVALENT` by key: accepted without an "unknown property" warning, no effect
-#: (docs/architecture.md#settings lists them).
-JAVA_PROPERTIES_WITHOUT_EQUIVALENT: Final[Mapping[str, str]] = {
-    key: reason for keys, reason in _JAVA_WITHOUT_EQUIVALENT for key in keys.split()
-}
-
-#: Every key of a Java broker.conf accepted without an "unknown property" warning though it has no effect here.
-JAVA_INERT_PROPERTIES: Final = _JAVA_UNREAD_PROPERTIES | frozenset(JAVA_PROPERTIES_WITHOUT_EQUIVALENT)
 
 
 def load_broker_config(path: str | Path | None = None, **overrides: object) -> tuple[BrokerConfig, list[str]]:
