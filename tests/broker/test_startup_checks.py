@@ -518,3 +518,29 @@ async def test_update_broker_config_of_a_java_key_without_an_equivalent_is_kept_
     assert conf.read_text() == "listenPort=0\nlistenHost=127.0.0.1\nserverWorkerThreads=16\ntransientStorePoolSize=9\n"
     restarted = config_lines(build_config(str(conf), [], ""), important_only=False)
     assert "serverWorkerThreads=16" in restarted and "transientStorePoolSize=9" in restarted
+
+
+async def test_get_broker_config_shows_the_conf_files_keys_no_setting_has_and_an_update_keeps_them(
+    tmp_path: Path,
+) -> None:
+    """BrokerStartup hands the ``-c`` file's properties to ``Configuration.registerConfig``, which merges every key of
+    the file into the configuration it answers GET_BROKER_CONFIG with, whether a config object has it or not; an
+    UPDATE_BROKER_CONFIG changes such a key (``mergeIfExist``: one the configuration holds) and ``persist()`` writes
+    it, while a key neither the objects nor the file have is dropped (common/src/main/java/org/apache/rocketmq/
+    common/Configuration.java, broker/src/main/java/org/apache/rocketmq/broker/BrokerStartup.java). Ours showed only
+    its fields: a key a newer RocketMQ reads (``enableSlaveActingMaster``) or a misspelt one was nowhere to be seen,
+    and an update of it was dropped."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text("listenPort=0\nlistenHost=127.0.0.1\nenableSlaveActingMaster=true\nbrokerNmae=typo\n")
+    async with broker_from_conf(conf, tmp_path / "store") as (_, addr), RemotingClient() as client:
+        before = await client.invoke(addr, request(RequestCode.GET_BROKER_CONFIG), 5)
+        body = b"enableSlaveActingMaster=false\nneverConfigured=1\n"
+        assert (await client.invoke(addr, request(RequestCode.UPDATE_BROKER_CONFIG, body=body), 5)).code == 0
+        after = await client.invoke(addr, request(RequestCode.GET_BROKER_CONFIG), 5)
+    shown = bytes(before.body).decode().splitlines()
+    assert "enableSlaveActingMaster=true" in shown and "brokerNmae=typo" in shown
+    shown = bytes(after.body).decode().splitlines()
+    assert "enableSlaveActingMaster=false" in shown and "brokerNmae=typo" in shown
+    assert not any(line.startswith("neverConfigured=") for line in shown)
+    expected = "listenPort=0\nlistenHost=127.0.0.1\nenableSlaveActingMaster=false\nbrokerNmae=typo\n"
+    assert conf.read_text() == expected
