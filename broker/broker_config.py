@@ -20,6 +20,7 @@ from remoting.codec.java_properties import (
     config_from_properties,
     decode_properties_file,
     parse_properties,
+    property_name,
 )
 from remoting.cpus import available_cpus
 from remoting.local_address import advertised_host
@@ -437,3 +438,15 @@ def load_broker_config(path: str | Path | None = None, **overrides: object) -> t
     names); returns them and the file's unknown keys."""
     props = {} if path is None else parse_properties(decode_properties_file(Path(path).read_bytes()))
     return config_from_properties(BrokerConfig, props, **overrides)
+
+
+def properties_without_setting(path: Path) -> dict[str, str]:
+    """The keys of the properties file at ``path`` that no setting has, with their text (none when it is missing):
+    Java's Configuration holds them all (``registerConfig``, common/src/main/java/org/apache/rocketmq/common/
+    Configuration.java), as :attr:`broker.context.BrokerState.file_only_properties` does."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return {}
+    settings = {property_name(field) for field in attrs.fields(BrokerConfig)}
+    return {key: text for key, text in parse_properties(decode_properties_file(raw)).items() if key not in settings}

@@ -74,6 +74,11 @@ class BrokerState:
     stats: BrokerStatsManager
     #: The ``broker.conf`` the broker was started with (``mqbroker -c``): UPDATE_BROKER_CONFIG writes changes back.
     config_path: Path | None = None
+    #: That file's keys no setting has, with their text: BrokerStartup registers the file's properties with
+    #: Configuration (``registerConfig``), so GET_BROKER_CONFIG shows them too and UPDATE_BROKER_CONFIG changes and
+    #: persists them (``mergeIfExist``), never a key the file did not have (common/src/main/java/org/apache/rocketmq/
+    #: common/Configuration.java).
+    file_only_properties: dict[str, str] = attrs.field(factory=dict)
     #: The long-poll hold service, once the controller created one.
     hold: HoldService | None = None
     #: Called by :meth:`on_topic_changed`; the controller points it at the registration service.
@@ -108,13 +113,15 @@ class BrokerState:
         ignored = sorted(key for key in props if key.startswith(SYSTEM_PROPERTY_PREFIX))
         props = {key: value for key, value in props.items() if key not in ignored}
         config, unknown = apply_properties(self.config, props)
-        unknown += ignored
+        held = {key: props[key] for key in unknown if key in self.file_only_properties}  # Configuration.mergeIfExist
+        unknown = [key for key in unknown if key not in held] + ignored
         check_enums(config)
         # Written to the file, used from the next start: the running store and its roles keep what they started with
         # (a slave switched live kept replicating as a slave and stopped its metadata sync).
         live = attrs.evolve(config, **{name: getattr(self.config, name) for name in RESTART_SETTINGS})
         self.store.config = store_config_updated(self.store.config, live)
         self.config = live
+        self.file_only_properties.update(held)
         self.broker_addr = live.broker_addr
         self.topics.config = live
         self.groups.config = live
@@ -126,7 +133,7 @@ class BrokerState:
             self.topics.next_version()
             self.on_topic_changed()
         texts = property_texts(config)
-        changed = {key: texts[key] for key in props if key in texts}
+        changed = {key: texts[key] for key in props if key in texts} | held
         if self.config_path is not None and changed:
             try:
                 await trio.to_thread.run_sync(persist_properties, self.config_path, changed)

@@ -39,7 +39,7 @@ from broker.acl.admission import AclAdmission
 from broker.acl.processor import REQUEST_CODES as ACL_CODES
 from broker.acl.processor import AclAdminProcessor
 from broker.acl.watcher import watch_acl_files
-from broker.broker_config import BrokerConfig, checked_roles
+from broker.broker_config import BrokerConfig, checked_roles, properties_without_setting
 from broker.context import BrokerState, build_context, config_dir_of, load_managers
 from broker.dledger_mode import follow_roles, reassert_master
 from broker.metrics import broker_exporter
@@ -134,6 +134,8 @@ class BrokerController:
         self.config = config
         self.context: BrokerState = build_context(config)
         self.context.config_path = config_path
+        if config_path is not None:  # BrokerStartup: registerConfig(properties), the -c file's keys
+            self.context.file_only_properties = properties_without_setting(config_path)
         self.pools: dict[str, ProcessorPool] = broker_pools(sizes=pool_sizes(config))
         busy = self.context.store.is_os_page_cache_busy
         apply_fast_failure(self.pools, config, busy)

@@ -382,6 +382,9 @@ class AdminBrokerProcessor:
         # BrokerConfig holds its default, the local address (common/src/main/java/org/apache/rocketmq/common/
         # BrokerConfig.java), and `mqbroker -p` prints it.
         texts["brokerIP2"] = texts.get("brokerIP2") or self.broker.config.broker_ip1
+        # The -c file's keys no setting has, which Java's Configuration holds too (registerConfig; common/src/main/
+        # java/org/apache/rocketmq/common/Configuration.java).
+        texts = {**self.broker.file_only_properties, **texts}
         return request.response(
             ResponseCode.SUCCESS,
             ext_fields={"version": dumps(version.to_json()).decode()},

@@ -302,7 +302,13 @@ class BrokerContext(Protocol):
         """The settings' DataVersion, moved on by every :meth:`update_config` (Java's ``Configuration``)."""
         ...
 
+    @property
+    def file_only_properties(self) -> Mapping[str, str]:
+        """The ``-c`` file's keys no setting has, with their text (Java's Configuration holds them too)."""
+        ...
+
     async def update_config(self, props: Mapping[str, str]) -> list[str]:
         """Apply UPDATE_BROKER_CONFIG's properties to the running broker (and its ``-c`` file, if any); returns the
-        keys no setting has. Raises :class:`~remoting.codec.java_properties.PropertiesError` for a bad value."""
+        keys neither a setting nor the ``-c`` file has. Raises :class:`~remoting.codec.java_properties.PropertiesError`
+        for a bad value."""
         ...
