@@ -13,7 +13,8 @@ from click.testing import CliRunner
 from namesrv.cli import boot_line, build_config
 from namesrv.cli import main as namesrv_main
 from remoting.client import RemotingClient
-from remoting.codec.codes import ResponseCode
+from remoting.codec.codes import RequestCode, ResponseCode
+from remoting.codec.command import request
 from remoting.codec.java_properties import PropertiesError, parse_property_args
 from tests.namesrv.conftest import (
     BOOT,
@@ -72,6 +73,44 @@ async def test_mqnamesrv_subprocess_serves_routes_and_stops_on_sigint(tmp_path: 
             route = await client.invoke(addr, route_request("TopicTest"), 10.0)
             assert bytes(route.body) == ROUTE_OF_TOPIC_TEST
         await stop_with_sigint(proc)
+
+
+async def test_mqnamesrv_holds_the_conf_files_keys_no_setting_has_as_configuration_does(tmp_path: Path) -> None:
+    """NamesrvStartup registers the ``-c`` file's properties with Configuration (``registerConfig``) and makes that
+    file its ``configStorePath``: GET_NAMESRV_CONFIG shows every key of the file, and the ``persist()`` after an
+    UPDATE_NAMESRV_CONFIG writes them all back, an update of one of them included (``mergeIfExist``), a key new to
+    both dropped (common/src/main/java/org/apache/rocketmq/common/Configuration.java, namesrv/src/main/java/org/
+    apache/rocketmq/namesrv/NamesrvStartup.java). Ours showed only its fields, and the first update rewrote the file
+    without the keys it did not know: a newer RocketMQ's settings and a misspelt one were lost from it."""
+    conf = tmp_path / "namesrv.properties"
+    conf.write_text(
+        f"listenHost=127.0.0.1\nkvConfigPath={tmp_path / 'kvConfig.json'}\nenableAllTopicList=false\nlistenPrt=1\n"
+    )
+    argv = [str(MQNAMESRV), "-c", str(conf), "--listenPort", "0"]
+    async with namesrv_process(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL) as proc:
+        assert proc.stdout is not None
+        output = b""
+        with trio.fail_after(30):
+            while (match := BOOT.search(output)) is None:
+                chunk = await proc.stdout.receive_some()
+                assert chunk, f"mqnamesrv exited before booting: {output!r}"
+                output += chunk
+        addr = f"{match.group(1).decode()}:{int(match.group(2))}"
+        async with RemotingClient() as client:
+            before = await client.invoke(addr, request(RequestCode.GET_NAMESRV_CONFIG), 10.0)
+            body = b"enableAllTopicList=true\nneverConfigured=1\n"
+            answer = await client.invoke(addr, request(RequestCode.UPDATE_NAMESRV_CONFIG, body=body), 10.0)
+            assert answer.code == ResponseCode.SUCCESS
+            after = await client.invoke(addr, request(RequestCode.GET_NAMESRV_CONFIG), 10.0)
+        await stop_with_sigint(proc)
+    shown = bytes(before.body).decode().splitlines()
+    assert "enableAllTopicList=false" in shown and "listenPrt=1" in shown
+    shown = bytes(after.body).decode().splitlines()
+    assert "enableAllTopicList=true" in shown and "listenPrt=1" in shown
+    assert not any(line.startswith("neverConfigured=") for line in shown)
+    written = conf.read_text().splitlines()
+    assert "enableAllTopicList=true" in written and "listenPrt=1" in written
+    assert not any(line.startswith("neverConfigured=") for line in written)
 
 
 def test_mqnamesrv_p_prints_every_setting_and_exits_as_namesrv_startup() -> None:
