@@ -23,13 +23,14 @@ from __future__ import annotations
 import logging
 import signal
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import attrs
 import click
 import trio
 
-from namesrv.config import NamesrvConfig
+from namesrv.config import NamesrvConfig, properties_without_setting
 from namesrv.server import NamesrvServer
 from remoting.codec.java_properties import (
     PropertiesError,
@@ -67,10 +68,10 @@ def boot_line(address: Address) -> str:
     return f"The Name Server boot success. serializeType=JSON, address {shown}:{port}"
 
 
-async def run(config: NamesrvConfig) -> None:
+async def run(config: NamesrvConfig, file_only_properties: Mapping[str, str] | None = None) -> None:
     """Serve until a stop signal (:func:`~remoting.server_main.open_stop_signal_receiver`), then shut down by
-    cancelling the nursery."""
-    server = NamesrvServer(config)
+    cancelling the nursery. ``file_only_properties``: the ``-c`` file's keys no setting has."""
+    server = NamesrvServer(config, file_only_properties)
     with open_stop_signal_receiver() as signals:
         async with trio.open_nursery() as nursery:
             address = await nursery.start(server.serve)
@@ -112,7 +113,9 @@ def main(
             return f"mqnamesrv: cannot listen on {config.listen_host}:{config.listen_port}: {failure}"
         return f"mqnamesrv: {failure}"
 
-    run_main(run, config, failures=(OSError, ConfigFileError), describe=describe)
+    # NamesrvStartup: registerConfig(properties), every key of the -c file, those no setting has too.
+    extras = properties_without_setting(Path(config_file)) if config_file else {}
+    run_main(run, config, extras, failures=(OSError, ConfigFileError), describe=describe)
 
 
 if __name__ == "__main__":

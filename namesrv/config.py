@@ -13,7 +13,7 @@ from pathlib import Path
 
 import attrs
 
-from remoting.codec.java_properties import PORT, decode_properties_file, load_config
+from remoting.codec.java_properties import PORT, decode_properties_file, load_config, parse_properties, property_name
 from remoting.server import ListenerSettings
 
 
@@ -61,3 +61,15 @@ def load_namesrv_config(path: str | Path | None = None, **overrides: object) -> 
     """:func:`remoting.codec.java_properties.load_config` over the name server's defaults."""
     text = None if path is None else decode_properties_file(Path(path).read_bytes())
     return load_config(NamesrvConfig(), text, **overrides)
+
+
+def properties_without_setting(path: Path) -> dict[str, str]:
+    """The keys of the properties file at ``path`` that no setting has, with their text (none when it is missing):
+    Java's Configuration holds them all (``registerConfig``, common/src/main/java/org/apache/rocketmq/common/
+    Configuration.java)."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return {}
+    settings = {property_name(field) for field in attrs.fields(NamesrvConfig)}
+    return {key: text for key, text in parse_properties(decode_properties_file(raw)).items() if key not in settings}

@@ -6,18 +6,19 @@
 text: a key of :data:`ALWAYS_BLACK_LISTED` or of ``configBlackList`` refuses the whole update with NO_PERMISSION
 (``DefaultRequestProcessor.initConfigBlackList``: the configured list only adds keys), unknown keys and the
 ``tls.*`` ones (system properties in RocketMQ, never name-server settings) are ignored (as Java's reflection ignores
-them), the rest replace the config, the ``on_change`` callback hands the new config to
+them) unless the ``-c`` file had the key (``file_only_properties``, kept and shown as Java's ``registerConfig`` keeps
+the file's properties), the rest replace the config, the ``on_change`` callback hands the new config to
 whoever uses it live (``orderMessageEnable`` takes effect at once; ports and timers at the next start), and every
-setting is written to ``configStorePath`` as ``key=value`` lines (Java's ``Configuration.persist``). A bad value
-answers SYSTEM_ERROR with the parser's message and changes nothing; a failed write is logged (the running server
-already uses the new values).
+setting (and file key) is written to ``configStorePath`` as ``key=value`` lines (Java's ``Configuration.persist``).
+A bad value answers SYSTEM_ERROR with the parser's message and changes nothing; a failed write is logged (the running
+server already uses the new values).
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Final
 
@@ -49,14 +50,23 @@ class ConfigRefused(Exception):
 class NamesrvConfigAdmin:
     """See the module docstring. Runs on the Trio thread; the file is written in a worker thread."""
 
-    def __init__(self, config: NamesrvConfig, on_change: Callable[[NamesrvConfig], None] | None = None) -> None:
+    def __init__(
+        self,
+        config: NamesrvConfig,
+        on_change: Callable[[NamesrvConfig], None] | None = None,
+        file_only_properties: Mapping[str, str] | None = None,
+    ) -> None:
         self.config = config
+        #: The ``-c`` file's keys no setting has, with their text: NamesrvStartup registers the file's properties with
+        #: Configuration (``registerConfig``), which shows and persists them, and an update changes one of them
+        #: (``mergeIfExist``; common/src/main/java/org/apache/rocketmq/common/Configuration.java).
+        self.file_only_properties = dict(file_only_properties or {})
         self._on_change = on_change
         self._write_lock = trio.Lock()  # one write at a time, in arrival order (Java's Configuration write lock)
 
     def formatted(self) -> str:
         """Every setting as ``key=value`` lines (GET_NAMESRV_CONFIG's body)."""
-        return format_properties(property_texts(self.config))
+        return format_properties({**self.file_only_properties, **property_texts(self.config)})
 
     async def update(self, text: str) -> list[str]:
         """Apply a properties text; returns the keys no setting has. Raises :class:`ConfigRefused` for a black-listed
@@ -67,7 +77,9 @@ class NamesrvConfigAdmin:
         ignored = sorted(key for key in props if key.startswith(SYSTEM_PROPERTY_PREFIX))
         props = {key: value for key, value in props.items() if key not in ignored}
         self.config, unknown = apply_properties(self.config, props)
-        unknown += ignored
+        held = {key: props[key] for key in unknown if key in self.file_only_properties}  # Configuration.mergeIfExist
+        self.file_only_properties.update(held)
+        unknown = [key for key in unknown if key not in held] + ignored
         if self._on_change is not None:
             self._on_change(self.config)
         path = Path(self.config.config_store_path).expanduser()

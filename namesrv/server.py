@@ -21,6 +21,7 @@ its backup are both corrupt. Both are raised before ``task_status.started``.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from contextlib import AsyncExitStack
 
 import trio
@@ -42,11 +43,12 @@ from remoting.server import RemotingServer
 class NamesrvServer:
     """One name server; build it, then ``await nursery.start(server.serve)``. Owns its route table and KV file."""
 
-    def __init__(self, config: NamesrvConfig) -> None:
+    def __init__(self, config: NamesrvConfig, file_only_properties: Mapping[str, str] | None = None) -> None:
+        """``file_only_properties``: the ``-c`` file's keys no setting has (:class:`NamesrvConfigAdmin` holds them)."""
         self.config = config
         self.route_table = RouteTable(config.broker_channel_expired_time)
         self.kv_config = KVConfigManager(config.kv_config_file)
-        self.config_admin = NamesrvConfigAdmin(config, self._config_changed)
+        self.config_admin = NamesrvConfigAdmin(config, self._config_changed, file_only_properties)
         self.processor = NamesrvProcessor(
             self.route_table,
             self.kv_config,
