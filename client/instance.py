@@ -226,22 +226,25 @@ class MQClientInstance:
         its last member. The brokers are asked at once, each for at most ``rpc_timeout``; failures are logged."""
         if not self._inner_heartbeated:
             return
-
-        async def unregister(addr: str) -> None:
-            try:
-                await api.unregister_client(
-                    self.remoting,
-                    addr,
-                    self.client_id,
-                    self.config.rpc_timeout,
-                    producer_group=CLIENT_INNER_PRODUCER_GROUP,
-                )
-            except Exception as exc:
-                log.info("unregister %s's inner producer from %s failed: %s", self.client_id, addr, exc)
-
         async with anyio.create_task_group() as tg:
             for addr in self.broker_addresses(masters_only=False):
-                tg.start_soon(unregister, addr)
+                tg.start_soon(self._unregister_at, addr, CLIENT_INNER_PRODUCER_GROUP, None)
+
+    async def _unregister_at(self, addr: str, producer_group: str | None, consumer_group: str | None) -> None:
+        """UNREGISTER_CLIENT of the groups at the broker ``addr``; a failure is logged."""
+        try:
+            await api.unregister_client(
+                self.remoting,
+                addr,
+                self.client_id,
+                self.config.rpc_timeout,
+                producer_group=producer_group,
+                consumer_group=consumer_group,
+            )
+        except Exception as exc:
+            log.info(
+                "unregister %s (%s) from %s failed: %s", self.client_id, producer_group or consumer_group, addr, exc
+            )
 
     @property
     def remoting(self) -> RemotingClient:
@@ -274,17 +277,7 @@ class MQClientInstance:
         if consumer_group is not None:
             self.consumers.pop(consumer_group, None)
         for addr in self.broker_addresses(masters_only=False):
-            try:
-                await api.unregister_client(
-                    self.remoting,
-                    addr,
-                    self.client_id,
-                    self.config.rpc_timeout,
-                    producer_group=producer_group,
-                    consumer_group=consumer_group,
-                )
-            except Exception as exc:
-                log.info("unregister %s from %s failed: %s", self.client_id, addr, exc)
+            await self._unregister_at(addr, producer_group, consumer_group)
 
     def consumer_running_info(self, group: str) -> dict[str, Any] | None:
         """Java's ``MQClientInstance.consumerRunningInfo``: ``group``'s running info with this instance's name servers,
