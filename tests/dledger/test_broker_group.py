@@ -371,3 +371,42 @@ async def test_a_batch_the_quorum_never_acknowledged_takes_no_put_call_back(
         assert view.code == ResponseCode.SUCCESS, view.remark
         minute = orjson.loads(view.body)["statsMinute"]
         assert (minute["sum"], minute["avgpt"]) == (1, 1.0), "the one committed send: 1 message in 1 call"
+
+
+@pytest.mark.parametrize("batch", [False, True], ids=["send", "batch"])
+async def test_a_send_answered_without_a_quorum_counts_no_put_when_it_commits_later(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, batch: bool
+) -> None:
+    """4.9.8's DLedgerCommitLog.asyncPutMessage counts a put only when the append's own future says PUT_OK; an
+    entry whose quorum acknowledgement timed out stays in the leader's log and commits once the followers are back,
+    but its send was answered SYSTEM_ERROR and it never counts (the leader's ReputMessageService counts only on a
+    SLAVE), so the leader's put totals and TOPIC_PUT_NUMS keep the two acknowledged sends around it, one message in
+    one call each."""
+    async with EmbeddedDLedgerGroup(tmp_path, **SMALL_STORE, **LONG_LEASE) as group, RemotingClient() as client:
+        leader = await leader_alone(group, client)
+        addr = group.addr(leader)
+        failed = send_request(TOPIC, b"no quorum")
+        stored = 2
+        if batch:
+            head = send_request(TOPIC, code=RequestCode.SEND_BATCH_MESSAGE, batch="true")
+            body = encode_batch_body([BatchEntry(b"b%d" % i) for i in range(4)])
+            failed = RemotingCommand(code=head.code, opaque=head.opaque, ext_fields=head.ext_fields, body=body)
+            stored = 5
+        with trio.fail_after(15):
+            answer = await client.invoke(addr, failed, 10)
+        assert answer.code == ResponseCode.SYSTEM_ERROR
+        for member in [m for m in group.ids if m != leader]:
+            await group.start(member)
+        with trio.fail_after(30):
+            assert (await send(client, addr, b"after"))[0] == ResponseCode.SUCCESS
+        assert len(group.store(leader).get(TOPIC, 0, 0, 8).messages) == stored + 1  # the failed send committed
+        assert await group.leader() == leader
+        await trio.sleep(11)  # past the put items' next 10-second sample
+        info = await client.invoke(addr, request(RequestCode.GET_BROKER_RUNTIME_INFO), 5)
+        table = orjson.loads(info.body)["table"]
+        assert (table["msgPutTotalTodayNow"], table["putMessageTimesTotal"]) == ("2", "2")
+        fields = {"statsName": "TOPIC_PUT_NUMS", "statsKey": TOPIC}
+        view = await client.invoke(addr, request(RequestCode.VIEW_BROKER_STATS_DATA, fields), 5)
+        assert view.code == ResponseCode.SUCCESS, view.remark
+        minute = orjson.loads(view.body)["statsMinute"]
+        assert (minute["sum"], minute["avgpt"]) == (2, 1.0)
