@@ -51,7 +51,7 @@ import trio
 from dledger.codes import ResponseCode, Role
 from dledger.commit_waits import CommitWaits
 from dledger.config import DLedgerConfig
-from dledger.effects import RoleChanged
+from dledger.effects import AppendDone, RoleChanged
 from dledger.entry import HEADER_SIZE, Entry
 from dledger.file_store import MARKER, FileLedger
 from dledger.retention import DELETE_FILES_BATCH_MAX, LedgerRetention
@@ -83,6 +83,10 @@ from store.services import destroy_off_thread
 from store.store_config import StoreConfig
 
 log = logging.getLogger(__name__)
+
+#: An append's outcome that leaves its entries in the log, answered as failed: the quorum did not acknowledge them
+#: in time (a role change, which may truncate them, clears what was kept instead).
+_UNACKNOWLEDGED: Final = frozenset({ResponseCode.WAIT_QUORUM_ACK_TIMEOUT, ResponseCode.LEADER_PENDING_FULL})
 
 #: ``(broker role, term)`` -> None: "SYNC_MASTER" once the leader may take writes, "SLAVE" otherwise.
 RoleListener = Callable[[str, int], None]
@@ -180,6 +184,9 @@ class DLedgerMessageStore(MessageStore):
         self.role_listeners: list[RoleListener] = []
         #: the sends waiting for their entry to commit (the send processor waits through ``put_waits``)
         self.commit_waits = CommitWaits()
+        #: last entry index of an append that takes queue offsets -> (queue key, first offset, end offset), until
+        #: the append's outcome (:meth:`_append_done`)
+        self._appended: dict[int, tuple[tuple[str, int], int, int]] = {}
         #: set to have a follower's committed entries dispatched (None until :meth:`run` starts the task)
         self._dispatch_wanted: trio.Event | None = None
         #: set when a dispatch stopped at a file it could not make (:meth:`_retry_stalled_dispatch` tries again)
@@ -590,6 +597,8 @@ class DLedgerMessageStore(MessageStore):
 
     def _on_role(self, change: RoleChanged) -> None:
         self.writable = False
+        self._appended.clear()
+        self.unacknowledged.clear()  # a lost term's entries may be truncated and their offsets reused
         self.commit_waits.fail_all()
         if change.role is not Role.LEADER:
             self._tell("SLAVE", change.term)
@@ -651,14 +660,15 @@ class DLedgerMessageStore(MessageStore):
                                                    msg)]  # fmt: skip
 
         try:
-            code, entries = self.server.append(write, self.commit_waits.done)
+            code, entries = self.server.append(write, self._append_done)
         except MessageEncodeError as exc:
             raise put_refusal(exc) from exc
         if code != ResponseCode.SUCCESS:
             raise _refused(code)
+        entry = entries[0]
         if key is not None:
             self.queue_offsets[key] = queue_offset + 1
-        entry = entries[0]
+            self._appended[entry.index] = (key, queue_offset, queue_offset + 1)
         self.commit_waits.register(entry.index, entry.end_pos)
         return AppendResult(entry.pos + HEADER_SIZE, len(entry.body), queue_offset, store_ts, None, store_host)
 
@@ -685,16 +695,32 @@ class DLedgerMessageStore(MessageStore):
         first = self.queue_offsets.get(key, 0) if counted else 0
         store_ts = self.config.now_ms()
         bodies = [(p.size, _filler(p, first + i if counted else 0, store_ts)) for i, p in enumerate(prepared)]
-        code, entries = self.server.append(bodies, self.commit_waits.done)
+        code, entries = self.server.append(bodies, self._append_done)
         if code != ResponseCode.SUCCESS:
             raise _refused(code)
         if counted:
             self.queue_offsets[key] = first + len(prepared)
+            self._appended[entries[-1].index] = (key, first, first + len(prepared))
         phys = tuple(e.pos + HEADER_SIZE for e in entries)
         end = entries[-1].end_pos
         self.commit_waits.register(entries[-1].index, end)
         size = end - phys[0]
         return AppendResult(phys[0], size, first, store_ts, phys if len(phys) > 1 else None, store_host)
+
+    def _append_done(self, result: AppendDone) -> None:
+        """An append's outcome: its waiting send is told (:class:`CommitWaits`). An append the quorum did not
+        acknowledge in time stays in the log and commits once the followers are back, but 4.9.8 counts a put only
+        on its own PUT_OK (store/src/main/java/org/apache/rocketmq/store/dledger/DLedgerCommitLog.java
+        ``asyncPutMessage``): its queue offsets are kept in :attr:`unacknowledged` for the put statistics."""
+        appended = self._appended.pop(result.index, None)
+        if appended is not None and result.code in _UNACKNOWLEDGED:
+            key, first, end = appended
+            ranges = self.unacknowledged.setdefault(key, [])
+            if ranges and ranges[-1][1] == first:
+                ranges[-1] = (ranges[-1][0], end)  # a run of timed-out sends: one range
+            else:
+                ranges.append((first, end))
+        self.commit_waits.done(result)
 
     def waits_for_put(self, wait: bool) -> bool:
         """Every send waits for the quorum, whatever its ``WAIT`` (DLedgerCommitLog waits for the append future)."""

@@ -129,6 +129,10 @@ class MessageStore(StoreReads):
         self.queue_drop_listeners: list[QueueDropListener] = []
         #: ``INNER_MULTI_DISPATCH`` and LMQ queues (store/multi_dispatch.py), used with ``enableMultiDispatch``.
         self.multi_dispatch = MultiDispatch(self)
+        #: queue key -> [first, end) queue offset ranges of appends whose send was answered as failed while their
+        #: entries stay and may still reach the ConsumeQueue (a DLedger leader's quorum timeout): no puts
+        #: (:mod:`broker.stats.puts`). Empty outside DLedger mode.
+        self.unacknowledged: dict[tuple[str, int], list[tuple[int, int]]] = {}
         self._disk_full_reason: str | None = None
         self._metadata_sync = FailureStreak()  # whether the index's or the checkpoint's last sync failed (logged once)
         self._shut = False

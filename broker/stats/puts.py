@@ -9,7 +9,9 @@ own topic, as 4.9.8's CommitLog.putMessage counts it (:meth:`store.multi_dispatc
 A queue's entries count once its ConsumeQueue holds them: a DLedger leader hands out queue offsets at the append but
 dispatches at the commit, and 4.9.8's DLedgerCommitLog.asyncPutMessage counts a put only once the quorum acknowledged
 it (store/src/main/java/org/apache/rocketmq/store/dledger/DLedgerCommitLog.java), so an entry never committed counts
-nowhere and a committed one with its bytes.
+nowhere and a committed one with its bytes. An entry whose quorum acknowledgement timed out (its send answered
+SYSTEM_ERROR) stays in the leader's log and may commit later: it counts nowhere either
+(:attr:`store.message_store.MessageStore.unacknowledged`).
 
 A deleted topic's queues count from zero when they come back (:meth:`StorePuts.forget`, or an offset that went
 down). Entries removed by
@@ -81,15 +83,22 @@ class StorePuts:
                 new, size = max(0, new - entries), max(0, size - entry_bytes)
                 if not new:
                     continue
+            ranges = store.unacknowledged.get(key) if store.unacknowledged else None
+            if ranges is not None:
+                new, size = _take_unacknowledged(store.unacknowledged, key, ranges, cq, before, offset, new, size)
             calls = new
             pending = batches.get(key) if batches else None
             if pending is not None:
-                calls -= sum(extra for end, extra in pending if end <= offset)
+                calls -= sum(
+                    extra for end, extra in pending if end <= offset and not _within(ranges, end)
+                )  # a batch never acknowledged counts no call to take back
                 left = [b for b in pending if b[0] > offset]
                 if left:
                     batches[key] = left
                 else:
                     del batches[key]
+            if new <= 0:
+                continue
             count, total, times = added.get(key[0], (0, 0, 0))
             added[key[0]] = (count + new, total + size, times + calls)
         return added
@@ -100,8 +109,43 @@ class StorePuts:
             del self._seen[key]
         for key in [k for k in self._batches if k[0] == topic]:
             del self._batches[key]
+        unacknowledged = self.store.unacknowledged
+        for key in [k for k in unacknowledged if k[0] == topic]:
+            del unacknowledged[key]
 
 
 def _held(cq: ConsumeQueue | None, offset: int) -> int:
     """The queue's next offset as far as its ConsumeQueue holds entries (see :meth:`StorePuts.collect`)."""
     return offset if cq is None else min(offset, cq.max_offset)
+
+
+def _take_unacknowledged(
+    unacknowledged: dict[tuple[str, int], list[tuple[int, int]]],
+    key: tuple[str, int],
+    ranges: list[tuple[int, int]],
+    cq: ConsumeQueue | None,
+    before: int,
+    offset: int,
+    new: int,
+    size: int,
+) -> tuple[int, int]:
+    """``new`` entries of ``size`` bytes in ``[before, offset)`` without those of the queue's appends answered as
+    failed (:attr:`store.message_store.MessageStore.unacknowledged`): 4.9.8's DLedgerCommitLog counts a put only on
+    its own PUT_OK. The ranges all counted are dropped."""
+    for first, end in ranges:
+        low, high = max(first, before), min(end, offset)
+        if low < high:
+            new -= high - low
+            if cq is not None:
+                size -= cq.sizes_total(low, high)
+    left = [r for r in ranges if r[1] > offset]
+    if left:
+        unacknowledged[key] = left
+    else:
+        del unacknowledged[key]
+    return new, max(0, size)
+
+
+def _within(ranges: list[tuple[int, int]] | None, end: int) -> bool:
+    """Whether the batch ending at ``end`` is one of the unacknowledged appends of ``ranges``."""
+    return ranges is not None and any(first < end <= last for first, last in ranges)
