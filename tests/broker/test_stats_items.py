@@ -100,3 +100,28 @@ async def test_a_deleted_and_recreated_topic_counts_from_its_new_messages(tmp_pa
         assert item is not None and item.value == 2
     finally:
         store.close()
+
+
+def test_a_batch_lost_with_a_dledger_term_takes_no_put_call_back_from_later_sends(tmp_path: Path) -> None:
+    """A DLedger leader's batch of 4 (queue offsets 1..4) was appended, then the leader lost its term before the
+    quorum acknowledged it: its send was answered UNKNOWN_ERROR and the entries were truncated, so 4.9.8's
+    ``handlePutMessageResult`` never counted its one call. Once the broker leads again, four single sends take
+    those offsets: each is a call of its own, none is the lost batch's."""
+    store = MessageStore(
+        StoreConfig(tmp_path, mapped_file_size_commit_log=1 << 20, mapped_file_size_consume_queue=2000)
+    )
+    store.load()
+    try:
+        stats = BrokerStatsManager(store, "c")
+        stats.start_counting()
+        store.append(MessageRecord("T", b"before"))
+        stats.record_batch_put("T", 0, 5, 4)  # appended at 1..4, never committed
+        stats.set_replica(True)  # the term was lost: SLAVE
+        stats.set_replica(False)  # leads again; the batch's entries were truncated
+        for _ in range(4):
+            store.append(MessageRecord("T", b"single"))
+        stats.sample_second(0, 10_000)
+        item = stats.item("TOPIC_PUT_NUMS", "T")
+        assert item is not None and (item.value, item.times) == (5, 5)
+    finally:
+        store.close()
