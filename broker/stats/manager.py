@@ -360,8 +360,13 @@ class BrokerStatsManager:
 
     def set_replica(self, replica: bool) -> None:
         """The broker became a slave (``replica``) or a master: what the store took until now counts under the
-        previous role, what it takes from now on under the new one."""
+        previous role, what it takes from now on under the new one. The batches not counted yet are forgotten: a
+        DLedger leader that lost its term failed their sends, which 4.9.8's ``handlePutMessageResult`` counts no call
+        for, and their entries either commit as a slave's (no put items) or are truncated, their offsets taken by
+        other sends (dledger/commitlog_store.py's role change)."""
         self.count_puts()
+        if replica != self.replica:
+            self._puts.forget_batches()
         self.replica = replica
 
     def sample_second(self, tick: int, now_ms: int) -> None:

@@ -103,6 +103,11 @@ class StorePuts:
             added[key[0]] = (count + new, total + size, times + calls)
         return added
 
+    def forget_batches(self) -> None:
+        """The broker's role changed: no batch appended until now takes calls back (see
+        :meth:`~broker.stats.manager.BrokerStatsManager.set_replica`)."""
+        self._batches.clear()
+
     def forget(self, topic: str) -> None:
         """The topic was deleted: its queues count from zero when they come back."""
         for key in [k for k in self._seen if k[0] == topic]:
