@@ -85,8 +85,9 @@ from store.store_config import StoreConfig
 log = logging.getLogger(__name__)
 
 #: An append's outcome that leaves its entries in the log, answered as failed: the quorum did not acknowledge them
-#: in time (a role change, which may truncate them, clears what was kept instead).
-_UNACKNOWLEDGED: Final = frozenset({ResponseCode.WAIT_QUORUM_ACK_TIMEOUT, ResponseCode.LEADER_PENDING_FULL})
+#: in time (dledger/quorum.py; LEADER_PENDING_FULL refuses an append before it is written, and a role change, which
+#: may truncate the entries, clears what was kept instead).
+_UNACKNOWLEDGED: Final = frozenset({ResponseCode.WAIT_QUORUM_ACK_TIMEOUT})
 
 #: ``(broker role, term)`` -> None: "SYNC_MASTER" once the leader may take writes, "SLAVE" otherwise.
 RoleListener = Callable[[str, int], None]
