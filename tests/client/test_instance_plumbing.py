@@ -294,3 +294,21 @@ async def test_an_instance_whose_name_server_has_no_tbw102_starts_and_sends_with
             assert "TBW102" not in producer.instance.routes
             assert (await producer.send(Message("NoTbw102", b"x"))).msg_id
     assert [r.getMessage() for r in caplog.records if r.name.startswith("client.") and r.levelno >= logging.INFO] == []
+
+
+async def test_a_client_whose_ca_file_and_certificate_file_are_missing_fails_to_start_as_java(tmp_path: Path) -> None:
+    """Java's ``TlsHelper.buildSslContext(true)`` loads the trust file (``SslContextBuilder.trustManager(File)``,
+    whose failure is an IllegalArgumentException ``NettyRemotingClient``'s constructor does not catch) before it opens
+    the client certificate and key (remoting/src/main/java/org/apache/rocketmq/remoting/netty/TlsHelper.java): a
+    client told to check its servers against a CA file it cannot read fails, whatever its certificate files. Before:
+    the missing certificate was seen first and the client went on in plaintext, its servers unchecked."""
+    config = ClientConfig(
+        namesrv_addr="127.0.0.1:1",
+        tls=True,
+        tls_ca_file=str(tmp_path / "missing-ca.pem"),
+        tls_cert_file=str(tmp_path / "missing-client.pem"),
+        tls_key_file=str(tmp_path / "missing-client.key"),
+    )
+    with pytest.raises(FileNotFoundError):
+        async with Producer("pg-tls-missing-ca", config=config):
+            pass
