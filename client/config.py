@@ -125,9 +125,15 @@ class ClientConfig:
         key."""
         if not (self.tls or self.tls_ca_file or self.tls_cert_file):
             return None
+        # The CA file first: TlsHelper.buildSslContext(true) loads the trust file (an IllegalArgumentException, not
+        # caught) before it opens the certificate and key (remoting/.../netty/TlsHelper.java), so a client told to
+        # check its servers never falls back to plaintext over a CA file it cannot read.
+        ctx = client_context(self.tls_ca_file, check_hostname=False)
         if not client_key_files_open(self.tls_cert_file, self.tls_key_file):
             return None
-        return client_context(self.tls_ca_file, self.tls_cert_file, self.tls_key_file, check_hostname=False)
+        if self.tls_cert_file:
+            ctx.load_cert_chain(self.tls_cert_file, self.tls_key_file or None)
+        return ctx
 
     @property
     def client_id(self) -> str:
