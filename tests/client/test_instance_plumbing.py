@@ -312,3 +312,44 @@ async def test_a_client_whose_ca_file_and_certificate_file_are_missing_fails_to_
     with pytest.raises(FileNotFoundError):
         async with Producer("pg-tls-missing-ca", config=config):
             pass
+
+
+async def test_a_restarted_transaction_producer_with_its_own_create_topic_key_gets_its_check_back(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Every Java producer's ``DefaultMQProducerImpl.start`` puts its own ``createTopicKey`` in its publish table
+    (client/src/main/java/org/apache/rocketmq/client/impl/producer/DefaultMQProducerImpl.java), so the instance's
+    route refresh reads that key's route and heartbeats its brokers from the start, not only TBW102's: with brokers
+    that auto-create nothing (no TBW102) and a template topic as the producers' create-topic key, a transactional
+    producer restarted with a half message left unknown is registered and gets its check-back before it sends
+    anything. Before: only TBW102 was added, so the restarted producer heartbeated no broker."""
+    async with EmbeddedCluster(tmp_path / "c", auto_create_topic_enable=False, **SMALL_STORE) as cluster:
+        use_virtual_store_clock(cluster)
+        ns = cluster.namesrv_addr
+        await create_topic(ns, "TxKeyTemplate", queues=1)
+        await create_topic(ns, "TxOwnKey", queues=1)
+        checks: list[bytes] = []
+
+        async def execute(msg: Message, arg: object) -> LocalTransactionState:
+            return LocalTransactionState.UNKNOWN
+
+        async def check(msg: MessageExt) -> LocalTransactionState:
+            checks.append(msg.body)
+            return LocalTransactionState.COMMIT_MESSAGE
+
+        def producer() -> TransactionProducer:
+            return TransactionProducer(
+                "pg-tx-own-key",
+                ns,
+                execute_local_transaction=execute,
+                check_local_transaction=check,
+                create_topic_key="TxKeyTemplate",
+            )
+
+        async with producer() as before:
+            await before.send_message_in_transaction(Message("TxOwnKey", b"left unknown"))
+        async with producer():  # back, with nothing to send yet
+            with trio.move_on_after(2 * 60):  # two of the broker's 60 s check rounds
+                while not checks:
+                    await trio.sleep(1)
+        assert checks == [b"left unknown"]
