@@ -194,7 +194,11 @@ class Producer:
                 await self.instance.__aexit__(exc_type, exc, tb)
 
     def published_topics(self) -> set[str]:
-        return set(self._publish)
+        """The topics sent to, and the create-topic key, which every Java producer's ``DefaultMQProducerImpl.start``
+        puts in its publish table (client/src/main/java/org/apache/rocketmq/client/impl/producer/DefaultMQProducerImpl
+        .java), so the instance refreshes its route and heartbeats its brokers from the start (a template topic as the
+        key where brokers auto-create nothing, TBW102 by default, which every instance refreshes anyway)."""
+        return {self.create_topic_key, *self._publish}
 
     async def check_transaction_state(self, broker_addr: str, msg: MessageExt, request: RemotingCommand) -> None:
         """Transactions are not implemented by this producer: a check-back is logged and left unanswered, so the
@@ -587,7 +591,7 @@ class Producer:
     async def _default_topic_route(self, topic: str) -> TopicRouteData:
         """Java's auto-create path: a topic unknown to the name servers is sent with the route of
         ``create_topic_key`` (TBW102), at most ``default_topic_queue_nums`` queues per broker, cached under ``topic``
-        (never under TBW102, which no refresh would renew); the broker then creates it. Raises the original
+        (never under the key, whose own route the refresh keeps there); the broker then creates it. Raises the original
         TopicRouteNotFoundError for ``topic`` when TBW102 has no route either."""
         try:
             default = await self.instance.query_route(self.create_topic_key)
