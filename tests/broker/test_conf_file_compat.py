@@ -102,7 +102,8 @@ async def test_a_boolean_other_than_true_or_false_is_false_as_java_reads_it(tmp_
     common/MixAll.java): a case-insensitive ``true`` is true, anything else false, never an error. A Java broker.conf
     with ``autoCreateTopicEnable=yes`` starts there with auto-creation off; ours refused to start (status 2)."""
     conf = b"autoCreateTopicEnable=yes\nmessageIndexEnable=1\nclusterTopicEnable=TRUE\n"
-    _, status = await _start(tmp_path, conf, "--brokerTopicEnable", "on")
+    store = ["-n", "127.0.0.1:1", "--storePathRootDir", str(tmp_path / "s")]  # never the user's ~/store
+    _, status = await _start(tmp_path, conf, "--brokerTopicEnable", "on", *store)
     assert status is None, f"exit {status}: {_stderr(tmp_path)}"
     config = build_config(str(tmp_path / "broker.conf"), ["--brokerTopicEnable", "on"], "")
     assert (config.auto_create_topic_enable, config.message_index_enable) == (False, False)
@@ -115,7 +116,8 @@ async def test_a_number_java_cannot_parse_keeps_the_default_and_the_broker_start
     on. A Java broker.conf with ``fileReservedTime=48h`` starts there with 72 hours; ours refused to start (status 2).
     The key is still named on stderr."""
     conf = b"fileReservedTime=48h\nbrokerId=99999999999999999999\n"
-    _, status = await _start(tmp_path, conf, "--maxMessageSize", "3000000000")
+    store = ["-n", "127.0.0.1:1", "--storePathRootDir", str(tmp_path / "s")]  # never the user's ~/store
+    _, status = await _start(tmp_path, conf, "--maxMessageSize", "3000000000", *store)
     assert status is None, f"exit {status}: {_stderr(tmp_path)}"
     log = (tmp_path / "broker.log").read_text(errors="replace")
     assert all(f"{key}: " in log for key in ("fileReservedTime", "brokerId", "maxMessageSize"))
