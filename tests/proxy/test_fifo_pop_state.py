@@ -33,9 +33,11 @@ _LONG_MS = 3600 * 1000
 
 
 async def _saved_and_stopped(pop: PopService, nursery: trio.Nursery, autojump_clock: trio.testing.MockClock) -> Path:
-    """Wait until ``pop``'s FIFO state is on disk, then stop its revive loop; returns the state file's path."""
+    """Wait until ``pop``'s FIFO state is on disk, then stop its revive loop; returns the state file's path. Virtual
+    time stands still from here (the save is a thread's write: autojump would run the revive loop's timers on while
+    it waits, tens of seconds on a loaded machine) while files close and open."""
+    autojump_clock.autojump_threshold = math.inf
     await pop.fifo_persister.wait_saved()
-    autojump_clock.autojump_threshold = math.inf  # virtual time stands still while files close and open
     nursery.cancel_scope.cancel()
     return pop.fifo_persister.file.path
 
@@ -368,9 +370,11 @@ async def test_a_fifo_receive_parked_after_a_restart_wakes_when_the_batch_from_b
         visible_at = trio.current_time() + 30
         await _saved_and_stopped(activity.consuming.pop, nursery, autojump_clock)
     await _restart_broker(embedded_cluster, autojump_clock, clock)
+    autojump_clock.autojump_threshold = math.inf  # the revive loop's start reads files in threads
     async with trio.open_nursery() as nursery:
         activity, revive = build_activity(embedded_cluster.controller, ProxyConfig())
         await nursery.start(revive.run)
+        autojump_clock.autojump_threshold = 0
         await trio.sleep(visible_at - trio.current_time() - 5)
         stream = await activity.consuming.receive(req, md("c@1"), None)
         answered = trio.current_time()
