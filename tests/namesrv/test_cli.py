@@ -55,19 +55,24 @@ def test_boot_line_shows_a_connectable_address() -> None:
     assert boot_line(("127.0.0.2", 1)).endswith("address 127.0.0.2:1")
 
 
+async def _booted_address(proc: trio.Process) -> str:
+    """The address a started ``mqnamesrv`` prints in its boot line (30 s at most)."""
+    assert proc.stdout is not None
+    output = b""
+    with trio.fail_after(30):
+        while (match := BOOT.search(output)) is None:
+            chunk = await proc.stdout.receive_some()
+            assert chunk, f"mqnamesrv exited before booting: {output!r}"
+            output += chunk
+    return f"{match.group(1).decode()}:{int(match.group(2))}"
+
+
 async def test_mqnamesrv_subprocess_serves_routes_and_stops_on_sigint(tmp_path: Path) -> None:
     conf = tmp_path / "namesrv.properties"
     conf.write_text(f"listenHost=127.0.0.1\nkvConfigPath={tmp_path / 'kvConfig.json'}\n")
     argv = [str(MQNAMESRV), "-c", str(conf), "--listenPort", "0"]
     async with namesrv_process(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL) as proc:
-        assert proc.stdout is not None
-        output = b""
-        with trio.fail_after(30):
-            while (match := BOOT.search(output)) is None:
-                chunk = await proc.stdout.receive_some()
-                assert chunk, f"mqnamesrv exited before booting: {output!r}"
-                output += chunk
-        addr = f"{match.group(1).decode()}:{int(match.group(2))}"
+        addr = await _booted_address(proc)
         async with RemotingClient() as client:
             assert (await client.invoke(addr, java_register_request(), 10.0)).code == ResponseCode.SUCCESS
             route = await client.invoke(addr, route_request("TopicTest"), 10.0)
@@ -88,14 +93,7 @@ async def test_mqnamesrv_holds_the_conf_files_keys_no_setting_has_as_configurati
     )
     argv = [str(MQNAMESRV), "-c", str(conf), "--listenPort", "0"]
     async with namesrv_process(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL) as proc:
-        assert proc.stdout is not None
-        output = b""
-        with trio.fail_after(30):
-            while (match := BOOT.search(output)) is None:
-                chunk = await proc.stdout.receive_some()
-                assert chunk, f"mqnamesrv exited before booting: {output!r}"
-                output += chunk
-        addr = f"{match.group(1).decode()}:{int(match.group(2))}"
+        addr = await _booted_address(proc)
         async with RemotingClient() as client:
             before = await client.invoke(addr, request(RequestCode.GET_NAMESRV_CONFIG), 10.0)
             body = b"enableAllTopicList=true\nneverConfigured=1\n"
