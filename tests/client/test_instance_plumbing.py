@@ -234,6 +234,15 @@ async def test_a_restarted_transaction_producer_gets_the_check_back_of_its_group
     use_virtual_store_clock(embedded_cluster)  # the check service ages half messages on the store clock
     ns = embedded_cluster.namesrv_addr
     await create_topic(ns, "TxRestart", queues=1)
+    assert await _check_backs_after_a_restart(ns, "pg-tx-restart", "TxRestart") == [b"left unknown"]
+
+
+async def _check_backs_after_a_restart(
+    ns: str, group: str, topic: str, create_topic_key: str = "TBW102"
+) -> list[bytes]:
+    """A transactional producer of ``group`` leaves a half message of ``topic`` unknown and stops; the application
+    comes back with nothing to send yet. Returns the bodies the broker's check-backs asked the second producer about
+    within two of its 60 s check rounds."""
     checks: list[bytes] = []
 
     async def execute(msg: Message, arg: object) -> LocalTransactionState:
@@ -245,16 +254,20 @@ async def test_a_restarted_transaction_producer_gets_the_check_back_of_its_group
 
     def producer() -> TransactionProducer:
         return TransactionProducer(
-            "pg-tx-restart", ns, execute_local_transaction=execute, check_local_transaction=check
+            group,
+            ns,
+            execute_local_transaction=execute,
+            check_local_transaction=check,
+            create_topic_key=create_topic_key,
         )
 
     async with producer() as before:
-        await before.send_message_in_transaction(Message("TxRestart", b"left unknown"))
-    async with producer():  # the application came back; it has nothing to send yet
-        with trio.move_on_after(2 * 60):  # two of the broker's 60 s check rounds
+        await before.send_message_in_transaction(Message(topic, b"left unknown"))
+    async with producer():
+        with trio.move_on_after(2 * 60):
             while not checks:
                 await trio.sleep(1)
-    assert checks == [b"left unknown"]
+    return checks
 
 
 @pytest.mark.parametrize("missing", ["tls_cert_file", "tls_key_file"])
@@ -328,28 +341,5 @@ async def test_a_restarted_transaction_producer_with_its_own_create_topic_key_ge
         ns = cluster.namesrv_addr
         await create_topic(ns, "TxKeyTemplate", queues=1)
         await create_topic(ns, "TxOwnKey", queues=1)
-        checks: list[bytes] = []
-
-        async def execute(msg: Message, arg: object) -> LocalTransactionState:
-            return LocalTransactionState.UNKNOWN
-
-        async def check(msg: MessageExt) -> LocalTransactionState:
-            checks.append(msg.body)
-            return LocalTransactionState.COMMIT_MESSAGE
-
-        def producer() -> TransactionProducer:
-            return TransactionProducer(
-                "pg-tx-own-key",
-                ns,
-                execute_local_transaction=execute,
-                check_local_transaction=check,
-                create_topic_key="TxKeyTemplate",
-            )
-
-        async with producer() as before:
-            await before.send_message_in_transaction(Message("TxOwnKey", b"left unknown"))
-        async with producer():  # back, with nothing to send yet
-            with trio.move_on_after(2 * 60):  # two of the broker's 60 s check rounds
-                while not checks:
-                    await trio.sleep(1)
+        checks = await _check_backs_after_a_restart(ns, "pg-tx-own-key", "TxOwnKey", create_topic_key="TxKeyTemplate")
         assert checks == [b"left unknown"]
