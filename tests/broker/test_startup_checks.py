@@ -30,6 +30,7 @@ from remoting.tls import client_context
 from store.metadata_files import ConfigFileError
 from tests.broker.helpers import broker_from_conf
 from tests.conftest import SMALL_STORE
+from tests.remoting.helpers import listen_backlog
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BOOT = re.compile(rb"The broker\[[^\]]*\] boot success")
@@ -544,3 +545,13 @@ async def test_get_broker_config_shows_the_conf_files_keys_no_setting_has_and_an
     assert not any(line.startswith("neverConfigured=") for line in shown)
     expected = "listenPort=0\nlistenHost=127.0.0.1\nenableSlaveActingMaster=false\nbrokerNmae=typo\n"
     assert conf.read_text() == expected
+
+
+async def test_server_socket_backlog_in_broker_conf_sizes_the_listen_backlog(tmp_path: Path) -> None:
+    """``serverSocketBacklog`` is NettyServerConfig's ``SO_BACKLOG`` (remoting/src/main/java/org/apache/rocketmq/
+    remoting/netty/NettyRemotingServer.java ``.option(ChannelOption.SO_BACKLOG, ...)``). It was accepted, shown and
+    persisted, but every listener kept a backlog of 1024."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text("listenPort=0\nlistenHost=127.0.0.1\nserverSocketBacklog=7\n")
+    async with broker_from_conf(conf, tmp_path / "store") as (_, address):
+        assert listen_backlog(int(address.rsplit(":", 1)[1])) == 7

@@ -10,7 +10,7 @@ import trio
 
 from namesrv.config import load_namesrv_config
 from tests.namesrv.conftest import StartNamesrv, route_request
-from tests.remoting.helpers import RawPeer
+from tests.remoting.helpers import RawPeer, listen_backlog
 
 
 def test_the_limits_are_read_from_the_properties_file(tmp_path: Path) -> None:
@@ -55,3 +55,10 @@ async def test_a_max_idle_time_of_zero_or_less_never_closes_a_connection(
         await peer.send(route_request("TopicTest"))
         assert await peer.receive() is not None  # answered (no route), on the same connection
     await peer.aclose()
+
+
+async def test_server_socket_backlog_sizes_the_name_servers_listen_backlog(start_namesrv: StartNamesrv) -> None:
+    """NettyServerConfig's ``serverSocketBacklog`` is the listener's ``SO_BACKLOG`` (remoting/src/main/java/org/
+    apache/rocketmq/remoting/netty/NettyRemotingServer.java); the name server listened with 1024 whatever it was."""
+    _, address = await start_namesrv(server_socket_backlog=5)
+    assert listen_backlog(int(address.rsplit(":", 1)[1])) == 5

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
 
 import trio
 import trio.testing
@@ -123,3 +124,10 @@ async def congest(conn: Connection) -> None:
     await trio.testing.wait_all_tasks_blocked()  # the writer took it and is stuck in send_all
     conn.send_nowait(filler)
     assert conn.congested
+
+
+def listen_backlog(port: int) -> int:
+    """The accept-queue size the kernel holds for the listener on ``port`` (``ss``'s Send-Q of a listening socket)."""
+    out = subprocess.run(["ss", "-ltnH", f"sport = :{port}"], capture_output=True, text=True, check=True).stdout
+    (line,) = out.splitlines()
+    return int(line.split()[2])
