@@ -93,7 +93,8 @@ class NettyServerSettings(TlsSettings):
     defaults): without effect here (one Trio event loop, the OS's socket options), but accepted, shown and kept as a
     Java broker or name server does, which prints, answers and persists every field of its config objects
     (common/src/main/java/org/apache/rocketmq/common/Configuration.java). ``listenPort``, ``serverWorkerThreads``
-    and ``serverChannelMaxIdleTimeSeconds`` are the servers' own settings."""
+    and ``serverChannelMaxIdleTimeSeconds`` are the servers' own settings; ``serverSocketBacklog`` is applied, as the
+    listeners' backlog (:meth:`ListenerSettings.listener_config`)."""
 
     server_callback_executor_threads: int = 0
     server_selector_threads: int = 3
@@ -142,6 +143,9 @@ class ListenerSettings(NettyServerSettings):
             max_connections=self.server_max_connections or None,
             max_requests_in_flight=self.server_max_requests_in_flight,
             max_buffered_bytes=self.server_max_buffered_bytes,
+            # NettyServerConfig's serverSocketBacklog is the listener's SO_BACKLOG
+            # (remoting/src/main/java/org/apache/rocketmq/remoting/netty/NettyRemotingServer.java).
+            backlog=self.server_socket_backlog,
         )
 
 
