@@ -177,3 +177,32 @@ def test_an_empty_namesrv_addr_in_the_config_file_is_not_replaced_by_the_environ
     assert build_config(None, ["--namesrvAddr="], None).namesrv_addr == ""
     conf.write_text("brokerName=b\n")
     assert build_config(str(conf), [], None).namesrv_addr == "env:1"
+
+
+PROXY_BOOT = re.compile(rb"The proxy\[grpcServerPort=(\d+), tlsPort=0\] boot success\.\n")
+
+
+async def test_embedded_runs_the_proxy_for_enable_proxy_true_as_mqbroker_does(tmp_path: Path) -> None:
+    """``enableProxy=true`` among the ``--name value`` properties runs the 5.x proxy, as ``mqbroker --enableProxy true``
+    does (:func:`broker.cli.build_proxy_config`) and as ``--enable-proxy`` does. The embedded cluster took the key in
+    silence (a proxy key, so not "unknown") and started no proxy."""
+    proc = await trio.lowlevel.open_process(
+        [sys.executable, "-m", "broker.embedded", "--data", str(tmp_path / "data"), "--namesrv-port", "0",
+         "--host", "127.0.0.1", "--brokers", "1", "--listenPort", "0", "--enableProxy", "true",
+         "--grpcServerPort", "0", "--mappedFileSizeCommitLog", str(1 << 20), "--maxHashSlotNum", "1024",
+         "--maxIndexNum", "4096"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        out = await _read_until(proc, NAMESRV_BOOT, BROKER_BOOT)
+        assert await _stop(proc, signal.SIGINT) == 0
+        assert proc.stdout is not None
+        while chunk := await proc.stdout.receive_some():
+            out += chunk
+        proxy = PROXY_BOOT.search(out)
+        assert proxy is not None, out.decode(errors="replace")
+        assert int(proxy.group(1)) != 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
