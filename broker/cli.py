@@ -138,6 +138,12 @@ def build_proxy_config(config_file: str | None, extra: list[str], enable: bool) 
     itself is read as the proxy reads it (a value other than true/false refused): it decides whether the proxy runs."""
     props = read_conf_file(config_file)
     props.update(parse_property_args(extra))
+    return proxy_config_of(props, enable)
+
+
+def proxy_config_of(props: dict[str, str], enable: bool) -> ProxyConfig:
+    """:func:`build_proxy_config` from properties already read (``python -m broker.embedded`` shares it, so both
+    starts run the proxy for the same options)."""
     switch = {key: props[key] for key in ("enableProxy",) if key in props}
     if not enable and not proxy_config_from(switch)[0].enable_proxy:
         return ProxyConfig()

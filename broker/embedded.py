@@ -40,8 +40,8 @@ every master, the extra masters' each in a process of its own, and then one mast
 0.0.0.0``: the brokers are given, and the boot line shows, the name server at the host's address). Data layout:
 ``<data>/namesrv/kvConfig.json`` and ``<data>/broker`` as the broker's ``storePathRootDir``.
 
-With ``proxy=ProxyConfig(enable_proxy=True, ...)`` (``--enable-proxy`` on the command line, as ``mqbroker
---enable-proxy``) every master also serves RocketMQ 5 gRPC clients (:mod:`proxy.startup`, RocketMQ's local proxy
+With ``proxy=ProxyConfig(enable_proxy=True, ...)`` (``--enable-proxy`` or ``--enableProxy true`` on the command line,
+as ``mqbroker``) every master also serves RocketMQ 5 gRPC clients (:mod:`proxy.startup`, RocketMQ's local proxy
 mode): ``broker-a`` on ``grpcServerPort`` (8081 by default), master ``i`` on ``grpcServerPort + 10 * i`` (0: a free
 port each); ``cluster.grpc_endpoints`` names them. Slaves serve no gRPC.
 
@@ -65,13 +65,13 @@ import trio
 
 from broker.broker_config import BrokerConfig
 from broker.broker_process import BrokerProcess, BrokerProcessError
-from broker.cli import STARTUP_FAILURES, boot_line, proxy_boot_line
+from broker.cli import STARTUP_FAILURES, boot_line, proxy_boot_line, proxy_config_of
 from broker.controller import BrokerController
 from broker.embedded_base import NurseryOwner
 from namesrv.cli import boot_line as namesrv_boot_line
 from namesrv.config import NamesrvConfig
 from namesrv.server import NamesrvServer
-from proxy.config import PROXY_KEYS, ProxyConfig, proxy_config_from
+from proxy.config import PROXY_KEYS, ProxyConfig
 from remoting.codec.java_properties import PropertiesError, config_from_properties, parse_property_args, property_name
 from remoting.connection import Address
 from remoting.cpus import available_cpus
@@ -513,7 +513,7 @@ def broker_overrides_of(args: list[str]) -> dict[str, Any]:
 
     Raises :class:`click.UsageError` for a malformed argument or a port out of range (a broker setting's number that
     does not parse is skipped, as MixAll.properties2Object does; a 5.x proxy setting's value is :func:`proxy_of`'s
-    to refuse, with ``--enable-proxy`` only).
+    to refuse, when the proxy runs).
     """
     try:
         props = parse_property_args(args)
@@ -527,13 +527,13 @@ def broker_overrides_of(args: list[str]) -> dict[str, Any]:
 
 def proxy_of(args: list[str], enable: bool) -> ProxyConfig | None:
     """The 5.x front door's settings among the same ``--name value`` pairs (``--grpcServerPort 0``), with
-    ``--enable-proxy``; else None. Raises :class:`click.UsageError` for a value of the wrong type."""
-    if not enable:
-        return None
+    ``--enable-proxy`` or ``--enableProxy true``, as ``mqbroker`` reads them (:func:`broker.cli.proxy_config_of`);
+    else None. Raises :class:`click.UsageError` for a value of the wrong type."""
     try:
-        return proxy_config_from(parse_property_args(args), enable=True)[0]
+        proxy = proxy_config_of(parse_property_args(args), enable)
     except PropertiesError as exc:
         raise click.UsageError(str(exc)) from None
+    return proxy if proxy.enable_proxy else None
 
 
 @click.command(
@@ -586,7 +586,7 @@ def main(
     ``broker-a`` and its slaves in this process, ``broker-b`` ... and their slaves each in a process of its own.
 
     Extra ``--name value`` pairs are broker properties (``--listenPort 0``, ``--flushDiskType SYNC_FLUSH``) and, with
-    ``--enable-proxy``, the proxy's (``--grpcServerPort 0``).
+    ``--enable-proxy`` or ``--enableProxy true``, the proxy's (``--grpcServerPort 0``).
     """
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     overrides = broker_overrides_of(list(ctx.args))
