@@ -555,3 +555,24 @@ async def test_server_socket_backlog_in_broker_conf_sizes_the_listen_backlog(tmp
     conf.write_text("listenPort=0\nlistenHost=127.0.0.1\nserverSocketBacklog=7\n")
     async with broker_from_conf(conf, tmp_path / "store") as (_, address):
         assert listen_backlog(int(address.rsplit(":", 1)[1])) == 7
+
+
+async def test_print_config_prints_in_javas_field_order(tmp_path: Path) -> None:
+    """``mqbroker -p`` prints BrokerConfig's fields, then NettyServerConfig's, NettyClientConfig's and
+    MessageStoreConfig's, each in its class's declaration order (broker/src/main/java/org/apache/rocketmq/broker/
+    BrokerStartup.java calls MixAll.printObjectProperties, which walks ``getDeclaredFields``, on each in turn); ours
+    printed our own field order (the ``tls.*`` keys first, listenPort after the store's settings), so the lines of a
+    Java broker's ``-p`` and ours could not be compared. Keys of ours that Java lacks come after Java's."""
+    status, out, err = await _run_broker(["-p", "--storePathRootDir", str(tmp_path / "store")], tmp_path)
+    assert status == 0, err.decode(errors="replace")[-400:]
+    keys = [line.split("=", 1)[0] for line in out.decode().splitlines()]
+    assert keys[:7] == ["rocketmqHome", "namesrvAddr", "brokerIP1", "brokerIP2", "brokerName", "brokerClusterName",
+                        "brokerId"]  # fmt: skip
+    sections = [
+        "configBlackList", "listenPort", "useEpollNativeSelector", "clientWorkerThreads", "useTLS",
+        "storePathRootDir", "brokerRole", "scheduleAsyncDeliverMaxResendNum2Blocked", "tls.server.mode",
+    ]  # fmt: skip
+    positions = [keys.index(key) for key in sections]
+    assert positions == sorted(positions)
+    assert keys.index("configBlackList") == keys.index("listenPort") - 1
+    assert keys.index("useTLS") == keys.index("storePathRootDir") - 1
