@@ -433,6 +433,64 @@ IMPORTANT_PROPERTIES: Final = frozenset({
 })  # fmt: skip
 
 
+#: The order ``mqbroker -p``/``-m`` print settings in: RocketMQ 4.9.8's BrokerStartup prints BrokerConfig, then
+#: NettyServerConfig, NettyClientConfig and MessageStoreConfig, each field in its class's declaration order
+#: (MixAll.printObjectProperties walks ``getDeclaredFields``; broker/src/main/java/org/apache/rocketmq/broker/
+#: BrokerStartup.java). NettyClientConfig's write-buffer marks, NettyServerConfig's too, are printed once here;
+#: MessageStoreConfig's field ``isEnableBatchPush`` is printed under its key ``enableBatchPush``.
+JAVA_PRINT_ORDER: Final = (
+    "rocketmqHome", "namesrvAddr", "brokerIP1", "brokerIP2", "brokerName", "brokerClusterName", "brokerId",
+    "brokerPermission", "defaultTopicQueueNums", "autoCreateTopicEnable", "clusterTopicEnable", "brokerTopicEnable",
+    "autoCreateSubscriptionGroup", "messageStorePlugIn", "msgTraceTopicName", "traceTopicEnable",
+    "sendMessageThreadPoolNums", "putMessageFutureThreadPoolNums", "pullMessageThreadPoolNums",
+    "processReplyMessageThreadPoolNums", "queryMessageThreadPoolNums", "adminBrokerThreadPoolNums",
+    "clientManageThreadPoolNums", "consumerManageThreadPoolNums", "heartbeatThreadPoolNums",
+    "endTransactionThreadPoolNums", "flushConsumerOffsetInterval", "flushConsumerOffsetHistoryInterval",
+    "rejectTransactionMessage", "fetchNamesrvAddrByAddressServer", "sendThreadPoolQueueCapacity",
+    "putThreadPoolQueueCapacity", "pullThreadPoolQueueCapacity", "replyThreadPoolQueueCapacity",
+    "queryThreadPoolQueueCapacity", "clientManagerThreadPoolQueueCapacity",
+    "consumerManagerThreadPoolQueueCapacity", "heartbeatThreadPoolQueueCapacity", "endTransactionPoolQueueCapacity",
+    "filterServerNums", "longPollingEnable", "shortPollingTimeMills", "notifyConsumerIdsChangedEnable",
+    "highSpeedMode", "commercialEnable", "commercialTimerCount", "commercialTransCount", "commercialBigCount",
+    "commercialBaseCount", "transferMsgByHeap", "maxDelayTime", "regionId", "registerBrokerTimeoutMills",
+    "slaveReadEnable", "disableConsumeIfConsumerReadSlowly", "consumerFallbehindThreshold",
+    "brokerFastFailureEnable", "waitTimeMillsInSendQueue", "waitTimeMillsInPullQueue",
+    "waitTimeMillsInHeartbeatQueue", "waitTimeMillsInTransactionQueue", "startAcceptSendRequestTimeStamp",
+    "traceOn", "enableCalcFilterBitMap", "expectConsumerNumUseFilter", "maxErrorRateOfBloomFilter",
+    "filterDataCleanTimeSpan", "filterSupportRetry", "enablePropertyFilter", "compressedRegister", "forceRegister",
+    "registerNameServerPeriod", "transactionTimeOut", "transactionCheckMax", "transactionCheckInterval",
+    "aclEnable", "storeReplyMessageEnable", "enableDetailStat", "autoDeleteUnusedStats", "isolateLogEnable",
+    "configBlackList", "listenPort", "serverWorkerThreads", "serverCallbackExecutorThreads",
+    "serverSelectorThreads", "serverOnewaySemaphoreValue", "serverAsyncSemaphoreValue",
+    "serverChannelMaxIdleTimeSeconds", "serverSocketSndBufSize", "serverSocketRcvBufSize",
+    "writeBufferHighWaterMark", "writeBufferLowWaterMark", "serverSocketBacklog",
+    "serverPooledByteBufAllocatorEnable", "useEpollNativeSelector", "clientWorkerThreads",
+    "clientCallbackExecutorThreads", "clientOnewaySemaphoreValue", "clientAsyncSemaphoreValue",
+    "connectTimeoutMillis", "channelNotActiveInterval", "clientChannelMaxIdleTimeSeconds", "clientSocketSndBufSize",
+    "clientSocketRcvBufSize", "clientPooledByteBufAllocatorEnable", "clientCloseSocketIfTimeout", "useTLS",
+    "storePathRootDir", "storePathCommitLog", "storePathDLedgerCommitLog", "readOnlyCommitLogStorePaths",
+    "mappedFileSizeCommitLog", "mappedFileSizeConsumeQueue", "enableConsumeQueueExt",
+    "mappedFileSizeConsumeQueueExt", "bitMapLengthConsumeQueueExt", "flushIntervalCommitLog",
+    "commitIntervalCommitLog", "useReentrantLockWhenPutMessage", "flushCommitLogTimed", "flushIntervalConsumeQueue",
+    "cleanResourceInterval", "deleteCommitLogFilesInterval", "deleteConsumeQueueFilesInterval",
+    "destroyMapedFileIntervalForcibly", "redeleteHangedFileInterval", "deleteWhen", "diskMaxUsedSpaceRatio",
+    "fileReservedTime", "putMsgIndexHightWater", "maxMessageSize", "checkCRCOnRecover", "flushCommitLogLeastPages",
+    "commitCommitLogLeastPages", "flushLeastPagesWhenWarmMapedFile", "flushConsumeQueueLeastPages",
+    "flushCommitLogThoroughInterval", "commitCommitLogThoroughInterval", "flushConsumeQueueThoroughInterval",
+    "maxTransferBytesOnMessageInMemory", "maxTransferCountOnMessageInMemory", "maxTransferBytesOnMessageInDisk",
+    "maxTransferCountOnMessageInDisk", "accessMessageInMemoryMaxRatio", "messageIndexEnable", "maxHashSlotNum",
+    "maxIndexNum", "maxMsgsNumBatch", "messageIndexSafe", "haListenPort", "haSendHeartbeatInterval",
+    "haHousekeepingInterval", "haTransferBatchSize", "haMasterAddress", "haSlaveFallbehindMax", "brokerRole",
+    "flushDiskType", "syncFlushTimeout", "slaveTimeout", "messageDelayLevel", "flushDelayOffsetInterval",
+    "cleanFileForciblyEnable", "warmMapedFileEnable", "offsetCheckInSlave", "debugLockEnable", "duplicationEnable",
+    "diskFallRecorded", "osPageCacheBusyTimeOutMills", "defaultQueryMaxNum", "transientStorePoolEnable",
+    "transientStorePoolSize", "fastFailIfNoBufferInStorePool", "enableDLegerCommitLog", "dLegerGroup",
+    "dLegerPeers", "dLegerSelfId", "preferredLeaderId", "enableBatchPush", "enableScheduleMessageStats",
+    "enableLmq", "enableMultiDispatch", "maxLmqConsumeQueueNum", "enableScheduleAsyncDeliver",
+    "scheduleAsyncDeliverMaxPendingLimit", "scheduleAsyncDeliverMaxResendNum2Blocked",
+)  # fmt: skip
+
+
 def load_broker_config(path: str | Path | None = None, **overrides: object) -> tuple[BrokerConfig, list[str]]:
     """The broker's settings from the properties file ``path`` (if any), then ``overrides`` (snake_case field
     names); returns them and the file's unknown keys."""

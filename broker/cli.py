@@ -40,7 +40,7 @@ import attrs
 import click
 import trio
 
-from broker.broker_config import IMPORTANT_PROPERTIES, BrokerConfig, checked_roles
+from broker.broker_config import IMPORTANT_PROPERTIES, JAVA_PRINT_ORDER, BrokerConfig, checked_roles
 from broker.context import check_enums
 from broker.controller import BrokerController
 from broker.security import client_use_tls
@@ -117,9 +117,12 @@ def printed_config(config: BrokerConfig) -> BrokerConfig:
 
 
 def config_lines(config: BrokerConfig, important_only: bool) -> list[str]:
-    """``name=value`` per setting, as ``mqbroker -p`` (``-m``: only Java's ``@ImportantField`` ones) prints them."""
+    """``name=value`` per setting, as ``mqbroker -p`` (``-m``: only Java's ``@ImportantField`` ones) prints them: in
+    :data:`~broker.broker_config.JAVA_PRINT_ORDER`, then the settings of ours Java lacks."""
     texts = property_texts(config)
-    return [f"{key}={text}" for key, text in texts.items() if not important_only or key in IMPORTANT_PROPERTIES]
+    rank = {key: index for index, key in enumerate(JAVA_PRINT_ORDER)}
+    keys = sorted(texts, key=lambda key: rank.get(key, len(rank)))  # stable: ours keep their order, after Java's
+    return [f"{key}={texts[key]}" for key in keys if not important_only or key in IMPORTANT_PROPERTIES]
 
 
 def boot_line(config: BrokerConfig, address: Address) -> str:
