@@ -199,3 +199,17 @@ async def test_a_number_setting_java_cannot_parse_keeps_its_default(tmp_path: Pa
     assert status is None, "the name server did not boot"
     config = build_config(None, ["--scanInterval", value, "--serverChannelMaxIdleTimeSeconds", value])
     assert (config.scan_interval, config.server_channel_max_idle_time_seconds) == (10.0, 120.0)
+
+
+def test_mqnamesrv_p_prints_in_javas_field_order() -> None:
+    """NamesrvStartup's ``-p`` prints NamesrvConfig's fields, then NettyServerConfig's, each in its class's
+    declaration order (MixAll.printObjectProperties walks ``getDeclaredFields``; namesrv/src/main/java/org/apache/
+    rocketmq/namesrv/NamesrvStartup.java). Ours printed the ``tls.*`` keys and NettyServerConfig's first,
+    NamesrvConfig's in the middle. Keys of ours that Java lacks come after Java's."""
+    result = CliRunner().invoke(namesrv_main, ["-p"])
+    assert result.exit_code == 0, result.output
+    keys = [line.split("=", 1)[0] for line in result.output.splitlines()]
+    assert keys[:9] == ["rocketmqHome", "kvConfigPath", "configStorePath", "productEnvName", "clusterTest",
+                        "orderMessageEnable", "configBlackList", "listenPort", "serverWorkerThreads"]  # fmt: skip
+    positions = [keys.index(key) for key in ("serverWorkerThreads", "useEpollNativeSelector", "tls.server.mode")]
+    assert positions == sorted(positions)
