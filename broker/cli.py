@@ -49,6 +49,7 @@ from remoting.codec.java_properties import (
     PropertiesError,
     config_from_properties,
     decode_properties_file,
+    in_print_order,
     parse_properties,
     parse_property_args,
     property_texts,
@@ -119,10 +120,8 @@ def printed_config(config: BrokerConfig) -> BrokerConfig:
 def config_lines(config: BrokerConfig, important_only: bool) -> list[str]:
     """``name=value`` per setting, as ``mqbroker -p`` (``-m``: only Java's ``@ImportantField`` ones) prints them: in
     :data:`~broker.broker_config.JAVA_PRINT_ORDER`, then the settings of ours Java lacks."""
-    texts = property_texts(config)
-    rank = {key: index for index, key in enumerate(JAVA_PRINT_ORDER)}
-    keys = sorted(texts, key=lambda key: rank.get(key, len(rank)))  # stable: ours keep their order, after Java's
-    return [f"{key}={texts[key]}" for key in keys if not important_only or key in IMPORTANT_PROPERTIES]
+    texts = in_print_order(property_texts(config), JAVA_PRINT_ORDER)
+    return [f"{key}={text}" for key, text in texts if not important_only or key in IMPORTANT_PROPERTIES]
 
 
 def boot_line(config: BrokerConfig, address: Address) -> str:

@@ -25,6 +25,7 @@ import signal
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Final
 
 import attrs
 import click
@@ -36,15 +37,25 @@ from remoting.codec.java_properties import (
     PropertiesError,
     apply_properties,
     decode_properties_file,
+    in_print_order,
     parse_properties,
     parse_property_args,
     property_texts,
 )
 from remoting.connection import Address
+from remoting.server import NETTY_SERVER_CONFIG_ORDER
 from remoting.server_main import open_stop_signal_receiver, run_main
 from store.metadata_files import ConfigFileError
 
 log = logging.getLogger("namesrv")
+
+#: The order ``-p`` prints settings in: NamesrvStartup prints NamesrvConfig's declared fields, then
+#: NettyServerConfig's (namesrv/src/main/java/org/apache/rocketmq/namesrv/NamesrvStartup.java, RocketMQ 4.9.8);
+#: our own settings follow.
+PRINT_ORDER: Final = (
+    "rocketmqHome", "kvConfigPath", "configStorePath", "productEnvName", "clusterTest", "orderMessageEnable",
+    "configBlackList", *NETTY_SERVER_CONFIG_ORDER,
+)  # fmt: skip
 
 _WILDCARDS = frozenset({"0.0.0.0", "::", ""})
 
@@ -105,7 +116,7 @@ def main(
     except PropertiesError as exc:
         raise click.UsageError(str(exc)) from None
     if print_all:
-        click.echo("\n".join(f"{key}={text}" for key, text in property_texts(config).items()))
+        click.echo("\n".join(f"{key}={text}" for key, text in in_print_order(property_texts(config), PRINT_ORDER)))
         return
 
     def describe(failure: OSError | ConfigFileError) -> str:

@@ -36,6 +36,7 @@ import logging
 import socket
 import ssl
 from collections.abc import Callable
+from typing import Final
 
 import attrs
 import trio
@@ -84,6 +85,16 @@ class ServerConfig:
     #: unwritten responses), beyond which its reader stops reading until answers go out.
     max_requests_in_flight: int = MAX_REQUESTS_IN_FLIGHT
     max_buffered_bytes: int = MAX_BUFFERED_BYTES
+
+
+#: NettyServerConfig's fields in their declaration order (remoting/src/main/java/org/apache/rocketmq/remoting/netty/
+#: NettyServerConfig.java, RocketMQ 4.9.8), the order a Java broker's or name server's ``-p`` prints them in.
+NETTY_SERVER_CONFIG_ORDER: Final = (
+    "listenPort", "serverWorkerThreads", "serverCallbackExecutorThreads", "serverSelectorThreads",
+    "serverOnewaySemaphoreValue", "serverAsyncSemaphoreValue", "serverChannelMaxIdleTimeSeconds",
+    "serverSocketSndBufSize", "serverSocketRcvBufSize", "writeBufferHighWaterMark", "writeBufferLowWaterMark",
+    "serverSocketBacklog", "serverPooledByteBufAllocatorEnable", "useEpollNativeSelector",
+)  # fmt: skip
 
 
 @attrs.frozen

@@ -30,7 +30,7 @@ from __future__ import annotations
 import logging
 import math
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Final, TypeVar
 
 import attrs
@@ -279,6 +279,14 @@ def property_texts(config: attrs.AttrsInstance) -> dict[str, str]:
             continue
         texts[property_name(field)] = ("true" if value else "false") if isinstance(value, bool) else str(value)
     return texts
+
+
+def in_print_order(texts: Mapping[str, str], order: Sequence[str]) -> list[tuple[str, str]]:
+    """``texts``' items as a Java ``-p`` prints them: the keys ``order`` names in its order (Java's config classes'
+    declared fields, which common/src/main/java/org/apache/rocketmq/common/MixAll.java printObjectProperties walks),
+    then the others in their own order."""
+    rank = {key: index for index, key in enumerate(order)}
+    return [(key, texts[key]) for key in sorted(texts, key=lambda key: rank.get(key, len(rank)))]
 
 
 def apply_properties(config: T, props: dict[str, str], *, strict: bool = False) -> tuple[T, list[str]]:
