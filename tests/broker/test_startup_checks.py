@@ -30,7 +30,7 @@ from remoting.tls import client_context
 from store.metadata_files import ConfigFileError
 from tests.broker.helpers import broker_from_conf
 from tests.conftest import SMALL_STORE
-from tests.remoting.helpers import listen_backlog
+from tests.remoting.helpers import RawPeer, accepted_buffer_sizes, listen_backlog
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BOOT = re.compile(rb"The broker\[[^\]]*\] boot success")
@@ -576,3 +576,18 @@ async def test_print_config_prints_in_javas_field_order(tmp_path: Path) -> None:
     assert positions == sorted(positions)
     assert keys.index("configBlackList") == keys.index("listenPort") - 1
     assert keys.index("useTLS") == keys.index("storePathRootDir") - 1
+
+
+async def test_server_socket_buffer_sizes_in_broker_conf_size_each_connections_buffers(tmp_path: Path) -> None:
+    """``serverSocketSndBufSize``/``serverSocketRcvBufSize`` above 0 are each accepted connection's SO_SNDBUF and
+    SO_RCVBUF (remoting/src/main/java/org/apache/rocketmq/remoting/netty/NettyRemotingServer.java ``childOption``;
+    Linux doubles the value it is given). They were accepted, shown and persisted, and the OS's sizes kept."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text("listenPort=0\nlistenHost=127.0.0.1\nserverSocketSndBufSize=24576\nserverSocketRcvBufSize=20480\n")
+    async with broker_from_conf(conf, tmp_path / "store") as (_, address):
+        host, port = address.rsplit(":", 1)
+        peer = await RawPeer.connect((host, int(port)))
+        await peer.send(request(RequestCode.GET_BROKER_RUNTIME_INFO, {}))
+        assert await peer.receive() is not None  # served: the connection is the broker's accepted one
+        assert accepted_buffer_sizes(int(port)) == (2 * 20480, 2 * 24576)
+        await peer.aclose()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 
@@ -131,3 +132,14 @@ def listen_backlog(port: int) -> int:
     out = subprocess.run(["ss", "-ltnH", f"sport = :{port}"], capture_output=True, text=True, check=True).stdout
     (line,) = out.splitlines()
     return int(line.split()[2])
+
+
+def accepted_buffer_sizes(port: int) -> tuple[int, int]:
+    """The kernel's receive and send buffer sizes (``ss``'s skmem ``rb``/``tb``) of the one accepted connection of
+    the listener on ``port``."""
+    out = subprocess.run(
+        ["ss", "-tmnH", "state", "established", f"sport = :{port}"], capture_output=True, text=True, check=True
+    ).stdout
+    (skmem,) = re.findall(r"skmem:\(([^)]*)\)", out)
+    fields = dict(re.match(r"([a-z]+)(\d+)", part).groups() for part in skmem.split(","))  # type: ignore[union-attr]
+    return int(fields["rb"]), int(fields["tb"])
