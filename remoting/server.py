@@ -85,6 +85,10 @@ class ServerConfig:
     #: unwritten responses), beyond which its reader stops reading until answers go out.
     max_requests_in_flight: int = MAX_REQUESTS_IN_FLIGHT
     max_buffered_bytes: int = MAX_BUFFERED_BYTES
+    #: Each accepted connection's SO_SNDBUF and SO_RCVBUF in bytes (0 or less: the OS's), NettyServerConfig's
+    #: ``serverSocketSndBufSize``/``serverSocketRcvBufSize``.
+    socket_snd_buf_size: int = 0
+    socket_rcv_buf_size: int = 0
 
 
 #: NettyServerConfig's fields in their declaration order (remoting/src/main/java/org/apache/rocketmq/remoting/netty/
@@ -104,8 +108,9 @@ class NettyServerSettings(TlsSettings):
     defaults): without effect here (one Trio event loop, the OS's socket options), but accepted, shown and kept as a
     Java broker or name server does, which prints, answers and persists every field of its config objects
     (common/src/main/java/org/apache/rocketmq/common/Configuration.java). ``listenPort``, ``serverWorkerThreads``
-    and ``serverChannelMaxIdleTimeSeconds`` are the servers' own settings; ``serverSocketBacklog`` is applied, as the
-    listeners' backlog (:meth:`ListenerSettings.listener_config`)."""
+    and ``serverChannelMaxIdleTimeSeconds`` are the servers' own settings; ``serverSocketBacklog`` (the listeners'
+    backlog) and ``serverSocketSndBufSize``/``serverSocketRcvBufSize`` (each connection's buffers, when above 0) are
+    applied (:meth:`ListenerSettings.listener_config`)."""
 
     server_callback_executor_threads: int = 0
     server_selector_threads: int = 3
@@ -157,6 +162,8 @@ class ListenerSettings(NettyServerSettings):
             # NettyServerConfig's serverSocketBacklog is the listener's SO_BACKLOG
             # (remoting/src/main/java/org/apache/rocketmq/remoting/netty/NettyRemotingServer.java).
             backlog=self.server_socket_backlog,
+            socket_snd_buf_size=self.server_socket_snd_buf_size,
+            socket_rcv_buf_size=self.server_socket_rcv_buf_size,
         )
 
 
@@ -195,6 +202,14 @@ class RemotingServer:
         dispatcher already runs. Raises ``OSError`` if the address cannot be bound.
         """
         listeners = await trio.open_tcp_listeners(port, host=host, backlog=self.config.backlog)
+        for listener in listeners:
+            # NettyRemotingServer sets SO_SNDBUF/SO_RCVBUF on each accepted channel when the size is above 0
+            # (remoting/src/main/java/org/apache/rocketmq/remoting/netty/NettyRemotingServer.java); an accepted
+            # socket inherits the listener's sizes.
+            for option, size in ((socket.SO_SNDBUF, self.config.socket_snd_buf_size),
+                                 (socket.SO_RCVBUF, self.config.socket_rcv_buf_size)):  # fmt: skip
+                if size > 0:
+                    listener.socket.setsockopt(socket.SOL_SOCKET, option, size)
         async with trio.open_nursery() as nursery:
             if self.config.ssl_context is not None and self.config.tls_mode != DISABLED:
                 # NettyRemotingServer builds its context in its constructor (loadSslContext), not on first use.
