@@ -79,3 +79,111 @@ def test_broker_config_commands_change_and_show_a_setting(cluster: ThreadedClust
 def test_clean_unused_topic_command_asks_every_broker(cluster: ThreadedCluster) -> None:
     done = _cli("cleanUnusedTopic", "-n", cluster.namesrv_addr, "-c", "DefaultCluster")
     assert done["ok"] and done["brokers"] == [cluster.broker_addr]
+
+
+#: Broker settings put in this order into Java 8's ``java.util.Properties`` (a ``Hashtable``: 11 buckets, grown to
+#: 23 and 47), and the order its ``entrySet()`` hands them back, as jshell printed them for ``java.util.Hashtable``.
+_PUT = [
+    "brokerClusterName",
+    "brokerName",
+    "brokerId",
+    "namesrvAddr",
+    "listenPort",
+    "brokerIP1",
+    "brokerIP2",
+    "storePathRootDir",
+    "storePathCommitLog",
+    "mappedFileSizeCommitLog",
+    "mappedFileSizeConsumeQueue",
+    "flushIntervalCommitLog",
+    "deleteWhen",
+    "fileReservedTime",
+    "brokerRole",
+    "flushDiskType",
+    "maxMessageSize",
+    "sendMessageThreadPoolNums",
+    "pullMessageThreadPoolNums",
+    "autoCreateTopicEnable",
+    "autoCreateSubscriptionGroup",
+    "brokerPermission",
+    "defaultTopicQueueNums",
+    "enablePropertyFilter",
+    "traceTopicEnable",
+    "aclEnable",
+    "haListenPort",
+    "haMasterAddress",
+    "transientStorePoolEnable",
+    "slaveReadEnable",
+    "longPollingEnable",
+    "shortPollingTimeMills",
+    "notifyConsumerIdsChangedEnable",
+    "highSpeedMode",
+    "commercialEnable",
+]
+_HASHTABLE_ORDER = [
+    "highSpeedMode",
+    "deleteWhen",
+    "flushIntervalCommitLog",
+    "aclEnable",
+    "longPollingEnable",
+    "fileReservedTime",
+    "namesrvAddr",
+    "autoCreateSubscriptionGroup",
+    "autoCreateTopicEnable",
+    "pullMessageThreadPoolNums",
+    "flushDiskType",
+    "commercialEnable",
+    "haMasterAddress",
+    "brokerRole",
+    "brokerName",
+    "sendMessageThreadPoolNums",
+    "enablePropertyFilter",
+    "haListenPort",
+    "brokerId",
+    "maxMessageSize",
+    "storePathCommitLog",
+    "mappedFileSizeCommitLog",
+    "brokerPermission",
+    "shortPollingTimeMills",
+    "defaultTopicQueueNums",
+    "slaveReadEnable",
+    "transientStorePoolEnable",
+    "brokerIP2",
+    "storePathRootDir",
+    "brokerIP1",
+    "notifyConsumerIdsChangedEnable",
+    "traceTopicEnable",
+    "mappedFileSizeConsumeQueue",
+    "brokerClusterName",
+    "listenPort",
+]
+
+
+def test_java_properties_order_follows_java_8_s_hashtable() -> None:
+    """MixAll.string2Properties loads the broker's config into a ``java.util.Properties``, in Java 8 a
+    ``Hashtable`` (bucket ``(hash & 0x7FFFFFFF) % length``, new keys at a chain's head, grown to ``2n + 1`` once
+    it holds 3/4, enumerated from the last bucket down)."""
+    from client.mqadmin_support import java_properties_order
+
+    assert java_properties_order(_PUT) == _HASHTABLE_ORDER
+
+
+def test_get_broker_config_prints_the_keys_in_java_s_properties_order(cluster: ThreadedCluster) -> None:
+    """GetBrokerConfigCommand.getAndPrint prints ``properties.entrySet()`` of the Properties MixAll.string2Properties
+    loaded the broker's answer into, in that table's order (tools/src/main/java/org/apache/rocketmq/tools/command/
+    broker/GetBrokerConfigCommand.java). Ours printed the keys sorted."""
+    from client.mqadmin_support import java_properties_order
+
+    ns, addr = cluster.namesrv_addr, cluster.broker_addr
+
+    async def sent() -> list[str]:
+        async with Admin(ns) as admin:
+            return list(await admin.broker_config(addr))  # the body's keys, in the order the broker wrote them
+
+    expected = java_properties_order(anyio.run(sent))
+    assert expected != sorted(expected)
+    result = CliRunner().invoke(mqadmin, ["getBrokerConfig", "-n", ns, "-b", addr], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    printed = [line.split("=  ", 1)[0].rstrip() for line in result.stdout.splitlines() if "=  " in line]
+    assert printed == expected
+    assert [r["Key"] for r in _cli("getBrokerConfig", "-n", ns, "-b", addr)["rows"]] == expected
