@@ -20,6 +20,7 @@ from client.mqadmin_support import (
     format_date,
     java_bool,
     java_hash_set,
+    java_properties_order,
     java_topic_list,
     print_result,
     printf,
@@ -146,7 +147,11 @@ def update_broker_config(ctx: click.Context, **o: Any) -> None:
 
 async def _print_config(admin: Admin, out: Output, prefix: str, addr: str) -> None:
     out.line("%s", prefix)
-    for key, value in sorted((await admin.broker_config(addr)).items()):
+    config = await admin.broker_config(addr)
+    # getAndPrint walks the Properties MixAll.string2Properties loaded the answer into: Java 8's Hashtable order
+    # (tools/src/main/java/org/apache/rocketmq/tools/command/broker/GetBrokerConfigCommand.java).
+    for key in java_properties_order(list(config)):
+        value = config[key]
         out.entry(printf("%-50s=  %s\n", key, value), Broker=addr, Key=key, Value=value)
     out.line("%n")
 

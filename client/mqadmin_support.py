@@ -198,6 +198,36 @@ def java_hash_set(names: Sequence[str], capacity: int = 16) -> list[str]:
     return [distinct[i] for i in java_hash_map_order([java_hash(name) for name in distinct], capacity)]
 
 
+def java_hashtable_order(hashes: Sequence[int]) -> list[int]:
+    """The order a default ``java.util.Hashtable`` enumerates distinct keys put in the order of their ``hashCode()``s
+    ``hashes`` (java/util/Hashtable.java): 11 buckets, a key's ``(hash & 0x7FFFFFFF) % length``, each new key at
+    the head of its bucket's chain; a put finding the table holding its threshold (``(int) (length * 0.75)``, 8 at
+    first) first rehashes it to ``2 * length + 1`` buckets, moving the old buckets' keys from the last bucket down,
+    each chain head first, to the head of their new chain; ``entrySet()`` walks the buckets from the last one down,
+    each chain head first. Checked against Java 17's class with jshell. Returns indexes into ``hashes``."""
+    table: list[list[int]] = [[] for _ in range(11)]
+    threshold = 8
+    for i, h in enumerate(hashes):
+        if i >= threshold:  # addEntry: count >= threshold
+            n = 2 * len(table) + 1
+            grown: list[list[int]] = [[] for _ in range(n)]
+            for chain in reversed(table):
+                for k in chain:
+                    grown[(hashes[k] & 0x7FFFFFFF) % n].insert(0, k)
+            table, threshold = grown, n * 3 // 4
+        table[(h & 0x7FFFFFFF) % len(table)].insert(0, i)
+    return [k for chain in reversed(table) for k in chain]
+
+
+def java_properties_order(names: Sequence[str]) -> list[str]:
+    """``names`` in the order Java's ``Properties.load`` of lines carrying them in this order iterates them
+    (``MixAll.string2Properties``: common/src/main/java/org/apache/rocketmq/common/MixAll.java), a later duplicate
+    keeping the first one's place: RocketMQ 4.9.8 runs on Java 8, whose ``Properties`` is a ``Hashtable``
+    (:func:`java_hashtable_order`; Java 9+ keeps its entries in a ``ConcurrentHashMap`` instead)."""
+    distinct = list(dict.fromkeys(names))
+    return [distinct[i] for i in java_hashtable_order([java_hash(name) for name in distinct])]
+
+
 async def java_topic_list(admin: Admin) -> list[str]:
     """The name server's topics in the order RocketMQ's tools print them: ``TopicList.topicList`` is a ``HashSet``
     (common/src/main/java/org/apache/rocketmq/common/protocol/body/TopicList.java) that ``topicList``,
