@@ -367,3 +367,42 @@ async def test_consumer_status_warns_on_a_push_group_with_no_subscription(
     result = await _group_status(cluster, "status-empty-cg", [("10.0.0.41@a", info, {}), ("10.0.0.42@b", info, {})])
     assert result.exit_code == 0, result.output
     assert result.stdout.endswith("\n\nWARN: Different subscription in the same group of consumer!!!"), result.stdout
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("first", "second", "same_said"),
+    [
+        ({"PROP_CONSUMER_START_TIMESTAMP": "1"}, None, False),
+        ({"PROP_CONSUME_TYPE": "PUSH", "PROP_CONSUMER_START_TIMESTAMP": "1"}, None, False),
+        ({"PROP_CONSUME_TYPE": "CONSUME_ACTIVELY"}, None, False),
+        ({"PROP_CONSUME_TYPE": "CONSUME_PASSIVELY", "PROP_CONSUMER_START_TIMESTAMP": "soon"}, None, False),
+        (_props(started_ms=1), {"PROP_CONSUMER_START_TIMESTAMP": "1"}, True),
+    ],
+    ids=["no-consume-type", "unknown-consume-type", "no-start-timestamp", "bad-start-timestamp", "later-no-type"],
+)
+async def test_consumer_status_fails_as_java_on_running_info_it_cannot_analyze(
+    cluster: ThreadedCluster,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    first: dict[str, str],
+    second: dict[str, str] | None,
+    same_said: bool,
+) -> None:
+    """ConsumerRunningInfo.analyzeSubscription reads the first client's PROP_CONSUME_TYPE as
+    ``ConsumeType.valueOf(property)`` (a NullPointerException when it is missing, IllegalArgumentException when it
+    is no ConsumeType) and its PROP_CONSUMER_START_TIMESTAMP with ``Long.parseLong`` (``"null"`` when missing:
+    NumberFormatException), whatever the type; analyzeProcessQueue reads each client's type the same way. Either
+    failure leaves ConsumerStatusSubCommand's try: "ConsumerStatusSubCommand command failed" after the rows
+    (common/src/main/java/org/apache/rocketmq/common/protocol/body/ConsumerRunningInfo.java). Ours took such a
+    client for a pull consumer and said "Same subscription" and "Rebalance OK"."""
+    monkeypatch.chdir(tmp_path)
+    clients = [("10.0.0.51@a", {"properties": first, "subscriptionSet": [_sub("StatusOdd")], "statusTable": {}}, {})]
+    if second is not None:
+        clients.append(("10.0.0.52@b", {"properties": second, "subscriptionSet": [_sub("StatusOdd")]}, {}))
+    result = await _group_status(cluster, "status-odd-cg", clients)
+    assert result.exit_code == 1, result.output
+    assert "ConsumerStatusSubCommand command failed" in result.stderr, result.stderr
+    assert [line.split()[1] for line in result.stdout.splitlines()[1:3]] == [c[0] for c in clients], result.stdout
+    assert ("Same subscription in the same group of consumer" in result.stdout) == same_said, result.stdout
+    assert "Different subscription" not in result.stdout, result.stdout
