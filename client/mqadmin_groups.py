@@ -358,7 +358,7 @@ def analyze_process_queue(client_id: str, info: dict[str, Any], now_ms: int) -> 
     to unlock ("unlock N times, still failed"), a concurrent one's queues holding messages and not consumed for over a
     minute ("can't consume for a while, maybe blocked")."""
     props = info.get("properties") or {}
-    if props.get(PROP_CONSUME_TYPE) != "CONSUME_PASSIVELY":
+    if not _is_push(props):
         return ""
     orderly = str(props.get(PROP_CONSUME_ORDERLY)).lower() == "true"  # Boolean.parseBoolean
     out = []
@@ -376,6 +376,29 @@ def analyze_process_queue(client_id: str, info: dict[str, Any], now_ms: int) -> 
     return "".join(out)
 
 
+def _is_push(props: dict[str, Any]) -> bool:
+    """Whether a client's running info says it is a push consumer, read as analyzeSubscription and
+    analyzeProcessQueue read it, ``ConsumeType.valueOf(property)`` (common/src/main/java/org/apache/rocketmq/common/
+    protocol/body/ConsumerRunningInfo.java): a PROP_CONSUME_TYPE that is missing (Java's NullPointerException) or
+    names no ConsumeType (IllegalArgumentException) fails the command."""
+    kind = props.get(PROP_CONSUME_TYPE)
+    if kind is None:
+        raise ValueError(f"java.lang.NullPointerException: the client's running info has no {PROP_CONSUME_TYPE}")
+    if kind not in ("CONSUME_ACTIVELY", "CONSUME_PASSIVELY"):
+        raise ValueError(f"No enum constant org.apache.rocketmq.common.protocol.heartbeat.ConsumeType.{kind}")
+    return bool(kind == "CONSUME_PASSIVELY")
+
+
+def _start_timestamp(props: dict[str, Any]) -> int:
+    """A client's PROP_CONSUMER_START_TIMESTAMP as analyzeSubscription reads it, ``Long.parseLong`` of the value
+    (``"null"`` when missing): anything else than a 64-bit decimal fails the command (NumberFormatException)."""
+    text = str(java_text(props.get(PROP_CONSUMER_START_TIMESTAMP)))
+    digits = text[1:] if text[:1] in ("+", "-") else text
+    if not (digits.isascii() and digits.isdecimal()) or not -(1 << 63) <= int(text) < 1 << 63:
+        raise ValueError(f'java.lang.NumberFormatException: For input string: "{text}"')
+    return int(text)
+
+
 def _subscriptions(info: dict[str, Any]) -> set[tuple[str, str]]:
     """A client's ``subscriptionSet`` as its ``TreeSet`` compares it (``SubscriptionData.compareTo``: topic@sub)."""
     return {(s.get("topic", ""), s.get("subString", "")) for s in info.get("subscriptionSet") or []}
@@ -385,12 +408,13 @@ def analyze_subscription(infos: dict[str, dict[str, Any]], now_ms: int) -> bool:
     """Java's ``ConsumerRunningInfo.analyzeSubscription`` over the clients by client id (common/src/main/java/org/
     apache/rocketmq/common/protocol/body/ConsumerRunningInfo.java): only when the first client is a push consumer
     started more than 2 minutes ago are the subscriptions compared, a difference or an empty set of the last one
-    answering false; otherwise true. (Java's ``analyzeRebalance`` always answers true.)"""
+    answering false; otherwise true. (Java's ``analyzeRebalance`` always answers true.) The first client's type and
+    start time are read whatever they are, failing the command when Java's reading fails (:func:`_is_push`,
+    :func:`_start_timestamp`)."""
     ids = sorted(infos)
     props = infos[ids[0]].get("properties") or {}
-    push = props.get(PROP_CONSUME_TYPE) == "CONSUME_PASSIVELY"
-    started = str(props.get(PROP_CONSUMER_START_TIMESTAMP, ""))
-    up_a_while = started.lstrip("-").isdigit() and now_ms - int(started) > 2 * 60 * 1000
+    push = _is_push(props)
+    up_a_while = now_ms - _start_timestamp(props) > 2 * 60 * 1000
     if not (push and up_a_while):
         return True
     first = _subscriptions(infos[ids[0]])
