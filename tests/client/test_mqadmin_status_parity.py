@@ -406,3 +406,28 @@ async def test_consumer_status_fails_as_java_on_running_info_it_cannot_analyze(
     assert [line.split()[1] for line in result.stdout.splitlines()[1:3]] == [c[0] for c in clients], result.stdout
     assert ("Same subscription in the same group of consumer" in result.stdout) == same_said, result.stdout
     assert "Different subscription" not in result.stdout, result.stdout
+
+
+@pytest.mark.anyio
+async def test_consumer_status_of_one_client_lists_its_properties_in_java_s_properties_order(
+    cluster: ThreadedCluster,
+) -> None:
+    """ConsumerRunningInfo.formatString's ``#Consumer Properties#`` walks ``this.properties.entrySet()``: the
+    ``Properties`` fastjson fills from the body's keys in their order, on Java 8 a ``Hashtable`` (the order below
+    is what jshell printed for ``java.util.Hashtable`` filled so). Ours printed the keys sorted."""
+    keys = ["consumerGroup", "messageModel", "consumeFromWhere", "consumeThreadMin", "consumeThreadMax",
+            "pullBatchSize", "consumeMessageBatchMaxSize", "maxReconsumeTimes", "PROP_NAMESERVER_ADDR",
+            "PROP_THREADPOOL_CORE_SIZE", "PROP_CONSUMEORDERLY", "PROP_CONSUME_TYPE", "PROP_CLIENT_VERSION",
+            "PROP_CONSUMER_START_TIMESTAMP"]  # fmt: skip
+    java_order = ["PROP_CONSUMER_START_TIMESTAMP", "maxReconsumeTimes", "consumeMessageBatchMaxSize",
+                  "PROP_THREADPOOL_CORE_SIZE", "PROP_CLIENT_VERSION", "PROP_CONSUMEORDERLY", "consumeThreadMin",
+                  "PROP_NAMESERVER_ADDR", "messageModel", "PROP_CONSUME_TYPE", "pullBatchSize", "consumerGroup",
+                  "consumeFromWhere", "consumeThreadMax"]  # fmt: skip
+    info = {"properties": {k: f"v{i}" for i, k in enumerate(keys)}, "subscriptionSet": [], "statusTable": {}}
+    async with RemotingClient(request_handler=_JavaConsumer(_body(info, {}))) as consumer:
+        await _heartbeat(consumer, cluster.broker_addr, "10.0.0.61@java", "status-props-cg")
+        args = ("consumerStatus", "-n", cluster.namesrv_addr, "-g", "status-props-cg", "-i", "10.0.0.61@java")
+        result = await anyio.to_thread.run_sync(lambda: _run(*args))
+    assert result.exit_code == 0, result.output
+    section = result.stdout.split("#Consumer Properties#\n", 1)[1].split("\n\n", 1)[0]
+    assert section.splitlines() == [_f("%-40s: %s", k, f"v{keys.index(k)}") for k in java_order], result.stdout
