@@ -35,6 +35,7 @@ from client.mqadmin_support import (
     java_bool,
     java_concurrent_hash_map_order,
     java_hash_set,
+    java_properties_order,
     java_text,
     java_topic_list,
     printf,
@@ -317,13 +318,14 @@ def _process_queue_text(pq: dict[str, Any]) -> str:
 
 def running_info_text(info: dict[str, Any]) -> str:
     """A consumer's running info as Java's ``ConsumerRunningInfo.formatString`` prints it
-    (common/src/main/java/org/apache/rocketmq/common/protocol/body/ConsumerRunningInfo.java): the properties
-    (sorted here; Java iterates its ``Properties`` hash table), the subscriptions in their TreeSet order
-    (``topic@subString``), the offset and detail tables of the ``mqTable`` and the ``#Consumer RT&TPS#`` table of the
+    (common/src/main/java/org/apache/rocketmq/common/protocol/body/ConsumerRunningInfo.java): the properties in the
+    order Java 8's ``Properties`` fastjson fills from the body holds them (:func:`java_properties_order`), the
+    subscriptions in their TreeSet order (``topic@subString``), the offset and detail tables of the ``mqTable`` and the ``#Consumer RT&TPS#`` table of the
     ``statusTable``, each under Java's header (the ``#Topic`` column 64 wide, the offset rows' 32), then the stacks
     when the consumer sent them."""
     out = ["#Consumer Properties#\n"]
-    out += [printf("%-40s: %s%n", k, v) for k, v in sorted((info.get("properties") or {}).items())]
+    props = info.get("properties") or {}
+    out += [printf("%-40s: %s%n", k, props[k]) for k in java_properties_order(list(props))]
     out.append("\n\n#Consumer Subscription#\n")
     subs = sorted(info.get("subscriptionSet") or [], key=lambda s: f"{s.get('topic')}@{s.get('subString')}")
     for i, sub in enumerate(subs, 1):
