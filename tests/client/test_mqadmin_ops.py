@@ -373,3 +373,32 @@ def test_cluster_rt_of_one_send_averages_java_s_nan(cluster: ThreadedCluster) ->
     assert tlog.stderr.splitlines()[0] == (
         "org.apache.rocketmq.tools.command.SubCommandException: CLusterSendMsgRTCommand command failed"
     ), tlog.stderr
+
+
+def test_get_namesrv_config_prints_java_s_hash_map_of_servers_and_properties_order(cluster: ThreadedCluster) -> None:
+    """GetNamesrvConfigCommand prints MQClientAPIImpl.getNameServerConfig's ``new HashMap<String, Properties>(4)``
+    keyed by the ``-n`` addresses (tools/src/main/java/org/apache/rocketmq/tools/command/namesrv/
+    GetNamesrvConfigCommand.java, client/src/main/java/org/apache/rocketmq/client/impl/MQClientAPIImpl.java): the
+    servers in that map's bucket order whatever order ``-n`` lists them in, each one's settings in the order of the
+    Properties MixAll.string2Properties loaded (Java 8's Hashtable). Ours printed the servers as given and each
+    server's keys in the order it wrote them. The one name server is named twice here, by two spellings of its
+    address that fall into different buckets of the 4-bucket table."""
+    from client.mqadmin_support import java_hash_set, java_properties_order
+    from remoting.codec.message_properties import java_hash
+
+    port = cluster.namesrv_addr.rpartition(":")[2]
+    spellings = [f"{host}:{port}" for host in ("127.0.0.1", "127.1", "127.0.1", "localhost")]
+    bucket = {s: ((java_hash(s) & 0xFFFFFFFF) ^ ((java_hash(s) & 0xFFFFFFFF) >> 16)) & 3 for s in spellings}
+    pair = next([a, b] for a in spellings for b in spellings if bucket[a] != bucket[b])
+    servers = java_hash_set(pair, capacity=4)
+
+    async def sent() -> list[str]:
+        async with Admin(cluster.namesrv_addr) as admin:
+            return list((await admin.namesrv_config([cluster.namesrv_addr]))[cluster.namesrv_addr])
+
+    keys = java_properties_order(anyio.run(sent))
+    assert keys != sorted(keys)
+    expected = [line for server in servers for line in [f"============{server}============", *keys]]
+    for given in (pair, pair[::-1]):
+        lines = _text("getNamesrvConfig", "-n", ";".join(given)).splitlines()
+        assert [line.split("=  ", 1)[0].rstrip() for line in lines] == expected
