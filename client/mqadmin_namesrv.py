@@ -11,7 +11,15 @@ from typing import Any
 import click
 
 from client.admin import Admin
-from client.mqadmin_support import Output, common, printf, run_job, split_addrs
+from client.mqadmin_support import (
+    Output,
+    common,
+    java_hash_set,
+    java_properties_order,
+    printf,
+    run_job,
+    split_addrs,
+)
 
 __all__ = ["COMMANDS"]
 
@@ -77,9 +85,15 @@ add_write_perm = _perm_command("addWritePerm", "add", "Add write perm of broker 
 def get_namesrv_config(ctx: click.Context, **o: Any) -> None:
     async def job(admin: Admin, out: Output) -> None:
         configs = await admin.namesrv_config(list(split_addrs(o["namesrv"])))
-        for addr, props in configs.items():
+        # Java prints MQClientAPIImpl.getNameServerConfig's HashMap<>(4) keyed by address, each value the Properties
+        # MixAll.string2Properties loaded, in their own orders (client/src/main/java/org/apache/rocketmq/client/impl/
+        # MQClientAPIImpl.java, tools/src/main/java/org/apache/rocketmq/tools/command/namesrv/
+        # GetNamesrvConfigCommand.java).
+        for addr in java_hash_set(list(configs), capacity=4):
+            props = configs[addr]
             out.line("============%s============\n", addr)
-            for key, value in props.items():
+            for key in java_properties_order(list(props)):
+                value = props[key]
                 out.entry(printf("%-50s=  %s\n", key, value), namesrv=addr, key=key, value=value)
 
     run_job(ctx, job)
