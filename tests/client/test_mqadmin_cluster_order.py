@@ -190,3 +190,18 @@ def test_export_metrics_goes_over_the_cluster_s_broker_names_in_java_s_hash_set_
     assert result.exit_code == 1, result.output
     named = re.findall(r"127\.0\.0\.1:[25]\b", result.stderr)
     assert named and set(named) == {"127.0.0.1:5"}, result.stderr
+
+
+def test_clean_unused_topic_of_a_cluster_goes_over_its_brokers_in_java_s_hash_set_order(
+    cluster: ThreadedCluster,
+) -> None:
+    """cleanUnusedTopic -c asks the brokers of ClusterInfo.retrieveAllAddrByCluster in turn, as cleanExpiredCQ
+    (DefaultMQAdminExtImpl.cleanUnusedTopicByCluster, tools/src/main/java/org/apache/rocketmq/tools/admin/
+    DefaultMQAdminExtImpl.java), the first that fails ending the command: acl-b's 127.0.0.1:5 here. Ours asked
+    Admin.broker_addresses' sorted list, so the command failed on 127.0.0.1:2."""
+    for name, addr in _ACL_DEAD.items():
+        register_dead_broker(cluster, name=name, addr=addr, cluster="AclHashCluster")
+    result = _run("cleanUnusedTopic", "-n", cluster.namesrv_addr, "-c", "AclHashCluster")
+    assert result.exit_code == 1, result.output
+    named = re.findall(r"127\.0\.0\.1:[25]\b", result.stderr)
+    assert named and set(named) == {"127.0.0.1:5"}, result.stderr
