@@ -26,6 +26,7 @@ from client.mqadmin_support import (
     common,
     java_hash_set,
     java_text,
+    maintenance_targets,
     print_result,
     printf,
     run_job,
@@ -268,24 +269,6 @@ def rt_texts(elapsed_ms: int, amount: int) -> tuple[str, str]:
     return str(rounded.copy_abs() if rounded.is_zero() else rounded), java_fixed(rt, 2)  # BigDecimal has no -0
 
 
-async def _maintenance_targets(admin: Admin, addr: str | None, cluster: str | None) -> list[str]:
-    """``-b``, else every broker of ``-c``, else of every cluster, slaves included, in the order Java's clean/delete
-    commands ask them: ``ClusterInfo.retrieveAllAddrByCluster`` of each cluster of ``clusterAddrTable`` (a
-    ``HashMap``), the cluster's broker names as the ``HashSet`` fastjson fills iterates them, each broker's
-    addresses by id (common/src/main/java/org/apache/rocketmq/common/protocol/body/ClusterInfo.java,
-    tools/src/main/java/org/apache/rocketmq/tools/admin/DefaultMQAdminExtImpl.java)."""
-    if addr:
-        return [addr]
-    info = await admin.cluster_info()
-    clusters = [cluster] if cluster else java_hash_set(list(info.cluster_addr_table))
-    return [
-        broker_addr
-        for name in (n for c in clusters for n in java_hash_set(list(info.cluster_addr_table.get(c, ()))))
-        if (data := info.broker_addr_table.get(name)) is not None
-        for _, broker_addr in sorted(data.broker_addrs.items())
-    ]
-
-
 def _maintenance(name: str, help_text: str, act: Callable[[Admin, str], Awaitable[None]]) -> click.Command:
     """``cleanExpiredCQ`` / ``deleteExpiredCommitLog``: one request to ``-b``, else to every broker of ``-c`` (or
     of every cluster), then Java's ``success``, or ``false`` when no broker was asked (no newline)."""
@@ -296,7 +279,7 @@ def _maintenance(name: str, help_text: str, act: Callable[[Admin, str], Awaitabl
     @click.option("-c", "--cluster", help="clustername")
     def command(ctx: click.Context, **o: Any) -> None:
         async def job(admin: Admin, out: Output) -> None:
-            targets = await _maintenance_targets(admin, o["broker_addr"], o["cluster"])
+            targets = await maintenance_targets(admin, o["broker_addr"], o["cluster"])
             for addr in targets:
                 await act(admin, addr)
             print_result(out, bool(targets))

@@ -22,6 +22,7 @@ from client.mqadmin_support import (
     java_hash_set,
     java_properties_order,
     java_topic_list,
+    maintenance_targets,
     print_result,
     printf,
     run_job,
@@ -182,7 +183,12 @@ def get_broker_config(ctx: click.Context, **o: Any) -> None:
 @click.option("-c", "--cluster", help="cluster name")
 def clean_unused_topic(ctx: click.Context, **o: Any) -> None:
     async def job(admin: Admin, out: Output) -> None:
-        targets = await admin.clean_unused_topic(broker_addr=o["broker_addr"], cluster=o["cluster"])
+        # DefaultMQAdminExtImpl.cleanUnusedTopic asks the brokers one by one in ClusterInfo.retrieveAllAddrByCluster's
+        # order, the first that fails ending the command (tools/src/main/java/org/apache/rocketmq/tools/admin/
+        # DefaultMQAdminExtImpl.java).
+        targets = await maintenance_targets(admin, o["broker_addr"], o["cluster"])
+        for addr in targets:
+            await admin.clean_unused_topic(broker_addr=addr)
         print_result(out, bool(targets))
         out.field("brokers", targets)
 

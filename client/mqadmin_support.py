@@ -633,6 +633,25 @@ async def cluster_masters_and_slaves(admin: Admin, out: Output, cluster: str) ->
     return [(master, slaves[master]) for master in java_hash_set(list(slaves), capacity=4)]
 
 
+async def maintenance_targets(admin: Admin, addr: str | None, cluster: str | None) -> list[str]:
+    """``-b``, else every broker of ``-c``, else of every cluster, slaves included, in the order Java's clean/delete
+    commands (``cleanExpiredCQ``, ``deleteExpiredCommitLog``, ``cleanUnusedTopic``) ask them:
+    ``ClusterInfo.retrieveAllAddrByCluster`` of each cluster of ``clusterAddrTable`` (a ``HashMap``), the cluster's
+    broker names as the ``HashSet`` fastjson fills iterates them, each broker's addresses by id
+    (common/src/main/java/org/apache/rocketmq/common/protocol/body/ClusterInfo.java,
+    tools/src/main/java/org/apache/rocketmq/tools/admin/DefaultMQAdminExtImpl.java)."""
+    if addr:
+        return [addr]
+    info = await admin.cluster_info()
+    clusters = [cluster] if cluster else java_hash_set(list(info.cluster_addr_table))
+    return [
+        broker_addr
+        for name in (n for c in clusters for n in java_hash_set(list(info.cluster_addr_table.get(c, ()))))
+        if (data := info.broker_addr_table.get(name)) is not None
+        for _, broker_addr in sorted(data.broker_addrs.items())
+    ]
+
+
 def parse_timestamp(text: str) -> int:
     """``now``, milliseconds, or RocketMQ's ``yyyy-MM-dd#HH:mm:ss:SSS``."""
     if text == "now":
