@@ -518,3 +518,31 @@ def test_number_and_boolean_options_trim_as_java_string_trim() -> None:
         JAVA_INT.convert("\u300012", None, None)
     assert java_bool("\x01true\x1b") is True
     assert java_bool("true\u00a0") is False
+
+
+@pytest.mark.anyio
+async def test_reset_offset_commands_print_the_queues_in_java_s_hash_map_order(cluster: ThreadedCluster) -> None:
+    """DefaultMQAdminExtImpl.resetOffsetByTimestamp puts each broker's answer (the HashMap fastjson fills) into a
+    ``new HashMap<MessageQueue, Long>()`` with ``putAll``, which sizes the table for the first answer (8 buckets
+    for 4 queues), and ResetOffsetByTimeCommand / SkipAccumulationSubCommand print that map's entries in its
+    order (tools/src/main/java/org/apache/rocketmq/tools/admin/DefaultMQAdminExtImpl.java, tools/src/main/java/org/
+    apache/rocketmq/tools/command/offset/ResetOffsetByTimeCommand.java): queues 2, 3, 0, 1 of broker-a here, as
+    jshell's java.util.HashMap lists MessageQueue keys of RocketMQ's hashCode. Ours printed them sorted."""
+    ns, addr = cluster.namesrv_addr, cluster.broker_addr
+    await create_topic(ns, "ResetOrder", queues=4)
+
+    class Consumer:
+        async def process(self, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand | None:
+            return None
+
+    async with RemotingClient(request_handler=Consumer()) as consumer, Admin(ns) as admin:
+        beat = HeartbeatData("10.0.0.8@java", consumer_data_set=(ConsumerData("reset-order-cg"),))
+        assert (await consumer.invoke(addr, request(RequestCode.HEART_BEAT, body=beat.encode()), 5)).code == 0
+        for q in range(4):
+            await admin.update_consumer_offset(addr, "reset-order-cg", MessageQueue("ResetOrder", "broker-a", q), 0)
+        for args in (("resetOffsetByTime", "-s", "now"), ("skipAccumulatedMessage",)):
+            argv = (args[0], "-n", ns, "-g", "reset-order-cg", "-t", "ResetOrder", *args[1:])
+            result = await anyio.to_thread.run_sync(lambda argv=argv: _run(*argv))
+            assert result.exit_code == 0, result.output
+            rows = [line.split() for line in result.stdout.splitlines() if line.startswith("broker-a")]
+            assert [int(row[1]) for row in rows] == [2, 3, 0, 1], result.stdout
