@@ -370,13 +370,26 @@ class Admin(AdminOps):
         ``timestamp_ms`` (-1: the end). Returns the new offsets. ``cpp`` sends it as ``LanguageCode.CPP``, so the
         broker pushes the offsets in the form C++ clients read (Java's ``isC``,
         ``client/src/main/java/org/apache/rocketmq/client/impl/MQClientAPIImpl.java`` invokeBrokerToResetOffset)."""
-        fields = ResetOffsetRequestHeader(topic=topic, group=group, timestamp=timestamp_ms, is_force=force)
         table: dict[MessageQueue, int] = {}
-        for _, addr in await self._topic_brokers(topic, reads=False):
+        for answer in await self.reset_offset_by_time_per_broker(group, topic, timestamp_ms, force=force, cpp=cpp):
+            table.update(answer)
+        return dict(sorted(table.items()))
+
+    async def reset_offset_by_time_per_broker(
+        self, group: str, topic: str, timestamp_ms: int, *, force: bool = True, cpp: bool = False
+    ) -> list[dict[MessageQueue, int]]:
+        """:meth:`reset_offset_by_time`'s requests, each master's answer apart and in the order it wrote them, the
+        masters in the route's order, as DefaultMQAdminExtImpl.resetOffsetByTimestamp goes over them
+        (tools/src/main/java/org/apache/rocketmq/tools/admin/DefaultMQAdminExtImpl.java)."""
+        fields = ResetOffsetRequestHeader(topic=topic, group=group, timestamp=timestamp_ms, is_force=force)
+        answers: list[dict[MessageQueue, int]] = []
+        for bd in (await self.topic_route(topic)).broker_datas:
+            if not bd.master_addr:
+                continue
             language = LanguageCode.CPP if cpp else LanguageCode.PYTHON
             cmd = request(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, fields.to_ext_fields(), language=language)
-            table.update(parse_reset_offset_body((await self._call(addr, cmd)).body))
-        return dict(sorted(table.items()))
+            answers.append(parse_reset_offset_body((await self._call(bd.master_addr, cmd)).body))
+        return answers
 
     async def consumer_running_info(self, group: str, client_id: str, *, jstack: bool = False) -> dict[str, Any]:
         """GET_CONSUMER_RUNNING_INFO, relayed by one of the group's brokers (the first that answers) to the consumer

@@ -31,6 +31,7 @@ from client.mqadmin_support import (
     java_bool,
     java_hash_map_order,
     java_hash_set,
+    java_put_all_order,
     java_text,
     parse_time_arg,
     run_job,
@@ -57,10 +58,15 @@ def _print_old(out: Output, stats: list[Rollback]) -> None:
                 s.rollback_offset)  # fmt: skip
 
 
-def _print_reset(out: Output, table: dict[MessageQueue, int]) -> None:
+def _print_reset(out: Output, answers: list[dict[MessageQueue, int]]) -> None:
+    """The brokers' answers as ResetOffsetByTimeCommand and SkipAccumulationSubCommand print them: the entries of
+    the HashMap DefaultMQAdminExtImpl.resetOffsetByTimestamp ``putAll``s them into, in its order
+    (:func:`java_put_all_order`; tools/src/main/java/org/apache/rocketmq/tools/command/offset/
+    ResetOffsetByTimeCommand.java)."""
+    table = {mq: offset for answer in answers for mq, offset in answer.items()}
     out.header(_RESET, "#brokerName", "#queueId", "#offset")
-    for mq, offset in table.items():
-        out.row(_RESET_ROW, mq.broker_name, mq.queue_id, offset)
+    for mq in java_put_all_order([list(answer) for answer in answers]):
+        out.row(_RESET_ROW, mq.broker_name, mq.queue_id, table[mq])
 
 
 @click.command("resetOffsetByTime", help="Reset consumer offset by timestamp(without client restart).")
@@ -80,7 +86,7 @@ def reset_offset_by_time(ctx: click.Context, **o: Any) -> None:
         timestamp = -1 if text == "now" else parse_time_arg(text)  # in the job: a bad time fails the command
         group, topic = o["group"], o["topic"]
         try:
-            table = await admin.reset_offset_by_time(group, topic, timestamp, force=force, cpp=o["cplus"])
+            table = await admin.reset_offset_by_time_per_broker(group, topic, timestamp, force=force, cpp=o["cplus"])
         except MQBrokerError as exc:
             if exc.code != ResponseCode.CONSUMER_NOT_ONLINE:
                 raise
@@ -107,7 +113,7 @@ def skip_accumulated_message(ctx: click.Context, **o: Any) -> None:
     async def job(admin: Admin, out: Output) -> None:
         group, topic = o["group"], o["topic"]
         try:
-            table = await admin.reset_offset_by_time(group, topic, -1, force=force)
+            table = await admin.reset_offset_by_time_per_broker(group, topic, -1, force=force)
         except MQBrokerError as exc:
             if exc.code != ResponseCode.CONSUMER_NOT_ONLINE:
                 raise

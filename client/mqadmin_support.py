@@ -29,7 +29,7 @@ from client.config import ClientConfig
 from client.errors import MQClientError
 from client.message import MessageExt
 from client.tools_config import tools_credentials
-from remoting.codec.bodies import BrokerData
+from remoting.codec.bodies import BrokerData, MessageQueue
 from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig, TopicConfig
 from remoting.codec.java_format import java_fixed
 from remoting.codec.message_properties import java_hash, java_trim
@@ -226,6 +226,28 @@ def java_properties_order(names: Sequence[str]) -> list[str]:
     (:func:`java_hashtable_order`; Java 9+ keeps its entries in a ``ConcurrentHashMap`` instead)."""
     distinct = list(dict.fromkeys(names))
     return [distinct[i] for i in java_hashtable_order([java_hash(name) for name in distinct])]
+
+
+def java_mq_hash(mq: MessageQueue) -> int:
+    """Java's ``MessageQueue.hashCode()`` (common/src/main/java/org/apache/rocketmq/common/message/
+    MessageQueue.java), 32 bits."""
+    return ((31 + java_hash(mq.broker_name)) * 31 + mq.queue_id) * 31 + java_hash(mq.topic)
+
+
+def java_put_all_order(maps: Sequence[Sequence[MessageQueue]]) -> list[MessageQueue]:
+    """The order of a ``new HashMap<MessageQueue, ..>()`` filled by ``putAll`` of each of ``maps`` in turn, each a
+    ``HashMap`` fastjson filled with its keys in this order (as DefaultMQAdminExtImpl.resetOffsetByTimestamp gathers
+    the brokers' answers): the first ``putAll`` sizes the empty table for its ``s`` keys, ``tableSizeFor((int) (s /
+    0.75 + 1))`` buckets (8 for 4 keys, not the default 16), the table then doubling past 3/4 full as usual
+    (java/util/HashMap.java ``putMapEntries``)."""
+    put: list[MessageQueue] = []
+    for keys in maps:
+        put += [keys[i] for i in java_hash_map_order([java_mq_hash(mq) for mq in keys])]
+    first = next((len(keys) for keys in maps if keys), 0)
+    if not first:
+        return put
+    capacity = 1 << (int(first / 0.75 + 1) - 1).bit_length()  # tableSizeFor
+    return [put[i] for i in java_hash_map_order([java_mq_hash(mq) for mq in put], capacity)]
 
 
 async def java_topic_list(admin: Admin) -> list[str]:

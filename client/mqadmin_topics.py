@@ -26,6 +26,7 @@ from client.mqadmin_support import (
     java_hash_map_order,
     java_hash_set,
     java_map_text,
+    java_mq_hash,
     java_topic_list,
     run_job,
     topic_config_text,
@@ -282,12 +283,6 @@ def update_order_conf(ctx: click.Context, **o: Any) -> None:
     run_job(ctx, job)
 
 
-def _java_mq_hash(mq: MessageQueue) -> int:
-    """Java's ``MessageQueue.hashCode()`` (common/src/main/java/org/apache/rocketmq/common/message/
-    MessageQueue.java), 32 bits."""
-    return ((31 + java_hash(mq.broker_name)) * 31 + mq.queue_id) * 31 + java_hash(mq.topic)
-
-
 @click.command("allocateMQ", help="Allocate MQ")
 @common
 @click.option("-t", "--topic", required=True, help="topic name")
@@ -305,7 +300,7 @@ def allocate_mq(ctx: click.Context, **o: Any) -> None:
             if qd.perm & PERM_READ
             for q in range(qd.read_queue_nums)
         ))  # fmt: skip
-        queues = [built[i] for i in java_hash_map_order([_java_mq_hash(mq) for mq in built])]
+        queues = [built[i] for i in java_hash_map_order([java_mq_hash(mq) for mq in built])]
         ips = java_split(o["ip_list"], ",")
         keys = list(dict.fromkeys(ips))
         result = {
