@@ -546,3 +546,24 @@ async def test_reset_offset_commands_print_the_queues_in_java_s_hash_map_order(c
             assert result.exit_code == 0, result.output
             rows = [line.split() for line in result.stdout.splitlines() if line.startswith("broker-a")]
             assert [int(row[1]) for row in rows] == [2, 3, 0, 1], result.stdout
+
+
+def test_reset_offset_of_an_offline_group_goes_over_java_s_hash_map_of_its_offsets(cluster: ThreadedCluster) -> None:
+    """With no consumer online DefaultMQAdminExtImpl.resetOffsetByTimestampOld resets, and ResetOffsetByTimeOldCommand
+    lists, the queues of each broker's ``ConsumeStats.offsetTable`` (a ``HashMap`` fastjson fills) in that map's
+    order (tools/src/main/java/org/apache/rocketmq/tools/admin/DefaultMQAdminExtImpl.java): queues 2, 1, 3, 0 of
+    ResetOld here, as jshell's java.util.HashMap lists MessageQueue keys of RocketMQ's hashCode. Ours sorted them."""
+    ns, addr = cluster.namesrv_addr, cluster.broker_addr
+
+    async def prepare() -> None:
+        await create_topic(ns, "ResetOld", queues=4)
+        async with Admin(ns) as admin:
+            for q in range(4):
+                await admin.update_consumer_offset(addr, "reset-old-cg", MessageQueue("ResetOld", "broker-a", q), 0)
+
+    anyio.run(prepare)
+    result = _run("resetOffsetByTime", "-n", ns, "-g", "reset-old-cg", "-t", "ResetOld", "-s", "now")
+    assert result.exit_code == 0, result.output
+    assert "specified consumerGroup[reset-old-cg]" in result.stdout, result.stdout
+    rows = [line.split() for line in result.stdout.splitlines() if line.startswith("broker-a")]
+    assert [int(row[1]) for row in rows] == [2, 1, 3, 0], result.stdout
