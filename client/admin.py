@@ -317,12 +317,12 @@ class Admin(AdminOps):
         return targets
 
     async def consume_stats(
-        self, group: str, topic: str | None = None, *, broker_addr: str | None = None
+        self, group: str, topic: str | None = None, *, broker_addr: str | None = None, sort: bool = True
     ) -> ConsumeStats:
         """GET_CONSUME_STATS of ``group`` (or of its ``topic``) from ``broker_addr`` alone (Java's
         ``MQClientAPIImpl.getConsumeStats(addr, ...)``), or from each of the group's brokers, merged: every queue's
         offsets and the consume TPS summed over the brokers (Java's ``examineConsumeStats``). No offsets: an empty
-        table."""
+        table. The queues sorted, or with ``sort`` false in the order the brokers wrote them."""
         fields = GetConsumeStatsRequestHeader(consumer_group=group, topic=topic).to_ext_fields()
         table: dict[MessageQueue, OffsetWrapper] = {}
         tps = 0.0
@@ -330,7 +330,7 @@ class Admin(AdminOps):
             stats = ConsumeStats.decode((await self._call(addr, request(RequestCode.GET_CONSUME_STATS, fields))).body)
             table.update(stats.offset_table)
             tps += stats.consume_tps
-        return ConsumeStats(dict(sorted(table.items())), tps)
+        return ConsumeStats(dict(sorted(table.items())) if sort else table, tps)
 
     async def consumer_progress(self, group: str, topic: str | None = None) -> dict[MessageQueue, OffsetWrapper]:
         """Broker offset, consumer offset and last consume time per queue of every topic ``group`` has offsets

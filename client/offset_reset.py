@@ -3,12 +3,13 @@
 DefaultMQAdminExtImpl.java``), the fallback of ``mqadmin resetOffsetByTime``/``skipAccumulatedMessage`` and of
 rocketmq-dashboard's reset when the brokers answer CONSUMER_NOT_ONLINE.
 
-Per broker of the topic's route, and asking that broker only (a broker of the group elsewhere is never asked): every
-queue of the topic the group has offsets for there (GET_CONSUME_STATS without a topic lists each read queue of such a
-topic, so queues kept readable after the write queues were shrunk are reset too), else each of the broker's
-``readQueueNums`` queues. Each gets the offset of the time (SEARCH_OFFSET_BY_TIMESTAMP, or GET_MAX_OFFSET for -1)
-committed with UPDATE_CONSUMER_OFFSET on the broker's master, unless ``force`` is off and that would move the group
-forward. A broker without a master online is passed over; any failure propagates.
+Per broker of the topic's route, in its order, and asking that broker only (a broker of the group elsewhere is never
+asked): every queue of the topic the group has offsets for there (GET_CONSUME_STATS without a topic lists each read
+queue of such a topic, so queues kept readable after the write queues were shrunk are reset too), in the order of the
+``HashMap`` Java reads them into, else each of the broker's ``readQueueNums`` queues. Each gets the offset of the time
+(SEARCH_OFFSET_BY_TIMESTAMP, or GET_MAX_OFFSET for -1) committed with UPDATE_CONSUMER_OFFSET on the broker's master,
+unless ``force`` is off and that would move the group forward. A broker without a master online is passed over; any
+failure propagates.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import attrs
 
 from client.admin import Admin
+from client.mqadmin_support import java_hash_map_order, java_mq_hash
 from client.route import master_address
 from remoting.codec.bodies import MessageQueue
 from remoting.codec.bodies.admin import OffsetWrapper
@@ -39,17 +41,22 @@ async def reset_offline(admin: Admin, group: str, topic: str, timestamp: int, fo
     """Reset ``group`` on ``topic`` to ``timestamp`` (ms; -1: the end), queue by queue (see the module docstring)."""
     route = await admin.topic_route(topic)
     out = []
-    for qd in sorted(route.queue_datas, key=lambda q: q.broker_name):
-        addr = master_address(route, qd.broker_name)
-        if addr is None:
+    # Java goes over the route's brokers in its order, each one's queues as the HashMap of its ConsumeStats
+    # (offsetTable, filled by fastjson in the answer's order) iterates them.
+    for bd in route.broker_datas:
+        qd = next((q for q in route.queue_datas if q.broker_name == bd.broker_name), None)
+        addr = master_address(route, bd.broker_name)
+        if qd is None or addr is None:
             continue
-        stats = await admin.consume_stats(group, broker_addr=addr)  # every topic it has offsets for there, as Java
-        queues = {mq: w for mq, w in stats.offset_table.items() if mq.topic == topic}
+        stats = await admin.consume_stats(group, broker_addr=addr, sort=False)  # every topic it has offsets for
+        keys = list(stats.offset_table)
+        in_java_order = (keys[i] for i in java_hash_map_order([java_mq_hash(mq) for mq in keys]))
+        queues = {mq: stats.offset_table[mq] for mq in in_java_order if mq.topic == topic}
         if not queues:
             for queue_id in range(qd.read_queue_nums):
                 mq = MessageQueue(topic, qd.broker_name, queue_id)
                 queues[mq] = await _store_offsets(admin, addr, mq)
-        for mq, wrapper in sorted(queues.items()):
+        for mq, wrapper in queues.items():
             out.append(await _reset_queue(admin, addr, group, mq, wrapper, timestamp, force))
     return out
 
