@@ -320,9 +320,9 @@ def running_info_text(info: dict[str, Any]) -> str:
     """A consumer's running info as Java's ``ConsumerRunningInfo.formatString`` prints it
     (common/src/main/java/org/apache/rocketmq/common/protocol/body/ConsumerRunningInfo.java): the properties in the
     order Java 8's ``Properties`` fastjson fills from the body holds them (:func:`java_properties_order`), the
-    subscriptions in their TreeSet order (``topic@subString``), the offset and detail tables of the ``mqTable`` and the ``#Consumer RT&TPS#`` table of the
-    ``statusTable``, each under Java's header (the ``#Topic`` column 64 wide, the offset rows' 32), then the stacks
-    when the consumer sent them."""
+    subscriptions in their TreeSet order (``topic@subString``), the offset and detail tables of the ``mqTable`` and
+    the ``#Consumer RT&TPS#`` table of the ``statusTable``, each under Java's header (the ``#Topic`` column 64 wide,
+    the offset rows' 32), then the stacks when the consumer sent them."""
     out = ["#Consumer Properties#\n"]
     props = info.get("properties") or {}
     out += [printf("%-40s: %s%n", k, props[k]) for k in java_properties_order(list(props))]
