@@ -235,6 +235,11 @@ class LitePullConsumer(LitePullWorker):
     # -- lifecycle -----------------------------------------------------------------------------------------------------
 
     async def __aenter__(self) -> Self:
+        if self._tasks is not None:
+            # DefaultLitePullConsumerImpl.start (client/src/main/java/org/apache/rocketmq/client/impl/consumer/
+            # DefaultLitePullConsumerImpl.java) throws on any state but CREATE_JUST and changes nothing: the clean-up
+            # of a failed start below would stop the running consumer.
+            raise ClientStateError(f"lite pull consumer {self._group!r} is running already: maybe started once")
         check_consumer_group(self._group)  # DefaultLitePullConsumerImpl.checkConfig
         if self._own_instance:
             await self.instance.__aenter__()

@@ -305,6 +305,11 @@ class PushConsumer:
     # -- lifecycle -------------------------------------------------------------------------------------------------
 
     async def __aenter__(self) -> Self:
+        if self._background is not None or self._consume_tasks is not None:
+            # DefaultMQPushConsumerImpl.start (client/src/main/java/org/apache/rocketmq/client/impl/consumer/
+            # DefaultMQPushConsumerImpl.java) throws on any state but CREATE_JUST and changes nothing: the clean-up of
+            # a failed start below would stop the running consumer.
+            raise ClientStateError(f"push consumer {self._group!r} is running already: maybe started once")
         check_consumer_group(self._group)  # DefaultMQPushConsumerImpl.checkConfig
         if self._queue_thresholds is not None:
             # A last run's split is not a setting: a restart checks the per-queue values as set (a share may exceed
