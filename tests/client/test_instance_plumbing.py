@@ -343,3 +343,45 @@ async def test_a_restarted_transaction_producer_with_its_own_create_topic_key_ge
         await create_topic(ns, "TxOwnKey", queues=1)
         checks = await _check_backs_after_a_restart(ns, "pg-tx-own-key", "TxOwnKey", create_topic_key="TxKeyTemplate")
         assert checks == [b"left unknown"]
+
+
+async def test_a_client_given_a_ca_file_but_not_tls_connects_in_plaintext_as_java(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Java's client connects with TLS only when ``useTLS`` is true (``ClientConfig.useTLS``, copied to
+    ``NettyClientConfig``; ``NettyRemotingClient`` builds its SSL context only then,
+    remoting/src/main/java/org/apache/rocketmq/remoting/netty/NettyRemotingClient.java): trust and certificate files
+    (``tls.client.*``) alone change nothing. Against a cluster whose ``tls.server.mode`` is disabled (a TLS handshake
+    is closed) such a client works, in plaintext. Before: a CA or certificate file alone turned TLS on, and every
+    request was refused."""
+    ca = trustme.CA()
+    ca_file = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(ca_file))
+    async with EmbeddedCluster(tmp_path / "c", tls_server_mode="disabled", **SMALL_STORE) as cluster:
+        config = ClientConfig(namesrv_addr=cluster.namesrv_addr, tls_ca_file=str(ca_file))
+        async with Admin(config=config) as admin:
+            await admin.create_topic("PlainWithCa", read_queue_nums=1, write_queue_nums=1)
+        await create_topic(cluster.namesrv_addr, "PlainWithCa", queues=1)
+        async with Producer("pg-plain-with-ca", config=config) as producer:
+            assert (await producer.send(Message("PlainWithCa", b"plain"))).msg_id
+
+
+async def test_tls_enable_in_the_environment_turns_tls_on_by_default_as_the_java_system_property(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Java's ``ClientConfig.useTLS`` defaults to ``TlsSystemConfig.tlsEnable``, the system property ``tls.enable``
+    (client/src/main/java/org/apache/rocketmq/client/ClientConfig.java,
+    remoting/src/main/java/org/apache/rocketmq/remoting/netty/TlsSystemConfig.java): ``-Dtls.enable=true`` puts every
+    client of the process on TLS without a code change. Ours reads it as ``TLS_ENABLE`` (the client's system
+    properties are environment variables here); ``tls=False`` given explicitly still wins. Before: it was ignored and
+    the client talked plaintext to an enforcing cluster, which closed every connection."""
+    overrides = {"tls_server_mode": "enforcing", "tls_config_file": str(tmp_path / "none"), **SMALL_STORE}
+    async with EmbeddedCluster(tmp_path / "c", **overrides) as cluster:
+        monkeypatch.setenv("TLS_ENABLE", "true")
+        config = ClientConfig(namesrv_addr=cluster.namesrv_addr)
+        assert config.tls
+        assert not ClientConfig(namesrv_addr=cluster.namesrv_addr, tls=False).tls
+        async with Admin(config=config) as admin:
+            await admin.create_topic("TlsFromEnv", read_queue_nums=1, write_queue_nums=1)
+        async with Producer("pg-tls-from-env", config=config) as producer:
+            assert (await producer.send(Message("TlsFromEnv", b"over tls"))).msg_id
