@@ -4,9 +4,10 @@ Times are in seconds (floats) on the Python side; they are converted to millisec
 
 Security (docs/architecture.md#acl-and-tls-at-the-edge): ``access_key`` and ``secret_key`` sign every request for a
 broker with ACL on (Java's ``AclClientRPCHook`` with ``SessionCredentials``); ``tls=True`` connects with TLS (Java's
-``useTLS``), without checking the server unless ``tls_ca_file`` names the CA to check its chain against (not its host
-name, as Java's client); ``tls_cert_file`` / ``tls_key_file`` present a client certificate (one that cannot be opened
-is logged and the client goes on in plaintext, as Java's).
+``useTLS``; by default ``TLS_ENABLE``, Java's ``tls.enable`` system property), without checking the server unless
+``tls_ca_file`` names the CA to check its chain against (not its host name, as Java's client); ``tls_cert_file`` /
+``tls_key_file`` present a client certificate (one that cannot be opened is logged and the client goes on in plaintext,
+as Java's). The files alone turn nothing on: without ``tls`` the client talks plaintext, as Java's.
 """
 
 from __future__ import annotations
@@ -63,6 +64,14 @@ def default_namesrv_addr() -> tuple[str, ...]:
     return _split_addrs(os.environ.get("NAMESRV_ADDR", "")) or DEFAULT_NAMESRV
 
 
+def default_use_tls() -> bool:
+    """Whether a client told nothing connects with TLS: ``TLS_ENABLE`` reads ``true`` (in any case), as Java's
+    ``ClientConfig.useTLS`` defaults to ``TlsSystemConfig.tlsEnable``, ``Boolean.parseBoolean`` of the system property
+    ``tls.enable`` (remoting/src/main/java/org/apache/rocketmq/remoting/netty/TlsSystemConfig.java; the client's system
+    properties are environment variables here, see :func:`client.body_codecs.default_compress_level`)."""
+    return os.environ.get("TLS_ENABLE", "").lower() == "true"
+
+
 @attrs.frozen(slots=True)
 class ClientConfig:
     """``namesrv_addr`` accepts ``"h1:9876;h2:9876"`` or a list; by default :func:`default_namesrv_addr`
@@ -79,7 +88,7 @@ class ClientConfig:
     access_key: str | None = None
     secret_key: str | None = attrs.field(default=None, repr=False)
     security_token: str | None = attrs.field(default=None, repr=False)
-    tls: bool = False
+    tls: bool = attrs.field(factory=default_use_tls)
     tls_ca_file: str | None = None
     tls_cert_file: str | None = None
     tls_key_file: str | None = None
@@ -114,7 +123,9 @@ class ClientConfig:
         return SessionCredentials(self.access_key, self.secret_key, self.security_token)
 
     def ssl_context(self) -> ssl.SSLContext | None:
-        """The TLS context for ``tls=True`` (or a CA / client certificate given), else None. With ``tls_ca_file`` the
+        """The TLS context for ``tls=True``, else None (whatever files are given: ``NettyRemotingClient`` builds its
+        SSL context only when ``useTLS`` is true, remoting/src/main/java/org/apache/rocketmq/remoting/netty/
+        NettyRemotingClient.java, and the ``tls.client.*`` files alone change nothing). With ``tls_ca_file`` the
         server's chain is checked against it but not its host name, as Java's client with ``tls.client.authServer``
         (``remoting/src/main/java/org/apache/rocketmq/remoting/netty/NettyRemotingClient.java`` makes its handler with
         ``sslContext.newHandler(alloc)``, no peer host): brokers and name servers are addressed by IP, which
@@ -123,7 +134,7 @@ class ClientConfig:
         an SSL context when ``TlsHelper.buildSslContext`` fails with an IOException; raises ``OSError`` /
         ``ssl.SSLError`` for an unreadable CA file (Java fails too) and for files that do not hold a certificate or
         key."""
-        if not (self.tls or self.tls_ca_file or self.tls_cert_file):
+        if not self.tls:
             return None
         # The CA file first: TlsHelper.buildSslContext(true) loads the trust file (an IllegalArgumentException, not
         # caught) before it opens the certificate and key (remoting/.../netty/TlsHelper.java), so a client told to

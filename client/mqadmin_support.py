@@ -25,7 +25,7 @@ import anyio
 import click
 
 from client.admin import BROKER_FAILURES, Admin
-from client.config import ClientConfig
+from client.config import ClientConfig, default_use_tls
 from client.errors import MQClientError
 from client.message import MessageExt
 from client.tools_config import tools_credentials
@@ -417,14 +417,16 @@ def run_job(ctx: click.Context, job: Callable[[Admin, Output], Awaitable[None]])
 
 def security_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     """The group's ``--accessKey`` / ``--secretKey`` / ``--tls`` / ``--tlsCaFile`` options."""
-    fn = click.option("--tlsCaFile", "tls_ca_file", help="CA file to check the servers' certificates")(fn)
-    fn = click.option("--tls", "tls", is_flag=True, help="connect with TLS")(fn)
+    fn = click.option("--tlsCaFile", "tls_ca_file", help="CA file to check the servers' certificates (with TLS)")(fn)
+    fn = click.option("--tls", "tls", is_flag=True, help="connect with TLS (default: TLS_ENABLE)")(fn)
     fn = click.option("--secretKey", "secret_key", help="ACL secret key")(fn)
     return click.option("--accessKey", "access_key", help="ACL access key (else conf/tools.yml)")(fn)
 
 
 def client_config(obj: dict[str, Any], namesrv: str) -> ClientConfig:
-    """The admin's config: the group's security options, else the keys of ``$ROCKETMQ_HOME/conf/tools.yml``."""
+    """The admin's config: the group's security options, else the keys of ``$ROCKETMQ_HOME/conf/tools.yml``; without
+    ``--tls``, TLS as ``TLS_ENABLE`` says (:func:`~client.config.default_use_tls`), as Java's tools read
+    ``tls.enable``."""
     access_key, secret_key = obj.get("access_key"), obj.get("secret_key")
     if not access_key:
         access_key, secret_key = tools_credentials(os.environ.get("ROCKETMQ_HOME", "")) or (None, None)
@@ -432,7 +434,7 @@ def client_config(obj: dict[str, Any], namesrv: str) -> ClientConfig:
         namesrv_addr=namesrv,
         access_key=access_key,
         secret_key=secret_key,
-        tls=bool(obj.get("tls")),
+        tls=bool(obj.get("tls")) or default_use_tls(),
         tls_ca_file=obj.get("tls_ca_file"),
     )
 
