@@ -292,21 +292,49 @@ async def test_a_client_whose_certificate_file_is_missing_logs_it_and_goes_on_in
     assert any("Failed to create SSLContext" in r.getMessage() for r in caplog.records if r.levelno == logging.ERROR)
 
 
-async def test_an_instance_whose_name_server_has_no_tbw102_starts_and_sends_without_complaint(
+async def test_an_instance_whose_name_server_has_no_tbw102_starts_and_sends_warning_as_java(
     tmp_path: Path, autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A broker with ``autoCreateTopicEnable=false`` has no TBW102, so the name server answers the route refresh of
-    the inner producer's create-topic key with TOPIC_NOT_EXIST: Java's ``updateTopicRouteInfoFromNameServer`` passes
-    over it (it does not even log it for TBW102), and the instance goes on; ours logs it at debug level only."""
+    the inner producer's create-topic key with TOPIC_NOT_EXIST: the instance goes on, and each refresh warns as
+    Java's ``MQClientAPIImpl.getTopicRouteInfoFromNameServer`` (allowTopicNotExist, which the periodic
+    ``MQClientInstance.updateTopicRouteInfoFromNameServer(topic)`` passes) warns "get Topic [TBW102]
+    RouteInfoFromNameServer is not exist value" (client/src/main/java/org/apache/rocketmq/client/impl/
+    MQClientAPIImpl.java); ``updateTopicRouteInfoFromNameServer`` adds nothing for TBW102. Before: logged at debug
+    level only."""
     caplog.set_level(logging.INFO)
     async with EmbeddedCluster(tmp_path / "c", auto_create_topic_enable=False, **SMALL_STORE) as cluster:
         ns = cluster.namesrv_addr
         await create_topic(ns, "NoTbw102", queues=1)
+        caplog.clear()  # the helper's admin refreshes TBW102 too
         async with Producer("pg-no-tbw102", ns) as producer:
             await trio.sleep(65)  # the first refresh and two more
             assert "TBW102" not in producer.instance.routes
             assert (await producer.send(Message("NoTbw102", b"x"))).msg_id
-    assert [r.getMessage() for r in caplog.records if r.name.startswith("client.") and r.levelno >= logging.INFO] == []
+    logged = [(r.levelno, r.getMessage()) for r in caplog.records if r.name.startswith("client.")]
+    warning = (logging.WARNING, "get Topic [TBW102] RouteInfoFromNameServer is not exist value")
+    assert logged == [warning] * 3
+
+
+async def test_a_route_refresh_warns_of_a_subscribed_topic_the_name_servers_do_not_have(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A consumer subscribed to a topic no name server has (a typo, a topic deleted): every periodic refresh warns,
+    as Java's ``MQClientAPIImpl.getTopicRouteInfoFromNameServer`` ("get Topic [...] RouteInfoFromNameServer is not
+    exist value") and then ``MQClientInstance.updateTopicRouteInfoFromNameServer`` ("updateTopicRouteInfoFromNameServer
+    Exception", for any topic but TBW102 and retry topics) warn
+    (client/src/main/java/org/apache/rocketmq/client/impl/factory/MQClientInstance.java). Before: debug level only, so
+    the application saw nothing and consumed nothing."""
+    consumer = PushConsumer("cg-missing-topic", embedded_cluster.namesrv_addr)
+    consumer.subscribe("NoSuchTopicHere")
+    consumer.register_message_listener(lambda msgs: ConsumeConcurrentlyStatus.CONSUME_SUCCESS)
+    async with consumer:
+        caplog.set_level(logging.INFO)
+        await trio.sleep(31)  # one periodic refresh
+    warnings = [r.getMessage() for r in caplog.records if r.name.startswith("client.") and r.levelno == logging.WARNING]
+    assert "get Topic [NoSuchTopicHere] RouteInfoFromNameServer is not exist value" in warnings
+    assert any(w.startswith("updateTopicRouteInfoFromNameServer Exception") for w in warnings)
+    assert not any("%RETRY%" in w or "TBW102" in w for w in warnings if w.startswith("updateTopic"))
 
 
 async def test_a_client_whose_ca_file_and_certificate_file_are_missing_fails_to_start_as_java(tmp_path: Path) -> None:
