@@ -60,7 +60,7 @@ from remoting.codec.bodies import (
 from remoting.codec.bodies.admin import PROP_CLIENT_VERSION, PROP_CONSUME_TYPE, PROP_NAMESERVER_ADDR
 from remoting.codec.codes import CURRENT_VERSION, version_desc
 from remoting.codec.command import RemotingCommand
-from remoting.codec.topics import AUTO_CREATE_TOPIC_KEY_TOPIC
+from remoting.codec.topics import AUTO_CREATE_TOPIC_KEY_TOPIC, RETRY_GROUP_TOPIC_PREFIX
 
 if TYPE_CHECKING:
     from client.consumer.offset_store import OffsetStore
@@ -381,12 +381,24 @@ class MQClientInstance:
         return topics
 
     async def refresh_routes(self) -> None:
-        """Refresh every topic producers and consumers use; a topic that fails keeps its cached route."""
+        """Refresh every topic producers and consumers use; a topic that fails keeps its cached route.
+
+        Logged as Java's periodic ``MQClientInstance.updateTopicRouteInfoFromNameServer(topic)``
+        (client/src/main/java/org/apache/rocketmq/client/impl/factory/MQClientInstance.java): a topic the name server
+        does not have warns "get Topic [t] RouteInfoFromNameServer is not exist value" (``MQClientAPIImpl
+        .getTopicRouteInfoFromNameServer`` with allowTopicNotExist), TBW102 included, and then, for any topic but
+        TBW102 and retry topics, "updateTopicRouteInfoFromNameServer Exception"; no name server answering is an error
+        (Java's RemotingException branch; ours goes on with the next topic)."""
         for topic in sorted(self.used_topics()):
             try:
                 await self.fetch_route(topic)
             except TopicRouteNotFoundError as exc:
-                log.debug("route refresh: %s", exc)
+                if not exc.topic_not_exist:
+                    log.error("updateTopicRouteInfoFromNameServer Exception: %s", exc)
+                    continue
+                log.warning("get Topic [%s] RouteInfoFromNameServer is not exist value", topic)
+                if not topic.startswith(RETRY_GROUP_TOPIC_PREFIX) and topic != AUTO_CREATE_TOPIC_KEY_TOPIC:
+                    log.warning("updateTopicRouteInfoFromNameServer Exception: %s", exc)
 
     def broker_table(self) -> dict[str, BrokerData]:
         """Broker name -> its addresses (a :class:`BrokerData`), each from the route stored last that lists it (Java's
