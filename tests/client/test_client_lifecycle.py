@@ -1,8 +1,10 @@
 """Starting and stopping clients as RocketMQ 4.9.8's do (client/src/main/java/org/apache/rocketmq/client/impl/consumer/
 DefaultMQPushConsumerImpl.java, DefaultLitePullConsumerImpl.java ``start``): a second start of a running client fails
-and leaves the running one as it was."""
+and leaves the running one as it was; a stop fails what is under way, telling its callbacks."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 import trio
@@ -13,11 +15,15 @@ from client.config import ClientConfig
 from client.consumer.listener import ConsumeConcurrentlyStatus
 from client.consumer.lite_pull import LitePullConsumer
 from client.consumer.push import PushConsumer
-from client.errors import ClientStateError
+from client.errors import ClientStateError, MQClientError
 from client.instance import MQClientInstance
-from client.message import MessageExt
+from client.message import Message, MessageExt
+from client.producer import Producer
+from remoting.client import RemotingClient
 from remoting.codec.bodies import ConsumeFromWhere
 from tests.client.helpers import create_topic, poll_until, send_bodies, wait_until
+from tests.client.test_master_watch import register_as_master, silent_master
+from tests.conftest import SMALL_STORE
 
 
 async def test_a_second_start_of_a_running_push_consumer_fails_and_leaves_it_consuming(
@@ -77,3 +83,27 @@ async def test_a_second_start_of_a_running_lite_pull_consumer_fails_and_leaves_i
         assert "cg-second-start-lite" in instance.consumers
         await send_bodies(ns, "SecondStartLite", [b"after"])
         assert [m.body for m in await poll_until(consumer, 1)] == [b"after"]
+
+
+async def test_an_async_send_under_way_when_its_producer_stops_is_called_back_with_the_failure(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """An async send still waiting for a broker (one that accepts and never answers) when its producer stops gets its
+    callback with an exception, as in Java: the client's shutdown closes the channel and ``failFast``
+    (remoting/src/main/java/org/apache/rocketmq/remoting/netty/NettyRemotingAbstract.java, called from
+    ``NettyRemotingClient``'s close handler) fails its pending request, whose callback reaches ``SendCallback
+    .onException`` (client/src/main/java/org/apache/rocketmq/client/impl/MQClientAPIImpl.java ``sendMessageAsync``).
+    Before: a send that had to look its route up first ran as a task of the instance, cancelled at the stop, and its
+    callback was never called, so an application waiting for it waited forever."""
+    outcomes: list[object] = []
+    async with EmbeddedCluster(tmp_path / "c", auto_create_topic_enable=False, **SMALL_STORE) as cluster:
+        ns = cluster.namesrv_addr
+        async with RemotingClient() as client, trio.open_nursery() as nursery:
+            silent = await silent_master(nursery)
+            await register_as_master(client, ns, silent, topic="StopMidSend", broker_name="broker-h")
+            async with Producer("pg-stop-mid-send", ns, send_msg_timeout=600) as producer:
+                producer.send_async(Message("StopMidSend", b"x"), outcomes.append)  # its route is not cached yet
+                await trio.sleep(1)
+                assert outcomes == []
+            assert len(outcomes) == 1 and isinstance(outcomes[0], MQClientError), outcomes
+            nursery.cancel_scope.cancel()
