@@ -4,6 +4,7 @@ and leaves the running one as it was; a stop fails what is under way, telling it
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
@@ -106,4 +107,32 @@ async def test_an_async_send_under_way_when_its_producer_stops_is_called_back_wi
                 await trio.sleep(1)
                 assert outcomes == []
             assert len(outcomes) == 1 and isinstance(outcomes[0], MQClientError), outcomes
+            nursery.cancel_scope.cancel()
+
+
+async def test_async_sends_retrying_when_their_producer_stops_are_called_back_with_the_failure(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Async sends whose first attempt failed at once (a broker address nobody listens on) go on in a task of the
+    instance to the other broker, which accepts and never answers; when the producer stops then, every callback is
+    called once, with an exception, as Java's ``failFast`` fails the pending requests of the channels its shutdown
+    closes (remoting/src/main/java/org/apache/rocketmq/remoting/netty/NettyRemotingAbstract.java). Before: the retries'
+    task was cancelled at the stop and those callbacks were never called."""
+    outcomes: list[object] = []
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        dead = f"127.0.0.1:{probe.getsockname()[1]}"
+    async with EmbeddedCluster(tmp_path / "c", auto_create_topic_enable=False, **SMALL_STORE) as cluster:
+        ns = cluster.namesrv_addr
+        async with RemotingClient() as client, trio.open_nursery() as nursery:
+            silent = await silent_master(nursery)
+            await register_as_master(client, ns, dead, topic="StopMidRetry", broker_name="broker-d")
+            await register_as_master(client, ns, silent, topic="StopMidRetry", broker_name="broker-h")
+            async with Producer("pg-stop-mid-retry", ns, send_msg_timeout=600) as producer:
+                assert len((await producer.publish_info("StopMidRetry")).message_queues) == 4
+                for i in range(4):
+                    producer.send_async(Message("StopMidRetry", str(i).encode()), outcomes.append)
+                await trio.sleep(1)
+                assert outcomes == []
+            assert len(outcomes) == 4 and all(isinstance(o, MQClientError) for o in outcomes), outcomes
             nursery.cancel_scope.cancel()
