@@ -253,6 +253,11 @@ class AsyncSend(PreparedSend):
             )
         except Exception as exc:
             outcome = exc
+        except anyio.get_cancelled_exc_class():
+            # The instance is stopping with the send under way: the callback hears of it, as Java's failFast fails
+            # the pending requests of the channels its shutdown closes (see Producer._send_then_call).
+            self._give_up(ClientStateError(f"the client stopped before the send to {self.topic!r} ended"))
+            raise
         self._deliver(outcome)
 
     def _deliver(self, outcome: SendResult | Exception) -> None:

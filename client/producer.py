@@ -413,6 +413,15 @@ class Producer:
             outcome = await self._dispatch(prepared, msg, queue, selector, arg, timeout, retries, asynchronous=True)
         except Exception as exc:
             outcome = exc
+        except anyio.get_cancelled_exc_class():
+            # The instance is stopping (its task group is cancelled only then) with the send under way. Java's
+            # shutdown closes the channels, and NettyRemotingAbstract.failFast (remoting/src/main/java/org/apache/
+            # rocketmq/remoting/netty/NettyRemotingAbstract.java) fails the pending request, so the callback hears
+            # of it: tell it too, for at most rpc_timeout (the stop must not wait on a callback for long).
+            stopped = ClientStateError(f"producer {self._group!r} stopped before the send to {msg.topic!r} ended")
+            with anyio.CancelScope(shield=True, deadline=anyio.current_time() + self.instance.config.rpc_timeout):
+                await run_callback(callback, stopped, "send")
+            raise
         await run_callback(callback, outcome, "send")
 
     async def send_oneway(
