@@ -30,7 +30,8 @@ sends under groups of its own): here ``consumerGroup`` names the group a stream 
 ``producerGroup`` the group writes send under, so a ``group`` option taken silently would do neither.
 
 Security: ``accessKey`` and ``secretKey`` sign every request for brokers with ACL on (both or neither); ``tls``
-(``true``/``false``) connects with TLS, and ``tlsCaFile`` names the CA that checks the servers' certificates.
+(``true``/``false``) connects with TLS, and ``tlsCaFile`` names the CA that checks the servers' certificates
+(only with ``tls=true``: alone it turns nothing on, as Java's client needs ``useTLS``).
 """
 
 from __future__ import annotations
