@@ -12,13 +12,14 @@ import trio.testing
 
 from broker.context import BrokerState
 from broker.stats import BROKER_GET_NUMS, BROKER_PUT_NUMS
+from processors.pull import PullMessageProcessor
 from processors.send import SendMessageProcessor
 from processors.stats import StatsProcessor
 from remoting.codec.bodies.stats import BrokerStatsData
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
 from remoting.processor import RequestContext
-from tests.processors.conftest import send_request
+from tests.processors.conftest import pull_request, send_request
 
 
 async def test_broker_put_nums_has_no_times_as_in_rocketmq(
@@ -44,3 +45,34 @@ async def test_broker_put_nums_has_no_times_as_in_rocketmq(
     put = views[BROKER_PUT_NUMS]
     assert put.sum == 5
     assert put.avgpt == 0.0, f"BROKER_PUT_NUMS minute avgpt {put.avgpt}: RocketMQ never adds times to it (0.0)"
+
+
+async def test_broker_get_nums_does_not_exist_before_the_first_pull(
+    broker: BrokerState, peer_ctx: RequestContext, autojump_clock: trio.testing.MockClock
+) -> None:
+    """4.9.8's incBrokerGetNums creates the BROKER_GET_NUMS item with the first pull that found messages
+    (``getAndCreateStatsItem``), so before it VIEW_BROKER_STATS_DATA answers "not exist", as for any other item."""
+    send, pull, stats = SendMessageProcessor(broker), PullMessageProcessor(broker), StatsProcessor(broker)
+    key = broker.config.broker_cluster_name
+    fields = {"statsName": BROKER_GET_NUMS, "statsKey": key}
+    async with trio.open_nursery() as nursery:
+        await nursery.start(broker.stats.run)
+        await trio.sleep(0.5)
+        answer = await send.process(peer_ctx, send_request())
+        assert answer is not None and answer.code == ResponseCode.SUCCESS
+        await trio.sleep(10)
+        before = await stats.process(peer_ctx, request(RequestCode.VIEW_BROKER_STATS_DATA, fields))
+        assert before is not None
+        assert (before.code, before.remark) == (
+            ResponseCode.SYSTEM_ERROR,
+            f"The stats <{BROKER_GET_NUMS}> <{key}> not exist",
+        ), "BROKER_GET_NUMS before any pull"
+        found = await pull.process(peer_ctx, pull_request(sys_flag=0x4))
+        assert found is not None and found.code == ResponseCode.SUCCESS
+        after = await stats.process(peer_ctx, request(RequestCode.VIEW_BROKER_STATS_DATA, fields))
+        assert after is not None and after.code == ResponseCode.SUCCESS, "BROKER_GET_NUMS right after a pull"
+        await trio.sleep(10)
+        nursery.cancel_scope.cancel()
+    view = await stats.process(peer_ctx, request(RequestCode.VIEW_BROKER_STATS_DATA, fields))
+    assert view is not None and view.code == ResponseCode.SUCCESS
+    assert BrokerStatsData.decode(view.body).stats_minute.sum == 1
