@@ -111,7 +111,9 @@ class BrokerStatsManager:
         self.sets = {name: StatsItemSet(name) for name in _ITEM_SETS}
         #: Created by the first counted put, as incBrokerPutNums' getAndCreateStatsItem (never on a slave).
         self._broker_put: StatsItem | None = None
-        self._broker_get = self.sets[BROKER_GET_NUMS].get_or_create(cluster_name)
+        #: Created once something was got, as incBrokerGetNums' getAndCreateStatsItem
+        #: (store/src/main/java/org/apache/rocketmq/store/stats/BrokerStatsManager.java): "not exist" until then.
+        self._broker_get: StatsItem | None = None
         #: (topic, group) -> its pull items: the hot path's lookup, no string building.
         self.group_items: dict[tuple[str, str], GroupItems] = {}
         #: (topic, group) -> queue id -> next offset after the queue's last pull
@@ -251,7 +253,19 @@ class BrokerStatsManager:
         if item is None and stats_name in _PUT_SETS:
             self.count_puts()
             item = stats.get(stats_key)
+        elif item is None and stats_name == BROKER_GET_NUMS:
+            self._sync_broker_get()
+            item = stats.get(stats_key)
         return item
+
+    def _sync_broker_get(self) -> None:
+        """BROKER_GET_NUMS' value: every message got so far (its item created by the first one)."""
+        got = self.store_stats.get_transferred
+        if self._broker_get is None:
+            if not got:
+                return
+            self._broker_get = self.sets[BROKER_GET_NUMS].get_or_create(self.cluster_name)
+        self._broker_get.value = got
 
     def tps_group_get_nums(self, group: str, topic: str) -> float:
         """Messages per second ``group`` pulled from ``topic`` over the last minute (GET_CONSUME_STATS' consumeTps)."""
@@ -372,7 +386,7 @@ class BrokerStatsManager:
     def sample_second(self, tick: int, now_ms: int) -> None:
         """One sampling round; ``tick`` counts seconds since :meth:`run` started (0 first)."""
         self.count_puts()
-        self._broker_get.value = self.store_stats.get_transferred  # for the item's windows, sampled below
+        self._sync_broker_get()  # for the item's windows, sampled below
         self.store_stats.sample(now_ms)
         if tick and tick % _SECONDS_PER_LATENCY_WINDOW == 0:
             self.put_latency.roll_window()

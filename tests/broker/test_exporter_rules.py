@@ -143,6 +143,9 @@ async def test_the_exporter_accepts_a_live_brokers_answer_over_the_wire(
         key = keys[STATS_QUERIES[name][0]]
         fields = {"statsName": name, "statsKey": key}
         view = await client.invoke(broker, request(RequestCode.VIEW_BROKER_STATS_DATA, fields), 5)
+        if name == "BROKER_GET_NUMS":  # nothing was pulled: incBrokerGetNums never created it, as in RocketMQ
+            assert (view.code, view.remark) == (ResponseCode.SYSTEM_ERROR, f"The stats <{name}> <{key}> not exist")
+            continue
         assert view.code == ResponseCode.SUCCESS, (name, view.remark)
         BrokerStatsData.decode(view.body)
 

@@ -25,13 +25,15 @@ from tests.processors.conftest import pull_request, send_request
 async def test_broker_put_nums_has_no_times_as_in_rocketmq(
     broker: BrokerState, peer_ctx: RequestContext, autojump_clock: trio.testing.MockClock
 ) -> None:
-    send, stats = SendMessageProcessor(broker), StatsProcessor(broker)
+    send, pull, stats = SendMessageProcessor(broker), PullMessageProcessor(broker), StatsProcessor(broker)
     async with trio.open_nursery() as nursery:
         await nursery.start(broker.stats.run)
         await trio.sleep(0.5)
         for _ in range(5):
             answer = await send.process(peer_ctx, send_request())
             assert answer is not None and answer.code == ResponseCode.SUCCESS
+        found = await pull.process(peer_ctx, pull_request(sys_flag=0x4))  # creates BROKER_GET_NUMS
+        assert found is not None and found.code == ResponseCode.SUCCESS
         await trio.sleep(10)
         nursery.cancel_scope.cancel()
     key = broker.config.broker_cluster_name
