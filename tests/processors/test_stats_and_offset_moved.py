@@ -8,7 +8,7 @@ import trio
 import trio.testing
 
 from broker.context import BrokerState
-from broker.stats import GROUP_GET_NUMS, GROUP_GET_SIZE, TOPIC_PUT_NUMS
+from broker.stats import BROKER_PUT_NUMS, GROUP_GET_NUMS, GROUP_GET_SIZE, TOPIC_PUT_NUMS, TOPIC_PUT_SIZE
 from processors.admin import AdminBrokerProcessor
 from processors.pull import PullMessageProcessor
 from processors.send import SendMessageProcessor
@@ -239,3 +239,37 @@ async def test_properties_past_32767_utf16_units_are_refused_before_the_failed_p
     info = await admin.process(peer_ctx, request(RequestCode.GET_BROKER_RUNTIME_INFO))
     assert info is not None
     assert KVTable.decode(info.body).table["putMessageFailedTimes"] == "0"
+
+
+async def test_an_offset_moved_event_counts_in_no_put_item(
+    broker: BrokerState, peer_ctx: RequestContext, autojump_clock: trio.testing.MockClock
+) -> None:
+    """The broker stores an OffsetMovedEvent with a plain store put (4.9.8's PullMessageProcessor
+    ``generateOffsetMovedEvent``), never through the send path that counts TOPIC_PUT_NUMS / TOPIC_PUT_SIZE /
+    BROKER_PUT_NUMS (SendMessageProcessor ``handlePutMessageResult``): the event is in the store totals only."""
+    send, pull, stats = SendMessageProcessor(broker), PullMessageProcessor(broker), StatsProcessor(broker)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(broker.stats.run)
+        await trio.sleep(0.5)
+        for _ in range(3):
+            await send.process(peer_ctx, send_request(queue_id=1))
+        moved = await pull.process(peer_ctx, pull_request(queue_id=1, offset=10, sys_flag=NO_SUSPEND))
+        assert moved is not None and moved.code == ResponseCode.PULL_OFFSET_MOVED
+        assert len(_offset_moved_events(broker)) == 1
+        await trio.sleep(10)
+        nursery.cancel_scope.cancel()
+    assert broker.stats.runtime_entries()["msgPutTotalTodayNow"] == "4"  # the store took the event
+    for name in (TOPIC_PUT_NUMS, TOPIC_PUT_SIZE):
+        view = await stats.process(
+            peer_ctx,
+            request(RequestCode.VIEW_BROKER_STATS_DATA, {"statsName": name, "statsKey": OFFSET_MOVED_EVENT}),
+        )
+        assert view is not None
+        assert (view.code, view.remark) == (
+            ResponseCode.SYSTEM_ERROR,
+            f"The stats <{name}> <{OFFSET_MOVED_EVENT}> not exist",
+        ), f"{name} of {OFFSET_MOVED_EVENT}"
+    fields = {"statsName": BROKER_PUT_NUMS, "statsKey": broker.config.broker_cluster_name}
+    view = await stats.process(peer_ctx, request(RequestCode.VIEW_BROKER_STATS_DATA, fields))
+    assert view is not None and view.code == ResponseCode.SUCCESS
+    assert BrokerStatsData.decode(view.body).stats_minute.sum == 3, "BROKER_PUT_NUMS: the 3 sends only"
