@@ -23,9 +23,10 @@ Cost on the hot path: a pull calls :meth:`BrokerStatsManager.record_get` or :met
 (a few integer additions and two or three dict lookups); a send records its latency (:mod:`broker.stats.latency`).
 Puts are not counted per message but read from the store's ConsumeQueues when sampling (:mod:`broker.stats.puts`;
 ours: Java counts in the send processor). So put counts include every stored message (sends, retries, delayed
-deliveries, transaction commits), and ``times`` of a put item equals its message count, except that a batch send
-counts one (:meth:`BrokerStatsManager.record_batch_put`, as Java's per-request count). Messages recovered at start
-are not counted as puts.
+deliveries, transaction commits) but the broker's own OffsetMovedEvents (in the store totals only), and
+``times`` of a put item equals its message count, except that a batch send counts one
+(:meth:`BrokerStatsManager.record_batch_put`, as Java's per-request count). Messages recovered at start are not
+counted as puts.
 
 Ownership: the controller starts :meth:`BrokerStatsManager.run` with ``nursery.start``; it samples once a second
 (store rates, broker totals), every 10 s / 10 min / 1 h (the item windows of :mod:`broker.stats.item`) and rolls
@@ -46,6 +47,7 @@ from broker.stats.latency import PutLatencyStats
 from broker.stats.puts import StorePuts
 from broker.stats.store_stats import StoreStats
 from remoting.codec.java_format import java_double
+from remoting.codec.topics import OFFSET_MOVED_EVENT
 
 if TYPE_CHECKING:
     from store.message_store import MessageStore
@@ -64,6 +66,11 @@ _ITEM_SETS: Final = (
 )  # fmt: skip
 
 _PUT_SETS: Final = frozenset({TOPIC_PUT_NUMS, TOPIC_PUT_SIZE, BROKER_PUT_NUMS})
+#: Topics only the broker itself writes to with a plain store put, which counts in the store totals but in no put
+#: item: the OffsetMovedEvent (broker/src/main/java/org/apache/rocketmq/broker/processor/PullMessageProcessor.java
+#: ``generateOffsetMovedEvent`` calls ``getMessageStore().putMessage`` and no ``incTopicPutNums``; no client may
+#: send to it, TopicValidator's not-allowed-send set).
+_UNCOUNTED_PUT_TOPICS: Final = frozenset({OFFSET_MOVED_EVENT})
 _SECONDS_PER_ITEM_SAMPLE: Final = 10
 _SECONDS_PER_HOUR_SAMPLE: Final = 600
 _SECONDS_PER_DAY_SAMPLE: Final = 3600
@@ -355,19 +362,20 @@ class BrokerStatsManager:
             return
         replica = self.replica
         nums, sizes, incoming = self.sets[TOPIC_PUT_NUMS], self.sets[TOPIC_PUT_SIZE], self.incoming
-        added = added_bytes = 0
+        added = added_bytes = sent = 0
         for topic, (count, size, times) in collected.items():
-            if not replica:
+            if not replica and topic not in _UNCOUNTED_PUT_TOPICS:
                 nums.get_or_create(topic).add(count, times)
                 sizes.get_or_create(topic).add(size, times)
                 before_count, before_size = incoming.get(topic, (0, 0))
                 incoming[topic] = (before_count + count, before_size + size)
+                sent += count
             added += count
             added_bytes += size
-        if not replica and added:
+        if sent:
             if self._broker_put is None:
                 self._broker_put = self.sets[BROKER_PUT_NUMS].get_or_create(self.cluster_name)
-            self._broker_put.add(added, 0)  # incBrokerPutNums adds to the value only: its avgpt stays 0
+            self._broker_put.add(sent, 0)  # incBrokerPutNums adds to the value only: its avgpt stays 0
         self.put_total += added
         self.put_size_total += added_bytes
         self.store_stats.put_total = self.put_total
