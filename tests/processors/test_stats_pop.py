@@ -14,7 +14,7 @@ import trio.testing
 
 from broker.context import BrokerState, config_dir_of
 from broker.pop import PopService
-from broker.stats import GROUP_GET_NUMS, GROUP_GET_SIZE
+from broker.stats import GROUP_GET_LATENCY, GROUP_GET_NUMS, GROUP_GET_SIZE
 from broker.timer.service import TimerMessageService
 from processors.send import SendMessageProcessor
 from processors.stats import StatsProcessor
@@ -54,3 +54,32 @@ async def test_popped_messages_count_as_the_groups_gets(
     assert sums[GROUP_GET_NUMS] == 3
     assert sums[GROUP_GET_SIZE] == sum(p.message.store_size for p in popped)  # the records' bytes
     assert broker.stats.runtime_entries()["msgGetTotalTodayNow"] == "3"
+
+
+async def test_a_pop_that_found_messages_counts_its_latency(
+    broker: BrokerState, peer_ctx: RequestContext, autojump_clock: trio.testing.MockClock
+) -> None:
+    """5.3.3's PopMessageProcessor answers a pop that found messages with ``incGroupGetLatency(group, topic,
+    queueId, now - begin)`` (its heap transfer, the default ``transferMsgByHeap``); the proxy's receive pops with
+    the broker-acting queue id -1 (proxy/src/main/java/org/apache/rocketmq/proxy/service/route/
+    MessageQueueSelector.java), so the GROUP_GET_LATENCY item ``-1@topic@group`` exists after it, and not before."""
+    broker.topics.update_topic(TopicConfig(TOPIC, 1, 1))
+    send, stats = SendMessageProcessor(broker), StatsProcessor(broker)
+    pop = PopService(broker, TimerMessageService(broker.store, config_dir_of(broker.config)).rewrite)
+    fields = {"statsName": GROUP_GET_LATENCY, "statsKey": f"-1@{TOPIC}@pop_group"}
+    async with trio.open_nursery() as nursery:
+        await nursery.start(broker.stats.run)
+        await trio.sleep(0.5)
+        assert pop.pop("pop_group", TOPIC, 32, 30_000, None) == []
+        missed = await stats.process(peer_ctx, request(RequestCode.VIEW_BROKER_STATS_DATA, fields))
+        assert missed is not None and missed.code == ResponseCode.SYSTEM_ERROR, "a pop that found nothing"
+        for i in range(2):
+            answer = await send.process(peer_ctx, send_request(body=b"m%d" % i))
+            assert answer is not None and answer.code == ResponseCode.SUCCESS
+        assert len(pop.pop("pop_group", TOPIC, 32, 30_000, None)) == 2
+        await trio.sleep(10)
+        nursery.cancel_scope.cancel()
+    view = await stats.process(peer_ctx, request(RequestCode.VIEW_BROKER_STATS_DATA, fields))
+    assert view is not None
+    assert view.code == ResponseCode.SUCCESS, f"GROUP_GET_LATENCY after a pop: {view.remark}"
+    assert broker.stats.sets[GROUP_GET_LATENCY].get(f"-1@{TOPIC}@pop_group").times == 1  # one pop answered
