@@ -384,8 +384,26 @@ class PopService:
         (:meth:`FifoQueue.replace_delivery`). Raises ``RequestRejected`` as
         :meth:`_check_pop` says."""
         self._check_pop(group, topic)
-        max_nums = max(1, min(max_nums, MAX_POP_NUMS))
         now = self.now_ms()
+        out = self._pop_sources(group, topic, max_nums, invisible_ms, tags, now, fifo, property_filter, attempt_id)
+        if out:  # PopMessageProcessor answering SUCCESS by heap (transferMsgByHeap): incGroupGetLatency
+            self.broker.stats.record_pop_latency(group, topic, self.now_ms() - now)
+        return out
+
+    def _pop_sources(
+        self,
+        group: str,
+        topic: str,
+        max_nums: int,
+        invisible_ms: int,
+        tags: frozenset[str] | None,
+        now: int,
+        fifo: bool,
+        property_filter: PropertyFilter | None,
+        attempt_id: str | None,
+    ) -> list[Popped]:
+        """:meth:`pop`'s reads, its checks passed, at ``now``."""
+        max_nums = max(1, min(max_nums, MAX_POP_NUMS))
         turn = self._turns.get((group, topic), 0)
         if not turn and len(self._turns) >= self._turns_sweep_at:
             self._sweep_turns()

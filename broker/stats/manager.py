@@ -209,6 +209,14 @@ class BrokerStatsManager:
         items.nums.add(count)
         items.sizes.add(size)
 
+    def record_pop_latency(self, group: str, topic: str, elapsed_ms: int) -> None:
+        """A pop of ``group`` on ``topic`` handed out messages ``elapsed_ms`` after it started: RocketMQ 5.3.3's
+        PopMessageProcessor answers it with ``incGroupGetLatency(group, topic, queueId, now - begin)``
+        (broker/src/main/java/org/apache/rocketmq/broker/processor/PopMessageProcessor.java, transferMsgByHeap),
+        once per pop, with the request's queue id: -1, the broker-acting queue the proxy pops with
+        (proxy/src/main/java/org/apache/rocketmq/proxy/service/route/MessageQueueSelector.java)."""
+        self.sets[GROUP_GET_LATENCY].get_or_create(f"-1@{topic}@{group}").add(max(0, elapsed_ms))
+
     def _group_item(self, topic: str, group: str) -> GroupItems:
         key = stats_key(topic, group)
         items = GroupItems(
