@@ -10,14 +10,18 @@ from __future__ import annotations
 import trio
 import trio.testing
 
-from broker.context import BrokerState
-from broker.stats import BROKER_GET_NUMS, BROKER_PUT_NUMS
+from broker.context import BrokerState, config_dir_of
+from broker.schedule import ScheduleMessageService
+from broker.stats import BROKER_GET_NUMS, BROKER_PUT_NUMS, TOPIC_PUT_NUMS, TOPIC_PUT_SIZE
 from processors.pull import PullMessageProcessor
 from processors.send import SendMessageProcessor
+from processors.send_back import ConsumerSendMsgBackProcessor
 from processors.stats import StatsProcessor
 from remoting.codec.bodies.stats import BrokerStatsData
 from remoting.codec.codes import RequestCode, ResponseCode
-from remoting.codec.command import request
+from remoting.codec.command import RemotingCommand, request
+from remoting.codec.msgid import decode_offset_msg_id
+from remoting.codec.topics import SCHEDULE_TOPIC
 from remoting.processor import RequestContext
 from tests.processors.conftest import pull_request, send_request
 
@@ -78,3 +82,48 @@ async def test_broker_get_nums_does_not_exist_before_the_first_pull(
     view = await stats.process(peer_ctx, request(RequestCode.VIEW_BROKER_STATS_DATA, fields))
     assert view is not None and view.code == ResponseCode.SUCCESS
     assert BrokerStatsData.decode(view.body).stats_minute.sum == 1
+
+
+async def test_a_send_back_counts_as_4_9_8_counts_it(
+    broker: BrokerState, peer_ctx: RequestContext, autojump_clock: trio.testing.MockClock
+) -> None:
+    """4.9.8's consumer send-back (broker/src/main/java/org/apache/rocketmq/broker/processor/SendMessageProcessor.java
+    ``asyncConsumerSendMsgBack``) counts TOPIC_PUT_NUMS / TOPIC_PUT_SIZE only when the copy went to
+    ``SCHEDULE_TOPIC_XXXX`` (a retry), never a copy moved to the DLQ, and never BROKER_PUT_NUMS."""
+    send, stats = SendMessageProcessor(broker), StatsProcessor(broker)
+    back = ConsumerSendMsgBackProcessor(
+        broker, ScheduleMessageService(broker.store, config_dir_of(broker.config)).rewrite
+    )
+    group = "sendback_group"
+    async with trio.open_nursery() as nursery:
+        await nursery.start(broker.stats.run)
+        await trio.sleep(0.5)
+        offsets = []
+        for _ in range(2):
+            sent = await send.process(peer_ctx, send_request())
+            assert sent is not None and sent.code == ResponseCode.SUCCESS
+            offsets.append(decode_offset_msg_id(sent.ext_fields["msgId"]).phy_offset)
+        for offset, level in zip(offsets, ("0", "-1"), strict=True):  # a retry, then a copy to the DLQ
+            fields = {"offset": str(offset), "group": group, "delayLevel": level}
+            answer = await back.process(peer_ctx, request(RequestCode.CONSUMER_SEND_MSG_BACK, fields))
+            assert answer is not None and answer.code == ResponseCode.SUCCESS
+        assert broker.store.max_offset_in_queue(f"%DLQ%{group}", 0) == 1
+        await trio.sleep(10)
+        nursery.cancel_scope.cancel()
+
+    async def view(name: str, key: str) -> RemotingCommand:
+        answer = await stats.process(
+            peer_ctx, request(RequestCode.VIEW_BROKER_STATS_DATA, {"statsName": name, "statsKey": key})
+        )
+        assert answer is not None
+        return answer
+
+    scheduled = await view(TOPIC_PUT_NUMS, SCHEDULE_TOPIC)
+    assert scheduled.code == ResponseCode.SUCCESS
+    assert BrokerStatsData.decode(scheduled.body).stats_minute.sum == 1, "the retry's copy"
+    for name in (TOPIC_PUT_NUMS, TOPIC_PUT_SIZE):
+        dlq = await view(name, f"%DLQ%{group}")
+        assert (dlq.code, dlq.remark) == (ResponseCode.SYSTEM_ERROR, f"The stats <{name}> <%DLQ%{group}> not exist")
+    total = await view(BROKER_PUT_NUMS, broker.config.broker_cluster_name)
+    assert total.code == ResponseCode.SUCCESS
+    assert BrokerStatsData.decode(total.body).stats_minute.sum == 2, "BROKER_PUT_NUMS: the 2 sends only"
