@@ -116,7 +116,7 @@ class ConsumerSendMsgBackProcessor:
             raise RequestRejected(ResponseCode.SYSTEM_ERROR, getattr(exc, "put_status", "UNKNOWN_ERROR")) from None
         if result.status is not PutStatus.PUT_OK:
             raise RequestRejected(ResponseCode.SYSTEM_ERROR, result.status.value)
-        self._count(header.group, prepared)
+        self._count(header.group, prepared, result.append.queue_offset)
         return request.response(ResponseCode.SUCCESS)
 
     def send_back_now(self, header: ConsumerSendMsgBackRequestHeader) -> None:
@@ -127,8 +127,8 @@ class ConsumerSendMsgBackProcessor:
         otherwise, and the store's ``PutRefusedError`` as is (nothing stored)."""
         prepared = self._prepare(header, True)
         if prepared is not None:
-            self.broker.store.append(prepared.record)
-            self._count(header.group, prepared)
+            appended = self.broker.store.append(prepared.record)
+            self._count(header.group, prepared, appended.queue_offset)
 
     def _prepare(self, header: ConsumerSendMsgBackRequestHeader, honour_max: bool) -> _Prepared | None:
         """The checks, in Java's order, and the record to store; ``None``: SUCCESS with nothing to store (a group
@@ -203,8 +203,10 @@ class ConsumerSendMsgBackProcessor:
         except ValueError as exc:
             raise RequestRejected(ResponseCode.SYSTEM_ERROR, f"MESSAGE_ILLEGAL: {exc}") from None
 
-    def _count(self, group: str, prepared: _Prepared) -> None:
-        self.broker.stats.record_send_back(group, prepared.origin_topic, prepared.to_dlq)
+    def _count(self, group: str, prepared: _Prepared, queue_offset: int) -> None:
+        stats, record = self.broker.stats, prepared.record
+        stats.record_send_back(group, prepared.origin_topic, prepared.to_dlq)
+        stats.record_send_back_put(record.topic, record.queue_id, queue_offset, prepared.to_dlq)
 
     def _look_message(self, offset: int) -> MessageExt:
         view = self.broker.store.look_message_by_offset(offset)

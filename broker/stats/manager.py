@@ -23,7 +23,8 @@ Cost on the hot path: a pull calls :meth:`BrokerStatsManager.record_get` or :met
 (a few integer additions and two or three dict lookups); a send records its latency (:mod:`broker.stats.latency`).
 Puts are not counted per message but read from the store's ConsumeQueues when sampling (:mod:`broker.stats.puts`;
 ours: Java counts in the send processor). So put counts include every stored message (sends, retries, delayed
-deliveries, transaction commits) but the broker's own OffsetMovedEvents (in the store totals only), and
+deliveries, transaction commits) but the broker's own OffsetMovedEvents (in the store totals only) and its
+send-backs (:meth:`BrokerStatsManager.record_send_back_put`), and
 ``times`` of a put item equals its message count, except that a batch send counts one
 (:meth:`BrokerStatsManager.record_batch_put`, as Java's per-request count). Messages recovered at start are not
 counted as puts.
@@ -248,6 +249,14 @@ class BrokerStatsManager:
             return
         self._puts.batch((topic, queue_id), end, count)
 
+    def record_send_back_put(self, topic: str, queue_id: int, queue_offset: int, to_dlq: bool) -> None:
+        """A consumer send-back stored its copy at ``queue_offset`` of ``topic``'s ``queue_id``. 4.9.8's
+        ``asyncConsumerSendMsgBack`` (broker/src/main/java/org/apache/rocketmq/broker/processor/
+        SendMessageProcessor.java) counts it in TOPIC_PUT_NUMS / TOPIC_PUT_SIZE only when it went to
+        ``SCHEDULE_TOPIC_XXXX`` (a retry; a copy ``to_dlq`` in no put item), and never in BROKER_PUT_NUMS."""
+        if not self.replica:
+            self._puts.own((topic, queue_id), queue_offset, not to_dlq)
+
     def record_put_failed(self) -> None:
         """A put the store refused (Java's ``putMessageFailedTimes``)."""
         self.put_failed += 1
@@ -370,17 +379,26 @@ class BrokerStatsManager:
             return
         replica = self.replica
         nums, sizes, incoming = self.sets[TOPIC_PUT_NUMS], self.sets[TOPIC_PUT_SIZE], self.incoming
+        taken = self._puts.taken
         added = added_bytes = sent = 0
         for topic, (count, size, times) in collected.items():
-            if not replica and topic not in _UNCOUNTED_PUT_TOPICS:
-                nums.get_or_create(topic).add(count, times)
-                sizes.get_or_create(topic).add(size, times)
-                before_count, before_size = incoming.get(topic, (0, 0))
-                incoming[topic] = (before_count + count, before_size + size)
-                sent += count
             added += count
             added_bytes += size
-        if sent:
+            if replica or topic in _UNCOUNTED_PUT_TOPICS:
+                continue
+            own = taken.get(topic) if taken else None
+            if own is None:
+                sent += count
+            else:  # the broker's send-backs (record_send_back_put)
+                sent += count - own[3]
+                count, size, times = count - own[0], max(0, size - own[1]), times - own[2]
+            if count <= 0:
+                continue
+            nums.get_or_create(topic).add(count, times)
+            sizes.get_or_create(topic).add(size, times)
+            before_count, before_size = incoming.get(topic, (0, 0))
+            incoming[topic] = (before_count + count, before_size + size)
+        if sent > 0:
             if self._broker_put is None:
                 self._broker_put = self.sets[BROKER_PUT_NUMS].get_or_create(self.cluster_name)
             self._broker_put.add(sent, 0)  # incBrokerPutNums adds to the value only: its avgpt stays 0

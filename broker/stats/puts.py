@@ -37,6 +37,12 @@ class StorePuts:
         self._seen: dict[tuple[str, int], int] = {}
         #: queue key -> (end offset, calls taken back) of each batch appended and not counted yet (:meth:`batch`)
         self._batches: dict[tuple[str, int], list[tuple[int, int]]] = {}
+        #: queue key -> queue offset -> whether it counts in its topic's items, of the broker's own puts not
+        #: counted yet (:meth:`own`)
+        self._own: dict[tuple[str, int], dict[int, bool]] = {}
+        #: What the last :meth:`collect` found of the broker's own puts, per topic: (messages, bytes, calls) in no
+        #: topic item, messages in no BROKER_PUT_NUMS.
+        self.taken: dict[str, tuple[int, int, int, int]] = {}
 
     def start(self) -> None:
         """Take the store's current contents as the baseline."""
@@ -54,6 +60,15 @@ class StorePuts:
         else:
             pending.append((end, count - 1))
 
+    def own(self, key: tuple[str, int], offset: int, in_topic: bool) -> None:
+        """The broker itself put the entry at ``offset`` of queue ``key`` (a send-back): when counted, it is in no
+        BROKER_PUT_NUMS, and in its topic's items only if ``in_topic`` (see :meth:`collect`'s ``taken``)."""
+        owned = self._own.get(key)
+        if owned is None:
+            self._own[key] = {offset: in_topic}
+        else:
+            owned[offset] = in_topic
+
     def collect(self) -> TopicPuts:
         """Messages, bytes and calls (one per message, one per batch) stored per topic since the last call (topics
         without new messages are absent)."""
@@ -62,6 +77,9 @@ class StorePuts:
         seen = self._seen
         dispatched = store.multi_dispatch.take_dispatched()
         batches = self._batches
+        owned_table = self._own
+        taken: dict[str, tuple[int, int, int, int]] = {}
+        self.taken = taken
         added: TopicPuts = {}
         for key, offset in store.queue_offsets.items():
             before = seen.get(key, 0)
@@ -75,6 +93,7 @@ class StorePuts:
             if offset < before:
                 before = 0
                 batches.pop(key, None)
+                owned_table.pop(key, None)
             seen[key] = offset
             size = 0 if cq is None else cq.sizes_total(before, offset)
             new = offset - before
@@ -97,6 +116,11 @@ class StorePuts:
                     batches[key] = left
                 else:
                     del batches[key]
+            owned = owned_table.get(key) if owned_table else None
+            if owned is not None:
+                _take_own(taken, key, owned, cq, before, offset, ranges)
+                if not owned:
+                    del owned_table[key]
             if new <= 0:
                 continue
             count, total, times = added.get(key[0], (0, 0, 0))
@@ -114,6 +138,8 @@ class StorePuts:
             del self._seen[key]
         for key in [k for k in self._batches if k[0] == topic]:
             del self._batches[key]
+        for key in [k for k in self._own if k[0] == topic]:
+            del self._own[key]
         unacknowledged = self.store.unacknowledged
         for key in [k for k in unacknowledged if k[0] == topic]:
             del unacknowledged[key]
@@ -154,3 +180,34 @@ def _take_unacknowledged(
 def _within(ranges: list[tuple[int, int]] | None, end: int) -> bool:
     """Whether the batch ending at ``end`` is one of the unacknowledged appends of ``ranges``."""
     return ranges is not None and any(first < end <= last for first, last in ranges)
+
+
+def _take_own(
+    taken: dict[str, tuple[int, int, int, int]],
+    key: tuple[str, int],
+    owned: dict[int, bool],
+    cq: ConsumeQueue | None,
+    before: int,
+    offset: int,
+    ranges: list[tuple[int, int]] | None,
+) -> None:
+    """Add to ``taken`` the broker's own puts of queue ``key`` counted in ``[before, offset)`` (dropping them, and
+    those before it, from ``owned``); an unacknowledged one counts nowhere already."""
+    msgs = size = broker = 0
+    for at in [at for at in owned if at < offset]:
+        in_topic = owned.pop(at)
+        if at < before or (ranges is not None and any(first <= at < end for first, end in ranges)):
+            continue
+        broker += 1
+        if not in_topic:
+            msgs += 1
+            if cq is not None:
+                size += cq.sizes_total(at, at + 1)
+    if broker:
+        before_taken = taken.get(key[0], (0, 0, 0, 0))
+        taken[key[0]] = (
+            before_taken[0] + msgs,
+            before_taken[1] + size,
+            before_taken[2] + msgs,
+            before_taken[3] + broker,
+        )
