@@ -14,13 +14,21 @@ import trio.testing
 
 from broker.context import BrokerState, config_dir_of
 from broker.pop import PopService
-from broker.stats import GROUP_GET_LATENCY, GROUP_GET_NUMS, GROUP_GET_SIZE
+from broker.stats import (
+    BROKER_PUT_NUMS,
+    GROUP_GET_LATENCY,
+    GROUP_GET_NUMS,
+    GROUP_GET_SIZE,
+    TOPIC_PUT_NUMS,
+    TOPIC_PUT_SIZE,
+)
 from broker.timer.service import TimerMessageService
 from processors.send import SendMessageProcessor
 from processors.stats import StatsProcessor
 from remoting.codec.bodies.stats import BrokerStatsData
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
+from remoting.codec.topics import TIMER_TOPIC
 from remoting.processor import RequestContext
 from store.metadata_files import TopicConfig
 from tests.processors.conftest import TOPIC, send_request
@@ -83,3 +91,36 @@ async def test_a_pop_that_found_messages_counts_its_latency(
     assert view is not None
     assert view.code == ResponseCode.SUCCESS, f"GROUP_GET_LATENCY after a pop: {view.remark}"
     assert broker.stats.sets[GROUP_GET_LATENCY].get(f"-1@{TOPIC}@pop_group").times == 1  # one pop answered
+
+
+async def test_a_pops_checkpoint_counts_in_no_put_item(
+    broker: BrokerState, peer_ctx: RequestContext, autojump_clock: trio.testing.MockClock
+) -> None:
+    """5.3.3's PopMessageProcessor ``appendCheckPoint`` stores the CK (a timer message, parked in
+    ``rmq_sys_wheel_timer``) through the EscapeBridge, which counts no TOPIC_PUT_NUMS / TOPIC_PUT_SIZE /
+    BROKER_PUT_NUMS (broker/src/main/java/org/apache/rocketmq/broker/failover/EscapeBridge.java): only the sends
+    count, while the store totals take the CK."""
+    broker.topics.update_topic(TopicConfig(TOPIC, 1, 1))
+    send, stats = SendMessageProcessor(broker), StatsProcessor(broker)
+    pop = PopService(broker, TimerMessageService(broker.store, config_dir_of(broker.config)).rewrite)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(broker.stats.run)
+        await trio.sleep(0.5)
+        for i in range(3):
+            answer = await send.process(peer_ctx, send_request(body=b"m%d" % i))
+            assert answer is not None and answer.code == ResponseCode.SUCCESS
+        assert len(pop.pop("pop_group", TOPIC, 32, 60_000, None)) == 3
+        await trio.sleep(10)  # the CK is due after a minute: still parked in the timer
+        nursery.cancel_scope.cancel()
+    assert broker.store.max_offset_in_queue(TIMER_TOPIC, 0) == 1
+    assert broker.stats.runtime_entries()["msgPutTotalTodayNow"] == "4"  # 3 sends and the CK
+    for name in (TOPIC_PUT_NUMS, TOPIC_PUT_SIZE):
+        view = await stats.process(
+            peer_ctx, request(RequestCode.VIEW_BROKER_STATS_DATA, {"statsName": name, "statsKey": TIMER_TOPIC})
+        )
+        assert view is not None
+        assert (view.code, view.remark) == (ResponseCode.SYSTEM_ERROR, f"The stats <{name}> <{TIMER_TOPIC}> not exist")
+    fields = {"statsName": BROKER_PUT_NUMS, "statsKey": broker.config.broker_cluster_name}
+    total = await stats.process(peer_ctx, request(RequestCode.VIEW_BROKER_STATS_DATA, fields))
+    assert total is not None and total.code == ResponseCode.SUCCESS
+    assert BrokerStatsData.decode(total.body).stats_minute.sum == 3, "BROKER_PUT_NUMS: the 3 sends only"
