@@ -24,7 +24,8 @@ Cost on the hot path: a pull calls :meth:`BrokerStatsManager.record_get` or :met
 Puts are not counted per message but read from the store's ConsumeQueues when sampling (:mod:`broker.stats.puts`;
 ours: Java counts in the send processor). So put counts include every stored message (sends, retries, delayed
 deliveries, transaction commits) but the broker's own OffsetMovedEvents (in the store totals only) and its
-send-backs (:meth:`BrokerStatsManager.record_send_back_put`), and
+send-backs and pop checkpoints (:meth:`BrokerStatsManager.record_send_back_put`,
+:meth:`~BrokerStatsManager.record_uncounted_put`), and
 ``times`` of a put item equals its message count, except that a batch send counts one
 (:meth:`BrokerStatsManager.record_batch_put`, as Java's per-request count). Messages recovered at start are not
 counted as puts.
@@ -256,6 +257,14 @@ class BrokerStatsManager:
         ``SCHEDULE_TOPIC_XXXX`` (a retry; a copy ``to_dlq`` in no put item), and never in BROKER_PUT_NUMS."""
         if not self.replica:
             self._puts.own((topic, queue_id), queue_offset, not to_dlq)
+
+    def record_uncounted_put(self, topic: str, queue_id: int, queue_offset: int) -> None:
+        """The broker stored an entry of its own at ``queue_offset`` of ``topic``'s ``queue_id`` through a path that
+        counts in no put item, only in the store totals: a pop's checkpoint, which RocketMQ 5.3.3's
+        PopMessageProcessor ``appendCheckPoint`` stores through the EscapeBridge
+        (broker/src/main/java/org/apache/rocketmq/broker/failover/EscapeBridge.java, no ``incTopicPutNums``)."""
+        if not self.replica:
+            self._puts.own((topic, queue_id), queue_offset, False)
 
     def record_put_failed(self) -> None:
         """A put the store refused (Java's ``putMessageFailedTimes``)."""
