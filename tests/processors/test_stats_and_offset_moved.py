@@ -13,13 +13,14 @@ from processors.admin import AdminBrokerProcessor
 from processors.pull import PullMessageProcessor
 from processors.send import SendMessageProcessor
 from processors.stats import StatsProcessor
+from processors.transaction_bridge import TransactionalMessageBridge
 from remoting.codec.bodies import KVTable
 from remoting.codec.bodies.admin import ConsumeStats
 from remoting.codec.bodies.stats import BrokerStatsData, ConsumeStatsList
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
 from remoting.codec.message import MessageRecord, decode_record
-from remoting.codec.topics import OFFSET_MOVED_EVENT
+from remoting.codec.topics import OFFSET_MOVED_EVENT, TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC
 from remoting.processor import RequestContext
 from tests.processors.conftest import GROUP, TOPIC, MakeBroker, pull_request, send_request
 
@@ -273,3 +274,36 @@ async def test_an_offset_moved_event_counts_in_no_put_item(
     view = await stats.process(peer_ctx, request(RequestCode.VIEW_BROKER_STATS_DATA, fields))
     assert view is not None and view.code == ResponseCode.SUCCESS
     assert BrokerStatsData.decode(view.body).stats_minute.sum == 3, "BROKER_PUT_NUMS: the 3 sends only"
+
+
+async def test_a_discarded_half_message_counts_in_no_put_item(
+    broker: BrokerState, peer_ctx: RequestContext, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A half message whose checks ran out is moved to RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC with a plain store put
+    (broker/src/main/java/org/apache/rocketmq/broker/transaction/queue/DefaultTransactionalMessageCheckListener.java
+    ``resolveDiscardMsg``), never counted in TOPIC_PUT_NUMS / TOPIC_PUT_SIZE / BROKER_PUT_NUMS."""
+    send, stats = SendMessageProcessor(broker), StatsProcessor(broker)
+    bridge = TransactionalMessageBridge(broker)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(broker.stats.run)
+        await trio.sleep(0.5)
+        props = "TRAN_MSG\x01true\x02PGROUP\x01PG\x02UNIQ_KEY\x01U1"
+        answer = await send.process(peer_ctx, send_request(properties=props))
+        assert answer is not None and answer.code == ResponseCode.SUCCESS
+        (half,) = bridge.iter_queue(TRANS_HALF_TOPIC, 0, 1)
+        bridge.put_discarded(half)
+        await trio.sleep(10)
+        nursery.cancel_scope.cancel()
+    assert broker.stats.runtime_entries()["msgPutTotalTodayNow"] == "2"  # the store took the discarded copy
+    for name in (TOPIC_PUT_NUMS, TOPIC_PUT_SIZE):
+        fields = {"statsName": name, "statsKey": TRANS_CHECK_MAX_TIME_TOPIC}
+        view = await stats.process(peer_ctx, request(RequestCode.VIEW_BROKER_STATS_DATA, fields))
+        assert view is not None
+        assert (view.code, view.remark) == (
+            ResponseCode.SYSTEM_ERROR,
+            f"The stats <{name}> <{TRANS_CHECK_MAX_TIME_TOPIC}> not exist",
+        )
+    fields = {"statsName": BROKER_PUT_NUMS, "statsKey": broker.config.broker_cluster_name}
+    view = await stats.process(peer_ctx, request(RequestCode.VIEW_BROKER_STATS_DATA, fields))
+    assert view is not None and view.code == ResponseCode.SUCCESS
+    assert BrokerStatsData.decode(view.body).stats_minute.sum == 1, "BROKER_PUT_NUMS: the half message's send only"
