@@ -23,9 +23,9 @@ Cost on the hot path: a pull calls :meth:`BrokerStatsManager.record_get` or :met
 (a few integer additions and two or three dict lookups); a send records its latency (:mod:`broker.stats.latency`).
 Puts are not counted per message but read from the store's ConsumeQueues when sampling (:mod:`broker.stats.puts`;
 ours: Java counts in the send processor). So put counts include every stored message (sends, retries, delayed
-deliveries, transaction commits) but the broker's own OffsetMovedEvents (in the store totals only) and its
-send-backs and pop checkpoints (:meth:`BrokerStatsManager.record_send_back_put`,
-:meth:`~BrokerStatsManager.record_uncounted_put`), and
+deliveries, transaction commits) but those Java stores without counting, which count in the store totals only: the
+broker's OffsetMovedEvents and discarded half messages (:data:`_UNCOUNTED_PUT_TOPICS`), pop checkpoints
+(:meth:`BrokerStatsManager.record_uncounted_put`) and send-backs (:meth:`BrokerStatsManager.record_send_back_put`).
 ``times`` of a put item equals its message count, except that a batch send counts one
 (:meth:`BrokerStatsManager.record_batch_put`, as Java's per-request count). Messages recovered at start are not
 counted as puts.
@@ -49,7 +49,7 @@ from broker.stats.latency import PutLatencyStats
 from broker.stats.puts import StorePuts
 from broker.stats.store_stats import StoreStats
 from remoting.codec.java_format import java_double
-from remoting.codec.topics import OFFSET_MOVED_EVENT
+from remoting.codec.topics import OFFSET_MOVED_EVENT, TRANS_CHECK_MAX_TIME_TOPIC
 
 if TYPE_CHECKING:
     from store.message_store import MessageStore
@@ -69,10 +69,12 @@ _ITEM_SETS: Final = (
 
 _PUT_SETS: Final = frozenset({TOPIC_PUT_NUMS, TOPIC_PUT_SIZE, BROKER_PUT_NUMS})
 #: Topics only the broker itself writes to with a plain store put, which counts in the store totals but in no put
-#: item: the OffsetMovedEvent (broker/src/main/java/org/apache/rocketmq/broker/processor/PullMessageProcessor.java
-#: ``generateOffsetMovedEvent`` calls ``getMessageStore().putMessage`` and no ``incTopicPutNums``; no client may
-#: send to it, TopicValidator's not-allowed-send set).
-_UNCOUNTED_PUT_TOPICS: Final = frozenset({OFFSET_MOVED_EVENT})
+#: item (no client may send to them, TopicValidator's not-allowed-send set): the OffsetMovedEvent
+#: (broker/src/main/java/org/apache/rocketmq/broker/processor/PullMessageProcessor.java ``generateOffsetMovedEvent``
+#: calls ``getMessageStore().putMessage`` and no ``incTopicPutNums``) and a half message whose checks ran out
+#: (broker/src/main/java/org/apache/rocketmq/broker/transaction/queue/DefaultTransactionalMessageCheckListener.java
+#: ``resolveDiscardMsg``, the same).
+_UNCOUNTED_PUT_TOPICS: Final = frozenset({OFFSET_MOVED_EVENT, TRANS_CHECK_MAX_TIME_TOPIC})
 _SECONDS_PER_ITEM_SAMPLE: Final = 10
 _SECONDS_PER_HOUR_SAMPLE: Final = 600
 _SECONDS_PER_DAY_SAMPLE: Final = 3600
