@@ -128,9 +128,10 @@ class StorePuts:
         return added
 
     def forget_batches(self) -> None:
-        """The broker's role changed: no batch appended until now takes calls back (see
-        :meth:`~broker.stats.manager.BrokerStatsManager.set_replica`)."""
+        """The broker's role changed: no batch appended until now takes calls back, nor is any of the broker's own
+        puts not counted yet taken out (see :meth:`~broker.stats.manager.BrokerStatsManager.set_replica`)."""
         self._batches.clear()
+        self._own.clear()
 
     def forget(self, topic: str) -> None:
         """The topic was deleted: its queues count from zero when they come back."""
