@@ -62,3 +62,17 @@ async def test_server_socket_backlog_sizes_the_name_servers_listen_backlog(start
     apache/rocketmq/remoting/netty/NettyRemotingServer.java); the name server listened with 1024 whatever it was."""
     _, address = await start_namesrv(server_socket_backlog=5)
     assert listen_backlog(int(address.rsplit(":", 1)[1])) == 5
+
+
+@pytest.mark.parametrize("backlog", [0, -1])
+async def test_a_server_socket_backlog_below_one_listens_as_javas_listener_does(
+    start_namesrv: StartNamesrv, backlog: int
+) -> None:
+    """NettyRemotingServer's listener is Netty's NIO channel (remoting/src/main/java/org/apache/rocketmq/remoting/
+    netty/NettyRemotingServer.java, ``useEpollNativeSelector`` false), which binds through the JDK's
+    ServerSocketChannel: a backlog of 0 is its default, 50. Netty refuses a negative ``SO_BACKLOG`` (a logged
+    warning) and keeps its own default, the kernel's ``somaxconn``. Both listened with a backlog of 0, which holds
+    one pending connection."""
+    _, address = await start_namesrv(server_socket_backlog=backlog)
+    somaxconn = int(Path("/proc/sys/net/core/somaxconn").read_text())
+    assert listen_backlog(int(address.rsplit(":", 1)[1])) == (50 if backlog == 0 else somaxconn)
