@@ -70,8 +70,8 @@ class ServerConfig:
     idle_timeout: float | None = 120.0
     #: Largest frame accepted, length prefix included; a larger one closes the connection.
     max_frame: int = MAX_FRAME
-    #: Listen backlog.
-    backlog: int = 1024
+    #: Listen backlog (None: the kernel's largest, ``somaxconn``).
+    backlog: int | None = 1024
     #: ``tls.server.mode``: disabled, permissive or enforcing (see the module docstring).
     tls_mode: str = DISABLED
     #: Where the SSL context comes from (None: TLS connections are closed).
@@ -159,12 +159,25 @@ class ListenerSettings(NettyServerSettings):
             max_connections=self.server_max_connections or None,
             max_requests_in_flight=self.server_max_requests_in_flight,
             max_buffered_bytes=self.server_max_buffered_bytes,
-            # NettyServerConfig's serverSocketBacklog is the listener's SO_BACKLOG
-            # (remoting/src/main/java/org/apache/rocketmq/remoting/netty/NettyRemotingServer.java).
-            backlog=self.server_socket_backlog,
+            backlog=java_listen_backlog(self.server_socket_backlog),
             socket_snd_buf_size=self.server_socket_snd_buf_size,
             socket_rcv_buf_size=self.server_socket_rcv_buf_size,
         )
+
+
+#: The backlog the JDK's ServerSocketChannel listens with when given one below 1 (``bind(address, backlog)``).
+JDK_DEFAULT_BACKLOG = 50
+
+
+def java_listen_backlog(server_socket_backlog: int) -> int | None:
+    """The listen backlog a Java server gets for NettyServerConfig's ``serverSocketBacklog``, its ``SO_BACKLOG``
+    (remoting/src/main/java/org/apache/rocketmq/remoting/netty/NettyRemotingServer.java): the listener is Netty's
+    NIO channel (``useEpollNativeSelector`` false), which binds through the JDK's ServerSocketChannel, and that
+    listens with 50 for a backlog of 0; Netty refuses a negative one (a warning) and keeps its default, the kernel's
+    ``somaxconn`` (None here). Given as is, either listened with 0: one pending connection."""
+    if server_socket_backlog < 0:
+        return None
+    return server_socket_backlog or JDK_DEFAULT_BACKLOG
 
 
 class RemotingServer:
