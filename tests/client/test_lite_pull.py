@@ -167,3 +167,16 @@ async def test_a_restarted_lite_pull_consumer_pulls_its_assigned_queues_again(cl
         assert consumer.assignment() == set(mqs)
         got = await poll_until(consumer, 1)
     assert [m.body for m in got] == [b"a1"]
+
+
+async def test_assign_after_unsubscribing_every_topic_is_still_refused(cluster: ThreadedCluster) -> None:
+    """Java's subscription type never goes back to NONE: once subscribe ran, assign refuses even when unsubscribe
+    removed every topic (DefaultLitePullConsumerImpl.setSubscriptionType)."""
+    await create_topic(cluster.namesrv_addr, "LiteUnsubAssign", queues=2)
+    async with LitePullConsumer("lite-unsub-assign", cluster.namesrv_addr) as consumer:
+        await consumer.subscribe("LiteUnsubAssign")
+        await consumer.unsubscribe("LiteUnsubAssign")
+        mqs = await consumer.fetch_message_queues("LiteUnsubAssign")
+        with pytest.raises(ClientStateError):
+            await consumer.assign(mqs)
+        assert consumer.assignment() == set()
