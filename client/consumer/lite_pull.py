@@ -182,6 +182,10 @@ class LitePullConsumer(LitePullWorker):
         )
         self.rebalance.on_changed = self._allocation_changed
         self._allocation_listeners: dict[str, MessageQueueListener] = {}
+        #: Set by the first subscribe and never cleared, not even when unsubscribe removes every topic: Java's
+        #: subscription type leaves NONE once and for all (DefaultLitePullConsumerImpl.setSubscriptionType,
+        #: client/src/main/java/org/apache/rocketmq/client/impl/consumer/DefaultLitePullConsumerImpl.java).
+        self._subscribed_mode = False
         self._queues: dict[MessageQueue, QueueState] = {}
         #: In assign mode, the queues assigned when the consumer stopped: a restart pulls them again.
         self._assigned_at_stop: set[MessageQueue] = set()
@@ -359,6 +363,7 @@ class LitePullConsumer(LitePullWorker):
             # (client/src/main/java/org/apache/rocketmq/client/impl/consumer/DefaultLitePullConsumerImpl.java).
             if self._assigned_manually:
                 raise ClientStateError("subscribe() and assign() cannot be mixed")
+            self._subscribed_mode = True
             self.rebalance.subscriptions[topic] = subscription
         if listener is None:
             self._allocation_listeners.pop(topic, None)
@@ -395,9 +400,10 @@ class LitePullConsumer(LitePullWorker):
         ``DefaultLitePullConsumerImpl.assign``
         (client/src/main/java/org/apache/rocketmq/client/impl/consumer/DefaultLitePullConsumerImpl.java). No queues
         at all raise ``ValueError`` and leave the assignment as it was, as Java's ``assign`` refuses an empty
-        collection (:meth:`unsubscribe` drops a topic's queues)."""
+        collection (:meth:`unsubscribe` drops a topic's queues). Once :meth:`subscribe` ran, assign is refused for
+        good, even after every topic was unsubscribed (Java's subscription type never resets)."""
         self._check_started()
-        if self.rebalance.subscriptions and not self._assigned_manually:
+        if self._subscribed_mode and not self._assigned_manually:
             raise ClientStateError("subscribe() and assign() cannot be mixed")
         wanted = set(wrap_queues(self.namespace, mqs))
         if not wanted:
@@ -409,7 +415,7 @@ class LitePullConsumer(LitePullWorker):
             await self.instance.route(topic, wait_greeting=True)
         async with self.rebalance.serialised():
             self._check_started()
-            if self.rebalance.subscriptions and not self._assigned_manually:
+            if self._subscribed_mode and not self._assigned_manually:
                 raise ClientStateError("subscribe() and assign() cannot be mixed")
             self.rebalance.assigned_by_owner = True
             for topic in by_topic:  # the latest expression of a topic wins, as setSubExpressionForAssign's
