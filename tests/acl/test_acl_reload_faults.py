@@ -275,3 +275,69 @@ def test_a_file_emptied_when_a_file_is_added_loses_its_rules_as_a_full_load_read
     manager.reload_changed()
     assert manager.account("ops-account") is not None and manager.account("RocketMQ") is not None
     assert manager.account("team-account") is None, "the emptied file's account outlived a full load"
+
+
+TEAM_ELSEWHERE = "accounts:\n  - {accessKey: team-account, secretKey: other-secret, defaultTopicPerm: PUB}\n"
+
+
+def _send_as(manager: AclManager, secret: str) -> None:
+    cmd = request(RequestCode.SEND_MESSAGE, {"topic": "T"})
+    manager.validate("10.9.9.9", sign(cmd, SessionCredentials("team-account", secret)))
+
+
+def test_a_key_added_by_hand_to_an_earlier_file_stays_with_the_file_that_owns_it(tmp_path: Path) -> None:
+    """team-account lives in plain_acl.yml; an operator also writes it into conf/acl/team.yml (loaded first). The
+    watcher's per-file ``load(String)`` keeps a key with the file ``accessKeyTable`` names (4.9.8's
+    acl/src/main/java/org/apache/rocketmq/acl/plain/PlainPermissionManager.java), so the copy does not take the
+    account over until a full load (a restart, a file added or removed) makes the first file its owner."""
+    manager = _manager(tmp_path, PLAIN_ACL + TEAM_YML.removeprefix("accounts:\n"), "accounts: []\n")
+    (tmp_path / "conf" / "acl" / "team.yml").write_text(TEAM_ELSEWHERE)
+    manager.reload_changed()
+    account = manager.account("team-account")
+    assert account is not None and account.secret_key == "team-secret", "a copy in another file took the key over"
+    manager.reload_changed(force=True)
+    account = manager.account("team-account")
+    assert account is not None and account.secret_key == "other-secret"
+
+
+def test_a_key_removed_by_hand_from_its_file_is_not_taken_by_another_files_copy_until_a_full_load(
+    tmp_path: Path,
+) -> None:
+    """team-account lives in conf/acl/team.yml, a copy of it (ignored) in plain_acl.yml. Removed from team.yml by
+    hand, team.yml still owns the key after the watcher's ``load(String)`` (it never drops a key from
+    ``accessKeyTable``): the account is refused with "No PlainAccessResource for accessKey=..." until a full load lets
+    the copy in plain_acl.yml have it."""
+    team_pub = TEAM_ELSEWHERE.replace("other-secret", "team-secret")
+    manager = _manager(tmp_path, PLAIN_ACL + TEAM_ELSEWHERE.removeprefix("accounts:\n"), team_pub)
+    _send_as(manager, "team-secret")
+    (tmp_path / "conf" / "acl" / "team.yml").write_text("accounts: []\n")
+    manager.reload_changed()
+    assert manager.account("team-account") is None, "the other file's copy took the key over at a per-file reload"
+    with pytest.raises(AclDenied, match="No PlainAccessResource for accessKey=team-account") as denied:
+        _send_as(manager, "other-secret")
+    assert "PlainPermissionManager.validate(PlainPermissionManager.java:675)" in denied.value.remark
+    manager.reload_changed(force=True)
+    _send_as(manager, "other-secret")
+
+
+@pytest.mark.parametrize(("left", "re_added"), [(PLAIN_ACL, False), ("globalWhiteRemoteAddresses: []\n", True)])
+def test_an_update_of_an_account_removed_by_hand_re_adds_it_only_to_a_file_without_accounts(
+    tmp_path: Path, left: str, re_added: bool
+) -> None:
+    """An operator removes team-account from plain_acl.yml by hand; an update of it arrives before the watcher
+    reloads. 4.9.8's ``updateAccessConfig`` edits the key's entry in its file as read from disk: with an ``accounts``
+    list not naming it, nothing is added (the file is written with the next version, the revocation stands); with
+    no ``accounts`` at all it adds it back ("Maybe deleted in file, add it back")."""
+    manager = _manager(tmp_path, PLAIN_ACL + TEAM_YML.removeprefix("accounts:\n"), "")
+    default = tmp_path / "conf" / "plain_acl.yml"
+    version = manager.default_version()["counter"]
+    default.write_text(left)
+    manager.update_account(AccountConfig("team-account", "new-secret"), frozenset({"secret_key"}))
+    assert ("team-account" in default.read_text()) is re_added
+    assert manager.default_version()["counter"] == version + 1
+    manager.reload_changed()
+    account = manager.account("team-account")
+    if re_added:
+        assert account is not None and account.secret_key == "new-secret"
+    else:
+        assert account is None, "the update brought back an account revoked by hand"
