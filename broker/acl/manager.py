@@ -5,10 +5,13 @@ edits the ACL admin codes make (RocketMQ's
 Files (4.9.8's layout under ``rocketmqHome``, each named by its absolute path): every ``*.yml`` / ``*.yaml`` under
 ``conf/acl/`` (recursively, ``conf/tools.yml`` aside), then the default file ``rocketmq.acl.plain.file``
 (``conf/plain_acl.yml``, under ``rocketmqHome`` even when absolute; created empty when missing). An access key
-belongs to the first file that names it; later duplicates are logged and ignored. Within one file, the first entry of
-a key counts after a full load (the start, or files added or removed: 4.9.8's ``load()``), the last once that file is
-reloaded alone (a change the watcher sees, or an edit: ``load(String)``, whose map ``put`` keeps the last). The
-global white lists of all files are joined.
+belongs to the first file that names it at a full load; later duplicates are logged and ignored. The owner is kept
+as 4.9.8's ``accessKeyTable`` keeps it: a file reloaded alone takes only keys no file owns, and keeps its keys even
+those it no longer names (refused with "No PlainAccessResource for accessKey=..." until a full load; an edit's
+delete frees the key), so a copy in another file never takes a key over between full loads. Within one file, the
+first entry of a key counts after a full load (the start, or files added or removed: 4.9.8's ``load()``), the last
+once that file is reloaded alone (a change the watcher sees, or an edit: ``load(String)``, whose map ``put`` keeps
+the last). The global white lists of all files are joined.
 
 :meth:`AclManager.validate` runs RocketMQ's order: global white list, access key present, account known, the
 account's white address, signature, ``RMQ_SYS_TRACE_TOPIC`` publish shortcut, admin flag, then each needed resource
@@ -174,12 +177,18 @@ class AclManager:
         self._mtimes = mtimes  # before reading, as AclFileWatchService: a bad file is not retried every round
         if changed:
             self._reloaded_alone.clear()  # PlainPermissionManager.load(): the first entry of a key counts
+        alone: list[Path] = []
         for path in read:
             if self._read(path, full=changed) and not changed:
                 # load(String): the last one does, once it read the file; on "No data in {}, skip it" or a file
                 # that does not parse it leaves before changing anything, so the kept rules keep their entry
                 # (acl/src/main/java/org/apache/rocketmq/acl/plain/PlainPermissionManager.java).
                 self._reloaded_alone.add(path)
+                alone.append(path)
+        if changed:
+            self._owner = self._first_owners(paths)
+        for path in alone:
+            self._claim(path)
         if read or changed:
             self._reindex(paths)
         return read
@@ -206,29 +215,55 @@ class AclManager:
         log.info("ACL file %s loaded: %d accounts, version %d", path, len(parsed.accounts), parsed.data_version.counter)
         return True
 
-    def _reindex(self, order: list[Path]) -> None:
-        accounts: dict[str, Account] = {}
+    def _first_owners(self, order: list[Path]) -> dict[str, Path]:
+        """Each key's owner at a full load: the first file naming it (``PlainPermissionManager.load()`` builds a new
+        ``accessKeyTable``, a key already in it logged as repeated and ignored)."""
         owner: dict[str, Path] = {}
+        for path in order:
+            acl = self._loaded.get(path)
+            for account in () if acl is None else acl.accounts:
+                holder = owner.setdefault(account.access_key, path)
+                if holder != path:
+                    log.warning(
+                        "ACL access key %s of %s is already defined in %s; ignored", account.access_key, path, holder
+                    )
+        return owner
+
+    def _claim(self, path: Path) -> None:
+        """The keys of ``path``, just reloaded alone, that no other file owns become its own; those another file owns
+        stay that file's, and the keys it owned and no longer names stay owned by it, without an account: 4.9.8's
+        ``load(String)`` takes a key only when ``accessKeyTable`` has no file for it or names this one, and never
+        removes one (acl/src/main/java/org/apache/rocketmq/acl/plain/PlainPermissionManager.java)."""
+        acl = self._loaded.get(path)
+        for account in () if acl is None else acl.accounts:
+            holder = self._owner.setdefault(account.access_key, path)
+            if holder != path:
+                log.warning(
+                    "ACL access key %s of %s is already defined in %s; ignored", account.access_key, path, holder
+                )
+
+    def _reindex(self, order: list[Path]) -> None:
+        """Each owned key's account from its owner's rules (the first entry of the key in the file, the last in a
+        file reloaded alone), and the global white lists of every file, joined in load order."""
         white: list[AddressMatcher] = []
+        by_file: dict[Path, dict[str, Account]] = {}
         for path in order:
             acl = self._loaded.get(path)
             if acl is None:
                 continue
             white.extend(acl.global_white)
+            found: dict[str, Account] = {}
             last_wins = path in self._reloaded_alone
             for account in acl.accounts:
-                holder = owner.get(account.access_key)
-                if holder is not None and not (last_wins and holder == path):
-                    log.warning(
-                        "ACL access key %s of %s is already defined in %s; ignored",
-                        account.access_key,
-                        path,
-                        holder,
-                    )
-                    continue
-                accounts[account.access_key] = account
-                owner[account.access_key] = path
-        self._accounts, self._owner, self._global_white = accounts, owner, tuple(white)
+                if last_wins or account.access_key not in found:
+                    found[account.access_key] = account
+            by_file[path] = found
+        accounts: dict[str, Account] = {}
+        for key, path in self._owner.items():
+            account = by_file.get(path, {}).get(key)
+            if account is not None:
+                accounts[key] = account
+        self._accounts, self._global_white = accounts, tuple(white)
         self._granted = set()  # the rules changed: every cached permission decision is stale
 
     # -- the check ---------------------------------------------------------------------------------------------
@@ -261,6 +296,10 @@ class AclManager:
             raise AclDenied("No accessKey is configured", _frame("validate", 664))
         account = self._accounts.get(access_key)
         if account is None:
+            if access_key in self._owner:  # its file no longer names it: accessKeyTable still does, until a full load
+                raise AclDenied(
+                    f"No PlainAccessResource for accessKey={access_key}", _frame("validate", 675), access_key
+                )
             raise AclDenied(f"No acl config for {access_key}", _frame("validate", 668), access_key)
         if _white(account.white, ip, access_key):
             return
@@ -318,9 +357,13 @@ class AclManager:
         (attribute names of :class:`AccountConfig`) and ``admin`` are replaced, the others kept, and the entry (the
         key's first in the file) moves to the end of the file, as 4.9.8's ``updateAccessConfig``
         (``acl/src/main/java/org/apache/rocketmq/acl/plain/PlainPermissionManager.java``) removes its map from the
-        ``accounts`` list and appends it edited."""
+        ``accounts`` list and appends it edited. A key its owning file on disk no longer names (removed by hand, not
+        reloaded yet, or reloaded alone since) is not added back to a file that still has an ``accounts`` list: the
+        file is written as it is, with the next version, and the revocation stands; only a file without ``accounts``
+        gets it back ("Maybe deleted in file, add it back" in ``updateAccessConfig``)."""
         assert change.access_key is not None
-        path = self._owner.get(change.access_key, self.files.default_path)
+        owner = self._owner.get(change.access_key)
+        path = owner or self.files.default_path
         acl = self._on_disk(path)
         entries = list(acl.entries)
         for i, entry in enumerate(entries):
@@ -330,7 +373,10 @@ class AclManager:
                 entries.append(attrs.evolve(entry, **updates))
                 break
         else:
-            entries.append(change)
+            if owner is None or acl.document.get("accounts") is None:
+                entries.append(change)
+            else:
+                log.warning("ACL access key %s is no longer in %s: not added back", change.access_key, path)
         self._write(path, acl, acl.global_white_addresses, entries)
 
     def delete_account(self, access_key: str) -> bool:
@@ -349,6 +395,7 @@ class AclManager:
                 break
         else:
             return False
+        del self._owner[access_key]  # deleteAccessConfig removes it from accessKeyTable: any file may take it again
         self._write(path, acl, acl.global_white_addresses, entries)
         return True
 
@@ -389,6 +436,7 @@ class AclManager:
         self._loaded[path] = updated
         self._mtimes[path] = _mtime(path)
         self._reloaded_alone.add(path)  # as the watcher's load(String) of the file just written
+        self._claim(path)
         self._reindex(self.files.paths())
 
 
