@@ -180,3 +180,14 @@ async def test_assign_after_unsubscribing_every_topic_is_still_refused(cluster: 
         with pytest.raises(ClientStateError):
             await consumer.assign(mqs)
         assert consumer.assignment() == set()
+
+
+async def test_subscribe_to_an_empty_topic_is_refused_and_not_kept(cluster: ThreadedCluster) -> None:
+    """Java's DefaultLitePullConsumerImpl.subscribe throws for a null or empty topic ("Topic can not be null or
+    empty.") before it keeps anything or takes the subscribe mode: assign still works afterwards."""
+    await create_topic(cluster.namesrv_addr, "LiteEmptySub", queues=1)
+    async with LitePullConsumer("lite-empty-sub", cluster.namesrv_addr) as consumer:
+        with pytest.raises(ValueError, match="Topic can not be null or empty"):
+            await consumer.subscribe("")
+        assert consumer.subscribed_topics() == set()
+        await consumer.assign(await consumer.fetch_message_queues("LiteEmptySub"))
