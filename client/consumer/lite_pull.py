@@ -344,8 +344,11 @@ class LitePullConsumer(LitePullWorker):
         ours is kept per topic, where Java keeps one for the consumer and a later plain ``subscribe`` replaces it. A
         topic without a route yet is subscribed all the same (DefaultLitePullConsumerImpl.subscribe,
         client/src/main/java/org/apache/rocketmq/client/impl/consumer/DefaultLitePullConsumerImpl.java): its queues are
-        taken once it is made; an SQL92 subscription refused by a broker of its topic raises and is not kept."""
+        taken once it is made; an SQL92 subscription refused by a broker of its topic raises and is not kept. An empty
+        ``topic`` raises ``ValueError`` ("Topic can not be null or empty.") and changes nothing."""
         self._check_started()
+        if not topic:  # checked before setSubscriptionType, as DefaultLitePullConsumerImpl.subscribe
+            raise ValueError("Topic can not be null or empty.")
         if self._assigned_manually:
             raise ClientStateError("subscribe() and assign() cannot be mixed")
         topic = wrap(self.namespace, topic)
