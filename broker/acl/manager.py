@@ -260,9 +260,9 @@ class AclManager:
             by_file[path] = found
         accounts: dict[str, Account] = {}
         for key, path in self._owner.items():
-            account = by_file.get(path, {}).get(key)
-            if account is not None:
-                accounts[key] = account
+            owned = by_file.get(path, {}).get(key)
+            if owned is not None:
+                accounts[key] = owned
         self._accounts, self._global_white = accounts, tuple(white)
         self._granted = set()  # the rules changed: every cached permission decision is stale
 
