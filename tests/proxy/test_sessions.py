@@ -358,3 +358,34 @@ async def test_a_producer_termination_unregisters_its_topics_producer_groups(
     answer = activity.notify_termination(service.NotifyClientTerminationRequest(), md("p@5"))
     assert answer.status.code == definition.Code.OK
     assert not clients.has_producer_group("TEndA") and not clients.has_producer_group("TEndB")
+
+
+@pytest.mark.parametrize(
+    ("conf", "expected"),
+    [
+        ("", (False, [])),
+        ("metricCollectorMode=ON\nmetricCollectorAddress=10.0.0.7:4317\n", (True, [("10.0.0.7", 4317)])),
+        ("metricCollectorMode=proxy\n", (True, [("proxy.example", 8081)])),
+    ],
+    ids=["off", "on", "proxy"],
+)
+async def test_the_metric_settings_answered_follow_the_metric_collector_mode(
+    embedded_cluster: EmbeddedCluster, tmp_path: Path, conf: str, expected: tuple[bool, list[tuple[str, int]]]
+) -> None:
+    """GrpcClientSettingsManager.mergeMetric replaces the client's ``metric`` with what ProxyConfig's
+    ``metricCollectorMode`` says (proxy/src/main/java/org/apache/rocketmq/proxy/config/MetricCollectorMode.java, its
+    name in any case): off (the default) ``on=false`` with no endpoints, on ``on=true`` at ``metricCollectorAddress``
+    (IPv4), proxy ``on=true`` at the client's access point. The client's endpoints were echoed back with ``on=false``
+    and the two keys were unknown (found by a review)."""
+    path = tmp_path / "broker.conf"
+    path.write_text(conf)
+    activity, _ = build_activity(embedded_cluster.controller, build_proxy_config(str(path), [], enable=True))
+    answers = []
+    for command in (producer_settings("AnyTopic"), consumer_settings("GMetric", "T1")):
+        command.settings.metric.on = True
+        command.settings.metric.endpoints.addresses.add(host="collector.client", port=9999)
+        command.settings.access_point.scheme = definition.AddressScheme.DOMAIN_NAME
+        command.settings.access_point.addresses.add(host="proxy.example", port=8081)
+        metric = activity.telemetry(command, md("m@1")).settings.metric
+        answers.append((metric.on, [(address.host, address.port) for address in metric.endpoints.addresses]))
+    assert answers == [expected, expected]
