@@ -93,6 +93,11 @@ class ProxyConfig:
     topic_route_service_cache_refresh_seconds: int = 20
     topic_route_service_cache_expired_seconds: int = 300
     topic_route_service_cache_max_num: int = 20_000
+    #: What the Settings answered tell clients about their metrics (GrpcClientSettingsManager.mergeMetric):
+    #: ``off`` (any unknown value too) none, ``on`` export to ``metricCollectorAddress`` (``host:port``), ``proxy``
+    #: export to the client's own access point; the mode is read in any case (MetricCollectorMode.getEnumByString).
+    metric_collector_mode: str = "off"
+    metric_collector_address: str = ""
 
     @property
     def cert_paths(self) -> tuple[str, str] | None:

@@ -298,12 +298,33 @@ class MessagingActivity:
         else:
             raise RpcError(Code.BAD_REQUEST, _NO_PUBSUB)
 
+    def _metric(self, settings: Any) -> Any:
+        """The ``metric`` answered in place of the client's, by ``metricCollectorMode``
+        (proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/common/GrpcClientSettingsManager.java mergeMetric):
+        off none, on ``metricCollectorAddress`` as an IPv4 endpoint, proxy the client's access point. Raises RpcError
+        for an ``on`` mode whose address is no ``host:port``."""
+        mode = self.config.metric_collector_mode.lower()
+        if mode == "on":
+            host, _, rest = self.config.metric_collector_address.partition(":")
+            port = rest.split(":")[0]
+            if not port.isdigit():
+                raise RpcError(
+                    Code.INTERNAL_SERVER_ERROR,
+                    f"metricCollectorAddress {self.config.metric_collector_address!r} is no host:port",
+                )
+            address = definition.Address(host=host, port=int(port))
+            endpoints = definition.Endpoints(scheme=definition.AddressScheme.IPv4, addresses=[address])
+            return definition.Metric(on=True, endpoints=endpoints)
+        if mode == "proxy":
+            return definition.Metric(on=True, endpoints=settings.access_point)
+        return definition.Metric(on=False)
+
     def _merged(self, settings: Any) -> Any:
         """The Settings answered: the client's, with what the proxy decides merged in from ProxyConfig and the group
         (proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/common/GrpcClientSettingsManager.java)."""
         merged = definition.Settings()
         merged.CopyFrom(settings)
-        merged.metric.on = False
+        merged.metric.CopyFrom(self._metric(settings))
         if settings.HasField("publishing"):
             policy, config = merged.backoff_policy, self.config
             policy.max_attempts = config.grpc_client_producer_max_attempts
