@@ -211,3 +211,26 @@ async def test_a_multi_dispatched_send_counts_one_put_of_its_own_topic(tmp_path:
         assert table["putMessageTimesTotal"] == "1"
         stats = cluster.controller.context.stats
         assert stats.incoming == {TOPIC: (1, stats.put_size_total)}
+
+
+async def test_update_broker_config_turns_multi_dispatch_and_its_limit_on_live(
+    tmp_path: Path, client: RemotingClient
+) -> None:
+    """4.9.8's store reads ``enableMultiDispatch`` and ``maxLmqConsumeQueueNum`` from its MessageStoreConfig at every
+    put (store/src/main/java/org/apache/rocketmq/store/MultiDispatch.java, DefaultMessageStore.java
+    ``isLmqConsumeQueueNumExceeded``), the object UPDATE_BROKER_CONFIG (``mqadmin updateBrokerConfig``) updates: both
+    apply to the next send. They were read at start only (found by a review)."""
+    async with EmbeddedCluster(tmp_path / "c", **SMALL_STORE, enable_lmq=True) as cluster:
+        await _create(client, cluster)
+        update = request(RequestCode.UPDATE_BROKER_CONFIG, body=b"enableMultiDispatch=true\n")
+        assert (await client.invoke(cluster.broker_addr, update, 5)).code == ResponseCode.SUCCESS
+        assert (await _send(client, cluster, multi_send("%LMQ%live1,%LMQ%live2", b"x"))).code == ResponseCode.SUCCESS
+        pulled = await client.invoke(
+            cluster.broker_addr, pull_request("%LMQ%live1", group="%LMQ%live1", sys_flag=NO_SUSPEND), 5
+        )
+        assert [r.body for r in iter_records(pulled.body or b"")] == [b"x"], pulled.remark
+        update = request(RequestCode.UPDATE_BROKER_CONFIG, body=b"maxLmqConsumeQueueNum=1\n")
+        assert (await client.invoke(cluster.broker_addr, update, 5)).code == ResponseCode.SUCCESS
+        refused = await _send(client, cluster, multi_send("%LMQ%live3", b"y"))
+        assert refused.code == ResponseCode.SYSTEM_ERROR
+        assert (refused.remark or "").startswith("[LMQ_CONSUME_QUEUE_NUM_EXCEEDED]")
