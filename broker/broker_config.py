@@ -79,8 +79,9 @@ class BrokerConfig(ListenerSettings):
     #: Recovery after a crash checks each record's body CRC (read at start).
     check_crc_on_recover: bool = attrs.field(default=True, metadata={"key": "checkCRCOnRecover"})
     message_index_enable: bool = True
-    #: Light Message Queues and multi-dispatch (store/multi_dispatch.py; MessageStoreConfig's names and defaults, read
-    #: at start): ``%LMQ%`` topics and groups need no creation, LMQ groups' offsets go to lmqConsumerOffset.json.
+    #: Light Message Queues and multi-dispatch (store/multi_dispatch.py; MessageStoreConfig's names and defaults):
+    #: ``%LMQ%`` topics and groups need no creation, LMQ groups' offsets go to lmqConsumerOffset.json. ``enableLmq``
+    #: is read at start; the other two apply live (UPDATE_BROKER_CONFIG), as the store reads them at every put.
     enable_lmq: bool = False
     enable_multi_dispatch: bool = False
     max_lmq_consume_queue_num: int = 20_000

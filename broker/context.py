@@ -253,6 +253,11 @@ LIVE_STORE_SETTINGS = (
     # CommitLogDispatcherBuildIndex reads isMessageIndexEnable at every dispatch
     # (store/src/main/java/org/apache/rocketmq/store/DefaultMessageStore.java).
     "message_index_enable",
+    # MultiDispatch and DefaultMessageStore.isLmqConsumeQueueNumExceeded read them at every put
+    # (store/src/main/java/org/apache/rocketmq/store/MultiDispatch.java); enableLmq picks the broker's managers at
+    # start (broker/src/main/java/org/apache/rocketmq/broker/BrokerController.java), so it stays as started.
+    "enable_multi_dispatch",
+    "max_lmq_consume_queue_num",
 )
 
 
