@@ -234,3 +234,28 @@ async def test_update_broker_config_turns_multi_dispatch_and_its_limit_on_live(
         refused = await _send(client, cluster, multi_send("%LMQ%live3", b"y"))
         assert refused.code == ResponseCode.SYSTEM_ERROR
         assert (refused.remark or "").startswith("[LMQ_CONSUME_QUEUE_NUM_EXCEEDED]")
+
+
+async def test_lmq_pulls_are_counted_under_one_lmq_stats_key(tmp_path: Path, client: RemotingClient) -> None:
+    """With ``enableLmq`` 4.9.8's broker counts its statistics in an LmqBrokerStatsManager
+    (store/src/main/java/org/apache/rocketmq/store/stats/LmqBrokerStatsManager.java): every ``%LMQ%`` topic and group
+    of a pull is counted as ``%LMQ%``, so the items stay few however many LMQs clients use, and
+    VIEW_BROKER_STATS_DATA answers ``%LMQ%@%LMQ%``, not one item per LMQ (found by a review: one item per LMQ)."""
+    async with EmbeddedCluster(tmp_path / "c", **SMALL_STORE, **LMQ) as cluster:  # type: ignore[arg-type]
+        await _create(client, cluster)
+        answer = await _send(client, cluster, multi_send("%LMQ%s1,%LMQ%s2", b"m0"))
+        assert answer.code == ResponseCode.SUCCESS, answer.remark
+        for name in ("%LMQ%s1", "%LMQ%s2"):
+            pulled = await client.invoke(cluster.broker_addr, pull_request(name, group=name, sys_flag=NO_SUSPEND), 5)
+            assert [r.body for r in iter_records(pulled.body or b"")] == [b"m0"]
+
+        async def view(key: str) -> RemotingCommand:
+            fields = {"statsName": "GROUP_GET_NUMS", "statsKey": key}
+            return await client.invoke(cluster.broker_addr, request(RequestCode.VIEW_BROKER_STATS_DATA, fields), 5)
+
+        one = await view("%LMQ%s1@%LMQ%s1")
+        assert (one.code, one.remark) == (
+            ResponseCode.SYSTEM_ERROR,
+            "The stats <GROUP_GET_NUMS> <%LMQ%s1@%LMQ%s1> not exist",
+        )
+        assert (await view("%LMQ%@%LMQ%")).code == ResponseCode.SUCCESS
