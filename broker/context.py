@@ -302,7 +302,9 @@ def build_context(config: BrokerConfig, store: MessageStore | None = None) -> Br
         locks=RebalanceLockManager(config.rebalance_lock_max_live_time / 1000),
         broker_addr=config.broker_addr,
         store_host=store_host,
-        stats=BrokerStatsManager(store, config.broker_cluster_name, replica=config.broker_role == "SLAVE"),
+        stats=BrokerStatsManager(
+            store, config.broker_cluster_name, replica=config.broker_role == "SLAVE", lmq=config.enable_lmq
+        ),
     )
     ctx.topics.on_changed = ctx.on_topic_changed
     return ctx

@@ -50,6 +50,7 @@ from broker.stats.puts import StorePuts
 from broker.stats.store_stats import StoreStats
 from remoting.codec.java_format import java_double
 from remoting.codec.topics import OFFSET_MOVED_EVENT, TRANS_CHECK_MAX_TIME_TOPIC
+from store.multi_dispatch import LMQ_PREFIX
 
 if TYPE_CHECKING:
     from store.message_store import MessageStore
@@ -114,8 +115,13 @@ class BrokerStatsManager:
         *,
         replica: bool = False,
         wall_clock: Callable[[], float] = time.time,
+        lmq: bool = False,
     ) -> None:
         self.store = store
+        #: ``enableLmq``: the pull, pop, send-back and fall-behind statistics of every ``%LMQ%`` topic and group are
+        #: counted as ``%LMQ%`` (store/src/main/java/org/apache/rocketmq/store/stats/LmqBrokerStatsManager.java), so
+        #: their items stay few however many LMQs clients use; pull offsets keep each queue's own.
+        self.lmq = lmq
         self.cluster_name = cluster_name
         self.wall_clock = wall_clock
         self.store_stats = StoreStats()
@@ -164,6 +170,7 @@ class BrokerStatsManager:
 
     def record_fall_behind(self, group: str, topic: str, queue_id: int, size: int) -> None:
         """A pull of ``queue_id`` read entries ``size`` CommitLog bytes behind the head (recordDiskFallBehindSize)."""
+        group, topic = self._lmq_names(group, topic)
         self.fall_behind[(group, topic, queue_id)] = size
 
     def record_get(
@@ -172,6 +179,9 @@ class BrokerStatsManager:
         """A pull of ``queue_id`` that delivered ``count`` messages of ``size`` bytes in all (the response body's
         length: summing the records' lengths here cost 1.4 us per 32-message pull, the body's length nothing),
         answered ``elapsed_ns`` after it started; the queue's next pull starts at ``next_offset``."""
+        if self.lmq and (group.startswith(LMQ_PREFIX) or topic.startswith(LMQ_PREFIX)):
+            self.pull_offsets.setdefault((topic, group), {})[queue_id] = next_offset
+            group, topic = self._lmq_names(group, topic)
         store = self.store_stats
         store.get_found += 1
         store.get_transferred += count
@@ -201,6 +211,7 @@ class BrokerStatsManager:
         (broker/src/main/java/org/apache/rocketmq/broker/processor/PopMessageProcessor.java: incGroupGetNums,
         incGroupGetSize, incBrokerGetNums) and the store's count of the read (DefaultMessageStore.getMessage: found or
         missed, and the messages transferred). A pop's queue offsets are its own: the pull offsets stay as they are."""
+        group, topic = self._lmq_names(group, topic)
         store = self.store_stats
         if count <= 0:
             store.get_miss += 1
@@ -223,19 +234,31 @@ class BrokerStatsManager:
 
     def _group_item(self, topic: str, group: str) -> GroupItems:
         key = stats_key(topic, group)
+        # The ``%LMQ%`` items of an LMQ broker: each LMQ's pull offsets were kept under its own names.
+        collapsed = self.lmq and (topic.startswith(LMQ_PREFIX) or group.startswith(LMQ_PREFIX))
         items = GroupItems(
             self.sets[GROUP_GET_NUMS].get_or_create(key),
             self.sets[GROUP_GET_SIZE].get_or_create(key),
-            self.pull_offsets.setdefault((topic, group), {}),
+            {} if collapsed else self.pull_offsets.setdefault((topic, group), {}),
         )
         self.group_items[(topic, group)] = items
         return items
 
     def record_send_back(self, group: str, topic: str, to_dlq: bool) -> None:
         """A message of ``topic`` that ``group`` sent back was stored for retry (or, ``to_dlq``, in its DLQ)."""
-        self.sets[SNDBCK_PUT_NUMS].get_or_create(stats_key(topic, group)).add(1)
+        lmq_group, lmq_topic = self._lmq_names(group, topic)
+        self.sets[SNDBCK_PUT_NUMS].get_or_create(stats_key(lmq_topic, lmq_group)).add(1)
         if to_dlq:
             self.record_dlq(group, topic)
+
+    def _lmq_names(self, group: str, topic: str) -> tuple[str, str]:
+        """``group`` and ``topic`` as an LMQ broker counts them: an ``%LMQ%`` name as ``%LMQ%``."""
+        if not self.lmq:
+            return group, topic
+        return (
+            LMQ_PREFIX if group.startswith(LMQ_PREFIX) else group,
+            LMQ_PREFIX if topic.startswith(LMQ_PREFIX) else topic,
+        )
 
     def record_dlq(self, group: str, topic: str) -> None:
         """One message of ``topic`` moved to a DLQ, labelled ``group`` (``rocketmq_send_to_dlq_messages_total``)."""
@@ -304,6 +327,7 @@ class BrokerStatsManager:
 
     def tps_group_get_nums(self, group: str, topic: str) -> float:
         """Messages per second ``group`` pulled from ``topic`` over the last minute (GET_CONSUME_STATS' consumeTps)."""
+        group, topic = self._lmq_names(group, topic)
         item = self.sets[GROUP_GET_NUMS].get(stats_key(topic, group))
         return (item.in_minute() if item is not None else StatsSnapshot()).tps
 
