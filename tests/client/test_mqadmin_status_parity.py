@@ -431,3 +431,27 @@ async def test_consumer_status_of_one_client_lists_its_properties_in_java_s_prop
     assert result.exit_code == 0, result.output
     section = result.stdout.split("#Consumer Properties#\n", 1)[1].split("\n\n", 1)[0]
     assert section.splitlines() == [_f("%-40s: %s", k, f"v{keys.index(k)}") for k in java_order], result.stdout
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("started", "read"),
+    [("\uff11", True), ("+\u0967\u0968", True), ("\U0001d7cf", False), ("\u00b9", False)],
+    ids=["fullwidth-one", "devanagari-plus-twelve", "supplementary-digit", "superscript-one"],
+)
+async def test_consumer_status_reads_a_start_timestamp_of_unicode_digits_as_long_parse_long(
+    cluster: ThreadedCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, started: str, read: bool
+) -> None:
+    """ConsumerRunningInfo.analyzeSubscription reads PROP_CONSUMER_START_TIMESTAMP with ``Long.parseLong``, whose
+    ``Character.digit`` takes any decimal digit of a UTF-16 unit, not only ASCII ones (java/lang/Long.java): a
+    fullwidth one or a plus and Devanagari twelve are 1 and 12, long ago, so the subscriptions are compared; a
+    digit outside the BMP (two surrogates) or a superscript is a NumberFormatException, the command failing
+    (common/src/main/java/org/apache/rocketmq/common/protocol/body/ConsumerRunningInfo.java). Ours failed on any
+    non-ASCII digit."""
+    monkeypatch.chdir(tmp_path)
+    props = {"PROP_CONSUME_TYPE": "CONSUME_PASSIVELY", "PROP_CONSUMER_START_TIMESTAMP": started}
+    info = {"properties": props, "subscriptionSet": [_sub("StatusDigits")], "statusTable": {}}
+    result = await _group_status(cluster, "status-digits-cg", [("10.0.0.71@a", info, {})])
+    assert result.exit_code == (0 if read else 1), result.output
+    assert ("Same subscription in the same group of consumer" in result.stdout) == read, result.stdout
+    assert ("ConsumerStatusSubCommand command failed" in result.stderr) == (not read), result.stderr
