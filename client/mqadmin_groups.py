@@ -393,10 +393,13 @@ def _is_push(props: dict[str, Any]) -> bool:
 
 def _start_timestamp(props: dict[str, Any]) -> int:
     """A client's PROP_CONSUMER_START_TIMESTAMP as analyzeSubscription reads it, ``Long.parseLong`` of the value
-    (``"null"`` when missing): anything else than a 64-bit decimal fails the command (NumberFormatException)."""
+    (``"null"`` when missing): anything else than a 64-bit decimal fails the command (NumberFormatException). Its
+    ``Character.digit`` takes any decimal digit of one UTF-16 unit (java/lang/Long.java): fullwidth or Devanagari
+    digits too, not one outside the BMP."""
     text = str(java_text(props.get(PROP_CONSUMER_START_TIMESTAMP)))
     digits = text[1:] if text[:1] in ("+", "-") else text
-    if not (digits.isascii() and digits.isdecimal()) or not -(1 << 63) <= int(text) < 1 << 63:
+    decimal = digits.isdecimal() and all(ord(c) < 0x10000 for c in digits)
+    if not decimal or not -(1 << 63) <= int(text) < 1 << 63:
         raise ValueError(f'java.lang.NumberFormatException: For input string: "{text}"')
     return int(text)
 
