@@ -22,8 +22,11 @@ from client.consumer.push import PushConsumer
 from client.errors import MQBrokerError
 from client.message import Message
 from client.producer import Producer
-from remoting.codec.bodies import MessageQueue
+from remoting.client import RemotingClient
+from remoting.codec.bodies import ConsumerData, HeartbeatData, MessageQueue
 from remoting.codec.codes import RequestCode, ResponseCode
+from remoting.codec.command import RemotingCommand, request
+from remoting.processor import RequestContext
 from tests.client.helpers import create_topic, register_dead_broker, wait_until
 from tests.conftest import SMALL_STORE
 from tests.threaded_cluster import ThreadedCluster
@@ -133,6 +136,44 @@ async def test_admin_reads_a_broker_from_its_slave_while_the_master_is_down(tmp_
     assert [m.body for m in found] == [b"on the slave too"]
     assert status[mq].max_offset == sent.queue_offset + 1
     assert (progress[mq].broker_offset, progress[mq].consumer_offset) == (1, 1)
+
+
+async def test_reset_offset_by_time_goes_to_the_slave_while_the_master_is_down(tmp_path: Path) -> None:
+    """DefaultMQAdminExtImpl.resetOffsetByTimestamp sends INVOKE_BROKER_TO_RESET_OFFSET to each broker of the route
+    at BrokerData.selectBrokerAddr(): the master, else one of its slaves, which resets the offsets of the consumers
+    connected to it and answers them (tools/src/main/java/org/apache/rocketmq/tools/admin/DefaultMQAdminExtImpl.java,
+    common/src/main/java/org/apache/rocketmq/common/protocol/route/BrokerData.java). Ours passed over a broker
+    without its master, so resetOffsetByTime during a master outage reset and listed nothing."""
+
+    class Consumer:
+        async def process(self, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand | None:
+            return None
+
+    async with (
+        EmbeddedCluster(tmp_path / "c", slaves=1, **SMALL_STORE) as cluster,
+        Admin(cluster.namesrv_addr) as admin,
+    ):
+        await admin.create_topic("SlaveReset", read_queue_nums=1, write_queue_nums=1, broker_addr=cluster.broker_addr)
+        await _wait_routed(admin, "SlaveReset")
+        async with Producer("pg-slave-reset", cluster.namesrv_addr) as producer:
+            await producer.send(Message("SlaveReset", b"on the slave too"))
+        mq = MessageQueue("SlaveReset", "broker-a", 0)
+        await admin.update_consumer_offset(cluster.broker_addr, "slave-reset-cg", mq, 0)
+        await cluster.wait_replicated()
+        slave = cluster.slave_controllers[0]
+        await _slave_sync_round(slave)  # the group's offset reaches the slave, as Broker2Client.resetOffset needs
+        await cluster.stop_broker()
+        with trio.fail_after(60):
+            while 0 in (await admin.topic_route("SlaveReset")).broker_datas[0].broker_addrs:
+                await trio.sleep(0.05)
+        async with RemotingClient(request_handler=Consumer()) as consumer:
+            beat = HeartbeatData("10.0.0.9@java", consumer_data_set=(ConsumerData("slave-reset-cg"),))
+            beat_cmd = request(RequestCode.HEART_BEAT, body=beat.encode())
+            assert (await consumer.invoke(slave.broker_addr, beat_cmd, 5)).code == ResponseCode.SUCCESS
+            answers = await admin.reset_offset_by_time_per_broker("slave-reset-cg", "SlaveReset", -1)
+            table = await admin.reset_offset_by_time("slave-reset-cg", "SlaveReset", -1)
+    assert answers == [{mq: 1}]
+    assert table == {mq: 1}
 
 
 # -- store maintenance of a cluster reaches its slaves -------------------------------------------------------------
