@@ -21,6 +21,7 @@ from client.consumer.listener import ConsumeConcurrentlyStatus
 from client.consumer.push import PushConsumer
 from client.errors import MQBrokerError
 from client.message import Message
+from client.offset_reset import Rollback, reset_offline
 from client.producer import Producer
 from remoting.client import RemotingClient
 from remoting.codec.bodies import ConsumerData, HeartbeatData, MessageQueue
@@ -174,6 +175,32 @@ async def test_reset_offset_by_time_goes_to_the_slave_while_the_master_is_down(t
             table = await admin.reset_offset_by_time("slave-reset-cg", "SlaveReset", -1)
     assert answers == [{mq: 1}]
     assert table == {mq: 1}
+
+
+async def test_offline_offset_reset_goes_to_the_slave_while_the_master_is_down(tmp_path: Path) -> None:
+    """DefaultMQAdminExtImpl.resetOffsetByTimestampOld (no consumer online) reads, resets and lists each broker's
+    queues at BrokerData.selectBrokerAddr(): the master, else one of its slaves (GET_CONSUME_STATS, GET_MAX_OFFSET
+    and UPDATE_CONSUMER_OFFSET all go there; tools/src/main/java/org/apache/rocketmq/tools/admin/
+    DefaultMQAdminExtImpl.java). Ours passed over a broker without its master and listed nothing."""
+    async with (
+        EmbeddedCluster(tmp_path / "c", slaves=1, **SMALL_STORE) as cluster,
+        Admin(cluster.namesrv_addr) as admin,
+    ):
+        await admin.create_topic("SlaveOld", read_queue_nums=1, write_queue_nums=1, broker_addr=cluster.broker_addr)
+        await _wait_routed(admin, "SlaveOld")
+        async with Producer("pg-slave-old", cluster.namesrv_addr) as producer:
+            await producer.send(Message("SlaveOld", b"on the slave too"))
+        mq = MessageQueue("SlaveOld", "broker-a", 0)
+        await admin.update_consumer_offset(cluster.broker_addr, "slave-old-cg", mq, 0)
+        await cluster.wait_replicated()
+        slave = cluster.slave_controllers[0]
+        await _slave_sync_round(slave)
+        await cluster.stop_broker()
+        with trio.fail_after(60):
+            while 0 in (await admin.topic_route("SlaveOld")).broker_datas[0].broker_addrs:
+                await trio.sleep(0.05)
+        rolled = await reset_offline(admin, "slave-old-cg", "SlaveOld", -1, True)
+    assert rolled == [Rollback(mq, broker_offset=1, consumer_offset=0, timestamp_offset=1, rollback_offset=1)]
 
 
 # -- store maintenance of a cluster reaches its slaves -------------------------------------------------------------
