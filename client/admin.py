@@ -366,7 +366,8 @@ class Admin(AdminOps):
     async def reset_offset_by_time(
         self, group: str, topic: str, timestamp_ms: int, *, force: bool = True, cpp: bool = False
     ) -> dict[MessageQueue, int]:
-        """INVOKE_BROKER_TO_RESET_OFFSET on each master of ``topic``: online consumers move to the offsets of
+        """INVOKE_BROKER_TO_RESET_OFFSET on each broker of ``topic`` (its master, else a slave while the master is
+        down): online consumers move to the offsets of
         ``timestamp_ms`` (-1: the end). Returns the new offsets. ``cpp`` sends it as ``LanguageCode.CPP``, so the
         broker pushes the offsets in the form C++ clients read (Java's ``isC``,
         ``client/src/main/java/org/apache/rocketmq/client/impl/MQClientAPIImpl.java`` invokeBrokerToResetOffset)."""
@@ -378,17 +379,20 @@ class Admin(AdminOps):
     async def reset_offset_by_time_per_broker(
         self, group: str, topic: str, timestamp_ms: int, *, force: bool = True, cpp: bool = False
     ) -> list[dict[MessageQueue, int]]:
-        """:meth:`reset_offset_by_time`'s requests, each master's answer apart and in the order it wrote them, the
-        masters in the route's order, as DefaultMQAdminExtImpl.resetOffsetByTimestamp goes over them
-        (tools/src/main/java/org/apache/rocketmq/tools/admin/DefaultMQAdminExtImpl.java)."""
+        """:meth:`reset_offset_by_time`'s requests, each broker's answer apart and in the order it wrote them, the
+        brokers in the route's order, as DefaultMQAdminExtImpl.resetOffsetByTimestamp goes over them
+        (tools/src/main/java/org/apache/rocketmq/tools/admin/DefaultMQAdminExtImpl.java). Each broker is asked at
+        ``BrokerData.selectBrokerAddr()``: its master, else a slave, which resets the consumers connected to it
+        (common/src/main/java/org/apache/rocketmq/common/protocol/route/BrokerData.java)."""
         fields = ResetOffsetRequestHeader(topic=topic, group=group, timestamp=timestamp_ms, is_force=force)
         answers: list[dict[MessageQueue, int]] = []
         for bd in (await self.topic_route(topic)).broker_datas:
-            if not bd.master_addr:
+            addr = bd.select_broker_addr()
+            if not addr:
                 continue
             language = LanguageCode.CPP if cpp else LanguageCode.PYTHON
             cmd = request(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, fields.to_ext_fields(), language=language)
-            answers.append(parse_reset_offset_body((await self._call(bd.master_addr, cmd)).body))
+            answers.append(parse_reset_offset_body((await self._call(addr, cmd)).body))
         return answers
 
     async def consumer_running_info(self, group: str, client_id: str, *, jstack: bool = False) -> dict[str, Any]:

@@ -7,9 +7,9 @@ Per broker of the topic's route, in its order, and asking that broker only (a br
 asked): every queue of the topic the group has offsets for there (GET_CONSUME_STATS without a topic lists each read
 queue of such a topic, so queues kept readable after the write queues were shrunk are reset too), in the order of the
 ``HashMap`` Java reads them into, else each of the broker's ``readQueueNums`` queues. Each gets the offset of the time
-(SEARCH_OFFSET_BY_TIMESTAMP, or GET_MAX_OFFSET for -1) committed with UPDATE_CONSUMER_OFFSET on the broker's master,
-unless ``force`` is off and that would move the group forward. A broker without a master online is passed over; any
-failure propagates.
+(SEARCH_OFFSET_BY_TIMESTAMP, or GET_MAX_OFFSET for -1) committed with UPDATE_CONSUMER_OFFSET, unless ``force`` is off
+and that would move the group forward. Each broker is asked at its master, or while the master is down at a slave
+(``BrokerData.selectBrokerAddr``); any failure propagates.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ import attrs
 
 from client.admin import Admin
 from client.mqadmin_support import java_hash_map_order, java_mq_hash
-from client.route import master_address
 from remoting.codec.bodies import MessageQueue
 from remoting.codec.bodies.admin import OffsetWrapper
 from remoting.codec.codes import RequestCode
@@ -42,10 +41,11 @@ async def reset_offline(admin: Admin, group: str, topic: str, timestamp: int, fo
     route = await admin.topic_route(topic)
     out = []
     # Java goes over the route's brokers in its order, each one's queues as the HashMap of its ConsumeStats
-    # (offsetTable, filled by fastjson in the answer's order) iterates them.
+    # (offsetTable, filled by fastjson in the answer's order) iterates them, at BrokerData.selectBrokerAddr(): the
+    # master, else a slave (common/src/main/java/org/apache/rocketmq/common/protocol/route/BrokerData.java).
     for bd in route.broker_datas:
         qd = next((q for q in route.queue_datas if q.broker_name == bd.broker_name), None)
-        addr = master_address(route, bd.broker_name)
+        addr = bd.select_broker_addr()
         if qd is None or addr is None:
             continue
         stats = await admin.consume_stats(group, broker_addr=addr, sort=False)  # every topic it has offsets for
