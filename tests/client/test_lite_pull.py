@@ -191,3 +191,21 @@ async def test_subscribe_to_an_empty_topic_is_refused_and_not_kept(cluster: Thre
             await consumer.subscribe("")
         assert consumer.subscribed_topics() == set()
         await consumer.assign(await consumer.fetch_message_queues("LiteEmptySub"))
+
+
+@pytest.mark.parametrize(("expression", "expression_type"), [("||", "TAG"), ("", "SQL92")])
+async def test_a_subscribe_that_fails_on_its_expression_still_refuses_assign(
+    cluster: ThreadedCluster, expression: str, expression_type: str
+) -> None:
+    """Java's DefaultLitePullConsumerImpl.subscribe calls setSubscriptionType(SUBSCRIBE) before FilterAPI builds the
+    subscription, so a subscribe whose expression fails to build ("subString split error", "Expression can't be
+    null!") keeps nothing but has taken the subscribe mode: a later assign is refused."""
+    await create_topic(cluster.namesrv_addr, "LiteBadExprAssign", queues=1)
+    async with LitePullConsumer("lite-bad-expr-assign", cluster.namesrv_addr) as consumer:
+        with pytest.raises(ValueError):
+            await consumer.subscribe("LiteBadExprAssign", expression, expression_type)
+        assert consumer.subscribed_topics() == set()
+        mqs = await consumer.fetch_message_queues("LiteBadExprAssign")
+        with pytest.raises(ClientStateError):
+            await consumer.assign(mqs)
+        assert consumer.assignment() == set()
