@@ -182,7 +182,8 @@ class LitePullConsumer(LitePullWorker):
         )
         self.rebalance.on_changed = self._allocation_changed
         self._allocation_listeners: dict[str, MessageQueueListener] = {}
-        #: Set by the first subscribe and never cleared, not even when unsubscribe removes every topic: Java's
+        #: Set by the first subscribe past its topic and mode checks (even one whose expression or SQL92 check then
+        #: fails) and never cleared, not even when unsubscribe removes every topic: Java's
         #: subscription type leaves NONE once and for all (DefaultLitePullConsumerImpl.setSubscriptionType,
         #: client/src/main/java/org/apache/rocketmq/client/impl/consumer/DefaultLitePullConsumerImpl.java).
         self._subscribed_mode = False
@@ -345,12 +346,18 @@ class LitePullConsumer(LitePullWorker):
         topic without a route yet is subscribed all the same (DefaultLitePullConsumerImpl.subscribe,
         client/src/main/java/org/apache/rocketmq/client/impl/consumer/DefaultLitePullConsumerImpl.java): its queues are
         taken once it is made; an SQL92 subscription refused by a broker of its topic raises and is not kept. An empty
-        ``topic`` raises ``ValueError`` ("Topic can not be null or empty.") and changes nothing."""
+        ``topic`` raises ``ValueError`` ("Topic can not be null or empty.") and changes nothing; past that check the
+        consumer is in subscribe mode for good, even when the expression then fails (``ValueError``) or is refused,
+        as Java's ``setSubscriptionType`` runs before ``FilterAPI.build``."""
         self._check_started()
         if not topic:  # checked before setSubscriptionType, as DefaultLitePullConsumerImpl.subscribe
             raise ValueError("Topic can not be null or empty.")
         if self._assigned_manually:
             raise ClientStateError("subscribe() and assign() cannot be mixed")
+        # Taken before the expression is built or checked: Java's subscribe calls setSubscriptionType(SUBSCRIBE)
+        # before FilterAPI.build, so a subscribe that then fails still refuses every later assign
+        # (client/src/main/java/org/apache/rocketmq/client/impl/consumer/DefaultLitePullConsumerImpl.java).
+        self._subscribed_mode = True
         topic = wrap(self.namespace, topic)
         subscription = build_subscription(topic, expression, expression_type)
         try:
@@ -366,7 +373,6 @@ class LitePullConsumer(LitePullWorker):
             # (client/src/main/java/org/apache/rocketmq/client/impl/consumer/DefaultLitePullConsumerImpl.java).
             if self._assigned_manually:
                 raise ClientStateError("subscribe() and assign() cannot be mixed")
-            self._subscribed_mode = True
             self.rebalance.subscriptions[topic] = subscription
         if listener is None:
             self._allocation_listeners.pop(topic, None)
