@@ -263,7 +263,11 @@ async def add_account(admin: Admin, change: AccountChange) -> list[dict[str, Any
 
 async def update_account(admin: Admin, change: AccountChange) -> list[dict[str, Any]]:
     """Replace the account's secret key, admin flag, white remote address and default permissions (those given) on
-    every broker, keeping each broker's topic and group permissions; a broker without the account gets it whole."""
+    every broker, keeping each broker's topic and group permissions; a broker without the account gets it whole.
+    A broker answers success but adds nothing back when the ACL file owning the key had it removed by hand (4.9.8's
+    ``updateAccessConfig``: the revocation stands until the broker's next full load), and GET_BROKER_CLUSTER_ACL_CONFIG
+    cannot tell that case apart, so the outcome still reads "created" (or "updated" when another file lists a
+    copy of the key)."""
 
     async def update(broker: Broker) -> str:
         if await _account_on(admin, broker, change.access_key) is None:

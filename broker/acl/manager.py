@@ -335,7 +335,10 @@ class AclManager:
 
     def all_config(self) -> tuple[list[str], list[AccountConfig]]:
         """The global white addresses of every file, joined, and every account as its file writes it, the first
-        file naming a key winning (4.9.7's ``getAllAclConfig``, over the rules as loaded: what the broker enforces)."""
+        file naming a key winning (4.9.7's ``getAllAclConfig``, over the rules as loaded). Between full loads this is
+        not always the entry enforced: a key stays with the file that owns it (see the module docstring), so a copy
+        in an earlier file is listed while the owner's entry is checked, and a key its owner no longer names is listed
+        from another file's copy while it is refused."""
         white: list[str] = []
         entries: list[AccountConfig] = []
         seen: set[str | None] = set()
