@@ -136,3 +136,31 @@ async def test_async_sends_retrying_when_their_producer_stops_are_called_back_wi
                 assert outcomes == []
             assert len(outcomes) == 4 and all(isinstance(o, MQClientError) for o in outcomes), outcomes
             nursery.cancel_scope.cancel()
+
+
+async def test_a_producer_start_cancelled_part_way_leaves_its_group_unregistered_on_a_shared_instance(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A producer start that does not finish leaves the producer as it was, not started, as Java's
+    ``DefaultMQProducerImpl.start`` puts its state back to CREATE_JUST when it fails
+    (client/src/main/java/org/apache/rocketmq/client/impl/producer/DefaultMQProducerImpl.java), and as our consumers'
+    starts undo what they did: here the start is cancelled while its heartbeat waits for a broker that never answers.
+    Before: the group stayed registered on the shared instance (heartbeated to every broker as a producer nobody
+    runs), and starting the producer again raised "already registered"."""
+    async with EmbeddedCluster(tmp_path / "c", auto_create_topic_enable=False, **SMALL_STORE) as cluster:
+        ns = cluster.namesrv_addr
+        async with RemotingClient() as client, trio.open_nursery() as nursery:
+            silent = await silent_master(nursery)
+            await register_as_master(client, ns, silent, topic="CancelledStart", broker_name="broker-h")
+            instance = MQClientInstance(ClientConfig(namesrv_addr=ns))
+            async with instance:
+                await instance.fetch_route("CancelledStart")  # the silent master is in the broker table
+                producer = Producer("pg-cancelled-start", instance=instance)
+                with trio.move_on_after(1) as scope:
+                    async with producer:
+                        pytest.fail("the start should not finish: its heartbeat waits for the silent master")
+                assert scope.cancelled_caught
+                assert "pg-cancelled-start" not in instance.producers
+                async with producer:  # started again, this time to the end
+                    assert "pg-cancelled-start" in instance.producers
+            nursery.cancel_scope.cancel()
