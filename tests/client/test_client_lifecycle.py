@@ -164,3 +164,27 @@ async def test_a_producer_start_cancelled_part_way_leaves_its_group_unregistered
                 async with producer:  # started again, this time to the end
                     assert "pg-cancelled-start" in instance.producers
             nursery.cancel_scope.cancel()
+
+
+async def test_a_request_async_under_way_when_its_producer_stops_is_called_back_with_the_failure(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A ``request_async`` whose request message is still waiting for a broker (one that accepts and never answers)
+    when its producer stops gets its callback with an exception, as an async send's does: Java's request sends
+    asynchronously, and the failure its shutdown's ``failFast`` gives the pending send
+    (remoting/src/main/java/org/apache/rocketmq/remoting/netty/NettyRemotingAbstract.java) reaches
+    ``RequestCallback.onException`` through the send callback's ``requestFail``
+    (client/src/main/java/org/apache/rocketmq/client/impl/producer/DefaultMQProducerImpl.java). Before: the request
+    ran as a task of the instance, cancelled at the stop, and its callback was never called."""
+    outcomes: list[object] = []
+    async with EmbeddedCluster(tmp_path / "c", auto_create_topic_enable=False, **SMALL_STORE) as cluster:
+        ns = cluster.namesrv_addr
+        async with RemotingClient() as client, trio.open_nursery() as nursery:
+            silent = await silent_master(nursery)
+            await register_as_master(client, ns, silent, topic="StopMidRequest", broker_name="broker-h")
+            async with Producer("pg-stop-mid-request", ns, send_msg_timeout=600) as producer:
+                producer.request_async(Message("StopMidRequest", b"x"), outcomes.append, 600)
+                await trio.sleep(10)  # past the heartbeat the first request waits for: the request is sent
+                assert outcomes == []
+            assert len(outcomes) == 1 and isinstance(outcomes[0], MQClientError), outcomes
+            nursery.cancel_scope.cancel()
