@@ -175,9 +175,18 @@ class Producer:
                 await self.instance.__aexit__(None, None, None)
             raise
         self._started = True
-        await self.instance.send_heartbeat_to_all_brokers()
-        if self.trace is not None:
-            await self.trace.start()
+        try:
+            await self.instance.send_heartbeat_to_all_brokers()
+            if self.trace is not None:
+                await self.trace.start()
+        except BaseException:
+            # A start that does not finish (cancelled while a heartbeat waits for a broker: Java's start cannot fail
+            # there, sendHeartbeatToAllBrokerWithLock swallows its errors) leaves the producer not started, as
+            # DefaultMQProducerImpl.start puts its state back to CREATE_JUST when registering fails
+            # (client/src/main/java/org/apache/rocketmq/client/impl/producer/DefaultMQProducerImpl.java). Else its
+            # group stayed registered on a shared instance, heartbeated, and a new start raised "already registered".
+            await Producer.__aexit__(self, None, None, None)  # a subclass undoes its own part of the start
+            raise
         return self
 
     async def __aexit__(
