@@ -34,7 +34,7 @@ import anyio
 import attrs
 
 from client.budget import time_left
-from client.errors import MQClientError, TopicRouteNotFoundError
+from client.errors import ClientStateError, MQClientError, TopicRouteNotFoundError
 from client.message import Message, uncompressed
 from client.selector import MessageQueueSelector
 from remoting.client import run_callback
@@ -275,6 +275,18 @@ def request_async(producer: Producer, msg: Message, callback: RequestCallback, t
             outcome = exc.__cause__ if isinstance(exc.__cause__, Exception) else exc
         except Exception as exc:
             outcome = exc
+        except anyio.get_cancelled_exc_class():
+            # The instance is stopping (its task group is cancelled only then) with the request under way. Java's
+            # shutdown closes the channels and NettyRemotingAbstract.failFast (remoting/src/main/java/org/apache/
+            # rocketmq/remoting/netty/NettyRemotingAbstract.java) fails the pending send, whose callback calls
+            # requestFail -> RequestCallback.onException (client/.../impl/producer/DefaultMQProducerImpl.java): tell
+            # it too, for at most rpc_timeout, as Producer._send_then_call does. Ours also tells a request whose reply
+            # was still awaited, which Java's RequestFutureHolder times out later, or never once its last producer
+            # stopped (its scan is shut down with it).
+            stopped = ClientStateError(f"the client stopped before the request to {msg.topic!r} ended")
+            with anyio.CancelScope(shield=True, deadline=anyio.current_time() + producer.instance.config.rpc_timeout):
+                await run_callback(callback, stopped, "request")
+            raise
         await run_callback(callback, outcome, "request")
 
     producer.instance.task_group.start_soon(run)
