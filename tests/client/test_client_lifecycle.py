@@ -188,3 +188,38 @@ async def test_a_request_async_under_way_when_its_producer_stops_is_called_back_
                 assert outcomes == []
             assert len(outcomes) == 1 and isinstance(outcomes[0], MQClientError), outcomes
             nursery.cancel_scope.cancel()
+
+
+async def test_coroutine_callbacks_of_async_sends_under_way_when_their_producer_stops_run(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A coroutine callback of an async send under way at the stop runs too, awaited for at most ``rpc_timeout``, as
+    a plain one is called (Java's ``failFast``, remoting/src/main/java/org/apache/rocketmq/remoting/netty/
+    NettyRemotingAbstract.java, fails the pending requests of the channels its shutdown closes, and each callback
+    runs): sends waiting on the broker that never answers (their request in the connection's table, failed when the
+    client closes it) and sends whose retry goes on in a task of the instance (cancelled at the stop). Before: the
+    coroutine was started in the task group being cancelled, or closed unstarted once it was gone, so it never got
+    past its first await."""
+    outcomes: list[object] = []
+
+    async def callback(outcome: object) -> None:
+        await trio.sleep(0)
+        outcomes.append(outcome)
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        dead = f"127.0.0.1:{probe.getsockname()[1]}"
+    async with EmbeddedCluster(tmp_path / "c", auto_create_topic_enable=False, **SMALL_STORE) as cluster:
+        ns = cluster.namesrv_addr
+        async with RemotingClient() as client, trio.open_nursery() as nursery:
+            silent = await silent_master(nursery)
+            await register_as_master(client, ns, dead, topic="StopMidCoroutine", broker_name="broker-d")
+            await register_as_master(client, ns, silent, topic="StopMidCoroutine", broker_name="broker-h")
+            async with Producer("pg-stop-mid-coroutine", ns, send_msg_timeout=600) as producer:
+                assert len((await producer.publish_info("StopMidCoroutine")).message_queues) == 4
+                for i in range(4):
+                    producer.send_async(Message("StopMidCoroutine", str(i).encode()), callback)
+                await trio.sleep(1)
+                assert outcomes == []
+            assert len(outcomes) == 4 and all(isinstance(o, MQClientError) for o in outcomes), outcomes
+            nursery.cancel_scope.cancel()
