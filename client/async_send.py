@@ -13,7 +13,8 @@ send whose route or broker address is not cached, or whose master is marked as f
 slow path.
 
 The user's callback runs in the connection's reader (or wherever the outcome was decided): it must not block. An
-awaitable it returns is awaited in the client instance's task group; what it raises is logged.
+awaitable it returns is awaited in the client instance's task group (at the end of the instance's stop when the
+outcome came during it, :meth:`~client.instance.MQClientInstance.start_callback`); what it raises is logged.
 """
 
 from __future__ import annotations
@@ -269,7 +270,7 @@ class AsyncSend(PreparedSend):
             return
         if result is not None and inspect.isawaitable(result):
             try:
-                self._producer.instance.task_group.start_soon(_await_callback, callback, result)
+                self._producer.instance.start_callback(_await_callback, callback, result)
             except (RuntimeError, ClientStateError):  # shutting down: nobody left to await it
                 if inspect.iscoroutine(result):
                     result.close()

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol, Self
 
@@ -152,6 +152,8 @@ class MQClientInstance:
         self.broker_version: dict[str, int] = {}
         self._remoting: RemotingClient | None = None
         self._tasks: anyio.abc.TaskGroup | None = None
+        #: While the instance stops: what callbacks returned to be awaited (see :meth:`start_callback`).
+        self._late_callbacks: list[tuple[Callable[..., Coroutine[Any, Any, None]], tuple[object, ...]]] | None = None
         self._rebalance_wanted = anyio.Event()
         # A random start (Java's NettyRemotingClient); without name servers a lookup raises TopicRouteNotFoundError.
         self._namesrv_index = random.randrange(len(config.namesrv_addr)) if config.namesrv_addr else 0
@@ -206,6 +208,7 @@ class MQClientInstance:
     ) -> None:
         tasks, self._tasks = self._tasks, None
         _running_client_ids.discard(self.client_id)
+        self._late_callbacks = []
         try:
             if tasks is not None:
                 tasks.cancel_scope.cancel()
@@ -215,8 +218,33 @@ class MQClientInstance:
                     await self._unregister_inner_producer()
         finally:
             remoting, self._remoting = self._remoting, None
-            if remoting is not None:
-                await remoting.__aexit__(None, None, None)
+            try:
+                if remoting is not None:
+                    await remoting.__aexit__(None, None, None)
+            finally:
+                await self._run_late_callbacks()
+
+    def start_callback(self, fn: Callable[..., Coroutine[Any, Any, None]], *args: object) -> None:
+        """Run ``fn(*args)``, the await of what a user callback returned (a coroutine callback), in the task group;
+        while the instance stops (its tasks cancelled, then its connections closed, failing what is under way), at
+        the end of the stop, all at once for at most ``rpc_timeout``, as Java's shutdown lets the callbacks of the
+        requests ``failFast`` fails run (remoting/src/main/java/org/apache/rocketmq/remoting/netty/
+        NettyRemotingAbstract.java). Raises :class:`ClientStateError` when the instance is not running."""
+        if self._tasks is not None:
+            self._tasks.start_soon(fn, *args)
+        elif self._late_callbacks is not None:
+            self._late_callbacks.append((fn, args))
+        else:
+            raise ClientStateError("client instance is not started (use `async with`)")
+
+    async def _run_late_callbacks(self) -> None:
+        late, self._late_callbacks = self._late_callbacks, None
+        if not late:
+            return
+        with anyio.CancelScope(shield=True, deadline=anyio.current_time() + self.config.rpc_timeout):
+            async with anyio.create_task_group() as tg:
+                for fn, args in late:
+                    tg.start_soon(fn, *args)
 
     async def _unregister_inner_producer(self) -> None:
         """UNREGISTER_CLIENT for :data:`CLIENT_INNER_PRODUCER_GROUP` to every address of the broker table, once a
