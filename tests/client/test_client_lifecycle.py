@@ -20,11 +20,13 @@ from client.errors import ClientStateError, MQClientError
 from client.instance import MQClientInstance
 from client.message import Message, MessageExt
 from client.producer import Producer
+from client.transaction import LocalTransactionState, TransactionProducer
 from remoting.client import RemotingClient
 from remoting.codec.bodies import ConsumeFromWhere
 from tests.client.helpers import create_topic, poll_until, send_bodies, wait_until
 from tests.client.test_master_watch import register_as_master, silent_master
 from tests.conftest import SMALL_STORE
+from tests.semantics.helpers import use_virtual_store_clock
 
 
 async def test_a_second_start_of_a_running_push_consumer_fails_and_leaves_it_consuming(
@@ -223,3 +225,37 @@ async def test_coroutine_callbacks_of_async_sends_under_way_when_their_producer_
                 assert outcomes == []
             assert len(outcomes) == 4 and all(isinstance(o, MQClientError) for o in outcomes), outcomes
             nursery.cancel_scope.cancel()
+
+
+async def test_a_second_start_of_a_running_transaction_producer_fails_and_leaves_it_checking(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Java's ``DefaultMQProducerImpl.start`` on a RUNNING producer throws "The producer service state not OK, maybe
+    started once" (client/src/main/java/org/apache/rocketmq/client/impl/producer/DefaultMQProducerImpl.java), and the
+    running transactional producer goes on answering its broker's check-backs. Before: the second start replaced the
+    running producer's check-back queue with one it closed on failing, so every later check-back was dropped ("the
+    producer is not running") and the half message stayed unknown."""
+    use_virtual_store_clock(embedded_cluster)  # the check service ages half messages on the store clock
+    ns = embedded_cluster.namesrv_addr
+    await create_topic(ns, "SecondStartTx", queues=1)
+    checked: list[str] = []
+
+    async def unknown(msg: Message, arg: object) -> LocalTransactionState:
+        return LocalTransactionState.UNKNOWN
+
+    async def check(msg: MessageExt) -> LocalTransactionState:
+        checked.append(msg.transaction_id or "")
+        return LocalTransactionState.COMMIT_MESSAGE
+
+    producer = TransactionProducer(
+        "pg-second-start-tx", ns, execute_local_transaction=unknown, check_local_transaction=check
+    )
+    async with producer:
+        with pytest.raises(ClientStateError):
+            async with producer:
+                pass
+        sent = await producer.send_message_in_transaction(Message("SecondStartTx", b"half"))
+        with trio.move_on_after(300):
+            while not checked:
+                await trio.sleep(0.5)
+    assert checked and set(checked) == {sent.transaction_id}
