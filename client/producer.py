@@ -165,6 +165,7 @@ class Producer:
         return self._group
 
     async def __aenter__(self) -> Self:
+        self._check_not_running()
         check_producer_group(self._group)
         if self._own_instance:
             await self.instance.__aenter__()
@@ -188,6 +189,13 @@ class Producer:
             await Producer.__aexit__(self, None, None, None)  # a subclass undoes its own part of the start
             raise
         return self
+
+    def _check_not_running(self) -> None:
+        """Raise ClientStateError for a start of a running producer before it touches anything, as
+        DefaultMQProducerImpl.start throws "maybe started once" on any state but CREATE_JUST
+        (client/src/main/java/org/apache/rocketmq/client/impl/producer/DefaultMQProducerImpl.java)."""
+        if self._started:
+            raise ClientStateError(f"producer {self._group!r} is running already: maybe started once")
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None

@@ -159,6 +159,8 @@ class TransactionProducer(Producer):
         self._check_workers: anyio.CancelScope | None = None
 
     async def __aenter__(self) -> Self:
+        # Before the check-back queue is replaced: a running producer's would be closed by the failed start.
+        self._check_not_running()
         send, receive = anyio.create_memory_object_stream[_Check](max(0, self.check_request_hold_max))
         self._checks, self._check_workers = send, anyio.CancelScope()
         try:
