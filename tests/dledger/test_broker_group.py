@@ -410,3 +410,40 @@ async def test_a_send_answered_without_a_quorum_counts_no_put_when_it_commits_la
         assert view.code == ResponseCode.SUCCESS, view.remark
         minute = orjson.loads(view.body)["statsMinute"]
         assert (minute["sum"], minute["avgpt"]) == (2, 1.0)
+
+
+async def test_a_send_back_read_by_the_statistics_before_it_is_answered_counts_as_a_send_back(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """4.9.8's ``asyncConsumerSendMsgBack`` (broker/src/main/java/org/apache/rocketmq/broker/processor/
+    SendMessageProcessor.java) counts a DLQ copy in no put item and a send-back in no BROKER_PUT_NUMS. A DLedger
+    leader dispatches the copy when the quorum commits it, a scheduler pass before the send-back is answered: the
+    statistics read then (a sampling second or a reader such as GET_BROKER_RUNTIME_INFO, here one at the commit)
+    must already know the copy is a send-back's, not count it as a sent message."""
+    async with EmbeddedDLedgerGroup(tmp_path, **SMALL_STORE, **LONG_LEASE) as group, RemotingClient() as client:
+        leader = await group.leader()
+        addr = group.addr(leader)
+        assert (await client.invoke(addr, create_topic_request(TOPIC, queues=1), 5)).code == ResponseCode.SUCCESS
+        assert (await send(client, addr, b"sent"))[0] == ResponseCode.SUCCESS
+        [sent] = [decode_record(v) for v in group.store(leader).get(TOPIC, 0, 0, 1).messages]
+        stats = group.controllers[leader].context.stats
+        group.store(leader).server.commit_listeners.append(lambda _index: stats.count_puts())
+        dlq_group = "GroupOfSendBackStats"
+        back = ConsumerSendMsgBackRequestHeader(
+            offset=sent.commit_log_offset, group=dlq_group, delay_level=-1, origin_topic=TOPIC
+        )
+        with trio.fail_after(15):
+            answer = await client.invoke(addr, request(RequestCode.CONSUMER_SEND_MSG_BACK, back.to_ext_fields()), 10)
+        assert answer.code == ResponseCode.SUCCESS, answer.remark
+        assert group.store(leader).max_offset_in_queue(f"%DLQ%{dlq_group}", 0) == 1
+        await trio.sleep(11)  # past the put items' next 10-second sample
+        fields = {"statsName": "TOPIC_PUT_NUMS", "statsKey": f"%DLQ%{dlq_group}"}
+        view = await client.invoke(addr, request(RequestCode.VIEW_BROKER_STATS_DATA, fields), 5)
+        assert (view.code, view.remark) == (
+            ResponseCode.SYSTEM_ERROR,
+            f"The stats <TOPIC_PUT_NUMS> <%DLQ%{dlq_group}> not exist",
+        )
+        fields = {"statsName": "BROKER_PUT_NUMS", "statsKey": group.config(leader).broker_cluster_name}
+        view = await client.invoke(addr, request(RequestCode.VIEW_BROKER_STATS_DATA, fields), 5)
+        assert view.code == ResponseCode.SUCCESS, view.remark
+        assert orjson.loads(view.body)["statsMinute"]["sum"] == 1, "the one send, not the send-back"
