@@ -110,13 +110,19 @@ class ConsumerSendMsgBackProcessor:
         prepared = self._prepare(header, request.version >= _VERSION_WITH_MAX_RECONSUME_TIMES)
         if prepared is None:
             return request.response(ResponseCode.SUCCESS)
+        store, stats, record = self.broker.store, self.broker.stats, prepared.record
         try:
-            result = await self.broker.store.put(prepared.record, wait_flush=False)  # WAIT=false: see _copy
+            appended = store.append(record)
         except PutRefusedError as exc:
             raise RequestRejected(ResponseCode.SYSTEM_ERROR, getattr(exc, "put_status", "UNKNOWN_ERROR")) from None
-        if result.status is not PutStatus.PUT_OK:
-            raise RequestRejected(ResponseCode.SYSTEM_ERROR, result.status.value)
-        self._count(header.group, prepared, result.append.queue_offset)
+        # Marked before the wait: a DLedger leader dispatches the copy at its commit, a scheduler pass before this
+        # task resumes, and the put statistics read then must not count it as a sent message (a copy whose wait
+        # fails is one the quorum never acknowledged, counted nowhere: broker/stats/puts.py).
+        stats.record_send_back_put(record.topic, record.queue_id, appended.queue_offset, prepared.to_dlq)
+        status = await store.put_waits.status(appended.end_offset, False)  # WAIT=false: see _copy
+        if status is not PutStatus.PUT_OK:
+            raise RequestRejected(ResponseCode.SYSTEM_ERROR, status.value)
+        stats.record_send_back(header.group, prepared.origin_topic, prepared.to_dlq)
         return request.response(ResponseCode.SUCCESS)
 
     def send_back_now(self, header: ConsumerSendMsgBackRequestHeader) -> None:
@@ -128,7 +134,9 @@ class ConsumerSendMsgBackProcessor:
         prepared = self._prepare(header, True)
         if prepared is not None:
             appended = self.broker.store.append(prepared.record)
-            self._count(header.group, prepared, appended.queue_offset)
+            stats, record = self.broker.stats, prepared.record
+            stats.record_send_back_put(record.topic, record.queue_id, appended.queue_offset, prepared.to_dlq)
+            stats.record_send_back(header.group, prepared.origin_topic, prepared.to_dlq)
 
     def _prepare(self, header: ConsumerSendMsgBackRequestHeader, honour_max: bool) -> _Prepared | None:
         """The checks, in Java's order, and the record to store; ``None``: SUCCESS with nothing to store (a group
@@ -202,11 +210,6 @@ class ConsumerSendMsgBackProcessor:
             return record_from_stored(msg, topic, queue_id, props, self.broker.store_host, msg.reconsume_times + 1)
         except ValueError as exc:
             raise RequestRejected(ResponseCode.SYSTEM_ERROR, f"MESSAGE_ILLEGAL: {exc}") from None
-
-    def _count(self, group: str, prepared: _Prepared, queue_offset: int) -> None:
-        stats, record = self.broker.stats, prepared.record
-        stats.record_send_back(group, prepared.origin_topic, prepared.to_dlq)
-        stats.record_send_back_put(record.topic, record.queue_id, queue_offset, prepared.to_dlq)
 
     def _look_message(self, offset: int) -> MessageExt:
         view = self.broker.store.look_message_by_offset(offset)
