@@ -10,6 +10,7 @@ import trio.testing
 from broker.context import BrokerState
 from broker.stats import BROKER_PUT_NUMS, GROUP_GET_NUMS, GROUP_GET_SIZE, TOPIC_PUT_NUMS, TOPIC_PUT_SIZE
 from processors.admin import AdminBrokerProcessor
+from processors.end_transaction import EndTransactionProcessor
 from processors.pull import PullMessageProcessor
 from processors.send import SendMessageProcessor
 from processors.stats import StatsProcessor
@@ -19,8 +20,10 @@ from remoting.codec.bodies.admin import ConsumeStats
 from remoting.codec.bodies.stats import BrokerStatsData, ConsumeStatsList
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
+from remoting.codec.headers import EndTransactionRequestHeader
+from remoting.codec.headers.transaction import TRANSACTION_COMMIT_TYPE
 from remoting.codec.message import MessageRecord, decode_record
-from remoting.codec.topics import OFFSET_MOVED_EVENT, TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC
+from remoting.codec.topics import OFFSET_MOVED_EVENT, TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from remoting.processor import RequestContext
 from tests.processors.conftest import GROUP, TOPIC, MakeBroker, pull_request, send_request
 
@@ -303,6 +306,53 @@ async def test_a_discarded_half_message_counts_in_no_put_item(
             ResponseCode.SYSTEM_ERROR,
             f"The stats <{name}> <{TRANS_CHECK_MAX_TIME_TOPIC}> not exist",
         )
+    fields = {"statsName": BROKER_PUT_NUMS, "statsKey": broker.config.broker_cluster_name}
+    view = await stats.process(peer_ctx, request(RequestCode.VIEW_BROKER_STATS_DATA, fields))
+    assert view is not None and view.code == ResponseCode.SUCCESS
+    assert BrokerStatsData.decode(view.body).stats_minute.sum == 1, "BROKER_PUT_NUMS: the half message's send only"
+
+
+async def test_a_transactions_renewal_commit_and_op_message_count_in_no_put_item(
+    broker: BrokerState, peer_ctx: RequestContext, autojump_clock: trio.testing.MockClock
+) -> None:
+    """4.9.8 counts a transaction's half message once, at its send, and stores the rest with plain store puts: the
+    check's renewal of the half (broker/src/main/java/org/apache/rocketmq/broker/transaction/queue/
+    TransactionalMessageBridge.java ``putMessage``), the op message (``writeOp``) and the committed message
+    (broker/src/main/java/org/apache/rocketmq/broker/processor/EndTransactionProcessor.java ``sendFinalMessage``):
+    in the store totals only, in no TOPIC_PUT_NUMS / TOPIC_PUT_SIZE and no BROKER_PUT_NUMS."""
+    send, stats, end = SendMessageProcessor(broker), StatsProcessor(broker), EndTransactionProcessor(broker)
+    bridge = end.bridge
+    async with trio.open_nursery() as nursery:
+        await nursery.start(broker.stats.run)
+        await trio.sleep(0.5)
+        props = "TRAN_MSG\x01true\x02PGROUP\x01PG\x02UNIQ_KEY\x01U1"
+        answer = await send.process(peer_ctx, send_request(properties=props))
+        assert answer is not None and answer.code == ResponseCode.SUCCESS
+        (half,) = bridge.iter_queue(TRANS_HALF_TOPIC, 0, 1)
+        bridge.renew_half(half, 1)  # as a check of the transaction does
+        header = EndTransactionRequestHeader(
+            producer_group="PG",
+            tran_state_table_offset=half.queue_offset,
+            commit_log_offset=half.commit_log_offset,
+            commit_or_rollback=TRANSACTION_COMMIT_TYPE,
+            msg_id="U1",
+        )
+        answer = await end.process(peer_ctx, request(RequestCode.END_TRANSACTION, header.to_ext_fields()))
+        assert answer is not None and answer.code == ResponseCode.SUCCESS, answer.remark if answer else None
+        assert broker.store.max_offset_in_queue(TOPIC, 0) == 1  # the committed message
+        await trio.sleep(10)
+        nursery.cancel_scope.cancel()
+    assert broker.stats.runtime_entries()["msgPutTotalTodayNow"] == "4"  # half, renewal, commit, op: all stored
+    for name in (TOPIC_PUT_NUMS, TOPIC_PUT_SIZE):
+        for topic in (TOPIC, TRANS_OP_HALF_TOPIC):
+            fields = {"statsName": name, "statsKey": topic}
+            view = await stats.process(peer_ctx, request(RequestCode.VIEW_BROKER_STATS_DATA, fields))
+            assert view is not None
+            assert (view.code, view.remark) == (ResponseCode.SYSTEM_ERROR, f"The stats <{name}> <{topic}> not exist")
+    fields = {"statsName": TOPIC_PUT_NUMS, "statsKey": TRANS_HALF_TOPIC}
+    view = await stats.process(peer_ctx, request(RequestCode.VIEW_BROKER_STATS_DATA, fields))
+    assert view is not None and view.code == ResponseCode.SUCCESS
+    assert BrokerStatsData.decode(view.body).stats_minute.sum == 1, "the half message's send, not its renewal"
     fields = {"statsName": BROKER_PUT_NUMS, "statsKey": broker.config.broker_cluster_name}
     view = await stats.process(peer_ctx, request(RequestCode.VIEW_BROKER_STATS_DATA, fields))
     assert view is not None and view.code == ResponseCode.SUCCESS
