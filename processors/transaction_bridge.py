@@ -364,7 +364,16 @@ class TransactionalMessageBridge:
         record = self._parked(self._record(half, topic, queue_id, props, sys_flag), props)
         if record is None:
             record = self._record(half, topic, queue_id, dict(half.properties), sys_flag)
-        return self.broker.store.append(record)
+        return self._uncounted(record)
+
+    def _uncounted(self, record: MessageRecord) -> AppendResult:
+        """Append ``record`` as a put the statistics count in the store totals only: 4.9.8 stores a committed message
+        (broker/src/main/java/org/apache/rocketmq/broker/processor/EndTransactionProcessor.java ``sendFinalMessage``)
+        and a renewed half message (broker/src/main/java/org/apache/rocketmq/broker/transaction/queue/
+        TransactionalMessageBridge.java ``putMessage``) with a plain store put, no ``incTopicPutNums``."""
+        appended = self.broker.store.append(record)
+        self.broker.stats.record_uncounted_put(record.topic, record.queue_id, appended.queue_offset)
+        return appended
 
     def _parked(self, record: MessageRecord, props: dict[str, str]) -> MessageRecord | None:
         """``record`` as the delay schedule or the timer parks it when its ``props`` ask for a delay, else ``None``
@@ -405,7 +414,7 @@ class TransactionalMessageBridge:
         props = dict(half.properties)
         props[PROPERTY_TRANSACTION_CHECK_TIMES] = str(check_times)
         props[PROPERTY_TRAN_PREPARED_QUEUE_OFFSET] = str(origin_of(half))
-        return self.broker.store.append(self._record(half, TRANS_HALF_TOPIC, _HALF_QUEUE, props, half.sys_flag))
+        return self._uncounted(self._record(half, TRANS_HALF_TOPIC, _HALF_QUEUE, props, half.sys_flag))
 
     def put_discarded(self, half: MessageExt) -> AppendResult:
         """Move a half message that exhausted its checks to ``TRANS_CHECK_MAX_TIME_TOPIC`` (created on first use,

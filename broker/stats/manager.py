@@ -23,9 +23,10 @@ Cost on the hot path: a pull calls :meth:`BrokerStatsManager.record_get` or :met
 (a few integer additions and two or three dict lookups); a send records its latency (:mod:`broker.stats.latency`).
 Puts are not counted per message but read from the store's ConsumeQueues when sampling (:mod:`broker.stats.puts`;
 ours: Java counts in the send processor). So put counts include every stored message (sends, retries, delayed
-deliveries, transaction commits) but those Java stores without counting, which count in the store totals only: the
-broker's OffsetMovedEvents and discarded half messages (:data:`_UNCOUNTED_PUT_TOPICS`), pop checkpoints
-(:meth:`BrokerStatsManager.record_uncounted_put`) and send-backs (:meth:`BrokerStatsManager.record_send_back_put`).
+deliveries) but those Java stores without counting, which count in the store totals only: the broker's
+OffsetMovedEvents, transaction op messages and discarded half messages (:data:`_UNCOUNTED_PUT_TOPICS`), pop
+checkpoints, committed and renewed transaction messages (:meth:`BrokerStatsManager.record_uncounted_put`) and
+send-backs (:meth:`BrokerStatsManager.record_send_back_put`).
 ``times`` of a put item equals its message count, except that a batch send counts one
 (:meth:`BrokerStatsManager.record_batch_put`, as Java's per-request count). Messages recovered at start are not
 counted as puts.
@@ -49,7 +50,7 @@ from broker.stats.latency import PutLatencyStats
 from broker.stats.puts import StorePuts
 from broker.stats.store_stats import StoreStats
 from remoting.codec.java_format import java_double
-from remoting.codec.topics import OFFSET_MOVED_EVENT, TRANS_CHECK_MAX_TIME_TOPIC
+from remoting.codec.topics import OFFSET_MOVED_EVENT, TRANS_CHECK_MAX_TIME_TOPIC, TRANS_OP_HALF_TOPIC
 from store.multi_dispatch import LMQ_PREFIX
 
 if TYPE_CHECKING:
@@ -74,8 +75,9 @@ _PUT_SETS: Final = frozenset({TOPIC_PUT_NUMS, TOPIC_PUT_SIZE, BROKER_PUT_NUMS})
 #: (broker/src/main/java/org/apache/rocketmq/broker/processor/PullMessageProcessor.java ``generateOffsetMovedEvent``
 #: calls ``getMessageStore().putMessage`` and no ``incTopicPutNums``) and a half message whose checks ran out
 #: (broker/src/main/java/org/apache/rocketmq/broker/transaction/queue/DefaultTransactionalMessageCheckListener.java
-#: ``resolveDiscardMsg``, the same).
-_UNCOUNTED_PUT_TOPICS: Final = frozenset({OFFSET_MOVED_EVENT, TRANS_CHECK_MAX_TIME_TOPIC})
+#: ``resolveDiscardMsg``, the same) and a transaction's op message (4.9.8's
+#: broker/src/main/java/org/apache/rocketmq/broker/transaction/queue/TransactionalMessageBridge.java ``writeOp``).
+_UNCOUNTED_PUT_TOPICS: Final = frozenset({OFFSET_MOVED_EVENT, TRANS_CHECK_MAX_TIME_TOPIC, TRANS_OP_HALF_TOPIC})
 _SECONDS_PER_ITEM_SAMPLE: Final = 10
 _SECONDS_PER_HOUR_SAMPLE: Final = 600
 _SECONDS_PER_DAY_SAMPLE: Final = 3600
@@ -287,7 +289,8 @@ class BrokerStatsManager:
         """The broker stored an entry of its own at ``queue_offset`` of ``topic``'s ``queue_id`` through a path that
         counts in no put item, only in the store totals: a pop's checkpoint, which RocketMQ 5.3.3's
         PopMessageProcessor ``appendCheckPoint`` stores through the EscapeBridge
-        (broker/src/main/java/org/apache/rocketmq/broker/failover/EscapeBridge.java, no ``incTopicPutNums``)."""
+        (broker/src/main/java/org/apache/rocketmq/broker/failover/EscapeBridge.java, no ``incTopicPutNums``), and a
+        committed or renewed transaction message (4.9.8's plain store puts: processors/transaction_bridge.py)."""
         if not self.replica:
             self._puts.own((topic, queue_id), queue_offset, False)
 
