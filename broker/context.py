@@ -303,7 +303,11 @@ def build_context(config: BrokerConfig, store: MessageStore | None = None) -> Br
         broker_addr=config.broker_addr,
         store_host=store_host,
         stats=BrokerStatsManager(
-            store, config.broker_cluster_name, replica=config.broker_role == "SLAVE", lmq=config.enable_lmq
+            store,
+            config.broker_cluster_name,
+            replica=config.broker_role == "SLAVE",
+            queue_stat=config.enable_detail_stat,
+            lmq=config.enable_lmq,
         ),
     )
     ctx.topics.on_changed = ctx.on_topic_changed

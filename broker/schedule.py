@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
@@ -102,6 +103,8 @@ class ScheduleMessageService:
         self._first_delay = first_delay
         self._idle_poll = idle_poll
         self._wakeups = {level: trio.Event() for level in self.levels}
+        #: Called with a delivered message's level and stored bytes (the broker's delivery statistics).
+        self.on_delivered: Callable[[int, int], None] | None = None
         #: Whether :meth:`run` delivers (from its load until its final save): it owns the offsets then.
         self._running = False
 
@@ -318,8 +321,11 @@ class ScheduleMessageService:
             log.warning("delay level %d: message at %d cannot be rebuilt (%s); skipped", level, phy, exc)
             return
         try:
-            self._last_end = store.append(record).end_offset
+            appended = store.append(record)
         except MessageIllegalError as exc:  # for good (a retry topic name too long): retrying would block the level
             log.error("delay level %d: message at %d refused by the store (%s); skipped", level, phy, exc)
             return
+        self._last_end = appended.end_offset
         self.delivered += 1
+        if self.on_delivered is not None:
+            self.on_delivered(level, appended.size)

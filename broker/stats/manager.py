@@ -7,8 +7,11 @@ Statistics kept, with Java's names and keys:
 - ``TOPIC_PUT_NUMS`` / ``TOPIC_PUT_SIZE`` (key ``topic``) and ``BROKER_PUT_NUMS`` (key: the cluster name): messages
   and bytes stored while a master (a slave's replicated messages count in the store totals only);
 - ``GROUP_GET_NUMS`` / ``GROUP_GET_SIZE`` (key ``topic@group``) and ``BROKER_GET_NUMS``: messages and bytes pulled;
-  ``GROUP_GET_LATENCY`` (key ``queueId@topic@group``, Java's key with its default ``enableDetailStat``): whole
+  ``GROUP_GET_LATENCY`` (key ``queueId@topic@group`` with ``enableDetailStat``, ``topic@group`` without): whole
   milliseconds per found pull; ``SNDBCK_PUT_NUMS`` (key ``topic@group``, the message's original topic): send-backs;
+- with ``enableDetailStat`` (the default), ``QUEUE_PUT_NUMS`` / ``QUEUE_PUT_SIZE`` (key ``topic@queueId``) and
+  ``QUEUE_GET_NUMS`` / ``QUEUE_GET_SIZE`` (key ``topic@queueId@group``), for the delay levels' queues only, as Java
+  (see :class:`BrokerStatsManager`);
 - the store rates ``putTps``, ``getFoundTps``, ``getMissTps``, ``getTotalTps``, ``getTransferedTps``
   (:mod:`broker.stats.store_stats`), the ``msgPutTotal*`` / ``msgGetTotal*`` day totals, the put latency
   distribution (:mod:`broker.stats.latency`), the put totals and the longest pull.
@@ -50,7 +53,7 @@ from broker.stats.latency import PutLatencyStats
 from broker.stats.puts import StorePuts
 from broker.stats.store_stats import StoreStats
 from remoting.codec.java_format import java_double
-from remoting.codec.topics import OFFSET_MOVED_EVENT, TRANS_CHECK_MAX_TIME_TOPIC, TRANS_OP_HALF_TOPIC
+from remoting.codec.topics import OFFSET_MOVED_EVENT, SCHEDULE_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC, TRANS_OP_HALF_TOPIC
 from store.multi_dispatch import LMQ_PREFIX
 
 if TYPE_CHECKING:
@@ -61,6 +64,12 @@ TOPIC_PUT_SIZE: Final = "TOPIC_PUT_SIZE"
 GROUP_GET_NUMS: Final = "GROUP_GET_NUMS"
 GROUP_GET_SIZE: Final = "GROUP_GET_SIZE"
 GROUP_GET_LATENCY: Final = "GROUP_GET_LATENCY"
+QUEUE_PUT_NUMS: Final = "QUEUE_PUT_NUMS"
+QUEUE_PUT_SIZE: Final = "QUEUE_PUT_SIZE"
+QUEUE_GET_NUMS: Final = "QUEUE_GET_NUMS"
+QUEUE_GET_SIZE: Final = "QUEUE_GET_SIZE"
+#: The group ScheduleMessageService's deliveries count under (MixAll.SCHEDULE_CONSUMER_GROUP).
+SCHEDULE_CONSUMER_GROUP: Final = "SCHEDULE_CONSUMER"
 SNDBCK_PUT_NUMS: Final = "SNDBCK_PUT_NUMS"
 BROKER_PUT_NUMS: Final = "BROKER_PUT_NUMS"
 BROKER_GET_NUMS: Final = "BROKER_GET_NUMS"
@@ -68,8 +77,10 @@ _ITEM_SETS: Final = (
     TOPIC_PUT_NUMS, TOPIC_PUT_SIZE, GROUP_GET_NUMS, GROUP_GET_SIZE, GROUP_GET_LATENCY, SNDBCK_PUT_NUMS,
     BROKER_PUT_NUMS, BROKER_GET_NUMS,
 )  # fmt: skip
+#: The per-queue item sets, kept only with ``enableDetailStat`` (BrokerStatsManager's ``enableQueueStat``).
+_QUEUE_SETS: Final = (QUEUE_PUT_NUMS, QUEUE_PUT_SIZE, QUEUE_GET_NUMS, QUEUE_GET_SIZE)
 
-_PUT_SETS: Final = frozenset({TOPIC_PUT_NUMS, TOPIC_PUT_SIZE, BROKER_PUT_NUMS})
+_PUT_SETS: Final = frozenset({TOPIC_PUT_NUMS, TOPIC_PUT_SIZE, BROKER_PUT_NUMS, QUEUE_PUT_NUMS, QUEUE_PUT_SIZE})
 #: Topics only the broker itself writes to with a plain store put, which counts in the store totals but in no put
 #: item (no client may send to them, TopicValidator's not-allowed-send set): the OffsetMovedEvent
 #: (broker/src/main/java/org/apache/rocketmq/broker/processor/PullMessageProcessor.java ``generateOffsetMovedEvent``
@@ -108,7 +119,17 @@ class GroupItems:
 
 class BrokerStatsManager:
     """See the module docstring. ``store`` is read when sampling (its ``queue_offsets`` table, never mutated);
-    ``replica`` says the broker starts as a slave."""
+    ``replica`` says the broker starts as a slave; ``queue_stat`` is the broker's ``enableDetailStat``: 4.9.8's
+    BrokerController hands it to BrokerStatsManager as ``enableQueueStat``
+    (store/src/main/java/org/apache/rocketmq/store/stats/BrokerStatsManager.java), which then keeps the QUEUE_PUT_*
+    and QUEUE_GET_* sets (none without it: VIEW_BROKER_STATS_DATA answers "not exist") and keys GROUP_GET_LATENCY
+    ``queueId@topic@group`` (``topic@group`` without it).
+
+    The per-queue items count as 4.9.8 counts them: QUEUE_PUT_NUMS / QUEUE_PUT_SIZE (``topic@queueId``) only for
+    messages stored in a delay level's queue of ``SCHEDULE_TOPIC_XXXX`` (SendMessageProcessor's
+    ``handlePutMessageResult`` and ``asyncConsumerSendMsgBack``; read from the store with the other puts, so a send
+    costs nothing more), QUEUE_GET_NUMS / QUEUE_GET_SIZE (``topic@queueId@group``) only for the schedule service's
+    deliveries (:meth:`record_schedule_delivery`)."""
 
     def __init__(
         self,
@@ -116,6 +137,7 @@ class BrokerStatsManager:
         cluster_name: str,
         *,
         replica: bool = False,
+        queue_stat: bool = True,
         wall_clock: Callable[[], float] = time.time,
         lmq: bool = False,
     ) -> None:
@@ -127,7 +149,8 @@ class BrokerStatsManager:
         self.cluster_name = cluster_name
         self.wall_clock = wall_clock
         self.store_stats = StoreStats()
-        self.sets = {name: StatsItemSet(name) for name in _ITEM_SETS}
+        self.queue_stat = queue_stat
+        self.sets = {name: StatsItemSet(name) for name in _ITEM_SETS + (_QUEUE_SETS if queue_stat else ())}
         #: Created by the first counted put, as incBrokerPutNums' getAndCreateStatsItem (never on a slave).
         self._broker_put: StatsItem | None = None
         #: Created once something was got, as incBrokerGetNums' getAndCreateStatsItem
@@ -140,7 +163,7 @@ class BrokerStatsManager:
         #: topic -> (messages, bytes) stored while a master (``/metrics``' incoming messages)
         self.incoming: dict[str, tuple[int, int]] = {}
         self.replica = replica
-        self._puts = StorePuts(store)
+        self._puts = StorePuts(store, frozenset({SCHEDULE_TOPIC}) if queue_stat else frozenset())
         self.put_latency = PutLatencyStats()
         #: Every message and byte the store took, replicated ones included (StoreStatsService's put totals).
         self.put_total = 0
@@ -199,7 +222,7 @@ class BrokerStatsManager:
         latency = items.latency.get(queue_id)
         if latency is None:
             latency = items.latency[queue_id] = self.sets[GROUP_GET_LATENCY].get_or_create(
-                f"{queue_id}@{topic}@{group}"
+                f"{queue_id}@{topic}@{group}" if self.queue_stat else stats_key(topic, group)
             )
         ms = elapsed_ns // _NS_PER_MS
         latency.value += ms
@@ -232,7 +255,8 @@ class BrokerStatsManager:
         (broker/src/main/java/org/apache/rocketmq/broker/processor/PopMessageProcessor.java, transferMsgByHeap),
         once per pop, with the request's queue id: -1, the broker-acting queue the proxy pops with
         (proxy/src/main/java/org/apache/rocketmq/proxy/service/route/MessageQueueSelector.java)."""
-        self.sets[GROUP_GET_LATENCY].get_or_create(f"-1@{topic}@{group}").add(max(0, elapsed_ms))
+        key = f"-1@{topic}@{group}" if self.queue_stat else stats_key(topic, group)
+        self.sets[GROUP_GET_LATENCY].get_or_create(key).add(max(0, elapsed_ms))
 
     def _group_item(self, topic: str, group: str) -> GroupItems:
         key = stats_key(topic, group)
@@ -261,6 +285,22 @@ class BrokerStatsManager:
             LMQ_PREFIX if group.startswith(LMQ_PREFIX) else group,
             LMQ_PREFIX if topic.startswith(LMQ_PREFIX) else topic,
         )
+
+    def record_schedule_delivery(self, queue_id: int, size: int) -> None:
+        """The schedule service delivered a message of ``size`` bytes from ``SCHEDULE_TOPIC_XXXX``'s ``queue_id``:
+        4.9.8's ScheduleMessageService ``PutResultProcess.onSuccess``
+        (store/src/main/java/org/apache/rocketmq/store/schedule/ScheduleMessageService.java, with
+        ``enableScheduleMessageStats``) counts it as SCHEDULE_CONSUMER's get, in QUEUE_GET_NUMS / QUEUE_GET_SIZE
+        (``SCHEDULE_TOPIC_XXXX@queueId@SCHEDULE_CONSUMER``, with ``enableDetailStat``) and GROUP_GET_NUMS /
+        GROUP_GET_SIZE (``SCHEDULE_TOPIC_XXXX@SCHEDULE_CONSUMER``); its put of the real topic counts with the other
+        puts."""
+        group_key = stats_key(SCHEDULE_TOPIC, SCHEDULE_CONSUMER_GROUP)
+        self.sets[GROUP_GET_NUMS].get_or_create(group_key).add(1)
+        self.sets[GROUP_GET_SIZE].get_or_create(group_key).add(size)
+        if self.queue_stat:
+            queue_key = f"{SCHEDULE_TOPIC}@{queue_id}@{SCHEDULE_CONSUMER_GROUP}"
+            self.sets[QUEUE_GET_NUMS].get_or_create(queue_key).add(1)
+            self.sets[QUEUE_GET_SIZE].get_or_create(queue_key).add(size)
 
     def record_dlq(self, group: str, topic: str) -> None:
         """One message of ``topic`` moved to a DLQ, labelled ``group`` (``rocketmq_send_to_dlq_messages_total``)."""
@@ -370,8 +410,9 @@ class BrokerStatsManager:
         for name in (TOPIC_PUT_NUMS, TOPIC_PUT_SIZE):
             self.sets[name].delete_where(lambda key: key != topic)
         prefix, infix = topic + "@", "@" + topic + "@"
-        for name in (GROUP_GET_NUMS, GROUP_GET_SIZE, SNDBCK_PUT_NUMS):
-            self.sets[name].delete_where(lambda key: not key.startswith(prefix))
+        for name in (GROUP_GET_NUMS, GROUP_GET_SIZE, SNDBCK_PUT_NUMS, *_QUEUE_SETS):
+            if name in self.sets:  # QUEUE_* only with enableDetailStat
+                self.sets[name].delete_where(lambda key: not key.startswith(prefix))
         self.sets[GROUP_GET_LATENCY].delete_where(lambda key: infix not in key)
         for pair in [p for p in self.group_items if p[0] == topic]:
             del self.group_items[pair]
@@ -387,8 +428,10 @@ class BrokerStatsManager:
     def on_group_deleted(self, group: str) -> None:
         """Forget the group's items (Java's ``onGroupDeleted``)."""
         suffix = "@" + group
-        for name in (GROUP_GET_NUMS, GROUP_GET_SIZE, SNDBCK_PUT_NUMS, GROUP_GET_LATENCY):
-            self.sets[name].delete_where(lambda key: not key.endswith(suffix))
+        names = (GROUP_GET_NUMS, GROUP_GET_SIZE, SNDBCK_PUT_NUMS, GROUP_GET_LATENCY, QUEUE_GET_NUMS, QUEUE_GET_SIZE)
+        for name in names:
+            if name in self.sets:  # QUEUE_* only with enableDetailStat
+                self.sets[name].delete_where(lambda key: not key.endswith(suffix))
         for pair in [p for p in self.group_items if p[1] == group]:
             del self.group_items[pair]
         for pair in [p for p in self.pull_offsets if p[1] == group]:
@@ -436,6 +479,13 @@ class BrokerStatsManager:
             sizes.get_or_create(topic).add(size, times)
             before_count, before_size = incoming.get(topic, (0, 0))
             incoming[topic] = (before_count + count, before_size + size)
+        queue_puts = self._puts.queue_puts
+        if queue_puts and not replica:
+            queue_nums, queue_sizes = self.sets[QUEUE_PUT_NUMS], self.sets[QUEUE_PUT_SIZE]
+            for (topic, queue_id), (count, size, times) in queue_puts.items():
+                key = f"{topic}@{queue_id}"
+                queue_nums.get_or_create(key).add(count, times)
+                queue_sizes.get_or_create(key).add(size, times)
         if sent > 0:
             if self._broker_put is None:
                 self._broker_put = self.sets[BROKER_PUT_NUMS].get_or_create(self.cluster_name)

@@ -32,8 +32,13 @@ TopicPuts = dict[str, tuple[int, int, int]]
 
 
 class StorePuts:
-    def __init__(self, store: MessageStore) -> None:
+    """``queue_topics``: the topics whose puts :meth:`collect` also reports per queue (:attr:`queue_puts`)."""
+
+    def __init__(self, store: MessageStore, queue_topics: frozenset[str] = frozenset()) -> None:
         self.store = store
+        self.queue_topics = queue_topics
+        #: What the last :meth:`collect` found per queue of ``queue_topics``: (messages, bytes, calls).
+        self.queue_puts: dict[tuple[str, int], tuple[int, int, int]] = {}
         self._seen: dict[tuple[str, int], int] = {}
         #: queue key -> (end offset, calls taken back) of each batch appended and not counted yet (:meth:`batch`)
         self._batches: dict[tuple[str, int], list[tuple[int, int]]] = {}
@@ -80,6 +85,9 @@ class StorePuts:
         owned_table = self._own
         taken: dict[str, tuple[int, int, int, int]] = {}
         self.taken = taken
+        queue_topics = self.queue_topics
+        queue_puts: dict[tuple[str, int], tuple[int, int, int]] = {}
+        self.queue_puts = queue_puts
         added: TopicPuts = {}
         for key, offset in store.queue_offsets.items():
             before = seen.get(key, 0)
@@ -123,6 +131,8 @@ class StorePuts:
                     del owned_table[key]
             if new <= 0:
                 continue
+            if queue_topics and key[0] in queue_topics:
+                queue_puts[key] = (new, size, calls)
             count, total, times = added.get(key[0], (0, 0, 0))
             added[key[0]] = (count + new, total + size, times + calls)
         return added
