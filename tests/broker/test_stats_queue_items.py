@@ -101,3 +101,44 @@ async def test_without_enable_detail_stat_there_are_no_queue_items_and_latency_i
                     await trio.sleep(0.1)
             await _not_exist(admin, addr, "QUEUE_GET_NUMS", SCHEDULE_KEY_GET)
             await _not_exist(admin, addr, "QUEUE_GET_SIZE", SCHEDULE_KEY_GET)
+
+
+async def _send_and_pull(admin: Admin, producer: Producer, topic: str, group: str) -> MessageQueue:
+    sent = await producer.send(Message(topic, b"m"))
+    mq = MessageQueue(topic=topic, broker_name=sent.broker_name, queue_id=sent.queue_id)
+    assert (await admin.pull(mq, 0, 32, group=group)).messages
+    return mq
+
+
+@pytest.mark.parametrize("auto_delete", [False, True])
+async def test_a_deleted_topic_or_groups_items_go_only_with_auto_delete_unused_stats(
+    tmp_path: Path, auto_delete: bool
+) -> None:
+    """AdminBrokerProcessor ``deleteTopic`` / ``deleteSubscriptionGroup`` call ``onTopicDeleted`` /
+    ``onGroupDeleted`` only when ``autoDeleteUnusedStats`` is on: by default the items stay."""
+    async with EmbeddedCluster(tmp_path / "cluster", auto_delete_unused_stats=auto_delete, **SMALL_STORE) as cluster:
+        addr = cluster.broker_addr
+        async with Admin(cluster.namesrv_addr) as admin, Producer("del_pg", cluster.namesrv_addr) as producer:
+            mq = await _send_and_pull(admin, producer, "Gone", "gone_cg")
+            await _send_and_pull(admin, producer, "Kept", "left_cg")
+            topic_items = (
+                ("TOPIC_PUT_NUMS", "Gone"),
+                ("TOPIC_PUT_SIZE", "Gone"),
+                ("GROUP_GET_NUMS", "Gone@gone_cg"),
+                ("GROUP_GET_SIZE", "Gone@gone_cg"),
+                ("GROUP_GET_LATENCY", f"{mq.queue_id}@Gone@gone_cg"),
+            )
+            group_items = (
+                ("GROUP_GET_NUMS", "Kept@left_cg"),
+                ("GROUP_GET_SIZE", "Kept@left_cg"),
+            )
+            for name, key in topic_items + group_items:
+                await admin.view_broker_stats_data(addr, name, key)
+            await admin.delete_topic_in_brokers("Gone", [addr])
+            await admin.delete_subscription_group("left_cg", broker_addr=addr)
+            for name, key in topic_items + group_items:
+                if auto_delete:
+                    await _not_exist(admin, addr, name, key)
+                else:
+                    await admin.view_broker_stats_data(addr, name, key)
+            await admin.view_broker_stats_data(addr, "TOPIC_PUT_NUMS", "Kept")
