@@ -229,13 +229,14 @@ class AdminBrokerProcessor:
         # broker/processor/AdminBrokerProcessor.java).
         await broker.store.delete_topic(topic, lambda name: name in broker.topics)
         if topic not in broker.topics:
-            broker.stats.on_topic_deleted(topic)
+            broker.stats.on_topic_deleted(topic, drop_items=broker.config.auto_delete_unused_stats)
 
     async def clean_unused_topic(self, request: RemotingCommand) -> RemotingCommand:
         """CLEAN_UNUSED_TOPIC: drop the store's queues of topics that are neither configured nor system topics."""
         broker, topics = self.broker, self.broker.topics
         for topic in await clean_unused_topics(broker.store, lambda t: t in topics or topics.is_system_topic(t)):
-            broker.stats.on_topic_deleted(topic)
+            # its stats items only with autoDeleteUnusedStats, as DefaultMessageStore.cleanUnusedTopic
+            broker.stats.on_topic_deleted(topic, drop_items=broker.config.auto_delete_unused_stats)
             log.info("cleanUnusedTopic: %s destroyed", topic)
         return request.response(ResponseCode.SUCCESS)
 
@@ -262,7 +263,8 @@ class AdminBrokerProcessor:
         self.broker.groups.write_through()
         if header.remove_offset or header.clean_offset:
             self.broker.offsets.remove_group(header.group_name)
-        self.broker.stats.on_group_deleted(header.group_name)
+        # Its stats items only with autoDeleteUnusedStats (AdminBrokerProcessor.deleteSubscriptionGroup).
+        self.broker.stats.on_group_deleted(header.group_name, drop_items=self.broker.config.auto_delete_unused_stats)
         return request.response(ResponseCode.SUCCESS)
 
     def get_all_subscription_group_config(self, request: RemotingCommand) -> RemotingCommand:

@@ -404,42 +404,56 @@ class BrokerStatsManager:
 
     # ---- deletions ---------------------------------------------------------------------------------------------
 
-    def on_topic_deleted(self, topic: str) -> None:
-        """Forget the topic's items (Java's ``onTopicDeleted``); its next messages count from zero."""
+    def on_topic_deleted(self, topic: str, *, drop_items: bool = True) -> None:
+        """The topic's queues were deleted: its next messages count from zero in the store's view. ``drop_items``
+        (the broker's ``autoDeleteUnusedStats``) also forgets its stats items as Java's ``onTopicDeleted``, which
+        4.9.8's AdminBrokerProcessor ``deleteTopic`` and DefaultMessageStore ``cleanUnusedTopic`` call only then
+        (broker/src/main/java/org/apache/rocketmq/broker/processor/AdminBrokerProcessor.java): without it they stay,
+        and the topic's next messages add to them."""
         self.count_puts()  # what was stored before the deletion still counts in the broker's totals
-        for name in (TOPIC_PUT_NUMS, TOPIC_PUT_SIZE):
-            self.sets[name].delete_where(lambda key: key != topic)
-        prefix, infix = topic + "@", "@" + topic + "@"
-        for name in (GROUP_GET_NUMS, GROUP_GET_SIZE, SNDBCK_PUT_NUMS, *_QUEUE_SETS):
-            if name in self.sets:  # QUEUE_* only with enableDetailStat
-                self.sets[name].delete_where(lambda key: not key.startswith(prefix))
-        self.sets[GROUP_GET_LATENCY].delete_where(lambda key: infix not in key)
-        for pair in [p for p in self.group_items if p[0] == topic]:
-            del self.group_items[pair]
-        for pair in [p for p in self.pull_offsets if p[0] == topic]:
-            del self.pull_offsets[pair]
+        if drop_items:
+            for name in (TOPIC_PUT_NUMS, TOPIC_PUT_SIZE):
+                self.sets[name].delete_where(lambda key: key != topic)
+            prefix, infix = topic + "@", "@" + topic + "@"
+            for name in (GROUP_GET_NUMS, GROUP_GET_SIZE, SNDBCK_PUT_NUMS, *_QUEUE_SETS):
+                if name in self.sets:  # QUEUE_* only with enableDetailStat
+                    self.sets[name].delete_where(lambda key: not key.startswith(prefix))
+            self.sets[GROUP_GET_LATENCY].delete_where(lambda key: infix not in key)
+            for pair in [p for p in self.group_items if p[0] == topic]:
+                del self.group_items[pair]
+            for key in [k for k in self.fall_behind if k[1] == topic]:
+                del self.fall_behind[key]
+        self._forget_pull_offsets(lambda pair: pair[0] == topic)
         self.incoming.pop(topic, None)
         for pair in [p for p in self.dlq_messages if p[1] == topic]:
             del self.dlq_messages[pair]
-        for key in [k for k in self.fall_behind if k[1] == topic]:
-            del self.fall_behind[key]
         self._puts.forget(topic)
 
-    def on_group_deleted(self, group: str) -> None:
-        """Forget the group's items (Java's ``onGroupDeleted``)."""
-        suffix = "@" + group
-        names = (GROUP_GET_NUMS, GROUP_GET_SIZE, SNDBCK_PUT_NUMS, GROUP_GET_LATENCY, QUEUE_GET_NUMS, QUEUE_GET_SIZE)
-        for name in names:
-            if name in self.sets:  # QUEUE_* only with enableDetailStat
-                self.sets[name].delete_where(lambda key: not key.endswith(suffix))
-        for pair in [p for p in self.group_items if p[1] == group]:
-            del self.group_items[pair]
-        for pair in [p for p in self.pull_offsets if p[1] == group]:
-            del self.pull_offsets[pair]
+    def on_group_deleted(self, group: str, *, drop_items: bool = True) -> None:
+        """The group was deleted: ``drop_items`` (``autoDeleteUnusedStats``) forgets its stats items as Java's
+        ``onGroupDeleted``, which AdminBrokerProcessor ``deleteSubscriptionGroup`` calls only then."""
+        if drop_items:
+            suffix = "@" + group
+            names = (GROUP_GET_NUMS, GROUP_GET_SIZE, SNDBCK_PUT_NUMS, GROUP_GET_LATENCY, QUEUE_GET_NUMS, QUEUE_GET_SIZE)
+            for name in names:
+                if name in self.sets:  # QUEUE_* only with enableDetailStat
+                    self.sets[name].delete_where(lambda key: not key.endswith(suffix))
+            for pair in [p for p in self.group_items if p[1] == group]:
+                del self.group_items[pair]
+            for key in [k for k in self.fall_behind if k[0] == group]:
+                del self.fall_behind[key]
+        self._forget_pull_offsets(lambda pair: pair[1] == group)
         for pair in [p for p in self.dlq_messages if p[0] == group]:
             del self.dlq_messages[pair]
-        for key in [k for k in self.fall_behind if k[0] == group]:
-            del self.fall_behind[key]
+
+    def _forget_pull_offsets(self, match: Callable[[tuple[str, str]], bool]) -> None:
+        """Forget the pull offsets of the matching (topic, group) pairs; one whose pull items stay is emptied in
+        place (its :class:`GroupItems` shares the dict)."""
+        for pair in [p for p in self.pull_offsets if match(p)]:
+            if pair in self.group_items:
+                self.pull_offsets[pair].clear()
+            else:
+                del self.pull_offsets[pair]
 
     # ---- sampling ----------------------------------------------------------------------------------------------
 
