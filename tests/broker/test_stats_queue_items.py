@@ -142,3 +142,28 @@ async def test_a_deleted_topic_or_groups_items_go_only_with_auto_delete_unused_s
                 else:
                     await admin.view_broker_stats_data(addr, name, key)
             await admin.view_broker_stats_data(addr, "TOPIC_PUT_NUMS", "Kept")
+
+
+async def test_without_enable_schedule_message_stats_a_delivery_counts_in_no_item(tmp_path: Path) -> None:
+    """ScheduleMessageService ``PutResultProcess.onSuccess`` counts a delivery (SCHEDULE_CONSUMER's gets, the real
+    topic's TOPIC_PUT_NUMS / TOPIC_PUT_SIZE, BROKER_PUT_NUMS) only with ``enableScheduleMessageStats``: without it
+    the delivered message is in the store's totals alone."""
+    async with EmbeddedCluster(tmp_path / "cluster", enable_schedule_message_stats=False, **SMALL_STORE) as cluster:
+        addr, ctx = cluster.broker_addr, cluster.controller.context
+        async with Admin(cluster.namesrv_addr) as admin, Producer("quiet_pg", cluster.namesrv_addr) as producer:
+            await producer.send(Message("Quiet", b"later", delay_level=1))
+            broker_put = ctx.stats.item("BROKER_PUT_NUMS", ctx.config.broker_cluster_name)
+            assert broker_put is not None and broker_put.value == 1
+            with trio.fail_after(20):
+                while not any(ctx.store.max_offset_in_queue("Quiet", q) for q in range(8)):
+                    await trio.sleep(0.1)
+            await trio.sleep(1.5)  # the sampler has looked at the delivered message
+            assert ctx.stats.runtime_entries()["msgPutTotalTodayNow"] == "2"
+            for name, key in (
+                ("TOPIC_PUT_NUMS", "Quiet"),
+                ("TOPIC_PUT_SIZE", "Quiet"),
+                ("GROUP_GET_NUMS", "SCHEDULE_TOPIC_XXXX@SCHEDULE_CONSUMER"),
+                ("QUEUE_GET_NUMS", SCHEDULE_KEY_GET),
+            ):
+                await _not_exist(admin, addr, name, key)
+            assert broker_put.value == 1
