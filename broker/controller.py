@@ -89,6 +89,7 @@ from remoting.processor import RequestContext
 from remoting.prometheus import prometheus_wanted
 from remoting.rpc_metrics import RpcLatency
 from remoting.server import RemotingServer
+from store.results import AppendResult
 
 log = logging.getLogger(__name__)
 
@@ -260,13 +261,17 @@ class BrokerController:
         register(RecallMessageProcessor.REQUEST_CODES, RecallMessageProcessor(ctx, self.timer.rewrite), pools["send"])
         register(ACL_CODES, AclAdminProcessor(self.acl, ctx), pools["admin"])
 
-    def _count_schedule_delivery(self, level: int, size: int) -> None:
-        """A delay level's message was delivered: counted with ``enableScheduleMessageStats``, read at each delivery
-        as 4.9.8's ScheduleMessageService ``PutResultProcess.onSuccess`` reads it
-        (store/src/main/java/org/apache/rocketmq/store/schedule/ScheduleMessageService.java)."""
+    def _count_schedule_delivery(self, level: int, topic: str, queue_id: int, appended: AppendResult) -> None:
+        """A delay level's message was delivered to ``topic``'s ``queue_id``: 4.9.8's ScheduleMessageService
+        ``PutResultProcess.onSuccess`` (store/src/main/java/org/apache/rocketmq/store/schedule/
+        ScheduleMessageService.java) counts it (SCHEDULE_CONSUMER's gets, the topic's put items, BROKER_PUT_NUMS)
+        only with ``enableScheduleMessageStats``, read at each delivery; without it the put is in the store's totals
+        alone."""
         ctx = self.context
         if ctx.config.enable_schedule_message_stats:
-            ctx.stats.record_schedule_delivery(level - 1, size)
+            ctx.stats.record_schedule_delivery(level - 1, appended.size)
+        else:
+            ctx.stats.record_uncounted_put(topic, queue_id, appended.queue_offset)
 
     def _on_connection_closed(self, connection: Connection) -> None:
         self.context.clients.connection_closed(connection)

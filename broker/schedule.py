@@ -48,6 +48,7 @@ from remoting.codec.topics import SCHEDULE_TOPIC
 from store.errors import MessageIllegalError, PutRefusedError
 from store.message_store import MessageStore
 from store.metadata_files import DelayOffsetTable, delay_offset_file
+from store.results import AppendResult
 from store.store_config import parse_delay_levels
 
 __all__ = [
@@ -103,8 +104,8 @@ class ScheduleMessageService:
         self._first_delay = first_delay
         self._idle_poll = idle_poll
         self._wakeups = {level: trio.Event() for level in self.levels}
-        #: Called with a delivered message's level and stored bytes (the broker's delivery statistics).
-        self.on_delivered: Callable[[int, int], None] | None = None
+        #: Called with a delivered message's level, topic, queue id and append (the broker's delivery statistics).
+        self.on_delivered: Callable[[int, str, int, AppendResult], None] | None = None
         #: Whether :meth:`run` delivers (from its load until its final save): it owns the offsets then.
         self._running = False
 
@@ -328,4 +329,4 @@ class ScheduleMessageService:
         self._last_end = appended.end_offset
         self.delivered += 1
         if self.on_delivered is not None:
-            self.on_delivered(level, appended.size)
+            self.on_delivered(level, real_topic, real_qid, appended)
