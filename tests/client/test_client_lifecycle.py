@@ -18,7 +18,7 @@ from client.consumer.lite_pull import LitePullConsumer
 from client.consumer.push import PushConsumer
 from client.errors import ClientStateError, MQClientError
 from client.instance import MQClientInstance
-from client.message import Message, MessageExt
+from client.message import Message, MessageExt, SendResult
 from client.producer import Producer
 from client.transaction import LocalTransactionState, TransactionProducer
 from remoting.client import RemotingClient
@@ -259,3 +259,29 @@ async def test_a_second_start_of_a_running_transaction_producer_fails_and_leaves
             while not checked:
                 await trio.sleep(0.5)
     assert checked and set(checked) == {sent.transaction_id}
+
+
+async def test_coroutine_callbacks_of_answered_async_sends_running_when_their_producer_stops_finish(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A coroutine callback of an async send answered before the stop, still running when its producer stops, gets
+    to finish (at most ``rpc_timeout``), as a callback whose send the stop fails does: Java's callbacks run on the
+    remoting client's executor, which its shutdown stops with ``ExecutorService.shutdown`` and not ``shutdownNow``
+    (remoting/src/main/java/org/apache/rocketmq/remoting/netty/NettyRemotingClient.java), so a callback running then
+    runs to its end. Both paths: the task-free one and a send to a selector's queue (a task of the instance). Before:
+    the stop cancelled the callback at its next await."""
+    ns = embedded_cluster.namesrv_addr
+    await create_topic(ns, "StopMidCallback", queues=1)
+    outcomes: list[object] = []
+
+    async def callback(outcome: object) -> None:
+        await trio.sleep(1)  # less than rpc_timeout
+        outcomes.append(outcome)
+
+    async with Producer("pg-stop-mid-callback", ns) as producer:
+        await producer.send(Message("StopMidCallback", b"warm"))  # the route is cached: the next send is task-free
+        producer.send_async(Message("StopMidCallback", b"task-free"), callback)
+        producer.send_async(Message("StopMidCallback", b"selected"), callback, selector=lambda mqs, m, a: mqs[0])
+        await trio.sleep(0.1)  # both answered, their callbacks running
+        assert outcomes == []
+    assert len(outcomes) == 2 and all(isinstance(o, SendResult) for o in outcomes), outcomes
