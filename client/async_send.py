@@ -13,8 +13,8 @@ send whose route or broker address is not cached, or whose master is marked as f
 slow path.
 
 The user's callback runs in the connection's reader (or wherever the outcome was decided): it must not block. An
-awaitable it returns is awaited in the client instance's task group (at the end of the instance's stop when the
-outcome came during it, :meth:`~client.instance.MQClientInstance.start_callback`); what it raises is logged.
+awaitable it returns is awaited in the client instance's callback task group, which its stop lets finish for at most
+``rpc_timeout`` (:meth:`~client.instance.MQClientInstance.start_callback`); what it raises is logged.
 """
 
 from __future__ import annotations

@@ -29,6 +29,7 @@ Errors inside timers are logged and retried on the next tick; they never end the
 
 from __future__ import annotations
 
+import inspect
 import logging
 import random
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
@@ -67,6 +68,14 @@ if TYPE_CHECKING:
     from remoting.codec.message import MessageExt
 
 log = logging.getLogger(__name__)
+
+
+async def _await_callback(callback: Callable[[Any], object], result: Awaitable[object], what: str) -> None:
+    try:
+        await result
+    except Exception:
+        log.exception("%s callback %r failed", what, callback)
+
 
 #: Client ids of the instances running in this process: brokers key consumers by client id, so two live instances
 #: with one id would be taken for one consumer.
@@ -152,8 +161,8 @@ class MQClientInstance:
         self.broker_version: dict[str, int] = {}
         self._remoting: RemotingClient | None = None
         self._tasks: anyio.abc.TaskGroup | None = None
-        #: While the instance stops: what callbacks returned to be awaited (see :meth:`start_callback`).
-        self._late_callbacks: list[tuple[Callable[..., Coroutine[Any, Any, None]], tuple[object, ...]]] | None = None
+        #: Where what user callbacks returned is awaited (see :meth:`start_callback`): not cancelled at the stop.
+        self._callbacks: anyio.abc.TaskGroup | None = None
         self._rebalance_wanted = anyio.Event()
         # A random start (Java's NettyRemotingClient); without name servers a lookup raises TopicRouteNotFoundError.
         self._namesrv_index = random.randrange(len(config.namesrv_addr)) if config.namesrv_addr else 0
@@ -189,7 +198,15 @@ class MQClientInstance:
             async_permits=self.config.client_async_semaphore_value,
             oneway_permits=self.config.client_oneway_semaphore_value,
         )
-        await remoting.__aenter__()
+        # Entered first, left last: the stop waits there for the callbacks still running (see start_callback).
+        callbacks = anyio.create_task_group()
+        await callbacks.__aenter__()
+        try:
+            await remoting.__aenter__()
+        except BaseException:
+            await callbacks.__aexit__(None, None, None)
+            raise
+        self._callbacks = callbacks
         _running_client_ids.add(self.client_id)
         self._remoting = remoting
         tasks = anyio.create_task_group()
@@ -208,7 +225,6 @@ class MQClientInstance:
     ) -> None:
         tasks, self._tasks = self._tasks, None
         _running_client_ids.discard(self.client_id)
-        self._late_callbacks = []
         try:
             if tasks is not None:
                 tasks.cancel_scope.cancel()
@@ -222,29 +238,43 @@ class MQClientInstance:
                 if remoting is not None:
                     await remoting.__aexit__(None, None, None)
             finally:
-                await self._run_late_callbacks()
+                await self._end_callbacks()
 
     def start_callback(self, fn: Callable[..., Coroutine[Any, Any, None]], *args: object) -> None:
-        """Run ``fn(*args)``, the await of what a user callback returned (a coroutine callback), in the task group;
-        while the instance stops (its tasks cancelled, then its connections closed, failing what is under way), at
-        the end of the stop, all at once for at most ``rpc_timeout``, as Java's shutdown lets the callbacks of the
-        requests ``failFast`` fails run (remoting/src/main/java/org/apache/rocketmq/remoting/netty/
+        """Run ``fn(*args)``, the await of what a user callback returned (a coroutine callback), in a task group of
+        its own, which the stop does not cancel: it waits for those still running at its end (also those of the
+        requests it failed, its tasks cancelled, then its connections closed), all together for at most
+        ``rpc_timeout``. Java's callbacks run on the remoting client's executor, which its shutdown stops with
+        ``ExecutorService.shutdown``, letting a running callback finish, after ``failFast`` has handed it the
+        pending requests (remoting/src/main/java/org/apache/rocketmq/remoting/netty/NettyRemotingClient.java,
         NettyRemotingAbstract.java). Raises :class:`ClientStateError` when the instance is not running."""
-        if self._tasks is not None:
-            self._tasks.start_soon(fn, *args)
-        elif self._late_callbacks is not None:
-            self._late_callbacks.append((fn, args))
-        else:
+        if self._callbacks is None:
             raise ClientStateError("client instance is not started (use `async with`)")
+        self._callbacks.start_soon(fn, *args)
 
-    async def _run_late_callbacks(self) -> None:
-        late, self._late_callbacks = self._late_callbacks, None
-        if not late:
+    def call_back(self, callback: Callable[[Any], object], outcome: object, what: str) -> None:
+        """Hand ``outcome`` to a user callback; an awaitable it returns is awaited as :meth:`start_callback` says
+        (closed unawaited when the instance has stopped). What it raises is logged as ``<what> callback ...
+        failed``."""
+        try:
+            result = callback(outcome)
+        except Exception:
+            log.exception("%s callback %r failed", what, callback)
             return
-        with anyio.CancelScope(shield=True, deadline=anyio.current_time() + self.config.rpc_timeout):
-            async with anyio.create_task_group() as tg:
-                for fn, args in late:
-                    tg.start_soon(fn, *args)
+        if inspect.isawaitable(result):
+            try:
+                self.start_callback(_await_callback, callback, result, what)
+            except ClientStateError:
+                if inspect.iscoroutine(result):
+                    result.close()
+
+    async def _end_callbacks(self) -> None:
+        callbacks, self._callbacks = self._callbacks, None
+        if callbacks is None:
+            return
+        callbacks.cancel_scope.shield = True
+        callbacks.cancel_scope.deadline = anyio.current_time() + self.config.rpc_timeout
+        await callbacks.__aexit__(None, None, None)
 
     async def _unregister_inner_producer(self) -> None:
         """UNREGISTER_CLIENT for :data:`CLIENT_INNER_PRODUCER_GROUP` to every address of the broker table, once a

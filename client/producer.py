@@ -64,7 +64,6 @@ from client.send_request import (
     uniq_key_generator,
 )
 from client.trace.dispatcher import TraceDispatcher
-from remoting.client import run_callback
 from remoting.codec.bodies import MessageQueue, TopicRouteData
 from remoting.codec.codes import ResponseCode
 from remoting.codec.command import RemotingCommand
@@ -434,12 +433,12 @@ class Producer:
             # The instance is stopping (its task group is cancelled only then) with the send under way. Java's
             # shutdown closes the channels, and NettyRemotingAbstract.failFast (remoting/src/main/java/org/apache/
             # rocketmq/remoting/netty/NettyRemotingAbstract.java) fails the pending request, so the callback hears
-            # of it: tell it too, for at most rpc_timeout (the stop must not wait on a callback for long).
+            # of it: tell it too (a coroutine callback is awaited by the stop, for at most rpc_timeout).
             stopped = ClientStateError(f"producer {self._group!r} stopped before the send to {msg.topic!r} ended")
-            with anyio.CancelScope(shield=True, deadline=anyio.current_time() + self.instance.config.rpc_timeout):
-                await run_callback(callback, stopped, "send")
+            self.instance.call_back(callback, stopped, "send")
             raise
-        await run_callback(callback, outcome, "send")
+        # Not awaited here: the stop, which cancels this task, lets a running callback finish (see start_callback).
+        self.instance.call_back(callback, outcome, "send")
 
     async def send_oneway(
         self,

@@ -37,7 +37,6 @@ from client.budget import time_left
 from client.errors import ClientStateError, MQClientError, TopicRouteNotFoundError
 from client.message import Message, uncompressed
 from client.selector import MessageQueueSelector
-from remoting.client import run_callback
 from remoting.codec.bodies import MessageQueue
 from remoting.codec.headers.ops import ReplyMessageRequestHeader
 from remoting.codec.message import MessageExt
@@ -280,13 +279,13 @@ def request_async(producer: Producer, msg: Message, callback: RequestCallback, t
             # shutdown closes the channels and NettyRemotingAbstract.failFast (remoting/src/main/java/org/apache/
             # rocketmq/remoting/netty/NettyRemotingAbstract.java) fails the pending send, whose callback calls
             # requestFail -> RequestCallback.onException (client/.../impl/producer/DefaultMQProducerImpl.java): tell
-            # it too, for at most rpc_timeout, as Producer._send_then_call does. Ours also tells a request whose reply
-            # was still awaited, which Java's RequestFutureHolder times out later, or never once its last producer
-            # stopped (its scan is shut down with it).
+            # it too, as Producer._send_then_call does. Ours also tells a request whose reply was still awaited, which
+            # Java's RequestFutureHolder times out later, or never once its last producer stopped (its scan is shut
+            # down with it).
             stopped = ClientStateError(f"the client stopped before the request to {msg.topic!r} ended")
-            with anyio.CancelScope(shield=True, deadline=anyio.current_time() + producer.instance.config.rpc_timeout):
-                await run_callback(callback, stopped, "request")
+            producer.instance.call_back(callback, stopped, "request")
             raise
-        await run_callback(callback, outcome, "request")
+        # Not awaited in this task, which the stop cancels: a running coroutine callback finishes (start_callback).
+        producer.instance.call_back(callback, outcome, "request")
 
     producer.instance.task_group.start_soon(run)
