@@ -174,6 +174,33 @@ async def test_a_committed_message_with_a_delay_level_is_delivered_by_the_schedu
     assert msg.properties["DELAY"] == "3" and "TRAN_MSG" not in msg.properties
 
 
+async def test_a_committed_message_parked_for_a_delay_level_counts_in_no_queue_put_item(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """4.9.8 counts QUEUE_PUT_NUMS / QUEUE_PUT_SIZE of a delay level's queue on the send paths only
+    (broker/src/main/java/org/apache/rocketmq/broker/processor/SendMessageProcessor.java ``handlePutMessageResult``
+    and ``asyncConsumerSendMsgBack``); EndTransactionProcessor ``sendFinalMessage`` parks a committed message that
+    asks for a delay with a plain store put, which counts in no put item. Its delivery still counts as
+    SCHEDULE_CONSUMER's get (ScheduleMessageService ``PutResultProcess.onSuccess``)."""
+    use_virtual_store_clock(embedded_cluster)
+    await _create_topic(embedded_cluster)
+    stats = embedded_cluster.controller.context.stats
+    half_msg = Message(TOPIC, b"later", delay_level=1, properties={"TRAN_MSG": "true", "PGROUP": "tx-pg"})
+    async with Producer("tx-pg", embedded_cluster.namesrv_addr) as producer:
+        half = await producer.send(half_msg)
+    phy = decode_offset_msg_id(half.offset_msg_id).phy_offset
+    assert await _end_transaction(embedded_cluster, "tx-pg", half.queue_offset, phy) == (ResponseCode.SUCCESS, None)
+    assert embedded_cluster.controller.context.store.max_offset_in_queue(SCHEDULE_TOPIC, 0) == 1
+    for name in ("QUEUE_PUT_NUMS", "QUEUE_PUT_SIZE"):
+        assert stats.item(name, f"{SCHEDULE_TOPIC}@0") is None, name
+    assert stats.item("TOPIC_PUT_NUMS", SCHEDULE_TOPIC) is None
+    await _wait_visible(embedded_cluster, 1, within=60)
+    await trio.sleep(2)  # sampled after the delivery too
+    assert stats.item("QUEUE_GET_NUMS", f"{SCHEDULE_TOPIC}@0@SCHEDULE_CONSUMER") is not None
+    for name in ("QUEUE_PUT_NUMS", "QUEUE_PUT_SIZE"):
+        assert stats.item(name, f"{SCHEDULE_TOPIC}@0") is None, name
+
+
 async def test_rollback_records_an_op_message_and_the_message_never_becomes_visible(
     embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
 ) -> None:
