@@ -128,7 +128,8 @@ class BrokerStatsManager:
     The per-queue items count as 4.9.8 counts them: QUEUE_PUT_NUMS / QUEUE_PUT_SIZE (``topic@queueId``) only for
     messages stored in a delay level's queue of ``SCHEDULE_TOPIC_XXXX`` (SendMessageProcessor's
     ``handlePutMessageResult`` and ``asyncConsumerSendMsgBack``; read from the store with the other puts, so a send
-    costs nothing more), QUEUE_GET_NUMS / QUEUE_GET_SIZE (``topic@queueId@group``) only for the schedule service's
+    costs nothing more; a committed transaction message parked there, one of :meth:`record_uncounted_put`'s, counts
+    in none), QUEUE_GET_NUMS / QUEUE_GET_SIZE (``topic@queueId@group``) only for the schedule service's
     deliveries (:meth:`record_schedule_delivery`)."""
 
     def __init__(

@@ -125,14 +125,16 @@ class StorePuts:
                 else:
                     del batches[key]
             owned = owned_table.get(key) if owned_table else None
+            own_before = None
             if owned is not None:
+                own_before = taken.get(key[0], _NO_OWN)
                 _take_own(taken, key, owned, cq, before, offset, ranges)
                 if not owned:
                     del owned_table[key]
             if new <= 0:
                 continue
             if queue_topics and key[0] in queue_topics:
-                queue_puts[key] = (new, size, calls)
+                _queue_put(queue_puts, key, new, size, calls, own_before, taken)
             count, total, times = added.get(key[0], (0, 0, 0))
             added[key[0]] = (count + new, total + size, times + calls)
         return added
@@ -154,6 +156,32 @@ class StorePuts:
         unacknowledged = self.store.unacknowledged
         for key in [k for k in unacknowledged if k[0] == topic]:
             del unacknowledged[key]
+
+
+_NO_OWN: tuple[int, int, int, int] = (0, 0, 0, 0)
+
+
+def _queue_put(
+    queue_puts: dict[tuple[str, int], tuple[int, int, int]],
+    key: tuple[str, int],
+    new: int,
+    size: int,
+    calls: int,
+    own_before: tuple[int, int, int, int] | None,
+    taken: dict[str, tuple[int, int, int, int]],
+) -> None:
+    """Report queue ``key``'s puts without the broker's own uncounted ones (``taken``'s growth for the queue since
+    ``own_before``): 4.9.8 counts QUEUE_PUT_NUMS / QUEUE_PUT_SIZE on the send paths only
+    (broker/src/main/java/org/apache/rocketmq/broker/processor/SendMessageProcessor.java ``handlePutMessageResult``,
+    ``asyncConsumerSendMsgBack``), never for a plain store put such as EndTransactionProcessor ``sendFinalMessage``
+    parking a committed message in a delay level's queue."""
+    if own_before is not None:
+        own_after = taken.get(key[0], _NO_OWN)
+        new -= own_after[0] - own_before[0]
+        size = max(0, size - (own_after[1] - own_before[1]))
+        calls -= own_after[2] - own_before[2]
+    if new > 0:
+        queue_puts[key] = (new, size, calls)
 
 
 def _held(cq: ConsumeQueue | None, offset: int) -> int:
