@@ -13,6 +13,7 @@ import pytest
 import trio
 
 from broker.embedded import EmbeddedCluster
+from broker.pop import PopService
 from remoting.client import RemotingClient
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand, request
@@ -259,3 +260,31 @@ async def test_lmq_pulls_are_counted_under_one_lmq_stats_key(tmp_path: Path, cli
             "The stats <GROUP_GET_NUMS> <%LMQ%s1@%LMQ%s1> not exist",
         )
         assert (await view("%LMQ%@%LMQ%")).code == ResponseCode.SUCCESS
+
+
+async def test_lmq_pops_count_their_latency_under_one_lmq_stats_key(tmp_path: Path, client: RemotingClient) -> None:
+    """LmqBrokerStatsManager collapses ``incGroupGetLatency`` too (store/src/main/java/org/apache/rocketmq/store/
+    stats/LmqBrokerStatsManager.java, 4.9.8 and 5.3.3 without ``enableLmqStats``), which 5.3.3's
+    PopMessageProcessor calls once per pop that found messages: a pop of an LMQ by an LMQ group counts its latency
+    under ``-1@%LMQ%@%LMQ%`` as its gets under ``%LMQ%@%LMQ%``, never one item per LMQ (found by a review: the pop's
+    latency kept each LMQ's names)."""
+    async with EmbeddedCluster(tmp_path / "c", **SMALL_STORE, **LMQ) as cluster:  # type: ignore[arg-type]
+        await _create(client, cluster)
+        answer = await _send(client, cluster, multi_send("%LMQ%p1,%LMQ%p2", b"m0"))
+        assert answer.code == ResponseCode.SUCCESS, answer.remark
+        controller = cluster.controller
+        pop = PopService(controller.context, controller.timer.rewrite)  # as the proxy builds it (proxy/startup.py)
+        for name in ("%LMQ%p1", "%LMQ%p2"):
+            assert [p.message.body for p in pop.pop(name, name, 32, 30_000, None)] == [b"m0"]
+
+        async def view(name: str, key: str) -> RemotingCommand:
+            fields = {"statsName": name, "statsKey": key}
+            return await client.invoke(cluster.broker_addr, request(RequestCode.VIEW_BROKER_STATS_DATA, fields), 5)
+
+        assert (await view("GROUP_GET_NUMS", "%LMQ%@%LMQ%")).code == ResponseCode.SUCCESS
+        one = await view("GROUP_GET_LATENCY", "-1@%LMQ%p1@%LMQ%p1")
+        assert (one.code, one.remark) == (
+            ResponseCode.SYSTEM_ERROR,
+            "The stats <GROUP_GET_LATENCY> <-1@%LMQ%p1@%LMQ%p1> not exist",
+        )
+        assert (await view("GROUP_GET_LATENCY", "-1@%LMQ%@%LMQ%")).code == ResponseCode.SUCCESS
