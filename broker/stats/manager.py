@@ -255,7 +255,10 @@ class BrokerStatsManager:
         PopMessageProcessor answers it with ``incGroupGetLatency(group, topic, queueId, now - begin)``
         (broker/src/main/java/org/apache/rocketmq/broker/processor/PopMessageProcessor.java, transferMsgByHeap),
         once per pop, with the request's queue id: -1, the broker-acting queue the proxy pops with
-        (proxy/src/main/java/org/apache/rocketmq/proxy/service/route/MessageQueueSelector.java)."""
+        (proxy/src/main/java/org/apache/rocketmq/proxy/service/route/MessageQueueSelector.java). With ``enableLmq``
+        the LMQ names count as ``%LMQ%``, as LmqBrokerStatsManager's ``incGroupGetLatency``
+        (store/src/main/java/org/apache/rocketmq/store/stats/LmqBrokerStatsManager.java)."""
+        group, topic = self._lmq_names(group, topic)
         key = f"-1@{topic}@{group}" if self.queue_stat else stats_key(topic, group)
         self.sets[GROUP_GET_LATENCY].get_or_create(key).add(max(0, elapsed_ms))
 
