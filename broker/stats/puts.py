@@ -21,6 +21,7 @@ retention before they were looked at are counted as messages without bytes. Owne
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -42,9 +43,10 @@ class StorePuts:
         self._seen: dict[tuple[str, int], int] = {}
         #: queue key -> (end offset, calls taken back) of each batch appended and not counted yet (:meth:`batch`)
         self._batches: dict[tuple[str, int], list[tuple[int, int]]] = {}
-        #: queue key -> queue offset -> whether it counts in its topic's items, of the broker's own puts not
-        #: counted yet (:meth:`own`)
-        self._own: dict[tuple[str, int], dict[int, bool]] = {}
+        #: queue key -> runs ``(start, end, in_topic)`` of queue offsets ``[start, end)`` of the broker's own puts
+        #: not counted yet, sorted, disjoint, neighbours of the same ``in_topic`` merged (:meth:`own`): a pop-heavy
+        #: load marks thousands of checkpoints a second, mostly one after the other, which a run takes out at once
+        self._own: dict[tuple[str, int], list[tuple[int, int, bool]]] = {}
         #: What the last :meth:`collect` found of the broker's own puts, per topic: (messages, bytes, calls) in no
         #: topic item, messages in no BROKER_PUT_NUMS.
         self.taken: dict[str, tuple[int, int, int, int]] = {}
@@ -70,9 +72,15 @@ class StorePuts:
         BROKER_PUT_NUMS, and in its topic's items only if ``in_topic`` (see :meth:`collect`'s ``taken``)."""
         owned = self._own.get(key)
         if owned is None:
-            self._own[key] = {offset: in_topic}
+            self._own[key] = [(offset, offset + 1, in_topic)]
+            return
+        start, end, last_in_topic = owned[-1]
+        if offset == end and in_topic == last_in_topic:
+            owned[-1] = (start, end + 1, in_topic)
+        elif offset >= end:
+            owned.append((offset, offset + 1, in_topic))
         else:
-            owned[offset] = in_topic
+            _mark(owned, offset, in_topic)
 
     def collect(self) -> TopicPuts:
         """Messages, bytes and calls (one per message, one per batch) stored per topic since the last call (topics
@@ -216,32 +224,78 @@ def _take_unacknowledged(
     return new, max(0, size)
 
 
+def _without(low: int, high: int, ranges: list[tuple[int, int]] | None) -> list[tuple[int, int]]:
+    """``[low, high)`` without the unacknowledged ``ranges``, as sorted disjoint pairs."""
+    if ranges is None:
+        return [(low, high)]
+    pieces = [(low, high)]
+    for first, end in ranges:
+        if first >= high or end <= low:
+            continue
+        pieces = [part for a, b in pieces for part in ((a, min(b, first)), (max(a, end), b)) if part[0] < part[1]]
+    return pieces
+
+
 def _within(ranges: list[tuple[int, int]] | None, end: int) -> bool:
     """Whether the batch ending at ``end`` is one of the unacknowledged appends of ``ranges``."""
     return ranges is not None and any(first < end <= last for first, last in ranges)
 
 
+def _start(run: tuple[int, int, bool]) -> int:
+    return run[0]
+
+
+def _mark(owned: list[tuple[int, int, bool]], offset: int, in_topic: bool) -> None:
+    """Mark ``offset`` in the runs ``owned`` (a mark arriving out of order, or marking again: the last one wins)."""
+    index = bisect_right(owned, offset, key=_start)  # the first run starting after ``offset``
+    if index and owned[index - 1][1] > offset:  # inside a run: split it around ``offset``
+        start, end, was = owned[index - 1]
+        if was == in_topic:
+            return
+        parts = [(start, offset, was), (offset, offset + 1, in_topic), (offset + 1, end, was)]
+        owned[index - 1 : index] = [p for p in parts if p[0] < p[1]]
+        index = index - 1 + (start < offset)
+    else:
+        owned.insert(index, (offset, offset + 1, in_topic))
+    start, end, _ = owned[index]
+    if index + 1 < len(owned) and owned[index + 1][0] == end and owned[index + 1][2] == in_topic:
+        end = owned.pop(index + 1)[1]
+    if index and owned[index - 1][1] == start and owned[index - 1][2] == in_topic:
+        start = owned.pop(index - 1)[0]
+        index -= 1
+    owned[index] = (start, end, in_topic)
+
+
 def _take_own(
     taken: dict[str, tuple[int, int, int, int]],
     key: tuple[str, int],
-    owned: dict[int, bool],
+    owned: list[tuple[int, int, bool]],
     cq: ConsumeQueue | None,
     before: int,
     offset: int,
     ranges: list[tuple[int, int]] | None,
 ) -> None:
     """Add to ``taken`` the broker's own puts of queue ``key`` counted in ``[before, offset)`` (dropping them, and
-    those before it, from ``owned``); an unacknowledged one counts nowhere already."""
-    msgs = size = broker = 0
-    for at in [at for at in owned if at < offset]:
-        in_topic = owned.pop(at)
-        if at < before or (ranges is not None and any(first <= at < end for first, end in ranges)):
-            continue
-        broker += 1
-        if not in_topic:
-            msgs += 1
-            if cq is not None:
-                size += cq.sizes_total(at, at + 1)
+    those before it, from ``owned``); an unacknowledged one counts nowhere already. The bytes of the runs in no
+    topic item are read in one pass over the ConsumeQueue (:meth:`~store.consume_queue.ConsumeQueue.sizes_within`)."""
+    done = bisect_left(owned, offset, key=_start)  # the runs starting before ``offset``
+    taking = owned[:done]
+    if done and taking[-1][1] > offset:  # the rest of the last run is not in the queue yet
+        start, end, in_topic = taking[-1]
+        taking[-1] = (start, offset, in_topic)
+        owned[done - 1] = (offset, end, in_topic)
+        done -= 1
+    del owned[:done]
+    if taking and taking[0][0] < before:  # marks of entries counted before (a baseline): nothing to take
+        taking = [(max(start, before), end, in_topic) for start, end, in_topic in taking if end > before]
+    if ranges is not None:
+        taking = [
+            (first, last, in_topic) for start, end, in_topic in taking for first, last in _without(start, end, ranges)
+        ]
+    broker = sum(end - start for start, end, _ in taking)
+    sized = [(start, end) for start, end, in_topic in taking if not in_topic]
+    msgs = sum(end - start for start, end in sized)
+    size = cq.sizes_within(sized) if cq is not None and sized else 0
     if broker:
         before_taken = taken.get(key[0], (0, 0, 0, 0))
         taken[key[0]] = (
