@@ -410,7 +410,8 @@ class LitePullConsumer(LitePullWorker):
         (client/src/main/java/org/apache/rocketmq/client/impl/consumer/DefaultLitePullConsumerImpl.java). No queues
         at all raise ``ValueError`` and leave the assignment as it was, as Java's ``assign`` refuses an empty
         collection (:meth:`unsubscribe` drops a topic's queues). Once :meth:`subscribe` ran, assign is refused for
-        good, even after every topic was unsubscribed (Java's subscription type never resets)."""
+        good, even after every topic was unsubscribed (Java's subscription type never resets). A topic without a
+        route, or no name server answering, does not fail it: the queues are pulled once the route is known."""
         self._check_started()
         if self._subscribed_mode and not self._assigned_manually:
             raise ClientStateError("subscribe() and assign() cannot be mixed")
@@ -421,7 +422,13 @@ class LitePullConsumer(LitePullWorker):
         for mq in wanted:
             by_topic.setdefault(mq.topic, set()).add(mq)
         for topic in by_topic:
-            await self.instance.route(topic, wait_greeting=True)
+            # Java's assign asks no name server: the pull tasks look the broker up before each try
+            # (client/src/main/java/org/apache/rocketmq/client/impl/consumer/DefaultLitePullConsumerImpl.java), so a
+            # name server down now only delays the pulls, as a missing route does.
+            try:
+                await self.instance.route(topic, wait_greeting=True)
+            except Exception as exc:
+                log.info("consumer %s: %s", self._group, exc)
         async with self.rebalance.serialised():
             self._check_started()
             if self._subscribed_mode and not self._assigned_manually:
