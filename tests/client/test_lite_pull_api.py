@@ -10,11 +10,13 @@ from pathlib import Path
 import anyio
 import pytest
 
+from client.admin import Admin
 from client.consumer import lite_pull
 from client.consumer.lite_pull import LitePullConsumer
-from remoting.codec.bodies import ConsumeFromWhere, MessageModel, MessageQueue
+from client.errors import MQClientError, TopicRouteNotFoundError
+from remoting.codec.bodies import PERM_WRITE, ConsumeFromWhere, MessageModel, MessageQueue
 from remoting.codec.bodies.admin import loads_fastjson
-from tests.client.helpers import create_topic, poll_until, send_bodies, wait_until
+from tests.client.helpers import HANG_GUARD, create_topic, poll_until, send_bodies, wait_until
 from tests.threaded_cluster import ThreadedCluster
 
 pytestmark = pytest.mark.anyio
@@ -219,3 +221,22 @@ def test_a_deprecated_consume_from_where_is_refused(where: ConsumeFromWhere) -> 
     queue with them."""
     with pytest.raises(ValueError, match="Invalid ConsumeFromWhere Value"):
         LitePullConsumer("lite-deprecated-where", "127.0.0.1:1", consume_from_where=where)
+
+
+async def test_fetch_message_queues_of_a_topic_without_readable_queues_raises(cluster: ThreadedCluster) -> None:
+    """Java's ``fetchMessageQueues`` (``MQAdminImpl.fetchSubscribeMessageQueues``,
+    client/src/main/java/org/apache/rocketmq/client/impl/MQAdminImpl.java) throws "Can not find Message Queue for
+    this topic" when the name server's route has no readable queue (a write-only topic), as for no route at all.
+    Before: an empty list came back, as if the topic had been found."""
+    async with Admin(cluster.namesrv_addr) as admin:
+        await admin.create_topic("LiteWriteOnly", read_queue_nums=2, write_queue_nums=2, perm=PERM_WRITE)
+        with anyio.fail_after(HANG_GUARD):
+            while True:
+                try:
+                    if (await admin.topic_route("LiteWriteOnly")).queue_datas:
+                        break
+                except TopicRouteNotFoundError:
+                    await anyio.sleep(0.02)
+    async with LitePullConsumer("lite-write-only", cluster.namesrv_addr) as consumer:
+        with pytest.raises(MQClientError, match="Can not find Message Queue for this topic"):
+            await consumer.fetch_message_queues("LiteWriteOnly")
