@@ -394,9 +394,14 @@ class LitePullConsumer(LitePullWorker):
         await self.instance.send_heartbeat_to_all_brokers()
 
     async def fetch_message_queues(self, topic: str) -> list[MessageQueue]:
-        """Every readable queue of ``topic``, named without the namespace (Java's parseSubscribeMessageQueues)."""
+        """Every readable queue of ``topic``, named without the namespace (Java's parseSubscribeMessageQueues). A
+        route without a readable queue raises :class:`MQClientError` as no route does (``TopicRouteNotFoundError``):
+        ``MQAdminImpl.fetchSubscribeMessageQueues`` (client/src/main/java/org/apache/rocketmq/client/impl/
+        MQAdminImpl.java) throws "Can not find Message Queue for this topic" for an empty queue set."""
         wire = wrap(self.namespace, topic)
         mqs = subscribe_queues(wire, await self.instance.fetch_route(wire, wait_greeting=True))
+        if not mqs:
+            raise MQClientError(f"Can not find Message Queue for this topic, {topic} Namesrv return empty")
         return [unwrap_queue(self.namespace, mq) for mq in mqs] if self.namespace else mqs
 
     async def assign(self, mqs: Iterable[MessageQueue], expression: str = "*") -> None:
