@@ -78,3 +78,27 @@ async def test_lite_pull_assign_with_the_name_server_down_is_consumed_once_it_is
                     got.extend(await consumer.poll(timeout=0.3))
             assert sorted(m.body for m in got) == [b"broker-a-0-0", b"broker-a-0-1"]
         tg.cancel_scope.cancel()
+
+
+async def test_lite_pull_seek_of_a_queue_assigned_while_the_name_server_was_down(cluster: ThreadedCluster) -> None:
+    """Java's ``seek`` asks the broker for the queue's bounds through ``MQAdminImpl.minOffset``/``maxOffset``
+    (client/src/main/java/org/apache/rocketmq/client/impl/MQAdminImpl.java), which look the topic's route up when
+    the broker is not known yet. So a queue assigned while the name server was down can be seeked once it is back,
+    before any pull found the route (the queue is paused here, so none does). Before: "no address for broker"."""
+    await create_topic(cluster.namesrv_addr, "LiteSeekNsDown", queues=1)
+    (mq,) = await fill_queues(cluster.namesrv_addr, "LiteSeekNsDown", per_queue=3)
+    door = NamesrvDoor(cluster.namesrv_addr)
+    await door.reserve()
+    async with anyio.create_task_group() as tg:
+        async with LitePullConsumer("lite-seek-ns-down", door.addr, consume_from_where=FIRST) as consumer:
+            consumer.pause([mq])
+            await consumer.assign([mq])
+            await door.open(tg)
+            await consumer.seek(mq, 2)
+            consumer.resume([mq])
+            got: list[MessageExt] = []
+            with anyio.move_on_after(HANG_GUARD):
+                while not got:
+                    got.extend(await consumer.poll(timeout=0.3))
+            assert [m.body for m in got] == [b"broker-a-0-2"]
+        tg.cancel_scope.cancel()
