@@ -715,13 +715,20 @@ class LitePullConsumer(LitePullWorker):
     async def offset_for_timestamp(self, mq: MessageQueue, timestamp_ms: int) -> int:
         """The offset of ``mq`` whose message was stored closest to ``timestamp_ms`` (SEARCH_OFFSET_BY_TIMESTAMP)."""
         mq = wrap_queue(self.namespace, mq)
+        addr = await self._broker_of(mq)
+        return await api.search_offset(self.instance.remoting, addr, mq, timestamp_ms, self.instance.config.rpc_timeout)
+
+    async def _broker_of(self, mq: MessageQueue) -> str:
+        """The address to ask about ``mq``'s offsets, the topic's route fetched first when its broker is not known
+        yet (e.g. assigned while no name server answered), as ``MQAdminImpl.minOffset``/``maxOffset``/
+        ``searchOffset`` do (client/src/main/java/org/apache/rocketmq/client/impl/MQAdminImpl.java)."""
         addr = self.instance.find_broker_address(mq.broker_name, master=False)
         if addr is None:
             await self.instance.fetch_route(mq.topic, wait_greeting=True)
             addr = self.instance.find_broker_address(mq.broker_name, master=False)
         if addr is None:
             raise MQClientError(f"no address for broker {mq.broker_name}")
-        return await api.search_offset(self.instance.remoting, addr, mq, timestamp_ms, self.instance.config.rpc_timeout)
+        return addr
 
     async def _allocation_changed(self, topic: str, mq_all: set[MessageQueue], allocated: set[MessageQueue]) -> None:
         """Rebalance's hook: tell the topic's listener, if any; one that fails is logged (RebalanceLitePullImpl)."""
@@ -768,9 +775,7 @@ class LitePullConsumer(LitePullWorker):
             await anyio.sleep(self.topic_metadata_check_interval)
 
     async def _bounds(self, mq: MessageQueue) -> tuple[int, int]:
-        addr = self.instance.find_broker_address(mq.broker_name, master=False)
-        if addr is None:
-            raise MQClientError(f"no address for broker {mq.broker_name}")
+        addr = await self._broker_of(mq)
         timeout = self.instance.config.rpc_timeout
         low = await api.get_min_offset(self.instance.remoting, addr, mq, timeout)
         high = await api.get_max_offset(self.instance.remoting, addr, mq, timeout)
