@@ -416,7 +416,8 @@ class LitePullConsumer(LitePullWorker):
         at all raise ``ValueError`` and leave the assignment as it was, as Java's ``assign`` refuses an empty
         collection (:meth:`unsubscribe` drops a topic's queues). Once :meth:`subscribe` ran, assign is refused for
         good, even after every topic was unsubscribed (Java's subscription type never resets). A topic without a
-        route, or no name server answering, does not fail it: the queues are pulled once the route is known."""
+        route, or no name server answering, does not fail it (a silent one holds it up for one request timeout, whatever
+        the number of topics): the queues are pulled once the route is known."""
         self._check_started()
         if self._subscribed_mode and not self._assigned_manually:
             raise ClientStateError("subscribe() and assign() cannot be mixed")
@@ -426,14 +427,13 @@ class LitePullConsumer(LitePullWorker):
         by_topic: dict[str, set[MessageQueue]] = {}
         for mq in wanted:
             by_topic.setdefault(mq.topic, set()).add(mq)
-        for topic in by_topic:
-            # Java's assign asks no name server: the pull tasks look the broker up before each try
-            # (client/src/main/java/org/apache/rocketmq/client/impl/consumer/DefaultLitePullConsumerImpl.java), so a
-            # name server down now only delays the pulls, as a missing route does.
-            try:
-                await self.instance.route(topic, wait_greeting=True)
-            except Exception as exc:
-                log.info("consumer %s: %s", self._group, exc)
+        # Java's assign asks no name server: the pull tasks look the broker up before each try
+        # (client/src/main/java/org/apache/rocketmq/client/impl/consumer/DefaultLitePullConsumerImpl.java), so a
+        # name server down now only delays the pulls, as a missing route does. Ours looks the routes up (the pull
+        # tasks then find their brokers greeted) all at once: a silent name server is waited out once, not per topic.
+        async with anyio.create_task_group() as lookups:
+            for topic in by_topic:
+                lookups.start_soon(self._look_up_route, topic)
         async with self.rebalance.serialised():
             self._check_started()
             if self._subscribed_mode and not self._assigned_manually:
@@ -447,6 +447,12 @@ class LitePullConsumer(LitePullWorker):
                 await self.rebalance.remove_unallocated(topic, by_topic.get(topic, set()))
             for mq in sorted(wanted - set(self.rebalance.process_queues)):
                 self._start(mq, self.rebalance.own(mq), None)
+
+    async def _look_up_route(self, topic: str) -> None:
+        try:
+            await self.instance.route(topic, wait_greeting=True)
+        except Exception as exc:
+            log.info("consumer %s: %s", self._group, exc)
 
     @property
     def _assigned_manually(self) -> bool:
