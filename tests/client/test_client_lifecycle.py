@@ -5,6 +5,8 @@ and leaves the running one as it was; a stop fails what is under way, telling it
 from __future__ import annotations
 
 import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -27,6 +29,24 @@ from tests.client.helpers import create_topic, poll_until, send_bodies, wait_unt
 from tests.client.test_master_watch import register_as_master, silent_master
 from tests.conftest import SMALL_STORE
 from tests.semantics.helpers import use_virtual_store_clock
+
+
+@asynccontextmanager
+async def silent_brokers(tmp_path: Path, topic: str, *, dead_too: bool = False) -> AsyncIterator[str]:
+    """A cluster whose name server routes ``topic`` to a master that accepts and never answers (broker-h) and, with
+    ``dead_too``, to one at an address nobody listens on (broker-d) before it; yields the name server address."""
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        dead = f"127.0.0.1:{probe.getsockname()[1]}"
+    async with EmbeddedCluster(tmp_path / "c", auto_create_topic_enable=False, **SMALL_STORE) as cluster:
+        ns = cluster.namesrv_addr
+        async with RemotingClient() as client, trio.open_nursery() as nursery:
+            silent = await silent_master(nursery)
+            if dead_too:
+                await register_as_master(client, ns, dead, topic=topic, broker_name="broker-d")
+            await register_as_master(client, ns, silent, topic=topic, broker_name="broker-h")
+            yield ns
+            nursery.cancel_scope.cancel()
 
 
 async def test_a_second_start_of_a_running_push_consumer_fails_and_leaves_it_consuming(
@@ -99,17 +119,12 @@ async def test_an_async_send_under_way_when_its_producer_stops_is_called_back_wi
     Before: a send that had to look its route up first ran as a task of the instance, cancelled at the stop, and its
     callback was never called, so an application waiting for it waited forever."""
     outcomes: list[object] = []
-    async with EmbeddedCluster(tmp_path / "c", auto_create_topic_enable=False, **SMALL_STORE) as cluster:
-        ns = cluster.namesrv_addr
-        async with RemotingClient() as client, trio.open_nursery() as nursery:
-            silent = await silent_master(nursery)
-            await register_as_master(client, ns, silent, topic="StopMidSend", broker_name="broker-h")
-            async with Producer("pg-stop-mid-send", ns, send_msg_timeout=600) as producer:
-                producer.send_async(Message("StopMidSend", b"x"), outcomes.append)  # its route is not cached yet
-                await trio.sleep(1)
-                assert outcomes == []
-            assert len(outcomes) == 1 and isinstance(outcomes[0], MQClientError), outcomes
-            nursery.cancel_scope.cancel()
+    async with silent_brokers(tmp_path, "StopMidSend") as ns:
+        async with Producer("pg-stop-mid-send", ns, send_msg_timeout=600) as producer:
+            producer.send_async(Message("StopMidSend", b"x"), outcomes.append)  # its route is not cached yet
+            await trio.sleep(1)
+            assert outcomes == []
+        assert len(outcomes) == 1 and isinstance(outcomes[0], MQClientError), outcomes
 
 
 async def test_async_sends_retrying_when_their_producer_stops_are_called_back_with_the_failure(
@@ -121,23 +136,14 @@ async def test_async_sends_retrying_when_their_producer_stops_are_called_back_wi
     closes (remoting/src/main/java/org/apache/rocketmq/remoting/netty/NettyRemotingAbstract.java). Before: the retries'
     task was cancelled at the stop and those callbacks were never called."""
     outcomes: list[object] = []
-    with socket.socket() as probe:  # a port nothing listens on
-        probe.bind(("127.0.0.1", 0))
-        dead = f"127.0.0.1:{probe.getsockname()[1]}"
-    async with EmbeddedCluster(tmp_path / "c", auto_create_topic_enable=False, **SMALL_STORE) as cluster:
-        ns = cluster.namesrv_addr
-        async with RemotingClient() as client, trio.open_nursery() as nursery:
-            silent = await silent_master(nursery)
-            await register_as_master(client, ns, dead, topic="StopMidRetry", broker_name="broker-d")
-            await register_as_master(client, ns, silent, topic="StopMidRetry", broker_name="broker-h")
-            async with Producer("pg-stop-mid-retry", ns, send_msg_timeout=600) as producer:
-                assert len((await producer.publish_info("StopMidRetry")).message_queues) == 4
-                for i in range(4):
-                    producer.send_async(Message("StopMidRetry", str(i).encode()), outcomes.append)
-                await trio.sleep(1)
-                assert outcomes == []
-            assert len(outcomes) == 4 and all(isinstance(o, MQClientError) for o in outcomes), outcomes
-            nursery.cancel_scope.cancel()
+    async with silent_brokers(tmp_path, "StopMidRetry", dead_too=True) as ns:
+        async with Producer("pg-stop-mid-retry", ns, send_msg_timeout=600) as producer:
+            assert len((await producer.publish_info("StopMidRetry")).message_queues) == 4
+            for i in range(4):
+                producer.send_async(Message("StopMidRetry", str(i).encode()), outcomes.append)
+            await trio.sleep(1)
+            assert outcomes == []
+        assert len(outcomes) == 4 and all(isinstance(o, MQClientError) for o in outcomes), outcomes
 
 
 async def test_a_producer_start_cancelled_part_way_leaves_its_group_unregistered_on_a_shared_instance(
@@ -149,23 +155,18 @@ async def test_a_producer_start_cancelled_part_way_leaves_its_group_unregistered
     starts undo what they did: here the start is cancelled while its heartbeat waits for a broker that never answers.
     Before: the group stayed registered on the shared instance (heartbeated to every broker as a producer nobody
     runs), and starting the producer again raised "already registered"."""
-    async with EmbeddedCluster(tmp_path / "c", auto_create_topic_enable=False, **SMALL_STORE) as cluster:
-        ns = cluster.namesrv_addr
-        async with RemotingClient() as client, trio.open_nursery() as nursery:
-            silent = await silent_master(nursery)
-            await register_as_master(client, ns, silent, topic="CancelledStart", broker_name="broker-h")
-            instance = MQClientInstance(ClientConfig(namesrv_addr=ns))
-            async with instance:
-                await instance.fetch_route("CancelledStart")  # the silent master is in the broker table
-                producer = Producer("pg-cancelled-start", instance=instance)
-                with trio.move_on_after(1) as scope:
-                    async with producer:
-                        pytest.fail("the start should not finish: its heartbeat waits for the silent master")
-                assert scope.cancelled_caught
-                assert "pg-cancelled-start" not in instance.producers
-                async with producer:  # started again, this time to the end
-                    assert "pg-cancelled-start" in instance.producers
-            nursery.cancel_scope.cancel()
+    async with silent_brokers(tmp_path, "CancelledStart") as ns:
+        instance = MQClientInstance(ClientConfig(namesrv_addr=ns))
+        async with instance:
+            await instance.fetch_route("CancelledStart")  # the silent master is in the broker table
+            producer = Producer("pg-cancelled-start", instance=instance)
+            with trio.move_on_after(1) as scope:
+                async with producer:
+                    pytest.fail("the start should not finish: its heartbeat waits for the silent master")
+            assert scope.cancelled_caught
+            assert "pg-cancelled-start" not in instance.producers
+            async with producer:  # started again, this time to the end
+                assert "pg-cancelled-start" in instance.producers
 
 
 async def test_a_request_async_under_way_when_its_producer_stops_is_called_back_with_the_failure(
@@ -179,17 +180,12 @@ async def test_a_request_async_under_way_when_its_producer_stops_is_called_back_
     (client/src/main/java/org/apache/rocketmq/client/impl/producer/DefaultMQProducerImpl.java). Before: the request
     ran as a task of the instance, cancelled at the stop, and its callback was never called."""
     outcomes: list[object] = []
-    async with EmbeddedCluster(tmp_path / "c", auto_create_topic_enable=False, **SMALL_STORE) as cluster:
-        ns = cluster.namesrv_addr
-        async with RemotingClient() as client, trio.open_nursery() as nursery:
-            silent = await silent_master(nursery)
-            await register_as_master(client, ns, silent, topic="StopMidRequest", broker_name="broker-h")
-            async with Producer("pg-stop-mid-request", ns, send_msg_timeout=600) as producer:
-                producer.request_async(Message("StopMidRequest", b"x"), outcomes.append, 600)
-                await trio.sleep(10)  # past the heartbeat the first request waits for: the request is sent
-                assert outcomes == []
-            assert len(outcomes) == 1 and isinstance(outcomes[0], MQClientError), outcomes
-            nursery.cancel_scope.cancel()
+    async with silent_brokers(tmp_path, "StopMidRequest") as ns:
+        async with Producer("pg-stop-mid-request", ns, send_msg_timeout=600) as producer:
+            producer.request_async(Message("StopMidRequest", b"x"), outcomes.append, 600)
+            await trio.sleep(10)  # past the heartbeat the first request waits for: the request is sent
+            assert outcomes == []
+        assert len(outcomes) == 1 and isinstance(outcomes[0], MQClientError), outcomes
 
 
 async def test_coroutine_callbacks_of_async_sends_under_way_when_their_producer_stops_run(
@@ -208,23 +204,14 @@ async def test_coroutine_callbacks_of_async_sends_under_way_when_their_producer_
         await trio.sleep(0)
         outcomes.append(outcome)
 
-    with socket.socket() as probe:  # a port nothing listens on
-        probe.bind(("127.0.0.1", 0))
-        dead = f"127.0.0.1:{probe.getsockname()[1]}"
-    async with EmbeddedCluster(tmp_path / "c", auto_create_topic_enable=False, **SMALL_STORE) as cluster:
-        ns = cluster.namesrv_addr
-        async with RemotingClient() as client, trio.open_nursery() as nursery:
-            silent = await silent_master(nursery)
-            await register_as_master(client, ns, dead, topic="StopMidCoroutine", broker_name="broker-d")
-            await register_as_master(client, ns, silent, topic="StopMidCoroutine", broker_name="broker-h")
-            async with Producer("pg-stop-mid-coroutine", ns, send_msg_timeout=600) as producer:
-                assert len((await producer.publish_info("StopMidCoroutine")).message_queues) == 4
-                for i in range(4):
-                    producer.send_async(Message("StopMidCoroutine", str(i).encode()), callback)
-                await trio.sleep(1)
-                assert outcomes == []
-            assert len(outcomes) == 4 and all(isinstance(o, MQClientError) for o in outcomes), outcomes
-            nursery.cancel_scope.cancel()
+    async with silent_brokers(tmp_path, "StopMidCoroutine", dead_too=True) as ns:
+        async with Producer("pg-stop-mid-coroutine", ns, send_msg_timeout=600) as producer:
+            assert len((await producer.publish_info("StopMidCoroutine")).message_queues) == 4
+            for i in range(4):
+                producer.send_async(Message("StopMidCoroutine", str(i).encode()), callback)
+            await trio.sleep(1)
+            assert outcomes == []
+        assert len(outcomes) == 4 and all(isinstance(o, MQClientError) for o in outcomes), outcomes
 
 
 async def test_a_second_start_of_a_running_transaction_producer_fails_and_leaves_it_checking(
