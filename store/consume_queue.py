@@ -236,12 +236,7 @@ class ConsumeQueue:
                 logical = self.next_file_start(logical)
                 continue
             stop = min(end, mf.end_offset // CQ_STORE_UNIT_SIZE)
-            first = logical * CQ_STORE_UNIT_SIZE - mf.file_from_offset
-            words = array.array("i")
-            words.frombytes(mf.view[first : first + (stop - logical) * CQ_STORE_UNIT_SIZE])
-            if sys.byteorder == "little":
-                words.byteswap()
-            total += sum(words[2::5])  # an entry is five big-endian int32 words; the size is the third
+            total += sum(_entry_sizes(mf, logical, stop))
             logical = stop
         return total
 
@@ -264,12 +259,7 @@ class ConsumeQueue:
             high = bisect.bisect_left(ranges, stop, key=_range_start)  # past the last one starting before ``stop``
             if low < high:
                 first = max(logical, ranges[low][0])
-                head = first * CQ_STORE_UNIT_SIZE - mf.file_from_offset
-                words = array.array("i")
-                words.frombytes(mf.view[head : head + (stop - first) * CQ_STORE_UNIT_SIZE])
-                if sys.byteorder == "little":
-                    words.byteswap()
-                sizes = words[2::5]  # an entry is five big-endian int32 words; the size is the third
+                sizes = _entry_sizes(mf, first, stop)
                 pieces = ranges[low:high]
                 pieces[0] = (first, pieces[0][1])
                 pieces[-1] = (pieces[-1][0], min(pieces[-1][1], stop))
@@ -502,6 +492,17 @@ def _written_entries(mf: MappedFile) -> int:
 def _live_at_or_above(entry: Entry | None, commit_log_min: int) -> bool:
     """Whether ``entry`` is no filler and its message lies at or above ``commit_log_min``."""
     return entry is not None and entry[1] > 0 and entry[1] != FILLER_SIZE and entry[0] >= commit_log_min
+
+
+def _entry_sizes(mf: MappedFile, start: int, stop: int) -> array.array[int]:
+    """The record sizes of entries ``[start, stop)``, all in segment ``mf``, read from its slice in C: an entry is
+    five big-endian int32 words, the size the third (no tuple per entry)."""
+    head = start * CQ_STORE_UNIT_SIZE - mf.file_from_offset
+    words = array.array("i")
+    words.frombytes(mf.view[head : head + (stop - start) * CQ_STORE_UNIT_SIZE])
+    if sys.byteorder == "little":
+        words.byteswap()
+    return words[2::5]
 
 
 def _range_start(pair: tuple[int, int]) -> int:
