@@ -146,6 +146,24 @@ async def test_msg_get_total_today_now_counts_every_pull_so_far(
     assert (table["msgPutTotalTodayNow"], table["msgGetTotalTodayNow"]) == ("3", "3")
 
 
+async def _assert_no_put_items(stats: StatsProcessor, ctx: RequestContext, *topics: str) -> None:
+    """TOPIC_PUT_NUMS and TOPIC_PUT_SIZE of each of ``topics`` answer RocketMQ's "not exist"."""
+    for name in (TOPIC_PUT_NUMS, TOPIC_PUT_SIZE):
+        for topic in topics:
+            fields = {"statsName": name, "statsKey": topic}
+            view = await stats.process(ctx, request(RequestCode.VIEW_BROKER_STATS_DATA, fields))
+            assert view is not None
+            assert (view.code, view.remark) == (ResponseCode.SYSTEM_ERROR, f"The stats <{name}> <{topic}> not exist")
+
+
+async def _minute_sum(stats: StatsProcessor, ctx: RequestContext, name: str, key: str) -> int:
+    """The minute's sum of stats item ``name`` ``key``, which must exist."""
+    fields = {"statsName": name, "statsKey": key}
+    view = await stats.process(ctx, request(RequestCode.VIEW_BROKER_STATS_DATA, fields))
+    assert view is not None and view.code == ResponseCode.SUCCESS
+    return BrokerStatsData.decode(view.body).stats_minute.sum
+
+
 def _offset_moved_events(broker: BrokerState) -> list[dict[str, object]]:
     result = broker.store.get(OFFSET_MOVED_EVENT, 0, 0, 32)
     events = []
@@ -263,20 +281,9 @@ async def test_an_offset_moved_event_counts_in_no_put_item(
         await trio.sleep(10)
         nursery.cancel_scope.cancel()
     assert broker.stats.runtime_entries()["msgPutTotalTodayNow"] == "4"  # the store took the event
-    for name in (TOPIC_PUT_NUMS, TOPIC_PUT_SIZE):
-        view = await stats.process(
-            peer_ctx,
-            request(RequestCode.VIEW_BROKER_STATS_DATA, {"statsName": name, "statsKey": OFFSET_MOVED_EVENT}),
-        )
-        assert view is not None
-        assert (view.code, view.remark) == (
-            ResponseCode.SYSTEM_ERROR,
-            f"The stats <{name}> <{OFFSET_MOVED_EVENT}> not exist",
-        ), f"{name} of {OFFSET_MOVED_EVENT}"
-    fields = {"statsName": BROKER_PUT_NUMS, "statsKey": broker.config.broker_cluster_name}
-    view = await stats.process(peer_ctx, request(RequestCode.VIEW_BROKER_STATS_DATA, fields))
-    assert view is not None and view.code == ResponseCode.SUCCESS
-    assert BrokerStatsData.decode(view.body).stats_minute.sum == 3, "BROKER_PUT_NUMS: the 3 sends only"
+    await _assert_no_put_items(stats, peer_ctx, OFFSET_MOVED_EVENT)
+    cluster = broker.config.broker_cluster_name
+    assert await _minute_sum(stats, peer_ctx, BROKER_PUT_NUMS, cluster) == 3, "BROKER_PUT_NUMS: the 3 sends only"
 
 
 async def test_a_discarded_half_message_counts_in_no_put_item(
@@ -298,18 +305,9 @@ async def test_a_discarded_half_message_counts_in_no_put_item(
         await trio.sleep(10)
         nursery.cancel_scope.cancel()
     assert broker.stats.runtime_entries()["msgPutTotalTodayNow"] == "2"  # the store took the discarded copy
-    for name in (TOPIC_PUT_NUMS, TOPIC_PUT_SIZE):
-        fields = {"statsName": name, "statsKey": TRANS_CHECK_MAX_TIME_TOPIC}
-        view = await stats.process(peer_ctx, request(RequestCode.VIEW_BROKER_STATS_DATA, fields))
-        assert view is not None
-        assert (view.code, view.remark) == (
-            ResponseCode.SYSTEM_ERROR,
-            f"The stats <{name}> <{TRANS_CHECK_MAX_TIME_TOPIC}> not exist",
-        )
-    fields = {"statsName": BROKER_PUT_NUMS, "statsKey": broker.config.broker_cluster_name}
-    view = await stats.process(peer_ctx, request(RequestCode.VIEW_BROKER_STATS_DATA, fields))
-    assert view is not None and view.code == ResponseCode.SUCCESS
-    assert BrokerStatsData.decode(view.body).stats_minute.sum == 1, "BROKER_PUT_NUMS: the half message's send only"
+    await _assert_no_put_items(stats, peer_ctx, TRANS_CHECK_MAX_TIME_TOPIC)
+    cluster = broker.config.broker_cluster_name
+    assert await _minute_sum(stats, peer_ctx, BROKER_PUT_NUMS, cluster) == 1, "BROKER_PUT_NUMS: the half's send only"
 
 
 async def test_a_transactions_renewal_commit_and_op_message_count_in_no_put_item(
@@ -343,17 +341,7 @@ async def test_a_transactions_renewal_commit_and_op_message_count_in_no_put_item
         await trio.sleep(10)
         nursery.cancel_scope.cancel()
     assert broker.stats.runtime_entries()["msgPutTotalTodayNow"] == "4"  # half, renewal, commit, op: all stored
-    for name in (TOPIC_PUT_NUMS, TOPIC_PUT_SIZE):
-        for topic in (TOPIC, TRANS_OP_HALF_TOPIC):
-            fields = {"statsName": name, "statsKey": topic}
-            view = await stats.process(peer_ctx, request(RequestCode.VIEW_BROKER_STATS_DATA, fields))
-            assert view is not None
-            assert (view.code, view.remark) == (ResponseCode.SYSTEM_ERROR, f"The stats <{name}> <{topic}> not exist")
-    fields = {"statsName": TOPIC_PUT_NUMS, "statsKey": TRANS_HALF_TOPIC}
-    view = await stats.process(peer_ctx, request(RequestCode.VIEW_BROKER_STATS_DATA, fields))
-    assert view is not None and view.code == ResponseCode.SUCCESS
-    assert BrokerStatsData.decode(view.body).stats_minute.sum == 1, "the half message's send, not its renewal"
-    fields = {"statsName": BROKER_PUT_NUMS, "statsKey": broker.config.broker_cluster_name}
-    view = await stats.process(peer_ctx, request(RequestCode.VIEW_BROKER_STATS_DATA, fields))
-    assert view is not None and view.code == ResponseCode.SUCCESS
-    assert BrokerStatsData.decode(view.body).stats_minute.sum == 1, "BROKER_PUT_NUMS: the half message's send only"
+    await _assert_no_put_items(stats, peer_ctx, TOPIC, TRANS_OP_HALF_TOPIC)
+    assert await _minute_sum(stats, peer_ctx, TOPIC_PUT_NUMS, TRANS_HALF_TOPIC) == 1, "the half's send, not its renewal"
+    cluster = broker.config.broker_cluster_name
+    assert await _minute_sum(stats, peer_ctx, BROKER_PUT_NUMS, cluster) == 1, "BROKER_PUT_NUMS: the half's send only"
