@@ -283,6 +283,36 @@ def test_double_comparison_reads_java_double_text() -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("0x1.8p1", True),  # 3.0
+        ("0X10P0d", True),  # 16.0, a d suffix as after a decimal
+        ("0x.8p1", False),  # 1.0
+        ("-0x1p0", False),
+        ("0x1p5000", True),  # too large: Infinity, as Java's hex parse gives
+        ("0x1p-5000", False),  # too small: 0.0
+        ("0x1p", RAISES),  # no exponent digits
+        ("0x.p1", RAISES),  # no hex digit
+        ("0x1.8", RAISES),  # a hex float needs its binary exponent
+        ("NaNd", RAISES),  # nothing may follow NaN or Infinity
+        ("Infinityf", RAISES),
+        ("-InfinityD", RAISES),
+    ],
+)
+def test_double_comparison_reads_text_exactly_as_double_value_of(text: str, expected: bool | str) -> None:
+    """``Double.valueOf`` (ComparisonExpression's conversion of text compared with a double, in
+    filter/src/main/java/org/apache/rocketmq/filter/expression/ComparisonExpression.java) reads the hexadecimal
+    floating-point form (``0x1.8p1``, overflowing to Infinity) and still refuses a type suffix after NaN or Infinity
+    (found by a review: hex text was no match, where a Java broker delivers)."""
+    selector = compile_sql92("x > 1.5")
+    if expected == RAISES:
+        with pytest.raises(Sql92EvaluationError):
+            selector.evaluate({"x": text})
+    else:
+        assert selector.evaluate({"x": text}) is expected
+
+
 @pytest.mark.parametrize("expression", ["a BETWEEN -1 AND -5", "a BETWEEN 5 AND -1", "a BETWEEN -1.5 AND -2.5"])
 def test_between_with_a_negated_bound_compiles_as_on_a_java_broker(expression: str) -> None:
     """RocketMQ's ComparisonExpression.createBetween checks the bounds' order only when both are
