@@ -78,6 +78,12 @@ _JAVA_INTEGER: Final = re.compile(r"[+-]?[0-9]+\Z")
 #: a long run of digits that does not end as a number, and one 30,000-character property held the event loop for
 #: minutes.
 _JAVA_DOUBLE: Final = re.compile(r"[+-]?(?:NaN|Infinity|(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?[fFdD]?)\Z")
+#: The hexadecimal form ``Double.valueOf`` reads too (``0x1.8p1``: hex digits, an optional point, a binary exponent that
+#: is required, a d/f suffix), as HEX_FLOAT_PATTERN in java/lang/FloatingDecimal.java; the lookahead asks for a digit
+#: before or after the point. Tried only when the decimal form fails, so the common case costs nothing more.
+_JAVA_HEX_DOUBLE: Final = re.compile(
+    r"([+-]?)0[xX](?=\.?[0-9a-fA-F])[0-9a-fA-F]*(?:\.[0-9a-fA-F]*)?[pP][+-]?[0-9]+[fFdD]?\Z"
+)
 
 
 def _wide_integer(text: str) -> int:
@@ -130,13 +136,20 @@ def _java_long(text: str) -> int:
 
 
 def _java_double(text: str) -> float:
-    """``Double.valueOf`` (decimal forms, NaN, Infinity, a d/f suffix); raises :class:`Sql92EvaluationError`."""
+    """``Double.valueOf`` (decimal and hexadecimal forms, NaN, Infinity, a d/f suffix after a number); raises
+    :class:`Sql92EvaluationError`."""
     trimmed = java_trim(text)  # Double.valueOf trims as String.trim
-    if not _JAVA_DOUBLE.match(trimmed):
+    if _JAVA_DOUBLE.match(trimmed):
+        return float(trimmed[:-1] if trimmed[-1] in "fFdD" else trimmed)
+    hexadecimal = _JAVA_HEX_DOUBLE.match(trimmed)
+    if hexadecimal is None:
         raise Sql92EvaluationError(f"{text!r} is not a Java double")
-    if trimmed[-1] in "fFdD" and not trimmed.endswith("Infinity"):
+    if trimmed[-1] in "fFdD":
         trimmed = trimmed[:-1]
-    return float(trimmed)
+    try:
+        return float.fromhex(trimmed)
+    except OverflowError:  # Java's hex parse overflows to a signed Infinity, float.fromhex raises
+        return -math.inf if hexadecimal.group(1) == "-" else math.inf
 
 
 def _converter(kind: LiteralKind | None) -> Callable[[str], int | float]:
