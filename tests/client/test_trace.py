@@ -437,3 +437,32 @@ async def test_an_end_transaction_that_could_not_be_sent_is_traced_all_the_same(
     assert [(e.topic, e.keys, e.store_host, e.transaction_state, e.from_transaction_check) for e in ends] == [
         (topic, "lost-end", f"{host}:{port}", "COMMIT_MESSAGE", False)
     ]
+
+
+async def test_a_consume_batch_takes_one_queue_slot_and_is_dropped_whole() -> None:
+    """A listener call's SubBefore (and SubAfter) records are one entry of the 1024-entry queue, as Java's
+    ConsumeMessageTraceHookImpl appends one TraceContext holding every message of the batch to AsyncTraceDispatcher's
+    traceContextQueue: 33 batches of 32 messages fit, and a batch that does not fit is dropped whole, not cut."""
+    from client.instance import new_instance
+    from remoting.codec.message import MessageExt as Ext
+
+    def batch(n: int) -> list[MessageExt]:
+        return [
+            Ext(0, 0, 0, 0, i, 0, 0, 0, ("127.0.0.1", 1), 0, ("127.0.0.1", 2), 0, 0, b"x", "T",
+                {"UNIQ_KEY": f"ID{n}-{i}", "KEYS": f"k{i}"}, b"")
+            for i in range(32)
+        ]  # fmt: skip
+
+    dispatcher = TraceDispatcher(new_instance(None, "127.0.0.1:1"), "cg", "CONSUME")
+    for n in range(33):
+        begun = dispatcher.consume_before("cg", batch(n))
+        assert begun is not None
+    assert dispatcher.dropped == 0
+
+    small = TraceDispatcher(new_instance(None, "127.0.0.1:1"), "cg", "CONSUME", queue_size=2)
+    first = small.consume_before("cg", batch(0))
+    assert first is not None
+    small.consume_after(first, True, 0)
+    assert small.dropped == 0
+    assert small.consume_before("cg", batch(1)) is not None  # the trace goes on; its records are dropped
+    assert small.dropped == 1
