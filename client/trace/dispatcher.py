@@ -2,8 +2,10 @@
 messages in the background.
 
 Hot path: a producer's send, a push consumer's listener call and a lite pull consumer's pull append a small tuple
-(or a ready record) to a bounded queue (``trace_queue_size``, 1024 as Java); when the queue is full the record is
-dropped and counted in :attr:`TraceDispatcher.dropped`, never waited for. Everything else runs in one background
+(a listener call or pull: a list of them, one per message; or a ready record) to a bounded queue
+(``trace_queue_size``, 1024 entries as Java's ``traceContextQueue``); when the queue is full the entry is dropped
+whole (a call's records all together, as Java drops one ``TraceContext``) and counted in
+:attr:`TraceDispatcher.dropped`, never waited for. Everything else runs in one background
 task of the client instance: every 100 ms (or at once when the queue is half full) it turns the queued events into
 :class:`~client.trace.codec.TraceRecord` text and appends it to the open batch; a batch is sent as one message to the
 trace topic when its text reaches 118,000 characters (Java's ``maxMessageSize - 10,000``) or its first record is
@@ -52,9 +54,10 @@ FLUSH_WAIT: Final = 0.5
 _counter = itertools.count(1)
 
 #: What the hooks queue, formatted in the background: a send (``"Pub"``, start ms, end ms, broker address, the
-#: prepared send, its result), a consume record's fields in encoding order (``"SubBefore"``/``"SubAfter"`` first), or
-#: a ready :class:`TraceRecord`.
-_Event = tuple[Any, ...] | TraceRecord
+#: prepared send, its result), a listener call's consume records (a list, each record's fields in encoding order,
+#: ``"SubBefore"``/``"SubAfter"`` first), or a ready :class:`TraceRecord`. One event is one entry of the queue, as one
+#: ``TraceContext`` is in Java's ``AsyncTraceDispatcher.traceContextQueue``.
+_Event = tuple[Any, ...] | list[tuple[Any, ...]] | TraceRecord
 
 
 @attrs.frozen
@@ -121,9 +124,23 @@ class TraceDispatcher:
         now = time.time_ns() // 1_000_000
         request_id = uniq_key_generator(self.instance.config.client_ip).next_id()
         region = traced[-1].properties.get("MSG_REGION")
-        for m in traced:
-            keys = m.properties.get("KEYS")
-            self._offer(("SubBefore", now, region, group, request_id, uniq_msg_id(m), m.reconsume_times, keys))
+        # One queue entry for the whole call, as Java's hook appends one TraceContext holding every message: a full
+        # queue drops the call's records together, never some of them.
+        self._offer(
+            [
+                (
+                    "SubBefore",
+                    now,
+                    region,
+                    group,
+                    request_id,
+                    uniq_msg_id(m),
+                    m.reconsume_times,
+                    m.properties.get("KEYS"),
+                )
+                for m in traced
+            ]
+        )
         return ConsumeTrace(group, request_id, now, region, traced, len(msgs))
 
     def consume_after(self, trace: ConsumeTrace, success: bool, context_code: int) -> None:
@@ -131,11 +148,13 @@ class TraceDispatcher:
         (``ConsumeReturnType``: SUCCESS 0, TIME_OUT 1, EXCEPTION 2, RETURNNULL 3, FAILED 4)."""
         now = time.time_ns() // 1_000_000
         cost = (now - trace.start_ms) // max(1, trace.batch_size)
-        for m in trace.msgs:
-            keys = m.properties.get("KEYS")
-            self._offer(
-                ("SubAfter", trace.request_id, uniq_msg_id(m), cost, success, keys, context_code, now, trace.group)
-            )
+        self._offer(
+            [
+                ("SubAfter", trace.request_id, uniq_msg_id(m), cost, success, m.properties.get("KEYS"), context_code,
+                 now, trace.group)
+                for m in trace.msgs
+            ]
+        )  # fmt: skip
 
     def _offer(self, event: _Event) -> None:
         events = self._events
@@ -215,18 +234,27 @@ class TraceDispatcher:
     def _drain(self, producer: Producer) -> None:
         events = self._events
         while events:
-            text, msg_id, keys = _format(events.popleft())
-            if not self._batch_text:
-                self._batch_since = anyio.current_time()
-            self._batch_text.append(text)
-            batch_keys = self._batch_keys
-            batch_keys[msg_id] = None
-            if keys:
-                for key in keys.split(" "):
-                    batch_keys[key] = None
-            self._batch_chars += len(text)
+            event = events.popleft()
+            if isinstance(event, list):
+                for fields in event:
+                    self._add(*_format(fields))
+            else:
+                self._add(*_format(event))
+            # A listener call's records go into one batch together, as Java's TraceDataSegment adds one
+            # TraceContext's text before it checks the size.
             if self._batch_chars >= MAX_BATCH_CHARS:
                 self._send_batch(producer)
+
+    def _add(self, text: str, msg_id: str, keys: str | None) -> None:
+        if not self._batch_text:
+            self._batch_since = anyio.current_time()
+        self._batch_text.append(text)
+        batch_keys = self._batch_keys
+        batch_keys[msg_id] = None
+        if keys:
+            for key in keys.split(" "):
+                batch_keys[key] = None
+        self._batch_chars += len(text)
 
     def _send_batch(self, producer: Producer) -> None:
         if not self._batch_text:
@@ -252,7 +280,7 @@ class TraceDispatcher:
             self.sent_batches += 1
 
 
-def _format(event: _Event) -> tuple[str, str, str | None]:
+def _format(event: tuple[Any, ...] | TraceRecord) -> tuple[str, str, str | None]:
     """An event's record text, its msgId and the traced message's keys (for the batch's ``KEYS``)."""
     if isinstance(event, TraceRecord):
         return encode_record(event), event.msg_id, event.keys
