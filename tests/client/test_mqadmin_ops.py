@@ -283,6 +283,44 @@ async def test_query_msg_trace_by_id_prints_publish_and_consume_records(cluster:
     )
 
 
+@pytest.mark.anyio
+async def test_query_msg_trace_by_id_lists_consumer_groups_in_java_s_hash_map_order(cluster: ThreadedCluster) -> None:
+    """QueryMsgTraceByIdSubCommand.printMessageTrace groups the SubAfter rows in a ``HashMap<String, ...>(16)`` and
+    prints the groups in its iteration order (by hash bucket): ``trace-cg-2`` before ``trace-cg-1``, not sorted."""
+    ns = cluster.namesrv_addr
+    await create_topic(ns, "TraceTwoGroups", queues=1)
+    seen: dict[str, int] = {}
+    consumers = []
+
+    def listener_of(group: str) -> Any:
+        async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+            seen[group] = seen.get(group, 0) + len(msgs)
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+        return listener
+
+    for group in ("trace-cg-1", "trace-cg-2"):
+        consumer = PushConsumer(group, ns, enable_msg_trace=True)
+        consumer.subscribe("TraceTwoGroups")
+        consumer.register_message_listener(listener_of(group))
+        consumers.append(consumer)
+    async with consumers[0], consumers[1]:
+        sent = await anyio.to_thread.run_sync(_cli, "sendMessage", "-n", ns, "-t", "TraceTwoGroups", "-p", "t")
+        await wait_until(lambda: len(seen) == 2)
+    msg_id = sent["rows"][0]["MsgId"]
+    with anyio.fail_after(60):
+        while True:
+            found = await anyio.to_thread.run_sync(_run, "queryMsgTraceById", "-n", ns, "-i", msg_id, "--json")
+            trace = json.loads(found.output) if found.exit_code == 0 else {}
+            if {r.get("ConsumerGroup") for r in trace.get("rows", [])} >= {"trace-cg-1", "trace-cg-2"}:
+                break
+            await anyio.sleep(0.2)
+    groups = [r["ConsumerGroup"] for r in trace["rows"] if r.get("Type") == "Sub"]
+    assert groups == ["trace-cg-2", "trace-cg-1"], groups
+    text = await anyio.to_thread.run_sync(_text, "queryMsgTraceById", "-n", ns, "-i", msg_id)
+    assert text.index("trace-cg-2") < text.index("trace-cg-1"), text
+
+
 @pytest.mark.parametrize("trace_topic", [None, "TraceHere"], ids=["default-topic", "given-topic"])
 def test_query_msg_trace_by_id_fails_when_no_trace_message_is_found(
     cluster: ThreadedCluster, trace_topic: str | None
