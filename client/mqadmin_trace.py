@@ -1,8 +1,8 @@
 """``mqadmin queryMsgTraceById`` (alias ``QueryMsgTraceById``), as RocketMQ 4.9.8's
 ``tools/src/main/java/org/apache/rocketmq/tools/command/message/QueryMsgTraceByIdSubCommand.java``: the trace
 messages indexed under the message id in the trace topic (QUERY_MESSAGE, 64 at most), decoded, printed as the Pub
-rows, then the consume rows per consumer group; none indexed fails the command ("query message by key finished, but
-no message.", as Java's queryMessage).
+rows, then the consume rows per consumer group (the groups in the iteration order of Java's ``HashMap``); none
+indexed fails the command ("query message by key finished, but no message.", as Java's queryMessage).
 
 Beyond Java: the EndTransaction records of a transactional message are printed too (a third table), and without
 ``-t`` the command also reads the topics the C++ client writes its traces to (``rmq_sys_TRACE_DATA_<region>``, found
@@ -17,7 +17,7 @@ import click
 
 from client.admin import Admin
 from client.errors import MQClientError
-from client.mqadmin_support import Output, common, format_date, run_job
+from client.mqadmin_support import Output, common, format_date, java_hash_set, run_job
 from client.trace.codec import CPP_TRACE_TOPIC_PREFIX, TRACE_TOPIC, TraceType
 from client.trace.view import TraceView, trace_views
 from remoting.codec.message import MessageExt
@@ -62,7 +62,10 @@ def print_trace(out: Output, views: list[TraceView]) -> None:
             out.line("\n")
         elif r.type is TraceType.SubAfter:
             by_group.setdefault(r.group or "null", []).append(v)
-    for group in sorted(by_group):
+    # QueryMsgTraceByIdSubCommand.printMessageTrace keeps the groups in a HashMap<String, List<TraceView>>(16) and
+    # prints them in its iteration order (tools/src/main/java/org/apache/rocketmq/tools/command/message/
+    # QueryMsgTraceByIdSubCommand.java), not sorted.
+    for group in java_hash_set(list(by_group)):
         out.header(_FMT, "#Type", "#ConsumerGroup", "#ClientHost", "#ConsumerTime", "#CostTimes", "#Status")
         for v in by_group[group]:
             r = v.record
