@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 
 import pytest
 import trio
@@ -19,7 +20,7 @@ from broker.embedded import EmbeddedCluster
 from client.admin import Admin
 from client.consumer.listener import ConsumeConcurrentlyStatus
 from client.consumer.push import PushConsumer
-from client.errors import MQBrokerError, MQClientError
+from client.errors import MessageValidationError, MQBrokerError, MQClientError, TopicRouteNotFoundError
 from client.message import Message, MessageExt
 from client.producer import Producer
 from client.request_reply import CreateReplyMessageError, RequestTimeoutError, create_reply_message
@@ -32,6 +33,7 @@ from remoting.codec.message_properties import encode_properties
 from remoting.dispatch import Dispatcher, ProcessorPool, RequestContext
 from remoting.server import RemotingServer
 from tests.client.test_master_watch import register_as_master
+from tests.conftest import SMALL_STORE
 
 TOPIC = "RequestTopic"
 Replier = Callable[[MessageExt], Awaitable[bytes | None]]
@@ -275,3 +277,28 @@ async def test_a_reply_whose_compressed_body_does_not_inflate_still_completes_it
         reply = await asker.request(Message(TOPIC, b"ping"), timeout=10.0)
     assert reply.body == b"not deflated" and reply.properties["MSG_TYPE"] == "reply"
     assert [a.code for a in answers] == [ResponseCode.SUCCESS], [a.remark for a in answers]
+
+
+async def test_a_request_the_send_refuses_at_once_raises_the_send_s_own_error(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """DefaultMQProducerImpl.request runs sendDefaultImpl on the caller's thread, so what it throws before anything
+    is sent reaches the caller as itself: Validators.checkMessage's MQClientException (an empty body: code 13) and
+    "No route info of this topic"; only a failure the async send reports later is wrapped ("send request message to
+    <topic> fail"). request(msg, callback, timeout) throws checkMessage's error to its caller too. Before, the
+    blocking request wrapped both and the callback form handed the validation error to the callback."""
+    async with EmbeddedCluster(tmp_path / "c", auto_create_topic_enable=False, **SMALL_STORE) as cluster:
+        async with Admin(cluster.namesrv_addr) as admin:
+            await admin.create_topic(TOPIC, read_queue_nums=1, write_queue_nums=1)
+        async with Producer("refused-at-once-pg", cluster.namesrv_addr) as requester:
+            with pytest.raises(MessageValidationError) as empty:
+                await requester.request(Message(TOPIC, b""), timeout=3.0)
+            assert empty.value.response_code == ResponseCode.MESSAGE_ILLEGAL
+            with pytest.raises(TopicRouteNotFoundError):
+                await requester.request(Message("NoSuchRequestTopic", b"ask"), timeout=3.0)
+            got: list[MessageExt | Exception] = []
+            with pytest.raises(MessageValidationError):
+                requester.request_async(Message(TOPIC, b""), got.append, timeout=3.0)
+            await trio.sleep(5)
+            assert got == []
+            assert len(requester.instance.replies) == 0
