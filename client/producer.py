@@ -543,10 +543,15 @@ class Producer:
         arg: object = None,
     ) -> None:
         """:meth:`request` in the background: ``callback`` gets the reply or the exception (Java's
-        ``RequestCallback``); it may be a coroutine function."""
+        ``RequestCallback``); it may be a coroutine function. A message the send would refuse raises
+        :class:`~client.errors.MessageValidationError` here, before anything starts."""
         self._check_started()
         if self.namespace:
             msg, queue = self._wrap_message(msg), self._wrap_queue(queue)
+        # Validators.checkMessage throws to request(msg, callback, timeout)'s caller: sendDefaultImpl runs on its
+        # thread (client/src/main/java/org/apache/rocketmq/client/impl/producer/DefaultMQProducerImpl.java).
+        self._builder.validate(msg)
+        if self.namespace:
             given = callback
 
             def callback(outcome: MessageExt | Exception) -> object:

@@ -17,7 +17,12 @@ Replier: a consumer that got a request builds the answer with :func:`create_repl
 sends it with a producer's ``send``; the client sends such a message with SEND_REPLY_MESSAGE_V2 (325), as Java does.
 
 Errors: :class:`RequestTimeoutError` (Java's ``RequestTimeoutException``, code 10006) when no reply came in time;
-:class:`CreateReplyMessageError` (code 10007) from :func:`create_reply_message` for a request without ``CLUSTER``.
+:class:`CreateReplyMessageError` (code 10007) from :func:`create_reply_message` for a request without ``CLUSTER``. A
+request the send refuses before sending anything raises the send's own error, as Java's ``request`` runs
+``sendDefaultImpl`` on the caller's thread (client/src/main/java/org/apache/rocketmq/client/impl/producer/
+DefaultMQProducerImpl.java): ``MessageValidationError`` (``Validators.checkMessage``; ``request_async`` raises it
+too, to its caller) and ``TopicRouteNotFoundError``; a failure the send reports later is wrapped ("send request
+message to <topic> fail", the cause chained), or handed to a request callback as it is.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ import anyio
 import attrs
 
 from client.budget import time_left
-from client.errors import ClientStateError, MQClientError, TopicRouteNotFoundError
+from client.errors import ClientStateError, MessageValidationError, MQClientError, TopicRouteNotFoundError
 from client.message import Message, uncompressed
 from client.selector import MessageQueueSelector
 from remoting.codec.bodies import MessageQueue
@@ -230,6 +235,11 @@ async def request(
         with anyio.move_on_after(max(0.0, remaining)):
             try:
                 await producer.send_as_async(request_msg, max(0.0, remaining), queue, selector, arg)
+            except (MessageValidationError, TopicRouteNotFoundError):
+                # Refused before anything was sent: Java's request runs sendDefaultImpl on the caller's thread, so
+                # Validators.checkMessage's and "No route info of this topic" MQClientExceptions reach the caller as
+                # they are; only what the async send reports later is wrapped (waitResponse).
+                raise
             except Exception as exc:
                 raise _SendRequestError(f"send request message to <{msg.topic}> fail") from exc
             sent = True
