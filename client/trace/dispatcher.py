@@ -3,7 +3,7 @@ messages in the background.
 
 Hot path: a producer's send, a push consumer's listener call and a lite pull consumer's pull append a small tuple
 (a listener call or pull: a list of them, one per message; or a ready record) to a bounded queue
-(``trace_queue_size``, 1024 entries as Java's ``traceContextQueue``); when the queue is full the entry is dropped
+(``queue_size`` entries, 1024 as Java's ``traceContextQueue``); when the queue is full the entry is dropped
 whole (a call's records all together, as Java drops one ``TraceContext``) and counted in
 :attr:`TraceDispatcher.dropped`, never waited for. Everything else runs in one background
 task of the client instance: every 100 ms (or at once when the queue is half full) it turns the queued events into
@@ -128,19 +128,11 @@ class TraceDispatcher:
         # queue drops the call's records together, never some of them.
         self._offer(
             [
-                (
-                    "SubBefore",
-                    now,
-                    region,
-                    group,
-                    request_id,
-                    uniq_msg_id(m),
-                    m.reconsume_times,
-                    m.properties.get("KEYS"),
-                )
+                ("SubBefore", now, region, group, request_id, uniq_msg_id(m), m.reconsume_times,
+                 m.properties.get("KEYS"))
                 for m in traced
             ]
-        )
+        )  # fmt: skip
         return ConsumeTrace(group, request_id, now, region, traced, len(msgs))
 
     def consume_after(self, trace: ConsumeTrace, success: bool, context_code: int) -> None:
