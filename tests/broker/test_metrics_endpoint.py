@@ -317,3 +317,52 @@ async def test_a_connection_that_trickles_its_request_is_closed_after_the_read_t
         assert closed, "a request trickled a byte at a time held its connection past the read timeout"
         nursery.cancel_scope.cancel()
     await slow.aclose()
+
+
+async def test_metrics_with_a_unit_carry_its_suffix_as_rocketmq_5_3_3_exports_them(
+    metrics_cluster: EmbeddedCluster,
+) -> None:
+    """RocketMQ 5.3.3 gives these instruments a unit (``setUnit("milliseconds")`` / ``"bytes"`` in
+    broker/.../metrics/BrokerMetricsManager.java, remoting/.../metrics/RemotingMetricsManager.java and
+    store/.../metrics/DefaultStoreMetricsManager.java), and the OpenTelemetry 1.29 Prometheus exporter it ships
+    appends a unit the name does not already contain: a dashboard made for RocketMQ 5.3.3 queries
+    ``rocketmq_rpc_latency_milliseconds_bucket``, ``rocketmq_storage_size_bytes``... and found nothing here."""
+    cluster = metrics_cluster
+    exporter = cluster.controller.metrics
+    assert exporter is not None and exporter.address is not None
+    async with Producer("unit_pg", cluster.namesrv_addr) as producer:
+        for i in range(3):
+            await producer.send(Message("UnitTopic", b"u%d" % i))
+    got = trio.Event()
+
+    async def on_messages(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+        got.set()
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer("unit_cg", cluster.namesrv_addr)
+    consumer.subscribe("UnitTopic", "*")
+    consumer.register_message_listener(on_messages)
+    async with consumer:
+        with trio.fail_after(30):
+            await got.wait()
+        families = await scrape(exporter.address)
+    expected = {
+        "rocketmq_rpc_latency_milliseconds": "rocketmq_rpc_latency_milliseconds_count",
+        "rocketmq_consumer_lag_latency_milliseconds": "rocketmq_consumer_lag_latency_milliseconds",
+        "rocketmq_consumer_queueing_latency_milliseconds": "rocketmq_consumer_queueing_latency_milliseconds",
+        "rocketmq_storage_size_bytes": "rocketmq_storage_size_bytes",
+        "rocketmq_storage_message_reserve_time_milliseconds": "rocketmq_storage_message_reserve_time_milliseconds",
+    }
+    for family, sample in expected.items():
+        assert any(s.name == sample for s in families.get(family, [])), f"{family} is not served"
+    for old in (
+        "rocketmq_rpc_latency",
+        "rocketmq_consumer_lag_latency",
+        "rocketmq_consumer_queueing_latency",
+        "rocketmq_storage_size",
+        "rocketmq_storage_message_reserve_time",
+    ):
+        assert old not in families, f"{old} is still served under its name without the unit"
+    # Names that already hold their unit, or have none, are unchanged.
+    assert "rocketmq_storage_flush_behind_bytes" in families and "rocketmq_consumer_lag_messages" in families
+    assert value(families, "rocketmq_rpc_latency_milliseconds_count", request_code="send_message_v2") == 3
