@@ -45,7 +45,7 @@ class NamesrvConfig(ListenerSettings):
     #: Workers of the one request pool (Java's namesrv runs everything on ``serverWorkerThreads``).
     server_worker_threads: int = 8
     #: Ours, with the broker's RocketMQ 5 names (docs/metrics.md; Java's name server has no metrics): ``PROM`` serves
-    #: ``rocketmq_rpc_latency`` at ``http://<metricsPromExporterHost, default listenHost>:<port>/metrics``.
+    #: ``rocketmq_rpc_latency_milliseconds`` at ``http://<metricsPromExporterHost, default listenHost>:<port>/metrics``.
     metrics_exporter_type: str = "DISABLE"
     metrics_prom_exporter_host: str = ""
     metrics_prom_exporter_port: int = attrs.field(default=5557, metadata=PORT)

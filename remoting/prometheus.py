@@ -15,7 +15,8 @@ port is free when ``run`` returns). A scrape arriving after the loop ended gets 
 ``started`` when the port cannot be bound.
 
 :func:`rpc_latency_source` exports a :class:`~remoting.rpc_metrics.RpcLatency` as RocketMQ 5's
-``rocketmq_rpc_latency`` histogram; :func:`metrics_labels` builds the labels every family of a server carries.
+``rocketmq_rpc_latency_milliseconds`` histogram; :func:`metrics_labels` builds the labels every family of a server
+carries.
 """
 
 from __future__ import annotations
@@ -58,6 +59,8 @@ Source = Callable[[], Callable[[], Iterable[Metric]]]
 _RESPONSE_NAMES = {code.value: code.name.lower() for code in ResponseCode}
 #: The label of OpenTelemetry's overflow series (``otel.metric.overflow`` in Prometheus' spelling).
 _OVERFLOW_LABEL = "otel_metric_overflow"
+#: ``rocketmq_rpc_latency`` as RocketMQ 5.3.3 serves it: its unit appended by OpenTelemetry's Prometheus exporter.
+RPC_LATENCY_FAMILY = "rocketmq_rpc_latency_milliseconds"
 #: ``MetricsExporterType`` by number (Java's setter takes the number or the name).
 _EXPORTER_TYPES = {"0": "DISABLE", "1": "OTLP_GRPC", "2": "PROM", "3": "LOG"}
 
@@ -98,8 +101,11 @@ def histogram_buckets(bounds: Iterable[float], counts: Iterable[int]) -> list[tu
 
 
 def rpc_latency_source(recorder: RpcLatency, labels: dict[str, str]) -> Source:
-    """``rocketmq_rpc_latency`` (ms) by ``protocol_type``, ``request_code`` and ``response_code`` (Java's lowercase
-    names, or the number), ``is_long_polling`` and ``result``."""
+    """``rocketmq_rpc_latency_milliseconds`` by ``protocol_type``, ``request_code`` and ``response_code`` (Java's
+    lowercase names, or the number), ``is_long_polling`` and ``result``. RocketMQ 5.3.3's instrument is
+    ``rocketmq_rpc_latency`` with unit ``milliseconds``
+    (remoting/src/main/java/org/apache/rocketmq/remoting/metrics/RemotingMetricsManager.java); the OpenTelemetry 1.29
+    Prometheus exporter it ships appends the unit to the name."""
     names = [*labels, "protocol_type", "request_code", "response_code", "is_long_polling", "result"]
     fixed = list(labels.values())
 
@@ -108,7 +114,7 @@ def rpc_latency_source(recorder: RpcLatency, labels: dict[str, str]) -> Source:
         overflow = recorder.overflow_snapshot()
 
         def families() -> Iterator[Metric]:
-            family = HistogramMetricFamily("rocketmq_rpc_latency", "Rpc latency", labels=names)
+            family = HistogramMetricFamily(RPC_LATENCY_FAMILY, "Rpc latency", labels=names)
             for (code, response, polling, result), counts, sum_ms in series:
                 values = [request_name(code).lower(), _RESPONSE_NAMES.get(response, str(response))]
                 family.add_metric(

@@ -3,8 +3,14 @@ thread), with RocketMQ 5's names and labels (``BrokerMetricsConstant``, ``Defaul
 the concept exists here; every family also carries the broker's common labels (``cluster``, ``node_type``,
 ``node_id``, ``metricsLabel``). ``rocketmq_topic_number`` and ``rocketmq_consumer_group_number`` are 5.3.3's: the
 sizes of the topic config and subscription group tables, system ones included (``BrokerMetricsManager``
-``initStatsMetrics``). ``is_system`` is Java's ``TopicValidator.isSystemTopic`` in the broker's JVM: the fixed system
-topics and every topic the broker made at start (the snapshot's ``system_topics``), or a ``CID_RMQ_SYS_`` group.
+``initStatsMetrics``). A metric with a unit carries it as a suffix, as the OpenTelemetry 1.29 Prometheus exporter
+RocketMQ 5.3.3 ships names it (it appends the instrument's ``setUnit`` unless the name holds it already):
+``rocketmq_consumer_lag_latency_milliseconds``, ``rocketmq_consumer_queueing_latency_milliseconds``,
+``rocketmq_storage_size_bytes``, ``rocketmq_storage_message_reserve_time_milliseconds`` (the units of
+broker/src/main/java/org/apache/rocketmq/broker/metrics/BrokerMetricsManager.java and
+store/src/main/java/org/apache/rocketmq/store/metrics/DefaultStoreMetricsManager.java). ``is_system`` is Java's
+``TopicValidator.isSystemTopic`` in the broker's JVM: the fixed system topics and every topic the broker made at
+start (the snapshot's ``system_topics``), or a ``CID_RMQ_SYS_`` group.
 
 Where ours differ, and why:
 
@@ -104,9 +110,9 @@ def _traffic(snap: BrokerSnapshot, f: _Families) -> Iterator[Metric]:
 def _consumers(snap: BrokerSnapshot, f: _Families) -> Iterator[Metric]:
     labels = ("consumer_group", "topic", "is_retry", "is_system")
     lag = f.gauge("rocketmq_consumer_lag_messages", "Consumer lag messages", labels)
-    lag_ms = f.gauge("rocketmq_consumer_lag_latency", "Consumer lag time", labels)
+    lag_ms = f.gauge("rocketmq_consumer_lag_latency_milliseconds", "Consumer lag time", labels)
     inflight = f.gauge("rocketmq_consumer_inflight_messages", "Consumer inflight messages", labels)
-    queueing = f.gauge("rocketmq_consumer_queueing_latency", "Consumer queueing time", labels)
+    queueing = f.gauge("rocketmq_consumer_queueing_latency_milliseconds", "Consumer queueing time", labels)
     ready = f.gauge("rocketmq_consumer_ready_messages", "Consumer ready messages", labels)
     for entry in snap.lags:
         row = f.row(
@@ -144,10 +150,10 @@ def _broker(snap: BrokerSnapshot, f: _Families) -> Iterator[Metric]:
     storage = f.row(*_STORAGE.values())
     names = tuple(_STORAGE)
     gauges = [
-        ("rocketmq_storage_size", "Broker storage size", snap.storage_used),
+        ("rocketmq_storage_size_bytes", "Broker storage size", snap.storage_used),
         ("rocketmq_storage_flush_behind_bytes", "Broker flush behind bytes", snap.flush_behind),
         ("rocketmq_storage_dispatch_behind_bytes", "Broker dispatch behind bytes", snap.dispatch_behind),
-        ("rocketmq_storage_message_reserve_time", "Broker message reserve time", snap.reserve_time_ms),
+        ("rocketmq_storage_message_reserve_time_milliseconds", "Broker message reserve time", snap.reserve_time_ms),
     ]
     for name, doc, value in gauges:
         if value >= 0:

@@ -111,9 +111,13 @@ async def test_counters_scraped_during_a_load_agree_with_what_was_acknowledged(
     assert value(families, "rocketmq_messages_in_total", message_type="normal", **labels) == total
     store = cluster.controller.context.store
     assert value(families, "rocketmq_throughput_in_total", **labels) == store.max_phy_offset
-    sends = value(families, "rocketmq_rpc_latency_count", request_code="send_message_v2", response_code="success")
+    sends = value(
+        families, "rocketmq_rpc_latency_milliseconds_count", request_code="send_message_v2", response_code="success"
+    )
     assert sends == total
-    assert value(families, "rocketmq_rpc_latency_bucket", request_code="send_message_v2", le="+Inf") == total
+    assert (
+        value(families, "rocketmq_rpc_latency_milliseconds_bucket", request_code="send_message_v2", le="+Inf") == total
+    )
     assert value(families, "rocketmq_storage_put_latency_count") == total
 
     received = 0
@@ -161,10 +165,12 @@ async def test_a_held_pull_is_labelled_long_polling(metrics_cluster: EmbeddedClu
         answer = await client.invoke(cluster.broker_addr, request(RequestCode.PULL_MESSAGE, pull), 10)
         assert answer.code == ResponseCode.PULL_NOT_FOUND
     families = await scrape(exporter.address)
-    held = value(families, "rocketmq_rpc_latency_count", request_code="pull_message", is_long_polling="true")
+    held = value(
+        families, "rocketmq_rpc_latency_milliseconds_count", request_code="pull_message", is_long_polling="true"
+    )
     assert held == 1
     # The held pull waited about its 300 ms suspend time: it is not in the buckets up to 100 ms.
-    fast = value(families, "rocketmq_rpc_latency_bucket", request_code="pull_message", le="100.0")
+    fast = value(families, "rocketmq_rpc_latency_milliseconds_bucket", request_code="pull_message", le="100.0")
     assert fast == 0
 
 
@@ -217,7 +223,7 @@ async def test_the_name_server_serves_its_request_latency(tmp_path: Path) -> Non
         families = await scrape(server.metrics.address)
         count = value(
             families,
-            "rocketmq_rpc_latency_count",
+            "rocketmq_rpc_latency_milliseconds_count",
             request_code="get_broker_cluster_info",
             node_type="nameserver",
             node_id=f"{host}:{port}",
@@ -245,7 +251,11 @@ async def test_request_codes_past_the_cardinality_limit_share_one_overflow_serie
                 answer = await client.invoke(cluster.broker_addr, request(code), 5)
                 assert answer.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
         families = await scrape(exporter.address)
-        counts = [s for s in families["rocketmq_rpc_latency"] if s.name == "rocketmq_rpc_latency_count"]
+        counts = [
+            s
+            for s in families["rocketmq_rpc_latency_milliseconds"]
+            if s.name == "rocketmq_rpc_latency_milliseconds_count"
+        ]
         assert len(counts) <= limit + 1, len(counts)
         overflow = [s for s in counts if s.labels == {"otel_metric_overflow": "true"}]
         assert len(overflow) == 1 and overflow[0].value >= sent - limit

@@ -153,7 +153,7 @@ async def test_ready_messages_and_queueing_latency_follow_pulls_that_matched_not
         labels = {**COMMON, "consumer_group": GROUP, "topic": TOPIC, "is_retry": "false", "is_system": "false"}
         assert samples["rocketmq_consumer_lag_messages"] == [(labels, 0.0)]
         assert samples["rocketmq_consumer_ready_messages"] == [(labels, 0.0)], "5 skipped messages read as ready"
-        assert samples["rocketmq_consumer_queueing_latency"] == [(labels, 0.0)]
+        assert samples["rocketmq_consumer_queueing_latency_milliseconds"] == [(labels, 0.0)]
     finally:
         broker.store.close()
 
