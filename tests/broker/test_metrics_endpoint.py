@@ -376,3 +376,38 @@ async def test_metrics_with_a_unit_carry_its_suffix_as_rocketmq_5_3_3_exports_th
     # Names that already hold their unit, or have none, are unchanged.
     assert "rocketmq_storage_flush_behind_bytes" in families and "rocketmq_consumer_lag_messages" in families
     assert value(families, "rocketmq_rpc_latency_milliseconds_count", request_code="send_message_v2") == 3
+
+
+async def test_lag_is_not_reported_for_a_group_the_broker_has_no_subscription_config_for(tmp_path: Path) -> None:
+    """RocketMQ 5.3.3's ConsumerLagCalculator (broker/.../metrics/ConsumerLagCalculator.java ``processAllGroup``)
+    walks the subscription group table and only then looks the group up among the online consumers: with
+    ``autoCreateSubscriptionGroup=false`` a consumer of a group nobody created is connected (its connection counted)
+    but can pull nothing, and no lag, inflight or ready series is reported for it (ours reported a lag growing for
+    ever)."""
+    settings = {"metrics_exporter_type": "PROM", "metrics_prom_exporter_port": 0}
+    async with EmbeddedCluster(
+        tmp_path / "cluster", **SMALL_STORE, **settings, auto_create_subscription_group=False
+    ) as cluster:
+        exporter = cluster.controller.metrics
+        assert exporter is not None and exporter.address is not None
+        async with Producer("nogroup_pg", cluster.namesrv_addr) as producer:
+            for i in range(3):
+                await producer.send(Message("NoGroupTopic", b"n%d" % i))
+
+        async def on_messages(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+        consumer = PushConsumer("uncreated_cg", cluster.namesrv_addr)
+        consumer.subscribe("NoGroupTopic", "*")
+        consumer.register_message_listener(on_messages)
+        async with consumer:
+            with trio.fail_after(30):
+                while True:
+                    families = await scrape(exporter.address)
+                    if value(families, "rocketmq_consumer_connections", consumer_group="uncreated_cg") == 1:
+                        break
+                    await trio.sleep(0.05)
+    assert cluster.controller.context.groups.get("uncreated_cg") is None
+    for family in ("rocketmq_consumer_lag_messages", "rocketmq_consumer_ready_messages"):
+        groups = {s.labels["consumer_group"] for s in families.get(family, [])}
+        assert "uncreated_cg" not in groups, f"{family} reports a group without a subscription config"
