@@ -1,8 +1,9 @@
 """Consumer lag, inflight and ready messages per (group, topic), RocketMQ 5's ``ConsumerLagCalculator`` for
 remoting consumers (no POP): computed from offsets at scrape time, on the Trio thread.
 
-For every online consumer group and each topic it subscribes to (retry topics skipped, topics without a config or
-without read and write permission left to the broker skipped), summed over the topic's write queues:
+For every online consumer group that has a subscription group config (Java walks that table: a group not
+auto-created or deleted is left out) and each topic it subscribes to (retry topics skipped, topics without a config
+or without read and write permission left to the broker skipped), summed over the topic's write queues:
 
 - lag = the queue's max offset - the committed offset (a queue never committed counts as caught up), and the store
   time of the first unconsumed message (0 when none);
@@ -72,6 +73,10 @@ def group_lags(state: BrokerState) -> Iterator[GroupLag]:
     """One :class:`GroupLag` per online group and subscribed topic (see the module docstring)."""
     broker_perm = state.config.broker_permission
     for group, info in state.clients.consumer_groups.items():
+        # broker/src/main/java/org/apache/rocketmq/broker/metrics/ConsumerLagCalculator.java ``processAllGroup``
+        # walks the subscription group table: a group without a config (not auto-created, or deleted) has no lag.
+        if state.groups.get(group) is None:
+            continue
         for topic in info.subscriptions:
             if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
                 continue
