@@ -411,3 +411,33 @@ async def test_lag_is_not_reported_for_a_group_the_broker_has_no_subscription_co
     for family in ("rocketmq_consumer_lag_messages", "rocketmq_consumer_ready_messages"):
         groups = {s.labels["consumer_group"] for s in families.get(family, [])}
         assert "uncreated_cg" not in groups, f"{family} reports a group without a subscription config"
+
+
+async def test_a_broker_running_the_proxy_serves_rocketmq_proxy_up(tmp_path: Path) -> None:
+    """RocketMQ 5.3.3's local proxy (``mqbroker --enable-proxy``) registers ``rocketmq_proxy_up`` on the broker's
+    meter (proxy/.../metrics/ProxyMetricsManager.java ``initLocalMode``): 1, labelled ``node_type="proxy"``,
+    ``cluster`` the ``proxyClusterName``, ``node_id`` the ``proxyName`` and ``proxy_mode="local"`` over the broker's
+    other labels; the liveness gauge proxy dashboards and alerts read was missing."""
+    from proxy.config import proxy_config_from
+
+    proxy, _ = proxy_config_from({"enableProxy": "true", "grpcServerPort": "0", "proxyName": "proxy-1"})
+    settings = {"metrics_exporter_type": "PROM", "metrics_prom_exporter_port": 0, "metrics_label": "env:test"}
+    async with EmbeddedCluster(tmp_path / "cluster", proxy=proxy, **SMALL_STORE, **settings) as cluster:
+        exporter = cluster.controller.metrics
+        assert exporter is not None and exporter.address is not None
+        families = await scrape(exporter.address)
+    up = families.get("rocketmq_proxy_up", [])
+    assert [(s.labels, s.value) for s in up] == [
+        (
+            {
+                "cluster": "DefaultCluster",
+                "node_type": "proxy",
+                "node_id": "proxy-1",
+                "env": "test",
+                "proxy_mode": "local",
+            },
+            1.0,
+        )
+    ]
+    # The broker's own families keep the broker's labels.
+    assert value(families, "rocketmq_broker_permission", node_type="broker", node_id="broker-a") == 6
