@@ -15,10 +15,11 @@ read raises ``OSError`` too.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import trio
+from prometheus_client.core import GaugeMetricFamily, Metric
 
 from broker.controller import BrokerController
 from broker.pop import PopService
@@ -35,9 +36,28 @@ from proxy.messaging import MessagingActivity
 from proxy.route import ClusterRoutes
 from proxy.server import GrpcServer
 from proxy.servicer import MessagingServicer
+from remoting.prometheus import Source, metrics_labels
 from remoting.tls import DISABLED, PERMISSIVE, self_signed_pem, tls_mode
 
-__all__ = ["build_activity", "certificate", "serve_proxy"]
+__all__ = ["build_activity", "certificate", "proxy_up_source", "serve_proxy"]
+
+
+def proxy_up_source(config: ProxyConfig, metrics_label: str) -> Source:
+    """``rocketmq_proxy_up`` (always 1) as RocketMQ 5.3.3's local proxy registers it on the broker's meter
+    (proxy/src/main/java/org/apache/rocketmq/proxy/metrics/ProxyMetricsManager.java ``initLocalMode``): the broker's
+    ``metricsLabel`` pairs, with ``cluster``, ``node_type``, ``node_id`` and ``proxy_mode`` the proxy's."""
+    labels = metrics_labels("proxy", config.proxy_name, config.proxy_cluster_name, metrics_label)
+    labels["proxy_mode"] = "local"
+
+    def snapshot() -> Callable[[], Iterable[Metric]]:
+        def families() -> Iterator[Metric]:
+            up = GaugeMetricFamily("rocketmq_proxy_up", "proxy status", labels=list(labels))
+            up.add_metric(list(labels.values()), 1)
+            yield up
+
+        return families
+
+    return snapshot
 
 
 def build_activity(controller: BrokerController, config: ProxyConfig) -> tuple[MessagingActivity, ReviveService]:
@@ -94,21 +114,29 @@ async def serve_proxy(
         return MessagingServicer(bridge, activity, real_peer, tls_only=True)
 
     host = controller.config.listen_host
-    async with trio.open_nursery() as nursery:
-        await nursery.start(revive.run)
-        await nursery.start(activity.consuming.renew.run)
-        pem = certificate(config)
-        mode = tls_mode(config.tls_server_mode)
-        inbound = config.grpc_max_inbound_message_size
-        main = GrpcServer(servicer, host, config.grpc_server_port, None if mode == DISABLED else pem,
-                          permissive=mode == PERMISSIVE, max_inbound=inbound)  # fmt: skip
-        port = await nursery.start(main.serve)
-        tls_port = 0
-        if pem is not None and config.tls_port is not None:
-            secure = GrpcServer(tls_servicer, host, config.tls_port, pem, max_inbound=inbound)
-            tls_port = await nursery.start(secure.serve)
-        await nursery.start(activity.routes.announce, port, tls_port or None)
-        task_status.started((port, tls_port))
+    exporter = controller.metrics
+    up = proxy_up_source(config, controller.config.metrics_label)
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(revive.run)
+            await nursery.start(activity.consuming.renew.run)
+            pem = certificate(config)
+            mode = tls_mode(config.tls_server_mode)
+            inbound = config.grpc_max_inbound_message_size
+            main = GrpcServer(servicer, host, config.grpc_server_port, None if mode == DISABLED else pem,
+                              permissive=mode == PERMISSIVE, max_inbound=inbound)  # fmt: skip
+            port = await nursery.start(main.serve)
+            tls_port = 0
+            if pem is not None and config.tls_port is not None:
+                secure = GrpcServer(tls_servicer, host, config.tls_port, pem, max_inbound=inbound)
+                tls_port = await nursery.start(secure.serve)
+            await nursery.start(activity.routes.announce, port, tls_port or None)
+            if exporter is not None:  # the broker's /metrics serves the proxy's gauge while it serves
+                exporter.sources.append(up)
+            task_status.started((port, tls_port))
+    finally:
+        if exporter is not None and up in exporter.sources:
+            exporter.sources.remove(up)
 
 
 def certificate(config: ProxyConfig) -> tuple[bytes, bytes] | None:
