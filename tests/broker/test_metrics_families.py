@@ -14,8 +14,12 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from broker.context import BrokerState
+from broker.embedded import EmbeddedCluster
 from broker.metrics.families import broker_families
 from broker.metrics.snapshot import take_snapshot
+from broker.pop import PopService
+from broker.pop.revive import ReviveService
+from client import Message, Producer
 from processors.client_channels import ClientChannelInfo
 from processors.offsets import ConsumerOffsetProcessor
 from processors.pull import PullMessageProcessor
@@ -30,6 +34,7 @@ from remoting.processor import RequestContext
 from remoting.prometheus import metrics_labels
 from store.metadata_files import TopicConfig
 from tests.processors.conftest import GROUP, PEER, TOPIC, open_broker, pull_request, send_request, tags_props
+from tests.semantics.helpers import create_topic, use_virtual_store_clock
 
 NO_SUSPEND = 0x4
 COMMIT = 0x1
@@ -230,3 +235,30 @@ async def test_a_retry_send_past_its_max_reconsume_times_counts_as_sent_to_the_d
         ]
     finally:
         broker.store.close()
+
+
+async def test_pop_redeliveries_from_the_retry_topic_count_as_outgoing_retries_of_the_topic(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """RocketMQ 5.3.3's PopMessageProcessor (broker/.../processor/PopMessageProcessor.java ``popMsgFromQueue``) adds
+    what a pop read from the group's pop retry topic to ``rocketmq_messages_out_total`` and
+    ``rocketmq_throughput_out_total`` under the topic the client popped, labelled ``is_retry="true"``; a 5.x
+    consumer's redeliveries were missing from both (the retry topic's rows are left out, as for pulls)."""
+    use_virtual_store_clock(embedded_cluster)
+    controller = embedded_cluster.controller
+    pop = PopService(controller.context, controller.timer.rewrite)
+    await nursery.start(ReviveService(pop).run)
+    await create_topic(embedded_cluster, "PopOut", queues=1)
+    async with Producer("pg-pop-out", embedded_cluster.namesrv_addr) as producer:
+        await producer.send(Message("PopOut", b"again"))
+    [_first] = pop.pop("pop_out_cg", "PopOut", 32, 30_000, None)
+    await trio.sleep(33)  # not acked: revived into the group's pop retry topic
+    [again] = pop.pop("pop_out_cg", "PopOut", 32, 30_000, None)
+    assert (again.handle.topic_type, again.attempt) == (1, 2)
+
+    samples = render(list(broker_families(take_snapshot(controller.context, controller.pools), COMMON)))
+    retried = {**COMMON, "topic": "PopOut", "consumer_group": "pop_out_cg", "is_system": "false", "is_retry": "true"}
+    assert (retried, 1.0) in samples["rocketmq_messages_out_total"]
+    assert (retried, float(again.message.store_size)) in samples["rocketmq_throughput_out_total"]
+    first_read = {**COMMON, "topic": "PopOut", "consumer_group": "pop_out_cg", "is_system": "false"}
+    assert (first_read, 1.0) in samples["rocketmq_messages_out_total"]
