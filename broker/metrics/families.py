@@ -99,6 +99,17 @@ def _traffic(snap: BrokerSnapshot, f: _Families) -> Iterator[Metric]:
         row = f.row(topic, group, _bool(_system_topic(snap, topic) or _system_group(group)))
         messages_out.add_metric(row, count)
         bytes_out.add_metric(row, size)
+    # Pops from a group's pop retry topic: under the popped topic, ``is_retry`` true, as 5.3.3's
+    # broker/src/main/java/org/apache/rocketmq/broker/processor/PopMessageProcessor.java ``popMsgFromQueue``.
+    labels_retry = (*labels_out, "is_retry")
+    retries_out = f.counter(messages_out.name, messages_out.documentation, labels_retry)
+    retry_bytes_out = f.counter(bytes_out.name, bytes_out.documentation, labels_retry)
+    for (topic, group), (count, size) in sorted(snap.pop_retries.items()):
+        row = f.row(topic, group, _bool(_system_topic(snap, topic) or _system_group(group)), "true")
+        retries_out.add_metric(row, count)
+        retry_bytes_out.add_metric(row, size)
+    messages_out.samples.extend(retries_out.samples)
+    bytes_out.samples.extend(retry_bytes_out.samples)
     dlq = f.counter(
         "rocketmq_send_to_dlq_messages_total", "Consumer send to DLQ messages", ("consumer_group", "topic", "is_system")
     )

@@ -425,7 +425,8 @@ class PopService:
                 if fifo:
                     out += self._pop_fifo(group, source, qid, want, invisible_ms, filters, now, attempt_id)
                 else:
-                    out += self._pop_queue(group, source, topic_type, qid, want, invisible_ms, filters, now)
+                    retry_of = topic if source != topic else None
+                    out += self._pop_queue(group, source, topic_type, qid, want, invisible_ms, filters, now, retry_of)
         return out
 
     def _sweep_turns(self) -> None:
@@ -479,7 +480,7 @@ class PopService:
         return max(committed, low)
 
     def _read(
-        self, group: str, topic: str, qid: int, offset: int, want: int, filters: _Filter
+        self, group: str, topic: str, qid: int, offset: int, want: int, filters: _Filter, retry_of: str | None = None
     ) -> tuple[list[MessageExt], int]:
         """Up to ``want`` messages ``filters`` takes from ``offset`` on, and the offset after everything read. While
         the tag check drops what the tags codes let through, it reads on (at most :data:`_TAG_CHECK_READS` times):
@@ -487,7 +488,8 @@ class PopService:
         its receive wait out its polling window (RocketMQ's proxy answers such a pop at once and its client pops
         again). Each read records how far behind the CommitLog head it was, as a pull's does: 5.3.3's
         PopMessageProcessor reads through DefaultMessageStore.getMessageAsync with the group, which records it
-        (recordDiskFallBehindSize) for BrokerController.protectBroker."""
+        (recordDiskFallBehindSize) for BrokerController.protectBroker. ``retry_of``: ``topic`` is the group's pop retry
+        topic of that topic (see :meth:`BrokerStatsManager.record_pop_read`)."""
         messages: list[MessageExt] = []
         stats = self.broker.stats
         for _ in range(_TAG_CHECK_READS):
@@ -498,7 +500,7 @@ class PopService:
                 stats.record_fall_behind(group, topic, qid, result.fall_behind)
             read = list(map(decode_record, result.messages))
             kept = [m for m in read if filters.keeps(m)]
-            stats.record_pop_read(group, topic, len(kept), sum(m.store_size for m in kept))
+            stats.record_pop_read(group, topic, len(kept), sum(m.store_size for m in kept), retry_of=retry_of)
             messages += kept
             offset = max(result.next_begin_offset, offset)
             if len(kept) == len(read) or len(messages) >= want:
@@ -515,9 +517,10 @@ class PopService:
         invisible_ms: int,
         filters: _Filter,
         now: int,
+        retry_of: str | None = None,
     ) -> list[Popped]:
         start = self._start_offset(group, topic, qid)
-        messages, next_offset = self._read(group, topic, qid, start, want, filters)
+        messages, next_offset = self._read(group, topic, qid, start, want, filters, retry_of)
         broker_name = self.broker.config.broker_name
         popped = [
             Popped(msg, ReceiptHandle(start, now, invisible_ms, 0, topic_type, broker_name, qid, msg.queue_offset,
