@@ -1,9 +1,9 @@
 """The broker's ``/metrics`` (RocketMQ 5's ``metricsExporterType=PROM``): :func:`broker_exporter` builds the
 :class:`~remoting.prometheus.PrometheusExporter` the controller runs, serving the broker's families
 (:mod:`broker.metrics.families`, from a :mod:`broker.metrics.snapshot` taken at scrape time) and the transport's
-``rocketmq_rpc_latency`` (:mod:`remoting.rpc_metrics`), all labelled ``cluster``, ``node_type=broker``, ``node_id``
-(the broker name) and the ``metricsLabel`` pairs, on ``metricsPromExporterHost`` (default ``brokerIP1``) and
-``metricsPromExporterPort`` (default 5557; 0 picks a free port)."""
+``rocketmq_rpc_latency_milliseconds`` (:mod:`remoting.rpc_metrics`), all labelled ``cluster``, ``node_type=broker``,
+``node_id`` (the broker name) and the ``metricsLabel`` pairs, on ``metricsPromExporterHost`` (default ``brokerIP1``)
+and ``metricsPromExporterPort`` (default 5557; 0 picks a free port)."""
 
 from __future__ import annotations
 
