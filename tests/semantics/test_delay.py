@@ -10,15 +10,19 @@ import orjson
 import trio
 
 from broker.embedded import EmbeddedCluster
+from broker.schedule import ScheduleMessageService
 from client.consumer.listener import ConsumeConcurrentlyStatus
 from client.consumer.push import PushConsumer
 from client.message import Message, MessageExt
 from client.producer import Producer
 from remoting.codec.bodies import ConsumeFromWhere
-from remoting.codec.message import decode_record
+from remoting.codec.message import MessageRecord, decode_record
 from remoting.codec.topics import SCHEDULE_TOPIC
+from store.message_store import MessageStore
+from store.store_config import StoreConfig
 from tests.conftest import SMALL_STORE
 from tests.semantics.helpers import create_topic, use_virtual_store_clock
+from tests.semantics.test_timer import _read_all
 
 
 def _stored(cluster: EmbeddedCluster, topic: str, queue_id: int) -> list[MessageExt]:
@@ -212,3 +216,44 @@ async def test_a_late_slave_sync_table_does_not_move_a_running_schedule_back(
     await trio.sleep(5)
     assert [m.body for m in _stored(embedded_cluster, "LateSync", 0)] == [b"m0", b"m1", b"m2"]
     assert schedule.offsets[1] == 3
+
+
+def test_the_progress_of_a_level_no_longer_configured_is_kept_for_when_it_comes_back(tmp_path: Path) -> None:
+    """4.9.8's ScheduleMessageService.decode puts every level of ``delayOffset.json`` into its offset table and
+    ``encode`` writes the whole table back; only ``correctDelayOffset`` and the delivery tasks are limited to the
+    configured levels. A broker restarted once with fewer ``messageDelayLevel`` entries therefore keeps the progress
+    of the others, and restoring them delivers nothing twice. Dropping them made the restored level deliver its
+    whole queue again."""
+    now = [1_000_000]
+    root = tmp_path / "store"
+    config_dir = root / "config"
+    store = MessageStore(StoreConfig(root, mapped_file_size_commit_log=1 << 20, now_ms=lambda: now[0]))
+    store.load()
+
+    def delivered() -> list[bytes]:
+        return [m.body for m in _read_all(store, "Target", 0)]
+
+    async def save(service: ScheduleMessageService) -> None:
+        service._persister.mark_dirty()
+        await service.persist()
+
+    service = ScheduleMessageService(store, config_dir, delay_levels="1s 5s 10s")
+    service.load()
+    for i in range(3):
+        store.append(service.rewrite(MessageRecord(topic="Target", body=f"m{i}".encode(), queue_id=0), 3))
+    now[0] += 11_000
+    service.deliver_due(3)
+    assert delivered() == [b"m0", b"m1", b"m2"]
+    trio.run(save, service)
+
+    fewer = ScheduleMessageService(store, config_dir, delay_levels="1s 5s")  # a restart with two levels
+    fewer.load()
+    trio.run(save, fewer)
+    assert orjson.loads((config_dir / "delayOffset.json").read_bytes())["offsetTable"].get("3") == 3
+
+    restored = ScheduleMessageService(store, config_dir, delay_levels="1s 5s 10s")  # and with three again
+    restored.load()
+    restored.deliver_due(3)
+    bodies = delivered()
+    store.close()
+    assert bodies == [b"m0", b"m1", b"m2"]
