@@ -164,16 +164,19 @@ class ScheduleMessageService:
     def load(self) -> None:
         """Read ``delayOffset.json`` (or its backup). Blocking; raises ConfigFileError."""
         table = self._persister.load()
-        self._reset(
-            self._within_queues({level: offset for level, offset in (table or {}).items() if level in self.levels})
-        )
+        self._reset(self._within_queues(dict(table or {})))
 
     def _within_queues(self, offsets: DelayOffsetTable) -> DelayOffsetTable:
-        """Each level's saved progress kept within its recovered queue (Java's correctDelayOffset): progress saved
-        past a tail a crash lost would skip the messages written at those offsets after the restart. A queue with no
-        files left starts at 0 (Java's findConsumeQueue makes an empty one)."""
-        corrected = {}
+        """Each configured level's saved progress kept within its recovered queue (Java's correctDelayOffset):
+        progress saved past a tail a crash lost would skip the messages written at those offsets after the restart.
+        A queue with no files left starts at 0 (Java's findConsumeQueue makes an empty one). The progress of a level
+        not configured now is kept as saved (and saved again), as 4.9.8's ``decode``/``encode`` keep the whole table
+        (store/src/main/java/org/apache/rocketmq/store/schedule/ScheduleMessageService.java): a restart with fewer
+        ``messageDelayLevel`` entries must not make those levels deliver their queues again once restored."""
+        corrected = dict(offsets)
         for level, offset in offsets.items():
+            if level not in self.levels:
+                continue
             cq = self.store.consume_queues.get((SCHEDULE_TOPIC, level - 1))
             corrected[level] = 0 if cq is None else min(max(offset, cq.min_offset), cq.max_offset)
         return corrected
@@ -188,7 +191,7 @@ class ScheduleMessageService:
         if self._running:
             log.info("delay offsets from the master ignored: the schedule runs here")
             return
-        self._reset({level: offset for level, offset in table.items() if level in self.levels})
+        self._reset(dict(table))  # every level, as load keeps them
         self._persister.mark_dirty()
 
     def _reset(self, offsets: DelayOffsetTable) -> None:
