@@ -619,3 +619,32 @@ async def test_timer_flush_interval_changed_by_update_broker_config_applies_from
         saved = cluster.controller.timer.timers.checkpoint_file.load()
         assert saved is not None
         assert (saved.enqueue_offset, saved.read_ms > due) == (1, True)
+
+
+async def test_timer_stop_dequeue_and_stop_enqueue_pause_the_timer_until_turned_off(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """RocketMQ 5.3's ``timerStopDequeue`` holds every delivery (``TimerMessageStore.dequeue`` returns at once) and
+    ``timerStopEnqueue`` every filing of new timer messages into the wheel (``enqueue``), both read from the live
+    MessageStoreConfig that updateBrokerConfig changes; turned off, the timer carries on and nothing is lost."""
+    use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "TimedStop")
+    timer = embedded_cluster.controller.timer
+    async with Admin(embedded_cluster.namesrv_addr) as admin, Producer("pg-stop", embedded_cluster.namesrv_addr) as p:
+        await admin.update_broker_config(embedded_cluster.broker_addr, {"timerStopDequeue": "true"})
+        await p.send(Message("TimedStop", b"held", properties={"TIMER_DELAY_SEC": "2"}))
+        await trio.sleep(10)
+        assert _stored(embedded_cluster, "TimedStop") == []
+        assert timer.timers.filed == 1  # filed, but not delivered
+        await admin.update_broker_config(
+            embedded_cluster.broker_addr, {"timerStopDequeue": "false", "timerStopEnqueue": "true"}
+        )
+        await trio.sleep(2)
+        assert [m.body for m in _stored(embedded_cluster, "TimedStop")] == [b"held"]
+        await p.send(Message("TimedStop", b"unfiled", properties={"TIMER_DELAY_SEC": "2"}))
+        await trio.sleep(10)
+        assert timer.timers.filed == 1
+        assert int(timer.stats()["timerOffsetBehind"]) == 1
+        await admin.update_broker_config(embedded_cluster.broker_addr, {"timerStopEnqueue": "false"})
+        await trio.sleep(2)
+    assert [m.body for m in _stored(embedded_cluster, "TimedStop")] == [b"held", b"unfiled"]
