@@ -186,6 +186,10 @@ class BrokerConfig(ListenerSettings):
     #: RocketMQ 5.3: a timer message whose delivery slot already holds more than this many entries is refused
     #: (SYSTEM_ERROR, WHEEL_TIMER_FLOW_CONTROL): at random above it, always at twice it; Java's default is no limit.
     timer_congest_num_each_slot: int = 2**31 - 1
+    #: RocketMQ 5.3: hold the timer's filing of new timer messages into the wheel (``timerStopEnqueue``) or its
+    #: deliveries and rolls (``timerStopDequeue``) while true, read live (updateBrokerConfig applies at once).
+    timer_stop_enqueue: bool = False
+    timer_stop_dequeue: bool = False
     #: RocketMQ 5.3's roll window in slots (default two days of slots, capped at the wheel's size less 60): a timer
     #: due later is written again to the CommitLog each window, so keep ``fileReservedTime`` above window x precision.
     timer_roll_window_slot: int = 3600 * 24 * 2

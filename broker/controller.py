@@ -162,6 +162,8 @@ class BrokerController:
             log_file_size=config.timer_log_file_size,
             max_delay_sec=lambda: self.context.config.timer_max_delay_sec,  # updateBrokerConfig applies at once
             congest_num_each_slot=lambda: self.context.config.timer_congest_num_each_slot,
+            stop_enqueue=lambda: self.context.config.timer_stop_enqueue,
+            stop_dequeue=lambda: self.context.config.timer_stop_dequeue,
             flush_interval=lambda: self.context.config.timer_flush_interval_ms / 1000,  # updateBrokerConfig: at once
         )
         self.transaction_bridge = TransactionalMessageBridge(

@@ -81,6 +81,10 @@ _WAIT_AFTER_ERROR: Final = 10.0
 _TPS_WINDOW_MS: Final = 10_000
 
 
+def _flag(setting: bool | Callable[[], bool]) -> bool:
+    return setting() if callable(setting) else setting
+
+
 class _Tps:
     """Filings and dequeues (deliveries and rolls) per second over the last 10 s: RocketMQ 5's perf counters
     ``enqueue_put`` / ``dequeue_put`` read as their last 10 s window's rate (``getLastTps``). The timer loop samples
@@ -122,6 +126,8 @@ class TimerMessageService:
         congest_num_each_slot: int | Callable[[], int] = 2**31 - 1,
         flush_interval: float | Callable[[], float] = 1.0,
         max_sleep: float = 1.0,
+        stop_enqueue: bool | Callable[[], bool] = False,
+        stop_dequeue: bool | Callable[[], bool] = False,
     ) -> None:
         self.store = store
         self._config_dir = config_dir
@@ -132,6 +138,8 @@ class TimerMessageService:
         self._random = random.Random()
         self._flush_interval = flush_interval
         self._max_sleep = max_sleep
+        self._stop_enqueue = stop_enqueue
+        self._stop_dequeue = stop_dequeue
         self._tps = _Tps()
         self._wakeup = trio.Event()
         self._loaded = False
@@ -369,9 +377,17 @@ class TimerMessageService:
             self._wakeup = trio.Event()
             self._tps.sample(self.store.config.now_ms(), timers)
             try:
+                # timerStopEnqueue / timerStopDequeue, read each round: RocketMQ 5.3's TimerMessageStore ``enqueue``
+                # and ``dequeue`` return at once while set
+                # (store/src/main/java/org/apache/rocketmq/store/timer/TimerMessageStore.java).
+                filed = 0 if _flag(self._stop_enqueue) else timers.enqueue(_BUDGET)
                 # Deliver only once everything stored is filed: a delete marker must be in its slot before the walk.
-                filed = timers.enqueue(_BUDGET)
-                due = 0.0 if filed >= _BUDGET else timers.dequeue(self.store.config.now_ms(), _BUDGET)
+                if filed >= _BUDGET:
+                    due: float | None = 0.0
+                elif _flag(self._stop_dequeue):
+                    due = None  # readMs stays: the slots go out once turned off
+                else:
+                    due = timers.dequeue(self.store.config.now_ms(), _BUDGET)
                 wait = self._max_sleep if due is None else min(due, self._max_sleep)
             except PutRefusedError as exc:
                 log.warning("timer: delivery refused (%s); retrying", exc)
