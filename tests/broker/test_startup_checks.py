@@ -114,6 +114,21 @@ async def test_a_number_past_javas_range_keeps_the_default(tmp_path: Path, key: 
     assert status is None and key in text
 
 
+async def test_a_delay_level_with_an_unknown_unit_stops_the_start_without_a_traceback(tmp_path: Path) -> None:
+    """4.9.8's ScheduleMessageService.parseDelayLevel knows the units s, m, h and d; another (``5x``) makes it
+    return false, so DefaultMessageStore.load and BrokerController.initialize fail and the broker does not start. Ours
+    died with a KeyError traceback; it reports the start failure (status 1) naming messageDelayLevel."""
+    status, out, err = await _run_broker(
+        ["-n", "127.0.0.1:1", "--listenPort", "0", "--listenHost", "127.0.0.1",
+         "--storePathRootDir", str(tmp_path / "store"), *SMALL, "--messageDelayLevel", "1s 5x"],
+        tmp_path,
+    )  # fmt: skip
+    text = err.decode(errors="replace")
+    assert status == 1, f"booted: {out.decode(errors='replace')}"
+    assert "Traceback" not in text, text[-800:]
+    assert "messageDelayLevel" in text and "5x" in text
+
+
 async def test_a_name_server_address_without_a_port_stops_the_start(tmp_path: Path) -> None:
     """BrokerStartup checks every namesrvAddr entry with RemotingUtil.string2SocketAddress and stops with 'The Name
     Server Address[127.0.0.1] illegal' (the broker used to boot and never register)."""
