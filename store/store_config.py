@@ -46,10 +46,19 @@ _UNITS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 
 def parse_delay_levels(spec: str) -> dict[int, int]:
-    """``"1s 5s 10s ..."`` -> ``{1: 1000, 2: 5000, ...}`` (level is 1-based). Raises ``ValueError`` on bad units."""
+    """``"1s 5s 10s ..."`` -> ``{1: 1000, 2: 5000, ...}`` (level is 1-based). Raises ``ValueError`` naming
+    ``messageDelayLevel`` for a level that is no number followed by s, m, h or d: 4.9.8's
+    ``ScheduleMessageService.parseDelayLevel`` (store/src/main/java/org/apache/rocketmq/store/schedule/
+    ScheduleMessageService.java) then fails the store's load, and the broker does not start."""
     levels = {}
     for level, token in enumerate(spec.split(), start=1):
-        levels[level] = int(token[:-1]) * _UNITS[token[-1]]
+        unit = _UNITS.get(token[-1])
+        try:
+            if unit is None:
+                raise ValueError(f"unknown unit {token[-1]!r}")
+            levels[level] = int(token[:-1]) * unit
+        except ValueError as exc:
+            raise ValueError(f"messageDelayLevel {spec!r}: level {level} ({token!r}) is illegal: {exc}") from None
     return levels
 
 
