@@ -389,6 +389,33 @@ async def test_a_timer_the_store_refuses_for_good_is_dropped_and_the_others_deli
     assert [m.body for m in _stored(embedded_cluster, "Timed")] == [b"later"]
 
 
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"TIMER_DELAY_SEC": " 10"},
+        {"TIMER_DELAY_SEC": "10 "},
+        {"TIMER_DELAY_SEC": "1_0"},
+        {"TIMER_DELAY_MS": "2_500"},
+        {"TIMER_DELAY_MS": "-99999999999999999999"},  # past a Java long
+        {"TIMER_DELIVER_MS": "\t1"},
+    ],
+)
+async def test_a_timer_time_java_cannot_parse_is_refused_not_parked(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, bad: dict[str, str]
+) -> None:
+    """RocketMQ 5.3's HookUtils.transformTimerMessage reads the times with Long.parseLong (an optional sign and
+    digits within a long): anything else is WHEEL_TIMER_MSG_ILLEGAL (MESSAGE_ILLEGAL). Python's int() took spaces and
+    underscores (the message was parked or delivered at once)."""
+    use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "TimedParse")
+    async with Producer("pg-timer-parse", embedded_cluster.namesrv_addr) as producer:
+        with pytest.raises(MQBrokerError) as info:
+            await producer.send(Message("TimedParse", b"bad", properties=bad))
+        assert info.value.code == 13  # MESSAGE_ILLEGAL
+    assert embedded_cluster.controller.timer.pending == 0
+    assert _stored(embedded_cluster, "TimedParse") == []
+
+
 async def test_timer_max_delay_sec_changed_by_update_broker_config_applies_at_once(
     embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
 ) -> None:
