@@ -81,6 +81,19 @@ _WAIT_AFTER_ERROR: Final = 10.0
 _TPS_WINDOW_MS: Final = 10_000
 
 
+def _java_long(text: str) -> int:
+    """Java's Long.parseLong, as RocketMQ 5.3's HookUtils.transformTimerMessage
+    (broker/src/main/java/org/apache/rocketmq/broker/util/HookUtils.java) reads the ``TIMER_*`` times: an optional
+    sign and ASCII digits within a long; anything else (spaces, underscores, which int() takes) raises ValueError."""
+    digits = text[1:] if text[:1] in ("+", "-") else text
+    if not digits or not (digits.isascii() and digits.isdigit()):
+        raise ValueError(text)
+    value = int(text)
+    if not -(1 << 63) <= value < 1 << 63:
+        raise ValueError(text)
+    return value
+
+
 def _flag(setting: bool | Callable[[], bool]) -> bool:
     return setting() if callable(setting) else setting
 
@@ -177,11 +190,11 @@ class TimerMessageService:
         try:
             # RocketMQ 5's HookUtils.transformTimerMessage order: a delay before an absolute time.
             if PROPERTY_TIMER_DELAY_SEC in props:
-                deliver_ms = now + int(props[PROPERTY_TIMER_DELAY_SEC]) * 1000
+                deliver_ms = now + _java_long(props[PROPERTY_TIMER_DELAY_SEC]) * 1000
             elif PROPERTY_TIMER_DELAY_MS in props:
-                deliver_ms = now + int(props[PROPERTY_TIMER_DELAY_MS])
+                deliver_ms = now + _java_long(props[PROPERTY_TIMER_DELAY_MS])
             elif PROPERTY_TIMER_DELIVER_MS in props:
-                deliver_ms = int(props[PROPERTY_TIMER_DELIVER_MS])
+                deliver_ms = _java_long(props[PROPERTY_TIMER_DELIVER_MS])
             else:
                 return record
         except ValueError:
