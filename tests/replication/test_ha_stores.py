@@ -190,3 +190,16 @@ async def test_two_slaves_both_end_with_the_master_s_log(tmp_path: Path) -> None
         nursery.cancel_scope.cancel()
     for slave in slaves:
         assert written_segments(slave.root) == written_segments(master.root)
+
+
+async def test_a_slave_replicates_from_a_bracketed_ipv6_master_address(tmp_path: Path) -> None:
+    # A Java master registers its HA address as brokerIP2:haListenPort, an IPv6 brokerIP2 written "[v6]"
+    # (RemotingUtil.normalizeHostAddress); haMasterAddress takes the same form.
+    master = ha_store(tmp_path / "master", BrokerRole.ASYNC_MASTER, ha_listen_host="::1")
+    _put_some(master, 20)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(master.run)
+        slave = ha_store(tmp_path / "slave", BrokerRole.SLAVE, ha_master_address=f"[::1]:{master.ha.port}")
+        await nursery.start(slave.run)
+        await wait_until(lambda: caught_up(master, slave), 15, "catch-up over IPv6")
+        nursery.cancel_scope.cancel()
