@@ -116,8 +116,12 @@ async def _open_tcp(address: str) -> trio.abc.Stream:
 
 
 def split_address(address: str) -> tuple[str, int]:
-    """``host:port`` (the port after the last colon). Raises ``ValueError``."""
+    """``host:port`` or ``[v6]:port`` (the port after the last colon; an IPv6 host's brackets dropped, as a Java
+    master writes its HA address with an IPv6 ``brokerIP2``: ``RemotingUtil.normalizeHostAddress``,
+    remoting/src/main/java/org/apache/rocketmq/remoting/common/RemotingUtil.java). Raises ``ValueError``."""
     host, _, port = address.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
     if not host or not port.isdigit():
         raise ValueError(f"bad HA address {address!r}")
     return host, int(port)
