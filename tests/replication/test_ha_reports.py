@@ -16,13 +16,13 @@ import trio.testing
 from broker.embedded import EmbeddedCluster
 from client.admin import Admin
 from client.errors import MQClientError
-from store.ha.frames import FrameReader, encode_report
+from store.ha.frames import HEADER_SIZE, FrameReader, encode_report
 from store.mapped_file import segment_name
 from store.message_store import MessageStore
 from store.results import PutStatus
 from store.store_config import BrokerRole
 from tests.conftest import SMALL_STORE
-from tests.replication.ha_helpers import caught_up, ha_store, reported, wait_until
+from tests.replication.ha_helpers import caught_up, ha_store, read_exactly, reported, wait_until
 from tests.replication.test_ha_stores import _fake_slave
 from tests.store.store_helpers import message
 
@@ -397,4 +397,23 @@ async def test_a_send_kept_below_an_empty_slaves_floor_is_released_by_another_sl
         await slow_a.send_all(encode_report(end))  # A has the record
         await wait_until(lambda: bool(results), what="the waiting send's answer")
         assert results == [PutStatus.PUT_OK]
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_transfer_batch_above_a_java_slaves_buffer_sends_frames_it_can_hold(tmp_path: Path) -> None:
+    """A 4.9.8 slave reads frames into a 4 MiB buffer (``HAClient.READ_MAX_BUFFER_SIZE``,
+    store/src/main/java/org/apache/rocketmq/store/ha/HAService.java) and parses one only once its 12-byte header and
+    its body are all in it: a frame of 4 MiB plus the header never fits, and that slave waits for it for ever."""
+    segment = 8 << 20
+    master = ha_store(tmp_path / "master", BrokerRole.ASYNC_MASTER, mapped_file_size_commit_log=segment,
+                      ha_transfer_batch_size=6 << 20)  # fmt: skip
+    for i in range(1300):  # ~5 MiB readable at the slave's first report
+        master.append(message(body=bytes(4000), queue_id=i % 4))
+    async with trio.open_nursery() as nursery:
+        await nursery.start(master.run)
+        slave = await _connect(master, nursery, "java-slave", 0)
+        header = await read_exactly(slave, HEADER_SIZE)
+        offset, size = struct.unpack(">qi", header)
+        assert offset == 0 and size > 0
+        assert HEADER_SIZE + size <= 4 << 20
         nursery.cancel_scope.cancel()
