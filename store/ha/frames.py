@@ -34,6 +34,10 @@ HEADER_SIZE: Final = HEADER.size
 #: Largest body a slave accepts in one frame (RocketMQ's slave read buffer is 4 MiB; a master sends at most
 #: ``haTransferBatchSize``, 32 KiB by default).
 MAX_BODY: Final = 4 * 1024 * 1024
+#: Largest body a master sends in one frame: header and body must fit together in a 4.9.8 slave's 4 MiB read buffer
+#: (``HAClient.READ_MAX_BUFFER_SIZE``, store/src/main/java/org/apache/rocketmq/store/ha/HAService.java), which parses
+#: a frame only once all of it is there; a bigger one never fits, and that slave waits for it for ever.
+MAX_SENT_BODY: Final = MAX_BODY - HEADER_SIZE
 
 
 class HAProtocolError(ValueError):

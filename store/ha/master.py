@@ -11,11 +11,11 @@ runs a ``ReadSocketService`` and a ``WriteSocketService`` thread.
   at the first report (:meth:`HAService.acknowledgement_floor`: where an empty slave's copy begins, or for any other
   slave, which may be an empty one reconnecting, where such a copy may have begun). Nothing received for
   ``haHousekeepingInterval`` ends the connection.
-- Writer: idle until the first report, then frames of at most ``haTransferBatchSize`` bytes (and at most 4 MiB, what
-  a slave takes) read from the CommitLog (never past a segment's end, so records and blanks are split wherever a
-  frame ends). Each write carries every
-  frame readable since the last one, up to :data:`MAX_WRITE` bytes, in one buffer (the frames are RocketMQ's, only
-  the system calls are fewer). With nothing to send it waits for the service's wake-up (a SYNC_MASTER send) or polls
+- Writer: idle until the first report, then frames of at most ``haTransferBatchSize`` bytes (and, with their 12-byte
+  header, at most 4 MiB, what a slave takes: :data:`~store.ha.frames.MAX_SENT_BODY`) read from the CommitLog (never
+  past a segment's end, so records and blanks are split wherever a frame ends). Each write carries every frame
+  readable since the last one, up to :data:`MAX_WRITE` bytes, in one buffer (the frames are RocketMQ's, only the
+  system calls are fewer). With nothing to send it waits for the service's wake-up (a SYNC_MASTER send) or polls
   every 100 ms; after a wake-up it lets the appends of the same scheduler pass settle first, so a burst of sends
   leaves in one write rather than one frame per send. A heartbeat (a header with body size 0 at the next offset)
   goes after ``haSendHeartbeatInterval`` without a write, 100 ms at least (RocketMQ's idle wait, so 0 does not
@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Final
 import trio
 
 from store.ha.frames import (
-    MAX_BODY,
+    MAX_SENT_BODY,
     POS_PHY,
     RECORD_PHY,
     ReportReader,
@@ -165,8 +165,8 @@ class HAConnection:
             last_write = trio.current_time()
             while True:
                 config = service.config  # read each round: UPDATE_BROKER_CONFIG may change it
-                # A frame the slave would refuse (above MAX_BODY) would be sent again and again: bounded here.
-                frames, size = self._frames(max(1, min(config.ha_transfer_batch_size, MAX_BODY)))
+                # A frame a slave cannot take (ours refuses it, a Java one waits for it for ever): bounded here.
+                frames, size = self._frames(max(1, min(config.ha_transfer_batch_size, MAX_SENT_BODY)))
                 if size:
                     await self.stream.send_all(frames)
                     self.next_offset += size
