@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -302,3 +303,30 @@ async def test_a_request_the_send_refuses_at_once_raises_the_send_s_own_error(
             await trio.sleep(5)
             assert got == []
             assert len(requester.instance.replies) == 0
+
+
+def _no_queue(queues: object, msg: Message, arg: object) -> None:
+    return None
+
+
+def _broken(queues: object, msg: Message, arg: object) -> None:
+    raise KeyError(arg)
+
+
+@pytest.mark.parametrize(
+    ("selector", "text"),
+    [(_no_queue, "select message queue return null."), (_broken, "select message queue threw exception")],
+    ids=["returns-none", "raises"],
+)
+async def test_a_request_whose_selector_picks_no_queue_raises_the_selectors_error(
+    requests_topic: EmbeddedCluster, autojump_clock: trio.testing.MockClock, selector: Any, text: str
+) -> None:
+    """request(msg, selector, arg, timeout) runs sendSelectImpl on the caller's thread, which throws its
+    MQClientException ("select message queue return null." / "select message queue threw exception.") before anything
+    is sent, so it reaches the caller as it is, not wrapped in "send request message to <topic> fail" (waitResponse
+    wraps only what the async send reports later)."""
+    async with Producer("selector-refused-pg", requests_topic.namesrv_addr) as requester:
+        with pytest.raises(MQClientError) as caught:
+            await requester.request(Message(TOPIC, b"ask"), timeout=3.0, selector=selector, arg="k")
+    assert str(caught.value).startswith(text), caught.value
+    assert len(requester.instance.replies) == 0
