@@ -29,6 +29,7 @@ from client.errors import (
     MessageValidationError,
     MQBrokerError,
     MQClientError,
+    QueueSelectionError,
     SendFailedError,
     TopicRouteNotFoundError,
 )
@@ -66,6 +67,7 @@ __all__ = [
     "MessageValidationError",
     "Producer",
     "PushConsumer",
+    "QueueSelectionError",
     "SendFailedError",
     "SendResult",
     "SendStatus",

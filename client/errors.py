@@ -57,6 +57,12 @@ class MessageValidationError(MQClientError):
         self.response_code = response_code
 
 
+class QueueSelectionError(MQClientError):
+    """A send's ``MessageQueueSelector`` raised or picked no queue ("select message queue threw exception" / "select
+    message queue return null.", client/src/main/java/org/apache/rocketmq/client/impl/producer/
+    DefaultMQProducerImpl.java ``sendSelectImpl``); nothing was sent."""
+
+
 class SendFailedError(MQClientError):
     """Every attempt of a send failed. ``attempts`` lists ``(broker_name, error)`` in order; the last is the cause.
     ``timed_out``: the send's timeout ran out before its retries did (Java's "sendDefaultImpl call timeout")."""

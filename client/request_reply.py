@@ -20,9 +20,11 @@ Errors: :class:`RequestTimeoutError` (Java's ``RequestTimeoutException``, code 1
 :class:`CreateReplyMessageError` (code 10007) from :func:`create_reply_message` for a request without ``CLUSTER``. A
 request the send refuses before sending anything raises the send's own error, as Java's ``request`` runs
 ``sendDefaultImpl`` on the caller's thread (client/src/main/java/org/apache/rocketmq/client/impl/producer/
-DefaultMQProducerImpl.java): ``MessageValidationError`` (``Validators.checkMessage``; ``request_async`` raises it
-too, to its caller) and ``TopicRouteNotFoundError``; a failure the send reports later is wrapped ("send request
-message to <topic> fail", the cause chained), or handed to a request callback as it is.
+DefaultMQProducerImpl.java): ``MessageValidationError`` (``Validators.checkMessage``; ``request_async`` raises it too,
+to its caller), ``TopicRouteNotFoundError`` and, with a selector, ``QueueSelectionError`` (``sendSelectImpl``;
+``request_async`` hands these two to its callback, as it looks the route up in the background); a failure the send
+reports later is wrapped ("send request message to <topic> fail", the cause chained), or handed to a request callback as
+it is.
 """
 
 from __future__ import annotations
@@ -39,7 +41,13 @@ import anyio
 import attrs
 
 from client.budget import time_left
-from client.errors import ClientStateError, MessageValidationError, MQClientError, TopicRouteNotFoundError
+from client.errors import (
+    ClientStateError,
+    MessageValidationError,
+    MQClientError,
+    QueueSelectionError,
+    TopicRouteNotFoundError,
+)
 from client.message import Message, uncompressed
 from client.selector import MessageQueueSelector
 from remoting.codec.bodies import MessageQueue
@@ -235,10 +243,11 @@ async def request(
         with anyio.move_on_after(max(0.0, remaining)):
             try:
                 await producer.send_as_async(request_msg, max(0.0, remaining), queue, selector, arg)
-            except (MessageValidationError, TopicRouteNotFoundError):
-                # Refused before anything was sent: Java's request runs sendDefaultImpl on the caller's thread, so
-                # Validators.checkMessage's and "No route info of this topic" MQClientExceptions reach the caller as
-                # they are; only what the async send reports later is wrapped (waitResponse).
+            except (MessageValidationError, TopicRouteNotFoundError, QueueSelectionError):
+                # Refused before anything was sent: Java's request runs sendDefaultImpl (sendSelectImpl with a
+                # selector) on the caller's thread, so Validators.checkMessage's, "No route info of this topic" and
+                # the selector's "select message queue ..." MQClientExceptions reach the caller as they are; only
+                # what the async send reports later is wrapped (waitResponse).
                 raise
             except Exception as exc:
                 raise _SendRequestError(f"send request message to <{msg.topic}> fail") from exc

@@ -2,10 +2,10 @@
 brokers the latency fault table marks as slow, plus user selectors for ordered messages.
 
 A :data:`MessageQueueSelector` is ``(queues, message, arg) -> queue``, as Java's ``MessageQueueSelector.select``;
-:func:`apply_selector` fails the send with MQClientError when it raises or returns None (no fallback queue).
-:func:`select_by_hash` keeps every message with the same key (an order id, say) on the same queue while the queue
-count stays the same, hashing the key as Java's ``hashCode`` of the boxed value (:func:`java_hash_code`) so a Java
-producer with ``SelectMessageQueueByHash`` and the same keys agrees.
+:func:`apply_selector` fails the send with QueueSelectionError (an MQClientError) when it raises or returns None (no
+fallback queue). :func:`select_by_hash` keeps every message with the same key (an order id, say) on the same queue
+while the queue count stays the same, hashing the key as Java's ``hashCode`` of the boxed value
+(:func:`java_hash_code`) so a Java producer with ``SelectMessageQueueByHash`` and the same keys agrees.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 
-from client.errors import MQClientError
+from client.errors import QueueSelectionError
 from client.fault import LatencyFaultTolerance
 from client.message import Message
 from client.route import TopicPublishInfo
@@ -26,14 +26,14 @@ MessageQueueSelector = Callable[[Sequence[MessageQueue], Message, object], Messa
 def apply_selector(
     selector: MessageQueueSelector, queues: Sequence[MessageQueue], msg: Message, arg: object
 ) -> MessageQueue:
-    """The queue ``selector`` picks for ``msg`` (Java's ``sendSelectImpl``). Raises :class:`MQClientError` when it
-    raises or picks none: an ordered message never falls back to another queue."""
+    """The queue ``selector`` picks for ``msg`` (Java's ``sendSelectImpl``). Raises :class:`QueueSelectionError` (an
+    ``MQClientError``) when it raises or picks none: an ordered message never falls back to another queue."""
     try:
         queue: MessageQueue | None = selector(queues, msg, arg)
     except Exception as exc:
-        raise MQClientError(f"select message queue threw exception: {exc!r}") from exc
+        raise QueueSelectionError(f"select message queue threw exception: {exc!r}") from exc
     if queue is None:
-        raise MQClientError("select message queue return null.")
+        raise QueueSelectionError("select message queue return null.")
     return queue
 
 
