@@ -411,3 +411,20 @@ async def test_a_broker_without_write_permission_refuses_only_order_topics(
         "the broker[127.0.0.1] sending message is forbidden",
     )
     assert (await send(broker, peer_ctx, send_request())).code == ResponseCode.SUCCESS
+
+
+@pytest.mark.parametrize("batch", [False, True], ids=["single", "batch"])
+async def test_a_read_only_broker_refuses_an_order_topic_before_the_queue_and_topic_checks(
+    make_broker: MakeBroker, peer_ctx: RequestContext, batch: bool
+) -> None:
+    # AbstractSendMessageProcessor.msgCheck (4.9.8) checks the broker's permission for an order topic first, before
+    # the topic's name, its config and the queue id; the topic's own write bit is ours, after the queue id.
+    broker = make_broker(broker_permission=PERM_READ)
+    broker.topics.update_topic(TopicConfig("Ordered", 4, 4, order=True))
+    broker.topics.update_topic(TopicConfig("OrderedReadOnly", 4, 4, perm=PERM_READ, order=True))
+    forbidden = (ResponseCode.NO_PERMISSION, "the broker[127.0.0.1] sending message is forbidden")
+    flag = {"batch": "true"} if batch else {}
+    beyond = await send(broker, peer_ctx, send_request(topic="Ordered", queue_id=99, **flag))
+    assert (beyond.code, beyond.remark) == forbidden
+    read_only = await send(broker, peer_ctx, send_request(topic="OrderedReadOnly", **flag))
+    assert (read_only.code, read_only.remark) == forbidden
