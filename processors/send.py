@@ -1,8 +1,9 @@
 """SEND_MESSAGE (10), SEND_MESSAGE_V2 (310) and SEND_BATCH_MESSAGE (320): :class:`SendMessageProcessor`.
 
-Check order (docs/protocol.md#75-send-checks): topic name (SYSTEM_ERROR with RocketMQ's remarks), forbidden system
-topics (NO_PERMISSION), unknown topic -> TBW102 auto-create or TOPIC_NOT_EXIST, queue id (SYSTEM_ERROR when too large, a
-random write queue when negative), topic write permission, then for ``%RETRY%group`` topics the group must exist and a
+Check order (docs/protocol.md#75-send-checks): a broker without write permission refuses an order topic
+(NO_PERMISSION), then topic name (SYSTEM_ERROR with RocketMQ's remarks), forbidden system topics (NO_PERMISSION),
+unknown topic -> TBW102 auto-create or TOPIC_NOT_EXIST, queue id (SYSTEM_ERROR when too large, a random write queue
+when negative), topic write permission, then for ``%RETRY%group`` topics the group must exist and a
 message retried ``maxReconsumeTimes`` times goes to ``%DLQ%group``. The stored properties gain ``CLUSTER`` and lose
 ``WAIT`` (whose value decides whether a SYNC_FLUSH send waits for the group commit); ``TRAN_MSG=true`` makes a
 transactional half message (stored in ``RMQ_SYS_TRANS_HALF_TOPIC`` queue 0 with ``REAL_TOPIC``/``REAL_QID``) unless
@@ -170,6 +171,13 @@ class SendMessageProcessor:
         topic = header.topic
         topics = self.broker.topics
         config = topics.get(topic)
+        if config is not None and config.order and not self.broker.config.broker_permission & PERM_WRITE:
+            # A broker that is not writable registers its topics with its own perm, so producers leave it; only an
+            # order topic's producer, which picks its queue itself, can still reach it. Checked first, before the
+            # topic's name, its queue id and (ours) its write bit: broker/src/main/java/org/apache/rocketmq/broker/
+            # processor/AbstractSendMessageProcessor.java msgCheck (BrokerController.registerBrokerAll: the perm).
+            broker_ip = self.broker.config.broker_ip1
+            raise RequestRejected(ResponseCode.NO_PERMISSION, f"the broker[{broker_ip}] sending message is forbidden")
         if config is None:
             remark = validate_topic(topic)
             if remark is not None:
@@ -190,12 +198,6 @@ class SendMessageProcessor:
             )
         if not config.perm & PERM_WRITE:
             raise RequestRejected(ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden")
-        if config.order and not self.broker.config.broker_permission & PERM_WRITE:
-            # A broker that is not writable registers its topics with its own perm, so producers leave it; only an
-            # order topic's producer, which picks its queue itself, can still reach it (RocketMQ's
-            # AbstractSendMessageProcessor.msgCheck; BrokerController.registerBrokerAll for the registered perm).
-            broker_ip = self.broker.config.broker_ip1
-            raise RequestRejected(ResponseCode.NO_PERMISSION, f"the broker[{broker_ip}] sending message is forbidden")
         if queue_id < 0:
             if config.write_queue_nums <= 0:
                 raise RequestRejected(ResponseCode.SYSTEM_ERROR, f"topic[{topic}] has no write queue")
