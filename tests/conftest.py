@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,19 @@ SMALL_STORE: dict[str, Any] = {
     "max_hash_slot_num": 4096,
     "max_index_num": 16_384,
 }
+
+
+def _ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6) as sock:
+            sock.bind(("::1", 0))
+    except OSError:
+        return False
+    return True
+
+
+#: For tests that listen on ``::1``: skipped on a host without an IPv6 loopback (some containers).
+needs_ipv6_loopback = pytest.mark.skipif(not _ipv6_loopback(), reason="no IPv6 loopback")
 
 
 @pytest.fixture

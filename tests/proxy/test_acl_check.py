@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ from proxy.common import PEER_KEY, UNKNOWN_PEER, Code, RpcError, peer_of
 from proxy.pb import definition, service
 from proxy.server import GrpcServer
 from proxy.servicer import _metadata
+from tests.conftest import needs_ipv6_loopback
 
 DATE = "20261127T222222Z"
 #: The Python 5.x client's header for Credentials("ak-user1", "sk-secret1") at DATE (hmac.new(sk, DATE, sha1).hex()).
@@ -272,15 +272,6 @@ def test_an_unknown_peer_is_refused_even_where_loopback_is_white_listed(tmp_path
     assert _refusal(acl, _send("T"), _md(wrong, peer="ipv4:127.0.0.1:1")) is None
 
 
-def _ipv6_loopback() -> bool:
-    try:
-        with socket.socket(socket.AF_INET6) as sock:
-            sock.bind(("::1", 0))
-    except OSError:
-        return False
-    return True
-
-
 def _grpc_metadata_of_a_call_from(host: str) -> dict[str, str]:
     """The metadata MessagingServicer builds (``proxy.servicer._metadata``) for a real grpcio call from ``host`` to a
     port grpcio serves itself."""
@@ -307,7 +298,7 @@ def _grpc_metadata_of_a_call_from(host: str) -> dict[str, str]:
     return seen[0]
 
 
-@pytest.mark.skipif(not _ipv6_loopback(), reason="no IPv6 loopback")
+@needs_ipv6_loopback
 def test_an_ipv6_grpc_client_is_matched_by_its_white_address(tmp_path: Path) -> None:
     """grpcio gives ``context.peer()`` as ``ipv6:%5B::1%5D:<port>``; the check compares ``::1`` as RocketMQ 5 does
     (the channel's address), so an account white-listed for ::1 needs no right signature."""

@@ -15,6 +15,7 @@ from store.ha.frames import encode_report
 from store.message_store import MessageStore
 from store.results import PutStatus
 from store.store_config import BrokerRole, FlushDiskType
+from tests.conftest import needs_ipv6_loopback
 from tests.replication.ha_helpers import caught_up, ha_store, reported, wait_until, written_segments
 from tests.store.store_helpers import files_of, message
 
@@ -192,6 +193,7 @@ async def test_two_slaves_both_end_with_the_master_s_log(tmp_path: Path) -> None
         assert written_segments(slave.root) == written_segments(master.root)
 
 
+@needs_ipv6_loopback
 async def test_a_slave_replicates_from_a_bracketed_ipv6_master_address(tmp_path: Path) -> None:
     # A Java master registers its HA address as brokerIP2:haListenPort, an IPv6 brokerIP2 written "[v6]"
     # (RemotingUtil.normalizeHostAddress); haMasterAddress takes the same form.
