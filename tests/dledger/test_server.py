@@ -258,6 +258,26 @@ async def test_metadata_and_bad_bodies_over_the_wire(tmp_path: Path, autojump_cl
         nursery.cancel_scope.cancel()
 
 
+async def test_a_member_listens_on_its_port_on_every_interface_as_dledger_does(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """DLedgerRpcNettyService takes only the port of the member's own ``peers`` entry and NettyRemotingServer binds
+    it on every interface (``new InetSocketAddress(listenPort)``), so a member whose peers entry names an address
+    that is no interface of its host (a NAT or published port, a load balancer) still starts and is reached at its
+    port. Binding the named host failed with "cannot assign requested address" and the member never started."""
+    (port,) = free_ports(1)
+    async with trio.open_nursery() as nursery:
+        group = Group(tmp_path, nursery, size=1)
+        group.peers = f"n0-192.0.2.1:{port}"  # TEST-NET-1: never an address of this host
+        await group.start("n0")
+        await group.leader()
+        async with RemotingClient() as client:
+            metadata = encode(MetadataRequest(group="g", remote_id="n0"))
+            answer = await client.invoke(f"127.0.0.1:{port}", request(RequestCode.METADATA, body=metadata), 3)
+            assert orjson.loads(answer.body)["leaderId"] == "n0"
+        nursery.cancel_scope.cancel()
+
+
 async def test_a_term_a_java_long_cannot_hold_is_refused_and_the_group_lives_on(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
