@@ -1,8 +1,8 @@
 """``DLedgerServer``: the Trio shell around the sans-IO :class:`~dledger.node.RaftNode` (docs/architecture.md#dledger).
 
-It owns the member's :class:`~dledger.file_store.FileLedger` and ``currterm`` file, a listener on its own entry of
-``peers`` (DLedger's RPC port, separate from the broker's), a remoting client to the other members, and these tasks in
-one nursery (``await nursery.start(server.run)``):
+It owns the member's :class:`~dledger.file_store.FileLedger` and ``currterm`` file, a listener on the port of its own
+entry of ``peers``, on every interface (DLedger's RPC port, separate from the broker's), a remoting client to the
+other members, and these tasks in one nursery (``await nursery.start(server.run)``):
 
 - one timer task per component of the current role, restarted on every role change in the role's own nursery: the
   elector always, the dispatchers and the ack checker on a leader, the entry handler on a follower. Each sleeps until
@@ -204,10 +204,15 @@ class DLedgerServer:
     # ---- running -----------------------------------------------------------------------------------------------
 
     async def run(self, *, task_status: trio.TaskStatus[Address] = trio.TASK_STATUS_IGNORED) -> None:
-        """Load the files, listen on this member's peer address, run until cancelled; reports the bound address."""
+        """Load the files, listen on this member's peer port on every interface, run until cancelled; reports the
+        bound address."""
         if not self.loaded:
             await trio.to_thread.run_sync(self.load)
-        host, port = parse_address(self.config.peer_map[self.config.self_id])
+        # Only the port of this member's peers entry: DLedgerRpcNettyService sets it as NettyServerConfig's listen
+        # port and NettyRemotingServer binds it on every interface (dledger/src/main/java/io/openmessaging/storage/
+        # dledger/DLedgerRpcNettyService.java), so an entry naming an address of no local interface (NAT, a
+        # published port) still starts.
+        _, port = parse_address(self.config.peer_map[self.config.self_id])
         try:
             self._node = RaftNode(self.config, self.ledger, self.terms, rng=self.rng, now=now_ms())
             # Appends and answers are taken in by the push task, once a scheduler pass: one work loop and one round
@@ -221,7 +226,7 @@ class DLedgerServer:
             server.add_close_listener(self._on_closed)
             async with RemotingClient() as client, trio.open_nursery() as nursery:
                 self._client, self._nursery = client, nursery
-                self.address = await nursery.start(server.serve, host, port)
+                self.address = await nursery.start(server.serve, None, port)
                 nursery.start_soon(self._timer, self._calls_deadline)
                 nursery.start_soon(self._flusher)
                 nursery.start_soon(self._checkpointer)

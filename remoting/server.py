@@ -204,12 +204,12 @@ class RemotingServer:
 
     async def serve(
         self,
-        host: str = "127.0.0.1",
+        host: str | None = "127.0.0.1",
         port: int = 0,
         *,
         task_status: trio.TaskStatus[Address] = trio.TASK_STATUS_IGNORED,
     ) -> None:
-        """Listen on ``host:port`` (0 picks a free port) and serve until cancelled.
+        """Listen on ``host:port`` (0 picks a free port; host None: every interface) and serve until cancelled.
 
         Reports the bound ``(host, port)`` through ``task_status.started``. Starts the dispatcher's pools unless the
         dispatcher already runs. Raises ``OSError`` if the address cannot be bound.
