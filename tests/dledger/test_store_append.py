@@ -19,7 +19,7 @@ from dledger.entry import HEADER_SIZE, INDEX_UNIT_SIZE
 from remoting.codec.message import MessageRecord, decode_record, encode_record
 from store.errors import MessageIllegalError, PropertiesSizeExceededError, StoreError
 from store.mapped_file import segment_name
-from store.results import PutStatus
+from store.results import GetStatus, PutStatus
 from tests.dledger.ports import free_ports
 from tests.store.store_helpers import small_config
 
@@ -151,3 +151,33 @@ async def test_the_earliest_store_time_is_the_first_records_after_many_terms_wit
         put = await store.put(_message(body=b"first"))
         assert put.status is PutStatus.PUT_OK
         assert store.earliest_store_time() == put.append.store_timestamp
+
+
+async def test_messages_dispatched_before_a_crash_stay_readable_with_a_checkpoint_from_before_them(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A member killed within ``checkPointInterval`` (3 s) of sends the quorum acknowledged leaves a ``checkpoint``
+    whose committed index predates them, while its entry and ConsumeQueue files (page cache) hold them. RocketMQ's
+    DLedgerCommitLog.recover cuts the ConsumeQueues only past the DLedger log's write end
+    (store/src/main/java/org/apache/rocketmq/store/dledger/DLedgerCommitLog.java), so the restarted member still
+    serves them, also while no leader is back to push the committed index. Here the queues were cut at the stale
+    committed end: acknowledged messages vanished from a restarted member's queues and its queue offsets went back."""
+    dledger = _one_member(tmp_path)
+    config = small_config(tmp_path)
+    async with _writable_leader(tmp_path, dledger) as store:
+        store.ledger.persist_checkpoint()
+        checkpoint = store.ledger.directory / "checkpoint"
+        before = checkpoint.read_bytes()
+        for n in range(3):
+            assert (await store.put(_message(body=b"m%d" % n))).status is PutStatus.PUT_OK
+        assert store.max_offset_in_queue("TopicA", 1) == 3
+    checkpoint.write_bytes(before)  # what a kill -9 right after the sends leaves
+    store = DLedgerMessageStore(config, dledger, HOST)
+    store.load()
+    try:
+        assert store.max_offset_in_queue("TopicA", 1) == 3
+        got = store.get("TopicA", 1, 2, 1)
+        assert got.status is GetStatus.FOUND
+        assert decode_record(got.messages[0]).body == b"m2"
+    finally:
+        store.close()
