@@ -25,8 +25,9 @@ DefaultMessageStore answers on a slave); one the DLedger server refuses (a leade
 an entry no data file holds) :class:`~store.errors.PageCacheBusyError`, DLedgerCommitLog's OS_PAGECACHE_BUSY.
 
 Recovery: the DLedger files recover themselves (:meth:`~dledger.file_store.FileLedger.load`); ConsumeQueue entries
-past the committed position are dropped, and committed entries are dispatched again from the first one the
-ConsumeQueues do not cover (re-dispatching is idempotent).
+past the log's write end are dropped and the entries they still cover count as committed whatever the checkpoint
+says (:meth:`DLedgerMessageStore._commit_what_was_dispatched`), and committed entries are dispatched again from the
+first one the ConsumeQueues do not cover (re-dispatching is idempotent).
 
 Retention: :class:`~dledger.retention.LedgerRetention` deletes expired entry segments (:meth:`delete_expired_entries`)
 and what the ConsumeQueues and the index file hold below them. A follower whose log was rebuilt from the leader's
@@ -230,6 +231,7 @@ class DLedgerMessageStore(MessageStore):
         commitlog = self.commitlog
         assert isinstance(commitlog, LedgerCommitLog)  # the classic one only while _take_over recovers it
         commitlog.floor = max(self.divided_offset, commitlog.min_offset, 0)
+        self._commit_what_was_dispatched()
         committed_end = commitlog.max_offset
         covered = 0
         for (topic, queue_id), cq in list(self.consume_queues.items()):
@@ -341,6 +343,39 @@ class DLedgerMessageStore(MessageStore):
         self.divided_offset = self.ledger.rebuild_floor = 0
         log.warning("classic CommitLog %s: %s", commitlog.classic.queue.directory, why)
         return files
+
+    def _commit_what_was_dispatched(self) -> None:
+        """Only committed entries are dispatched, so the entries the ConsumeQueues point at up to the log's write
+        end were committed, whatever the ``checkpoint`` says: it is written every ``checkPointInterval`` and predates
+        the last commits of a member that was killed. The queues are cut at the write end, as RocketMQ cuts them
+        (store/src/main/java/org/apache/rocketmq/store/dledger/DLedgerCommitLog.java ``recover``), and the
+        committed index raised to the last entry they cover: a restarted member serves what it had served (cut at
+        the stale committed end, acknowledged messages left its queues, also with no leader back to commit them)."""
+        ledger = self.ledger
+        write_end, covered = ledger.write_pos, 0
+        for cq in self.consume_queues.values():
+            cq.recover(self.commitlog.min_offset, write_end, erase=True)
+            last = cq.entry(cq.max_offset - 1) if cq.max_offset else None
+            if last is not None and last[1] != FILLER_SIZE:
+                covered = max(covered, last[0] + last[1])
+        if covered <= self.commitlog.max_offset:
+            return
+        lo, hi = ledger.committed_index + 1, ledger.end_index
+        while lo <= hi:  # the entry whose record ends at ``covered`` (positions grow with the index)
+            mid = (lo + hi) // 2
+            record = ledger.index_record(mid)
+            if record is None:
+                return
+            end = record.pos + record.size
+            if end == covered:
+                log.info("dledger entry %d was dispatched before the restart: committed (the checkpoint had %d)",
+                         mid, ledger.committed_index)  # fmt: skip
+                ledger.set_committed(mid)
+                return
+            if end < covered:
+                lo = mid + 1
+            else:
+                hi = mid - 1
 
     def _first_uncovered(self, covered: int) -> int:
         """The first entry whose record ends past ``covered`` (binary search over the index records)."""
