@@ -482,3 +482,34 @@ def test_simulator_seed_with_batch_pushes_to_five_members_and_two_preferred_lead
     while its deadline stayed in the past (the previous test), so n0's timer ticked forever at one instant."""
     run_seed(1822, SimConfig(members=5, enable_batch_push=True, preferred_leader_ids="n1;n2", duration_ms=30_000,
                              settle_ms=40_000))  # fmt: skip
+
+
+def test_a_follower_far_behind_is_pushed_at_most_peer_push_quota_bytes_a_second() -> None:
+    """DLedger's dispatcher throttles the APPEND pushes of an entry more than 1000 entries and
+    ``peerPushThrottlePoint`` (300 MiB) bytes behind the leader's end to ``peerPushQuota`` (20 MiB) a second per
+    follower (``checkQuotaAndWait`` in dledger/src/main/java/io/openmessaging/storage/dledger/DLedgerEntryPusher.java),
+    so a follower catching up on a long backlog (a new disk, days away) does not take the leader's disk and network
+    from the live traffic. It was pushed as fast as it answered; the entries near the end are not throttled."""
+    quota, body = 64 * 1024, bytes(1000)
+    cluster = MemCluster(3, peer_push_throttle_point=64 * 1024, peer_push_quota=quota)
+    leader = cluster.leader()
+    behind = next(i for i in cluster.ids if i != leader)
+    cluster.crash(behind)
+    for _ in range(13):  # 1,300 entries of 1,048 bytes: about 1.3 MB behind, the first 300 throttled
+        cluster.append_and_wait(leader, *[body] * 100)
+    end = cluster.ledgers[leader].end_index
+    pushed: dict[int, int] = {}  # second -> bytes of throttled entries pushed to the member behind
+
+    def record(src: str, dst: str, message: object) -> bool:
+        if src == leader and dst == behind and isinstance(message, PushEntryRequest):
+            for entry in message.entries if message.type is PushType.APPEND else ():
+                if end - entry.index > 1000:
+                    pushed[cluster.now // 1000] = pushed.get(cluster.now // 1000, 0) + entry.size
+        return True
+
+    cluster.filter = record
+    cluster.start(behind)
+    took = cluster.run_until(lambda: cluster.ledgers[behind].end_index == end, 120_000)
+    assert pushed and max(pushed.values()) <= quota + len(body) + 48
+    throttled = sum(pushed.values())
+    assert throttled > 4 * quota and took >= (throttled // (quota + len(body) + 48) - 1) * 1000
