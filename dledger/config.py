@@ -62,6 +62,11 @@ class DLedgerConfig:
     rpc_timeout_ms: int = 3000
     enable_batch_push: bool = False
     max_batch_push_size: int = 4 * 1024
+    #: An APPEND push of an entry more than 1000 entries and this many bytes behind the leader's end counts against
+    #: ``peer_push_quota`` bytes a second per follower (DLedgerEntryPusher's ``checkQuotaAndWait``; single pushes
+    #: only, as there: not with ``enable_batch_push``).
+    peer_push_throttle_point: int = 300 * 1024 * 1024
+    peer_push_quota: int = 20 * 1024 * 1024
     flush_file_interval: int = 10
     check_point_interval: int = 3000
     max_leadership_transfer_wait_index: int = 1000

@@ -12,9 +12,11 @@ States ``COMPARE -> (TRUNCATE) -> APPEND``, reset to COMPARE on every new term o
   ``changeState`` moves only APPEND to COMPARE), at once unless it refuses the same push as the last 406 did, with
   the follower's watermark unmoved since (a follower whose files cannot take the entry): then after a 500 ms pause.
   Once caught up it pushes a bare COMMIT every second; the push carrying the entry after the watermark is pushed
-  again from there when its answer is over ``maxPushTimeOutMs`` late. Batches are paced (DLedger sends each at
-  once): while that push is unanswered the next one leaves only when it is full, so under load a push carries what
-  arrived during one round trip instead of one scheduler pass's appends.
+  again from there when its answer is over ``maxPushTimeOutMs`` late. Single pushes of entries more than 1000 entries
+  and ``peerPushThrottlePoint`` bytes behind the end are throttled to ``peerPushQuota`` bytes a second (a follower
+  catching up on a long backlog). Batches are paced (DLedger sends each at once): while that push is unanswered the
+  next one leaves only when it is full, so under load a push carries what arrived during one round trip instead of
+  one scheduler pass's appends.
 
 Any failure (a COMPARE or TRUNCATE that times out or answers anything but 200/406) resets to COMPARE and pauses the
 dispatcher 500 ms, as DLedger's exception handler does. Every push carries the leader's committed index.
@@ -61,6 +63,8 @@ class Dispatcher:
         self.matched = -1
         #: ``(first index, watermark then)`` of the last APPEND refused with 406 (:meth:`_refused`)
         self.refusal: tuple[int, int] | None = None
+        #: ``[second, bytes]`` of the throttled pushes in that second (:meth:`_throttled`)
+        self._quota = [-1, 0]
 
     # ---- state -------------------------------------------------------------------------------------------------
 
@@ -156,7 +160,32 @@ class Dispatcher:
                     return
                 self._push(batch)
             else:
+                if self._throttled(self.write_index):
+                    return
                 self._push_one(self.write_index)
+
+    def _throttled(self, index: int) -> bool:
+        """Whether the push of entry ``index`` waits for the next second: the entry is more than
+        :data:`MAX_PENDING` entries and ``peerPushThrottlePoint`` bytes behind the leader's end, and this second's
+        ``peerPushQuota`` bytes for this follower are spent (DLedger's ``checkQuotaAndWait`` in
+        dledger/src/main/java/io/openmessaging/storage/dledger/DLedgerEntryPusher.java sleeps until then), so a
+        follower catching up on a long backlog leaves the leader's disk and network to the live traffic. Otherwise
+        the entry's size is counted and False."""
+        node = self.node
+        ledger, config = node.ledger, node.config
+        if ledger.end_index - index <= MAX_PENDING:
+            return False
+        entry, last = node.entry(index), node.entry(ledger.end_index)
+        if entry is None or last is None or last.end_pos - entry.pos < config.peer_push_throttle_point:
+            return False
+        second = node.now // 1000
+        if self._quota[0] != second:
+            self._quota = [second, 0]
+        if self._quota[1] >= config.peer_push_quota:
+            self.paused_until = (second + 1) * 1000
+            return True
+        self._quota[1] += entry.size
+        return False
 
     def _batch_from(self, index: int) -> tuple[Entry, ...]:
         ledger, limit = self.node.ledger, self.node.config.max_batch_push_size
@@ -255,8 +284,10 @@ class Dispatcher:
         if carrying is None or node.now - carrying[1] <= node.config.max_push_time_out_ms:
             return
         first, _, count = carrying
-        del self.pending[first]
         start = node.quorum.watermark(self.term, self.peer) + 1
+        if not node.config.enable_batch_push and self._throttled(start):
+            return  # pushed again once the next second's quota opens (DLedger's re-push goes through the quota too)
+        del self.pending[first]
         self._push(tuple(e for i in range(start, first + count) if (e := node.entry(i)) is not None))
 
     # ---- COMPARE / TRUNCATE ------------------------------------------------------------------------------------
