@@ -19,13 +19,13 @@ from broker.metrics.families import broker_families
 from broker.metrics.snapshot import take_snapshot
 from broker.pop import PopService
 from broker.pop.revive import ReviveService
-from client import Message, Producer
+from client import LitePullConsumer, Message, MessageExt, Producer
 from processors.client_channels import ClientChannelInfo
 from processors.offsets import ConsumerOffsetProcessor
 from processors.pull import PullMessageProcessor
 from processors.send import SendMessageProcessor
 from processors.send_back import ConsumerSendMsgBackProcessor
-from remoting.codec.bodies import ConsumeFromWhere, ConsumeType, MessageModel, SubscriptionData
+from remoting.codec.bodies import ConsumeFromWhere, ConsumeType, MessageModel, MessageQueue, SubscriptionData
 from remoting.codec.codes import LanguageCode, RequestCode, ResponseCode
 from remoting.codec.command import request
 from remoting.connection import Connection
@@ -262,3 +262,40 @@ async def test_pop_redeliveries_from_the_retry_topic_count_as_outgoing_retries_o
     assert (retried, float(again.message.store_size)) in samples["rocketmq_throughput_out_total"]
     first_read = {**COMMON, "topic": "PopOut", "consumer_group": "pop_out_cg", "is_system": "false"}
     assert (first_read, 1.0) in samples["rocketmq_messages_out_total"]
+
+
+async def test_pops_of_the_topic_are_labelled_is_retry_false_apart_from_pulls(
+    embedded_cluster: EmbeddedCluster,
+) -> None:
+    """RocketMQ 5.3.3's PopMessageProcessor (broker/.../processor/PopMessageProcessor.java ``popMsgFromQueue``)
+    labels every pop it counts in ``rocketmq_messages_out_total`` and ``rocketmq_throughput_out_total`` with
+    ``is_retry``, ``"false"`` for what it read from the topic itself, while a pull's
+    (broker/.../processor/DefaultPullMessageResultHandler.java) carries no ``is_retry``: a group that pops and pulls
+    the topic has two series. Ours counted its pops of the topic in the pull series, with no ``is_retry``."""
+    controller = embedded_cluster.controller
+    pop = PopService(controller.context, controller.timer.rewrite)
+    await create_topic(embedded_cluster, "PopPull", queues=1)
+    async with Producer("pg-pop-pull", embedded_cluster.namesrv_addr) as producer:
+        for body in (b"one", b"two"):
+            await producer.send(Message("PopPull", body))
+    pulled: list[MessageExt] = []  # the pulls commit nothing: the pops read the same messages
+    first = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
+    async with LitePullConsumer(
+        "pop_pull_cg", embedded_cluster.namesrv_addr, auto_commit=False, consume_from_where=first
+    ) as consumer:
+        await consumer.assign([MessageQueue("PopPull", controller.config.broker_name, 0)])
+        with trio.fail_after(30):
+            while len(pulled) < 2:
+                pulled += await consumer.poll(timeout=1.0)
+    assert len(pulled) == 2
+    popped = pop.pop("pop_pull_cg", "PopPull", 32, 30_000, None)
+    assert len(popped) == 2
+    size = float(sum(m.message.store_size for m in popped))
+
+    samples = render(list(broker_families(take_snapshot(controller.context, controller.pools), COMMON)))
+    pull_row = {**COMMON, "topic": "PopPull", "consumer_group": "pop_pull_cg", "is_system": "false"}
+    pop_row = {**pull_row, "is_retry": "false"}
+    mine = [s for s in samples["rocketmq_messages_out_total"] if s[0].get("consumer_group") == "pop_pull_cg"]
+    assert sorted(mine, key=lambda s: len(s[0])) == [(pull_row, 2.0), (pop_row, 2.0)]
+    assert (pop_row, size) in samples["rocketmq_throughput_out_total"]
+    assert (pull_row, size) in samples["rocketmq_throughput_out_total"]
