@@ -96,20 +96,26 @@ def _traffic(snap: BrokerSnapshot, f: _Families) -> Iterator[Metric]:
     for (topic, group), (count, size) in sorted(snap.gets.items()):
         if is_retry_or_dlq_topic(topic):
             continue
+        # The group items count pops too: the pulls' series is what is left (none for a group that only pops).
+        popped, popped_size = snap.pops.get((topic, group, False), (0, 0))
+        if count <= popped:
+            continue
         row = f.row(topic, group, _bool(_system_topic(snap, topic) or _system_group(group)))
-        messages_out.add_metric(row, count)
-        bytes_out.add_metric(row, size)
-    # Pops from a group's pop retry topic: under the popped topic, ``is_retry`` true, as 5.3.3's
-    # broker/src/main/java/org/apache/rocketmq/broker/processor/PopMessageProcessor.java ``popMsgFromQueue``.
-    labels_retry = (*labels_out, "is_retry")
-    retries_out = f.counter(messages_out.name, messages_out.documentation, labels_retry)
-    retry_bytes_out = f.counter(bytes_out.name, bytes_out.documentation, labels_retry)
-    for (topic, group), (count, size) in sorted(snap.pop_retries.items()):
-        row = f.row(topic, group, _bool(_system_topic(snap, topic) or _system_group(group)), "true")
-        retries_out.add_metric(row, count)
-        retry_bytes_out.add_metric(row, size)
-    messages_out.samples.extend(retries_out.samples)
-    bytes_out.samples.extend(retry_bytes_out.samples)
+        messages_out.add_metric(row, count - popped)
+        bytes_out.add_metric(row, size - popped_size)
+    # Pops: under the popped topic, labelled ``is_retry`` (whether they read the group's pop retry topic), a series
+    # apart from the pulls', as 5.3.3's ``popMsgFromQueue`` in
+    # broker/src/main/java/org/apache/rocketmq/broker/processor/PopMessageProcessor.java (a pull's,
+    # DefaultPullMessageResultHandler.java, has no ``is_retry``).
+    labels_pop = (*labels_out, "is_retry")
+    pops_out = f.counter(messages_out.name, messages_out.documentation, labels_pop)
+    pop_bytes_out = f.counter(bytes_out.name, bytes_out.documentation, labels_pop)
+    for (topic, group, retry), (count, size) in sorted(snap.pops.items()):
+        row = f.row(topic, group, _bool(_system_topic(snap, topic) or _system_group(group)), _bool(retry))
+        pops_out.add_metric(row, count)
+        pop_bytes_out.add_metric(row, size)
+    messages_out.samples.extend(pops_out.samples)
+    bytes_out.samples.extend(pop_bytes_out.samples)
     dlq = f.counter(
         "rocketmq_send_to_dlq_messages_total", "Consumer send to DLQ messages", ("consumer_group", "topic", "is_system")
     )

@@ -51,8 +51,9 @@ class BrokerSnapshot:
     system_topics: frozenset[str]
     #: (topic, group) -> (messages, bytes) pulled
     gets: dict[tuple[str, str], tuple[int, int]]
-    #: (topic, group) -> (messages, bytes) popped from the group's pop retry topic of the topic
-    pop_retries: dict[tuple[str, str], tuple[int, int]]
+    #: (topic, group, is_retry) -> (messages, bytes) popped from the topic (counted in ``gets`` too) or from the
+    #: group's pop retry topic of the topic
+    pops: dict[tuple[str, str, bool], tuple[int, int]]
     #: (group, original topic) -> messages sent to the DLQ
     dlq: dict[tuple[str, str], int]
     lags: list[GroupLag]
@@ -115,7 +116,7 @@ def take_snapshot(state: BrokerState, pools: Mapping[str, ProcessorPool]) -> Bro
         order_topics=frozenset(name for name, config in topics.items() if config.order),
         system_topics=state.topics.system_topic_names,
         gets={pair: (items.nums.value, items.sizes.value) for pair, items in stats.group_items.items()},
-        pop_retries=dict(stats.pop_retry_out),
+        pops=dict(stats.pop_out),
         dlq=dict(stats.dlq_messages),
         lags=list(group_lags(state)),
         producers=producers,

@@ -173,9 +173,10 @@ class BrokerStatsManager:
         self.get_max_ms = 0
         #: (group, original topic) -> messages moved to the group's DLQ
         self.dlq_messages: dict[tuple[str, str], int] = {}
-        #: (topic, group) -> (messages, bytes) pops of ``group`` read from its pop retry topic of ``topic``
-        #: (``/metrics``' outgoing messages with ``is_retry="true"``)
-        self.pop_retry_out: dict[tuple[str, str], tuple[int, int]] = {}
+        #: (topic, group, is_retry) -> (messages, bytes) pops of ``group`` read from ``topic`` (is_retry false; they
+        #: count in :attr:`group_items` too) or from its pop retry topic of ``topic`` (true): ``/metrics``' outgoing
+        #: messages labelled ``is_retry``, apart from the pulls'
+        self.pop_out: dict[tuple[str, str, bool], tuple[int, int]] = {}
         #: Java's BrokerStats: the put/get totals at the last two local midnights (0 until the first one passes).
         self.day_totals = {"put_yesterday": 0, "put_today": 0, "get_yesterday": 0, "get_today": 0}
         self._day: tuple[int, int] | None = None
@@ -240,18 +241,17 @@ class BrokerStatsManager:
         (broker/src/main/java/org/apache/rocketmq/broker/processor/PopMessageProcessor.java: incGroupGetNums,
         incGroupGetSize, incBrokerGetNums) and the store's count of the read (DefaultMessageStore.getMessage: found or
         missed, and the messages transferred). A pop's queue offsets are its own: the pull offsets stay as they are.
-        ``retry_of``: ``topic`` is the group's pop retry topic of that topic, whose messages the same method adds to
-        ``rocketmq_messages_out_total`` / ``rocketmq_throughput_out_total`` under the popped topic, ``is_retry``
-        true (:attr:`pop_retry_out`)."""
+        The same method adds them to ``rocketmq_messages_out_total`` / ``rocketmq_throughput_out_total`` under the
+        popped topic labelled ``is_retry``, a series apart from the pulls' (:attr:`pop_out`); ``retry_of``: ``topic``
+        is the group's pop retry topic of that topic (``is_retry`` true)."""
         group, topic = self._lmq_names(group, topic)
         store = self.store_stats
         if count <= 0:
             store.get_miss += 1
             return
-        if retry_of is not None:
-            key = (retry_of, group)
-            before_count, before_size = self.pop_retry_out.get(key, (0, 0))
-            self.pop_retry_out[key] = (before_count + count, before_size + size)
+        key = (topic, group, False) if retry_of is None else (retry_of, group, True)
+        before_count, before_size = self.pop_out.get(key, (0, 0))
+        self.pop_out[key] = (before_count + count, before_size + size)
         store.get_found += 1
         store.get_transferred += count
         items = self.group_items.get((topic, group))
@@ -437,12 +437,12 @@ class BrokerStatsManager:
                 del self.group_items[pair]
             for key in [k for k in self.fall_behind if k[1] == topic]:
                 del self.fall_behind[key]
+            for pop_key in [k for k in self.pop_out if k[0] == topic]:  # with the group items they are part of
+                del self.pop_out[pop_key]
         self._forget_pull_offsets(lambda pair: pair[0] == topic)
         self.incoming.pop(topic, None)
         for pair in [p for p in self.dlq_messages if p[1] == topic]:
             del self.dlq_messages[pair]
-        for pair in [p for p in self.pop_retry_out if p[0] == topic]:
-            del self.pop_retry_out[pair]
         self._puts.forget(topic)
 
     def on_group_deleted(self, group: str, *, drop_items: bool = True) -> None:
@@ -458,11 +458,11 @@ class BrokerStatsManager:
                 del self.group_items[pair]
             for key in [k for k in self.fall_behind if k[0] == group]:
                 del self.fall_behind[key]
+            for pop_key in [k for k in self.pop_out if k[1] == group]:
+                del self.pop_out[pop_key]
         self._forget_pull_offsets(lambda pair: pair[1] == group)
         for pair in [p for p in self.dlq_messages if p[0] == group]:
             del self.dlq_messages[pair]
-        for pair in [p for p in self.pop_retry_out if p[1] == group]:
-            del self.pop_retry_out[pair]
 
     def _forget_pull_offsets(self, match: Callable[[tuple[str, str]], bool]) -> None:
         """Forget the pull offsets of the matching (topic, group) pairs; one whose pull items stay is emptied in
