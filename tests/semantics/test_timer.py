@@ -675,3 +675,25 @@ async def test_timer_stop_dequeue_and_stop_enqueue_pause_the_timer_until_turned_
         await admin.update_broker_config(embedded_cluster.broker_addr, {"timerStopEnqueue": "false"})
         await trio.sleep(2)
     assert [m.body for m in _stored(embedded_cluster, "TimedStop")] == [b"held", b"unfiled"]
+
+
+async def test_a_timer_due_on_a_precision_boundary_is_delivered_on_time_with_javas_timer_out_ms(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """RocketMQ 5.3's HookUtils.transformTimerMessage stores TIMER_OUT_MS as the delivery time floored to
+    ``timerPrecisionMs``, one precision earlier for an exact multiple (the slot walked once the time has come): a timer
+    due on a boundary went out one precision (100 ms) late here, and TIMER_OUT_MS kept the raw time."""
+    clock = use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "Boundary")
+    at = (clock() // 100 + 50) * 100
+    async with Producer("pg-boundary", embedded_cluster.namesrv_addr) as producer:
+        await producer.send(Message("Boundary", b"on", properties={"TIMER_DELIVER_MS": str(at)}))
+        await producer.send(Message("Boundary", b"off", properties={"TIMER_DELIVER_MS": str(at + 50)}))
+    parked = {m.body: m for m in _read_all(embedded_cluster.controller.context.store, TIMER_TOPIC, 0)}
+    assert parked[b"on"].properties["TIMER_OUT_MS"] == str(at - 100)
+    assert parked[b"off"].properties["TIMER_OUT_MS"] == str(at)
+    await trio.sleep(10)
+    delivered = {m.body: m for m in _stored(embedded_cluster, "Boundary")}
+    assert at <= delivered[b"on"].store_timestamp < at + 100
+    assert at + 100 <= delivered[b"off"].store_timestamp < at + 200
+    assert delivered[b"on"].properties["TIMER_DELIVER_MS"] == str(at)
