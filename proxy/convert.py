@@ -179,7 +179,8 @@ def grpc_message(
     sp.born_host = props.get("__BORNHOST") or msg.born_host[0]
     _timestamp(sp.store_timestamp, msg.store_timestamp)
     sp.store_host = f"{msg.store_host[0]}:{msg.store_host[1]}"
-    deliver = props.get("TIMER_OUT_MS") or props.get("TIMER_DELIVER_MS")
+    # The producer's time first, as RocketMQ 5.3's GrpcConverter: the timer's TIMER_OUT_MS is floored to its precision.
+    deliver = props.get("TIMER_DELIVER_MS") or props.get("TIMER_OUT_MS")
     if deliver and deliver.isdigit():
         _timestamp(sp.delivery_timestamp, int(deliver))
     if "__SHARDINGKEY" in props:

@@ -2,15 +2,16 @@
 the broker, around the synchronous :class:`~broker.timer.timer_store.TimerStore`.
 
 Send path (:meth:`TimerMessageService.rewrite`, the send processor's ``TimerRewrite`` seam): a message carrying
-``TIMER_DELIVER_MS`` (absolute, ms), ``TIMER_DELAY_SEC`` or ``TIMER_DELAY_MS`` (relative to its arrival) whose time
-lies in the future is stored in ``rmq_sys_wheel_timer`` queue 0 with ``REAL_TOPIC``, ``REAL_QID`` and ``TIMER_OUT_MS``
-(the delivery time); a time already past is stored as a normal message, and so is a message that already carries
-``TIMER_OUT_MS`` (one a timer delivered, re-sent with its properties: RocketMQ 5.3's
-``HookUtils.checkIfTimerMessage``). A malformed value or a delay beyond ``timerMaxDelaySec`` (3 days) is refused with
-MESSAGE_ILLEGAL, and so is a recall's delete marker (``TIMER_DEL_UNIQKEY``) whose time has passed (RocketMQ 5.3's
-``HookUtils.transformTimerMessage``). While the timer runs, a message whose delivery slot holds more than
-``timerCongestNumEachSlot`` entries is refused with SYSTEM_ERROR (WHEEL_TIMER_FLOW_CONTROL): at random between once
-and twice that many, always from twice (RocketMQ 5.3's ``TimerMessageStore.isReject``); the producer retries.
+``TIMER_DELIVER_MS`` (absolute, ms), ``TIMER_DELAY_SEC`` or ``TIMER_DELAY_MS`` (relative to its arrival) whose time lies
+in the future is stored in ``rmq_sys_wheel_timer`` queue 0 with ``REAL_TOPIC``, ``REAL_QID`` and ``TIMER_OUT_MS`` (the
+delivery time floored to the precision, one precision earlier for an exact multiple, as RocketMQ 5.3); a time already
+past is stored as a normal message, and so is a message that already carries ``TIMER_OUT_MS`` (one a timer delivered,
+re-sent with its properties: RocketMQ 5.3's ``HookUtils.checkIfTimerMessage``). A malformed value or a delay beyond
+``timerMaxDelaySec`` (3 days) is refused with MESSAGE_ILLEGAL, and so is a recall's delete marker
+(``TIMER_DEL_UNIQKEY``) whose time has passed (RocketMQ 5.3's ``HookUtils.transformTimerMessage``). While the timer
+runs, a message whose delivery slot holds more than ``timerCongestNumEachSlot`` entries is refused with SYSTEM_ERROR
+(WHEEL_TIMER_FLOW_CONTROL): at random between once and twice that many, always from twice (RocketMQ 5.3's
+``TimerMessageStore.isReject``); the producer retries.
 
 Service: one loop files new timer messages into the wheel and delivers due slots, sleeping until the next filled slot
 is due or a new timer message arrives (:meth:`notify`), a second at most: each wake-up moves the read time over the
@@ -205,10 +206,16 @@ class TimerMessageService:
             return record
         if deliver_ms - now > self.max_delay_ms:
             raise RequestRejected(ResponseCode.MESSAGE_ILLEGAL, self._illegal())
-        self._check_congestion(deliver_ms)
+        if PROPERTY_TIMER_DEL_UNIQKEY in props:
+            # A delete marker keeps its raw time, its message's TIMER_OUT_MS + 1 (the recall handle's): the timer
+            # files it at that time - 1, in its message's slot, whether that message was parked floored or not.
+            out_ms, slot_ms = deliver_ms, deliver_ms - 1
+        else:
+            out_ms = slot_ms = self._floored(deliver_ms)
+        self._check_congestion(slot_ms)
         stored = with_properties(
             record.properties,
-            {"REAL_TOPIC": record.topic, "REAL_QID": str(record.queue_id), PROPERTY_TIMER_OUT_MS: str(deliver_ms)},
+            {"REAL_TOPIC": record.topic, "REAL_QID": str(record.queue_id), PROPERTY_TIMER_OUT_MS: str(out_ms)},
             drop=_BROKER_ONLY,
         )
         self.notify()
@@ -224,6 +231,15 @@ class TimerMessageService:
             store_host=record.store_host,
             reconsume_times=record.reconsume_times,
         )
+
+    def _floored(self, deliver_ms: int) -> int:
+        """The TIMER_OUT_MS of a message due at ``deliver_ms``: floored to the precision, one precision earlier for
+        an exact multiple, so its slot is walked as soon as its time has come (RocketMQ 5.3's
+        HookUtils.transformTimerMessage, broker/src/main/java/org/apache/rocketmq/broker/util/HookUtils.java)."""
+        precision = self.timers.precision_ms
+        if deliver_ms % precision == 0:
+            return deliver_ms - precision
+        return deliver_ms - deliver_ms % precision
 
     def _check_congestion(self, deliver_ms: int) -> None:
         """Raise RequestRejected (SYSTEM_ERROR) when the slot of ``deliver_ms`` is congested (module docstring); the

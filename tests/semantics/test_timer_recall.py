@@ -74,7 +74,7 @@ async def test_a_recalled_timer_message_is_never_delivered_and_its_neighbours_ar
 ) -> None:
     clock = await _prepared(recall_cluster, "Recall")
     async with RemotingClient() as client:
-        at = clock() + 10_000
+        at = (clock() // 100 + 100) * 100  # on a precision boundary: parked with TIMER_OUT_MS = at - 100
         answers = {
             name: await _send(client, recall_cluster, "Recall", name.encode(), f"ID-{name}", TIMER_DELIVER_MS=str(at))
             for name in ("gone", "kept", "kept-too")
@@ -82,7 +82,7 @@ async def test_a_recalled_timer_message_is_never_delivered_and_its_neighbours_ar
         normal = await _send(client, recall_cluster, "Recall", b"now", "ID-now")
         assert "recallHandle" not in normal.ext_fields
         handle = answers["gone"].ext_fields["recallHandle"]
-        assert decode_recall_handle(handle) == ("Recall", "broker-a", str(at + 1), "ID-gone")
+        assert decode_recall_handle(handle) == ("Recall", "broker-a", str(at - 100 + 1), "ID-gone")
         answer = await _recall(client, recall_cluster, "Recall", handle)
         assert (answer.code, answer.ext_fields["msgId"]) == (ResponseCode.SUCCESS, "ID-gone")
         assert answer.ext_fields["MSG_REGION"] == "DefaultRegion"
