@@ -49,14 +49,24 @@ def parse_delay_levels(spec: str) -> dict[int, int]:
     """``"1s 5s 10s ..."`` -> ``{1: 1000, 2: 5000, ...}`` (level is 1-based). Raises ``ValueError`` naming
     ``messageDelayLevel`` for a level that is no number followed by s, m, h or d: 4.9.8's
     ``ScheduleMessageService.parseDelayLevel`` (store/src/main/java/org/apache/rocketmq/store/schedule/
-    ScheduleMessageService.java) then fails the store's load, and the broker does not start."""
+    ScheduleMessageService.java) then fails the store's load, and the broker does not start. Read as Java reads it:
+    split on single spaces (``String.split(" ")``: trailing empty levels dropped, so an empty value, a leading or a
+    doubled space is an empty level, which is illegal) and each number by ``Long.parseLong`` (an optional sign and
+    digits: no white space, no underscore)."""
+    tokens = spec.split(" ")
+    while tokens and not tokens[-1] and (len(tokens) > 1 or spec):
+        tokens.pop()  # Java drops trailing empty strings, but "" alone splits to [""]
     levels = {}
-    for level, token in enumerate(spec.split(), start=1):
-        unit = _UNITS.get(token[-1])
+    for level, token in enumerate(tokens, start=1):
+        unit = _UNITS.get(token[-1:])
+        number = token[:-1]
+        digits = number[1:] if number[:1] in ("+", "-") else number
         try:
+            if not digits.isdigit():
+                raise ValueError(f"{number!r} is not a number")
             if unit is None:
-                raise ValueError(f"unknown unit {token[-1]!r}")
-            levels[level] = int(token[:-1]) * unit
+                raise ValueError(f"unknown unit {token[-1:]!r}")
+            levels[level] = int(number) * unit
         except ValueError as exc:
             raise ValueError(f"messageDelayLevel {spec!r}: level {level} ({token!r}) is illegal: {exc}") from None
     return levels
