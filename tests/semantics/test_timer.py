@@ -698,3 +698,23 @@ async def test_a_timer_due_on_a_precision_boundary_is_delivered_on_time_with_jav
     assert at <= delivered[b"on"].store_timestamp < at + 100
     assert at + 100 <= delivered[b"off"].store_timestamp < at + 200
     assert delivered[b"on"].properties["TIMER_DELIVER_MS"] == str(at)
+
+
+async def test_runtime_info_lists_the_schedule_offset_of_the_levels_in_the_offset_table_only(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """4.9.8's ScheduleMessageService.buildRunningStats lists ``scheduleMessageOffset_<level>`` for the entries of its
+    offset table (levels that delivered, or read from delayOffset.json), not for every configured level: ours listed
+    all 18 from the start."""
+    use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "DelayView")
+    async with Producer("pg-delay-view", embedded_cluster.namesrv_addr) as producer:
+        await producer.send(Message("DelayView", b"1", delay_level=1))
+        await producer.send(Message("DelayView", b"3", delay_level=3))
+        async with Admin(embedded_cluster.namesrv_addr) as admin:
+            before = await admin.broker_status(embedded_cluster.broker_addr)
+            await trio.sleep(3)
+            after = await admin.broker_status(embedded_cluster.broker_addr)
+    assert not [key for key in before if key.startswith("scheduleMessageOffset_")]
+    shown = {key: value for key, value in after.items() if key.startswith("scheduleMessageOffset_")}
+    assert shown == {"scheduleMessageOffset_1": "1,1"}
