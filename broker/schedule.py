@@ -279,19 +279,28 @@ class ScheduleMessageService:
         for _ in range(_BATCH):
             entry = cq.entry(offset)
             if entry is None:
-                self._advance(level, offset)
+                self._moved_over(level, offset)
                 return None
             phy, size, due = entry
             now = store.config.now_ms()
             if due > now + delay:  # Java's correctDeliverTimestamp: a time past the level's delay is delivered now
                 due = now
             if due > now:
-                self._advance(level, offset)
+                self._moved_over(level, offset)
                 return (due - now) / 1000
             self._deliver_one(level, phy, size)
             offset += 1
             self._advance(level, offset)
         return 0.0
+
+    def _moved_over(self, level: int, offset: int) -> None:
+        """Nothing delivered, the head at ``offset`` (past a queue's removed start): recorded for a level in the
+        offset table only. 4.9.8's DeliverDelayedMessageTimerTask puts a level into its offsetTable only when it
+        delivers (``updateOffset``; store/src/main/java/org/apache/rocketmq/store/schedule/
+        ScheduleMessageService.java), and the runtime info lists the table's levels alone; every check starts at the
+        queue's minimum offset anyway."""
+        if level in self.offsets:
+            self._advance(level, offset)
 
     def _advance(self, level: int, offset: int) -> None:
         if self.offsets.get(level) != offset:

@@ -1,8 +1,9 @@
 """The admin view of delayed and timer messages: GET_BROKER_RUNTIME_INFO (28) answered by the admin processor, with
-Java's ``scheduleMessageOffset_<level>`` entries (``"<delivered offset>,<max offset>"``) and the timer's figures added
-to its table: RocketMQ 5.3's ``timerReadBehind`` (seconds), ``timerOffsetBehind``, ``timerCongestNum``,
-``timerEnqueueTps`` and ``timerDequeueTps``, and ours, ``timerPendingCount``, ``timerDeliveredCount`` and
-``timerRolledCount``. ``mqadmin brokerStatus`` / :meth:`client.admin.Admin.broker_status` show them.
+Java's ``scheduleMessageOffset_<level>`` entries (``"<delivered offset>,<max offset>"``, for the levels of the offset
+table) and the timer's figures added to its table: RocketMQ 5.3's ``timerReadBehind`` (seconds),
+``timerOffsetBehind``, ``timerCongestNum``, ``timerEnqueueTps`` and ``timerDequeueTps``, and ours,
+``timerPendingCount``, ``timerDeliveredCount`` and ``timerRolledCount``. ``mqadmin brokerStatus`` /
+:meth:`client.admin.Admin.broker_status` show them.
 
 A wrapper rather than an edit of the admin processor: it owns no state, and an answer that is not SUCCESS (or whose
 body does not decode) is passed through unchanged.
@@ -46,8 +47,11 @@ class RuntimeInfoProcessor:
     def entries(self) -> dict[str, str]:
         schedule = self.schedule
         entries = {}
-        for level in schedule.levels:
+        # The levels of the offset table only (delivered or read from delayOffset.json, configured or not): 4.9.8's
+        # ScheduleMessageService.buildRunningStats (store/src/main/java/org/apache/rocketmq/store/schedule/
+        # ScheduleMessageService.java).
+        for level, offset in sorted(schedule.offsets.items()):
             max_offset = schedule.store.max_offset_in_queue(SCHEDULE_TOPIC, level - 1)
-            entries[f"scheduleMessageOffset_{level}"] = f"{schedule.offsets.get(level, 0)},{max_offset}"
+            entries[f"scheduleMessageOffset_{level}"] = f"{offset},{max_offset}"
         entries.update(self.timer.stats())
         return entries

@@ -142,7 +142,7 @@ async def test_pending_timers_are_shown_in_the_brokers_runtime_info(
         status = await admin.broker_status(embedded_cluster.broker_addr)
     assert status["timerPendingCount"] == "5"
     assert status["timerCongestNum"] == "5"  # RocketMQ 5.3's count of the wheel's entries from the read time on
-    assert status["scheduleMessageOffset_3"] == "0,1"
+    assert "scheduleMessageOffset_3" not in status  # nothing delivered yet: not in the offset table
     assert "brokerVersionDesc" in status
 
 
