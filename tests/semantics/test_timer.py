@@ -15,11 +15,14 @@ import pytest
 import trio
 
 from broker.embedded import EmbeddedCluster
+from broker.pop import PopService
 from broker.timer import TIMER_TOPIC, TimerStore
 from client.admin import Admin
-from client.errors import MQBrokerError
+from client.errors import MQBrokerError, SendFailedError
 from client.message import Message, MessageExt
 from client.producer import Producer
+from processors.common import RequestRejected
+from remoting.codec.codes import ResponseCode
 from remoting.codec.message import MessageRecord, decode_record
 from store.maintenance import clean_expired_consume_queues
 from store.message_store import MessageStore
@@ -718,3 +721,35 @@ async def test_runtime_info_lists_the_schedule_offset_of_the_levels_in_the_offse
     assert not [key for key in before if key.startswith("scheduleMessageOffset_")]
     shown = {key: value for key, value in after.items() if key.startswith("scheduleMessageOffset_")}
     assert shown == {"scheduleMessageOffset_1": "1,1"}
+
+
+async def test_timer_wheel_enable_false_refuses_timer_messages_and_pops_and_runs_no_timer(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """RocketMQ 5.3 with ``timerWheelEnable=false``: HookUtils.handleScheduleMessage refuses every message carrying a
+    TIMER_* time (past or not) with WHEEL_TIMER_NOT_ENABLE, which SendMessageProcessor answers SYSTEM_ERROR "accurate
+    timer message is not enabled, timerWheelEnable is false"; PopMessageProcessor refuses pops (their checkpoints
+    need the timer) and BrokerController creates no TimerMessageStore. Ours ignored the setting as unknown."""
+    async with EmbeddedCluster(tmp_path, timer_wheel_enable=False, **SMALL_STORE) as cluster:
+        clock = use_virtual_store_clock(cluster)
+        await create_topic(cluster, "NoWheel")
+        async with Producer("pg-no-wheel", cluster.namesrv_addr) as producer:
+            for props in ({"TIMER_DELAY_SEC": "10"}, {"TIMER_DELIVER_MS": str(clock() - 1000)}):
+                with pytest.raises(SendFailedError) as info:  # SYSTEM_ERROR: the producer retries, as Java's
+                    await producer.send(Message("NoWheel", b"t", properties=props))
+                assert isinstance(cause := info.value.attempts[-1][1], MQBrokerError)
+                assert cause.code == 1
+                assert cause.remark == "accurate timer message is not enabled, timerWheelEnable is false"
+            await producer.send(Message("NoWheel", b"plain"))
+            await producer.send(Message("NoWheel", b"delayed", delay_level=1))
+        await trio.sleep(3)
+        assert sorted(m.body for m in _stored(cluster, "NoWheel")) == [b"delayed", b"plain"]
+        assert not (Path(cluster.controller.context.store.root) / "timer").exists()  # no wheel opened
+        pop = PopService(cluster.controller.context, cluster.controller.timer.rewrite)
+        with pytest.raises(RequestRejected) as refused:
+            pop.pop("cg-no-wheel", "NoWheel", 1, 60_000, None)
+        assert refused.value.code == ResponseCode.SYSTEM_ERROR
+        assert refused.value.remark == (
+            f"the broker[{cluster.controller.context.config.broker_ip1}] pop message is forbidden because "
+            "timerWheelEnable is false"
+        )
