@@ -180,6 +180,9 @@ class BrokerConfig(ListenerSettings):
     #: ours defaults to 100 for sub-second precision, Java 1000), the longest accepted delay, and the checkpoint save
     #: interval (Java's default: store/src/main/java/org/apache/rocketmq/store/config/MessageStoreConfig.java; a
     #: crash repeats the deliveries made since the last save).
+    #: RocketMQ 5.3's ``timerWheelEnable``: false runs no timer (none is opened), refuses every message carrying a
+    #: ``TIMER_*`` time (SYSTEM_ERROR) and every pop (its checkpoints need the timer).
+    timer_wheel_enable: bool = True
     timer_precision_ms: int = 100
     timer_max_delay_sec: int = 3 * 24 * 3600
     timer_flush_interval_ms: int = 1000

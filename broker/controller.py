@@ -165,6 +165,7 @@ class BrokerController:
             stop_enqueue=lambda: self.context.config.timer_stop_enqueue,
             stop_dequeue=lambda: self.context.config.timer_stop_dequeue,
             flush_interval=lambda: self.context.config.timer_flush_interval_ms / 1000,  # updateBrokerConfig: at once
+            enabled=lambda: self.context.config.timer_wheel_enable,
         )
         self.transaction_bridge = TransactionalMessageBridge(
             self.context, delay_rewrite=self.schedule.rewrite, timer_rewrite=self.timer.rewrite

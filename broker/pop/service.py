@@ -442,12 +442,18 @@ class PopService:
 
     def _check_pop(self, group: str, topic: str) -> None:
         """PopMessageProcessor.processRequest's checks, in its order: the broker readable (an operator draining reads
-        with ``brokerPermission``), the topic known and readable, the group known (auto-created when allowed) and
-        consuming (``consumeEnable``). Raises ``RequestRejected`` with RocketMQ's code and remark."""
+        with ``brokerPermission``), the timer enabled (``timerWheelEnable``), the topic known and readable, the group
+        known (auto-created when allowed) and consuming (``consumeEnable``). Raises ``RequestRejected`` with
+        RocketMQ's code and remark."""
         broker = self.broker
         if not broker.config.broker_permission & PERM_READ:
             raise RequestRejected(
                 ResponseCode.NO_PERMISSION, f"the broker[{broker.config.broker_ip1}] pop message is forbidden"
+            )
+        if not broker.config.timer_wheel_enable:  # a pop's checkpoint waits in the timer, which does not run
+            raise RequestRejected(
+                ResponseCode.SYSTEM_ERROR,
+                f"the broker[{broker.config.broker_ip1}] pop message is forbidden because timerWheelEnable is false",
             )
         config = broker.topics.get(topic)
         if config is None:

@@ -142,6 +142,7 @@ class TimerMessageService:
         max_sleep: float = 1.0,
         stop_enqueue: bool | Callable[[], bool] = False,
         stop_dequeue: bool | Callable[[], bool] = False,
+        enabled: bool | Callable[[], bool] = True,
     ) -> None:
         self.store = store
         self._config_dir = config_dir
@@ -154,6 +155,9 @@ class TimerMessageService:
         self._max_sleep = max_sleep
         self._stop_enqueue = stop_enqueue
         self._stop_dequeue = stop_dequeue
+        self._enabled = enabled
+        #: Whether the last start found the timer enabled (it runs): a timer turned on later runs from the next start.
+        self._started_enabled = _flag(enabled)
         self._tps = _Tps()
         self._wakeup = trio.Event()
         self._loaded = False
@@ -183,10 +187,20 @@ class TimerMessageService:
 
     def rewrite(self, record: MessageRecord) -> MessageRecord:
         """``record`` parked in the timer topic when it carries a future ``TIMER_*`` time, else unchanged.
-        Raises RequestRejected (MESSAGE_ILLEGAL) for a malformed time or one beyond the maximum delay."""
+        Raises RequestRejected (MESSAGE_ILLEGAL) for a malformed time or one beyond the maximum delay, and
+        (SYSTEM_ERROR) for any ``TIMER_*`` time while ``timerWheelEnable`` is false or was at the timer's start."""
         props = decode_properties(record.properties)
         if record.topic == TIMER_TOPIC or PROPERTY_TIMER_OUT_MS in props:
             return record  # HookUtils.checkIfTimerMessage's double check: parked or delivered by a timer already
+        timed = (PROPERTY_TIMER_DELAY_SEC, PROPERTY_TIMER_DELAY_MS, PROPERTY_TIMER_DELIVER_MS)
+        if not (_flag(self._enabled) and self._started_enabled) and any(key in props for key in timed):
+            # Whatever its time: RocketMQ 5.3's HookUtils.handleScheduleMessage answers WHEEL_TIMER_NOT_ENABLE before
+            # reading it, which SendMessageProcessor / EndTransactionProcessor answer SYSTEM_ERROR with this remark
+            # (broker/src/main/java/org/apache/rocketmq/broker/util/HookUtils.java).
+            raise RequestRejected(
+                ResponseCode.SYSTEM_ERROR,
+                f"accurate timer message is not enabled, timerWheelEnable is {str(_flag(self._enabled)).lower()}",
+            )
         now = self.store.config.now_ms()
         try:
             # RocketMQ 5's HookUtils.transformTimerMessage order: a delay before an absolute time.
@@ -347,6 +361,13 @@ class TimerMessageService:
     # ---- life cycle ----------------------------------------------------------------------------------------
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        self._started_enabled = _flag(self._enabled)
+        if not self._started_enabled:
+            # timerWheelEnable=false: RocketMQ 5.3's BrokerController creates no TimerMessageStore
+            # (broker/src/main/java/org/apache/rocketmq/broker/BrokerController.java); the wheel is not opened.
+            log.info("timer: timerWheelEnable is false; the timer does not run")
+            task_status.started()
+            await trio.sleep_forever()
         timers = self.timers = self._new_timer_store()
         self._tps = _Tps()
         async with self._file_lock:
