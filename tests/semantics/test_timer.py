@@ -19,7 +19,7 @@ from broker.pop import PopService
 from broker.timer import TIMER_TOPIC, TimerStore
 from client.admin import Admin
 from client.errors import MQBrokerError, SendFailedError
-from client.message import Message, MessageExt
+from client.message import Message, MessageExt, SendStatus
 from client.producer import Producer
 from processors.common import RequestRejected
 from remoting.codec.codes import ResponseCode
@@ -418,6 +418,44 @@ async def test_a_timer_time_java_cannot_parse_is_refused_not_parked(
         assert info.value.code == 13  # MESSAGE_ILLEGAL
     assert embedded_cluster.controller.timer.pending == 0
     assert _stored(embedded_cluster, "TimedParse") == []
+
+
+async def test_a_timer_time_in_other_unicode_decimal_digits_is_parked_as_java_parses_it(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Java's Long.parseLong reads each char with Character.digit, which takes every Unicode decimal digit of the
+    BMP: RocketMQ 5.3's HookUtils.transformTimerMessage parks ``TIMER_DELAY_SEC=\u0661\u0660`` (Arabic-Indic 10) or
+    fullwidth digits for 10 s rather than refusing them."""
+    clock = use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "TimedDigits")
+    async with Producer("pg-timer-digits", embedded_cluster.namesrv_addr) as producer:
+        now = clock()
+        await producer.send(Message("TimedDigits", b"arabic", properties={"TIMER_DELAY_SEC": "\u0661\u0660"}))
+        await producer.send(Message("TimedDigits", b"wide", properties={"TIMER_DELAY_MS": "\uff12\uff10\uff10\uff10"}))
+        assert embedded_cluster.controller.timer.pending == 2
+        assert _stored(embedded_cluster, "TimedDigits") == []
+        await trio.sleep(12)
+    by_body = {m.body: m for m in _stored(embedded_cluster, "TimedDigits")}
+    assert int(by_body[b"arabic"].properties["TIMER_OUT_MS"]) - now == 10_000
+    assert int(by_body[b"wide"].properties["TIMER_OUT_MS"]) - now == 2_000
+
+
+@pytest.mark.parametrize(
+    "props", [{"TIMER_DELAY_SEC": "9223372036854775807"}, {"TIMER_DELAY_MS": "9223372036854775807"}]
+)
+async def test_a_timer_delay_that_overflows_javas_long_arithmetic_is_stored_at_once(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, props: dict[str, str]
+) -> None:
+    """RocketMQ 5.3's HookUtils.transformTimerMessage computes ``now + delaySec * 1000`` (or ``now + delayMs``) in
+    Java longs: a delay that overflows wraps to a time before now, which is no timer, so the message is stored at
+    once, not refused as beyond timerMaxDelaySec."""
+    use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "TimedWrap")
+    async with Producer("pg-timer-wrap", embedded_cluster.namesrv_addr) as producer:
+        result = await producer.send(Message("TimedWrap", b"wrapped", properties=props))
+        assert result.send_status is SendStatus.SEND_OK
+    assert embedded_cluster.controller.timer.pending == 0
+    assert [m.body for m in _stored(embedded_cluster, "TimedWrap")] == [b"wrapped"]
 
 
 async def test_timer_max_delay_sec_changed_by_update_broker_config_applies_at_once(
