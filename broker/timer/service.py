@@ -85,14 +85,20 @@ _TPS_WINDOW_MS: Final = 10_000
 def _java_long(text: str) -> int:
     """Java's Long.parseLong, as RocketMQ 5.3's HookUtils.transformTimerMessage
     (broker/src/main/java/org/apache/rocketmq/broker/util/HookUtils.java) reads the ``TIMER_*`` times: an optional
-    sign and ASCII digits within a long; anything else (spaces, underscores, which int() takes) raises ValueError."""
+    sign and decimal digits within a long, a digit being any char Character.digit reads (a Unicode decimal digit of
+    the BMP: Arabic-Indic, fullwidth, ...); anything else (spaces, underscores, which int() takes) raises ValueError."""
     digits = text[1:] if text[:1] in ("+", "-") else text
-    if not digits or not (digits.isascii() and digits.isdigit()):
+    if not digits or not digits.isdecimal() or max(digits) > "\uffff":
         raise ValueError(text)
     value = int(text)
     if not -(1 << 63) <= value < 1 << 63:
         raise ValueError(text)
     return value
+
+
+def _wrap_long(value: int) -> int:
+    """``value`` wrapped as Java's long arithmetic does (two's complement, 64 bits)."""
+    return (value + (1 << 63)) % (1 << 64) - (1 << 63)
 
 
 def _flag(setting: bool | Callable[[], bool]) -> bool:
@@ -203,11 +209,12 @@ class TimerMessageService:
             )
         now = self.store.config.now_ms()
         try:
-            # RocketMQ 5's HookUtils.transformTimerMessage order: a delay before an absolute time.
+            # RocketMQ 5's HookUtils.transformTimerMessage order: a delay before an absolute time, summed in Java
+            # longs (a delay that overflows wraps to a time before now: no timer, stored at once).
             if PROPERTY_TIMER_DELAY_SEC in props:
-                deliver_ms = now + _java_long(props[PROPERTY_TIMER_DELAY_SEC]) * 1000
+                deliver_ms = _wrap_long(now + _wrap_long(_java_long(props[PROPERTY_TIMER_DELAY_SEC]) * 1000))
             elif PROPERTY_TIMER_DELAY_MS in props:
-                deliver_ms = now + _java_long(props[PROPERTY_TIMER_DELAY_MS])
+                deliver_ms = _wrap_long(now + _java_long(props[PROPERTY_TIMER_DELAY_MS]))
             elif PROPERTY_TIMER_DELIVER_MS in props:
                 deliver_ms = _java_long(props[PROPERTY_TIMER_DELIVER_MS])
             else:
