@@ -15,6 +15,7 @@ from pathlib import Path
 
 import attrs
 
+from remoting.codec.message_properties import java_long_wrap, java_parse_long, java_split
 from store.store_paths import SegmentDirs
 
 
@@ -46,27 +47,19 @@ _UNITS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 
 def parse_delay_levels(spec: str) -> dict[int, int]:
-    """``"1s 5s 10s ..."`` -> ``{1: 1000, 2: 5000, ...}`` (level is 1-based). Raises ``ValueError`` naming
-    ``messageDelayLevel`` for a level that is no number followed by s, m, h or d: 4.9.8's
+    """``"1s 5s 10s ..."`` -> ``{1: 1000, 2: 5000, ...}`` (level is 1-based), read as 4.9.8's
     ``ScheduleMessageService.parseDelayLevel`` (store/src/main/java/org/apache/rocketmq/store/schedule/
-    ScheduleMessageService.java) then fails the store's load, and the broker does not start. Read as Java reads it:
-    split on single spaces (``String.split(" ")``: trailing empty levels dropped, so an empty value, a leading or a
-    doubled space is an empty level, which is illegal) and each number by ``Long.parseLong`` (an optional sign and
-    digits: no white space, no underscore)."""
-    tokens = spec.split(" ")
-    while tokens and not tokens[-1] and (len(tokens) > 1 or spec):
-        tokens.pop()  # Java drops trailing empty strings, but "" alone splits to [""]
+    ScheduleMessageService.java) reads it: split at each single space (Java's ``String.split(" ")``: an empty value
+    or two spaces in a row make an empty level, a tab is part of a level), each level a ``Long.parseLong`` number
+    followed by s, m, h or d, multiplied in Java longs. Raises ``ValueError`` naming ``messageDelayLevel`` for any
+    other level: Java's parse then fails the store's load, and the broker does not start."""
     levels = {}
-    for level, token in enumerate(tokens, start=1):
-        unit = _UNITS.get(token[-1:])
-        number = token[:-1]
-        digits = number[1:] if number[:1] in ("+", "-") else number
+    for level, token in enumerate(java_split(spec, " "), start=1):
         try:
-            if not digits.isdigit():
-                raise ValueError(f"{number!r} is not a number")
+            unit = _UNITS.get(token[-1:])
             if unit is None:
                 raise ValueError(f"unknown unit {token[-1:]!r}")
-            levels[level] = int(number) * unit
+            levels[level] = java_long_wrap(java_parse_long(token[:-1]) * unit)
         except ValueError as exc:
             raise ValueError(f"messageDelayLevel {spec!r}: level {level} ({token!r}) is illegal: {exc}") from None
     return levels

@@ -64,7 +64,7 @@ from broker.timer.wheel import WHEEL_SLOTS
 from processors.common import RequestRejected
 from remoting.codec.codes import ResponseCode
 from remoting.codec.message import MessageRecord
-from remoting.codec.message_properties import decode_properties, with_properties
+from remoting.codec.message_properties import decode_properties, java_long_wrap, java_parse_long, with_properties
 from store.errors import PutRefusedError
 from store.message_store import MessageStore
 from store.metadata_files import ConfigFileError
@@ -80,25 +80,6 @@ _BUDGET: Final = 2048
 _RETRY_AFTER_REFUSAL: Final = 0.1
 _WAIT_AFTER_ERROR: Final = 10.0
 _TPS_WINDOW_MS: Final = 10_000
-
-
-def _java_long(text: str) -> int:
-    """Java's Long.parseLong, as RocketMQ 5.3's HookUtils.transformTimerMessage
-    (broker/src/main/java/org/apache/rocketmq/broker/util/HookUtils.java) reads the ``TIMER_*`` times: an optional
-    sign and decimal digits within a long, a digit being any char Character.digit reads (a Unicode decimal digit of
-    the BMP: Arabic-Indic, fullwidth, ...); anything else (spaces, underscores, which int() takes) raises ValueError."""
-    digits = text[1:] if text[:1] in ("+", "-") else text
-    if not digits or not digits.isdecimal() or max(digits) > "\uffff":
-        raise ValueError(text)
-    value = int(text)
-    if not -(1 << 63) <= value < 1 << 63:
-        raise ValueError(text)
-    return value
-
-
-def _wrap_long(value: int) -> int:
-    """``value`` wrapped as Java's long arithmetic does (two's complement, 64 bits)."""
-    return (value + (1 << 63)) % (1 << 64) - (1 << 63)
 
 
 def _flag(setting: bool | Callable[[], bool]) -> bool:
@@ -209,14 +190,17 @@ class TimerMessageService:
             )
         now = self.store.config.now_ms()
         try:
-            # RocketMQ 5's HookUtils.transformTimerMessage order: a delay before an absolute time, summed in Java
-            # longs (a delay that overflows wraps to a time before now: no timer, stored at once).
+            # RocketMQ 5's HookUtils.transformTimerMessage (broker/src/main/java/org/apache/rocketmq/broker/util/
+            # HookUtils.java): a delay before an absolute time, each read with Long.parseLong and summed in Java longs
+            # (a delay that overflows wraps to a time before now: no timer, stored at once).
             if PROPERTY_TIMER_DELAY_SEC in props:
-                deliver_ms = _wrap_long(now + _wrap_long(_java_long(props[PROPERTY_TIMER_DELAY_SEC]) * 1000))
+                deliver_ms = java_long_wrap(
+                    now + java_long_wrap(java_parse_long(props[PROPERTY_TIMER_DELAY_SEC]) * 1000)
+                )
             elif PROPERTY_TIMER_DELAY_MS in props:
-                deliver_ms = _wrap_long(now + _java_long(props[PROPERTY_TIMER_DELAY_MS]))
+                deliver_ms = java_long_wrap(now + java_parse_long(props[PROPERTY_TIMER_DELAY_MS]))
             elif PROPERTY_TIMER_DELIVER_MS in props:
-                deliver_ms = _java_long(props[PROPERTY_TIMER_DELIVER_MS])
+                deliver_ms = java_parse_long(props[PROPERTY_TIMER_DELIVER_MS])
             else:
                 return record
         except ValueError:

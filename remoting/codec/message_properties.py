@@ -191,6 +191,24 @@ def java_split(text: str, sep: str) -> list[str]:
     return parts
 
 
+def java_parse_long(text: str) -> int:
+    """Java's ``Long.parseLong(text)`` (java/lang/Long.java): an optional sign and decimal digits within a long, a
+    digit being any char ``Character.digit`` reads (a Unicode decimal digit of one UTF-16 unit: ASCII, Arabic-Indic,
+    fullwidth, ...); anything else (spaces, underscores, which ``int()`` takes) raises ValueError."""
+    digits = text[1:] if text[:1] in ("+", "-") else text
+    if not digits or not digits.isdecimal() or max(digits) > "\uffff":
+        raise ValueError(f"For input string: {text!r}")
+    value = int(text)
+    if not -(1 << 63) <= value < 1 << 63:
+        raise ValueError(f"For input string: {text!r}")
+    return value
+
+
+def java_long_wrap(value: int) -> int:
+    """``value`` wrapped to 64 bits, as Java's long arithmetic overflows (two's complement)."""
+    return (value + (1 << 63)) % (1 << 64) - (1 << 63)
+
+
 @functools.lru_cache(maxsize=4096)
 def java_string_hash(text: str) -> int:
     """:func:`java_hash`, cached: for tags and selector arguments, which repeat."""
