@@ -117,6 +117,22 @@ async def test_a_delay_level_wins_over_timer_properties_which_are_dropped(
         assert not set(timer_props) & set(copy.properties), copy.properties
 
 
+async def test_a_delay_in_other_unicode_decimal_digits_is_a_level_as_javas_parse_int_reads_it(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """4.9.8's Message.getDelayTimeLevel is Integer.parseInt(DELAY), whose Character.digit takes any Unicode decimal
+    digit of one UTF-16 unit: ``DELAY=\u0662`` (Arabic-Indic 2) is stored in the schedule at level 2 and delivered 5 s
+    later. We answered SYSTEM_ERROR (NumberFormatException) and stored nothing."""
+    use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "DelayDigits")
+    async with Producer("pg-delay-digits", embedded_cluster.namesrv_addr) as producer:
+        await producer.send(Message("DelayDigits", b"d", properties={"DELAY": "\u0662"}))
+    (parked,) = _stored(embedded_cluster, SCHEDULE_TOPIC, 1)
+    assert parked.properties["REAL_TOPIC"] == "DelayDigits"
+    await trio.sleep(8)
+    assert [m.body for m in _stored(embedded_cluster, "DelayDigits", 0)] == [b"d"]
+
+
 async def test_a_delayed_message_is_stored_in_its_levels_schedule_queue_with_the_delivery_time_as_tags_code(
     embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
 ) -> None:
