@@ -4,6 +4,8 @@ read. Pure functions of their arguments; they never raise."""
 
 from __future__ import annotations
 
+from remoting.codec.message_properties import java_parse_long
+
 __all__ = ["StoredProperties", "rewrite_properties", "without_property"]
 
 
@@ -60,12 +62,12 @@ def _cut_property(raw: str, prefix: str) -> tuple[str, str | None]:
 
 
 def java_int(text: str) -> int | None:
-    """Java's Integer.parseInt: an optional sign and ASCII digits within an int, else ``None``."""
-    digits = text[1:] if text[:1] in ("+", "-") else text
-    if not digits or not (digits.isascii() and digits.isdigit()):
+    """Java's Integer.parseInt (4.9.8's Message.getDelayTimeLevel reads DELAY with it): an optional sign and decimal
+    digits within an int, any Unicode decimal digit of one UTF-16 unit included (``Character.digit``), else ``None``."""
+    try:
+        return java_parse_long(text, 32)
+    except ValueError:
         return None
-    value = int(text)
-    return value if -(1 << 31) <= value < 1 << 31 else None
 
 
 def _rewrite_segments(raw: str, tail: str) -> StoredProperties:

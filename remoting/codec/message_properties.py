@@ -191,15 +191,16 @@ def java_split(text: str, sep: str) -> list[str]:
     return parts
 
 
-def java_parse_long(text: str) -> int:
-    """Java's ``Long.parseLong(text)`` (java/lang/Long.java): an optional sign and decimal digits within a long, a
-    digit being any char ``Character.digit`` reads (a Unicode decimal digit of one UTF-16 unit: ASCII, Arabic-Indic,
-    fullwidth, ...); anything else (spaces, underscores, which ``int()`` takes) raises ValueError."""
+def java_parse_long(text: str, bits: int = 64) -> int:
+    """Java's ``Long.parseLong(text)`` (``Integer.parseInt`` with ``bits=32``; java/lang/Long.java): an optional sign
+    and decimal digits within the type, a digit being any char ``Character.digit`` reads (a Unicode decimal digit of
+    one UTF-16 unit: ASCII, Arabic-Indic, fullwidth, ...); anything else (spaces, underscores, which ``int()`` takes)
+    raises ValueError."""
     digits = text[1:] if text[:1] in ("+", "-") else text
     if not digits or not digits.isdecimal() or max(digits) > "\uffff":
         raise ValueError(f"For input string: {text!r}")
     value = int(text)
-    if not -(1 << 63) <= value < 1 << 63:
+    if not -(1 << (bits - 1)) <= value < 1 << (bits - 1):
         raise ValueError(f"For input string: {text!r}")
     return value
 
