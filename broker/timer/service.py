@@ -19,9 +19,12 @@ empty slots that have passed (RocketMQ 5's ``moveReadTime``), so ``timerReadBehi
 delivers only once every stored timer message is filed, so a delete marker stored before its slot is due is in the
 wheel before that slot is walked (a recall answered successfully holds on a classic broker; in DLedger mode the marker
 reaches the timer only at commit, so one committed after its slot was walked is late and ignored, though its recall
-was answered SUCCESS, as in RocketMQ on a flush or replica timeout). The checkpoint is saved every ``flush_interval``
-seconds and, after wheel and log are flushed, once more at shutdown marked clean; see ``timer_store`` for what a crash
-costs.
+was answered SUCCESS, as in RocketMQ on a flush or replica timeout). ``timerStopEnqueue`` stops the filing and
+``timerStopDequeue`` the walk (the read time stays), each read every round as RocketMQ 5.3's ``TimerMessageStore``
+``enqueue``/``dequeue`` read them; with only the filing stopped the walk goes on, as Java's TimerDequeueGetService
+does not wait for the filing, so a delete marker stored meanwhile is late for its slot. The checkpoint is saved
+every ``flush_interval`` seconds and, after wheel and log are flushed, once more at shutdown marked clean; see
+``timer_store`` for what a crash costs.
 Runs on a master only (:mod:`broker.role_services` starts and stops it with the role, as RocketMQ 5's
 ``changeScheduleServiceStatus`` switches the timer's dequeue); every start opens the wheel afresh from
 ``timerCheck.json``. A refused store append is retried after 100 ms; other errors are logged and retried after
@@ -422,7 +425,8 @@ class TimerMessageService:
                 # and ``dequeue`` return at once while set
                 # (store/src/main/java/org/apache/rocketmq/store/timer/TimerMessageStore.java).
                 filed = 0 if _flag(self._stop_enqueue) else timers.enqueue(_BUDGET)
-                # Deliver only once everything stored is filed: a delete marker must be in its slot before the walk.
+                # Deliver only once everything stored is filed (a delete marker must be in its slot before the walk),
+                # unless timerStopEnqueue holds the filing.
                 if filed >= _BUDGET:
                     due: float | None = 0.0
                 elif _flag(self._stop_dequeue):
