@@ -1,0 +1,68 @@
+"""One client's heavy SQL92 expression must not starve the others (RocketMQ parses it on one of its pull or heartbeat
+threads, so a huge expression costs one thread, not the broker). Real sockets on 127.0.0.1 against the embedded
+broker, run in this process: a second client's pulls keep being answered while a 10,000-term expression compiles."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import trio
+
+from broker.embedded import EmbeddedCluster
+from processors.filter import cache as filter_cache
+from remoting.client import RemotingClient
+from remoting.codec.codes import ResponseCode
+from tests.broker.helpers import create_topic_request
+from tests.conftest import SMALL_STORE
+from tests.processors.conftest import pull_request
+
+TOPIC = "Sql92Fair"
+SUBSCRIPTION_ONLY = 0x4  # the request carries its subscription; no long polling
+
+
+def heavy_expression(terms: int, salt: str) -> str:
+    """A legal OR chain of ``terms`` comparisons (about 19 bytes a term), unique per ``salt`` so nothing memoised."""
+    return " OR ".join(f"p{i} = '{salt}{i}'" for i in range(terms))
+
+
+@pytest.fixture
+async def cluster(tmp_path: Path) -> AsyncIterator[EmbeddedCluster]:
+    async with EmbeddedCluster(tmp_path / "cluster", enable_property_filter=True, **SMALL_STORE) as cluster:
+        async with RemotingClient() as admin:
+            created = await admin.invoke(cluster.broker_addr, create_topic_request(TOPIC, 1), 5)
+            assert created.code == ResponseCode.SUCCESS
+        yield cluster
+
+
+async def test_other_clients_are_answered_while_a_huge_sql92_expression_compiles(cluster: EmbeddedCluster) -> None:
+    addr = cluster.broker_addr
+    expression = heavy_expression(10_000, "fair")
+    heavy_done = trio.Event()
+    answered_while_compiling = 0
+
+    async def heavy() -> None:
+        async with RemotingClient() as client:
+            pull = pull_request(TOPIC, sys_flag=SUBSCRIPTION_ONLY, subscription=expression, expressionType="SQL92")
+            response = await client.invoke(addr, pull, 120)
+        assert response.code == ResponseCode.PULL_NOT_FOUND, response.remark
+        heavy_done.set()
+
+    async def light() -> None:
+        nonlocal answered_while_compiling
+        async with RemotingClient() as client:
+            await client.invoke(addr, pull_request(TOPIC, sys_flag=SUBSCRIPTION_ONLY), 5)  # connected before
+            with trio.fail_after(120):  # a hang guard, not a threshold
+                while not filter_cache.compiling():
+                    await trio.sleep(0.001)
+            while filter_cache.compiling() and not heavy_done.is_set():
+                response = await client.invoke(addr, pull_request(TOPIC, sys_flag=SUBSCRIPTION_ONLY), 5)
+                assert response.code == ResponseCode.PULL_NOT_FOUND
+                if filter_cache.compiling():  # answered while the heavy expression was still being compiled
+                    answered_while_compiling += 1
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(heavy)
+        nursery.start_soon(light)
+    assert answered_while_compiling >= 3
