@@ -23,6 +23,7 @@ from typing import Final
 
 from processors.context import BrokerContext
 from processors.filter import Sql92ParseError, compile_sql92
+from processors.filter.cache import compile_offloaded
 from remoting.codec.bodies import EXPRESSION_SQL92, EXPRESSION_TAG, ConsumerListBody, HeartbeatData
 from remoting.codec.bodies.admin import CheckClientRequestBody
 from remoting.codec.codes import RequestCode, ResponseCode
@@ -55,19 +56,43 @@ class ClientManageProcessor:
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
         try:
             if request.code == RequestCode.HEART_BEAT:
-                return self.heart_beat(ctx, request)
+                data = HeartbeatData.decode(request.body)
+                await self._compile_sql92(data)
+                return self.heart_beat(ctx, request, data)
             if request.code == RequestCode.UNREGISTER_CLIENT:
                 return self.unregister_client(ctx, request)
             if request.code == RequestCode.GET_CONSUMER_LIST_BY_GROUP:
                 return self.consumer_list(request)
             if request.code == RequestCode.CHECK_CLIENT_CONFIG:
-                return self.check_client_config(request)
+                body = CheckClientRequestBody.decode(request.body)
+                sub = body.subscription_data
+                if sub is not None and sub.expression_type == EXPRESSION_SQL92 and self._filtering:
+                    await compile_offloaded(sub.sub_string)
+                return self.check_client_config(request, body)
         except CodecError as exc:
             return request.response(ResponseCode.SYSTEM_ERROR, str(exc))
         return request.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, not_supported_remark(request.code))
 
-    def heart_beat(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
-        data = HeartbeatData.decode(request.body)
+    @property
+    def _filtering(self) -> bool:
+        return self.broker.config.enable_property_filter
+
+    async def _compile_sql92(self, data: HeartbeatData) -> None:
+        """Compile the heartbeat's long SQL92 expressions off the event loop, as ConsumerFilterManager.register builds
+        them on the heartbeat thread (broker/src/main/java/org/apache/rocketmq/broker/filter/
+        ConsumerFilterManager.java): the pulls (and ``filterSupportRetry``'s retry matching) then find them compiled."""
+        if not self._filtering:
+            return
+        for consumer in data.consumer_data_set:
+            for sub in consumer.subscription_data_set:
+                if sub.expression_type == EXPRESSION_SQL92:
+                    await compile_offloaded(sub.sub_string)
+
+    def heart_beat(
+        self, ctx: RequestContext, request: RemotingCommand, data: HeartbeatData | None = None
+    ) -> RemotingCommand:
+        if data is None:
+            data = HeartbeatData.decode(request.body)
         if ctx.connection.closed:
             # Queued before its connection closed (the registry already dropped the channel): registering it again
             # would list a dead client, and rebalance with it, until the 120 s scan.
@@ -121,8 +146,11 @@ class ClientManageProcessor:
             return request.response(ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {header.consumer_group}")
         return request.response(ResponseCode.SUCCESS, body=ConsumerListBody(ids).encode())
 
-    def check_client_config(self, request: RemotingCommand) -> RemotingCommand:
-        body = CheckClientRequestBody.decode(request.body)
+    def check_client_config(
+        self, request: RemotingCommand, body: CheckClientRequestBody | None = None
+    ) -> RemotingCommand:
+        if body is None:
+            body = CheckClientRequestBody.decode(request.body)
         sub = body.subscription_data
         property_filter = self.broker.config.enable_property_filter
         if sub is not None and sub.expression_type != EXPRESSION_TAG and not property_filter:

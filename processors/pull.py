@@ -36,6 +36,7 @@ import trio
 
 from processors.common import FAQ_SUFFIX, RequestRejected, parse_header
 from processors.filter import ConsumerFilterCache, Sql92Filter, Sql92ParseError
+from processors.filter.cache import compile_offloaded
 from processors.hold import HeldPull, HoldService, TagFilter
 from processors.offset_moved import put_offset_moved_event
 from remoting.codec.bodies import MessageModel, SubscriptionData
@@ -173,11 +174,32 @@ class PullMessageProcessor:
 
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
         try:
+            expression = self._sql92_expression(request)
+            if expression is not None:
+                await compile_offloaded(expression)
             return self.pull(ctx, request, allow_suspend=True)
         except Exception as exc:
             # Not a rejection but a bug or a store failure: still answer with the fields pull clients dereference.
             log.warning("pull (opaque %d) failed", request.opaque, exc_info=True)
             return request.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}", _fields(0, 0, 0, 0))
+
+    def _sql92_expression(self, request: RemotingCommand) -> str | None:
+        """The SQL92 expression this pull will compile, read cheaply before the synchronous :meth:`pull` so that a long
+        one is compiled off the event loop first (:func:`~processors.filter.cache.compile_offloaded`): the request's
+        own (SUBSCRIPTION flag), or the group's heartbeat subscription of the topic. ``None`` for anything else;
+        malformed fields are left to :meth:`pull` to answer."""
+        fields = request.ext_fields
+        try:
+            sys_flag = int(fields.get("sysFlag", "0"))
+        except ValueError:
+            return None
+        if sys_flag & PULL_FLAG_SUBSCRIPTION:
+            if fields.get("expressionType") != EXPRESSION_SQL92 or not self.broker.config.enable_property_filter:
+                return None  # answered SYSTEM_ERROR without compiling
+            return fields.get("subscription")
+        group_info = self.broker.clients.consumer_group(fields.get("consumerGroup", ""))
+        found = None if group_info is None else group_info.subscriptions.get(fields.get("topic", ""))
+        return found.sub_string if found is not None and found.expression_type == EXPRESSION_SQL92 else None
 
     def rerun(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
         """The hold service's re-execution: the whole pull again, never suspending, never committing."""

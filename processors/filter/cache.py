@@ -7,8 +7,17 @@ them) are memoised by text, since every consumer restart brings a new ``subVersi
 of a subscription (4.9's grammar, as the pull path is 4.9's), keyed by ``(group, topic, subVersion)``, so a pull never
 re-parses. An entry whose expression
 differs from the one asked for (a client reusing a version) is recompiled. The cache is bounded (least recently used
-entries go first) and owned by one broker's pull processor; it is not thread-safe (the broker runs on one Trio
-thread).
+entries go first) and owned by one broker's pull processor; it is not thread-safe (it is used on the Trio thread;
+only the memo behind it is filled from threads).
+
+:func:`compile_offloaded` is the broker's way in for an expression a client sent: one of :data:`INLINE_LIMIT` characters
+or more (parsing costs about 35 us a term, so a 10,000-term OR chain about 0.4 s, a 16 MB one minutes) is compiled in a
+worker thread, at most :data:`COMPILE_THREADS` at a time and each expression once however many ask at the same time,
+so the event loop every connection shares keeps serving. RocketMQ parses on the thread of the pull or heartbeat that
+brought the expression (``ConsumerFilterManager.build`` in
+broker/src/main/java/org/apache/rocketmq/broker/filter/ConsumerFilterManager.java, called from
+PullMessageProcessor and ClientManageProcessor), so a heavy expression costs one thread, not the broker.
+:func:`compiling` lists the expressions being compiled in a thread now.
 
 Errors: both raise :class:`~processors.filter.sql92.Sql92ParseError` for a malformed expression, every time it is
 asked for.
@@ -16,17 +25,54 @@ asked for.
 
 from __future__ import annotations
 
-import functools
+import threading
 from collections import OrderedDict
 from typing import Final
+
+import trio
 
 from processors.filter.evaluate import Sql92Filter, compile_tree, referenced_properties
 from processors.filter.sql92 import Sql92ParseError, parse
 
-__all__ = ["DEFAULT_CAPACITY", "ConsumerFilterCache", "compile_sql92"]
+__all__ = [
+    "COMPILE_THREADS",
+    "DEFAULT_CAPACITY",
+    "INLINE_LIMIT",
+    "ConsumerFilterCache",
+    "compile_offloaded",
+    "compile_sql92",
+    "compiling",
+]
 
 #: Subscriptions kept per broker; a subscription costs a small tree of closures.
 DEFAULT_CAPACITY: Final = 4096
+#: Expressions shorter than this (about 60 terms, a few milliseconds to parse) compile on the event loop: a thread hop
+#: would cost more than it saves, and nearly every real subscription is far shorter.
+INLINE_LIMIT: Final = 1024
+#: Worker threads compiling long expressions at once (each holds the GIL in turns with the loop).
+COMPILE_THREADS: Final = 2
+#: Compiled expressions (and parse errors) remembered by text.
+MEMO_SIZE: Final = 1024
+
+_memo: OrderedDict[tuple[str, bool], Sql92Filter | Sql92ParseError] = OrderedDict()
+_memo_lock = threading.Lock()  # compile_offloaded's threads fill the memo too
+#: Per Trio run: the threads' limiter, and the expressions being compiled in a thread -> set when done (a second
+#: asker waits instead of compiling again).
+_threads: trio.lowlevel.RunVar[tuple[trio.CapacityLimiter, dict[tuple[str, bool], trio.Event]]] = trio.lowlevel.RunVar(
+    "sql92_compile_threads"
+)
+
+
+def _run_state() -> tuple[trio.CapacityLimiter, dict[tuple[str, bool], trio.Event]]:
+    try:
+        return _threads.get()
+    except LookupError:
+        state: tuple[trio.CapacityLimiter, dict[tuple[str, bool], trio.Event]] = (
+            trio.CapacityLimiter(COMPILE_THREADS),
+            {},
+        )
+        _threads.set(state)
+        return state
 
 
 def compile_sql92(expression: str, *, string_operators: bool = False) -> Sql92Filter:
@@ -44,13 +90,59 @@ def _fresh(error: Sql92ParseError) -> Sql92ParseError:
     return Sql92ParseError(error.expression, error.position, error.reason)
 
 
-@functools.lru_cache(maxsize=1024)
+def _memoised(expression: str, string_operators: bool) -> Sql92Filter | Sql92ParseError | None:
+    key = (expression, string_operators)
+    with _memo_lock:
+        found = _memo.get(key)
+        if found is not None:
+            _memo.move_to_end(key)
+        return found
+
+
 def _compile_memoised(expression: str, string_operators: bool) -> Sql92Filter | Sql92ParseError:
+    found = _memoised(expression, string_operators)
+    if found is not None:
+        return found
     try:
         tree = parse(expression, string_operators=string_operators)
     except Sql92ParseError as error:
-        return error
-    return Sql92Filter(expression, tree, referenced_properties(tree), evaluator=compile_tree(tree))
+        result: Sql92Filter | Sql92ParseError = error
+    else:
+        result = Sql92Filter(expression, tree, referenced_properties(tree), evaluator=compile_tree(tree))
+    with _memo_lock:
+        _memo[(expression, string_operators)] = result
+        _memo.move_to_end((expression, string_operators))
+        if len(_memo) > MEMO_SIZE:
+            _memo.popitem(last=False)
+    return result
+
+
+async def compile_offloaded(expression: str, *, string_operators: bool = False) -> None:
+    """Make sure ``expression`` is compiled (or known not to parse) so that :func:`compile_sql92` and
+    :meth:`ConsumerFilterCache.get` answer it from the memo at once: a long expression not yet known is compiled in a
+    worker thread (see the module docstring); a short or known one returns without awaiting anything."""
+    if len(expression) < INLINE_LIMIT or _memoised(expression, string_operators) is not None:
+        return
+    limiter, in_flight = _run_state()
+    key = (expression, string_operators)
+    pending = in_flight.get(key)
+    if pending is not None:
+        await pending.wait()
+        return
+    done = in_flight[key] = trio.Event()
+    try:
+        # Abandoned on cancel: a broker shutting down does not wait for a minutes-long parse to end.
+        await trio.to_thread.run_sync(
+            _compile_memoised, expression, string_operators, limiter=limiter, abandon_on_cancel=True
+        )
+    finally:
+        del in_flight[key]
+        done.set()
+
+
+def compiling() -> list[str]:
+    """The expressions :func:`compile_offloaded` is compiling in a thread right now (in this Trio run)."""
+    return [expression for expression, _ in _run_state()[1]]
 
 
 class ConsumerFilterCache:
