@@ -14,6 +14,7 @@ from broker.embedded import EmbeddedCluster
 from processors.filter import cache as filter_cache
 from remoting.client import RemotingClient
 from remoting.codec.codes import ResponseCode
+from remoting.codec.message import MessageRecord, iter_records
 from tests.broker.helpers import create_topic_request
 from tests.conftest import SMALL_STORE
 from tests.processors.conftest import pull_request
@@ -66,3 +67,30 @@ async def test_other_clients_are_answered_while_a_huge_sql92_expression_compiles
         nursery.start_soon(heavy)
         nursery.start_soon(light)
     assert answered_while_compiling >= 3
+
+
+async def test_one_pull_evaluates_a_heavy_sql92_filter_on_a_bounded_number_of_entries(cluster: EmbeddedCluster) -> None:
+    """Evaluating costs (terms x entries scanned) on the event loop: a 2,000-term filter over 800 messages it refuses
+    held every client for the whole scan. One pull now evaluates it on as many entries as a bounded budget allows,
+    answering NO_MATCHED_MESSAGE with the offset to go on from, so the consumer reaches the match by pulling on."""
+    store = cluster.controller.context.store
+    host = cluster.controller.context.store_host
+    for i in range(800):
+        store.append(MessageRecord(TOPIC, f"skip-{i}".encode(), 0, properties=f"a\x01v{i}", store_host=host))
+    store.append(MessageRecord(TOPIC, b"wanted", 0, properties="a\x01x1999", store_host=host))
+    expression = " OR ".join(f"a = 'x{i}'" for i in range(2000))
+    offsets = [0]
+    async with RemotingClient() as client:
+        while True:
+            pull = pull_request(
+                TOPIC, sys_flag=SUBSCRIPTION_ONLY, subscription=expression, expressionType="SQL92", offset=offsets[-1]
+            )
+            response = await client.invoke(cluster.broker_addr, pull, 30)
+            offsets.append(int(response.ext_fields["nextBeginOffset"]))
+            if response.code == ResponseCode.SUCCESS:
+                break
+            assert (response.code, response.remark) == (ResponseCode.PULL_RETRY_IMMEDIATELY, "NO_MATCHED_MESSAGE")
+            assert offsets[-1] > offsets[-2]  # every pull makes progress
+    assert [m.body for m in iter_records(response.body)] == [b"wanted"]
+    assert offsets[-1] == 801
+    assert len(offsets) > 3  # the 800 refused entries took several pulls, not one
