@@ -85,10 +85,13 @@ def get_message(
     max_count_in_memory: int = MAX_TRANSFER_COUNT_IN_MEMORY,
     max_count_on_disk: int = MAX_TRANSFER_COUNT_ON_DISK,
     max_bytes_on_disk: int = MAX_TRANSFER_BYTES_ON_DISK,
+    max_filtered: int | None = None,
 ) -> GetResult:
     """``max_bytes`` and ``max_count_in_memory`` bound a batch in memory, ``max_bytes_on_disk`` and
     ``max_count_on_disk`` once on disk (MessageStoreConfig's maxTransfer{Bytes,Count}OnMessageIn{Memory,Disk}, read
-    by isTheBatchFull in store/src/main/java/org/apache/rocketmq/store/DefaultMessageStore.java)."""
+    by isTheBatchFull in store/src/main/java/org/apache/rocketmq/store/DefaultMessageStore.java). ``max_filtered``
+    (ours; at least 1) bounds how many candidates ``property_filter`` sees in this call: the scan stops before the
+    next one, as it stops at the scan limit, so an expensive filter costs the event loop a bounded time."""
     if cq is None:
         return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
     lo, hi = cq.min_offset, cq.max_offset
@@ -116,6 +119,7 @@ def get_message(
     seg: memoryview | None = None
     seg_base = seg_written = 0
     run_end = -1
+    filtered_left = -1 if max_filtered is None else max(1, max_filtered)
     for phy, size, tags in entries:
         if size == FILLER_SIZE:  # padding before a queue's first real entry
             scanned += 1
@@ -141,8 +145,13 @@ def get_message(
             seg, seg_base, seg_written = located
             pos = phy - seg_base
             run_end = -1
-        if property_filter is not None and not property_filter(record_properties(seg[pos : pos + size])):
-            continue
+        if property_filter is not None:
+            if filtered_left == 0:
+                scanned -= 1  # not seen: the next call starts with it
+                break
+            filtered_left -= 1
+            if not property_filter(record_properties(seg[pos : pos + size])):
+                continue
         if pos == run_end:
             runs[-1][2] = run_end = pos + size
         else:

@@ -82,11 +82,11 @@ class StoreReads:
 
     def get(self, topic: str, queue_id: int, offset: int, max_msgs: int, max_bytes: int | None = None,
             tag_filter: TagFilter | None = None,
-            property_filter: PropertyFilter | None = None) -> GetResult:  # fmt: skip
+            property_filter: PropertyFilter | None = None, max_filtered: int | None = None) -> GetResult:  # fmt: skip
         """Read up to ``max_msgs`` records from logical ``offset`` (docs/protocol.md#79-pull-checks-and-results,
         docs/protocol.md#710-pull-batch-limits) within the config's transfer limits (``max_bytes``, if given,
         replaces the in-memory byte limit and caps the on-disk one). Never raises. ``tag_filter`` sees consume-queue
-        tags codes, ``property_filter`` each candidate's raw properties."""
+        tags codes, ``property_filter`` each candidate's raw properties (at most ``max_filtered`` of them)."""
         cq = self.consume_queues.get((topic, queue_id))
         config = self.config
         in_memory = config.max_transfer_bytes_on_message_in_memory
@@ -96,6 +96,7 @@ class StoreReads:
         return get_message(
             self.commitlog, cq, offset, max_msgs, in_memory, tag_filter, self._memory_limit, property_filter,
             config.max_transfer_count_on_message_in_memory, config.max_transfer_count_on_message_in_disk, on_disk,
+            max_filtered,
         )  # fmt: skip
 
     def look_message_by_offset(self, phy_offset: int, size: int | None = None) -> memoryview | None:

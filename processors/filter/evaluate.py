@@ -54,6 +54,7 @@ from processors.filter.nodes import (
     StringOp,
     Value,
     children,
+    node_count,
 )
 from remoting.codec.message_properties import java_trim
 
@@ -490,6 +491,13 @@ class Sql92Filter:
     _evaluator: Evaluator = attrs.field(alias="evaluator", repr=False, eq=False)
     #: ``(name, b"name\x01")`` for each referenced property: what :meth:`matches_raw` looks for.
     _needles: tuple[tuple[str, bytes], ...] = attrs.field(init=False, repr=False, eq=False)
+    #: What one evaluation costs, in tree nodes plus referenced properties (each a search of the properties string):
+    #: a few for a usual subscription, tens of thousands for a generated chain of thousands of terms.
+    cost: int = attrs.field(init=False, repr=False, eq=False)
+
+    @cost.default
+    def _cost_of_tree(self) -> int:
+        return node_count(self.tree) + len(self.properties)
 
     @_needles.default
     def _needles_of_properties(self) -> tuple[tuple[str, bytes], ...]:

@@ -35,6 +35,7 @@ __all__ = [
     "Value",
     "children",
     "depth",
+    "node_count",
     "is_boolean",
     "quoted",
 ]
@@ -254,6 +255,16 @@ def children(node: Node) -> tuple[Node, ...]:
     if isinstance(node, Not | IsNull | BooleanCast | Negate | StringMatch):
         return (node.operand,)
     return ()
+
+
+def node_count(node: Node) -> int:
+    """How many nodes the tree has. Iterative, so any tree can be measured."""
+    count = 0
+    pending = [node]
+    while pending:
+        count += 1
+        pending.extend(children(pending.pop()))
+    return count
 
 
 def depth(node: Node) -> int:
