@@ -65,6 +65,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.client
 	$(BIN)/python -m bench.index
 	$(BIN)/python -m bench.filter
+	$(BIN)/python -m bench.filter_fairness
 	$(BIN)/python -m bench.delay
 	$(BIN)/python -m bench.timer
 	$(BIN)/python -m bench.transactions
