@@ -54,7 +54,7 @@ async def test_other_clients_are_answered_while_a_huge_sql92_expression_compiles
         nonlocal answered_while_compiling
         async with RemotingClient() as client:
             await client.invoke(addr, pull_request(TOPIC, sys_flag=SUBSCRIPTION_ONLY), 5)  # connected before
-            with trio.fail_after(120):  # a hang guard, not a threshold
+            with trio.fail_after(60):  # a hang guard, not a threshold
                 while not filter_cache.compiling():
                     await trio.sleep(0.001)
             while filter_cache.compiling() and not heavy_done.is_set():
@@ -94,3 +94,39 @@ async def test_one_pull_evaluates_a_heavy_sql92_filter_on_a_bounded_number_of_en
     assert [m.body for m in iter_records(response.body)] == [b"wanted"]
     assert offsets[-1] == 801
     assert len(offsets) > 3  # the 800 refused entries took several pulls, not one
+
+
+async def test_other_clients_are_answered_while_a_grpc_receive_compiles_a_huge_sql92_filter(tmp_path: Path) -> None:
+    """The RocketMQ 5 receive path: a SimpleConsumer's 10,000-term SQL92 filter is compiled off the event loop too
+    (RocketMQ's proxy parses it on a gRPC executor thread), so a remoting client's pulls keep being answered."""
+    from proxy.config import ProxyConfig
+    from tests.proxy.official import start_consumer
+
+    proxy = ProxyConfig(enable_proxy=True, grpc_server_port=0)
+    async with EmbeddedCluster(tmp_path / "grpc", proxy=proxy, enable_property_filter=True, **SMALL_STORE) as cluster:
+        addr = cluster.broker_addr
+        async with RemotingClient() as client:
+            assert (await client.invoke(addr, create_topic_request(TOPIC, 1), 5)).code == ResponseCode.SUCCESS
+            expression = heavy_expression(10_000, "grpc")
+            received: list[object] = []
+
+            def receive() -> None:
+                consumer = start_consumer(cluster.grpc_endpoints[0], "G-fair", TOPIC, expression, sql=True)
+                try:
+                    received.extend(consumer.receive(1, 30))
+                finally:
+                    consumer.shutdown()
+
+            answered_while_compiling = 0
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(trio.to_thread.run_sync, receive)
+                with trio.fail_after(60):  # a hang guard, not a threshold
+                    while not filter_cache.compiling():
+                        await trio.sleep(0.001)
+                while filter_cache.compiling():
+                    response = await client.invoke(addr, pull_request(TOPIC, sys_flag=SUBSCRIPTION_ONLY), 5)
+                    assert response.code == ResponseCode.PULL_NOT_FOUND
+                    if filter_cache.compiling():
+                        answered_while_compiling += 1
+            assert received == []
+            assert answered_while_compiling >= 3
