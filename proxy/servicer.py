@@ -20,10 +20,11 @@ from typing import Any, Final, TypeAlias
 
 import grpc
 
+from processors.filter.cache import INLINE_LIMIT, precompile
 from proxy.bridge import BridgeClosed, TrioBridge
 from proxy.common import PEER_KEY, TLS_ONLY_KEY, Code, RpcError
 from proxy.messaging import MessagingActivity
-from proxy.pb import service, service_grpc
+from proxy.pb import definition, service, service_grpc
 
 __all__ = ["MessagingServicer"]
 
@@ -121,6 +122,12 @@ class MessagingServicer(service_grpc.MessagingServiceServicer):  # type: ignore[
         remaining = context.time_remaining()
         deadline = None if remaining is None else max(0.0, remaining - _DEADLINE_MARGIN)
         md = _metadata(context, self.real_peer, self.tls_only)
+        expression = request.filter_expression
+        if expression.type == definition.FilterType.SQL and len(expression.expression) >= INLINE_LIMIT:
+            # A long SQL92 filter is compiled on an executor thread, as RocketMQ 5 compiles it on a pop thread
+            # (ConsumerFilterManager.build in broker/src/main/java/org/apache/rocketmq/broker/processor/
+            # PopMessageProcessor.java), not on the Trio thread every client shares: the receive finds it memoised.
+            await asyncio.to_thread(precompile, expression.expression, string_operators=True)
         try:
             # Nothing visible yet: long-poll in a Trio task, started in the same hand-off.
             now, later = self.activity.receive_now, self.activity.receive

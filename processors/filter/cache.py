@@ -17,7 +17,8 @@ so the event loop every connection shares keeps serving. RocketMQ parses on the 
 brought the expression (``ConsumerFilterManager.build`` in
 broker/src/main/java/org/apache/rocketmq/broker/filter/ConsumerFilterManager.java, called from
 PullMessageProcessor and ClientManageProcessor), so a heavy expression costs one thread, not the broker.
-:func:`compiling` lists the expressions being compiled in a thread now.
+:func:`precompile` does the same for a caller already on a thread of its own. :func:`compiling` lists the expressions
+being compiled now.
 
 Errors: both raise :class:`~processors.filter.sql92.Sql92ParseError` for a malformed expression, every time it is
 asked for.
@@ -42,6 +43,7 @@ __all__ = [
     "compile_offloaded",
     "compile_sql92",
     "compiling",
+    "precompile",
 ]
 
 #: Subscriptions kept per broker; a subscription costs a small tree of closures.
@@ -56,6 +58,8 @@ MEMO_SIZE: Final = 1024
 
 _memo: OrderedDict[tuple[str, bool], Sql92Filter | Sql92ParseError] = OrderedDict()
 _memo_lock = threading.Lock()  # compile_offloaded's threads fill the memo too
+#: What is being parsed now (a list: two threads may parse one expression at once), for :func:`compiling`.
+_parsing: list[tuple[str, bool]] = []
 #: Per Trio run: the threads' limiter, and the expressions being compiled in a thread -> set when done (a second
 #: asker waits instead of compiling again).
 _threads: trio.lowlevel.RunVar[tuple[trio.CapacityLimiter, dict[tuple[str, bool], trio.Event]]] = trio.lowlevel.RunVar(
@@ -103,18 +107,31 @@ def _compile_memoised(expression: str, string_operators: bool) -> Sql92Filter | 
     found = _memoised(expression, string_operators)
     if found is not None:
         return found
+    key = (expression, string_operators)
+    with _memo_lock:
+        _parsing.append(key)
     try:
         tree = parse(expression, string_operators=string_operators)
     except Sql92ParseError as error:
         result: Sql92Filter | Sql92ParseError = error
     else:
         result = Sql92Filter(expression, tree, referenced_properties(tree), evaluator=compile_tree(tree))
+    finally:
+        with _memo_lock:
+            _parsing.remove(key)
     with _memo_lock:
-        _memo[(expression, string_operators)] = result
-        _memo.move_to_end((expression, string_operators))
+        _memo[key] = result
+        _memo.move_to_end(key)
         if len(_memo) > MEMO_SIZE:
             _memo.popitem(last=False)
     return result
+
+
+def precompile(expression: str, *, string_operators: bool = False) -> None:
+    """:func:`compile_offloaded` for a caller on a thread of its own (the gRPC front's asyncio loop hands it to an
+    executor thread): compile a long ``expression`` not yet known into the memo. Never raises."""
+    if len(expression) >= INLINE_LIMIT:
+        _compile_memoised(expression, string_operators)
 
 
 async def compile_offloaded(expression: str, *, string_operators: bool = False) -> None:
@@ -141,8 +158,9 @@ async def compile_offloaded(expression: str, *, string_operators: bool = False) 
 
 
 def compiling() -> list[str]:
-    """The expressions :func:`compile_offloaded` is compiling in a thread right now (in this Trio run)."""
-    return [expression for expression, _ in _run_state()[1]]
+    """The expressions being parsed and compiled right now, in any thread."""
+    with _memo_lock:
+        return [expression for expression, _ in _parsing]
 
 
 class ConsumerFilterCache:
