@@ -130,3 +130,32 @@ async def test_other_clients_are_answered_while_a_grpc_receive_compiles_a_huge_s
                         answered_while_compiling += 1
             assert received == []
             assert answered_while_compiling >= 3
+
+
+async def test_a_grpc_receive_reads_on_through_a_refused_backlog_at_once(tmp_path: Path) -> None:
+    """A pop reads at most so many entries; when its SQL92 filter refused them all and the queue holds more, RocketMQ
+    5's PopMessageProcessor wakes the parked pop at once (``restNum > 0``: notifyMessageArriving) instead of letting
+    it wait for a new message. So one receive reaches the match behind 8,000 refused messages (ten reads)."""
+    from proxy.config import ProxyConfig
+    from tests.proxy.official import start_consumer
+
+    proxy = ProxyConfig(enable_proxy=True, grpc_server_port=0)
+    async with EmbeddedCluster(tmp_path / "grpc", proxy=proxy, enable_property_filter=True, **SMALL_STORE) as cluster:
+        async with RemotingClient() as client:
+            created = await client.invoke(cluster.broker_addr, create_topic_request(TOPIC, 1), 5)
+            assert created.code == ResponseCode.SUCCESS
+        broker = cluster.controller.context
+        for i in range(8000):
+            broker.store.append(
+                MessageRecord(TOPIC, f"skip-{i}".encode(), 0, properties=f"a\x01{i}", store_host=broker.store_host)
+            )
+        broker.store.append(MessageRecord(TOPIC, b"wanted", 0, properties="a\x01match", store_host=broker.store_host))
+
+        def receive_once() -> list[bytes]:
+            consumer = start_consumer(cluster.grpc_endpoints[0], "G-backlog", TOPIC, "a = 'match'", sql=True)
+            try:
+                return [m.body for m in consumer.receive(1, 30)]
+            finally:
+                consumer.shutdown()
+
+        assert await trio.to_thread.run_sync(receive_once) == [b"wanted"]
