@@ -213,9 +213,18 @@ class Consuming:
                     # until a matching arrival, or for a FIFO group an ack or a queue's batch in flight visible
                     # again (PopService.run_lock_timer), wakes it
                     while not popped and (left := end - trio.current_time()) > 0:
-                        await self.pop.wait_arrival(
-                            [topic, pop_retry_topic(group, topic)], left, group, checked.tags, checked.property_filter
-                        )
+                        if self.pop.read_on:
+                            # the pop stopped short of entries it did not read: read on at once (after letting the
+                            # other clients' work run), as RocketMQ wakes a pop that left restNum > 0
+                            await trio.lowlevel.checkpoint()
+                        else:
+                            await self.pop.wait_arrival(
+                                [topic, pop_retry_topic(group, topic)],
+                                left,
+                                group,
+                                checked.tags,
+                                checked.property_filter,
+                            )
                         popped = self._pop(checked)
                 finally:
                     self.pop.unpark(group, topic)

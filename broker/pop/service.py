@@ -160,6 +160,10 @@ class PopService:
         broker.store.queue_drop_listeners.append(self.forget_queue)
         #: pops of each (group, topic) so far (where the next starts); swept when it reaches ``_turns_sweep_at``
         self._turns: dict[tuple[str, str], int] = {}
+        #: Whether the last :meth:`pop` moved a queue's offset on and left entries of it unread (RocketMQ's
+        #: ``restNum > 0``): a receive that got nothing then pops again at once rather than waiting for an arrival.
+        #: Orderly pops never set it (a queue in flight would have them read again and again).
+        self.read_on = False
         self._turns_sweep_at = _TURNS_SWEEP_MIN
         #: receives waiting for an arrival, by topic, then group, then filter (:attr:`_Poll.key`), in the order they
         #: came (an entry goes with the last); ``_poll_seq`` numbers them in that order
@@ -410,6 +414,7 @@ class PopService:
         self._turns[(group, topic)] = turn + 1
         filters = _Filter(tags, property_filter)
         out: list[Popped] = []
+        self.read_on = False
         sources = [(topic, TOPIC_TYPE_NORMAL)]
         retry = pop_retry_topic(group, topic)
         if not fifo and retry in self.broker.topics:
@@ -537,7 +542,16 @@ class PopService:
             self._write_ck(group, topic, [p.handle for p in popped])
         if next_offset != start:
             self.broker.offsets.commit(group, topic, qid, next_offset)
+            self._note_rest(topic, qid, next_offset)
         return popped
+
+    def _note_rest(self, topic: str, qid: int, next_offset: int) -> None:
+        """A read that moved on from its start and stopped short of the queue's end leaves entries to read
+        (:attr:`read_on`), as 5.3.3's PopMessageProcessor counts ``restNum`` and, when its pop found nothing, wakes it
+        at once (notifyMessageArriving; broker/src/main/java/org/apache/rocketmq/broker/processor/
+        PopMessageProcessor.java)."""
+        if next_offset < self.broker.store.max_offset_in_queue(topic, qid):
+            self.read_on = True
 
     def _pop_fifo(
         self,
