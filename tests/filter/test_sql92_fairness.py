@@ -159,3 +159,45 @@ async def test_a_grpc_receive_reads_on_through_a_refused_backlog_at_once(tmp_pat
                 consumer.shutdown()
 
         assert await trio.to_thread.run_sync(receive_once) == [b"wanted"]
+
+
+async def test_one_pop_evaluates_a_heavy_sql92_filter_on_a_bounded_number_of_entries(tmp_path: Path) -> None:
+    """The pop path bounds its evaluation as the pull path does: a receive whose 2,000-term filter refuses 800
+    messages reads them a few at a time (its group's offset seen moving on in many steps, the loop free between
+    them) and still reaches the match behind them in one receive."""
+    from proxy.config import ProxyConfig
+    from tests.proxy.official import start_consumer
+
+    proxy = ProxyConfig(enable_proxy=True, grpc_server_port=0)
+    async with EmbeddedCluster(tmp_path / "grpc", proxy=proxy, enable_property_filter=True, **SMALL_STORE) as cluster:
+        async with RemotingClient() as client:
+            created = await client.invoke(cluster.broker_addr, create_topic_request(TOPIC, 1), 5)
+            assert created.code == ResponseCode.SUCCESS
+        broker = cluster.controller.context
+        for i in range(800):
+            broker.store.append(
+                MessageRecord(TOPIC, f"skip-{i}".encode(), 0, properties=f"a\x01v{i}", store_host=broker.store_host)
+            )
+        broker.store.append(MessageRecord(TOPIC, b"wanted", 0, properties="a\x01x1999", store_host=broker.store_host))
+        expression = " OR ".join(f"a = 'x{i}'" for i in range(2000))
+        done = False
+        seen: set[int] = set()
+
+        def receive_once() -> list[bytes]:
+            nonlocal done
+            consumer = start_consumer(cluster.grpc_endpoints[0], "G-budget", TOPIC, expression, sql=True)
+            try:
+                return [m.body for m in consumer.receive(1, 30)]
+            finally:
+                consumer.shutdown()
+                done = True
+
+        async def watch() -> None:
+            while not done:
+                seen.add(broker.offsets.query("G-budget", TOPIC, 0))
+                await trio.sleep(0)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(watch)
+            assert await trio.to_thread.run_sync(receive_once) == [b"wanted"]
+        assert len({offset for offset in seen if 0 < offset < 800}) > 3
