@@ -63,6 +63,8 @@ from broker.pop.receipt import (
 from broker.schedule import PROPERTY_REAL_QID, PROPERTY_REAL_TOPIC
 from broker.timer.timer_store import PROPERTY_TIMER_DELIVER_MS
 from processors.common import RequestRejected
+from processors.filter import Sql92Filter
+from processors.pull import SQL92_EVALUATION_BUDGET
 from processors.send_back import PROPERTY_RETRY_TOPIC, ConsumerSendMsgBackProcessor, dead_letter_header
 from remoting.codec.codes import ResponseCode
 from remoting.codec.message import MessageExt, MessageRecord, decode_record
@@ -117,10 +119,19 @@ class _Filter:
     tags: frozenset[str] | None
     properties: PropertyFilter | None
     codes: TagFilter | None = attrs.field(init=False)
+    #: How many candidates one read shows ``properties``: a compiled SQL92 filter's share of the pull path's
+    #: evaluation budget (:data:`processors.pull.SQL92_EVALUATION_BUDGET`), so one read of a heavy filter costs the
+    #: event loop a bounded time; ``None`` (any filter else): no bound.
+    max_filtered: int | None = attrs.field(init=False)
 
     @codes.default
     def _codes(self) -> TagFilter | None:
         return None if self.tags is None else frozenset(map(java_string_hash, self.tags)).__contains__
+
+    @max_filtered.default
+    def _max_filtered(self) -> int | None:
+        owner = getattr(self.properties, "__self__", None)  # Sql92Filter.matches_raw, as the receive path passes it
+        return max(1, SQL92_EVALUATION_BUDGET // owner.cost) if isinstance(owner, Sql92Filter) else None
 
     def keeps(self, msg: MessageExt) -> bool:
         return self.tags is None or msg.tags in self.tags
@@ -505,7 +516,13 @@ class PopService:
         stats = self.broker.stats
         for _ in range(_TAG_CHECK_READS):
             result = self.broker.store.get(
-                topic, qid, offset, want - len(messages), tag_filter=filters.codes, property_filter=filters.properties
+                topic,
+                qid,
+                offset,
+                want - len(messages),
+                tag_filter=filters.codes,
+                property_filter=filters.properties,
+                max_filtered=filters.max_filtered,
             )
             if result.fall_behind >= 0:
                 stats.record_fall_behind(group, topic, qid, result.fall_behind)
