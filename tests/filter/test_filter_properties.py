@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import traceback
+import tracemalloc
 
 import pytest
 from hypothesis import given, settings
@@ -142,6 +144,27 @@ def test_cache_evicts_the_least_recently_used_subscription() -> None:
     assert cache.hits == hits + 1
     cache.get("g2", "T", 1, "a > 1")
     assert cache.hits == hits + 1  # g2 was evicted and compiled again
+
+
+def test_compiled_expressions_kept_are_bounded_by_their_size_not_only_their_count() -> None:
+    """A client may send a 16 MB expression with each pull, and a new subVersion each time: keeping the last 1,024
+    memoised (and 4,096 subscriptions) held gigabytes. What is kept is bounded by size too."""
+    cache = ConsumerFilterCache()
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for version in range(48):
+            malformed = f"a{version} = = " + "x" * (1 << 20)  # 1 MB, refused at its second '='
+            with pytest.raises(Sql92ParseError):
+                compile_sql92(malformed)
+            with pytest.raises(Sql92ParseError):
+                cache.get("g", "T", version, malformed)
+        gc.collect()
+        kept = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert kept < 24 << 20
 
 
 def test_cache_needs_room() -> None:
