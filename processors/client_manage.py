@@ -22,7 +22,7 @@ import logging
 from typing import Final
 
 from processors.context import BrokerContext
-from processors.filter import Sql92ParseError, compile_sql92
+from processors.filter import Sql92Filter, Sql92ParseError, compile_sql92
 from processors.filter.cache import compile_offloaded
 from remoting.codec.bodies import EXPRESSION_SQL92, EXPRESSION_TAG, ConsumerListBody, HeartbeatData
 from remoting.codec.bodies.admin import CheckClientRequestBody
@@ -66,9 +66,10 @@ class ClientManageProcessor:
             if request.code == RequestCode.CHECK_CLIENT_CONFIG:
                 body = CheckClientRequestBody.decode(request.body)
                 sub = body.subscription_data
+                compiled = None
                 if sub is not None and sub.expression_type == EXPRESSION_SQL92 and self._filtering:
-                    await compile_offloaded(sub.sub_string)
-                return self.check_client_config(request, body)
+                    compiled = await compile_offloaded(sub.sub_string)
+                return self.check_client_config(request, body, compiled)
         except CodecError as exc:
             return request.response(ResponseCode.SYSTEM_ERROR, str(exc))
         return request.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, not_supported_remark(request.code))
@@ -147,8 +148,12 @@ class ClientManageProcessor:
         return request.response(ResponseCode.SUCCESS, body=ConsumerListBody(ids).encode())
 
     def check_client_config(
-        self, request: RemotingCommand, body: CheckClientRequestBody | None = None
+        self,
+        request: RemotingCommand,
+        body: CheckClientRequestBody | None = None,
+        compiled: Sql92Filter | Sql92ParseError | None = None,
     ) -> RemotingCommand:
+        """``compiled``: what the subscription's expression compiled to off the loop, if it did."""
         if body is None:
             body = CheckClientRequestBody.decode(request.body)
         sub = body.subscription_data
@@ -163,8 +168,11 @@ class ClientManageProcessor:
                 ResponseCode.SUBSCRIPTION_PARSE_FAILED, f"unknown expression type {sub.expression_type}"
             )
         if sub is not None and sub.expression_type == EXPRESSION_SQL92:
-            try:
-                compile_sql92(sub.sub_string)
-            except Sql92ParseError as error:
-                return request.response(ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(error))
+            if isinstance(compiled, Sql92ParseError):
+                return request.response(ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(compiled))
+            if compiled is None:
+                try:
+                    compile_sql92(sub.sub_string)
+                except Sql92ParseError as error:
+                    return request.response(ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(error))
         return request.response(ResponseCode.SUCCESS)

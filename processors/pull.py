@@ -185,9 +185,14 @@ class PullMessageProcessor:
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
         try:
             expression = self._sql92_expression(request)
-            if expression is not None:
-                await compile_offloaded(expression)
-            return self.pull(ctx, request, allow_suspend=True)
+            compiled = None if expression is None else await compile_offloaded(expression)
+            if expression is None or compiled is None:
+                return self.pull(ctx, request, allow_suspend=True)
+            self.filters.primed = (expression, compiled)  # for this pull only: nothing runs in between
+            try:
+                return self.pull(ctx, request, allow_suspend=True)
+            finally:
+                self.filters.primed = None
         except Exception as exc:
             # Not a rejection but a bug or a store failure: still answer with the fields pull clients dereference.
             log.warning("pull (opaque %d) failed", request.opaque, exc_info=True)

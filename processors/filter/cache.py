@@ -1,14 +1,15 @@
 """Compiled SQL92 subscriptions: :func:`compile_sql92` and the broker's :class:`ConsumerFilterCache`.
 
 :func:`compile_sql92` parses and compiles one expression; results (and parse errors, as RocketMQ's parse cache keeps
-them) are memoised by text, since every consumer restart brings a new ``subVersion`` for the same expression.
+them) are memoised by text (the last :data:`MEMO_SIZE`, at most :data:`KEPT_CHARS` characters of them), since every
+consumer restart brings a new ``subVersion`` for the same expression.
 
 :class:`ConsumerFilterCache` is RocketMQ's ``ConsumerFilterManager`` reduced to what a pull needs: the compiled filter
 of a subscription (4.9's grammar, as the pull path is 4.9's), keyed by ``(group, topic, subVersion)``, so a pull never
-re-parses. An entry whose expression
-differs from the one asked for (a client reusing a version) is recompiled. The cache is bounded (least recently used
-entries go first) and owned by one broker's pull processor; it is not thread-safe (it is used on the Trio thread;
-only the memo behind it is filled from threads).
+re-parses. An entry whose expression differs from the one asked for (a client reusing a version) is recompiled. The
+cache is bounded, in entries and in characters (:data:`KEPT_CHARS`, as the memo is; least recently used entries go
+first) and owned by one broker's pull processor; it is not thread-safe (it is used on the Trio thread; only the memo
+behind it is filled from threads).
 
 :func:`compile_offloaded` is the broker's way in for an expression a client sent: one of :data:`INLINE_LIMIT` characters
 or more (parsing costs about 35 us a term, so a 10,000-term OR chain about 0.4 s, a 16 MB one minutes) is compiled in a
@@ -30,6 +31,7 @@ import threading
 from collections import OrderedDict
 from typing import Final
 
+import attrs
 import trio
 
 from processors.filter.evaluate import Sql92Filter, compile_tree, referenced_properties
@@ -39,6 +41,7 @@ __all__ = [
     "COMPILE_THREADS",
     "DEFAULT_CAPACITY",
     "INLINE_LIMIT",
+    "KEPT_CHARS",
     "ConsumerFilterCache",
     "compile_offloaded",
     "compile_sql92",
@@ -55,23 +58,28 @@ INLINE_LIMIT: Final = 1024
 COMPILE_THREADS: Final = 2
 #: Compiled expressions (and parse errors) remembered by text.
 MEMO_SIZE: Final = 1024
+#: The most characters of expressions the memo, and each :class:`ConsumerFilterCache`, keeps (the newest entry is
+#: kept whatever its size): a compiled expression takes about 45 bytes a character, and a client may send a new
+#: 16 MB one with each pull, so counting entries alone let a few clients hold gigabytes.
+KEPT_CHARS: Final = 1 << 21
 
 _memo: OrderedDict[tuple[str, bool], Sql92Filter | Sql92ParseError] = OrderedDict()
 _memo_lock = threading.Lock()  # compile_offloaded's threads fill the memo too
+_memo_chars = 0  # the characters of the memo's expressions
 #: What is being parsed now (a list: two threads may parse one expression at once), for :func:`compiling`.
 _parsing: list[tuple[str, bool]] = []
 #: Per Trio run: the threads' limiter, and the expressions being compiled in a thread -> set when done (a second
 #: asker waits instead of compiling again).
-_threads: trio.lowlevel.RunVar[tuple[trio.CapacityLimiter, dict[tuple[str, bool], trio.Event]]] = trio.lowlevel.RunVar(
+_threads: trio.lowlevel.RunVar[tuple[trio.CapacityLimiter, dict[tuple[str, bool], _Flight]]] = trio.lowlevel.RunVar(
     "sql92_compile_threads"
 )
 
 
-def _run_state() -> tuple[trio.CapacityLimiter, dict[tuple[str, bool], trio.Event]]:
+def _run_state() -> tuple[trio.CapacityLimiter, dict[tuple[str, bool], _Flight]]:
     try:
         return _threads.get()
     except LookupError:
-        state: tuple[trio.CapacityLimiter, dict[tuple[str, bool], trio.Event]] = (
+        state: tuple[trio.CapacityLimiter, dict[tuple[str, bool], _Flight]] = (
             trio.CapacityLimiter(COMPILE_THREADS),
             {},
         )
@@ -119,11 +127,14 @@ def _compile_memoised(expression: str, string_operators: bool) -> Sql92Filter | 
     finally:
         with _memo_lock:
             _parsing.remove(key)
+    global _memo_chars
     with _memo_lock:
+        if key not in _memo:  # another thread may have compiled it meanwhile
+            _memo_chars += len(expression)
         _memo[key] = result
         _memo.move_to_end(key)
-        if len(_memo) > MEMO_SIZE:
-            _memo.popitem(last=False)
+        while len(_memo) > 1 and (len(_memo) > MEMO_SIZE or _memo_chars > KEPT_CHARS):
+            _memo_chars -= len(_memo.popitem(last=False)[0][0])
     return result
 
 
@@ -134,27 +145,41 @@ def precompile(expression: str, *, string_operators: bool = False) -> None:
         _compile_memoised(expression, string_operators)
 
 
-async def compile_offloaded(expression: str, *, string_operators: bool = False) -> None:
-    """Make sure ``expression`` is compiled (or known not to parse) so that :func:`compile_sql92` and
-    :meth:`ConsumerFilterCache.get` answer it from the memo at once: a long expression not yet known is compiled in a
-    worker thread (see the module docstring); a short or known one returns without awaiting anything."""
-    if len(expression) < INLINE_LIMIT or _memoised(expression, string_operators) is not None:
-        return
+@attrs.define
+class _Flight:
+    """One expression being compiled in a thread: set when done, with what it gave (``None``: it was cancelled)."""
+
+    done: trio.Event = attrs.Factory(trio.Event)
+    result: Sql92Filter | Sql92ParseError | None = None
+
+
+async def compile_offloaded(expression: str, *, string_operators: bool = False) -> Sql92Filter | Sql92ParseError | None:
+    """Compile ``expression`` (or learn that it does not parse) off the event loop when it is long: a long expression
+    not yet known is compiled in a worker thread (see the module docstring), and the result returned and memoised;
+    a known one is returned from the memo; a short one gives ``None`` without awaiting anything (compile it inline).
+    Hold on to the result rather than count on the memo: it may have let a long expression go by the time the caller
+    runs again (:data:`KEPT_CHARS`)."""
+    if len(expression) < INLINE_LIMIT:
+        return None
+    found = _memoised(expression, string_operators)
+    if found is not None:
+        return found
     limiter, in_flight = _run_state()
     key = (expression, string_operators)
     pending = in_flight.get(key)
     if pending is not None:
-        await pending.wait()
-        return
-    done = in_flight[key] = trio.Event()
+        await pending.done.wait()
+        return pending.result
+    flight = in_flight[key] = _Flight()
     try:
         # Abandoned on cancel: a broker shutting down does not wait for a minutes-long parse to end.
-        await trio.to_thread.run_sync(
+        flight.result = await trio.to_thread.run_sync(
             _compile_memoised, expression, string_operators, limiter=limiter, abandon_on_cancel=True
         )
     finally:
         del in_flight[key]
-        done.set()
+        flight.done.set()
+    return flight.result
 
 
 def compiling() -> list[str]:
@@ -171,8 +196,12 @@ class ConsumerFilterCache:
             raise ValueError(f"the filter cache needs room for at least one subscription, got {capacity}")
         self._capacity = capacity
         self._entries: OrderedDict[tuple[str, str, int], Sql92Filter | Sql92ParseError] = OrderedDict()
+        self._chars = 0  # the characters of the entries' expressions, at most KEPT_CHARS but for the newest
         #: Lookups answered without compiling (for tests and runtime info).
         self.hits = 0
+        #: ``(expression, what it compiled to)`` that :meth:`get` takes instead of compiling: what the pull processor
+        #: compiled off the loop (:func:`compile_offloaded`) for the synchronous pull it runs next.
+        self.primed: tuple[str, Sql92Filter | Sql92ParseError] | None = None
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -186,11 +215,18 @@ class ConsumerFilterCache:
             self.hits += 1
             entries.move_to_end(key)
         else:
-            entry = _compile_memoised(expression, False)
+            if entry is not None:
+                self._chars -= len(entry.expression)
+            primed = self.primed
+            if primed is not None and primed[0] == expression:
+                entry = primed[1]
+            else:
+                entry = _compile_memoised(expression, False)
             entries[key] = entry
+            self._chars += len(expression)
             entries.move_to_end(key)
-            if len(entries) > self._capacity:
-                entries.popitem(last=False)
+            while len(entries) > 1 and (len(entries) > self._capacity or self._chars > KEPT_CHARS):
+                self._chars -= len(entries.popitem(last=False)[1].expression)
         if isinstance(entry, Sql92ParseError):
             raise _fresh(entry)
         return entry
