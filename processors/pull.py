@@ -22,7 +22,10 @@ goes to the statistics (a found pull or a miss) with its ``nextBeginOffset``, th
 parked or not (RocketMQ 5's ``commitPullOffset`` in ``DefaultPullMessageResultHandler``).
 
 :meth:`PullMessageProcessor.pull` is synchronous on purpose: between the store lookup and parking the request
-nothing may await, or a message arriving in between would not wake it.
+nothing may await, or a message arriving in between would not wake it. So :meth:`PullMessageProcessor.process` first
+compiles a long SQL92 expression in a worker thread (:func:`~processors.filter.cache.compile_offloaded`), and one pull
+shows its filter at most :data:`SQL92_EVALUATION_BUDGET` ``//`` the filter's cost candidates: a heavy expression
+costs the event loop every connection shares a bounded time, as on a Java broker it costs one pull thread.
 """
 
 from __future__ import annotations
