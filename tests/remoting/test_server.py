@@ -291,3 +291,36 @@ def test_broker_pools_follow_rocketmq_sizes_and_fast_failure_is_opt_in():
         "heartbeat": 31.0,
         "end_transaction": 3.0,
     }
+
+
+async def test_requests_queued_behind_stuck_workers_are_answered_busy_after_max_wait(autojump_clock):
+    """BrokerFastFailure sweeps each pool's queue every 10 ms, whether or not a thread is free: a request that waited
+    ``waitTimeMillsInSendQueue`` (200 ms) is answered SYSTEM_BUSY [TIMEOUT_CLEAN_QUEUE] then, so a producer fails
+    over to another broker at once. Here the refusal waited for a worker to come free: while the workers were held (a
+    stuck processor) queued sends were never answered, and producers timed out instead."""
+    dispatcher = Dispatcher()
+    gate = GateProcessor()
+    dispatcher.register(SLOW, gate, ProcessorPool("send", 1, 100, max_wait=0.2))
+    async with trio.open_nursery() as nursery:
+        address = await nursery.start(RemotingServer(dispatcher).serve)
+        peer = await RawPeer.connect(address)
+        first = request(SLOW)
+        await peer.send(first)
+        while gate.entered == 0:
+            await trio.sleep(0)
+        sent_at = trio.current_time()
+        stale = [request(SLOW), request(SLOW)]
+        await peer.send(*stale)
+        answers: list[RemotingCommand | None] = []
+        with trio.move_on_after(1.0):  # the worker stays held throughout
+            while len(answers) < len(stale):
+                answers.append(await peer.receive())
+        assert gate.entered == 1 and not gate.gate.is_set()
+        assert [(r.opaque, r.code) for r in answers if r is not None] == [
+            (cmd.opaque, ResponseCode.SYSTEM_BUSY) for cmd in stale
+        ]
+        assert all((r.remark or "").startswith("[TIMEOUT_CLEAN_QUEUE]broker busy") for r in answers if r)
+        assert trio.current_time() - sent_at == pytest.approx(0.2, abs=0.05)
+        gate.gate.set()
+        assert (resp := await peer.receive()) is not None and resp.opaque == first.opaque
+        nursery.cancel_scope.cancel()
