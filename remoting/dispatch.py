@@ -84,6 +84,9 @@ FastHandler = Callable[[RequestContext, dict[str, Any], bytes], bool]
 #: module docstring). It must not block or raise.
 FastAdmission = Callable[[RequestContext, dict[str, Any], bytes], bool]
 
+#: Seconds between two looks of a pool's sweeper at a queue head it may not refuse yet: BrokerFastFailure's period.
+SWEEP_INTERVAL: Final = 0.01
+
 #: (processor, context, request, time queued, queued behind busy workers): the last two only matter to pools with
 #: ``max_wait``.
 _Job = tuple[Processor, RequestContext, RemotingCommand, float, bool]
@@ -119,12 +122,15 @@ class ProcessorPool:
 
     ``max_wait`` (seconds) is RocketMQ's broker fast failure: a request that waited longer than that in the queue is
     answered ``SYSTEM_BUSY`` with a ``[TIMEOUT_CLEAN_QUEUE]`` remark instead of being processed (oneway: dropped).
-    Java sweeps its queues every 10 ms; here the check happens when a worker takes the request, which drains a
-    stale backlog just as fast once a worker is free, without a sweeper per pool. Only a request submitted while
-    every worker was busy or spoken for is checked: Java's idle thread takes a new request at once, so its sweep
-    never finds one; here an idle worker still waits for the loop to schedule it, and a machine too busy to run the
-    broker for a moment must not turn that into a refusal. Its owner may change it at any time
-    (UPDATE_BROKER_CONFIG): workers read it for every request they take.
+    Java sweeps its queues every 10 ms whether or not a thread is free
+    (broker/src/main/java/org/apache/rocketmq/broker/latency/BrokerFastFailure.java), so a request queued behind
+    stuck threads is refused once it waited that long: here a worker checks each request it takes, and the pool's
+    sweeper (:meth:`_sweep`) wakes at the queue head's deadline and refuses what no worker took by then, without a
+    periodic tick. Only a request submitted while every worker was busy or spoken for is checked: Java's idle thread
+    takes a new request at once, so its sweep never finds one; here an idle worker still waits for the loop to
+    schedule it, and a machine too busy to run the broker for a moment must not turn that into a refusal. Its owner
+    may change it at any time (UPDATE_BROKER_CONFIG): workers read it for every request they take, the sweeper at
+    its next wake-up.
 
     ``page_cache_busy`` (the send pool's, with fast failure on) is BrokerFastFailure's first sweep: while it answers
     True, every request a worker takes is answered ``SYSTEM_BUSY`` ``[PCBUSY_CLEAN_QUEUE]`` instead of processed.
@@ -144,8 +150,12 @@ class ProcessorPool:
     _receive: trio.MemoryReceiveChannel[_Job] = attrs.field(init=False, repr=False)
     running: bool = attrs.field(init=False, default=False)
     busy: int = attrs.field(init=False, default=0)
-    #: Submit times (monotonic seconds) of the requests no worker took yet, oldest first.
-    _queued_since: collections.deque[float] = attrs.field(init=False, factory=collections.deque, repr=False)
+    #: (submit time in monotonic seconds, queued behind busy workers) of the requests no worker took yet, oldest first.
+    _queued_since: collections.deque[tuple[float, bool]] = attrs.field(
+        init=False, factory=collections.deque, repr=False
+    )
+    #: Set to wake the sweeper when it waits for a request that can go stale (see :meth:`_sweep`).
+    _sweep_wakeup: trio.Event | None = attrs.field(init=False, default=None, repr=False)
     #: The Trio clock's ``current_time``, bound once the pool runs (a third of ``trio.current_time()``'s cost).
     _now: Callable[[], float] = attrs.field(init=False, default=trio.current_time, repr=False)
 
@@ -169,7 +179,7 @@ class ProcessorPool:
     def head_wait_ms(self) -> int:
         """Milliseconds the oldest request not taken by a worker has waited; 0 when none waits."""
         queued = self._queued_since
-        return int((self._now() - queued[0]) * 1000) if queued else 0
+        return int((self._now() - queued[0][0]) * 1000) if queued else 0
 
     def submit(self, processor: Processor, ctx: RequestContext, request: RemotingCommand) -> bool:
         """Queue a request without waiting. False when the queue is full (the caller answers SYSTEM_BUSY)."""
@@ -179,7 +189,10 @@ class ProcessorPool:
             self._send.send_nowait((processor, ctx, request, now, behind_busy))
         except trio.WouldBlock:
             return False
-        self._queued_since.append(now)
+        self._queued_since.append((now, behind_busy))
+        if behind_busy and (wakeup := self._sweep_wakeup) is not None and self.max_wait is not None:
+            self._sweep_wakeup = None
+            wakeup.set()
         return True
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -192,6 +205,7 @@ class ProcessorPool:
             async with trio.open_nursery() as nursery:
                 for _ in range(self.workers):
                     nursery.start_soon(self._work)
+                nursery.start_soon(self._sweep)
                 task_status.started()
         finally:
             self.running = False
@@ -222,6 +236,35 @@ class ProcessorPool:
                     self.busy -= 1
         finally:
             self.limiter.release()
+
+    async def _sweep(self) -> None:
+        """BrokerFastFailure's ``cleanExpiredRequestInQueue`` for this pool: refuse queued requests that waited
+        ``max_wait`` behind busy workers, oldest first, even while no worker comes free. Sleeps until the queue head's
+        deadline; with nothing that can go stale queued (or no ``max_wait``), until :meth:`submit` queues one."""
+        queued, receive = self._queued_since, self._receive
+        while True:
+            max_wait = self.max_wait
+            if not queued or max_wait is None:
+                wakeup = self._sweep_wakeup = trio.Event()
+                await wakeup.wait()
+                continue
+            queued_at, behind_busy = queued[0]
+            now = self._now()
+            if now < queued_at + max_wait:
+                await trio.sleep_until(queued_at + max_wait)
+                continue
+            if not behind_busy:
+                # A worker spoke for it when it came (a loop too busy to schedule that worker yet): not a refusal.
+                # Only such requests precede it, so the ones behind busy workers wait for their turn to be looked at.
+                await trio.sleep_until(now + max(max_wait, SWEEP_INTERVAL))
+                continue
+            try:
+                _, ctx, request, _, _ = receive.receive_nowait()
+            except trio.WouldBlock:  # cannot happen (the head was queued behind busy workers): never spin on it
+                await trio.sleep_until(now + max(max_wait, SWEEP_INTERVAL))
+                continue
+            queued.popleft()
+            self._refuse(ctx, request, queue_timeout_remark(self._now() - queued_at, self.queued))
 
     @staticmethod
     def _refuse(ctx: RequestContext, request: RemotingCommand, remark: str) -> None:
