@@ -18,7 +18,7 @@ from remoting.codec.frame import encode_command
 from remoting.connection import REQUEST_OVERHEAD
 from remoting.dispatch import Dispatcher, ProcessorPool, RequestContext
 from remoting.ratelog import RateLimitedLog
-from remoting.server import RemotingServer, ServerConfig
+from remoting.server import ListenerSettings, RemotingServer, ServerConfig
 from tests.remoting.helpers import EchoProcessor, GateProcessor, RawPeer
 
 
@@ -256,4 +256,26 @@ async def test_parked_long_polls_beyond_three_times_the_request_budget_count_aga
             answered += 1
         await trio.testing.wait_all_tasks_blocked(0.05)
     assert answered == 40
+    await peer.aclose()
+
+
+@pytest.mark.parametrize("setting", ["server_max_requests_in_flight", "server_max_buffered_bytes"])
+async def test_a_budget_setting_of_zero_or_less_caps_nothing_instead_of_stalling_the_reader(
+    autojump_clock: trio.testing.MockClock, nursery: trio.Nursery, setting: str
+) -> None:
+    """``serverMaxConnections=0`` means no cap; ``serverMaxRequestsInFlight`` and ``serverMaxBufferedBytes`` of 0 (or
+    less) meant a budget always spent: the reader paused after the first request and never read another, so every
+    client of the broker stalled after one call."""
+    dispatcher = Dispatcher()
+    dispatcher.register(1000, EchoProcessor(), ProcessorPool("work", 4, 100))
+    config = ListenerSettings(**{setting: -1 if setting.endswith("bytes") else 0}).listener_config(120.0)
+    server = RemotingServer(dispatcher, config)
+    address = await nursery.start(server.serve, "127.0.0.1", 0)
+    peer = await RawPeer.connect(address)
+    answers: list[RemotingCommand | None] = []
+    with trio.move_on_after(60):  # virtual time: jumps once the reader stalls
+        for i in range(3):
+            await peer.send(request(1000, {}, b"r%d" % i, opaque=i + 1))
+            answers.append(await peer.receive())
+    assert [a.opaque for a in answers if a is not None] == [1, 2, 3]
     await peer.aclose()
