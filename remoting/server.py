@@ -35,6 +35,7 @@ import hashlib
 import logging
 import socket
 import ssl
+import sys
 from collections.abc import Callable
 from typing import Final
 
@@ -134,7 +135,8 @@ class ListenerSettings(NettyServerSettings):
     #: Live connections per listening port beyond which a new one is closed at once (0: no cap).
     server_max_connections: int = 10_000
     #: Per connection, requests awaiting their response (oneway: their processor) and bytes held for it (request
-    #: bodies plus unwritten responses) beyond which the server stops reading from it until it has answered.
+    #: bodies plus unwritten responses) beyond which the server stops reading from it until it has answered (0 or
+    #: less: no cap, as for ``server_max_connections``; a budget of 0 was always spent and stalled every reader).
     server_max_requests_in_flight: int = MAX_REQUESTS_IN_FLIGHT
     server_max_buffered_bytes: int = MAX_BUFFERED_BYTES
 
@@ -157,12 +159,17 @@ class ListenerSettings(NettyServerSettings):
             ssl_context=functools.partial(server_context, self),
             tls_watched_files=watched,
             max_connections=self.server_max_connections or None,
-            max_requests_in_flight=self.server_max_requests_in_flight,
-            max_buffered_bytes=self.server_max_buffered_bytes,
+            max_requests_in_flight=_cap(self.server_max_requests_in_flight),
+            max_buffered_bytes=_cap(self.server_max_buffered_bytes),
             backlog=java_listen_backlog(self.server_socket_backlog),
             socket_snd_buf_size=self.server_socket_snd_buf_size,
             socket_rcv_buf_size=self.server_socket_rcv_buf_size,
         )
+
+
+def _cap(limit: int) -> int:
+    """A per-connection budget setting as the connection takes it: 0 or less is no cap (a count never reached)."""
+    return limit if limit > 0 else sys.maxsize
 
 
 #: The backlog the JDK's ServerSocketChannel listens with when given one below 1 (``bind(address, backlog)``).
