@@ -324,3 +324,31 @@ async def test_requests_queued_behind_stuck_workers_are_answered_busy_after_max_
         gate.gate.set()
         assert (resp := await peer.receive()) is not None and resp.opaque == first.opaque
         nursery.cancel_scope.cancel()
+
+
+async def test_a_lowered_max_wait_reaches_requests_already_queued_behind_stuck_workers(autojump_clock):
+    """BrokerFastFailure reads BrokerConfig at each 10 ms sweep, so UPDATE_BROKER_CONFIG lowering
+    ``waitTimeMillsInSendQueue`` refuses the requests queued behind stuck threads at once. Here the sweeper slept on
+    until the wait the request was queued under."""
+    dispatcher = Dispatcher()
+    gate = GateProcessor()
+    pool = ProcessorPool("send", 1, 100, max_wait=1.5)
+    dispatcher.register(SLOW, gate, pool)
+    async with trio.open_nursery() as nursery:
+        address = await nursery.start(RemotingServer(dispatcher).serve)
+        peer = await RawPeer.connect(address)
+        await peer.send(request(SLOW))
+        while gate.entered == 0:
+            await trio.sleep(0)
+        queued = request(SLOW)
+        await peer.send(queued)
+        while pool.queued == 0:
+            await trio.sleep(0)
+        await trio.sleep(1.0)
+        changed_at = trio.current_time()
+        pool.max_wait = 0.5  # what UPDATE_BROKER_CONFIG does (broker/controller.py apply_fast_failure)
+        assert (resp := await peer.receive()) is not None and resp.opaque == queued.opaque
+        assert resp.code == ResponseCode.SYSTEM_BUSY
+        assert trio.current_time() - changed_at == pytest.approx(0, abs=0.05)
+        gate.gate.set()
+        nursery.cancel_scope.cancel()
