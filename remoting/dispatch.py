@@ -129,8 +129,8 @@ class ProcessorPool:
     periodic tick. Only a request submitted while every worker was busy or spoken for is checked: Java's idle thread
     takes a new request at once, so its sweep never finds one; here an idle worker still waits for the loop to
     schedule it, and a machine too busy to run the broker for a moment must not turn that into a refusal. Its owner
-    may change it at any time (UPDATE_BROKER_CONFIG): workers read it for every request they take, the sweeper at
-    its next wake-up.
+    may change it at any time (UPDATE_BROKER_CONFIG): workers read it for every request they take, and a change
+    wakes the sweeper.
 
     ``page_cache_busy`` (the send pool's, with fast failure on) is BrokerFastFailure's first sweep: while it answers
     True, every request a worker takes is answered ``SYSTEM_BUSY`` ``[PCBUSY_CLEAN_QUEUE]`` instead of processed.
@@ -143,7 +143,8 @@ class ProcessorPool:
     name: str
     workers: int
     queue_capacity: int | float
-    max_wait: float | None = None
+    #: Set at any time; a change wakes the sweeper, which then sleeps to the head's deadline under the new value.
+    max_wait: float | None = attrs.field(default=None, on_setattr=lambda pool, _, value: pool._poke(value))
     page_cache_busy: Reject | None = None
     limiter: trio.CapacityLimiter = attrs.field(init=False)
     _send: trio.MemorySendChannel[_Job] = attrs.field(init=False, repr=False)
@@ -156,6 +157,8 @@ class ProcessorPool:
     )
     #: Set to wake the sweeper when it waits for a request that can go stale (see :meth:`_sweep`).
     _sweep_wakeup: trio.Event | None = attrs.field(init=False, default=None, repr=False)
+    #: Set to wake the sweeper from its sleep until a deadline when ``max_wait`` changes.
+    _sweep_nap: trio.Event | None = attrs.field(init=False, default=None, repr=False)
     #: The Trio clock's ``current_time``, bound once the pool runs (a third of ``trio.current_time()``'s cost).
     _now: Callable[[], float] = attrs.field(init=False, default=trio.current_time, repr=False)
 
@@ -164,6 +167,22 @@ class ProcessorPool:
             raise ValueError(f"pool {self.name!r} needs at least one worker, got {self.workers}")
         self.limiter = trio.CapacityLimiter(self.workers)
         self._send, self._receive = trio.open_memory_channel[_Job](self.queue_capacity)
+
+    def _poke(self, max_wait: float | None) -> float | None:
+        """``max_wait`` changed (UPDATE_BROKER_CONFIG): wake the sweeper, as Java's sweep reads BrokerConfig at every
+        10 ms tick (broker/src/main/java/org/apache/rocketmq/broker/latency/BrokerFastFailure.java)."""
+        for wakeup in (self._sweep_nap, self._sweep_wakeup):
+            if wakeup is not None:
+                wakeup.set()
+        self._sweep_nap = self._sweep_wakeup = None
+        return max_wait
+
+    async def _nap_until(self, deadline: float) -> None:
+        """Sleep until ``deadline`` or a change of ``max_wait``."""
+        nap = self._sweep_nap = trio.Event()
+        with trio.move_on_at(deadline):
+            await nap.wait()
+        self._sweep_nap = None
 
     @property
     def queued(self) -> int:
@@ -251,17 +270,17 @@ class ProcessorPool:
             queued_at, behind_busy = queued[0]
             now = self._now()
             if now < queued_at + max_wait:
-                await trio.sleep_until(queued_at + max_wait)
+                await self._nap_until(queued_at + max_wait)
                 continue
             if not behind_busy:
                 # A worker spoke for it when it came (a loop too busy to schedule that worker yet): not a refusal.
                 # Only such requests precede it, so the ones behind busy workers wait for their turn to be looked at.
-                await trio.sleep_until(now + max(max_wait, SWEEP_INTERVAL))
+                await self._nap_until(now + max(max_wait, SWEEP_INTERVAL))
                 continue
             try:
                 _, ctx, request, _, _ = receive.receive_nowait()
             except trio.WouldBlock:  # cannot happen (the head was queued behind busy workers): never spin on it
-                await trio.sleep_until(now + max(max_wait, SWEEP_INTERVAL))
+                await self._nap_until(now + max(max_wait, SWEEP_INTERVAL))
                 continue
             queued.popleft()
             self._refuse(ctx, request, queue_timeout_remark(self._now() - queued_at, self.queued))
