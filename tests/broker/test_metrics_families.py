@@ -299,3 +299,21 @@ async def test_pops_of_the_topic_are_labelled_is_retry_false_apart_from_pulls(
     assert sorted(mine, key=lambda s: len(s[0])) == [(pull_row, 2.0), (pop_row, 2.0)]
     assert (pop_row, size) in samples["rocketmq_throughput_out_total"]
     assert (pull_row, size) in samples["rocketmq_throughput_out_total"]
+
+
+def test_the_processor_watermark_reports_every_processor_rocketmq_5_3_3_does(tmp_path: Path) -> None:
+    """RocketMQ 5.3.3's BrokerMetricsManager (broker/src/main/java/org/apache/rocketmq/broker/metrics/
+    BrokerMetricsManager.java ``initStatsMetrics``) records ``rocketmq_processor_watermark`` for twelve processors
+    at every collection, an idle or absent pool as 0: a dashboard panel on ``processor="ack"``, ``"async_put"`` or
+    ``"lite_pull"`` showed no data here."""
+    broker = open_broker(tmp_path / "broker")
+    try:
+        samples = render(list(broker_families(take_snapshot(broker, broker_pools(cpus=2)), COMMON)))
+        found = {labels["processor"]: value for labels, value in samples["rocketmq_processor_watermark"]}
+        java = {"send", "async_put", "pull", "ack", "query_message", "client_manager", "heartbeat", "lite_pull"}
+        java |= {"transaction", "consumer_manager", "admin", "reply"}
+        assert set(found) == java
+        assert found["ack"] == found["async_put"] == found["lite_pull"] == 0.0
+    finally:
+        broker.store.close()
+
