@@ -20,6 +20,7 @@ from broker.metrics.snapshot import take_snapshot
 from broker.pop import PopService
 from broker.pop.revive import ReviveService
 from client import LitePullConsumer, Message, MessageExt, Producer
+from processors.admin import AdminBrokerProcessor
 from processors.client_channels import ClientChannelInfo
 from processors.offsets import ConsumerOffsetProcessor
 from processors.pull import PullMessageProcessor
@@ -317,3 +318,39 @@ def test_the_processor_watermark_reports_every_processor_rocketmq_5_3_3_does(tmp
     finally:
         broker.store.close()
 
+
+async def test_dlq_and_incoming_counters_survive_deleting_the_topic_and_the_group(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """RocketMQ 5.3.3 counts ``rocketmq_send_to_dlq_messages_total`` and ``rocketmq_messages_in_total`` in
+    OpenTelemetry counters (broker/src/main/java/org/apache/rocketmq/broker/metrics/BrokerMetricsManager.java), which
+    nothing resets: deleting the topic or the group (DELETE_TOPIC_IN_BROKER, DELETE_SUBSCRIPTIONGROUP), whatever
+    ``autoDeleteUnusedStats`` says, leaves their series as they were. Ours dropped both, so a panel summing them fell
+    back."""
+    broker = open_broker(tmp_path / "broker")
+    try:
+        ctx = online_consumer(broker, [SubscriptionData(TOPIC)])
+        send = SendMessageProcessor(broker)
+        broker.stats.start_counting()
+        answer = await send.process(ctx, send_request())
+        assert answer is not None and answer.code == ResponseCode.SUCCESS
+        back = request(
+            RequestCode.CONSUMER_SEND_MSG_BACK,
+            {"offset": "0", "group": GROUP, "delayLevel": "-1", "originMsgId": "x", "originTopic": TOPIC},
+        )
+        answer = await ConsumerSendMsgBackProcessor(broker).process(ctx, back)
+        assert answer is not None and answer.code == ResponseCode.SUCCESS
+        before = render(list(broker_families(take_snapshot(broker, broker_pools(cpus=2)), COMMON)))
+        admin = AdminBrokerProcessor(broker)
+        for code, fields in (
+            (RequestCode.DELETE_SUBSCRIPTIONGROUP, {"groupName": GROUP}),
+            (RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": TOPIC}),
+        ):
+            answer = await admin.process(ctx, request(code, fields))
+            assert answer is not None and answer.code == ResponseCode.SUCCESS, answer
+        after = render(list(broker_families(take_snapshot(broker, broker_pools(cpus=2)), COMMON)))
+        for name in ("rocketmq_send_to_dlq_messages_total", "rocketmq_messages_in_total"):
+            assert before[name], name
+            assert after.get(name) == before[name], name
+    finally:
+        broker.store.close()
