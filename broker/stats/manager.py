@@ -161,7 +161,7 @@ class BrokerStatsManager:
         self.group_items: dict[tuple[str, str], GroupItems] = {}
         #: (topic, group) -> queue id -> next offset after the queue's last pull
         self.pull_offsets: dict[tuple[str, str], dict[int, int]] = {}
-        #: topic -> (messages, bytes) stored while a master (``/metrics``' incoming messages)
+        #: topic -> (messages, bytes) stored while a master (``/metrics``' incoming messages; never reset)
         self.incoming: dict[str, tuple[int, int]] = {}
         self.replica = replica
         self._puts = StorePuts(store, frozenset({SCHEDULE_TOPIC}) if queue_stat else frozenset())
@@ -171,7 +171,7 @@ class BrokerStatsManager:
         self.put_size_total = 0
         self.put_failed = 0
         self.get_max_ms = 0
-        #: (group, original topic) -> messages moved to the group's DLQ
+        #: (group, original topic) -> messages moved to the group's DLQ (never reset)
         self.dlq_messages: dict[tuple[str, str], int] = {}
         #: (topic, group, is_retry) -> (messages, bytes) pops of ``group`` read from ``topic`` (is_retry false; they
         #: count in :attr:`group_items` too) or from its pop retry topic of ``topic`` (true): ``/metrics``' outgoing
@@ -440,9 +440,8 @@ class BrokerStatsManager:
             for pop_key in [k for k in self.pop_out if k[0] == topic]:  # with the group items they are part of
                 del self.pop_out[pop_key]
         self._forget_pull_offsets(lambda pair: pair[0] == topic)
-        self.incoming.pop(topic, None)
-        for pair in [p for p in self.dlq_messages if p[1] == topic]:
-            del self.dlq_messages[pair]
+        # ``incoming`` and ``dlq_messages`` stay: RocketMQ 5.3.3 counts them in OpenTelemetry counters
+        # (broker/src/main/java/org/apache/rocketmq/broker/metrics/BrokerMetricsManager.java), which nothing resets.
         self._puts.forget(topic)
 
     def on_group_deleted(self, group: str, *, drop_items: bool = True) -> None:
@@ -460,9 +459,7 @@ class BrokerStatsManager:
                 del self.fall_behind[key]
             for pop_key in [k for k in self.pop_out if k[1] == group]:
                 del self.pop_out[pop_key]
-        self._forget_pull_offsets(lambda pair: pair[1] == group)
-        for pair in [p for p in self.dlq_messages if p[0] == group]:
-            del self.dlq_messages[pair]
+        self._forget_pull_offsets(lambda pair: pair[1] == group)  # ``dlq_messages`` stay (see on_topic_deleted)
 
     def _forget_pull_offsets(self, match: Callable[[tuple[str, str]], bool]) -> None:
         """Forget the pull offsets of the matching (topic, group) pairs; one whose pull items stay is emptied in
