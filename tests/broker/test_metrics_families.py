@@ -354,3 +354,34 @@ async def test_dlq_and_incoming_counters_survive_deleting_the_topic_and_the_grou
             assert after.get(name) == before[name], name
     finally:
         broker.store.close()
+
+
+async def test_a_delay_level_delivery_counts_as_incoming_delay_under_the_real_topic(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """RocketMQ 5.3.3's ScheduleMessageService (broker/src/main/java/org/apache/rocketmq/broker/schedule/
+    ScheduleMessageService.java ``PutResultProcess.onSuccess``, with ``enableScheduleMessageStats``) counts a
+    delivered delay-level message in ``rocketmq_messages_in_total`` / ``rocketmq_throughput_in_total`` under its real
+    topic labelled ``message_type="delay"``, with the delivered copy's bytes; its send counted it under
+    ``SCHEDULE_TOPIC_XXXX`` (the topic the store hook gave it), ``delay`` too. Ours labelled the delivery
+    ``normal``."""
+    use_virtual_store_clock(embedded_cluster)
+    controller = embedded_cluster.controller
+    await create_topic(embedded_cluster, "DelayIn", queues=1)
+    async with Producer("pg-delay-in", embedded_cluster.namesrv_addr) as producer:
+        await producer.send(Message("DelayIn", b"later", delay_level=1))
+    store = controller.context.store
+    with trio.fail_after(60):
+        while store.max_offset_in_queue("DelayIn", 0) < 1:
+            await trio.sleep(0.5)
+    delivered = store.get("DelayIn", 0, 0, 1).messages[0]
+
+    samples = render(list(broker_families(take_snapshot(controller.context, controller.pools), COMMON)))
+    rows = {
+        (s[0]["topic"], s[0]["message_type"]): s[1]
+        for s in samples["rocketmq_messages_in_total"]
+        if s[0]["topic"] in ("DelayIn", "SCHEDULE_TOPIC_XXXX")
+    }
+    assert rows == {("SCHEDULE_TOPIC_XXXX", "delay"): 1.0, ("DelayIn", "delay"): 1.0}
+    sizes = {s[0]["message_type"]: s[1] for s in samples["rocketmq_throughput_in_total"] if s[0]["topic"] == "DelayIn"}
+    assert sizes == {"delay": float(len(delivered))}
