@@ -273,6 +273,7 @@ class BrokerController:
         ctx = self.context
         if ctx.config.enable_schedule_message_stats:
             ctx.stats.record_schedule_delivery(level - 1, appended.size)
+            ctx.stats.record_delay_delivery(topic, queue_id, appended.queue_offset)
         else:
             ctx.stats.record_uncounted_put(topic, queue_id, appended.queue_offset)
 

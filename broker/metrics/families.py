@@ -16,12 +16,14 @@ Where ours differ, and why:
 
 - ``rocketmq_messages_in_total`` / ``rocketmq_throughput_in_total`` count messages where they are stored, read from
   the store: a delayed, timer or transactional message counts first under its system topic (``message_type``
-  ``delay`` / ``transaction``, ``is_system`` true) and again under its real topic when delivered or committed.
-  Java counts it once, at the send, under the real topic. ``message_type`` is ``fifo`` for order topics, ``normal``
+  ``delay`` / ``transaction``, ``is_system`` true), as 5.3.3's send path, which sees the topic its store hook gave
+  it. A delay level's delivery counts again under its real topic as ``delay`` (5.3.3's ScheduleMessageService
+  ``PutResultProcess.onSuccess``, with ``enableScheduleMessageStats``); a timer's delivery counts again as
+  ``normal`` (5.3.3's TimerMessageStore counts none). ``message_type`` is ``fifo`` for order topics, ``normal``
   otherwise. Retry and DLQ topics are left out, as in Java. Bytes are record sizes (Java's ``wroteBytes``). Only a
-  master counts them: a slave's (or DLedger follower's) puts are the master's messages replicated, which Java, counting
-  in ``SendMessageProcessor.handlePutMessageResult``, never sees there; a member promoted to master counts from its
-  promotion.
+  master counts them: a slave's (or DLedger follower's) puts are the master's messages replicated, which Java,
+  counting in ``SendMessageProcessor.handlePutMessageResult``, never sees there; a member promoted to master counts
+  from its promotion.
 - ``rocketmq_storage_put_latency`` (ms) is ours: RocketMQ 5 has no put latency metric; its buckets are the runtime
   info's ``putMessageDistributeTime`` bounds, cumulative since start.
 - Not exported (no such concept here): POP, timer-wheel internals, half-message and transaction-commit counters,
@@ -83,10 +85,14 @@ def _traffic(snap: BrokerSnapshot, f: _Families) -> Iterator[Metric]:
     labels_in = ("topic", "message_type", "is_system")
     messages_in = f.counter("rocketmq_messages_in_total", "Total number of incoming messages", labels_in)
     bytes_in = f.counter("rocketmq_throughput_in_total", "Total traffic of incoming messages", labels_in)
-    for topic, (count, size) in sorted(snap.incoming.items()):
+    incoming = {
+        (topic, _MESSAGE_TYPES.get(topic) or ("fifo" if topic in snap.order_topics else "normal")): counts
+        for topic, counts in snap.incoming.items()
+    }
+    incoming.update(snap.incoming_typed)
+    for (topic, kind), (count, size) in sorted(incoming.items()):
         if is_retry_or_dlq_topic(topic):
             continue
-        kind = _MESSAGE_TYPES.get(topic) or ("fifo" if topic in snap.order_topics else "normal")
         row = f.row(topic, kind, _bool(_system_topic(snap, topic)))
         messages_in.add_metric(row, count)
         bytes_in.add_metric(row, size)

@@ -63,6 +63,8 @@ class BrokerSnapshot:
 
     #: topic -> (messages, bytes) stored while a master, since the broker started
     incoming: dict[str, tuple[int, int]]
+    #: (topic, message type) -> (messages, bytes) of those the broker put as that type (delay-level deliveries)
+    incoming_typed: dict[tuple[str, str], tuple[int, int]]
     order_topics: frozenset[str]
     #: the broker's system topics (its TopicConfigManager's set; ``rmq_sys_`` names count too)
     system_topics: frozenset[str]
@@ -138,6 +140,7 @@ def take_snapshot(state: BrokerState, pools: Mapping[str, ProcessorPool]) -> Bro
     topics = state.topics.topics
     return BrokerSnapshot(
         incoming=_incoming(stats),
+        incoming_typed=dict(stats.incoming_typed),
         order_topics=frozenset(name for name, config in topics.items() if config.order),
         system_topics=state.topics.system_topic_names,
         gets={pair: (items.nums.value, items.sizes.value) for pair, items in stats.group_items.items()},

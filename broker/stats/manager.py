@@ -161,8 +161,12 @@ class BrokerStatsManager:
         self.group_items: dict[tuple[str, str], GroupItems] = {}
         #: (topic, group) -> queue id -> next offset after the queue's last pull
         self.pull_offsets: dict[tuple[str, str], dict[int, int]] = {}
-        #: topic -> (messages, bytes) stored while a master (``/metrics``' incoming messages; never reset)
+        #: topic -> (messages, bytes) stored while a master (``/metrics``' incoming messages; never reset), those
+        #: the broker put as another message type (:attr:`incoming_typed`) left out
         self.incoming: dict[str, tuple[int, int]] = {}
+        #: (topic, message type) -> (messages, bytes) of :attr:`incoming` the broker fixed the type of
+        #: (:meth:`record_delay_delivery`)
+        self.incoming_typed: dict[tuple[str, str], tuple[int, int]] = {}
         self.replica = replica
         self._puts = StorePuts(store, frozenset({SCHEDULE_TOPIC}) if queue_stat else frozenset())
         self.put_latency = PutLatencyStats()
@@ -315,6 +319,15 @@ class BrokerStatsManager:
             queue_key = f"{SCHEDULE_TOPIC}@{queue_id}@{SCHEDULE_CONSUMER_GROUP}"
             self.sets[QUEUE_GET_NUMS].get_or_create(queue_key).add(1)
             self.sets[QUEUE_GET_SIZE].get_or_create(queue_key).add(size)
+
+    def record_delay_delivery(self, topic: str, queue_id: int, queue_offset: int) -> None:
+        """The schedule service delivered a delay-level message to ``queue_offset`` of ``topic``'s ``queue_id``
+        (counted, ``enableScheduleMessageStats`` on): RocketMQ 5.3.3's ScheduleMessageService
+        ``PutResultProcess.onSuccess`` (broker/src/main/java/org/apache/rocketmq/broker/schedule/
+        ScheduleMessageService.java) adds it to ``rocketmq_messages_in_total`` / ``rocketmq_throughput_in_total``
+        under the real topic with ``message_type="delay"`` and its bytes, not as a normal message."""
+        if not self.replica:
+            self._puts.typed((topic, queue_id), queue_offset, "delay")
 
     def record_dlq(self, group: str, topic: str) -> None:
         """One message of ``topic`` moved to a DLQ, labelled ``group`` (``rocketmq_send_to_dlq_messages_total``)."""
@@ -489,7 +502,7 @@ class BrokerStatsManager:
             return
         replica = self.replica
         nums, sizes, incoming = self.sets[TOPIC_PUT_NUMS], self.sets[TOPIC_PUT_SIZE], self.incoming
-        taken = self._puts.taken
+        taken, typed_taken = self._puts.taken, self._puts.typed_taken
         added = added_bytes = sent = 0
         for topic, (count, size, times) in collected.items():
             added += count
@@ -506,6 +519,11 @@ class BrokerStatsManager:
                 continue
             nums.get_or_create(topic).add(count, times)
             sizes.get_or_create(topic).add(size, times)
+            typed = typed_taken.get(topic) if typed_taken else None
+            if typed is not None:
+                count, size = self._count_typed(topic, typed, count, size)
+                if count <= 0:
+                    continue
             before_count, before_size = incoming.get(topic, (0, 0))
             incoming[topic] = (before_count + count, before_size + size)
         queue_puts = self._puts.queue_puts
@@ -522,6 +540,17 @@ class BrokerStatsManager:
         self.put_total += added
         self.put_size_total += added_bytes
         self.store_stats.put_total = self.put_total
+
+    def _count_typed(self, topic: str, typed: dict[str, tuple[int, int]], count: int, size: int) -> tuple[int, int]:
+        """Add ``topic``'s typed puts to :attr:`incoming_typed`; the messages and bytes of ``count`` and ``size``
+        left for :attr:`incoming`."""
+        incoming_typed = self.incoming_typed
+        for kind, (kind_count, kind_size) in typed.items():
+            before_count, before_size = incoming_typed.get((topic, kind), (0, 0))
+            incoming_typed[(topic, kind)] = (before_count + kind_count, before_size + kind_size)
+            count -= kind_count
+            size -= kind_size
+        return count, max(0, size)
 
     def set_replica(self, replica: bool) -> None:
         """The broker became a slave (``replica``) or a master: what the store took until now counts under the

@@ -21,7 +21,7 @@ retention before they were looked at are counted as messages without bytes. Owne
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left, bisect_right, insort
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -50,6 +50,11 @@ class StorePuts:
         #: What the last :meth:`collect` found of the broker's own puts, per topic: (messages, bytes, calls) in no
         #: topic item, messages in no BROKER_PUT_NUMS.
         self.taken: dict[str, tuple[int, int, int, int]] = {}
+        #: queue key -> runs ``(start, end, kind)`` of queue offsets of puts whose ``/metrics`` message type the
+        #: broker fixed (:meth:`typed`), sorted, disjoint, neighbours of the same kind merged
+        self._typed: dict[tuple[str, int], list[tuple[int, int, str]]] = {}
+        #: What the last :meth:`collect` found of those, per topic: kind -> (messages, bytes)
+        self.typed_taken: dict[str, dict[str, tuple[int, int]]] = {}
 
     def start(self) -> None:
         """Take the store's current contents as the baseline."""
@@ -82,6 +87,22 @@ class StorePuts:
         else:
             _mark(owned, offset, in_topic)
 
+    def typed(self, key: tuple[str, int], offset: int, kind: str) -> None:
+        """The broker put the entry at ``offset`` of queue ``key`` as a ``kind`` message (``/metrics``'
+        ``message_type``; see :meth:`~broker.stats.manager.BrokerStatsManager.record_delay_delivery`): when counted,
+        it is in :attr:`typed_taken`. Offsets come in order (each mark follows its append)."""
+        runs = self._typed.get(key)
+        if runs is None:
+            self._typed[key] = [(offset, offset + 1, kind)]
+            return
+        start, end, last_kind = runs[-1]
+        if offset == end and kind == last_kind:
+            runs[-1] = (start, end + 1, kind)
+        elif offset >= end:
+            runs.append((offset, offset + 1, kind))
+        else:  # out of order: a run of its own
+            insort(runs, (offset, offset + 1, kind))
+
     def collect(self) -> TopicPuts:
         """Messages, bytes and calls (one per message, one per batch) stored per topic since the last call (topics
         without new messages are absent)."""
@@ -93,6 +114,9 @@ class StorePuts:
         owned_table = self._own
         taken: dict[str, tuple[int, int, int, int]] = {}
         self.taken = taken
+        typed_table = self._typed
+        typed_taken: dict[str, dict[str, tuple[int, int]]] = {}
+        self.typed_taken = typed_taken
         queue_topics = self.queue_topics
         queue_puts: dict[tuple[str, int], tuple[int, int, int]] = {}
         self.queue_puts = queue_puts
@@ -110,6 +134,7 @@ class StorePuts:
                 before = 0
                 batches.pop(key, None)
                 owned_table.pop(key, None)
+                typed_table.pop(key, None)
             seen[key] = offset
             size = 0 if cq is None else cq.sizes_total(before, offset)
             new = offset - before
@@ -139,6 +164,11 @@ class StorePuts:
                 _take_own(taken, key, owned, cq, before, offset, ranges)
                 if not owned:
                     del owned_table[key]
+            typed = typed_table.get(key) if typed_table else None
+            if typed is not None:
+                _take_typed(typed_taken, key, typed, cq, before, offset, ranges)
+                if not typed:
+                    del typed_table[key]
             if new <= 0:
                 continue
             if queue_topics and key[0] in queue_topics:
@@ -152,6 +182,7 @@ class StorePuts:
         puts not counted yet taken out (see :meth:`~broker.stats.manager.BrokerStatsManager.set_replica`)."""
         self._batches.clear()
         self._own.clear()
+        self._typed.clear()
 
     def forget(self, topic: str) -> None:
         """The topic was deleted: its queues count from zero when they come back."""
@@ -161,6 +192,8 @@ class StorePuts:
             del self._batches[key]
         for key in [k for k in self._own if k[0] == topic]:
             del self._own[key]
+        for key in [k for k in self._typed if k[0] == topic]:
+            del self._typed[key]
         unacknowledged = self.store.unacknowledged
         for key in [k for k in unacknowledged if k[0] == topic]:
             del unacknowledged[key]
@@ -241,7 +274,7 @@ def _within(ranges: list[tuple[int, int]] | None, end: int) -> bool:
     return ranges is not None and any(first < end <= last for first, last in ranges)
 
 
-def _start(run: tuple[int, int, bool]) -> int:
+def _start(run: tuple[int, int, object]) -> int:
     return run[0]
 
 
@@ -304,3 +337,38 @@ def _take_own(
             before_taken[2] + msgs,
             before_taken[3] + broker,
         )
+
+
+def _take_typed(
+    typed_taken: dict[str, dict[str, tuple[int, int]]],
+    key: tuple[str, int],
+    typed: list[tuple[int, int, str]],
+    cq: ConsumeQueue | None,
+    before: int,
+    offset: int,
+    ranges: list[tuple[int, int]] | None,
+) -> None:
+    """Add to ``typed_taken`` the typed puts of queue ``key`` counted in ``[before, offset)``, per kind (dropping
+    them, and those before it, from ``typed``); an unacknowledged one counts nowhere."""
+    done = bisect_left(typed, offset, key=_start)
+    taking = typed[:done]
+    if done and taking[-1][1] > offset:  # the rest of the last run is not in the queue yet
+        start, end, kind = taking[-1]
+        taking[-1] = (start, offset, kind)
+        typed[done - 1] = (offset, end, kind)
+        done -= 1
+    del typed[:done]
+    per_kind: dict[str, list[tuple[int, int]]] = {}
+    for start, end, kind in taking:
+        if end > before:
+            per_kind.setdefault(kind, []).extend(_without(max(start, before), end, ranges))
+    if not per_kind:
+        return
+    found = typed_taken.setdefault(key[0], {})
+    for kind, pieces in per_kind.items():
+        if pieces:
+            count, size = found.get(kind, (0, 0))
+            found[kind] = (
+                count + sum(end - start for start, end in pieces),
+                size + (cq.sizes_within(pieces) if cq is not None else 0),
+            )
