@@ -385,3 +385,32 @@ async def test_a_delay_level_delivery_counts_as_incoming_delay_under_the_real_to
     assert rows == {("SCHEDULE_TOPIC_XXXX", "delay"): 1.0, ("DelayIn", "delay"): 1.0}
     sizes = {s[0]["message_type"]: s[1] for s in samples["rocketmq_throughput_in_total"] if s[0]["topic"] == "DelayIn"}
     assert sizes == {"delay": float(len(delivered))}
+
+
+async def test_a_timer_delivery_is_not_counted_as_incoming_again(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A timer message (TIMER_DELAY_SEC) counts in ``rocketmq_messages_in_total`` once, at its send, under the timer
+    topic the store hook gave it, ``message_type="delay"``: RocketMQ 5.3.3's TimerMessageStore ``doPut``
+    (store/src/main/java/org/apache/rocketmq/store/timer/TimerMessageStore.java) delivers it with a plain store put
+    that adds to the topic's put statistics only, never to BrokerMetricsManager's ``messagesInTotal``. Ours counted
+    the delivery again, under the real topic as ``normal``."""
+    use_virtual_store_clock(embedded_cluster)
+    controller = embedded_cluster.controller
+    await create_topic(embedded_cluster, "TimerIn", queues=1)
+    async with Producer("pg-timer-in", embedded_cluster.namesrv_addr) as producer:
+        await producer.send(Message("TimerIn", b"later", properties={"TIMER_DELAY_SEC": "3"}))
+    store = controller.context.store
+    with trio.fail_after(60):
+        while store.max_offset_in_queue("TimerIn", 0) < 1:
+            await trio.sleep(0.5)
+
+    samples = render(list(broker_families(take_snapshot(controller.context, controller.pools), COMMON)))
+    rows = {
+        (s[0]["topic"], s[0]["message_type"]): s[1]
+        for s in samples["rocketmq_messages_in_total"]
+        if s[0]["topic"] in ("TimerIn", "rmq_sys_wheel_timer")
+    }
+    assert rows == {("rmq_sys_wheel_timer", "delay"): 1.0}
+    item = controller.context.stats.item("TOPIC_PUT_NUMS", "TimerIn")  # the topic's put statistics do count it
+    assert item is not None and item.value == 1
