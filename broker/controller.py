@@ -167,6 +167,7 @@ class BrokerController:
             flush_interval=lambda: self.context.config.timer_flush_interval_ms / 1000,  # updateBrokerConfig: at once
             enabled=lambda: self.context.config.timer_wheel_enable,
         )
+        self.timer.on_put = self.context.stats.record_timer_put
         self.transaction_bridge = TransactionalMessageBridge(
             self.context, delay_rewrite=self.schedule.rewrite, timer_rewrite=self.timer.rewrite
         )

@@ -15,15 +15,15 @@ start (the snapshot's ``system_topics``), or a ``CID_RMQ_SYS_`` group.
 Where ours differ, and why:
 
 - ``rocketmq_messages_in_total`` / ``rocketmq_throughput_in_total`` count messages where they are stored, read from
-  the store: a delayed, timer or transactional message counts first under its system topic (``message_type``
-  ``delay`` / ``transaction``, ``is_system`` true), as 5.3.3's send path, which sees the topic its store hook gave
-  it. A delay level's delivery counts again under its real topic as ``delay`` (5.3.3's ScheduleMessageService
-  ``PutResultProcess.onSuccess``, with ``enableScheduleMessageStats``); a timer's delivery counts again as
-  ``normal`` (5.3.3's TimerMessageStore counts none). ``message_type`` is ``fifo`` for order topics, ``normal``
-  otherwise. Retry and DLQ topics are left out, as in Java. Bytes are record sizes (Java's ``wroteBytes``). Only a
-  master counts them: a slave's (or DLedger follower's) puts are the master's messages replicated, which Java,
-  counting in ``SendMessageProcessor.handlePutMessageResult``, never sees there; a member promoted to master counts
-  from its promotion.
+  the store: a delayed, timer or transactional message counts first under its system topic (``message_type`` ``delay``
+  / ``transaction``, ``is_system`` true), as 5.3.3's send path, which sees the topic its store hook gave it. A delay
+  level's delivery counts again under its real topic as ``delay`` (5.3.3's ScheduleMessageService
+  ``PutResultProcess.onSuccess``, with ``enableScheduleMessageStats``); a timer's delivery or roll does not count
+  again (5.3.3's TimerMessageStore ``doPut`` adds to the put statistics only). ``message_type`` is ``fifo`` for order
+  topics, ``normal`` otherwise. Retry and DLQ topics are left out, as in Java. Bytes are record sizes (Java's
+  ``wroteBytes``). Only a master counts them: a slave's (or DLedger follower's) puts are the master's messages
+  replicated, which Java, counting in ``SendMessageProcessor.handlePutMessageResult``, never sees there; a member
+  promoted to master counts from its promotion.
 - ``rocketmq_storage_put_latency`` (ms) is ours: RocketMQ 5 has no put latency metric; its buckets are the runtime
   info's ``putMessageDistributeTime`` bounds, cumulative since start.
 - Not exported (no such concept here): POP, timer-wheel internals, half-message and transaction-commit counters,

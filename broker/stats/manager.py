@@ -50,7 +50,7 @@ import trio
 
 from broker.stats.item import StatsItem, StatsItemSet, StatsSnapshot
 from broker.stats.latency import PutLatencyStats
-from broker.stats.puts import StorePuts
+from broker.stats.puts import NOT_INCOMING, StorePuts
 from broker.stats.store_stats import StoreStats
 from remoting.codec.java_format import java_double
 from remoting.codec.topics import OFFSET_MOVED_EVENT, SCHEDULE_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC, TRANS_OP_HALF_TOPIC
@@ -329,6 +329,14 @@ class BrokerStatsManager:
         if not self.replica:
             self._puts.typed((topic, queue_id), queue_offset, "delay")
 
+    def record_timer_put(self, topic: str, queue_id: int, queue_offset: int) -> None:
+        """The timer delivered (or rolled) a message to ``queue_offset`` of ``topic``'s ``queue_id``: RocketMQ 5.3.3's
+        TimerMessageStore ``doPut`` (store/src/main/java/org/apache/rocketmq/store/timer/TimerMessageStore.java)
+        counts it in the topic's put items and BROKER_PUT_NUMS, but not in ``rocketmq_messages_in_total`` /
+        ``rocketmq_throughput_in_total``: its send counted it there already, under the timer topic."""
+        if not self.replica:
+            self._puts.typed((topic, queue_id), queue_offset, NOT_INCOMING)
+
     def record_dlq(self, group: str, topic: str) -> None:
         """One message of ``topic`` moved to a DLQ, labelled ``group`` (``rocketmq_send_to_dlq_messages_total``)."""
         self.dlq_messages[(group, topic)] = self.dlq_messages.get((group, topic), 0) + 1
@@ -546,8 +554,9 @@ class BrokerStatsManager:
         left for :attr:`incoming`."""
         incoming_typed = self.incoming_typed
         for kind, (kind_count, kind_size) in typed.items():
-            before_count, before_size = incoming_typed.get((topic, kind), (0, 0))
-            incoming_typed[(topic, kind)] = (before_count + kind_count, before_size + kind_size)
+            if kind != NOT_INCOMING:
+                before_count, before_size = incoming_typed.get((topic, kind), (0, 0))
+                incoming_typed[(topic, kind)] = (before_count + kind_count, before_size + kind_size)
             count -= kind_count
             size -= kind_size
         return count, max(0, size)

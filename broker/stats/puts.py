@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 
 #: topic -> (messages, bytes, calls)
 TopicPuts = dict[str, tuple[int, int, int]]
+#: The :meth:`StorePuts.typed` kind of a put that is no incoming message at all (``/metrics``)
+NOT_INCOMING = ""
 
 
 class StorePuts:

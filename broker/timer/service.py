@@ -137,6 +137,8 @@ class TimerMessageService:
         self.store = store
         self._config_dir = config_dir
         self._wheel = (precision_ms, wheel_slots, log_file_size, roll_window_slot)
+        #: Called with the topic, queue id and queue offset of each message delivered or rolled (``TimerStore.on_put``)
+        self.on_put: Callable[[str, int, int], None] | None = None
         self.timers = self._new_timer_store()
         self._max_delay_sec = max_delay_sec
         self._congest_num = congest_num_each_slot
@@ -164,7 +166,7 @@ class TimerMessageService:
 
     def _new_timer_store(self) -> TimerStore:
         precision_ms, slots, log_file_size, roll_window_slot = self._wheel
-        return TimerStore(
+        timers = TimerStore(
             self.store,
             self._config_dir,
             precision_ms=precision_ms,
@@ -172,6 +174,12 @@ class TimerMessageService:
             log_file_size=log_file_size,
             roll_window_slot=roll_window_slot,
         )
+        timers.on_put = self._on_put
+        return timers
+
+    def _on_put(self, topic: str, queue_id: int, queue_offset: int) -> None:
+        if self.on_put is not None:
+            self.on_put(topic, queue_id, queue_offset)
 
     # ---- the send path's seam ------------------------------------------------------------------------------
 

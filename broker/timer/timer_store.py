@@ -62,7 +62,7 @@ import logging
 import shutil
 from array import array
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Final, NamedTuple
 
@@ -298,6 +298,9 @@ class TimerStore:
         #: The window each queue offset range was (or is) filed with: ``(first offset, slots)``, oldest first.
         self._windows: list[tuple[int, int, int]] = []
         self.enqueue_offset = 0
+        #: Called with the topic, queue id and queue offset of each message the timer delivered or rolled (the
+        #: broker's ``/metrics`` statistics: :meth:`~broker.stats.manager.BrokerStatsManager.record_timer_put`).
+        self.on_put: Callable[[str, int, int], None] | None = None
         self.read_ms = 0
         #: The log position of the next entry to process in the slot at ``readMs`` (slots go out oldest entry first),
         #: NO_ENTRY while no slot walk is under way.
@@ -908,7 +911,8 @@ class TimerStore:
         added = "\x02".join(f"{k}\x01{v}" for k, v in stamps.items())
         try:
             record = record_from_stored(msg, TIMER_TOPIC, 0, f"{kept}\x02{added}" if kept else added, store.store_host)
-            self._last_end = store.append(record).end_offset
+            appended = store.append(record)
+            self._last_end = appended.end_offset
         except (ValueError, MessageIllegalError) as exc:  # for good: retrying would hold back every later timer
             log.error("timer: message at %d cannot be rolled (%s); dropped", phy, exc)
             return
@@ -916,6 +920,8 @@ class TimerStore:
             self.pending += counted  # not rolled: the caller retries this entry
             raise
         self.rolled += 1
+        if self.on_put is not None:
+            self.on_put(TIMER_TOPIC, 0, appended.queue_offset)
 
     def _deliver(self, phy: int, size: int, deletes: frozenset[str]) -> None:
         """Append one due message to its real topic and queue, unless its ``<real topic>+<UNIQ_KEY>`` is in
@@ -949,7 +955,8 @@ class TimerStore:
             log.warning("timer: message at %d cannot be rebuilt (%s); dropped", phy, exc)
             return
         try:
-            self._last_end = store.append(record).end_offset
+            appended = store.append(record)
+            self._last_end = appended.end_offset
         except MessageIllegalError as exc:  # for good: retrying it would hold back every later timer
             log.error("timer: message at %d refused by the store (%s); dropped", phy, exc)
             return
@@ -957,3 +964,5 @@ class TimerStore:
             self.pending += counted  # not delivered: the caller retries this message
             raise
         self.delivered += 1
+        if self.on_put is not None:
+            self.on_put(real_topic, real_qid, appended.queue_offset)
