@@ -15,6 +15,7 @@ import trio
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
+from broker.broker_config import load_broker_config
 from broker.embedded import EmbeddedCluster
 from client import ConsumeConcurrentlyStatus, Message, MessageExt, Producer, PushConsumer
 from namesrv.config import NamesrvConfig
@@ -441,3 +442,28 @@ async def test_a_broker_running_the_proxy_serves_rocketmq_proxy_up(tmp_path: Pat
     ]
     # The broker's own families keep the broker's labels.
     assert value(families, "rocketmq_broker_permission", node_type="broker", node_id="broker-a") == 6
+
+
+async def test_metrics_in_delta_labels_every_broker_series_aggregation_delta(tmp_path: Path) -> None:
+    """``metricsInDelta=true`` in broker.conf: RocketMQ 5.3.3's BrokerMetricsManager ``init``
+    (broker/src/main/java/org/apache/rocketmq/broker/metrics/BrokerMetricsManager.java) puts
+    ``aggregation="delta"`` into the label map every broker instrument (the RPC latency too) is recorded with, over a
+    ``metricsLabel`` pair of that name; the Prometheus exporter still serves cumulative values (only the OTLP
+    exporter switches temporality). Ours did not know the setting."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text("metricsInDelta=true\nmetricsLabel=env:test,aggregation:mine\n")
+    config, unknown = load_broker_config(conf)
+    assert unknown == []
+    settings = {"metrics_exporter_type": "PROM", "metrics_prom_exporter_port": 0}
+    overrides = {"metrics_in_delta": config.metrics_in_delta, "metrics_label": config.metrics_label}
+    async with EmbeddedCluster(tmp_path / "cluster", **SMALL_STORE, **settings, **overrides) as cluster:
+        exporter = cluster.controller.metrics
+        assert exporter is not None and exporter.address is not None
+        async with Producer("delta_pg", cluster.namesrv_addr) as producer:
+            for _ in range(2):
+                await producer.send(Message("DeltaTopic", b"d"))
+        families = await scrape(exporter.address)
+    samples = [s for name, found in families.items() if name.startswith("rocketmq_") for s in found]
+    assert samples and all(s.labels.get("aggregation") == "delta" for s in samples)
+    assert all(s.labels.get("env") == "test" for s in samples)
+    assert value(families, "rocketmq_messages_in_total", topic="DeltaTopic") == 2  # cumulative, as 5.3.3's PROM
