@@ -285,6 +285,10 @@ class BrokerConfig(ListenerSettings):
     metrics_label: str = ""
     #: Label sets kept per metric; more go to one ``otel_metric_overflow="true"`` series (RocketMQ 5.3's setting).
     metrics_otel_cardinality_limit: int = 50_000
+    #: Every broker series labelled ``aggregation="delta"`` (over a ``metricsLabel`` pair of that name), as RocketMQ
+    #: 5.3.3's BrokerMetricsManager ``init``; ``/metrics`` values stay cumulative, as 5.3.3's Prometheus exporter
+    #: serves them (only its OTLP exporter switches to delta temporality).
+    metrics_in_delta: bool = False
     #: ACL 1.0 (docs/architecture.md#acl-and-tls-at-the-edge): every request is checked against the plain_acl.yml
     #: accounts before it reaches a pool.
     acl_enable: bool = False

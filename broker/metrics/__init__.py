@@ -2,8 +2,9 @@
 :class:`~remoting.prometheus.PrometheusExporter` the controller runs, serving the broker's families
 (:mod:`broker.metrics.families`, from a :mod:`broker.metrics.snapshot` taken at scrape time) and the transport's
 ``rocketmq_rpc_latency_milliseconds`` (:mod:`remoting.rpc_metrics`), all labelled ``cluster``, ``node_type=broker``,
-``node_id`` (the broker name) and the ``metricsLabel`` pairs, on ``metricsPromExporterHost`` (default ``brokerIP1``)
-and ``metricsPromExporterPort`` (default 5557; 0 picks a free port)."""
+``node_id`` (the broker name), the ``metricsLabel`` pairs and, with ``metricsInDelta``, ``aggregation="delta"``,
+on ``metricsPromExporterHost`` (default ``brokerIP1``) and ``metricsPromExporterPort`` (default 5557; 0 picks a free
+port)."""
 
 from __future__ import annotations
 
@@ -33,6 +34,10 @@ def broker_exporter(
     if rpc_latency is None:
         return None
     labels = metrics_labels("broker", config.broker_name, config.broker_cluster_name, config.metrics_label)
+    if config.metrics_in_delta:
+        # broker/src/main/java/org/apache/rocketmq/broker/metrics/BrokerMetricsManager.java ``init``: put into the
+        # label map after the metricsLabel pairs, so it replaces one named ``aggregation``.
+        labels["aggregation"] = "delta"
 
     def broker_source() -> Callable[[], Iterable[Metric]]:
         snapshot = take_snapshot(state, pools)
