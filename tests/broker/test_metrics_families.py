@@ -414,3 +414,28 @@ async def test_a_timer_delivery_is_not_counted_as_incoming_again(
     assert rows == {("rmq_sys_wheel_timer", "delay"): 1.0}
     item = controller.context.stats.item("TOPIC_PUT_NUMS", "TimerIn")  # the topic's put statistics do count it
     assert item is not None and item.value == 1
+
+
+async def test_a_delay_level_delivery_counts_as_outgoing_of_the_schedule_consumer(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """RocketMQ 5.3.3's ScheduleMessageService (broker/src/main/java/org/apache/rocketmq/broker/schedule/
+    ScheduleMessageService.java ``PutResultProcess.onSuccess``, with ``enableScheduleMessageStats``) also adds each
+    delivery to ``rocketmq_messages_out_total`` / ``rocketmq_throughput_out_total`` under ``SCHEDULE_TOPIC_XXXX``,
+    ``consumer_group="SCHEDULE_CONSUMER"``, ``is_system="true"``, with the delivered copy's bytes: ours had no such
+    series."""
+    use_virtual_store_clock(embedded_cluster)
+    controller = embedded_cluster.controller
+    await create_topic(embedded_cluster, "DelayOut", queues=1)
+    async with Producer("pg-delay-out", embedded_cluster.namesrv_addr) as producer:
+        await producer.send(Message("DelayOut", b"later", delay_level=1))
+    store = controller.context.store
+    with trio.fail_after(60):
+        while store.max_offset_in_queue("DelayOut", 0) < 1:
+            await trio.sleep(0.5)
+    delivered = store.get("DelayOut", 0, 0, 1).messages[0]
+
+    samples = render(list(broker_families(take_snapshot(controller.context, controller.pools), COMMON)))
+    row = {**COMMON, "topic": "SCHEDULE_TOPIC_XXXX", "consumer_group": "SCHEDULE_CONSUMER", "is_system": "true"}
+    assert (row, 1.0) in samples["rocketmq_messages_out_total"]
+    assert (row, float(len(delivered))) in samples["rocketmq_throughput_out_total"]
