@@ -311,10 +311,14 @@ class BrokerStatsManager:
         ``enableScheduleMessageStats``) counts it as SCHEDULE_CONSUMER's get, in QUEUE_GET_NUMS / QUEUE_GET_SIZE
         (``SCHEDULE_TOPIC_XXXX@queueId@SCHEDULE_CONSUMER``, with ``enableDetailStat``) and GROUP_GET_NUMS /
         GROUP_GET_SIZE (``SCHEDULE_TOPIC_XXXX@SCHEDULE_CONSUMER``); its put of the real topic counts with the other
-        puts."""
-        group_key = stats_key(SCHEDULE_TOPIC, SCHEDULE_CONSUMER_GROUP)
-        self.sets[GROUP_GET_NUMS].get_or_create(group_key).add(1)
-        self.sets[GROUP_GET_SIZE].get_or_create(group_key).add(size)
+        puts. Those group items are the pair's :attr:`group_items`, so ``/metrics`` exports them as outgoing messages
+        of SCHEDULE_CONSUMER, as RocketMQ 5.3.3's ``onSuccess`` adds them to ``rocketmq_messages_out_total``
+        (broker/src/main/java/org/apache/rocketmq/broker/schedule/ScheduleMessageService.java)."""
+        items = self.group_items.get((SCHEDULE_TOPIC, SCHEDULE_CONSUMER_GROUP))
+        if items is None:
+            items = self._group_item(SCHEDULE_TOPIC, SCHEDULE_CONSUMER_GROUP)
+        items.nums.add(1)
+        items.sizes.add(size)
         if self.queue_stat:
             queue_key = f"{SCHEDULE_TOPIC}@{queue_id}@{SCHEDULE_CONSUMER_GROUP}"
             self.sets[QUEUE_GET_NUMS].get_or_create(queue_key).add(1)
