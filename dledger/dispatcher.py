@@ -160,23 +160,24 @@ class Dispatcher:
                     return
                 self._push(batch)
             else:
-                if self._throttled(self.write_index):
+                entry = node.entry(self.write_index)
+                if entry is not None and self._throttled(entry):
                     return
-                self._push_one(self.write_index)
+                self._push(() if entry is None else (entry,))
 
-    def _throttled(self, index: int) -> bool:
-        """Whether the push of entry ``index`` waits for the next second: the entry is more than
-        :data:`MAX_PENDING` entries and ``peerPushThrottlePoint`` bytes behind the leader's end, and this second's
-        ``peerPushQuota`` bytes for this follower are spent (DLedger's ``checkQuotaAndWait`` in
+    def _throttled(self, entry: Entry) -> bool:
+        """Whether the push of ``entry`` waits for the next second: it is more than :data:`MAX_PENDING` entries and
+        ``peerPushThrottlePoint`` bytes behind the leader's end, and this second's ``peerPushQuota`` bytes for this
+        follower are spent (DLedger's ``checkQuotaAndWait`` in
         dledger/src/main/java/io/openmessaging/storage/dledger/DLedgerEntryPusher.java sleeps until then), so a
         follower catching up on a long backlog leaves the leader's disk and network to the live traffic. Otherwise
-        the entry's size is counted and False."""
+        the entry's size is counted and False. The distance is taken from the log's write position, as DLedger's
+        from ``getMaxWrotePosition``: reading the last entry copied its body at every push."""
         node = self.node
         ledger, config = node.ledger, node.config
-        if ledger.end_index - index <= MAX_PENDING:
+        if ledger.end_index - entry.index <= MAX_PENDING:
             return False
-        entry, last = node.entry(index), node.entry(ledger.end_index)
-        if entry is None or last is None or last.end_pos - entry.pos < config.peer_push_throttle_point:
+        if ledger.write_pos - entry.pos < config.peer_push_throttle_point:
             return False
         second = node.now // 1000
         if self._quota[0] != second:
@@ -209,10 +210,6 @@ class Dispatcher:
         if self._carrying() is None:  # no answer to wait for (none due, or the push carrying it is forgotten)
             return True
         return sum(e.size for e in batch) >= self.node.config.max_batch_push_size
-
-    def _push_one(self, index: int) -> None:
-        entry = self.node.entry(index)
-        self._push(() if entry is None else (entry,))
 
     def _push(self, entries: tuple[Entry, ...]) -> None:
         if not entries:  # below the leader's first index: compare again
@@ -285,10 +282,11 @@ class Dispatcher:
             return
         first, _, count = carrying
         start = node.quorum.watermark(self.term, self.peer) + 1
-        if not node.config.enable_batch_push and self._throttled(start):
+        entries = tuple(e for i in range(start, first + count) if (e := node.entry(i)) is not None)
+        if entries and not node.config.enable_batch_push and self._throttled(entries[0]):
             return  # pushed again once the next second's quota opens (DLedger's re-push goes through the quota too)
         del self.pending[first]
-        self._push(tuple(e for i in range(start, first + count) if (e := node.entry(i)) is not None))
+        self._push(entries)
 
     # ---- COMPARE / TRUNCATE ------------------------------------------------------------------------------------
 

@@ -51,6 +51,10 @@ class Ledger(Protocol):
     @property
     def flushed_index(self) -> int: ...
 
+    @property
+    def write_pos(self) -> int:
+        """Where the data written ends (DLedger's ``getMaxWrotePosition``), read without reading an entry."""
+
     def get(self, index: int) -> Entry | None:
         """The entry at ``index``, or None outside ``begin_index..end_index``."""
 
@@ -104,6 +108,10 @@ class MemoryLedger:
     @property
     def end_pos(self) -> int:
         return self.entries[-1].end_pos if self.entries else 0
+
+    @property
+    def write_pos(self) -> int:
+        return self.end_pos
 
     def get(self, index: int) -> Entry | None:
         return self.entries[index] if 0 <= index < len(self.entries) else None
