@@ -792,3 +792,31 @@ async def test_timer_wheel_enable_false_refuses_timer_messages_and_pops_and_runs
             f"the broker[{cluster.controller.context.config.broker_ip1}] pop message is forbidden because "
             "timerWheelEnable is false"
         )
+
+
+async def test_runtime_info_shows_zero_timer_figures_while_timer_wheel_enable_is_false(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """RocketMQ 5.3's AdminBrokerProcessor.prepareRuntimeInfo reads the timer's figures only while timerWheelEnable is
+    true and answers timerReadBehind, timerOffsetBehind and timerCongestNum "0", timerEnqueueTps and timerDequeueTps
+    "0.0" otherwise: ours kept showing the timer queue's entries as behind."""
+    use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "TimedOff")
+    keys = ("timerReadBehind", "timerOffsetBehind", "timerCongestNum", "timerEnqueueTps", "timerDequeueTps")
+    async with Admin(embedded_cluster.namesrv_addr) as admin:
+        await admin.update_broker_config(embedded_cluster.broker_addr, {"timerStopEnqueue": "true"})
+        async with Producer("pg-timed-off", embedded_cluster.namesrv_addr) as producer:
+            for _ in range(3):
+                await producer.send(Message("TimedOff", b"t", properties={"TIMER_DELAY_SEC": "600"}))
+        await trio.sleep(2)
+        before = await admin.broker_status(embedded_cluster.broker_addr)
+        await admin.update_broker_config(embedded_cluster.broker_addr, {"timerWheelEnable": "false"})
+        after = await admin.broker_status(embedded_cluster.broker_addr)
+    assert before["timerOffsetBehind"] == "3"
+    assert {key: after[key] for key in keys} == {
+        "timerReadBehind": "0",
+        "timerOffsetBehind": "0",
+        "timerCongestNum": "0",
+        "timerEnqueueTps": "0.0",
+        "timerDequeueTps": "0.0",
+    }
