@@ -294,17 +294,20 @@ class TimerMessageService:
     def stats(self) -> dict[str, str]:
         """Pending timers and progress, as strings for the broker's runtime-info table: RocketMQ 5.3's keys
         (AdminBrokerProcessor.prepareRuntimeInfo; ``timerReadBehind`` in seconds; zeros while the timer does not run)
-        and ours (pending, delivered and rolled counts)."""
+        and ours (pending, delivered and rolled counts). While ``timerWheelEnable`` is false, RocketMQ's keys are
+        zeros whatever the timer holds, as AdminBrokerProcessor.prepareRuntimeInfo answers then
+        (broker/src/main/java/org/apache/rocketmq/broker/processor/AdminBrokerProcessor.java)."""
         timers = self.timers
         cq = self.store.consume_queues.get((TIMER_TOPIC, 0))
         behind = 0 if cq is None else max(0, cq.max_offset - timers.enqueue_offset)
-        running = self._loaded
+        enabled = _flag(self._enabled)
+        running = self._loaded and enabled
         now = self.store.config.now_ms()
         read_behind_ms = max(0, now - timers.read_ms) if running else 0
         enqueue_tps, dequeue_tps = self._tps.rates(now, timers) if running else (0.0, 0.0)
         return {
             "timerPendingCount": str(timers.pending + behind),
-            "timerOffsetBehind": str(behind),
+            "timerOffsetBehind": str(behind if enabled else 0),
             "timerReadBehind": str(read_behind_ms // 1000),
             "timerCongestNum": str(timers.congest_num if running else 0),
             "timerEnqueueTps": str(enqueue_tps),
