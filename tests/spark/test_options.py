@@ -111,3 +111,26 @@ def test_rocketmq_sparks_nested_offsets_json_names_each_queue_by_its_broker() ->
         OffsetSpec.parse("startingOffsets", '{"T": {"broker-a": {"0": "x"}}}')
     with pytest.raises(OptionError, match="queue key 'broker-a:q' of 'T'"):
         OffsetSpec.parse("startingOffsets", '{"T": {"broker-a": {"q": 1}}}')
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({**NS, "topic": "T", "consumerGroup": "my group"}, "option consumerGroup.*illegal characters"),
+        ({**NS, "topic": "T", "consumerGroup": "g" * 256}, "option consumerGroup.*longer than group max length 255"),
+        ({**NS, "topic": "T", "producerGroup": "sink/group"}, "option producerGroup.*illegal characters"),
+        ({**NS, "topic": "T", "producerGroup": "DEFAULT_PRODUCER"}, "option producerGroup.*DEFAULT_PRODUCER"),
+        ({**NS, "topic": "T", "commitTopic": "commits log"}, "option commitTopic.*illegal characters"),
+        ({**NS, "topic": "T", "commitTopic": "c" * 128}, "option commitTopic.*longer than topic max length 127"),
+        ({**NS, "topic": "T", "commitTopic": "SCHEDULE_TOPIC_XXXX"}, "option commitTopic.*forbidden"),
+        ({**NS, "topic": "Café"}, "option topic.*not a valid RocketMQ topic"),
+    ],
+)
+def test_group_and_topic_names_rocketmq_refuses_are_option_errors(options: dict[str, str], message: str) -> None:
+    """Java's clients refuse these names before sending anything (``client/.../Validators.java`` ``checkGroup``,
+    ``checkTopic``, ``isNotAllowedSendTopic``; ``DefaultMQProducerImpl.checkConfig`` refuses DEFAULT_PRODUCER); the
+    source took them and failed only inside a task, or, for ``consumerGroup``, pulled and mirrored a stream's progress
+    under a group no RocketMQ client can name. ``Café`` passed the topic check (``str.isalnum`` takes any Unicode
+    letter; RocketMQ allows ``[%|a-zA-Z0-9_-]`` only)."""
+    with pytest.raises(OptionError, match=message):
+        SourceOptions.parse(options)
