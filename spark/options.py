@@ -45,11 +45,16 @@ import attrs
 import orjson
 
 from client.config import ClientConfig
+from client.errors import MQClientError
+from client.send_request import check_consumer_group, check_producer_group, check_topic
+from remoting.codec.topics import TOPIC_MAX_LENGTH, is_legal_name
 
 __all__ = ["STARTED_AT", "OffsetKind", "OffsetSpec", "OptionError", "SourceOptions"]
 
 #: Where the exactly-once sink's markers go unless ``commitTopic`` says otherwise.
 DEFAULT_COMMIT_TOPIC = "RMQ_SPARK_SINK_COMMITS"
+#: The group writes send under unless ``producerGroup`` says otherwise.
+DEFAULT_PRODUCER_GROUP = "SPARK_ROCKETMQ_SINK"
 #: The group batch and streaming reads pull with when ``consumerGroup`` is not set (RocketMQ's tools group).
 TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"
 #: rocketmq-spark's defaults of ``pullBatchSize`` and of ``pullTimeoutMs`` (ours: the session's RPC timeout).
@@ -167,6 +172,20 @@ def _security(opts: Mapping[str, str]) -> dict[str, Any]:
     return {"access_key": access_key, "secret_key": secret_key, "tls": tls, "tls_ca_file": ca_file}
 
 
+def _checked_name(options: Mapping[str, str], name: str, default: str | None, check: Any) -> str | None:
+    """Option ``name`` (``default`` when unset or empty), passed through ``check``, one of Java's client-side name
+    checks (``client/src/main/java/org/apache/rocketmq/client/Validators.java`` ``checkGroup`` / ``checkTopic`` /
+    ``isNotAllowedSendTopic``, ``DefaultMQProducerImpl.checkConfig``): a name RocketMQ refuses is an option error at
+    planning, not a failure inside a task. Raises OptionError naming the option, with Java's remark."""
+    value = options.get(name.lower()) or default
+    if value is not None:
+        try:
+            check(value)
+        except MQClientError as exc:
+            raise OptionError(f"option {name}={value!r}: {exc}") from None
+    return value
+
+
 def _one_of(options: Mapping[str, str], name: str, *aliases: str) -> str:
     """Which of option ``name`` and its ``aliases`` (the same option under rocketmq-spark's or Kafka's name) is set:
     ``name`` when none is. Raises OptionError when two are set to different values."""
@@ -253,7 +272,7 @@ class SourceOptions:
         name_server = _name_servers(opts.get("nameserver", ""))
         topics = tuple(t.strip() for t in opts.get("topic", "").split(",") if t.strip())
         for topic in topics:
-            if not all(c.isalnum() or c in "%|-_" for c in topic) or len(topic) > 127:
+            if not is_legal_name(topic) or len(topic) > TOPIC_MAX_LENGTH:  # Java's TopicValidator: [%|a-zA-Z0-9_-]
                 raise OptionError(f"option topic: {topic!r} is not a valid RocketMQ topic name")
         return cls(
             name_server=name_server,
@@ -262,9 +281,10 @@ class SourceOptions:
             ending=OffsetSpec.parse("endingOffsets", opts.get("endingoffsets", "latest")),
             tags=opts.get(_one_of(opts, "tags", "subExpression").lower(), "*").strip() or "*",
             max_records_per_trigger=_positive_int(opts, _one_of(opts, "maxRecordsPerTrigger", "maxOffsetsPerTrigger")),
-            consumer_group=opts.get("consumergroup") or None,
-            commit_topic=opts.get("committopic", DEFAULT_COMMIT_TOPIC),
-            producer_group=opts.get("producergroup", "SPARK_ROCKETMQ_SINK"),
+            consumer_group=_checked_name(opts, "consumerGroup", None, check_consumer_group),
+            commit_topic=_checked_name(opts, "commitTopic", DEFAULT_COMMIT_TOPIC, check_topic) or DEFAULT_COMMIT_TOPIC,
+            producer_group=_checked_name(opts, "producerGroup", DEFAULT_PRODUCER_GROUP, check_producer_group)
+            or DEFAULT_PRODUCER_GROUP,
             endings_given="endingoffsets" in opts,
             fail_on_data_loss=_flag(opts, "failOnDataLoss", default=True),
             pull_batch_size=_positive_int(opts, "pullBatchSize") or PULL_BATCH_SIZE,
