@@ -53,6 +53,34 @@ def test_a_task_retried_after_a_partial_send_publishes_only_the_missing_rows(
     assert len(seqs) == len(stored)
 
 
+def test_a_task_retried_with_its_rows_in_another_order_publishes_each_row_once(
+    pyspark_ready: None, rocketmq: ThreadedCluster
+) -> None:
+    """A write task behind a shuffle (an aggregation, a ``repartition`` by key: the example pipeline's counts) gets
+    the same rows on a retry, but not in the same order: Spark marks a shuffle's output UNORDERED
+    (``core/src/main/scala/org/apache/spark/rdd/RDD.scala`` ``DeterministicLevel``; reducers fetch map outputs as they
+    arrive). The retry used to skip rows by their position in the first attempt, so it dropped rows the first
+    attempt never sent and sent again rows it had: a row may be keyed by its position only among equal rows."""
+    from spark.stream_writer import RocketMQStreamWriter
+
+    ns, topic = rocketmq.namesrv_addr, "SparkPublishReordered"
+    make_topic(ns, topic, 2)
+    rows = ROWS[:3] + ROWS  # equal rows are published as often as they occur
+    died = SEND_CHUNK + 50
+
+    def first_attempt() -> Iterator[dict[str, object]]:
+        yield from rows[:died]
+        raise TaskDied(f"executor lost after {died} rows")
+
+    writer = RocketMQStreamWriter(SourceOptions.parse({"nameServer": ns, "topic": topic}))
+    with BrokerSession(ns, producer_group="spark-reorder-pg") as session:
+        with pytest.raises(TaskDied):
+            writer.publish_once(session, "query-o", 4, 0, first_attempt())
+        assert len(read_topic(ns, topic)) == SEND_CHUNK
+        assert writer.publish_once(session, "query-o", 4, 0, iter(rows[::-1])) == (len(rows) - SEND_CHUNK, SEND_CHUNK)
+    assert sorted(m.body for m in read_topic(ns, topic)) == sorted(r["body"] for r in rows)
+
+
 def test_a_task_retried_after_dying_before_its_first_send_to_a_new_topic_publishes(
     pyspark_ready: None, rocketmq: ThreadedCluster
 ) -> None:
