@@ -4,9 +4,11 @@ Design: idempotent task publishing with markers the broker can be asked about.
 
 Each write task knows its identity from Spark's task context: the query id (stable across restarts from one
 checkpoint), the batch id and its partition id, together the task's *transaction* ``txn = "query:batch:partition"``.
-Spark replays a micro-batch from the offsets in its checkpoint, so a replayed task sees the same rows in the same
-order; row ``i`` of a task is stamped with the properties ``SPARK_TXN=txn`` and ``SPARK_SEQ=i``. Markers are small
-messages in the ``commitTopic`` (default ``RMQ_SPARK_SINK_COMMITS``), found again by key with QUERY_MESSAGE:
+Spark replays a micro-batch from the offsets in its checkpoint, so a replayed task sees the same rows, in the same
+order or, behind a shuffle, in another (its output is UNORDERED); each row of a task is stamped with the properties
+``SPARK_TXN=txn`` and ``SPARK_SEQ=digest:n``, a digest of what the row sends and how many equal rows came before it
+in the task (:func:`row_seq`), so a retry knows a stored row in whatever order it comes. Markers are small messages
+in the ``commitTopic`` (default ``RMQ_SPARK_SINK_COMMITS``), found again by key with QUERY_MESSAGE:
 
 1. ``query:batch:commit`` -- written by the driver's ``commit`` once every task has succeeded;
 2. ``txn:done`` -- written by a task after all its rows are stored;
@@ -31,16 +33,18 @@ same), and a row carries the two SPARK_* properties. ``abort`` therefore undoes 
 published stay published, and whatever replay follows publishes only what is missing. A committed batch can never
 be undone.
 
-Limits: exactly once assumes the replayed batch's rows reach the same partition in the same order (true for Spark's
-deterministic micro-batch replay); a send that the producer retried after a lost response may still be stored twice,
-as with any RocketMQ producer.
+Limits: exactly once assumes the replayed batch's rows reach the same partition (true for Spark's deterministic
+micro-batch replay; their order may differ); a send that the producer retried after a lost response may still be
+stored twice, as with any RocketMQ producer.
 """
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import logging
 import time
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -134,16 +138,31 @@ def task_identity() -> tuple[str, int, int]:
     return query_id, int(batch_id), context.partitionId()
 
 
-def published_seqs(session: BrokerSession, begin: dict[MessageQueue, int], txn: str, group: str) -> set[int]:
+def row_seq(msg: Message, occurrences: Counter[str]) -> str:
+    """The ``SPARK_SEQ`` of the next row of a task, ``msg``: a digest of what it sends (topic, body, tags, keys,
+    properties) and how many equal rows the task had before it (``occurrences`` counts them). A retried task gets the
+    same rows, but behind a shuffle not in the same order (Spark marks a shuffle's output UNORDERED,
+    ``core/src/main/scala/org/apache/spark/rdd/RDD.scala`` ``DeterministicLevel``): only equal rows, which are
+    interchangeable, are told apart by their position."""
+    props = sorted(msg.all_properties().items())
+    digest = hashlib.blake2b(orjson.dumps([msg.topic, props]), digest_size=16)
+    digest.update(msg.body)
+    key = digest.hexdigest()
+    seen = occurrences[key]
+    occurrences[key] = seen + 1
+    return f"{key}:{seen}"
+
+
+def published_seqs(session: BrokerSession, begin: dict[MessageQueue, int], txn: str, group: str) -> set[str]:
     """``SPARK_SEQ`` values of the messages stamped ``txn`` stored at or after the offsets ``begin``."""
-    seqs: set[int] = set()
+    seqs: set[str] = set()
     bounds = session.min_max_offsets(list(begin))
     for mq, offset in begin.items():
         high = bounds[mq][1]
         for page in range(offset, high, 4096):
             for msg in session.pull_range(mq, page, min(page + 4096, high), group):
                 if msg.properties.get(TXN_PROPERTY) == txn:
-                    seqs.add(int(msg.properties[SEQ_PROPERTY]))
+                    seqs.add(msg.properties[SEQ_PROPERTY])
     return seqs
 
 
@@ -178,13 +197,16 @@ class RocketMQStreamWriter(DataSourceStreamWriter):
             skipped = sum(1 for _ in rows)
             log.info("%s already published (%d rows): nothing sent", txn, skipped)
             return 0, skipped
-        done: dict[str, set[int]] = {}
+        done: dict[str, set[str]] = {}
         skipped = 0
 
         def pending() -> Iterator[Message]:
             nonlocal skipped
-            for seq, row in enumerate(rows):
-                msg = row_to_message(row, topic_option, {TXN_PROPERTY: txn, SEQ_PROPERTY: str(seq)})
+            occurrences: Counter[str] = Counter()
+            for row in rows:
+                msg = row_to_message(row, topic_option)
+                seq = row_seq(msg, occurrences)
+                msg.properties.update({TXN_PROPERTY: txn, SEQ_PROPERTY: seq})
                 seen = done.get(msg.topic)
                 if seen is None:
                     seen = done[msg.topic] = self._begin_topic(session, markers, txn, msg.topic)
@@ -197,7 +219,7 @@ class RocketMQStreamWriter(DataSourceStreamWriter):
         markers.put(f"{txn}:done", {"sent": sent, "skipped": skipped})
         return sent, skipped
 
-    def _begin_topic(self, session: BrokerSession, markers: MarkerLog, txn: str, topic: str) -> set[int]:
+    def _begin_topic(self, session: BrokerSession, markers: MarkerLog, txn: str, topic: str) -> set[str]:
         """The rows of ``txn`` already stored in ``topic`` by an earlier attempt; writes the start marker when this
         is the first attempt to send there."""
         key = f"{txn}:start:{topic}"
