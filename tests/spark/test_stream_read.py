@@ -606,3 +606,51 @@ def _ends(ns: str, topic: str) -> dict[str, dict[str, int]]:
     with BrokerSession(ns) as session:
         bounds = session.min_max_offsets(offsets.list_queues(session, [topic]))
     return offsets.to_json({mq: high for mq, (_, high) in bounds.items()})
+
+
+def test_a_queue_new_to_the_stream_whose_first_offsets_retention_deleted_is_data_loss(
+    pyspark_ready: None, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Queue 1 is added to the topic after the stream's last batch, and retention deletes its first offsets before the
+    stream plans the next one (a query stopped for a while, or slow triggers): the batch started the new queue at its
+    first offset held and said nothing of the messages it never read. rocketmq-spark reports it as data loss
+    (``rocketmq-spark/src/main/scala/org/apache/spark/sql/rocketmq/RocketMQSource.scala`` ``getBatch``: "Added
+    partition ... starts from X instead of 0"), as Kafka's source does: the stream fails, and with
+    ``failOnDataLoss=false`` it logs the loss once and reads the queue from its first offset."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from client import Producer
+    from spark.data_loss import DataLossError
+    from spark.options import SourceOptions
+    from spark.stream_reader import RocketMQStreamReader
+
+    async def fill_queue_1() -> None:
+        async with Producer("spark-new-queue-pg", ns) as producer:
+            info = await producer.publish_info(topic)
+            (queue_1,) = [mq for mq in info.message_queues if mq.queue_id == 1]
+            for body in RETAINED:
+                await producer.send(Message(topic, body), queue=queue_1)
+
+    def next_batch(fail_on_data_loss: str) -> list[bytes]:
+        options = SourceOptions.parse({"nameServer": ns, "topic": topic, "failOnDataLoss": fail_on_data_loss})
+        reader = RocketMQStreamReader(options, True)
+        try:
+            parts = reader.partitions(first, reader.latestOffset(first, ReadAllAvailable()))
+        finally:
+            reader.stop()
+        return [bytes(b) for p in parts for batch in reader.read(p) for b in batch.column("body").to_pylist()]
+
+    with retention_cluster(tmp_path) as cluster:
+        ns, topic = cluster.namesrv_addr, "SparkNewQueueAged"
+        make_topic(ns, topic, 1)
+        first = {topic: {"broker-a:0": 0}}  # the stream's last end offset: queue 0, empty
+        make_topic(ns, topic, 2)
+        anyio.run(fill_queue_1)
+        delete_by_retention(cluster)
+
+        with pytest.raises(DataLossError, match=r"queue 1 on broker-a.*offsets \[0, \d+\)"):
+            next_batch("true")
+        with caplog.at_level(logging.WARNING, logger="spark.data_loss"):
+            left = next_batch("false")
+        assert [r.name for r in caplog.records if r.name.startswith("spark.")] == ["spark.data_loss"]
+        assert 0 < len(left) < 30 and left == RETAINED[-len(left) :]
