@@ -18,7 +18,9 @@ route no longer lists and logs a failure instead of failing the query.
   (``failOnDataLoss``).
 - ``latestOffset(start, limit)`` asks every queue's max offset; under ``ReadMaxRows`` (``maxRecordsPerTrigger``)
   it admits at most that many queue entries, shared across the queues by :func:`spark.offsets.admit`. A queue that
-  appears later (more queues, a new broker) starts at its min offset. With nothing new it returns ``start`` itself.
+  appears later (more queues, a new broker) starts at its min offset; when that is not 0, the messages below it were
+  deleted before the stream read them, data loss reported by ``partitions`` (rocketmq-spark's and Kafka's "added
+  partition starts from X instead of 0"). With nothing new it returns ``start`` itself.
   The queues of a master that does not answer (down, while the name server still routes it) keep their position and
   the others go on (:meth:`~RocketMQStreamReader._answered_bounds`; a master that answers with an error is up, and
   fails the fetch); only when no master answers does the fetch fail (and is retried), as does the first batch's,
@@ -233,9 +235,23 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._check_reset(begin, until)
         missing = [mq for mq in until if mq not in begin]
         if missing:  # a queue new since the batch's start begins at its first offset
-            for mq, (low, _) in self._bounds(missing).items():
+            for mq, (low, high) in self._bounds(missing).items():
+                if low > 0:
+                    self._new_queue_aged(mq, low, high)
                 begin[mq] = low
         return plan_ranges(begin, until)
+
+    def _new_queue_aged(self, mq: MessageQueue, low: int, high: int) -> None:
+        """A queue new to the stream whose first offset is not 0: its messages below ``low`` were deleted (retention)
+        before the stream read them. Data loss, raised or logged, as rocketmq-spark's ``getBatch`` reports an added
+        queue that does not start from 0
+        (``rocketmq-spark/src/main/scala/org/apache/spark/sql/rocketmq/RocketMQSource.scala``), and Kafka's source an
+        added partition."""
+        what = (
+            f"{data_loss.describe(mq)} is new to the stream and holds offsets {low}..{high}: offsets [0, {low}) are "
+            "gone, deleted by retention before the stream read them"
+        )
+        data_loss.report(self.options, what, low)
 
     def _first_batch_start(self, end: Mapping[str, Any], until: Mapping[MessageQueue, int]) -> OffsetTable:
         """Where batch 0, which starts at the stream's start ``{}``, begins: what its end offset (in the checkpoint)
