@@ -178,3 +178,24 @@ def test_a_copied_rows_system_properties_are_not_sent_as_its_own(spark: Any, roc
     assert len(copies) == len(ids) == 2 and uniq_msg_id(source) not in ids
     for copy in copies:
         assert (copy.body, copy.tags, copy.keys, copy.properties["user"]) == (b"c", "T", [], "u")
+
+
+def test_an_aborted_batch_write_says_its_finished_tasks_rows_stay_published(
+    pyspark_ready: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A batch write whose job fails has its finished tasks' rows stored already (a topic cannot take them back), and
+    a rerun of the job sends them again: the batch sink is at least once. Its ``abort`` said nothing (PySpark's
+    default does nothing), so the job's failure read as if nothing had been written; like the streaming sink's it now
+    warns how many rows stay published."""
+    import logging
+
+    from spark.options import SourceOptions
+    from spark.writer import RocketMQBatchWriter, WriteCommit
+
+    writer = RocketMQBatchWriter(SourceOptions.parse({"nameServer": "127.0.0.1:9876", "topic": "SparkAborted"}))
+    with caplog.at_level(logging.WARNING, logger="spark"):
+        writer.abort([WriteCommit(0, 7), None, WriteCommit(2, 5)])
+    assert [r.getMessage() for r in caplog.records] == [
+        "batch write to SparkAborted aborted: the 12 rows its 2 finished tasks sent stay published, and any its failed "
+        "tasks sent before failing; running the write again sends them again (a batch write is at least once)"
+    ]
