@@ -10,12 +10,14 @@ type fails the write at planning (:func:`check_columns`); a row without a topic 
 :class:`~spark.options.OptionError` in its task, which fails the write.
 
 A batch write appends (``mode("append")``; ``overwrite`` fails at planning: a topic cannot be truncated) and is
-at least once: a task that fails after some sends is retried by Spark and sends those rows again.
+at least once: a task that fails after some sends is retried by Spark and sends those rows again, and a failed job
+leaves what it sent published (``abort`` logs how many rows its finished tasks sent).
 Streaming writes are exactly once (:mod:`spark.stream_writer`).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -38,6 +40,8 @@ __all__ = [
     "row_to_message",
     "send_rows",
 ]
+
+log = logging.getLogger(__name__)
 
 #: Messages handed to one ``send_batch`` call at most; fewer when their batch body would pass the producer's 4 MiB
 #: limit (``send_batch`` refuses it, as Java's ``DefaultMQProducer.send(Collection)``).
@@ -177,3 +181,17 @@ class RocketMQBatchWriter(DataSourceWriter):
         ) as session:
             sent = send_rows(session, (row_to_message(row, topic_option) for row in iterator))
         return WriteCommit(task_partition_id(), sent)
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Say what a failed job left behind: its finished tasks' rows (and whatever its failed tasks sent) are stored
+        and stay so, as RocketMQ has no way to take a sent message back; running the write again sends them again.
+        ``messages`` holds a :class:`WriteCommit` per finished task, None per failed one."""
+        done = [m for m in messages if isinstance(m, WriteCommit)]
+        where = self.options.topics[0] if self.options.topics else "its topics"
+        log.warning(
+            "batch write to %s aborted: the %d rows its %d finished tasks sent stay published, and any its failed "
+            "tasks sent before failing; running the write again sends them again (a batch write is at least once)",
+            where,
+            sum(m.sent for m in done),
+            len(done),
+        )
