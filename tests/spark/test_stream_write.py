@@ -199,3 +199,24 @@ def test_an_aborted_batch_write_says_its_finished_tasks_rows_stay_published(
         "batch write to SparkAborted aborted: the 12 rows its 2 finished tasks sent stay published, and any its failed "
         "tasks sent before failing; running the write again sends them again (a batch write is at least once)"
     ]
+
+
+def test_a_batch_write_to_a_broker_with_a_smaller_max_message_size_sends_every_row(spark: Any, tmp_path: Path) -> None:
+    """The sink sends its rows in batches of up to 4 MiB (the producer's ``maxMessageSize``), but a broker checks a
+    batch's whole body against its own ``maxMessageSize`` (``store/.../DefaultMessageStore.java`` ``checkMessages``:
+    MESSAGE_ILLEGAL, nothing stored): on a broker set below 4 MiB every write of more than its limit failed, though
+    each row fits, and rocketmq-spark, sending row by row, writes them. A refused batch of several rows is now sent
+    in smaller batches; a single row the broker refuses still fails the write."""
+    from tests.threaded_cluster import ThreadedCluster
+
+    with ThreadedCluster(tmp_path / "cluster", max_message_size=64 << 10) as cluster:
+        ns, topic = cluster.namesrv_addr, "SparkSmallBrokerLimit"
+        make_topic(ns, topic, 2)
+        df = spark.createDataFrame([(f"{i:04d}".encode() * 256,) for i in range(300)], "body binary")
+        df.write.format("rocketmq").option("nameServer", ns).option("topic", topic).mode("append").save()
+        stored = read_topic(ns, topic)
+        assert sorted(m.body for m in stored) == sorted(f"{i:04d}".encode() * 256 for i in range(300))
+
+        too_big = spark.createDataFrame([(b"x" * (65 << 10),)], "body binary")
+        with pytest.raises(Exception, match="msg body length limit 65536B"):
+            too_big.write.format("rocketmq").option("nameServer", ns).option("topic", topic).mode("append").save()
