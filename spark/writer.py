@@ -25,8 +25,10 @@ import attrs
 from pyspark.sql.datasource import DataSourceWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
+from client.errors import MQBrokerError
 from client.message import Message
 from client.send_request import MAX_MESSAGE_SIZE, batch_entry_size
+from remoting.codec.codes import ResponseCode
 from spark.options import OptionError, SourceOptions
 from spark.session import BrokerSession
 
@@ -135,30 +137,47 @@ def row_to_message(row: Any, topic_option: str | None, extra: dict[str, str] | N
 
 
 def send_rows(session: BrokerSession, msgs: Iterable[Message]) -> int:
-    """Send ``msgs`` in chunks of :data:`SEND_CHUNK`, one topic per request; returns how many were sent."""
+    """Send ``msgs`` in chunks of :data:`SEND_CHUNK` and at most 4 MiB, one topic per request; returns how many were
+    sent. A chunk the broker refuses as too large is sent again in halves, and later chunks are kept under half its
+    size (:func:`_send_chunk`)."""
     sent = 0
+    limit = [MAX_MESSAGE_SIZE]  # the most bytes a chunk may take: lowered when the broker refuses one
     pending: dict[str, list[Message]] = {}
     sizes: dict[str, int] = {}
     for msg in msgs:
         size = batch_entry_size(msg)
         chunk = pending.setdefault(msg.topic, [])
-        if chunk and sizes[msg.topic] + size > MAX_MESSAGE_SIZE:
-            session.send_batch(chunk)
-            sent += len(chunk)
+        if chunk and sizes[msg.topic] + size > limit[0]:
+            sent += _send_chunk(session, chunk, limit)
             chunk = pending[msg.topic] = []
         if not chunk:
             sizes[msg.topic] = 0
         chunk.append(msg)
         sizes[msg.topic] += size
         if len(chunk) >= SEND_CHUNK:
-            session.send_batch(chunk)
-            sent += len(chunk)
+            sent += _send_chunk(session, chunk, limit)
             pending[msg.topic] = []
     for chunk in pending.values():
         if chunk:
-            session.send_batch(chunk)
-            sent += len(chunk)
+            sent += _send_chunk(session, chunk, limit)
     return sent
+
+
+def _send_chunk(session: BrokerSession, chunk: list[Message], limit: list[int]) -> int:
+    """Send ``chunk`` in one SEND_BATCH_MESSAGE. A broker checks a batch's whole body against its own
+    ``maxMessageSize``, which may be set below the producer's 4 MiB, and refuses it as MESSAGE_ILLEGAL before storing
+    any of it (``store/src/main/java/org/apache/rocketmq/store/DefaultMessageStore.java`` ``checkMessages``): a
+    refused chunk of several messages is sent again in two halves, and ``limit[0]`` drops below half its size for the
+    chunks to come. A single message refused is raised, as Java's ``send`` of it would fail."""
+    try:
+        session.send_batch(chunk)
+    except MQBrokerError as exc:
+        if exc.code != ResponseCode.MESSAGE_ILLEGAL or len(chunk) == 1:
+            raise
+        limit[0] = min(limit[0], sum(batch_entry_size(m) for m in chunk) // 2)
+        half = len(chunk) // 2
+        return _send_chunk(session, chunk[:half], limit) + _send_chunk(session, chunk[half:], limit)
+    return len(chunk)
 
 
 def task_partition_id() -> int:
