@@ -58,6 +58,21 @@ def render(families: list[Metric]) -> dict[str, list[tuple[dict[str, str], float
     return found
 
 
+async def samples_once_delivered(cluster: EmbeddedCluster, message: Message) -> dict[str, list[tuple[dict, float]]]:
+    """Send ``message`` (delayed) to its new one-queue topic, wait until the delivery is in queue 0 (the store on the
+    virtual clock), and render the broker's families."""
+    use_virtual_store_clock(cluster)
+    controller = cluster.controller
+    await create_topic(cluster, message.topic, queues=1)
+    async with Producer(f"pg-{message.topic}", cluster.namesrv_addr) as producer:
+        await producer.send(message)
+    store = controller.context.store
+    with trio.fail_after(60):
+        while store.max_offset_in_queue(message.topic, 0) < 1:
+            await trio.sleep(0.5)
+    return render(list(broker_families(take_snapshot(controller.context, controller.pools), COMMON)))
+
+
 def online_consumer(broker: BrokerState, subscriptions: list[SubscriptionData]) -> RequestContext:
     """Register ``GROUP``'s one push consumer (a Java 4.9.8 client) with ``subscriptions``; its request context."""
     left, _right = trio.testing.memory_stream_pair()
@@ -365,18 +380,10 @@ async def test_a_delay_level_delivery_counts_as_incoming_delay_under_the_real_to
     topic labelled ``message_type="delay"``, with the delivered copy's bytes; its send counted it under
     ``SCHEDULE_TOPIC_XXXX`` (the topic the store hook gave it), ``delay`` too. Ours labelled the delivery
     ``normal``."""
-    use_virtual_store_clock(embedded_cluster)
     controller = embedded_cluster.controller
-    await create_topic(embedded_cluster, "DelayIn", queues=1)
-    async with Producer("pg-delay-in", embedded_cluster.namesrv_addr) as producer:
-        await producer.send(Message("DelayIn", b"later", delay_level=1))
+    samples = await samples_once_delivered(embedded_cluster, Message("DelayIn", b"later", delay_level=1))
     store = controller.context.store
-    with trio.fail_after(60):
-        while store.max_offset_in_queue("DelayIn", 0) < 1:
-            await trio.sleep(0.5)
     delivered = store.get("DelayIn", 0, 0, 1).messages[0]
-
-    samples = render(list(broker_families(take_snapshot(controller.context, controller.pools), COMMON)))
     rows = {
         (s[0]["topic"], s[0]["message_type"]): s[1]
         for s in samples["rocketmq_messages_in_total"]
@@ -395,17 +402,9 @@ async def test_a_timer_delivery_is_not_counted_as_incoming_again(
     (store/src/main/java/org/apache/rocketmq/store/timer/TimerMessageStore.java) delivers it with a plain store put
     that adds to the topic's put statistics only, never to BrokerMetricsManager's ``messagesInTotal``. Ours counted
     the delivery again, under the real topic as ``normal``."""
-    use_virtual_store_clock(embedded_cluster)
     controller = embedded_cluster.controller
-    await create_topic(embedded_cluster, "TimerIn", queues=1)
-    async with Producer("pg-timer-in", embedded_cluster.namesrv_addr) as producer:
-        await producer.send(Message("TimerIn", b"later", properties={"TIMER_DELAY_SEC": "3"}))
-    store = controller.context.store
-    with trio.fail_after(60):
-        while store.max_offset_in_queue("TimerIn", 0) < 1:
-            await trio.sleep(0.5)
-
-    samples = render(list(broker_families(take_snapshot(controller.context, controller.pools), COMMON)))
+    timer = Message("TimerIn", b"later", properties={"TIMER_DELAY_SEC": "3"})
+    samples = await samples_once_delivered(embedded_cluster, timer)
     rows = {
         (s[0]["topic"], s[0]["message_type"]): s[1]
         for s in samples["rocketmq_messages_in_total"]
@@ -424,18 +423,10 @@ async def test_a_delay_level_delivery_counts_as_outgoing_of_the_schedule_consume
     delivery to ``rocketmq_messages_out_total`` / ``rocketmq_throughput_out_total`` under ``SCHEDULE_TOPIC_XXXX``,
     ``consumer_group="SCHEDULE_CONSUMER"``, ``is_system="true"``, with the delivered copy's bytes: ours had no such
     series."""
-    use_virtual_store_clock(embedded_cluster)
     controller = embedded_cluster.controller
-    await create_topic(embedded_cluster, "DelayOut", queues=1)
-    async with Producer("pg-delay-out", embedded_cluster.namesrv_addr) as producer:
-        await producer.send(Message("DelayOut", b"later", delay_level=1))
+    samples = await samples_once_delivered(embedded_cluster, Message("DelayOut", b"later", delay_level=1))
     store = controller.context.store
-    with trio.fail_after(60):
-        while store.max_offset_in_queue("DelayOut", 0) < 1:
-            await trio.sleep(0.5)
     delivered = store.get("DelayOut", 0, 0, 1).messages[0]
-
-    samples = render(list(broker_families(take_snapshot(controller.context, controller.pools), COMMON)))
     row = {**COMMON, "topic": "SCHEDULE_TOPIC_XXXX", "consumer_group": "SCHEDULE_CONSUMER", "is_system": "true"}
     assert (row, 1.0) in samples["rocketmq_messages_out_total"]
     assert (row, float(len(delivered))) in samples["rocketmq_throughput_out_total"]
