@@ -40,7 +40,7 @@ from broker.context import BrokerState, build_context, load_managers
 from processors.filter import compile_sql92
 from processors.pull import PullMessageProcessor
 from remoting.codec.codes import RequestCode, ResponseCode
-from remoting.codec.command import request
+from remoting.codec.command import RemotingCommand, request
 from remoting.codec.message import MessageRecord
 from remoting.codec.message_properties import decode_properties, encode_properties
 from remoting.codec.msgid import pack_socket_address
@@ -106,14 +106,15 @@ def open_broker(root: Path, messages: int) -> BrokerState:
     return broker
 
 
-def drain(processor: PullMessageProcessor, ctx: RequestContext, expression: str, kind: str) -> tuple[int, int]:
-    """Pull the whole queue from offset 0; returns (entries scanned, messages delivered)."""
-    offset = delivered = 0
-    end = processor.broker.store.max_offset_in_queue(TOPIC, 0)
+def pull_command(
+    expression: str, kind: str, offset: int = 0, topic: str = TOPIC, group: str = GROUP
+) -> RemotingCommand:
+    """A PULL_MESSAGE of up to 32 messages from queue 0 at ``offset``, not suspended, subscribed by ``expression``."""
     fields = {
-        "consumerGroup": GROUP,
-        "topic": TOPIC,
+        "consumerGroup": group,
+        "topic": topic,
         "queueId": "0",
+        "queueOffset": str(offset),
         "maxMsgNums": "32",
         "sysFlag": "4",
         "commitOffset": "0",
@@ -122,9 +123,15 @@ def drain(processor: PullMessageProcessor, ctx: RequestContext, expression: str,
         "subscription": expression,
         "expressionType": kind,
     }
+    return request(RequestCode.PULL_MESSAGE, fields)
+
+
+def drain(processor: PullMessageProcessor, ctx: RequestContext, expression: str, kind: str) -> tuple[int, int]:
+    """Pull the whole queue from offset 0; returns (entries scanned, messages delivered)."""
+    offset = delivered = 0
+    end = processor.broker.store.max_offset_in_queue(TOPIC, 0)
     while offset < end:
-        response = processor.pull(ctx, request(RequestCode.PULL_MESSAGE, {**fields, "queueOffset": str(offset)}),
-                                  allow_suspend=False)  # fmt: skip
+        response = processor.pull(ctx, pull_command(expression, kind, offset), allow_suspend=False)
         assert response is not None
         if response.code == ResponseCode.SUCCESS:
             delivered += _count(response.body)

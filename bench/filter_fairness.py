@@ -37,12 +37,13 @@ import trio
 import trio.testing
 
 import processors.pull as pull_module
+from bench import filter as filter_bench
 from broker.embedded import EmbeddedCluster
 from processors.filter import cache
 from processors.pull import PullMessageProcessor
 from remoting.client import RemotingClient
-from remoting.codec.codes import RequestCode, ResponseCode
-from remoting.codec.command import RemotingCommand, request
+from remoting.codec.codes import ResponseCode
+from remoting.codec.command import RemotingCommand
 from remoting.codec.message import MessageRecord
 from remoting.connection import Connection
 from store.metadata_files import TopicConfig
@@ -64,20 +65,7 @@ def set_mode(mode: str) -> None:
 
 
 def pull_command(expression: str, kind: str, offset: int = 0) -> RemotingCommand:
-    fields = {
-        "consumerGroup": GROUP,
-        "topic": TOPIC,
-        "queueId": "0",
-        "queueOffset": str(offset),
-        "maxMsgNums": "32",
-        "sysFlag": "4",
-        "commitOffset": "0",
-        "suspendTimeoutMillis": "0",
-        "subVersion": "1",
-        "subscription": expression,
-        "expressionType": kind,
-    }
-    return request(RequestCode.PULL_MESSAGE, fields)
+    return filter_bench.pull_command(expression, kind, offset, TOPIC, GROUP)
 
 
 def chain(terms: int, salt: str) -> str:
