@@ -37,6 +37,29 @@ async def cluster(tmp_path: Path) -> AsyncIterator[EmbeddedCluster]:
         yield cluster
 
 
+@pytest.fixture
+async def grpc_cluster(tmp_path: Path) -> AsyncIterator[EmbeddedCluster]:
+    """The same with the RocketMQ 5 proxy serving gRPC."""
+    from proxy.config import ProxyConfig
+
+    proxy = ProxyConfig(enable_proxy=True, grpc_server_port=0)
+    async with EmbeddedCluster(tmp_path / "grpc", proxy=proxy, enable_property_filter=True, **SMALL_STORE) as cluster:
+        async with RemotingClient() as admin:
+            created = await admin.invoke(cluster.broker_addr, create_topic_request(TOPIC, 1), 5)
+            assert created.code == ResponseCode.SUCCESS
+        yield cluster
+
+
+def append_backlog(cluster: EmbeddedCluster, skipped: int, prefix: str, wanted: str) -> None:
+    """``skipped`` messages with property ``a`` = ``<prefix><i>``, then b"wanted" with ``a`` = ``wanted``."""
+    broker = cluster.controller.context
+    host = broker.store_host
+    for i in range(skipped):
+        body, props = f"skip-{i}".encode(), f"a\x01{prefix}{i}"
+        broker.store.append(MessageRecord(TOPIC, body, 0, properties=props, store_host=host))
+    broker.store.append(MessageRecord(TOPIC, b"wanted", 0, properties=f"a\x01{wanted}", store_host=host))
+
+
 async def test_other_clients_are_answered_while_a_huge_sql92_expression_compiles(cluster: EmbeddedCluster) -> None:
     addr = cluster.broker_addr
     expression = heavy_expression(10_000, "fair")
@@ -132,72 +155,55 @@ async def test_other_clients_are_answered_while_a_grpc_receive_compiles_a_huge_s
             assert answered_while_compiling >= 3
 
 
-async def test_a_grpc_receive_reads_on_through_a_refused_backlog_at_once(tmp_path: Path) -> None:
+async def test_a_grpc_receive_reads_on_through_a_refused_backlog_at_once(grpc_cluster: EmbeddedCluster) -> None:
     """A pop reads at most so many entries; when its SQL92 filter refused them all and the queue holds more, RocketMQ
     5's PopMessageProcessor wakes the parked pop at once (``restNum > 0``: notifyMessageArriving) instead of letting
     it wait for a new message. So one receive reaches the match behind 8,000 refused messages (ten reads)."""
-    from proxy.config import ProxyConfig
     from tests.proxy.official import start_consumer
 
-    proxy = ProxyConfig(enable_proxy=True, grpc_server_port=0)
-    async with EmbeddedCluster(tmp_path / "grpc", proxy=proxy, enable_property_filter=True, **SMALL_STORE) as cluster:
-        async with RemotingClient() as client:
-            created = await client.invoke(cluster.broker_addr, create_topic_request(TOPIC, 1), 5)
-            assert created.code == ResponseCode.SUCCESS
-        broker = cluster.controller.context
-        for i in range(8000):
-            broker.store.append(
-                MessageRecord(TOPIC, f"skip-{i}".encode(), 0, properties=f"a\x01{i}", store_host=broker.store_host)
-            )
-        broker.store.append(MessageRecord(TOPIC, b"wanted", 0, properties="a\x01match", store_host=broker.store_host))
+    cluster = grpc_cluster
+    append_backlog(cluster, 8000, "", "match")
 
-        def receive_once() -> list[bytes]:
-            consumer = start_consumer(cluster.grpc_endpoints[0], "G-backlog", TOPIC, "a = 'match'", sql=True)
-            try:
-                return [m.body for m in consumer.receive(1, 30)]
-            finally:
-                consumer.shutdown()
+    def receive_once() -> list[bytes]:
+        consumer = start_consumer(cluster.grpc_endpoints[0], "G-backlog", TOPIC, "a = 'match'", sql=True)
+        try:
+            return [m.body for m in consumer.receive(1, 30)]
+        finally:
+            consumer.shutdown()
 
-        assert await trio.to_thread.run_sync(receive_once) == [b"wanted"]
+    assert await trio.to_thread.run_sync(receive_once) == [b"wanted"]
 
 
-async def test_one_pop_evaluates_a_heavy_sql92_filter_on_a_bounded_number_of_entries(tmp_path: Path) -> None:
+async def test_one_pop_evaluates_a_heavy_sql92_filter_on_a_bounded_number_of_entries(
+    grpc_cluster: EmbeddedCluster,
+) -> None:
     """The pop path bounds its evaluation as the pull path does: a receive whose 2,000-term filter refuses 800
     messages reads them a few at a time (its group's offset seen moving on in many steps, the loop free between
     them) and still reaches the match behind them in one receive."""
-    from proxy.config import ProxyConfig
     from tests.proxy.official import start_consumer
 
-    proxy = ProxyConfig(enable_proxy=True, grpc_server_port=0)
-    async with EmbeddedCluster(tmp_path / "grpc", proxy=proxy, enable_property_filter=True, **SMALL_STORE) as cluster:
-        async with RemotingClient() as client:
-            created = await client.invoke(cluster.broker_addr, create_topic_request(TOPIC, 1), 5)
-            assert created.code == ResponseCode.SUCCESS
-        broker = cluster.controller.context
-        for i in range(800):
-            broker.store.append(
-                MessageRecord(TOPIC, f"skip-{i}".encode(), 0, properties=f"a\x01v{i}", store_host=broker.store_host)
-            )
-        broker.store.append(MessageRecord(TOPIC, b"wanted", 0, properties="a\x01x1999", store_host=broker.store_host))
-        expression = " OR ".join(f"a = 'x{i}'" for i in range(2000))
-        done = False
-        seen: set[int] = set()
+    cluster = grpc_cluster
+    append_backlog(cluster, 800, "v", "x1999")
+    broker = cluster.controller.context
+    expression = " OR ".join(f"a = 'x{i}'" for i in range(2000))
+    done = False
+    seen: set[int] = set()
 
-        def receive_once() -> list[bytes]:
-            nonlocal done
-            consumer = start_consumer(cluster.grpc_endpoints[0], "G-budget", TOPIC, expression, sql=True)
-            try:
-                return [m.body for m in consumer.receive(1, 30)]
-            finally:
-                consumer.shutdown()
-                done = True
+    def receive_once() -> list[bytes]:
+        nonlocal done
+        consumer = start_consumer(cluster.grpc_endpoints[0], "G-budget", TOPIC, expression, sql=True)
+        try:
+            return [m.body for m in consumer.receive(1, 30)]
+        finally:
+            consumer.shutdown()
+            done = True
 
-        async def watch() -> None:
-            while not done:
-                seen.add(broker.offsets.query("G-budget", TOPIC, 0))
-                await trio.sleep(0)
+    async def watch() -> None:
+        while not done:
+            seen.add(broker.offsets.query("G-budget", TOPIC, 0))
+            await trio.sleep(0)
 
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(watch)
-            assert await trio.to_thread.run_sync(receive_once) == [b"wanted"]
-        assert len({offset for offset in seen if 0 < offset < 800}) > 3
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(watch)
+        assert await trio.to_thread.run_sync(receive_once) == [b"wanted"]
+    assert len({offset for offset in seen if 0 < offset < 800}) > 3
