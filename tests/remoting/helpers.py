@@ -14,7 +14,8 @@ from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand, request
 from remoting.codec.frame import FrameDecoder, encode_command
 from remoting.connection import SEND_HIGH_WATER, Connection
-from remoting.dispatch import RequestContext
+from remoting.dispatch import Dispatcher, ProcessorPool, RequestContext
+from remoting.server import RemotingServer
 
 
 class EchoProcessor:
@@ -71,6 +72,24 @@ class RawPeer:
 
     async def aclose(self) -> None:
         await self.stream.aclose()
+
+
+async def held_worker(
+    nursery: trio.Nursery, code: int, pool: ProcessorPool
+) -> tuple[RawPeer, GateProcessor, RemotingCommand]:
+    """Serve ``code`` from ``pool`` through a :class:`GateProcessor` and send one such request from a
+    :class:`RawPeer`; returns the peer, the gate and that request once it holds a worker (until ``gate.gate`` is
+    set)."""
+    dispatcher = Dispatcher()
+    gate = GateProcessor()
+    dispatcher.register(code, gate, pool)
+    address = await nursery.start(RemotingServer(dispatcher).serve)
+    peer = await RawPeer.connect(address)
+    first = request(code)
+    await peer.send(first)
+    while gate.entered == 0:
+        await trio.sleep(0)
+    return peer, gate, first
 
 
 class CountingSocket(socket.socket):

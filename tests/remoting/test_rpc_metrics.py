@@ -15,7 +15,7 @@ from remoting.dispatch import Dispatcher, ProcessorPool
 from remoting.processor import RequestContext
 from remoting.rpc_metrics import RPC_LATENCY_BUCKETS_MS, RpcLatency
 from remoting.server import RemotingServer
-from tests.remoting.helpers import EchoProcessor, GateProcessor, RawPeer
+from tests.remoting.helpers import EchoProcessor, GateProcessor, RawPeer, held_worker
 
 ECHO, SLOW, LATE = 1001, 1002, 1004
 
@@ -106,16 +106,9 @@ async def test_without_a_recorder_no_request_is_timed() -> None:
 
 
 async def test_head_wait_is_how_long_the_oldest_queued_request_has_waited() -> None:
-    dispatcher = Dispatcher()
-    gate = GateProcessor()
     pool = ProcessorPool("send", 1, 100)
-    dispatcher.register(SLOW, gate, pool)
     async with trio.open_nursery() as nursery:
-        address = await nursery.start(RemotingServer(dispatcher).serve)
-        peer = await RawPeer.connect(address)
-        await peer.send(request(SLOW))
-        while gate.entered == 0:
-            await trio.sleep(0)
+        peer, gate, _ = await held_worker(nursery, SLOW, pool)
         assert pool.head_wait_ms == 0  # the one request is in the worker, none waits
         await peer.send(request(SLOW), request(SLOW))
         while pool.queued < 2:

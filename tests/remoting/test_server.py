@@ -13,7 +13,7 @@ from remoting.codec.command import RemotingCommand, request
 from remoting.dispatch import OVERLOAD_REMARK, Dispatcher, ProcessorPool, broker_pools
 from remoting.processor import RequestContext
 from remoting.server import RemotingServer, ServerConfig
-from tests.remoting.helpers import EchoProcessor, FailingProcessor, GateProcessor, RawPeer
+from tests.remoting.helpers import EchoProcessor, FailingProcessor, GateProcessor, RawPeer, held_worker
 
 ECHO, SLOW, FAIL = 1001, 1002, 1003
 
@@ -221,16 +221,8 @@ async def test_shutdown_by_cancellation_closes_every_connection_and_tells_the_li
 
 
 async def test_request_that_waited_past_max_wait_is_answered_busy_instead_of_processed(autojump_clock):
-    dispatcher = Dispatcher()
-    gate = GateProcessor()
-    dispatcher.register(SLOW, gate, ProcessorPool("send", 1, 100, max_wait=0.2))
     async with trio.open_nursery() as nursery:
-        address = await nursery.start(RemotingServer(dispatcher).serve)
-        peer = await RawPeer.connect(address)
-        first = request(SLOW)
-        await peer.send(first)
-        while gate.entered == 0:
-            await trio.sleep(0)
+        peer, gate, first = await held_worker(nursery, SLOW, ProcessorPool("send", 1, 100, max_wait=0.2))
         stale = [request(SLOW), request(SLOW, oneway=True), request(SLOW)]
         await peer.send(*stale)
         await trio.sleep(1.0)  # the one worker is held: the queued requests go stale
@@ -298,16 +290,8 @@ async def test_requests_queued_behind_stuck_workers_are_answered_busy_after_max_
     ``waitTimeMillsInSendQueue`` (200 ms) is answered SYSTEM_BUSY [TIMEOUT_CLEAN_QUEUE] then, so a producer fails
     over to another broker at once. Here the refusal waited for a worker to come free: while the workers were held (a
     stuck processor) queued sends were never answered, and producers timed out instead."""
-    dispatcher = Dispatcher()
-    gate = GateProcessor()
-    dispatcher.register(SLOW, gate, ProcessorPool("send", 1, 100, max_wait=0.2))
     async with trio.open_nursery() as nursery:
-        address = await nursery.start(RemotingServer(dispatcher).serve)
-        peer = await RawPeer.connect(address)
-        first = request(SLOW)
-        await peer.send(first)
-        while gate.entered == 0:
-            await trio.sleep(0)
+        peer, gate, first = await held_worker(nursery, SLOW, ProcessorPool("send", 1, 100, max_wait=0.2))
         sent_at = trio.current_time()
         stale = [request(SLOW), request(SLOW)]
         await peer.send(*stale)
@@ -330,16 +314,9 @@ async def test_a_lowered_max_wait_reaches_requests_already_queued_behind_stuck_w
     """BrokerFastFailure reads BrokerConfig at each 10 ms sweep, so UPDATE_BROKER_CONFIG lowering
     ``waitTimeMillsInSendQueue`` refuses the requests queued behind stuck threads at once. Here the sweeper slept on
     until the wait the request was queued under."""
-    dispatcher = Dispatcher()
-    gate = GateProcessor()
     pool = ProcessorPool("send", 1, 100, max_wait=1.5)
-    dispatcher.register(SLOW, gate, pool)
     async with trio.open_nursery() as nursery:
-        address = await nursery.start(RemotingServer(dispatcher).serve)
-        peer = await RawPeer.connect(address)
-        await peer.send(request(SLOW))
-        while gate.entered == 0:
-            await trio.sleep(0)
+        peer, gate, _ = await held_worker(nursery, SLOW, pool)
         queued = request(SLOW)
         await peer.send(queued)
         while pool.queued == 0:
