@@ -8,12 +8,15 @@ import sys
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
+import pytest
 import trio
 
+from namesrv.kv_config import KVConfigManager
 from remoting.client import RemotingClient
 from remoting.codec.bodies import KVTable
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
+from store.metadata_files import ConfigFileError
 from tests.namesrv.conftest import BOOT, StartNamesrv, java_register_request, namesrv_process, stop_with_sigint
 
 TIMEOUT = 5.0
@@ -138,3 +141,35 @@ async def test_a_kv_config_that_does_not_decode_stops_the_name_server_whatever_i
                 errors += chunk
             assert await proc.wait() != 0
         assert b"kvConfig.json" in errors and b"cannot listen" not in errors, errors
+
+
+async def test_a_removed_kv_config_file_starts_empty_whatever_its_backup(
+    start_namesrv: StartNamesrv, client: RemotingClient, tmp_path: Path
+) -> None:
+    """KVConfigManager.load (4.9.8) reads ``kvConfig.json`` alone: removed (or emptied) by an operator, the name server
+    starts with no KV config. Found by a review; failed before: ``kvConfig.json.bak``, which holds the table before the
+    last change, was loaded, so a deleted order config came back one change stale."""
+    kv_path = tmp_path / "kv" / "kvConfig.json"
+    _, addr = await start_namesrv(name="first", kv_config_path=str(kv_path))
+    fields = {**NS, "key": "T"}
+    await client.invoke(addr, request(RequestCode.PUT_KV_CONFIG, {**fields, "value": "broker-a:4"}), TIMEOUT)
+    await client.invoke(addr, request(RequestCode.DELETE_KV_CONFIG, fields), TIMEOUT)
+    assert kv_path.with_name("kvConfig.json.bak").exists()
+    kv_path.unlink()
+    _, again = await start_namesrv(name="second", kv_config_path=str(kv_path))
+    got = await client.invoke(again, request(RequestCode.GET_KV_CONFIG, fields), TIMEOUT)
+    assert got.code == ResponseCode.QUERY_NOT_FOUND
+    listed = await client.invoke(again, request(RequestCode.GET_KVLIST_BY_NAMESPACE, NS), TIMEOUT)
+    assert listed.code == ResponseCode.QUERY_NOT_FOUND
+
+
+async def test_a_kv_config_that_does_not_decode_is_not_replaced_by_its_backup(tmp_path: Path) -> None:
+    """The same ``load``: content fastjson cannot parse stops the start (NamesrvStartup exits) even when
+    ``kvConfig.json.bak`` (ours, never read by Java) is good. Found by a review; failed before: the older table of the
+    backup was served."""
+    kv_path = tmp_path / "kvConfig.json"
+    kv_path.with_name("kvConfig.json.bak").write_bytes(b'{"configTable":{"ORDER_TOPIC_CONFIG":{"T":"a:4"}}}')
+    kv_path.write_bytes(b'{"configTable":{"ORDER_TOPIC_CONFIG":{not json')
+    manager = KVConfigManager(kv_path)
+    with pytest.raises(ConfigFileError):
+        manager.load()
