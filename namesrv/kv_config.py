@@ -7,8 +7,8 @@ GET_ROUTEINFO_BY_TOPIC hand out.
 Ownership: one manager per name server owns its file. Reads and writes of the table are synchronous and happen on the
 Trio thread; :meth:`KVConfigManager.persist` writes a snapshot atomically in a worker thread (through
 :mod:`store.metadata_files`), one save at a time. :meth:`KVConfigManager.load` raises
-:class:`~store.metadata_files.ConfigFileError` when the file is corrupt and its backup corrupt or unreadable (Java
-refuses to start then too) and logs an ``OSError`` (an unreadable file: Java logs it and starts empty);
+:class:`~store.metadata_files.ConfigFileError` when the file is corrupt, whatever its ``.bak`` (Java refuses to start
+then too; it never reads the ``.bak``) and logs an ``OSError`` (an unreadable file: Java logs it and starts empty);
 :meth:`KVConfigManager.persist` logs an ``OSError`` and returns, as Java's
 ``KVConfigManager.persist`` logs its ``IOException`` (the change stays in the table and is served).
 """
@@ -40,12 +40,13 @@ class KVConfigManager:
         return self._file.path
 
     def load(self) -> None:
-        """Replace the table with the file's content (blocking; call once at start). A missing file means empty; so
-        does one that cannot be read (a directory, an I/O error): the error is logged and the name server starts, as
-        namesrv/src/main/java/org/apache/rocketmq/namesrv/kvconfig/KVConfigManager.java ``load`` logs the
-        ``IOException`` of ``MixAll.file2String``. Content that does not decode still raises ``ConfigFileError``."""
+        """Replace the table with the file's content (blocking; call once at start). A missing or empty file means
+        empty; so does one that cannot be read (a directory, an I/O error): the error is logged and the name server
+        starts, as namesrv/src/main/java/org/apache/rocketmq/namesrv/kvconfig/KVConfigManager.java ``load`` logs the
+        ``IOException`` of ``MixAll.file2String``. Content that does not decode raises ``ConfigFileError``. Like
+        Java, ``load`` never reads the ``.bak``: it holds the table before the last change."""
         try:
-            loaded = self._file.load()
+            loaded = self._file.load_main()
         except OSError as exc:
             log.warning("Load KV config table exception, %s: %s", self.path, exc)
             loaded = None

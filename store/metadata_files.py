@@ -250,6 +250,14 @@ class ConfigFile(Generic[T]):
             raise ConfigFileError(f"cannot load {self.path}: " + "; ".join(failures))
         return None
 
+    def load_main(self) -> T | None:
+        """The main file alone, never its ``.bak``: ``None`` when it is missing or empty; :class:`ConfigFileError`
+        when its content does not decode (the message names the file); any other ``OSError`` reading it propagates."""
+        try:
+            return self._decode_file(self.path)
+        except ConfigFileError as exc:
+            raise ConfigFileError(f"cannot load {self.path}: {exc}") from None
+
     def load_as_config_manager(self) -> T | None:
         """The file's content as common/src/main/java/org/apache/rocketmq/common/ConfigManager.java ``load`` reads
         it: a main file that does not decode is logged ("load <file> failed, and try to load backup file") and the
