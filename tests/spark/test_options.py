@@ -28,7 +28,7 @@ def test_offset_options_accept_earliest_latest_timestamps_and_json() -> None:
     [
         ({}, "nameServer is required"),
         ({"nameServer": "nohost"}, "not host:port"),
-        ({**NS, "topic": "bad topic"}, "not a valid RocketMQ topic"),
+        ({**NS, "topic": "bad topic"}, r"option topic='bad topic': The specified topic\[bad topic\] contains illegal"),
         ({**NS, "startingOffsets": "soon"}, "startingOffsets"),
         ({**NS, "endingOffsets": '{"T": {"0": -3}}'}, "integer >= -2"),
         ({**NS, "endingOffsets": '{"T": [1]}'}, "must map queue ids"),
@@ -123,7 +123,7 @@ def test_rocketmq_sparks_nested_offsets_json_names_each_queue_by_its_broker() ->
         ({**NS, "topic": "T", "commitTopic": "commits log"}, "option commitTopic.*illegal characters"),
         ({**NS, "topic": "T", "commitTopic": "c" * 128}, "option commitTopic.*longer than topic max length 127"),
         ({**NS, "topic": "T", "commitTopic": "SCHEDULE_TOPIC_XXXX"}, "option commitTopic.*forbidden"),
-        ({**NS, "topic": "Café"}, "option topic.*not a valid RocketMQ topic"),
+        ({**NS, "topic": "Café"}, r"option topic='Café': The specified topic\[Café\] contains illegal characters"),
     ],
 )
 def test_group_and_topic_names_rocketmq_refuses_are_option_errors(options: dict[str, str], message: str) -> None:
@@ -134,3 +134,19 @@ def test_group_and_topic_names_rocketmq_refuses_are_option_errors(options: dict[
     letter; RocketMQ allows ``[%|a-zA-Z0-9_-]`` only)."""
     with pytest.raises(OptionError, match=message):
         SourceOptions.parse(options)
+
+
+@pytest.mark.parametrize(
+    ("topics", "remark"),
+    [
+        ("T,Café", "The specified topic[Café] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"),
+        ("t" * 128, "The specified topic is longer than topic max length 127."),
+    ],
+)
+def test_a_topic_option_rocketmq_refuses_is_refused_with_the_validators_remark(topics: str, remark: str) -> None:
+    """The ``topic`` option is checked as Java's ``Validators.checkTopic`` checks a topic
+    (``client/src/main/java/org/apache/rocketmq/client/Validators.java``, 4.9.8), with its remark, as the group and
+    commit topic options are; it said only "not a valid RocketMQ topic name", whatever was wrong."""
+    with pytest.raises(OptionError) as caught:
+        SourceOptions.parse({**NS, "topic": topics})
+    assert str(caught.value).endswith(f": {remark}")

@@ -220,3 +220,25 @@ def test_a_batch_write_to_a_broker_with_a_smaller_max_message_size_sends_every_r
         too_big = spark.createDataFrame([(b"x" * (65 << 10),)], "body binary")
         with pytest.raises(Exception, match="msg body length limit 65536B"):
             too_big.write.format("rocketmq").option("nameServer", ns).option("topic", topic).mode("append").save()
+
+
+@pytest.mark.parametrize("topic", ["SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "OFFSET_MOVED_EVENT"])
+def test_a_write_to_a_topic_rocketmq_forbids_sending_to_fails_at_planning(pyspark_ready: None, topic: str) -> None:
+    """Java's producer refuses a send to these topics before sending (``client/.../Validators.java``
+    ``isNotAllowedSendTopic``, 4.9.8), as the options already refused them for ``commitTopic``; a write to one under
+    the ``topic`` option passed planning, and every task failed at its first send, the streaming sink's after
+    creating its commit topic and writing a start marker. Both writers refuse it at planning now; a read of such a
+    topic is no send, and is still planned."""
+    from pyspark.sql.types import BinaryType, StructField, StructType
+
+    from spark.options import OptionError
+    from spark.source import RocketMQDataSource
+
+    source = RocketMQDataSource({"nameServer": "127.0.0.1:9876", "topic": topic})
+    schema = StructType([StructField("body", BinaryType())])
+    forbidden = f"option topic='{topic}': Sending message to topic[{topic}] is forbidden."
+    for plan in (source.writer, source.streamWriter):
+        with pytest.raises(OptionError) as caught:
+            plan(schema, False)
+        assert str(caught.value) == forbidden
+    assert source.reader(schema) is not None
