@@ -168,6 +168,14 @@ def _broker_json(name: str) -> bytes:
 def check_topic(topic: str) -> None:
     """Java's Validators.checkTopic and isNotAllowedSendTopic: a topic the broker would refuse is refused here, with
     the Java client's remark, before anything is sent (MessageValidationError)."""
+    check_topic_name(topic)
+    if topic in NOT_ALLOWED_SEND_TOPICS:
+        raise MessageValidationError(f"Sending message to topic[{topic}] is forbidden.")
+
+
+def check_topic_name(topic: str) -> None:
+    """Java's Validators.checkTopic alone (blank, longer than 127, illegal characters, in that order, with Java's
+    remarks): a name any client may use, sending to it or not. Raises MessageValidationError."""
     if not topic or not topic.strip():
         raise MessageValidationError("The specified topic is blank")
     if len(topic) > TOPIC_MAX_LENGTH:
@@ -176,8 +184,6 @@ def check_topic(topic: str) -> None:
         raise MessageValidationError(
             f"The specified topic[{topic}] contains illegal characters, allowing only {VALID_NAME_PATTERN}"
         )
-    if topic in NOT_ALLOWED_SEND_TOPICS:
-        raise MessageValidationError(f"Sending message to topic[{topic}] is forbidden.")
 
 
 #: Java's ``MixAll.DEFAULT_PRODUCER_GROUP`` and ``MixAll.DEFAULT_CONSUMER_GROUP``, which a producer or a consumer

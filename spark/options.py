@@ -46,10 +46,9 @@ import orjson
 
 from client.config import ClientConfig
 from client.errors import MQClientError
-from client.send_request import check_consumer_group, check_producer_group, check_topic
-from remoting.codec.topics import TOPIC_MAX_LENGTH, is_legal_name
+from client.send_request import check_consumer_group, check_producer_group, check_topic, check_topic_name
 
-__all__ = ["STARTED_AT", "OffsetKind", "OffsetSpec", "OptionError", "SourceOptions"]
+__all__ = ["STARTED_AT", "OffsetKind", "OffsetSpec", "OptionError", "SourceOptions", "check_name"]
 
 #: Where the exactly-once sink's markers go unless ``commitTopic`` says otherwise.
 DEFAULT_COMMIT_TOPIC = "RMQ_SPARK_SINK_COMMITS"
@@ -179,11 +178,17 @@ def _checked_name(options: Mapping[str, str], name: str, default: str | None, ch
     planning, not a failure inside a task. Raises OptionError naming the option, with Java's remark."""
     value = options.get(name.lower()) or default
     if value is not None:
-        try:
-            check(value)
-        except MQClientError as exc:
-            raise OptionError(f"option {name}={value!r}: {exc}") from None
+        check_name(name, value, check)
     return value
+
+
+def check_name(name: str, value: str, check: Any) -> None:
+    """Pass option ``name``'s ``value`` through ``check``, one of the client's Java-equivalent name checks; raises
+    OptionError naming the option, with Java's remark."""
+    try:
+        check(value)
+    except MQClientError as exc:
+        raise OptionError(f"option {name}={value!r}: {exc}") from None
 
 
 def _one_of(options: Mapping[str, str], name: str, *aliases: str) -> str:
@@ -272,8 +277,7 @@ class SourceOptions:
         name_server = _name_servers(opts.get("nameserver", ""))
         topics = tuple(t.strip() for t in opts.get("topic", "").split(",") if t.strip())
         for topic in topics:
-            if not is_legal_name(topic) or len(topic) > TOPIC_MAX_LENGTH:  # Java's TopicValidator: [%|a-zA-Z0-9_-]
-                raise OptionError(f"option topic: {topic!r} is not a valid RocketMQ topic name")
+            check_name("topic", topic, check_topic_name)  # a write's is checked for sending too: check_columns
         return cls(
             name_server=name_server,
             topics=topics,

@@ -27,9 +27,9 @@ from pyspark.sql.types import StructType
 
 from client.errors import MQBrokerError
 from client.message import Message
-from client.send_request import MAX_MESSAGE_SIZE, batch_entry_size
+from client.send_request import MAX_MESSAGE_SIZE, batch_entry_size, check_topic
 from remoting.codec.codes import ResponseCode
-from spark.options import OptionError, SourceOptions
+from spark.options import OptionError, SourceOptions, check_name
 from spark.session import BrokerSession
 
 __all__ = [
@@ -90,8 +90,9 @@ COLUMN_TYPES: dict[str, tuple[str, ...]] = {
 
 
 def check_columns(schema: StructType, options: SourceOptions) -> None:
-    """Planning-time check of the input columns; raises OptionError naming a missing column or one of a wrong type.
-    The ``topic`` column is not read, so not checked, when the ``topic`` option is set."""
+    """Planning-time check of the input columns and the write's ``topic`` option; raises OptionError naming a missing
+    column, one of a wrong type, or a topic RocketMQ forbids sending to. The ``topic`` column is not read, so not
+    checked, when the ``topic`` option is set."""
     names = schema.fieldNames()
     if "body" not in names:
         raise OptionError("a rocketmq write needs a body column (binary or string)")
@@ -99,6 +100,8 @@ def check_columns(schema: StructType, options: SourceOptions) -> None:
         raise OptionError("a rocketmq write needs a topic column or the topic option")
     if len(options.topics) > 1:
         raise OptionError("option topic names one topic for writes, not a list")
+    if options.topics:  # a topic Java's producer may not send to (Validators.isNotAllowedSendTopic)
+        check_name("topic", options.topics[0], check_topic)
     for name, allowed in COLUMN_TYPES.items():
         if name not in names or (name == "topic" and options.topics):
             continue
