@@ -430,3 +430,21 @@ async def test_a_delay_level_delivery_counts_as_outgoing_of_the_schedule_consume
     row = {**COMMON, "topic": "SCHEDULE_TOPIC_XXXX", "consumer_group": "SCHEDULE_CONSUMER", "is_system": "true"}
     assert (row, 1.0) in samples["rocketmq_messages_out_total"]
     assert (row, float(len(delivered))) in samples["rocketmq_throughput_out_total"]
+
+
+async def test_a_delay_level_delivery_to_a_retry_topic_counts_as_incoming_delay(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """RocketMQ 5.3.3's ScheduleMessageService ``PutResultProcess.onSuccess`` (broker/src/main/java/org/apache/
+    rocketmq/broker/schedule/ScheduleMessageService.java) adds a delivery to ``rocketmq_messages_in_total`` /
+    ``rocketmq_throughput_in_total`` whatever its real topic, a consumer's ``%RETRY%`` topic too (only the send path,
+    SendMessageProcessor's ``isRetryOrDlqTopic`` check, leaves retry and DLQ topics out): a retry's redelivery
+    counts as ``message_type="delay"``. Ours left every retry topic out of the incoming series."""
+    retry = "%RETRY%delay_retry_cg"
+    samples = await samples_once_delivered(embedded_cluster, Message(retry, b"again", delay_level=1))
+    delivered = embedded_cluster.controller.context.store.get(retry, 0, 0, 1).messages[0]
+    incoming = samples["rocketmq_messages_in_total"]
+    rows = [(s[0]["message_type"], s[0]["is_system"], s[1]) for s in incoming if s[0]["topic"] == retry]
+    assert rows == [("delay", "false", 1.0)]
+    sizes = [s[1] for s in samples["rocketmq_throughput_in_total"] if s[0]["topic"] == retry]
+    assert sizes == [float(len(delivered))]
