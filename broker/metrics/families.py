@@ -20,7 +20,8 @@ Where ours differ, and why:
   level's delivery counts again under its real topic as ``delay`` (5.3.3's ScheduleMessageService
   ``PutResultProcess.onSuccess``, with ``enableScheduleMessageStats``); a timer's delivery or roll does not count
   again (5.3.3's TimerMessageStore ``doPut`` adds to the put statistics only). ``message_type`` is ``fifo`` for order
-  topics, ``normal`` otherwise. Retry and DLQ topics are left out, as in Java. Bytes are record sizes (Java's
+  topics, ``normal`` otherwise. Retry and DLQ topics are left out, as in Java's send path, except a delay level's
+  delivery to one (a retry's redelivery: ScheduleMessageService checks no topic). Bytes are record sizes (Java's
   ``wroteBytes``). Only a master counts them: a slave's (or DLedger follower's) puts are the master's messages
   replicated, which Java, counting in ``SendMessageProcessor.handlePutMessageResult``, never sees there; a member
   promoted to master counts from its promotion.
@@ -85,14 +86,15 @@ def _traffic(snap: BrokerSnapshot, f: _Families) -> Iterator[Metric]:
     labels_in = ("topic", "message_type", "is_system")
     messages_in = f.counter("rocketmq_messages_in_total", "Total number of incoming messages", labels_in)
     bytes_in = f.counter("rocketmq_throughput_in_total", "Total traffic of incoming messages", labels_in)
+    # The send path leaves retry and DLQ topics out; a delay level's delivery counts whatever its topic (5.3.3's
+    # ScheduleMessageService ``PutResultProcess.onSuccess`` has no such check): a retry's redelivery is ``delay``.
     incoming = {
         (topic, _MESSAGE_TYPES.get(topic) or ("fifo" if topic in snap.order_topics else "normal")): counts
         for topic, counts in snap.incoming.items()
+        if not is_retry_or_dlq_topic(topic)
     }
     incoming.update(snap.incoming_typed)
     for (topic, kind), (count, size) in sorted(incoming.items()):
-        if is_retry_or_dlq_topic(topic):
-            continue
         row = f.row(topic, kind, _bool(_system_topic(snap, topic)))
         messages_in.add_metric(row, count)
         bytes_in.add_metric(row, size)
