@@ -448,3 +448,34 @@ async def test_a_delay_level_delivery_to_a_retry_topic_counts_as_incoming_delay(
     assert rows == [("delay", "false", 1.0)]
     sizes = [s[1] for s in samples["rocketmq_throughput_in_total"] if s[0]["topic"] == retry]
     assert sizes == [float(len(delivered))]
+
+
+async def test_a_consumer_retry_counts_as_incoming_once_at_its_redelivery(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A consumer's send-back (CONSUMER_SEND_MSG_BACK) stores its retry copy under ``SCHEDULE_TOPIC_XXXX``; RocketMQ
+    5.3.3's AbstractSendMessageProcessor ``consumerSendMsgBack``
+    (broker/src/main/java/org/apache/rocketmq/broker/processor/AbstractSendMessageProcessor.java) adds nothing to
+    ``rocketmq_messages_in_total``: the retry counts once, when ScheduleMessageService delivers it to
+    ``%RETRY%<group>`` as ``delay``. Ours also counted the copy as an incoming ``delay`` message of
+    ``SCHEDULE_TOPIC_XXXX``, so each retry counted twice."""
+    use_virtual_store_clock(embedded_cluster)
+    controller = embedded_cluster.controller
+    broker = controller.context
+    await create_topic(embedded_cluster, TOPIC, queues=1)
+    ctx = online_consumer(broker, [SubscriptionData(TOPIC)])
+    answer = await SendMessageProcessor(broker).process(ctx, send_request())
+    assert answer is not None and answer.code == ResponseCode.SUCCESS
+    back = request(
+        RequestCode.CONSUMER_SEND_MSG_BACK,
+        {"offset": "0", "group": GROUP, "delayLevel": "0", "originMsgId": "x", "originTopic": TOPIC},
+    )
+    answer = await ConsumerSendMsgBackProcessor(broker, controller.schedule.rewrite).process(ctx, back)
+    assert answer is not None and answer.code == ResponseCode.SUCCESS
+    retry = f"%RETRY%{GROUP}"
+    with trio.fail_after(60):  # level 3: 10 s
+        while broker.store.max_offset_in_queue(retry, 0) < 1:
+            await trio.sleep(0.5)
+    samples = render(list(broker_families(take_snapshot(broker, controller.pools), COMMON)))
+    rows = {(s[0]["topic"], s[0]["message_type"]): s[1] for s in samples["rocketmq_messages_in_total"]}
+    assert rows == {(TOPIC, "normal"): 1.0, (retry, "delay"): 1.0}
