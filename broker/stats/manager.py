@@ -360,9 +360,14 @@ class BrokerStatsManager:
         """A consumer send-back stored its copy at ``queue_offset`` of ``topic``'s ``queue_id``. 4.9.8's
         ``asyncConsumerSendMsgBack`` (broker/src/main/java/org/apache/rocketmq/broker/processor/
         SendMessageProcessor.java) counts it in TOPIC_PUT_NUMS / TOPIC_PUT_SIZE only when it went to
-        ``SCHEDULE_TOPIC_XXXX`` (a retry; a copy ``to_dlq`` in no put item), and never in BROKER_PUT_NUMS."""
+        ``SCHEDULE_TOPIC_XXXX`` (a retry; a copy ``to_dlq`` in no put item), and never in BROKER_PUT_NUMS. Nor is it
+        an incoming message for ``/metrics``: RocketMQ 5.3.3's AbstractSendMessageProcessor ``consumerSendMsgBack``
+        (broker/src/main/java/org/apache/rocketmq/broker/processor/AbstractSendMessageProcessor.java) adds nothing to
+        ``rocketmq_messages_in_total``; a retry counts there when delivered (:meth:`record_delay_delivery`)."""
         if not self.replica:
             self._puts.own((topic, queue_id), queue_offset, not to_dlq)
+            if not to_dlq:
+                self._puts.typed((topic, queue_id), queue_offset, NOT_INCOMING)
 
     def record_uncounted_put(self, topic: str, queue_id: int, queue_offset: int) -> None:
         """The broker stored an entry of its own at ``queue_offset`` of ``topic``'s ``queue_id`` through a path that
