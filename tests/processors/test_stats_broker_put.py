@@ -13,6 +13,7 @@ import trio.testing
 from broker.context import BrokerState, config_dir_of
 from broker.schedule import ScheduleMessageService
 from broker.stats import BROKER_GET_NUMS, BROKER_PUT_NUMS, TOPIC_PUT_NUMS, TOPIC_PUT_SIZE
+from processors.admin import AdminBrokerProcessor
 from processors.pull import PullMessageProcessor
 from processors.send import SendMessageProcessor
 from processors.send_back import ConsumerSendMsgBackProcessor
@@ -23,6 +24,7 @@ from remoting.codec.command import RemotingCommand, request
 from remoting.codec.msgid import decode_offset_msg_id
 from remoting.codec.topics import SCHEDULE_TOPIC
 from remoting.processor import RequestContext
+from store.metadata_files import TopicConfig
 from tests.processors.conftest import pull_request, send_request
 
 
@@ -127,3 +129,26 @@ async def test_a_send_back_counts_as_4_9_8_counts_it(
     total = await view(BROKER_PUT_NUMS, broker.config.broker_cluster_name)
     assert total.code == ResponseCode.SUCCESS
     assert BrokerStatsData.decode(total.body).stats_minute.sum == 2, "BROKER_PUT_NUMS: the 2 sends only"
+
+
+async def test_a_send_just_before_its_topic_is_deleted_still_counts(
+    broker: BrokerState, peer_ctx: RequestContext
+) -> None:
+    """Puts are read from the ConsumeQueues when sampling (once a second). A message acknowledged to a topic that
+    DELETE_TOPIC_IN_BROKER then removes before the next sample was counted nowhere: the deletion dropped the queues
+    before the statistics read them. RocketMQ 4.9.8 counts it at the send
+    (broker/src/main/java/org/apache/rocketmq/broker/processor/SendMessageProcessor.java ``handlePutMessageResult``:
+    TOPIC_PUT_NUMS, BROKER_PUT_NUMS; StoreStatsService's put total at the store's put), and 5.3.3 in
+    ``rocketmq_messages_in_total`` there too, which the deletion leaves as it is."""
+    broker.stats.start_counting()
+    broker.topics.update_topic(TopicConfig("Doomed", 1, 1))
+    answer = await SendMessageProcessor(broker).process(peer_ctx, send_request("Doomed"))
+    assert answer is not None and answer.code == ResponseCode.SUCCESS
+    deletion = request(RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": "Doomed"})
+    answer = await AdminBrokerProcessor(broker).process(peer_ctx, deletion)
+    assert answer is not None and answer.code == ResponseCode.SUCCESS
+    entries = broker.stats.runtime_entries()
+    assert (entries["msgPutTotalTodayNow"], entries["putMessageTimesTotal"]) == ("1", "1")
+    item = broker.stats.item(BROKER_PUT_NUMS, broker.config.broker_cluster_name)
+    assert item is not None and item.value == 1
+    assert broker.stats.incoming.get("Doomed", (0, 0))[0] == 1
