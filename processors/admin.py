@@ -224,6 +224,9 @@ class AdminBrokerProcessor:
         broker.topics.delete_topic(topic)
         broker.topics.write_through()
         broker.offsets.remove_topic(topic)
+        # What was stored before counts (puts are read from the queues, which the deletion drops), as Java's send
+        # path counted it already.
+        broker.stats.count_puts()
         # Its queues kept when created again (a send from TBW102) while the deletion waits for the disk lock, as
         # deleteTopic hands cleanUnusedTopic the table's live key set (broker/src/main/java/org/apache/rocketmq/
         # broker/processor/AdminBrokerProcessor.java).
@@ -234,6 +237,7 @@ class AdminBrokerProcessor:
     async def clean_unused_topic(self, request: RemotingCommand) -> RemotingCommand:
         """CLEAN_UNUSED_TOPIC: drop the store's queues of topics that are neither configured nor system topics."""
         broker, topics = self.broker, self.broker.topics
+        broker.stats.count_puts()  # before their queues go (see _delete_topic_in_broker)
         for topic in await clean_unused_topics(broker.store, lambda t: t in topics or topics.is_system_topic(t)):
             # its stats items only with autoDeleteUnusedStats, as DefaultMessageStore.cleanUnusedTopic
             broker.stats.on_topic_deleted(topic, drop_items=broker.config.auto_delete_unused_stats)
