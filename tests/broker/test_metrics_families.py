@@ -479,3 +479,42 @@ async def test_a_consumer_retry_counts_as_incoming_once_at_its_redelivery(
     samples = render(list(broker_families(take_snapshot(broker, controller.pools), COMMON)))
     rows = {(s[0]["topic"], s[0]["message_type"]): s[1] for s in samples["rocketmq_messages_in_total"]}
     assert rows == {(TOPIC, "normal"): 1.0, (retry, "delay"): 1.0}
+
+
+async def test_counters_kept_past_deletions_stop_growing_at_the_cardinality_limit(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """``rocketmq_messages_in_total`` and ``rocketmq_send_to_dlq_messages_total`` keep their series when the topic or
+    group goes, as RocketMQ 5.3.3's OpenTelemetry counters do; those counters hold at most
+    ``metricsOtelCardinalityLimit`` - 1 label sets each and count the rest in one series labelled only
+    ``otel_metric_overflow="true"`` (the views of broker/src/main/java/org/apache/rocketmq/broker/metrics/
+    BrokerMetricsManager.java ``registerMetricsView``; OpenTelemetry 1.29's DefaultSynchronousMetricStorage), so
+    creating and deleting topics for ever cannot grow them without bound. Ours kept every topic and group ever seen."""
+    broker = open_broker(tmp_path / "broker", metrics_otel_cardinality_limit=3)
+    try:
+        ctx = online_consumer(broker, [SubscriptionData(TOPIC)])
+        send, admin = SendMessageProcessor(broker), AdminBrokerProcessor(broker)
+        broker.stats.start_counting()
+        for i in range(5):
+            topic = f"Churn{i}"
+            broker.topics.update_topic(TopicConfig(topic, 1, 1))
+            answer = await send.process(ctx, send_request(topic))
+            assert answer is not None and answer.code == ResponseCode.SUCCESS
+            answer = await admin.process(ctx, request(RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": topic}))
+            assert answer is not None and answer.code == ResponseCode.SUCCESS, answer
+        for i in range(4):
+            used_up = send_request(f"%RETRY%churn_cg{i}", reconsumeTimes="17", maxReconsumeTimes="16")
+            answer = await send.process(ctx, used_up)
+            assert answer is not None and answer.code == ResponseCode.SUCCESS
+        samples = render(list(broker_families(take_snapshot(broker, broker_pools(cpus=2)), COMMON)))
+        overflow = {"otel_metric_overflow": "true"}
+        incoming = [(s[0].get("topic"), s[1]) for s in samples["rocketmq_messages_in_total"]]
+        assert incoming == [("Churn0", 1.0), ("Churn1", 1.0), (None, 3.0)]
+        assert samples["rocketmq_messages_in_total"][-1][0] == overflow
+        assert [s[0] for s in samples["rocketmq_throughput_in_total"]][-1] == overflow
+        dlq = [(s[0].get("topic"), s[1]) for s in samples["rocketmq_send_to_dlq_messages_total"]]
+        assert dlq == [("%RETRY%churn_cg0", 1.0), ("%RETRY%churn_cg1", 1.0), (None, 2.0)]
+        assert samples["rocketmq_send_to_dlq_messages_total"][-1][0] == overflow
+        assert len(broker.stats.incoming) + len(broker.stats.dlq_messages) == 4  # nothing more is kept
+    finally:
+        broker.store.close()
