@@ -308,6 +308,7 @@ def build_context(config: BrokerConfig, store: MessageStore | None = None) -> Br
             replica=config.broker_role == "SLAVE",
             queue_stat=config.enable_detail_stat,
             lmq=config.enable_lmq,
+            series_limit=config.metrics_otel_cardinality_limit,
         ),
     )
     ctx.topics.on_changed = ctx.on_topic_changed

@@ -43,6 +43,7 @@ from remoting.connection import Address
 from remoting.rpc_metrics import RPC_LATENCY_BUCKETS_MS, RpcLatency
 
 __all__ = [
+    "OVERFLOW_LABEL",
     "PrometheusExporter",
     "Source",
     "histogram_buckets",
@@ -58,7 +59,7 @@ Source = Callable[[], Callable[[], Iterable[Metric]]]
 
 _RESPONSE_NAMES = {code.value: code.name.lower() for code in ResponseCode}
 #: The label of OpenTelemetry's overflow series (``otel.metric.overflow`` in Prometheus' spelling).
-_OVERFLOW_LABEL = "otel_metric_overflow"
+OVERFLOW_LABEL = "otel_metric_overflow"
 #: ``rocketmq_rpc_latency`` as RocketMQ 5.3.3 serves it: its unit appended by OpenTelemetry's Prometheus exporter.
 RPC_LATENCY_FAMILY = "rocketmq_rpc_latency_milliseconds"
 #: ``MetricsExporterType`` by number (Java's setter takes the number or the name).
@@ -124,7 +125,7 @@ def rpc_latency_source(recorder: RpcLatency, labels: dict[str, str]) -> Source:
                 )
             if overflow is not None:
                 # OpenTelemetry's overflow series carries its one attribute and none of the others.
-                extra = HistogramMetricFamily(family.name, family.documentation, labels=[_OVERFLOW_LABEL])
+                extra = HistogramMetricFamily(family.name, family.documentation, labels=[OVERFLOW_LABEL])
                 extra.add_metric(["true"], histogram_buckets(RPC_LATENCY_BUCKETS_MS, overflow[0]), float(overflow[1]))
                 family.samples.extend(extra.samples)
             yield family

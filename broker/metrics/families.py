@@ -24,7 +24,9 @@ Where ours differ, and why:
   delivery to one (a retry's redelivery: ScheduleMessageService checks no topic). Bytes are record sizes (Java's
   ``wroteBytes``). Only a master counts them: a slave's (or DLedger follower's) puts are the master's messages
   replicated, which Java, counting in ``SendMessageProcessor.handlePutMessageResult``, never sees there; a member
-  promoted to master counts from its promotion.
+  promoted to master counts from its promotion. Those counters and ``rocketmq_send_to_dlq_messages_total`` keep their
+  series past the topic's or group's deletion, at most ``metricsOtelCardinalityLimit`` - 1 label sets each and the
+  rest in one ``otel_metric_overflow="true"`` series, as 5.3.3's OpenTelemetry views.
 - ``rocketmq_storage_put_latency`` (ms) is ours: RocketMQ 5 has no put latency metric; its buckets are the runtime
   info's ``putMessageDistributeTime`` bounds, cumulative since start.
 - Not exported (no such concept here): POP, timer-wheel internals, half-message and transaction-commit counters,
@@ -46,7 +48,7 @@ from remoting.codec.topics import (
     TRANS_HALF_TOPIC,
     is_retry_or_dlq_topic,
 )
-from remoting.prometheus import histogram_buckets
+from remoting.prometheus import OVERFLOW_LABEL, histogram_buckets
 
 _STORAGE = {"storage_type": "local", "storage_medium": "disk"}
 _MESSAGE_TYPES = {SCHEDULE_TOPIC: "delay", TIMER_TOPIC: "delay", TRANS_HALF_TOPIC: "transaction"}
@@ -82,22 +84,29 @@ class _Families:
         return [*self.values, *values]
 
 
+def _add_overflow(family: CounterMetricFamily, value: float) -> None:
+    """OpenTelemetry's overflow series of a counter: its one label, none of the others."""
+    overflow = CounterMetricFamily(family.name, family.documentation, labels=[OVERFLOW_LABEL])
+    overflow.add_metric(["true"], value)
+    family.samples.extend(overflow.samples)
+
+
 def _traffic(snap: BrokerSnapshot, f: _Families) -> Iterator[Metric]:
     labels_in = ("topic", "message_type", "is_system")
     messages_in = f.counter("rocketmq_messages_in_total", "Total number of incoming messages", labels_in)
     bytes_in = f.counter("rocketmq_throughput_in_total", "Total traffic of incoming messages", labels_in)
-    # The send path leaves retry and DLQ topics out; a delay level's delivery counts whatever its topic (5.3.3's
-    # ScheduleMessageService ``PutResultProcess.onSuccess`` has no such check): a retry's redelivery is ``delay``.
     incoming = {
         (topic, _MESSAGE_TYPES.get(topic) or ("fifo" if topic in snap.order_topics else "normal")): counts
         for topic, counts in snap.incoming.items()
-        if not is_retry_or_dlq_topic(topic)
     }
     incoming.update(snap.incoming_typed)
     for (topic, kind), (count, size) in sorted(incoming.items()):
         row = f.row(topic, kind, _bool(_system_topic(snap, topic)))
         messages_in.add_metric(row, count)
         bytes_in.add_metric(row, size)
+    if snap.incoming_overflow[0]:
+        _add_overflow(messages_in, snap.incoming_overflow[0])
+        _add_overflow(bytes_in, snap.incoming_overflow[1])
     labels_out = ("topic", "consumer_group", "is_system")
     messages_out = f.counter("rocketmq_messages_out_total", "Total number of outgoing messages", labels_out)
     bytes_out = f.counter("rocketmq_throughput_out_total", "Total traffic of outgoing messages", labels_out)
@@ -129,6 +138,8 @@ def _traffic(snap: BrokerSnapshot, f: _Families) -> Iterator[Metric]:
     )
     for (group, topic), count in sorted(snap.dlq.items()):
         dlq.add_metric(f.row(group, topic, _bool(_system_topic(snap, topic) or _system_group(group))), count)
+    if snap.dlq_overflow:
+        _add_overflow(dlq, snap.dlq_overflow)
     yield from (messages_in, bytes_in, messages_out, bytes_out, dlq)
 
 

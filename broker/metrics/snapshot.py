@@ -65,6 +65,8 @@ class BrokerSnapshot:
     incoming: dict[str, tuple[int, int]]
     #: (topic, message type) -> (messages, bytes) of those the broker put as that type (delay-level deliveries)
     incoming_typed: dict[tuple[str, str], tuple[int, int]]
+    #: (messages, bytes) of both past the cardinality limit (OpenTelemetry's overflow series)
+    incoming_overflow: tuple[int, int]
     order_topics: frozenset[str]
     #: the broker's system topics (its TopicConfigManager's set; ``rmq_sys_`` names count too)
     system_topics: frozenset[str]
@@ -75,6 +77,8 @@ class BrokerSnapshot:
     pops: dict[tuple[str, str, bool], tuple[int, int]]
     #: (group, original topic) -> messages sent to the DLQ
     dlq: dict[tuple[str, str], int]
+    #: messages sent to a DLQ under label sets past the cardinality limit
+    dlq_overflow: int
     lags: list[GroupLag]
     #: (language, version) -> producer connections
     producers: dict[tuple[str, str], int]
@@ -141,11 +145,13 @@ def take_snapshot(state: BrokerState, pools: Mapping[str, ProcessorPool]) -> Bro
     return BrokerSnapshot(
         incoming=_incoming(stats),
         incoming_typed=dict(stats.incoming_typed),
+        incoming_overflow=stats.incoming_overflow,
         order_topics=frozenset(name for name, config in topics.items() if config.order),
         system_topics=state.topics.system_topic_names,
         gets={pair: (items.nums.value, items.sizes.value) for pair, items in stats.group_items.items()},
         pops=dict(stats.pop_out),
         dlq=dict(stats.dlq_messages),
+        dlq_overflow=stats.dlq_overflow,
         lags=list(group_lags(state)),
         producers=producers,
         consumers=consumers,

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
@@ -53,7 +53,14 @@ from broker.stats.latency import PutLatencyStats
 from broker.stats.puts import NOT_INCOMING, StorePuts
 from broker.stats.store_stats import StoreStats
 from remoting.codec.java_format import java_double
-from remoting.codec.topics import OFFSET_MOVED_EVENT, SCHEDULE_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC, TRANS_OP_HALF_TOPIC
+from remoting.codec.topics import (
+    OFFSET_MOVED_EVENT,
+    SCHEDULE_TOPIC,
+    TRANS_CHECK_MAX_TIME_TOPIC,
+    TRANS_OP_HALF_TOPIC,
+    is_retry_or_dlq_topic,
+)
+from remoting.rpc_metrics import DEFAULT_CARDINALITY_LIMIT
 from store.multi_dispatch import LMQ_PREFIX
 
 if TYPE_CHECKING:
@@ -141,8 +148,15 @@ class BrokerStatsManager:
         queue_stat: bool = True,
         wall_clock: Callable[[], float] = time.time,
         lmq: bool = False,
+        series_limit: int = DEFAULT_CARDINALITY_LIMIT,
     ) -> None:
         self.store = store
+        #: ``metricsOtelCardinalityLimit``: the /metrics counters kept past deletions (:attr:`incoming` with
+        #: :attr:`incoming_typed`, :attr:`dlq_messages`) hold at most this many label sets - 1 each; what a new one
+        #: would count goes to their overflow (:attr:`incoming_overflow`, :attr:`dlq_overflow`), as the OpenTelemetry
+        #: views RocketMQ 5.3.3 sets this limit on (broker/src/main/java/org/apache/rocketmq/broker/metrics/
+        #: BrokerMetricsManager.java ``registerMetricsView``): creating and deleting topics cannot grow them for ever.
+        self.series_limit = series_limit
         #: ``enableLmq``: the pull, pop, send-back and fall-behind statistics of every ``%LMQ%`` topic and group are
         #: counted as ``%LMQ%`` (store/src/main/java/org/apache/rocketmq/store/stats/LmqBrokerStatsManager.java), so
         #: their items stay few however many LMQs clients use; pull offsets keep each queue's own.
@@ -162,11 +176,14 @@ class BrokerStatsManager:
         #: (topic, group) -> queue id -> next offset after the queue's last pull
         self.pull_offsets: dict[tuple[str, str], dict[int, int]] = {}
         #: topic -> (messages, bytes) stored while a master (``/metrics``' incoming messages; never reset), those
-        #: the broker put as another message type (:attr:`incoming_typed`) left out
+        #: the broker put as another message type (:attr:`incoming_typed`) and retry and DLQ topics (as 5.3.3's send
+        #: path) left out
         self.incoming: dict[str, tuple[int, int]] = {}
         #: (topic, message type) -> (messages, bytes) of :attr:`incoming` the broker fixed the type of
         #: (:meth:`record_delay_delivery`)
         self.incoming_typed: dict[tuple[str, str], tuple[int, int]] = {}
+        #: (messages, bytes) of incoming label sets past :attr:`series_limit`
+        self.incoming_overflow = (0, 0)
         self.replica = replica
         self._puts = StorePuts(store, frozenset({SCHEDULE_TOPIC}) if queue_stat else frozenset())
         self.put_latency = PutLatencyStats()
@@ -177,6 +194,8 @@ class BrokerStatsManager:
         self.get_max_ms = 0
         #: (group, original topic) -> messages moved to the group's DLQ (never reset)
         self.dlq_messages: dict[tuple[str, str], int] = {}
+        #: messages moved to a DLQ under label sets past :attr:`series_limit`
+        self.dlq_overflow = 0
         #: (topic, group, is_retry) -> (messages, bytes) pops of ``group`` read from ``topic`` (is_retry false; they
         #: count in :attr:`group_items` too) or from its pop retry topic of ``topic`` (true): ``/metrics``' outgoing
         #: messages labelled ``is_retry``, apart from the pulls'
@@ -343,7 +362,12 @@ class BrokerStatsManager:
 
     def record_dlq(self, group: str, topic: str) -> None:
         """One message of ``topic`` moved to a DLQ, labelled ``group`` (``rocketmq_send_to_dlq_messages_total``)."""
-        self.dlq_messages[(group, topic)] = self.dlq_messages.get((group, topic), 0) + 1
+        dlq = self.dlq_messages
+        before = dlq.get((group, topic))
+        if before is None and len(dlq) >= self.series_limit - 1:
+            self.dlq_overflow += 1
+        else:
+            dlq[(group, topic)] = (before or 0) + 1
 
     def record_batch_put(self, topic: str, queue_id: int, end: int, count: int) -> None:
         """A batch send appended ``count`` messages of ``topic`` to ``queue_id`` in one request, up to queue offset
@@ -541,8 +565,8 @@ class BrokerStatsManager:
                 count, size = self._count_typed(topic, typed, count, size)
                 if count <= 0:
                     continue
-            before_count, before_size = incoming.get(topic, (0, 0))
-            incoming[topic] = (before_count + count, before_size + size)
+            if not is_retry_or_dlq_topic(topic):  # 5.3.3's send path counts none
+                self._count_incoming(incoming, topic, count, size)
         queue_puts = self._puts.queue_puts
         if queue_puts and not replica:
             queue_nums, queue_sizes = self.sets[QUEUE_PUT_NUMS], self.sets[QUEUE_PUT_SIZE]
@@ -561,14 +585,23 @@ class BrokerStatsManager:
     def _count_typed(self, topic: str, typed: dict[str, tuple[int, int]], count: int, size: int) -> tuple[int, int]:
         """Add ``topic``'s typed puts to :attr:`incoming_typed`; the messages and bytes of ``count`` and ``size``
         left for :attr:`incoming`."""
-        incoming_typed = self.incoming_typed
         for kind, (kind_count, kind_size) in typed.items():
             if kind != NOT_INCOMING:
-                before_count, before_size = incoming_typed.get((topic, kind), (0, 0))
-                incoming_typed[(topic, kind)] = (before_count + kind_count, before_size + kind_size)
+                self._count_incoming(self.incoming_typed, (topic, kind), kind_count, kind_size)
             count -= kind_count
             size -= kind_size
         return count, max(0, size)
+
+    def _count_incoming(self, table: dict[Any, tuple[int, int]], key: Any, count: int, size: int) -> None:
+        """Add to ``table[key]`` (:attr:`incoming` or :attr:`incoming_typed`), to :attr:`incoming_overflow` instead
+        when the key is new and the two hold :attr:`series_limit` - 1 label sets already."""
+        before = table.get(key)
+        if before is None and len(self.incoming) + len(self.incoming_typed) >= self.series_limit - 1:
+            before = self.incoming_overflow
+            self.incoming_overflow = (before[0] + count, before[1] + size)
+        else:
+            before_count, before_size = before or (0, 0)
+            table[key] = (before_count + count, before_size + size)
 
     def set_replica(self, replica: bool) -> None:
         """The broker became a slave (``replica``) or a master: what the store took until now counts under the
