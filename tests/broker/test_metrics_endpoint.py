@@ -467,3 +467,20 @@ async def test_metrics_in_delta_labels_every_broker_series_aggregation_delta(tmp
     assert samples and all(s.labels.get("aggregation") == "delta" for s in samples)
     assert all(s.labels.get("env") == "test" for s in samples)
     assert value(families, "rocketmq_messages_in_total", topic="DeltaTopic") == 2  # cumulative, as 5.3.3's PROM
+
+
+async def test_metrics_in_delta_labels_the_proxy_up_gauge_too(tmp_path: Path) -> None:
+    """RocketMQ 5.3.3's local proxy records ``rocketmq_proxy_up`` with the broker's attributes builder
+    (proxy/src/main/java/org/apache/rocketmq/proxy/metrics/ProxyMetricsManager.java ``initLocalMode`` passes
+    ``BrokerMetricsManager::newAttributesBuilder``), so with ``metricsInDelta`` it carries ``aggregation="delta"``
+    as every broker series does; ours left it out."""
+    from proxy.config import proxy_config_from
+
+    proxy, _ = proxy_config_from({"enableProxy": "true", "grpcServerPort": "0", "proxyName": "proxy-1"})
+    settings = {"metrics_exporter_type": "PROM", "metrics_prom_exporter_port": 0, "metrics_in_delta": True}
+    async with EmbeddedCluster(tmp_path / "cluster", proxy=proxy, **SMALL_STORE, **settings) as cluster:
+        exporter = cluster.controller.metrics
+        assert exporter is not None and exporter.address is not None
+        families = await scrape(exporter.address)
+    [up] = families.get("rocketmq_proxy_up", [])
+    assert (up.labels.get("aggregation"), up.labels["node_type"], up.value) == ("delta", "proxy", 1.0)
