@@ -42,11 +42,14 @@ from remoting.tls import DISABLED, PERMISSIVE, self_signed_pem, tls_mode
 __all__ = ["build_activity", "certificate", "proxy_up_source", "serve_proxy"]
 
 
-def proxy_up_source(config: ProxyConfig, metrics_label: str) -> Source:
+def proxy_up_source(config: ProxyConfig, metrics_label: str, in_delta: bool = False) -> Source:
     """``rocketmq_proxy_up`` (always 1) as RocketMQ 5.3.3's local proxy registers it on the broker's meter
     (proxy/src/main/java/org/apache/rocketmq/proxy/metrics/ProxyMetricsManager.java ``initLocalMode``): the broker's
-    ``metricsLabel`` pairs, with ``cluster``, ``node_type``, ``node_id`` and ``proxy_mode`` the proxy's."""
+    labels (its ``metricsLabel`` pairs and, ``in_delta`` (``metricsInDelta``), ``aggregation="delta"``), with
+    ``cluster``, ``node_type``, ``node_id`` and ``proxy_mode`` the proxy's."""
     labels = metrics_labels("proxy", config.proxy_name, config.proxy_cluster_name, metrics_label)
+    if in_delta:
+        labels["aggregation"] = "delta"
     labels["proxy_mode"] = "local"
 
     def snapshot() -> Callable[[], Iterable[Metric]]:
@@ -115,7 +118,7 @@ async def serve_proxy(
 
     host = controller.config.listen_host
     exporter = controller.metrics
-    up = proxy_up_source(config, controller.config.metrics_label)
+    up = proxy_up_source(config, controller.config.metrics_label, controller.config.metrics_in_delta)
     try:
         async with trio.open_nursery() as nursery:
             await nursery.start(revive.run)
