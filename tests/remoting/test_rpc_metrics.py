@@ -120,3 +120,16 @@ async def test_head_wait_is_how_long_the_oldest_queued_request_has_waited() -> N
             assert await peer.receive() is not None
         assert pool.head_wait_ms == 0
         nursery.cancel_scope.cancel()
+
+
+def test_the_cardinality_limit_counts_the_overflow_series_as_opentelemetry_does() -> None:
+    """``metricsOtelCardinalityLimit`` is the most series an instrument holds, its overflow series included:
+    OpenTelemetry 1.29's DefaultSynchronousMetricStorage (which RocketMQ 5.3.3 ships) keeps ``limit - 1`` label sets
+    and records every further one under ``otel.metric.overflow=true``. Ours kept ``limit`` label sets and the
+    overflow series besides, one more than Java."""
+    recorder = RpcLatency(cardinality_limit=3)
+    for code in range(5):
+        recorder.observe(code, ResponseCode.SUCCESS, False, "success", 0)
+    assert [key[0] for key, _, _ in recorder.snapshot()] == [0, 1]
+    overflow = recorder.overflow_snapshot()
+    assert overflow is not None and sum(overflow[0]) == 3
