@@ -8,11 +8,12 @@ that opaque is written, whenever and by whoever writes it (a pool worker, a grou
 A oneway request is recorded with result ``oneway`` when its processor returns. ``is_long_polling`` is true for a
 pull the hold service parked (Java's ``request.isSuspended()``).
 
-At most ``cardinality_limit`` series are kept (``metricsOtelCardinalityLimit``, 50,000 by default, as RocketMQ 5.3's
-``broker/src/main/java/org/apache/rocketmq/broker/metrics/BrokerMetricsManager.java`` sets it on every view): a
-request whose labels would make one more is counted in a single overflow series instead, as OpenTelemetry's SDK does
-(exported with the one label ``otel_metric_overflow="true"``), so a client sending ever new request codes cannot
-grow the table without bound.
+At most ``cardinality_limit`` series are kept, the overflow series included (``metricsOtelCardinalityLimit``,
+50,000 by default, as RocketMQ 5.3's
+``broker/src/main/java/org/apache/rocketmq/broker/metrics/BrokerMetricsManager.java`` sets it on every view): past
+``cardinality_limit - 1`` label sets, a request whose labels would make one more is counted in a single overflow
+series instead, as OpenTelemetry 1.29's SDK does (exported with the one label ``otel_metric_overflow="true"``), so a
+client sending ever new request codes cannot grow the table without bound.
 
 Without an :class:`RpcLatency` (the default: metrics off) the transport does nothing per request. With one, a
 request costs two clock reads, a dict insert and pop and one bisect. Single-threaded (the Trio thread); the exporter
@@ -63,7 +64,7 @@ class RpcLatency:
         key = (request_code, response_code, long_polling, result)
         series = self.series.get(key)
         if series is None:
-            if len(self.series) < self.cardinality_limit:
+            if len(self.series) < self.cardinality_limit - 1:
                 series = self.series[key] = LatencySeries()
             else:
                 series = self.overflow
