@@ -215,3 +215,21 @@ async def test_push_pull_interval_does_not_delay_the_pull_after_a_found_whose_me
             while not seen:
                 await trio.sleep(0.1)
     assert seen[0] - started < 60.0
+
+
+@pytest.mark.parametrize("minutes", [0, -1])
+async def test_push_consume_timeout_not_positive_fails_a_concurrent_start(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, minutes: float
+) -> None:
+    """ConsumeMessageConcurrentlyService.start schedules cleanExpireMsg every ``consumeTimeout`` minutes with
+    ``scheduleAtFixedRate``, which refuses a period not above 0: Java's start fails. Ours started, then spun its
+    clean-up loop without pause and sent back every message the moment its listener call began."""
+    consumer = PushConsumer("cg-knob-timeout", embedded_cluster.namesrv_addr, consume_timeout=minutes)
+    consumer.subscribe("KnobConsumeTimeout")
+    consumer.register_message_listener(lambda msgs: ConsumeConcurrentlyStatus.CONSUME_SUCCESS)
+    with pytest.raises(ValueError, match=r"consumeTimeout"):
+        async with consumer:
+            pass
+    consumer.consume_timeout = 15.0  # the failed start left nothing behind: it starts once the setting is fixed
+    async with consumer:
+        assert consumer.running_info()["properties"]["consumeTimeout"] == "15"
