@@ -95,7 +95,8 @@ LOCK_RENEW_INTERVAL = 20.0
 class PushConsumer:
     """See the module docstring. Thresholds as in Java (the topic-wide ones, -1 by default, replace the per-queue ones
     with their share of the owned queues after each rebalance that changed them); times in seconds, but
-    ``consume_timeout`` in minutes (Java's ``consumeTimeout``, 15); ``pull_interval`` (Java's ``pullInterval`` in ms,
+    ``consume_timeout`` in minutes (Java's ``consumeTimeout``, 15; a concurrent consumer's start refuses one not above
+    0 with ValueError, as Java's); ``pull_interval`` (Java's ``pullInterval`` in ms,
     at most 65.535 s) pauses a queue's pulls after each one that found messages. ``max_reconsume_times`` -1 (Java's
     default) means 16 for concurrent consumption and no limit for orderly consumption. ``allocate_strategy`` (Java's
     ``allocateMessageQueueStrategy``, :data:`~client.consumer.allocate.allocate_average` by default) is a strategy of
@@ -319,6 +320,10 @@ class PushConsumer:
         self._check_ranges()
         if self.consume_service is None:
             raise ClientStateError("register a message listener before starting the consumer")
+        if isinstance(self.consume_service, ConcurrentConsumeService) and not self.consume_timeout > 0:
+            # ConsumeMessageConcurrentlyService.start schedules cleanExpireMsg every consumeTimeout minutes
+            # (scheduleAtFixedRate, which refuses a period not above 0): here the clean-up would spin.
+            raise ValueError(f"consumeTimeout must be above 0 minutes to consume concurrently: {self.consume_timeout}")
         self.stopping = False
         # A retry pending when the last run stopped died with its task group: this run schedules its own.
         self._retry_pending, self._quick_retries = False, 0
