@@ -272,3 +272,16 @@ async def test_coroutine_callbacks_of_answered_async_sends_running_when_their_pr
         await trio.sleep(0.1)  # both answered, their callbacks running
         assert outcomes == []
     assert len(outcomes) == 2 and all(isinstance(o, SendResult) for o in outcomes), outcomes
+
+
+@pytest.mark.parametrize(
+    "setting", ["poll_name_server_interval", "heartbeat_broker_interval", "persist_consumer_offset_interval"]
+)
+@pytest.mark.parametrize("seconds", [0.0, -1.0])
+def test_a_client_timer_interval_not_above_zero_is_refused(setting: str, seconds: float) -> None:
+    """MQClientInstance.startScheduledTask (client/src/main/java/org/apache/rocketmq/client/impl/factory/
+    MQClientInstance.java) runs the route refresh, the heartbeat and the offset persist with scheduleAtFixedRate, which
+    refuses a period not above 0, so a Java client so configured fails to start. Ours took it, and its timer looped
+    without pause: an offset persist interval of 0 sent UPDATE_CONSUMER_OFFSET for every queue on every loop turn."""
+    with pytest.raises(ValueError, match=setting):
+        ClientConfig(namesrv_addr="127.0.0.1:9876", **{setting: seconds})
