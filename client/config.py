@@ -53,6 +53,14 @@ def _split_addrs(value: str | list[str] | tuple[str, ...]) -> tuple[str, ...]:
     return tuple(value)
 
 
+def _timer_interval(_config: object, attribute: attrs.Attribute[float], value: float) -> None:
+    """A timer's period must be above 0, as ``client/src/main/java/org/apache/rocketmq/client/impl/factory/
+    MQClientInstance.java``'s ``startScheduledTask`` passes it to ``scheduleAtFixedRate``, which throws for any other
+    (the Java client fails to start; here the timer would loop without pause)."""
+    if not value > 0:
+        raise ValueError(f"{attribute.name} must be above 0 seconds: {value}")
+
+
 #: The name server a client looks for when told none and ``NAMESRV_ADDR`` names none.
 DEFAULT_NAMESRV: Final = ("127.0.0.1:9876",)
 
@@ -81,9 +89,10 @@ class ClientConfig:
     client_ip: str = attrs.field(factory=local_ip)
     instance_name: str = attrs.field(factory=default_instance_name)
     unit_name: str | None = None
-    poll_name_server_interval: float = 30.0
-    heartbeat_broker_interval: float = 30.0
-    persist_consumer_offset_interval: float = 5.0
+    #: The client timers' periods (route refresh, heartbeat, offset persist): above 0, else ValueError.
+    poll_name_server_interval: float = attrs.field(default=30.0, validator=_timer_interval)
+    heartbeat_broker_interval: float = attrs.field(default=30.0, validator=_timer_interval)
+    persist_consumer_offset_interval: float = attrs.field(default=5.0, validator=_timer_interval)
     rpc_timeout: float = 3.0
     access_key: str | None = None
     secret_key: str | None = attrs.field(default=None, repr=False)
