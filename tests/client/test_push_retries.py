@@ -100,6 +100,53 @@ async def test_orderly_suspension_increments_the_reconsume_times_the_listener_se
     assert seen == [0, 1, 2, 3]
 
 
+async def test_an_orderly_listener_returning_reconsume_later_gets_its_message_again_not_committed(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Java's type system keeps an orderly listener to ConsumeOrderlyStatus; a Python one may return the concurrent
+    statuses. RECONSUME_LATER from an orderly listener must not commit the message, as if it succeeded (ours committed
+    it: the message was lost), and CONSUME_SUCCESS must not suspend the queue for ever: each counts as its orderly
+    counterpart, SUSPEND_CURRENT_QUEUE_A_MOMENT and SUCCESS."""
+    await _create_and_send(embedded_cluster, "OrdMixed", [b"m", b"n"])
+    seen: list[tuple[bytes, int]] = []
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+        seen.append((msgs[0].body, msgs[0].reconsume_times))
+        if len(seen) == 1:
+            return ConsumeConcurrentlyStatus.RECONSUME_LATER
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = _consumer(embedded_cluster, "cg-ord-mixed", "OrdMixed")
+    consumer.register_message_listener_orderly(listener)
+    async with consumer:
+        await trio.sleep(20)
+        committed = consumer.offset_store.read_memory(MessageQueue("OrdMixed", "broker-a", 0))
+    assert seen == [(b"m", 0), (b"m", 1), (b"n", 0)]
+    assert committed == 2
+
+
+async def test_a_concurrent_listener_returning_the_orderly_success_is_not_sent_back(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """The concurrent twin: ConsumeOrderlyStatus.SUCCESS from a concurrent listener counts as CONSUME_SUCCESS (ours
+    sent the message back as failed, so it came again through the retry topic)."""
+    use_virtual_store_clock(embedded_cluster)  # a retry's 10 s delay runs on the broker's store clock
+    await _create_and_send(embedded_cluster, "ConcMixed", [b"m"])
+    seen: list[bytes] = []
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeOrderlyStatus:
+        seen.append(msgs[0].body)
+        return ConsumeOrderlyStatus.SUCCESS
+
+    consumer = _consumer(embedded_cluster, "cg-conc-mixed", "ConcMixed")
+    consumer.register_message_listener(listener)
+    async with consumer:
+        await trio.sleep(60)  # a send-back would come again at delay level 3, 10 s later
+        committed = consumer.offset_store.read_memory(MessageQueue("ConcMixed", "broker-a", 0))
+    assert seen == [b"m"]
+    assert committed == 1
+
+
 async def test_a_message_whose_listener_call_overruns_consume_timeout_is_sent_back_and_the_offset_moves_on(
     embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
 ) -> None:
