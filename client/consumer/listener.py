@@ -7,7 +7,8 @@ It may be a coroutine function (run as a task on the event loop) or a plain func
 the consumer's capacity limiter, so blocking code is fine; a shutdown that outlasts ``await_termination`` abandons
 that thread, as Java's ``awaitTermination`` gives up on a consume thread, drops its result and may learn when it
 returns). Raising counts as RECONSUME_LATER (concurrent) or SUSPEND_CURRENT_QUEUE_A_MOMENT (orderly); returning
-``None`` counts as success.
+``None`` counts as success, and a status of the other kind as its counterpart (an orderly listener's RECONSUME_LATER
+suspends its queue, a concurrent one's SUCCESS is CONSUME_SUCCESS).
 """
 
 from __future__ import annotations
@@ -231,20 +232,26 @@ class ListenerThread:
                 self._waiters.discard(wake_up)
 
 
+#: A status of the other kind of consumption, as its counterpart: success stays success, a retry stays a retry.
+_COUNTERPART: Final[dict[ConsumeStatus, ConsumeStatus]] = {
+    ConsumeConcurrentlyStatus.CONSUME_SUCCESS: ConsumeOrderlyStatus.SUCCESS,
+    ConsumeConcurrentlyStatus.RECONSUME_LATER: ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT,
+    ConsumeOrderlyStatus.SUCCESS: ConsumeConcurrentlyStatus.CONSUME_SUCCESS,
+    ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT: ConsumeConcurrentlyStatus.RECONSUME_LATER,
+}
+
+
 def listener_status(result: object, failed: ConsumeStatus) -> ConsumeStatus:
-    """What a listener's ``result`` counts as: ``None`` success, a status itself, anything else (and
-    :data:`SKIPPED`) ``failed``."""
+    """What a listener's ``result`` counts as, in the kind of ``failed``: ``None`` success, a status itself, a status
+    of the other kind its counterpart (Java's listeners cannot return one: an orderly RECONSUME_LATER committed as a
+    success would lose the message), anything else (and :data:`SKIPPED`) ``failed``."""
     if result is None:
-        return (
-            ConsumeConcurrentlyStatus.CONSUME_SUCCESS
-            if isinstance(failed, ConsumeConcurrentlyStatus)
-            else (ConsumeOrderlyStatus.SUCCESS)
-        )
+        result = ConsumeConcurrentlyStatus.CONSUME_SUCCESS
     if not isinstance(result, (ConsumeConcurrentlyStatus, ConsumeOrderlyStatus)):
         if result is not SKIPPED:
             log.warning("message listener returned %r, treated as a failure", result)
         return failed
-    return result
+    return result if type(result) is type(failed) else _COUNTERPART[result]
 
 
 async def call_listener(
