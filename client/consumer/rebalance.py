@@ -62,6 +62,11 @@ QueuesChanged = Callable[[str, set[MessageQueue], set[MessageQueue]], Awaitable[
 #: ``PULL_MAX_IDLE_TIME``, 120 s).
 PULL_MAX_IDLE_TIME = 120.0
 
+#: How long LOCK_BATCH_MQ and UNLOCK_BATCH_MQ may take, whatever the client's ``rpc_timeout``: RebalanceImpl's
+#: ``lock``, ``lockAll``, ``unlock`` and ``unlockAll`` pass 1000 ms
+#: (client/src/main/java/org/apache/rocketmq/client/impl/consumer/RebalanceImpl.java).
+LOCK_TIMEOUT = 1.0
+
 #: How long a removal waits for an orderly queue's listener call before keeping the queue for the next pass (Java's
 #: ``consumeLock.tryLock(1000, ms)`` in RebalancePushImpl.removeUnnecessaryMessageQueue).
 ORDERLY_REMOVE_WAIT = 1.0
@@ -431,9 +436,7 @@ class Rebalance:
         if addr is None:
             return False
         try:
-            locked = await api.lock_batch_mq(
-                self.instance.remoting, addr, self._lock_body([mq]), self.instance.config.rpc_timeout
-            )
+            locked = await api.lock_batch_mq(self.instance.remoting, addr, self._lock_body([mq]), LOCK_TIMEOUT)
         except Exception as exc:
             log.info("locking %s failed: %s", mq, exc)
             return False
@@ -449,9 +452,7 @@ class Rebalance:
             if addr is None:
                 continue
             try:
-                locked = await api.lock_batch_mq(
-                    self.instance.remoting, addr, self._lock_body(mqs), self.instance.config.rpc_timeout
-                )
+                locked = await api.lock_batch_mq(self.instance.remoting, addr, self._lock_body(mqs), LOCK_TIMEOUT)
             except Exception as exc:
                 log.info("renewing locks on %s failed: %s", broker_name, exc)
                 continue
@@ -473,8 +474,6 @@ class Rebalance:
             if addr is None:
                 continue
             try:
-                await api.unlock_batch_mq(
-                    self.instance.remoting, addr, self._lock_body(queues), self.instance.config.rpc_timeout
-                )
+                await api.unlock_batch_mq(self.instance.remoting, addr, self._lock_body(queues), LOCK_TIMEOUT)
             except Exception as exc:
                 log.info("unlocking queues on %s failed: %s", broker_name, exc)
