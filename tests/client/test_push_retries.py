@@ -7,6 +7,8 @@ does not."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
 
 import trio
 
@@ -17,7 +19,7 @@ from client.consumer.push import PushConsumer
 from client.message import Message, MessageExt
 from client.producer import Producer
 from processors.send_back import ConsumerSendMsgBackProcessor
-from remoting.codec.bodies import ConsumeFromWhere, MessageQueue
+from remoting.codec.bodies import ConsumeFromWhere, MessageModel, MessageQueue
 from remoting.codec.codes import RequestCode
 from remoting.codec.command import RemotingCommand
 from remoting.codec.message import decode_record
@@ -33,7 +35,7 @@ async def _create_and_send(cluster: EmbeddedCluster, topic: str, bodies: list[by
             await producer.send(Message(topic, body))
 
 
-def _consumer(cluster: EmbeddedCluster, group: str, topic: str, **options: float) -> PushConsumer:
+def _consumer(cluster: EmbeddedCluster, group: str, topic: str, **options: Any) -> PushConsumer:
     consumer = PushConsumer(
         group, cluster.namesrv_addr, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET, **options
     )
@@ -267,6 +269,41 @@ async def test_an_orderly_message_given_up_reaches_the_dlq_with_the_reconsume_ti
     store = embedded_cluster.controller.context.store
     [dead] = [decode_record(view) for view in store.get("%DLQ%cg-ord-dead", 0, 0, 32).messages]
     assert (dead.body, dead.reconsume_times, dead.properties["RETRY_TOPIC"]) == (b"bad", 2, "OrdDead")
+
+
+async def test_a_broadcasting_orderly_message_given_up_reaches_the_dlq_too(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, tmp_path: Path
+) -> None:
+    """4.9.8's checkReconsumeTimes and sendMessageBack do not look at the message model: a BROADCASTING orderly
+    consumer gives a message up to ``%RETRY%<group>`` too (the broker makes that topic at the group's heartbeat,
+    whatever its model), and the broker moves it to ``%DLQ%<group>``. Ours dropped it with a warning, so nothing
+    kept it."""
+    await _create_and_send(embedded_cluster, "OrdDeadBc", [b"bad", b"good"])
+    seen: list[bytes] = []
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeOrderlyStatus:
+        seen.append(msgs[0].body)
+        return (
+            ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
+            if msgs[0].body == b"bad"
+            else ConsumeOrderlyStatus.SUCCESS
+        )
+
+    consumer = _consumer(
+        embedded_cluster,
+        "cg-ord-dead-bc",
+        "OrdDeadBc",
+        max_reconsume_times=1,
+        message_model=MessageModel.BROADCASTING,
+        offset_store_dir=tmp_path,
+    )
+    consumer.register_message_listener_orderly(listener)
+    async with consumer:
+        await trio.sleep(60)
+    assert seen == [b"bad", b"bad", b"good"]
+    store = embedded_cluster.controller.context.store
+    [dead] = [decode_record(view) for view in store.get("%DLQ%cg-ord-dead-bc", 0, 0, 32).messages]
+    assert (dead.body, dead.reconsume_times, dead.properties["RETRY_TOPIC"]) == (b"bad", 1, "OrdDeadBc")
 
 
 class _SlowSendBack(_SendBackRecorder):
