@@ -22,9 +22,9 @@ Orderly: one task per queue at a time takes messages in offset order, only while
 ``reconsume_times`` (the listener sees 0, 1, 2, ...), puts the batch back and waits ``suspend_current_queue_time`` (or
 the context's ``suspend_current_queue_time_ms``; 10 ms to 30 s). With the default ``max_reconsume_times`` (-1) that goes
 on for ever; with a limit, a message that reached it is sent to ``%RETRY%<group>`` as a copy carrying its count (the
-broker moves it to the DLQ) and skipped, as Java's ``ConsumeMessageOrderlyService.checkReconsumeTimes``. A queue has one
-listener call at a time, across process queues and restarts: a call a stop abandoned keeps the queue until its plain
-listener's thread returns.
+broker moves it to the DLQ) and skipped, as Java's ``ConsumeMessageOrderlyService.checkReconsumeTimes`` (BROADCASTING
+too). A queue has one listener call at a time, across process queues and restarts: a call a stop abandoned keeps the
+queue until its plain listener's thread returns.
 
 Statistics (:mod:`client.consumer.stats`, as Java's two services): every listener call that started records its
 time (from when it held its consume slot) as consume RT; concurrent: a call whose queue is still owned then records
@@ -659,16 +659,14 @@ class OrderlyConsumeService:
         return again if suspend else None
 
     async def _give_up(self, mq: MessageQueue, msg: MessageExt) -> bool:
-        """Send ``msg`` to the DLQ (BROADCASTING: drop it with a warning); returns whether that worked.
+        """Send ``msg`` to the DLQ; returns whether that worked.
 
         As ``client/src/main/java/org/apache/rocketmq/client/impl/consumer/ConsumeMessageOrderlyService.java``'s
         ``sendMessageBack``: a copy sent to ``%RETRY%<group>`` with the ``reconsume_times`` it reached and the
         limit, which the broker moves to ``%DLQ%<group>``; the dead letter counts the tries (a broker send-back of
-        the stored message would count its stored reconsumeTimes + 1)."""
+        the stored message would count its stored reconsumeTimes + 1). BROADCASTING too, as Java: the broker made the
+        group's retry topic at its heartbeat, whatever the model."""
         c = self.consumer
-        if c.message_model is MessageModel.BROADCASTING:
-            log.warning("BROADCASTING: message %s of %s dropped after %d tries", msg.msg_id, mq, msg.reconsume_times)
-            return True
         try:
             await send_retry_copy(c, msg, msg.reconsume_times, c.max_reconsume_times)
         except Exception as exc:
