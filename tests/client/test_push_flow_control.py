@@ -86,6 +86,27 @@ async def test_pull_threshold_size_for_topic_caps_each_owned_queue_at_its_share(
     assert held <= 2 * MIB + len(body), f"queue 0 holds {held / MIB:.2f} MiB, over its 1 MiB share of the topic's 5"
 
 
+async def test_a_changed_allocation_announces_a_newer_subscription_version(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """RebalancePushImpl.messageQueueChanged stamps the topic's subscription with a new subVersion before the heartbeat
+    it sends ("When rebalance result changed, should update subscription's version to notify broker"), so the broker
+    keeps the subscription of the member whose queues changed last. Ours kept the version of the subscribe call."""
+    await _create(embedded_cluster, "FlowVersion")
+    a = _hanging("cg-flow-version", embedded_cluster, "FlowVersion")
+    b = _hanging("cg-flow-version", embedded_cluster, "FlowVersion")
+    clients = embedded_cluster.controller.context.clients
+    async with a:
+        before = a.rebalance.subscriptions["FlowVersion"].sub_version
+        async with b:
+            await trio.sleep(30)  # both rebalanced: each now owns 2 of the 4 queues
+            assert len([mq for mq in a.rebalance.process_queues if mq.topic == "FlowVersion"]) == 2
+            after = a.rebalance.subscriptions["FlowVersion"].sub_version
+            assert after > before
+            registered = clients.find_subscription("cg-flow-version", "FlowVersion")
+            assert registered is not None and registered.sub_version >= after
+
+
 @pytest.mark.parametrize(
     ("option", "value", "said"),
     [
