@@ -37,6 +37,7 @@ from typing import Any, Self
 
 import anyio
 import anyio.abc
+import attrs
 
 from client.config import ClientConfig
 from client.consumer.allocate import AllocateStrategy, allocate_average
@@ -466,7 +467,12 @@ class PushConsumer:
         threshold (``pull_threshold_for_topic``, ``pull_threshold_size_for_topic_mib``; -1: off) is split evenly over
         every owned queue (at least 1 message or 1 MiB each) and becomes the per-queue one; every broker hears the
         group's heartbeat at once, so one that restarted (a fresh client table) knows the group before its queues'
-        pulls reach it. A restart starts from the per-queue values as set."""
+        pulls reach it, with the topic's subscription stamped with a newer ``subVersion`` (now in ms, at least one
+        more than before), so the broker keeps this member's. A restart starts from the per-queue values as set."""
+        sub = self.rebalance.subscriptions.get(topic)
+        if sub is not None:
+            version = max(time.time_ns() // 1_000_000, sub.sub_version + 1)
+            self.rebalance.subscriptions[topic] = attrs.evolve(sub, sub_version=version)
         owned = len(self.rebalance.process_queues)
         topic_wide = self.pull_threshold_for_topic != -1 or self.pull_threshold_size_for_topic_mib != -1
         if owned and topic_wide and self._queue_thresholds is None:
