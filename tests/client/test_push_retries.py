@@ -14,7 +14,7 @@ import trio
 
 from broker.embedded import EmbeddedCluster
 from client.admin import Admin
-from client.consumer.listener import ConsumeConcurrentlyStatus, ConsumeOrderlyStatus
+from client.consumer.listener import ConsumeConcurrentlyStatus, ConsumeOrderlyStatus, ConsumeStatus
 from client.consumer.push import PushConsumer
 from client.message import Message, MessageExt
 from client.producer import Producer
@@ -41,6 +41,31 @@ def _consumer(cluster: EmbeddedCluster, group: str, topic: str, **options: Any) 
     )
     consumer.subscribe(topic)
     return consumer
+
+
+def _failing_first(
+    seen: list[tuple[bytes, int]], failures: int, failed: ConsumeStatus, done: ConsumeStatus
+) -> Callable[[list[MessageExt]], Awaitable[ConsumeStatus]]:
+    """A listener recording each call's first body and reconsume times; its first ``failures`` calls return ``failed``,
+    the others ``done``."""
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeStatus:
+        seen.append((msgs[0].body, msgs[0].reconsume_times))
+        return failed if len(seen) <= failures else done
+
+    return listener
+
+
+async def _consume_orderly(
+    cluster: EmbeddedCluster, topic: str, listener: Callable[[list[MessageExt]], Awaitable[ConsumeStatus]]
+) -> int | None:
+    """Run an orderly consumer of ``topic`` (group ``cg-<topic>``) with ``listener`` for 20 s; its committed offset of
+    the topic's queue 0 then."""
+    consumer = _consumer(cluster, f"cg-{topic}", topic)
+    consumer.register_message_listener_orderly(listener)
+    async with consumer:
+        await trio.sleep(20)
+        return consumer.offset_store.read_memory(MessageQueue(topic, "broker-a", 0))
 
 
 def _hanging_on_stuck(
@@ -87,19 +112,12 @@ async def test_orderly_suspension_increments_the_reconsume_times_the_listener_se
     """Java's checkReconsumeTimes raises reconsumeTimes on every SUSPEND_CURRENT_QUEUE_A_MOMENT, so the listener sees
     0, 1, 2, ... (what an orderly listener's own 'give up after N tries' check relies on)."""
     await _create_and_send(embedded_cluster, "OrdTimes", [b"m"])
-    seen: list[int] = []
-
-    async def listener(msgs: list[MessageExt]) -> ConsumeOrderlyStatus:
-        seen.append(msgs[0].reconsume_times)
-        if len(seen) <= 3:
-            return ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
-        return ConsumeOrderlyStatus.SUCCESS
-
-    consumer = _consumer(embedded_cluster, "cg-ord-times", "OrdTimes")
-    consumer.register_message_listener_orderly(listener)
-    async with consumer:
-        await trio.sleep(20)
-    assert seen == [0, 1, 2, 3]
+    seen: list[tuple[bytes, int]] = []
+    listener = _failing_first(
+        seen, 3, ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT, ConsumeOrderlyStatus.SUCCESS
+    )
+    await _consume_orderly(embedded_cluster, "OrdTimes", listener)
+    assert [times for _, times in seen] == [0, 1, 2, 3]
 
 
 async def test_an_orderly_listener_returning_reconsume_later_gets_its_message_again_not_committed(
@@ -111,18 +129,10 @@ async def test_an_orderly_listener_returning_reconsume_later_gets_its_message_ag
     counterpart, SUSPEND_CURRENT_QUEUE_A_MOMENT and SUCCESS."""
     await _create_and_send(embedded_cluster, "OrdMixed", [b"m", b"n"])
     seen: list[tuple[bytes, int]] = []
-
-    async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
-        seen.append((msgs[0].body, msgs[0].reconsume_times))
-        if len(seen) == 1:
-            return ConsumeConcurrentlyStatus.RECONSUME_LATER
-        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
-
-    consumer = _consumer(embedded_cluster, "cg-ord-mixed", "OrdMixed")
-    consumer.register_message_listener_orderly(listener)
-    async with consumer:
-        await trio.sleep(20)
-        committed = consumer.offset_store.read_memory(MessageQueue("OrdMixed", "broker-a", 0))
+    listener = _failing_first(
+        seen, 1, ConsumeConcurrentlyStatus.RECONSUME_LATER, ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+    )
+    committed = await _consume_orderly(embedded_cluster, "OrdMixed", listener)
     assert seen == [(b"m", 0), (b"m", 1), (b"n", 0)]
     assert committed == 2
 
