@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import AsyncIterator
 
 import pytest
@@ -329,3 +330,35 @@ async def test_a_lowered_max_wait_reaches_requests_already_queued_behind_stuck_w
         assert trio.current_time() - changed_at == pytest.approx(0, abs=0.05)
         gate.gate.set()
         nursery.cancel_scope.cancel()
+
+
+class _Silent:
+    async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        return None
+
+
+async def test_a_request_through_a_pool_runs_no_python_attribute_hook():
+    """A worker writes ``busy`` twice per request. A change hook on ``max_wait`` (``on_setattr``) made attrs give
+    the pool a Python ``__setattr__`` that every such write went through: the pool path cost 1.8 times the CPU per
+    request of the commit before the sweeper (``python -m bench.fast_failure --only pool``), with fast failure on or
+    off."""
+    pool = ProcessorPool("send", 1, 100, max_wait=0.2)
+    called: list[str] = []
+
+    def profile(frame, event, arg):
+        if event == "call":
+            called.append(frame.f_code.co_name)
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(pool.run)
+        sys.setprofile(profile)
+        try:
+            for _ in range(8):
+                pool.submit(_Silent(), None, request(SLOW))  # type: ignore[arg-type]  # never touched
+            while not pool.idle:
+                await trio.sleep(0)
+        finally:
+            sys.setprofile(None)
+        nursery.cancel_scope.cancel()
+    assert "process" in called
+    assert "__setattr__" not in called
