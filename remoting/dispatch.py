@@ -143,8 +143,9 @@ class ProcessorPool:
     name: str
     workers: int
     queue_capacity: int | float
-    #: Set at any time; a change wakes the sweeper, which then sleeps to the head's deadline under the new value.
-    max_wait: float | None = attrs.field(default=None, on_setattr=lambda pool, _, value: pool._poke(value))
+    #: ``max_wait`` (its init argument and property): a plain slot, as an attrs ``on_setattr`` hook would give the
+    #: class a Python ``__setattr__`` that every ``busy`` write of the workers runs.
+    _max_wait: float | None = attrs.field(default=None, alias="max_wait")
     page_cache_busy: Reject | None = None
     limiter: trio.CapacityLimiter = attrs.field(init=False)
     _send: trio.MemorySendChannel[_Job] = attrs.field(init=False, repr=False)
@@ -168,14 +169,20 @@ class ProcessorPool:
         self.limiter = trio.CapacityLimiter(self.workers)
         self._send, self._receive = trio.open_memory_channel[_Job](self.queue_capacity)
 
-    def _poke(self, max_wait: float | None) -> float | None:
-        """``max_wait`` changed (UPDATE_BROKER_CONFIG): wake the sweeper, as Java's sweep reads BrokerConfig at every
-        10 ms tick (broker/src/main/java/org/apache/rocketmq/broker/latency/BrokerFastFailure.java)."""
+    @property
+    def max_wait(self) -> float | None:
+        """Set at any time; a change wakes the sweeper, which then sleeps to the head's deadline under the new value."""
+        return self._max_wait
+
+    @max_wait.setter
+    def max_wait(self, max_wait: float | None) -> None:
+        """UPDATE_BROKER_CONFIG: wake the sweeper, as Java's sweep reads BrokerConfig at every 10 ms tick
+        (broker/src/main/java/org/apache/rocketmq/broker/latency/BrokerFastFailure.java)."""
+        self._max_wait = max_wait
         for wakeup in (self._sweep_nap, self._sweep_wakeup):
             if wakeup is not None:
                 wakeup.set()
         self._sweep_nap = self._sweep_wakeup = None
-        return max_wait
 
     async def _nap_until(self, deadline: float) -> None:
         """Sleep until ``deadline`` or a change of ``max_wait``."""
@@ -209,7 +216,7 @@ class ProcessorPool:
         except trio.WouldBlock:
             return False
         self._queued_since.append((now, behind_busy))
-        if behind_busy and (wakeup := self._sweep_wakeup) is not None and self.max_wait is not None:
+        if behind_busy and (wakeup := self._sweep_wakeup) is not None and self._max_wait is not None:
             self._sweep_wakeup = None
             wakeup.set()
         return True
@@ -244,7 +251,7 @@ class ProcessorPool:
                 if busy is not None and busy():
                     self._refuse(ctx, request, page_cache_busy_remark(now() - queued_at, self.queued))
                     continue
-                max_wait = self.max_wait
+                max_wait = self._max_wait
                 if max_wait is not None and behind_busy and (waited := now() - queued_at) >= max_wait:
                     self._refuse(ctx, request, queue_timeout_remark(waited, self.queued))
                     continue
