@@ -259,16 +259,19 @@ async def test_parked_long_polls_beyond_three_times_the_request_budget_count_aga
     await peer.aclose()
 
 
-@pytest.mark.parametrize("setting", ["server_max_requests_in_flight", "server_max_buffered_bytes"])
+@pytest.mark.parametrize(
+    ("setting", "value"),
+    [("server_max_requests_in_flight", 0), ("server_max_buffered_bytes", -1), ("server_max_connections", -1)],
+)
 async def test_a_budget_setting_of_zero_or_less_caps_nothing_instead_of_stalling_the_reader(
-    autojump_clock: trio.testing.MockClock, nursery: trio.Nursery, setting: str
+    autojump_clock: trio.testing.MockClock, nursery: trio.Nursery, setting: str, value: int
 ) -> None:
     """``serverMaxConnections=0`` means no cap; ``serverMaxRequestsInFlight`` and ``serverMaxBufferedBytes`` of 0 (or
     less) meant a budget always spent: the reader paused after the first request and never read another, so every
-    client of the broker stalled after one call."""
+    client of the broker stalled after one call. ``serverMaxConnections`` below 0 closed every connection at once."""
     dispatcher = Dispatcher()
     dispatcher.register(1000, EchoProcessor(), ProcessorPool("work", 4, 100))
-    config = ListenerSettings(**{setting: -1 if setting.endswith("bytes") else 0}).listener_config(120.0)
+    config = ListenerSettings(**{setting: value}).listener_config(120.0)
     server = RemotingServer(dispatcher, config)
     address = await nursery.start(server.serve, "127.0.0.1", 0)
     peer = await RawPeer.connect(address)
