@@ -132,7 +132,7 @@ class ListenerSettings(NettyServerSettings):
     NettyServerConfig's inert ones (:class:`NettyServerSettings`) and our limits, which RocketMQ does not have (hence
     no RocketMQ names to keep)."""
 
-    #: Live connections per listening port beyond which a new one is closed at once (0: no cap).
+    #: Live connections per listening port beyond which a new one is closed at once (0 or less: no cap).
     server_max_connections: int = 10_000
     #: Per connection, requests awaiting their response (oneway: their processor) and bytes held for it (request
     #: bodies plus unwritten responses) beyond which the server stops reading from it until it has answered (0 or
@@ -158,7 +158,7 @@ class ListenerSettings(NettyServerSettings):
             tls_mode=mode,
             ssl_context=functools.partial(server_context, self),
             tls_watched_files=watched,
-            max_connections=self.server_max_connections or None,
+            max_connections=self.server_max_connections if self.server_max_connections > 0 else None,
             max_requests_in_flight=_cap(self.server_max_requests_in_flight),
             max_buffered_bytes=_cap(self.server_max_buffered_bytes),
             backlog=java_listen_backlog(self.server_socket_backlog),
