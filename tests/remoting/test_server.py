@@ -362,3 +362,43 @@ async def test_a_request_through_a_pool_runs_no_python_attribute_hook():
         nursery.cancel_scope.cancel()
     assert "process" in called
     assert "__setattr__" not in called
+
+
+async def test_a_request_stale_behind_stuck_workers_is_answered_after_a_stall_whoever_runs_first(autojump_clock):
+    """BrokerFastFailure refuses a request that waited ``waitTimeMillsInSendQueue`` behind busy threads at its next
+    sweep. After the loop was held past that wait (an append on the Trio thread; here the reader's admission), the
+    sweeper judged the oldest entry of its wait list, which was a request already handed to an idle worker the loop
+    had not run yet: when the scheduler ran the sweeper first, it slept another full wait, and the stale request
+    behind the stuck worker was answered at 500 ms instead of 300 ms. Trio runs a batch forwards or backwards at
+    random, hence the rounds."""
+    for _ in range(16):
+        gate = GateProcessor()
+
+        def hold_the_loop(ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand | None:
+            if cmd.code == ECHO:
+                autojump_clock.jump(0.3)
+                return cmd.response(ResponseCode.SUCCESS)
+            return None
+
+        dispatcher = Dispatcher(admission=hold_the_loop)
+        dispatcher.register(SLOW, gate, ProcessorPool("send", 2, 100, max_wait=0.2))
+        async with trio.open_nursery() as nursery:
+            address = await nursery.start(RemotingServer(dispatcher).serve)
+            peer = await RawPeer.connect(address)
+            await peer.send(request(SLOW))  # holds one worker
+            while gate.entered == 0:
+                await trio.sleep(0)
+            taken, stale = request(SLOW), request(SLOW)
+            sent_at = trio.current_time()
+            await peer.send(taken, stale, request(ECHO))  # the idle worker's, one behind the held one, the stall
+            answers = {}
+            while stale.opaque not in answers:
+                answer = await peer.receive()
+                assert answer is not None
+                answers[answer.opaque] = (answer, trio.current_time() - sent_at)
+            answer, elapsed = answers[stale.opaque]
+            assert answer.code == ResponseCode.SYSTEM_BUSY and (answer.remark or "").startswith("[TIMEOUT_CLEAN_QUEUE]")
+            assert elapsed == pytest.approx(0.3, abs=0.05)
+            assert gate.entered == 2 and taken.opaque not in answers
+            gate.gate.set()
+            nursery.cancel_scope.cancel()
