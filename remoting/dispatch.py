@@ -266,29 +266,29 @@ class ProcessorPool:
     async def _sweep(self) -> None:
         """BrokerFastFailure's ``cleanExpiredRequestInQueue`` for this pool: refuse queued requests that waited
         ``max_wait`` behind busy workers, oldest first, even while no worker comes free. Sleeps until the queue head's
-        deadline; with nothing that can go stale queued (or no ``max_wait``), until :meth:`submit` queues one."""
+        deadline; with nothing that can go stale queued (or no ``max_wait``), until :meth:`submit` queues one.
+
+        The head is the channel's, not the wait list's: the list also holds requests handed to idle workers the loop
+        has not run yet (after a stall, those are past their deadline too). Takers pop the list from the left, so it
+        holds the latest submits, and the channel's buffer is always its last ``queued`` entries."""
         queued, receive = self._queued_since, self._receive
         while True:
-            max_wait = self.max_wait
-            if not queued or max_wait is None:
+            max_wait, buffered = self.max_wait, self.queued
+            if not buffered or max_wait is None:
                 wakeup = self._sweep_wakeup = trio.Event()
                 await wakeup.wait()
                 continue
-            queued_at, behind_busy = queued[0]
+            queued_at, behind_busy = queued[len(queued) - buffered]
             now = self._now()
             if now < queued_at + max_wait:
                 await self._nap_until(queued_at + max_wait)
                 continue
             if not behind_busy:
-                # A worker spoke for it when it came (a loop too busy to schedule that worker yet): not a refusal.
-                # Only such requests precede it, so the ones behind busy workers wait for their turn to be looked at.
+                # A worker spoke for it when it came (one the loop had not started yet): not a refusal. Only such
+                # requests precede it, so the ones behind busy workers wait for their turn to be looked at.
                 await self._nap_until(now + max(max_wait, SWEEP_INTERVAL))
                 continue
-            try:
-                _, ctx, request, _, _ = receive.receive_nowait()
-            except trio.WouldBlock:  # cannot happen (the head was queued behind busy workers): never spin on it
-                await self._nap_until(now + max(max_wait, SWEEP_INTERVAL))
-                continue
+            _, ctx, request, _, _ = receive.receive_nowait()  # buffered: never blocks
             queued.popleft()
             self._refuse(ctx, request, queue_timeout_remark(self._now() - queued_at, self.queued))
 
