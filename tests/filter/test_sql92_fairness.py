@@ -207,3 +207,33 @@ async def test_one_pop_evaluates_a_heavy_sql92_filter_on_a_bounded_number_of_ent
         nursery.start_soon(watch)
         assert await trio.to_thread.run_sync(receive_once) == [b"wanted"]
     assert len({offset for offset in seen if 0 < offset < 800}) > 3
+
+
+async def test_a_woken_pull_reuses_its_filter_when_the_cache_let_it_go(
+    cluster: EmbeddedCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A parked pull whose long expression another client's pushed out of the memo and the filter cache (both bounded
+    in characters) is re-run, when a message arrives, with the filter its pull compiled off the loop: re-running it
+    must not parse the expression again, on the event loop every client shares."""
+    monkeypatch.setattr(filter_cache, "KEPT_CHARS", 3000)  # room for one of the two expressions below
+    mine, other = heavy_expression(100, "held"), heavy_expression(100, "other")
+    addr = cluster.broker_addr
+    async with RemotingClient() as parked, RemotingClient() as client:
+        response: list[object] = []
+
+        async def park() -> None:
+            pull = pull_request(TOPIC, subscription=f"a = 'wanted' OR {mine}", expressionType="SQL92")
+            response.append(await parked.invoke(addr, pull, 30))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(park)
+            hold = cluster.controller.context.hold
+            while not hold.held_count:
+                await trio.sleep(0.001)
+            pull = pull_request(TOPIC, sys_flag=SUBSCRIPTION_ONLY, subscription=other, expressionType="SQL92")
+            assert (await client.invoke(addr, pull, 30)).code == ResponseCode.PULL_NOT_FOUND
+            assert filter_cache._memoised(f"a = 'wanted' OR {mine}", False) is None  # let go
+            append_backlog(cluster, 0, "", "wanted")
+    [woken] = response
+    assert woken.code == ResponseCode.SUCCESS  # type: ignore[attr-defined]
+    assert filter_cache._memoised(f"a = 'wanted' OR {mine}", False) is None  # not parsed again
