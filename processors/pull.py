@@ -30,6 +30,7 @@ costs the event loop every connection shares a bounded time, as on a Java broker
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -189,13 +190,8 @@ class PullMessageProcessor:
         try:
             expression = self._sql92_expression(request)
             compiled = None if expression is None else await compile_offloaded(expression)
-            if expression is None or compiled is None:
-                return self.pull(ctx, request, allow_suspend=True)
-            self.filters.primed = (expression, compiled)  # for this pull only: nothing runs in between
-            try:
-                return self.pull(ctx, request, allow_suspend=True)
-            finally:
-                self.filters.primed = None
+            primed = None if expression is None or compiled is None else (expression, compiled)
+            return self._pull_primed(primed, ctx, request, allow_suspend=True)
         except Exception as exc:
             # Not a rejection but a bug or a store failure: still answer with the fields pull clients dereference.
             log.warning("pull (opaque %d) failed", request.opaque, exc_info=True)
@@ -218,6 +214,24 @@ class PullMessageProcessor:
         group_info = self.broker.clients.consumer_group(fields.get("consumerGroup", ""))
         found = None if group_info is None else group_info.subscriptions.get(fields.get("topic", ""))
         return found.sub_string if found is not None and found.expression_type == EXPRESSION_SQL92 else None
+
+    def _pull_primed(
+        self,
+        primed: tuple[str, Sql92Filter | Sql92ParseError] | None,
+        ctx: RequestContext,
+        request: RemotingCommand,
+        *,
+        allow_suspend: bool,
+    ) -> RemotingCommand | None:
+        """:meth:`pull` with ``primed``, an expression and what it compiled to off the loop, as the filter cache's
+        answer for it (:attr:`ConsumerFilterCache.primed`; for this pull only: nothing runs in between)."""
+        if primed is None:
+            return self.pull(ctx, request, allow_suspend=allow_suspend)
+        self.filters.primed = primed
+        try:
+            return self.pull(ctx, request, allow_suspend=allow_suspend)
+        finally:
+            self.filters.primed = None
 
     def rerun(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
         """The hold service's re-execution: the whole pull again, never suspending, never committing."""
@@ -471,6 +485,10 @@ class PullMessageProcessor:
             return None
         config = self.broker.config
         millis = header.suspend_timeout_millis if config.long_polling_enable else config.short_polling_time_mills
+        # A long expression compiled off the loop goes with the parked pull: its re-run must not parse it again on the
+        # loop when the memo and the filter cache have let it go meanwhile (they are bounded in characters).
+        primed = self.filters.primed
+        rerun = self.rerun if primed is None else functools.partial(self._pull_primed, primed, allow_suspend=False)
         ctx.connection.mark_suspended(request.opaque)
         hold.hold(
             HeldPull(
@@ -480,7 +498,7 @@ class PullMessageProcessor:
                 queue_id=header.queue_id,
                 offset=header.queue_offset,
                 deadline=trio.current_time() + max(0, millis) / 1000,
-                rerun=self.rerun,
+                rerun=rerun,
                 tag_filter=filters[0],
                 property_filter=filters[1],
             )
