@@ -237,3 +237,35 @@ async def test_a_woken_pull_reuses_its_filter_when_the_cache_let_it_go(
     [woken] = response
     assert woken.code == ResponseCode.SUCCESS  # type: ignore[attr-defined]
     assert filter_cache._memoised(f"a = 'wanted' OR {mine}", False) is None  # not parsed again
+
+
+async def test_a_grpc_receive_plans_its_poll_from_the_time_left_after_its_filter_compiled(tmp_path: Path) -> None:
+    """The receive's polling window is cut to the client's deadline; a long SQL92 filter is compiled first, on an
+    executor thread, and that takes time. The window must be planned from what is left after it, or the answer comes
+    after the client's deadline (DEADLINE_EXCEEDED where an empty receive is due)."""
+    import grpc
+
+    from proxy.common import Code
+    from proxy.config import ProxyConfig
+    from proxy.pb import definition, service, service_grpc
+
+    proxy = ProxyConfig(enable_proxy=True, grpc_server_port=0, grpc_client_consumer_min_long_polling_timeout_millis=100)
+    async with EmbeddedCluster(tmp_path / "grpc", proxy=proxy, enable_property_filter=True, **SMALL_STORE) as cluster:
+        async with RemotingClient() as admin:
+            assert (
+                await admin.invoke(cluster.broker_addr, create_topic_request(TOPIC, 1), 5)
+            ).code == ResponseCode.SUCCESS
+        req = service.ReceiveMessageRequest(batch_size=1)
+        req.group.name, req.message_queue.topic.name, req.message_queue.id = "G-late", TOPIC, -1
+        req.filter_expression.type = definition.FilterType.SQL
+        req.filter_expression.expression = heavy_expression(4000, "late")  # compiles in about a second
+        req.invisible_duration.FromSeconds(30)
+        req.long_polling_timeout.FromSeconds(6)  # all the client waits: cut to its deadline less the margin
+
+        def receive() -> list[object]:
+            with grpc.insecure_channel(cluster.grpc_endpoints[0]) as channel:
+                stub = service_grpc.MessagingServiceStub(channel)
+                return list(stub.ReceiveMessage(req, timeout=6, metadata=[("x-mq-client-id", "late-client")]))
+
+        responses = await trio.to_thread.run_sync(receive)
+    assert responses[0].status.code == Code.MESSAGE_NOT_FOUND
