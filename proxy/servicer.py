@@ -119,8 +119,6 @@ class MessagingServicer(service_grpc.MessagingServiceServicer):  # type: ignore[
         return await self._unary(fn, make, request, context)
 
     async def ReceiveMessage(self, request: Any, context: Context) -> AsyncIterator[Any]:
-        remaining = context.time_remaining()
-        deadline = None if remaining is None else max(0.0, remaining - _DEADLINE_MARGIN)
         md = _metadata(context, self.real_peer, self.tls_only)
         expression = request.filter_expression
         if expression.type == definition.FilterType.SQL and len(expression.expression) >= INLINE_LIMIT:
@@ -128,6 +126,9 @@ class MessagingServicer(service_grpc.MessagingServiceServicer):  # type: ignore[
             # (ConsumerFilterManager.build in broker/src/main/java/org/apache/rocketmq/broker/processor/
             # PopMessageProcessor.java), not on the Trio thread every client shares: the receive finds it memoised.
             await asyncio.to_thread(precompile, expression.expression, string_operators=True)
+        # Read after the compile, which may take seconds: the polling window is cut to what the client still waits.
+        remaining = context.time_remaining()
+        deadline = None if remaining is None else max(0.0, remaining - _DEADLINE_MARGIN)
         try:
             # Nothing visible yet: long-poll in a Trio task, started in the same hand-off.
             now, later = self.activity.receive_now, self.activity.receive
