@@ -274,3 +274,24 @@ async def test_a_grpc_receive_plans_its_poll_from_the_time_left_after_its_filter
 
         responses = await trio.to_thread.run_sync(receive)
     assert responses[0].status.code == Code.MESSAGE_NOT_FOUND
+
+
+async def test_a_fifo_grpc_receive_reads_on_through_a_refused_backlog_at_once(grpc_cluster: EmbeddedCluster) -> None:
+    """An orderly group's pop that moved its queue on past refused entries, none in flight, and left more unread is
+    woken at once as any pop is (5.3.3's PopMessageProcessor counts an unblocked order queue's ``restNum`` too), so
+    one FIFO receive reaches the match behind 8,000 refused messages rather than one read per polling window."""
+    from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig
+    from tests.proxy.official import start_consumer
+
+    cluster = grpc_cluster
+    cluster.controller.context.groups.update(SubscriptionGroupConfig("G-fifo-backlog", consume_message_orderly=True))
+    append_backlog(cluster, 8000, "", "match")
+
+    def receive_once() -> list[bytes]:
+        consumer = start_consumer(cluster.grpc_endpoints[0], "G-fifo-backlog", TOPIC, "a = 'match'", sql=True)
+        try:
+            return [m.body for m in consumer.receive(1, 30)]
+        finally:
+            consumer.shutdown()
+
+    assert await trio.to_thread.run_sync(receive_once) == [b"wanted"]
