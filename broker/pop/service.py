@@ -173,7 +173,7 @@ class PopService:
         self._turns: dict[tuple[str, str], int] = {}
         #: Whether the last :meth:`pop` moved a queue's offset on and left entries of it unread (RocketMQ's
         #: ``restNum > 0``): a receive that got nothing then pops again at once rather than waiting for an arrival.
-        #: Orderly pops never set it (a queue in flight would have them read again and again).
+        #: An orderly pop sets it only for a queue it moved on (one in flight is not read, so never moved on).
         self.read_on = False
         self._turns_sweep_at = _TURNS_SWEEP_MIN
         #: receives waiting for an arrival, by topic, then group, then filter (:attr:`_Poll.key`), in the order they
@@ -613,6 +613,8 @@ class PopService:
             state.pop_time, state.attempt_id = pop_time, attempt_id
             self._schedule_lock_free((group, topic, qid), state)
         self._fifo_advance(group, topic, qid, state)
+        if not popped and (committed := self.broker.offsets.query(group, topic, qid)) > start:
+            self._note_rest(topic, qid, committed)  # 5.3.3 counts an unblocked order queue's restNum too
         if popped or returned or end != start:
             self.fifo_persister.mark_dirty()
         return popped
