@@ -252,3 +252,50 @@ async def test_filter_support_retry_filters_the_retry_topic_with_the_groups_sql9
         pulled[on] = bodies(response)
     assert pulled[True] == [b"body-0", b"body-2", b"body-3"]
     assert pulled[False] == [b"body-0", b"body-1", b"body-2", b"body-3"]
+
+
+async def test_filter_support_retry_bounds_a_retry_pulls_evaluation_as_a_topic_pulls(
+    make_broker: MakeBroker, peer_ctx: RequestContext
+) -> None:
+    """With ``filterSupportRetry`` a pull of ``%RETRY%<group>`` evaluates the group's SQL92 subscription on each
+    candidate too: a 2,000-term one refusing 800 retry messages is shown as few of them per pull as a pull of the topic
+    is (its evaluation budget), not all 800 on the event loop every client shares, and the match is still reached."""
+    from remoting.codec.message import MessageRecord
+
+    broker = make_broker(enable_property_filter=True, filter_support_retry=True)
+    retry = f"%RETRY%{GROUP}"
+    broker.topics.update_topic(TopicConfig(retry, 1, 1))
+    for i in range(800):
+        props = tags_props(RETRY_TOPIC=TOPIC, a=f"v{i}")
+        broker.store.append(
+            MessageRecord(retry, f"skip-{i}".encode(), 0, properties=props, store_host=broker.store_host)
+        )
+    props = tags_props(RETRY_TOPIC=TOPIC, a="x1999")
+    broker.store.append(MessageRecord(retry, b"wanted", 0, properties=props, store_host=broker.store_host))
+    expression = " OR ".join(f"a = 'x{i}'" for i in range(2000))
+    broker.clients.register_consumer(
+        GROUP,
+        broker.clients.channel_info(peer_ctx.connection, "client-1"),
+        ConsumeType.CONSUME_PASSIVELY,
+        MessageModel.CLUSTERING,
+        ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+        [
+            SubscriptionData(TOPIC, expression, sub_version=5, expression_type="SQL92"),
+            SubscriptionData(retry, "*", sub_version=5),
+        ],
+        notify=False,
+    )
+    processor = PullMessageProcessor(broker)
+    offsets = [0]
+    while True:
+        req = pull_request(retry, sys_flag=0, subscription=None, subVersion="5", offset=offsets[-1])
+        response = processor.pull(peer_ctx, req, allow_suspend=False)
+        assert response is not None
+        offsets.append(int(response.ext_fields["nextBeginOffset"]))
+        if response.code == ResponseCode.SUCCESS:
+            break
+        assert (response.code, response.remark) == (ResponseCode.PULL_RETRY_IMMEDIATELY, "NO_MATCHED_MESSAGE")
+        assert offsets[-1] > offsets[-2]
+    assert bodies(response) == [b"wanted"]
+    assert offsets[-1] == 801
+    assert len(offsets) > 3  # the 800 refused retry messages took several pulls, not one
