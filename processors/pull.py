@@ -30,6 +30,7 @@ costs the event loop every connection shares a bounded time, as on a Java broker
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import time
@@ -391,11 +392,23 @@ class PullMessageProcessor:
         if subscription.expression_type != EXPRESSION_TAG:
             sql_filter = self._sql_filter(group, subscription, sub_version)
             if topic.startswith(RETRY_GROUP_TOPIC_PREFIX) and config.filter_support_retry:
-                return None, self._retry_filter(topic), None
+                return None, self._retry_filter(topic), self._retry_cost(topic)
             return None, sql_filter.matches_raw, sql_filter.cost
         if topic.startswith(RETRY_GROUP_TOPIC_PREFIX) and config.filter_support_retry:
-            return tag_filter_of(subscription), self._retry_filter(topic), None
+            return tag_filter_of(subscription), self._retry_filter(topic), self._retry_cost(topic)
         return tag_filter_of(subscription), None, None
+
+    def _retry_cost(self, retry_topic: str) -> int | None:
+        """What one evaluation of :meth:`_retry_filter` may cost: the costliest of the group's SQL92 subscriptions
+        that compile (``None``: none, nothing evaluated), so a retry pull keeps to the evaluation budget as well."""
+        group = retry_topic[len(RETRY_GROUP_TOPIC_PREFIX) :]
+        group_info = self.broker.clients.consumer_group(group)
+        costs = []
+        for topic, sub in () if group_info is None else group_info.subscriptions.items():
+            if sub.expression_type == EXPRESSION_SQL92:
+                with contextlib.suppress(Sql92ParseError):  # matches every message: nothing evaluated
+                    costs.append(self.filters.get(group, topic, sub.sub_version, sub.sub_string).cost)
+        return max(costs, default=None)
 
     def _retry_filter(self, retry_topic: str) -> RawFilter:
         """``filterSupportRetry``: a message of ``%RETRY%<group>`` matches the group's SQL92 subscription of the topic
