@@ -11,6 +11,7 @@ import pytest
 import trio
 
 from broker.embedded import EmbeddedCluster
+from processors.filter import Sql92Filter
 from processors.filter import cache as filter_cache
 from remoting.client import RemotingClient
 from remoting.codec.codes import ResponseCode
@@ -295,3 +296,30 @@ async def test_a_fifo_grpc_receive_reads_on_through_a_refused_backlog_at_once(gr
             consumer.shutdown()
 
     assert await trio.to_thread.run_sync(receive_once) == [b"wanted"]
+
+
+async def test_a_compile_whose_first_asker_is_cancelled_still_answers_the_others() -> None:
+    """Askers of one long expression share its compile in a thread (the brokers of one process too). When the asker
+    that started it is cancelled (its broker stopping), another still waiting must still get the compiled filter, not
+    nothing, which would make its pull parse the expression on the event loop every client shares."""
+    expression = heavy_expression(3000, "cancelled")
+    got: list[object] = []
+
+    async def first_asker(*, task_status: trio.TaskStatus[trio.CancelScope]) -> None:
+        with trio.CancelScope() as scope:  # stands for the first broker's pull
+            task_status.started(scope)
+            await filter_cache.compile_offloaded(expression)
+
+    async def second() -> None:
+        got.append(await filter_cache.compile_offloaded(expression))
+
+    async with trio.open_nursery() as nursery:
+        first = await nursery.start(first_asker)
+        with trio.fail_after(60):  # a hang guard, not a threshold
+            while expression not in filter_cache.compiling():
+                await trio.sleep(0.001)
+        nursery.start_soon(second)
+        await trio.sleep(0.01)  # the second asker waits on the compile in flight
+        first.cancel()
+    [result] = got
+    assert isinstance(result, Sql92Filter)
