@@ -166,10 +166,14 @@ async def compile_offloaded(expression: str, *, string_operators: bool = False) 
         return found
     limiter, in_flight = _run_state()
     key = (expression, string_operators)
-    pending = in_flight.get(key)
-    if pending is not None:
+    while (pending := in_flight.get(key)) is not None:
         await pending.done.wait()
-        return pending.result
+        if pending.result is not None:
+            return pending.result
+        # its asker was cancelled (a broker stopping): this one compiles it (the abandoned thread may fill the memo)
+        found = _memoised(expression, string_operators)
+        if found is not None:
+            return found
     flight = in_flight[key] = _Flight()
     try:
         # Abandoned on cancel: a broker shutting down does not wait for a minutes-long parse to end.
