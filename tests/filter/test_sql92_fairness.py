@@ -165,19 +165,23 @@ async def test_a_grpc_receive_reads_on_through_a_refused_backlog_at_once(grpc_cl
     """A pop reads at most so many entries; when its SQL92 filter refused them all and the queue holds more, RocketMQ
     5's PopMessageProcessor wakes the parked pop at once (``restNum > 0``: notifyMessageArriving) instead of letting
     it wait for a new message. So one receive reaches the match behind 8,000 refused messages (ten reads)."""
+    assert await receive_behind_a_refused_backlog(grpc_cluster, "G-backlog") == [b"wanted"]
+
+
+async def receive_behind_a_refused_backlog(cluster: EmbeddedCluster, group: str) -> list[bytes]:
+    """What one receive of ``group`` filtering ``a = 'match'`` gets behind 8,000 messages it refuses."""
     from tests.proxy.official import start_consumer
 
-    cluster = grpc_cluster
     append_backlog(cluster, 8000, "", "match")
 
     def receive_once() -> list[bytes]:
-        consumer = start_consumer(cluster.grpc_endpoints[0], "G-backlog", TOPIC, "a = 'match'", sql=True)
+        consumer = start_consumer(cluster.grpc_endpoints[0], group, TOPIC, "a = 'match'", sql=True)
         try:
             return [m.body for m in consumer.receive(1, 30)]
         finally:
             consumer.shutdown()
 
-    assert await trio.to_thread.run_sync(receive_once) == [b"wanted"]
+    return await trio.to_thread.run_sync(receive_once)
 
 
 async def test_one_pop_evaluates_a_heavy_sql92_filter_on_a_bounded_number_of_entries(
@@ -282,20 +286,10 @@ async def test_a_fifo_grpc_receive_reads_on_through_a_refused_backlog_at_once(gr
     woken at once as any pop is (5.3.3's PopMessageProcessor counts an unblocked order queue's ``restNum`` too), so
     one FIFO receive reaches the match behind 8,000 refused messages rather than one read per polling window."""
     from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig
-    from tests.proxy.official import start_consumer
 
-    cluster = grpc_cluster
-    cluster.controller.context.groups.update(SubscriptionGroupConfig("G-fifo-backlog", consume_message_orderly=True))
-    append_backlog(cluster, 8000, "", "match")
-
-    def receive_once() -> list[bytes]:
-        consumer = start_consumer(cluster.grpc_endpoints[0], "G-fifo-backlog", TOPIC, "a = 'match'", sql=True)
-        try:
-            return [m.body for m in consumer.receive(1, 30)]
-        finally:
-            consumer.shutdown()
-
-    assert await trio.to_thread.run_sync(receive_once) == [b"wanted"]
+    orderly = SubscriptionGroupConfig("G-fifo-backlog", consume_message_orderly=True)
+    grpc_cluster.controller.context.groups.update(orderly)
+    assert await receive_behind_a_refused_backlog(grpc_cluster, "G-fifo-backlog") == [b"wanted"]
 
 
 async def test_a_compile_whose_first_asker_is_cancelled_still_answers_the_others() -> None:

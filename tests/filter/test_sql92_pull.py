@@ -46,14 +46,14 @@ def bodies(response: RemotingCommand) -> list[bytes]:
     return [m.body for m in iter_records(response.body)]
 
 
-def register_heartbeat(broker: BrokerState, ctx: RequestContext, sub: SubscriptionData) -> None:
+def register_heartbeat(broker: BrokerState, ctx: RequestContext, *subs: SubscriptionData) -> None:
     broker.clients.register_consumer(
         GROUP,
         broker.clients.channel_info(ctx.connection, "client-1"),
         ConsumeType.CONSUME_PASSIVELY,
         MessageModel.CLUSTERING,
         ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
-        [sub],
+        list(subs),
         notify=False,
     )
 
@@ -234,17 +234,11 @@ async def test_filter_support_retry_filters_the_retry_topic_with_the_groups_sql9
             req = send_request(retry, f"body-{i}".encode(), properties=tags_props(RETRY_TOPIC=origin, color=color))
             response = await processor.process(peer_ctx, req)
             assert response is not None and response.code == ResponseCode.SUCCESS
-        broker.clients.register_consumer(
-            GROUP,
-            broker.clients.channel_info(peer_ctx.connection, "client-1"),
-            ConsumeType.CONSUME_PASSIVELY,
-            MessageModel.CLUSTERING,
-            ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
-            [
-                SubscriptionData(TOPIC, "color = 'red'", sub_version=5, expression_type="SQL92"),
-                SubscriptionData(retry, "*", sub_version=5),
-            ],
-            notify=False,
+        register_heartbeat(
+            broker,
+            peer_ctx,
+            SubscriptionData(TOPIC, "color = 'red'", sub_version=5, expression_type="SQL92"),
+            SubscriptionData(retry, "*", sub_version=5),
         )
         req = pull_request(retry, sys_flag=0, subscription=None, subVersion="5")
         response = PullMessageProcessor(broker).pull(peer_ctx, req, allow_suspend=False)
@@ -273,17 +267,11 @@ async def test_filter_support_retry_bounds_a_retry_pulls_evaluation_as_a_topic_p
     props = tags_props(RETRY_TOPIC=TOPIC, a="x1999")
     broker.store.append(MessageRecord(retry, b"wanted", 0, properties=props, store_host=broker.store_host))
     expression = " OR ".join(f"a = 'x{i}'" for i in range(2000))
-    broker.clients.register_consumer(
-        GROUP,
-        broker.clients.channel_info(peer_ctx.connection, "client-1"),
-        ConsumeType.CONSUME_PASSIVELY,
-        MessageModel.CLUSTERING,
-        ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
-        [
-            SubscriptionData(TOPIC, expression, sub_version=5, expression_type="SQL92"),
-            SubscriptionData(retry, "*", sub_version=5),
-        ],
-        notify=False,
+    register_heartbeat(
+        broker,
+        peer_ctx,
+        SubscriptionData(TOPIC, expression, sub_version=5, expression_type="SQL92"),
+        SubscriptionData(retry, "*", sub_version=5),
     )
     processor = PullMessageProcessor(broker)
     offsets = [0]
