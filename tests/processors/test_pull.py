@@ -24,6 +24,7 @@ from remoting.processor import RequestContext
 from store.metadata_files import PERM_WRITE, SubscriptionGroupConfig, TopicConfig
 from tests.processors.conftest import (
     GROUP,
+    PEER,
     TOPIC,
     MakeBroker,
     open_broker,
@@ -233,8 +234,9 @@ async def test_unreadable_topic_has_no_permission(broker: BrokerState, peer_ctx:
 async def test_illegal_queue_id_is_system_error(broker: BrokerState, peer_ctx: RequestContext, queue_id: int) -> None:
     response = pull(broker, peer_ctx, pull_request(queue_id=queue_id))
     assert response.code == ResponseCode.SYSTEM_ERROR
+    host, port = PEER  # Java prints channel.remoteAddress(), not the group
     assert response.remark == (
-        f"queueId[{queue_id}] is illegal, topic:[{TOPIC}] topicConfig.readQueueNums:[4] consumer:[{GROUP}]"
+        f"queueId[{queue_id}] is illegal, topic:[{TOPIC}] topicConfig.readQueueNums:[4] consumer:[/{host}:{port}]"
     )
 
 
