@@ -246,7 +246,7 @@ class PullMessageProcessor:
         header: PullMessageRequestHeader | None = None
         try:
             header = parse_header(PullMessageRequestHeader, request)
-            tag_filter, property_filter, filter_cost = self._check(header)
+            tag_filter, property_filter, filter_cost = self._check(header, ctx)
         except RequestRejected as rejected:
             if header is None:
                 fields = _fields(0, 0, 0, 0)
@@ -326,7 +326,9 @@ class PullMessageProcessor:
 
     # ---- checks ---------------------------------------------------------------------------------------------
 
-    def _check(self, header: PullMessageRequestHeader) -> tuple[TagFilter | None, RawFilter | None, int | None]:
+    def _check(
+        self, header: PullMessageRequestHeader, ctx: RequestContext
+    ) -> tuple[TagFilter | None, RawFilter | None, int | None]:
         """The checks of docs/protocol.md#79-pull-checks-and-results in order; the tag filter and the property filter
         (SQL92, or ``filterSupportRetry``'s on a retry topic) to read with, and the cost of one evaluation of the
         subscription's SQL92 filter (``None``: not one). Raises RequestRejected."""
@@ -341,7 +343,7 @@ class PullMessageProcessor:
         if group_config is None:
             raise RequestRejected(
                 ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-                f"subscription group [{group}] does not exist, {FAQ_SUFFIX.strip()}",
+                f"subscription group [{group}] does not exist, {FAQ_SUFFIX}",
             )
         if not group_config.consume_enable:
             raise RequestRejected(ResponseCode.NO_PERMISSION, f"subscription group no permission, {group}")
@@ -349,16 +351,17 @@ class PullMessageProcessor:
         topic_config = broker.topics.get(topic)
         if topic_config is None:
             raise RequestRejected(
-                ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please! {FAQ_SUFFIX.strip()}"
+                ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please! {FAQ_SUFFIX}"
             )
         if not topic_config.perm & PERM_READ:
             raise RequestRejected(ResponseCode.NO_PERMISSION, f"the topic[{topic}] pulling message is forbidden")
         queue_id = header.queue_id
         if queue_id < 0 or queue_id >= topic_config.read_queue_nums:
+            host, port = ctx.remote_address[:2]  # Java prints channel.remoteAddress(): "/ip:port"
             raise RequestRejected(
                 ResponseCode.SYSTEM_ERROR,
                 f"queueId[{queue_id}] is illegal, topic:[{topic}] topicConfig.readQueueNums:"
-                f"[{topic_config.read_queue_nums}] consumer:[{group}]",
+                f"[{topic_config.read_queue_nums}] consumer:[/{host}:{port}]",
             )
         if header.sys_flag & PULL_FLAG_SUBSCRIPTION:
             try:

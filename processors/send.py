@@ -296,7 +296,7 @@ class SendMessageProcessor:
         group_config = self.broker.groups.find(group)
         if group_config is None:
             raise RequestRejected(
-                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {group}{FAQ_SUFFIX}"
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {group} {FAQ_SUFFIX}"
             )
         max_times = group_config.retry_max_times
         if request.version >= _VERSION_WITH_MAX_RECONSUME_TIMES and header.max_reconsume_times is not None:

@@ -175,7 +175,7 @@ class ConsumerSendMsgBackProcessor:
         group = broker.groups.find(name)
         if group is None:
             raise RequestRejected(
-                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {name}{FAQ_SUFFIX}"
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {name} {FAQ_SUFFIX}"
             )
         if not broker.config.broker_permission & PERM_WRITE:
             raise RequestRejected(
