@@ -21,6 +21,7 @@ from remoting.codec.msgid import decode_offset_msg_id
 from remoting.processor import RequestContext
 from remoting.server import RemotingServer
 from store.metadata_files import PERM_READ, TopicConfig
+from store.store_config import BrokerRole
 from tests.processors.conftest import TOPIC, MakeBroker, RawPeer, ServedBroker, send_request
 
 
@@ -187,3 +188,22 @@ async def test_message_illegal_answers_carry_the_java_brokers_remark(
         assert response is not None
         assert (response.code, response.remark) == (ResponseCode.MESSAGE_ILLEGAL, _ILLEGAL_1024)
     assert broker.store.max_offset_in_queue(TOPIC, 0) == 0
+
+
+async def test_a_stored_send_answered_slave_not_available_has_no_remark(
+    make_broker: MakeBroker, nursery: trio.Nursery
+) -> None:
+    """SendMessageProcessor.handlePutMessageResult: FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT and SLAVE_NOT_AVAILABLE
+    are "sendOK" (the message is stored): the answer carries msgId, queueId and queueOffset and ``setRemark(null)``.
+    A SYNC_MASTER without a slave answers SLAVE_NOT_AVAILABLE, on the fast path (V2) and the general one (V1)."""
+    broker = make_broker(store_overrides={"broker_role": BrokerRole.SYNC_MASTER})
+    hold = HoldService()
+    served = ServedBroker(broker, hold)
+    await nursery.start(hold.run)
+    await nursery.start(served.dispatcher.run)
+    await nursery.start(broker.store.run)
+    address = await nursery.start(RemotingServer(served.dispatcher).serve, "127.0.0.1", 0)
+    for offset, req in enumerate((send_request(), send_request(code=RequestCode.SEND_MESSAGE))):
+        response = await round_trip(address, req)
+        assert (response.code, response.remark) == (ResponseCode.SLAVE_NOT_AVAILABLE, None)
+        assert response.ext_fields["queueOffset"] == str(offset) and stored(broker, response)
