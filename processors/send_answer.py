@@ -183,9 +183,10 @@ def answer(
         fields["msgId"] = appended.msg_id
     fields["queueId"] = str(queue_id)
     fields["queueOffset"] = str(appended.queue_offset)
-    code = _PUT_STATUS_CODES.get(status, ResponseCode.SYSTEM_ERROR)
-    remark = None if code == ResponseCode.SUCCESS else _PUT_STATUS_REMARKS.get(status, status.value)
-    return request.response(code, remark, fields)
+    code = _PUT_STATUS_CODES.get(status)
+    if code is not None:  # Java's "sendOK" statuses (the message is stored): setRemark(null)
+        return request.response(code, None, fields)
+    return request.response(ResponseCode.SYSTEM_ERROR, _PUT_STATUS_REMARKS.get(status, status.value), fields)
 
 
 def _checked_before_counting(what: object) -> bool:
