@@ -12,6 +12,7 @@ from processors.send import SendMessageProcessor
 from processors.send_back import ConsumerSendMsgBackProcessor
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
+from remoting.codec.msgid import decode_offset_msg_id
 from remoting.processor import RequestContext
 from tests.processors.conftest import PEER, TOPIC, MakeBroker, pull_request, send_request
 
@@ -84,3 +85,22 @@ async def test_a_send_back_of_an_unknown_group_has_a_space_before_the_faq(
         ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
         f"subscription group not exist, Nobody {FAQ}",
     )
+
+
+async def test_a_send_back_whose_queue_file_cannot_be_made_names_javas_status(
+    broker: BrokerState, peer_ctx: RequestContext
+) -> None:
+    """asyncConsumerSendMsgBack answers a failed put SYSTEM_ERROR with ``r.getPutMessageStatus().name()``: 4.9.8's
+    enum spells it ``CREATE_MAPEDFILE_FAILED`` (store/.../PutMessageStatus.java). Here the DLQ's consume queue
+    directory cannot be made (a file is in its way)."""
+    sent = await SendMessageProcessor(broker).process(peer_ctx, send_request(body=b"failed"))
+    assert sent is not None and sent.code == ResponseCode.SUCCESS
+    offset = decode_offset_msg_id(sent.ext_fields["msgId"]).phy_offset
+    broker.store.config.consume_queue_dir.mkdir(parents=True, exist_ok=True)
+    (broker.store.config.consume_queue_dir / "%DLQ%G1").write_bytes(b"in the way")
+    fields = {"offset": str(offset), "group": "G1", "delayLevel": "-1", "originTopic": TOPIC, "unitMode": "false"}
+    response = await ConsumerSendMsgBackProcessor(broker).process(
+        peer_ctx, request(RequestCode.CONSUMER_SEND_MSG_BACK, fields)
+    )
+    assert response is not None
+    assert (response.code, response.remark) == (ResponseCode.SYSTEM_ERROR, "CREATE_MAPEDFILE_FAILED")
