@@ -60,6 +60,8 @@ _VERSION_WITH_MAX_RECONSUME_TIMES: Final = 121
 _BASE_RETRY_LEVEL: Final = 3
 #: TopicSysFlag: bit 0 unit, bit 1 unit-sub (Java's buildSysFlag).
 _UNIT_SUB_FLAG: Final = 2
+#: A refused put's status as 4.9.8's PutMessageStatus enum spells it, where ours differs (the answer's remark).
+_JAVA_STATUS_NAMES: Final = {"CREATE_MAPPED_FILE_FAILED": "CREATE_MAPEDFILE_FAILED"}
 
 
 def dead_letter_header(
@@ -114,7 +116,8 @@ class ConsumerSendMsgBackProcessor:
         try:
             appended = store.append(record)
         except PutRefusedError as exc:
-            raise RequestRejected(ResponseCode.SYSTEM_ERROR, getattr(exc, "put_status", "UNKNOWN_ERROR")) from None
+            status = getattr(exc, "put_status", "UNKNOWN_ERROR")
+            raise RequestRejected(ResponseCode.SYSTEM_ERROR, _JAVA_STATUS_NAMES.get(status, status)) from None
         # Marked before the wait: a DLedger leader dispatches the copy at its commit, a scheduler pass before this
         # task resumes, and the put statistics read then must not count it as a sent message (a copy whose wait
         # fails is one the quorum never acknowledged, counted nowhere: broker/stats/puts.py).
