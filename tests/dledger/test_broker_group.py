@@ -306,6 +306,8 @@ async def test_a_send_the_quorum_does_not_acknowledge_in_time_is_answered_as_a_b
             ResponseCode.SYSTEM_ERROR,
             "[PC_SYNCHRONIZED]broker busy, start flow control for a while",
         )
+        # Not "sendOK": handlePutMessageResult sets no msgId, queueId or queueOffset (null fields are not sent).
+        assert sorted(answer.ext_fields) == ["MSG_REGION", "TRACE_ON"]
         back = ConsumerSendMsgBackRequestHeader(
             offset=before.commit_log_offset, group="GroupOfNoQuorum", delay_level=0, origin_topic=TOPIC
         )
