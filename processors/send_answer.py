@@ -175,7 +175,13 @@ async def _send(connection: Connection, response: RemotingCommand, opaque: int) 
 def answer(
     request: RemotingCommand, status: PutStatus, appended: AppendResult, queue_id: int, base_fields: dict[str, str]
 ) -> RemotingCommand:
-    """The response to a stored send (the status and the append it describes, as Java's PutMessageResult)."""
+    """The response to an appended send (the status and the append it describes, as Java's PutMessageResult): for
+    the "sendOK" statuses (stored) its msgId, queueId and queueOffset and no remark, else SYSTEM_ERROR without them
+    (SendMessageProcessor.handlePutMessageResult)."""
+    code = _PUT_STATUS_CODES.get(status)
+    if code is None:
+        remark = _PUT_STATUS_REMARKS.get(status, status.value)
+        return request.response(ResponseCode.SYSTEM_ERROR, remark, dict(base_fields))
     fields = dict(base_fields)
     if appended.count == 1:
         fields["msgId"] = offset_msg_id(appended.store_host, appended.phy_offset)
@@ -183,10 +189,7 @@ def answer(
         fields["msgId"] = appended.msg_id
     fields["queueId"] = str(queue_id)
     fields["queueOffset"] = str(appended.queue_offset)
-    code = _PUT_STATUS_CODES.get(status)
-    if code is not None:  # Java's "sendOK" statuses (the message is stored): setRemark(null)
-        return request.response(code, None, fields)
-    return request.response(ResponseCode.SYSTEM_ERROR, _PUT_STATUS_REMARKS.get(status, status.value), fields)
+    return request.response(code, None, fields)
 
 
 def _checked_before_counting(what: object) -> bool:
