@@ -6,80 +6,71 @@ A Java client's MQBrokerException appends a second FAQ link to a remark without 
 
 from __future__ import annotations
 
+import pytest
+
 from broker.context import BrokerState
 from processors.pull import PullMessageProcessor
 from processors.send import SendMessageProcessor
 from processors.send_back import ConsumerSendMsgBackProcessor
 from remoting.codec.codes import RequestCode, ResponseCode
-from remoting.codec.command import request
+from remoting.codec.command import RemotingCommand, request
 from remoting.codec.msgid import decode_offset_msg_id
 from remoting.processor import RequestContext
-from tests.processors.conftest import PEER, TOPIC, MakeBroker, pull_request, send_request
+from store.metadata_files import SubscriptionGroupConfig
+from tests.processors.conftest import GROUP, PEER, TOPIC, MakeBroker, pull_request, send_request
 
 FAQ = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 
 
-async def test_a_pull_of_an_unknown_group_keeps_the_faq_line_break(
-    make_broker: MakeBroker, peer_ctx: RequestContext
-) -> None:
-    """``String.format("subscription group [%s] does not exist, %s", group, FAQUrl.suggestTodo(...))``."""
-    broker = make_broker(auto_create_subscription_group=False)
-    response = PullMessageProcessor(broker).pull(peer_ctx, pull_request(group="Unknown"), allow_suspend=False)
-    assert response is not None
-    assert (response.code, response.remark) == (
+_HOST, _PORT = PEER
+#: PullMessageProcessor's refusals: ``String.format("subscription group [%s] does not exist, %s", ...)`` and
+#: ``String.format("topic[%s] not exist, apply first please! %s", ...)`` with ``FAQUrl.suggestTodo``; the illegal
+#: queue's ``consumer:[%s]`` is ``channel.remoteAddress()`` (InetSocketAddress.toString: ``/ip:port``), not the group.
+PULL_REFUSALS = {
+    "unknown group": (
+        pull_request(group="Unknown"),
         ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
         f"subscription group [Unknown] does not exist, {FAQ}",
-    )
-
-
-async def test_a_pull_of_an_unknown_topic_keeps_the_faq_line_break(
-    broker: BrokerState, peer_ctx: RequestContext
-) -> None:
-    """``String.format("topic[%s] not exist, apply first please! %s", topic, FAQUrl.suggestTodo(...))``."""
-    response = PullMessageProcessor(broker).pull(peer_ctx, pull_request("Nope"), allow_suspend=False)
-    assert response is not None
-    assert (response.code, response.remark) == (
+    ),
+    "unknown topic": (
+        pull_request("Nope"),
         ResponseCode.TOPIC_NOT_EXIST,
         f"topic[Nope] not exist, apply first please! {FAQ}",
-    )
-
-
-async def test_a_pull_of_an_illegal_queue_names_the_consumers_address(
-    broker: BrokerState, peer_ctx: RequestContext
-) -> None:
-    """The remark's ``consumer:[%s]`` is ``channel.remoteAddress()`` (InetSocketAddress.toString: ``/ip:port``),
-    not the consumer group."""
-    response = PullMessageProcessor(broker).pull(peer_ctx, pull_request(queue_id=4), allow_suspend=False)
-    assert response is not None
-    host, port = PEER
-    assert (response.code, response.remark) == (
+    ),
+    "illegal queue": (
+        pull_request(queue_id=4),
         ResponseCode.SYSTEM_ERROR,
-        f"queueId[4] is illegal, topic:[{TOPIC}] topicConfig.readQueueNums:[4] consumer:[/{host}:{port}]",
-    )
+        f"queueId[4] is illegal, topic:[{TOPIC}] topicConfig.readQueueNums:[4] consumer:[/{_HOST}:{_PORT}]",
+    ),
+}
 
 
-async def test_a_retry_send_of_an_unknown_group_has_a_space_before_the_faq(
-    make_broker: MakeBroker, peer_ctx: RequestContext
-) -> None:
-    """handleRetryAndDLQ: ``"subscription group not exist, " + groupName + " " + FAQUrl.suggestTodo(...)``."""
+@pytest.mark.parametrize("case", sorted(PULL_REFUSALS))
+async def test_a_pull_refusal_has_javas_remark(make_broker: MakeBroker, peer_ctx: RequestContext, case: str) -> None:
+    req, code, remark = PULL_REFUSALS[case]
     broker = make_broker(auto_create_subscription_group=False)
-    response = await SendMessageProcessor(broker).process(peer_ctx, send_request("%RETRY%Nobody"))
+    broker.groups.update(SubscriptionGroupConfig(GROUP))
+    response = PullMessageProcessor(broker).pull(peer_ctx, req, allow_suspend=False)
     assert response is not None
-    assert (response.code, response.remark) == (
-        ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-        f"subscription group not exist, Nobody {FAQ}",
-    )
+    assert (response.code, response.remark) == (code, remark)
 
 
-async def test_a_send_back_of_an_unknown_group_has_a_space_before_the_faq(
-    make_broker: MakeBroker, peer_ctx: RequestContext
+def _send_back_request(offset: int, group: str, delay_level: int) -> RemotingCommand:
+    fields = {"offset": str(offset), "group": group, "delayLevel": str(delay_level), "originTopic": TOPIC}
+    return request(RequestCode.CONSUMER_SEND_MSG_BACK, {**fields, "unitMode": "false"})
+
+
+@pytest.mark.parametrize("path", ["retry send", "send-back"])
+async def test_an_unknown_group_has_a_space_before_the_faq(
+    make_broker: MakeBroker, peer_ctx: RequestContext, path: str
 ) -> None:
-    """asyncConsumerSendMsgBack: ``"subscription group not exist, " + group + " " + FAQUrl.suggestTodo(...)``."""
+    """handleRetryAndDLQ and asyncConsumerSendMsgBack: ``"subscription group not exist, " + group + " " +
+    FAQUrl.suggestTodo(...)``."""
     broker = make_broker(auto_create_subscription_group=False)
-    fields = {"offset": "0", "group": "Nobody", "delayLevel": "0", "originTopic": TOPIC, "unitMode": "false"}
-    response = await ConsumerSendMsgBackProcessor(broker).process(
-        peer_ctx, request(RequestCode.CONSUMER_SEND_MSG_BACK, fields)
-    )
+    if path == "retry send":
+        response = await SendMessageProcessor(broker).process(peer_ctx, send_request("%RETRY%Nobody"))
+    else:
+        response = await ConsumerSendMsgBackProcessor(broker).process(peer_ctx, _send_back_request(0, "Nobody", 0))
     assert response is not None
     assert (response.code, response.remark) == (
         ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
@@ -98,9 +89,6 @@ async def test_a_send_back_whose_queue_file_cannot_be_made_names_javas_status(
     offset = decode_offset_msg_id(sent.ext_fields["msgId"]).phy_offset
     broker.store.config.consume_queue_dir.mkdir(parents=True, exist_ok=True)
     (broker.store.config.consume_queue_dir / "%DLQ%G1").write_bytes(b"in the way")
-    fields = {"offset": str(offset), "group": "G1", "delayLevel": "-1", "originTopic": TOPIC, "unitMode": "false"}
-    response = await ConsumerSendMsgBackProcessor(broker).process(
-        peer_ctx, request(RequestCode.CONSUMER_SEND_MSG_BACK, fields)
-    )
+    response = await ConsumerSendMsgBackProcessor(broker).process(peer_ctx, _send_back_request(offset, "G1", -1))
     assert response is not None
     assert (response.code, response.remark) == (ResponseCode.SYSTEM_ERROR, "CREATE_MAPEDFILE_FAILED")
