@@ -242,3 +242,23 @@ def test_a_write_to_a_topic_rocketmq_forbids_sending_to_fails_at_planning(pyspar
             plan(schema, False)
         assert str(caught.value) == forbidden
     assert source.reader(schema) is not None
+
+
+def test_a_stream_write_whose_topic_is_its_commit_topic_fails_at_planning(pyspark_ready: None) -> None:
+    """The exactly-once sink keeps its markers in ``commitTopic``; a stream writing its data into that same topic
+    mixes markers with rows (every reader of the data sees the markers as messages), so the plan is refused, the
+    default commit topic and a named one alike. A batch write keeps no markers and is planned."""
+    from pyspark.sql.types import BinaryType, StructField, StructType
+
+    from spark.options import DEFAULT_COMMIT_TOPIC, OptionError
+    from spark.source import RocketMQDataSource
+
+    schema = StructType([StructField("body", BinaryType())])
+    for options in (
+        {"topic": DEFAULT_COMMIT_TOPIC},
+        {"topic": "orders", "commitTopic": "orders"},
+    ):
+        source = RocketMQDataSource({"nameServer": "127.0.0.1:9876", **options})
+        with pytest.raises(OptionError, match="commitTopic"):
+            source.streamWriter(schema, False)
+        assert source.writer(schema, False) is not None
