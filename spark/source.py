@@ -73,7 +73,13 @@ class RocketMQDataSource(DataSource):
         return RocketMQBatchWriter(self.parsed)
 
     def streamWriter(self, schema: Any, overwrite: bool) -> DataSourceStreamWriter:
+        """The exactly-once sink keeps its markers in ``commitTopic``: a stream writing its rows there is refused."""
         check_columns(schema, self.parsed)
+        if self.parsed.topics and self.parsed.topics[0] == self.parsed.commit_topic:
+            raise OptionError(
+                f"option topic={self.parsed.commit_topic!r} is the commitTopic, where a stream's markers go: "
+                "write to another topic or set another commitTopic"
+            )
         return RocketMQStreamWriter(self.parsed)
 
 
