@@ -84,3 +84,21 @@ async def test_clean_file_forcibly_enable_false_keeps_young_segments_on_a_nearly
     deleted = await store.retention.check_once()
     assert deleted == 0, f"cleanFileForciblyEnable=false, young segments: {deleted} of {files_before} deleted"
     store.close()
+
+
+async def test_disk_full_stays_until_usage_falls_to_the_forcible_ratio(tmp_path: Path) -> None:
+    # CleanCommitLogService.isSpaceToDelete marks the disk full above diskSpaceWarningLevelRatio (0.90) and OK only at
+    # or below diskSpaceCleanForciblyRatio (0.85); in between it leaves the flag as it was, so writes stay refused
+    # while the forcible clean frees space, rather than flapping back on at 0.89.
+    disk = Disk(0.95)
+    store = open_store(tmp_path, now_ms=FakeClock(_local_ms(hour=13)), disk_usage_ratio=disk)
+    _fill(store)
+    await store.retention.check_once()
+    assert store.disk_full_reason is not None
+    disk.ratio = 0.88
+    await store.retention.check_once()
+    assert store.disk_full_reason is not None, "disk 88 % used after being full: Java keeps refusing writes"
+    disk.ratio = 0.85
+    await store.retention.check_once()
+    assert store.disk_full_reason is None
+    store.close()
