@@ -17,9 +17,9 @@
 * :class:`RetentionService`: every ``clean_resource_interval`` deletes expired segments at ``delete_when`` or when
   the disk is fuller than ``disk_max_used_space_ratio`` (clamped to 10..95), young ones too above
   ``disk_space_clean_forcibly_ratio`` when ``clean_file_forcibly_enable``, and refuses writes above
-  ``disk_space_warning_level_ratio``. A segment goes only once the checkpoint covers it (a flush first when it does
-  not yet), so recovery never starts past the checkpoint. Then the ConsumeQueue files below the CommitLog's minimum,
-  ``delete_consume_queue_files_interval`` apart.
+  ``disk_space_warning_level_ratio`` until the disk is back at the forcible ratio. A segment goes only once the
+  checkpoint covers it (a flush first when it does not yet), so recovery never starts past the checkpoint. Then the
+  ConsumeQueue files below the CommitLog's minimum, ``delete_consume_queue_files_interval`` apart.
 
 Blocking disk work runs in ``trio.to_thread.run_sync`` with the store's own limiter (the group commit's syncs on its
 own thread instead), under the store's ``disk_lock`` so that a flush never races the deletion of the same segment;
@@ -777,16 +777,19 @@ class RetentionService:
         ratio = config.disk_usage_ratio(config.store_path_root_dir)
         forcibly = config.disk_space_clean_forcibly_ratio
         ratio = max(ratio, log_disk_ratio(config.disk_usage_ratio, store.commitlog.queue, forcibly) or 0.0)
-        if ratio > config.disk_space_warning_level_ratio:
+        warning = config.disk_space_warning_level_ratio
+        # DefaultMessageStore.java CleanCommitLogService.isSpaceToDelete: full above the warning ratio, OK again only
+        # at or below the forcible one, the flag left as it was in between (so writes stay refused while the
+        # forcible clean frees space); cleanAtOnce = isCleanFileForciblyEnable() && cleanImmediately.
+        if ratio > warning:
             store.disk_full_reason = (
-                f"disk full: used ratio {ratio:.2f} is above diskSpaceWarningLevelRatio "
-                f"{config.disk_space_warning_level_ratio:.2f}, writes are refused until space is freed"
+                f"disk full: used ratio {ratio:.2f} is above diskSpaceWarningLevelRatio {warning:.2f}, writes are "
+                f"refused until it is at most diskSpaceCleanForciblyRatio {forcibly:.2f}"
             )
-        else:
+        elif ratio <= forcibly:
             store.disk_full_reason = None
         space_to_delete = ratio > config.disk_max_used_fraction
-        # DefaultMessageStore.java CleanCommitLogService: cleanAtOnce = isCleanFileForciblyEnable() && cleanImmediately
-        clean_at_once = config.clean_file_forcibly_enable and ratio > forcibly
+        clean_at_once = config.clean_file_forcibly_enable and ratio > min(warning, forcibly)
         manual = self.manual_delete_times > 0
         if not (space_to_delete or is_delete_hour(config.delete_when, config.now_ms()) or manual):
             return 0
