@@ -130,10 +130,14 @@ async def test_offset_at_the_end_is_not_found_and_beyond_it_moves_to_max(
 async def test_empty_queue_is_not_found_at_zero_and_offset_moved_elsewhere(
     broker: BrokerState, peer_ctx: RequestContext
 ) -> None:
+    # A queue never written to answers NO_MESSAGE_IN_QUEUE, as Java's, whose findConsumeQueue makes the queue on
+    # first look-up (store/src/main/java/org/apache/rocketmq/store/DefaultMessageStore.java).
     zero = pull(broker, peer_ctx, pull_request(sys_flag=NO_SUSPEND, queue_id=3))
     assert zero.code == ResponseCode.PULL_NOT_FOUND and fields(zero) == (0, 0, 0, 0)
+    assert zero.remark == "NO_MESSAGE_IN_QUEUE"
     moved = pull(broker, peer_ctx, pull_request(sys_flag=NO_SUSPEND, queue_id=3, offset=7))
     assert moved.code == ResponseCode.PULL_OFFSET_MOVED and fields(moved) == (0, 0, 0, 0)
+    assert moved.remark == "NO_MESSAGE_IN_QUEUE"
 
 
 async def test_commit_flag_stores_the_commit_offset_on_the_first_execution_only(

@@ -26,8 +26,9 @@ from tests.store.store_helpers import STORE_HOST, FakeClock, message, open_store
 
 def test_unknown_queue_empty_queue_and_offset_statuses(tmp_path: Path) -> None:
     store = open_store(tmp_path)
+    # Java's findConsumeQueue makes a queue on first look-up: a never-written one is empty, not unknown.
     r = store.get("Nope", 0, 5, 32)
-    assert (r.status, r.next_begin_offset, r.min_offset, r.max_offset) == (GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
+    assert (r.status, r.next_begin_offset, r.min_offset, r.max_offset) == (GetStatus.NO_MESSAGE_IN_QUEUE, 0, 0, 0)
     for _ in range(3):
         store.append(message())
     r = store.get("TopicTest", 0, 3, 32)
