@@ -92,8 +92,8 @@ def get_message(
     by isTheBatchFull in store/src/main/java/org/apache/rocketmq/store/DefaultMessageStore.java). ``max_filtered``
     (ours; at least 1) bounds how many candidates ``property_filter`` sees in this call: the scan stops before the
     next one, as it stops at the scan limit, so an expensive filter costs the event loop a bounded time."""
-    if cq is None:
-        return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
+    if cq is None:  # never written: empty, as Java's findConsumeQueue makes the queue on first look-up
+        return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, 0, 0)
     lo, hi = cq.min_offset, cq.max_offset
     if hi == 0:
         return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, lo, hi)
