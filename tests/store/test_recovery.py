@@ -460,3 +460,64 @@ def test_removed_consume_queue_files_are_rebuilt_from_the_commitlog(tmp_path: Pa
     assert _bodies(store, 0) == [f"m{i}".encode() * 20 for i in range(0, 20, 2)]
     assert store.append(message(queue_id=1)).queue_offset == 10
     store.close()
+
+
+def _as_java_wrote_it(root: Path) -> None:
+    """Zero the checkpoint's safe offset (@24): a 4.9.8 broker's StoreCheckpoint writes only the three timestamps."""
+    with (root / "checkpoint").open("r+b") as f:
+        f.seek(24)
+        f.write(bytes(8))
+
+
+def _segment_starts(root: Path) -> list[int]:
+    return sorted(int(p.name) for p in (root / "commitlog").iterdir() if p.name.isdigit())
+
+
+def test_a_java_checkpoint_after_a_clean_stop_is_recovered_from_the_third_newest_segment(tmp_path: Path) -> None:
+    # CommitLog.recoverNormally (store/src/main/java/org/apache/rocketmq/store/CommitLog.java) re-validates the last
+    # three segments; a store a Java broker stopped cleanly must not be scanned and re-indexed from its first byte.
+    store = open_store(tmp_path)
+    _fill(store, 150)
+    end = store.max_phy_offset
+    store.close()
+    _as_java_wrote_it(tmp_path)
+    starts = _segment_starts(tmp_path)
+    assert len(starts) >= 5
+    store = open_store(tmp_path)
+    assert not store.abnormal_recovery
+    assert store.recovery_start == starts[-3]
+    assert store.max_phy_offset == end
+    assert len(_bodies(store, 0)) + len(_bodies(store, 1)) == 150
+    assert store.append(message(queue_id=1)).queue_offset == 75
+    store.close()
+
+
+def test_a_java_checkpoint_after_a_crash_is_recovered_from_the_segment_its_timestamps_name(tmp_path: Path) -> None:
+    # CommitLog.recoverAbnormally starts at the newest segment whose first record was stored no later than 3 s before
+    # the checkpoint's older timestamp (isMappedFileMatchedRecover, StoreCheckpoint.getMinTimestamp).
+    clock = FakeClock()
+    store = open_store(tmp_path, now_ms=clock)
+    phys = []
+    for i in range(60):
+        clock.now += 10_000
+        phys.append(store.append(message(body=f"m{i}".encode() * 20, queue_id=i % 2)).phy_offset)
+        if i == 39:
+            store.flush_all_blocking()
+    stamps = {}
+    for phy in phys:
+        view = store.look_message_by_offset(phy)
+        assert view is not None
+        stamps[phy] = decode_record(view).store_timestamp
+    assert store.checkpoint is not None
+    bound = min(store.checkpoint.physic_msg_timestamp, store.checkpoint.logics_msg_timestamp) - 3000
+    expected = max(phy for phy, ts in stamps.items() if phy % 4096 == 0 and ts <= bound)
+    end = store.max_phy_offset
+    store.abandon()
+    _as_java_wrote_it(tmp_path)
+    store = open_store(tmp_path)
+    assert store.abnormal_recovery
+    assert 0 < expected < phys[40]
+    assert store.recovery_start == expected
+    assert store.max_phy_offset == end
+    assert len(_bodies(store, 0)) + len(_bodies(store, 1)) == 60
+    store.close()
