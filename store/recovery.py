@@ -4,9 +4,10 @@ One algorithm for both cases, differing in how much is re-validated:
 
 1. Map every segment. Delete leftover ``*.alloc`` spares (a crash during preallocation).
 2. Scan the CommitLog from the checkpoint's ``safe_offset`` (below it everything, including ConsumeQueue and index
-   entries, was flushed before the checkpoint was written), or from where the ConsumeQueues' files end when that is
-   lower (queue files removed: :func:`_queues_end`), with magic, length and CRC checks, re-dispatching each
-   valid record into its ConsumeQueue and the index (entries are rewritten in place, so re-dispatching a record
+   entries, was flushed before the checkpoint was written; in a checkpoint a Java broker wrote, which has none, from
+   the segment its own recovery starts with: :func:`_checkpoint_offset`), or from where the ConsumeQueues' files end
+   when that is lower (queue files removed: :func:`_queues_end`), with magic, length and CRC checks, re-dispatching
+   each valid record into its ConsumeQueue and the index (entries are rewritten in place, so re-dispatching a record
    that was already indexed in the ConsumeQueue is harmless; the index is truncated after ``safe_offset`` first).
    Retention deletes only CommitLog segments the checkpoint covers (:class:`~store.services.RetentionService`), so
    the CommitLog never starts past it: no queue entry of a deleted record is missing before the ones re-dispatched.
@@ -41,8 +42,9 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from remoting.codec.errors import MessageDecodeError
 from remoting.codec.message_properties import index_keys_of_raw
-from remoting.codec.record_decode import RecordMeta
+from remoting.codec.record_decode import RecordMeta, read_record_meta
 from remoting.codec.record_layout import SYSFLAG_TRANSACTION_MASK, SYSFLAG_TRANSACTION_ROLLBACK
 from store.checkpoint import create_abort_file
 from store.consume_queue import ConsumeQueue, names_a_directory
@@ -173,6 +175,29 @@ def _queues_end(store: MessageStore) -> int:
     return max((cq.physical_end_on_disk() for cq in store.consume_queues.values()), default=-1)
 
 
+def _checkpoint_offset(store: MessageStore) -> int:
+    """The checkpoint's safe offset; in one a Java 4.9 broker wrote (its timestamps set, no safe offset), the start
+    of the segment that broker's own recovery begins with, rather than the whole log: the third newest after a clean
+    stop (recoverNormally), else the newest whose first record was stored no later than the checkpoint's
+    ``min_timestamp``, the first when none was (recoverAbnormally, isMappedFileMatchedRecover:
+    store/src/main/java/org/apache/rocketmq/store/CommitLog.java)."""
+    checkpoint = store.checkpoint
+    assert checkpoint is not None
+    files = store.commitlog.queue.files
+    if checkpoint.safe_offset or checkpoint.physic_msg_timestamp <= 0 or not files:
+        return checkpoint.safe_offset
+    if not store.abnormal_recovery:
+        return files[max(0, len(files) - 3)].file_from_offset
+    for mf in reversed(files):
+        try:
+            stamp = read_record_meta(mf.view).store_timestamp
+        except MessageDecodeError:
+            continue
+        if 0 < stamp <= checkpoint.min_timestamp:
+            return mf.file_from_offset
+    return files[0].file_from_offset
+
+
 def recover(store: MessageStore) -> None:
     """Bring ``store`` to a consistent state; see the module docstring. Blocking."""
     assert store.checkpoint is not None
@@ -185,7 +210,7 @@ def recover(store: MessageStore) -> None:
     commitlog.queue.load()
     load_consume_queues(store)
 
-    start = min(max(store.checkpoint.safe_offset, commitlog.min_offset), commitlog.max_offset)
+    start = min(max(_checkpoint_offset(store), commitlog.min_offset), commitlog.max_offset)
     queues_end = max(_queues_end(store), commitlog.min_offset)
     if queues_end < start and not _blank_at(store, queues_end):  # zeros: a slave's log starting mid-segment
         start = queues_end
