@@ -6,9 +6,12 @@ review; these failed before."""
 from __future__ import annotations
 
 import datetime
+import errno
 from pathlib import Path
 
 import attrs
+import trio
+import trio.testing
 
 from broker.broker_config import load_broker_config
 from broker.context import store_config_of
@@ -102,3 +105,36 @@ async def test_disk_full_stays_until_usage_falls_to_the_forcible_ratio(tmp_path:
     await store.retention.check_once()
     assert store.disk_full_reason is None
     store.close()
+
+
+class FailingOnceDisk:
+    """A disk whose first usage read fails (statvfs: EIO), as a disk going away for a moment does."""
+
+    def __init__(self, ratio: float) -> None:
+        self.ratio = ratio
+        self.calls = 0
+
+    def __call__(self, _path: Path) -> float:
+        self.calls += 1
+        if self.calls == 1:
+            raise OSError(errno.EIO, "Input/output error")
+        return self.ratio
+
+
+async def test_a_retention_pass_that_fails_is_logged_and_the_next_one_runs(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    # CleanCommitLogService.run and CleanConsumeQueueService.run catch any Throwable a pass raises and log it
+    # (store/src/main/java/org/apache/rocketmq/store/DefaultMessageStore.java): the broker goes on and the next
+    # pass runs cleanResourceInterval later. No flush timer inside the window, as in test_retention.py.
+    disk = FailingOnceDisk(0.5)
+    store = open_store(tmp_path, disk_usage_ratio=disk, clean_resource_interval=10_000,
+                       flush_interval_commit_log=60_000, flush_interval_consume_queue=60_000)  # fmt: skip
+    async with trio.open_nursery() as nursery:
+        await nursery.start(store.run)
+        await trio.sleep(1)
+        assert disk.calls >= 1
+        disk.ratio = 0.95
+        await trio.sleep(10)
+        assert store.disk_full_reason is not None, "the pass after the failed one marks the full disk"
+        nursery.cancel_scope.cancel()
