@@ -765,9 +765,18 @@ class RetentionService:
         the CommitLog's minimum when it rose since the last look, whatever the hour (Java runs
         CleanConsumeQueueService after CleanCommitLogService every ``cleanResourceInterval``: store/src/main/java/
         org/apache/rocketmq/store/DefaultMessageStore.java cleanFilesPeriodically; after a start it may have risen
-        while the broker was down). Returns the number of CommitLog files deleted."""
-        deleted = await self._delete_segments()
-        await self._clean_queues(self._store.commitlog.min_offset)
+        while the broker was down). Returns the number of CommitLog files deleted. Either half that raises is
+        logged and the other still runs, as Java's two services catch any Throwable of a pass: the next pass tries
+        again."""
+        deleted = 0
+        try:
+            deleted = await self._delete_segments()
+        except Exception:
+            log.warning("CleanCommitLogService service has exception.", exc_info=True)
+        try:
+            await self._clean_queues(self._store.commitlog.min_offset)
+        except Exception:
+            log.warning("CleanConsumeQueueService service has exception.", exc_info=True)
         return deleted
 
     async def _delete_segments(self) -> int:
