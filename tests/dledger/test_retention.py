@@ -660,3 +660,23 @@ async def test_a_queue_file_made_again_at_a_taken_files_path_outlives_its_destru
         assert again.get("OldTopic", 0, 0, 32).status is GetStatus.FOUND
     finally:
         again.close()
+
+
+async def test_a_full_disk_keeps_refusing_writes_until_it_is_back_at_85_percent(tmp_path: Path) -> None:
+    """In DLedger mode RocketMQ 4.9.8 still runs CleanCommitLogService over the DLedger data path, whose
+    isSpaceToDelete marks the store full above 0.90 and OK only at or below 0.85 (diskSpaceCleanForciblyRatio),
+    leaving the flag in between (store/src/main/java/org/apache/rocketmq/store/DefaultMessageStore.java): sends stay
+    refused at 0.88 while the forcible clean frees space."""
+    store = member_store(tmp_path)
+    disk = Disk(0.95)
+    store.config = attrs.evolve(store.config, disk_usage_ratio=disk, delete_when="99")
+    store.delete_expired_entries = lambda _expire_before, *, force, limit: 0  # type: ignore[method-assign]
+    await store.retention.check_once()
+    assert store.disk_full_reason is not None
+    disk.ratio = 0.88
+    await store.retention.check_once()
+    assert store.disk_full_reason is not None, "disk 88 % used after being full: Java keeps refusing writes"
+    disk.ratio = 0.85
+    await store.retention.check_once()
+    assert store.disk_full_reason is None
+    store.close()
