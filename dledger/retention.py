@@ -6,7 +6,9 @@ Every 100 ms a pass reads how full the disk is, as the larger of the store root'
 ratio (``storePathRootDir`` and ``storePathDLedgerCommitLog``), then:
 
 - above 0.90 (DLedger's ``diskSpaceRatioToForceClean`` 0.85 + 0.05) writes are refused (``DISK_FULL`` in DLedger,
-  SERVICE_NOT_AVAILABLE to a producer, as the store's other refusals) until a pass finds it below again;
+  SERVICE_NOT_AVAILABLE to a producer, as the store's other refusals) until a pass finds it at 0.85 or below
+  (``diskSpaceCleanForciblyRatio``: RocketMQ's CleanCommitLogService, which runs over the DLedger data path too,
+  leaves its disk-full flag set in between);
 - in one of ``deleteWhen``'s hours, or above ``diskMaxUsedSpaceRatio``, it deletes data segments last modified more
   than ``fileReservedTime`` + 1 hours ago (DLedgerCommitLog's ``+ 1``; never under an hour), oldest first, up to 10
   100 ms apart (the disk lock let go in between), stopping at the first younger one, and above 0.85 whatever their
@@ -79,12 +81,14 @@ class LedgerRetention(RetentionService):
         store = self._store
         config = store.config
         ratio = self.disk_ratio()
+        # Cleared only at or below the forcible ratio, as the classic pass does (RetentionService._delete_segments):
+        # RocketMQ runs CleanCommitLogService over the DLedger data path too, and its flag refuses sends as well.
         if ratio > DISK_FULL_RATIO:
             store.disk_full_reason = (
                 f"disk full: used ratio {ratio:.2f} is above DLedger's {DISK_FULL_RATIO:.2f}, writes are refused until "
-                "space is freed"
+                f"it is at most {config.disk_space_clean_forcibly_ratio:.2f}"
             )
-        else:
+        elif ratio <= config.disk_space_clean_forcibly_ratio:
             store.disk_full_reason = None
         classic = store.classic_segments() > 0
         manual = classic and self.manual_delete_times > 0
