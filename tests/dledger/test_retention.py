@@ -41,6 +41,7 @@ from tests.dledger.test_file_store import DATA_SIZE, append, body
 from tests.processors.conftest import send_request
 from tests.store.store_helpers import message, small_config
 from tests.store.test_retention import Disk, _SlowUnlink
+from tests.store.test_retention_java_parity import full_until_the_forcible_ratio
 
 INDEX_SIZE = 32 * 8  # 8 index records a segment
 TOPIC = "RetainedTopic"
@@ -671,12 +672,5 @@ async def test_a_full_disk_keeps_refusing_writes_until_it_is_back_at_85_percent(
     disk = Disk(0.95)
     store.config = attrs.evolve(store.config, disk_usage_ratio=disk, delete_when="99")
     store.delete_expired_entries = lambda _expire_before, *, force, limit: 0  # type: ignore[method-assign]
-    await store.retention.check_once()
-    assert store.disk_full_reason is not None
-    disk.ratio = 0.88
-    await store.retention.check_once()
-    assert store.disk_full_reason is not None, "disk 88 % used after being full: Java keeps refusing writes"
-    disk.ratio = 0.85
-    await store.retention.check_once()
-    assert store.disk_full_reason is None
+    await full_until_the_forcible_ratio(store, disk)
     store.close()

@@ -17,14 +17,7 @@ from broker.broker_config import load_broker_config
 from broker.context import store_config_of
 from store.message_store import MessageStore
 from tests.store.store_helpers import STORE_HOST, FakeClock, message, open_store
-
-
-class Disk:
-    def __init__(self, ratio: float) -> None:
-        self.ratio = ratio
-
-    def __call__(self, _path: Path) -> float:
-        return self.ratio
+from tests.store.test_retention import Disk
 
 
 def _local_ms(hour: int) -> int:
@@ -96,6 +89,14 @@ async def test_disk_full_stays_until_usage_falls_to_the_forcible_ratio(tmp_path:
     disk = Disk(0.95)
     store = open_store(tmp_path, now_ms=FakeClock(_local_ms(hour=13)), disk_usage_ratio=disk)
     _fill(store)
+    await full_until_the_forcible_ratio(store, disk)
+    store.close()
+
+
+async def full_until_the_forcible_ratio(store: MessageStore, disk: Disk) -> None:
+    """Retention passes at 0.95, 0.88 and 0.85 used: full after the first, still full after the second (between
+    the forcible and warning ratios), writable after the third."""
+    disk.ratio = 0.95
     await store.retention.check_once()
     assert store.disk_full_reason is not None
     disk.ratio = 0.88
@@ -104,7 +105,6 @@ async def test_disk_full_stays_until_usage_falls_to_the_forcible_ratio(tmp_path:
     disk.ratio = 0.85
     await store.retention.check_once()
     assert store.disk_full_reason is None
-    store.close()
 
 
 class FailingOnceDisk:
