@@ -12,6 +12,7 @@ from pathlib import Path
 
 import attrs
 import orjson
+import pytest
 import trio
 import trio.testing
 
@@ -24,6 +25,8 @@ from client.producer import Producer
 from client.transaction import LocalTransactionState, TransactionProducer
 from dledger.codes import RequestCode as DLedgerCode
 from dledger.codes import ResponseCode as DLedgerResult
+from dledger.codes import Role
+from dledger.effects import RoleChanged
 from dledger.messages import LeadershipTransferRequest, encode
 from remoting.client import RemotingClient
 from remoting.codec.bodies import ConsumeFromWhere
@@ -388,3 +391,42 @@ async def test_a_member_that_steps_down_copies_from_no_master_until_the_name_ser
         await trio.sleep(25)  # two metadata sync rounds of x's
         assert group.controllers[x].context.config.broker_role == "SLAVE"
         assert group.controllers[x].context.topics.get("CreatedWhileLeading") is not None
+
+
+async def test_a_follower_of_a_new_leader_forgets_the_old_master_and_syncs_three_seconds_later(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """DLedgerRoleChangeHandler calls ``changeToSlave`` on every FOLLOWER change, a follower of the new term's leader
+    included, and its ``handleSlaveSynchronize`` forgets the master's address and schedules the metadata sync again:
+    first round 3 s later, then every 10 s (4.9.8's broker/src/main/java/org/apache/rocketmq/broker/
+    BrokerController.java). Found by a review: a member that followed one leader, then the next, kept the first as its
+    master, and its rounds kept the phase they had since the broker started."""
+    async with EmbeddedDLedgerGroup(tmp_path, **SMALL_STORE) as group, RemotingClient() as client:
+        y = await group.leader()
+        x, z = [m for m in group.ids if m != y]
+        sync_x = group.controllers[x].replication.slave_sync
+        assert sync_x is not None
+        with trio.fail_after(120):  # a registration round names y as x's master, and x copies from it once
+            while sync_x.master_addr != group.addr(y) or sync_x.rounds == 0:
+                await trio.sleep(0.1)
+        for controller in group.controllers.values():  # no registration answer names a master from here on
+            controller.context.config = attrs.evolve(controller.context.config, namesrv_addr="127.0.0.1:1")
+        changes: list[tuple[float, str | None]] = []
+
+        def on_role(change: RoleChanged) -> None:  # after the broker's own listener
+            if change.role is Role.FOLLOWER:
+                changes.append((trio.current_time(), sync_x.master_addr))
+                sync_x.master_addr = group.addr(z)  # what the registration's answer would name
+
+        group.store(x).server.role_listeners.append(on_role)
+        await transfer_leadership(group, client, y, z)
+        assert changes and all(addr is None for _, addr in changes)
+        changed_at = changes[-1][0]
+        begun: list[float] = []
+        with trio.fail_after(60):
+            while len(begun) < 2:
+                await trio.sleep(0.01)
+                started = sync_x.last_round_started
+                if started is not None and started > changed_at and started not in begun:
+                    begun.append(started)
+        assert [t - changed_at for t in begun] == pytest.approx([3.0, 13.0], abs=0.05)
