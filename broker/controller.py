@@ -391,14 +391,18 @@ class BrokerController:
 
     def _role_changed(self) -> None:
         """A DLedger role change, after the live config was rewritten: the master's services follow, the metadata
-        sync forgets its master until the registration's answer names the current one, then an immediate
-        registration (changeToMaster / changeToSlave and their ``handleSlaveSynchronize``, which sets the master
-        address to null: broker/src/main/java/org/apache/rocketmq/broker/BrokerController.java). A member that led
+        sync forgets its master until the registration's answer names the current one (on a slave its rounds start
+        again, the first 3 s later), then an immediate registration (changeToMaster / changeToSlave and their
+        ``handleSlaveSynchronize``, which sets the master address to null and, on a slave, schedules the rounds
+        again: broker/src/main/java/org/apache/rocketmq/broker/BrokerController.java). A member that led
         kept the master it had followed before, a follower by then, and copied its older tables while the name
         server did not answer."""
         self.role_services.role_changed()
-        if self.replication.slave_sync is not None:
-            self.replication.slave_sync.master_addr = None
+        sync = self.replication.slave_sync
+        if sync is not None:
+            sync.master_addr = None
+            if self.context.config.broker_role == "SLAVE":
+                sync.restart()
         assert self.registration is not None
         self.registration.trigger()
 

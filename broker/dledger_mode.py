@@ -6,9 +6,9 @@ role, as RocketMQ 4.9.8's ``broker/src/main/java/org/apache/rocketmq/broker/dled
 several (DLedger's multi-path data directories, with ``readOnlyCommitLogStorePaths`` as its read-only ones), entry
 segment size = ``mappedFileSizeCommitLog``). :func:`as_follower` is the role a member starts in. :func:`follow_roles`
 makes every role change rewrite ``brokerId`` / ``brokerRole`` in the broker's live config, tell the statistics (which
-count incoming messages on a master only) and register at once: the leader as brokerId 0 (SYNC_MASTER) once its log
-is committed and dispatched, a follower or candidate as its id's number + 1 (SLAVE); :func:`reassert_master` repeats
-the leader's registration. A ``dLegerSelfId`` without a
+count incoming messages on a master only) and register at once: the leader as brokerId 0 (SYNC_MASTER) once its log is
+committed and dispatched, a follower or candidate as its id's number + 1 (SLAVE), and a follower again whenever it
+follows a new term's leader; :func:`reassert_master` repeats the leader's registration. A ``dLegerSelfId`` without a
 number after its first character, or data paths that are all read-only, raise ``ValueError`` at start.
 """
 
@@ -23,6 +23,7 @@ import trio
 
 from broker.broker_config import BrokerConfig
 from broker.context import BrokerState
+from dledger.codes import Role
 from dledger.commitlog_store import DLedgerMessageStore
 from dledger.config import DLedgerConfig
 from store.store_config import FlushDiskType, StoreConfig
@@ -80,11 +81,17 @@ async def reassert_master(ctx: BrokerState, store: DLedgerMessageStore, reregist
 
 def follow_roles(ctx: BrokerState, store: DLedgerMessageStore, reregister: Callable[[], None]) -> None:
     """Keep ``ctx.config``'s brokerId and brokerRole in step with the store's Raft role; ``reregister`` runs after
-    every change (an immediate registration round)."""
+    every change (an immediate registration round), and when a follower follows a new term's leader (RocketMQ's
+    changeToSlave again: the master's address forgotten, the metadata sync rescheduled)."""
 
     def changed(role: str, term: int) -> None:
         broker_id = 0 if role != "SLAVE" else follower_id(ctx.config.dleger_self_id)
         if ctx.config.broker_role == role and ctx.config.broker_id == broker_id:
+            # DLedgerRoleChangeHandler calls changeToSlave again for a FOLLOWER (a new term's leader), not for a
+            # CANDIDATE that was a slave already.
+            if role == "SLAVE" and store.raft_role is Role.FOLLOWER:
+                log.info("dledger %s: follows a new leader in term %d", ctx.config.dleger_self_id, term)
+                reregister()
             return
         ctx.config = attrs.evolve(ctx.config, broker_role=role, broker_id=broker_id)
         ctx.stats.set_replica(role == "SLAVE")

@@ -1,7 +1,8 @@
-"""``SlaveSynchronize``: a slave copies its master's metadata, as RocketMQ's ``SlaveSynchronize`` does: first after
-3 s, then every 10 s at a fixed rate (a slow round does not push the next ones back), four requests with RocketMQ's
-codes (and two more, the last below), each skipped while the master's address is unknown (the registration hands it
-over: ``masterAddr`` of the REGISTER_BROKER answer) or is the slave's own.
+"""``SlaveSynchronize``: a slave copies its master's metadata, as RocketMQ's ``SlaveSynchronize`` does: first after 3 s,
+then every 10 s at a fixed rate (a slow round does not push the next ones back; a DLedger member that becomes a follower
+starts that schedule again), four requests with RocketMQ's codes (and two more, the last below), each skipped while the
+master's address is unknown (the registration hands it over: ``masterAddr`` of the REGISTER_BROKER answer) or is the
+slave's own.
 
 - topics: GET_ALL_TOPIC_CONFIG (21); the table is replaced, with its data version, when the version differs.
   RocketMQ asks the master's VIP channel (``port - 2``) for this one; we ask its main port, as for the others: a
@@ -95,18 +96,28 @@ class SlaveSynchronize:
         self.rounds = 0
         #: Trio time at which the last complete round began: what this slave knows is at least that recent.
         self.last_round_started: float | None = None
+        #: the wait for the next round; its deadline is when that round is due
+        self._next = trio.CancelScope()
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Rounds at a fixed rate, as RocketMQ's ``BrokerController.handleSlaveSynchronize``
         (broker/src/main/java/org/apache/rocketmq/broker/BrokerController.java) schedules ``syncAll`` with
         ``scheduleAtFixedRate``: ``first_delay`` after start, then every ``interval`` from there, whatever a round
-        took; a round longer than the interval is followed at once by the next, never overlapped."""
+        took; a round longer than the interval is followed at once by the next, never overlapped. :meth:`restart`
+        starts the schedule again."""
         task_status.started()
-        due = trio.current_time() + self.first_delay
+        self._next.deadline = trio.current_time() + self.first_delay
         while True:
-            await trio.sleep_until(due)
+            with self._next:
+                await trio.sleep_forever()
+            self._next = trio.CancelScope(deadline=self._next.deadline + self.interval)
             await self.sync_all()
-            due += self.interval
+
+    def restart(self) -> None:
+        """Schedule the rounds again: the next one ``first_delay`` from now, then every ``interval``, as a DLedger
+        member's ``changeToSlave`` does (``BrokerController.handleSlaveSynchronize`` cancels the schedule and makes
+        a new one). A round under way goes on (it stops at its next step once the master's address changed)."""
+        self._next.deadline = trio.current_time() + self.first_delay
 
     async def sync_all(self) -> None:
         """One round of the steps (each skipped without a master address, or while this broker is not a slave:

@@ -184,6 +184,8 @@ class DLedgerMessageStore(MessageStore):
         self.divided_offset = 0
         self.writable = False
         self.role_listeners: list[RoleListener] = []
+        #: the DLedger role of the change the listeners hear about (a "SLAVE" is a FOLLOWER's or a CANDIDATE's)
+        self.raft_role: Role | None = None
         #: the sends waiting for their entry to commit (the send processor waits through ``put_waits``)
         self.commit_waits = CommitWaits()
         #: last entry index of an append that takes queue offsets -> (queue key, first offset, end offset), until
@@ -636,6 +638,7 @@ class DLedgerMessageStore(MessageStore):
         self._appended.clear()
         self.unacknowledged.clear()  # a lost term's entries may be truncated and their offsets reused
         self.commit_waits.fail_all()
+        self.raft_role = change.role
         if change.role is not Role.LEADER:
             self._tell("SLAVE", change.term)
         else:
