@@ -385,6 +385,26 @@ def test_a_push_refused_again_with_the_watermark_unmoved_pauses_the_dispatcher_b
     only_push(PushType.COMPARE, 3)
 
 
+def test_a_compare_a_returning_member_gets_while_still_a_candidate_is_answered_once_it_follows() -> None:
+    """n2 comes back while n0 leads: a candidate until the next heartbeat, it gets the leader's COMPAREs. DLedger's
+    EntryHandler holds them (its doWork waits until the member follows, DLedgerEntryPusher.java) and answers the
+    one in flight as soon as the heartbeat makes it a follower. Ours answered 405 NOT_FOLLOWER at once, so the
+    dispatcher paused 500 ms after that error, and the member, following a moment later, waited that long."""
+    cluster = MemCluster(3, heart_beat_time_interval_ms=1700)
+    cluster.crash("n2")
+    cluster.run_until(lambda: bool(cluster.leaders()))
+    leader = cluster.leaders()[0]
+    cluster.append_and_wait(leader, *[b"e%d" % i for i in range(5)])
+    cluster.run(2000)
+    cluster.start("n2")
+    cluster.run_until(lambda: cluster.node("n2").member.role is Role.FOLLOWER)
+    took = cluster.run_until(lambda: cluster.ledgers["n2"].end_index == cluster.ledgers[leader].end_index)
+    refused = [m for _, _, m in cluster.delivered if getattr(m, "code", None) == ResponseCode.NOT_FOLLOWER]
+    assert not refused
+    assert took <= 5 * 2 * cluster.delay  # COMPARE, TRUNCATE and APPEND round trips, no error pause
+    check(cluster)
+
+
 def test_a_compare_answer_is_not_taken_for_the_answer_to_a_later_compare() -> None:
     """The leader n0 (term T) is cut off from n2, which leads T+1 with n1 and wrote X at index 3 on n1; n0 still
     reaches n1 (DLedger's COMPARE checks no term, ours neither) and appends c and d. Both APPENDs are refused, which
