@@ -182,7 +182,7 @@ class Elector:
         self.last_send_heartbeat_time = -1
         if not self.node.faithful:
             # Heartbeats before the first push: a voter that has not heard of this leader yet is still a candidate
-            # and answers a push NOT_FOLLOWER, which costs the dispatcher its 500 ms error pause (DLedger races them).
+            # and holds a push until a heartbeat makes it follow (DLedger races them).
             self._send_heartbeats()
         self._role_changed(term, Role.LEADER)
 

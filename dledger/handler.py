@@ -3,7 +3,8 @@
 APPEND pushes wait in a map keyed by their first index and are applied strictly in order (the one at the
 follower's end + 1 next); a second push for a waiting index answers 413 REPEATED_PUSH. COMMIT, COMPARE and TRUNCATE
 go through a queue of 1024 (full: 421), processed first; COMPARE and TRUNCATE drop the waiting APPENDs unanswered (the
-leader re-pushes). Only a FOLLOWER applies anything; otherwise queued requests answer 405 NOT_FOLLOWER.
+leader re-pushes). Only a FOLLOWER applies anything: a candidate holds what it got until it follows (DLedger's
+``EntryHandler.doWork`` waits; the leader gives a COMPARE up after 3 s), a leader answers the queue 405 NOT_FOLLOWER.
 
 - APPEND: the entry must be next, of the current term, from the current leader and land at its ``pos``, else 406;
   an entry the files cannot take (OSError: a segment that cannot be made) is logged and answered 406 too, with
@@ -99,7 +100,9 @@ class EntryHandler:
     def work(self) -> None:
         node = self.node
         if not node.member.is_follower:
-            while self.queue:
+            # A candidate holds what it got until it follows, as DLedger's doWork waits: a heartbeat may make it the
+            # follower of the leader that sent them a moment later, and a 405 would cost that leader its error pause.
+            while node.member.is_leader and self.queue:
                 request, handle = self.queue.popleft()
                 node.reply(handle, self.response(request, ResponseCode.NOT_FOLLOWER))
             return

@@ -3,9 +3,12 @@ tests: each fails with the symptom it showed under DLedger's rules and passes un
 departure listed in dledger/node.py at once, so a seed does not say which one it needs; the single-rule tests are in
 test_core_replication.py (a late TRUNCATE, a deposed leader's waiting appends, lost acknowledgements).
 
-- seed 4: a committed entry ended up held by one member only (safety);
-- seeds 7 and 8: a member claimed a committed index past the end of its log (safety);
-- seed 0: a member never caught up with the leader once the faults stopped (liveness)."""
+- seed 32: a committed entry ended up held by one member only (safety);
+- seeds 6 and 20: a member claimed a committed index past the end of its log (safety);
+- seed 1: a member never caught up with the leader once the faults stopped (liveness).
+
+(Seeds 4, 7, 8 and 0 showed these until a candidate held the pushes it got, as DLedger's does, instead of answering
+405: the runs took other paths.)"""
 
 from __future__ import annotations
 
@@ -17,10 +20,10 @@ from dledger.simulation import SimConfig, SimulationFailure, run_seed
 @pytest.mark.parametrize(
     ("seed", "dledger_failure"),
     [
-        (4, "is held by only 1 members"),
-        (7, "committed 99 but its log ends at 98"),
-        (8, "committed 6 but its log ends at 5"),
-        (0, "have not caught up with the leader"),
+        (32, "is held by only 1 members"),
+        (6, "committed 28 but its log ends at 27"),
+        (20, "committed 16 but its log ends at 15"),
+        (1, "have not caught up with the leader"),
     ],
 )
 def test_a_seed_that_broke_dledgers_rules_passes_ours(seed: int, dledger_failure: str) -> None:
