@@ -231,6 +231,13 @@ def _put(cluster: EmbeddedCluster, topic: str, queue_id: int, count: int) -> Non
         store.append(MessageRecord(topic, f"m{i}".encode(), queue_id, store_host=cluster.controller.context.store_host))
 
 
+async def _topic_with(tool: RemotingClient, cluster: EmbeddedCluster, topic: str, *counts: int) -> None:
+    """Create ``topic`` with a queue per count, each holding that many messages."""
+    await admin(tool, cluster, create_topic_request(topic, queues=len(counts)))
+    for queue_id, count in enumerate(counts):
+        _put(cluster, topic, queue_id, count)
+
+
 async def test_topic_stats_and_consume_stats_report_queue_offsets(
     embedded_cluster: EmbeddedCluster, client: RemotingClient
 ) -> None:
@@ -287,19 +294,29 @@ async def test_connection_lists_show_heartbeating_clients(
     assert [c.client_id for c in ProducerConnection.decode(producers.body).connection_set] == ["10.0.0.9@77"]
 
 
+class _Pushes:
+    """A consumer's request handler keeping what the broker pushes to it."""
+
+    def __init__(self) -> None:
+        self.commands: list[RemotingCommand] = []
+
+    async def process(self, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand | None:
+        self.commands.append(cmd)
+        return None
+
+    async def reset(self, consumer: RemotingClient, cluster: EmbeddedCluster) -> RemotingCommand:
+        """The first RESET_CONSUMER_CLIENT_OFFSET pushed, once it came (a request of ours lets it in)."""
+        with trio.fail_after(10):
+            while not any(c.code == RequestCode.RESET_CONSUMER_CLIENT_OFFSET for c in self.commands):
+                await consumer.invoke(cluster.broker_addr, request(RequestCode.GET_BROKER_RUNTIME_INFO), 5)
+        return next(c for c in self.commands if c.code == RequestCode.RESET_CONSUMER_CLIENT_OFFSET)
+
+
 async def test_reset_offset_pushes_the_new_offsets_to_online_consumers(embedded_cluster: EmbeddedCluster) -> None:
-    pushed: list[RemotingCommand] = []
-
-    class Consumer:
-        async def process(self, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand | None:
-            pushed.append(cmd)
-            return None
-
+    pushes = _Pushes()
     broker = embedded_cluster.controller.context
-    async with RemotingClient(request_handler=Consumer()) as consumer, RemotingClient() as tool:
-        await admin(tool, embedded_cluster, create_topic_request("ResetTopic", queues=2))
-        _put(embedded_cluster, "ResetTopic", 0, 5)
-        _put(embedded_cluster, "ResetTopic", 1, 2)
+    async with RemotingClient(request_handler=pushes) as consumer, RemotingClient() as tool:
+        await _topic_with(tool, embedded_cluster, "ResetTopic", 5, 2)
         fields = {"topic": "ResetTopic", "group": "reset_group", "timestamp": "-1", "isForce": "true"}
         reset = request(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, fields)
         never = await admin(tool, embedded_cluster, reset)
@@ -317,11 +334,47 @@ async def test_reset_offset_pushes_the_new_offsets_to_online_consumers(embedded_
             b'{"brokerName":"broker-a","queueId":1,"topic":"ResetTopic"}:2}}'
         )
         assert bytes(answer.body) == expected
-        with trio.fail_after(10):
-            while not any(c.code == RequestCode.RESET_CONSUMER_CLIENT_OFFSET for c in pushed):
-                await consumer.invoke(embedded_cluster.broker_addr, request(RequestCode.GET_BROKER_RUNTIME_INFO), 5)
-        push = next(c for c in pushed if c.code == RequestCode.RESET_CONSUMER_CLIENT_OFFSET)
+        push = await pushes.reset(consumer, embedded_cluster)
         assert push.is_oneway and bytes(push.body) == expected and push.ext_fields["group"] == "reset_group"
+
+
+async def test_a_reset_of_one_queue_moves_that_queue_only(embedded_cluster: EmbeddedCluster) -> None:
+    """RocketMQ 5's ``mqadmin resetOffsetByTime -b -q -o`` (DefaultMQAdminExtImpl.resetOffsetByQueueId) names one
+    queue and its offset: only that queue is reset, as the 5.x broker's resetOffsetInner, and the online consumers
+    are told of that queue alone, never every queue of the topic rewound to the time 0 the request carries."""
+    pushes = _Pushes()
+    broker = embedded_cluster.controller.context
+    async with RemotingClient(request_handler=pushes) as consumer, RemotingClient() as tool:
+        await _topic_with(tool, embedded_cluster, "OneQueueReset", 5, 5)
+        broker.groups.update(SubscriptionGroupConfig("one_queue_group"))
+        broker.offsets.commit("one_queue_group", "OneQueueReset", 0, 4)
+        broker.offsets.commit("one_queue_group", "OneQueueReset", 1, 4)
+        fields = {"topic": "OneQueueReset", "group": "one_queue_group", "timestamp": "0", "isForce": "false"}
+        one = request(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, {**fields, "queueId": "1", "offset": "2"})
+        offline = await admin(tool, embedded_cluster, one)  # no consumer online: reset all the same, as 5.x
+        assert offline.code == ResponseCode.SUCCESS
+        assert broker.offsets.offsets_of("one_queue_group", "OneQueueReset") == {0: 4, 1: 2}
+        data = HeartbeatData("c1", consumer_data_set=(ConsumerData("one_queue_group"),))
+        await consumer.invoke(embedded_cluster.broker_addr, request(RequestCode.HEART_BEAT, body=data.encode()), 5)
+        again = request(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, {**fields, "queueId": "1", "offset": "3"})
+        answer = await admin(tool, embedded_cluster, again)
+        expected = b'{"offsetTable":{{"brokerName":"broker-a","queueId":1,"topic":"OneQueueReset"}:3}}'
+        assert (answer.code, bytes(answer.body)) == (ResponseCode.SUCCESS, expected)
+        assert broker.offsets.offsets_of("one_queue_group", "OneQueueReset") == {0: 4, 1: 3}
+        push = await pushes.reset(consumer, embedded_cluster)
+        assert bytes(push.body) == expected
+        beyond = request(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, {**fields, "queueId": "1", "offset": "7"})
+        refused = await admin(tool, embedded_cluster, beyond)
+        assert (refused.code, refused.remark) == (
+            ResponseCode.SYSTEM_ERROR,
+            "Target offset 7 not in consume queue range [0-5]",
+        )
+        unknown = {**fields, "group": "no_such_group", "queueId": "1", "offset": "1"}
+        missing = await admin(tool, embedded_cluster, request(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, unknown))
+        assert (missing.code, missing.remark) == (
+            ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+            "Group no_such_group does not exist",
+        )
 
 
 async def test_all_consumer_offsets_system_topics_and_config_updates(
