@@ -15,6 +15,7 @@ from typing import Final
 
 import orjson
 
+from processors.client_channels import ConsumerGroupInfo
 from processors.context import BrokerContext
 from remoting.codec.bodies import MessageQueue
 from remoting.codec.bodies.admin import dumps_mq_map
@@ -57,6 +58,33 @@ def reset_offset_table(broker: BrokerContext, header: ResetOffsetRequestHeader) 
     return table
 
 
+def one_queue_reset(
+    broker: BrokerContext, header: ResetOffsetRequestHeader
+) -> dict[MessageQueue, int] | tuple[ResponseCode, str]:
+    """RocketMQ 5's reset of the one queue ``header.queue_id`` names (``resetOffsetInner``): its ``offset`` when
+    given (within the queue's min and max + 1), else the first one stored at ``timestamp`` (negative: the max
+    offset), committed. Returns the one-queue table, or the error code and remark."""
+    topic, group, queue_id = header.topic, header.group, header.queue_id or 0
+    if broker.config.broker_role == "SLAVE":
+        return ResponseCode.SYSTEM_ERROR, "Can not reset offset in slave broker"
+    if broker.topics.get(topic) is None:
+        return ResponseCode.TOPIC_NOT_EXIST, f"Topic {topic} does not exist"
+    if broker.groups.get(group) is None:
+        return ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"Group {group} does not exist"
+    store = broker.store
+    offset = header.offset
+    if offset is not None and offset != -1:
+        low, high = store.min_offset_in_queue(topic, queue_id), store.max_offset_in_queue(topic, queue_id)
+        if (low >= 0 and offset < low) or offset > high + 1:
+            return ResponseCode.SYSTEM_ERROR, f"Target offset {offset} not in consume queue range [{low}-{high}]"
+    elif header.timestamp < 0:
+        offset = store.max_offset_in_queue(topic, queue_id)
+    else:
+        offset = store.offset_in_queue_by_time(topic, queue_id, header.timestamp, "LOWER")
+    broker.offsets.commit(group, topic, queue_id, offset)
+    return {MessageQueue(topic, broker.config.broker_name, queue_id): offset}
+
+
 async def reset_offset(broker: BrokerContext, admin: RemotingCommand) -> RemotingCommand:
     """INVOKE_BROKER_TO_RESET_OFFSET: compute the table and push RESET_CONSUMER_CLIENT_OFFSET (220, oneway, body
     ``{"offsetTable": {MessageQueue: offset}}``) to every online consumer of the group, which apply and commit it.
@@ -65,15 +93,22 @@ async def reset_offset(broker: BrokerContext, admin: RemotingCommand) -> Remotin
     ``broker/src/main/java/org/apache/rocketmq/broker/client/net/Broker2Client.java``); the admin's answer is the map
     either way.
 
+    A request naming one queue (RocketMQ 5's ``queueId`` >= 0) resets and commits that queue alone
+    (:func:`one_queue_reset`), online consumers or not, and tells the online ones of it, where RocketMQ 5's broker
+    has their next pull answer from there.
+
     The push is queued without waiting, behind whatever a member has not read yet, as Java's ``invokeOneway`` writes
     without blocking (its 5 s bounds only the oneway permit): a consumer that stopped reading gets it if it resumes
     and never holds up the answer."""
     header = ResetOffsetRequestHeader.from_ext_fields(admin.ext_fields)
-    table = reset_offset_table(broker, header)
+    one_queue = header.queue_id is not None and header.queue_id >= 0
+    table = one_queue_reset(broker, header) if one_queue else reset_offset_table(broker, header)
     if isinstance(table, str):
         return admin.response(ResponseCode.SYSTEM_ERROR, table)
+    if isinstance(table, tuple):
+        return admin.response(*table)
     group_info = broker.clients.consumer_group(header.group)
-    if group_info is None or not group_info.channels:
+    if not one_queue and (group_info is None or not group_info.channels):
         remark = (
             f"Consumer not online, so can not reset offset, Group: {header.group} Topic: {header.topic}"
             f" Timestamp: {header.timestamp}"
@@ -81,13 +116,18 @@ async def reset_offset(broker: BrokerContext, admin: RemotingCommand) -> Remotin
         return admin.response(ResponseCode.CONSUMER_NOT_ONLINE, remark)
     body = b'{"offsetTable":' + dumps_mq_map(table) + b"}"
     pushed = _offset_list_for_c(table) if admin.language == LanguageCode.CPP else body
-    push = request(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, header.to_ext_fields(), pushed, oneway=True)
-    for conn in list(group_info.channels):
+    fields = ResetOffsetRequestHeader(header.topic, header.group, header.timestamp, header.is_force).to_ext_fields()
+    _push_to_all(group_info, request(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, fields, pushed, oneway=True))
+    return admin.response(ResponseCode.SUCCESS, body=body)
+
+
+def _push_to_all(group_info: ConsumerGroupInfo | None, push: RemotingCommand) -> None:
+    """Queue the oneway ``push`` to every online member of the group (none when ``group_info`` is ``None``)."""
+    for conn in list(group_info.channels) if group_info is not None else []:
         try:
             conn.send_nowait(push)
         except RemotingError as exc:
             log.warning("reset offset push to %s failed: %s", conn, exc)
-    return admin.response(ResponseCode.SUCCESS, body=body)
 
 
 def _offset_list_for_c(table: dict[MessageQueue, int]) -> bytes:

@@ -307,7 +307,7 @@ def test_ali_ons_pull_request_parses() -> None:
             headers.QueryMessageRequestHeader,
             ("topic", "key", "maxNum", "beginTimestamp", "endTimestamp", "_UNIQUE_KEY_QUERY"),
         ),
-        (headers.ResetOffsetRequestHeader, ("topic", "group", "timestamp", "isForce")),
+        (headers.ResetOffsetRequestHeader, ("topic", "group", "timestamp", "isForce", "queueId", "offset")),
         (headers.UpdateConsumerOffsetResponseHeader, ()),
     ],
 )

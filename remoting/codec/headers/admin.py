@@ -48,7 +48,8 @@ class DeleteTopicRequestHeader(Header):
 class ResetOffsetRequestHeader(Header):
     """INVOKE_BROKER_TO_RESET_OFFSET (222, admin -> broker) and RESET_CONSUMER_CLIENT_OFFSET (220, broker -> client).
 
-    ``timestamp`` in ms; ``is_force`` also moves offsets forward. The wire key is literally ``isForce``.
+    ``timestamp`` in ms; ``is_force`` also moves offsets forward. The wire key is literally ``isForce``. RocketMQ 5's
+    admin adds ``queueId`` (-1: every queue) and ``offset`` (-1 or absent: the one at ``timestamp``) to reset one queue.
     """
 
     REQUEST_CODES = (RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, RequestCode.RESET_CONSUMER_CLIENT_OFFSET)
@@ -57,6 +58,8 @@ class ResetOffsetRequestHeader(Header):
     group: str = attrs.field(metadata=wire("group"))
     timestamp: int = attrs.field(metadata=wire("timestamp"))
     is_force: bool = attrs.field(metadata=wire("isForce"))
+    queue_id: int | None = attrs.field(default=None, metadata=wire("queueId", int32=True))
+    offset: int | None = attrs.field(default=None, metadata=wire("offset"))
 
 
 @attrs.frozen(slots=True)
