@@ -245,3 +245,34 @@ async def test_an_async_send_calls_back_when_its_last_attempt_fails_not_after_a_
     assert isinstance(outcome, SendFailedError), outcome
     assert len(silent.sent_at) == 2, silent.sent_at
     assert called_back - silent.sent_at[-1] == pytest.approx(3.0, abs=0.5), (called_back, silent.sent_at)
+
+
+@pytest.mark.parametrize("cached", [False, True], ids=["first-send", "route-cached"])
+async def test_an_async_sends_retries_share_its_timeout_so_none_follows_a_timed_out_attempt(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, cached: bool
+) -> None:
+    """MQClientAPIImpl.sendMessageAsync gives a retry ``timeoutMillis - cost`` (client/.../impl/MQClientAPIImpl.java
+    operationComplete, onExceptionImpl), and NettyRemotingClient.invokeAsync writes nothing once that is spent
+    ("invokeAsync call timeout"): an attempt that timed out is the last one written. Ours gave every retry the whole
+    timeout, so an async send to a master that went silent took 3 x 3 s and left it three copies to store."""
+    async with (
+        _silent_master(embedded_cluster) as silent,
+        Producer("pg-async-budget", embedded_cluster.namesrv_addr) as p,
+    ):
+        if cached:
+            await p.publish_info(TOPIC)
+        done = trio.Event()
+        outcomes: list[tuple[float, object]] = []
+
+        def callback(outcome: object) -> None:
+            outcomes.append((trio.current_time(), outcome))
+            done.set()
+
+        started = trio.current_time()
+        p.send_async(Message(TOPIC, b"never answered"), callback)
+        await done.wait()
+    [(called_back, outcome)] = outcomes
+    assert isinstance(outcome, SendFailedError), outcome
+    assert outcome.timed_out
+    assert silent.sends == 1, silent.sent_at
+    assert called_back - started == pytest.approx(3.0, abs=0.5), called_back - started
