@@ -6,8 +6,9 @@ callback gets.
 Same outcomes as the awaitable path (``Producer._send_with_retries``): up to ``1 + retries`` attempts, each on the
 next queue avoiding the broker that just failed (a retry goes through the slow path after the failed master is
 marked and the route re-read, :mod:`client.master_watch`), retrying on transport errors and timeouts only, as Java's
-``MQClientAPIImpl.sendMessageAsync`` (a sync send also retries the refusals of :data:`RETRY_RESPONSE_CODES`):
-:class:`~client.errors.SendFailedError` once every attempt failed, a broker's refusal as
+``MQClientAPIImpl.sendMessageAsync`` (a sync send also retries the refusals of :data:`RETRY_RESPONSE_CODES`), all
+within the one ``timeout`` (a retry gets what the attempts before it left: none follows one that timed out):
+:class:`~client.errors.SendFailedError` once every attempt failed or the timeout is spent, a broker's refusal as
 :class:`~client.errors.MQBrokerError` at once; the latency fault table is fed when enabled. A
 send whose route or broker address is not cached, or whose master is marked as failed, continues in a task on the
 slow path.
@@ -28,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Final
 import anyio
 
 from client import api, hooks
+from client.budget import time_left
 from client.errors import ClientStateError, MQBrokerError, SendFailedError
 from client.hooks import SendMessageContext
 from client.message import SendResult
@@ -63,6 +65,7 @@ class AsyncSend(PreparedSend):
     __slots__ = (
         "_address",
         "_attempts",
+        "_began",
         "_broker_name",
         "_callback",
         "_done",
@@ -95,6 +98,7 @@ class AsyncSend(PreparedSend):
         self._done = False
         self._hook_context: SendMessageContext | None = None
         self.deadline = 0.0
+        self._began = anyio.current_time()  # ``timeout`` covers every attempt from here
         self.start(info)
 
     def start(self, info: TopicPublishInfo) -> None:
@@ -197,8 +201,12 @@ class AsyncSend(PreparedSend):
             attempts = self._attempts = []
         attempts.append((self._broker_name, error))
         log.info("send to %s failed (%s), %d attempt(s) so far", self._broker_name, error, len(attempts))
-        if len(attempts) > self._retries:
-            self._deliver(SendFailedError(self.topic, attempts))
+        last = len(attempts) > self._retries
+        if last or time_left(self._timeout, self._began) <= 0:
+            # A retry gets ``timeoutMillis - cost`` and none is written once that is spent (MQClientAPIImpl's
+            # sendMessageAsync and onExceptionImpl, NettyRemotingClient.invokeAsync's "invokeAsync call timeout").
+            self._producer.master_watch.mark(self._address)  # before the callback can send again
+            self._deliver(SendFailedError(self.topic, attempts, timed_out=not last))
             self._spawn(self._producer.master_watch.failed(self.topic, self._address))
             return
         # The route is re-read before the retry (client/master_watch.py), so it goes on the slow path.
@@ -243,14 +251,22 @@ class AsyncSend(PreparedSend):
         outcome: SendResult | Exception
         try:
             if failed is not None:
-                await producer.master_watch.failed(self.topic, failed)
+                with anyio.move_on_after(time_left(self._timeout, self._began)):
+                    await producer.master_watch.failed(self.topic, failed)
             info = await producer.publish_info(self.topic)
             attempts = self._attempts
             if attempts is None:
                 attempts = self._attempts = []
             retries = self._retries - len(attempts)
             outcome = await producer.send_with_retries(
-                info, self, self._timeout, retries, attempts=attempts, last_broker=last_broker, retry_refusals=False
+                info,
+                self,
+                self._timeout,
+                retries,
+                attempts=attempts,
+                last_broker=last_broker,
+                retry_refusals=False,
+                started=self._began,
             )
         except Exception as exc:
             outcome = exc

@@ -62,9 +62,14 @@ class MasterWatch:
     async def failed(self, topic: str, address: str | None) -> None:
         """A send to ``address`` (``None``: not known) failed or timed out: mark it and re-read ``topic``'s route
         (rate-limited)."""
+        self.mark(address)
+        await self.refresh(topic)
+
+    def mark(self, address: str | None) -> None:
+        """:meth:`failed`'s mark alone, for a caller that leaves the re-read to a task: sends made before that task
+        runs are watched already."""
         if address is not None:
             self._marked[address] = anyio.current_time()
-        await self.refresh(topic)
 
     async def refresh(self, topic: str) -> None:
         now = anyio.current_time()

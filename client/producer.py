@@ -365,12 +365,8 @@ class Producer:
             if budget <= 0:
                 raise RemotingTimeoutError("sendSelectImpl call timeout" if selector is not None else "call timeout")
             return await self._attempt(queue, prepared, budget, self._fault_table() if asynchronous else None)
-        if asynchronous:
-            # sendDefaultImpl in ASYNC mode gives its attempt ``timeout - costTime`` too, and MQClientAPIImpl's
-            # onExceptionImpl retries with that same budget (client/.../impl/producer/DefaultMQProducerImpl.java).
-            timeout = time_left(timeout, started)
-            if timeout <= 0:
-                raise SendFailedError(prepared.topic, [], timed_out=True)
+        # sendDefaultImpl in ASYNC mode gives its attempt ``timeout - costTime`` too, and MQClientAPIImpl's
+        # onExceptionImpl a retry ``timeoutMillis - cost``: every attempt, sync or async, shares the one budget.
         return await self.send_with_retries(
             info,
             prepared,
@@ -378,7 +374,7 @@ class Producer:
             retries,
             retry_not_stored=retry_not_stored,
             retry_refusals=not asynchronous,
-            started=None if asynchronous else started,
+            started=started,
         )
 
     def send_async(
@@ -718,11 +714,11 @@ class Producer:
         SEND_OK makes another attempt on another broker too, and is returned when no later attempt gets a result, as
         in Java's ``sendDefaultImpl`` (client/.../impl/producer/DefaultMQProducerImpl.java).
 
-        ``started`` (a sync send: the clock's time when it began): ``timeout`` covers every attempt, each getting
-        what is left of it, and once nothing is left no further attempt is made (sendDefaultImpl's ``timeout -
-        costTime``, "sendDefaultImpl call timeout"). Without it (an async send's retries, as MQClientAPIImpl's
-        onExceptionImpl) every attempt gets the whole ``timeout``. The route is re-read (:meth:`_reread_route`) after
-        a failed attempt before the next; after the last one the failure is raised at once and the re-read left to
+        ``started`` (the clock's time when the send began): ``timeout`` covers every attempt, each getting what is
+        left of it, and once nothing is left no further attempt is made (sendDefaultImpl's ``timeout - costTime``,
+        "sendDefaultImpl call timeout"; an async send's retries alike, MQClientAPIImpl's ``timeoutMillis - cost``).
+        Without it every attempt gets the whole ``timeout``. The route is re-read (:meth:`_reread_route`) after a
+        failed attempt before the next; after the last one the failure is raised at once and the re-read left to
         the background."""
         topic = prepared.topic
         attempts = [] if attempts is None else attempts
@@ -787,7 +783,10 @@ class Producer:
 
     def _reread_route_later(self, topic: str, addr: str | None, info: TopicPublishInfo) -> None:
         """:meth:`_reread_route` in the client instance's task group (a failure logged), for the sends that follow
-        one that gave up: nothing waits for it."""
+        one that gave up: nothing waits for it. The failed master is marked at once, for the sends that follow
+        before the task runs."""
+        if topic not in self._fallback_topics:
+            self.master_watch.mark(addr)
 
         async def reread() -> None:
             try:
