@@ -7,6 +7,7 @@ from the latency fault table. Embedded broker, real sockets."""
 from __future__ import annotations
 
 import contextlib
+import socket
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
@@ -17,7 +18,7 @@ import trio.testing
 from broker.embedded import EmbeddedCluster
 from client.admin import Admin
 from client.config import ClientConfig
-from client.errors import MessageValidationError, MQBrokerError, MQClientError
+from client.errors import MessageValidationError, MQBrokerError, MQClientError, SendFailedError
 from client.instance import new_instance
 from client.message import Message, SendStatus
 from client.producer import Producer
@@ -31,6 +32,7 @@ from remoting.codec.message import MessageExt, decode_record
 from remoting.dispatch import Dispatcher, ProcessorPool, RequestContext
 from remoting.server import RemotingServer
 from tests.client.test_master_watch import register_as_master
+from tests.client.test_producer_timeout_budget import SilentBroker
 from tests.client.test_trace import _create, _traces
 from tests.conftest import SMALL_STORE
 
@@ -450,3 +452,42 @@ async def test_a_sync_send_answered_system_busy_is_raised_after_one_attempt(embe
         nursery.cancel_scope.cancel()
     assert isinstance(outcome, MQBrokerError) and outcome.code == ResponseCode.SYSTEM_BUSY, outcome
     assert refusing.sends == 1
+
+
+def _dead_address() -> str:
+    """An address on 127.0.0.1 nobody listens on."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        host, port = sock.getsockname()
+    return f"{host}:{port}"
+
+
+@pytest.mark.parametrize(
+    ("broker", "code"),
+    [("refusing", ResponseCode.SYSTEM_ERROR), ("silent", 10002), ("dead", 10001)],
+    ids=["refused-system-error", "timed-out", "connect-refused"],
+)
+async def test_a_send_that_failed_every_attempt_carries_javas_response_code(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, broker: str, code: int
+) -> None:
+    """sendDefaultImpl's MQClientException "Send [n] times, still failed" carries a response code from the last
+    attempt's exception (client/.../impl/producer/DefaultMQProducerImpl.java): the broker's code of an
+    MQBrokerException, CONNECT_BROKER_EXCEPTION (10001) for a connection refused, ACCESS_BROKER_TIMEOUT (10002) for
+    a timeout (client/.../common/ClientErrorCode.java). Ours had none to tell them apart by."""
+    topic = "FailedEveryTime"
+    async with trio.open_nursery() as nursery, RemotingClient() as client:
+        if broker == "dead":
+            addr = _dead_address()
+        else:
+            dispatcher = Dispatcher()
+            handler = RefusingBroker(code) if broker == "refusing" else SilentBroker()
+            dispatcher.set_default(handler, ProcessorPool(broker, 2, 100))
+            host, port = await nursery.start(RemotingServer(dispatcher).serve, "127.0.0.1", 0)
+            addr = f"{host}:{port}"
+        await register_as_master(client, embedded_cluster.namesrv_addr, addr, topic, "broker-f")
+        async with Producer("pg-failed-every-time", embedded_cluster.namesrv_addr) as producer:
+            producer.retry_times_when_send_failed = 0 if broker == "silent" else 2
+            with pytest.raises(SendFailedError) as caught:
+                await producer.send(Message(topic, b"failed"))
+        nursery.cancel_scope.cancel()
+    assert caught.value.response_code == code, caught.value
