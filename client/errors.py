@@ -8,6 +8,14 @@ network failed" (``RemotingError``).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Final
+
+from remoting.errors import RemotingConnectError, RemotingTimeoutError
+
+#: Java's ``ClientErrorCode`` (client/src/main/java/org/apache/rocketmq/client/common/ClientErrorCode.java) a failed
+#: send reports: its broker could not be reached, or did not answer in time.
+CONNECT_BROKER_EXCEPTION: Final = 10001
+ACCESS_BROKER_TIMEOUT: Final = 10002
 
 
 class MQClientError(Exception):
@@ -65,12 +73,28 @@ class QueueSelectionError(MQClientError):
 
 class SendFailedError(MQClientError):
     """Every attempt of a send failed. ``attempts`` lists ``(broker_name, error)`` in order; the last is the cause.
-    ``timed_out``: the send's timeout ran out before its retries did (Java's "sendDefaultImpl call timeout")."""
+    ``timed_out``: the send's timeout ran out before its retries did (Java's "sendDefaultImpl call timeout").
+    ``response_code``: the last attempt's, as sendDefaultImpl sets it on its "Send [n] times, still failed"
+    MQClientException (client/.../impl/producer/DefaultMQProducerImpl.java): the broker's code of a refusal,
+    :data:`CONNECT_BROKER_EXCEPTION` for a connection that failed, :data:`ACCESS_BROKER_TIMEOUT` for no answer in
+    time, else -1."""
 
     def __init__(self, topic: str, attempts: list[tuple[str, BaseException]], *, timed_out: bool = False) -> None:
         self.topic = topic
         self.attempts = attempts
         self.timed_out = timed_out
+        self.response_code = _response_code(attempts[-1][1]) if attempts else -1
         tried = "; ".join(f"{broker}: {err}" for broker, err in attempts)
         why = " (sendDefaultImpl call timeout)" if timed_out else ""
         super().__init__(f"send to topic {topic!r} failed after {len(attempts)} attempt(s){why}: {tried}")
+
+
+def _response_code(error: BaseException) -> int:
+    """The code sendDefaultImpl's MQClientException gets for a send whose last attempt raised ``error``."""
+    if isinstance(error, MQBrokerError):
+        return error.code
+    if isinstance(error, RemotingConnectError):
+        return CONNECT_BROKER_EXCEPTION
+    if isinstance(error, RemotingTimeoutError):
+        return ACCESS_BROKER_TIMEOUT
+    return -1
