@@ -491,3 +491,27 @@ async def test_a_send_that_failed_every_attempt_carries_javas_response_code(
                 await producer.send(Message(topic, b"failed"))
         nursery.cancel_scope.cancel()
     assert caught.value.response_code == code, caught.value
+
+
+async def test_a_refusal_code_added_to_the_retry_codes_is_retried_on_another_broker(
+    embedded_cluster: EmbeddedCluster,
+) -> None:
+    """DefaultMQProducer.addRetryResponseCode (client/.../producer/DefaultMQProducer.java) adds to the
+    ``retryResponseCodes`` sendDefaultImpl retries on another queue: with SYSTEM_BUSY added, a sync send the busy
+    broker refuses is stored on the other one. Ours had the codes fixed."""
+    topic = "BusyRetried"
+    await _create_queues(embedded_cluster, topic, 2)
+    refusing = RefusingBroker(ResponseCode.SYSTEM_BUSY)
+    dispatcher = Dispatcher()
+    dispatcher.set_default(refusing, ProcessorPool("refusing", 2, 100))
+    async with trio.open_nursery() as nursery, RemotingClient() as client:
+        host, port = await nursery.start(RemotingServer(dispatcher).serve, "127.0.0.1", 0)
+        await register_as_master(client, embedded_cluster.namesrv_addr, f"{host}:{port}", topic, "broker-b")
+        async with Producer("pg-busy-retried", embedded_cluster.namesrv_addr) as producer:
+            assert ResponseCode.SYSTEM_BUSY not in producer.retry_response_codes
+            producer.add_retry_response_code(ResponseCode.SYSTEM_BUSY)
+            outcomes = [await _send(producer, Message(topic, f"m{i}".encode()), "send") for i in range(4)]
+        nursery.cancel_scope.cancel()
+    assert refusing.sends >= 1
+    assert all(getattr(o, "send_status", None) is SendStatus.SEND_OK for o in outcomes), outcomes
+    assert len(_stored(embedded_cluster, topic, 2)) == 4
