@@ -6,7 +6,7 @@ callback gets.
 Same outcomes as the awaitable path (``Producer._send_with_retries``): up to ``1 + retries`` attempts, each on the
 next queue avoiding the broker that just failed (a retry goes through the slow path after the failed master is
 marked and the route re-read, :mod:`client.master_watch`), retrying on transport errors and timeouts only, as Java's
-``MQClientAPIImpl.sendMessageAsync`` (a sync send also retries the refusals of :data:`RETRY_RESPONSE_CODES`), all
+``MQClientAPIImpl.sendMessageAsync`` (a sync send also retries the refusals of ``Producer.retry_response_codes``), all
 within the one ``timeout`` (a retry gets what the attempts before it left: none follows one that timed out):
 :class:`~client.errors.SendFailedError` once every attempt failed or the timeout is spent, a broker's refusal as
 :class:`~client.errors.MQBrokerError` at once; the latency fault table is fed when enabled. A
@@ -46,7 +46,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: Response codes after which Java's sync send retries on another queue (``retryResponseCodes``; async sends never).
+#: Response codes after which Java's sync send retries on another queue (``retryResponseCodes``' defaults; async sends
+#: never).
 RETRY_RESPONSE_CODES: Final = frozenset({17, 14, 1, 16, 204, 205})
 
 

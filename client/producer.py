@@ -117,6 +117,9 @@ class Producer:
         #: A sync send (or batch) answered with a status other than SEND_OK goes on to another broker, as Java's
         #: ``retryAnotherBrokerWhenNotStoreOK`` (client/.../impl/producer/DefaultMQProducerImpl.java sendDefaultImpl).
         self.retry_another_broker_when_not_store_ok = retry_another_broker_when_not_store_ok
+        #: The refusals a sync send retries on another queue (Java's ``retryResponseCodes``), see
+        #: :meth:`add_retry_response_code`.
+        self.retry_response_codes: set[int] = set(RETRY_RESPONSE_CODES)
         self.default_topic_queue_nums = default_topic_queue_nums
         self.create_topic_key = create_topic_key
         self.fault = LatencyFaultTolerance(anyio.current_time)
@@ -144,6 +147,11 @@ class Producer:
             )
         #: Hooks told of every send attempt (:mod:`client.hooks`).
         self.send_hooks: list[SendMessageHook] = []
+
+    def add_retry_response_code(self, code: int) -> None:
+        """Have a sync send retry a refusal with ``code`` on another queue too (Java's ``addRetryResponseCode``,
+        client/src/main/java/org/apache/rocketmq/client/producer/DefaultMQProducer.java)."""
+        self.retry_response_codes.add(code)
 
     def register_send_message_hook(self, hook: SendMessageHook) -> None:
         """Tell ``hook`` of every send attempt, before it is written and after its outcome (Java's
@@ -706,7 +714,7 @@ class Producer:
         """Up to ``1 + retries`` attempts on the next queue, avoiding the broker that failed last. ``attempts``
         (extended in place) and ``last_broker`` carry on a send that already failed elsewhere (an async retry).
 
-        ``retry_refusals`` (a sync send): a refusal with one of :data:`RETRY_RESPONSE_CODES` makes another attempt
+        ``retry_refusals`` (a sync send): a refusal with one of :attr:`retry_response_codes` makes another attempt
         (sendDefaultImpl's ``retryResponseCodes``); an async send retries only when no answer came and raises every
         refusal at once (client/.../impl/MQClientAPIImpl.java sendMessageAsync: onExceptionImpl, needRetry false).
 
@@ -738,7 +746,7 @@ class Producer:
             try:
                 result = await self._attempt(mq, prepared, budget, fault)
             except (RemotingError, MQBrokerError) as exc:
-                if isinstance(exc, MQBrokerError) and (not retry_refusals or exc.code not in RETRY_RESPONSE_CODES):
+                if isinstance(exc, MQBrokerError) and (not retry_refusals or exc.code not in self.retry_response_codes):
                     if not_stored is not None:
                         return not_stored
                     raise
