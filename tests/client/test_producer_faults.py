@@ -515,3 +515,17 @@ async def test_a_refusal_code_added_to_the_retry_codes_is_retried_on_another_bro
     assert refusing.sends >= 1
     assert all(getattr(o, "send_status", None) is SendStatus.SEND_OK for o in outcomes), outcomes
     assert len(_stored(embedded_cluster, topic, 2)) == 4
+
+
+@pytest.mark.parametrize("mode", ["send", "send_async"])
+async def test_the_latency_fault_tables_can_be_set_as_javas(embedded_cluster: EmbeddedCluster, mode: str) -> None:
+    """DefaultMQProducer.setLatencyMax and setNotAvailableDuration (client/.../producer/DefaultMQProducer.java,
+    latency/MQFaultStrategy.java) replace the tables a latency, or a failure taken as 30 s, is looked up in: with
+    every duration 0 a broker that refused is not isolated, and the round robin keeps reaching it. Ours had the
+    tables fixed (the refusal isolated it for 10 minutes)."""
+    async with _beside_a_busy_broker(embedded_cluster, "BusyTables") as (busy, producer):
+        producer.latency_max = (100, 1000, 15000)
+        producer.not_available_duration = (0, 0, 0)
+        assert producer.not_available_duration == (0, 0, 0)
+        refused = await _refusals(producer, "BusyTables", mode)
+    assert refused > 1 and busy.sends == refused, (refused, busy.sends)
