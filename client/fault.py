@@ -1,8 +1,9 @@
 """Latency fault avoidance (Java's ``MQFaultStrategy`` + ``LatencyFaultToleranceImpl``).
 
 After every send the producer reports the broker and how long the attempt took. A slow or failed broker becomes
-unavailable for a duration picked from :data:`LATENCY_MAX` / :data:`NOT_AVAILABLE_DURATION`: e.g. 550 ms or more keeps
-it out for 30 s, a failure (picked as if it took 30 s) for 10 minutes; the latency recorded is the real one either
+unavailable for a duration picked from :data:`LATENCY_MAX` / :data:`NOT_AVAILABLE_DURATION` (the defaults of the
+producer's ``latency_max`` / ``not_available_duration``): e.g. 550 ms or more keeps it out for 30 s, a failure (picked
+as if it took 30 s) for 10 minutes; the latency recorded is the real one either
 way. Times come from the caller's clock (seconds), so tests can drive it in virtual time. Only used when
 ``send_latency_fault_enable`` is on, as in Java.
 """
@@ -10,7 +11,7 @@ way. Times come from the caller's clock (seconds), so tests can drive it in virt
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Final
 
 import attrs
@@ -33,11 +34,20 @@ class FaultItem:
 
 
 class LatencyFaultTolerance:
-    """Which brokers to avoid. ``clock`` returns seconds (``anyio.current_time`` in the producer)."""
+    """Which brokers to avoid. ``clock`` returns seconds (``anyio.current_time`` in the producer). ``latency_max`` and
+    ``not_available_duration`` (ms, paired by index) are MQFaultStrategy's tables, Java's defaults unless given
+    (settable, as ``setLatencyMax`` / ``setNotAvailableDuration``)."""
 
-    def __init__(self, clock: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        clock: Callable[[], float],
+        latency_max: Sequence[int] = LATENCY_MAX,
+        not_available_duration: Sequence[int] = NOT_AVAILABLE_DURATION,
+    ) -> None:
         self._clock = clock
         self._items: dict[str, FaultItem] = {}
+        self.latency_max: Sequence[int] = latency_max
+        self.not_available_duration: Sequence[int] = not_available_duration
 
     def update(self, broker_name: str, latency_ms: int, not_available_ms: int) -> None:
         until = self._clock() + not_available_ms / 1000
@@ -65,11 +75,18 @@ class LatencyFaultTolerance:
     def report(self, broker_name: str, latency_ms: int, failed: bool) -> None:
         """Record one attempt and its latency; the unavailable duration follows from the latency, or from
         :data:`FAILURE_LATENCY_MS` for a failure (Java's ``MQFaultStrategy.updateFaultItem``)."""
-        self.update(broker_name, latency_ms, not_available_for(FAILURE_LATENCY_MS if failed else latency_ms))
+        duration = not_available_for(
+            FAILURE_LATENCY_MS if failed else latency_ms, self.latency_max, self.not_available_duration
+        )
+        self.update(broker_name, latency_ms, duration)
 
 
-def not_available_for(latency_ms: int) -> int:
-    for threshold, duration in zip(reversed(LATENCY_MAX), reversed(NOT_AVAILABLE_DURATION), strict=True):
+def not_available_for(
+    latency_ms: int, latency_max: Sequence[int] = LATENCY_MAX, durations: Sequence[int] = NOT_AVAILABLE_DURATION
+) -> int:
+    """MQFaultStrategy.computeNotAvailableDuration: the duration of the highest threshold ``latency_ms`` reaches (a
+    threshold without a duration at its index is ignored; Java's lookup would fail there)."""
+    for threshold, duration in reversed(list(zip(latency_max, durations, strict=False))):
         if latency_ms >= threshold:
             return duration
     return 0

@@ -47,7 +47,7 @@ from client.errors import (
     SendFailedError,
     TopicRouteNotFoundError,
 )
-from client.fault import LatencyFaultTolerance
+from client.fault import LATENCY_MAX, NOT_AVAILABLE_DURATION, LatencyFaultTolerance
 from client.hooks import SendMessageContext, SendMessageHook
 from client.instance import MQClientInstance, new_instance
 from client.master_watch import MasterWatch
@@ -96,6 +96,8 @@ class Producer:
         compress_level: int | None = None,
         compress_type: str | None = None,
         send_latency_fault_enable: bool = False,
+        latency_max: Sequence[int] = LATENCY_MAX,
+        not_available_duration: Sequence[int] = NOT_AVAILABLE_DURATION,
         retry_another_broker_when_not_store_ok: bool = False,
         default_topic_queue_nums: int = 4,
         create_topic_key: str = "TBW102",
@@ -122,7 +124,7 @@ class Producer:
         self.retry_response_codes: set[int] = set(RETRY_RESPONSE_CODES)
         self.default_topic_queue_nums = default_topic_queue_nums
         self.create_topic_key = create_topic_key
-        self.fault = LatencyFaultTolerance(anyio.current_time)
+        self.fault = LatencyFaultTolerance(anyio.current_time, latency_max, not_available_duration)
         #: failed master addresses: the route is re-read at once and their sends give up when it moves on
         self.master_watch = MasterWatch(self.instance)
         self._builder = SendBuilder(
@@ -147,6 +149,27 @@ class Producer:
             )
         #: Hooks told of every send attempt (:mod:`client.hooks`).
         self.send_hooks: list[SendMessageHook] = []
+
+    @property
+    def latency_max(self) -> Sequence[int]:
+        """The latency thresholds (ms) of ``send_latency_fault_enable``, paired by index with
+        :attr:`not_available_duration` (Java's ``latencyMax``, client/src/main/java/org/apache/rocketmq/client/latency/
+        MQFaultStrategy.java)."""
+        return self.fault.latency_max
+
+    @latency_max.setter
+    def latency_max(self, value: Sequence[int]) -> None:
+        self.fault.latency_max = value
+
+    @property
+    def not_available_duration(self) -> Sequence[int]:
+        """How long (ms) a broker is avoided after a latency reaching each threshold of :attr:`latency_max` (Java's
+        ``notAvailableDuration``; a failure counts as 30,000 ms)."""
+        return self.fault.not_available_duration
+
+    @not_available_duration.setter
+    def not_available_duration(self, value: Sequence[int]) -> None:
+        self.fault.not_available_duration = value
 
     def add_retry_response_code(self, code: int) -> None:
         """Have a sync send retry a refusal with ``code`` on another queue too (Java's ``addRetryResponseCode``,
