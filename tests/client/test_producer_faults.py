@@ -529,3 +529,49 @@ async def test_the_latency_fault_tables_can_be_set_as_javas(embedded_cluster: Em
         assert producer.not_available_duration == (0, 0, 0)
         refused = await _refusals(producer, "BusyTables", mode)
     assert refused > 1 and busy.sends == refused, (refused, busy.sends)
+
+
+class DroppingBroker:
+    """A master that drops the connection of the first send it gets (a broker restarting under the producer) and
+    stores none; it answers every later send SUCCESS."""
+
+    def __init__(self) -> None:
+        self.sends = 0
+
+    async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        if request.code not in (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_MESSAGE):
+            return request.response(ResponseCode.SUCCESS)
+        self.sends += 1
+        if self.sends == 1:
+            ctx.connection.close()
+            return None
+        fields = {"msgId": "0" * 32, "queueId": request.ext_fields["e"], "queueOffset": str(self.sends)}
+        return request.response(ResponseCode.SUCCESS, None, fields)
+
+
+@pytest.mark.parametrize("where", ["queue", "selector"])
+async def test_an_async_send_to_a_chosen_queue_is_retried_there_when_its_connection_fails(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, where: str
+) -> None:
+    """send(msg, mq, callback) and sendSelectImpl in ASYNC mode hand sendKernelImpl no TopicPublishInfo, and
+    MQClientAPIImpl.onExceptionImpl then retries a send that got no answer on the same broker, the same request, up
+    to retryTimesWhenSendAsyncFailed times (client/.../impl/MQClientAPIImpl.java, 4.9.8). Ours made one attempt: a
+    connection dropped under it failed the send."""
+    topic = "DroppedOnce"
+    dropping = DroppingBroker()
+    dispatcher = Dispatcher()
+    dispatcher.set_default(dropping, ProcessorPool("dropping", 2, 100))
+    async with trio.open_nursery() as nursery, RemotingClient() as client:
+        host, port = await nursery.start(RemotingServer(dispatcher).serve, "127.0.0.1", 0)
+        await register_as_master(client, embedded_cluster.namesrv_addr, f"{host}:{port}", topic, "broker-d")
+        async with Producer("pg-dropped-once", embedded_cluster.namesrv_addr) as producer:
+            chosen: dict[str, object] = (
+                {"queue": MessageQueue(topic, "broker-d", 1)}
+                if where == "queue"
+                else {"selector": lambda mqs, m, a: mqs[1]}
+            )
+            outcome = await _send(producer, Message(topic, b"dropped once"), "send_async", **chosen)
+        nursery.cancel_scope.cancel()
+    assert getattr(outcome, "send_status", None) is SendStatus.SEND_OK, outcome
+    assert getattr(outcome, "queue_id", None) == 1
+    assert dropping.sends == 2
