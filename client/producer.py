@@ -380,10 +380,10 @@ class Producer:
         asynchronous: bool = False,
         retry_not_stored: bool = False,
     ) -> SendResult:
-        """Send to ``queue``, to the ``selector``'s pick (one attempt each) or with ``retries``. ``asynchronous``
-        (Java's sendMessageAsync): the one attempt on a chosen queue reports to the fault table too (a sync one does
-        not, sendMessageSync), and a broker's refusal is not retried. ``retry_not_stored``: see
-        :meth:`send_with_retries`."""
+        """Send to ``queue``, to the ``selector``'s pick (one attempt each, but for an async send's transport
+        failures, :meth:`_send_async_to_queue`) or with ``retries``. ``asynchronous`` (Java's sendMessageAsync): an
+        attempt on a chosen queue reports to the fault table too (a sync one does not, sendMessageSync), and a
+        broker's refusal is not retried. ``retry_not_stored``: see :meth:`send_with_retries`."""
         started = anyio.current_time()  # sendDefaultImpl's beginTimestampFirst: the route lookup counts too
         info = await self.publish_info(msg.topic)
         timeout = self.send_msg_timeout if timeout is None else timeout
@@ -395,7 +395,9 @@ class Producer:
             budget = time_left(timeout, started)
             if budget <= 0:
                 raise RemotingTimeoutError("sendSelectImpl call timeout" if selector is not None else "call timeout")
-            return await self._attempt(queue, prepared, budget, self._fault_table() if asynchronous else None)
+            if asynchronous:
+                return await self._send_async_to_queue(queue, prepared, timeout, started, retries)
+            return await self._attempt(queue, prepared, budget, None)
         # sendDefaultImpl in ASYNC mode gives its attempt ``timeout - costTime`` too, and MQClientAPIImpl's
         # onExceptionImpl a retry ``timeoutMillis - cost``: every attempt, sync or async, shares the one budget.
         return await self.send_with_retries(
@@ -407,6 +409,23 @@ class Producer:
             retry_refusals=not asynchronous,
             started=started,
         )
+
+    async def _send_async_to_queue(
+        self, mq: MessageQueue, prepared: PreparedSend, timeout: float, started: float, retries: int
+    ) -> SendResult:
+        """An async send to a chosen queue: a transport failure is retried on that queue while ``retries`` and the
+        ``timeout`` last, as MQClientAPIImpl.onExceptionImpl retries a send given no TopicPublishInfo (``send(msg, mq,
+        callback)``, sendSelectImpl) on its broker with the same request (client/src/main/java/org/apache/rocketmq/
+        client/impl/MQClientAPIImpl.java); a refusal is raised at once. Raises the last failure."""
+        fault, failed = self._fault_table(), 0
+        while True:
+            try:
+                return await self._attempt(mq, prepared, time_left(timeout, started), fault)
+            except RemotingError as exc:
+                failed += 1
+                if failed > retries or time_left(timeout, started) <= 0:
+                    raise
+                log.info("async send to %s failed (%s), retrying there", mq, exc)
 
     def send_async(
         self,
