@@ -30,6 +30,7 @@ from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand
 from remoting.codec.message import MessageExt, decode_record
 from remoting.dispatch import Dispatcher, ProcessorPool, RequestContext
+from remoting.processor import Processor
 from remoting.server import RemotingServer
 from tests.client.test_master_watch import register_as_master
 from tests.client.test_producer_timeout_budget import SilentBroker
@@ -454,6 +455,25 @@ async def test_a_sync_send_answered_system_busy_is_raised_after_one_attempt(embe
     assert refusing.sends == 1
 
 
+@contextlib.asynccontextmanager
+async def _fake_master(
+    cluster: EmbeddedCluster, topic: str, broker_name: str, handler: Processor | None
+) -> AsyncIterator[None]:
+    """``handler`` (a processor for every request) serving on 127.0.0.1, registered as ``broker_name``'s master with
+    ``topic``; None: a dead address registered instead."""
+    async with trio.open_nursery() as nursery, RemotingClient() as client:
+        if handler is None:
+            addr = _dead_address()
+        else:
+            dispatcher = Dispatcher()
+            dispatcher.set_default(handler, ProcessorPool(broker_name, 2, 100))
+            host, port = await nursery.start(RemotingServer(dispatcher).serve, "127.0.0.1", 0)
+            addr = f"{host}:{port}"
+        await register_as_master(client, cluster.namesrv_addr, addr, topic, broker_name)
+        yield
+        nursery.cancel_scope.cancel()
+
+
 def _dead_address() -> str:
     """An address on 127.0.0.1 nobody listens on."""
     with socket.socket() as sock:
@@ -475,21 +495,14 @@ async def test_a_send_that_failed_every_attempt_carries_javas_response_code(
     MQBrokerException, CONNECT_BROKER_EXCEPTION (10001) for a connection refused, ACCESS_BROKER_TIMEOUT (10002) for
     a timeout (client/.../common/ClientErrorCode.java). Ours had none to tell them apart by."""
     topic = "FailedEveryTime"
-    async with trio.open_nursery() as nursery, RemotingClient() as client:
-        if broker == "dead":
-            addr = _dead_address()
-        else:
-            dispatcher = Dispatcher()
-            handler = RefusingBroker(code) if broker == "refusing" else SilentBroker()
-            dispatcher.set_default(handler, ProcessorPool(broker, 2, 100))
-            host, port = await nursery.start(RemotingServer(dispatcher).serve, "127.0.0.1", 0)
-            addr = f"{host}:{port}"
-        await register_as_master(client, embedded_cluster.namesrv_addr, addr, topic, "broker-f")
-        async with Producer("pg-failed-every-time", embedded_cluster.namesrv_addr) as producer:
-            producer.retry_times_when_send_failed = 0 if broker == "silent" else 2
-            with pytest.raises(SendFailedError) as caught:
-                await producer.send(Message(topic, b"failed"))
-        nursery.cancel_scope.cancel()
+    handler = {"refusing": RefusingBroker(code), "silent": SilentBroker()}.get(broker)
+    async with (
+        _fake_master(embedded_cluster, topic, "broker-f", handler),
+        Producer("pg-failed-every-time", embedded_cluster.namesrv_addr) as producer,
+    ):
+        producer.retry_times_when_send_failed = 0 if broker == "silent" else 2
+        with pytest.raises(SendFailedError) as caught:
+            await producer.send(Message(topic, b"failed"))
     assert caught.value.response_code == code, caught.value
 
 
@@ -502,16 +515,13 @@ async def test_a_refusal_code_added_to_the_retry_codes_is_retried_on_another_bro
     topic = "BusyRetried"
     await _create_queues(embedded_cluster, topic, 2)
     refusing = RefusingBroker(ResponseCode.SYSTEM_BUSY)
-    dispatcher = Dispatcher()
-    dispatcher.set_default(refusing, ProcessorPool("refusing", 2, 100))
-    async with trio.open_nursery() as nursery, RemotingClient() as client:
-        host, port = await nursery.start(RemotingServer(dispatcher).serve, "127.0.0.1", 0)
-        await register_as_master(client, embedded_cluster.namesrv_addr, f"{host}:{port}", topic, "broker-b")
-        async with Producer("pg-busy-retried", embedded_cluster.namesrv_addr) as producer:
-            assert ResponseCode.SYSTEM_BUSY not in producer.retry_response_codes
-            producer.add_retry_response_code(ResponseCode.SYSTEM_BUSY)
-            outcomes = [await _send(producer, Message(topic, f"m{i}".encode()), "send") for i in range(4)]
-        nursery.cancel_scope.cancel()
+    async with (
+        _fake_master(embedded_cluster, topic, "broker-b", refusing),
+        Producer("pg-busy-retried", embedded_cluster.namesrv_addr) as producer,
+    ):
+        assert ResponseCode.SYSTEM_BUSY not in producer.retry_response_codes
+        producer.add_retry_response_code(ResponseCode.SYSTEM_BUSY)
+        outcomes = [await _send(producer, Message(topic, f"m{i}".encode()), "send") for i in range(4)]
     assert refusing.sends >= 1
     assert all(getattr(o, "send_status", None) is SendStatus.SEND_OK for o in outcomes), outcomes
     assert len(_stored(embedded_cluster, topic, 2)) == 4
@@ -559,19 +569,16 @@ async def test_an_async_send_to_a_chosen_queue_is_retried_there_when_its_connect
     connection dropped under it failed the send."""
     topic = "DroppedOnce"
     dropping = DroppingBroker()
-    dispatcher = Dispatcher()
-    dispatcher.set_default(dropping, ProcessorPool("dropping", 2, 100))
-    async with trio.open_nursery() as nursery, RemotingClient() as client:
-        host, port = await nursery.start(RemotingServer(dispatcher).serve, "127.0.0.1", 0)
-        await register_as_master(client, embedded_cluster.namesrv_addr, f"{host}:{port}", topic, "broker-d")
-        async with Producer("pg-dropped-once", embedded_cluster.namesrv_addr) as producer:
-            chosen: dict[str, object] = (
-                {"queue": MessageQueue(topic, "broker-d", 1)}
-                if where == "queue"
-                else {"selector": lambda mqs, m, a: mqs[1]}
-            )
-            outcome = await _send(producer, Message(topic, b"dropped once"), "send_async", **chosen)
-        nursery.cancel_scope.cancel()
+    async with (
+        _fake_master(embedded_cluster, topic, "broker-d", dropping),
+        Producer("pg-dropped-once", embedded_cluster.namesrv_addr) as producer,
+    ):
+        chosen: dict[str, object] = (
+            {"queue": MessageQueue(topic, "broker-d", 1)}
+            if where == "queue"
+            else {"selector": lambda mqs, m, a: mqs[1]}
+        )
+        outcome = await _send(producer, Message(topic, b"dropped once"), "send_async", **chosen)
     assert getattr(outcome, "send_status", None) is SendStatus.SEND_OK, outcome
     assert getattr(outcome, "queue_id", None) == 1
     assert dropping.sends == 2
