@@ -42,6 +42,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: How long a broker is given to answer an offset query or update, whatever ``rpc_timeout``: 5 s, as
+#: ``client/src/main/java/org/apache/rocketmq/client/consumer/store/RemoteBrokerOffsetStore.java`` passes ``1000 * 5``.
+OFFSET_RPC_TIMEOUT = 5.0
+
 
 class OffsetStore(Protocol):
     async def load(self) -> None: ...
@@ -120,9 +124,7 @@ class RemoteBrokerOffsetStore(_Table):
         """The broker's offset, ``None`` when it has none; kept in memory unless an offset was put there while the
         broker was asked (a commit made meanwhile is newer than the broker's answer)."""
         addr = await self._address(mq)
-        offset = await api.query_consumer_offset(
-            self.instance.remoting, addr, self.group, mq, self.instance.config.rpc_timeout
-        )
+        offset = await api.query_consumer_offset(self.instance.remoting, addr, self.group, mq, OFFSET_RPC_TIMEOUT)
         if offset is not None:
             self.table.setdefault(mq, offset)
         return offset
@@ -132,9 +134,7 @@ class RemoteBrokerOffsetStore(_Table):
         if offset is None:
             return
         addr = await self._address(mq)
-        await api.update_consumer_offset(
-            self.instance.remoting, addr, self.group, mq, offset, self.instance.config.rpc_timeout
-        )
+        await api.update_consumer_offset(self.instance.remoting, addr, self.group, mq, offset, OFFSET_RPC_TIMEOUT)
 
     async def persist_all(self, mqs: Iterable[MessageQueue]) -> None:
         """Write the offsets of ``mqs`` (oneway, as Java); failures are logged per queue."""
@@ -145,7 +145,7 @@ class RemoteBrokerOffsetStore(_Table):
             try:
                 addr = await self._address(mq)
                 await api.update_consumer_offset_oneway(
-                    self.instance.remoting, addr, self.group, mq, offset, self.instance.config.rpc_timeout
+                    self.instance.remoting, addr, self.group, mq, offset, OFFSET_RPC_TIMEOUT
                 )
             except Exception as exc:
                 log.info("persisting offset %d of %s failed: %s", offset, mq, exc)
