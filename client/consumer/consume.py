@@ -269,8 +269,8 @@ async def send_back(consumer: PushConsumer, msg: MessageExt, broker_name: str, d
 
 
 async def send_retry_copy(consumer: PushConsumer, msg: MessageExt, reconsume_times: int, max_times: int) -> None:
-    """Send a copy of ``msg`` (:func:`retry_copy_properties`) to ``%RETRY%<group>`` as a new message whose header
-    carries ``reconsume_times`` and ``max_times``: the broker's send path moves it to ``%DLQ%<group>`` when
+    """Send a copy of ``msg`` (:func:`retry_copy_properties`) to ``%RETRY%<group>`` as a new message, born now, whose
+    header carries ``reconsume_times`` and ``max_times``: the broker's send path moves it to ``%DLQ%<group>`` when
     ``reconsume_times >= max_times``. Java's consumers do so from their client's inner producer
     (``DefaultMQPushConsumerImpl.sendMessageBack`` after a failed send-back, ``ConsumeMessageOrderlyService
     .sendMessageBack`` for a message given up), so the header's producer group is :data:`CLIENT_INNER_PRODUCER_GROUP`,
@@ -307,7 +307,7 @@ async def send_retry_copy(consumer: PushConsumer, msg: MessageExt, reconsume_tim
             d=4,
             e=mq.queue_id,
             f=sys_flag,
-            g=msg.born_timestamp,
+            g=_now_ms(),  # the copy's own birth, as the inner producer's sendKernelImpl stamps it
             h=msg.flag,
             i=properties,
             j=reconsume_times,
@@ -332,6 +332,11 @@ async def send_retry_copy(consumer: PushConsumer, msg: MessageExt, reconsume_tim
             attempts.append((mq.broker_name, exc))
         log.info("retry copy of %s to %s failed: %s", msg.msg_id, mq, attempts[-1][1])
     raise SendFailedError(topic, attempts)
+
+
+def _now_ms() -> int:
+    """The client's wall clock in ms (a sent message's born timestamp)."""
+    return time.time_ns() // 1_000_000
 
 
 def _inner_producer_body(instance: MQClientInstance, body: bytes) -> tuple[bytes, int]:
