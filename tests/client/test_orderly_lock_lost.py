@@ -19,6 +19,9 @@ from client.consumer.push import PushConsumer
 from client.message import Message, MessageExt
 from client.producer import Producer
 from remoting.codec.bodies import LockBatchRequestBody, MessageQueue
+from remoting.codec.codes import RequestCode
+from remoting.codec.command import RemotingCommand
+from remoting.processor import RequestContext
 
 RIVAL = "10.9.9.9@rival"
 
@@ -116,3 +119,59 @@ async def test_a_queue_whose_lock_is_lost_is_not_pulled_until_it_is_locked_again
         await _rival_gives_back(consumer, embedded_cluster, mq)
         await _until(lambda: len(seen) == 3)  # the next renewal locks it again, and the pulls go on
     assert seen == [b"m0", b"m1", b"m2"]
+
+
+class _LockRequests:
+    """The broker's LOCK_BATCH_MQ as registered, the virtual time of each request naming ``client_id`` recorded."""
+
+    def __init__(self, cluster: EmbeddedCluster, client_id: str) -> None:
+        dispatcher = cluster.controller.dispatcher
+        self.served, pool = dispatcher._table[int(RequestCode.LOCK_BATCH_MQ)]
+        self.client_id = client_id.encode()
+        self.times: list[float] = []
+        dispatcher.register(RequestCode.LOCK_BATCH_MQ, self, pool)
+
+    async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        if self.client_id in bytes(request.body):
+            self.times.append(trio.current_time())
+        return await self.served.process(ctx, request)
+
+
+async def test_a_refused_lock_is_asked_for_again_after_3_s(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """4.9.8's ``ConsumeMessageOrderlyService.tryLockLaterAndReconsume`` resubmits a queue whose lock the broker refused
+    3 s later (``submitConsumeRequestLater(..., 3000)``), whose ``ConsumeRequest.run`` asks again 100 ms on: about
+    one LOCK_BATCH_MQ every 3.1 s, and the 20 s renewal's. Ours asked every second."""
+    await _create(embedded_cluster, "LockAgain", 1)
+    release = trio.Event()
+    seen: list[bytes] = []
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeOrderlyStatus:
+        if not seen:
+            await release.wait()
+        seen.extend(m.body for m in msgs)
+        return ConsumeOrderlyStatus.SUCCESS
+
+    consumer = PushConsumer("cg-lockagain", embedded_cluster.namesrv_addr)
+    consumer.subscribe("LockAgain")
+    consumer.register_message_listener_orderly(listener)
+    mq = MessageQueue("LockAgain", "broker-a", 0)
+    async with consumer, Producer("pg", embedded_cluster.namesrv_addr) as producer:
+        requests = _LockRequests(embedded_cluster, consumer.instance.client_id)
+        for i in range(2):
+            await producer.send(Message("LockAgain", f"m{i}".encode()), queue=mq)
+        pq = consumer.rebalance.process_queues[mq]
+        await _until(lambda: pq.msg_count == 2)  # m0 in the listener, m1 waiting
+        await _rival_takes(consumer, embedded_cluster, mq)
+        await trio.sleep(21)  # the lock renewal learns the lock is gone
+        assert not pq.locked
+        release.set()
+        start = trio.current_time()
+        await trio.sleep(31)
+        asked = [t for t in requests.times if t >= start]
+        await _rival_gives_back(consumer, embedded_cluster, mq)
+        await _until(lambda: len(seen) == 2)
+    # 31 s: ten retries 3.1 s apart and the renewals at most
+    assert len(asked) <= 12, f"{len(asked)} LOCK_BATCH_MQ in 31 s: {asked}"
+    assert seen == [b"m0", b"m1"]
