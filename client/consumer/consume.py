@@ -18,7 +18,8 @@ has not started, and the clean-up of its queue stops there. The call is not canc
 nothing, except that a failure sends the message back once more, as in Java.
 
 Orderly: one task per queue at a time takes messages in offset order, only while the broker lock on the queue is held
-(CLUSTERING), checked again once the call holds its consume slot. SUSPEND_CURRENT_QUEUE_A_MOMENT raises each message's
+(CLUSTERING), checked again once the call holds its consume slot; a lock the broker refused is asked for again 3 s
+later. SUSPEND_CURRENT_QUEUE_A_MOMENT raises each message's
 ``reconsume_times`` (the listener sees 0, 1, 2, ...), puts the batch back and waits ``suspend_current_queue_time`` (or
 the context's ``suspend_current_queue_time_ms``; 10 ms to 30 s). With the default ``max_reconsume_times`` (-1) that goes
 on for ever; with a limit, a message that reached it is sent to ``%RETRY%<group>`` as a copy carrying its count (the
@@ -94,8 +95,10 @@ log = logging.getLogger(__name__)
 
 #: Delay before a message whose send-back failed is consumed again locally (Java: 5 s).
 LOCAL_RETRY_DELAY = 5.0
-#: Wait before retrying to take an orderly queue whose lock is not held (Java: 3 s, shortened for responsiveness).
-ORDERLY_LOCK_RETRY_DELAY = 1.0
+#: Wait before retrying to take an orderly queue whose lock the broker refused: 3 s, as
+#: ``client/src/main/java/org/apache/rocketmq/client/impl/consumer/ConsumeMessageOrderlyService.java``'s
+#: ``tryLockLaterAndReconsume`` resubmits the queue 3 s later.
+ORDERLY_LOCK_RETRY_DELAY = 3.0
 #: At most this many timed-out head messages are sent back per queue and clean-up (Java's ``cleanExpiredMsg``: 16).
 CLEAN_EXPIRED_MAX = 16
 #: Delay level of a message sent back because its listener call overran ``consume_timeout`` (Java: 3).
