@@ -1,6 +1,7 @@
 """The push consumer's requests against RocketMQ 4.9.8's client, in virtual time (autojump clock, the embedded cluster
-in the same loop): offset queries wait 5 s for the broker (RemoteBrokerOffsetStore), and the retry copy sent after a
-failed send-back is born when the inner producer sends it (DefaultMQProducerImpl.sendKernelImpl)."""
+in the same loop): offset queries wait 5 s for the broker (RemoteBrokerOffsetStore), the retry copy sent after a
+failed send-back is born when the inner producer sends it (DefaultMQProducerImpl.sendKernelImpl), and pulls post the
+subscription only when asked to (DefaultMQPushConsumerImpl.pullMessage's ``postSubscriptionWhenPull``)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,15 @@ import pytest
 import trio
 
 from broker.embedded import EmbeddedCluster
+from client.admin import Admin
 from client.consumer import consume
 from client.consumer.listener import ConsumeConcurrentlyStatus
+from client.consumer.pull_service import PULL_FLAG_SUBSCRIPTION
 from client.consumer.push import PushConsumer
 from client.message import Message, MessageExt
 from client.producer import Producer
-from remoting.codec.bodies import ConsumeFromWhere
+from remoting.codec.bodies import ConsumeFromWhere, MessageModel
+from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand
 from remoting.codec.message import decode_record
@@ -106,3 +110,85 @@ async def test_a_retry_copy_after_a_refused_send_back_is_born_when_sent(
     [copy] = [decode_record(view) for view in store.get("%RETRY%cg-born-copy", 0, 0, 1).messages]
     assert calls[0] != copy_born
     assert copy.born_timestamp == copy_born
+
+
+class _PullFlags:
+    """The broker's PULL_MESSAGE as registered, each request's sysFlag and whether it carried a subscription
+    recorded."""
+
+    def __init__(self, cluster: EmbeddedCluster) -> None:
+        dispatcher = cluster.controller.dispatcher
+        self.served, pool = dispatcher._table[int(RequestCode.PULL_MESSAGE)]
+        self.seen: list[tuple[int, bool]] = []
+        dispatcher.register(RequestCode.PULL_MESSAGE, self, pool)
+
+    async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        fields = request.ext_fields
+        self.seen.append((int(fields["sysFlag"]), "subscription" in fields))
+        return await self.served.process(ctx, request)
+
+
+async def test_a_broadcasting_consumer_of_a_group_refused_broadcast_consumes_nothing(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """4.9.8's DefaultMQPushConsumerImpl.pullMessage posts the subscription only with ``postSubscriptionWhenPull``
+    (false by default): its pulls carry no SUBSCRIPTION flag, so PullMessageProcessor serves them with the group's
+    heartbeat subscription and refuses them (NO_PERMISSION) for a BROADCASTING group whose config has
+    ``consumeBroadcastEnable=false``. Ours posted it on every pull, which skips that check."""
+    use_virtual_store_clock(embedded_cluster)
+    flags = _PullFlags(embedded_cluster)
+    async with Admin(embedded_cluster.namesrv_addr) as admin:
+        config = SubscriptionGroupConfig("cg-no-broadcast", consume_broadcast_enable=False)
+        await admin.create_subscription_group(config, broker_addr=embedded_cluster.broker_addr)
+    await create_topic(embedded_cluster, "NoBroadcast")
+    async with Producer("pg-no-broadcast", embedded_cluster.namesrv_addr) as producer:
+        await producer.send(Message("NoBroadcast", b"m"))
+    seen: list[bytes] = []
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+        seen.extend(m.body for m in msgs)
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer(
+        "cg-no-broadcast",
+        embedded_cluster.namesrv_addr,
+        message_model=MessageModel.BROADCASTING,
+        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+    )
+    consumer.subscribe("NoBroadcast")
+    consumer.register_message_listener(listener)
+    async with consumer:
+        await trio.sleep(30)
+    assert flags.seen, "no pull reached the broker"
+    assert all(flag & PULL_FLAG_SUBSCRIPTION == 0 and not posted for flag, posted in flags.seen), flags.seen
+    assert seen == []
+
+
+async def test_post_subscription_when_pull_posts_it_with_its_flag(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """With ``postSubscriptionWhenPull`` (``post_subscription_when_pull``) each pull carries the subscription and the
+    SUBSCRIPTION flag, as 4.9.8's pullMessage then passes ``subExpression`` to PullAPIWrapper.pullKernelImpl."""
+    use_virtual_store_clock(embedded_cluster)
+    flags = _PullFlags(embedded_cluster)
+    await create_topic(embedded_cluster, "PostSub")
+    async with Producer("pg-post-sub", embedded_cluster.namesrv_addr) as producer:
+        await producer.send(Message("PostSub", b"m"))
+    seen: list[bytes] = []
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+        seen.extend(m.body for m in msgs)
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer(
+        "cg-post-sub",
+        embedded_cluster.namesrv_addr,
+        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        post_subscription_when_pull=True,
+    )
+    consumer.subscribe("PostSub")
+    consumer.register_message_listener(listener)
+    async with consumer:
+        await trio.sleep(30)
+    assert flags.seen and all(flag & PULL_FLAG_SUBSCRIPTION and posted for flag, posted in flags.seen), flags.seen
+    assert seen == [b"m"]
