@@ -8,8 +8,11 @@ set, the next pull after one that found messages waits that long (Java's ``pullI
 dropped them all). After a failed pull it waits 3 s (after a FLOW_CONTROL answer 20 ms, without asking for the
 route again), and 3 s again and again while an orderly CLUSTERING queue's lock is lost (another member holds it).
 While the consumer is suspended it waits 1 s at a time. Each turn of the loop, a wait included, stamps the process
-queue's ``last_pull_time``, as Java's ``pullMessage`` does on every call. Every pull posts the subscription and, when
-the consumer has an offset, commits it (the commit bit), as ali-ons does, unless it goes to a slave. Which broker of
+queue's ``last_pull_time``, as Java's ``pullMessage`` does on every call. A pull posts the subscription (the
+SUBSCRIPTION bit) only with ``post_subscription_when_pull``, as Java's ``postSubscriptionWhenPull``: otherwise the
+broker serves it with the group's heartbeat subscription (its ``subVersion`` and ``expressionType`` are sent), and
+refuses it for a BROADCASTING group whose config forbids broadcast. When the consumer has an offset, a pull commits
+it (the commit bit), unless it goes to a slave. Which broker of
 the queue's group is pulled
 (the master, a slave it suggests, a slave while the master is gone) is :mod:`client.consumer.pull_target`'s choice.
 
@@ -196,7 +199,7 @@ class PullService:
         commit = 0
         if c.message_model is MessageModel.CLUSTERING and not is_slave:  # a slave ignores commits: Java clears the bit
             commit = c.offset_store.read_memory(mq) or 0
-        sys_flag = PULL_FLAG_SUSPEND | PULL_FLAG_SUBSCRIPTION | (PULL_FLAG_COMMIT_OFFSET if commit > 0 else 0)
+        sys_flag = PULL_FLAG_SUSPEND | (PULL_FLAG_COMMIT_OFFSET if commit > 0 else 0)
         # The PullMessageRequestHeader fields as a plain dict: this is the pull hot path.
         fields = {
             "consumerGroup": c.group,
@@ -208,9 +211,11 @@ class PullService:
             "commitOffset": str(commit),
             "suspendTimeoutMillis": SUSPEND_MILLIS,
             "subVersion": str(sub.sub_version),
-            "subscription": sub.sub_string,
             "expressionType": sub.expression_type,
         }
+        if c.post_subscription_when_pull:
+            fields["sysFlag"] = str(sys_flag | PULL_FLAG_SUBSCRIPTION)
+            fields["subscription"] = sub.sub_string
         pq.last_pull_time = sent = anyio.current_time()
         reply = _Reply()
         c.instance.remoting.invoke_callback(addr, api.pull_request(fields), PULL_TIMEOUT, reply.set, plain=True)

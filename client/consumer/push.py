@@ -102,7 +102,8 @@ class PushConsumer:
     default) means 16 for concurrent consumption and no limit for orderly consumption. ``allocate_strategy`` (Java's
     ``allocateMessageQueueStrategy``, :data:`~client.consumer.allocate.allocate_average` by default) is a strategy of
     :mod:`client.consumer.allocate` or the name of a settings-free one (``"AVG"``, ``"AVG_BY_CIRCLE"``,
-    ``"CONSISTENT_HASH"``)."""
+    ``"CONSISTENT_HASH"``). ``post_subscription_when_pull`` (Java's ``postSubscriptionWhenPull``, off) sends the
+    subscription with each pull; without it the broker serves pulls with the group's heartbeat subscription."""
 
     def __init__(
         self,
@@ -132,6 +133,7 @@ class PushConsumer:
         enable_msg_trace: bool = False,
         customized_trace_topic: str | None = None,
         namespace: str | None = None,
+        post_subscription_when_pull: bool = False,
     ) -> None:
         self.instance, self._own_instance = (
             (instance, False) if instance is not None else (new_instance(config, namesrv_addr), True)
@@ -158,6 +160,7 @@ class PushConsumer:
         self.consume_timeout = consume_timeout
         self.suspend_current_queue_time = suspend_current_queue_time
         self.await_termination = await_termination
+        self.post_subscription_when_pull = post_subscription_when_pull
         self.consume_from_where = consume_from_where
         self.limiter = anyio.CapacityLimiter(consume_thread_max)
         callback_threads = self.instance.config.client_callback_executor_threads
