@@ -42,3 +42,30 @@ async def test_lock_and_unlock_give_a_silent_broker_one_second(
                 await step()
                 assert trio.current_time() - began == pytest.approx(1.0, abs=0.05)
         nursery.cancel_scope.cancel()
+
+
+async def test_a_dropped_queue_is_unlocked_without_waiting_for_the_broker(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """4.9.8's RebalancePushImpl.removeUnnecessaryMessageQueue gives a dropped queue's lock up one way
+    (``unlock(mq, true)``: UNLOCK_BATCH_MQ sent with ``invokeOneway``), so a rebalance dropping queues of a silent
+    broker does not wait for it; ours waited 1 s for its answer."""
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeOrderlyStatus:
+        return ConsumeOrderlyStatus.SUCCESS
+
+    consumer = PushConsumer("cg-unlock-oneway", embedded_cluster.namesrv_addr)
+    consumer.register_message_listener_orderly(listener)
+    mq = MessageQueue(TOPIC, "broker-s", 0)
+    async with RemotingClient() as client, trio.open_nursery() as nursery:
+        silent = await silent_master(nursery)
+        await register_as_master(client, embedded_cluster.namesrv_addr, silent, TOPIC, "broker-s")
+        async with consumer.instance:
+            await consumer.instance.fetch_route(TOPIC)
+            pq = consumer.rebalance.own(mq)
+            await consumer.rebalance.lock(mq)  # connected (the silent broker never answers it)
+            began = trio.current_time()
+            await consumer.rebalance.remove_process_queue(mq, pq)
+            assert trio.current_time() - began < 0.05
+            assert mq not in consumer.rebalance.process_queues
+        nursery.cancel_scope.cancel()
