@@ -407,6 +407,15 @@ async def unlock_batch_mq(remoting: RemotingClient, address: str, body: LockBatc
     _check(await remoting.invoke(address, cmd, timeout), address)
 
 
+async def unlock_batch_mq_oneway(
+    remoting: RemotingClient, address: str, body: LockBatchRequestBody, timeout: float
+) -> None:
+    """UNLOCK_BATCH_MQ sent one way (no answer awaited)."""
+    await remoting.invoke_oneway(
+        address, request(RequestCode.UNLOCK_BATCH_MQ, body=body.encode(), oneway=True), timeout
+    )
+
+
 async def consumer_send_msg_back(
     remoting: RemotingClient,
     address: str,

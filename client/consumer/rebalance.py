@@ -367,7 +367,7 @@ class Rebalance:
                 self.offset_store.update(mq, offsets[mq])
                 await self._drop(mq, pq)
                 if self.locks_queues and await self.owner.consume_idle(mq, ORDERLY_REMOVE_WAIT):
-                    await self.unlock([mq])
+                    await self.unlock([mq], oneway=True)
 
     async def _remove(self, mq: MessageQueue) -> None:
         """Drop ``mq``; an orderly one whose listener call does not end within :data:`ORDERLY_REMOVE_WAIT` is kept,
@@ -386,7 +386,7 @@ class Rebalance:
             return
         await self._drop(mq, pq)
         if self.locks_queues:
-            await self.unlock([mq])
+            await self.unlock([mq], oneway=True)
 
     async def _drop(self, mq: MessageQueue, pq: ProcessQueue) -> None:
         """Take ``mq`` (with its process queue ``pq``) out of the table and the kept queues, stop its pulls, persist
@@ -465,7 +465,9 @@ class Rebalance:
                 if pq.locked:
                     pq.last_lock_time = now
 
-    async def unlock(self, mqs: Iterable[MessageQueue]) -> None:
+    async def unlock(self, mqs: Iterable[MessageQueue], *, oneway: bool = False) -> None:
+        """Give up the locks of ``mqs``, broker by broker; ``oneway`` sends UNLOCK_BATCH_MQ without awaiting the answer,
+        as ``RebalancePushImpl.removeUnnecessaryMessageQueue`` does for a dropped queue (``unlock(mq, true)``)."""
         by_broker: dict[str, list[MessageQueue]] = {}
         for mq in mqs:
             by_broker.setdefault(mq.broker_name, []).append(mq)
@@ -474,6 +476,7 @@ class Rebalance:
             if addr is None:
                 continue
             try:
-                await api.unlock_batch_mq(self.instance.remoting, addr, self._lock_body(queues), LOCK_TIMEOUT)
+                send = api.unlock_batch_mq_oneway if oneway else api.unlock_batch_mq
+                await send(self.instance.remoting, addr, self._lock_body(queues), LOCK_TIMEOUT)
             except Exception as exc:
                 log.info("unlocking queues on %s failed: %s", broker_name, exc)
