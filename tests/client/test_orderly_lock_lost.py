@@ -9,6 +9,8 @@ next 20 s lock renewal."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 import trio
 
 from broker.embedded import EmbeddedCluster
@@ -24,6 +26,8 @@ from remoting.codec.command import RemotingCommand
 from remoting.processor import RequestContext
 
 RIVAL = "10.9.9.9@rival"
+
+OrderlyListener = Callable[[list[MessageExt]], Awaitable[ConsumeOrderlyStatus]]
 
 
 async def _create(cluster: EmbeddedCluster, topic: str, queues: int) -> None:
@@ -43,6 +47,13 @@ async def _rival_takes(consumer: PushConsumer, cluster: EmbeddedCluster, mq: Mes
 async def _rival_gives_back(consumer: PushConsumer, cluster: EmbeddedCluster, mq: MessageQueue) -> None:
     rival = LockBatchRequestBody(consumer_group=consumer.group, client_id=RIVAL, mq_set=frozenset({mq}))
     await api.unlock_batch_mq(consumer.instance.remoting, cluster.broker_addr, rival, 3.0)
+
+
+def _orderly(cluster: EmbeddedCluster, group: str, topic: str, listener: OrderlyListener) -> PushConsumer:
+    consumer = PushConsumer(group, cluster.namesrv_addr)
+    consumer.subscribe(topic)
+    consumer.register_message_listener_orderly(listener)
+    return consumer
 
 
 async def _until(condition: object, limit: float = 120.0) -> None:
@@ -101,9 +112,7 @@ async def test_a_queue_whose_lock_is_lost_is_not_pulled_until_it_is_locked_again
         seen.extend(m.body for m in msgs)
         return ConsumeOrderlyStatus.SUCCESS
 
-    consumer = PushConsumer("cg-lostpull", embedded_cluster.namesrv_addr)
-    consumer.subscribe("LostPull")
-    consumer.register_message_listener_orderly(listener)
+    consumer = _orderly(embedded_cluster, "cg-lostpull", "LostPull", listener)
     mq = MessageQueue("LostPull", "broker-a", 0)
     async with consumer, Producer("pg", embedded_cluster.namesrv_addr) as producer:
         pq = consumer.rebalance.process_queues[mq]
@@ -153,9 +162,7 @@ async def test_a_refused_lock_is_asked_for_again_after_3_s(
         seen.extend(m.body for m in msgs)
         return ConsumeOrderlyStatus.SUCCESS
 
-    consumer = PushConsumer("cg-lockagain", embedded_cluster.namesrv_addr)
-    consumer.subscribe("LockAgain")
-    consumer.register_message_listener_orderly(listener)
+    consumer = _orderly(embedded_cluster, "cg-lockagain", "LockAgain", listener)
     mq = MessageQueue("LockAgain", "broker-a", 0)
     async with consumer, Producer("pg", embedded_cluster.namesrv_addr) as producer:
         requests = _LockRequests(embedded_cluster, consumer.instance.client_id)

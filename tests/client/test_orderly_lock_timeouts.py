@@ -6,6 +6,9 @@ stop each wait 1 s per request on such a broker."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 import pytest
 import trio
 import trio.testing
@@ -21,27 +24,36 @@ from tests.client.test_master_watch import register_as_master, silent_master
 TOPIC = "LockSilent"
 
 
-async def test_lock_and_unlock_give_a_silent_broker_one_second(
-    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
-) -> None:
+@asynccontextmanager
+async def _consumer_of_silent_broker(cluster: EmbeddedCluster, group: str) -> AsyncIterator[PushConsumer]:
+    """An orderly consumer of ``group`` (its client instance started, not the consumer) that knows the route of
+    :data:`TOPIC`, whose only broker, ``broker-s``, never answers."""
+
     async def listener(msgs: list[MessageExt]) -> ConsumeOrderlyStatus:
         return ConsumeOrderlyStatus.SUCCESS
 
-    consumer = PushConsumer("cg-lock-silent", embedded_cluster.namesrv_addr)
+    consumer = PushConsumer(group, cluster.namesrv_addr)
     consumer.register_message_listener_orderly(listener)
-    mq = MessageQueue(TOPIC, "broker-s", 0)
     async with RemotingClient() as client, trio.open_nursery() as nursery:
         silent = await silent_master(nursery)
-        await register_as_master(client, embedded_cluster.namesrv_addr, silent, TOPIC, "broker-s")
+        await register_as_master(client, cluster.namesrv_addr, silent, TOPIC, "broker-s")
         async with consumer.instance:
             await consumer.instance.fetch_route(TOPIC)
-            consumer.rebalance.own(mq)  # held, so lock_all renews it
-            for step in (lambda: consumer.rebalance.lock(mq), consumer.rebalance.lock_all,
-                         lambda: consumer.rebalance.unlock([mq])):  # fmt: skip
-                began = trio.current_time()
-                await step()
-                assert trio.current_time() - began == pytest.approx(1.0, abs=0.05)
+            yield consumer
         nursery.cancel_scope.cancel()
+
+
+async def test_lock_and_unlock_give_a_silent_broker_one_second(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    mq = MessageQueue(TOPIC, "broker-s", 0)
+    async with _consumer_of_silent_broker(embedded_cluster, "cg-lock-silent") as consumer:
+        consumer.rebalance.own(mq)  # held, so lock_all renews it
+        for step in (lambda: consumer.rebalance.lock(mq), consumer.rebalance.lock_all,
+                     lambda: consumer.rebalance.unlock([mq])):  # fmt: skip
+            began = trio.current_time()
+            await step()
+            assert trio.current_time() - began == pytest.approx(1.0, abs=0.05)
 
 
 async def test_a_dropped_queue_is_unlocked_without_waiting_for_the_broker(
@@ -50,22 +62,11 @@ async def test_a_dropped_queue_is_unlocked_without_waiting_for_the_broker(
     """4.9.8's RebalancePushImpl.removeUnnecessaryMessageQueue gives a dropped queue's lock up one way
     (``unlock(mq, true)``: UNLOCK_BATCH_MQ sent with ``invokeOneway``), so a rebalance dropping queues of a silent
     broker does not wait for it; ours waited 1 s for its answer."""
-
-    async def listener(msgs: list[MessageExt]) -> ConsumeOrderlyStatus:
-        return ConsumeOrderlyStatus.SUCCESS
-
-    consumer = PushConsumer("cg-unlock-oneway", embedded_cluster.namesrv_addr)
-    consumer.register_message_listener_orderly(listener)
     mq = MessageQueue(TOPIC, "broker-s", 0)
-    async with RemotingClient() as client, trio.open_nursery() as nursery:
-        silent = await silent_master(nursery)
-        await register_as_master(client, embedded_cluster.namesrv_addr, silent, TOPIC, "broker-s")
-        async with consumer.instance:
-            await consumer.instance.fetch_route(TOPIC)
-            pq = consumer.rebalance.own(mq)
-            await consumer.rebalance.lock(mq)  # connected (the silent broker never answers it)
-            began = trio.current_time()
-            await consumer.rebalance.remove_process_queue(mq, pq)
-            assert trio.current_time() - began < 0.05
-            assert mq not in consumer.rebalance.process_queues
-        nursery.cancel_scope.cancel()
+    async with _consumer_of_silent_broker(embedded_cluster, "cg-unlock-oneway") as consumer:
+        pq = consumer.rebalance.own(mq)
+        await consumer.rebalance.lock(mq)  # connected (the silent broker never answers it)
+        began = trio.current_time()
+        await consumer.rebalance.remove_process_queue(mq, pq)
+        assert trio.current_time() - began < 0.05
+        assert mq not in consumer.rebalance.process_queues

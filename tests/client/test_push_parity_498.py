@@ -5,6 +5,8 @@ subscription only when asked to (DefaultMQPushConsumerImpl.pullMessage's ``postS
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import trio
 
@@ -51,10 +53,34 @@ class _Refused:
         return request.response(ResponseCode.SYSTEM_ERROR, "refused by the test")
 
 
-def _consumer(cluster: EmbeddedCluster, group: str, topic: str) -> PushConsumer:
-    consumer = PushConsumer(group, cluster.namesrv_addr, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
+def _consumer(cluster: EmbeddedCluster, group: str, topic: str, **options: Any) -> PushConsumer:
+    consumer = PushConsumer(
+        group, cluster.namesrv_addr, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET, **options
+    )
     consumer.subscribe(topic)
     return consumer
+
+
+async def _send_one(cluster: EmbeddedCluster, topic: str) -> None:
+    """Create ``topic`` (one queue) and send it the message ``m``."""
+    await create_topic(cluster, topic)
+    async with Producer(f"pg-{topic}", cluster.namesrv_addr) as producer:
+        await producer.send(Message(topic, b"m"))
+
+
+async def _consume_for(cluster: EmbeddedCluster, group: str, topic: str, seconds: float, **options: Any) -> list[bytes]:
+    """The bodies a consumer of ``topic`` (``options`` its settings) gets in ``seconds``."""
+    seen: list[bytes] = []
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+        seen.extend(m.body for m in msgs)
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = _consumer(cluster, group, topic, **options)
+    consumer.register_message_listener(listener)
+    async with consumer:
+        await trio.sleep(seconds)
+    return seen
 
 
 async def test_an_offset_query_answered_within_5_s_lets_the_queue_be_consumed(
@@ -65,20 +91,8 @@ async def test_an_offset_query_answered_within_5_s_lets_the_queue_be_consumed(
     queue was never taken and its messages never consumed."""
     use_virtual_store_clock(embedded_cluster)
     _Late(embedded_cluster, RequestCode.QUERY_CONSUMER_OFFSET, 4.0)
-    await create_topic(embedded_cluster, "LateOffset")
-    async with Producer("pg-late-offset", embedded_cluster.namesrv_addr) as producer:
-        await producer.send(Message("LateOffset", b"m"))
-    seen: list[bytes] = []
-
-    async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
-        seen.extend(m.body for m in msgs)
-        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
-
-    consumer = _consumer(embedded_cluster, "cg-late-offset", "LateOffset")
-    consumer.register_message_listener(listener)
-    async with consumer:
-        await trio.sleep(90)
-    assert seen == [b"m"]
+    await _send_one(embedded_cluster, "LateOffset")
+    assert await _consume_for(embedded_cluster, "cg-late-offset", "LateOffset", 90) == [b"m"]
 
 
 async def test_a_retry_copy_after_a_refused_send_back_is_born_when_sent(
@@ -91,24 +105,17 @@ async def test_a_retry_copy_after_a_refused_send_back_is_born_when_sent(
     _Refused(embedded_cluster)
     copy_born = 4_000_000_000_000  # the client's wall clock when the copy is sent
     monkeypatch.setattr(consume, "_now_ms", lambda: copy_born, raising=False)
-    await create_topic(embedded_cluster, "BornCopy")
-    async with Producer("pg-born-copy", embedded_cluster.namesrv_addr) as producer:
-        await producer.send(Message("BornCopy", b"m"))
-    calls: list[int] = []
-
-    async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
-        calls.append(msgs[0].born_timestamp)
-        return ConsumeConcurrentlyStatus.RECONSUME_LATER
-
+    await _send_one(embedded_cluster, "BornCopy")
+    store = embedded_cluster.controller.context.store
     consumer = _consumer(embedded_cluster, "cg-born-copy", "BornCopy")
-    consumer.register_message_listener(listener)
+    consumer.register_message_listener(lambda msgs: ConsumeConcurrentlyStatus.RECONSUME_LATER)
     async with consumer:
         with trio.fail_after(60):
-            while embedded_cluster.controller.context.store.max_offset_in_queue("%RETRY%cg-born-copy", 0) < 1:
+            while store.max_offset_in_queue("%RETRY%cg-born-copy", 0) < 1:
                 await trio.sleep(1)
-    store = embedded_cluster.controller.context.store
+    [original] = [decode_record(view) for view in store.get("BornCopy", 0, 0, 1).messages]
     [copy] = [decode_record(view) for view in store.get("%RETRY%cg-born-copy", 0, 0, 1).messages]
-    assert calls[0] != copy_born
+    assert original.born_timestamp != copy_born
     assert copy.born_timestamp == copy_born
 
 
@@ -140,25 +147,9 @@ async def test_a_broadcasting_consumer_of_a_group_refused_broadcast_consumes_not
     async with Admin(embedded_cluster.namesrv_addr) as admin:
         config = SubscriptionGroupConfig("cg-no-broadcast", consume_broadcast_enable=False)
         await admin.create_subscription_group(config, broker_addr=embedded_cluster.broker_addr)
-    await create_topic(embedded_cluster, "NoBroadcast")
-    async with Producer("pg-no-broadcast", embedded_cluster.namesrv_addr) as producer:
-        await producer.send(Message("NoBroadcast", b"m"))
-    seen: list[bytes] = []
-
-    async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
-        seen.extend(m.body for m in msgs)
-        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
-
-    consumer = PushConsumer(
-        "cg-no-broadcast",
-        embedded_cluster.namesrv_addr,
-        message_model=MessageModel.BROADCASTING,
-        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-    )
-    consumer.subscribe("NoBroadcast")
-    consumer.register_message_listener(listener)
-    async with consumer:
-        await trio.sleep(30)
+    await _send_one(embedded_cluster, "NoBroadcast")
+    broadcasting = MessageModel.BROADCASTING
+    seen = await _consume_for(embedded_cluster, "cg-no-broadcast", "NoBroadcast", 30, message_model=broadcasting)
     assert flags.seen, "no pull reached the broker"
     assert all(flag & PULL_FLAG_SUBSCRIPTION == 0 and not posted for flag, posted in flags.seen), flags.seen
     assert seen == []
@@ -171,24 +162,7 @@ async def test_post_subscription_when_pull_posts_it_with_its_flag(
     SUBSCRIPTION flag, as 4.9.8's pullMessage then passes ``subExpression`` to PullAPIWrapper.pullKernelImpl."""
     use_virtual_store_clock(embedded_cluster)
     flags = _PullFlags(embedded_cluster)
-    await create_topic(embedded_cluster, "PostSub")
-    async with Producer("pg-post-sub", embedded_cluster.namesrv_addr) as producer:
-        await producer.send(Message("PostSub", b"m"))
-    seen: list[bytes] = []
-
-    async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
-        seen.extend(m.body for m in msgs)
-        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
-
-    consumer = PushConsumer(
-        "cg-post-sub",
-        embedded_cluster.namesrv_addr,
-        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-        post_subscription_when_pull=True,
-    )
-    consumer.subscribe("PostSub")
-    consumer.register_message_listener(listener)
-    async with consumer:
-        await trio.sleep(30)
+    await _send_one(embedded_cluster, "PostSub")
+    seen = await _consume_for(embedded_cluster, "cg-post-sub", "PostSub", 30, post_subscription_when_pull=True)
     assert flags.seen and all(flag & PULL_FLAG_SUBSCRIPTION and posted for flag, posted in flags.seen), flags.seen
     assert seen == [b"m"]
