@@ -21,6 +21,7 @@ from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand, request
 from remoting.codec.java_properties import config_from_properties
 from remoting.processor import RequestContext
+from tests.broker.helpers import create_topic_request
 from tests.conftest import SMALL_STORE
 
 TIMEOUT = 5.0
@@ -32,6 +33,8 @@ class _Recorder:
     def __init__(self, inner: NamesrvProcessor) -> None:
         self.inner = inner
         self.requests: list[RemotingCommand] = []
+        #: Seconds each REGISTER_BROKER waits before the name server takes it (a slow or hung name server).
+        self.register_delay = 0.0
 
     @property
     def codes(self) -> list[int]:
@@ -39,6 +42,8 @@ class _Recorder:
 
     async def process(self, ctx: RequestContext, req: RemotingCommand) -> RemotingCommand | None:
         self.requests.append(req)
+        if req.code == RequestCode.REGISTER_BROKER:
+            await trio.sleep(self.register_delay)
         return await self.inner.process(ctx, req)
 
 
@@ -132,4 +137,41 @@ async def test_force_register_false_asks_the_data_version_and_registers_only_a_c
         await registration.wait_next_round()
         assert recorder.codes == [RequestCode.QUERY_DATA_VERSION, RequestCode.REGISTER_BROKER]
         assert await _routed(client, namesrv, "TBW102")
+        nursery.cancel_scope.cancel()
+
+
+async def test_update_and_create_topic_answers_once_the_name_servers_route_it(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """AdminBrokerProcessor.updateAndCreateTopic (4.9.8) calls registerIncrementBrokerData before it answers, and
+    BrokerOuterAPI.registerBrokerAll waits for the name servers' answers: a route query right after the answer finds
+    the topic, even from a name server slow to take the registration."""
+    autojump_clock.autojump_threshold = 0.1  # a localhost answer is never overtaken by a virtual timeout
+    async with trio.open_nursery() as nursery, RemotingClient() as client:
+        namesrv, recorder = await _start_namesrv(nursery, tmp_path)
+        controller = BrokerController(_broker_config(tmp_path, namesrv, {}))
+        await nursery.start(controller.serve)
+        recorder.register_delay = 1.0
+        answer = await client.invoke(controller.broker_addr, create_topic_request("RegisteredFirst"), TIMEOUT)
+        assert answer.code == ResponseCode.SUCCESS, answer.remark
+        assert await _routed(client, namesrv, "RegisteredFirst")
+        nursery.cancel_scope.cancel()
+
+
+async def test_update_and_create_topic_answers_after_the_register_timeout_when_a_name_server_hangs(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A name server that never answers holds UPDATE_AND_CREATE_TOPIC's answer for the registration's
+    ``registerBrokerTimeoutMills`` at most (BrokerOuterAPI.registerBrokerAll's latch, 4.9.8), then SUCCESS."""
+    autojump_clock.autojump_threshold = 0.1
+    async with trio.open_nursery() as nursery, RemotingClient() as client:
+        namesrv, recorder = await _start_namesrv(nursery, tmp_path)
+        props = {"registerBrokerTimeoutMills": "2000"}
+        controller = BrokerController(_broker_config(tmp_path, namesrv, props))
+        await nursery.start(controller.serve)
+        recorder.register_delay = 3600.0
+        start = trio.current_time()
+        answer = await client.invoke(controller.broker_addr, create_topic_request("NameServerHangs"), 60.0)
+        assert answer.code == ResponseCode.SUCCESS, answer.remark
+        assert trio.current_time() - start <= 2 * 2.0
         nursery.cancel_scope.cancel()
