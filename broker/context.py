@@ -19,13 +19,14 @@ Every update moves ``config_version`` on (GET_BROKER_CONFIG's ``version``, Java'
 ``tls.*`` keys are ignored (JVM system properties in RocketMQ, no field Configuration.update sets or persists).
 
 ``on_topic_changed()`` asks for an immediate name-server registration (the topic manager calls it after every topic
-change, as Java re-registers right after creating a topic); without a registration service it does nothing.
+change, as Java re-registers right after creating a topic); ``register_now()`` also waits for the name servers'
+answers (UPDATE_AND_CREATE_TOPIC answers then). Without a registration service both do nothing.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Final
 
@@ -59,6 +60,10 @@ def _ignore_config(_config: BrokerConfig) -> None:
     return None
 
 
+async def _no_wait() -> None:
+    return None
+
+
 @attrs.define(eq=False)
 class BrokerState:
     config: BrokerConfig
@@ -83,6 +88,8 @@ class BrokerState:
     hold: HoldService | None = None
     #: Called by :meth:`on_topic_changed`; the controller points it at the registration service.
     topic_changed_hook: Callable[[], None] = _no_op
+    #: Awaited by :meth:`register_now`; the controller points it at the registration service's ``register_now``.
+    register_hook: Callable[[], Awaitable[None]] = _no_wait
     #: Called with the new settings after every :meth:`update_config`; the controller re-applies the pools' fast
     #: failure waits with it.
     config_changed_hook: Callable[[BrokerConfig], None] = _ignore_config
@@ -94,6 +101,10 @@ class BrokerState:
     def on_topic_changed(self) -> None:
         """Trigger an immediate re-registration with every name server (never blocks)."""
         self.topic_changed_hook()
+
+    async def register_now(self) -> None:
+        """Register with every name server now and return once they answered (or the register timeout passed)."""
+        await self.register_hook()
 
     def set_bound_port(self, port: int) -> None:
         """Adopt the listener's real port: the address registered with name servers and written into msgIds."""

@@ -4,7 +4,8 @@ docs/protocol.md#314-name-server-headers and docs/protocol.md#46-registerbrokerb
 :class:`BrokerRegistration` sends REGISTER_BROKER to **each** configured name server: once at start, then every
 ``registerNameServerPeriod`` (30 s, clamped to [10 s, 60 s]), and at once whenever :meth:`trigger` is called (the
 topic manager calls it after a topic change, so a new ``%RETRY%group`` or auto-created topic is routable within
-milliseconds). Triggers that arrive while a round is running coalesce into one more round. With
+milliseconds). Triggers that arrive while a round is running coalesce into one more round. :meth:`register_now`
+triggers one and waits for its answers (UPDATE_AND_CREATE_TOPIC answers then). With
 ``forceRegister=false`` a periodic round first sends QUERY_DATA_VERSION to every name server and registers only if
 one lacks the current topic table (the query alone keeps the broker alive there); ``compressedRegister=true`` sends
 the zlib body. On cancellation
@@ -83,6 +84,9 @@ class BrokerRegistration:
         self._namesrv_addrs = namesrv_addrs or (lambda: broker.config.namesrv_addrs)
         self._wakeup = trio.Event()
         self.rounds = 0
+        #: Rounds :meth:`run` has begun, and the last of them completed (:meth:`register_now`).
+        self._begun = 0
+        self._done_through = 0
         self.last_results: dict[str, int | str] = {}
         self._round_done = trio.Event()
         #: Called after each round with the first answering name server's view of this broker's master:
@@ -96,6 +100,17 @@ class BrokerRegistration:
     def trigger(self) -> None:
         """Ask for an immediate registration round. Never blocks."""
         self._wakeup.set()
+
+    async def register_now(self) -> None:
+        """Trigger a round and return once one begun after this call has completed, so the name servers that
+        answered route the current table: UPDATE_AND_CREATE_TOPIC answers then (AdminBrokerProcessor.java
+        ``registerIncrementBrokerData``, whose registerBrokerAll waits for the answers). Bounded by two register
+        timeouts (a round in progress, then ours); without a running :meth:`run` it returns after that bound."""
+        self.trigger()
+        wanted = self._begun + 1
+        with trio.move_on_after(2 * self.timeout):
+            while self._done_through < wanted:
+                await self._round_done.wait()
 
     def register_request(self) -> RemotingCommand:
         config = self.broker.config
@@ -206,6 +221,7 @@ class BrokerRegistration:
         """Count the round (one that only found every name server up to date registers nothing: empty results) and
         wake :meth:`wait_next_round`."""
         self.rounds += 1
+        self._done_through = self._begun
         self.last_results = results
         done, self._round_done = self._round_done, trio.Event()
         done.set()
@@ -240,6 +256,7 @@ class BrokerRegistration:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Register now, then periodically and on triggers, until cancelled; then unregister (shielded)."""
         try:
+            self._begun += 1
             await self.register_all()
             task_status.started()
             period = registration_period(self.broker.config.register_name_server_period)
@@ -249,6 +266,7 @@ class BrokerRegistration:
                     await self._wakeup.wait()
                 triggered = self._wakeup.is_set()
                 self._wakeup = trio.Event()
+                self._begun += 1
                 if trio.current_time() >= next_round:
                     next_round = trio.current_time() + period
                 # Only a periodic round honours forceRegister=false; topic changes always register

@@ -4,7 +4,8 @@ connection lists, broker config, and the consume-progress tools of ``mqadmin``. 
 for the codes ``mqadmin`` and the dashboards use most.
 
 Contract: command in, command out. Topic changes go through the topic manager, which re-registers with the name
-servers at once. Bodies are those of :mod:`remoting.codec.bodies.admin` and :mod:`remoting.codec.bodies`.
+servers at once; UPDATE_AND_CREATE_TOPIC answers once they took it (``BrokerContext.register_now``). Bodies are
+those of :mod:`remoting.codec.bodies.admin` and :mod:`remoting.codec.bodies`.
 
 - INVOKE_BROKER_TO_RESET_OFFSET (222), GET_CONSUMER_RUNNING_INFO (307) and CONSUME_MESSAGE_DIRECTLY (309) call the
   consumers themselves, through :mod:`processors.broker2client`.
@@ -140,7 +141,9 @@ class AdminBrokerProcessor:
             return request.response(ResponseCode.SYSTEM_ERROR, SLAVE_REFUSAL)
         return None
 
-    def update_and_create_topic(self, request: RemotingCommand) -> RemotingCommand:
+    async def update_and_create_topic(self, request: RemotingCommand) -> RemotingCommand:
+        """Java's updateAndCreateTopic: answered once the name servers took the topic (``registerIncrementBrokerData``
+        before the answer), so a route query right after it finds the topic."""
         refused = self._refused_on_slave(request)
         if refused is not None:
             return refused
@@ -180,6 +183,7 @@ class AdminBrokerProcessor:
             )
         )
         self.broker.topics.write_through()  # on disk before the answer, as TopicConfigManager.updateTopicConfig
+        await self.broker.register_now()
         return request.response(ResponseCode.SUCCESS)
 
     async def delete_topic(self, request: RemotingCommand) -> RemotingCommand:
@@ -403,7 +407,6 @@ def _connection(info: ClientChannelInfo) -> ClientConnection:
 
 
 _HANDLERS: Final[dict[int, _Handler]] = {
-    RequestCode.UPDATE_AND_CREATE_TOPIC: AdminBrokerProcessor.update_and_create_topic,
     RequestCode.GET_ALL_TOPIC_CONFIG: AdminBrokerProcessor.get_all_topic_config,
     RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: AdminBrokerProcessor.update_and_create_subscription_group,
     RequestCode.DELETE_SUBSCRIPTIONGROUP: AdminBrokerProcessor.delete_subscription_group,
@@ -419,6 +422,7 @@ _HANDLERS: Final[dict[int, _Handler]] = {
 }
 
 _ASYNC_HANDLERS: Final[dict[int, _AsyncHandler]] = {
+    RequestCode.UPDATE_AND_CREATE_TOPIC: AdminBrokerProcessor.update_and_create_topic,
     RequestCode.DELETE_TOPIC_IN_BROKER: AdminBrokerProcessor.delete_topic,
     RequestCode.UPDATE_BROKER_CONFIG: AdminBrokerProcessor.update_broker_config,
     RequestCode.CLEAN_UNUSED_TOPIC: AdminBrokerProcessor.clean_unused_topic,

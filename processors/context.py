@@ -313,6 +313,10 @@ class BrokerContext(Protocol):
         """The ``-c`` file's keys no setting has, with their text (Java's Configuration holds them too)."""
         ...
 
+    async def register_now(self) -> None:
+        """Register the topic table with every name server and return once they answered or timed out."""
+        ...
+
     async def update_config(self, props: Mapping[str, str]) -> list[str]:
         """Apply UPDATE_BROKER_CONFIG's properties to the running broker (and its ``-c`` file, if any); returns the
         keys neither a setting nor the ``-c`` file has. Raises :class:`~remoting.codec.java_properties.PropertiesError`
