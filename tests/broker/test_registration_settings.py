@@ -16,7 +16,7 @@ from namesrv.config import NamesrvConfig
 from namesrv.processor import NamesrvProcessor
 from namesrv.server import NamesrvServer
 from remoting.client import RemotingClient
-from remoting.codec.bodies import RegisterBrokerBody, body_crc32
+from remoting.codec.bodies import RegisterBrokerBody, TopicRouteData, body_crc32
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand, request
 from remoting.codec.java_properties import config_from_properties
@@ -174,4 +174,24 @@ async def test_update_and_create_topic_answers_after_the_register_timeout_when_a
         answer = await client.invoke(controller.broker_addr, create_topic_request("NameServerHangs"), 60.0)
         assert answer.code == ResponseCode.SUCCESS, answer.remark
         assert trio.current_time() - start <= 2 * 2.0
+        nursery.cancel_scope.cancel()
+
+
+async def test_update_broker_permission_answers_once_the_routes_carry_it(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """AdminBrokerProcessor.updateBrokerConfig (4.9.8) moves the topic DataVersion on and calls
+    registerBrokerAll(false, false, true) before it answers: right after ``brokerPermission=4`` is answered, the
+    routes carry the read-only perm, even from a name server slow to take the registration."""
+    autojump_clock.autojump_threshold = 0.1
+    async with trio.open_nursery() as nursery, RemotingClient() as client:
+        namesrv, recorder = await _start_namesrv(nursery, tmp_path)
+        controller = BrokerController(_broker_config(tmp_path, namesrv, {}))
+        await nursery.start(controller.serve)
+        recorder.register_delay = 1.0
+        update = request(RequestCode.UPDATE_BROKER_CONFIG, body=b"brokerPermission=4\n")
+        answer = await client.invoke(controller.broker_addr, update, TIMEOUT)
+        assert answer.code == ResponseCode.SUCCESS, answer.remark
+        route = await client.invoke(namesrv, request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "TBW102"}), TIMEOUT)
+        assert [qd.perm for qd in TopicRouteData.decode(route.body).queue_datas] == [4]
         nursery.cancel_scope.cancel()
