@@ -15,7 +15,8 @@ goes on as before, and would register a ``listenPort`` or ``haListenPort`` it do
 ``brokerIP1`` is the address registered from the next round on, as Java's ``getBrokerAddr()`` reads it each time; the
 store host in new messages' ids stays the start-up one, as Java's ``storeHost``.
 Every update moves ``config_version`` on (GET_BROKER_CONFIG's ``version``, Java's ``Configuration`` DataVersion); a
-``brokerPermission`` update also moves the topic DataVersion on and re-registers at once, so the routes carry it.
+``brokerPermission`` update also moves the topic DataVersion on and re-registers before it returns, so the routes
+carry it once UPDATE_BROKER_CONFIG is answered.
 ``tls.*`` keys are ignored (JVM system properties in RocketMQ, no field Configuration.update sets or persists).
 
 ``on_topic_changed()`` asks for an immediate name-server registration (the topic manager calls it after every topic
@@ -140,9 +141,10 @@ class BrokerState:
         self.config_version = self.config_version.next_version()  # Configuration.update: nextVersion()
         self.config_changed_hook(live)
         if "brokerPermission" in props:
-            # AdminBrokerProcessor.java updateBrokerConfig: a new version, registered at once with the new perm.
+            # AdminBrokerProcessor.java updateBrokerConfig: a new version, registered with the new perm before the
+            # answer (registerBrokerAll with forceRegister).
             self.topics.next_version()
-            self.on_topic_changed()
+            await self.register_now()
         texts = property_texts(config)
         changed = {key: texts[key] for key in props if key in texts} | held
         if self.config_path is not None and changed:
