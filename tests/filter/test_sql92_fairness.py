@@ -15,6 +15,7 @@ from processors.filter import Sql92Filter
 from processors.filter import cache as filter_cache
 from remoting.client import RemotingClient
 from remoting.codec.codes import ResponseCode
+from remoting.codec.command import RemotingCommand
 from remoting.codec.message import MessageRecord, iter_records
 from tests.broker.helpers import create_topic_request
 from tests.conftest import SMALL_STORE
@@ -317,3 +318,59 @@ async def test_a_compile_whose_first_asker_is_cancelled_still_answers_the_others
         first.cancel()
     [result] = got
     assert isinstance(result, Sql92Filter)
+
+
+class EvaluationCost:
+    """Counts what the SQL92 filters evaluated cost (:attr:`Sql92Filter.cost` units), from every caller."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.spent = 0
+        original = Sql92Filter.matches_raw
+
+        def counted(sql: Sql92Filter, raw: str | bytes | memoryview) -> bool:
+            self.spent += sql.cost
+            return original(sql, raw)
+
+        monkeypatch.setattr(Sql92Filter, "matches_raw", counted)
+
+
+async def test_an_arrival_evaluates_the_parked_pulls_sql92_filters_within_a_budget(
+    cluster: EmbeddedCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """RocketMQ checks each held pull's filter against an arriving message on its reput thread
+    (PullRequestHoldService.notifyMessageArriving); ours runs inside the append, on the loop every client shares: 40
+    pulls parked on a 2,000-term filter made one arriving message cost 40 evaluations there. One arrival evaluates
+    them within the pull path's budget; a pull it could not check is woken (its re-run reads the message with its own
+    budget), and those it checked stay parked until a message they match arrives."""
+    from processors.pull import SQL92_EVALUATION_BUDGET
+
+    cost = EvaluationCost(monkeypatch)
+    expression = " OR ".join(f"a = 'x{i}'" for i in range(2000))
+    hold, parked = cluster.controller.context.hold, 40
+    answers: list[RemotingCommand] = []
+    async with RemotingClient() as client, trio.open_nursery() as nursery:
+
+        async def park() -> None:
+            pull = pull_request(TOPIC, subscription=expression, expressionType="SQL92", suspend_ms=600_000)
+            answers.append(await client.invoke(cluster.broker_addr, pull, 600))
+
+        for _ in range(parked):
+            nursery.start_soon(park)
+        with trio.fail_after(60):  # a hang guard, not a threshold
+            while hold.held_count < parked:
+                await trio.sleep(0.001)
+        cost.spent = 0
+        append_backlog(cluster, 0, "", "refused")  # matches none of them
+        assert 0 < cost.spent <= SQL92_EVALUATION_BUDGET
+        still = hold.held_count  # the pulls it checked (and that refused the message)
+        assert 0 < still < parked
+        with trio.fail_after(60):
+            while len(answers) < parked - still:
+                await trio.sleep(0.001)
+        assert {(a.code, a.remark) for a in answers} == {(ResponseCode.PULL_RETRY_IMMEDIATELY, "NO_MATCHED_MESSAGE")}
+        assert hold.held_count == still
+        append_backlog(cluster, 0, "", "x1999")  # matches every one
+        with trio.fail_after(60):
+            while len(answers) < parked:
+                await trio.sleep(0.001)
+    assert [[m.body for m in iter_records(a.body)] for a in answers[parked - still :]] == [[b"wanted"]] * still
