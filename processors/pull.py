@@ -305,7 +305,8 @@ class PullMessageProcessor:
             body = bytes(runs[0]) if len(runs) == 1 else b"".join(runs)
             response = request.response(code, result.status.value, fields, body)
         elif code == ResponseCode.PULL_NOT_FOUND and allow_suspend and header.sys_flag & PULL_FLAG_SUSPEND:
-            response = self._suspend(ctx, request, header, (tag_filter, property_filter), fields, result.status.value)
+            filters = (tag_filter, property_filter, filter_cost)
+            response = self._suspend(ctx, request, header, filters, fields, result.status.value)
         else:
             response = request.response(code, result.status.value, fields)
         if allow_suspend and header.sys_flag & PULL_FLAG_COMMIT_OFFSET and not is_slave:
@@ -490,7 +491,7 @@ class PullMessageProcessor:
         ctx: RequestContext,
         request: RemotingCommand,
         header: PullMessageRequestHeader,
-        filters: tuple[TagFilter | None, RawFilter | None],
+        filters: tuple[TagFilter | None, RawFilter | None, int | None],
         fields: dict[str, str],
         remark: str,
     ) -> RemotingCommand | None:
@@ -517,6 +518,7 @@ class PullMessageProcessor:
                 rerun=rerun,
                 tag_filter=filters[0],
                 property_filter=filters[1],
+                filter_cost=filters[2],
             )
         )
         return None
