@@ -24,7 +24,9 @@ import trio.testing
 from broker.embedded import EmbeddedCluster
 from client.message import Message
 from client.producer import Producer
+from processors.filter import Sql92Filter
 from processors.filter.cache import compile_sql92
+from processors.pull import SQL92_EVALUATION_BUDGET
 from proxy.common import Code
 from proxy.config import ProxyConfig
 from proxy.messaging import MessagingActivity
@@ -1086,6 +1088,57 @@ async def test_an_arrival_checks_a_groups_filter_once_not_once_per_parked_receiv
             await trio.testing.wait_all_tasks_blocked()
         autojump_clock.autojump_threshold = 0
         assert (woken, evaluations) == (order[:1], 6), "the longest waiting"
+        receives.cancel_scope.cancel()
+
+
+async def test_an_arrival_checks_the_parked_receives_sql92_filters_within_a_budget(
+    embedded_cluster: EmbeddedCluster,
+    autojump_clock: trio.testing.MockClock,
+    nursery: trio.Nursery,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """PopLongPollingService.notifyMessageArriving checks one parked request's filter per group on RocketMQ's reput
+    thread; ours runs inside the append, on the loop every client shares: 40 groups receiving with a 2,000-term
+    filter made one message cost 40 evaluations there. One arrival evaluates within the pull path's budget and wakes
+    the receive of each group past it unchecked (it pops, finds nothing and waits again); those it checked wait on
+    until a message they match arrives."""
+    activity = await _activity(embedded_cluster, nursery)
+    await create_topic(embedded_cluster, "Heavy", queues=1)
+    pop = activity.consuming.pop
+    spent = 0
+    original = Sql92Filter.matches_raw
+
+    def counted(sql: Sql92Filter, raw: str | bytes | memoryview) -> bool:
+        nonlocal spent
+        spent += sql.cost
+        return original(sql, raw)
+
+    monkeypatch.setattr(Sql92Filter, "matches_raw", counted)
+    heavy = compile_sql92(" OR ".join(f"a = 'x{i}'" for i in range(2000)), string_operators=True)
+    groups: list[str] = []  # in the order they are filed
+    woken: set[str] = set()
+
+    async def parked(group: str) -> None:
+        with trio.move_on_after(3600):
+            groups.append(group)  # no checkpoint before wait_arrival files it
+            await pop.wait_arrival(["Heavy"], 3600, group, None, heavy.matches_raw)
+            woken.add(group)
+
+    async with trio.open_nursery() as receives:
+        for i in range(40):
+            receives.start_soon(parked, f"GHeavy{i}")
+        await trio.testing.wait_all_tasks_blocked()
+        autojump_clock.autojump_threshold = math.inf  # the waits stand still while the producer connects
+        async with Producer("pg-heavy", embedded_cluster.namesrv_addr) as producer:
+            await producer.send(Message("Heavy", b"other", properties={"a": "0"}))
+            await trio.testing.wait_all_tasks_blocked()
+            assert 0 < spent <= SQL92_EVALUATION_BUDGET
+            checked = spent // heavy.cost
+            assert woken == set(groups[checked:]), "the groups past the budget woken unchecked"
+            await producer.send(Message("Heavy", b"match", properties={"a": "x1999"}))
+            await trio.testing.wait_all_tasks_blocked()
+        autojump_clock.autojump_threshold = 0
+        assert woken == set(groups)
         receives.cancel_scope.cancel()
 
 
