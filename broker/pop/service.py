@@ -123,6 +123,8 @@ class _Filter:
     #: evaluation budget (:data:`processors.pull.SQL92_EVALUATION_BUDGET`), so one read of a heavy filter costs the
     #: event loop a bounded time; ``None`` (any filter else): no bound.
     max_filtered: int | None = attrs.field(init=False)
+    #: What one evaluation of ``properties`` costs (a compiled SQL92 filter's cost, else 1).
+    cost: int = attrs.field(init=False)
 
     @codes.default
     def _codes(self) -> TagFilter | None:
@@ -133,15 +135,24 @@ class _Filter:
         owner = getattr(self.properties, "__self__", None)  # Sql92Filter.matches_raw, as the receive path passes it
         return max(1, SQL92_EVALUATION_BUDGET // owner.cost) if isinstance(owner, Sql92Filter) else None
 
+    @cost.default
+    def _cost(self) -> int:
+        owner = getattr(self.properties, "__self__", None)
+        return owner.cost if isinstance(owner, Sql92Filter) else 1
+
     def keeps(self, msg: MessageExt) -> bool:
         return self.tags is None or msg.tags in self.tags
 
-    def matches(self, tags_code: int, properties: str) -> bool:
-        """Whether an arriving message with ``tags_code`` and the raw ``properties`` may be one this filter takes
-        (what the store's read checks; a colliding tags code passes, as Java's isMatchedByConsumeQueue passes it)."""
-        if self.codes is not None and not self.codes(tags_code):
-            return False
-        return self.properties is None or self.properties(memoryview(properties.encode()))
+    def check(self, arrival: tuple[int, str], left: int) -> tuple[bool, int]:
+        """Whether an arriving message (its tags code and raw properties) may be one this filter takes (what the
+        store's read checks; a colliding tags code passes, as Java's isMatchedByConsumeQueue passes it), and what is
+        left of the arrival's evaluation budget ``left`` after: an SQL92 check costing more than is left is skipped
+        and passes, a spurious wake-up (the receive pops, finds nothing and waits again)."""
+        if self.codes is not None and not self.codes(arrival[0]):
+            return False, left
+        if self.properties is None or self.cost > left:
+            return True, left
+        return self.properties(memoryview(arrival[1].encode())), left - self.cost
 
 
 #: A receive's filter as :class:`PopService` files its wait: its tags and its SQL92 filter.
@@ -235,10 +246,13 @@ class PopService:
         arrival inside the store's append with N parked. Java takes the one due soonest; the receives of a key share
         their polling window, so the longest waiting is that one. Not every receive on the topic: with N parked, one
         message cost N reads, N - 1 of them empty; nor one the message does not match: it read the store for
-        nothing."""
+        nothing. One arrival's SQL92 checks spend at most the pull path's evaluation budget
+        (:data:`processors.pull.SQL92_EVALUATION_BUDGET`; Java checks on its reput thread, ours inside the append, on
+        the loop every client shares): a receive past it is woken unchecked, pops, finds nothing and waits again."""
         groups = self._arrivals.get(topic)
         if groups is None:
             return
+        left = SQL92_EVALUATION_BUDGET
         for name in list(groups) if group is None else [group]:
             by_filter = groups.get(name)
             if not by_filter:
@@ -246,7 +260,12 @@ class PopService:
             poll: _Poll | None = None
             for waiters in by_filter.values():
                 first = next(iter(waiters))
-                if (poll is None or first.seq < poll.seq) and (arrival is None or first.matches(*arrival)):
+                if poll is not None and first.seq >= poll.seq:
+                    continue
+                matched = True
+                if arrival is not None:
+                    matched, left = first.filter.check(arrival, left)
+                if matched:
                     poll = first
             if poll is not None:
                 self._unfile(poll)
@@ -844,9 +863,6 @@ class _Poll:
         """What its filter is filed under: receives of one expression share it (the proxy compiles an SQL92
         expression once, :func:`processors.filter.cache.compile_sql92`)."""
         return self.filter.tags, self.filter.properties
-
-    def matches(self, tags_code: int, properties: str) -> bool:
-        return self.filter.matches(tags_code, properties)
 
 
 def _init_offset(topic: str, low: int, high: int) -> int:
