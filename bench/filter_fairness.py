@@ -11,11 +11,14 @@ client was kept waiting) and how many times it ran (``ticks``) while a client:
 
 - ``compile``: pulls once with a fresh ``--terms``-term OR chain (``p0 = 'v0' OR p1 = 'v1' ...``): parse and compile;
 - ``evaluate``: drains a queue of ``--entries`` messages the same chain (compiled already) refuses, plus one it
-  matches, following ``nextBeginOffset``.
+  matches, following ``nextBeginOffset``;
+- ``arrival``: ``--parked`` pulls are parked on such a chain and one message none of them matches arrives (the hold
+  service checks their filters inside the append: ``append_ms``), then one they all match releases them.
 
 ``mode``: ``offloaded`` is the broker as shipped (long expressions compiled in a worker thread,
 :func:`processors.filter.cache.compile_offloaded`; a pull's evaluation bounded by
-:data:`processors.pull.SQL92_EVALUATION_BUDGET`); ``inline`` sets both limits out of reach, which is the broker before
+:data:`processors.pull.SQL92_EVALUATION_BUDGET`, an arrival's checks of parked pulls by the hold service's
+``evaluation_budget``); ``inline`` sets the limits out of reach, which is the broker before
 the change (compiled on the loop, every scanned entry evaluated). ``small_pull`` lines time
 :meth:`~processors.pull.PullMessageProcessor.process` in process (no network) for a TAG pull and a short SQL92 pull
 from the request, and what the change added to it: the path every usual consumer takes must cost what it did.
@@ -36,6 +39,7 @@ from typing import Final
 import trio
 import trio.testing
 
+import processors.hold as hold_module
 import processors.pull as pull_module
 from bench import filter as filter_bench
 from broker.embedded import EmbeddedCluster
@@ -92,7 +96,7 @@ class Ticker:
                 self.max_stall = max(self.max_stall, time.perf_counter() - start - 0.001)
 
 
-async def measure(terms: int, entries: int, rounds: int) -> None:
+async def measure(terms: int, entries: int, rounds: int, parked: int) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-fairness-") as tmp:
         async with EmbeddedCluster(
             Path(tmp) / "cluster",
@@ -140,9 +144,39 @@ async def measure(terms: int, entries: int, rounds: int) -> None:
                         emit(
                             {**_line(mode, "evaluate", terms, ticker, elapsed), "entries": entries + 1, "pulls": pulls}
                         )
+                        await arrival(cluster, mode, terms, parked, ticker)
                 nursery.cancel_scope.cancel()
             await small_pulls(PullMessageProcessor(broker), entries)
     set_mode("offloaded")
+
+
+async def arrival(cluster: EmbeddedCluster, mode: str, terms: int, parked: int, ticker: Ticker) -> None:
+    """The ``arrival`` op: ``parked`` pulls held on a ``terms``-term chain, one message they refuse, one they match."""
+    broker = cluster.controller.context
+    hold = broker.hold
+    assert hold is not None
+    hold.evaluation_budget = hold_module.ARRIVAL_EVALUATION_BUDGET if mode == "offloaded" else OUT_OF_REACH
+    expression, offset = chain(terms, "hit"), broker.store.max_offset_in_queue(TOPIC, 0)
+
+    async def park() -> None:
+        command = pull_command(expression, "SQL92", offset)
+        command.ext_fields.update(sysFlag="6", suspendTimeoutMillis="600000")  # SUSPEND | SUBSCRIPTION
+        await client.invoke(cluster.broker_addr, command, 600)
+
+    async with RemotingClient() as client, trio.open_nursery() as nursery:
+        for _ in range(parked):
+            nursery.start_soon(park)
+        while hold.held_count < parked:
+            await trio.sleep(0.001)
+        ticker.reset()
+        start = time.perf_counter()
+        broker.store.append(MessageRecord(TOPIC, b"m", 0, properties="p0\x01refused", store_host=broker.store_host))
+        append = time.perf_counter() - start
+        await trio.sleep(0.2)  # the woken pulls' re-runs
+        ticker.on = False
+        emit({**_line(mode, "arrival", terms, ticker, append), "parked": parked, "append_ms": round(append * 1e3, 1)})
+        broker.store.append(MessageRecord(TOPIC, b"hit", 0, properties="p0\x01hit0", store_host=broker.store_host))
+    hold.evaluation_budget = hold_module.ARRIVAL_EVALUATION_BUDGET
 
 
 def _line(mode: str, op: str, terms: int, ticker: Ticker, elapsed: float) -> dict[str, object]:
@@ -186,8 +220,9 @@ def main() -> None:
     parser.add_argument("--terms", type=int, default=10_000)
     parser.add_argument("--entries", type=int, default=800)
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--parked", type=int, default=40, help="arrival: pulls parked on the chain")
     args = parser.parse_args()
-    trio.run(measure, args.terms, args.entries, args.rounds)
+    trio.run(measure, args.terms, args.entries, args.rounds, args.parked)
 
 
 if __name__ == "__main__":
