@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import attrs
 import trio
 import trio.testing
 
 from broker.broker_config import BrokerConfig
+from broker.context import build_context
 from broker.controller import BrokerController
 from broker.topic_config_manager import TopicConfigManager
 from namesrv.config import NamesrvConfig
@@ -117,3 +119,24 @@ def test_order_topic_config_clears_the_flag_of_unlisted_topics(tmp_path: Path) -
     assert [manager.get(t).order for t in ("A", "B")] == [False, False]  # type: ignore[union-attr]
     assert not manager.update_order_topic_config(set())
     assert (manager.data_version.counter, calls) == (before + 2, [])
+
+
+async def test_a_broker_permission_update_is_in_the_conf_file_before_its_registration_waits(tmp_path: Path) -> None:
+    """AdminBrokerProcessor.updateBrokerConfig (4.9.8) writes the file (Configuration.update) before
+    registerBrokerAll waits for the name servers: a broker stopped while they do not answer keeps the new perm."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text("brokerName=b\n")
+    ctx = build_context(attrs.evolve(BrokerConfig(store_path_root_dir=str(tmp_path / "store")), **SMALL_STORE))
+    ctx.config_path = conf
+    registering = trio.Event()
+
+    async def name_servers_silent() -> None:
+        registering.set()
+        await trio.sleep_forever()
+
+    ctx.register_hook = name_servers_silent
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(ctx.update_config, {"brokerPermission": "4"})
+        await registering.wait()
+        nursery.cancel_scope.cancel()  # the broker stops before the name servers answered
+    assert "brokerPermission=4" in conf.read_text()
