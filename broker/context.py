@@ -140,11 +140,6 @@ class BrokerState:
         self.clients.notify_enabled = live.notify_consumer_ids_changed_enable
         self.config_version = self.config_version.next_version()  # Configuration.update: nextVersion()
         self.config_changed_hook(live)
-        if "brokerPermission" in props:
-            # AdminBrokerProcessor.java updateBrokerConfig: a new version, registered with the new perm before the
-            # answer (registerBrokerAll with forceRegister).
-            self.topics.next_version()
-            await self.register_now()
         texts = property_texts(config)
         changed = {key: texts[key] for key in props if key in texts} | held
         if self.config_path is not None and changed:
@@ -152,6 +147,11 @@ class BrokerState:
                 await trio.to_thread.run_sync(persist_properties, self.config_path, changed)
             except OSError:
                 log.exception("writing the updated broker config to %s failed", self.config_path)
+        if "brokerPermission" in props:
+            # AdminBrokerProcessor.java updateBrokerConfig: a new version, registered with the new perm before the
+            # answer (registerBrokerAll with forceRegister), after Configuration.update wrote the file.
+            self.topics.next_version()
+            await self.register_now()
         return unknown
 
 
