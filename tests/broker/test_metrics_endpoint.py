@@ -17,7 +17,7 @@ from prometheus_client.samples import Sample
 
 from broker.broker_config import load_broker_config
 from broker.embedded import EmbeddedCluster
-from client import ConsumeConcurrentlyStatus, Message, MessageExt, Producer, PushConsumer
+from client import ConsumeConcurrentlyStatus, Message, MessageExt, MQBrokerError, Producer, PushConsumer
 from namesrv.config import NamesrvConfig
 from namesrv.server import NamesrvServer
 from remoting import prometheus
@@ -70,7 +70,7 @@ async def test_counters_scraped_during_a_load_agree_with_what_was_acknowledged(
     exporter = cluster.controller.metrics
     assert exporter is not None and exporter.address is not None
     address = exporter.address
-    acked = 0
+    acked = refused = 0
     running = True
     checked = []
 
@@ -79,9 +79,16 @@ async def test_counters_scraped_during_a_load_agree_with_what_was_acknowledged(
         acked = 1
 
         async def produce() -> None:
-            nonlocal acked
+            nonlocal acked, refused
             for i in range(PER_PRODUCER):
-                await producer.send(Message(TOPIC, b"load %d" % i))
+                try:
+                    await producer.send(Message(TOPIC, b"load %d" % i))
+                except MQBrokerError as exc:
+                    # Fast failure (on by default, as RocketMQ's): on a loaded machine a send can wait its 200 ms in
+                    # the send queue. Refused, it is stored nowhere and counted nowhere but its own RPC series.
+                    assert exc.code == ResponseCode.SYSTEM_BUSY, exc
+                    refused += 1
+                    continue
                 acked += 1
 
         async def scrape_meanwhile() -> None:
@@ -104,8 +111,8 @@ async def test_counters_scraped_during_a_load_agree_with_what_was_acknowledged(
                     load.start_soon(produce)
             running = False
 
-    total = 1 + PRODUCERS * PER_PRODUCER
-    assert acked == total and len(checked) >= 1
+    total = acked  # what was stored: every send but those refused
+    assert acked + refused == 1 + PRODUCERS * PER_PRODUCER and len(checked) >= 1
     print(f"{len(checked)} scrapes during the load")
     families = await scrape(address)
     labels = {"topic": TOPIC, "cluster": "DefaultCluster", "node_type": "broker", "env": "test"}
