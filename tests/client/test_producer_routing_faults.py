@@ -4,6 +4,8 @@ Validators (found by a review, each test failing on the code before). Embedded b
 from __future__ import annotations
 
 import contextlib
+import json
+import zlib
 from collections.abc import AsyncIterator
 
 import pytest
@@ -12,7 +14,7 @@ import trio
 from broker.embedded import EmbeddedCluster
 from client.admin import Admin
 from client.consumer.lite_pull import LitePullConsumer
-from client.errors import MessageValidationError, MQClientError
+from client.errors import MessageValidationError, MQClientError, SendFailedError
 from client.message import Message, SendStatus
 from client.producer import Producer
 from client.selector import select_by_hash
@@ -20,7 +22,7 @@ from client.transaction import LocalTransactionState, TransactionProducer
 from remoting.client import RemotingClient
 from remoting.codec.bodies import MessageQueue
 from remoting.codec.codes import RequestCode, ResponseCode
-from remoting.codec.command import RemotingCommand
+from remoting.codec.command import RemotingCommand, request
 from remoting.dispatch import Dispatcher, ProcessorPool, RequestContext
 from remoting.server import RemotingServer
 from tests.client.test_master_watch import register_as_master
@@ -193,3 +195,71 @@ async def test_a_trace_producer_that_cannot_start_leaves_its_host_running(
         async with LitePullConsumer(group, embedded_cluster.namesrv_addr, enable_msg_trace=True) as consumer:
             await consumer.subscribe(topic)
             assert consumer.subscribed_topics() == {topic}
+
+
+async def _register(
+    client: RemotingClient, namesrv: str, addr: str, broker_id: int, topics: tuple[str, ...] = ()
+) -> None:
+    """Register ``addr`` as broker-b's ``broker_id`` with ``topics`` (2 queues each) on ``client``'s connection."""
+    table = {t: {"order": False, "perm": 6, "readQueueNums": 2, "topicFilterType": "SINGLE_TAG", "topicName": t,
+                 "topicSysFlag": 0, "writeQueueNums": 2} for t in topics}  # fmt: skip
+    body = json.dumps({"filterServerList": [], "topicConfigSerializeWrapper": {
+        "dataVersion": {"counter": 7, "timestamp": 1}, "topicConfigTable": table}}).encode()  # fmt: skip
+    fields = {"brokerAddr": addr, "brokerId": str(broker_id), "brokerName": "broker-b", "clusterName": "DefaultCluster",
+              "compressed": "false", "haServerAddr": addr, "bodyCrc32": str(zlib.crc32(body) & 0x7FFFFFFF)}  # fmt: skip
+    answer = await client.invoke(namesrv, request(RequestCode.REGISTER_BROKER, fields, body), 3)
+    assert answer.code == ResponseCode.SUCCESS
+
+
+#: ClientErrorCode.BROKER_NOT_EXIST_EXCEPTION (client/src/main/java/org/apache/rocketmq/client/common/ClientErrorCode
+#: .java).
+BROKER_NOT_EXIST_EXCEPTION = 10003
+
+
+async def _stale_route(client: RemotingClient, producer: Producer, namesrv: str) -> None:
+    """broker-b's master (127.0.0.1:1) carries ``Stale`` and ``Other``, the producer reads ``Stale``'s route; then
+    the master leaves, its slave stays, and the route of ``Other``, read after, names broker-b without a master while
+    ``Stale``'s cached route still names it (Java's brokerAddrTable alike)."""
+    await _register(client, namesrv, "127.0.0.1:1", 0, ("Stale", "Other"))
+    await producer.instance.fetch_route("Stale")
+    assert (await producer.publish_info("Stale")).ok
+    await _register(client, namesrv, "127.0.0.1:2", 1)
+    fields = {"brokerAddr": "127.0.0.1:1", "brokerName": "broker-b", "clusterName": "DefaultCluster", "brokerId": "0"}
+    assert (await client.invoke(namesrv, request(RequestCode.UNREGISTER_BROKER, fields), 3)).code == 0
+    await producer.instance.fetch_route("Other")
+    assert producer.instance.find_broker_address("broker-b") is None
+
+
+async def test_a_broker_without_master_fails_a_send_with_javas_broker_not_exist(
+    embedded_cluster: EmbeddedCluster,
+) -> None:
+    """DefaultMQProducerImpl.sendKernelImpl throws MQClientException "The broker[...] not exist" (responseCode -1) when
+    the queue's broker has no master address, even after re-reading the route; sendDefaultImpl retries it (``continue``,
+    after updateFaultItem isolating the broker) and its "Send [n] times, still failed" gets
+    ClientErrorCode.BROKER_NOT_EXIST_EXCEPTION; in ASYNC mode it makes one attempt. Before, the send failed with
+    SYSTEM_ERROR (1), an async one at once."""
+    ns = embedded_cluster.namesrv_addr
+    async with RemotingClient() as client, Producer("pg-stale", ns, send_latency_fault_enable=True) as producer:
+        await _stale_route(client, producer, ns)
+        with pytest.raises(SendFailedError) as sync_failure:
+            await producer.send(Message("Stale", b"x"))
+        assert not producer.fault.is_available("broker-b")  # updateFaultItem(..., true): isolated
+        await _stale_route(client, producer, ns)
+        outcome: list[object] = []
+        done = trio.Event()
+
+        def callback(result: object) -> None:
+            outcome.append(result)
+            done.set()
+
+        producer.send_async(Message("Stale", b"y"), callback)
+        await done.wait()
+        await _stale_route(client, producer, ns)
+        with pytest.raises(MQClientError, match=r"The broker\[broker-b\] not exist") as direct:
+            await producer.send(Message("Stale", b"z"), queue=MessageQueue("Stale", "broker-b", 0))
+    assert (sync_failure.value.response_code, len(sync_failure.value.attempts)) == (BROKER_NOT_EXIST_EXCEPTION, 3)
+    assert "The broker[broker-b] not exist" in str(sync_failure.value.attempts[-1][1])
+    [async_failure] = outcome
+    assert isinstance(async_failure, SendFailedError), async_failure
+    assert (async_failure.response_code, len(async_failure.attempts)) == (BROKER_NOT_EXIST_EXCEPTION, 1)
+    assert getattr(direct.value, "response_code", None) == -1
