@@ -13,9 +13,10 @@ from typing import Final
 from remoting.errors import RemotingConnectError, RemotingTimeoutError
 
 #: Java's ``ClientErrorCode`` (client/src/main/java/org/apache/rocketmq/client/common/ClientErrorCode.java) a failed
-#: send reports: its broker could not be reached, or did not answer in time.
+#: send reports: its broker could not be reached, did not answer in time, or had no master address.
 CONNECT_BROKER_EXCEPTION: Final = 10001
 ACCESS_BROKER_TIMEOUT: Final = 10002
+BROKER_NOT_EXIST_EXCEPTION: Final = 10003
 
 
 class MQClientError(Exception):
@@ -35,6 +36,17 @@ class MQBrokerError(MQClientError):
         self.address = address
         where = f" from {address}" if address else ""
         super().__init__(f"response code {code}{where}: {remark or ''}")
+
+
+class BrokerNotExistError(MQClientError):
+    """A queue's broker has no master address, even after re-reading the route: Java's sendKernelImpl throws
+    MQClientException "The broker[...] not exist" (``response_code`` -1), which sendDefaultImpl retries
+    (client/src/main/java/org/apache/rocketmq/client/impl/producer/DefaultMQProducerImpl.java)."""
+
+    def __init__(self, broker_name: str) -> None:
+        super().__init__(f"The broker[{broker_name}] not exist")
+        self.broker_name = broker_name
+        self.response_code = -1
 
 
 class TopicRouteNotFoundError(MQClientError):
@@ -77,7 +89,7 @@ class SendFailedError(MQClientError):
     ``response_code``: the last attempt's, as sendDefaultImpl sets it on its "Send [n] times, still failed"
     MQClientException (client/.../impl/producer/DefaultMQProducerImpl.java): the broker's code of a refusal,
     :data:`CONNECT_BROKER_EXCEPTION` for a connection that failed, :data:`ACCESS_BROKER_TIMEOUT` for no answer in
-    time, else -1."""
+    time, :data:`BROKER_NOT_EXIST_EXCEPTION` for a broker without master, else -1."""
 
     def __init__(self, topic: str, attempts: list[tuple[str, BaseException]], *, timed_out: bool = False) -> None:
         self.topic = topic
@@ -97,4 +109,6 @@ def _response_code(error: BaseException) -> int:
         return CONNECT_BROKER_EXCEPTION
     if isinstance(error, RemotingTimeoutError):
         return ACCESS_BROKER_TIMEOUT
+    if isinstance(error, BrokerNotExistError):
+        return BROKER_NOT_EXIST_EXCEPTION
     return -1

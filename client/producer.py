@@ -41,6 +41,7 @@ from client.body_codecs import default_compress_level, default_compress_type
 from client.budget import time_left
 from client.config import ClientConfig
 from client.errors import (
+    BrokerNotExistError,
     ClientStateError,
     MQBrokerError,
     MQClientError,
@@ -65,7 +66,6 @@ from client.send_request import (
 )
 from client.trace.dispatcher import TraceDispatcher
 from remoting.codec.bodies import MessageQueue, TopicRouteData
-from remoting.codec.codes import ResponseCode
 from remoting.codec.command import RemotingCommand
 from remoting.codec.headers import RecallMessageRequestHeader
 from remoting.codec.message import MessageExt
@@ -686,12 +686,15 @@ class Producer:
         return cached or await self.instance.adopt_route(topic, attrs.evolve(default, queue_datas=queues))
 
     async def _broker_address(self, mq: MessageQueue) -> str:
+        """``mq``'s master address, the route re-read once when unknown; else BrokerNotExistError, as
+        sendKernelImpl after its ``tryToFindTopicPublishInfo`` (which never throws)."""
         addr = self.instance.find_broker_address(mq.broker_name)
         if addr is None:
-            await self.instance.fetch_route(mq.topic)
+            with contextlib.suppress(TopicRouteNotFoundError):
+                await self.instance.fetch_route(mq.topic)
             addr = self.instance.find_broker_address(mq.broker_name)
         if addr is None:
-            raise MQBrokerError(ResponseCode.SYSTEM_ERROR, f"broker {mq.broker_name} has no master address")
+            raise BrokerNotExistError(mq.broker_name)
         return addr
 
     def _send_to(self, mq: MessageQueue, prepared: PreparedSend, timeout: float) -> Awaitable[SendResult]:
@@ -787,14 +790,16 @@ class Producer:
             addr = self.instance.find_broker_address(mq.broker_name)
             try:
                 result = await self._attempt(mq, prepared, budget, fault)
-            except (RemotingError, MQBrokerError) as exc:
+            except (RemotingError, MQBrokerError, BrokerNotExistError) as exc:
                 if isinstance(exc, MQBrokerError) and (not retry_refusals or exc.code not in self.retry_response_codes):
                     if not_stored is not None:
                         return not_stored
                     raise
                 attempts.append((mq.broker_name, exc))
                 last_broker = mq.broker_name
-                if tried == last:
+                # An async send's one sendDefaultImpl attempt ends at a broker without master (its MQClientAPIImpl
+                # retries only transport failures); a sync send's goes on, as sendDefaultImpl ``continue``s.
+                if tried == last or (isinstance(exc, BrokerNotExistError) and not retry_refusals):
                     # No attempt follows: the failure is reported now and the route re-read for later sends in the
                     # background, as Java's sendDefaultImpl and MQClientAPIImpl.onExceptionImpl give up at once
                     # (client/src/main/java/org/apache/rocketmq/client/impl/producer/DefaultMQProducerImpl.java).
@@ -876,7 +881,7 @@ def _fault_reported(fault: LatencyFaultTolerance | None, broker_name: str) -> It
     started = anyio.current_time()
     try:
         yield
-    except (RemotingError, MQBrokerError):
+    except (RemotingError, MQBrokerError, BrokerNotExistError):
         fault.report(broker_name, int((anyio.current_time() - started) * 1000), failed=True)
         raise
     fault.report(broker_name, int((anyio.current_time() - started) * 1000), failed=False)
