@@ -110,6 +110,8 @@ async def test_a_changed_allocation_announces_a_newer_subscription_version(
 @pytest.mark.parametrize(
     ("option", "value", "said"),
     [
+        ("consume_thread_min", 0, "consumeThreadMin Out of range [1, 1000]"),
+        ("consume_thread_min", 1001, "consumeThreadMin Out of range [1, 1000]"),
         ("consume_thread_max", 0, "consumeThreadMax Out of range [1, 1000]"),
         ("consume_thread_max", 1001, "consumeThreadMax Out of range [1, 1000]"),
         ("consume_concurrently_max_span", 0, "consumeConcurrentlyMaxSpan Out of range [1, 65535]"),
@@ -136,6 +138,44 @@ async def test_a_setting_out_of_javas_range_fails_the_start(
     with pytest.raises(MQClientError, match=re.escape(said)):
         async with _hanging("cg-checked", embedded_cluster, "Checked", **{option: value}):
             pass
+
+
+async def test_consume_thread_min_above_max_fails_the_start(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """DefaultMQPushConsumerImpl.checkConfig refuses consumeThreadMin (20 by default) above consumeThreadMax, so
+    lowering the max alone fails the start; ours had no consumeThreadMin."""
+    await _create(embedded_cluster, "ThreadsChecked")
+    with pytest.raises(MQClientError, match=re.escape("consumeThreadMin (20) is larger than consumeThreadMax (10)")):
+        async with _hanging("cg-threads", embedded_cluster, "ThreadsChecked", consume_thread_max=10):
+            pass
+
+
+async def test_consume_thread_min_bounds_the_listener_calls_in_flight(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Java's consume executor is a ThreadPoolExecutor of consumeThreadMin core threads, up to consumeThreadMax, over
+    an unbounded queue, so it never starts more than consumeThreadMin threads
+    (ConsumeMessageConcurrentlyService's constructor); the running info's PROP_THREADPOOL_CORE_SIZE and
+    consumeThreadMin say so. Ours ran consume_thread_max calls at once."""
+    mq = await _create(embedded_cluster, "ThreadsCore")
+    in_flight = 0
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+        nonlocal in_flight
+        in_flight += 1
+        await trio.sleep_forever()
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    options = {"consume_thread_min": 2, "consume_thread_max": 6}
+    consumer = first_offset_consumer(embedded_cluster.namesrv_addr, "cg-threads-core", "ThreadsCore", **options)
+    consumer.register_message_listener(listener)
+    async with consumer:
+        await _fill(embedded_cluster, mq, [b"m%d" % i for i in range(8)])
+        await trio.sleep(10)
+        props = consumer.running_info()["properties"]
+    assert in_flight == 2
+    assert (props["consumeThreadMin"], props["consumeThreadMax"], props["PROP_THREADPOOL_CORE_SIZE"]) == ("2", "6", "2")
 
 
 async def test_a_consumer_whose_topic_thresholds_were_split_starts_again(
