@@ -13,7 +13,7 @@ flight, so a slow message holds the committed offset back instead of being skipp
 Consume timeout (concurrent only): every ``consume_timeout`` minutes (Java's ``cleanExpireMsg``) a message at the head
 of its queue whose listener call started more than ``consume_timeout`` ago is sent back at delay level 3 (BROADCASTING:
 dropped) and removed, so the committed offset moves past it. A call counts from when it holds a slot of
-``consume_thread_max`` (Java: from when a consume thread takes the request); a head message still waiting for a slot
+``consume_thread_min`` (Java: from when a consume thread takes the request); a head message still waiting for a slot
 has not started, and the clean-up of its queue stops there. The call is not cancelled: when it ends its outcome changes
 nothing, except that a failure sends the message back once more, as in Java.
 

@@ -116,6 +116,7 @@ class PushConsumer:
         consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
         consume_timestamp_ms: int | None = None,
         allocate_strategy: AllocateStrategy | str = allocate_average,
+        consume_thread_min: int = 20,
         consume_thread_max: int = 20,
         consume_message_batch_max_size: int = 1,
         pull_batch_size: int = 32,
@@ -155,6 +156,9 @@ class PushConsumer:
         self.consume_concurrently_max_span = consume_concurrently_max_span
         #: Pause after a pull that found messages before the queue's next pull (Java's ``pullInterval``, 0).
         self.pull_interval = pull_interval
+        #: Java's ``consumeThreadMin``, the consume executor's core size: over its unbounded queue no more threads
+        #: run, so it bounds the listener calls at once; ``consume_thread_max`` is only checked, as Java's.
+        self.consume_thread_min = consume_thread_min
         self.consume_thread_max = consume_thread_max
         self.max_reconsume_times = max_reconsume_times
         self.consume_timeout = consume_timeout
@@ -162,7 +166,7 @@ class PushConsumer:
         self.await_termination = await_termination
         self.post_subscription_when_pull = post_subscription_when_pull
         self.consume_from_where = consume_from_where
-        self.limiter = anyio.CapacityLimiter(consume_thread_max)
+        self.limiter = anyio.CapacityLimiter(max(1, consume_thread_min))
         callback_threads = self.instance.config.client_callback_executor_threads
         #: Bounds the listener calls of :meth:`consume_directly`, apart from the consume slots.
         self.direct_limiter = anyio.CapacityLimiter(callback_threads if callback_threads > 0 else 4)
@@ -322,6 +326,7 @@ class PushConsumer:
             self.pull_threshold_for_queue, self.pull_threshold_size_for_queue = self._queue_thresholds
             self._queue_thresholds = None
         self._check_ranges()
+        self.limiter.total_tokens = self.consume_thread_min  # the executor is made at start, with the core size
         if self.consume_service is None:
             raise ClientStateError("register a message listener before starting the consumer")
         if isinstance(self.consume_service, ConcurrentConsumeService) and not self.consume_timeout > 0:
@@ -369,6 +374,7 @@ class PushConsumer:
         messages; raises :class:`~client.errors.MQClientError`. The topic-wide thresholds may also be -1 (off)."""
         size_mib = self.pull_threshold_size_for_queue // (1024 * 1024)
         checks: list[tuple[str, int, int, int]] = [
+            ("consumeThreadMin", self.consume_thread_min, 1, 1000),
             ("consumeThreadMax", self.consume_thread_max, 1, 1000),
             ("consumeConcurrentlyMaxSpan", self.consume_concurrently_max_span, 1, 65535),
             ("pullThresholdForQueue", self.pull_threshold_for_queue, 1, 65535),
@@ -384,6 +390,9 @@ class PushConsumer:
         for name, value, low, high in checks:
             if not low <= value <= high:
                 raise MQClientError(f"{name} Out of range [{low}, {high}]")
+        low, high = self.consume_thread_min, self.consume_thread_max
+        if low > high:
+            raise MQClientError(f"consumeThreadMin ({low}) is larger than consumeThreadMax ({high})")
 
     async def _check_client_in_brokers(self) -> None:
         """CHECK_CLIENT_CONFIG for every SQL92 subscription (:mod:`client.consumer.client_check`)."""
@@ -509,6 +518,7 @@ class PushConsumer:
                 "consumerGroup": self._group,
                 "messageModel": self._message_model.name,
                 "consumeFromWhere": self.consume_from_where.name,
+                "consumeThreadMin": str(self.consume_thread_min),
                 "consumeThreadMax": str(self.consume_thread_max),
                 "consumeMessageBatchMaxSize": str(self.consume_message_batch_max_size),
                 "pullBatchSize": str(self.pull_batch_size),

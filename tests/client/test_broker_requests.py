@@ -172,6 +172,7 @@ async def test_consume_message_directly_is_answered_while_every_consume_slot_is_
         "cg-direct-busy",
         cluster.namesrv_addr,
         consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        consume_thread_min=1,
         consume_thread_max=1,
         await_termination=1.0,
     )

@@ -49,7 +49,7 @@ async def test_tasks_of_a_dropped_queue_do_not_call_the_listener(cluster: Thread
         for mq in info.message_queues:
             for i in range(PER_QUEUE):
                 await producer.send(Message("DropPending", f"q{mq.queue_id}-{i}".encode()), queue=mq)
-    async with consumer(slow, consume_thread_max=1) as a:
+    async with consumer(slow, consume_thread_min=1, consume_thread_max=1) as a:
 
         def owned() -> dict[MessageQueue, ProcessQueue]:
             return {mq: pq for mq, pq in a.rebalance.process_queues.items() if mq.topic == "DropPending"}
@@ -62,6 +62,6 @@ async def test_tasks_of_a_dropped_queue_do_not_call_the_listener(cluster: Thread
             await wait_until(lambda: sum(1 for m in got_a if m.queue_id not in given_away) == PER_QUEUE)
             await anyio.sleep(0.5)
             twice = [m.body for m in got_a if m.queue_id in given_away]
-            # Java: at most the consume_thread_max (1) call in flight when the queue was dropped.
+            # Java: at most the consume_thread_min (1) call in flight when the queue was dropped.
             assert len(twice) <= 1, f"A consumed {len(twice)} messages of the queue B owns: {twice}"
             del b

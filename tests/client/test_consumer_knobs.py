@@ -152,6 +152,7 @@ async def test_push_size_threshold_counts_whole_mib_as_java(
         embedded_cluster.namesrv_addr,
         consume_from_where=FIRST,
         pull_batch_size=1,
+        consume_thread_min=1,
         consume_thread_max=1,
         pull_threshold_size_for_queue_mib=1,
     )

@@ -78,7 +78,7 @@ async def test_a_batch_waiting_for_a_consume_slot_is_not_consumed_once_its_lock_
         seen.extend(m.body for m in msgs)
         return ConsumeOrderlyStatus.SUCCESS
 
-    consumer = PushConsumer("cg-lostlock", embedded_cluster.namesrv_addr, consume_thread_max=1)
+    consumer = PushConsumer("cg-lostlock", embedded_cluster.namesrv_addr, consume_thread_min=1, consume_thread_max=1)
     consumer.subscribe("LostLock")
     consumer.register_message_listener_orderly(listener)
     q0, q1 = MessageQueue("LostLock", "broker-a", 0), MessageQueue("LostLock", "broker-a", 1)

@@ -182,14 +182,21 @@ async def test_a_message_still_waiting_for_a_consume_slot_is_not_sent_back_as_ti
     embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
 ) -> None:
     """Java sets CONSUME_START_TIME when a consume thread runs the ConsumeRequest: a request still queued in the
-    consume executor has none, and cleanExpiredMsg stops at it. With the one slot of ``consume_thread_max`` held by a
+    consume executor has none, and cleanExpiredMsg stops at it. With the one slot of ``consume_thread_min`` held by a
     hung call, the messages queued behind it are not sent back as timed out (then consumed a second time when the
     slot frees): only the hung one is."""
     use_virtual_store_clock(embedded_cluster)
     await _create_and_send(embedded_cluster, "HangQueue", [b"stuck"])
     deliveries: list[bytes] = []
     release = trio.Event()
-    consumer = _consumer(embedded_cluster, "cg-hang-queue", "HangQueue", consume_thread_max=1, await_termination=1.0)
+    consumer = _consumer(
+        embedded_cluster,
+        "cg-hang-queue",
+        "HangQueue",
+        consume_thread_min=1,
+        consume_thread_max=1,
+        await_termination=1.0,
+    )
     consumer.register_message_listener(_hanging_on_stuck(deliveries, release))
     async with consumer:
         await trio.sleep(5)

@@ -63,7 +63,7 @@ async def replier(cluster: EmbeddedCluster, answer: Replier) -> AsyncIterator[No
                     await producer.send(create_reply_message(msg, body))
             return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
-        consumer = PushConsumer("replier-cg", cluster.namesrv_addr, consume_thread_max=64)
+        consumer = PushConsumer("replier-cg", cluster.namesrv_addr, consume_thread_min=64, consume_thread_max=64)
         consumer.subscribe(TOPIC)
         consumer.register_message_listener(listener)
         async with consumer:

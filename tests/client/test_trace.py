@@ -302,7 +302,9 @@ async def test_a_consume_trace_starts_when_the_listener_gets_a_consume_slot_not_
                 seen_while_held.append({v.record.type for v in await find_traces(admin, waiter, None)})
         return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
-    consumer = PushConsumer("slot-cg", embedded_cluster.namesrv_addr, enable_msg_trace=True, consume_thread_max=1)
+    consumer = PushConsumer(
+        "slot-cg", embedded_cluster.namesrv_addr, enable_msg_trace=True, consume_thread_min=1, consume_thread_max=1
+    )
     consumer.subscribe("SlotTraced")
     consumer.register_message_listener(listener)
     queue = MessageQueue("SlotTraced", "broker-a", 0)
