@@ -97,3 +97,25 @@ async def test_giving_up_a_silent_brokers_queues_waits_for_it_once_not_once_per_
     assert reassigning <= timeout + 1, f"assign() took {reassigning:.0f} s of virtual time"
     # unsubscribe() also heartbeats the brokers, the silent one included: one more timeout
     assert unsubscribing <= heartbeat + timeout + 1, f"unsubscribe() took {unsubscribing:.0f} s of virtual time"
+
+
+async def test_a_rebalance_drops_a_silent_brokers_queues_without_waiting_for_it(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A queue a rebalance drops has its offset persisted with RemoteBrokerOffsetStore.persist, which sends
+    UPDATE_CONSUMER_OFFSET one way (``updateConsumeOffsetToBroker(mq, offset)`` passes ``isOneway`` true;
+    RebalancePushImpl and RebalanceLitePullImpl.removeUnnecessaryMessageQueue): nothing waits for the broker. Ours
+    waited for its answer, one request timeout of a silent broker, holding the rebalance's lock (a push consumer's
+    pass alike: the same drop)."""
+    async with trio.open_nursery() as nursery, RemotingClient() as registrar:
+        await _register(registrar, embedded_cluster.namesrv_addr, await _silent_broker(nursery))
+        async with LitePullConsumer("lite-silent-oneway", embedded_cluster.namesrv_addr, auto_commit=False) as c:
+            mqs = [MessageQueue(TOPIC, "broker-silent", i) for i in range(QUEUES)]
+            c.pause(mqs)  # no pulls, just the offsets
+            await c.assign(mqs[:1])
+            await c.commit({mqs[0]: 1}, persist=False)
+            started = trio.current_time()
+            await c.assign(mqs[1:2])  # gives the first queue up: its offset is persisted
+            reassigning = trio.current_time() - started
+        nursery.cancel_scope.cancel()
+    assert reassigning < 0.5, f"assign() took {reassigning:.1f} s of virtual time"
