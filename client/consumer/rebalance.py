@@ -306,11 +306,8 @@ class Rebalance:
         )
 
     async def _remove_all(self, mqs: list[MessageQueue]) -> None:
-        """:meth:`_remove` each of ``mqs``, together: a broker that does not answer the offset persist (or an
-        orderly queue's listener call) is waited for once, not once per queue. Java's
-        ``removeUnnecessaryMessageQueue`` (client/src/main/java/org/apache/rocketmq/client/impl/consumer/
-        RebalanceLitePullImpl.java, RebalancePushImpl.java) persists with ``RemoteBrokerOffsetStore.persist``, one way,
-        without waiting for the broker at all."""
+        """:meth:`_remove` each of ``mqs``, together: an orderly queue's listener call, or a broker address to look
+        up, is waited for once, not once per queue. The offset persist waits for no broker (:meth:`_drop`)."""
         if len(mqs) <= 1:
             for mq in mqs:
                 await self._remove(mq)
@@ -390,15 +387,13 @@ class Rebalance:
 
     async def _drop(self, mq: MessageQueue, pq: ProcessQueue) -> None:
         """Take ``mq`` (with its process queue ``pq``) out of the table and the kept queues, stop its pulls, persist
-        its offset (a failure is logged) and forget it."""
+        its offset and forget it. The persist is ``persist_all``'s: one way to a broker, a failure logged, as
+        ``RemoteBrokerOffsetStore.persist`` sends it (``updateConsumeOffsetToBroker(mq, offset)``, oneway)."""
         pq.dropped = True
         del self.process_queues[mq]
         self._kept.discard(mq)
         await self.owner.on_queue_removed(mq, pq)
-        try:
-            await self.offset_store.persist(mq)
-        except Exception as exc:
-            log.warning("persisting the offset of dropped queue %s failed: %s", mq, exc)
+        await self.offset_store.persist_all([mq])
         self.offset_store.remove(mq)
 
     async def compute_pull_from_where(self, mq: MessageQueue) -> int:
