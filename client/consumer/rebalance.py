@@ -3,7 +3,8 @@
 
 Per subscribed topic: read the topic's readable queues from the route; in CLUSTERING ask one broker of the topic for
 the group's consumer ids (GET_CONSUMER_LIST_BY_GROUP) and apply the allocation strategy, in BROADCASTING take them
-all. Queues no longer owned are dropped (their offsets persisted first); new ones get their start offset from the
+all. Queues no longer owned are dropped (their offsets persisted first, an orderly one's lock given up, 20 s
+later while it still holds messages); new ones get their start offset from the
 offset store or, when it has none, from consume-from-where, and for orderly CLUSTERING consumers only once the broker
 granted the queue lock (orderly BROADCASTING members lock no queue). A push consumer's queue not pulled for over
 :data:`PULL_MAX_IDLE_TIME` (its pull loop ended) is dropped and taken again in the same pass. The owner (push or
@@ -34,7 +35,7 @@ from client import api
 from client.consumer.allocate import AllocateStrategy, allocate_average, resolve_strategy, sort_like_java, strategy_name
 from client.consumer.offset_store import OffsetStore
 from client.consumer.process_queue import ProcessQueue
-from client.errors import MQClientError
+from client.errors import ClientStateError, MQClientError
 from client.route import subscribe_queues
 from remoting.codec.bodies import (
     ConsumeFromWhere,
@@ -70,6 +71,10 @@ LOCK_TIMEOUT = 1.0
 #: How long a removal waits for an orderly queue's listener call before keeping the queue for the next pass (Java's
 #: ``consumeLock.tryLock(1000, ms)`` in RebalancePushImpl.removeUnnecessaryMessageQueue).
 ORDERLY_REMOVE_WAIT = 1.0
+
+#: How long a dropped orderly queue whose process queue still holds messages keeps its broker lock (Java's
+#: ``UNLOCK_DELAY_TIME_MILLS``, ``rocketmq.client.unlockDelayTimeMills``, 20000 in RebalancePushImpl.unlockDelay).
+UNLOCK_DELAY = 20.0
 
 
 class RebalanceOwner(Protocol):
@@ -130,6 +135,8 @@ class Rebalance:
         self.process_queues: dict[MessageQueue, ProcessQueue] = {}
         #: orderly queues a removal kept (their listener call ran on): removed by a later pass, allocated or not
         self._kept: set[MessageQueue] = set()
+        #: dropped orderly queues whose unlock waits :data:`UNLOCK_DELAY` (cancelled when the queue is taken again)
+        self._unlocks_later: dict[MessageQueue, anyio.CancelScope] = {}
         #: Set when the last pass failed for a topic or left an allocated queue out (its lock was refused or its
         #: offset unknown): the owner then rebalances again soon instead of waiting for the 20 s timer.
         self.incomplete = False
@@ -279,6 +286,8 @@ class Rebalance:
         """Own ``mq`` from its start offset (orderly: once the broker granted its lock) and tell the owner. Left out
         (the pass is incomplete) when its lock is refused or its offset unknown; left out, its lock given back, when
         the owner began to stop meanwhile."""
+        if self.locks_queues:
+            self._cancel_unlock_later(mq)
         if self.locks_queues and not await self.lock(mq):
             log.info("queue %s not added: the broker refused its lock", mq)
             self.incomplete = True
@@ -362,9 +371,10 @@ class Rebalance:
                 pq = self.process_queues[mq]
                 pq.dropped = True
                 self.offset_store.update(mq, offsets[mq])
+                cached = pq.has_messages()
                 await self._drop(mq, pq)
                 if self.locks_queues and await self.owner.consume_idle(mq, ORDERLY_REMOVE_WAIT):
-                    await self.unlock([mq], oneway=True)
+                    await self._give_up_lock(mq, cached)
 
     async def _remove(self, mq: MessageQueue) -> None:
         """Drop ``mq``; an orderly one whose listener call does not end within :data:`ORDERLY_REMOVE_WAIT` is kept,
@@ -381,9 +391,38 @@ class Rebalance:
             self._kept.add(mq)
             self.incomplete = True
             return
+        cached = pq.has_messages()
         await self._drop(mq, pq)
         if self.locks_queues:
+            await self._give_up_lock(mq, cached)
+
+    async def _give_up_lock(self, mq: MessageQueue, cached: bool) -> None:
+        """Unlock dropped ``mq`` one way; when its process queue still held messages (``cached``), in the client
+        instance's task group :data:`UNLOCK_DELAY` later, as RebalancePushImpl.unlockDelay (lost if the instance stops
+        first: the broker's lock then expires)."""
+        if not cached:
             await self.unlock([mq], oneway=True)
+            return
+        self._cancel_unlock_later(mq)
+        scope = self._unlocks_later[mq] = anyio.CancelScope()
+
+        async def unlock_later() -> None:
+            with scope:
+                await anyio.sleep(UNLOCK_DELAY)
+                await self.unlock([mq], oneway=True)
+            if self._unlocks_later.get(mq) is scope:
+                del self._unlocks_later[mq]
+
+        try:
+            self.instance.task_group.start_soon(unlock_later)
+        except (RuntimeError, ClientStateError):
+            log.info("client instance stopping: the lock of %s is left to expire", mq)
+
+    def _cancel_unlock_later(self, mq: MessageQueue) -> None:
+        """A delayed unlock of ``mq`` must not give up the lock of its next process queue here."""
+        scope = self._unlocks_later.pop(mq, None)
+        if scope is not None:
+            scope.cancel()
 
     async def _drop(self, mq: MessageQueue, pq: ProcessQueue) -> None:
         """Take ``mq`` (with its process queue ``pq``) out of the table and the kept queues, stop its pulls, persist
