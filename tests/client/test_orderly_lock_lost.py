@@ -182,3 +182,24 @@ async def test_a_refused_lock_is_asked_for_again_after_3_s(
     # 31 s: ten retries 3.1 s apart and the renewals at most
     assert len(asked) <= 12, f"{len(asked)} LOCK_BATCH_MQ in 31 s: {asked}"
     assert seen == [b"m0", b"m1"]
+
+
+async def test_the_first_lock_renewal_comes_a_second_after_the_start(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """4.9.8's ``ConsumeMessageOrderlyService.start`` schedules ``lockMQPeriodically`` at an initial delay of 1000 ms,
+    then every ``REBALANCE_LOCK_INTERVAL`` (20 s), from the consumer's start: a lock lost right after the start is
+    known within a second. Ours renewed the locks first 20 s after the start's rebalance."""
+    await _create(embedded_cluster, "LockEarly", 1)
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeOrderlyStatus:
+        return ConsumeOrderlyStatus.SUCCESS
+
+    consumer = _orderly(embedded_cluster, "cg-lockearly", "LockEarly", listener)
+    requests = _LockRequests(embedded_cluster, consumer.instance.client_id)
+    began = trio.current_time()
+    async with consumer:
+        taken = len(requests.times)  # the rebalance's, taking the queues
+        await trio.sleep(30)
+    renewals = [round(t - began, 1) for t in requests.times[taken:]]
+    assert renewals == [1.0, 21.0], renewals
