@@ -22,8 +22,8 @@ uncommitted; a suspended orderly queue is not waited for), commits offsets (CLUS
 BROADCASTING: the local file), unlocks orderly queues (but one an abandoned thread still consumes), unregisters from the
 brokers and, once a rebalance pass under way ended (it takes no queue once the stop began), forgets its queues: a
 restart rebalances from scratch. Timers (rebalance 20 s, offset persist 5 s, heartbeat, route refresh) run in the
-instance; the orderly lock renewal (20 s) and, for concurrent consumption, the clean-up of listener calls that overran
-``consume_timeout`` (every ``consume_timeout`` minutes) run here.
+instance; the orderly lock renewal (1 s after the start, then every 20 s) and, for concurrent consumption, the
+clean-up of listener calls that overran ``consume_timeout`` (every ``consume_timeout`` minutes) run here.
 """
 
 from __future__ import annotations
@@ -91,6 +91,8 @@ REBALANCE_RETRY_DELAY = 1.0
 REBALANCE_QUICK_RETRIES = 10
 #: Orderly lock renewal interval (Java's ``rebalanceLockInterval``).
 LOCK_RENEW_INTERVAL = 20.0
+#: The first renewal's delay from the start (``ConsumeMessageOrderlyService.start``'s initial delay, 1000 ms).
+LOCK_FIRST_RENEW_DELAY = 1.0
 
 
 class PushConsumer:
@@ -334,6 +336,7 @@ class PushConsumer:
             # (scheduleAtFixedRate, which refuses a period not above 0): here the clean-up would spin.
             raise ValueError(f"consumeTimeout must be above 0 minutes to consume concurrently: {self.consume_timeout}")
         self.stopping = False
+        began = anyio.current_time()
         # A retry pending when the last run stopped died with its task group: this run schedules its own.
         self._retry_pending, self._quick_retries = False, 0
         if self._message_model is MessageModel.CLUSTERING:
@@ -360,7 +363,7 @@ class PushConsumer:
             await self.instance.send_heartbeat_to_all_brokers()
             await self.do_rebalance()
             if self.orderly and self._message_model is MessageModel.CLUSTERING:
-                self._background.start_soon(self._renew_locks)
+                self._background.start_soon(self._renew_locks, began + LOCK_FIRST_RENEW_DELAY)
             if isinstance(self.consume_service, ConcurrentConsumeService):
                 self._background.start_soon(self.consume_service.clean_expired_loop)
         except BaseException:
@@ -598,7 +601,11 @@ class PushConsumer:
 
     # -- pulling -------------------------------------------------------------------------------------------------------
 
-    async def _renew_locks(self) -> None:
+    async def _renew_locks(self, first: float) -> None:
+        """Renew the locks at the clock's ``first``, then every :data:`LOCK_RENEW_INTERVAL` (at a fixed rate, as
+        ``scheduleAtFixedRate``: a late renewal does not delay the next)."""
+        due = first
         while True:
-            await anyio.sleep(LOCK_RENEW_INTERVAL)
+            await anyio.sleep_until(due)
             await self.rebalance.lock_all()
+            due += LOCK_RENEW_INTERVAL
