@@ -195,3 +195,29 @@ async def test_update_broker_permission_answers_once_the_routes_carry_it(
         route = await client.invoke(namesrv, request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "TBW102"}), TIMEOUT)
         assert [qd.perm for qd in TopicRouteData.decode(route.body).queue_datas] == [4]
         nursery.cancel_scope.cancel()
+
+
+def _registered_topics(req: RemotingCommand) -> dict[str, int]:
+    """Topic -> perm of a REGISTER_BROKER request's body."""
+    body = RegisterBrokerBody.decode(req.body, compressed=req.ext_fields.get("compressed") == "true")
+    return {name: tc.perm for name, tc in body.topic_config_serialize_wrapper.topic_config_table.items()}
+
+
+async def test_update_and_create_topic_registers_only_that_topic(tmp_path: Path) -> None:
+    """AdminBrokerProcessor.updateAndCreateTopic (4.9.8) calls registerIncrementBrokerData: one REGISTER_BROKER whose
+    body holds only the new topic, with the table's DataVersion and, on a read-only broker, the broker's perm; the
+    name server (RouteInfoManager.registerBroker) keeps routing the broker's other topics."""
+    async with trio.open_nursery() as nursery, RemotingClient() as client:
+        namesrv, recorder = await _start_namesrv(nursery, tmp_path)
+        controller = BrokerController(_broker_config(tmp_path, namesrv, {"brokerPermission": "4"}))
+        await nursery.start(controller.serve)
+        del recorder.requests[:]
+        answer = await client.invoke(controller.broker_addr, create_topic_request("OnlyMe"), TIMEOUT)
+        assert answer.code == ResponseCode.SUCCESS, answer.remark
+        registers = [r for r in recorder.requests if r.code == RequestCode.REGISTER_BROKER]
+        assert [_registered_topics(r) for r in registers] == [{"OnlyMe": 4}]
+        body = RegisterBrokerBody.decode(registers[0].body)
+        assert body.topic_config_serialize_wrapper.data_version == controller.context.topics.data_version
+        assert await _routed(client, namesrv, "OnlyMe")
+        assert await _routed(client, namesrv, "TBW102")
+        nursery.cancel_scope.cancel()
