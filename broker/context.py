@@ -21,7 +21,8 @@ carry it once UPDATE_BROKER_CONFIG is answered.
 
 ``on_topic_changed()`` asks for an immediate name-server registration (the topic manager calls it after every topic
 change, as Java re-registers right after creating a topic); ``register_now()`` also waits for the name servers'
-answers (UPDATE_AND_CREATE_TOPIC answers then). Without a registration service both do nothing.
+answers, and ``register_topic()`` registers one topic alone and waits likewise (UPDATE_AND_CREATE_TOPIC answers then).
+Without a registration service they do nothing.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from remoting.codec.java_properties import PropertiesError, apply_properties, pr
 from remoting.codec.msgid import pack_socket_address
 from remoting.tls import SYSTEM_PROPERTY_PREFIX
 from store.message_store import MessageStore
+from store.metadata_files import TopicConfig
 from store.store_config import BrokerRole, FlushDiskType, StoreConfig
 
 log = logging.getLogger(__name__)
@@ -62,6 +64,10 @@ def _ignore_config(_config: BrokerConfig) -> None:
 
 
 async def _no_wait() -> None:
+    return None
+
+
+async def _no_topic_wait(_topic: TopicConfig) -> None:
     return None
 
 
@@ -91,6 +97,8 @@ class BrokerState:
     topic_changed_hook: Callable[[], None] = _no_op
     #: Awaited by :meth:`register_now`; the controller points it at the registration service's ``register_now``.
     register_hook: Callable[[], Awaitable[None]] = _no_wait
+    #: Awaited by :meth:`register_topic`; the controller points it at the registration's ``register_increment``.
+    register_topic_hook: Callable[[TopicConfig], Awaitable[object]] = _no_topic_wait
     #: Called with the new settings after every :meth:`update_config`; the controller re-applies the pools' fast
     #: failure waits with it.
     config_changed_hook: Callable[[BrokerConfig], None] = _ignore_config
@@ -106,6 +114,10 @@ class BrokerState:
     async def register_now(self) -> None:
         """Register with every name server now and return once they answered (or the register timeout passed)."""
         await self.register_hook()
+
+    async def register_topic(self, topic: TopicConfig) -> None:
+        """Register ``topic`` alone with every name server and return once they answered (or timed out)."""
+        await self.register_topic_hook(topic)
 
     def set_bound_port(self, port: int) -> None:
         """Adopt the listener's real port: the address registered with name servers and written into msgIds."""

@@ -360,6 +360,7 @@ class BrokerController:
                 nursery.start_soon(reassert_master, ctx, ctx.store, self.registration.trigger)
             ctx.topic_changed_hook = self.registration.trigger
             ctx.register_hook = self.registration.register_now
+            ctx.register_topic_hook = self.registration.register_increment
             self.registration.on_master = self.replication.on_master
             # A DLedger member may lead already (its log won while the broker started): it follows later.
             if self.replication.is_slave or isinstance(ctx.store, DLedgerMessageStore):

@@ -5,7 +5,9 @@ docs/protocol.md#314-name-server-headers and docs/protocol.md#46-registerbrokerb
 ``registerNameServerPeriod`` (30 s, clamped to [10 s, 60 s]), and at once whenever :meth:`trigger` is called (the
 topic manager calls it after a topic change, so a new ``%RETRY%group`` or auto-created topic is routable within
 milliseconds). Triggers that arrive while a round is running coalesce into one more round. :meth:`register_now`
-triggers one and waits for its answers (UPDATE_AND_CREATE_TOPIC answers then). With
+triggers one and waits for its answers (a ``brokerPermission`` update answers then); :meth:`register_increment`
+registers one topic alone and waits likewise (UPDATE_AND_CREATE_TOPIC; BrokerController.java
+``registerIncrementBrokerData``). One registration is sent at a time, as Java's are ``synchronized``. With
 ``forceRegister=false`` a periodic round first sends QUERY_DATA_VERSION to every name server and registers only if
 one lacks the current topic table (the query alone keeps the broker alive there); ``compressedRegister=true`` sends
 the zlib body. On cancellation
@@ -89,6 +91,7 @@ class BrokerRegistration:
         self._done_through = 0
         self.last_results: dict[str, int | str] = {}
         self._round_done = trio.Event()
+        self._registering = trio.Lock()
         #: Called after each round with the first answering name server's view of this broker's master:
         #: ``(haServerAddr, masterAddr)``, each ``None`` when the master is not registered.
         self.on_master: Callable[[str | None, str | None], None] | None = None
@@ -112,10 +115,11 @@ class BrokerRegistration:
             while self._done_through < wanted:
                 await self._round_done.wait()
 
-    def register_request(self) -> RemotingCommand:
+    def register_request(self, wrapper: TopicConfigSerializeWrapper | None = None) -> RemotingCommand:
+        """REGISTER_BROKER carrying ``wrapper`` (by default :meth:`registered_wrapper`, the whole table)."""
         config = self.broker.config
         # compressedRegister: the zlib form, CRC32 of the bytes sent (broker/.../out/BrokerOuterAPI.java).
-        body = RegisterBrokerBody(self.registered_wrapper()).encode(config.compressed_register)
+        body = RegisterBrokerBody(wrapper or self.registered_wrapper()).encode(config.compressed_register)
         header = RegisterBrokerRequestHeader(
             broker_name=config.broker_name,
             broker_addr=self.broker.broker_addr,
@@ -131,14 +135,22 @@ class BrokerRegistration:
         """The topic table as registered: every topic gets ``brokerPermission`` as its perm (and Java's other
         defaults) unless the broker is both readable and writable (BrokerController.java ``registerBrokerAll``)."""
         wrapper = self.broker.topics.wrapper()
+        return TopicConfigSerializeWrapper(self._with_broker_perm(wrapper.topic_config_table), wrapper.data_version)
+
+    def _with_broker_perm(self, table: dict[str, TopicConfig]) -> dict[str, TopicConfig]:
+        """``table`` as registered: each topic with ``brokerPermission`` unless the broker is read+write."""
         perm = self.broker.config.broker_permission
         if perm & PERM_READ and perm & PERM_WRITE:
-            return wrapper
-        table = {
-            name: TopicConfig(name, tc.read_queue_nums, tc.write_queue_nums, perm)
-            for name, tc in wrapper.topic_config_table.items()
-        }
-        return TopicConfigSerializeWrapper(table, wrapper.data_version)
+            return table
+        return {name: TopicConfig(name, tc.read_queue_nums, tc.write_queue_nums, perm) for name, tc in table.items()}
+
+    async def register_increment(self, topic: TopicConfig) -> dict[str, int | str]:
+        """Register one changed topic with every name server and return once they answered (or timed out):
+        BrokerController.java ``registerIncrementBrokerData``, whose body holds only that topic with the table's
+        DataVersion (the name server keeps the broker's other topics). Not counted as a round."""
+        table = self._with_broker_perm({topic.topic_name: topic})
+        wrapper = TopicConfigSerializeWrapper(table, self.broker.topics.data_version)
+        return await self._register(self.register_request(wrapper))
 
     def unregister_request(self) -> RemotingCommand:
         config = self.broker.config
@@ -189,10 +201,27 @@ class BrokerRegistration:
 
     async def register_all(self) -> dict[str, int | str]:
         """One round: register with every name server concurrently. Returns address -> response code or error."""
+        results = await self._register(None)
+        self._finish_round(results)
+        return results
+
+    async def _register(self, cmd: RemotingCommand | None) -> dict[str, int | str]:
+        """Send ``cmd`` (built under the lock when ``None``: the whole table) to every name server concurrently and
+        adopt the first answer; one registration at a time, as Java's ``synchronized`` registerBrokerAll and
+        registerIncrementBrokerData. Returns address -> response code or error."""
+        try:  # no scheduling point when free: a round's request leaves before the task that triggered it goes on
+            self._registering.acquire_nowait()
+        except trio.WouldBlock:
+            await self._registering.acquire()
+        try:
+            return await self._register_locked(cmd or self.register_request())
+        finally:
+            self._registering.release()
+
+    async def _register_locked(self, cmd: RemotingCommand) -> dict[str, int | str]:
         results: dict[str, int | str] = {}
         answers: dict[str, RegisterBrokerResponseHeader] = {}
         order_tables: dict[str, KVTable | None] = {}
-        cmd = self.register_request()
 
         async def one(addr: str) -> None:
             try:
@@ -214,7 +243,6 @@ class BrokerRegistration:
         first = next((a for a in self._namesrv_addrs() if a in answers), None)
         if first is not None:
             self._adopt_answer(answers[first], order_tables[first])
-        self._finish_round(results)
         return results
 
     def _finish_round(self, results: dict[str, int | str]) -> None:

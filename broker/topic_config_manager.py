@@ -143,10 +143,10 @@ class TopicConfigManager:
 
     # ---- mutations ---------------------------------------------------------------------------------------------
 
-    def _changed(self) -> None:
+    def _changed(self, register: bool = True) -> None:
         self.data_version = self.data_version.next_version()
         self.persister.mark_dirty()
-        if self.on_changed is not None:
+        if register and self.on_changed is not None:
             self.on_changed()
 
     def replace_all(self, table: TopicConfigTable) -> bool:
@@ -160,15 +160,16 @@ class TopicConfigManager:
         self.persister.mark_dirty()
         return True
 
-    def update_topic(self, config: TopicConfig) -> TopicConfig:
+    def update_topic(self, config: TopicConfig, *, register: bool = True) -> TopicConfig:
         """Create or replace a topic (UPDATE_AND_CREATE_TOPIC). Returns the stored config; with ``enableLmq`` an
-        ``%LMQ%`` topic is not stored (LmqTopicConfigManager.updateTopicConfig)."""
+        ``%LMQ%`` topic is not stored (LmqTopicConfigManager.updateTopicConfig). ``register=False`` leaves the
+        name servers to the caller (no ``on_changed``: UPDATE_AND_CREATE_TOPIC registers the topic alone)."""
         if self._lmq and config.topic_name.startswith(LMQ_PREFIX):
             return config
         old = self._table.get(config.topic_name)
         self._table[config.topic_name] = config
         log.info("topic %s %s: %s", config.topic_name, "updated" if old else "created", config)
-        self._changed()
+        self._changed(register)
         return config
 
     def delete_topic(self, topic: str) -> TopicConfig | None:

@@ -4,7 +4,8 @@ connection lists, broker config, and the consume-progress tools of ``mqadmin``. 
 for the codes ``mqadmin`` and the dashboards use most.
 
 Contract: command in, command out. Topic changes go through the topic manager, which re-registers with the name
-servers at once; UPDATE_AND_CREATE_TOPIC answers once they took it (``BrokerContext.register_now``). Bodies are
+servers at once; UPDATE_AND_CREATE_TOPIC registers that topic alone and answers once they took it
+(``BrokerContext.register_topic``). Bodies are
 those of :mod:`remoting.codec.bodies.admin` and :mod:`remoting.codec.bodies`.
 
 - INVOKE_BROKER_TO_RESET_OFFSET (222), GET_CONSUMER_RUNNING_INFO (307) and CONSUME_MESSAGE_DIRECTLY (309) call the
@@ -143,7 +144,7 @@ class AdminBrokerProcessor:
 
     async def update_and_create_topic(self, request: RemotingCommand) -> RemotingCommand:
         """Java's updateAndCreateTopic: answered once the name servers took the topic (``registerIncrementBrokerData``
-        before the answer), so a route query right after it finds the topic."""
+        before the answer: a registration of that topic alone), so a route query right after it finds the topic."""
         refused = self._refused_on_slave(request)
         if refused is not None:
             return refused
@@ -170,20 +171,19 @@ class AdminBrokerProcessor:
             return request.response(ResponseCode.INVALID_PARAMETER, str(exc))
         except TopicAttributeError as exc:
             return request.response(ResponseCode.SYSTEM_ERROR, str(exc))
-        self.broker.topics.update_topic(
-            TopicConfig(
-                topic_name=topic,
-                read_queue_nums=header.read_queue_nums,
-                write_queue_nums=header.write_queue_nums,
-                perm=header.perm,
-                topic_filter_type=filter_type,
-                topic_sys_flag=header.topic_sys_flag or 0,
-                order=header.order,
-                attributes=attributes,
-            )
+        config = TopicConfig(
+            topic_name=topic,
+            read_queue_nums=header.read_queue_nums,
+            write_queue_nums=header.write_queue_nums,
+            perm=header.perm,
+            topic_filter_type=filter_type,
+            topic_sys_flag=header.topic_sys_flag or 0,
+            order=header.order,
+            attributes=attributes,
         )
+        self.broker.topics.update_topic(config, register=False)
         self.broker.topics.write_through()  # on disk before the answer, as TopicConfigManager.updateTopicConfig
-        await self.broker.register_now()
+        await self.broker.register_topic(config)
         return request.response(ResponseCode.SUCCESS)
 
     async def delete_topic(self, request: RemotingCommand) -> RemotingCommand:
