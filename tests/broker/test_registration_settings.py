@@ -221,3 +221,37 @@ async def test_update_and_create_topic_registers_only_that_topic(tmp_path: Path)
         assert await _routed(client, namesrv, "OnlyMe")
         assert await _routed(client, namesrv, "TBW102")
         nursery.cancel_scope.cancel()
+
+
+async def test_update_broker_config_requests_apply_one_at_a_time(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """AdminBrokerProcessor.updateBrokerConfig (4.9.8) is ``synchronized``: a second UPDATE_BROKER_CONFIG is not
+    applied while the first still waits for the name servers to take its ``brokerPermission``, so the two apply and
+    register in the order they came."""
+    autojump_clock.autojump_threshold = 0.1
+    async with trio.open_nursery() as nursery, RemotingClient() as client:
+        namesrv, recorder = await _start_namesrv(nursery, tmp_path)
+        controller = BrokerController(_broker_config(tmp_path, namesrv, {}))
+        await nursery.start(controller.serve)
+        recorder.register_delay = 5.0
+        answers: list[int] = []
+
+        async def update(body: bytes) -> None:
+            answer = await client.invoke(
+                controller.broker_addr, request(RequestCode.UPDATE_BROKER_CONFIG, body=body), 60
+            )
+            answers.append(answer.code)
+
+        nursery.start_soon(update, b"brokerPermission=4\n")
+        await trio.sleep(1.0)  # the first waits for its registration
+        nursery.start_soon(update, b"brokerPermission=6\n")
+        await trio.sleep(1.0)
+        assert controller.context.config.broker_permission == 4
+        while len(answers) < 2:
+            await trio.sleep(1.0)
+        assert answers == [ResponseCode.SUCCESS, ResponseCode.SUCCESS]
+        assert controller.context.config.broker_permission == 6
+        route = await client.invoke(namesrv, request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "TBW102"}), TIMEOUT)
+        assert [qd.perm for qd in TopicRouteData.decode(route.body).queue_datas] == [7]  # read+write: its own
+        nursery.cancel_scope.cancel()
