@@ -23,8 +23,9 @@ those of :mod:`remoting.codec.bodies.admin` and :mod:`remoting.codec.bodies`.
   the store that is neither configured nor a system topic.
 - GET_BROKER_RUNTIME_INFO (28) and GET_CONSUME_STATS (208) carry the rates of :mod:`broker.stats`.
 
-UPDATE_AND_CREATE_TOPIC and DELETE_TOPIC_IN_BROKER run one at a time, as Java's ``synchronized`` methods: a
-creation arriving while a deletion still drops the topic's ConsumeQueues waits for it.
+UPDATE_AND_CREATE_TOPIC, DELETE_TOPIC_IN_BROKER and UPDATE_BROKER_CONFIG run one at a time, as Java's
+``synchronized`` methods: a creation arriving while a deletion still drops the topic's ConsumeQueues waits for it, and
+a config update waits for the one before it to be registered.
 
 UPDATE_AND_CREATE_TOPIC (17) also applies RocketMQ 5's ``attributes`` modification (``+message.type=FIFO``;
 :mod:`processors.topic_attributes`); a topic updated without one keeps its attributes.
@@ -108,9 +109,10 @@ class AdminBrokerProcessor:
     def __init__(self, broker: BrokerContext, pools: Mapping[str, ProcessorPool] | None = None) -> None:
         self.broker = broker
         self.pools = dict(pools or {})
-        #: Java's ``synchronized`` on updateAndCreateTopic and deleteTopic
+        #: Java's ``synchronized`` on updateAndCreateTopic, deleteTopic and updateBrokerConfig
         #: (broker/src/main/java/org/apache/rocketmq/broker/processor/AdminBrokerProcessor.java): a creation waits
-        #: for a deletion still dropping the topic's queues, which would otherwise destroy what is sent to the new one.
+        #: for a deletion still dropping the topic's queues, which would otherwise destroy what is sent to the new one;
+        #: config updates apply and register in the order they came.
         self._topic_changes = trio.Lock()
 
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
@@ -435,7 +437,9 @@ _BROKER_TO_CLIENT: Final[dict[int, Callable[[BrokerContext, RemotingCommand], Aw
 }
 
 #: Codes served one at a time (:attr:`AdminBrokerProcessor._topic_changes`).
-_SYNCHRONIZED: Final = frozenset({RequestCode.UPDATE_AND_CREATE_TOPIC, RequestCode.DELETE_TOPIC_IN_BROKER})
+_SYNCHRONIZED: Final = frozenset(
+    {RequestCode.UPDATE_AND_CREATE_TOPIC, RequestCode.DELETE_TOPIC_IN_BROKER, RequestCode.UPDATE_BROKER_CONFIG}
+)
 
 #: Codes served here (all on the admin pool).
 REQUEST_CODES: Final = (*_HANDLERS, *_ASYNC_HANDLERS, *_BROKER_TO_CLIENT)
