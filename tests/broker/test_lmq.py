@@ -150,6 +150,23 @@ async def test_past_max_lmq_consume_queue_num_a_multi_dispatched_send_is_refused
         assert (await _send(client, cluster, plain)).code == ResponseCode.SUCCESS
 
 
+async def test_past_max_lmq_consume_queue_num_an_lmq_pull_is_refused_as_java(
+    tmp_path: Path, client: RemotingClient
+) -> None:
+    """DefaultMessageStore.getMessage (4.9.8) returns null for an LMQ topic while the store has more LMQ
+    ConsumeQueues than ``maxLmqConsumeQueueNum`` (enableLmq and enableMultiDispatch), and PullMessageProcessor
+    answers SYSTEM_ERROR "store getMessage return null"; other topics are pulled as before."""
+    async with EmbeddedCluster(tmp_path / "c", **SMALL_STORE, **LMQ, max_lmq_consume_queue_num=1) as cluster:  # type: ignore[arg-type]
+        await _create(client, cluster)
+        assert (await _send(client, cluster, multi_send("%LMQ%a,%LMQ%b", b"x"))).code == ResponseCode.SUCCESS
+        pulled = await client.invoke(
+            cluster.broker_addr, pull_request("%LMQ%a", group="%LMQ%a", sys_flag=NO_SUSPEND), 5
+        )
+        assert (pulled.code, pulled.remark) == (ResponseCode.SYSTEM_ERROR, "store getMessage return null")
+        parent = await client.invoke(cluster.broker_addr, pull_request(TOPIC, sys_flag=NO_SUSPEND), 5)
+        assert [r.body for r in iter_records(parent.body)] == [b"x"]
+
+
 async def test_off_by_default_lmq_names_need_a_topic_and_the_property_is_only_stored(
     tmp_path: Path, client: RemotingClient
 ) -> None:
