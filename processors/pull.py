@@ -12,6 +12,10 @@ when it came with the request, FILTER_DATA_NOT_EXIST (as Java) when it came from
 ``filterSupportRetry`` a pull of ``%RETRY%<group>`` also matches each message against the group's SQL92 subscription of
 the topic it came from. A parked SQL92 pull wakes only for an arriving message its filter matches.
 
+With ``enableLmq`` and ``enableMultiDispatch``, a pull of an ``%LMQ%`` topic while the store has more LMQ
+ConsumeQueues than ``maxLmqConsumeQueueNum`` answers SYSTEM_ERROR ``store getMessage return null`` (Java's
+DefaultMessageStore.getMessage returns null).
+
 The store result maps to a code and ``nextBeginOffset`` by the store-status table of
 docs/protocol.md#79-pull-checks-and-results. **Every** response, errors included, carries ``suggestWhichBrokerId``,
 ``nextBeginOffset``, ``minOffset`` and ``maxOffset`` (clients read them unconditionally). A FOUND body is the raw
@@ -53,6 +57,7 @@ from remoting.codec.message_properties import find_property, java_string_hash, j
 from remoting.codec.topics import RETRY_GROUP_TOPIC_PREFIX
 from remoting.processor import RequestContext
 from store.metadata_files import PERM_READ
+from store.multi_dispatch import is_lmq
 from store.results import GetResult, GetStatus
 
 if TYPE_CHECKING:
@@ -234,6 +239,11 @@ class PullMessageProcessor:
         finally:
             self.filters.primed = None
 
+    def _bounds(self, topic: str, queue_id: int) -> tuple[int, int]:
+        """The queue's min and max offsets."""
+        store = self.broker.store
+        return store.min_offset_in_queue(topic, queue_id), store.max_offset_in_queue(topic, queue_id)
+
     def rerun(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
         """The hold service's re-execution: the whole pull again, never suspending, never committing."""
         return self.pull(ctx, request, allow_suspend=False)
@@ -251,18 +261,16 @@ class PullMessageProcessor:
             if header is None:
                 fields = _fields(0, 0, 0, 0)
             else:
-                topic, queue_id = header.topic, header.queue_id
-                fields = _fields(
-                    0,
-                    header.queue_offset,
-                    store.min_offset_in_queue(topic, queue_id),
-                    store.max_offset_in_queue(topic, queue_id),
-                )
+                fields = _fields(0, header.queue_offset, *self._bounds(header.topic, header.queue_id))
             return rejected.to_response(request, fields)
         config = self.broker.config
         is_slave = config.broker_role == "SLAVE"
         corrects = not is_slave or config.offset_check_in_slave
         offset = header.queue_offset
+        if is_lmq(header.topic) and store.multi_dispatch.lmq_queue_num_exceeded():
+            # DefaultMessageStore.getMessage returns null, PullMessageProcessor answers this (4.9.8).
+            fields = _fields(0, offset, *self._bounds(header.topic, header.queue_id))
+            return request.response(ResponseCode.SYSTEM_ERROR, "store getMessage return null", fields)
         result = store.get(
             header.topic,
             header.queue_id,

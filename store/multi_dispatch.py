@@ -16,7 +16,9 @@ without any ``INNER_MULTI_QUEUE_OFFSET`` its sender put in (:func:`unstamped`), 
 
 Errors: a listed name that cannot name a consume queue directory refuses the put (MESSAGE_ILLEGAL, nothing written:
 Java would create the directory wherever the name points); with ``enableLmq`` and more LMQ ConsumeQueues than
-``maxLmqConsumeQueueNum``, a put that lists queues is refused with :class:`LmqQueueNumExceededError`.
+``maxLmqConsumeQueueNum``, a put that lists queues is refused with :class:`LmqQueueNumExceededError`, and a pull of
+an LMQ topic answers SYSTEM_ERROR (:meth:`MultiDispatch.lmq_queue_num_exceeded`, DefaultMessageStore.getMessage's
+null).
 """
 
 from __future__ import annotations
@@ -129,6 +131,17 @@ class MultiDispatch:
             self._lmq_queues = sum(1 for topic, _ in self.store.consume_queues if is_lmq(topic))
         return self._lmq_queues
 
+    def lmq_queue_num_exceeded(self) -> bool:
+        """More LMQ ConsumeQueues than ``maxLmqConsumeQueueNum`` with ``enableLmq`` and ``enableMultiDispatch``
+        (DefaultMessageStore.java ``isLmqConsumeQueueNumExceeded``): puts that list queues and reads of LMQ topics
+        are refused."""
+        config = self.store.config
+        return (
+            config.enable_lmq
+            and config.enable_multi_dispatch
+            and self.lmq_queue_count() > config.max_lmq_consume_queue_num
+        )
+
     def _key(self, name: str, queue_id: int) -> tuple[str, int]:
         """MultiDispatch.queueKey: an LMQ's queue id is 0 with ``enableLmq``, any other name keeps the message's."""
         if self.store.config.enable_lmq and is_lmq(name):
@@ -143,11 +156,10 @@ class MultiDispatch:
         listed = _listed(msg.properties)
         if listed is None or not listed.strip():
             return None
-        config = self.store.config
-        if config.enable_lmq and self.lmq_queue_count() > config.max_lmq_consume_queue_num:
+        if self.lmq_queue_num_exceeded():
             raise LmqQueueNumExceededError(
                 f"lmq consumeQueue num {self._lmq_queues} exceeds maxLmqConsumeQueueNum "
-                f"{config.max_lmq_consume_queue_num}"
+                f"{self.store.config.max_lmq_consume_queue_num}"
             )
         offsets = self.store.queue_offsets
         targets = []
