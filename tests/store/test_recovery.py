@@ -521,3 +521,18 @@ def test_a_java_checkpoint_after_a_crash_is_recovered_from_the_segment_its_times
     assert store.max_phy_offset == end
     assert len(_bodies(store, 0)) + len(_bodies(store, 1)) == 60
     store.close()
+
+
+def test_a_store_stopped_while_its_disk_is_full_keeps_the_abort_file(tmp_path: Path) -> None:
+    """DefaultMessageStore.shutdown (4.9.8) deletes ``abort`` only while the store is writable (RunningFlags.isWriteable
+    counts DISK_FULL_BIT): a store stopped while its disk was full recovers as after a crash at the next start."""
+    store = open_store(tmp_path)
+    _fill(store, 10)
+    store.disk_full_reason = "disk full (test)"
+    store.close()
+    assert (tmp_path / "abort").exists()
+    store = open_store(tmp_path)
+    assert store.abnormal_recovery
+    assert len(_bodies(store, 0)) == 5
+    store.close()
+    assert not (tmp_path / "abort").exists()
