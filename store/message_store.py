@@ -360,12 +360,15 @@ class MessageStore(StoreReads):
                 await trio.to_thread.run_sync(self.close, limiter=self.disk_limiter)
 
     def close(self) -> None:
-        """Flush everything, write the checkpoint, delete ``abort``, unmap and unlock. Idempotent; blocking."""
+        """Flush everything, write the checkpoint, delete ``abort`` (not while the disk is full), unmap and unlock.
+        Idempotent; blocking."""
         self._closed = True
         if self._released or self.checkpoint is None:
             return
-        if self.flush_all_blocking():
-            delete_abort_file(self.root)  # kept after a failed sync: the next start recovers as after a crash
+        # Kept after a failed sync or a stop with the disk full (DefaultMessageStore.shutdown deletes it only while
+        # RunningFlags.isWriteable, which a full disk clears): the next start recovers as after a crash.
+        if self.flush_all_blocking() and self._disk_full_reason is None:
+            delete_abort_file(self.root)
         self.abandon()
 
     def abandon(self) -> None:
