@@ -77,6 +77,21 @@ def _broker_config(tmp_path: Path, namesrv: str, props: dict[str, str]) -> Broke
     return config
 
 
+async def _start_pair(
+    nursery: trio.Nursery, tmp_path: Path, props: dict[str, str]
+) -> tuple[str, _Recorder, BrokerController]:
+    """A name server behind a recorder and a broker with ``props`` registered with it."""
+    namesrv, recorder = await _start_namesrv(nursery, tmp_path)
+    controller = BrokerController(_broker_config(tmp_path, namesrv, props))
+    await nursery.start(controller.serve)
+    return namesrv, recorder, controller
+
+
+async def _route_perms(client: RemotingClient, namesrv: str, topic: str) -> list[int]:
+    route = await client.invoke(namesrv, request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}), TIMEOUT)
+    return [qd.perm for qd in TopicRouteData.decode(route.body).queue_datas]
+
+
 async def _routed(client: RemotingClient, namesrv: str, topic: str) -> bool:
     answer = await client.invoke(namesrv, request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}), TIMEOUT)
     return answer.code == ResponseCode.SUCCESS
@@ -148,9 +163,7 @@ async def test_update_and_create_topic_answers_once_the_name_servers_route_it(
     the topic, even from a name server slow to take the registration."""
     autojump_clock.autojump_threshold = 0.1  # a localhost answer is never overtaken by a virtual timeout
     async with trio.open_nursery() as nursery, RemotingClient() as client:
-        namesrv, recorder = await _start_namesrv(nursery, tmp_path)
-        controller = BrokerController(_broker_config(tmp_path, namesrv, {}))
-        await nursery.start(controller.serve)
+        namesrv, recorder, controller = await _start_pair(nursery, tmp_path, {})
         recorder.register_delay = 1.0
         answer = await client.invoke(controller.broker_addr, create_topic_request("RegisteredFirst"), TIMEOUT)
         assert answer.code == ResponseCode.SUCCESS, answer.remark
@@ -185,15 +198,12 @@ async def test_update_broker_permission_answers_once_the_routes_carry_it(
     routes carry the read-only perm, even from a name server slow to take the registration."""
     autojump_clock.autojump_threshold = 0.1
     async with trio.open_nursery() as nursery, RemotingClient() as client:
-        namesrv, recorder = await _start_namesrv(nursery, tmp_path)
-        controller = BrokerController(_broker_config(tmp_path, namesrv, {}))
-        await nursery.start(controller.serve)
+        namesrv, recorder, controller = await _start_pair(nursery, tmp_path, {})
         recorder.register_delay = 1.0
         update = request(RequestCode.UPDATE_BROKER_CONFIG, body=b"brokerPermission=4\n")
         answer = await client.invoke(controller.broker_addr, update, TIMEOUT)
         assert answer.code == ResponseCode.SUCCESS, answer.remark
-        route = await client.invoke(namesrv, request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "TBW102"}), TIMEOUT)
-        assert [qd.perm for qd in TopicRouteData.decode(route.body).queue_datas] == [4]
+        assert await _route_perms(client, namesrv, "TBW102") == [4]
         nursery.cancel_scope.cancel()
 
 
@@ -208,9 +218,7 @@ async def test_update_and_create_topic_registers_only_that_topic(tmp_path: Path)
     body holds only the new topic, with the table's DataVersion and, on a read-only broker, the broker's perm; the
     name server (RouteInfoManager.registerBroker) keeps routing the broker's other topics."""
     async with trio.open_nursery() as nursery, RemotingClient() as client:
-        namesrv, recorder = await _start_namesrv(nursery, tmp_path)
-        controller = BrokerController(_broker_config(tmp_path, namesrv, {"brokerPermission": "4"}))
-        await nursery.start(controller.serve)
+        namesrv, recorder, controller = await _start_pair(nursery, tmp_path, {"brokerPermission": "4"})
         del recorder.requests[:]
         answer = await client.invoke(controller.broker_addr, create_topic_request("OnlyMe"), TIMEOUT)
         assert answer.code == ResponseCode.SUCCESS, answer.remark
@@ -231,9 +239,7 @@ async def test_update_broker_config_requests_apply_one_at_a_time(
     register in the order they came."""
     autojump_clock.autojump_threshold = 0.1
     async with trio.open_nursery() as nursery, RemotingClient() as client:
-        namesrv, recorder = await _start_namesrv(nursery, tmp_path)
-        controller = BrokerController(_broker_config(tmp_path, namesrv, {}))
-        await nursery.start(controller.serve)
+        namesrv, recorder, controller = await _start_pair(nursery, tmp_path, {})
         recorder.register_delay = 5.0
         answers: list[int] = []
 
@@ -252,6 +258,5 @@ async def test_update_broker_config_requests_apply_one_at_a_time(
             await trio.sleep(1.0)
         assert answers == [ResponseCode.SUCCESS, ResponseCode.SUCCESS]
         assert controller.context.config.broker_permission == 6
-        route = await client.invoke(namesrv, request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "TBW102"}), TIMEOUT)
-        assert [qd.perm for qd in TopicRouteData.decode(route.body).queue_datas] == [7]  # read+write: its own
+        assert await _route_perms(client, namesrv, "TBW102") == [7]  # read+write: its own
         nursery.cancel_scope.cancel()
