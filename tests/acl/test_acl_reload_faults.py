@@ -5,8 +5,9 @@ impossible date, anything else) keeps its old rules, is not retried until it cha
 recorded before the load) and never stops the other files from reloading. The ACL admin edits (codes 50, 51, 53)
 re-read their file from disk as ``updateAccessConfig`` / ``deleteAccessConfig`` / ``updateGlobalWhiteAddrsConfig``
 do (``AclUtils.getYamlDataObject``), so a hand edit the watcher has not loaded yet is kept; an edit of a file that is
-not UTF-8 or does not parse, or that is empty on disk while its last load was not, fails and writes nothing; a delete
-of an account its file no longer names answers False. Found by reviews; failed before."""
+not UTF-8 or does not parse, or that is empty on disk while its last load was not, fails and writes nothing (a delete
+then answers True, as 4.9.8's); a delete of an account its file no longer names answers False. Found by reviews;
+failed before."""
 
 from __future__ import annotations
 
@@ -162,16 +163,7 @@ def _edit_existing(manager: AclManager, edit: str) -> None:
         _edit(manager, edit)
 
 
-@pytest.mark.parametrize("edit", ["update_existing_account", "update_account", "delete_account", "update_global_white"])
-@pytest.mark.parametrize("on_disk", ["empty", "missing"])
-def test_an_admin_edit_while_the_file_has_no_data_on_disk_fails_and_keeps_the_files_other_accounts(
-    tmp_path: Path, edit: str, on_disk: str
-) -> None:
-    """plain_acl.yml is momentarily empty (an editor or a config push truncates it before writing it again: the
-    watcher keeps its previous rules, "No data in {}, skip it") or gone (before the watcher drops its rules). An mqadmin
-    edit arriving then must not write a file of that one account (or none), which would drop every other account:
-    4.9.8's update of an existing key fails then (``getYamlDataObject`` gives null) and its delete writes nothing.
-    Every edit of such a file is refused."""
+def _no_data_on_disk(tmp_path: Path, on_disk: str) -> tuple[AclManager, Path]:
     manager = _manager(tmp_path, PLAIN_ACL, "")
     default = tmp_path / "conf" / "plain_acl.yml"
     if on_disk == "empty":
@@ -180,9 +172,33 @@ def test_an_admin_edit_while_the_file_has_no_data_on_disk_fails_and_keeps_the_fi
     else:
         default.unlink()
     assert manager.account("RocketMQ") is not None
+    return manager, default
+
+
+@pytest.mark.parametrize("edit", ["update_existing_account", "update_account", "update_global_white"])
+@pytest.mark.parametrize("on_disk", ["empty", "missing"])
+def test_an_admin_edit_while_the_file_has_no_data_on_disk_fails_and_keeps_the_files_other_accounts(
+    tmp_path: Path, edit: str, on_disk: str
+) -> None:
+    """plain_acl.yml is momentarily empty (an editor or a config push truncates it before writing it again: the
+    watcher keeps its previous rules, "No data in {}, skip it") or gone (before the watcher drops its rules). An mqadmin
+    edit arriving then must not write a file of that one account (or none), which would drop every other account:
+    4.9.8's update of an existing key fails then (``getYamlDataObject`` gives null). Every update of such a file is
+    refused."""
+    manager, default = _no_data_on_disk(tmp_path, on_disk)
     with pytest.raises(AclConfigError):
         _edit_existing(manager, edit)
     assert (default.read_text() == "") if on_disk == "empty" else not default.exists(), "the refused edit wrote"
+    assert manager.account("RocketMQ") is not None and manager.account("rocketmq2") is not None
+
+
+@pytest.mark.parametrize("on_disk", ["empty", "missing"])
+def test_a_delete_while_the_file_has_no_data_on_disk_succeeds_deleting_nothing(tmp_path: Path, on_disk: str) -> None:
+    """The same moment, a delete: 4.9.8's ``deleteAccessConfig`` answers true ("No data found in {} when deleting
+    access config of {}", so code 51 answers SUCCESS), writing nothing and keeping the key in ``accessKeyTable``."""
+    manager, default = _no_data_on_disk(tmp_path, on_disk)
+    assert manager.delete_account("RocketMQ")
+    assert (default.read_text() == "") if on_disk == "empty" else not default.exists(), "the delete wrote"
     assert manager.account("RocketMQ") is not None and manager.account("rocketmq2") is not None
 
 
