@@ -385,12 +385,16 @@ class AclManager:
     def delete_account(self, access_key: str) -> bool:
         """Remove the account's first entry from its file (another entry of the key stays, and is the account from
         then on, as 4.9.8's ``deleteAccessConfig`` stops at the first). False, changing nothing, when no file has it
-        or its file on disk no longer names it (moved or removed by hand; the next reload decides), as
-        ``deleteAccessConfig`` answers."""
+        or its file on disk no longer names it (moved or removed by hand; the next reload decides); True, changing
+        nothing, when that file is empty or gone on disk ("No data found in {} when deleting access config of {}"),
+        as ``deleteAccessConfig`` answers."""
         path = self._owner.get(access_key)
         if path is None:
             return False
-        acl = self._on_disk(path)
+        acl = self._read_disk(path)
+        if acl.empty:
+            log.warning("No data found in %s when deleting access config of %s", path, access_key)
+            return True
         entries = list(acl.entries)
         for i, entry in enumerate(entries):
             if entry.access_key == access_key:
@@ -422,14 +426,19 @@ class AclManager:
         while its last load had some (truncated by an editor or a push about to write it again: an edit would drop
         every other account of it; 4.9.8's update and delete of its accounts write nothing then), ``OSError`` when it
         cannot be read."""
-        try:
-            acl = read_acl_file(path)
-        except FileNotFoundError:
-            acl = parse_acl_file("")
+        acl = self._read_disk(path)
         loaded = self._loaded.get(path)
         if acl.empty and loaded is not None and not loaded.empty:
             raise AclConfigError(f"No data in {path}, which had some when last loaded: not editing it now")
         return acl
+
+    @staticmethod
+    def _read_disk(path: Path) -> AclFile:
+        """``path`` parsed as it is on disk (a missing file is empty); raises as :meth:`_on_disk`."""
+        try:
+            return read_acl_file(path)
+        except FileNotFoundError:
+            return parse_acl_file("")
 
     def _write(
         self, path: Path, acl: AclFile, white: list[str] | tuple[str, ...], entries: list[AccountConfig]
