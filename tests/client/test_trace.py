@@ -468,3 +468,44 @@ async def test_a_consume_batch_takes_one_queue_slot_and_is_dropped_whole() -> No
     assert small.dropped == 0
     assert small.consume_before("cg", batch(1)) is not None  # the trace goes on; its records are dropped
     assert small.dropped == 1
+
+
+async def test_access_channel_cloud_sends_each_record_to_its_regions_trace_topic(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """``access_channel="CLOUD"`` (4.9.8's ``AccessChannel.CLOUD``): every record goes to
+    ``rmq_sys_TRACE_DATA_<its region>`` whatever ``customized_trace_topic`` says (``AsyncTraceDispatcher
+    .getTraceTopicName``): a Pub to the send answer's ``MSG_REGION``, the consume records to the consumed message's
+    ``MSG_REGION`` property (none here: ``..._null``); and a SubAfter record stops after its context code, with 0x01
+    and no time, group or 0x02 (``TraceDataEncoder.encoderFromContextBean``)."""
+    from client.config import ClientConfig
+
+    await _create(embedded_cluster, "CloudTraced")
+    done = trio.Event()
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+        done.set()
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    config = ClientConfig(namesrv_addr=embedded_cluster.namesrv_addr, access_channel="CLOUD")
+    consumer = PushConsumer("cloud-cg", config=config, enable_msg_trace=True, customized_trace_topic="Ignored")
+    consumer.subscribe("CloudTraced")
+    consumer.register_message_listener(listener)
+    producer = Producer("cloud-pg", config=config, enable_msg_trace=True, customized_trace_topic="Ignored")
+    async with consumer, producer:
+        sent = await producer.send(Message("CloudTraced", b"cloud body", keys="ck"))
+        with trio.fail_after(60):
+            await done.wait()
+        pubs = await _traces(embedded_cluster, sent.msg_id, "rmq_sys_TRACE_DATA_DefaultRegion", {TraceType.Pub})
+        consumes = await _traces(embedded_cluster, sent.msg_id, "rmq_sys_TRACE_DATA_null", {TraceType.SubBefore})
+    assert [v.record.region_id for v in pubs] == ["DefaultRegion"]
+    assert consumes[0].record.region_id == "null"
+    store = embedded_cluster.controller.context.store
+    texts = [
+        decode_record(v).body.decode()
+        for q in range(8)
+        for v in store.get("rmq_sys_TRACE_DATA_null", q, 0, 32).messages
+    ]
+    afters = [part for text in texts for part in text.split(B) if part.startswith(f"SubAfter{A}")]
+    assert len(afters) == 1 and afters[0].endswith(f"{A}true{A}ck{A}0{A}"), afters
+    assert not any(store.get("Ignored", q, 0, 1).messages for q in range(8))
