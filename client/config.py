@@ -113,6 +113,9 @@ class ClientConfig:
     #: The namespace topics and groups are wrapped in on the wire (``ns%Topic``, :mod:`client.namespace`), Java's
     #: ``namespace``; None: the instance id of an ``MQ_INST_xxx_yyy.host`` name server endpoint, else none.
     namespace: str | None = None
+    #: Java's ``accessChannel``: ``LOCAL``, or ``CLOUD`` to write message traces as 4.9.8 writes them for a cloud
+    #: service (:mod:`client.trace.dispatcher`). Anything else: ValueError.
+    access_channel: str = attrs.field(default="LOCAL", validator=attrs.validators.in_(("LOCAL", "CLOUD")))
 
     @property
     def resolved_namespace(self) -> str | None:

@@ -17,6 +17,13 @@ Trace messages go out through an inner producer on the host's client instance, g
 ``send_async``: a failed send is logged and counted in :attr:`TraceDispatcher.failed_batches`. :meth:`stop` sends what
 is queued (waiting at most 500 ms for those sends, as Java's ``flush``) and unregisters the inner producer. An inner
 producer that cannot start (its group refused) is logged and leaves the host running untraced, as Java's hosts do.
+
+With the client config's ``access_channel="CLOUD"`` (Java's ``AccessChannel.CLOUD``) each record goes to
+``rmq_sys_TRACE_DATA_<its region>`` instead (``null`` for none), whatever the trace topic setting, one batch per
+topic (``AsyncTraceDispatcher.getTraceTopicName``, ``taskQueueByTopic``): a Pub's region is the send answer's
+``MSG_REGION``, a consume record's the last traced message's ``MSG_REGION`` property, an EndTransaction's its
+record's; and a SubAfter record stops after its context code with 0x01, without time, group or 0x02
+(``TraceDataEncoder.encoderFromContextBean``).
 """
 
 from __future__ import annotations
@@ -35,7 +42,16 @@ from client.errors import MQClientError
 from client.message import Message, MessageExt, SendResult, SendStatus, uniq_msg_id
 from client.namespace import strip_namespace
 from client.send_request import uniq_key_generator
-from client.trace.codec import TRACE_TOPIC, MessageType, TraceRecord, encode_fields, encode_record, find_text_property
+from client.trace.codec import (
+    CONTENT_SPLITOR,
+    CPP_TRACE_TOPIC_PREFIX,
+    TRACE_TOPIC,
+    MessageType,
+    TraceRecord,
+    encode_fields,
+    encode_record,
+    find_text_property,
+)
 
 if TYPE_CHECKING:
     from client.instance import MQClientInstance
@@ -58,6 +74,16 @@ _counter = itertools.count(1)
 #: ``"SubBefore"``/``"SubAfter"`` first), or a ready :class:`TraceRecord`. One event is one entry of the queue, as one
 #: ``TraceContext`` is in Java's ``AsyncTraceDispatcher.traceContextQueue``.
 _Event = tuple[Any, ...] | list[tuple[Any, ...]] | TraceRecord
+
+
+@attrs.define
+class _Batch:
+    """The records waiting for one trace topic (Java's ``TraceDataSegment``)."""
+
+    text: list[str] = attrs.Factory(list)
+    keys: dict[str, None] = attrs.Factory(dict)
+    chars: int = 0
+    since: float = 0.0
 
 
 @attrs.frozen
@@ -89,14 +115,13 @@ class TraceDispatcher:
         self.topic = trace_topic.strip() if trace_topic and trace_topic.strip() else TRACE_TOPIC
         self.queue_size = queue_size
         self.inner_group = f"_INNER_TRACE_PRODUCER-{host_group}-{kind}-{next(_counter)}"
+        #: ``access_channel="CLOUD"``: records go to their region's trace topic (see the module docstring)
+        self.cloud = instance.config.access_channel == "CLOUD"
         self.dropped = 0
         self.sent_batches = 0
         self.failed_batches = 0
-        self._events: deque[_Event] = deque()
-        self._batch_text: list[str] = []
-        self._batch_keys: dict[str, None] = {}
-        self._batch_chars = 0
-        self._batch_since = 0.0
+        self._events: deque[tuple[str, _Event]] = deque()
+        self._batches: dict[str, _Batch] = {}
         self._wake: anyio.Event | None = None
         self._in_flight = 0
         self._producer: Producer | None = None
@@ -109,11 +134,11 @@ class TraceDispatcher:
         turned trace off."""
         if not result.trace_on or prepared.topic.startswith(self.topic):
             return
-        self._offer(("Pub", start_ms, time.time_ns() // 1_000_000, addr, prepared, result))
+        self._offer(("Pub", start_ms, time.time_ns() // 1_000_000, addr, prepared, result), result.region_id)
 
     def append(self, record: TraceRecord) -> None:
         """A ready record (the end-transaction hook)."""
-        self._offer(record)
+        self._offer(record, record.region_id)
 
     def consume_before(self, group: str, msgs: Sequence[MessageExt]) -> ConsumeTrace | None:
         """SubBefore records for the messages a listener is about to get (Java's ``consumeMessageBefore``);
@@ -131,7 +156,8 @@ class TraceDispatcher:
                 ("SubBefore", now, region, group, request_id, uniq_msg_id(m), m.reconsume_times,
                  m.properties.get("KEYS"))
                 for m in traced
-            ]
+            ],
+            region,
         )  # fmt: skip
         return ConsumeTrace(group, request_id, now, region, traced, len(msgs))
 
@@ -140,20 +166,24 @@ class TraceDispatcher:
         (``ConsumeReturnType``: SUCCESS 0, TIME_OUT 1, EXCEPTION 2, RETURNNULL 3, FAILED 4)."""
         now = time.time_ns() // 1_000_000
         cost = (now - trace.start_ms) // max(1, trace.batch_size)
+        # A CLOUD record has seven fields (no time, no group), told apart by its length in _format.
+        fields = 7 if self.cloud else 9
         self._offer(
             [
                 ("SubAfter", trace.request_id, uniq_msg_id(m), cost, success, m.properties.get("KEYS"), context_code,
-                 now, trace.group)
+                 now, trace.group)[:fields]
                 for m in trace.msgs
-            ]
+            ],
+            trace.region,
         )  # fmt: skip
 
-    def _offer(self, event: _Event) -> None:
+    def _offer(self, event: _Event, region: str | None) -> None:
         events = self._events
         if len(events) >= self.queue_size:
             self.dropped += 1
             return
-        events.append(event)
+        topic = f"{CPP_TRACE_TOPIC_PREFIX}{'null' if region is None else region}" if self.cloud else self.topic
+        events.append((topic, event))
         if len(events) >= self.queue_size // 2 and self._wake is not None:
             self._wake.set()
 
@@ -202,7 +232,8 @@ class TraceDispatcher:
             return
         with anyio.CancelScope(shield=True):
             self._drain(producer)
-            self._send_batch(producer)
+            for topic in list(self._batches):
+                self._send_batch(producer, topic)
             with anyio.move_on_after(FLUSH_WAIT):
                 while self._in_flight:
                     await anyio.sleep(0.01)
@@ -218,43 +249,36 @@ class TraceDispatcher:
                 if producer is None:
                     return
                 self._drain(producer)
-                if self._batch_text and anyio.current_time() - self._batch_since >= BATCH_AGE:
-                    self._send_batch(producer)
+                now = anyio.current_time()
+                for topic in [t for t, batch in self._batches.items() if now - batch.since >= BATCH_AGE]:
+                    self._send_batch(producer, topic)
 
     # -- batching --------------------------------------------------------------------------------------------------
 
     def _drain(self, producer: Producer) -> None:
         events = self._events
         while events:
-            event = events.popleft()
+            topic, event = events.popleft()
+            batch = self._batches.get(topic)
+            if batch is None:
+                batch = self._batches[topic] = _Batch(since=anyio.current_time())
             if isinstance(event, list):
                 for fields in event:
-                    self._add(*_format(fields))
+                    _add(batch, *_format(fields))
             else:
-                self._add(*_format(event))
+                _add(batch, *_format(event))
             # A listener call's records go into one batch together, as Java's TraceDataSegment adds one
             # TraceContext's text before it checks the size.
-            if self._batch_chars >= MAX_BATCH_CHARS:
-                self._send_batch(producer)
+            if batch.chars >= MAX_BATCH_CHARS:
+                self._send_batch(producer, topic)
 
-    def _add(self, text: str, msg_id: str, keys: str | None) -> None:
-        if not self._batch_text:
-            self._batch_since = anyio.current_time()
-        self._batch_text.append(text)
-        batch_keys = self._batch_keys
-        batch_keys[msg_id] = None
-        if keys:
-            for key in keys.split(" "):
-                batch_keys[key] = None
-        self._batch_chars += len(text)
-
-    def _send_batch(self, producer: Producer) -> None:
-        if not self._batch_text:
+    def _send_batch(self, producer: Producer, topic: str) -> None:
+        batch = self._batches.pop(topic, None)
+        if batch is None:
             return
-        text, keys = "".join(self._batch_text), [k for k in self._batch_keys if k]
-        count = len(self._batch_text)
-        self._batch_text, self._batch_keys, self._batch_chars = [], {}, 0
-        message = Message(self.topic, text.encode(), keys=keys)
+        text, keys = "".join(batch.text), [k for k in batch.keys if k]
+        count = len(batch.text)
+        message = Message(topic, text.encode(), keys=keys)
         self._in_flight += 1
         try:
             producer.send_async(message, self._sent)
@@ -267,9 +291,18 @@ class TraceDispatcher:
         self._in_flight -= 1
         if isinstance(outcome, Exception):
             self.failed_batches += 1
-            log.warning("sending trace data to %s failed: %s", self.topic, outcome)
+            log.warning("sending trace data failed: %s", outcome)
         else:
             self.sent_batches += 1
+
+
+def _add(batch: _Batch, text: str, msg_id: str, keys: str | None) -> None:
+    batch.text.append(text)
+    batch.keys[msg_id] = None
+    if keys:
+        for key in keys.split(" "):
+            batch.keys[key] = None
+    batch.chars += len(text)
 
 
 def _format(event: tuple[Any, ...] | TraceRecord) -> tuple[str, str, str | None]:
@@ -281,6 +314,8 @@ def _format(event: tuple[Any, ...] | TraceRecord) -> tuple[str, str, str | None]
         return _pub_text(event)
     if kind == "SubBefore":
         return encode_fields(event), event[5], event[7]
+    if len(event) == 7:  # a CLOUD SubAfter: its last field ends with 0x01, and no 0x02 follows
+        return encode_fields(event)[:-1] + CONTENT_SPLITOR, event[2], event[5]
     return encode_fields(event), event[2], event[5]
 
 
