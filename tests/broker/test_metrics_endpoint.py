@@ -491,3 +491,23 @@ async def test_metrics_in_delta_labels_the_proxy_up_gauge_too(tmp_path: Path) ->
         families = await scrape(exporter.address)
     [up] = families.get("rocketmq_proxy_up", [])
     assert (up.labels.get("aggregation"), up.labels["node_type"], up.value) == ("delta", "proxy", 1.0)
+
+
+async def test_every_series_carries_its_otel_scope_and_the_target_and_scope_info_are_served(
+    metrics_cluster: EmbeddedCluster,
+) -> None:
+    """RocketMQ 5.3.3's exporter (OpenTelemetry 1.29's ``PrometheusHttpServer``, exporters/prometheus/.../Serializer
+    .java) writes ``otel_scope_name="broker-meter"`` (``BrokerMetricsConstant.OPEN_TELEMETRY_METER_NAME``) on every
+    sample, the overflow series' too, a ``target_info`` line (the broker's empty resource) and an ``otel_scope_info``
+    line per scope; queries and dashboards made for it select or join on them."""
+    cluster = metrics_cluster
+    exporter = cluster.controller.metrics
+    assert exporter is not None and exporter.address is not None
+    async with Producer("scope_pg", cluster.namesrv_addr) as producer:
+        await producer.send(Message("ScopeTopic", b"s"))
+    families = await scrape(exporter.address)
+    samples = [s for name, got in families.items() if name not in ("target_info", "otel_scope_info") for s in got]
+    assert samples and all(s.labels.get("otel_scope_name") == "broker-meter" for s in samples)
+    assert [(s.labels, s.value) for s in families["target_info"]] == [({}, 1)]
+    assert [(s.labels, s.value) for s in families["otel_scope_info"]] == [({"otel_scope_name": "broker-meter"}, 1)]
+    assert value(families, "rocketmq_messages_in_total", otel_scope_name="broker-meter", topic="ScopeTopic") == 1
