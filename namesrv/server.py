@@ -35,7 +35,13 @@ from namesrv.product_env import open_product_env_routes
 from namesrv.route_table import RouteTable
 from remoting.connection import Address, Connection
 from remoting.dispatch import Dispatcher, ProcessorPool
-from remoting.prometheus import PrometheusExporter, metrics_labels, prometheus_wanted, rpc_latency_source
+from remoting.prometheus import (
+    NAMESRV_SCOPE,
+    PrometheusExporter,
+    metrics_labels,
+    prometheus_wanted,
+    rpc_latency_source,
+)
 from remoting.rpc_metrics import RpcLatency
 from remoting.server import RemotingServer
 
@@ -106,7 +112,8 @@ class NamesrvServer:
         config = self.config
         labels = metrics_labels("nameserver", f"{address[0]}:{address[1]}", None, config.metrics_label)
         host = config.metrics_prom_exporter_host or config.listen_host
-        return PrometheusExporter(host, config.metrics_prom_exporter_port, [rpc_latency_source(recorder, labels)])
+        sources = [rpc_latency_source(recorder, labels)]
+        return PrometheusExporter(host, config.metrics_prom_exporter_port, sources, NAMESRV_SCOPE)
 
 
 async def serve_namesrv(

@@ -34,7 +34,7 @@ from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 import trio
 from prometheus_client import make_wsgi_app
-from prometheus_client.core import HistogramMetricFamily, Metric
+from prometheus_client.core import HistogramMetricFamily, InfoMetricFamily, Metric
 from prometheus_client.exposition import ThreadingWSGIServer
 from prometheus_client.registry import Collector, CollectorRegistry
 
@@ -43,6 +43,8 @@ from remoting.connection import Address
 from remoting.rpc_metrics import RPC_LATENCY_BUCKETS_MS, RpcLatency
 
 __all__ = [
+    "BROKER_SCOPE",
+    "NAMESRV_SCOPE",
     "OVERFLOW_LABEL",
     "PrometheusExporter",
     "Source",
@@ -58,6 +60,13 @@ log = logging.getLogger(__name__)
 Source = Callable[[], Callable[[], Iterable[Metric]]]
 
 _RESPONSE_NAMES = {code.value: code.name.lower() for code in ResponseCode}
+#: The OpenTelemetry meter (instrumentation scope) RocketMQ 5.3.3's broker registers every instrument on, the local
+#: proxy's and the store's included (``BrokerMetricsConstant.OPEN_TELEMETRY_METER_NAME``).
+BROKER_SCOPE = "broker-meter"
+#: Ours: Java's name server has no metrics.
+NAMESRV_SCOPE = "namesrv-meter"
+#: The label OpenTelemetry 1.29's Prometheus exporter writes the scope's name in, first on every sample.
+SCOPE_LABEL = "otel_scope_name"
 #: The label of OpenTelemetry's overflow series (``otel.metric.overflow`` in Prometheus' spelling).
 OVERFLOW_LABEL = "otel_metric_overflow"
 #: ``rocketmq_rpc_latency`` as RocketMQ 5.3.3 serves it: its unit appended by OpenTelemetry's Prometheus exporter.
@@ -135,12 +144,21 @@ def rpc_latency_source(recorder: RpcLatency, labels: dict[str, str]) -> Source:
     return snapshot
 
 
-class _Bridge(Collector):
-    """The registry's one collector: snapshots every source on the Trio thread, then builds their families here."""
+def _scoped(family: Metric, scope: str) -> Metric:
+    family.samples = [s._replace(labels={SCOPE_LABEL: scope, **s.labels}) for s in family.samples]
+    return family
 
-    def __init__(self, token: trio.lowlevel.TrioToken, sources: list[Source]) -> None:
+
+class _Bridge(Collector):
+    """The registry's one collector: snapshots every source on the Trio thread, then builds their families here. As
+    OpenTelemetry 1.29's Prometheus exporter (exporters/prometheus/.../Serializer.java, which RocketMQ 5.3.3 ships)
+    writes them: ``target_info`` (an empty resource: ``BrokerMetricsManager`` sets ``Resource.empty()``), one
+    ``otel_scope_info`` line and ``otel_scope_name`` first on every sample."""
+
+    def __init__(self, token: trio.lowlevel.TrioToken, sources: list[Source], scope: str) -> None:
         self._token = token
         self._sources = sources
+        self._scope = scope
 
     def describe(self) -> Iterable[Metric]:
         return ()  # families are only known at scrape time; nothing to check at registration
@@ -149,8 +167,12 @@ class _Bridge(Collector):
         return [source() for source in self._sources]
 
     def collect(self) -> Iterable[Metric]:
-        for build in trio.from_thread.run_sync(self._snapshot, trio_token=self._token):
-            yield from build()
+        builds = trio.from_thread.run_sync(self._snapshot, trio_token=self._token)
+        yield InfoMetricFamily("target", "Target metadata", value={})
+        yield InfoMetricFamily("otel_scope", "Scope metadata", value={SCOPE_LABEL: self._scope})
+        for build in builds:
+            for family in build():
+                yield _scoped(family, self._scope)
 
 
 #: Seconds a connection may take to send its request (and to read the answer) before it is closed. Ours: without
@@ -220,15 +242,16 @@ def _shut(connections: Iterable[socket.socket]) -> None:
 class PrometheusExporter:
     """Serves ``sources`` at ``http://host:port/metrics``. See the module docstring."""
 
-    def __init__(self, host: str, port: int, sources: list[Source]) -> None:
+    def __init__(self, host: str, port: int, sources: list[Source], scope: str = BROKER_SCOPE) -> None:
         self.host = host
         self.port = port
         self.sources = sources
+        self.scope = scope
         self.address: Address | None = None
 
     async def run(self, *, task_status: trio.TaskStatus[Address] = trio.TASK_STATUS_IGNORED) -> None:
         registry = CollectorRegistry(auto_describe=False)
-        registry.register(_Bridge(trio.lowlevel.current_trio_token(), self.sources))
+        registry.register(_Bridge(trio.lowlevel.current_trio_token(), self.sources, self.scope))
         # The address family of the host, as prometheus-client's start_http_server picks it (IPv6 hosts too).
         family, _, _, _, sockaddr = socket.getaddrinfo(
             self.host, self.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
