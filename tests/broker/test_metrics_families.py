@@ -518,3 +518,39 @@ async def test_counters_kept_past_deletions_stop_growing_at_the_cardinality_limi
         assert len(broker.stats.incoming) + len(broker.stats.dlq_messages) == 4  # nothing more is kept
     finally:
         broker.store.close()
+
+
+async def test_outgoing_counters_survive_deletions_and_stop_growing_at_the_cardinality_limit(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """RocketMQ 5.3.3 counts ``rocketmq_messages_out_total`` / ``rocketmq_throughput_out_total`` in OpenTelemetry
+    counters under its default counter view, capped at ``metricsOtelCardinalityLimit`` like every counter
+    (broker/src/main/java/org/apache/rocketmq/broker/metrics/BrokerMetricsManager.java ``registerMetricsView``), and
+    ``autoDeleteUnusedStats`` cleans only BrokerStatsManager's items (``onTopicDeleted`` / ``onGroupDeleted``): a
+    deleted topic's or group's outgoing series stay as they were, and past limit - 1 label sets the rest counts in
+    the overflow series. Ours dropped them with the stats items, and kept any number of pairs."""
+    broker = open_broker(tmp_path / "broker", metrics_otel_cardinality_limit=3)
+    try:
+        ctx = online_consumer(broker, [SubscriptionData(TOPIC)])
+        send, pull, admin = SendMessageProcessor(broker), PullMessageProcessor(broker), AdminBrokerProcessor(broker)
+        broker.stats.start_counting()
+        topics = [f"Out{i}" for i in range(4)]
+        for topic in topics:
+            broker.topics.update_topic(TopicConfig(topic, 1, 1))
+            answer = await send.process(ctx, send_request(topic))
+            assert answer is not None and answer.code == ResponseCode.SUCCESS
+            found = await pull.process(ctx, pull_request(topic, offset=0, sys_flag=NO_SUSPEND))
+            assert found is not None and found.code == ResponseCode.SUCCESS
+        before = render(list(broker_families(take_snapshot(broker, broker_pools(cpus=2)), COMMON)))
+        out = [(s[0].get("topic"), s[1]) for s in before["rocketmq_messages_out_total"]]
+        assert out == [("Out0", 1.0), ("Out1", 1.0), (None, 2.0)]
+        assert before["rocketmq_throughput_out_total"][-1][0] == {"otel_metric_overflow": "true"}
+        deletions = [(RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": topic}) for topic in topics]
+        for code, fields in [*deletions, (RequestCode.DELETE_SUBSCRIPTIONGROUP, {"groupName": GROUP})]:
+            answer = await admin.process(ctx, request(code, fields))
+            assert answer is not None and answer.code == ResponseCode.SUCCESS, answer
+        after = render(list(broker_families(take_snapshot(broker, broker_pools(cpus=2)), COMMON)))
+        for name in ("rocketmq_messages_out_total", "rocketmq_throughput_out_total"):
+            assert after.get(name) == before[name], name
+    finally:
+        broker.store.close()
