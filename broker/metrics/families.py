@@ -24,9 +24,10 @@ Where ours differ, and why:
   delivery to one (a retry's redelivery: ScheduleMessageService checks no topic). Bytes are record sizes (Java's
   ``wroteBytes``). Only a master counts them: a slave's (or DLedger follower's) puts are the master's messages
   replicated, which Java, counting in ``SendMessageProcessor.handlePutMessageResult``, never sees there; a member
-  promoted to master counts from its promotion. Those counters and ``rocketmq_send_to_dlq_messages_total`` keep their
-  series past the topic's or group's deletion, at most ``metricsOtelCardinalityLimit`` - 1 label sets each and the
-  rest in one ``otel_metric_overflow="true"`` series, as 5.3.3's OpenTelemetry views.
+  promoted to master counts from its promotion. Those counters, the outgoing ones and
+  ``rocketmq_send_to_dlq_messages_total`` keep their series past the topic's or group's deletion, at most
+  ``metricsOtelCardinalityLimit`` - 1 label sets each and the rest in one ``otel_metric_overflow="true"`` series, as
+  5.3.3's OpenTelemetry views.
 - ``rocketmq_storage_put_latency`` (ms) is ours: RocketMQ 5 has no put latency metric; its buckets are the runtime
   info's ``putMessageDistributeTime`` bounds, cumulative since start.
 - Not exported (no such concept here): POP, timer-wheel internals, half-message and transaction-commit counters,
@@ -46,7 +47,6 @@ from remoting.codec.topics import (
     SYSTEM_TOPIC_PREFIX,
     TIMER_TOPIC,
     TRANS_HALF_TOPIC,
-    is_retry_or_dlq_topic,
 )
 from remoting.prometheus import OVERFLOW_LABEL, histogram_buckets
 
@@ -110,16 +110,11 @@ def _traffic(snap: BrokerSnapshot, f: _Families) -> Iterator[Metric]:
     labels_out = ("topic", "consumer_group", "is_system")
     messages_out = f.counter("rocketmq_messages_out_total", "Total number of outgoing messages", labels_out)
     bytes_out = f.counter("rocketmq_throughput_out_total", "Total traffic of outgoing messages", labels_out)
-    for (topic, group), (count, size) in sorted(snap.gets.items()):
-        if is_retry_or_dlq_topic(topic):
-            continue
-        # The group items count pops too: the pulls' series is what is left (none for a group that only pops).
-        popped, popped_size = snap.pops.get((topic, group, False), (0, 0))
-        if count <= popped:
-            continue
+    pulls = sorted((topic, group, counts) for (topic, group, retry), counts in snap.outgoing.items() if retry is None)
+    for topic, group, (count, size) in pulls:
         row = f.row(topic, group, _bool(_system_topic(snap, topic) or _system_group(group)))
-        messages_out.add_metric(row, count - popped)
-        bytes_out.add_metric(row, size - popped_size)
+        messages_out.add_metric(row, count)
+        bytes_out.add_metric(row, size)
     # Pops: under the popped topic, labelled ``is_retry`` (whether they read the group's pop retry topic), a series
     # apart from the pulls', as 5.3.3's ``popMsgFromQueue`` in
     # broker/src/main/java/org/apache/rocketmq/broker/processor/PopMessageProcessor.java (a pull's,
@@ -127,12 +122,18 @@ def _traffic(snap: BrokerSnapshot, f: _Families) -> Iterator[Metric]:
     labels_pop = (*labels_out, "is_retry")
     pops_out = f.counter(messages_out.name, messages_out.documentation, labels_pop)
     pop_bytes_out = f.counter(bytes_out.name, bytes_out.documentation, labels_pop)
-    for (topic, group, retry), (count, size) in sorted(snap.pops.items()):
+    pops = sorted(
+        (topic, group, retry, counts) for (topic, group, retry), counts in snap.outgoing.items() if retry is not None
+    )
+    for topic, group, retry, (count, size) in pops:
         row = f.row(topic, group, _bool(_system_topic(snap, topic) or _system_group(group)), _bool(retry))
         pops_out.add_metric(row, count)
         pop_bytes_out.add_metric(row, size)
     messages_out.samples.extend(pops_out.samples)
     bytes_out.samples.extend(pop_bytes_out.samples)
+    if snap.outgoing_overflow[0]:
+        _add_overflow(messages_out, snap.outgoing_overflow[0])
+        _add_overflow(bytes_out, snap.outgoing_overflow[1])
     dlq = f.counter(
         "rocketmq_send_to_dlq_messages_total", "Consumer send to DLQ messages", ("consumer_group", "topic", "is_system")
     )

@@ -21,6 +21,7 @@ import attrs
 
 from broker.metrics.lag import GroupLag, group_lags
 from broker.stats import BrokerStatsManager
+from broker.stats.manager import OutKey
 from remoting.codec.codes import version_desc
 from remoting.dispatch import ProcessorPool
 
@@ -70,11 +71,11 @@ class BrokerSnapshot:
     order_topics: frozenset[str]
     #: the broker's system topics (its TopicConfigManager's set; ``rmq_sys_`` names count too)
     system_topics: frozenset[str]
-    #: (topic, group) -> (messages, bytes) pulled
-    gets: dict[tuple[str, str], tuple[int, int]]
-    #: (topic, group, is_retry) -> (messages, bytes) popped from the topic (counted in ``gets`` too) or from the
-    #: group's pop retry topic of the topic
-    pops: dict[tuple[str, str, bool], tuple[int, int]]
+    #: (topic, group, None) -> (messages, bytes) pulled; (topic, group, is_retry) -> popped from the topic or from
+    #: the group's pop retry topic of the topic; deleted pairs' included, within the cardinality limit
+    outgoing: dict[OutKey, tuple[int, int]]
+    #: (messages, bytes) of outgoing label sets past the cardinality limit
+    outgoing_overflow: tuple[int, int]
     #: (group, original topic) -> messages sent to the DLQ
     dlq: dict[tuple[str, str], int]
     #: messages sent to a DLQ under label sets past the cardinality limit
@@ -142,14 +143,15 @@ def take_snapshot(state: BrokerState, pools: Mapping[str, ProcessorPool]) -> Bro
     now_ms = int(time.time() * 1000)
     earliest = store.earliest_store_time()
     topics = state.topics.topics
+    outgoing, outgoing_overflow = stats.outgoing()
     return BrokerSnapshot(
         incoming=_incoming(stats),
         incoming_typed=dict(stats.incoming_typed),
         incoming_overflow=stats.incoming_overflow,
         order_topics=frozenset(name for name, config in topics.items() if config.order),
         system_topics=state.topics.system_topic_names,
-        gets={pair: (items.nums.value, items.sizes.value) for pair, items in stats.group_items.items()},
-        pops=dict(stats.pop_out),
+        outgoing=outgoing,
+        outgoing_overflow=outgoing_overflow,
         dlq=dict(stats.dlq_messages),
         dlq_overflow=stats.dlq_overflow,
         lags=list(group_lags(state)),

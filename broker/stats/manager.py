@@ -109,6 +109,10 @@ def stats_key(topic: str, group: str) -> str:
     return f"{topic}@{group}"
 
 
+#: A ``/metrics`` outgoing label set: (topic, group, None) for pulls, (topic, group, is_retry) for pops.
+OutKey = tuple[str, str, bool | None]
+
+
 class GroupItems:
     """One (topic, group)'s pull statistics: the hot path's single lookup."""
 
@@ -200,6 +204,16 @@ class BrokerStatsManager:
         #: count in :attr:`group_items` too) or from its pop retry topic of ``topic`` (true): ``/metrics``' outgoing
         #: messages labelled ``is_retry``, apart from the pulls'
         self.pop_out: dict[tuple[str, str, bool], tuple[int, int]] = {}
+        #: ``/metrics``' outgoing label sets, ``(topic, group, None)`` for pulls and ``(topic, group, is_retry)`` for
+        #: pops, that have a series of their own: at most :attr:`series_limit` - 1, taken first come (at a scrape or
+        #: a deletion); what any other counts goes to the overflow series, as RocketMQ 5.3.3's default counter view
+        #: caps ``rocketmq_messages_out_total`` too
+        self.out_series: set[OutKey] = set()
+        #: outgoing label set -> (messages, bytes) its pair counted before :meth:`on_topic_deleted` /
+        #: :meth:`on_group_deleted` dropped its items (``autoDeleteUnusedStats``): 5.3.3's counters keep them
+        self.out_retired: dict[OutKey, tuple[int, int]] = {}
+        #: (messages, bytes) of dropped outgoing label sets that had no series of their own
+        self.out_overflow_retired = (0, 0)
         #: Java's BrokerStats: the put/get totals at the last two local midnights (0 until the first one passes).
         self.day_totals = {"put_yesterday": 0, "put_today": 0, "get_yesterday": 0, "get_today": 0}
         self._day: tuple[int, int] | None = None
@@ -487,15 +501,13 @@ class BrokerStatsManager:
                 if name in self.sets:  # QUEUE_* only with enableDetailStat
                     self.sets[name].delete_where(lambda key: not key.startswith(prefix))
             self.sets[GROUP_GET_LATENCY].delete_where(lambda key: infix not in key)
-            for pair in [p for p in self.group_items if p[0] == topic]:
-                del self.group_items[pair]
+            self._retire_out(lambda pair: pair[0] == topic)
             for key in [k for k in self.fall_behind if k[1] == topic]:
                 del self.fall_behind[key]
-            for pop_key in [k for k in self.pop_out if k[0] == topic]:  # with the group items they are part of
-                del self.pop_out[pop_key]
         self._forget_pull_offsets(lambda pair: pair[0] == topic)
-        # ``incoming`` and ``dlq_messages`` stay: RocketMQ 5.3.3 counts them in OpenTelemetry counters
-        # (broker/src/main/java/org/apache/rocketmq/broker/metrics/BrokerMetricsManager.java), which nothing resets.
+        # ``incoming``, ``dlq_messages`` and what was counted out (:attr:`out_retired`) stay: RocketMQ 5.3.3 counts
+        # them in OpenTelemetry counters (broker/src/main/java/org/apache/rocketmq/broker/metrics/
+        # BrokerMetricsManager.java), which nothing resets.
         self._puts.forget(topic)
 
     def on_group_deleted(self, group: str, *, drop_items: bool = True) -> None:
@@ -507,13 +519,58 @@ class BrokerStatsManager:
             for name in names:
                 if name in self.sets:  # QUEUE_* only with enableDetailStat
                     self.sets[name].delete_where(lambda key: not key.endswith(suffix))
-            for pair in [p for p in self.group_items if p[1] == group]:
-                del self.group_items[pair]
+            self._retire_out(lambda pair: pair[1] == group)
             for key in [k for k in self.fall_behind if k[0] == group]:
                 del self.fall_behind[key]
-            for pop_key in [k for k in self.pop_out if k[1] == group]:
-                del self.pop_out[pop_key]
         self._forget_pull_offsets(lambda pair: pair[1] == group)  # ``dlq_messages`` stay (see on_topic_deleted)
+
+    def outgoing(self) -> tuple[dict[OutKey, tuple[int, int]], tuple[int, int]]:
+        """``/metrics``' outgoing (messages, bytes) by label set (see :attr:`out_series`), what deleted pairs counted
+        included, and the overflow series' (messages, bytes)."""
+        series = dict(self.out_retired)
+        overflow = self._count_out(series, self.out_overflow_retired, self.group_items, self.pop_out)
+        return series, overflow
+
+    def _count_out(
+        self,
+        series: dict[OutKey, tuple[int, int]],
+        overflow: tuple[int, int],
+        group_items: dict[tuple[str, str], GroupItems],
+        pops: dict[tuple[str, str, bool], tuple[int, int]],
+    ) -> tuple[int, int]:
+        """Add the pulls (a pair's group items less its pops; retry and DLQ topics left out, as 5.3.3's pull path)
+        and the pops to ``series``, those of label sets without a series of their own to ``overflow``, returned."""
+        over_count, over_size = overflow
+        counted: list[tuple[OutKey, int, int]] = []
+        for (topic, group), items in group_items.items():
+            if not is_retry_or_dlq_topic(topic):
+                popped, popped_size = pops.get((topic, group, False), (0, 0))
+                counted.append(((topic, group, None), items.nums.value - popped, items.sizes.value - popped_size))
+        counted.extend((key, count, size) for key, (count, size) in pops.items())
+        for key, count, size in counted:
+            if count <= 0:
+                continue
+            if self._admit_out(key):
+                before = series.get(key, (0, 0))
+                series[key] = (before[0] + count, before[1] + size)
+            else:
+                over_count += count
+                over_size += size
+        return over_count, over_size
+
+    def _admit_out(self, key: OutKey) -> bool:
+        if key in self.out_series:
+            return True
+        if len(self.out_series) >= self.series_limit - 1:
+            return False
+        self.out_series.add(key)
+        return True
+
+    def _retire_out(self, match: Callable[[tuple[str, str]], bool]) -> None:
+        """Drop the matching pairs' group items and pops, keeping what they counted out in :attr:`out_retired`."""
+        gone = {pair: self.group_items.pop(pair) for pair in [p for p in self.group_items if match(p)]}
+        pops = {key: self.pop_out.pop(key) for key in [k for k in self.pop_out if match(k[:2])]}
+        self.out_overflow_retired = self._count_out(self.out_retired, self.out_overflow_retired, gone, pops)
 
     def _forget_pull_offsets(self, match: Callable[[tuple[str, str]], bool]) -> None:
         """Forget the pull offsets of the matching (topic, group) pairs; one whose pull items stay is emptied in
