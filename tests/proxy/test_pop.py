@@ -120,6 +120,25 @@ async def test_unacked_message_comes_back_after_its_invisible_time_with_attempt_
     assert revive.revived == 1
 
 
+async def test_a_revived_copy_carries_the_first_pop_time_of_its_message(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, popper: tuple[PopService, ReviveService]
+) -> None:
+    """RocketMQ 5.3.3's PopReviveService.reviveRetry stamps ``1ST_POP_TIME`` (MessageConst.PROPERTY_FIRST_POP_TIME)
+    with the checkpoint's pop time on a copy of a message never redelivered before (reconsumeTimes 0), and later
+    copies keep it (broker/src/main/java/org/apache/rocketmq/broker/processor/PopReviveService.java)."""
+    await create_topic(embedded_cluster, "PopFirst", queues=1)
+    pop, _ = popper
+    await send(embedded_cluster, "PopFirst", b"slow")
+    [first] = await pop_all(pop, "G", "PopFirst", invisible=10_000)
+    assert "1ST_POP_TIME" not in first.message.properties
+    await trio.sleep(12)
+    [second] = await pop_all(pop, "G", "PopFirst", invisible=10_000)
+    assert second.message.properties.get("1ST_POP_TIME") == str(first.handle.pop_time)
+    await trio.sleep(12)
+    [third] = await pop_all(pop, "G", "PopFirst", invisible=10_000)
+    assert (third.attempt, third.message.properties.get("1ST_POP_TIME")) == (3, str(first.handle.pop_time))
+
+
 async def test_one_checkpoint_per_pop_and_queue_redelivers_exactly_its_unacked_messages(
     embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, popper: tuple[PopService, ReviveService]
 ) -> None:
