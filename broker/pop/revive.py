@@ -160,7 +160,7 @@ class ReviveService:
             if not replay and self._revivable(group, topic):
                 for key, phy in zip(keys, map(int, phys), strict=True):
                     if key not in self._acked and self._still_queued(topic, qid, key[3], phy):
-                        self._redeliver(group, phy)
+                        self._redeliver(group, phy, pop_time)
             for key in met:
                 del self._acked[key]
 
@@ -202,7 +202,7 @@ class ReviveService:
         log.warning("revive: message %d of %s queue %d is no longer in its queue: skipped", offset, topic, qid)
         return False
 
-    def _redeliver(self, group: str, phy_offset: int) -> None:
+    def _redeliver(self, group: str, phy_offset: int, pop_time: int) -> None:
         store = self.pop.broker.store
         raw = store.look_message_by_offset(phy_offset)
         if raw is None:
@@ -210,7 +210,7 @@ class ReviveService:
             return
         msg = decode_record(raw)
         try:
-            store.append(self.pop.retry_copy(group, msg))
+            store.append(self.pop.retry_copy(group, msg, pop_time))
         except MessageIllegalError as exc:
             try:
                 self.pop.dead_letter(group, phy_offset, msg.topic)

@@ -94,6 +94,8 @@ _TURNS_MAX: Final = 100_000
 #: Reads of one queue in one pop while the tag check drops messages (ours: a bound on the work of one pop over a run
 #: of colliding tags; past it the pop hands out what it found).
 _TAG_CHECK_READS: Final = 32
+#: The pop time of a message's first checkpoint, on its retry copies (common/.../message/MessageConst.java).
+PROPERTY_FIRST_POP_TIME: Final = "1ST_POP_TIME"
 #: Left out of a retry copy (a dead letter is the send-back's copy: :meth:`PopService.dead_letter`).
 _COPY_DROPS: Final = frozenset({PROPERTY_REAL_TOPIC, PROPERTY_REAL_QID})
 
@@ -820,13 +822,17 @@ class PopService:
         origin = msg.properties.get(PROPERTY_RETRY_TOPIC)
         return origin if origin and msg.topic == pop_retry_topic(group, origin) else msg.topic
 
-    def retry_copy(self, group: str, msg: MessageExt) -> MessageRecord:
+    def retry_copy(self, group: str, msg: MessageExt, pop_time: int) -> MessageRecord:
         """``msg`` again, one attempt later, for the pop retry topic (PopReviveService.reviveRetry: however many
-        attempts it had; the receive moves one whose attempts are used up to the DLQ)."""
+        attempts it had; the receive moves one whose attempts are used up to the DLQ). ``pop_time``: its checkpoint's,
+        stamped as ``1ST_POP_TIME`` on a first copy and kept by later ones, as reviveRetry does."""
         origin = self.original_topic(group, msg)
         retry = pop_retry_topic(group, origin)
         self.broker.topics.create_topic_in_send_back_process(retry, 1)
-        return self._copy(msg, retry, {PROPERTY_RETRY_TOPIC: origin}, msg.reconsume_times + 1)
+        extra = {PROPERTY_RETRY_TOPIC: origin}
+        if msg.reconsume_times == 0 or PROPERTY_FIRST_POP_TIME not in msg.properties:
+            extra[PROPERTY_FIRST_POP_TIME] = str(pop_time)
+        return self._copy(msg, retry, extra, msg.reconsume_times + 1)
 
     def dead_letter(self, group: str, commit_log_offset: int, origin_topic: str, message_id: str | None = None) -> None:
         """Move the message at ``commit_log_offset`` into ``%DLQ%<group>`` as RocketMQ's proxy does
