@@ -120,6 +120,30 @@ async def test_unacked_message_comes_back_after_its_invisible_time_with_attempt_
     assert revive.revived == 1
 
 
+async def test_pop_from_retry_probability_is_a_broker_setting(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, popper: tuple[PopService, ReviveService]
+) -> None:
+    """RocketMQ 5.3.3's BrokerConfig ``popFromRetryProbability`` (default 20): that share of pops reads the group's
+    pop retry topic before the topic, the others read it only when the topic did not fill the pop
+    (broker/src/main/java/org/apache/rocketmq/broker/processor/PopMessageProcessor.java ``needRetry``). Ours read it
+    first every fifth pop whatever the setting: 0 still put a redelivery ahead of new messages, 100 behind them."""
+    ctx = embedded_cluster.controller.context
+    assert await ctx.update_config({"popFromRetryProbability": "0"}) == []
+    await create_topic(embedded_cluster, "PopRatio", queues=1)
+    pop, _ = popper
+    await send(embedded_cluster, "PopRatio", b"late")
+    assert [p.message.body for p in pop.pop("G", "PopRatio", 1, 10_000, None)] == [b"late"]
+    await trio.sleep(12)  # not acked: revived into the group's pop retry topic
+    fresh = [b"n%d" % i for i in range(6)]
+    await send(embedded_cluster, "PopRatio", *fresh)
+    got = [p.message.body for _ in fresh for p in pop.pop("G", "PopRatio", 1, INVISIBLE, None)]
+    assert got == fresh, "with 0 the retry topic only fills a pop the topic left short"
+    assert await ctx.update_config({"popFromRetryProbability": "100"}) == []
+    await send(embedded_cluster, "PopRatio", b"newest")
+    [first] = pop.pop("G", "PopRatio", 1, INVISIBLE, None)
+    assert (first.message.body, first.attempt) == (b"late", 2), "with 100 every pop reads the retry topic first"
+
+
 async def test_a_revived_copy_carries_the_first_pop_time_of_its_message(
     embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, popper: tuple[PopService, ReviveService]
 ) -> None:
