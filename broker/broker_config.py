@@ -123,6 +123,10 @@ class BrokerConfig(ListenerSettings):
     #: whatever the pop's filter (0 or less: never), read at each arrival (RocketMQ 5.3.3's BrokerConfig, read by
     #: broker/src/main/java/org/apache/rocketmq/broker/longpolling/PopLongPollingService.java notifyMessageArriving).
     pop_long_polling_force_notify_interval: int = attrs.field(default=800, metadata=JAVA_LONG)
+    #: The share of pops, in percent, that read the group's pop retry topic before the topic (the others read it only
+    #: when the topic left the pop short), read at each pop (RocketMQ 5.3.3's BrokerConfig; broker/src/main/java/org/
+    #: apache/rocketmq/broker/processor/PopMessageProcessor.java ``needRetry``).
+    pop_from_retry_probability: int = 20
     #: A FIFO queue whose batch in flight becomes visible again wakes a parked pop of its group (RocketMQ 5.3.3's
     #: BrokerConfig; broker/src/main/java/org/apache/rocketmq/broker/offset/ConsumerOrderInfoLockManager.java, whose
     #: timer checks it when it fires). An orderly ack wakes one either way, as AckMessageProcessor.ackOrderly does.

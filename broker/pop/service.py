@@ -84,9 +84,6 @@ ACK_TAG: Final = "ack"
 #: Ours: a CK is due this long after the handle expires, so an ack accepted just before expiry is always in the revive
 #: queue ahead of its CK (the timer wheel delivers on slot boundaries).
 CK_GRACE_MS: Final = 500
-#: Every fifth pop of a group on a topic reads the retry topic first (RocketMQ picks it with popFromRetryProbability
-#: 20 %).
-_RETRY_FIRST_EVERY: Final = 5
 #: Turn counters (:meth:`PopService.pop`) kept before the first sweep of those of gone groups and topics, and most
 #: kept after a sweep (ours; RocketMQ's PopLongPollingService bounds its maps at popPollingMapSize, 100000).
 _TURNS_SWEEP_MIN: Final = 1024
@@ -450,7 +447,8 @@ class PopService:
         sources = [(topic, TOPIC_TYPE_NORMAL)]
         retry = pop_retry_topic(group, topic)
         if not fifo and retry in self.broker.topics:
-            sources.insert(0 if turn % _RETRY_FIRST_EVERY == 0 else 1, (retry, TOPIC_TYPE_RETRY))
+            first = _retry_first(turn, self.broker.config.pop_from_retry_probability)
+            sources.insert(0 if first else 1, (retry, TOPIC_TYPE_RETRY))
         for source, topic_type in sources:
             queues = self.broker.topics.get(source)
             count = 0 if queues is None else queues.read_queue_nums
@@ -879,6 +877,14 @@ def _init_offset(topic: str, low: int, high: int) -> int:
     if topic.startswith(RETRY_GROUP_TOPIC_PREFIX) or low == 0:
         return low
     return max(high - 1, 0)
+
+
+def _retry_first(turn: int, percent: int) -> bool:
+    """Whether pop ``turn`` of a group on a topic reads the retry topic first: ``percent`` of the pops (the
+    ``popFromRetryProbability`` setting), spread evenly from the first on; RocketMQ draws ``random.nextInt(100) <
+    popFromRetryProbability`` for each pop."""
+    percent = min(max(percent, 0), 100)
+    return -(-(turn + 1) * percent // 100) > -(-turn * percent // 100)
 
 
 def _fifo_blocked(state: FifoQueue, now: int) -> bool:
