@@ -1027,15 +1027,38 @@ async def test_a_commit_after_a_discard_and_a_restart_still_publishes_it(
 async def test_a_request_answered_end_transaction_with_unknown_gets_no_response(
     embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
 ) -> None:
-    """4.9.8's EndTransactionProcessor returns null for TRANSACTION_NOT_TYPE (and any other value): no response even
-    to a request that waits for one; it was answered SUCCESS."""
+    """4.9.8's EndTransactionProcessor returns null for TRANSACTION_NOT_TYPE: no response even to a request that waits
+    for one; it was answered SUCCESS."""
     await _create_topic(embedded_cluster)
     async with _producer(embedded_cluster, lambda m, a: UNKNOWN, lambda m: UNKNOWN) as producer:
         result = await producer.send_message_in_transaction(Message(TOPIC, b"pending"))
     offset = result.send_result.queue_offset
     phy = decode_offset_msg_id(result.send_result.offset_msg_id).phy_offset
-    for kind in (0, 4):
-        assert await _unanswered(embedded_cluster, "tx-pg", offset, phy, kind)
+    assert await _unanswered(embedded_cluster, "tx-pg", offset, phy, 0)
+    assert _visible(embedded_cluster) == []
+
+
+async def test_an_end_transaction_of_another_kind_is_refused_with_javas_header_check(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A commitOrRollback other than 0, 8 or 12 fails 4.9.8's EndTransactionRequestHeader.checkFields, which the
+    header's decode runs: SYSTEM_ERROR with the exception's simple description (it got no answer, so a caller waiting
+    for one timed out)."""
+    await _create_topic(embedded_cluster)
+    async with _producer(embedded_cluster, lambda m, a: UNKNOWN, lambda m: UNKNOWN) as producer:
+        result = await producer.send_message_in_transaction(Message(TOPIC, b"pending"))
+    offset = result.send_result.queue_offset
+    phy = decode_offset_msg_id(result.send_result.offset_msg_id).phy_offset
+    remark = (
+        "org.apache.rocketmq.remoting.exception.RemotingCommandException: commitOrRollback field wrong, "
+        "org.apache.rocketmq.common.protocol.header.EndTransactionRequestHeader.checkFields("
+        "EndTransactionRequestHeader.java:60)"
+    )
+    for kind in (4, -1, 9):
+        assert await _end_transaction(embedded_cluster, "tx-pg", offset, phy, kind) == (
+            ResponseCode.SYSTEM_ERROR,
+            remark,
+        )
     assert _visible(embedded_cluster) == []
 
 
