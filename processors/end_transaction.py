@@ -24,7 +24,8 @@ message), its ``PGROUP`` equals ``producerGroup``, its queue offset equals ``tra
 - a transaction whose op message is already in the check window (a second answer) is acknowledged, not redone; so
   is one the check service scanned past, unless it was discarded (moved to ``TRANS_CHECK_MAX_TIME_TOPIC``) and not
   ended since: Java leaves the half message in place, so a late COMMIT of it still publishes it, once;
-- unknown (0) or any other value: nothing, and no response even to a non-oneway request (Java returns null).
+- unknown (0): nothing, and no response even to a non-oneway request (Java returns null); any other value fails the
+  header's check (``EndTransactionRequestHeader.checkFields``): SYSTEM_ERROR, before the role is looked at.
 
 A slave answers SLAVE_NOT_AVAILABLE without a remark (the reason is logged). A DLedger member that just became the
 leader waits until its check service rebuilt the bridge's view (``TransactionalMessageBridge.view_current``) first.
@@ -45,6 +46,7 @@ from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand
 from remoting.codec.headers.transaction import (
     TRANSACTION_COMMIT_TYPE,
+    TRANSACTION_NOT_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
     EndTransactionRequestHeader,
 )
@@ -61,6 +63,12 @@ __all__ = ["EndTransactionProcessor"]
 log = logging.getLogger(__name__)
 
 _SLAVE: Final = "SLAVE"
+_KINDS: Final = (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLBACK_TYPE)
+_KIND_WRONG: Final = (
+    "org.apache.rocketmq.remoting.exception.RemotingCommandException: commitOrRollback field wrong, "
+    "org.apache.rocketmq.common.protocol.header.EndTransactionRequestHeader.checkFields("
+    "EndTransactionRequestHeader.java:60)"
+)
 #: broker/src/main/java/org/apache/rocketmq/broker/processor/EndTransactionProcessor.java ``sendFinalMessage``: the
 #: final message's put status as END_TRANSACTION's code and remark (statuses known only at append time are raised).
 _FINAL_ANSWERS: Final = {
@@ -84,6 +92,10 @@ class EndTransactionProcessor:
         self.bridge = bridge or TransactionalMessageBridge(broker)
 
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        try:
+            header = _parsed_header(request)
+        except RequestRejected as rejected:
+            return self._refused(ctx, request, rejected)
         while True:
             if self.broker.config.broker_role == _SLAVE:
                 # SLAVE_NOT_AVAILABLE with no remark, the reason only logged (EndTransactionProcessor.processRequest).
@@ -97,22 +109,24 @@ class EndTransactionProcessor:
             # EndTransactionProcessor.java publishes every COMMIT whose half it finds).
             await self.bridge.view_changed()
         try:
-            answer = await self._end(request)
+            answer = await self._end(request, header)
         except RequestRejected as rejected:
-            if request.is_oneway:
-                log.warning("END_TRANSACTION from %s refused: %s", ctx.remote_address, rejected.remark)
-                return None
-            return rejected.to_response(request)
+            return self._refused(ctx, request, rejected)
         return None if request.is_oneway else answer
 
-    async def _end(self, request: RemotingCommand) -> RemotingCommand | None:
-        header = parse_header(EndTransactionRequestHeader, request)
+    @staticmethod
+    def _refused(ctx: RequestContext, request: RemotingCommand, rejected: RequestRejected) -> RemotingCommand | None:
+        if request.is_oneway:
+            log.warning("END_TRANSACTION from %s refused: %s", ctx.remote_address, rejected.remark)
+            return None
+        return rejected.to_response(request)
+
+    async def _end(self, request: RemotingCommand, header: EndTransactionRequestHeader) -> RemotingCommand | None:
         kind = header.commit_or_rollback
-        if kind not in (TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLBACK_TYPE):
+        if kind == TRANSACTION_NOT_TYPE:
             # Unknown outcome: the check service will ask the producer later. No response even to a request that
             # waits for one: 4.9.8's EndTransactionProcessor.processRequest returns null for TRANSACTION_NOT_TYPE
-            # and any other value (broker/src/main/java/org/apache/rocketmq/broker/processor/
-            # EndTransactionProcessor.java).
+            # (broker/src/main/java/org/apache/rocketmq/broker/processor/EndTransactionProcessor.java).
             return None
         half = self._verified_half(header)
         if origin_of(half) in self.bridge.resolved or self.bridge.ended_before(half):
@@ -161,6 +175,17 @@ class EndTransactionProcessor:
             # 4.9.8 checks no more): its commit would publish anything to any topic.
             raise RequestRejected(ResponseCode.SYSTEM_ERROR, "Find prepared transaction message failed")
         return half
+
+
+def _parsed_header(request: RemotingCommand) -> EndTransactionRequestHeader:
+    """The request's header, checked as 4.9.8's ``decodeCommandCustomHeader`` does before the processor looks at the
+    broker's role: a ``commitOrRollback`` other than 0, 8 or 12 fails ``EndTransactionRequestHeader.checkFields``,
+    answered SYSTEM_ERROR with the exception's simple description (``NettyRemotingAbstract``,
+    common/src/main/java/org/apache/rocketmq/common/protocol/header/EndTransactionRequestHeader.java)."""
+    header = parse_header(EndTransactionRequestHeader, request)
+    if header.commit_or_rollback not in _KINDS:
+        raise RequestRejected(ResponseCode.SYSTEM_ERROR, _KIND_WRONG)
+    return header
 
 
 def _waits(half: MessageExt) -> bool:
