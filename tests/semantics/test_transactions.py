@@ -447,6 +447,33 @@ async def test_end_transaction_checks_the_producer_group_and_the_offsets(
     assert len(_visible(embedded_cluster)) == 2  # a repeated commit is acknowledged, not stored twice
 
 
+async def test_an_end_transaction_the_store_refuses_is_answered_as_javas_send_final_message(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A store that takes no writes (disk full): 4.9.8's EndTransactionProcessor answers a COMMIT with its final
+    message's put status as ``sendFinalMessage`` maps it (SERVICE_NOT_AVAILABLE "Service not available now."), and a
+    ROLLBACK with SUCCESS, ignoring whether ``deletePrepareMessage`` wrote the op message (the check asks again).
+    Ours answered both SERVICE_NOT_AVAILABLE with a remark of its own."""
+    await _create_topic(embedded_cluster)
+    async with _producer(embedded_cluster, lambda m, a: UNKNOWN, lambda m: UNKNOWN) as producer:
+        result = await producer.send_message_in_transaction(Message(TOPIC, b"refused"))
+    offset = result.send_result.queue_offset
+    phy = decode_offset_msg_id(result.send_result.offset_msg_id).phy_offset
+    store = embedded_cluster.controller.context.store
+    store.disk_full_reason = "disk full (test)"
+    try:
+        commit = await _end_transaction(embedded_cluster, "tx-pg", offset, phy, 8)
+        rollback = await _end_transaction(embedded_cluster, "tx-pg", offset, phy, 12)
+    finally:
+        store.disk_full_reason = None
+    assert commit == (ResponseCode.SERVICE_NOT_AVAILABLE, "Service not available now.")
+    assert rollback == (ResponseCode.SUCCESS, None)
+    assert store.max_offset_in_queue(TRANS_OP_HALF_TOPIC, 0) == 0  # nothing written: the transaction is still open
+    assert _visible(embedded_cluster) == []
+    assert await _end_transaction(embedded_cluster, "tx-pg", offset, phy, 8) == (ResponseCode.SUCCESS, None)
+    assert [m.body for m in _visible(embedded_cluster)] == [b"refused"]
+
+
 async def test_transaction_state_survives_a_broker_restart(
     embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
 ) -> None:
