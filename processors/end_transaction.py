@@ -31,8 +31,11 @@ A slave answers SLAVE_NOT_AVAILABLE without a remark (the reason is logged). A D
 leader waits until its check service rebuilt the bridge's view (``TransactionalMessageBridge.view_current``) first.
 ``rejectTransactionMessage`` refuses new half messages (the send processor) but not their end, as in RocketMQ's
 ``EndTransactionProcessor``: a transaction accepted earlier can still finish.
-Store refusals map to SERVICE_NOT_AVAILABLE / SYSTEM_ERROR with the store's reason. The processor is stateless between
-requests.
+A final message the store refuses (disk full, shut down, not writable) is answered as ``sendFinalMessage`` maps its
+put status (SERVICE_NOT_AVAILABLE "Service not available now.", MESSAGE_ILLEGAL, SYSTEM_ERROR), no op message
+written; an op message it refuses is logged and the answer stays the final message's (SUCCESS for a rollback), as
+4.9.8 ignores ``deletePrepareMessage``'s result: the check asks the producer again. The reason is logged. The
+processor is stateless between requests.
 """
 
 from __future__ import annotations
@@ -52,7 +55,7 @@ from remoting.codec.headers.transaction import (
 )
 from remoting.codec.message import MessageExt
 from remoting.processor import RequestContext
-from store.errors import PutRefusedError, ServiceNotAvailableError
+from store.errors import PutRefusedError
 from store.results import PutStatus
 
 if TYPE_CHECKING:
@@ -80,6 +83,7 @@ _FINAL_ANSWERS: Final = {
     PutStatus.OS_PAGECACHE_BUSY: (ResponseCode.SYSTEM_ERROR, "OS page cache busy, please try another machine"),
     PutStatus.UNKNOWN_ERROR: (ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR"),
 }
+_UNKNOWN_DEFAULT: Final = (ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR DEFAULT")
 
 
 class EndTransactionProcessor:
@@ -133,30 +137,46 @@ class EndTransactionProcessor:
             log.info("transaction %s of %s already ended: acknowledged again", header.msg_id, header.producer_group)
             return request.response(ResponseCode.SUCCESS)
         final = None
-        try:
-            if kind == TRANSACTION_COMMIT_TYPE:
+        if kind == TRANSACTION_COMMIT_TYPE:
+            try:
                 final = self.bridge.put_commit_message(half, TRANSACTION_COMMIT_TYPE)
-            op = self.bridge.put_op_message(half)
-        except ServiceNotAvailableError as exc:
-            raise RequestRejected(ResponseCode.SERVICE_NOT_AVAILABLE, f"service not available now: {exc}") from None
-        except PutRefusedError as exc:
-            raise RequestRejected(ResponseCode.SYSTEM_ERROR, f"end transaction failed: {exc}") from None
+            except PutRefusedError as exc:
+                log.warning("transaction %s of %s: the committed message's put was refused: %s", header.msg_id,
+                            header.producer_group, exc)  # fmt: skip
+                return request.response(*_refusal_answer(exc, self.broker.store.config.max_message_size))
+        op_end = self._put_op(half, header)
         if request.remark:
             log.info("transaction %s of %s ended with remark: %s", header.msg_id, header.producer_group, request.remark)
-        status = await self._settled(final.end_offset if final is not None else None, _waits(half), op.end_offset)
-        code, remark = _FINAL_ANSWERS.get(status, (ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR DEFAULT"))
+        status = await self._settled(final.end_offset if final is not None else None, _waits(half), op_end)
+        code, remark = _FINAL_ANSWERS.get(status, _UNKNOWN_DEFAULT)
         if code != ResponseCode.SUCCESS:
             log.warning("transaction %s of %s: the committed message's put ended %s", header.msg_id,
                         header.producer_group, status.value)  # fmt: skip
         return request.response(code, remark)
 
-    async def _settled(self, final_end: int | None, final_wait: bool, op_end: int) -> PutStatus:
-        """The store's put waits of the final message (none on a rollback) and of the op message, side by side as
-        their puts would be; the final message's status (PUT_OK on a rollback: Java ignores the op's)."""
+    def _put_op(self, half: MessageExt, header: EndTransactionRequestHeader) -> int | None:
+        """Append the op message; its end offset, or ``None`` when the store refused it (logged): 4.9.8's
+        ``deletePrepareMessage`` result is ignored, the answer is the final message's (SUCCESS for a rollback), and
+        the check asks the producer again."""
+        try:
+            return self.bridge.put_op_message(half).end_offset
+        except PutRefusedError as exc:
+            log.warning("transaction %s of %s: the op message was not written (%s); it will be checked again",
+                        header.msg_id, header.producer_group, exc)  # fmt: skip
+            return None
+
+    async def _settled(self, final_end: int | None, final_wait: bool, op_end: int | None) -> PutStatus:
+        """The store's put waits of the final message (none on a rollback) and of the op message (none when it was
+        refused), side by side as their puts would be; the final message's status (PUT_OK on a rollback: Java
+        ignores the op's)."""
         # broker/src/main/java/org/apache/rocketmq/broker/transaction/queue/TransactionalMessageBridge.java
         # makeOpMessageInner: setWaitStoreMsgOK(false), so the op waits for no flush and no slave (DLedger's
         # majority, whatever WAIT, still).
-        puts = [(op_end, False)] if final_end is None else [(final_end, final_wait), (op_end, False)]
+        puts = [] if final_end is None else [(final_end, final_wait)]
+        if op_end is not None:
+            puts.append((op_end, False))
+        if not puts:
+            return PutStatus.PUT_OK
         statuses = await self.broker.store.put_waits.statuses(puts)
         return statuses[0] if final_end is not None else PutStatus.PUT_OK
 
@@ -186,6 +206,20 @@ def _parsed_header(request: RemotingCommand) -> EndTransactionRequestHeader:
     if header.commit_or_rollback not in _KINDS:
         raise RequestRejected(ResponseCode.SYSTEM_ERROR, _KIND_WRONG)
     return header
+
+
+def _refusal_answer(exc: PutRefusedError, max_size: int) -> tuple[ResponseCode, str | None]:
+    """The code and remark of a final message the store refused, as ``sendFinalMessage`` maps its put status."""
+    status = exc.put_status
+    if status in ("MESSAGE_ILLEGAL", "PROPERTIES_SIZE_EXCEEDED"):
+        return ResponseCode.MESSAGE_ILLEGAL, (
+            "The message is illegal, maybe msg body or properties length not matched. "
+            f"msg body length limit {max_size}B, msg properties length limit 32KB."
+        )
+    if status == "CREATE_MAPPED_FILE_FAILED":
+        return ResponseCode.SYSTEM_ERROR, "Create mapped file failed."
+    member = PutStatus.__members__.get(status)
+    return _UNKNOWN_DEFAULT if member is None else _FINAL_ANSWERS.get(member, _UNKNOWN_DEFAULT)
 
 
 def _waits(half: MessageExt) -> bool:
