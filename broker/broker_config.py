@@ -143,7 +143,7 @@ class BrokerConfig(ListenerSettings):
     #: suggesting the group's ``brokerId``, with no offset-moved event: a slave lagging behind its master must not
     #: move a consumer's offset.
     offset_check_in_slave: bool = False
-    #: Refuse transactional sends and END_TRANSACTION with NO_PERMISSION.
+    #: Refuse transactional (half message) sends with NO_PERMISSION; END_TRANSACTION of accepted ones still works.
     reject_transaction_message: bool = False
     #: Most messages one pull returns while its data is in memory (Java's MessageStoreConfig setting of that name)...
     max_transfer_count_on_message_in_memory: int = 32

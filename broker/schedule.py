@@ -11,7 +11,8 @@ is due is rebuilt (original topic and queue from ``REAL_TOPIC``/``REAL_QID``, ev
 ``REAL_*`` ones included: 4.9.8's ``messageTimeup`` builds the properties string before it clears ``DELAY`` from the
 map) and appended; the level's offset moves past it in the same synchronous step, so a
 cancellation never separates the append from the offset. A level whose head is not due sleeps until it is (a delivery
-time further away than now + the level's delay counts as now + delay); an empty level waits for :meth:`notify` (which
+time further away than now + the level's delay counts as now: delivered at once, as 4.9.8's
+``correctDeliverTimestamp``); an empty level waits for :meth:`notify` (which
 :meth:`rewrite` calls) or ``idle_poll`` seconds, whichever comes first. A refused append (store shut down, disk full)
 is retried after 100 ms, as 4.9.8 does; other errors are logged and the level waits 10 s.
 
