@@ -277,16 +277,23 @@ class LitePullConsumer(_Facade):
         listener: Callable[[str, set[MessageQueue], set[MessageQueue]], object] | None = None,
     ) -> None:
         """``listener(topic, mq_all, mq_divided)``, a plain function, runs in a worker thread and may call this
-        consumer (``seek`` the queues it was given)."""
+        consumer (``seek`` the queues it was given). Before :meth:`start` it is kept for the start, as Java's."""
         wrapped = None if listener is None else _in_worker_thread(listener)
-        self._call(self.consumer.subscribe, topic, expression, expression_type, wrapped)
+        if self._portal is None:
+            self.consumer.set_subscription(topic, expression, expression_type, wrapped)
+        else:
+            self._call(self.consumer.subscribe, topic, expression, expression_type, wrapped)
 
     def fetch_message_queues(self, topic: str) -> list[MessageQueue]:
         queues: list[MessageQueue] = self._call(self.consumer.fetch_message_queues, topic)
         return queues
 
     def assign(self, mqs: Iterable[MessageQueue], expression: str = "*") -> None:
-        self._call(self.consumer.assign, list(mqs), expression)
+        """Before :meth:`start` the queues are kept for the start, as Java's."""
+        if self._portal is None:
+            self.consumer.set_assignment(list(mqs), expression)
+        else:
+            self._call(self.consumer.assign, list(mqs), expression)
 
     def poll(self, timeout: float = 5.0) -> list[MessageExt]:
         msgs: list[MessageExt] = self._call(self.consumer.poll, timeout)

@@ -188,7 +188,8 @@ class LitePullConsumer(LitePullWorker):
         #: client/src/main/java/org/apache/rocketmq/client/impl/consumer/DefaultLitePullConsumerImpl.java).
         self._subscribed_mode = False
         self._queues: dict[MessageQueue, QueueState] = {}
-        #: In assign mode, the queues assigned when the consumer stopped: a restart pulls them again.
+        #: In assign mode, the queues assigned while stopped (at the stop, or by an assign before the start): the
+        #: start pulls them.
         self._assigned_at_stop: set[MessageQueue] = set()
         self._paused: set[MessageQueue] = set()
         self._send, self._receive = anyio.create_memory_object_stream[Batch](math.inf)
@@ -272,14 +273,15 @@ class LitePullConsumer(LitePullWorker):
         await self._stop()
 
     async def _resume(self) -> None:
-        """What a restart takes up again (the first start has nothing yet): in assign mode the queues assigned at the
-        stop whose topic was not unsubscribed since, each pull task computing its start offset (Java's
-        ``operateAfterRunning`` restarts the assigned queues' pull tasks); else the subscriptions, with a heartbeat
-        and a rebalance as :meth:`subscribe` does."""
+        """What a start takes up (Java's ``operateAfterRunning``): in assign mode the queues assigned while stopped
+        (before the first start, or at the last stop) whose topic was not unsubscribed since, their routes looked up
+        first, each pull task computing its start offset; else the subscriptions, with a heartbeat and a rebalance as
+        :meth:`subscribe` does."""
         if self._assigned_manually:
-            for mq in sorted(self._assigned_at_stop):
-                if mq.topic in self.rebalance.subscriptions:
-                    self._start(mq, self.rebalance.own(mq), None)
+            kept = sorted(mq for mq in self._assigned_at_stop if mq.topic in self.rebalance.subscriptions)
+            await self._look_up_routes({mq.topic for mq in kept})
+            for mq in kept:
+                self._start(mq, self.rebalance.own(mq), None)
         elif self.rebalance.subscriptions:
             for topic in list(self.rebalance.subscriptions):
                 try:
@@ -339,27 +341,22 @@ class LitePullConsumer(LitePullWorker):
         expression_type: str = EXPRESSION_TAG,
         listener: MessageQueueListener | None = None,
     ) -> None:
-        """Join the group's rebalance for ``topic`` (cannot be mixed with :meth:`assign`). ``listener`` is called
-        with the topic, its readable queues and the ones allocated to this member each time a rebalance changes them,
-        after their pull tasks started or stopped (Java's ``subscribe(topic, subExpression, MessageQueueListener)``);
-        ours is kept per topic, where Java keeps one for the consumer and a later plain ``subscribe`` replaces it. A
-        topic without a route yet is subscribed all the same (DefaultLitePullConsumerImpl.subscribe,
+        """Join the group's rebalance for ``topic`` (cannot be mixed with :meth:`assign`); before the start (or after
+        a stop) it is kept for the start (:meth:`set_subscription`), as Java's examples subscribe before ``start``.
+        ``listener`` is called with the topic, its readable queues and the ones allocated to this member each time a
+        rebalance changes them, after their pull tasks started or stopped (Java's ``subscribe(topic, subExpression,
+        MessageQueueListener)``); ours is kept per topic, where Java keeps one for the consumer and a later plain
+        ``subscribe`` replaces it. A topic without a route yet is subscribed all the same
+        (DefaultLitePullConsumerImpl.subscribe,
         client/src/main/java/org/apache/rocketmq/client/impl/consumer/DefaultLitePullConsumerImpl.java): its queues are
         taken once it is made; an SQL92 subscription refused by a broker of its topic raises and is not kept. An empty
         ``topic`` raises ``ValueError`` ("Topic can not be null or empty.") and changes nothing; past that check the
         consumer is in subscribe mode for good, even when the expression then fails (``ValueError``) or is refused,
         as Java's ``setSubscriptionType`` runs before ``FilterAPI.build``."""
-        self._check_started()
-        if not topic:  # checked before setSubscriptionType, as DefaultLitePullConsumerImpl.subscribe
-            raise ValueError("Topic can not be null or empty.")
-        if self._assigned_manually:
-            raise ClientStateError("subscribe() and assign() cannot be mixed")
-        # Taken before the expression is built or checked: Java's subscribe calls setSubscriptionType(SUBSCRIBE)
-        # before FilterAPI.build, so a subscribe that then fails still refuses every later assign
-        # (client/src/main/java/org/apache/rocketmq/client/impl/consumer/DefaultLitePullConsumerImpl.java).
-        self._subscribed_mode = True
-        topic = wrap(self.namespace, topic)
-        subscription = build_subscription(topic, expression, expression_type)
+        if self._tasks is None:
+            self.set_subscription(topic, expression, expression_type, listener)
+            return
+        topic, subscription = self._subscription_of(topic, expression, expression_type)
         try:
             await self.instance.fetch_route(topic, wait_greeting=True)
         except TopicRouteNotFoundError as exc:
@@ -374,12 +371,43 @@ class LitePullConsumer(LitePullWorker):
             if self._assigned_manually:
                 raise ClientStateError("subscribe() and assign() cannot be mixed")
             self.rebalance.subscriptions[topic] = subscription
+        self._set_allocation_listener(topic, listener)
+        await self.instance.send_heartbeat_to_all_brokers()
+        await self.rebalance.do_rebalance()
+
+    def set_subscription(
+        self,
+        topic: str,
+        expression: str = "*",
+        expression_type: str = EXPRESSION_TAG,
+        listener: MessageQueueListener | None = None,
+    ) -> None:
+        """:meth:`subscribe` while stopped (before the start): kept for the start, which checks an SQL92 expression
+        with a broker, sends the heartbeat and rebalances (Java's ``subscribe`` before ``start``)."""
+        if self._tasks is not None:
+            raise ClientStateError(f"lite pull consumer {self._group!r} is running: use subscribe()")
+        topic, subscription = self._subscription_of(topic, expression, expression_type)
+        self.rebalance.subscriptions[topic] = subscription
+        self._set_allocation_listener(topic, listener)
+
+    def _subscription_of(self, topic: str, expression: str, expression_type: str) -> tuple[str, SubscriptionData]:
+        """``subscribe``'s checks and its topic (as on the wire) and subscription."""
+        if not topic:  # checked before setSubscriptionType, as DefaultLitePullConsumerImpl.subscribe
+            raise ValueError("Topic can not be null or empty.")
+        if self._assigned_manually:
+            raise ClientStateError("subscribe() and assign() cannot be mixed")
+        # Taken before the expression is built or checked: Java's subscribe calls setSubscriptionType(SUBSCRIBE)
+        # before FilterAPI.build, so a subscribe that then fails still refuses every later assign
+        # (client/src/main/java/org/apache/rocketmq/client/impl/consumer/DefaultLitePullConsumerImpl.java).
+        self._subscribed_mode = True
+        topic = wrap(self.namespace, topic)
+        return topic, build_subscription(topic, expression, expression_type)
+
+    def _set_allocation_listener(self, topic: str, listener: MessageQueueListener | None) -> None:
         if listener is None:
             self._allocation_listeners.pop(topic, None)
         else:
             self._allocation_listeners[topic] = listener
-        await self.instance.send_heartbeat_to_all_brokers()
-        await self.rebalance.do_rebalance()
 
     async def unsubscribe(self, topic: str) -> None:
         """Stop consuming ``topic`` (Java's ``unsubscribe``): its subscription goes, its queues are dropped as a
@@ -405,7 +433,8 @@ class LitePullConsumer(LitePullWorker):
         return [unwrap_queue(self.namespace, mq) for mq in mqs] if self.namespace else mqs
 
     async def assign(self, mqs: Iterable[MessageQueue], expression: str = "*") -> None:
-        """Consume exactly ``mqs`` (no rebalance). Each queue's pull task computes its start offset (from the
+        """Consume exactly ``mqs`` (no rebalance); before the start (or after a stop) they are kept for the start
+        (:meth:`set_assignment`). Each queue's pull task computes its start offset (from the
         broker, else consume-from-where), and again after a failure, so a queue whose broker is down now is
         consumed once the broker is back (Java's ``PullTaskImpl.nextPullOffset``). ``expression`` filters the pulls
         of the topics of ``mqs`` from then on, replacing an earlier call's (Java's ``setSubExpressionForAssign``, the
@@ -418,7 +447,36 @@ class LitePullConsumer(LitePullWorker):
         good, even after every topic was unsubscribed (Java's subscription type never resets). A topic without a
         route, or no name server answering, does not fail it (a silent one holds it up for one request timeout, whatever
         the number of topics): the queues are pulled once the route is known."""
-        self._check_started()
+        if self._tasks is None:
+            self.set_assignment(mqs, expression)
+            return
+        wanted, by_topic = self._assignment_of(mqs)
+        # Java's assign asks no name server: the pull tasks look the broker up before each try
+        # (client/src/main/java/org/apache/rocketmq/client/impl/consumer/DefaultLitePullConsumerImpl.java), so a
+        # name server down now only delays the pulls, as a missing route does. Ours looks the routes up (the pull
+        # tasks then find their brokers greeted) all at once: a silent name server is waited out once, not per topic.
+        await self._look_up_routes(by_topic)
+        async with self.rebalance.serialised():
+            self._check_started()
+            if self._subscribed_mode and not self._assigned_manually:
+                raise ClientStateError("subscribe() and assign() cannot be mixed")
+            self._take_assign_mode(by_topic, expression)
+            for topic in {mq.topic for mq in self.rebalance.process_queues} | set(by_topic):
+                await self.rebalance.remove_unallocated(topic, by_topic.get(topic, set()))
+            for mq in sorted(wanted - set(self.rebalance.process_queues)):
+                self._start(mq, self.rebalance.own(mq), None)
+
+    def set_assignment(self, mqs: Iterable[MessageQueue], expression: str = "*") -> None:
+        """:meth:`assign` while stopped (before the start): the start pulls these queues (Java's ``assign`` before
+        ``start``, taken up by ``operateAfterRunning``)."""
+        if self._tasks is not None:
+            raise ClientStateError(f"lite pull consumer {self._group!r} is running: use assign()")
+        wanted, by_topic = self._assignment_of(mqs)
+        self._take_assign_mode(by_topic, expression)
+        self._assigned_at_stop = wanted
+
+    def _assignment_of(self, mqs: Iterable[MessageQueue]) -> tuple[set[MessageQueue], dict[str, set[MessageQueue]]]:
+        """``assign``'s checks; its queues (as on the wire), also by topic."""
         if self._subscribed_mode and not self._assigned_manually:
             raise ClientStateError("subscribe() and assign() cannot be mixed")
         wanted = set(wrap_queues(self.namespace, mqs))
@@ -427,26 +485,19 @@ class LitePullConsumer(LitePullWorker):
         by_topic: dict[str, set[MessageQueue]] = {}
         for mq in wanted:
             by_topic.setdefault(mq.topic, set()).add(mq)
-        # Java's assign asks no name server: the pull tasks look the broker up before each try
-        # (client/src/main/java/org/apache/rocketmq/client/impl/consumer/DefaultLitePullConsumerImpl.java), so a
-        # name server down now only delays the pulls, as a missing route does. Ours looks the routes up (the pull
-        # tasks then find their brokers greeted) all at once: a silent name server is waited out once, not per topic.
+        return wanted, by_topic
+
+    def _take_assign_mode(self, by_topic: Mapping[str, set[MessageQueue]], expression: str) -> None:
+        self.rebalance.assigned_by_owner = True
+        for topic in by_topic:  # the latest expression of a topic wins, as setSubExpressionForAssign's
+            sub, held = build_subscription(topic, expression), self.rebalance.subscriptions.get(topic)
+            if held is None or held.sub_string != sub.sub_string:
+                self.rebalance.subscriptions[topic] = sub
+
+    async def _look_up_routes(self, topics: Iterable[str]) -> None:
         async with anyio.create_task_group() as lookups:
-            for topic in by_topic:
+            for topic in topics:
                 lookups.start_soon(self._look_up_route, topic)
-        async with self.rebalance.serialised():
-            self._check_started()
-            if self._subscribed_mode and not self._assigned_manually:
-                raise ClientStateError("subscribe() and assign() cannot be mixed")
-            self.rebalance.assigned_by_owner = True
-            for topic in by_topic:  # the latest expression of a topic wins, as setSubExpressionForAssign's
-                sub, held = build_subscription(topic, expression), self.rebalance.subscriptions.get(topic)
-                if held is None or held.sub_string != sub.sub_string:
-                    self.rebalance.subscriptions[topic] = sub
-            for topic in {mq.topic for mq in self.rebalance.process_queues} | set(by_topic):
-                await self.rebalance.remove_unallocated(topic, by_topic.get(topic, set()))
-            for mq in sorted(wanted - set(self.rebalance.process_queues)):
-                self._start(mq, self.rebalance.own(mq), None)
 
     async def _look_up_route(self, topic: str) -> None:
         try:
