@@ -60,7 +60,7 @@ import attrs
 
 from client import api
 from client.config import ClientConfig
-from client.consumer.allocate import AllocateStrategy, allocate_average
+from client.consumer.allocate import AllocateStrategy, allocate_average, java_queue_string
 from client.consumer.client_check import check_sql92_subscriptions
 from client.consumer.hooks import ConsumeMessageHook
 from client.consumer.lite_pull_worker import Batch, LitePullWorker, QueueState
@@ -95,6 +95,9 @@ TopicQueuesListener = Callable[[str, set[MessageQueue]], object]
 #: Called with a topic, its readable queues and the ones now allocated to this member after a rebalance changed them
 #: (Java's ``MessageQueueListener.messageQueueChanged``); awaited when awaitable.
 MessageQueueListener = Callable[[str, set[MessageQueue], set[MessageQueue]], object]
+#: What a call needing a running consumer raises before the start and after the stop (Java's
+#: ``NOT_RUNNING_EXCEPTION_MESSAGE``).
+NOT_RUNNING = "The consumer not running, please start it first."
 #: First check of the registered topics' queues after start (Java: 10 s).
 TOPIC_METADATA_FIRST_CHECK = 10.0
 #: The shortest auto-commit interval (Java's ``MIN_AUTOCOMMIT_INTERVAL_MILLIS``).
@@ -329,7 +332,8 @@ class LitePullConsumer(LitePullWorker):
 
     def _check_started(self) -> anyio.abc.TaskGroup:
         if self._tasks is None:
-            raise ClientStateError(f"lite pull consumer {self._group!r} is not started (use `async with`)")
+            # DefaultLitePullConsumerImpl.checkServiceState's words (a consumer is started with `async with`).
+            raise ClientStateError(NOT_RUNNING)
         return self._tasks
 
     # -- subscribe / assign --------------------------------------------------------------------------------------------
@@ -426,6 +430,7 @@ class LitePullConsumer(LitePullWorker):
         route without a readable queue raises :class:`MQClientError` as no route does (``TopicRouteNotFoundError``):
         ``MQAdminImpl.fetchSubscribeMessageQueues`` (client/src/main/java/org/apache/rocketmq/client/impl/
         MQAdminImpl.java) throws "Can not find Message Queue for this topic" for an empty queue set."""
+        self._check_started()
         wire = wrap(self.namespace, topic)
         mqs = subscribe_queues(wire, await self.instance.fetch_route(wire, wait_greeting=True))
         if not mqs:
@@ -719,6 +724,7 @@ class LitePullConsumer(LitePullWorker):
         """The committed offset of ``mq``: the one in memory (committed, maybe not written yet; with auto-commit, what a
         poll committed), else the broker's (BROADCASTING: the file's); ``None`` when there is none (Java's
         ``readOffset(MEMORY_FIRST_THEN_STORE)``)."""
+        self._check_started()
         mq = wrap_queue(self.namespace, mq)
         pending = self.offset_store.read_memory(mq)
         return pending if pending is not None else await self.offset_store.read(mq)
@@ -726,14 +732,17 @@ class LitePullConsumer(LitePullWorker):
     async def seek(self, mq: MessageQueue, offset: int) -> None:
         """Restart consumption of the assigned ``mq`` at ``offset``; what was buffered for it is discarded.
         Raises :class:`~client.errors.MQClientError` for an unassigned queue or an offset outside
-        ``[min, max]``. The queue's state is checked again after asking the broker for the bounds: a seek that
-        overlapped another is redone on top of it (the last one wins, one pull task survives, as Java's
-        synchronized seek); one whose queue was taken away meanwhile does nothing (Java's new pull task finds no
-        process queue)."""
+        ``[min, max]``, in Java's words ("The message queue is not in assigned list, ...", "Seek offset illegal, ...");
+        :class:`~client.errors.ClientStateError` (:data:`NOT_RUNNING`) for a queue assigned while stopped. The
+        queue's state is checked again after asking the broker for the bounds: a seek that overlapped another is
+        redone on top of it (the last one wins, one pull task survives, as Java's synchronized seek); one whose queue
+        was taken away meanwhile does nothing (Java's new pull task finds no process queue)."""
         mq = wrap_queue(self.namespace, mq)
         state = self._queues.get(mq)
         if state is None:
-            raise MQClientError(f"{mq} is not assigned to this consumer")
+            if mq in self._assigned_at_stop:
+                self._check_started()  # Java's seek finds it assigned, then its minOffset lookup refuses
+            raise MQClientError(self._not_assigned(mq))
         while True:
             low, high = await self._bounds(mq)
             current = self._queues.get(mq)
@@ -744,7 +753,7 @@ class LitePullConsumer(LitePullWorker):
                 return
             state = current
         if not low <= offset <= high:
-            raise MQClientError(f"seek offset {offset} of {mq} is outside [{low}, {high}]")
+            raise MQClientError(f"Seek offset illegal, seek offset = {offset}, min offset = {low}, max offset = {high}")
         if state.scope is not None:
             state.scope.cancel()
         fresh = QueueState(ProcessQueue.created_at(anyio.current_time()), offset, consumed_offset=offset)
@@ -754,11 +763,18 @@ class LitePullConsumer(LitePullWorker):
             self.offset_store.update(mq, offset)
         self._check_started().start_soon(self._pull_loop, mq, fresh)
 
+    def _not_assigned(self, mq: MessageQueue) -> str:
+        """Java's seek refusing a queue not assigned, in subscribe mode or not."""
+        rebalancing = ", may be rebalancing" if self._subscribed_mode else ""
+        return f"The message queue is not in assigned list{rebalancing}, message queue: {java_queue_string(mq)}"
+
     async def seek_to_begin(self, mq: MessageQueue) -> None:
+        self._check_started()
         mq = wrap_queue(self.namespace, mq)
         await self.seek(mq, (await self._bounds(mq))[0])
 
     async def seek_to_end(self, mq: MessageQueue) -> None:
+        self._check_started()
         mq = wrap_queue(self.namespace, mq)
         await self.seek(mq, (await self._bounds(mq))[1])
 
@@ -771,6 +787,7 @@ class LitePullConsumer(LitePullWorker):
 
     async def offset_for_timestamp(self, mq: MessageQueue, timestamp_ms: int) -> int:
         """The offset of ``mq`` whose message was stored closest to ``timestamp_ms`` (SEARCH_OFFSET_BY_TIMESTAMP)."""
+        self._check_started()
         mq = wrap_queue(self.namespace, mq)
         addr = await self._broker_of(mq)
         return await api.search_offset(self.instance.remoting, addr, mq, timestamp_ms, self.instance.config.rpc_timeout)
