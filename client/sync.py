@@ -295,7 +295,7 @@ class LitePullConsumer(_Facade):
         else:
             self._call(self.consumer.assign, list(mqs), expression)
 
-    def poll(self, timeout: float = 5.0) -> list[MessageExt]:
+    def poll(self, timeout: float | None = None) -> list[MessageExt]:
         msgs: list[MessageExt] = self._call(self.consumer.poll, timeout)
         return msgs
 

@@ -13,7 +13,8 @@ Usage::
 A background task per queue pulls (long polling) into a buffer bounded per queue (``pull_threshold_for_queue``
 messages, ``pull_threshold_size_for_queue_mib`` MiB of bodies, ``consume_max_span`` offsets between its first and
 last buffered message) and in all (``pull_threshold_for_all`` messages), as DefaultLitePullConsumer's flow control;
-``poll`` hands out one buffered batch. A failed pull is made again after ``pull_time_delay_when_exception`` (1 s,
+``poll`` hands out one buffered batch, waiting ``poll_timeout`` (5 s, Java's ``pollTimeoutMillis``) unless given a
+timeout. A failed pull is made again after ``pull_time_delay_when_exception`` (1 s,
 Java's ``pullTimeDelayMillsWhenException``). With ``auto_commit`` (the default) a ``poll`` first commits what the
 earlier polls returned, at most every ``auto_commit_interval`` (5 s), as Java's ``maybeAutoCommit``: the batch the
 application is processing is not committed until it polls again, so a crash (or an error leaving the block) gets it
@@ -138,6 +139,7 @@ class LitePullConsumer(LitePullWorker):
         offset_store_dir: str | os.PathLike[str] | None = None,
         topic_metadata_check_interval: float = 30.0,
         pull_time_delay_when_exception: float = 1.0,
+        poll_timeout: float = 5.0,
         enable_msg_trace: bool = False,
         customized_trace_topic: str | None = None,
         namespace: str | None = None,
@@ -168,6 +170,8 @@ class LitePullConsumer(LitePullWorker):
         self.consume_max_span = consume_max_span
         #: Wait after a failed pull before the queue's next (Java's ``pullTimeDelayMillsWhenException``, 1000 ms).
         self.pull_time_delay_when_exception = pull_time_delay_when_exception
+        #: What :meth:`poll` waits when given no timeout (Java's ``pollTimeoutMillis``, 5000 ms).
+        self.poll_timeout = poll_timeout
         self.consume_from_where = consume_from_where
         self._targets = PullTargets(self.instance)
         self._message_model = message_model
@@ -564,6 +568,7 @@ class LitePullConsumer(LitePullWorker):
                 "pullThresholdForQueue": str(self.pull_threshold_for_queue),
                 "pullThresholdSizeForQueue": str(self.pull_threshold_size_for_queue // (1024 * 1024)),
                 "pullTimeDelayMillsWhenException": str(round(self.pull_time_delay_when_exception * 1000)),
+                "pollTimeoutMillis": str(round(self.poll_timeout * 1000)),
                 PROP_CONSUMER_START_TIMESTAMP: str(self.start_timestamp_ms),
             },
             "subscriptionSet": [s.to_json() for s in self.rebalance.subscriptions.values()],
@@ -617,13 +622,16 @@ class LitePullConsumer(LitePullWorker):
 
     # -- polling ---------------------------------------------------------------------------------------------------
 
-    async def poll(self, timeout: float = 5.0) -> list[MessageExt]:
-        """The next buffered batch (messages of one queue, in offset order), or ``[]`` after ``timeout`` seconds;
+    async def poll(self, timeout: float | None = None) -> list[MessageExt]:
+        """The next buffered batch (messages of one queue, in offset order), or ``[]`` after ``timeout`` seconds
+        (``None``: the consumer's ``poll_timeout``, 5 s, as Java's ``poll()`` waits ``pollTimeoutMillis``);
         ``timeout=0`` returns what is buffered without waiting. With auto-commit, what the earlier polls returned is
         committed first when ``auto_commit_interval`` passed since the last time (Java's ``maybeAutoCommit``,
         client/src/main/java/org/apache/rocketmq/client/impl/consumer/DefaultLitePullConsumerImpl.java). A negative
         ``timeout`` raises ``ValueError``, as Java's ``poll`` refuses it."""
         self._check_started()
+        if timeout is None:
+            timeout = self.poll_timeout
         if timeout < 0:
             raise ValueError("Timeout must not be negative")
         if self.auto_commit and (now := anyio.current_time()) >= self._next_auto_commit:
