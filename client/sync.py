@@ -280,7 +280,7 @@ class LitePullConsumer(_Facade):
         consumer (``seek`` the queues it was given). Before :meth:`start` it is kept for the start, as Java's."""
         wrapped = None if listener is None else _in_worker_thread(listener)
         if self._portal is None:
-            self.consumer.set_subscription(topic, expression, expression_type, wrapped)
+            self.consumer.set_subscription(topic, expression, expression_type, listener=wrapped)
         else:
             self._call(self.consumer.subscribe, topic, expression, expression_type, wrapped)
 

@@ -99,6 +99,7 @@ MessageQueueListener = Callable[[str, set[MessageQueue], set[MessageQueue]], obj
 #: What a call needing a running consumer raises before the start and after the stop (Java's
 #: ``NOT_RUNNING_EXCEPTION_MESSAGE``).
 NOT_RUNNING = "The consumer not running, please start it first."
+_Listener = MessageQueueListener | None
 #: First check of the registered topics' queues after start (Java: 10 s).
 TOPIC_METADATA_FIRST_CHECK = 10.0
 #: The shortest auto-commit interval (Java's ``MIN_AUTOCOMMIT_INTERVAL_MILLIS``).
@@ -362,7 +363,7 @@ class LitePullConsumer(LitePullWorker):
         consumer is in subscribe mode for good, even when the expression then fails (``ValueError``) or is refused,
         as Java's ``setSubscriptionType`` runs before ``FilterAPI.build``."""
         if self._tasks is None:
-            self.set_subscription(topic, expression, expression_type, listener)
+            self.set_subscription(topic, expression, expression_type, listener=listener)
             return
         topic, subscription = self._subscription_of(topic, expression, expression_type)
         try:
@@ -384,11 +385,7 @@ class LitePullConsumer(LitePullWorker):
         await self.rebalance.do_rebalance()
 
     def set_subscription(
-        self,
-        topic: str,
-        expression: str = "*",
-        expression_type: str = EXPRESSION_TAG,
-        listener: MessageQueueListener | None = None,
+        self, topic: str, expression: str = "*", expression_type: str = EXPRESSION_TAG, *, listener: _Listener = None
     ) -> None:
         """:meth:`subscribe` while stopped (before the start): kept for the start, which checks an SQL92 expression
         with a broker, sends the heartbeat and rebalances (Java's ``subscribe`` before ``start``)."""

@@ -21,8 +21,8 @@ FIRST = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
 
 
 async def test_a_subscribe_before_the_start_is_consumed_once_started(cluster: ThreadedCluster) -> None:
-    await create_topic(cluster.namesrv_addr, "LiteSubFirst", queues=2)
     bodies = [f"b{i}".encode() for i in range(6)]
+    await create_topic(cluster.namesrv_addr, "LiteSubFirst", queues=2)
     await send_bodies(cluster.namesrv_addr, "LiteSubFirst", bodies)
     consumer = LitePullConsumer("lite-sub-first", cluster.namesrv_addr, consume_from_where=FIRST)
     await consumer.subscribe("LiteSubFirst")
