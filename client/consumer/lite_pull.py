@@ -608,6 +608,10 @@ class LitePullConsumer(LitePullWorker):
         return True  # the application polls; nothing of ours runs on a queue
 
     async def on_queue_removed(self, mq: MessageQueue, pq: ProcessQueue) -> None:
+        # Its pause goes with it: Java keeps the flag in the queue's MessageQueueState, new and unpaused when the
+        # queue is assigned again (client/src/main/java/org/apache/rocketmq/client/impl/consumer/
+        # AssignedMessageQueue.java updateAssignedMessageQueue).
+        self._paused.discard(mq)
         state = self._queues.pop(mq, None)
         if state is None:
             return
@@ -784,7 +788,8 @@ class LitePullConsumer(LitePullWorker):
         await self.seek(mq, (await self._bounds(mq))[1])
 
     def pause(self, mqs: Iterable[MessageQueue]) -> None:
-        """Stop pulling ``mqs`` (what is buffered can still be polled) until :meth:`resume`."""
+        """Stop pulling ``mqs`` (what is buffered can still be polled) until :meth:`resume`, or until the queue is
+        given up (a rebalance, ``assign``, ``unsubscribe``): assigned again, it is pulled, as Java's."""
         self._paused.update(wrap_queues(self.namespace, mqs))
 
     def resume(self, mqs: Iterable[MessageQueue]) -> None:
