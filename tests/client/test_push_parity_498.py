@@ -12,6 +12,7 @@ import trio
 
 from broker.embedded import EmbeddedCluster
 from client.admin import Admin
+from client.config import ClientConfig
 from client.consumer import consume
 from client.consumer.listener import ConsumeConcurrentlyStatus
 from client.consumer.pull_service import PULL_FLAG_SUBSCRIPTION
@@ -166,3 +167,43 @@ async def test_post_subscription_when_pull_posts_it_with_its_flag(
     seen = await _consume_for(embedded_cluster, "cg-post-sub", "PostSub", 30, post_subscription_when_pull=True)
     assert flags.seen and all(flag & PULL_FLAG_SUBSCRIPTION and posted for flag, posted in flags.seen), flags.seen
     assert seen == [b"m"]
+
+
+async def test_a_pull_refused_for_a_subscription_the_broker_lost_heartbeats_and_pulls_again_at_once(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Without ``postSubscriptionWhenPull`` a pull is served with the group's heartbeat subscription, so a broker that
+    lost it (a restart's empty registry, a pull racing the heartbeat that announces a newer ``subVersion``) answers
+    SUBSCRIPTION_NOT_EXIST / SUBSCRIPTION_NOT_LATEST. Java then waits 3 s and asks again until its next 30 s
+    heartbeat; ours heartbeats that broker and pulls again at once, so the queue is consumed without that wait."""
+    use_virtual_store_clock(embedded_cluster)
+    got: list[tuple[bytes, float]] = []
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+        got.extend((m.body, trio.current_time()) for m in msgs)
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    await _send_one(embedded_cluster, "Healed")
+    consumer = _consumer(embedded_cluster, "cg-healed", "Healed")
+    consumer.register_message_listener(listener)
+    # A producer of its own instance: one sharing the consumer's would heartbeat the group back in when it greets.
+    own = ClientConfig(instance_name="healed-producer")
+    producer = Producer("pg-healed", embedded_cluster.namesrv_addr, config=own)
+    async with consumer, producer:
+        with trio.fail_after(30):
+            while not got:
+                await trio.sleep(0.1)
+        await trio.sleep(5)  # past the instance's first timed heartbeat (1 s after its start; then every 30 s)
+        clients = embedded_cluster.controller.context.clients  # the registry as a broker restart leaves it
+        group = clients.consumer_group("cg-healed")
+        assert group is not None
+        for connection in list(group.channels):
+            clients.unregister_consumer("cg-healed", connection)
+        assert clients.consumer_group("cg-healed") is None
+        sent_at = trio.current_time()
+        await producer.send(Message("Healed", b"after"))
+        with trio.fail_after(60):
+            while len(got) < 2:
+                await trio.sleep(0.01)
+    assert got[1][0] == b"after"
+    assert got[1][1] - sent_at < 1, got
