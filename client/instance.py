@@ -168,6 +168,7 @@ class MQClientInstance:
         self._namesrv_index = random.randrange(len(config.namesrv_addr)) if config.namesrv_addr else 0
         self._route_locks: dict[str, anyio.Lock] = {}
         self._greeted: set[str] = set()  # addresses of broker_table() a heartbeat was attempted to
+        self._heartbeats_now: dict[str, anyio.Event] = {}  # heartbeat_now requests in flight, by address
         self._routes_version = 0  # bumped whenever a route is stored or forgotten
         self._brokers: dict[str, BrokerData] = {}  # broker name -> its addresses, see broker_table()
         self._brokers_version = -1
@@ -571,6 +572,20 @@ class MQClientInstance:
                 for addr in addrs:
                     tg.start_soon(self._heartbeat, addr, data)
         finally:
+            done.set()
+
+    async def heartbeat_now(self, addr: str) -> None:
+        """HEART_BEAT to ``addr`` at once, out of the 30 s round (a broker that refused a pull for a subscription it
+        lost); callers for the same address while one is in flight wait for that one. Failures are logged."""
+        pending = self._heartbeats_now.get(addr)
+        if pending is not None:
+            await pending.wait()
+            return
+        done = self._heartbeats_now[addr] = anyio.Event()
+        try:
+            await self._heartbeat(addr, self.heartbeat_data())
+        finally:
+            del self._heartbeats_now[addr]
             done.set()
 
     async def _heartbeat(self, addr: str, data: HeartbeatData) -> None:

@@ -6,7 +6,9 @@ messages or more whole MiB of bodies than ``pull_threshold_size_for_queue`` (as 
 consumption, while the offsets in flight span more than ``consume_concurrently_max_span`` (2000). With ``pull_interval``
 set, the next pull after one that found messages waits that long (Java's ``pullInterval``; not when the tag filter
 dropped them all). After a failed pull it waits 3 s (after a FLOW_CONTROL answer 20 ms, without asking for the
-route again), and 3 s again and again while an orderly CLUSTERING queue's lock is lost (another member holds it).
+route again; after a SUBSCRIPTION_NOT_EXIST / SUBSCRIPTION_NOT_LATEST answer, the first of a run, not at all: it sends
+that broker a heartbeat and pulls again), and 3 s again and again while an orderly CLUSTERING queue's lock is lost
+(another member holds it).
 While the consumer is suspended it waits 1 s at a time. Each turn of the loop, a wait included, stamps the process
 queue's ``last_pull_time``, as Java's ``pullMessage`` does on every call. A pull posts the subscription (the
 SUBSCRIPTION bit) only with ``post_subscription_when_pull``, as Java's ``postSubscriptionWhenPull``: otherwise the
@@ -74,6 +76,7 @@ PULL_DELAY_FLOW_CONTROL = 0.05
 PULL_DELAY_BROKER_FLOW_CONTROL = 0.02
 #: Wait of a paused consumer's pull loop (``PushConsumer.suspend``; Java: 1 s).
 PULL_DELAY_WHEN_SUSPEND = 1.0
+_CURED_BY_HEARTBEAT = frozenset({ResponseCode.SUBSCRIPTION_NOT_EXIST, ResponseCode.SUBSCRIPTION_NOT_LATEST})
 #: Wait between an illegal offset and the fix of the queue's offset (Java: 10 s).
 OFFSET_ILLEGAL_FIX_DELAY = 10.0
 
@@ -131,6 +134,7 @@ class PullService:
             self._scopes[mq] = scope
             next_offset = offset
             found: _Found | None = None
+            healed = False  # a heartbeat went to the broker since the last pull it served
             while not pq.dropped and not c.stopping:
                 # Every turn counts as a pull, flow-controlled, paused or put off as it may be: Java's pullMessage
                 # (client/src/main/java/org/apache/rocketmq/client/impl/consumer/DefaultMQPushConsumerImpl.java) sets
@@ -156,6 +160,7 @@ class PullService:
                         await anyio.sleep(PULL_DELAY_ON_ERROR)
                         continue
                     next_offset, found = await self._pull_once(mq, pq, next_offset, found)
+                    healed = False
                     if found is not None and c.pull_interval > 0:
                         # DefaultMQPushConsumerImpl.pullMessage (client/src/main/java/org/apache/rocketmq/client/impl/
                         # consumer/): a FOUND pull's messages go to the consume service and the queue's next pull
@@ -173,6 +178,14 @@ class PullService:
                         # The broker is busy, not gone: its route stands and the pull goes again soon
                         # (DefaultMQPushConsumerImpl.pullMessage's onException).
                         await anyio.sleep(PULL_DELAY_BROKER_FLOW_CONTROL)
+                        continue
+                    lost_at = _lost_subscription(exc)
+                    if lost_at is not None and not healed:
+                        # Served from the heartbeat's subscription (no postSubscriptionWhenPull), which this broker
+                        # lost (a restart) or has not taken yet (a newer subVersion racing its heartbeat): Java waits
+                        # 3 s, and again until its next 30 s heartbeat; one heartbeat now and the pull goes again.
+                        healed = True
+                        await c.instance.heartbeat_now(lost_at)
                         continue
                     await self.targets.refresh(mq)
                     await anyio.sleep(PULL_DELAY_ON_ERROR)
@@ -321,3 +334,11 @@ class _Reply:
             return outcome
         assert outcome is not None
         raise outcome
+
+
+def _lost_subscription(exc: Exception) -> str | None:
+    """The broker that refused a pull because it lacks the group's subscription of the topic (SUBSCRIPTION_NOT_EXIST)
+    or has an older one (SUBSCRIPTION_NOT_LATEST), which a heartbeat to it cures; ``None`` for any other failure."""
+    if isinstance(exc, MQBrokerError) and exc.code in _CURED_BY_HEARTBEAT:
+        return exc.address
+    return None
