@@ -16,6 +16,9 @@ from client.consumer.push import PushConsumer
 from client.message import Message, MessageExt
 from client.producer import Producer
 from remoting.codec.bodies import ConsumeFromWhere, MessageQueue
+from remoting.codec.codes import RequestCode
+from remoting.codec.command import RemotingCommand
+from remoting.processor import RequestContext
 
 TOPIC = "UnlockLater"
 
@@ -71,3 +74,39 @@ async def test_a_queue_dropped_with_messages_cached_is_unlocked_20_s_later(
             await _until(lambda: bool(seen_b))
     assert dropped - joined < 5, f"A dropped the queue {dropped - joined:.1f} s after B joined"
     assert taken - dropped >= 19.9, f"B took the queue {taken - dropped:.1f} s after A dropped it"
+
+
+class _Unlocks:
+    """The broker's UNLOCK_BATCH_MQ as registered, the virtual time of each request recorded."""
+
+    def __init__(self, cluster: EmbeddedCluster) -> None:
+        dispatcher = cluster.controller.dispatcher
+        self.served, pool = dispatcher._table[int(RequestCode.UNLOCK_BATCH_MQ)]
+        self.at: list[float] = []
+        dispatcher.register(RequestCode.UNLOCK_BATCH_MQ, self, pool)
+
+    async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        self.at.append(trio.current_time())
+        return await self.served.process(ctx, request)
+
+
+async def test_a_queue_reset_with_messages_cached_is_unlocked_at_once(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """4.9.8's MQClientInstance.resetOffset drops and clears each process queue (``pq.clear()``) before
+    ``removeUnnecessaryMessageQueue``, so ``unlockDelay`` finds no message left and unlocks at once. Ours kept the
+    messages counted and delayed the unlock 20 s (dropped altogether when the next pass took the queue again)."""
+    async with Admin(embedded_cluster.namesrv_addr) as admin:
+        await admin.create_topic(TOPIC, read_queue_nums=1, write_queue_nums=1)
+    async with Producer("pg-unlock-later", embedded_cluster.namesrv_addr) as producer:
+        await producer.send(Message(TOPIC, b"m"))
+    seen: list[MessageExt] = []
+    unlocks = _Unlocks(embedded_cluster)
+    async with _orderly(embedded_cluster, ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT, seen) as a:
+        await _until(lambda: bool(seen))
+        [mq] = _owned(a)
+        reset_at = trio.current_time()
+        await a.reset_offset(TOPIC, {mq: 0})  # as a RESET_CONSUMER_CLIENT_OFFSET from the broker
+        await trio.sleep(5)
+        early = [t - reset_at for t in unlocks.at]
+    assert early and early[0] < 1, early
