@@ -362,19 +362,19 @@ class Rebalance:
     async def reset(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
         """Move the owned queues of ``topic`` listed in ``offsets`` to their offset there (Java's
         ``MQClientInstance.resetOffset``), after the pass under way if any (a queue it takes is reset too). Each is
-        dropped, its new offset persisted (a failure is logged) and its orderly broker lock given up once no listener
-        call runs on it (waiting up to :data:`ORDERLY_REMOVE_WAIT`, as ``removeUnnecessaryMessageQueue``; else the
-        lock is left to expire): the next pass takes it again from there. The other queues are their owners' to
-        reset."""
+        dropped, its new offset persisted (a failure is logged) and its orderly broker lock given up (at once, cached
+        messages or not) once no listener call runs on it (waiting up to :data:`ORDERLY_REMOVE_WAIT`, as
+        ``removeUnnecessaryMessageQueue``; else the lock is left to expire): the next pass takes it again from there.
+        The other queues are their owners' to reset."""
         async with self._lock:
             for mq in [mq for mq in self.process_queues if mq.topic == topic and mq in offsets]:
                 pq = self.process_queues[mq]
                 pq.dropped = True
                 self.offset_store.update(mq, offsets[mq])
-                cached = pq.has_messages()
                 await self._drop(mq, pq)
                 if self.locks_queues and await self.owner.consume_idle(mq, ORDERLY_REMOVE_WAIT):
-                    await self._give_up_lock(mq, cached)
+                    # MQClientInstance.resetOffset clears the process queue first: no unlockDelay, unlocked at once.
+                    await self._give_up_lock(mq, cached=False)
 
     async def _remove(self, mq: MessageQueue) -> None:
         """Drop ``mq``; an orderly one whose listener call does not end within :data:`ORDERLY_REMOVE_WAIT` is kept,

@@ -2,7 +2,8 @@
 20 s more, as 4.9.8's RebalancePushImpl.removeUnnecessaryMessageQueue calls ``unlockDelay``: with
 ``pq.hasTempMessage()`` the UNLOCK_BATCH_MQ is scheduled ``UNLOCK_DELAY_TIME_MILLS`` (20000) later, so the new owner
 cannot lock and consume the queue before the old owner's one-way offset persist reached the broker (client/src/main/
-java/org/apache/rocketmq/client/impl/consumer/RebalancePushImpl.java). Virtual time, the cluster in the test's loop."""
+java/org/apache/rocketmq/client/impl/consumer/RebalancePushImpl.java); an offset reset unlocks at once. Virtual
+time, the cluster in the test's loop."""
 
 from __future__ import annotations
 
