@@ -705,8 +705,8 @@ def test_reference_counts_are_stable_over_10000_fast_appends(tmp_path: Path) -> 
                   max_index_num=12_000, max_hash_slot_num=1024)  # fmt: skip
     store.arrival_listener = lambda *args: None
     # Queue 1000, not a cached small int: those and None are shared with every thread of the run (a Spark session's,
-    # say), whose passing references blur their counts. None is watched within a few references: a leak per append
-    # would show 10,000.
+    # say), whose passing references blur their counts (a CI run saw None's move by 12). None is watched within 500
+    # references: a leak (or a lost reference) per append would move it by 10,000, one per 20 appends by 500.
     msg = _record(queue_id=1000, properties="TAGS\x01TagA\x02KEYS\x01k1 k2")
     for _ in range(10):  # the first falls back; the C path then caches the queue's key
         store.append(msg)
@@ -724,7 +724,7 @@ def test_reference_counts_are_stable_over_10000_fast_appends(tmp_path: Path) -> 
     finally:
         gc.enable()
     assert after == before
-    assert abs(nones_after - nones) < 10
+    assert abs(nones_after - nones) < 500
     store.close()
 
 
