@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+import struct
 from pathlib import Path
 
 import pytest
@@ -9,7 +11,7 @@ import trio
 
 from remoting.codec.errors import MessageDecodeError
 from store.errors import OffsetMismatchError
-from store.store_config import FlushDiskType
+from store.store_config import BrokerRole, FlushDiskType
 from tests.store.store_helpers import message, open_store
 
 
@@ -48,3 +50,41 @@ async def test_put_batch_under_sync_flush_is_durable_when_it_returns(tmp_path: P
         assert len(result.append.msg_id.split(",")) == 4
         assert store.flush_watermark >= result.append.end_offset
         nursery.cancel_scope.cancel()
+
+
+def _queue_offset_set(record: bytes, queue_offset: int) -> bytes:
+    """One encoded record with its QUEUEOFFSET field (bytes 20..28, outside the body CRC) replaced."""
+    return record[:20] + struct.pack(">q", queue_offset) + record[28:]
+
+
+def test_replica_record_with_a_far_queue_offset_makes_at_most_one_segment(tmp_path: Path) -> None:
+    """A damaged record claiming queue offset 1000 (125 segments of 8 entries past the end) makes no segment: its
+    entry goes to the queue's end, as ConsumeQueue.putMessagePositionInfo (4.9.8) appends at the last file's write
+    position, making at most the next file, and logs "[BUG]logic queue order maybe wrong". The records after it are
+    dispatched, the queue's next offset stays right, and a recovery that dispatches the records again keeps them."""
+    master = open_store(tmp_path / "master")
+    results = [master.append(message(body=b"m%d" % i)) for i in range(5)]
+    log = bytes(master.commitlog.queue.files[0].view[: master.max_phy_offset])
+    far = results[3]
+    damaged = log[: far.phy_offset] + _queue_offset_set(log[far.phy_offset : far.phy_offset + far.size], 1000)
+    replica = open_store(tmp_path / "replica", broker_role=BrokerRole.SLAVE)
+    assert replica.replica is not None
+    replica.replica.append(0, damaged + log[far.phy_offset + far.size :])
+    queue_dir = tmp_path / "replica" / "consumequeue" / "TopicTest" / "0"
+    theirs = master.consume_queue("TopicTest", 0)
+    expected = [theirs.entry(i) for i in range(5)]
+    assert len(list(queue_dir.iterdir())) == 1
+    cq = replica.consume_queue("TopicTest", 0)
+    assert (cq.max_offset, replica.queue_offsets[cq.key]) == (5, 5)
+    assert [cq.entry(i) for i in range(5)] == expected
+    replica.close()
+    # recovery from the checkpoint; from the log's start over the queue's files; rebuilding the deleted queue
+    for undo in (lambda: None, (tmp_path / "replica" / "checkpoint").unlink, lambda: shutil.rmtree(queue_dir)):
+        undo()
+        recovered = open_store(tmp_path / "replica", broker_role=BrokerRole.SLAVE)
+        assert len(list(queue_dir.iterdir())) == 1
+        cq = recovered.consume_queue("TopicTest", 0)
+        assert (cq.max_offset, recovered.queue_offsets[cq.key]) == (5, 5)
+        assert [cq.entry(i) for i in range(5)] == expected
+        recovered.close()
+    master.close()
