@@ -16,6 +16,7 @@ import bisect
 import contextlib
 import functools
 import itertools
+import logging
 import struct
 import sys
 from collections.abc import Callable, Iterator
@@ -32,6 +33,8 @@ ENTRY: Final = struct.Struct(">qiq")
 _FILLER: Final = ENTRY.pack(0, FILLER_SIZE, 0)
 
 Entry = tuple[int, int, int]
+
+log = logging.getLogger(__name__)
 
 
 def names_a_directory(topic: str) -> bool:
@@ -126,7 +129,8 @@ class ConsumeQueue:
 
     def put(self, logical: int, phy_offset: int, size: int, tags_code: int) -> None:
         """Write entry ``logical``. Re-writing an existing entry (recovery) overwrites it in place; with
-        :attr:`restart_gapped`, a write past the end of a queue with no live entry restarts it (:meth:`_restart`)."""
+        :attr:`restart_gapped`, a write past the end of a queue with no live entry restarts it (:meth:`_restart`); one
+        more than a segment past the files goes to the end (:meth:`_put_far`)."""
         if logical > self.max_offset and self.restart_gapped and self.min_offset >= self.max_offset:
             self._restart()
         files = self.queue.files
@@ -135,6 +139,9 @@ class ConsumeQueue:
         if mf is not None and mf.file_from_offset <= pos < mf.file_from_offset + mf.file_size:
             pos -= mf.file_from_offset
         else:
+            if mf is not None and pos >= mf.end_offset + self.file_size:
+                self._put_far(logical, phy_offset, size, tags_code)
+                return
             mf = self._file_for(logical)
             if mf is None:
                 return  # below the retained range: the data it would index was deleted
@@ -144,6 +151,20 @@ class ConsumeQueue:
             mf.wrote_position = pos + CQ_STORE_UNIT_SIZE
         if logical >= self.max_offset:
             self.max_offset = logical + 1
+
+    def _put_far(self, logical: int, phy_offset: int, size: int, tags_code: int) -> None:
+        """An entry claiming an offset more than one segment past the queue's files (a damaged queue-offset field)
+        goes to the queue's end, making at most its next segment, unless its message is already indexed (recovery
+        dispatching it again): ConsumeQueue.putMessagePositionInfo appends at the last file's write position and
+        logs the gap; making every segment up to the claimed offset ran the process out of descriptors."""
+        last = self.queue.files[-1]
+        end = max(self.max_offset, last.file_from_offset // CQ_STORE_UNIT_SIZE + _written_entries(last))
+        if phy_offset + size <= self.physical_end_on_disk():
+            log.warning("%s-%d: entry for offset %d (phy %d) already built, skipped", *self.key, logical, phy_offset)
+            return
+        log.error("[BUG]logic queue order maybe wrong, %s-%d: entry for offset %d written at the queue's end %d",
+                  *self.key, logical, end)  # fmt: skip
+        self.put(end, phy_offset, size, tags_code)
 
     def _restart(self) -> None:
         """Drop every segment (unlinked now, unmapped later: see :attr:`retired`): the write that follows starts a

@@ -846,9 +846,9 @@ class MessageStore(StoreReads):
                        meta.properties, tags, meta.store_timestamp, index)  # fmt: skip
         tx = meta.sys_flag & SYSFLAG_TRANSACTION_MASK
         if tx not in (SYSFLAG_TRANSACTION_PREPARED, SYSFLAG_TRANSACTION_ROLLBACK):
-            key = self.consume_queue(meta.topic, meta.queue_id).key
-            if meta.queue_offset + 1 > self.queue_offsets.get(key, 0):
-                self.queue_offsets[key] = meta.queue_offset + 1
+            cq = self.consume_queue(meta.topic, meta.queue_id)  # its end, not the record's claim (ConsumeQueue.put)
+            if cq.max_offset > self.queue_offsets.get(cq.key, 0):
+                self.queue_offsets[cq.key] = cq.max_offset
             # Not a record of a topic whose append stamps nothing (topic_allows_lmq): a SCHEDULE_TOPIC_XXXX one a
             # send-back copied from a stored LMQ message holds that message's offsets.
             if self._config.enable_multi_dispatch and topic_allows_lmq(meta.topic):
@@ -862,9 +862,8 @@ class MessageStore(StoreReads):
         each of them (the caller writes their index entries)."""
         cq = self.consume_queues.get((topic, queue_id)) or self.consume_queue(topic, queue_id)
         cq.put_packed(first, packed)
-        end = first + len(packed) // CQ_STORE_UNIT_SIZE
-        if end > self.queue_offsets.get(cq.key, 0):
-            self.queue_offsets[cq.key] = end
+        if cq.max_offset > self.queue_offsets.get(cq.key, 0):
+            self.queue_offsets[cq.key] = cq.max_offset
 
     def dispatch_scanned(self, view: memoryview, base: int, scan: Scan) -> None:
         """Dispatch what :func:`~remoting.codec.record_scan.scan_records` found in ``view`` (the mapping the records

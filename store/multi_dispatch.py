@@ -194,8 +194,8 @@ class MultiDispatch:
         cq.put(offset, phy, size, tags)
         entries, total = self._dispatched.get(key, (0, 0))
         self._dispatched[key] = (entries + 1, total + size)
-        if offset + 1 > store.queue_offsets.get(key, 0):
-            store.queue_offsets[key] = offset + 1
+        if cq.max_offset > store.queue_offsets.get(key, 0):
+            store.queue_offsets[key] = cq.max_offset
 
     def redispatch(self, properties: bytes, queue_id: int, phy: int, size: int, tags: int) -> None:
         """Recovery's and a replica's dispatch of a stored record: the entries its ``INNER_MULTI_DISPATCH`` and
