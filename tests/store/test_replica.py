@@ -88,3 +88,23 @@ def test_replica_record_with_a_far_queue_offset_makes_at_most_one_segment(tmp_pa
         assert [cq.entry(i) for i in range(5)] == expected
         recovered.close()
     master.close()
+
+
+def test_replica_record_with_a_queue_offset_behind_the_end_leaves_the_entry_there(tmp_path: Path) -> None:
+    """A damaged record claiming queue offset 1 when the queue is at 3 does not overwrite entry 1 (the message it
+    indexes would be lost to consumers): RocketMQ 4.9.8 never rewrites an entry ("Build consume queue repeatedly",
+    ConsumeQueue.putMessagePositionInfo). Ours indexes it at the queue's end, as a far one, so nothing is lost."""
+    master = open_store(tmp_path / "master")
+    results = [master.append(message(body=b"m%d" % i)) for i in range(5)]
+    log = bytes(master.commitlog.queue.files[0].view[: master.max_phy_offset])
+    behind = results[3]
+    damaged = log[: behind.phy_offset] + _queue_offset_set(log[behind.phy_offset : behind.phy_offset + behind.size], 1)
+    replica = open_store(tmp_path / "replica", broker_role=BrokerRole.SLAVE)
+    assert replica.replica is not None
+    replica.replica.append(0, damaged + log[behind.phy_offset + behind.size :])
+    theirs = master.consume_queue("TopicTest", 0)
+    cq = replica.consume_queue("TopicTest", 0)
+    assert (cq.max_offset, replica.queue_offsets[cq.key]) == (5, 5)
+    assert [cq.entry(i) for i in range(5)] == [theirs.entry(i) for i in range(5)]
+    replica.close()
+    master.close()
