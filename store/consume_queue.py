@@ -130,9 +130,13 @@ class ConsumeQueue:
     def put(self, logical: int, phy_offset: int, size: int, tags_code: int) -> None:
         """Write entry ``logical``. Re-writing an existing entry (recovery) overwrites it in place; with
         :attr:`restart_gapped`, a write past the end of a queue with no live entry restarts it (:meth:`_restart`); one
-        more than a segment past the files goes to the end (:meth:`_put_far`)."""
+        more than a segment past the files, or below the end for a message past the last one's, goes to the end
+        (:meth:`_put_at_end`)."""
         if logical > self.max_offset and self.restart_gapped and self.min_offset >= self.max_offset:
             self._restart()
+        elif logical < self.max_offset and self._behind_end(phy_offset):
+            self._put_at_end(logical, phy_offset, size, tags_code)
+            return
         files = self.queue.files
         mf = files[-1] if files else None
         pos = logical * CQ_STORE_UNIT_SIZE
@@ -140,7 +144,7 @@ class ConsumeQueue:
             pos -= mf.file_from_offset
         else:
             if mf is not None and pos >= mf.end_offset + self.file_size:
-                self._put_far(logical, phy_offset, size, tags_code)
+                self._put_at_end(logical, phy_offset, size, tags_code)
                 return
             mf = self._file_for(logical)
             if mf is None:
@@ -152,11 +156,18 @@ class ConsumeQueue:
         if logical >= self.max_offset:
             self.max_offset = logical + 1
 
-    def _put_far(self, logical: int, phy_offset: int, size: int, tags_code: int) -> None:
-        """An entry claiming an offset more than one segment past the queue's files (a damaged queue-offset field)
+    def _behind_end(self, phy_offset: int) -> bool:
+        """Whether a message at ``phy_offset`` lies past the one the queue's last entry indexes: an entry for it
+        below the end has a damaged queue offset, and must not overwrite the entry there."""
+        last = self.entry(self.max_offset - 1)
+        return last is not None and 0 < last[1] != FILLER_SIZE and phy_offset >= last[0] + last[1]
+
+    def _put_at_end(self, logical: int, phy_offset: int, size: int, tags_code: int) -> None:
+        """An entry whose queue offset is damaged (more than one segment past the queue's files, or below its end)
         goes to the queue's end, making at most its next segment, unless its message is already indexed (recovery
-        dispatching it again): ConsumeQueue.putMessagePositionInfo appends at the last file's write position and
-        logs the gap; making every segment up to the claimed offset ran the process out of descriptors."""
+        dispatching it again): ConsumeQueue.putMessagePositionInfo appends at the last file's write position, never
+        rewrites an entry, and logs the gap; making every segment up to the claimed offset ran the process out of
+        descriptors."""
         last = self.queue.files[-1]
         end = max(self.max_offset, last.file_from_offset // CQ_STORE_UNIT_SIZE + _written_entries(last))
         if phy_offset + size <= self.physical_end_on_disk():
@@ -183,7 +194,7 @@ class ConsumeQueue:
         mf = files[-1] if files else None
         pos = first * CQ_STORE_UNIT_SIZE
         end = pos + len(entries) * CQ_STORE_UNIT_SIZE
-        gap = first > self.max_offset and self.restart_gapped
+        gap = (first > self.max_offset and self.restart_gapped) or first < self.max_offset
         if mf is None or gap or not mf.file_from_offset <= pos < end <= mf.end_offset:
             for logical, (phy, size, tags) in enumerate(entries, first):
                 self.put(logical, phy, size, tags)
@@ -203,7 +214,7 @@ class ConsumeQueue:
         mf = files[-1] if files else None
         pos = first * CQ_STORE_UNIT_SIZE
         end = pos + len(data)
-        gap = first > self.max_offset and self.restart_gapped
+        gap = (first > self.max_offset and self.restart_gapped) or first < self.max_offset
         if mf is None or gap or not mf.file_from_offset <= pos < end <= mf.end_offset:
             for logical, (phy, size, tags) in enumerate(ENTRY.iter_unpack(data), first):
                 self.put(logical, phy, size, tags)
