@@ -554,3 +554,35 @@ async def test_outgoing_counters_survive_deletions_and_stop_growing_at_the_cardi
             assert after.get(name) == before[name], name
     finally:
         broker.store.close()
+
+
+async def test_gauges_stop_growing_at_the_cardinality_limit(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """RocketMQ 5.3.3 registers a default view for every observable gauge with ``metricsOtelCardinalityLimit``
+    (broker/src/main/java/org/apache/rocketmq/broker/metrics/BrokerMetricsManager.java ``registerMetricsView``):
+    OpenTelemetry 1.29's AsynchronousMetricStorage keeps limit - 1 label sets per collection and records every
+    further measurement in one series labelled only ``otel_metric_overflow="true"``, the last one's value. Ours
+    served every (group, topic) pair and every processor whatever the limit."""
+    broker = open_broker(tmp_path / "broker", metrics_otel_cardinality_limit=3)
+    try:
+        topics = [f"Lag{i}" for i in range(4)]
+        ctx = online_consumer(broker, [SubscriptionData(topic) for topic in topics])
+        assert broker.groups.find(GROUP) is not None
+        send = SendMessageProcessor(broker)
+        for count, topic in enumerate(topics, start=1):
+            broker.topics.update_topic(TopicConfig(topic, 1, 1))
+            broker.offsets.commit(GROUP, topic, 0, 0)
+            for _ in range(count):
+                answer = await send.process(ctx, send_request(topic))
+                assert answer is not None and answer.code == ResponseCode.SUCCESS
+        samples = render(list(broker_families(take_snapshot(broker, broker_pools(cpus=2)), COMMON)))
+        overflow = {"otel_metric_overflow": "true"}
+        lag = [(s[0].get("topic"), s[1]) for s in samples["rocketmq_consumer_lag_messages"]]
+        assert lag == [("Lag0", 1.0), ("Lag1", 2.0), (None, 4.0)]
+        assert samples["rocketmq_consumer_ready_messages"][-1] == (overflow, 4.0)
+        watermark = [labels.get("processor") for labels, _ in samples["rocketmq_processor_watermark"]]
+        assert watermark == ["send", "async_put", None]  # Java's recording order, then the overflow
+        assert samples["rocketmq_topic_number"] == [(COMMON, float(len(broker.topics.topics)))]
+    finally:
+        broker.store.close()
