@@ -27,7 +27,8 @@ Where ours differ, and why:
   promoted to master counts from its promotion. Those counters, the outgoing ones and
   ``rocketmq_send_to_dlq_messages_total`` keep their series past the topic's or group's deletion, at most
   ``metricsOtelCardinalityLimit`` - 1 label sets each and the rest in one ``otel_metric_overflow="true"`` series, as
-  5.3.3's OpenTelemetry views.
+  5.3.3's OpenTelemetry views. Each gauge too serves at most limit - 1 label sets per scrape, then one overflow
+  series with the last value left out (5.3.3's default gauge view).
 - ``rocketmq_storage_put_latency`` (ms) is ours: RocketMQ 5 has no put latency metric; its buckets are the runtime
   info's ``putMessageDistributeTime`` bounds, cumulative since start.
 - Not exported (no such concept here): POP, timer-wheel internals, half-message and transaction-commit counters,
@@ -36,6 +37,7 @@ Where ours differ, and why:
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
@@ -84,11 +86,23 @@ class _Families:
         return [*self.values, *values]
 
 
-def _add_overflow(family: CounterMetricFamily, value: float) -> None:
-    """OpenTelemetry's overflow series of a counter: its one label, none of the others."""
-    overflow = CounterMetricFamily(family.name, family.documentation, labels=[OVERFLOW_LABEL])
+def _add_overflow(family: CounterMetricFamily | GaugeMetricFamily, value: float) -> None:
+    """OpenTelemetry's overflow series of a counter or gauge: its one label, none of the others."""
+    overflow = type(family)(family.name, family.documentation, labels=[OVERFLOW_LABEL])
     overflow.add_metric(["true"], value)
     family.samples.extend(overflow.samples)
+
+
+def _capped(family: Metric, limit: int) -> Metric:
+    """A gauge past ``limit`` - 1 series keeps the first ones and, in the overflow series, the last value, as
+    OpenTelemetry 1.29's AsynchronousMetricStorage ``recordPoint`` under 5.3.3's default gauge view."""
+    keep = max(0, limit - 1)
+    if not isinstance(family, GaugeMetricFamily) or len(family.samples) <= keep:
+        return family
+    last = family.samples[-1].value
+    del family.samples[keep:]
+    _add_overflow(family, last)
+    return family
 
 
 def _traffic(snap: BrokerSnapshot, f: _Families) -> Iterator[Metric]:
@@ -175,7 +189,7 @@ def _consumers(snap: BrokerSnapshot, f: _Families) -> Iterator[Metric]:
 
 def _broker(snap: BrokerSnapshot, f: _Families) -> Iterator[Metric]:
     watermark = f.gauge("rocketmq_processor_watermark", "Request processor watermark", ("processor",))
-    for processor, queued in sorted(snap.watermarks.items()):
+    for processor, queued in snap.watermarks.items():  # Java's recording order
         watermark.add_metric(f.row(processor), queued)
     permission = f.gauge("rocketmq_broker_permission", "Broker permission")
     permission.add_metric(f.row(), snap.permission)
@@ -209,5 +223,5 @@ def broker_families(snap: BrokerSnapshot, common: dict[str, str]) -> Iterator[Me
     """Every family of one scrape (see the module docstring)."""
     f = _Families(common)
     yield from _traffic(snap, f)
-    yield from _consumers(snap, f)
-    yield from _broker(snap, f)
+    for family in itertools.chain(_consumers(snap, f), _broker(snap, f)):
+        yield _capped(family, snap.series_limit)

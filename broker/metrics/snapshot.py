@@ -98,6 +98,8 @@ class BrokerSnapshot:
     dispatch_behind: int
     reserve_time_ms: int
     now_ms: int
+    #: ``metricsOtelCardinalityLimit``: series per gauge, the overflow one included
+    series_limit: int
 
 
 def _connections(state: BrokerState) -> tuple[dict[tuple[str, str], int], dict[tuple[str, str, str, str], int]]:
@@ -167,4 +169,5 @@ def take_snapshot(state: BrokerState, pools: Mapping[str, ProcessorPool]) -> Bro
         dispatch_behind=store.dispatch_behind_bytes(),
         reserve_time_ms=now_ms - earliest if earliest > 0 else -1,
         now_ms=now_ms,
+        series_limit=state.config.metrics_otel_cardinality_limit,
     )
