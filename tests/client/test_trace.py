@@ -87,6 +87,33 @@ def test_cpp_records_decode_and_the_view_fills_the_consume_group_from_sub_before
     assert isinstance(after, TraceView)
 
 
+def test_cloud_sub_after_records_run_into_the_next_record_and_decode_apart() -> None:
+    """With ``AccessChannel.CLOUD`` 4.9.8's ``TraceDataEncoder.encoderFromContextBean`` ends a SubAfter record after
+    its context code with 0x01 and no 0x02, so a batch's next record (the listener call's next message, or another
+    call's records) follows in the same 0x02 chunk. Java's ``decoderFromTraceDataString`` then parses the next
+    record's type name as the time and fails the whole query; ours read the next record's request id as the group
+    and lost that record. Each decodes on its own now, and the view takes the group and time from SubBefore."""
+    from remoting.codec.message import MessageExt as Ext
+
+    befores = "".join(
+        A.join(["SubBefore", "1700000000010", "null", "CG", "REQ1", msg_id, "0", "k"]) + B for msg_id in ("M1", "M2")
+    )
+    cloud_afters = "".join(A.join(["SubAfter", "REQ1", msg_id, "7", "true", "k", "0"]) + A for msg_id in ("M1", "M2"))
+    records = decode_trace_data(befores + cloud_afters + JAVA_PUB)
+    assert [(r.type, r.msg_id) for r in records] == [
+        (TraceType.SubBefore, "M1"),
+        (TraceType.SubBefore, "M2"),
+        (TraceType.SubAfter, "M1"),
+        (TraceType.SubAfter, "M2"),
+        (TraceType.Pub, "MSGID1"),
+    ]
+    assert all((r.group, r.timestamp, r.request_id) == (None, 0, "REQ1") for r in records[2:4])
+    body = (befores + cloud_afters).encode()
+    carrier = Ext(0, 0, 0, 0, 0, 0, 0, 0, ("10.9.9.9", 4242), 0, ("127.0.0.1", 1), 0, 0, body, "T", {}, b"")
+    after = next(v for v in trace_views("M1", [carrier]) if v.record.type is TraceType.SubAfter)
+    assert (after.record.group, after.record.timestamp, after.record.cost_time) == ("CG", 1700000000010, 7)
+
+
 async def test_a_full_queue_drops_records_and_counts_them() -> None:
     from client.instance import new_instance
 
