@@ -10,14 +10,17 @@ by 0x01, each record ended by 0x02, nulls written as ``null``.
   transactionState, fromTransactionCheck.
 
 :func:`decode_trace_data` also reads the shorter records older Java clients and the C++ client (2.x) write: ``Pub``
-with 13 fields, ``SubAfter`` with 6 (no group, no time; the C++ client writes ``dKey`` for empty keys), and stops at
-nothing: a record it cannot read is skipped, never raised, because a trace topic is shared by every client.
+with 13 fields, ``SubAfter`` with 6 (no group, no time; the C++ client writes ``dKey`` for empty keys), and the
+``SubAfter`` a client with ``AccessChannel.CLOUD`` writes: 7 fields ended by 0x01, no 0x02, so the batch's next
+record follows in the same chunk (Java's decoder parses that record's type name as the time and fails; ours starts
+the next record there). It stops at nothing: a record it cannot read is skipped, never raised, because a trace topic
+is shared by every client.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Final
 
 import attrs
@@ -208,13 +211,20 @@ _DECODERS: Final = {
 }
 
 
-def decode_trace_data(text: str) -> list[TraceRecord]:
-    """Every record of a trace message's body (see the module docstring); unreadable records are skipped."""
-    out: list[TraceRecord] = []
-    for raw in text.split(FIELD_SPLITOR):
-        fields = raw.split(CONTENT_SPLITOR)
+def _chunk_records(fields: list[str]) -> Iterator[TraceRecord]:
+    """The records of one 0x02-ended chunk: one, or more when CLOUD ``SubAfter`` records (ended by 0x01 after their
+    context code) run into the records after them; a type name where the time would be starts the next record."""
+    while fields:
+        rest: list[str] = []
+        if fields[0] == TraceType.SubAfter.value and len(fields) > 7 and fields[7] in _DECODERS:
+            fields, rest = fields[:7], fields[7:]
         decode = _DECODERS.get(fields[0])
         record = None if decode is None else decode(fields)
         if record is not None:
-            out.append(record)
-    return out
+            yield record
+        fields = rest
+
+
+def decode_trace_data(text: str) -> list[TraceRecord]:
+    """Every record of a trace message's body (see the module docstring); unreadable records are skipped."""
+    return [record for raw in text.split(FIELD_SPLITOR) for record in _chunk_records(raw.split(CONTENT_SPLITOR))]
