@@ -138,3 +138,22 @@ def test_a_message_s_properties_print_in_java_s_hash_map_order(cluster: Threaded
     keys = re.findall(r"(?:^|, )([A-Za-z_]+)=", props)
     assert {"UNIQ_KEY", "TAGS", "KEYS"} <= set(keys), props
     assert _in_java_hash_map_order(keys), props
+
+
+def test_query_msg_by_offset_refuses_a_negative_offset_and_an_unknown_broker(cluster: ThreadedCluster) -> None:
+    """QueryMsgByOffsetSubCommand pulls with DefaultMQPullConsumer.pull, whose pullSyncImpl throws MQClientException
+    "offset < 0" before asking any broker (client/src/main/java/org/apache/rocketmq/client/impl/consumer/
+    DefaultMQPullConsumerImpl.java), and PullAPIWrapper.pullKernelImpl "The broker[<name>] not exist" for a broker the
+    route does not have: the command fails. Ours sent the pull with -1 (the broker logged an offset correction) and
+    printed nothing with exit 0, and said "broker ... has no address" for the unknown broker."""
+    ns = cluster.namesrv_addr
+    _send(ns, "MsgByOffset", b"x")
+    base = ("queryMsgByOffset", "-n", ns, "-t", "MsgByOffset")
+    negative = _run(*base, "-b", "broker-a", "-i", "0", "-o", "-1")
+    assert negative.exit_code == 1, negative.output
+    assert "offset < 0" in negative.output, negative.output
+    unknown = _run(*base, "-b", "no-such-broker", "-i", "0", "-o", "0")
+    assert unknown.exit_code == 1, unknown.output
+    assert "The broker[no-such-broker] not exist" in unknown.output, unknown.output
+    found = _run(*base, "-b", "broker-a", "-i", "0", "-o", "0")
+    assert found.exit_code == 0 and "Topic:               MsgByOffset" in found.output, found.output
