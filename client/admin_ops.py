@@ -267,10 +267,16 @@ class AdminOps:
     ) -> api.PullResult:
         """One pull of ``mq`` by ``group`` (the tools group unless given; Java's ``DefaultMQPullConsumer.pull``) from
         its broker's master, or a slave while the master is down: no offset committed, tag ``expression`` applied by
-        the broker and here."""
+        the broker and here. A negative ``offset`` or a ``count`` below 1 fails before any broker is asked, and a
+        broker the route lacks fails, with Java's texts (``DefaultMQPullConsumerImpl.pullSyncImpl``,
+        ``PullAPIWrapper.pullKernelImpl``)."""
+        if offset < 0:
+            raise MQClientError("offset < 0")
+        if count <= 0:
+            raise MQClientError("maxNums <= 0")
         addr = dict(await self._topic_brokers(mq.topic, reads=True)).get(mq.broker_name)
         if addr is None:
-            raise MQClientError(f"broker {mq.broker_name} of {mq.topic} has no address")
+            raise MQClientError(f"The broker[{mq.broker_name}] not exist")
         sub = build_subscription(mq.topic, expression, EXPRESSION_TAG)
         header = PullMessageRequestHeader(
             consumer_group=group, topic=mq.topic, queue_id=mq.queue_id, queue_offset=offset,
