@@ -95,3 +95,25 @@ async def test_a_negative_max_num_answers_system_error(embedded_cluster: Embedde
         ("0", None): ResponseCode.QUERY_NOT_FOUND,
         ("-1", "true"): ResponseCode.SUCCESS,
     }
+
+
+async def test_a_query_that_finds_nothing_answers_zero_index_times_and_offsets(
+    embedded_cluster: EmbeddedCluster,
+) -> None:
+    """DefaultMessageStore.queryMessage copies the index's last update time and offset into its QueryMessageResult
+    only once IndexService.queryOffset found offsets; otherwise they keep their ``long`` defaults, 0, and
+    QueryMessageProcessor puts them in the QUERY_NOT_FOUND answer's header as they are
+    (store/src/main/java/org/apache/rocketmq/store/DefaultMessageStore.java, QueryMessageResult.java). Ours answered
+    the index's newest time and offset."""
+    addr = embedded_cluster.broker_addr
+    async with RemotingClient() as client:
+        assert (await _call(client, addr, create_topic_request(TOPIC, queues=1))).code == ResponseCode.SUCCESS
+        await _send(client, addr, b"indexed", "k-present")
+        for key in ("k-present", "k-absent"):
+            fields = {"topic": TOPIC, "key": key, "maxNum": "32", **WINDOW}
+            answer = await _call(client, addr, request(RequestCode.QUERY_MESSAGE, fields))
+            stamps = (answer.ext_fields["indexLastUpdateTimestamp"], answer.ext_fields["indexLastUpdatePhyoffset"])
+            if key == "k-present":
+                assert answer.code == ResponseCode.SUCCESS and int(stamps[0]) > 0, (answer.code, stamps)
+            else:
+                assert (answer.code, stamps) == (ResponseCode.QUERY_NOT_FOUND, ("0", "0"))
