@@ -5,9 +5,9 @@
   ``[beginTimestamp, endTimestamp]``; ``maxNum`` is capped at ``maxMsgsNumBatch`` (64), and a negative one answers
   SYSTEM_ERROR. Both settings are read per query, as Java reads MessageStoreConfig
   (``QueryMessageProcessor.queryMessage``, ``store/src/main/java/org/apache/rocketmq/store/index/IndexService.java``
-  ``queryOffset``). SUCCESS with the concatenated records as body, or QUERY_NOT_FOUND (22); both carry
-  ``indexLastUpdateTimestamp`` and ``indexLastUpdatePhyoffset``. Hash collisions are returned too: clients re-check
-  the key.
+  ``queryOffset``). SUCCESS with the concatenated records as body and the index's ``indexLastUpdateTimestamp`` and
+  ``indexLastUpdatePhyoffset``, or QUERY_NOT_FOUND (22) with both 0. Hash collisions are returned too: clients
+  re-check the key.
 - VIEW_MESSAGE_BY_ID (33): the one record at a CommitLog offset (decoded by the client from an offset msgId), or
   SYSTEM_ERROR ``can not find message by the offset, <n>``.
 
@@ -72,15 +72,18 @@ class QueryMessageProcessor:
             if max_num
             else []
         )  # fmt: skip
+        if not records:
+            # The index's figures reach QueryMessageResult only when it found offsets; else they stay 0
+            # (store/src/main/java/org/apache/rocketmq/store/DefaultMessageStore.java queryMessage).
+            fields = {"indexLastUpdateTimestamp": "0", "indexLastUpdatePhyoffset": "0"}
+            return request.response(
+                ResponseCode.QUERY_NOT_FOUND, "can not find message, maybe time range not correct", fields
+            )
         index = store.index
         fields = {
             "indexLastUpdateTimestamp": str(0 if index is None else index.last_update_timestamp),
             "indexLastUpdatePhyoffset": str(0 if index is None else index.last_update_phy_offset),
         }
-        if not records:
-            return request.response(
-                ResponseCode.QUERY_NOT_FOUND, "can not find message, maybe time range not correct", fields
-            )
         body = bytes(records[0]) if len(records) == 1 else b"".join(records)
         return request.response(ResponseCode.SUCCESS, None, fields, body)
 
