@@ -154,3 +154,29 @@ def test_clone_group_offset_from_a_group_without_offsets_fails(cluster: Threaded
     assert result.exit_code == 1, result.output
     assert "clone group offset success" not in result.output
     assert "Not found the consumer group consume stats" in result.output, result.output
+
+
+# -- queryMsgByUniqueKey -g/-d: an offset msgId --------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_query_msg_by_unique_key_pushes_a_message_named_by_its_offset_msg_id(cluster: ThreadedCluster) -> None:
+    """QueryMsgByUniqueKeySubCommand ``-g``/``-d`` calls DefaultMQAdminExtImpl.consumeMessageDirectly(group, client,
+    topic, msgId), which looks the message up with ``viewMessage(topic, msgId)``: an id MessageDecoder.decodeMessageId
+    reads (an offset msgId) is viewed at its broker, only another one is queried as a unique key
+    (tools/src/main/java/org/apache/rocketmq/tools/admin/DefaultMQAdminExtImpl.java). Ours queried every id as a
+    unique key and failed "query message by key finished, but no message." for an offset msgId."""
+    ns = cluster.namesrv_addr
+    await create_topic(ns, "ByUniqueOffset", queues=1)
+    consumer = PushConsumer("by-unique-offset-cg", ns)
+    consumer.subscribe("ByUniqueOffset")
+    consumer.register_message_listener(_ignore)
+    async with consumer, Producer("by-unique-offset-pg", ns) as producer:
+        sent = await producer.send(Message("ByUniqueOffset", b"pushed again"))
+        client = consumer.instance.client_id
+        base = ("queryMsgByUniqueKey", "-n", ns, "-t", "ByUniqueOffset", "-g", "by-unique-offset-cg", "-d", client)
+        by_offset = await anyio.to_thread.run_sync(lambda: _run(*base, "-i", sent.offset_msg_id))
+        by_unique = await anyio.to_thread.run_sync(lambda: _run(*base, "-i", sent.msg_id))
+    for result in (by_offset, by_unique):
+        assert result.exit_code == 0, result.output
+        assert "ConsumeMessageDirectlyResult [" in result.output and "consumeResult=CR_SUCCESS" in result.output
