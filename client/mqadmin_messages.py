@@ -169,17 +169,31 @@ def query_msg_by_key(ctx: click.Context, **o: Any) -> None:
 def query_msg_by_unique_key(ctx: click.Context, **o: Any) -> None:
     async def job(admin: Admin, out: Output) -> None:
         topic, msg_id = o["topic"], o["msg_id"]
-        msgs = await admin.query_msg_by_unique_key(topic, msg_id)
-        if not msgs:  # also for -g/-d: Java's consumeMessageDirectly looks the message up with queryMessage first
-            raise MQClientError(NO_MESSAGE)
         if o["group"] and o["client_id"]:
-            result = await admin.consume_message_directly(o["group"], o["client_id"], msgs[0].msg_id)
+            msg = await _view_message(admin, topic, msg_id)
+            result = await admin.consume_message_directly(o["group"], o["client_id"], msg.msg_id)
             out.line("%s", direct_result_text(result))
             return
+        msgs = await admin.query_msg_by_unique_key(topic, msg_id)
+        if not msgs:
+            raise MQClientError(NO_MESSAGE)
         for i, msg in enumerate(msgs if o["show_all"] else msgs[:1]):
             await print_message_detail(admin, out, msg, i, offset_id=False)
 
     run_job(ctx, job)
+
+
+async def _view_message(admin: Admin, topic: str, msg_id: str) -> MessageExt:
+    """Java's ``DefaultMQAdminExtImpl.viewMessage(topic, msgId)``: an offset msgId is viewed at its broker; any other
+    id, or one whose view fails, is queried as a unique key of ``topic`` (MQClientError NO_MESSAGE when none has it)."""
+    try:
+        return await admin.query_msg_by_id(msg_id)
+    except BROKER_FAILURES:
+        pass
+    msgs = await admin.query_msg_by_unique_key(topic, msg_id)
+    if not msgs:
+        raise MQClientError(NO_MESSAGE)
+    return msgs[0]
 
 
 @click.command("queryMsgByOffset", help="Query Message by offset")
