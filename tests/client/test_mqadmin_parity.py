@@ -31,6 +31,15 @@ async def _ignore(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
     return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
 
+async def _listening_consumer(ns: str, topic: str, group: str) -> PushConsumer:
+    """A push consumer (not started) of ``group`` on a new one-queue ``topic``, acknowledging everything."""
+    await create_topic(ns, topic, queues=1)
+    consumer = PushConsumer(group, ns)
+    consumer.subscribe(topic)
+    consumer.register_message_listener(_ignore)
+    return consumer
+
+
 # -- consumerStatus: one client that cannot say its running info ----------------------------------------------------
 
 
@@ -78,10 +87,7 @@ async def test_query_msg_by_id_goes_on_past_an_id_that_fails(cluster: ThreadedCl
     (e.printStackTrace) and go on to the next one of ``-i``; before, the first bad id ended the command and the good
     ids after it were neither pushed to the consumer nor resent."""
     ns = cluster.namesrv_addr
-    await create_topic(ns, "ByIdMany", queues=1)
-    consumer = PushConsumer("by-id-many-cg", ns)
-    consumer.subscribe("ByIdMany")
-    consumer.register_message_listener(_ignore)
+    consumer = await _listening_consumer(ns, "ByIdMany", "by-id-many-cg")
     async with consumer, Producer("by-id-many-pg", ns) as producer:
         sent = await producer.send(Message("ByIdMany", b"pushed again"))
         ids = f"NOT-AN-ID,{sent.offset_msg_id}"
@@ -167,10 +173,7 @@ async def test_query_msg_by_unique_key_pushes_a_message_named_by_its_offset_msg_
     (tools/src/main/java/org/apache/rocketmq/tools/admin/DefaultMQAdminExtImpl.java). Ours queried every id as a
     unique key and failed "query message by key finished, but no message." for an offset msgId."""
     ns = cluster.namesrv_addr
-    await create_topic(ns, "ByUniqueOffset", queues=1)
-    consumer = PushConsumer("by-unique-offset-cg", ns)
-    consumer.subscribe("ByUniqueOffset")
-    consumer.register_message_listener(_ignore)
+    consumer = await _listening_consumer(ns, "ByUniqueOffset", "by-unique-offset-cg")
     async with consumer, Producer("by-unique-offset-pg", ns) as producer:
         sent = await producer.send(Message("ByUniqueOffset", b"pushed again"))
         client = consumer.instance.client_id
