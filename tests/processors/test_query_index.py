@@ -4,12 +4,17 @@ broker/src/main/java/org/apache/rocketmq/broker/processor/QueryMessageProcessor.
 
 from __future__ import annotations
 
+from broker.context import BrokerState
 from broker.embedded import EmbeddedCluster
+from processors.query import QueryMessageProcessor
+from processors.send import SendMessageProcessor
 from remoting.client import RemotingClient
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand, request
 from remoting.codec.message import iter_records
+from remoting.processor import RequestContext
 from tests.broker.helpers import create_topic_request
+from tests.processors.conftest import TOPIC as PROCESSOR_TOPIC
 from tests.processors.conftest import send_request, tags_props
 
 TOPIC = "IndexTopic"
@@ -117,3 +122,25 @@ async def test_a_query_that_finds_nothing_answers_zero_index_times_and_offsets(
                 assert answer.code == ResponseCode.SUCCESS and int(stamps[0]) > 0, (answer.code, stamps)
             else:
                 assert (answer.code, stamps) == (ResponseCode.QUERY_NOT_FOUND, ("0", "0"))
+
+
+async def test_a_key_whose_records_were_deleted_answers_the_index_figures(
+    broker: BrokerState, peer_ctx: RequestContext
+) -> None:
+    """When the index still finds offsets for the key but retention deleted their CommitLog segment,
+    DefaultMessageStore.queryMessage has copied the index's last update time and offset into QueryMessageResult
+    before reading the records: QueryMessageProcessor answers QUERY_NOT_FOUND with those figures, not 0
+    (store/src/main/java/org/apache/rocketmq/store/DefaultMessageStore.java)."""
+    sender = SendMessageProcessor(broker)
+    for keys in ("k-gone", "k-filler", "k-filler"):  # 600 KB each: the third rolls to the next 1 MiB segment
+        sent = await sender.process(peer_ctx, send_request(body=b"x" * 600_000, properties=tags_props(keys=keys)))
+        assert sent is not None and sent.code == ResponseCode.SUCCESS, sent
+    for segment in broker.store.commitlog.queue.take_first(1):
+        segment.destroy()
+    fields = {"topic": PROCESSOR_TOPIC, "key": "k-gone", "maxNum": "32", **WINDOW}
+    answer = await QueryMessageProcessor(broker).process(peer_ctx, request(RequestCode.QUERY_MESSAGE, fields))
+    assert answer is not None and answer.code == ResponseCode.QUERY_NOT_FOUND, answer
+    index = broker.store.index
+    assert index is not None and index.query(PROCESSOR_TOPIC, "k-gone", 32, 0, 2**62), "the index lost the key"
+    assert answer.ext_fields["indexLastUpdateTimestamp"] == str(index.last_update_timestamp)
+    assert answer.ext_fields["indexLastUpdatePhyoffset"] == str(index.last_update_phy_offset)
