@@ -6,8 +6,8 @@
   SYSTEM_ERROR. Both settings are read per query, as Java reads MessageStoreConfig
   (``QueryMessageProcessor.queryMessage``, ``store/src/main/java/org/apache/rocketmq/store/index/IndexService.java``
   ``queryOffset``). SUCCESS with the concatenated records as body and the index's ``indexLastUpdateTimestamp`` and
-  ``indexLastUpdatePhyoffset``, or QUERY_NOT_FOUND (22) with both 0. Hash collisions are returned too: clients
-  re-check the key.
+  ``indexLastUpdatePhyoffset``, or QUERY_NOT_FOUND (22) with both 0 unless the index found records retention has
+  deleted since. Hash collisions are returned too: clients re-check the key.
 - VIEW_MESSAGE_BY_ID (33): the one record at a CommitLog offset (decoded by the client from an offset msgId), or
   SYSTEM_ERROR ``can not find message by the offset, <n>``.
 
@@ -66,24 +66,24 @@ class QueryMessageProcessor:
             return request.response(ResponseCode.SYSTEM_ERROR, remark)
         max_num = max(0, min(max_num, config.max_msgs_num_batch))
         store = self.broker.store
-        records = (
-            await store.query_by_key_async(header.topic, header.key, max_num, header.begin_timestamp,
-                                           header.end_timestamp)
+        offsets = (
+            await store.query_offsets_async(header.topic, header.key, max_num, header.begin_timestamp,
+                                            header.end_timestamp)
             if max_num
             else []
         )  # fmt: skip
-        if not records:
-            # The index's figures reach QueryMessageResult only when it found offsets; else they stay 0
-            # (store/src/main/java/org/apache/rocketmq/store/DefaultMessageStore.java queryMessage).
-            fields = {"indexLastUpdateTimestamp": "0", "indexLastUpdatePhyoffset": "0"}
-            return request.response(
-                ResponseCode.QUERY_NOT_FOUND, "can not find message, maybe time range not correct", fields
-            )
-        index = store.index
+        records = store.records_at(offsets)
+        # The index's figures reach QueryMessageResult only when it found offsets, whether or not their records are
+        # still there; else they stay 0 (store/src/main/java/org/apache/rocketmq/store/DefaultMessageStore.java).
+        index = store.index if offsets else None
         fields = {
             "indexLastUpdateTimestamp": str(0 if index is None else index.last_update_timestamp),
             "indexLastUpdatePhyoffset": str(0 if index is None else index.last_update_phy_offset),
         }
+        if not records:
+            return request.response(
+                ResponseCode.QUERY_NOT_FOUND, "can not find message, maybe time range not correct", fields
+            )
         body = bytes(records[0]) if len(records) == 1 else b"".join(records)
         return request.response(ResponseCode.SUCCESS, None, fields, body)
 

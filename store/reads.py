@@ -109,23 +109,22 @@ class StoreReads:
         offsets). Empty without an index."""
         if self.index is None:
             return []
-        return self._records_at(self.index.query(topic, key, max_num, begin_ms, end_ms))
+        return self.records_at(self.index.query(topic, key, max_num, begin_ms, end_ms))
 
-    async def query_by_key_async(
-        self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int
-    ) -> list[memoryview]:
-        """:meth:`query_by_key` letting the event loop's other tasks run while it walks the index: a key shared by
-        many messages chains that many entries (RocketMQ walks them on its query pool's threads). The records are
-        read after the last checkpoint: the views are the CommitLog's as it is when this returns."""
+    async def query_offsets_async(self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int) -> list[int]:
+        """The CommitLog offsets :meth:`query_by_key` reads (some may be gone from the CommitLog since: read them with
+        :meth:`records_at`), letting the event loop's other tasks run while it walks the index: a key shared by many
+        messages chains that many entries (RocketMQ walks them on its query pool's threads)."""
         index = self.index
         if index is None:
             return []
         offsets: list[int] = []
         for _ in index.query_steps(topic, key, max_num, begin_ms, end_ms, offsets):
             await trio.lowlevel.checkpoint()
-        return self._records_at(offsets)
+        return offsets
 
-    def _records_at(self, offsets: list[int]) -> list[memoryview]:
+    def records_at(self, offsets: list[int]) -> list[memoryview]:
+        """The records still in the CommitLog at ``offsets``, in CommitLog order, each once."""
         found = []
         for phy in sorted(set(offsets)):
             record = self.commitlog.read_record(phy)
