@@ -582,3 +582,46 @@ async def test_an_async_send_to_a_chosen_queue_is_retried_there_when_its_connect
     assert getattr(outcome, "send_status", None) is SendStatus.SEND_OK, outcome
     assert getattr(outcome, "queue_id", None) == 1
     assert dropping.sends == 2
+
+
+@pytest.mark.parametrize("mode", ["send", "send_async", "send_oneway"])
+async def test_a_send_to_a_topic_without_route_says_no_route_info_with_javas_code(tmp_path: Path, mode: str) -> None:
+    """sendDefaultImpl (sync, async and oneway alike) throws MQClientException "No route info of this topic: <topic>"
+    with the FAQ hint and ClientErrorCode.NOT_FOUND_TOPIC_EXCEPTION (10005) when neither the topic nor TBW102 has a
+    route (client/.../impl/producer/DefaultMQProducerImpl.java). Ours raised an error of its own words and no code."""
+    async with (
+        EmbeddedCluster(tmp_path / "c", auto_create_topic_enable=False, **SMALL_STORE) as cluster,
+        Producer("pg-no-route", cluster.namesrv_addr) as producer,
+    ):
+        outcome = await _send(producer, Message("NoSuchTopic", b"lost"), mode)
+    assert isinstance(outcome, MQClientError), outcome
+    assert getattr(outcome, "response_code", None) == 10005, outcome
+    assert str(outcome).startswith(
+        "No route info of this topic: NoSuchTopic\nSee http://rocketmq.apache.org/docs/faq/ for further details."
+    ), outcome
+
+
+async def test_a_send_without_any_name_server_says_so_with_javas_code() -> None:
+    """validateNameServerSetting, run by sendDefaultImpl before its "No route info": with no name server address
+    MQClientException "No name server address, please set it." and NO_NAME_SERVER_EXCEPTION (10004)."""
+    async with Producer("pg-no-namesrv", config=ClientConfig(namesrv_addr=())) as producer:
+        with pytest.raises(MQClientError) as caught:
+            await producer.send(Message("AnyTopic", b"lost"))
+    assert getattr(caught.value, "response_code", None) == 10004, caught.value
+    assert str(caught.value).startswith("No name server address, please set it.\nSee "), caught.value
+
+
+async def test_a_oneway_send_whose_broker_cannot_be_reached_carries_javas_response_code(
+    embedded_cluster: EmbeddedCluster,
+) -> None:
+    """sendOneway(msg) is sendDefaultImpl in ONEWAY mode: the failed write is caught and rethrown as its "Send [1]
+    times, still failed" MQClientException with CONNECT_BROKER_EXCEPTION (10001). Ours raised the bare transport
+    error (a caller catching MQClientError missed it)."""
+    topic = "OnewayDead"
+    async with (
+        _fake_master(embedded_cluster, topic, "broker-dead", None),
+        Producer("pg-oneway-dead", embedded_cluster.namesrv_addr) as producer,
+    ):
+        outcome = await _send(producer, Message(topic, b"lost"), "send_oneway")
+    assert isinstance(outcome, SendFailedError), outcome
+    assert (outcome.response_code, len(outcome.attempts)) == (10001, 1)
