@@ -17,6 +17,11 @@ from remoting.errors import RemotingConnectError, RemotingTimeoutError
 CONNECT_BROKER_EXCEPTION: Final = 10001
 ACCESS_BROKER_TIMEOUT: Final = 10002
 BROKER_NOT_EXIST_EXCEPTION: Final = 10003
+#: ... and a send that found no route: no name server set, or none knows the topic (nor TBW102).
+NO_NAME_SERVER_EXCEPTION: Final = 10004
+NOT_FOUND_TOPIC_EXCEPTION: Final = 10005
+#: Java's ``FAQUrl.suggestTodo`` (common/src/main/java/org/apache/rocketmq/common/help/FAQUrl.java) for these.
+FAQ_HINT: Final = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 
 
 class MQClientError(Exception):
@@ -51,7 +56,8 @@ class BrokerNotExistError(MQClientError):
 
 class TopicRouteNotFoundError(MQClientError):
     """No name server knows a route for ``topic``. The message names the topic and every name server tried;
-    ``topic_not_exist`` is True when a name server answered TOPIC_NOT_EXIST (not only transport failures)."""
+    ``topic_not_exist`` is True when a name server answered TOPIC_NOT_EXIST (not only transport failures).
+    ``response_code``: -1, but for a send (:meth:`for_send`)."""
 
     def __init__(
         self, topic: str, namesrv_addrs: Sequence[str], cause: str | None = None, *, topic_not_exist: bool = False
@@ -59,10 +65,26 @@ class TopicRouteNotFoundError(MQClientError):
         self.topic = topic
         self.namesrv_addrs = list(namesrv_addrs)
         self.topic_not_exist = topic_not_exist
+        self.cause = cause
+        self.response_code = -1
         detail = f" ({cause})" if cause else ""
         super().__init__(
             f"no route info of topic {topic!r} from name servers {', '.join(self.namesrv_addrs) or '(none)'}{detail}"
         )
+
+    def for_send(self) -> TopicRouteNotFoundError:
+        """This error as sendDefaultImpl throws it (client/.../impl/producer/DefaultMQProducerImpl.java): "No name
+        server address, please set it." (:data:`NO_NAME_SERVER_EXCEPTION`, ``validateNameServerSetting``) or "No
+        route info of this topic: <topic>" (:data:`NOT_FOUND_TOPIC_EXCEPTION`), with the FAQ hint; ours adds the
+        name servers tried."""
+        error = TopicRouteNotFoundError(self.topic, self.namesrv_addrs, self.cause)
+        error.topic_not_exist = self.topic_not_exist
+        if self.namesrv_addrs:
+            error.response_code, text = NOT_FOUND_TOPIC_EXCEPTION, f"No route info of this topic: {self.topic}"
+        else:
+            error.response_code, text = NO_NAME_SERVER_EXCEPTION, "No name server address, please set it."
+        error.args = (f"{text}{FAQ_HINT}\n({self})",)
+        return error
 
 
 class MessageValidationError(MQClientError):

@@ -10,7 +10,7 @@ Usage::
         await producer.send_oneway(msg)
         results = await producer.send_batch([msg1, msg2, ...])  # [SendResult]: refused over 4 MiB
 
-Errors: :class:`~client.errors.TopicRouteNotFoundError` (names the topic and the name servers),
+Errors: :class:`~client.errors.TopicRouteNotFoundError` ("No route info of this topic", ``response_code`` 10005),
 :class:`~client.errors.MessageValidationError` (nothing sent), :class:`~client.errors.SendFailedError` after every
 attempt failed (``retry_times_when_send_failed`` retries on transport errors and on the response codes Java retries),
 :class:`~client.errors.MQBrokerError` for a refusal that retrying cannot fix (e.g. MESSAGE_ILLEGAL),
@@ -498,7 +498,7 @@ class Producer:
         raises or picks no queue raises MQClientError; a ``queue`` is taken as given (Java's ``sendOneway(msg, mq)``
         does not compare topics either). Without either, the queue is picked as a send's is, skipping the brokers the
         latency fault table isolates, and the write's outcome goes to that table (Java's ``sendDefaultImpl`` in
-        ONEWAY mode)."""
+        ONEWAY mode): a failed write raises :class:`SendFailedError` with its ``response_code``."""
         self._check_started()
         if self.namespace:  # as send: no copy without a namespace (the hot path)
             msg, queue = self._wrap_message(msg), self._wrap_queue(queue)
@@ -508,8 +508,21 @@ class Producer:
         if queue is None and selector is not None:
             queue = self._select(selector, info, msg, arg)
         elif queue is None:
+            # sendDefaultImpl in ONEWAY mode: its one attempt's failure becomes "Send [1] times, still failed" with
+            # the code of SendFailedError (client/.../impl/producer/DefaultMQProducerImpl.java).
             fault = self._fault_table()
             queue = select_one_message_queue(info, None, fault)
+            try:
+                await self._oneway_to(queue, prepared, msg, fault)
+            except (RemotingError, BrokerNotExistError) as exc:
+                raise SendFailedError(msg.topic, [(queue.broker_name, exc)]) from exc
+            return
+        await self._oneway_to(queue, prepared, msg, fault)
+
+    async def _oneway_to(
+        self, queue: MessageQueue, prepared: PreparedSend, msg: Message, fault: LatencyFaultTolerance | None
+    ) -> None:
+        """sendKernelImpl in ONEWAY mode: write to ``queue``'s broker, told to the send hooks and ``fault``."""
         with _fault_reported(fault, queue.broker_name):
             addr = await self._broker_address(queue)
             fields = prepared.for_queue(queue.queue_id, queue.broker_name)
@@ -643,10 +656,17 @@ class Producer:
         return None
 
     async def publish_info(self, topic: str) -> TopicPublishInfo:
-        """The writable queues of ``topic`` (route fetched when unknown). Raises TopicRouteNotFoundError."""
+        """The writable queues of ``topic`` (route fetched when unknown). Raises TopicRouteNotFoundError in
+        sendDefaultImpl's words and code (:meth:`TopicRouteNotFoundError.for_send`)."""
         cached = self.cached_publish_info(topic)
         if cached is not None:
             return cached
+        try:
+            return await self._fetch_publish_info(topic)
+        except TopicRouteNotFoundError as exc:
+            raise exc.for_send() from None
+
+    async def _fetch_publish_info(self, topic: str) -> TopicPublishInfo:
         info = self._publish.get(topic)
         try:
             route = await self.instance.route(topic)
