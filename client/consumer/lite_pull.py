@@ -15,7 +15,9 @@ messages, ``pull_threshold_size_for_queue_mib`` MiB of bodies, ``consume_max_spa
 last buffered message) and in all (``pull_threshold_for_all`` messages), as DefaultLitePullConsumer's flow control;
 ``poll`` hands out one buffered batch, waiting ``poll_timeout`` (5 s, Java's ``pollTimeoutMillis``) unless given a
 timeout. A failed pull is made again after ``pull_time_delay_when_exception`` (1 s,
-Java's ``pullTimeDelayMillsWhenException``). With ``auto_commit`` (the default) a ``poll`` first commits what the
+Java's ``pullTimeDelayMillsWhenException``). A pull is held by the broker up to ``broker_suspend_max_time`` (20 s) and
+waited for ``consumer_timeout_when_suspend`` (30 s, not below the hold), Java's ``brokerSuspendMaxTimeMillis`` and
+``consumerTimeoutMillisWhenSuspend``. With ``auto_commit`` (the default) a ``poll`` first commits what the
 earlier polls returned, at most every ``auto_commit_interval`` (5 s), as Java's ``maybeAutoCommit``: the batch the
 application is processing is not committed until it polls again, so a crash (or an error leaving the block) gets it
 delivered again, never skipped. Otherwise :meth:`commit` commits. Committed offsets
@@ -140,6 +142,8 @@ class LitePullConsumer(LitePullWorker):
         offset_store_dir: str | os.PathLike[str] | None = None,
         topic_metadata_check_interval: float = 30.0,
         pull_time_delay_when_exception: float = 1.0,
+        broker_suspend_max_time: float = 20.0,
+        consumer_timeout_when_suspend: float = 30.0,
         poll_timeout: float = 5.0,
         enable_msg_trace: bool = False,
         customized_trace_topic: str | None = None,
@@ -152,6 +156,11 @@ class LitePullConsumer(LitePullWorker):
             )
         if auto_commit_interval < MIN_AUTO_COMMIT_INTERVAL:
             raise ValueError(f"auto_commit_interval must be at least {MIN_AUTO_COMMIT_INTERVAL} s")
+        if consumer_timeout_when_suspend < broker_suspend_max_time:  # DefaultLitePullConsumerImpl.checkConfig
+            raise ValueError(
+                "Long polling mode, the consumer consumer_timeout_when_suspend must greater than "
+                "broker_suspend_max_time"
+            )
         self.instance, self._own_instance = (
             (instance, False) if instance is not None else (new_instance(config, namesrv_addr), True)
         )
@@ -171,6 +180,10 @@ class LitePullConsumer(LitePullWorker):
         self.consume_max_span = consume_max_span
         #: Wait after a failed pull before the queue's next (Java's ``pullTimeDelayMillsWhenException``, 1000 ms).
         self.pull_time_delay_when_exception = pull_time_delay_when_exception
+        #: How long a pull asks the broker to hold it when nothing is there, and waits for its answer (Java's
+        #: ``brokerSuspendMaxTimeMillis``, 20000, and ``consumerTimeoutMillisWhenSuspend``, 30000).
+        self.broker_suspend_max_time = broker_suspend_max_time
+        self.consumer_timeout_when_suspend = consumer_timeout_when_suspend
         #: What :meth:`poll` waits when given no timeout (Java's ``pollTimeoutMillis``, 5000 ms).
         self.poll_timeout = poll_timeout
         self.consume_from_where = consume_from_where
@@ -566,6 +579,8 @@ class LitePullConsumer(LitePullWorker):
                 "pullThresholdSizeForQueue": str(self.pull_threshold_size_for_queue // (1024 * 1024)),
                 "pullTimeDelayMillsWhenException": str(round(self.pull_time_delay_when_exception * 1000)),
                 "pollTimeoutMillis": str(round(self.poll_timeout * 1000)),
+                "brokerSuspendMaxTimeMillis": str(round(self.broker_suspend_max_time * 1000)),
+                "consumerTimeoutMillisWhenSuspend": str(round(self.consumer_timeout_when_suspend * 1000)),
                 PROP_CONSUMER_START_TIMESTAMP: str(self.start_timestamp_ms),
             },
             "subscriptionSet": [s.to_json() for s in self.rebalance.subscriptions.values()],

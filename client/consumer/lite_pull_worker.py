@@ -6,7 +6,9 @@ A queue assigned without a start offset (assign mode) has it computed by its pul
 
 :class:`LitePullWorker` is the consumer's base class; the consumer owns the queue states, the buffer stream and the
 task group, and starts :meth:`LitePullWorker._pull_loop` per queue. A failed pull is logged and retried after
-the consumer's ``pull_time_delay_when_exception`` (1 s); a full or paused queue waits ``PULL_DELAY_FLOW_CONTROL``.
+the consumer's ``pull_time_delay_when_exception`` (1 s), one the broker answered FLOW_CONTROL after 20 ms; a full or
+paused queue waits ``PULL_DELAY_FLOW_CONTROL``. A pull asks the broker to hold it ``broker_suspend_max_time`` (20 s)
+and waits ``consumer_timeout_when_suspend`` (30 s) for the answer.
 The loop ends when the queue's process queue is dropped or its cancel scope (``QueueState.scope``) is cancelled.
 
 Statistics (:mod:`client.consumer.stats`): a FOUND pull records its round trip as pull RT and its messages, when the
@@ -26,6 +28,7 @@ from client.consumer.hooks import ConsumeMessageContext, ConsumeMessageHook, run
 from client.consumer.listener import ConsumeConcurrentlyStatus
 from client.consumer.process_queue import ProcessQueue, over_size_threshold
 from client.consumer.pull_service import (
+    PULL_DELAY_BROKER_FLOW_CONTROL,
     PULL_DELAY_FLOW_CONTROL,
     PULL_DELAY_ON_ERROR,
     PULL_FLAG_SUBSCRIPTION,
@@ -34,10 +37,12 @@ from client.consumer.pull_service import (
 from client.consumer.pull_target import PullTargets
 from client.consumer.rebalance import Rebalance
 from client.consumer.subscription import build_subscription, tag_filter
+from client.errors import MQBrokerError
 from client.instance import MQClientInstance
 from client.namespace import strip_namespace
 from client.trace.dispatcher import TraceDispatcher
 from remoting.codec.bodies import MessageQueue
+from remoting.codec.codes import ResponseCode
 from remoting.codec.headers import PullMessageRequestHeader
 from remoting.codec.message import MessageExt
 
@@ -45,9 +50,6 @@ from remoting.codec.message import MessageExt
 log = logging.getLogger("client.consumer.lite_pull")
 
 PULL_FLAG_LITE_PULL = 0x10
-#: Broker hold time of a lite pull (Java: 20 s with a 30 s timeout; shorter here so seeks and stops react quickly).
-LITE_SUSPEND = 5.0
-LITE_PULL_TIMEOUT = 15.0
 
 
 @attrs.define(slots=True, eq=False)
@@ -86,6 +88,8 @@ class LitePullWorker:
     pull_threshold_for_all: int
     consume_max_span: int
     pull_time_delay_when_exception: float
+    broker_suspend_max_time: float
+    consumer_timeout_when_suspend: float
     _queues: dict[MessageQueue, QueueState]
     _paused: set[MessageQueue]
     _send: MemoryObjectSendStream[Batch]
@@ -104,6 +108,10 @@ class LitePullWorker:
                     await self._pull_once(mq, state)
                 except Exception as exc:
                     log.info("lite pull from %s at %s failed: %s", mq, state.next_offset, exc)
+                    if isinstance(exc, MQBrokerError) and exc.code == ResponseCode.FLOW_CONTROL:
+                        # PullTaskImpl.run's PULL_TIME_DELAY_MILLS_WHEN_BROKER_FLOW_CONTROL: busy, not gone.
+                        await anyio.sleep(PULL_DELAY_BROKER_FLOW_CONTROL)
+                        continue
                     await self._targets.refresh(mq)
                     # PullTaskImpl.run (client/src/main/java/org/apache/rocketmq/client/impl/consumer/
                     # DefaultLitePullConsumerImpl.java): a failed nextPullOffset waits
@@ -153,13 +161,14 @@ class LitePullWorker:
             max_msg_nums=self.pull_batch_size,
             sys_flag=PULL_FLAG_SUSPEND | PULL_FLAG_SUBSCRIPTION | PULL_FLAG_LITE_PULL,
             commit_offset=0,
-            suspend_timeout_millis=int(LITE_SUSPEND * 1000),
+            suspend_timeout_millis=round(self.broker_suspend_max_time * 1000),
             sub_version=sub.sub_version,
             subscription=sub.sub_string,
             expression_type=sub.expression_type,
         )
         sent = anyio.current_time()
-        result = await api.pull_message(self.instance.remoting, addr, header, LITE_PULL_TIMEOUT, tag_filter(sub))
+        timeout, remoting = self.consumer_timeout_when_suspend, self.instance.remoting
+        result = await api.pull_message(remoting, addr, header, timeout, tag_filter(sub))
         if result.status is api.PullStatus.FOUND:
             now = anyio.current_time()
             stats = self.instance.consumer_stats.topic(self._group, mq.topic, now)

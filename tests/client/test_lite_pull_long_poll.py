@@ -6,6 +6,8 @@ time."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 import trio
 import trio.testing
@@ -49,7 +51,7 @@ async def _pulls(cluster: EmbeddedCluster, recorder: PullRecorder, seconds: floa
             await consumer.assign([MessageQueue(TOPIC, "broker-lp", 0)])
             await trio.sleep(seconds)
     times = [t for t, _ in recorder.pulls]
-    return [round(b - a, 3) for a, b in zip(times, times[1:], strict=False)]
+    return [round(b - a, 3) for a, b in itertools.pairwise(times)]
 
 
 async def test_a_lite_pull_is_held_and_timed_out_as_javas_by_default(
@@ -69,11 +71,12 @@ async def test_the_lite_pull_hold_and_timeout_are_settings(
     """DefaultLitePullConsumer's setBrokerSuspendMaxTimeMillis / setConsumerTimeoutMillisWhenSuspend, ours in
     seconds; checkConfig refuses a timeout below the hold."""
     recorder = PullRecorder(None)
-    gaps = await _pulls(embedded_cluster, recorder, 30.0, broker_suspend_max_time=2.0, consumer_timeout_when_suspend=4.0)
+    settings = {"broker_suspend_max_time": 2.0, "consumer_timeout_when_suspend": 4.0}
+    gaps = await _pulls(embedded_cluster, recorder, 30.0, **settings)
     assert {suspend for _, suspend in recorder.pulls} == {"2000"}
     assert gaps[:2] == [5.0, 5.0], gaps
     with pytest.raises(ValueError, match="consumer_timeout_when_suspend must greater than broker_suspend_max_time"):
-        LitePullConsumer("lite-bad-poll", embedded_cluster.namesrv_addr, broker_suspend_max_time=5.0, consumer_timeout_when_suspend=4.0)
+        LitePullConsumer("lite-bad-poll", embedded_cluster.namesrv_addr, consumer_timeout_when_suspend=19.0)
 
 
 async def test_a_lite_pull_the_broker_flow_controls_goes_again_after_20_ms(
