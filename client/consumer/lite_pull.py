@@ -209,9 +209,10 @@ class LitePullConsumer(LitePullWorker):
         #: client/src/main/java/org/apache/rocketmq/client/impl/consumer/DefaultLitePullConsumerImpl.java).
         self._subscribed_mode = False
         self._queues: dict[MessageQueue, QueueState] = {}
-        #: In assign mode, the queues assigned while stopped (at the stop, or by an assign before the start): the
-        #: start pulls them.
+        #: While stopped, the queues of :meth:`assignment`: owned at the stop, or given to an assign since (also one
+        #: made while the stop was under way, ``_assigned_in_stop``); in assign mode the start pulls them.
         self._assigned_at_stop: set[MessageQueue] = set()
+        self._assigned_in_stop = False
         self._paused: set[MessageQueue] = set()
         self._send, self._receive = anyio.create_memory_object_stream[Batch](math.inf)
         self._tasks: anyio.abc.TaskGroup | None = None
@@ -318,6 +319,7 @@ class LitePullConsumer(LitePullWorker):
         gone) and what is buffered, once a rebalance pass under way ended: a restart takes them up afresh from the
         persisted offsets (:meth:`_resume`). Subscriptions, the assignment, paused queues and listeners stay."""
         tasks, self._tasks = self._tasks, None
+        self._assigned_in_stop = False
         try:
             if tasks is not None:
                 tasks.cancel_scope.cancel()
@@ -337,8 +339,9 @@ class LitePullConsumer(LitePullWorker):
                 await self.instance.__aexit__(None, None, None)
 
     async def _forget_queues(self) -> None:
-        """Forget the queues and buffered batches of the run that ended (see :meth:`_stop`)."""
-        if self._assigned_manually:
+        """Forget the queues and buffered batches of the run that ended (see :meth:`_stop`), keeping the queues owned
+        for :meth:`assignment` unless an assign during the stop gave others."""
+        if not self._assigned_in_stop:
             self._assigned_at_stop = set(self._queues)
         await self.rebalance.drop_all()
         self._queues.clear()
@@ -476,9 +479,11 @@ class LitePullConsumer(LitePullWorker):
         # tasks then find their brokers greeted) all at once: a silent name server is waited out once, not per topic.
         await self._look_up_routes(by_topic)
         async with self.rebalance.serialised():
-            self._check_started()
             if self._subscribed_mode and not self._assigned_manually:
                 raise ClientStateError("subscribe() and assign() cannot be mixed")
+            if self._tasks is None:  # stopped meanwhile: kept for the next start, as one made after the stop
+                self._keep_for_start(wanted, by_topic, expression)
+                return
             self._take_assign_mode(by_topic, expression)
             for topic in {mq.topic for mq in self.rebalance.process_queues} | set(by_topic):
                 await self.rebalance.remove_unallocated(topic, by_topic.get(topic, set()))
@@ -490,9 +495,13 @@ class LitePullConsumer(LitePullWorker):
         ``start``, taken up by ``operateAfterRunning``)."""
         if self._tasks is not None:
             raise ClientStateError(f"lite pull consumer {self._group!r} is running: use assign()")
-        wanted, by_topic = self._assignment_of(mqs)
+        self._keep_for_start(*self._assignment_of(mqs), expression)
+
+    def _keep_for_start(
+        self, wanted: set[MessageQueue], by_topic: Mapping[str, set[MessageQueue]], expression: str
+    ) -> None:
         self._take_assign_mode(by_topic, expression)
-        self._assigned_at_stop = wanted
+        self._assigned_at_stop, self._assigned_in_stop = wanted, True
 
     def _assignment_of(self, mqs: Iterable[MessageQueue]) -> tuple[set[MessageQueue], dict[str, set[MessageQueue]]]:
         """``assign``'s checks; its queues (as on the wire), also by topic."""
@@ -529,7 +538,9 @@ class LitePullConsumer(LitePullWorker):
         return self.rebalance.assigned_by_owner
 
     def assignment(self) -> set[MessageQueue]:
-        return set(self._queues)
+        """The queues owned, or while stopped those the start takes up in assign mode (before the first start: the
+        assigned ones; after a stop: those owned then, or assigned since), as Java's ``assignedMessageQueue``."""
+        return set(self._queues) if self._tasks is not None else set(self._assigned_at_stop)
 
     # -- ConsumerInner ---------------------------------------------------------------------------------------------
 
