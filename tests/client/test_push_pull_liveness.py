@@ -8,6 +8,7 @@ Virtual time against the embedded cluster, and a master on 127.0.0.1 that answer
 from __future__ import annotations
 
 import contextlib
+import itertools
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -103,23 +104,28 @@ async def test_a_queue_whose_pull_loop_ended_is_dropped_and_taken_again_after_pu
 
 
 class FlowControllingBroker:
-    """A master whose queues are empty (offset 0) and that answers every pull with FLOW_CONTROL (215)."""
+    """A master whose queues are empty (offset 0) and that answers every pull with ``code`` (FLOW_CONTROL, 215)."""
 
-    def __init__(self) -> None:
+    def __init__(self, code: int = ResponseCode.FLOW_CONTROL) -> None:
+        self.code = code
         self.pulled_at: list[float] = []
+        self.pulled_by_queue: dict[str, list[float]] = {}
 
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
         if request.code == RequestCode.PULL_MESSAGE:
             self.pulled_at.append(trio.current_time())
-            return request.response(ResponseCode.FLOW_CONTROL, "flow control")
+            self.pulled_by_queue.setdefault(request.ext_fields["queueId"], []).append(trio.current_time())
+            return request.response(self.code, "flow control")
         if request.code in (RequestCode.QUERY_CONSUMER_OFFSET, RequestCode.GET_MIN_OFFSET, RequestCode.GET_MAX_OFFSET):
             return request.response(ResponseCode.SUCCESS, None, {"offset": "0"})
         return request.response(ResponseCode.SUCCESS)
 
 
 @contextlib.asynccontextmanager
-async def _flow_controlling_master(cluster: EmbeddedCluster, topic: str) -> AsyncIterator[FlowControllingBroker]:
-    broker = FlowControllingBroker()
+async def _flow_controlling_master(
+    cluster: EmbeddedCluster, topic: str, code: int = ResponseCode.FLOW_CONTROL
+) -> AsyncIterator[FlowControllingBroker]:
+    broker = FlowControllingBroker(code)
     dispatcher = Dispatcher()
     dispatcher.set_default(broker, ProcessorPool("flow-controlling", 4, 100))
     async with trio.open_nursery() as nursery, RemotingClient() as client:
@@ -154,6 +160,34 @@ async def test_a_pull_answered_with_flow_control_is_made_again_after_20_ms(
     by_queue_gaps = sorted(b - a for a, b in zip(broker.pulled_at, broker.pulled_at[1:], strict=False))
     # Two queues pulled side by side: every queue's pulls come 20 ms apart, so no gap reaches 3 s.
     assert by_queue_gaps[-1] == pytest.approx(0.02, abs=0.01), broker.pulled_at
+
+
+@pytest.mark.parametrize("delay", [None, 0.3], ids=["default", "set"])
+async def test_a_pull_the_broker_refuses_busy_is_made_again_after_pull_time_delay_when_exception(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, tmp_path: Path, delay: float | None
+) -> None:
+    """pullMessage's onException: a failed pull (here the broker's SYSTEM_BUSY) is made again after
+    pullTimeDelayMillsWhenException, which DefaultMQPushConsumerImpl's constructor takes from the consumer's
+    ClientConfig: 1000 ms by default (client/.../ClientConfig.java, 4.9.8; the impl's own 3000 is overwritten), a
+    setting. Ours waited a fixed 3 s."""
+    topic = "PullLiveBusy"
+    settings = {} if delay is None else {"pull_time_delay_when_exception": delay}
+    async with _flow_controlling_master(embedded_cluster, topic, ResponseCode.SYSTEM_BUSY) as broker:
+        consumer = PushConsumer(
+            "cg-live-busy",
+            embedded_cluster.namesrv_addr,
+            message_model=MessageModel.BROADCASTING,
+            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+            offset_store_dir=tmp_path / "offsets",
+            await_termination=1.0,
+            **settings,
+        )
+        consumer.subscribe(topic)
+        consumer.register_message_listener(lambda msgs: ConsumeConcurrentlyStatus.CONSUME_SUCCESS)
+        async with consumer:
+            await trio.sleep(10)
+    gaps = [b - a for pulls in broker.pulled_by_queue.values() for a, b in itertools.pairwise(pulls)]
+    assert gaps and min(gaps) == pytest.approx(1.0 if delay is None else delay, abs=0.05), broker.pulled_by_queue
 
 
 async def test_an_orderly_queue_shows_when_its_messages_were_last_taken_for_consumption(
