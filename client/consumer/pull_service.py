@@ -5,10 +5,10 @@ Flow control: the loop waits (50 ms steps) while the queue's process queue holds
 messages or more whole MiB of bodies than ``pull_threshold_size_for_queue`` (as Java compares), or, for concurrent
 consumption, while the offsets in flight span more than ``consume_concurrently_max_span`` (2000). With ``pull_interval``
 set, the next pull after one that found messages waits that long (Java's ``pullInterval``; not when the tag filter
-dropped them all). After a failed pull it waits 3 s (after a FLOW_CONTROL answer 20 ms, without asking for the
-route again; after a SUBSCRIPTION_NOT_EXIST / SUBSCRIPTION_NOT_LATEST answer, the first of a run, not at all: it sends
-that broker a heartbeat and pulls again), and 3 s again and again while an orderly CLUSTERING queue's lock is lost
-(another member holds it).
+dropped them all). After a failed pull it waits the consumer's ``pull_time_delay_when_exception`` (1 s; after a
+FLOW_CONTROL answer 20 ms, without asking for the route again; after a SUBSCRIPTION_NOT_EXIST /
+SUBSCRIPTION_NOT_LATEST answer, the first of a run, not at all: it sends that broker a heartbeat and pulls again), and
+that again and again while an orderly CLUSTERING queue's lock is lost (another member holds it).
 While the consumer is suspended it waits 1 s at a time. Each turn of the loop, a wait included, stamps the process
 queue's ``last_pull_time``, as Java's ``pullMessage`` does on every call. A pull posts the subscription (the
 SUBSCRIPTION bit) only with ``post_subscription_when_pull``, as Java's ``postSubscriptionWhenPull``: otherwise the
@@ -68,8 +68,10 @@ PULL_FLAG_SUBSCRIPTION = 0x4
 BROKER_SUSPEND_MAX = 15.0
 PULL_TIMEOUT = 30.0
 SUSPEND_MILLIS = str(int(BROKER_SUSPEND_MAX * 1000))
-#: Waits of the pull loop: after an error, and when flow control holds pulling back (Java: 3 s and 50 ms).
+#: The lite pull's wait after a failed start-offset lookup (Java's ``PULL_TIME_DELAY_MILLS_ON_EXCEPTION``, 3 s); the
+#: push consumer's after a failure is its ``pull_time_delay_when_exception``.
 PULL_DELAY_ON_ERROR = 3.0
+#: Wait while flow control holds pulling back (Java's ``PULL_TIME_DELAY_MILLS_WHEN_CACHE_FLOW_CONTROL``, 50 ms).
 PULL_DELAY_FLOW_CONTROL = 0.05
 #: Wait after a pull the broker answered with FLOW_CONTROL (Java's ``PULL_TIME_DELAY_MILLS_WHEN_BROKER_FLOW_CONTROL``,
 #: 20 ms, in client/src/main/java/org/apache/rocketmq/client/impl/consumer/DefaultMQPushConsumerImpl.java).
@@ -107,7 +109,8 @@ class PullService:
     def _lock_lost(self, pq: ProcessQueue) -> bool:
         """Whether ``pq`` is an orderly CLUSTERING queue whose broker lock the last renewal did not get: not pulled
         until it is locked again (``client/src/main/java/org/apache/rocketmq/client/impl/consumer/
-        DefaultMQPushConsumerImpl.java``'s ``pullMessage`` puts such a pull off by 3 s, "not locked in broker")."""
+        DefaultMQPushConsumerImpl.java``'s ``pullMessage`` puts such a pull off by ``pullTimeDelayMillsWhenException``,
+        "not locked in broker")."""
         c = self.consumer
         return c.orderly and c.rebalance.locks_queues and not pq.locked
 
@@ -157,7 +160,7 @@ class PullService:
                     if self._lock_lost(pq):
                         self._deliver(mq, pq, found)
                         found = None
-                        await anyio.sleep(PULL_DELAY_ON_ERROR)
+                        await anyio.sleep(c.pull_time_delay_when_exception)
                         continue
                     next_offset, found = await self._pull_once(mq, pq, next_offset, found)
                     healed = False
@@ -183,12 +186,12 @@ class PullService:
                     if lost_at is not None and not healed:
                         # Served from the heartbeat's subscription (no postSubscriptionWhenPull), which this broker
                         # lost (a restart) or has not taken yet (a newer subVersion racing its heartbeat): Java waits
-                        # 3 s, and again until its next 30 s heartbeat; one heartbeat now and the pull goes again.
+                        # 1 s, and again until its next 30 s heartbeat; one heartbeat now and the pull goes again.
                         healed = True
                         await c.instance.heartbeat_now(lost_at)
                         continue
                     await self.targets.refresh(mq)
-                    await anyio.sleep(PULL_DELAY_ON_ERROR)
+                    await anyio.sleep(c.pull_time_delay_when_exception)
         if self._scopes.get(mq) is scope:
             del self._scopes[mq]
 
@@ -201,7 +204,7 @@ class PullService:
         sub = c.rebalance.subscriptions.get(mq.topic)
         if sub is None:
             self._deliver(mq, pq, found)
-            await anyio.sleep(PULL_DELAY_ON_ERROR)
+            await anyio.sleep(c.pull_time_delay_when_exception)
             return offset, None
         try:
             addr, is_slave = await self.targets.address(mq)

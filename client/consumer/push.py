@@ -128,6 +128,7 @@ class PushConsumer:
         pull_threshold_size_for_topic_mib: int = -1,
         consume_concurrently_max_span: int = 2000,
         pull_interval: float = 0.0,
+        pull_time_delay_when_exception: float = 1.0,
         max_reconsume_times: int = -1,
         consume_timeout: float = 15.0,
         suspend_current_queue_time: float = 1.0,
@@ -158,6 +159,9 @@ class PushConsumer:
         self.consume_concurrently_max_span = consume_concurrently_max_span
         #: Pause after a pull that found messages before the queue's next pull (Java's ``pullInterval``, 0).
         self.pull_interval = pull_interval
+        #: Wait after a failed pull (or one put off: no broker lock, no subscription) before the queue's next: Java's
+        #: ``pullTimeDelayMillsWhenException``, which DefaultMQPushConsumerImpl takes from ClientConfig (1000 ms).
+        self.pull_time_delay_when_exception = pull_time_delay_when_exception
         #: Java's ``consumeThreadMin``, the consume executor's core size: over its unbounded queue no more threads
         #: run, so it bounds the listener calls at once; ``consume_thread_max`` is only checked, as Java's.
         self.consume_thread_min = consume_thread_min
@@ -531,6 +535,7 @@ class PushConsumer:
                 "pullThresholdForTopic": str(self.pull_threshold_for_topic),
                 "pullThresholdSizeForTopic": str(self.pull_threshold_size_for_topic_mib),
                 "pullInterval": str(round(self.pull_interval * 1000)),
+                "pullTimeDelayMillsWhenException": str(round(self.pull_time_delay_when_exception * 1000)),
                 "maxReconsumeTimes": str(self.max_reconsume_times),
                 "consumeTimeout": f"{self.consume_timeout:g}",
                 "suspendCurrentQueueTimeMillis": str(round(self.suspend_current_queue_time * 1000)),

@@ -389,7 +389,6 @@ async def test_a_body_that_does_not_decode_is_pulled_again_not_skipped(
     """The pull loop decodes a body only after sending the next pull: when that body fails, the loop goes back to
     the offset of the pull that found it, drops what the next pull brings, and consumes everything once the record
     is readable again, each message once."""
-    monkeypatch.setattr(pull_service, "PULL_DELAY_ON_ERROR", 0.05)
     await create_topic(cluster.namesrv_addr, "PushBadBody", queues=1)
     async with Producer("pg-bad", cluster.namesrv_addr) as producer:
         sent = [await producer.send(Message("PushBadBody", f"m{i}".encode())) for i in range(6)]
@@ -405,6 +404,7 @@ async def test_a_body_that_does_not_decode_is_pulled_again_not_skipped(
         "PushBadBody",
         got,
         pull_batch_size=2,
+        pull_time_delay_when_exception=0.05,
         consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
     )
     async with consumer:
@@ -423,7 +423,6 @@ async def test_messages_found_before_a_failed_address_lookup_are_pulled_again_no
     """The next pull's broker address is looked up before the last pull's messages are handed over: when the lookup
     fails once (a route without the group's address), the loop goes back to those messages' offset, so each message
     is consumed once and none is skipped."""
-    monkeypatch.setattr(pull_service, "PULL_DELAY_ON_ERROR", 0.05)
     await create_topic(cluster.namesrv_addr, "PushNoAddress", queues=1)
     async with Producer("pg-noaddr", cluster.namesrv_addr) as producer:
         for i in range(6):
@@ -435,6 +434,7 @@ async def test_messages_found_before_a_failed_address_lookup_are_pulled_again_no
         "PushNoAddress",
         got,
         pull_batch_size=2,
+        pull_time_delay_when_exception=0.05,
         consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
     )
     targets = consumer.pull_service.targets
