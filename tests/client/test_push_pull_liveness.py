@@ -135,6 +135,24 @@ async def _flow_controlling_master(
         nursery.cancel_scope.cancel()
 
 
+def _broadcasting_consumer(
+    cluster: EmbeddedCluster, group: str, topic: str, tmp_path: Path, **settings: float
+) -> PushConsumer:
+    """A BROADCASTING consumer of ``topic`` from the first offset, consuming everything successfully."""
+    consumer = PushConsumer(
+        group,
+        cluster.namesrv_addr,
+        message_model=MessageModel.BROADCASTING,
+        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        offset_store_dir=tmp_path / "offsets",
+        await_termination=1.0,
+        **settings,
+    )
+    consumer.subscribe(topic)
+    consumer.register_message_listener(lambda msgs: ConsumeConcurrentlyStatus.CONSUME_SUCCESS)
+    return consumer
+
+
 async def test_a_pull_answered_with_flow_control_is_made_again_after_20_ms(
     embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, tmp_path: Path
 ) -> None:
@@ -142,21 +160,13 @@ async def test_a_pull_answered_with_flow_control_is_made_again_after_20_ms(
     PULL_TIME_DELAY_MILLS_WHEN_BROKER_FLOW_CONTROL (20 ms), any other failure after pullTimeDelayMillsWhenException
     (1 s). Ours waited 3 s after a FLOW_CONTROL too."""
     topic = "PullLiveBrokerFlow"
-    async with _flow_controlling_master(embedded_cluster, topic) as broker:
-        consumer = PushConsumer(
-            "cg-live-broker-flow",
-            embedded_cluster.namesrv_addr,
-            message_model=MessageModel.BROADCASTING,
-            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-            offset_store_dir=tmp_path / "offsets",
-            await_termination=1.0,
-        )
-        consumer.subscribe(topic)
-        consumer.register_message_listener(lambda msgs: ConsumeConcurrentlyStatus.CONSUME_SUCCESS)
-        async with consumer:
-            with trio.fail_after(60):
-                while len(broker.pulled_at) < 8:
-                    await trio.sleep(0.005)
+    async with (
+        _flow_controlling_master(embedded_cluster, topic) as broker,
+        _broadcasting_consumer(embedded_cluster, "cg-live-broker-flow", topic, tmp_path),
+    ):
+        with trio.fail_after(60):
+            while len(broker.pulled_at) < 8:
+                await trio.sleep(0.005)
     by_queue_gaps = sorted(b - a for a, b in zip(broker.pulled_at, broker.pulled_at[1:], strict=False))
     # Two queues pulled side by side: every queue's pulls come 20 ms apart, so no gap reaches 1 s.
     assert by_queue_gaps[-1] == pytest.approx(0.02, abs=0.01), broker.pulled_at
@@ -172,20 +182,11 @@ async def test_a_pull_the_broker_refuses_busy_is_made_again_after_pull_time_dela
     setting. Ours waited a fixed 3 s."""
     topic = "PullLiveBusy"
     settings = {} if delay is None else {"pull_time_delay_when_exception": delay}
-    async with _flow_controlling_master(embedded_cluster, topic, ResponseCode.SYSTEM_BUSY) as broker:
-        consumer = PushConsumer(
-            "cg-live-busy",
-            embedded_cluster.namesrv_addr,
-            message_model=MessageModel.BROADCASTING,
-            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-            offset_store_dir=tmp_path / "offsets",
-            await_termination=1.0,
-            **settings,
-        )
-        consumer.subscribe(topic)
-        consumer.register_message_listener(lambda msgs: ConsumeConcurrentlyStatus.CONSUME_SUCCESS)
-        async with consumer:
-            await trio.sleep(10)
+    async with (
+        _flow_controlling_master(embedded_cluster, topic, ResponseCode.SYSTEM_BUSY) as broker,
+        _broadcasting_consumer(embedded_cluster, "cg-live-busy", topic, tmp_path, **settings),
+    ):
+        await trio.sleep(10)
     gaps = [b - a for pulls in broker.pulled_by_queue.values() for a, b in itertools.pairwise(pulls)]
     assert gaps and min(gaps) == pytest.approx(1.0 if delay is None else delay, abs=0.05), broker.pulled_by_queue
 
