@@ -625,3 +625,19 @@ async def test_a_oneway_send_whose_broker_cannot_be_reached_carries_javas_respon
         outcome = await _send(producer, Message(topic, b"lost"), "send_oneway")
     assert isinstance(outcome, SendFailedError), outcome
     assert (outcome.response_code, len(outcome.attempts)) == (10001, 1)
+
+
+@pytest.mark.parametrize("mode", ["send", "send_async", "send_oneway"])
+async def test_a_selected_send_to_a_topic_without_route_says_so_in_send_select_impls_words(
+    tmp_path: Path, mode: str
+) -> None:
+    """sendSelectImpl (a send with a MessageQueueSelector, client/.../impl/producer/DefaultMQProducerImpl.java) throws
+    its own MQClientException "No route info for this topic, <topic>" without a code (-1), not sendDefaultImpl's."""
+    async with (
+        EmbeddedCluster(tmp_path / "c", auto_create_topic_enable=False, **SMALL_STORE) as cluster,
+        Producer("pg-no-route-selected", cluster.namesrv_addr) as producer,
+    ):
+        outcome = await _send(producer, Message("NoSuchTopic", b"lost"), mode, selector=_broken, arg=1)
+    assert isinstance(outcome, MQClientError), outcome
+    assert getattr(outcome, "response_code", None) == -1, outcome
+    assert str(outcome).startswith("No route info for this topic, NoSuchTopic"), outcome
