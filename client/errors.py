@@ -72,18 +72,22 @@ class TopicRouteNotFoundError(MQClientError):
             f"no route info of topic {topic!r} from name servers {', '.join(self.namesrv_addrs) or '(none)'}{detail}"
         )
 
-    def for_send(self) -> TopicRouteNotFoundError:
+    def for_send(self, *, selecting: bool = False) -> TopicRouteNotFoundError:
         """This error as sendDefaultImpl throws it (client/.../impl/producer/DefaultMQProducerImpl.java): "No name
         server address, please set it." (:data:`NO_NAME_SERVER_EXCEPTION`, ``validateNameServerSetting``) or "No
         route info of this topic: <topic>" (:data:`NOT_FOUND_TOPIC_EXCEPTION`), with the FAQ hint; ours adds the
-        name servers tried."""
+        name servers tried. ``selecting`` (a send with a selector): sendSelectImpl's "No route info for this topic,
+        <topic>", code -1."""
         error = TopicRouteNotFoundError(self.topic, self.namesrv_addrs, self.cause)
         error.topic_not_exist = self.topic_not_exist
-        if self.namesrv_addrs:
-            error.response_code, text = NOT_FOUND_TOPIC_EXCEPTION, f"No route info of this topic: {self.topic}"
+        if not self.namesrv_addrs:
+            error.response_code, text = NO_NAME_SERVER_EXCEPTION, f"No name server address, please set it.{FAQ_HINT}"
+        elif selecting:
+            text = f"No route info for this topic, {self.topic}"
         else:
-            error.response_code, text = NO_NAME_SERVER_EXCEPTION, "No name server address, please set it."
-        error.args = (f"{text}{FAQ_HINT}\n({self})",)
+            error.response_code = NOT_FOUND_TOPIC_EXCEPTION
+            text = f"No route info of this topic: {self.topic}{FAQ_HINT}"
+        error.args = (f"{text}\n({self})",)
         return error
 
 

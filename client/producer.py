@@ -385,7 +385,7 @@ class Producer:
         attempt on a chosen queue reports to the fault table too (a sync one does not, sendMessageSync), and a
         broker's refusal is not retried. ``retry_not_stored``: see :meth:`send_with_retries`."""
         started = anyio.current_time()  # sendDefaultImpl's beginTimestampFirst: the route lookup counts too
-        info = await self.publish_info(msg.topic)
+        info = await self.publish_info(msg.topic, selecting=selector is not None)
         timeout = self.send_msg_timeout if timeout is None else timeout
         if queue is None and selector is not None:
             queue = self._select(selector, info, msg, arg)
@@ -503,7 +503,7 @@ class Producer:
         if self.namespace:  # as send: no copy without a namespace (the hot path)
             msg, queue = self._wrap_message(msg), self._wrap_queue(queue)
         prepared = self._builder.single(msg)
-        info = await self.publish_info(msg.topic)
+        info = await self.publish_info(msg.topic, selecting=selector is not None)
         fault = None
         if queue is None and selector is not None:
             queue = self._select(selector, info, msg, arg)
@@ -655,16 +655,17 @@ class Producer:
             return info
         return None
 
-    async def publish_info(self, topic: str) -> TopicPublishInfo:
+    async def publish_info(self, topic: str, *, selecting: bool = False) -> TopicPublishInfo:
         """The writable queues of ``topic`` (route fetched when unknown). Raises TopicRouteNotFoundError in
-        sendDefaultImpl's words and code (:meth:`TopicRouteNotFoundError.for_send`)."""
+        sendDefaultImpl's words and code, or with ``selecting`` sendSelectImpl's
+        (:meth:`TopicRouteNotFoundError.for_send`)."""
         cached = self.cached_publish_info(topic)
         if cached is not None:
             return cached
         try:
             return await self._fetch_publish_info(topic)
         except TopicRouteNotFoundError as exc:
-            raise exc.for_send() from None
+            raise exc.for_send(selecting=selecting) from None
 
     async def _fetch_publish_info(self, topic: str) -> TopicPublishInfo:
         info = self._publish.get(topic)
