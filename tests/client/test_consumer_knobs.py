@@ -234,3 +234,32 @@ async def test_push_consume_timeout_not_positive_fails_a_concurrent_start(
     consumer.consume_timeout = 15.0  # the failed start left nothing behind: it starts once the setting is fixed
     async with consumer:
         assert consumer.running_info()["properties"]["consumeTimeout"] == "15"
+
+
+async def test_lite_pull_threshold_for_all_counts_buffered_pulls_times_the_batch_size(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """PullTaskImpl.run holds every queue back while ``consumeRequestCache.size() * pullBatchSize >
+    pullThresholdForAll``: buffered pulls count as full batches, however few messages each brought. Messages coming
+    one at a time (a long poll answered by each), batch 10, threshold 20: three pulls are buffered, then pulling waits
+    for a poll. Ours counted the messages, so it took twenty-one of them."""
+    topic = "KnobThresholdAll"
+    await _topic_with(embedded_cluster, topic, [])
+    async with (
+        LitePullConsumer(
+            "cg-knob-all", embedded_cluster.namesrv_addr, consume_from_where=FIRST, pull_batch_size=10,
+            pull_threshold_for_all=20,
+        ) as consumer,
+        Producer("pg-knob-all", embedded_cluster.namesrv_addr) as producer,
+    ):  # fmt: skip
+        await consumer.assign(await consumer.fetch_message_queues(topic))
+        await trio.sleep(1)
+        for i in range(6):
+            await producer.send(Message(topic, f"m{i}".encode()))
+            await trio.sleep(1)  # the held pull answers with this one message
+        [state] = consumer._queues.values()
+        assert state.pq.msg_count == 3
+        got: list[MessageExt] = []
+        while len(got) < 6:
+            got.extend(await consumer.poll(timeout=5))
+    assert [m.body for m in got] == [f"m{i}".encode() for i in range(6)]
