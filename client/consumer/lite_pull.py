@@ -12,7 +12,8 @@ Usage::
 
 A background task per queue pulls (long polling) into a buffer bounded per queue (``pull_threshold_for_queue``
 messages, ``pull_threshold_size_for_queue_mib`` MiB of bodies, ``consume_max_span`` offsets between its first and
-last buffered message) and in all (``pull_threshold_for_all`` messages), as DefaultLitePullConsumer's flow control;
+last buffered message) and in all (``pull_threshold_for_all`` messages, each pull not yet polled counted as
+``pull_batch_size`` of them), as DefaultLitePullConsumer's flow control;
 ``poll`` hands out one buffered batch, waiting ``poll_timeout`` (5 s, Java's ``pollTimeoutMillis``) unless given a
 timeout. A failed pull is made again after ``pull_time_delay_when_exception`` (1 s,
 Java's ``pullTimeDelayMillsWhenException``). A pull is held by the broker up to ``broker_suspend_max_time`` (20 s) and

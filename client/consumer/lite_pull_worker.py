@@ -122,16 +122,18 @@ class LitePullWorker:
 
     def _full(self, state: QueueState) -> bool:
         """DefaultLitePullConsumer's flow control: the queue's buffer by count, body size and span of its offsets
-        (``consumeMaxSpan``), all queues' by count (``PullTaskImpl.run`` in
+        (``consumeMaxSpan``), all queues' by the pulls not yet polled, each counted as ``pull_batch_size`` messages
+        (``consumeRequestCache.size() * pullBatchSize``, ``PullTaskImpl.run`` in
         client/src/main/java/org/apache/rocketmq/client/impl/consumer/DefaultLitePullConsumerImpl.java)."""
+        buffered = self._send.statistics().current_buffer_used
+        if buffered * self.pull_batch_size > self.pull_threshold_for_all:
+            return True
         pq = state.pq
         if pq.msg_count > self.pull_threshold_for_queue or over_size_threshold(
             pq.msg_size, self.pull_threshold_size_for_queue
         ):
             return True
-        if pq.max_span > self.consume_max_span:
-            return True
-        return sum(s.pq.msg_count for s in self._queues.values()) > self.pull_threshold_for_all
+        return pq.max_span > self.consume_max_span
 
     def _trace_pulled(self, mq: MessageQueue, msgs: list[MessageExt]) -> None:
         """Java's ``pullSyncImpl`` hooks: SubBefore and at once a successful SubAfter (context code 0) for every
