@@ -67,3 +67,16 @@ async def test_an_assign_while_the_consumer_stops_is_kept_for_the_next_start(
     async with consumer:
         got = await poll_until(consumer, 2)
     assert {m.queue_id for m in got} == {1}, got
+
+
+async def test_an_unsubscribe_while_stopped_takes_the_topic_out_of_the_assignment(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """unsubscribe runs assignedMessageQueue.removeAssignedMessageQueue(topic) whatever the state: a stopped
+    consumer's assignment() no longer shows the topic's queues."""
+    mq0, _ = await _topic(embedded_cluster)
+    consumer = LitePullConsumer("lite-stopped-unsubscribe", embedded_cluster.namesrv_addr, consume_from_where=FIRST)
+    async with consumer:
+        await consumer.assign([mq0])
+    await consumer.unsubscribe(TOPIC)
+    assert consumer.assignment() == set()
