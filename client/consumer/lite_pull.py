@@ -434,10 +434,12 @@ class LitePullConsumer(LitePullWorker):
     async def unsubscribe(self, topic: str) -> None:
         """Stop consuming ``topic`` (Java's ``unsubscribe``): its subscription goes, its queues are dropped as a
         rebalance drops them (their offsets persisted, what is buffered no longer polled), in assign mode too, and the
-        brokers hear of it with a heartbeat. Before the start, only the subscription goes."""
+        brokers hear of it with a heartbeat. Before the start, only the subscription and the topic's queues in
+        :meth:`assignment` go."""
         topic = wrap(self.namespace, topic)
         self.rebalance.subscriptions.pop(topic, None)
         self._allocation_listeners.pop(topic, None)
+        self._assigned_at_stop = {mq for mq in self._assigned_at_stop if mq.topic != topic}
         if not self._started:
             return
         await self.rebalance.drop_topic(topic)
