@@ -117,6 +117,30 @@ async def test_disk_above_forcible_ratio_deletes_even_unexpired_segments(tmp_pat
     store.close()
 
 
+async def test_the_first_pass_runs_a_minute_after_the_start_and_the_disk_check_after_a_second(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """4.9.8 schedules cleanFilesPeriodically 60 s after the start and CleanCommitLogService.isSpaceFull 1 s after
+    it, then every 10 s (store/.../DefaultMessageStore.java addScheduleTask): a broker restarted on a full disk
+    refuses writes within a second but deletes no segment in its first minute. Ours deleted at once."""
+    store = open_store(tmp_path, now_ms=FakeClock(_local_ms(hour=12)), disk_usage_ratio=Disk(0.95),
+                       flush_interval_commit_log=60_000, flush_interval_consume_queue=60_000)  # fmt: skip
+    for _ in range(30):
+        store.append(message(body=bytes(300)))
+    store.flush_all_blocking()
+    files = list(store.commitlog.queue.files)
+    assert len(files) >= 3
+    async with trio.open_nursery() as nursery:
+        await nursery.start(store.run)
+        await trio.sleep(1.5)
+        assert store.disk_full_reason is not None
+        await trio.sleep(58)
+        assert store.commitlog.queue.files == files
+        await trio.sleep(1)
+        assert len(store.commitlog.queue.files) < len(files)
+        nursery.cancel_scope.cancel()
+
+
 def _local_ms(hour: int) -> int:
     return int(datetime.datetime(2026, 1, 15, hour, 30).timestamp() * 1000)
 
