@@ -136,6 +136,9 @@ class LedgerRetention(RetentionService):
         .DLedgerMessageStore.destroy_taken`: a file that cannot be unlinked is logged, the pass goes on)."""
         await self._store.destroy_taken(files)
 
+    async def _first_pause(self) -> None:
+        """None: DLedger's CleanSpaceService starts with its thread, not a minute later."""
+
     async def _pause(self) -> None:
         """DLedger's pace, not ``cleanResourceInterval``."""
         await trio.sleep(PASS_INTERVAL_S)

@@ -14,12 +14,13 @@
   ``flush(0)``.
 * :class:`AllocateService`: prepares (and optionally warms up) the next CommitLog segment after each roll, so appends
   rarely create files themselves.
-* :class:`RetentionService`: every ``clean_resource_interval`` deletes expired segments at ``delete_when`` or when
-  the disk is fuller than ``disk_max_used_space_ratio`` (clamped to 10..95), young ones too above
-  ``disk_space_clean_forcibly_ratio`` when ``clean_file_forcibly_enable``, and refuses writes above
-  ``disk_space_warning_level_ratio`` until the disk is back at the forcible ratio. A segment goes only once the
-  checkpoint covers it (a flush first when it does not yet), so recovery never starts past the checkpoint. Then the
-  ConsumeQueue files below the CommitLog's minimum, ``delete_consume_queue_files_interval`` apart.
+* :class:`RetentionService`: a minute after the start, then every ``clean_resource_interval``, deletes expired
+  segments at ``delete_when`` or when the disk is fuller than ``disk_max_used_space_ratio`` (clamped to 10..95), young
+  ones too above ``disk_space_clean_forcibly_ratio`` when ``clean_file_forcibly_enable``, and refuses writes above
+  ``disk_space_warning_level_ratio`` (checked from 1 s after the start) until the disk is back at the forcible ratio.
+  A segment goes only once the checkpoint covers it (a flush first when it does not yet), so recovery never starts
+  past the checkpoint. Then the ConsumeQueue files below the CommitLog's minimum,
+  ``delete_consume_queue_files_interval`` apart.
 
 Blocking disk work runs in ``trio.to_thread.run_sync`` with the store's own limiter (the group commit's syncs on its
 own thread instead), under the store's ``disk_lock`` so that a flush never races the deletion of the same segment;
@@ -746,6 +747,12 @@ def log_disk_ratio(ratio_of: Callable[[Path], float], queue: MappedFileQueue, fo
     return min(ratios.values(), default=None)
 
 
+#: The first retention pass's delay after the start, and the disk check's before it then between two (4.9.8).
+FIRST_PASS_DELAY_S: Final = 60.0
+DISK_CHECK_DELAY_S: Final = 1.0
+DISK_CHECK_INTERVAL_S: Final = 10.0
+
+
 class RetentionService:
     def __init__(self, store: MessageStore) -> None:
         self._store = store
@@ -779,8 +786,8 @@ class RetentionService:
             log.warning("CleanConsumeQueueService service has exception.", exc_info=True)
         return deleted
 
-    async def _delete_segments(self) -> int:
-        """CleanCommitLogService's pass: the disk-full flag, then the CommitLog segments due."""
+    def _mark_disk(self) -> float:
+        """The disk's used ratio, after setting the disk-full flag (and the CommitLog's full directories) by it."""
         store = self._store
         config = store.config
         ratio = config.disk_usage_ratio(config.store_path_root_dir)
@@ -797,7 +804,15 @@ class RetentionService:
             )
         elif ratio <= forcibly:
             store.disk_full_reason = None
+        return ratio
+
+    async def _delete_segments(self) -> int:
+        """CleanCommitLogService's pass: the disk-full flag, then the CommitLog segments due."""
+        store = self._store
+        config = store.config
+        ratio = self._mark_disk()
         space_to_delete = ratio > config.disk_max_used_fraction
+        warning, forcibly = config.disk_space_warning_level_ratio, config.disk_space_clean_forcibly_ratio
         clean_at_once = config.clean_file_forcibly_enable and ratio > min(warning, forcibly)
         manual = self.manual_delete_times > 0
         if not (space_to_delete or is_delete_hour(config.delete_when, config.now_ms()) or manual):
@@ -869,9 +884,25 @@ class RetentionService:
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
+        await self._first_pause()
         while True:
             await self.check_once()
             await self._pause()
+
+    async def _first_pause(self) -> None:
+        """Until the first pass, a minute after the start, or sooner when woken; meanwhile the disk-full flag from
+        1 s on, every 10 s (4.9.8 store/.../DefaultMessageStore.java addScheduleTask: cleanFilesPeriodically's
+        initial delay, CleanCommitLogService.isSpaceFull's schedule), so a restart deletes nothing at once."""
+        with trio.move_on_after(FIRST_PASS_DELAY_S):
+            await trio.sleep(DISK_CHECK_DELAY_S)
+            while not self._wakeup.is_set():
+                try:
+                    self._mark_disk()
+                except Exception:
+                    log.warning("Disk check has exception.", exc_info=True)
+                with trio.move_on_after(DISK_CHECK_INTERVAL_S):
+                    await self._wakeup.wait()
+        self._wakeup = trio.Event()
 
     async def _pause(self) -> None:
         """Until the next pass: ``cleanResourceInterval``, or sooner when woken."""

@@ -113,10 +113,12 @@ class FailingOnceDisk:
     def __init__(self, ratio: float) -> None:
         self.ratio = ratio
         self.calls = 0
+        self.fail = False
 
     def __call__(self, _path: Path) -> float:
         self.calls += 1
-        if self.calls == 1:
+        if self.fail:
+            self.fail = False
             raise OSError(errno.EIO, "Input/output error")
         return self.ratio
 
@@ -126,14 +128,17 @@ async def test_a_retention_pass_that_fails_is_logged_and_the_next_one_runs(
 ) -> None:
     # CleanCommitLogService.run and CleanConsumeQueueService.run catch any Throwable a pass raises and log it
     # (store/src/main/java/org/apache/rocketmq/store/DefaultMessageStore.java): the broker goes on and the next
-    # pass runs cleanResourceInterval later. No flush timer inside the window, as in test_retention.py.
+    # pass runs cleanResourceInterval later. No flush timer inside the window, as in test_retention.py. The first
+    # pass runs 60 s after the start, after the disk checks at 1, 11, ... 51 s (DefaultMessageStore.addScheduleTask).
     disk = FailingOnceDisk(0.5)
     store = open_store(tmp_path, disk_usage_ratio=disk, clean_resource_interval=10_000,
                        flush_interval_commit_log=60_000, flush_interval_consume_queue=60_000)  # fmt: skip
     async with trio.open_nursery() as nursery:
         await nursery.start(store.run)
-        await trio.sleep(1)
-        assert disk.calls >= 1
+        await trio.sleep(55)
+        calls, disk.fail = disk.calls, True
+        await trio.sleep(5.5)
+        assert disk.calls == calls + 1 and not disk.fail, "the first pass failed"
         disk.ratio = 0.95
         await trio.sleep(10)
         assert store.disk_full_reason is not None, "the pass after the failed one marks the full disk"
