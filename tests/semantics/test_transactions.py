@@ -346,6 +346,28 @@ async def test_check_immunity_property_delays_the_first_check(
     assert len(checks) == 1 and 180 <= checks[0] - start < 181
 
 
+async def test_a_round_that_renews_an_immune_half_message_counts_it_as_a_check(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """4.9.8's check raises TRANSACTION_CHECK_TIMES (needDiscard) before it looks at the immunity, and
+    putImmunityMsgBackToHalfQueue stores the raised count: a half message immune for 150 s, renewed at the rounds of
+    60 s and 120 s, is asked at 180 s with a count of 3 (broker/src/main/java/org/apache/rocketmq/broker/transaction/
+    queue/TransactionalMessageServiceImpl.java). Ours kept the count at each immune renewal."""
+    use_virtual_store_clock(embedded_cluster)  # the check service ages half messages on the store clock
+    await _create_topic(embedded_cluster)
+    checks: list[str] = []
+
+    def check(msg: MessageExt) -> LocalTransactionState:
+        checks.append(msg.properties["TRANSACTION_CHECK_TIMES"])
+        return COMMIT
+
+    async with _producer(embedded_cluster, lambda m, a: UNKNOWN, check) as producer:
+        msg = Message(TOPIC, b"immune", properties={"CHECK_IMMUNITY_TIME_IN_SECONDS": "150"})
+        await producer.send_message_in_transaction(msg)
+        await _wait_visible(embedded_cluster, 1, within=300)
+    assert checks == ["3"]
+
+
 async def test_a_check_goes_to_a_producer_of_the_group_that_reads_not_to_one_that_stopped(
     embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
 ) -> None:
