@@ -9,10 +9,11 @@ Every ``transactionCheckInterval`` (60 s) a round runs in two phases:
    END_TRANSACTION wrote while the scan ran) is done. One that
    was already checked ``transactionCheckMax`` (15) times (one never checked is checked once, whatever the setting),
    or is older than ``fileReservedTime``, is moved to
-   ``TRANS_CHECK_MAX_TIME_TOPIC`` and logged (discarded). One younger than its immunity (``transactionTimeOut``, 6 s,
-   since its **born** time, or ``CHECK_IMMUNITY_TIME_IN_SECONDS``) stops the scan: later ones are younger still (a
-   custom immunity longer than the timeout is re-appended instead, so it does not hold the others back). Every other
-   one is re-appended with ``TRANSACTION_CHECK_TIMES`` + 1 and queued for a check. Then both progress offsets are
+   ``TRANS_CHECK_MAX_TIME_TOPIC`` and logged (discarded). One younger than its own ``CHECK_IMMUNITY_TIME_IN_SECONDS``
+   is re-appended with ``TRANSACTION_CHECK_TIMES`` + 1 and not checked (4.9.8 counts its immune rounds too, so a long
+   immunity may reach ``transactionCheckMax`` first). One without it younger than ``transactionTimeOut`` (6 s, since
+   its **born** time) stops the scan: later ones are younger still. Every other one is re-appended with
+   ``TRANSACTION_CHECK_TIMES`` + 1 and queued for a check. Then both progress offsets are
    committed: the half offset past the scanned messages, the op offset past every op message whose transaction has no
    copy left to scan. The progress is committed only once the store confirms the renewed copies
    (``confirmed_offset``: at once on a plain store, when a majority holds them in DLedger mode, as 4.9.8's check
@@ -254,11 +255,12 @@ class TransactionCheckService:
                             age,
                             "TRANS_CHECK_MAX_TIME_TOPIC",
                         )
-                    elif 0 <= age < (immunity := _immunity_ms(half, timeout)):
-                        if immunity <= timeout or age < timeout:
-                            break
-                        bridge.renew_half(half, _check_times(half))  # immune for longer: let the others be checked
+                    elif _immune(half, age, timeout):
+                        # Renewed, not checked, but counted: 4.9.8's needDiscard raised the count before.
+                        bridge.renew_half(half, _check_times(half) + 1)
                         renewed_origins.add(origin)
+                    elif 0 <= age < timeout:
+                        break
                     else:
                         renewed.append(bridge.renew_half(half, _check_times(half) + 1))
                         renewed_origins.add(origin)
@@ -388,6 +390,12 @@ def _checked_enough(half: MessageExt, check_max: int) -> bool:
     if PROPERTY_TRANSACTION_CHECK_TIMES not in half.properties:
         return False
     return _check_times(half) >= check_max
+
+
+def _immune(half: MessageExt, age: int, timeout: int) -> bool:
+    """Whether ``half`` has its own ``CHECK_IMMUNITY_TIME_IN_SECONDS`` and is younger than it: 4.9.8's check renews
+    such a half message (``checkPrepareQueueOffset``, ``putImmunityMsgBackToHalfQueue``) rather than ending the scan."""
+    return PROPERTY_CHECK_IMMUNITY_TIME in half.properties and age < _immunity_ms(half, timeout)
 
 
 def _immunity_ms(half: MessageExt, timeout: int) -> int:
