@@ -1,0 +1,29 @@
+"""The retry copy a pop revive writes, and the revive loop's broker settings (RocketMQ 5.3.3's PopReviveService and
+BrokerConfig), in virtual time over the embedded broker."""
+
+from __future__ import annotations
+
+import trio
+import trio.testing
+
+from broker.embedded import EmbeddedCluster
+from tests.proxy.test_pop import pop_all, send, start_pop
+from tests.semantics.helpers import create_topic, use_virtual_store_clock
+
+
+async def test_a_revived_copy_is_born_on_the_broker(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """5.3.3's PopReviveService.reviveRetry sets the retry copy's born host to the broker's store host, as its store
+    host (broker/src/main/java/org/apache/rocketmq/broker/processor/PopReviveService.java); ours kept the producer's."""
+    use_virtual_store_clock(embedded_cluster)
+    pop, _ = await start_pop(embedded_cluster, nursery)
+    await create_topic(embedded_cluster, "PopBorn", queues=1)
+    await send(embedded_cluster, "PopBorn", b"slow")
+    [first] = await pop_all(pop, "G", "PopBorn", invisible=10_000)
+    assert first.message.born_host != first.message.store_host  # the producer's address
+    await trio.sleep(12)
+    [again] = await pop_all(pop, "G", "PopBorn", invisible=10_000)
+    assert again.attempt == 2
+    assert again.message.born_host == again.message.store_host == first.message.store_host
+    assert again.message.born_timestamp == first.message.born_timestamp
