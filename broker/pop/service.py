@@ -823,14 +823,15 @@ class PopService:
     def retry_copy(self, group: str, msg: MessageExt, pop_time: int) -> MessageRecord:
         """``msg`` again, one attempt later, for the pop retry topic (PopReviveService.reviveRetry: however many
         attempts it had; the receive moves one whose attempts are used up to the DLQ). ``pop_time``: its checkpoint's,
-        stamped as ``1ST_POP_TIME`` on a first copy and kept by later ones, as reviveRetry does."""
+        stamped as ``1ST_POP_TIME`` on a first copy and kept by later ones, as reviveRetry does. Born on the broker
+        (reviveRetry's ``setBornHost(getStoreHost())``), at the message's born time."""
         origin = self.original_topic(group, msg)
         retry = pop_retry_topic(group, origin)
         self.broker.topics.create_topic_in_send_back_process(retry, 1)
         extra = {PROPERTY_RETRY_TOPIC: origin}
         if msg.reconsume_times == 0 or PROPERTY_FIRST_POP_TIME not in msg.properties:
             extra[PROPERTY_FIRST_POP_TIME] = str(pop_time)
-        return self._copy(msg, retry, extra, msg.reconsume_times + 1)
+        return attrs.evolve(self._copy(msg, retry, extra, msg.reconsume_times + 1), born_host=self.broker.store_host)
 
     def dead_letter(self, group: str, commit_log_offset: int, origin_topic: str, message_id: str | None = None) -> None:
         """Move the message at ``commit_log_offset`` into ``%DLQ%<group>`` as RocketMQ's proxy does
