@@ -131,6 +131,9 @@ class BrokerConfig(ListenerSettings):
     #: BrokerConfig; broker/src/main/java/org/apache/rocketmq/broker/offset/ConsumerOrderInfoLockManager.java, whose
     #: timer checks it when it fires). An orderly ack wakes one either way, as AckMessageProcessor.ackOrderly does.
     enable_notify_after_pop_order_lock_release: bool = True
+    #: Milliseconds the pop revive loop waits before each round, read every time (RocketMQ 5.3.3's BrokerConfig, read
+    #: by broker/src/main/java/org/apache/rocketmq/broker/processor/PopReviveService.java ``run``).
+    revive_interval: int = attrs.field(default=1000, metadata=JAVA_LONG)
     #: The broker's own read/write permission (PermName bits: 4 read, 2 write): without read pulls answer
     #: NO_PERMISSION, without write sends and send-backs do (RocketMQ sets it to 4 to drain a broker before removal).
     broker_permission: int = 6

@@ -1,7 +1,7 @@
 """``ReviveService``: redelivers popped messages nobody acknowledged in time (RocketMQ's PopReviveService,
 broker/src/main/java/org/apache/rocketmq/broker/processor/PopReviveService.java).
 
-It reads the revive queue (``rmq_sys_REVIVE_LOG_<cluster>`` queue 0) in order every ``reviveInterval`` ms. ACK
+It reads the revive queue (``rmq_sys_REVIVE_LOG_<cluster>`` queue 0) in order every ``reviveInterval`` ms (1000). ACK
 records arrive as soon as a consumer acknowledges; CK records arrive only when the timer wheel delivers them, after
 the handle's invisible time (see :mod:`broker.pop.service`). So by the time a CK is read, every ack of its handle is
 already behind it. A CK names every message of one pop of one queue: an ACK seen earlier cancels its message, every
@@ -68,9 +68,9 @@ _Key = tuple[str, str, int, int, int, int]
 class ReviveService:
     """The revive loop of one broker's :class:`PopService`; ``nursery.start(service.run)``."""
 
-    def __init__(self, pop: PopService, interval_ms: int = 1000) -> None:
+    def __init__(self, pop: PopService, interval_ms: int | None = None) -> None:
         self.pop = pop
-        self.interval = interval_ms / 1000
+        self._interval_ms = interval_ms
         self._acked: dict[_Key, tuple[int, int]] = {}  # key -> (revive offset, due ms)
         self.revived = 0
         self._position = 0
@@ -79,6 +79,13 @@ class ReviveService:
         #: how far past its ACK a CK can be due: the largest timerMaxDelaySec seen, from the one the timer started with
         #: (:meth:`_ck_can_come`)
         self._ck_reach_ms = max(_MIN_CK_REACH_MS, pop.broker.config.timer_max_delay_sec * 1000)
+
+    @property
+    def interval(self) -> float:
+        """Seconds before the next round: ``interval_ms`` when given, else the broker's ``reviveInterval``, read at
+        each round as PopReviveService.run reads it (a negative one waits for nothing, as its ``waitForRunning``)."""
+        ms = self.pop.broker.config.revive_interval if self._interval_ms is None else self._interval_ms
+        return max(0, ms) / 1000
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Revive every ``interval`` seconds, save the pop service's FIFO state after its changes and run its FIFO
