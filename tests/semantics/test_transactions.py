@@ -97,6 +97,17 @@ def _producer(
     )
 
 
+def _counting(counts: list[str], answer: LocalTransactionState) -> Callable[[MessageExt], LocalTransactionState]:
+    """A check listener that records the ``TRANSACTION_CHECK_TIMES`` of each check in ``counts`` and answers
+    ``answer``."""
+
+    def check(msg: MessageExt) -> LocalTransactionState:
+        counts.append(msg.properties["TRANSACTION_CHECK_TIMES"])
+        return answer
+
+    return check
+
+
 async def _wait_visible(cluster: EmbeddedCluster, count: int, within: float = 90) -> list[StoredExt]:
     """Poll (in virtual time) until ``count`` messages are visible; fail after ``within`` virtual seconds."""
     with trio.fail_after(within):
@@ -355,17 +366,12 @@ async def test_a_round_that_renews_an_immune_half_message_counts_it_as_a_check(
     queue/TransactionalMessageServiceImpl.java). Ours kept the count at each immune renewal."""
     use_virtual_store_clock(embedded_cluster)  # the check service ages half messages on the store clock
     await _create_topic(embedded_cluster)
-    checks: list[str] = []
-
-    def check(msg: MessageExt) -> LocalTransactionState:
-        checks.append(msg.properties["TRANSACTION_CHECK_TIMES"])
-        return COMMIT
-
-    async with _producer(embedded_cluster, lambda m, a: UNKNOWN, check) as producer:
-        msg = Message(TOPIC, b"immune", properties={"CHECK_IMMUNITY_TIME_IN_SECONDS": "150"})
-        await producer.send_message_in_transaction(msg)
+    counts: list[str] = []
+    immune = Message(TOPIC, b"immune", properties={"CHECK_IMMUNITY_TIME_IN_SECONDS": "150"})
+    async with _producer(embedded_cluster, lambda m, a: UNKNOWN, _counting(counts, COMMIT)) as producer:
+        await producer.send_message_in_transaction(immune)
         await _wait_visible(embedded_cluster, 1, within=300)
-    assert checks == ["3"]
+    assert counts == ["3"]
 
 
 async def test_a_check_goes_to_a_producer_of_the_group_that_reads_not_to_one_that_stopped(

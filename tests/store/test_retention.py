@@ -17,6 +17,7 @@ import trio.testing
 from remoting.codec.message import decode_record
 from store.errors import ServiceNotAvailableError, StoreCorruptError
 from store.maintenance import clean_expired_consume_queues
+from store.mapped_file import MappedFile
 from store.message_store import MessageStore
 from store.results import GetStatus
 from store.store_config import FlushDiskType
@@ -123,13 +124,7 @@ async def test_the_first_pass_runs_a_minute_after_the_start_and_the_disk_check_a
     """4.9.8 schedules cleanFilesPeriodically 60 s after the start and CleanCommitLogService.isSpaceFull 1 s after
     it, then every 10 s (store/.../DefaultMessageStore.java addScheduleTask): a broker restarted on a full disk
     refuses writes within a second but deletes no segment in its first minute. Ours deleted at once."""
-    store = open_store(tmp_path, now_ms=FakeClock(_local_ms(hour=12)), disk_usage_ratio=Disk(0.95),
-                       flush_interval_commit_log=60_000, flush_interval_consume_queue=60_000)  # fmt: skip
-    for _ in range(30):
-        store.append(message(body=bytes(300)))
-    store.flush_all_blocking()
-    files = list(store.commitlog.queue.files)
-    assert len(files) >= 3
+    store, files = _segments_at_noon(tmp_path, Disk(0.95))
     async with trio.open_nursery() as nursery:
         await nursery.start(store.run)
         await trio.sleep(1.5)
@@ -139,6 +134,19 @@ async def test_the_first_pass_runs_a_minute_after_the_start_and_the_disk_check_a
         await trio.sleep(1)
         assert len(store.commitlog.queue.files) < len(files)
         nursery.cancel_scope.cancel()
+
+
+def _segments_at_noon(tmp_path: Path, disk: Disk) -> tuple[MessageStore, list[MappedFile]]:
+    """A store at 12:30 on ``disk`` with three or more flushed CommitLog segments, and their files. No flush timer
+    inside a test's window (a flush thread would let the virtual clock run ahead of it)."""
+    store = open_store(tmp_path, now_ms=FakeClock(_local_ms(hour=12)), disk_usage_ratio=disk,
+                       flush_interval_commit_log=60_000, flush_interval_consume_queue=60_000)  # fmt: skip
+    for _ in range(30):
+        store.append(message(body=bytes(300)))
+    store.flush_all_blocking()
+    files = list(store.commitlog.queue.files)
+    assert len(files) >= 3
+    return store, files
 
 
 def _local_ms(hour: int) -> int:
@@ -216,16 +224,8 @@ async def test_a_commitlog_segment_removed_by_hand_is_dropped_and_the_store_keep
     `File.lastModified()`, 0 for a missing file, so it counts as expired and is dropped from the queue at the next
     pass (store/.../MappedFileQueue.java deleteExpiredFileByTime). Ours read the age with os.stat: the
     FileNotFoundError ended the retention task and with it the store (and the broker) at the next pass."""
-    clock = FakeClock(_local_ms(hour=12))
-    # Above diskMaxUsedSpaceRatio, below the forcible ratio: only expired segments go. No flush timer inside the
-    # window (a flush thread would let the virtual clock run ahead of it).
-    store = open_store(tmp_path, now_ms=clock, disk_usage_ratio=Disk(0.8), flush_interval_commit_log=60_000,
-                       flush_interval_consume_queue=60_000)  # fmt: skip
-    for _ in range(30):
-        store.append(message(body=bytes(300)))
-    store.flush_all_blocking()
-    files = list(store.commitlog.queue.files)
-    assert len(files) >= 3
+    # Above diskMaxUsedSpaceRatio, below the forcible ratio: only expired segments go.
+    store, files = _segments_at_noon(tmp_path, Disk(0.8))
     async with trio.open_nursery() as nursery:
         await nursery.start(store.run)
         files[0].path.unlink()
