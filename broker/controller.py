@@ -43,6 +43,8 @@ from broker.broker_config import BrokerConfig, checked_roles, properties_without
 from broker.context import BrokerState, build_context, config_dir_of, load_managers
 from broker.dledger_mode import follow_roles, reassert_master
 from broker.metrics import broker_exporter
+from broker.pop import PopService
+from broker.pop.revive import ReviveService
 from broker.protection import BrokerProtection
 from broker.registration import BrokerRegistration
 from broker.replication import ReplicationRole
@@ -191,6 +193,8 @@ class BrokerController:
         self.fast_address: Address | None = None
         self.registration: BrokerRegistration | None = None
         self.address: Address | None = None
+        #: the broker's one pop service and its revive loop (:meth:`pop_service`)
+        self._pop: tuple[PopService, ReviveService] | None = None
 
     @property
     def broker_addr(self) -> str:
@@ -264,6 +268,33 @@ class BrokerController:
         register(ReplyMessageProcessor.REQUEST_CODES, ReplyMessageProcessor(ctx), pools["reply"])
         register(RecallMessageProcessor.REQUEST_CODES, RecallMessageProcessor(ctx, self.timer.rewrite), pools["send"])
         register(ACL_CODES, AclAdminProcessor(self.acl, ctx), pools["admin"])
+
+    def pop_service(self) -> tuple[PopService, ReviveService]:
+        """The broker's one :class:`PopService` and :class:`ReviveService`, built at the first call (once the store
+        and managers are loaded), its arrival listener chained behind the store's so long-polling pops wake on new
+        messages. Whatever serves pops shares them (the gRPC front door, :func:`proxy.startup.build_activity`): one set
+        of FIFO state, one revive loop."""
+        if self._pop is not None:
+            return self._pop
+        ctx = self.context
+        pop = PopService(ctx, self.timer.rewrite)
+        previous = ctx.store.arrival_listener
+
+        def on_arrival(topic: str, queue_id: int, offset: int, tags_code: int, properties: str = "") -> None:
+            if previous is not None:
+                previous(topic, queue_id, offset, tags_code, properties)
+            pop.notify_arrival(topic, queue_id, offset, tags_code, properties)
+
+        ctx.store.arrival_listener = on_arrival
+        interest = ctx.store.arrival_interest
+        if interest is not None:  # None: every arrival is notified already
+
+            def on_interest(topic: str, queue_id: int) -> bool:
+                return interest(topic, queue_id) or pop.waiting(topic, queue_id)
+
+            ctx.store.arrival_interest = on_interest
+        self._pop = pop, ReviveService(pop)
+        return self._pop
 
     def _count_schedule_delivery(self, level: int, topic: str, queue_id: int, appended: AppendResult) -> None:
         """A delay level's message was delivered to ``topic``'s ``queue_id``: 4.9.8's ScheduleMessageService

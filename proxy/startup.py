@@ -1,8 +1,9 @@
 """Starting the 5.x front door inside a broker process (RocketMQ's ``mqbroker --enable-proxy``, local mode).
 
-:func:`serve_proxy` builds the broker's :class:`~broker.pop.PopService` and its revive loop, chains the pop's arrival
-listener behind the store's (long-polling receives wake on new messages), wires the local invoker to the broker's own
-send, end-transaction, send-back and recall processors, checks every RPC against the broker's ACL rules when
+:func:`serve_proxy` runs the revive loop of the broker's :class:`~broker.pop.PopService`
+(:meth:`~broker.controller.BrokerController.pop_service`, whose arrival listener wakes long-polling receives), wires
+the local invoker to the broker's own send, end-transaction, send-back and recall processors, checks every RPC
+against the broker's ACL rules when
 ``aclEnable`` is on (:mod:`proxy.acl`), builds the cluster's routes on the broker's name-server client and publishes
 the gRPC port it bound there (:mod:`proxy.route`), and serves gRPC on ``grpcServerPort`` and, with certificate files or
 ``grpcTlsServerPort``, on a TLS-only port too. With a certificate (``tlsTestModeEnable``, on by default as in RocketMQ,
@@ -22,7 +23,6 @@ import trio
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from broker.controller import BrokerController
-from broker.pop import PopService
 from broker.pop.revive import ReviveService
 from processors.end_transaction import EndTransactionProcessor
 from processors.recall import RecallMessageProcessor
@@ -66,22 +66,7 @@ def proxy_up_source(config: ProxyConfig, metrics_label: str, in_delta: bool = Fa
 def build_activity(controller: BrokerController, config: ProxyConfig) -> tuple[MessagingActivity, ReviveService]:
     """The proxy's Trio-side objects over a running ``controller``."""
     ctx = controller.context
-    pop = PopService(ctx, controller.timer.rewrite)
-    previous = ctx.store.arrival_listener
-
-    def on_arrival(topic: str, queue_id: int, offset: int, tags_code: int, properties: str = "") -> None:
-        if previous is not None:
-            previous(topic, queue_id, offset, tags_code, properties)
-        pop.notify_arrival(topic, queue_id, offset, tags_code, properties)
-
-    ctx.store.arrival_listener = on_arrival
-    interest = ctx.store.arrival_interest
-    if interest is not None:  # None: every arrival is notified already
-
-        def on_interest(topic: str, queue_id: int) -> bool:
-            return interest(topic, queue_id) or pop.waiting(topic, queue_id)
-
-        ctx.store.arrival_interest = on_interest
+    pop, revive = controller.pop_service()  # shared with the remoting pop: one FIFO state, one revive loop
     send = SendMessageProcessor(
         ctx,
         delay_rewrite=controller.schedule.rewrite,
@@ -98,7 +83,7 @@ def build_activity(controller: BrokerController, config: ProxyConfig) -> tuple[M
     # The broker's own name-server client (None: the controller is not serving; routes name this broker alone).
     namesrv = None if controller.registration is None else controller.registration.client
     routes = ClusterRoutes(ctx, config, namesrv)
-    return MessagingActivity(ctx, config, pop, invoker, acl, routes), ReviveService(pop)
+    return MessagingActivity(ctx, config, pop, invoker, acl, routes), revive
 
 
 async def serve_proxy(

@@ -79,6 +79,12 @@ class ReviveService:
         #: how far past its ACK a CK can be due: the largest timerMaxDelaySec seen, from the one the timer started with
         #: (:meth:`_ck_can_come`)
         self._ck_reach_ms = max(_MIN_CK_REACH_MS, pop.broker.config.timer_max_delay_sec * 1000)
+        self._running = False
+        self._ended = trio.Event()
+
+    @property
+    def running(self) -> bool:
+        return self._running
 
     @property
     def interval(self) -> float:
@@ -89,12 +95,24 @@ class ReviveService:
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Revive every ``interval`` seconds, save the pop service's FIFO state after its changes and run its FIFO
-        lock timer (:meth:`PopService.run_lock_timer`), until cancelled."""
-        async with trio.open_nursery() as nursery:
-            await nursery.start(self.pop.fifo_persister.run)
-            await nursery.start(self.pop.run_lock_timer)
+        lock timer (:meth:`PopService.run_lock_timer`), until cancelled. One loop per service: a run started while
+        another runs (the gRPC front door's and the remoting pop's, :meth:`BrokerController.pop_service`) reports
+        started at once and takes over when that one ends."""
+        if self._running:
             task_status.started()
-            await self._revive_forever()
+            task_status = trio.TASK_STATUS_IGNORED
+            while self._running:
+                await self._ended.wait()
+        self._running, self._ended = True, trio.Event()
+        try:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(self.pop.fifo_persister.run)
+                await nursery.start(self.pop.run_lock_timer)
+                task_status.started()
+                await self._revive_forever()
+        finally:
+            self._running = False
+            self._ended.set()
 
     async def _revive_forever(self) -> None:
         while True:

@@ -785,3 +785,28 @@ async def test_a_long_invisible_ack_does_not_make_a_restart_redeliver_what_was_r
         await trio.sleep(5)
         assert [m.body for m in stored(embedded_cluster, retry)] == [b"short"], "revived twice across the restart"
         nursery.cancel_scope.cancel()
+
+
+async def test_a_broker_has_one_pop_service_and_one_revive_loop(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Every caller of ``pop_service`` gets the same pop service and revive loop; a second run of the loop reports
+    started at once and takes over when the first ends (two loops over one revive queue would revive twice)."""
+    controller = embedded_cluster.controller
+    pop, revive = controller.pop_service()
+    assert controller.pop_service() == (pop, revive)
+    first = trio.CancelScope()
+
+    async def run_first(*, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        with first:
+            await revive.run(task_status=task_status)
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(run_first)
+        await nursery.start(revive.run)
+        assert revive.running
+        first.cancel()
+        await trio.sleep(1)
+        assert revive.running, "the second run took over"
+        nursery.cancel_scope.cancel()
+    assert not revive.running
