@@ -44,6 +44,7 @@ from broker.context import BrokerState, build_context, config_dir_of, load_manag
 from broker.dledger_mode import follow_roles, reassert_master
 from broker.metrics import broker_exporter
 from broker.pop import PopService
+from broker.pop.processor import AckMessageProcessor, PopMessageProcessor
 from broker.pop.revive import ReviveService
 from broker.protection import BrokerProtection
 from broker.registration import BrokerRegistration
@@ -193,8 +194,10 @@ class BrokerController:
         self.fast_address: Address | None = None
         self.registration: BrokerRegistration | None = None
         self.address: Address | None = None
-        #: the broker's one pop service and its revive loop (:meth:`pop_service`)
+        #: the broker's one pop service and its revive loop (:meth:`pop_service`), and the nursery the remoting pop
+        #: starts that loop in while the front runs
         self._pop: tuple[PopService, ReviveService] | None = None
+        self._front_nursery: trio.Nursery | None = None
 
     @property
     def broker_addr(self) -> str:
@@ -222,6 +225,11 @@ class BrokerController:
             reject=busy,
         )
         register(RequestCode.PULL_MESSAGE, PullMessageProcessor(ctx, self.hold), pools["pull"])
+        # 5.3.3's BrokerController: pops on the pull executor, acks and changes of invisibility on the ack executor
+        # (ours: the pull pool; a long-polling pop leaves its worker, :class:`PopMessageProcessor`).
+        self.pop_processor = PopMessageProcessor(ctx, self.running_pop_service)
+        register(PopMessageProcessor.REQUEST_CODES, self.pop_processor, pools["pull"])
+        register(AckMessageProcessor.REQUEST_CODES, AckMessageProcessor(ctx, self.running_pop_service), pools["pull"])
         register(QueryMessageProcessor.CODES, QueryMessageProcessor(ctx), pools["query"])
         client_manage = ClientManageProcessor(ctx)
         register(RequestCode.HEART_BEAT, client_manage, pools["heartbeat"])
@@ -272,8 +280,8 @@ class BrokerController:
     def pop_service(self) -> tuple[PopService, ReviveService]:
         """The broker's one :class:`PopService` and :class:`ReviveService`, built at the first call (once the store
         and managers are loaded), its arrival listener chained behind the store's so long-polling pops wake on new
-        messages. Whatever serves pops shares them (the gRPC front door, :func:`proxy.startup.build_activity`): one set
-        of FIFO state, one revive loop."""
+        messages. The gRPC front door (:func:`proxy.startup.build_activity`) and the remoting pop
+        (:mod:`broker.pop.processor`) share them: one set of FIFO state, one revive loop."""
         if self._pop is not None:
             return self._pop
         ctx = self.context
@@ -295,6 +303,15 @@ class BrokerController:
             ctx.store.arrival_interest = on_interest
         self._pop = pop, ReviveService(pop)
         return self._pop
+
+    def running_pop_service(self) -> PopService:
+        """:meth:`pop_service`'s pop service with its revive loop running (started in the front's nursery unless
+        something runs it already): what a remoting pop, ack or change of invisibility acts on."""
+        pop, revive = self.pop_service()
+        if not revive.running and self._front_nursery is not None:
+            with contextlib.suppress(RuntimeError):  # the front is shutting down
+                self._front_nursery.start_soon(revive.run)
+        return pop
 
     def _count_schedule_delivery(self, level: int, topic: str, queue_id: int, appended: AppendResult) -> None:
         """A delay level's message was delivered to ``topic``'s ``queue_id``: 4.9.8's ScheduleMessageService
@@ -374,6 +391,8 @@ class BrokerController:
         ):
             await nursery.start(ctx.clients.run)
             await nursery.start(self.hold.run)
+            await nursery.start(self.pop_processor.run)
+            self._front_nursery = nursery
             await nursery.start(ctx.stats.run)
             await nursery.start(BrokerProtection(ctx).run)
             await nursery.start(self.put_futures.run)

@@ -106,6 +106,11 @@ _RULES: dict[int, Callable[[RemotingCommand, Needed], None]] = {
     RequestCode.RECALL_MESSAGE: _recall,
     RequestCode.CONSUMER_SEND_MSG_BACK: _send_back,
     RequestCode.PULL_MESSAGE: _pull,
+    # RocketMQ 5.3.3's headers: SUB on their topic and group (@RocketMQAction / @RocketMQResource on
+    # remoting/src/main/java/org/apache/rocketmq/remoting/protocol/header/PopMessageRequestHeader.java and the rest).
+    RequestCode.POP_MESSAGE: _pull,
+    RequestCode.ACK_MESSAGE: _pull,
+    RequestCode.CHANGE_MESSAGE_INVISIBLETIME: _pull,
     RequestCode.QUERY_MESSAGE: _query,
     RequestCode.HEART_BEAT: _heartbeat,
     RequestCode.UNREGISTER_CLIENT: _unregister,

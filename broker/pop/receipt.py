@@ -62,6 +62,24 @@ class ReceiptHandle:
         """The topic whose queue the message was popped from."""
         return pop_retry_topic(group, topic) if self.topic_type == TOPIC_TYPE_RETRY else topic
 
+    def extra_info(self) -> str:
+        """The handle as RocketMQ's remoting clients know it: ``ExtraInfoUtil.buildExtraInfo`` with the message's queue
+        offset, the ``POP_CK`` property (no CommitLog offset)."""
+        return self.encode().rsplit(" ", 1)[0]
+
+    @classmethod
+    def from_extra_info(cls, text: str, queue_id: int, offset: int) -> ReceiptHandle:
+        """A handle from a remoting ack's ``extraInfo`` (the ``POP_CK`` string, or a proxy's receipt handle with the
+        CommitLog offset appended) for the message at ``offset`` of queue ``queue_id``, which the request names beside
+        it (AckMessageProcessor reads those from the header); the CommitLog offset is left 0. ``ValueError`` as
+        :meth:`decode` raises it."""
+        parts = text.split(" ")
+        if len(parts) == _FIELDS - 2:  # buildExtraInfo without the message's offset: AckMessageProcessor reads none
+            parts.append(str(offset))
+        if len(parts) == _FIELDS - 1:
+            parts.append("0")
+        return attrs.evolve(cls.decode(" ".join(parts)), queue_id=queue_id, offset=offset, commit_log_offset=0)
+
     def encode(self) -> str:
         return (
             f"{self.start_offset} {self.pop_time} {self.invisible_time} {self.revive_qid} {self.topic_type} "

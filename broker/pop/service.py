@@ -407,6 +407,8 @@ class PopService:
         fifo: bool = False,
         property_filter: PropertyFilter | None = None,
         attempt_id: str | None = None,
+        queue_id: int = -1,
+        peer: str = "",
     ) -> list[Popped]:
         """Hand out up to ``max_nums`` (≤ 32) visible messages of ``topic`` to ``group`` for ``invisible_ms``.
         Normal pops read the topic's readable queues and the group's retry topic, orderly pops only the topic; each
@@ -414,11 +416,14 @@ class PopService:
         of ``tags`` (``None``: any) and that ``property_filter`` (a SQL92 expression over the raw properties) passes
         are taken; what they skip counts as consumed. An orderly pop with the ``attempt_id`` of a queue's delivery in
         flight gets that delivery again (:meth:`FifoQueue.retried_by`) and replaces it
-        (:meth:`FifoQueue.replace_delivery`). Raises ``RequestRejected`` as
+        (:meth:`FifoQueue.replace_delivery`). ``queue_id`` ≥ 0 reads that queue of ``topic`` only (the retry topic's
+        all the same, as PopMessageProcessor does for a remoting pop of one queue). Raises ``RequestRejected`` as
         :meth:`_check_pop` says."""
-        self._check_pop(group, topic)
+        self._check_pop(group, topic, max_nums, queue_id, peer)
         now = self.now_ms()
-        out = self._pop_sources(group, topic, max_nums, invisible_ms, tags, now, fifo, property_filter, attempt_id)
+        out = self._pop_sources(
+            group, topic, max_nums, invisible_ms, tags, now, fifo, property_filter, attempt_id, queue_id
+        )
         if out:  # PopMessageProcessor answering SUCCESS by heap (transferMsgByHeap): incGroupGetLatency
             self.broker.stats.record_pop_latency(group, topic, self.now_ms() - now)
         return out
@@ -434,6 +439,7 @@ class PopService:
         fifo: bool,
         property_filter: PropertyFilter | None,
         attempt_id: str | None,
+        queue_id: int = -1,
     ) -> list[Popped]:
         """:meth:`pop`'s reads, its checks passed, at ``now``."""
         max_nums = max(1, min(max_nums, MAX_POP_NUMS))
@@ -452,10 +458,10 @@ class PopService:
         for source, topic_type in sources:
             queues = self.broker.topics.get(source)
             count = 0 if queues is None else queues.read_queue_nums
-            for i in range(count):
+            only = queue_id >= 0 and topic_type == TOPIC_TYPE_NORMAL
+            for qid in [queue_id] if only else [(turn + i) % count for i in range(count)]:
                 if len(out) >= max_nums:
                     return out
-                qid = (turn + i) % count
                 want = max_nums - len(out)
                 if fifo:
                     out += self._pop_fifo(group, source, qid, want, invisible_ms, filters, now, attempt_id)
@@ -475,15 +481,21 @@ class PopService:
             self._turns.clear()
         self._turns_sweep_at = max(_TURNS_SWEEP_MIN, 2 * len(self._turns))
 
-    def _check_pop(self, group: str, topic: str) -> None:
+    def _check_pop(self, group: str, topic: str, max_nums: int = 0, queue_id: int = -1, peer: str = "") -> None:
         """PopMessageProcessor.processRequest's checks, in its order: the broker readable (an operator draining reads
-        with ``brokerPermission``), the timer enabled (``timerWheelEnable``), the topic known and readable, the group
-        known (auto-created when allowed) and consuming (``consumeEnable``). Raises ``RequestRejected`` with
-        RocketMQ's code and remark."""
+        with ``brokerPermission``), at most 32 messages asked for, the timer enabled (``timerWheelEnable``), the topic
+        known and readable, the queue one of its read queues (``queue_id`` < 0: all), the group known (auto-created
+        when allowed) and consuming (``consumeEnable``). Raises ``RequestRejected`` with RocketMQ's code and remark
+        (``peer``: the remoting client's address, Java's ``channel.remoteAddress()``)."""
         broker = self.broker
         if not broker.config.broker_permission & PERM_READ:
             raise RequestRejected(
                 ResponseCode.NO_PERMISSION, f"the broker[{broker.config.broker_ip1}] pop message is forbidden"
+            )
+        if max_nums > MAX_POP_NUMS:
+            raise RequestRejected(
+                ResponseCode.INVALID_PARAMETER,
+                f"the broker[{broker.config.broker_ip1}] pop message's num is greater than 32",
             )
         if not broker.config.timer_wheel_enable:  # a pop's checkpoint waits in the timer, which does not run
             raise RequestRejected(
@@ -495,6 +507,12 @@ class PopService:
             raise RequestRejected(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!")
         if not config.perm & PERM_READ:
             raise RequestRejected(ResponseCode.NO_PERMISSION, f"the topic[{topic}] peeking message is forbidden")
+        if queue_id >= config.read_queue_nums:
+            raise RequestRejected(
+                ResponseCode.INVALID_PARAMETER,
+                f"queueId[{queue_id}] is illegal, topic:[{topic}] topicConfig.readQueueNums:[{config.read_queue_nums}] "
+                f"consumer:[{peer}]",
+            )
         group_config = broker.groups.find(group)
         if group_config is None:
             raise RequestRejected(

@@ -139,6 +139,10 @@ class RequestCode(enum.IntEnum):
     DELETE_EXPIRED_COMMITLOG = 329
     GET_TOPIC_CONFIG = 351
     RECALL_MESSAGE = 370  # RocketMQ 5.3: take back a timer message before its time
+    #: RocketMQ 5's pop consumption (remoting/src/main/java/org/apache/rocketmq/remoting/protocol/RequestCode.java).
+    POP_MESSAGE = 200050
+    ACK_MESSAGE = 200051
+    CHANGE_MESSAGE_INVISIBLETIME = 200053
 
 
 class ResponseCode(enum.IntEnum):
@@ -180,6 +184,9 @@ class ResponseCode(enum.IntEnum):
     UPDATE_AND_CREATE_ACL_CONFIG_FAILED = 209
     DELETE_ACL_CONFIG_FAILED = 210
     UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED = 211
+    #: RocketMQ 5's pop answers (aliases of 4.x's ACL codes on the same numbers).
+    POLLING_FULL = 209
+    POLLING_TIMEOUT = 210
     FLOW_CONTROL = 215
     ILLEGAL_OPERATION = 604  # RocketMQ 5: e.g. a recall handle that does not decode or match
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from remoting.codec.headers import admin, client, namesrv, offsets, ops, pull, query, recall, send, transaction
+from remoting.codec.headers import admin, client, namesrv, offsets, ops, pop, pull, query, recall, send, transaction
 from remoting.codec.headers.base import Header
 
 
 def _collect() -> dict[int, type[Header]]:
     table: dict[int, type[Header]] = {}
-    for module in (namesrv, send, pull, offsets, client, transaction, query, admin, ops, recall):
+    for module in (namesrv, send, pull, offsets, client, transaction, query, admin, ops, recall, pop):
         for obj in vars(module).values():
             if isinstance(obj, type) and issubclass(obj, Header) and obj is not Header:
                 for code in obj.REQUEST_CODES:

@@ -1,0 +1,362 @@
+"""Pop consumption over remoting: POP_MESSAGE, ACK_MESSAGE and CHANGE_MESSAGE_INVISIBLETIME as RocketMQ 5.3.3's
+PopMessageProcessor, AckMessageProcessor and ChangeInvisibleTimeProcessor answer them
+(broker/src/main/java/org/apache/rocketmq/broker/processor/), over the broker's one
+:class:`~broker.pop.PopService` (the gRPC front door's too; docs/grpc.md#pop-over-remoting).
+
+A pop's body is a pull's: the stored records, each with property ``POP_CK`` holding its handle in
+``ExtraInfoUtil.buildExtraInfo`` form (:meth:`ReceiptHandle.extra_info`), which the client sends back as
+``extraInfo``; a message of the pop retry topic goes out under its original topic (5.3.3 rewrites it so too). The
+header's ``startOffsetInfo`` / ``msgOffsetInfo`` / ``orderCountInfo`` say the same per queue, as Java's do. An orderly
+message carries its delivery attempt as ``reconsumeTimes`` (Java's client reads it from ``orderCountInfo``).
+
+A pop that finds nothing waits for an arrival until ``bornTime + pollTime`` in the processor's own nursery, not in a
+pool worker (PopLongPollingService suspends the request), then answers POLLING_TIMEOUT "NO_MESSAGE_IN_QUEUE"; past the
+broker's polling limits it answers POLLING_FULL at once.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Final
+
+import attrs
+import trio
+
+from broker.context import BrokerState
+from broker.pop import AckOutcome, Popped, PopService, ReceiptHandle
+from broker.pop.receipt import FIFO_REVIVE_QID
+from processors.common import RequestRejected, parse_header
+from processors.filter import Sql92ParseError, compile_sql92
+from processors.pull import build_subscription
+from remoting.codec.bodies.heartbeat import SUB_ALL
+from remoting.codec.codes import RequestCode, ResponseCode
+from remoting.codec.command import RemotingCommand
+from remoting.codec.errors import HeaderFieldError
+from remoting.codec.headers.pop import (
+    AckMessageRequestHeader,
+    ChangeInvisibleTimeRequestHeader,
+    ChangeInvisibleTimeResponseHeader,
+    PopMessageRequestHeader,
+    PopMessageResponseHeader,
+)
+from remoting.codec.message import encode_record
+from remoting.codec.record_copy import raw_properties, record_from_stored
+from remoting.codec.topics import pop_retry_topic
+from remoting.errors import RemotingConnectError
+from remoting.processor import RequestContext
+from store.errors import PutRefusedError
+from store.get_message import PropertyFilter
+
+__all__ = ["PROPERTY_POP_CK", "AckMessageProcessor", "PopMessageProcessor"]
+
+log = logging.getLogger(__name__)
+
+#: The message property holding a popped message's handle (common/.../message/MessageConst.java PROPERTY_POP_CK).
+PROPERTY_POP_CK: Final = "POP_CK"
+#: 5.3.3's ``FAQUrl.suggestTodo(FAQUrl.APPLY_TOPIC_URL)`` (common/src/main/java/org/apache/rocketmq/common/help/).
+FAQ_SUFFIX_5: Final = "\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details."
+#: What a pop that found nothing answers (GetMessageStatus.NO_MESSAGE_IN_QUEUE's name).
+_NO_MESSAGE: Final = "NO_MESSAGE_IN_QUEUE"
+#: PopMessageRequestHeader.isTimeoutTooMuch: a request this long past ``bornTime + pollTime`` (ms) is refused.
+_TOO_LATE_MS: Final = 500
+
+PopOf = Callable[[], PopService]
+#: A pop's tags (``None``: any) and SQL92 filter.
+_Filters = tuple[frozenset[str] | None, PropertyFilter | None]
+
+
+def _peer(ctx: RequestContext) -> str:
+    """``channel.remoteAddress()`` as Java prints it in remarks."""
+    host, port = ctx.remote_address[:2]
+    return f"/{host}:{port}"
+
+
+def _with_faq(rejected: RequestRejected) -> RequestRejected:
+    """The pop service's refusal with the FAQ link 5.3.3's processors append to an unknown topic or group."""
+    if rejected.code in (ResponseCode.TOPIC_NOT_EXIST, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST):
+        return RequestRejected(rejected.code, f"{rejected.remark.rstrip()} {FAQ_SUFFIX_5}")
+    return rejected
+
+
+class PopMessageProcessor:
+    """Serves POP_MESSAGE; ``pop_of`` gives the broker's pop service (its revive loop running). Run :meth:`run` for
+    the long-polling pops. See the module docstring."""
+
+    REQUEST_CODES: Final = (RequestCode.POP_MESSAGE,)
+
+    def __init__(self, broker: BrokerState, pop_of: PopOf) -> None:
+        self.broker = broker
+        self.pop_of = pop_of
+        self._nursery: trio.Nursery | None = None
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Hold the long-polling pops until cancelled."""
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            task_status.started()
+            try:
+                await trio.sleep_forever()
+            finally:
+                self._nursery = None
+
+    async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        pop = self.pop_of()
+        try:
+            header = self._header(request, pop.now_ms())
+            if pop.now_ms() - header.born_time - header.poll_time > _TOO_LATE_MS:
+                raise RequestRejected(
+                    ResponseCode.POLLING_TIMEOUT,
+                    f"the broker[{self.broker.config.broker_ip1}] pop message is timeout too much",
+                )
+            filters = _filter(header)
+            popped = self._pop(ctx, pop, header, filters)
+        except RequestRejected as rejected:
+            return rejected.to_response(request)
+        if popped or header.poll_time <= 0 or self._nursery is None:
+            return self._answer(request, pop, header, popped)
+        if not pop.park(header.consumer_group, header.topic):
+            return self._answer(request, pop, header, [], ResponseCode.POLLING_FULL)
+        self._nursery.start_soon(self._long_poll, ctx, request, pop, header, filters)
+        return None
+
+    @staticmethod
+    def _header(request: RemotingCommand, now_ms: int) -> PopMessageRequestHeader:
+        """The request's header; a missing or zero ``bornTime`` is now (PopMessageProcessor sets it so). A missing or
+        bad field answers SYSTEM_ERROR naming it, as Java's decodeCommandCustomHeader does."""
+        fields = request.ext_fields
+        if fields.get("bornTime", "0") == "0":
+            fields = {**fields, "bornTime": str(now_ms)}
+        try:
+            return PopMessageRequestHeader.from_ext_fields(fields)
+        except HeaderFieldError as exc:
+            raise RequestRejected(ResponseCode.SYSTEM_ERROR, str(exc)) from None
+
+    def _pop(
+        self, ctx: RequestContext, pop: PopService, header: PopMessageRequestHeader, filters: _Filters
+    ) -> list[Popped]:
+        tags, property_filter = filters
+        try:
+            return pop.pop(
+                header.consumer_group, header.topic, header.max_msg_nums, header.invisible_time, tags,
+                fifo=header.order, property_filter=property_filter, attempt_id=header.attempt_id,
+                queue_id=header.queue_id, peer=_peer(ctx),
+            )  # fmt: skip
+        except RequestRejected as rejected:
+            raise _with_faq(rejected) from None
+        except PutRefusedError as exc:  # a checkpoint the store refused: nothing was handed out
+            raise RequestRejected(ResponseCode.SYSTEM_ERROR, f"{exc.put_status}: {exc}") from None
+
+    async def _long_poll(
+        self,
+        ctx: RequestContext,
+        request: RemotingCommand,
+        pop: PopService,
+        header: PopMessageRequestHeader,
+        filters: _Filters,
+    ) -> None:
+        """Wait for an arrival and pop again until something is found or the polling window ends, then answer. A
+        client gone meanwhile gets nothing popped for it (PopLongPollingService wakes no request whose channel is
+        inactive)."""
+        group, topic = header.consumer_group, header.topic
+        popped: list[Popped] = []
+        try:
+            while not popped and (left := (header.born_time + header.poll_time - pop.now_ms()) / 1000) > 0:
+                if pop.read_on:
+                    await trio.lowlevel.checkpoint()
+                else:
+                    await pop.wait_arrival([topic, pop_retry_topic(group, topic)], left, group, *filters)
+                if ctx.connection.closed:
+                    return
+                popped = self._pop(ctx, pop, header, filters)
+            answer = self._answer(request, pop, header, popped)
+        except RequestRejected as rejected:
+            answer = rejected.to_response(request)
+        except Exception as exc:  # a task of the processor's nursery: a failure answers, it never stops the broker
+            log.warning("long-polling pop of %s on %s failed", group, topic, exc_info=True)
+            answer = request.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+        finally:
+            pop.unpark(group, topic)
+        try:
+            ctx.connection.send_nowait(answer)
+        except RemotingConnectError:
+            log.debug("pop answer to opaque %d dropped: connection %s closed", request.opaque, ctx.connection)
+
+    def _answer(
+        self,
+        request: RemotingCommand,
+        pop: PopService,
+        header: PopMessageRequestHeader,
+        popped: list[Popped],
+        code: ResponseCode = ResponseCode.POLLING_TIMEOUT,
+    ) -> RemotingCommand:
+        """SUCCESS with the messages, else ``code`` (POLLING_TIMEOUT, POLLING_FULL) "NO_MESSAGE_IN_QUEUE"."""
+        revive_qid = FIFO_REVIVE_QID if header.order else 0
+        pop_time = popped[0].handle.pop_time if popped else pop.now_ms()
+        starts, offsets, counts = _offset_infos(popped, header.order)
+        fields = PopMessageResponseHeader(
+            pop_time=pop_time,
+            invisible_time=header.invisible_time,
+            revive_qid=revive_qid,
+            rest_num=self._rest(header),
+            start_offset_info=starts,
+            msg_offset_info=offsets,
+            order_count_info=counts if header.order else None,
+        ).to_ext_fields()
+        if not popped:
+            return request.response(code, _NO_MESSAGE, fields)
+        group = header.consumer_group
+        body = b"".join(_record(p, pop.original_topic(group, p.message)) for p in popped)
+        return request.response(ResponseCode.SUCCESS, "FOUND", fields, body)
+
+    def _rest(self, header: PopMessageRequestHeader) -> int:
+        """Entries of the queues popped that the group has not read (PopMessageProcessor's ``restNum``)."""
+        store, offsets, group = self.broker.store, self.broker.offsets, header.consumer_group
+        config = self.broker.topics.get(header.topic)
+        if config is None:
+            return 0
+        qids = [header.queue_id] if header.queue_id >= 0 else range(config.read_queue_nums)
+        rest = 0
+        for qid in qids:
+            committed = max(offsets.query(group, header.topic, qid), store.min_offset_in_queue(header.topic, qid))
+            rest += max(store.max_offset_in_queue(header.topic, qid) - committed, 0)
+        return rest
+
+
+def _filter(header: PopMessageRequestHeader) -> _Filters:
+    """The pop's tags (``None``: any) or SQL92 filter; SUBSCRIPTION_PARSE_FAILED "parse the consumer's subscription
+    failed" when it does not parse (PopMessageProcessor's answer)."""
+    exp = header.exp
+    if not exp:
+        return None, None
+    try:
+        if header.exp_type and header.exp_type != "TAG":
+            if header.exp_type != "SQL92":
+                raise ValueError(header.exp_type)
+            return None, compile_sql92(exp, string_operators=True).matches_raw
+        subscription = build_subscription(header.topic, exp, "TAG")
+    except (ValueError, Sql92ParseError):
+        raise RequestRejected(
+            ResponseCode.SUBSCRIPTION_PARSE_FAILED, "parse the consumer's subscription failed"
+        ) from None
+    return (None if subscription.sub_string == SUB_ALL else frozenset(subscription.tags_set)), None
+
+
+def _offset_infos(popped: list[Popped], order: bool) -> tuple[str, str, str]:
+    """``startOffsetInfo``, ``msgOffsetInfo`` and ``orderCountInfo`` of a pop's messages: per (topic type, queue),
+    ``"<type> <queueId> <start>"``, ``"<type> <queueId> <o1>,<o2>"`` and, orderly, ``"<type> qo<queueId>%<offset>
+    <attempts - 1>"`` per message, ``;``-separated (ExtraInfoUtil.buildStartOffsetInfo, buildMsgOffsetInfo and
+    buildQueueOffsetOrderCountInfo)."""
+    queues: dict[tuple[int, int], list[Popped]] = {}
+    for p in popped:
+        queues.setdefault((p.handle.topic_type, p.handle.queue_id), []).append(p)
+    starts = ";".join(f"{t} {q} {ps[0].handle.start_offset}" for (t, q), ps in queues.items())
+    offsets = ";".join(f"{t} {q} " + ",".join(str(p.handle.offset) for p in ps) for (t, q), ps in queues.items())
+    counts = ";".join(f"{p.handle.topic_type} qo{p.handle.queue_id}%{p.handle.offset} {p.attempt - 1}" for p in popped)
+    return starts, offsets, counts if order else ""
+
+
+def _record(popped: Popped, topic: str) -> bytes:
+    """The stored record of a popped message as the client reads it: its ``POP_CK``, its original topic, its
+    delivery attempt as ``reconsumeTimes``; queue, offsets and times as stored."""
+    msg, handle = popped.message, popped.handle
+    props = raw_properties(msg, frozenset({PROPERTY_POP_CK}))
+    props = (
+        f"{props}\x02{PROPERTY_POP_CK}\x01{handle.extra_info()}"
+        if props
+        else f"{PROPERTY_POP_CK}\x01{handle.extra_info()}"
+    )
+    copy = record_from_stored(msg, topic, msg.queue_id, props, msg.store_host_packed, popped.attempt - 1)
+    return encode_record(copy, msg.queue_offset, msg.commit_log_offset, msg.store_timestamp)
+
+
+class AckMessageProcessor:
+    """Serves ACK_MESSAGE and CHANGE_MESSAGE_INVISIBLETIME over ``pop_of``'s pop service."""
+
+    REQUEST_CODES: Final = (RequestCode.ACK_MESSAGE, RequestCode.CHANGE_MESSAGE_INVISIBLETIME)
+
+    def __init__(self, broker: BrokerState, pop_of: PopOf) -> None:
+        self.broker = broker
+        self.pop_of = pop_of
+
+    async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        try:
+            if request.code == RequestCode.ACK_MESSAGE:
+                return self._ack(ctx, request)
+            return self._change(ctx, request)
+        except RequestRejected as rejected:
+            return rejected.to_response(request)
+
+    def _check(self, ctx: RequestContext, header: AckMessageRequestHeader | ChangeInvisibleTimeRequestHeader) -> None:
+        """AckMessageProcessor's and ChangeInvisibleTimeProcessor's first checks: the header's topic known
+        (TOPIC_NOT_EXIST), its queue one of the topic's read queues (MESSAGE_ILLEGAL)."""
+        config = self.broker.topics.get(header.topic)
+        if config is None:
+            raise RequestRejected(
+                ResponseCode.TOPIC_NOT_EXIST, f"topic[{header.topic}] not exist, apply first please! {FAQ_SUFFIX_5}"
+            )
+        if not 0 <= header.queue_id < config.read_queue_nums:
+            raise RequestRejected(
+                ResponseCode.MESSAGE_ILLEGAL,
+                f"queueId[{header.queue_id}] is illegal, topic:[{header.topic}] topicConfig.readQueueNums:"
+                f"[{config.read_queue_nums}] consumer:[{_peer(ctx)}]",
+            )
+
+    def _handle(self, header: AckMessageRequestHeader | ChangeInvisibleTimeRequestHeader) -> ReceiptHandle:
+        """The handle the request names; an ``extraInfo`` that does not parse answers SYSTEM_ERROR, as Java's
+        ExtraInfoUtil throwing out of the processor does."""
+        try:
+            handle = ReceiptHandle.from_extra_info(header.extra_info, header.queue_id, header.offset)
+        except ValueError as exc:
+            raise RequestRejected(ResponseCode.SYSTEM_ERROR, f"IllegalArgumentException: {exc}") from None
+        real = handle.real_topic(header.consumer_group, header.topic)
+        stored = self.broker.store.commit_log_offset_at(real, handle.queue_id, handle.offset)
+        return handle if stored is None else attrs.evolve(handle, commit_log_offset=stored)
+
+    def _ack(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        header = parse_header(AckMessageRequestHeader, request)
+        self._check(ctx, header)
+        store, topic, qid = self.broker.store, header.topic, header.queue_id
+        low, high = store.min_offset_in_queue(topic, qid), store.max_offset_in_queue(topic, qid)
+        if not low <= header.offset <= high:
+            raise RequestRejected(
+                ResponseCode.NO_MESSAGE,
+                f"offset is illegal, key:{topic}@{qid}, commit:{header.offset}, store:{low}~{high}",
+            )
+        handle = self._handle(header)
+        outcome = self._acked(header, handle)
+        if outcome is AckOutcome.NOT_FOUND and handle.fifo:  # AckMessageProcessor.ackOrderly: commitAndNext -1
+            offset = self.broker.offsets.query(
+                header.consumer_group, handle.real_topic(header.consumer_group, topic), qid
+            )
+            raise RequestRejected(
+                ResponseCode.MESSAGE_ILLEGAL,
+                f"offset is illegal, key:{topic}@{header.consumer_group}@{qid}, old:{offset}, commit:{header.offset}, "
+                f"next:-1, {_peer(ctx)}",
+            )
+        return request.response(ResponseCode.SUCCESS)
+
+    def _acked(self, header: AckMessageRequestHeader, handle: ReceiptHandle) -> AckOutcome:
+        try:
+            return self.pop_of().ack(header.consumer_group, header.topic, handle)
+        except PutRefusedError as exc:
+            raise RequestRejected(ResponseCode.SYSTEM_ERROR, f"{exc.put_status}: {exc}") from None
+
+    def _change(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        header = parse_header(ChangeInvisibleTimeRequestHeader, request)
+        self._check(ctx, header)
+        store, topic, qid = self.broker.store, header.topic, header.queue_id
+        if not store.min_offset_in_queue(topic, qid) <= header.offset < store.max_offset_in_queue(topic, qid):
+            return request.response(ResponseCode.NO_MESSAGE)
+        handle = self._handle(header)
+        pop = self.pop_of()
+        try:
+            outcome, renewed = pop.change_invisible(header.consumer_group, topic, handle, header.invisible_time)
+        except PutRefusedError:
+            return request.response(ResponseCode.SYSTEM_ERROR)  # appendCheckPointThenAckOrigin failed
+        if outcome is AckOutcome.NOT_FOUND:
+            return request.response(ResponseCode.NO_MESSAGE)
+        if renewed is None:  # expired: it comes again when its time is up; Java writes a CK and answers SUCCESS
+            renewed = attrs.evolve(handle, pop_time=pop.now_ms(), invisible_time=header.invisible_time)
+        fields = ChangeInvisibleTimeResponseHeader(renewed.pop_time, renewed.invisible_time, renewed.revive_qid)
+        return request.response(ResponseCode.SUCCESS, None, fields.to_ext_fields())

@@ -1,0 +1,223 @@
+"""Pop over remoting: POP_MESSAGE, ACK_MESSAGE and CHANGE_MESSAGE_INVISIBLETIME as a RocketMQ 5.3.3 remoting client
+sends them (client/src/main/java/org/apache/rocketmq/client/impl/MQClientAPIImpl.java), over a real socket to an
+embedded broker, in virtual time (``autojump_clock``; the store's clock follows Trio's)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import attrs
+import pytest
+import trio
+import trio.testing
+
+from broker.embedded import EmbeddedCluster
+from broker.pop import ReceiptHandle
+from remoting.client import RemotingClient
+from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig
+from remoting.codec.codes import RequestCode, ResponseCode
+from remoting.codec.command import RemotingCommand, request
+from remoting.codec.message import MessageExt
+from remoting.codec.pull_body import decode_records
+from tests.proxy.test_pop import send
+from tests.semantics.helpers import create_topic, use_virtual_store_clock
+
+GROUP = "pop-wire-group"
+
+
+async def ask(cluster: EmbeddedCluster, cmd: RemotingCommand, timeout: float = 60) -> RemotingCommand:
+    async with RemotingClient() as client:
+        return await client.invoke(cluster.broker_addr, cmd, timeout)
+
+
+def pop_request(
+    clock: Callable[[], int], topic: str, *, invisible: int = 30_000, poll: int = 0, **extra: str
+) -> RemotingCommand:
+    fields = {"consumerGroup": GROUP, "topic": topic, "queueId": "-1", "maxMsgNums": "32",
+              "invisibleTime": str(invisible), "pollTime": str(poll), "bornTime": str(clock()), "initMode": "0",
+              "expType": "TAG", "exp": "*", **extra}  # fmt: skip
+    return request(RequestCode.POP_MESSAGE, fields)
+
+
+def messages(answer: RemotingCommand) -> list[MessageExt]:
+    assert answer.code == ResponseCode.SUCCESS, (answer.code, answer.remark)
+    return decode_records(bytes(answer.body))
+
+
+def ack_request(topic: str, msg: MessageExt, group: str = GROUP) -> RemotingCommand:
+    fields = {"consumerGroup": group, "topic": topic, "queueId": str(msg.queue_id),
+              "extraInfo": msg.properties["POP_CK"], "offset": str(msg.queue_offset)}  # fmt: skip
+    return request(RequestCode.ACK_MESSAGE, fields)
+
+
+async def test_pop_then_ack_hands_out_handles_java_parses_and_nothing_comes_again(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    clock = use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "PopWireA", queues=2)
+    await send(embedded_cluster, "PopWireA", b"a0", b"a1", b"a2")
+    answer = await ask(embedded_cluster, pop_request(clock, "PopWireA"))
+    popped = messages(answer)
+    assert sorted(m.body for m in popped) == [b"a0", b"a1", b"a2"]
+    fields = answer.ext_fields
+    assert (fields["invisibleTime"], fields["reviveQid"], fields["restNum"]) == ("30000", "0", "0")
+    for m in popped:  # ExtraInfoUtil.buildExtraInfo with the message's offset
+        ck = m.properties["POP_CK"].split(" ")
+        assert ck[1:8] == [fields["popTime"], "30000", "0", "0", "broker-a", str(m.queue_id), str(m.queue_offset)]
+        assert f"0 {m.queue_id} {ck[0]}" in fields["startOffsetInfo"].split(";")
+    for m in popped:
+        acked = await ask(embedded_cluster, ack_request("PopWireA", m))
+        assert acked.code == ResponseCode.SUCCESS, acked.remark
+    await trio.sleep(45)
+    again = await ask(embedded_cluster, pop_request(clock, "PopWireA"))
+    assert (again.code, again.remark) == (ResponseCode.POLLING_TIMEOUT, "NO_MESSAGE_IN_QUEUE")
+
+
+async def test_a_message_not_acked_comes_again_from_the_retry_topic_under_its_own_topic(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    clock = use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "PopWireB")
+    await send(embedded_cluster, "PopWireB", b"b0")
+    [_first] = messages(await ask(embedded_cluster, pop_request(clock, "PopWireB", invisible=10_000)))
+    await trio.sleep(15)
+    [again] = messages(await ask(embedded_cluster, pop_request(clock, "PopWireB")))
+    assert (again.body, again.topic, again.reconsume_times) == (b"b0", "PopWireB", 1)
+    assert again.properties["POP_CK"].split(" ")[4] == "1"  # the V1 retry topic
+    acked = await ask(embedded_cluster, ack_request("PopWireB", again))
+    assert acked.code == ResponseCode.SUCCESS, acked.remark
+    await trio.sleep(45)
+    assert (await ask(embedded_cluster, pop_request(clock, "PopWireB"))).code == ResponseCode.POLLING_TIMEOUT
+
+
+async def test_a_change_of_invisibility_moves_the_redelivery(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    clock = use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "PopWireC")
+    await send(embedded_cluster, "PopWireC", b"c0")
+    [m] = messages(await ask(embedded_cluster, pop_request(clock, "PopWireC", invisible=10_000)))
+    fields = {"consumerGroup": GROUP, "topic": "PopWireC", "queueId": str(m.queue_id),
+              "extraInfo": m.properties["POP_CK"], "offset": str(m.queue_offset), "invisibleTime": "60000"}  # fmt: skip
+    changed = await ask(embedded_cluster, request(RequestCode.CHANGE_MESSAGE_INVISIBLETIME, fields))
+    assert changed.code == ResponseCode.SUCCESS, changed.remark
+    assert (changed.ext_fields["invisibleTime"], changed.ext_fields["reviveQid"]) == ("60000", "0")
+    assert int(changed.ext_fields["popTime"]) >= int(m.properties["POP_CK"].split(" ")[1])
+    await trio.sleep(20)
+    assert (await ask(embedded_cluster, pop_request(clock, "PopWireC"))).code == ResponseCode.POLLING_TIMEOUT
+    await trio.sleep(50)
+    [again] = messages(await ask(embedded_cluster, pop_request(clock, "PopWireC")))
+    assert again.body == b"c0"
+
+
+async def test_an_orderly_pop_blocks_its_queue_until_acked(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    clock = use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "PopWireD")
+    await send(embedded_cluster, "PopWireD", b"d0", b"d1")
+    answer = await ask(embedded_cluster, pop_request(clock, "PopWireD", maxMsgNums="1", order="true"))
+    [m] = messages(answer)
+    assert (m.body, answer.ext_fields["reviveQid"], m.properties["POP_CK"].split(" ")[3]) == (b"d0", "999", "999")
+    assert answer.ext_fields["orderCountInfo"] == f"0 qo{m.queue_id}%{m.queue_offset} 0"
+    blocked = await ask(embedded_cluster, pop_request(clock, "PopWireD", order="true"))
+    assert blocked.code == ResponseCode.POLLING_TIMEOUT
+    acked = await ask(embedded_cluster, ack_request("PopWireD", m))
+    assert acked.code == ResponseCode.SUCCESS, acked.remark
+    [n] = messages(await ask(embedded_cluster, pop_request(clock, "PopWireD", order="true")))
+    assert n.body == b"d1"
+    await trio.sleep(40)  # not acked: the same message again, its attempt counted
+    [again] = messages(await ask(embedded_cluster, pop_request(clock, "PopWireD", order="true")))
+    assert (again.body, again.reconsume_times) == (b"d1", 1)
+
+
+async def test_a_long_polling_pop_is_woken_by_a_send_and_one_that_finds_nothing_times_out(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    clock = use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "PopWireE")
+    start = trio.current_time()
+    empty = await ask(embedded_cluster, pop_request(clock, "PopWireE", poll=5_000))
+    assert (empty.code, empty.remark) == (ResponseCode.POLLING_TIMEOUT, "NO_MESSAGE_IN_QUEUE")
+    assert trio.current_time() - start >= 5
+    answers: list[RemotingCommand] = []
+
+    async def poll() -> None:
+        answers.append(await ask(embedded_cluster, pop_request(clock, "PopWireE", poll=20_000)))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(poll)
+        await trio.sleep(3)
+        sent = trio.current_time()
+        await send(embedded_cluster, "PopWireE", b"e0")
+    [answer] = answers
+    assert [m.body for m in messages(answer)] == [b"e0"]
+    assert trio.current_time() - sent < 5  # woken by the arrival, not by the end of its polling window
+
+
+async def test_refusals_answer_javas_codes(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    clock = use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "PopWireF")
+    await send(embedded_cluster, "PopWireF", b"f0")
+    no_group = pop_request(clock, "PopWireF")
+    del no_group.ext_fields["consumerGroup"]
+    missing = await ask(embedded_cluster, no_group)
+    assert missing.code == ResponseCode.SYSTEM_ERROR and "consumerGroup" in (missing.remark or "")
+    too_many = await ask(embedded_cluster, pop_request(clock, "PopWireF", maxMsgNums="33"))
+    assert (too_many.code, too_many.remark) == (
+        ResponseCode.INVALID_PARAMETER,
+        "the broker[127.0.0.1] pop message's num is greater than 32",
+    )
+    late = await ask(embedded_cluster, pop_request(lambda: clock() - 10_000, "PopWireF", poll=1_000))
+    assert late.code == ResponseCode.POLLING_TIMEOUT and "timeout too much" in (late.remark or "")
+    unknown = await ask(embedded_cluster, pop_request(clock, "PopWireNope"))
+    assert unknown.code == ResponseCode.TOPIC_NOT_EXIST
+    assert (unknown.remark or "").startswith("topic[PopWireNope] not exist, apply first please! \nSee ")
+    bad_queue = await ask(embedded_cluster, pop_request(clock, "PopWireF", queueId="1"))
+    assert bad_queue.code == ResponseCode.INVALID_PARAMETER
+    assert (bad_queue.remark or "").startswith("queueId[1] is illegal, topic:[PopWireF] topicConfig.readQueueNums:[1]")
+    [m] = messages(await ask(embedded_cluster, pop_request(clock, "PopWireF")))
+    good = ack_request("PopWireF", m)
+    bad_info = await ask(embedded_cluster, request(RequestCode.ACK_MESSAGE, {**good.ext_fields, "extraInfo": "x y"}))
+    assert bad_info.code == ResponseCode.SYSTEM_ERROR
+    gone = await ask(embedded_cluster, request(RequestCode.ACK_MESSAGE, {**good.ext_fields, "topic": "PopWireNope"}))
+    assert gone.code == ResponseCode.TOPIC_NOT_EXIST
+    far = await ask(embedded_cluster, request(RequestCode.ACK_MESSAGE, {**good.ext_fields, "offset": "5"}))
+    assert (far.code, far.remark) == (ResponseCode.NO_MESSAGE, "offset is illegal, key:PopWireF@0, commit:5, store:0~1")
+    change = {**good.ext_fields, "offset": "1", "invisibleTime": "1000"}
+    past_end = await ask(embedded_cluster, request(RequestCode.CHANGE_MESSAGE_INVISIBLETIME, change))
+    assert past_end.code == ResponseCode.NO_MESSAGE
+    illegal_queue = await ask(embedded_cluster, request(RequestCode.ACK_MESSAGE, {**good.ext_fields, "queueId": "3"}))
+    assert illegal_queue.code == ResponseCode.MESSAGE_ILLEGAL
+    embedded_cluster.controller.context.groups.update(SubscriptionGroupConfig("off", consume_enable=False))
+    off = await ask(embedded_cluster, pop_request(clock, "PopWireF", consumerGroup="off"))
+    assert (off.code, off.remark) == (ResponseCode.NO_PERMISSION, "subscription group no permission, off")
+
+
+def test_extra_info_is_read_as_javas_ack_reads_it() -> None:
+    """AckMessageProcessor reads the queue and offset from the header and the rest from ``extraInfo``: the POP_CK
+    (8 fields), a proxy's receipt handle (9, the CommitLog offset appended) and buildExtraInfo without the message
+    offset (7) all name the same handle; anything else does not parse."""
+    handle = ReceiptHandle(5, 1700000000000, 30000, 0, 1, "broker-a", 2, 7, 4096)
+    assert handle.extra_info() == "5 1700000000000 30000 0 1 broker-a 2 7"
+    for text in (handle.extra_info(), handle.encode(), "5 1700000000000 30000 0 1 broker-a 2"):
+        assert ReceiptHandle.from_extra_info(text, 2, 7) == attrs.evolve(handle, commit_log_offset=0)
+    for bad in ("x y", "5 1 2 3 4 b 6 7 8 9", "5 1 2 3 4  6 7", "-5 1 2 3 4 b 6 7"):
+        with pytest.raises(ValueError):
+            ReceiptHandle.from_extra_info(bad, 2, 7)
+
+
+async def test_a_pop_of_one_queue_reads_that_queue_only(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    clock = use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "PopWireG", queues=2)
+    await send(embedded_cluster, "PopWireG", b"g0", b"g1", b"g2", b"g3")
+    answer = await ask(embedded_cluster, pop_request(clock, "PopWireG", queueId="1"))
+    popped = messages(answer)
+    assert len(popped) == 2 and {m.queue_id for m in popped} == {1}
+    assert answer.ext_fields["restNum"] == "0"
+    [ck] = answer.ext_fields["startOffsetInfo"].split(";")
+    assert ck == "0 1 0" and answer.ext_fields["msgOffsetInfo"] == "0 1 0,1"
