@@ -107,10 +107,12 @@ _RULES: dict[int, Callable[[RemotingCommand, Needed], None]] = {
     RequestCode.CONSUMER_SEND_MSG_BACK: _send_back,
     RequestCode.PULL_MESSAGE: _pull,
     # RocketMQ 5.3.3's headers: SUB on their topic and group (@RocketMQAction / @RocketMQResource on
-    # remoting/src/main/java/org/apache/rocketmq/remoting/protocol/header/PopMessageRequestHeader.java and the rest).
+    # remoting/src/main/java/org/apache/rocketmq/remoting/protocol/header/PopMessageRequestHeader.java and the rest;
+    # BATCH_ACK_MESSAGE has no header, so no resource).
     RequestCode.POP_MESSAGE: _pull,
     RequestCode.ACK_MESSAGE: _pull,
     RequestCode.CHANGE_MESSAGE_INVISIBLETIME: _pull,
+    RequestCode.NOTIFICATION: _pull,
     RequestCode.QUERY_MESSAGE: _query,
     RequestCode.HEART_BEAT: _heartbeat,
     RequestCode.UNREGISTER_CLIENT: _unregister,

@@ -1,5 +1,6 @@
-"""Pop consumption over remoting: POP_MESSAGE, ACK_MESSAGE and CHANGE_MESSAGE_INVISIBLETIME as RocketMQ 5.3.3's
-PopMessageProcessor, AckMessageProcessor and ChangeInvisibleTimeProcessor answer them
+"""Pop consumption over remoting: POP_MESSAGE, ACK_MESSAGE, BATCH_ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME and
+NOTIFICATION as RocketMQ 5.3.3's PopMessageProcessor, AckMessageProcessor, ChangeInvisibleTimeProcessor and
+NotificationProcessor answer them
 (broker/src/main/java/org/apache/rocketmq/broker/processor/), over the broker's one
 :class:`~broker.pop.PopService` (the gRPC front door's too; docs/grpc.md#pop-over-remoting).
 
@@ -11,32 +12,36 @@ message carries its delivery attempt as ``reconsumeTimes`` (Java's client reads 
 
 A pop that finds nothing waits for an arrival until ``bornTime + pollTime`` in the processor's own nursery, not in a
 pool worker (PopLongPollingService suspends the request), then answers POLLING_TIMEOUT "NO_MESSAGE_IN_QUEUE"; past the
-broker's polling limits it answers POLLING_FULL at once.
+broker's polling limits it answers POLLING_FULL at once. A NOTIFICATION waits so too, for a queue a pop could read.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Final
+from typing import Final, TypeVar
 
 import attrs
 import trio
 
 from broker.context import BrokerState
 from broker.pop import AckOutcome, Popped, PopService, ReceiptHandle
-from broker.pop.receipt import FIFO_REVIVE_QID
+from broker.pop.receipt import FIFO_REVIVE_QID, TOPIC_TYPE_RETRY
 from processors.common import RequestRejected, parse_header
 from processors.filter import Sql92ParseError, compile_sql92
 from processors.pull import build_subscription
 from remoting.codec.bodies.heartbeat import SUB_ALL
+from remoting.codec.bodies.pop import BatchAck, BatchAckMessageRequestBody
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand
-from remoting.codec.errors import HeaderFieldError
+from remoting.codec.errors import CodecError, HeaderFieldError
+from remoting.codec.headers.base import Header
 from remoting.codec.headers.pop import (
     AckMessageRequestHeader,
     ChangeInvisibleTimeRequestHeader,
     ChangeInvisibleTimeResponseHeader,
+    NotificationRequestHeader,
+    NotificationResponseHeader,
     PopMessageRequestHeader,
     PopMessageResponseHeader,
 )
@@ -47,6 +52,7 @@ from remoting.errors import RemotingConnectError
 from remoting.processor import RequestContext
 from store.errors import PutRefusedError
 from store.get_message import PropertyFilter
+from store.metadata_files import PERM_READ
 
 __all__ = ["PROPERTY_POP_CK", "AckMessageProcessor", "PopMessageProcessor"]
 
@@ -62,6 +68,7 @@ _NO_MESSAGE: Final = "NO_MESSAGE_IN_QUEUE"
 _TOO_LATE_MS: Final = 500
 
 PopOf = Callable[[], PopService]
+H = TypeVar("H", bound=Header)
 #: A pop's tags (``None``: any) and SQL92 filter.
 _Filters = tuple[frozenset[str] | None, PropertyFilter | None]
 
@@ -83,7 +90,7 @@ class PopMessageProcessor:
     """Serves POP_MESSAGE; ``pop_of`` gives the broker's pop service (its revive loop running). Run :meth:`run` for
     the long-polling pops. See the module docstring."""
 
-    REQUEST_CODES: Final = (RequestCode.POP_MESSAGE,)
+    REQUEST_CODES: Final = (RequestCode.POP_MESSAGE, RequestCode.NOTIFICATION)
 
     def __init__(self, broker: BrokerState, pop_of: PopOf) -> None:
         self.broker = broker
@@ -101,9 +108,11 @@ class PopMessageProcessor:
                 self._nursery = None
 
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        if request.code == RequestCode.NOTIFICATION:
+            return self._notification(ctx, request)
         pop = self.pop_of()
         try:
-            header = self._header(request, pop.now_ms())
+            header = _parse_born(PopMessageRequestHeader, request, pop.now_ms())
             if pop.now_ms() - header.born_time - header.poll_time > _TOO_LATE_MS:
                 raise RequestRejected(
                     ResponseCode.POLLING_TIMEOUT,
@@ -119,18 +128,6 @@ class PopMessageProcessor:
             return self._answer(request, pop, header, [], ResponseCode.POLLING_FULL)
         self._nursery.start_soon(self._long_poll, ctx, request, pop, header, filters)
         return None
-
-    @staticmethod
-    def _header(request: RemotingCommand, now_ms: int) -> PopMessageRequestHeader:
-        """The request's header; a missing or zero ``bornTime`` is now (PopMessageProcessor sets it so). A missing or
-        bad field answers SYSTEM_ERROR naming it, as Java's decodeCommandCustomHeader does."""
-        fields = request.ext_fields
-        if fields.get("bornTime", "0") == "0":
-            fields = {**fields, "bornTime": str(now_ms)}
-        try:
-            return PopMessageRequestHeader.from_ext_fields(fields)
-        except HeaderFieldError as exc:
-            raise RequestRejected(ResponseCode.SYSTEM_ERROR, str(exc)) from None
 
     def _pop(
         self, ctx: RequestContext, pop: PopService, header: PopMessageRequestHeader, filters: _Filters
@@ -181,6 +178,71 @@ class PopMessageProcessor:
             ctx.connection.send_nowait(answer)
         except RemotingConnectError:
             log.debug("pop answer to opaque %d dropped: connection %s closed", request.opaque, ctx.connection)
+
+    def _notification(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        """NOTIFICATION: SUCCESS with ``hasMsg`` once a pop could find something or at ``bornTime + pollTime``
+        (``pollingFull`` past the polling limits), after NotificationProcessor's checks."""
+        pop = self.pop_of()
+        try:
+            header = _parse_born(NotificationRequestHeader, request, pop.now_ms())
+            self._check_notification(ctx, header)
+        except RequestRejected as rejected:
+            return rejected.to_response(request)
+        group, topic = header.consumer_group, header.topic
+        found = pop.has_message(group, topic, header.queue_id, header.attempt_id, fifo=header.order)
+        if found or header.born_time + header.poll_time <= pop.now_ms() or self._nursery is None:
+            return _has_msg(request, found)
+        if not pop.park(group, topic):
+            return _has_msg(request, False, polling_full=True)
+        self._nursery.start_soon(self._long_notification, ctx, request, pop, header)
+        return None
+
+    def _check_notification(self, ctx: RequestContext, header: NotificationRequestHeader) -> None:
+        """NotificationProcessor's checks in its order, with its codes and remarks."""
+        config, ip = self.broker.topics.get(header.topic), self.broker.config.broker_ip1
+        if not self.broker.config.broker_permission & PERM_READ:
+            raise RequestRejected(ResponseCode.NO_PERMISSION, f"the broker[{ip}] peeking message is forbidden")
+        if config is None:
+            raise RequestRejected(
+                ResponseCode.TOPIC_NOT_EXIST, f"topic[{header.topic}] not exist, apply first please! {FAQ_SUFFIX_5}"
+            )
+        if not config.perm & PERM_READ:
+            raise RequestRejected(ResponseCode.NO_PERMISSION, f"the topic[{header.topic}] peeking message is forbidden")
+        if header.queue_id >= config.read_queue_nums:
+            raise RequestRejected(
+                ResponseCode.INVALID_PARAMETER,
+                f"queueId[{header.queue_id}] is illegal, topic:[{header.topic}] topicConfig.readQueueNums:"
+                f"[{config.read_queue_nums}] consumer:[{_peer(ctx)}]",
+            )
+        group = self.broker.groups.find(header.consumer_group)
+        if group is None:
+            raise RequestRejected(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                f"subscription group [{header.consumer_group}] does not exist, {FAQ_SUFFIX_5}",
+            )
+        if not group.consume_enable:
+            raise RequestRejected(
+                ResponseCode.NO_PERMISSION, f"subscription group no permission, {header.consumer_group}"
+            )
+
+    async def _long_notification(
+        self, ctx: RequestContext, request: RemotingCommand, pop: PopService, header: NotificationRequestHeader
+    ) -> None:
+        """Wait for an arrival on the topic or its retry topic until a pop could find something or the window ends."""
+        group, topic = header.consumer_group, header.topic
+        found = False
+        try:
+            while not found and (left := (header.born_time + header.poll_time - pop.now_ms()) / 1000) > 0:
+                await pop.wait_arrival([topic, pop_retry_topic(group, topic)], left, group)
+                if ctx.connection.closed:
+                    return
+                found = pop.has_message(group, topic, header.queue_id, header.attempt_id, fifo=header.order)
+        finally:
+            pop.unpark(group, topic)
+        try:
+            ctx.connection.send_nowait(_has_msg(request, found))
+        except RemotingConnectError:
+            log.debug("notification answer to opaque %d dropped: connection closed", request.opaque)
 
     def _answer(
         self,
@@ -242,6 +304,36 @@ def _filter(header: PopMessageRequestHeader) -> _Filters:
     return (None if subscription.sub_string == SUB_ALL else frozenset(subscription.tags_set)), None
 
 
+def _parse_born(cls: type[H], request: RemotingCommand, now_ms: int) -> H:
+    """The request's header; a missing or zero ``bornTime`` is now (PopMessageProcessor and NotificationProcessor
+    set it so). A missing or bad field answers SYSTEM_ERROR naming it, as Java's decodeCommandCustomHeader does."""
+    fields = request.ext_fields
+    if fields.get("bornTime", "0") == "0":
+        fields = {**fields, "bornTime": str(now_ms)}
+    try:
+        return cls.from_ext_fields(fields)
+    except HeaderFieldError as exc:
+        raise RequestRejected(ResponseCode.SYSTEM_ERROR, str(exc)) from None
+
+
+def _has_msg(request: RemotingCommand, found: bool, *, polling_full: bool = False) -> RemotingCommand:
+    fields = NotificationResponseHeader(has_msg=found, polling_full=polling_full).to_ext_fields()
+    return request.response(ResponseCode.SUCCESS, None, fields)
+
+
+def _illegal_orderly(
+    ctx: RequestContext, broker: BrokerState, group: str, topic: str, handle: ReceiptHandle
+) -> RequestRejected:
+    """AckMessageProcessor.ackOrderly's MESSAGE_ILLEGAL for an offset the queue's delivery does not hold
+    (ConsumerOrderInfoManager.commitAndNext answering -1)."""
+    old = broker.offsets.query(group, topic, handle.queue_id)
+    return RequestRejected(
+        ResponseCode.MESSAGE_ILLEGAL,
+        f"offset is illegal, key:{topic}@{group}@{handle.queue_id}, old:{old}, commit:{handle.offset}, next:-1, "
+        f"{_peer(ctx)}",
+    )
+
+
 def _offset_infos(popped: list[Popped], order: bool) -> tuple[str, str, str]:
     """``startOffsetInfo``, ``msgOffsetInfo`` and ``orderCountInfo`` of a pop's messages: per (topic type, queue),
     ``"<type> <queueId> <start>"``, ``"<type> <queueId> <o1>,<o2>"`` and, orderly, ``"<type> qo<queueId>%<offset>
@@ -273,7 +365,11 @@ def _record(popped: Popped, topic: str) -> bytes:
 class AckMessageProcessor:
     """Serves ACK_MESSAGE and CHANGE_MESSAGE_INVISIBLETIME over ``pop_of``'s pop service."""
 
-    REQUEST_CODES: Final = (RequestCode.ACK_MESSAGE, RequestCode.CHANGE_MESSAGE_INVISIBLETIME)
+    REQUEST_CODES: Final = (
+        RequestCode.ACK_MESSAGE,
+        RequestCode.CHANGE_MESSAGE_INVISIBLETIME,
+        RequestCode.BATCH_ACK_MESSAGE,
+    )
 
     def __init__(self, broker: BrokerState, pop_of: PopOf) -> None:
         self.broker = broker
@@ -283,6 +379,8 @@ class AckMessageProcessor:
         try:
             if request.code == RequestCode.ACK_MESSAGE:
                 return self._ack(ctx, request)
+            if request.code == RequestCode.BATCH_ACK_MESSAGE:
+                return self._batch_ack(ctx, request)
             return self._change(ctx, request)
         except RequestRejected as rejected:
             return rejected.to_response(request)
@@ -324,23 +422,53 @@ class AckMessageProcessor:
                 f"offset is illegal, key:{topic}@{qid}, commit:{header.offset}, store:{low}~{high}",
             )
         handle = self._handle(header)
-        outcome = self._acked(header, handle)
-        if outcome is AckOutcome.NOT_FOUND and handle.fifo:  # AckMessageProcessor.ackOrderly: commitAndNext -1
-            offset = self.broker.offsets.query(
-                header.consumer_group, handle.real_topic(header.consumer_group, topic), qid
-            )
-            raise RequestRejected(
-                ResponseCode.MESSAGE_ILLEGAL,
-                f"offset is illegal, key:{topic}@{header.consumer_group}@{qid}, old:{offset}, commit:{header.offset}, "
-                f"next:-1, {_peer(ctx)}",
-            )
+        if self._acked(header.consumer_group, topic, handle) is AckOutcome.NOT_FOUND and handle.fifo:
+            raise _illegal_orderly(ctx, self.broker, header.consumer_group, topic, handle)
         return request.response(ResponseCode.SUCCESS)
 
-    def _acked(self, header: AckMessageRequestHeader, handle: ReceiptHandle) -> AckOutcome:
+    def _acked(self, group: str, topic: str, handle: ReceiptHandle) -> AckOutcome:
         try:
-            return self.pop_of().ack(header.consumer_group, header.topic, handle)
+            return self.pop_of().ack(group, topic, handle)
         except PutRefusedError as exc:
             raise RequestRejected(ResponseCode.SYSTEM_ERROR, f"{exc.put_status}: {exc}") from None
+
+    def _batch_ack(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        """BATCH_ACK_MESSAGE: each entry acks ``startOffset + i`` for each bit ``i`` of its bit set, skipping offsets
+        outside the queue (AckMessageProcessor.appendAck's batch branch); no entries answers NO_MESSAGE, an orderly
+        offset its delivery does not hold MESSAGE_ILLEGAL, the other entries acked all the same."""
+        try:
+            body = BatchAckMessageRequestBody.decode(request.body) if request.body else None
+        except CodecError as exc:
+            raise RequestRejected(ResponseCode.SYSTEM_ERROR, f"JSONException: {exc}") from None
+        if body is None or not body.acks:
+            return request.response(ResponseCode.NO_MESSAGE)
+        refused: RequestRejected | None = None
+        for entry in body.acks:
+            for handle in self._batch_handles(entry, body.broker_name or self.broker.config.broker_name):
+                if self._acked(entry.consumer_group, entry.topic, handle) is AckOutcome.NOT_FOUND and handle.fifo:
+                    refused = _illegal_orderly(ctx, self.broker, entry.consumer_group, entry.topic, handle)
+        return request.response(ResponseCode.SUCCESS) if refused is None else refused.to_response(request)
+
+    def _batch_handles(self, entry: BatchAck, broker_name: str) -> list[ReceiptHandle]:
+        """The handles one entry acks: those of its offsets its queue holds. A ``retry`` other than "0" or "1"
+        answers SYSTEM_ERROR (ExtraInfoUtil.getRealTopic's IllegalArgumentException; "2", the V2 retry topic, names
+        no topic we pop from)."""
+        if entry.retry not in ("0", "1"):
+            raise RequestRejected(ResponseCode.SYSTEM_ERROR, "IllegalArgumentException: getRetry fail, format is wrong")
+        topic_type = int(entry.retry)
+        real = pop_retry_topic(entry.consumer_group, entry.topic) if topic_type == TOPIC_TYPE_RETRY else entry.topic
+        store, qid = self.broker.store, entry.queue_id
+        low, high = store.min_offset_in_queue(real, qid), store.max_offset_in_queue(real, qid)
+        handles = []
+        for bit in entry.bits:
+            offset = entry.start_offset + bit
+            if 0 <= low <= offset <= high:
+                stored = store.commit_log_offset_at(real, qid, offset)
+                handles.append(ReceiptHandle(
+                    entry.start_offset, entry.pop_time, entry.invisible_time, entry.revive_queue_id, topic_type,
+                    broker_name, qid, offset, 0 if stored is None else stored,
+                ))  # fmt: skip
+        return handles
 
     def _change(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         header = parse_header(ChangeInvisibleTimeRequestHeader, request)

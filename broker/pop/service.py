@@ -470,6 +470,26 @@ class PopService:
                     out += self._pop_queue(group, source, topic_type, qid, want, invisible_ms, filters, now, retry_of)
         return out
 
+    def has_message(self, group: str, topic: str, queue_id: int = -1, attempt_id: str | None = None, *,
+                    fifo: bool = False) -> bool:  # fmt: skip
+        """Whether a pop of ``group`` could find something: a queue of ``topic`` (``queue_id`` ≥ 0: that one) or of
+        the group's pop retry topic holding entries past the group's offset (without one, the queue's start); an
+        orderly queue whose batch is in flight does not count unless ``attempt_id`` retries it. Reads and commits
+        nothing: 5.3.3's NotificationProcessor.hasMsgFromTopic / hasMsgFromQueue (broker/src/main/java/org/apache/
+        rocketmq/broker/processor/NotificationProcessor.java)."""
+        store, offsets, now = self.broker.store, self.broker.offsets, self.now_ms()
+        for source, only in ((topic, queue_id), (pop_retry_topic(group, topic), -1)):
+            config = self.broker.topics.get(source)
+            count = 0 if config is None else config.read_queue_nums
+            for qid in [only] if only >= 0 else range(count):
+                state = self._fifo.get((group, topic, qid)) if fifo and source == topic else None
+                if state is not None and not state.retried_by(attempt_id) and _fifo_blocked(state, now):
+                    continue
+                offset = offsets.query(group, source, qid)
+                if store.max_offset_in_queue(source, qid) > max(offset, store.min_offset_in_queue(source, qid)):
+                    return True
+        return False
+
     def _sweep_turns(self) -> None:
         """Drop the turn counters of groups and topics that are gone (RocketMQ's PopLongPollingService
         .cleanUnusedResource cleans its per topic and group maps so), and all of them when that leaves too many (they

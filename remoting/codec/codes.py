@@ -143,6 +143,8 @@ class RequestCode(enum.IntEnum):
     POP_MESSAGE = 200050
     ACK_MESSAGE = 200051
     CHANGE_MESSAGE_INVISIBLETIME = 200053
+    NOTIFICATION = 200054
+    BATCH_ACK_MESSAGE = 200151
 
 
 class ResponseCode(enum.IntEnum):

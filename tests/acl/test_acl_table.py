@@ -174,11 +174,19 @@ ROWS = [
     Row("pull a SUB topic as a SUB group", RequestCode.PULL_MESSAGE, pull("topicC", "groupC"), USER, OK),
     Row("pull as a DENY group", RequestCode.PULL_MESSAGE, pull("topicB", "groupA"), USER, no_perm("group:groupA")),
     Row("pull a PUB-only topic", RequestCode.PULL_MESSAGE, pull("topicP", "groupB"), USER, no_perm("topic:topicP")),
-    # POP_MESSAGE 200050, ACK_MESSAGE 200051, CHANGE_MESSAGE_INVISIBLETIME 200053: SUB on the topic and the group
+    # POP_MESSAGE 200050, ACK_MESSAGE 200051, CHANGE_MESSAGE_INVISIBLETIME 200053, NOTIFICATION 200054: SUB on the
+    # topic and the group
     # (5.3.3's @RocketMQAction / @RocketMQResource on their headers).
     Row("pop as a DENY group", RequestCode.POP_MESSAGE, pull("topicB", "groupA"), USER, no_perm("group:groupA")),
     Row("pop a PUB-only topic", RequestCode.POP_MESSAGE, pull("topicP", "groupB"), USER, no_perm("topic:topicP")),
     Row("ack as a DENY group", RequestCode.ACK_MESSAGE, pull("topicB", "groupA"), USER, no_perm("group:groupA")),
+    Row(
+        "notification as a DENY group",
+        RequestCode.NOTIFICATION,
+        pull("topicB", "groupA"),
+        USER,
+        no_perm("group:groupA"),
+    ),
     Row(
         "change the invisibility in a PUB-only topic",
         RequestCode.CHANGE_MESSAGE_INVISIBLETIME,

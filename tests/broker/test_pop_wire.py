@@ -4,9 +4,11 @@ embedded broker, in virtual time (``autojump_clock``; the store's clock follows 
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Callable
 
 import attrs
+import orjson
 import pytest
 import trio
 import trio.testing
@@ -15,6 +17,7 @@ from broker.embedded import EmbeddedCluster
 from broker.pop import ReceiptHandle
 from remoting.client import RemotingClient
 from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig
+from remoting.codec.bodies.pop import BatchAck, BatchAckMessageRequestBody
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand, request
 from remoting.codec.message import MessageExt
@@ -221,3 +224,87 @@ async def test_a_pop_of_one_queue_reads_that_queue_only(
     assert answer.ext_fields["restNum"] == "0"
     [ck] = answer.ext_fields["startOffsetInfo"].split(";")
     assert ck == "0 1 0" and answer.ext_fields["msgOffsetInfo"] == "0 1 0,1"
+
+
+def batch_ack_body(topic: str, popped: list[MessageExt]) -> bytes:
+    """The body Java's MQClientAPIImpl.batchAckMessageAsync builds from POP_CKs: one entry per (retry, queue, CK
+    offset, pop time), a bit per message at ``queueOffset - ckQueueOffset``, as fastjson writes it (short names,
+    the BitSet's bytes in base64)."""
+    entries: dict[tuple[str, ...], dict[str, object]] = {}
+    bits: dict[tuple[str, ...], int] = {}
+    for m in popped:
+        ck = m.properties["POP_CK"].split(" ")
+        key = (ck[4], ck[6], ck[0], ck[1])
+        entries[key] = {"c": GROUP, "t": topic, "r": ck[4], "so": int(ck[0]), "q": int(ck[6]), "rq": int(ck[3]),
+                        "pt": int(ck[1]), "it": int(ck[2])}  # fmt: skip
+        bits[key] = bits.get(key, 0) | 1 << (int(ck[7]) - int(ck[0]))
+    acks = []
+    for key, entry in entries.items():
+        raw = bits[key].to_bytes((bits[key].bit_length() + 7) // 8, "little")  # BitSet.toByteArray
+        acks.append({**entry, "b": base64.b64encode(raw).decode()})
+    return orjson.dumps({"acks": acks, "brokerName": "broker-a"})
+
+
+async def test_a_batch_ack_acks_the_offsets_of_its_bit_sets(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    clock = use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "PopWireH")
+    await send(embedded_cluster, "PopWireH", b"h0", b"h1", b"h2")
+    popped = messages(await ask(embedded_cluster, pop_request(clock, "PopWireH", invisible=10_000)))
+    body = batch_ack_body("PopWireH", [m for m in popped if m.body != b"h1"])
+    acked = await ask(embedded_cluster, request(RequestCode.BATCH_ACK_MESSAGE, body=body))
+    assert acked.code == ResponseCode.SUCCESS, acked.remark
+    await trio.sleep(15)
+    [again] = messages(await ask(embedded_cluster, pop_request(clock, "PopWireH")))
+    assert again.body == b"h1"
+    empty = await ask(embedded_cluster, request(RequestCode.BATCH_ACK_MESSAGE, body=b'{"acks":[]}'))
+    assert empty.code == ResponseCode.NO_MESSAGE
+    junk = await ask(embedded_cluster, request(RequestCode.BATCH_ACK_MESSAGE, body=b"{not json"))
+    assert junk.code == ResponseCode.SYSTEM_ERROR
+
+
+def test_the_batch_ack_body_reads_fastjsons_short_and_long_names() -> None:
+    short = b'{"acks":[{"b":"BQ==","c":"g","it":30000,"pt":17,"q":2,"r":"1","rq":0,"so":40,"t":"T"}],"brokerName":"b"}'
+    body = BatchAckMessageRequestBody.decode(short)
+    assert body == BatchAckMessageRequestBody("b", (BatchAck("g", "T", "1", 40, 2, 0, 17, 30000, (0, 2)),))
+    assert BatchAckMessageRequestBody.decode(body.encode()) == body
+    long_names = (
+        b'{"acks":[{"bitSet":[5],"consumerGroup":"g","invisibleTime":30000,"popTime":17,"queueId":2,'
+        b'"retry":"1","reviveQueueId":0,"startOffset":40,"topic":"T"}],"brokerName":"b"}'
+    )
+    assert BatchAckMessageRequestBody.decode(long_names) == body
+
+
+def notification(clock: Callable[[], int], topic: str, poll: int = 0, **extra: str) -> RemotingCommand:
+    fields = {"consumerGroup": GROUP, "topic": topic, "queueId": "-1", "pollTime": str(poll),
+              "bornTime": str(clock()), **extra}  # fmt: skip
+    return request(RequestCode.NOTIFICATION, fields)
+
+
+async def test_a_notification_says_whether_a_pop_would_find_messages_and_waits_for_one(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    clock = use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "PopWireN")
+    start = trio.current_time()
+    empty = await ask(embedded_cluster, notification(clock, "PopWireN", poll=5_000))
+    assert empty.code == ResponseCode.SUCCESS and empty.ext_fields["hasMsg"] == "false"
+    assert trio.current_time() - start >= 5
+    answers: list[RemotingCommand] = []
+
+    async def wait() -> None:
+        answers.append(await ask(embedded_cluster, notification(clock, "PopWireN", poll=20_000)))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(wait)
+        await trio.sleep(3)
+        sent = trio.current_time()
+        await send(embedded_cluster, "PopWireN", b"n0")
+    assert answers[0].ext_fields["hasMsg"] == "true" and trio.current_time() - sent < 5
+    [m] = messages(await ask(embedded_cluster, pop_request(clock, "PopWireN", order="true")))
+    blocked = await ask(embedded_cluster, notification(clock, "PopWireN", order="true"))
+    assert blocked.ext_fields["hasMsg"] == "false", "an orderly queue in flight has nothing to pop"
+    assert (await ask(embedded_cluster, ack_request("PopWireN", m))).code == ResponseCode.SUCCESS
+    unknown = await ask(embedded_cluster, notification(clock, "PopWireNope"))
+    assert unknown.code == ResponseCode.TOPIC_NOT_EXIST

@@ -1,6 +1,7 @@
-"""Pop headers over remoting: POP_MESSAGE (200050), ACK_MESSAGE (200051) and CHANGE_MESSAGE_INVISIBLETIME (200053),
-RocketMQ 5.3.3's ``PopMessageRequestHeader``, ``PopMessageResponseHeader``, ``AckMessageRequestHeader``,
-``ChangeInvisibleTimeRequestHeader`` and ``ChangeInvisibleTimeResponseHeader``
+"""Pop headers over remoting: POP_MESSAGE (200050), ACK_MESSAGE (200051), CHANGE_MESSAGE_INVISIBLETIME (200053) and
+NOTIFICATION (200054), RocketMQ 5.3.3's ``PopMessageRequestHeader``, ``PopMessageResponseHeader``,
+``AckMessageRequestHeader``, ``ChangeInvisibleTimeRequestHeader``, ``ChangeInvisibleTimeResponseHeader``,
+``NotificationRequestHeader`` and ``NotificationResponseHeader``
 (remoting/src/main/java/org/apache/rocketmq/remoting/protocol/header/)."""
 
 from __future__ import annotations
@@ -80,3 +81,27 @@ class ChangeInvisibleTimeResponseHeader(Header):
     pop_time: int = attrs.field(metadata=wire("popTime"))
     invisible_time: int = attrs.field(metadata=wire("invisibleTime"))
     revive_qid: int = attrs.field(metadata=wire("reviveQid", int32=True))
+
+
+@attrs.frozen(slots=True)
+class NotificationRequestHeader(Header):
+    """Whether ``topic`` (queue ``queue_id``, negative: any) has messages for ``consumer_group``, waiting up to
+    ``poll_time`` ms from ``born_time`` for one."""
+
+    REQUEST_CODES = (RequestCode.NOTIFICATION,)
+
+    consumer_group: str = attrs.field(metadata=wire("consumerGroup"))
+    topic: str = attrs.field(metadata=wire("topic"))
+    queue_id: int = attrs.field(metadata=wire("queueId", int32=True))
+    poll_time: int = attrs.field(metadata=wire("pollTime"))
+    born_time: int = attrs.field(metadata=wire("bornTime"))
+    order: bool = attrs.field(default=False, metadata=wire("order"))
+    attempt_id: str | None = attrs.field(default=None, metadata=wire("attemptId"))
+
+
+@attrs.frozen(slots=True)
+class NotificationResponseHeader(Header):
+    """``has_msg``: a pop would find something; ``polling_full``: the wait was refused at the polling limits."""
+
+    has_msg: bool = attrs.field(metadata=wire("hasMsg"))
+    polling_full: bool = attrs.field(default=False, metadata=wire("pollingFull"))
