@@ -113,6 +113,8 @@ _RULES: dict[int, Callable[[RemotingCommand, Needed], None]] = {
     RequestCode.ACK_MESSAGE: _pull,
     RequestCode.CHANGE_MESSAGE_INVISIBLETIME: _pull,
     RequestCode.NOTIFICATION: _pull,
+    RequestCode.PEEK_MESSAGE: _pull,
+    RequestCode.POLLING_INFO: _pull,  # Action.GET in 5.3.3; ACL 1.0 has no GET: SUB
     RequestCode.QUERY_MESSAGE: _query,
     RequestCode.HEART_BEAT: _heartbeat,
     RequestCode.UNREGISTER_CLIENT: _unregister,

@@ -1,6 +1,6 @@
-"""Pop consumption over remoting: POP_MESSAGE, ACK_MESSAGE, BATCH_ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME and
-NOTIFICATION as RocketMQ 5.3.3's PopMessageProcessor, AckMessageProcessor, ChangeInvisibleTimeProcessor and
-NotificationProcessor answer them
+"""Pop consumption over remoting: POP_MESSAGE, ACK_MESSAGE, BATCH_ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME,
+NOTIFICATION, PEEK_MESSAGE and POLLING_INFO as RocketMQ 5.3.3's PopMessageProcessor, AckMessageProcessor,
+ChangeInvisibleTimeProcessor, NotificationProcessor, PeekMessageProcessor and PollingInfoProcessor answer them
 (broker/src/main/java/org/apache/rocketmq/broker/processor/), over the broker's one
 :class:`~broker.pop.PopService` (the gRPC front door's too; docs/grpc.md#pop-over-remoting).
 
@@ -42,6 +42,9 @@ from remoting.codec.headers.pop import (
     ChangeInvisibleTimeResponseHeader,
     NotificationRequestHeader,
     NotificationResponseHeader,
+    PeekMessageRequestHeader,
+    PollingInfoRequestHeader,
+    PollingInfoResponseHeader,
     PopMessageRequestHeader,
     PopMessageResponseHeader,
 )
@@ -90,7 +93,12 @@ class PopMessageProcessor:
     """Serves POP_MESSAGE; ``pop_of`` gives the broker's pop service (its revive loop running). Run :meth:`run` for
     the long-polling pops. See the module docstring."""
 
-    REQUEST_CODES: Final = (RequestCode.POP_MESSAGE, RequestCode.NOTIFICATION)
+    REQUEST_CODES: Final = (
+        RequestCode.POP_MESSAGE,
+        RequestCode.NOTIFICATION,
+        RequestCode.PEEK_MESSAGE,
+        RequestCode.POLLING_INFO,
+    )
 
     def __init__(self, broker: BrokerState, pop_of: PopOf) -> None:
         self.broker = broker
@@ -110,6 +118,13 @@ class PopMessageProcessor:
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
         if request.code == RequestCode.NOTIFICATION:
             return self._notification(ctx, request)
+        if request.code in (RequestCode.PEEK_MESSAGE, RequestCode.POLLING_INFO):
+            try:
+                return (
+                    self._peek(ctx, request) if request.code == RequestCode.PEEK_MESSAGE else self._info(ctx, request)
+                )
+            except RequestRejected as rejected:
+                return rejected.to_response(request)
         pop = self.pop_of()
         try:
             header = _parse_born(PopMessageRequestHeader, request, pop.now_ms())
@@ -124,7 +139,7 @@ class PopMessageProcessor:
             return rejected.to_response(request)
         if popped or header.poll_time <= 0 or self._nursery is None:
             return self._answer(request, pop, header, popped)
-        if not pop.park(header.consumer_group, header.topic):
+        if not pop.park(header.consumer_group, header.topic, header.queue_id):
             return self._answer(request, pop, header, [], ResponseCode.POLLING_FULL)
         self._nursery.start_soon(self._long_poll, ctx, request, pop, header, filters)
         return None
@@ -173,7 +188,7 @@ class PopMessageProcessor:
             log.warning("long-polling pop of %s on %s failed", group, topic, exc_info=True)
             answer = request.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
         finally:
-            pop.unpark(group, topic)
+            pop.unpark(group, topic, header.queue_id)
         try:
             ctx.connection.send_nowait(answer)
         except RemotingConnectError:
@@ -185,20 +200,25 @@ class PopMessageProcessor:
         pop = self.pop_of()
         try:
             header = _parse_born(NotificationRequestHeader, request, pop.now_ms())
-            self._check_notification(ctx, header)
+            self._check_peeking(ctx, header)
         except RequestRejected as rejected:
             return rejected.to_response(request)
         group, topic = header.consumer_group, header.topic
         found = pop.has_message(group, topic, header.queue_id, header.attempt_id, fifo=header.order)
         if found or header.born_time + header.poll_time <= pop.now_ms() or self._nursery is None:
             return _has_msg(request, found)
-        if not pop.park(group, topic):
+        if not pop.park(group, topic, header.queue_id):
             return _has_msg(request, False, polling_full=True)
         self._nursery.start_soon(self._long_notification, ctx, request, pop, header)
         return None
 
-    def _check_notification(self, ctx: RequestContext, header: NotificationRequestHeader) -> None:
-        """NotificationProcessor's checks in its order, with its codes and remarks."""
+    def _check_peeking(
+        self,
+        ctx: RequestContext,
+        header: NotificationRequestHeader | PeekMessageRequestHeader | PollingInfoRequestHeader,
+    ) -> None:
+        """NotificationProcessor's, PeekMessageProcessor's and PollingInfoProcessor's checks in their order, with their
+        codes and remarks."""
         config, ip = self.broker.topics.get(header.topic), self.broker.config.broker_ip1
         if not self.broker.config.broker_permission & PERM_READ:
             raise RequestRejected(ResponseCode.NO_PERMISSION, f"the broker[{ip}] peeking message is forbidden")
@@ -225,6 +245,25 @@ class PopMessageProcessor:
                 ResponseCode.NO_PERMISSION, f"subscription group no permission, {header.consumer_group}"
             )
 
+    def _peek(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        """PEEK_MESSAGE: SUCCESS "FOUND" with the stored records as they are (no ``POP_CK``: nothing was popped),
+        else PULL_NOT_FOUND "NO_MESSAGE_IN_QUEUE"; the header's ``restNum`` either way."""
+        header = parse_header(PeekMessageRequestHeader, request)
+        self._check_peeking(ctx, header)
+        pop = self.pop_of()
+        records, rest = pop.peek(header.consumer_group, header.topic, header.queue_id, header.max_msg_nums)
+        fields = PopMessageResponseHeader(pop_time=0, invisible_time=0, revive_qid=0, rest_num=rest).to_ext_fields()
+        if not records:
+            return request.response(ResponseCode.PULL_NOT_FOUND, _NO_MESSAGE, fields)
+        return request.response(ResponseCode.SUCCESS, "FOUND", fields, b"".join(records))
+
+    def _info(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        """POLLING_INFO: how many pops and notifications wait on the request's key."""
+        header = parse_header(PollingInfoRequestHeader, request)
+        self._check_peeking(ctx, header)
+        parked = self.pop_of().parked(header.consumer_group, header.topic, header.queue_id)
+        return request.response(ResponseCode.SUCCESS, None, PollingInfoResponseHeader(parked).to_ext_fields())
+
     async def _long_notification(
         self, ctx: RequestContext, request: RemotingCommand, pop: PopService, header: NotificationRequestHeader
     ) -> None:
@@ -238,7 +277,7 @@ class PopMessageProcessor:
                     return
                 found = pop.has_message(group, topic, header.queue_id, header.attempt_id, fifo=header.order)
         finally:
-            pop.unpark(group, topic)
+            pop.unpark(group, topic, header.queue_id)
         try:
             ctx.connection.send_nowait(_has_msg(request, found))
         except RemotingConnectError:

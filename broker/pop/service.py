@@ -190,8 +190,8 @@ class PopService:
         #: came (an entry goes with the last); ``_poll_seq`` numbers them in that order
         self._arrivals: dict[str, dict[str, dict[_FilterKey, dict[_Poll, None]]]] = {}
         self._poll_seq = itertools.count()
-        #: receives parked for long polling by (group, topic), and in all (:meth:`park`)
-        self._parked: dict[tuple[str, str], int] = {}
+        #: receives parked for long polling by (group, topic, queue id), and in all (:meth:`park`)
+        self._parked: dict[tuple[str, str, int], int] = {}
         self._parked_total = 0
         #: when each FIFO queue with a batch in flight is free again (store ms), and a heap of those times (entries a
         #: later change replaced stay until due): ConsumerOrderInfoLockManager's timers, run by :meth:`run_lock_timer`
@@ -320,13 +320,13 @@ class PopService:
         finally:
             self._unfile(poll)
 
-    def park(self, group: str, topic: str) -> bool:
-        """Count one receive of ``group`` on ``topic`` parked for long polling (:meth:`unpark` when it leaves);
-        False, nothing counted, when full: ``maxPopPollingSize`` parked in all, or more than ``popPollingSize`` on
-        the key, as PopLongPollingService.polling answers POLLING_FULL (broker/src/main/java/org/apache/rocketmq/
-        broker/longpolling/PopLongPollingService.java; the proxy's receives pop queue -1, one key per group and
-        topic)."""
-        config, key = self.broker.config, (group, topic)
+    def park(self, group: str, topic: str, queue_id: int = -1) -> bool:
+        """Count one receive of ``group`` on ``topic`` (queue ``queue_id``, -1: all) parked for long polling
+        (:meth:`unpark` when it leaves); False, nothing counted, when full: ``maxPopPollingSize`` parked in all, or
+        more than ``popPollingSize`` on the key, as PopLongPollingService.polling answers POLLING_FULL
+        (broker/src/main/java/org/apache/rocketmq/broker/longpolling/PopLongPollingService.java; its key is topic,
+        group and queue id; the proxy's receives pop queue -1)."""
+        config, key = self.broker.config, (group, topic, max(queue_id, -1))
         parked = self._parked.get(key, 0)
         if self._parked_total >= config.max_pop_polling_size or parked > config.pop_polling_size:
             return False
@@ -334,14 +334,36 @@ class PopService:
         self._parked_total += 1
         return True
 
-    def unpark(self, group: str, topic: str) -> None:
-        key = (group, topic)
+    def unpark(self, group: str, topic: str, queue_id: int = -1) -> None:
+        key = (group, topic, max(queue_id, -1))
         left = self._parked[key] - 1
         if left:
             self._parked[key] = left
         else:
             del self._parked[key]
         self._parked_total -= 1
+
+    def parked(self, group: str, topic: str, queue_id: int = -1) -> int:
+        """Receives parked on the key (POLLING_INFO's ``pollingNum``, PollingInfoProcessor)."""
+        return self._parked.get((group, topic, max(queue_id, -1)), 0)
+
+    def peek(self, group: str, topic: str, queue_id: int, max_nums: int) -> tuple[list[memoryview | bytes], int]:
+        """PEEK_MESSAGE (5.3.3's PeekMessageProcessor.peekMsgFromQueue): up to ``max_nums`` stored records of
+        ``topic`` (``queue_id`` ≥ 0: that queue) then of the group's pop retry topic, each queue read from the group's
+        offset (without one, the queue's start); no checkpoint, nothing committed. Also the entries left past the
+        offsets of every queue visited (``restNum``)."""
+        store, offsets = self.broker.store, self.broker.offsets
+        records: list[memoryview | bytes] = []
+        rest = 0
+        for source, only in ((topic, queue_id), (pop_retry_topic(group, topic), -1)):
+            config = self.broker.topics.get(source)
+            count = 0 if config is None else config.read_queue_nums
+            for qid in [only] if only >= 0 else range(count):
+                offset = max(offsets.query(group, source, qid), store.min_offset_in_queue(source, qid))
+                rest += max(store.max_offset_in_queue(source, qid) - offset, 0)
+                if len(records) < max_nums:
+                    records += store.get(source, qid, offset, max_nums - len(records)).messages
+        return records, rest
 
     def _schedule_lock_free(self, key: tuple[str, str, int], state: FifoQueue) -> None:
         """Set the queue's timer to when its batch in flight is visible again (none while nothing is in flight), as

@@ -142,8 +142,10 @@ class RequestCode(enum.IntEnum):
     #: RocketMQ 5's pop consumption (remoting/src/main/java/org/apache/rocketmq/remoting/protocol/RequestCode.java).
     POP_MESSAGE = 200050
     ACK_MESSAGE = 200051
+    PEEK_MESSAGE = 200052
     CHANGE_MESSAGE_INVISIBLETIME = 200053
     NOTIFICATION = 200054
+    POLLING_INFO = 200055
     BATCH_ACK_MESSAGE = 200151
 
 

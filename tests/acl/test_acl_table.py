@@ -174,15 +174,22 @@ ROWS = [
     Row("pull a SUB topic as a SUB group", RequestCode.PULL_MESSAGE, pull("topicC", "groupC"), USER, OK),
     Row("pull as a DENY group", RequestCode.PULL_MESSAGE, pull("topicB", "groupA"), USER, no_perm("group:groupA")),
     Row("pull a PUB-only topic", RequestCode.PULL_MESSAGE, pull("topicP", "groupB"), USER, no_perm("topic:topicP")),
-    # POP_MESSAGE 200050, ACK_MESSAGE 200051, CHANGE_MESSAGE_INVISIBLETIME 200053, NOTIFICATION 200054: SUB on the
-    # topic and the group
-    # (5.3.3's @RocketMQAction / @RocketMQResource on their headers).
+    # POP_MESSAGE 200050 to POLLING_INFO 200055: SUB on the topic and the group (5.3.3's @RocketMQAction /
+    # @RocketMQResource on their headers).
     Row("pop as a DENY group", RequestCode.POP_MESSAGE, pull("topicB", "groupA"), USER, no_perm("group:groupA")),
     Row("pop a PUB-only topic", RequestCode.POP_MESSAGE, pull("topicP", "groupB"), USER, no_perm("topic:topicP")),
     Row("ack as a DENY group", RequestCode.ACK_MESSAGE, pull("topicB", "groupA"), USER, no_perm("group:groupA")),
     Row(
         "notification as a DENY group",
         RequestCode.NOTIFICATION,
+        pull("topicB", "groupA"),
+        USER,
+        no_perm("group:groupA"),
+    ),
+    Row("peek a PUB-only topic", RequestCode.PEEK_MESSAGE, pull("topicP", "groupB"), USER, no_perm("topic:topicP")),
+    Row(
+        "polling info as a DENY group",
+        RequestCode.POLLING_INFO,
         pull("topicB", "groupA"),
         USER,
         no_perm("group:groupA"),

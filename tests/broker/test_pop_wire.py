@@ -308,3 +308,33 @@ async def test_a_notification_says_whether_a_pop_would_find_messages_and_waits_f
     assert (await ask(embedded_cluster, ack_request("PopWireN", m))).code == ResponseCode.SUCCESS
     unknown = await ask(embedded_cluster, notification(clock, "PopWireNope"))
     assert unknown.code == ResponseCode.TOPIC_NOT_EXIST
+
+
+async def test_a_peek_reads_without_popping_and_polling_info_counts_the_waiting_pops(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    clock = use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "PopWireP")
+    fields = {"consumerGroup": GROUP, "topic": "PopWireP", "queueId": "-1", "maxMsgNums": "32"}
+    nothing = await ask(embedded_cluster, request(RequestCode.PEEK_MESSAGE, fields))
+    assert (nothing.code, nothing.remark) == (ResponseCode.PULL_NOT_FOUND, "NO_MESSAGE_IN_QUEUE")
+    info = {"consumerGroup": GROUP, "topic": "PopWireP", "queueId": "-1"}
+    answers: list[RemotingCommand] = []
+
+    async def poll() -> None:
+        answers.append(await ask(embedded_cluster, pop_request(clock, "PopWireP", poll=20_000)))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(poll)
+        await trio.sleep(3)
+        waiting = await ask(embedded_cluster, request(RequestCode.POLLING_INFO, info))
+        assert (waiting.code, waiting.ext_fields["pollingNum"]) == (ResponseCode.SUCCESS, "1")
+        await send(embedded_cluster, "PopWireP", b"p0")
+    after = await ask(embedded_cluster, request(RequestCode.POLLING_INFO, info))
+    assert after.ext_fields["pollingNum"] == "0"
+    await send(embedded_cluster, "PopWireP", b"p2")
+    for _ in range(2):  # a peek leaves the offset where it was
+        peeked = await ask(embedded_cluster, request(RequestCode.PEEK_MESSAGE, fields))
+        assert [m.body for m in messages(peeked)] == [b"p2"] and peeked.ext_fields["restNum"] == "1"
+        assert "POP_CK" not in messages(peeked)[0].properties
+    assert [m.body for m in messages(await ask(embedded_cluster, pop_request(clock, "PopWireP")))] == [b"p2"]

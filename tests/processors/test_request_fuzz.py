@@ -107,7 +107,8 @@ def fields_for(draw: st.DrawFn, code: int) -> tuple[dict[str, str], bool]:
             continue
         choice = draw(st.integers(0, 9))
         if choice == 0:  # left out
-            broken |= field.required
+            # 5.3.3's PopMessageProcessor and NotificationProcessor add a missing bornTime (now) before decoding
+            broken |= field.required and field.key != "bornTime"
             continue
         if field.kind is int:
             value = draw(st.sampled_from(INT_VALUES))

@@ -1,7 +1,6 @@
-"""Pop headers over remoting: POP_MESSAGE (200050), ACK_MESSAGE (200051), CHANGE_MESSAGE_INVISIBLETIME (200053) and
-NOTIFICATION (200054), RocketMQ 5.3.3's ``PopMessageRequestHeader``, ``PopMessageResponseHeader``,
-``AckMessageRequestHeader``, ``ChangeInvisibleTimeRequestHeader``, ``ChangeInvisibleTimeResponseHeader``,
-``NotificationRequestHeader`` and ``NotificationResponseHeader``
+"""Pop headers over remoting: POP_MESSAGE (200050), ACK_MESSAGE (200051), PEEK_MESSAGE (200052),
+CHANGE_MESSAGE_INVISIBLETIME (200053), NOTIFICATION (200054) and POLLING_INFO (200055), RocketMQ 5.3.3's request and
+response headers of those names
 (remoting/src/main/java/org/apache/rocketmq/remoting/protocol/header/)."""
 
 from __future__ import annotations
@@ -105,3 +104,32 @@ class NotificationResponseHeader(Header):
 
     has_msg: bool = attrs.field(metadata=wire("hasMsg"))
     polling_full: bool = attrs.field(default=False, metadata=wire("pollingFull"))
+
+
+@attrs.frozen(slots=True)
+class PeekMessageRequestHeader(Header):
+    """Read up to ``max_msg_nums`` messages of ``topic`` (queue ``queue_id``, negative: all) at the group's offsets
+    without popping them."""
+
+    REQUEST_CODES = (RequestCode.PEEK_MESSAGE,)
+
+    topic: str = attrs.field(metadata=wire("topic"))
+    queue_id: int = attrs.field(metadata=wire("queueId", int32=True))
+    max_msg_nums: int = attrs.field(metadata=wire("maxMsgNums", int32=True))
+    consumer_group: str = attrs.field(metadata=wire("consumerGroup"))
+
+
+@attrs.frozen(slots=True)
+class PollingInfoRequestHeader(Header):
+    """How many pops of ``consumer_group`` wait on ``topic`` (queue ``queue_id``, -1: those of every queue)."""
+
+    REQUEST_CODES = (RequestCode.POLLING_INFO,)
+
+    consumer_group: str = attrs.field(metadata=wire("consumerGroup"))
+    topic: str = attrs.field(metadata=wire("topic"))
+    queue_id: int = attrs.field(metadata=wire("queueId", int32=True))
+
+
+@attrs.frozen(slots=True)
+class PollingInfoResponseHeader(Header):
+    polling_num: int = attrs.field(metadata=wire("pollingNum", int32=True))
