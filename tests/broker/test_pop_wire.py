@@ -47,6 +47,24 @@ def messages(answer: RemotingCommand) -> list[MessageExt]:
     return decode_records(bytes(answer.body))
 
 
+async def woken_by_a_send(
+    cluster: EmbeddedCluster, waiting: RemotingCommand, body: bytes | None
+) -> tuple[RemotingCommand, float]:
+    """``waiting``'s answer, ``body`` (if any) sent to its topic 3 s after it was asked, and the seconds it took."""
+    answers: list[RemotingCommand] = []
+    start = trio.current_time()
+
+    async def wait() -> None:
+        answers.append(await ask(cluster, waiting))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(wait)
+        if body is not None:
+            await trio.sleep(3)
+            await send(cluster, waiting.ext_fields["topic"], body)
+    return answers[0], trio.current_time() - start
+
+
 def ack_request(topic: str, msg: MessageExt, group: str = GROUP) -> RemotingCommand:
     fields = {"consumerGroup": group, "topic": topic, "queueId": str(msg.queue_id),
               "extraInfo": msg.properties["POP_CK"], "offset": str(msg.queue_offset)}  # fmt: skip
@@ -139,23 +157,12 @@ async def test_a_long_polling_pop_is_woken_by_a_send_and_one_that_finds_nothing_
 ) -> None:
     clock = use_virtual_store_clock(embedded_cluster)
     await create_topic(embedded_cluster, "PopWireE")
-    start = trio.current_time()
-    empty = await ask(embedded_cluster, pop_request(clock, "PopWireE", poll=5_000))
+    empty, waited = await woken_by_a_send(embedded_cluster, pop_request(clock, "PopWireE", poll=5_000), None)
     assert (empty.code, empty.remark) == (ResponseCode.POLLING_TIMEOUT, "NO_MESSAGE_IN_QUEUE")
-    assert trio.current_time() - start >= 5
-    answers: list[RemotingCommand] = []
-
-    async def poll() -> None:
-        answers.append(await ask(embedded_cluster, pop_request(clock, "PopWireE", poll=20_000)))
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(poll)
-        await trio.sleep(3)
-        sent = trio.current_time()
-        await send(embedded_cluster, "PopWireE", b"e0")
-    [answer] = answers
+    assert waited >= 5
+    answer, waited = await woken_by_a_send(embedded_cluster, pop_request(clock, "PopWireE", poll=20_000), b"e0")
     assert [m.body for m in messages(answer)] == [b"e0"]
-    assert trio.current_time() - sent < 5  # woken by the arrival, not by the end of its polling window
+    assert waited < 8  # woken by the arrival 3 s in, not by the end of its polling window
 
 
 async def test_refusals_answer_javas_codes(
@@ -287,21 +294,11 @@ async def test_a_notification_says_whether_a_pop_would_find_messages_and_waits_f
 ) -> None:
     clock = use_virtual_store_clock(embedded_cluster)
     await create_topic(embedded_cluster, "PopWireN")
-    start = trio.current_time()
-    empty = await ask(embedded_cluster, notification(clock, "PopWireN", poll=5_000))
+    empty, waited = await woken_by_a_send(embedded_cluster, notification(clock, "PopWireN", poll=5_000), None)
     assert empty.code == ResponseCode.SUCCESS and empty.ext_fields["hasMsg"] == "false"
-    assert trio.current_time() - start >= 5
-    answers: list[RemotingCommand] = []
-
-    async def wait() -> None:
-        answers.append(await ask(embedded_cluster, notification(clock, "PopWireN", poll=20_000)))
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(wait)
-        await trio.sleep(3)
-        sent = trio.current_time()
-        await send(embedded_cluster, "PopWireN", b"n0")
-    assert answers[0].ext_fields["hasMsg"] == "true" and trio.current_time() - sent < 5
+    assert waited >= 5
+    woken, waited = await woken_by_a_send(embedded_cluster, notification(clock, "PopWireN", poll=20_000), b"n0")
+    assert woken.ext_fields["hasMsg"] == "true" and waited < 8
     [m] = messages(await ask(embedded_cluster, pop_request(clock, "PopWireN", order="true")))
     blocked = await ask(embedded_cluster, notification(clock, "PopWireN", order="true"))
     assert blocked.ext_fields["hasMsg"] == "false", "an orderly queue in flight has nothing to pop"
