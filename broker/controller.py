@@ -97,9 +97,18 @@ from store.results import AppendResult
 log = logging.getLogger(__name__)
 
 
+#: What Java's fast port leaves to its default processor, which answers REQUEST_CODE_NOT_SUPPORTED: the codes of the
+#: pull executor (4.9.8 and 5.3.3's BrokerController.registerProcessor register them on the main port only).
+FAST_PORT_REFUSED = frozenset({
+    RequestCode.PULL_MESSAGE, RequestCode.POP_MESSAGE, RequestCode.PEEK_MESSAGE, RequestCode.NOTIFICATION,
+    RequestCode.POLLING_INFO,
+})  # fmt: skip
+
+
 class FastChannelDispatcher(Dispatcher):
-    """The VIP channel's dispatcher: the main dispatcher's table and pools, except that PULL_MESSAGE is refused with
-    REQUEST_CODE_NOT_SUPPORTED, as on Java's fast port. The main server runs the pools, so this one reports running."""
+    """The VIP channel's dispatcher: the main dispatcher's table and pools, except that :data:`FAST_PORT_REFUSED` is
+    refused with REQUEST_CODE_NOT_SUPPORTED, as on Java's fast port. The main server runs the pools, so this one
+    reports running."""
 
     def __init__(self, main: Dispatcher) -> None:
         super().__init__()
@@ -114,10 +123,10 @@ class FastChannelDispatcher(Dispatcher):
         return self._main.has_fast_paths
 
     def fast_request(self, ctx: RequestContext, fields: dict[str, Any], body: bytes) -> bool:
-        return fields.get("code") != RequestCode.PULL_MESSAGE and self._main.fast_request(ctx, fields, body)
+        return fields.get("code") not in FAST_PORT_REFUSED and self._main.fast_request(ctx, fields, body)
 
     async def dispatch(self, ctx: RequestContext, request: RemotingCommand) -> None:
-        if request.code != RequestCode.PULL_MESSAGE:
+        if request.code not in FAST_PORT_REFUSED:
             await self._main.dispatch(ctx, request)
             return
         answer = request.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, not_supported_remark(request.code))

@@ -132,7 +132,7 @@ async def test_a_restarted_broker_keeps_its_port_topics_and_offsets(embedded_clu
         assert info.code == ResponseCode.SUCCESS
 
 
-async def test_the_fast_channel_serves_everything_but_pull(embedded_cluster: EmbeddedCluster) -> None:
+async def test_the_fast_channel_serves_everything_but_pull_and_pop(embedded_cluster: EmbeddedCluster) -> None:
     controller = embedded_cluster.controller
     # The embedded broker listens on port 0, so it has no fast channel; serve one on another free port here.
     assert controller.fast_address is None
@@ -141,6 +141,19 @@ async def test_the_fast_channel_serves_everything_but_pull(embedded_cluster: Emb
         fast = f"{host}:{port}"
         pull = await client.invoke(fast, request(RequestCode.PULL_MESSAGE, {"topic": "T"}), 5)
         assert (pull.code, pull.remark) == (ResponseCode.REQUEST_CODE_NOT_SUPPORTED, " request type 11 not supported")
+        for code in (
+            RequestCode.POP_MESSAGE,
+            RequestCode.PEEK_MESSAGE,
+            RequestCode.NOTIFICATION,
+            RequestCode.POLLING_INFO,
+        ):
+            refused = await client.invoke(fast, request(code, {"topic": "T"}), 5)  # 5.3.3: the main port's only
+            assert (refused.code, refused.remark) == (
+                ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                f" request type {int(code)} not supported",
+            )
+        ack = await client.invoke(fast, request(RequestCode.ACK_MESSAGE, {"topic": "T"}), 5)
+        assert ack.code == ResponseCode.SYSTEM_ERROR, "served on the fast port too: its header is incomplete"
         info = await client.invoke(fast, request(RequestCode.GET_BROKER_RUNTIME_INFO), 5)
         assert info.code == ResponseCode.SUCCESS
         nursery.cancel_scope.cancel()
