@@ -66,8 +66,12 @@ async def woken_by_a_send(
 
 
 def ack_request(topic: str, msg: MessageExt, group: str = GROUP) -> RemotingCommand:
-    fields = {"consumerGroup": group, "topic": topic, "queueId": str(msg.queue_id),
-              "extraInfo": msg.properties["POP_CK"], "offset": str(msg.queue_offset)}  # fmt: skip
+    """The ACK_MESSAGE Java's DefaultMQPushConsumerImpl.ackAsync sends: the topic the message lies in
+    (ExtraInfoUtil.getRealTopic: the pop retry topic for a redelivery), the queue and offset of its POP_CK."""
+    ck = msg.properties["POP_CK"].split(" ")
+    real = f"%RETRY%{group}_{topic}" if ck[4] == "1" else topic
+    fields = {"consumerGroup": group, "topic": real, "queueId": ck[6], "extraInfo": msg.properties["POP_CK"],
+              "offset": ck[7]}  # fmt: skip
     return request(RequestCode.ACK_MESSAGE, fields)
 
 
