@@ -50,7 +50,7 @@ from remoting.codec.headers.pop import (
 )
 from remoting.codec.message import encode_record
 from remoting.codec.record_copy import raw_properties, record_from_stored
-from remoting.codec.topics import pop_retry_topic
+from remoting.codec.topics import pop_normal_topic, pop_retry_topic
 from remoting.errors import RemotingConnectError
 from remoting.processor import RequestContext
 from store.errors import PutRefusedError
@@ -439,16 +439,22 @@ class AckMessageProcessor:
                 f"[{config.read_queue_nums}] consumer:[{_peer(ctx)}]",
             )
 
-    def _handle(self, header: AckMessageRequestHeader | ChangeInvisibleTimeRequestHeader) -> ReceiptHandle:
-        """The handle the request names; an ``extraInfo`` that does not parse answers SYSTEM_ERROR, as Java's
-        ExtraInfoUtil throwing out of the processor does."""
+    def _handle(self, header: AckMessageRequestHeader | ChangeInvisibleTimeRequestHeader) -> tuple[ReceiptHandle, str]:
+        """The handle the request names and the topic the pop service knows it by. The header names the topic the
+        message lies in (Java's DefaultMQPushConsumerImpl.ackAsync and the proxy's ConsumerProcessor put
+        ExtraInfoUtil.getRealTopic there: the pop retry topic for a redelivery); the pop service wants the popped
+        topic. An ``extraInfo`` that does not parse answers SYSTEM_ERROR, as Java's ExtraInfoUtil throwing out of
+        the processor does."""
         try:
             handle = ReceiptHandle.from_extra_info(header.extra_info, header.queue_id, header.offset)
         except ValueError as exc:
             raise RequestRejected(ResponseCode.SYSTEM_ERROR, f"IllegalArgumentException: {exc}") from None
-        real = handle.real_topic(header.consumer_group, header.topic)
-        stored = self.broker.store.commit_log_offset_at(real, handle.queue_id, handle.offset)
-        return handle if stored is None else attrs.evolve(handle, commit_log_offset=stored)
+        group = header.consumer_group
+        origin = pop_normal_topic(group, header.topic) if handle.topic_type == TOPIC_TYPE_RETRY else header.topic
+        stored = self.broker.store.commit_log_offset_at(
+            handle.real_topic(group, origin), handle.queue_id, handle.offset
+        )
+        return (handle if stored is None else attrs.evolve(handle, commit_log_offset=stored)), origin
 
     def _ack(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         header = parse_header(AckMessageRequestHeader, request)
@@ -460,8 +466,8 @@ class AckMessageProcessor:
                 ResponseCode.NO_MESSAGE,
                 f"offset is illegal, key:{topic}@{qid}, commit:{header.offset}, store:{low}~{high}",
             )
-        handle = self._handle(header)
-        if self._acked(header.consumer_group, topic, handle) is AckOutcome.NOT_FOUND and handle.fifo:
+        handle, origin = self._handle(header)
+        if self._acked(header.consumer_group, origin, handle) is AckOutcome.NOT_FOUND and handle.fifo:
             raise _illegal_orderly(ctx, self.broker, header.consumer_group, topic, handle)
         return request.response(ResponseCode.SUCCESS)
 
@@ -515,10 +521,10 @@ class AckMessageProcessor:
         store, topic, qid = self.broker.store, header.topic, header.queue_id
         if not store.min_offset_in_queue(topic, qid) <= header.offset < store.max_offset_in_queue(topic, qid):
             return request.response(ResponseCode.NO_MESSAGE)
-        handle = self._handle(header)
+        handle, origin = self._handle(header)
         pop = self.pop_of()
         try:
-            outcome, renewed = pop.change_invisible(header.consumer_group, topic, handle, header.invisible_time)
+            outcome, renewed = pop.change_invisible(header.consumer_group, origin, handle, header.invisible_time)
         except PutRefusedError:
             return request.response(ResponseCode.SYSTEM_ERROR)  # appendCheckPointThenAckOrigin failed
         if outcome is AckOutcome.NOT_FOUND:
