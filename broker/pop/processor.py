@@ -34,7 +34,7 @@ from remoting.codec.bodies.heartbeat import SUB_ALL
 from remoting.codec.bodies.pop import BatchAck, BatchAckMessageRequestBody
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand
-from remoting.codec.errors import CodecError, HeaderFieldError
+from remoting.codec.errors import CodecError, HeaderFieldError, PropertiesTooLongError
 from remoting.codec.headers.base import Header
 from remoting.codec.headers.pop import (
     AckMessageRequestHeader,
@@ -148,6 +148,8 @@ class PopMessageProcessor:
         self, ctx: RequestContext, pop: PopService, header: PopMessageRequestHeader, filters: _Filters
     ) -> list[Popped]:
         tags, property_filter = filters
+        if header.max_msg_nums <= 0:  # popMsgFromQueue stops once it holds maxMsgNums: none
+            return []
         try:
             return pop.pop(
                 header.consumer_group, header.topic, header.max_msg_nums, header.invisible_time, tags,
@@ -276,10 +278,14 @@ class PopMessageProcessor:
                 if ctx.connection.closed:
                     return
                 found = pop.has_message(group, topic, header.queue_id, header.attempt_id, fifo=header.order)
+            answer = _has_msg(request, found)
+        except Exception as exc:  # a task of the processor's nursery: a failure answers, it never stops the broker
+            log.warning("long-polling notification of %s on %s failed", group, topic, exc_info=True)
+            answer = request.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
         finally:
             pop.unpark(group, topic, header.queue_id)
         try:
-            ctx.connection.send_nowait(_has_msg(request, found))
+            ctx.connection.send_nowait(answer)
         except RemotingConnectError:
             log.debug("notification answer to opaque %d dropped: connection closed", request.opaque)
 
@@ -389,14 +395,25 @@ def _offset_infos(popped: list[Popped], order: bool) -> tuple[str, str, str]:
 
 def _record(popped: Popped, topic: str) -> bytes:
     """The stored record of a popped message as the client reads it: its ``POP_CK``, its original topic, its
-    delivery attempt as ``reconsumeTimes``; queue, offsets and times as stored."""
+    delivery attempt as ``reconsumeTimes``; queue, offsets and times as stored. A record whose properties leave no
+    room for ``POP_CK`` goes without it (normal topic: Java's client builds it from the header's offset infos, as for
+    every record 5.3.3 sends as stored) or not at all (retry topic: PopMessageProcessor's re-encoding fails and leaves
+    it out; its checkpoint brings it back)."""
     msg, handle = popped.message, popped.handle
     props = raw_properties(msg, frozenset({PROPERTY_POP_CK}))
-    props = (
-        f"{props}\x02{PROPERTY_POP_CK}\x01{handle.extra_info()}"
-        if props
-        else f"{PROPERTY_POP_CK}\x01{handle.extra_info()}"
-    )
+    ck = f"{PROPERTY_POP_CK}\x01{handle.extra_info()}"
+    try:
+        return _encoded(popped, topic, f"{props}\x02{ck}" if props else ck)
+    except PropertiesTooLongError:
+        if handle.topic_type == TOPIC_TYPE_RETRY:
+            log.error("pop of %s: retry message at %d of queue %d left out, no room for POP_CK", topic,
+                      handle.offset, handle.queue_id)  # fmt: skip
+            return b""
+        return _encoded(popped, topic, props)
+
+
+def _encoded(popped: Popped, topic: str, props: str) -> bytes:
+    msg = popped.message
     copy = record_from_stored(msg, topic, msg.queue_id, props, msg.store_host_packed, popped.attempt - 1)
     return encode_record(copy, msg.queue_offset, msg.commit_log_offset, msg.store_timestamp)
 
@@ -505,14 +522,12 @@ class AckMessageProcessor:
         store, qid = self.broker.store, entry.queue_id
         low, high = store.min_offset_in_queue(real, qid), store.max_offset_in_queue(real, qid)
         handles = []
-        for bit in entry.bits:
-            offset = entry.start_offset + bit
-            if 0 <= low <= offset <= high:
-                stored = store.commit_log_offset_at(real, qid, offset)
-                handles.append(ReceiptHandle(
-                    entry.start_offset, entry.pop_time, entry.invisible_time, entry.revive_queue_id, topic_type,
-                    broker_name, qid, offset, 0 if stored is None else stored,
-                ))  # fmt: skip
+        for offset in entry.offsets(low, high) if low >= 0 else ():
+            stored = store.commit_log_offset_at(real, qid, offset)
+            handles.append(ReceiptHandle(
+                entry.start_offset, entry.pop_time, entry.invisible_time, entry.revive_queue_id, topic_type,
+                broker_name, qid, offset, 0 if stored is None else stored,
+            ))  # fmt: skip
         return handles
 
     def _change(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:

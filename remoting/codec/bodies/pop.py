@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import attrs
@@ -28,26 +28,25 @@ def _number(obj: Mapping[str, Any], short: str, long: str, bits: int = 64) -> in
     return 0 if value is None else to_int(value, long, bits)
 
 
-def _bits(value: object) -> tuple[int, ...]:
-    """The set bits of a serialized BitSet: base64 text (fastjson's byte array) or a JSON array of bytes."""
+def _bit_set(value: object) -> bytes:
+    """A serialized BitSet's bytes: base64 text (fastjson's byte array) or a JSON array of bytes."""
     if value is None:
-        return ()
+        return b""
     if isinstance(value, list):
-        raw = bytes(to_int(v, "bitSet", 8) & 0xFF for v in value)
-    elif isinstance(value, str):
+        return bytes(to_int(v, "bitSet", 8) & 0xFF for v in value)
+    if isinstance(value, str):
         try:
-            raw = base64.b64decode(value, validate=True)
+            return base64.b64decode(value, validate=True)
         except binascii.Error:
             raise BodyDecodeError(f"BatchAck bitSet does not decode: {value[:40]!r}") from None
-    else:
-        raise BodyDecodeError(f"BatchAck bitSet must be base64 text, got {type(value).__name__}")
-    return tuple(8 * i + j for i, byte in enumerate(raw) for j in range(8) if byte >> j & 1)
+    raise BodyDecodeError(f"BatchAck bitSet must be base64 text, got {type(value).__name__}")
 
 
 @attrs.frozen(slots=True)
 class BatchAck:
-    """The offsets ``start_offset + i`` for each ``i`` of ``bits``, popped together (one CK) from queue ``queue_id``
-    of ``topic`` (``retry`` "1": its V1 retry topic) by ``consumer_group``."""
+    """The offsets ``start_offset + i`` for each bit ``i`` set in ``bit_set`` (``BitSet.toByteArray``: bit ``i`` is bit
+    ``i % 8`` of byte ``i // 8``), popped together (one CK) from queue ``queue_id`` of ``topic`` (``retry`` "1": its V1
+    retry topic) by ``consumer_group``. Kept as bytes: a body's bits may name far more offsets than a queue holds."""
 
     consumer_group: str
     topic: str
@@ -57,7 +56,7 @@ class BatchAck:
     revive_queue_id: int
     pop_time: int
     invisible_time: int
-    bits: tuple[int, ...]
+    bit_set: bytes
 
     @classmethod
     def from_json(cls, obj: object) -> BatchAck:
@@ -71,14 +70,21 @@ class BatchAck:
             revive_queue_id=_number(entry, "rq", "reviveQueueId", 32),
             pop_time=_number(entry, "pt", "popTime"),
             invisible_time=_number(entry, "it", "invisibleTime"),
-            bits=_bits(_field(entry, "b", "bitSet")),
+            bit_set=_bit_set(_field(entry, "b", "bitSet")),
         )
 
+    def offsets(self, low: int, high: int) -> Iterator[int]:
+        """The acked offsets within ``[low, high]``, ascending, reading only the bytes that can name them (5.3.3's
+        AckMessageProcessor.appendAck walks BitSet.nextSetBit and skips offsets out of the queue's range)."""
+        first, last = max(low - self.start_offset, 0), min(high - self.start_offset, 8 * len(self.bit_set) - 1)
+        for index in range(first // 8, last // 8 + 1) if first <= last else ():
+            byte = self.bit_set[index]
+            for bit in range(8) if byte else ():
+                if byte >> bit & 1 and first <= 8 * index + bit <= last:
+                    yield self.start_offset + 8 * index + bit
+
     def to_json(self) -> dict[str, Any]:
-        raw = bytearray((max(self.bits) // 8 + 1) if self.bits else 0)
-        for i in self.bits:
-            raw[i // 8] |= 1 << (i % 8)
-        return {"b": base64.b64encode(bytes(raw)).decode(), "c": self.consumer_group, "it": self.invisible_time,
+        return {"b": base64.b64encode(self.bit_set).decode(), "c": self.consumer_group, "it": self.invisible_time,
                 "pt": self.pop_time, "q": self.queue_id, "r": self.retry, "rq": self.revive_queue_id,
                 "so": self.start_offset, "t": self.topic}  # fmt: skip
 
