@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Callable
+from pathlib import Path
 
 import attrs
 import orjson
@@ -24,7 +25,7 @@ from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand, request
 from remoting.codec.message import MessageExt
 from remoting.codec.pull_body import decode_records
-from tests.proxy.test_pop import send
+from tests.proxy.test_pop import SMALL_SEGMENTS, expire_old_segments, fill_a_segment, send
 from tests.semantics.helpers import create_topic, use_virtual_store_clock
 
 GROUP = "pop-wire-group"
@@ -401,3 +402,23 @@ def test_a_batch_ack_bit_set_is_read_only_where_the_queue_has_offsets() -> None:
     sparse = BatchAck("g", "T", "0", 40, 0, 0, 17, 30000, b"\x05\x00\x80")
     assert list(sparse.offsets(0, 10**9)) == [40, 42, 63]
     assert list(sparse.offsets(41, 62)) == [42]
+
+
+async def test_a_new_group_popping_from_the_first_offset_starts_at_the_queues_first_message(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """``initMode`` 0 (ConsumeInitMode.MIN, what Java's RebalancePushImpl sends for CONSUME_FROM_FIRST_OFFSET) starts a
+    group without an offset at the queue's first message, 1 (MAX) at its last, as 5.3.3's PopMessageProcessor
+    .getInitOffset; it used to be ignored, so on a queue retention had aged a new group skipped all but the last."""
+    async with EmbeddedCluster(tmp_path / "cluster", **SMALL_SEGMENTS) as cluster:
+        clock = use_virtual_store_clock(cluster)
+        await create_topic(cluster, "PopWireAged", queues=1)
+        await send(cluster, "PopWireAged", b"old")
+        await fill_a_segment(cluster)
+        await send(cluster, "PopWireAged", b"kept1", b"kept2")
+        await expire_old_segments(cluster, autojump_clock)
+        assert cluster.controller.context.store.min_offset_in_queue("PopWireAged", 0) == 1
+        first = await ask(cluster, pop_request(clock, "PopWireAged", initMode="0", consumerGroup="GMin"))
+        last = await ask(cluster, pop_request(clock, "PopWireAged", initMode="1", consumerGroup="GMax"))
+        assert [m.body for m in messages(first)] == [b"kept1", b"kept2"]
+        assert [m.body for m in messages(last)] == [b"kept2"]
