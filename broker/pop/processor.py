@@ -154,7 +154,7 @@ class PopMessageProcessor:
             return pop.pop(
                 header.consumer_group, header.topic, header.max_msg_nums, header.invisible_time, tags,
                 fifo=header.order, property_filter=property_filter, attempt_id=header.attempt_id,
-                queue_id=header.queue_id, peer=_peer(ctx),
+                queue_id=header.queue_id, peer=_peer(ctx), init_mode=header.init_mode,
             )  # fmt: skip
         except RequestRejected as rejected:
             raise _with_faq(rejected) from None

@@ -91,6 +91,10 @@ _TURNS_MAX: Final = 100_000
 #: Reads of one queue in one pop while the tag check drops messages (ours: a bound on the work of one pop over a run
 #: of colliding tags; past it the pop hands out what it found).
 _TAG_CHECK_READS: Final = 32
+#: ConsumeInitMode (common/src/main/java/org/apache/rocketmq/common/constant/ConsumeInitMode.java): where a group
+#: without an offset starts a queue, its first entry or (the gRPC receive's) its last.
+CONSUME_INIT_MIN: Final = 0
+CONSUME_INIT_MAX: Final = 1
 #: The pop time of a message's first checkpoint, on its retry copies (common/.../message/MessageConst.java).
 PROPERTY_FIRST_POP_TIME: Final = "1ST_POP_TIME"
 #: Left out of a retry copy (a dead letter is the send-back's copy: :meth:`PopService.dead_letter`).
@@ -431,6 +435,7 @@ class PopService:
         attempt_id: str | None = None,
         queue_id: int = -1,
         peer: str = "",
+        init_mode: int = CONSUME_INIT_MAX,
     ) -> list[Popped]:
         """Hand out up to ``max_nums`` (≤ 32) visible messages of ``topic`` to ``group`` for ``invisible_ms``.
         Normal pops read the topic's readable queues and the group's retry topic, orderly pops only the topic; each
@@ -439,9 +444,12 @@ class PopService:
         are taken; what they skip counts as consumed. An orderly pop with the ``attempt_id`` of a queue's delivery in
         flight gets that delivery again (:meth:`FifoQueue.retried_by`) and replaces it
         (:meth:`FifoQueue.replace_delivery`). ``queue_id`` ≥ 0 reads that queue of ``topic`` only (the retry topic's
-        all the same, as PopMessageProcessor does for a remoting pop of one queue). Raises ``RequestRejected`` as
-        :meth:`_check_pop` says."""
+        all the same, as PopMessageProcessor does for a remoting pop of one queue). ``init_mode``
+        :data:`CONSUME_INIT_MIN` starts the queues the group has no offset for at their first entry, else
+        :func:`_init_offset` says where. Raises ``RequestRejected`` as :meth:`_check_pop` says."""
         self._check_pop(group, topic, max_nums, queue_id, peer)
+        if init_mode == CONSUME_INIT_MIN:
+            self._init_at_min(group, topic, queue_id)
         now = self.now_ms()
         out = self._pop_sources(
             group, topic, max_nums, invisible_ms, tags, now, fifo, property_filter, attempt_id, queue_id
@@ -562,6 +570,15 @@ class PopService:
             )
         if not group_config.consume_enable:
             raise RequestRejected(ResponseCode.NO_PERMISSION, f"subscription group no permission, {group}")
+
+    def _init_at_min(self, group: str, topic: str, queue_id: int) -> None:
+        """Commit the first entry of each queue (``queue_id`` ≥ 0: that one) the group has no offset for, where
+        PopMessageProcessor.getInitOffset starts ConsumeInitMode.MIN (and commits, ``init``)."""
+        config = self.broker.topics.get(topic)
+        store, offsets = self.broker.store, self.broker.offsets
+        for qid in [queue_id] if queue_id >= 0 else range(0 if config is None else config.read_queue_nums):
+            if offsets.query(group, topic, qid) < 0:
+                offsets.commit(group, topic, qid, store.min_offset_in_queue(topic, qid))
 
     def _start_offset(self, group: str, topic: str, qid: int) -> int:
         """Where the group's next pop of the queue reads: its committed offset, within the queue. Without one it
