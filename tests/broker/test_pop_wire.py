@@ -422,3 +422,21 @@ async def test_a_new_group_popping_from_the_first_offset_starts_at_the_queues_fi
         last = await ask(cluster, pop_request(clock, "PopWireAged", initMode="1", consumerGroup="GMax"))
         assert [m.body for m in messages(first)] == [b"kept1", b"kept2"]
         assert [m.body for m in messages(last)] == [b"kept2"]
+
+
+async def test_a_restarted_broker_revives_what_was_popped_before_without_any_pop(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """5.3.3's BrokerController.startBasicService starts PopReviveService with the broker (running on a master,
+    broker/src/main/java/org/apache/rocketmq/broker/BrokerController.java): a message popped and not acked before a
+    restart is written to the retry topic at its time though no client pops again."""
+    clock = use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "PopWireRestart")
+    await send(embedded_cluster, "PopWireRestart", b"r0")
+    [_popped] = messages(await ask(embedded_cluster, pop_request(clock, "PopWireRestart", invisible=10_000)))
+    await embedded_cluster.restart_broker()
+    use_virtual_store_clock(embedded_cluster, clock)
+    await trio.sleep(20)
+    retry = f"%RETRY%{GROUP}_PopWireRestart"
+    answer = await ask(embedded_cluster, request(RequestCode.GET_MAX_OFFSET, {"topic": retry, "queueId": "0"}))
+    assert (answer.code, answer.ext_fields.get("offset")) == (ResponseCode.SUCCESS, "1")
