@@ -314,8 +314,8 @@ class BrokerController:
         return self._pop
 
     def running_pop_service(self) -> PopService:
-        """:meth:`pop_service`'s pop service with its revive loop running (started in the front's nursery unless
-        something runs it already): what a remoting pop, ack or change of invisibility acts on."""
+        """:meth:`pop_service`'s pop service with its revive loop running (started in the front's nursery with the
+        broker unless something runs it already): what a remoting pop, ack or change of invisibility acts on."""
         pop, revive = self.pop_service()
         if not revive.running and self._front_nursery is not None:
             with contextlib.suppress(RuntimeError):  # the front is shutting down
@@ -402,6 +402,9 @@ class BrokerController:
             await nursery.start(self.hold.run)
             await nursery.start(self.pop_processor.run)
             self._front_nursery = nursery
+            # BrokerController.startBasicService starts PopReviveService with the broker (it revives on a master
+            # only, :meth:`ReviveService.run`): what was popped before a restart comes again without a new pop.
+            self.running_pop_service()
             await nursery.start(ctx.stats.run)
             await nursery.start(BrokerProtection(ctx).run)
             await nursery.start(self.put_futures.run)

@@ -33,9 +33,8 @@ INVISIBLE = 30_000
 
 
 async def start_pop(cluster: EmbeddedCluster, nursery: trio.Nursery) -> tuple[PopService, ReviveService]:
-    controller = cluster.controller
-    pop = PopService(controller.context, controller.timer.rewrite)
-    revive = ReviveService(pop)
+    """The broker's own pop service and revive loop (running since the broker started)."""
+    pop, revive = cluster.controller.pop_service()
     await nursery.start(revive.run)
     return pop, revive
 
@@ -790,11 +789,13 @@ async def test_a_long_invisible_ack_does_not_make_a_restart_redeliver_what_was_r
 async def test_a_broker_has_one_pop_service_and_one_revive_loop(
     embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
 ) -> None:
-    """Every caller of ``pop_service`` gets the same pop service and revive loop; a second run of the loop reports
-    started at once and takes over when the first ends (two loops over one revive queue would revive twice)."""
+    """Every caller of ``pop_service`` gets the same pop service and revive loop, which runs since the broker started
+    (5.3.3's BrokerController starts PopReviveService); a second run of the loop reports started at once and takes over
+    when the first ends (two loops over one revive queue would revive twice)."""
     controller = embedded_cluster.controller
     pop, revive = controller.pop_service()
     assert controller.pop_service() == (pop, revive)
+    assert revive.running, "started with the broker"
     first = trio.CancelScope()
 
     async def run_first(*, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -809,4 +810,4 @@ async def test_a_broker_has_one_pop_service_and_one_revive_loop(
         await trio.sleep(1)
         assert revive.running, "the second run took over"
         nursery.cancel_scope.cancel()
-    assert not revive.running
+    assert revive.running, "the broker's own loop runs on"
