@@ -134,6 +134,17 @@ class BrokerConfig(ListenerSettings):
     #: Milliseconds the pop revive loop waits before each round, read every time (RocketMQ 5.3.3's BrokerConfig, read
     #: by broker/src/main/java/org/apache/rocketmq/broker/processor/PopReviveService.java ``run``).
     revive_interval: int = attrs.field(default=1000, metadata=JAVA_LONG)
+    #: QUERY_ASSIGNMENT balances a group's queues among its consumers on the broker; off, each is given every queue
+    #: (RocketMQ 5.3.3's BrokerConfig, read by broker/src/main/java/org/apache/rocketmq/broker/processor/
+    #: QueryAssignmentProcessor.java ``doLoadBalance``).
+    server_load_balancer_enable: bool = True
+    #: The mode QUERY_ASSIGNMENT answers for a topic and group without one set (``PULL`` or ``POP``; a retry topic is
+    #: always PULL), and the ``popShareQueueNum`` of a POP default (5.3.3's BrokerConfig).
+    default_message_request_mode: str = attrs.field(default="PULL", validator=attrs.validators.in_(("PULL", "POP")))
+    default_pop_share_queue_num: int = -1
+    #: Milliseconds a topic's route QUERY_ASSIGNMENT read from the name server serves before it is read again (5.3.3's
+    #: BrokerConfig, broker/src/main/java/org/apache/rocketmq/broker/topic/TopicRouteInfoManager.java's period).
+    load_balance_poll_name_server_interval: int = attrs.field(default=30_000, metadata=JAVA_LONG)
     #: The broker's own read/write permission (PermName bits: 4 read, 2 write): without read pulls answer
     #: NO_PERMISSION, without write sends and send-backs do (RocketMQ sets it to 4 to drain a broker before removal).
     broker_permission: int = 6

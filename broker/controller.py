@@ -44,6 +44,7 @@ from broker.context import BrokerState, build_context, config_dir_of, load_manag
 from broker.dledger_mode import follow_roles, reassert_master
 from broker.metrics import broker_exporter
 from broker.pop import PopService
+from broker.pop.assignment import QueryAssignmentProcessor
 from broker.pop.processor import AckMessageProcessor, PopMessageProcessor
 from broker.pop.revive import ReviveService
 from broker.protection import BrokerProtection
@@ -239,6 +240,9 @@ class BrokerController:
         self.pop_processor = PopMessageProcessor(ctx, self.running_pop_service)
         register(PopMessageProcessor.REQUEST_CODES, self.pop_processor, pools["pull"])
         register(AckMessageProcessor.REQUEST_CODES, AckMessageProcessor(ctx, self.running_pop_service), pools["pull"])
+        # 5.3.3 serves these on its load-balance executor (ours: the client-manage pool).
+        self.assignment = QueryAssignmentProcessor(ctx)
+        register(QueryAssignmentProcessor.REQUEST_CODES, self.assignment, pools["client_manage"])
         register(QueryMessageProcessor.CODES, QueryMessageProcessor(ctx), pools["query"])
         client_manage = ClientManageProcessor(ctx)
         register(RequestCode.HEART_BEAT, client_manage, pools["heartbeat"])
@@ -346,6 +350,7 @@ class BrokerController:
         await trio.to_thread.run_sync(store.load)
         try:
             await trio.to_thread.run_sync(load_managers, ctx)
+            await trio.to_thread.run_sync(self.assignment.modes.load)
             self.transaction_bridge.correct_progress()
             if self.acl is not None:
                 await trio.to_thread.run_sync(self.acl.load)
@@ -379,6 +384,7 @@ class BrokerController:
                 await nursery.start(ctx.topics.run)
                 await nursery.start(ctx.groups.run)
                 await nursery.start(ctx.offsets.run)
+                await nursery.start(self.assignment.modes.persister.run)
                 # The HA listener is bound now: advertise its real port (port 0 in tests picks a free one).
                 ctx.config = attrs.evolve(ctx.config, ha_listen_port=ctx.store.ha.port)
                 task_status.started()
@@ -417,6 +423,7 @@ class BrokerController:
             ctx.set_bound_port(port)
             await self._start_fast_channel(nursery, port)
             self.registration = BrokerRegistration(ctx, client)
+            self.assignment.client = client
             if isinstance(ctx.store, DLedgerMessageStore):
                 follow_roles(ctx, ctx.store, self._role_changed)
                 nursery.start_soon(reassert_master, ctx, ctx.store, self.registration.trigger)

@@ -1,0 +1,118 @@
+"""QUERY_ASSIGNMENT (400) and SET_MESSAGE_REQUEST_MODE (401) as a RocketMQ 5.3.3 Java push consumer and
+``mqadmin setConsumeMode`` send them (client/src/main/java/org/apache/rocketmq/client/impl/MQClientAPIImpl.java
+``queryAssignment``, ``setMessageRequestMode``), over real sockets to an embedded broker, answered as
+broker/src/main/java/org/apache/rocketmq/broker/processor/QueryAssignmentProcessor.java answers them."""
+
+from __future__ import annotations
+
+import orjson
+
+from broker.context import config_dir_of
+from broker.embedded import EmbeddedCluster
+from remoting.client import RemotingClient
+from remoting.codec.bodies.assignment import (
+    MessageRequestMode,
+    QueryAssignmentRequestBody,
+    QueryAssignmentResponseBody,
+    SetMessageRequestModeRequestBody,
+)
+from remoting.codec.bodies.heartbeat import ConsumerData, HeartbeatData, MessageModel
+from remoting.codec.codes import RequestCode, ResponseCode
+from remoting.codec.command import RemotingCommand, request
+from tests.semantics.helpers import create_topic
+
+GROUP = "assign-group"
+
+
+def query(topic: str, client_id: str, strategy: str = "AVG", model: MessageModel = MessageModel.CLUSTERING) -> bytes:
+    return QueryAssignmentRequestBody(topic, GROUP, client_id, strategy, model).encode()
+
+
+async def assigned(client: RemotingClient, addr: str, body: bytes) -> list[tuple[str, int, str]] | None:
+    """The (broker name, queue id, mode) of each assignment, sorted; None when the answer names none."""
+    answer = await client.invoke(addr, request(RequestCode.QUERY_ASSIGNMENT, body=body), 10)
+    assert answer.code == ResponseCode.SUCCESS, answer.remark
+    items = QueryAssignmentResponseBody.decode(bytes(answer.body)).message_queue_assignments
+    if items is None:
+        return None
+    return sorted((a.message_queue.broker_name, a.message_queue.queue_id, a.mode.name) for a in items)
+
+
+async def set_mode(client: RemotingClient, addr: str, body: SetMessageRequestModeRequestBody) -> RemotingCommand:
+    return await client.invoke(addr, request(RequestCode.SET_MESSAGE_REQUEST_MODE, body=body.encode()), 10)
+
+
+async def heartbeat(client: RemotingClient, addr: str, client_id: str) -> None:
+    data = HeartbeatData(client_id, consumer_data_set=(ConsumerData(GROUP),))
+    answer = await client.invoke(addr, request(RequestCode.HEART_BEAT, body=data.encode()), 10)
+    assert answer.code == ResponseCode.SUCCESS
+
+
+async def test_queues_are_balanced_among_the_groups_consumers_in_pull_mode_by_default(
+    embedded_cluster: EmbeddedCluster,
+) -> None:
+    addr = embedded_cluster.broker_addr
+    await create_topic(embedded_cluster, "AssignT", queues=4)
+    async with RemotingClient() as a, RemotingClient() as b:
+        await heartbeat(a, addr, "cid-a")
+        await heartbeat(b, addr, "cid-b")
+        assert await assigned(a, addr, query("AssignT", "cid-a")) == [("broker-a", q, "PULL") for q in (0, 1)]
+        assert await assigned(b, addr, query("AssignT", "cid-b")) == [("broker-a", q, "PULL") for q in (2, 3)]
+        circle = await assigned(a, addr, query("AssignT", "cid-a", "AVG_BY_CIRCLE"))
+        assert circle == [("broker-a", q, "PULL") for q in (0, 2)]
+        # Broadcasting: every queue; an unknown strategy or a topic no name server knows: no assignment at all.
+        everything = await assigned(a, addr, query("AssignT", "cid-a", model=MessageModel.BROADCASTING))
+        assert everything == [("broker-a", q, "PULL") for q in range(4)]
+        assert await assigned(a, addr, query("AssignT", "cid-a", "NO_SUCH")) is None
+        assert await assigned(a, addr, query("NoSuchTopic", "cid-a")) is None
+        answer = await a.invoke(addr, request(RequestCode.QUERY_ASSIGNMENT, body=query("NoSuchTopic", "x")), 10)
+        assert orjson.loads(bytes(answer.body)) == {}  # fastjson leaves the null set out
+
+
+async def test_a_pop_mode_set_is_answered_with_every_queue_and_survives_a_restart(
+    embedded_cluster: EmbeddedCluster,
+) -> None:
+    addr = embedded_cluster.broker_addr
+    await create_topic(embedded_cluster, "AssignPop", queues=2)
+    async with RemotingClient() as client:
+        body = SetMessageRequestModeRequestBody("AssignPop", GROUP, MessageRequestMode.POP, 0)
+        answer = await set_mode(client, addr, body)
+        assert answer.code == ResponseCode.SUCCESS, answer.remark
+    config_dir = config_dir_of(embedded_cluster.controller.context.config)
+    saved = orjson.loads((config_dir / "messageRequestMode.json").read_bytes())
+    assert saved["messageRequestModeMap"]["AssignPop"][GROUP] == {
+        "consumerGroup": GROUP, "mode": "POP", "popShareQueueNum": 0, "topic": "AssignPop"
+    }  # fmt: skip
+    addr = "{}:{}".format(*await embedded_cluster.restart_broker())
+    async with RemotingClient() as client:
+        await heartbeat(client, addr, "cid-a")
+        assert await assigned(client, addr, query("AssignPop", "cid-a")) == [("broker-a", -1, "POP")]
+        # A retry topic is always pulled.
+        retry = await assigned(client, addr, query(f"%RETRY%{GROUP}", "cid-a"))
+        assert retry is None or all(mode == "PULL" for _, _, mode in retry)
+
+
+async def test_pop_share_queue_num_limits_a_pop_consumer_to_its_share_and_its_followers(
+    embedded_cluster: EmbeddedCluster,
+) -> None:
+    addr = embedded_cluster.broker_addr
+    await create_topic(embedded_cluster, "AssignShare", queues=6)
+    async with RemotingClient() as a, RemotingClient() as b, RemotingClient() as c:
+        body = SetMessageRequestModeRequestBody("AssignShare", GROUP, MessageRequestMode.POP, 1)
+        assert (await set_mode(a, addr, body)).code == ResponseCode.SUCCESS
+        for client, cid in ((a, "cid-a"), (b, "cid-b"), (c, "cid-c")):
+            await heartbeat(client, addr, cid)
+        # 3 consumers, share 1 < 3 - 1: cid-a pops its own two queues and cid-b's.
+        assert await assigned(a, addr, query("AssignShare", "cid-a")) == [("broker-a", q, "POP") for q in range(4)]
+        assert await assigned(c, addr, query("AssignShare", "cid-c")) == [("broker-a", q, "POP") for q in (0, 1, 4, 5)]
+
+
+async def test_set_message_request_mode_refusals(embedded_cluster: EmbeddedCluster) -> None:
+    addr = embedded_cluster.broker_addr
+    async with RemotingClient() as client:
+        retry = await set_mode(client, addr, SetMessageRequestModeRequestBody(f"%RETRY%{GROUP}", GROUP))
+        assert (retry.code, retry.remark) == (ResponseCode.NO_PERMISSION, "retry topic is not allowed to set mode")
+        unknown = await set_mode(client, addr, SetMessageRequestModeRequestBody("NoSuchTopic", GROUP))
+        assert (unknown.code, unknown.remark) == (ResponseCode.TOPIC_NOT_EXIST, "topic[NoSuchTopic] not exist")
+        garbage = await client.invoke(addr, request(RequestCode.SET_MESSAGE_REQUEST_MODE, body=b"not json"), 10)
+        assert garbage.code == ResponseCode.SYSTEM_ERROR
