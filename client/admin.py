@@ -61,6 +61,7 @@ from remoting.codec.bodies.admin import (
     loads_fastjson,
 )
 from remoting.codec.bodies.admin import TopicStatsTable as _TopicStats
+from remoting.codec.bodies.assignment import MessageRequestMode, SetMessageRequestModeRequestBody
 from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig
 from remoting.codec.bodies.stats import BrokerStatsData, ConsumeStatsList, GroupList
 from remoting.codec.codes import LanguageCode, RequestCode, ResponseCode
@@ -315,6 +316,14 @@ class Admin(AdminOps):
         for addr in targets:
             await self._call(addr, request(RequestCode.DELETE_SUBSCRIPTIONGROUP, fields))
         return targets
+
+    async def set_message_request_mode(
+        self, broker_addr: str, topic: str, group: str, mode: MessageRequestMode, pop_share_queue_num: int = 0
+    ) -> None:
+        """SET_MESSAGE_REQUEST_MODE (401) of ``group`` on ``topic`` at ``broker_addr`` (Java's
+        ``MQClientAPIImpl.setMessageRequestMode``); raises MQBrokerError unless SUCCESS."""
+        body = SetMessageRequestModeRequestBody(topic, group, mode, pop_share_queue_num).encode()
+        await self._call(broker_addr, request(RequestCode.SET_MESSAGE_REQUEST_MODE, body=body))
 
     async def consume_stats(
         self, group: str, topic: str | None = None, *, broker_addr: str | None = None, sort: bool = True

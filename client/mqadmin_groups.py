@@ -45,8 +45,9 @@ from client.mqadmin_support import (
 from client.mqadmin_topics import delete_topic_in_cluster
 from remoting.codec.bodies import MessageQueue
 from remoting.codec.bodies.admin import PROP_CONSUME_ORDERLY, PROP_CONSUME_TYPE, PROP_CONSUMER_START_TIMESTAMP
+from remoting.codec.bodies.assignment import MessageRequestMode
 from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig
-from remoting.codec.message_properties import java_hash
+from remoting.codec.message_properties import java_hash, java_trim
 from remoting.codec.topics import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 
 __all__ = ["COMMANDS", "running_info_text"]
@@ -135,6 +136,42 @@ def delete_sub_group(ctx: click.Context, **o: Any) -> None:
                     await delete_topic_in_cluster(admin, out, cluster, prefix + group)
         else:
             click.echo(ctx.get_help())
+
+    run_job(ctx, job)
+
+
+@click.command("setConsumeMode", help="Set consume message mode. pull/pop etc.")
+@common
+@click.option("-b", "--brokerAddr", "broker_addr", help="create subscription group to which broker")
+@click.option("-c", "--clusterName", "cluster", help="create subscription group to which cluster")
+@click.option("-t", "--topicName", "topic", required=True, help="topic name")
+@click.option("-g", "--groupName", "group", required=True, help="consumer group name")
+@click.option("-m", "--mode", "mode", required=True, help="consume mode. PULL/POP")
+@click.option(
+    "-q", "--popShareQueueNum", "share", type=JAVA_INT, default=0, help="num of queue which share in pop mode"
+)
+def set_consume_mode(ctx: click.Context, **o: Any) -> None:
+    """tools/src/main/java/org/apache/rocketmq/tools/command/consumer/SetConsumeModeSubCommand.java: -b fails on
+    the broker's refusal, -c goes on past a master that refuses (Java prints its stack trace)."""
+
+    async def job(admin: Admin, out: Output) -> None:
+        topic, group, share = java_trim(o["topic"]), java_trim(o["group"]), o["share"]
+        name = java_trim(o["mode"])
+        if name not in MessageRequestMode.__members__:  # MessageRequestMode.valueOf
+            raise ValueError(f"No enum constant org.apache.rocketmq.common.message.MessageRequestMode.{name}")
+        mode = MessageRequestMode[name]
+        if o["broker_addr"]:
+            targets, go_on = [java_trim(o["broker_addr"])], False
+        elif o["cluster"]:
+            targets, go_on = await cluster_masters(admin, out, java_trim(o["cluster"])), True
+        else:
+            click.echo(ctx.get_help())
+            return
+        for addr in targets:
+            with broker_may_fail(addr, go_on=go_on):
+                await admin.set_message_request_mode(addr, topic, group, mode, share)
+                out.line("set consume mode to %s success.%n", addr)
+        out.line("topic[%s] group[%s] consume mode[%s] popShareQueueNum[%d]", topic, group, mode.name, share)
 
     run_job(ctx, job)
 
@@ -569,6 +606,7 @@ async def _report_undone(admin: Admin, out: Output, group: str) -> None:
 #: The commands :mod:`client.mqadmin` registers.
 COMMANDS = (
     update_sub_group,
+    set_consume_mode,  # 5.3.3's MQAdminStartup lists it between these two
     delete_sub_group,
     consumer_progress,
     consumer_connection,

@@ -45,7 +45,8 @@ def test_commands_are_found_in_any_case_by_alias_and_listed_and_n_comes_from_nam
     listing = _text()
     assert listing.startswith("The most commonly used mqadmin commands are:\n")
     names = [line.split()[0] for line in listing.splitlines()[1:] if line.startswith("   ")]
-    assert len(names) == 56 and "queryMsgTraceById" in names and "help" not in names  # 4.9.8: 56 with ACL
+    assert len(names) == 57 and "queryMsgTraceById" in names and "help" not in names  # 4.9.8: 56 with ACL
+    assert names[names.index("updateSubGroup") + 1] == "setConsumeMode"  # 5.3.3's, after updateSubGroup
     assert "See 'mqadmin help <command>' for more information on a specific command." in listing
     help_text = _text("help", "updatetopic")
     assert "-t, --topic" in help_text and help_text.startswith("Usage: main updateTopic [OPTIONS]")  # once "main"
@@ -440,3 +441,25 @@ def test_get_namesrv_config_prints_java_s_hash_map_of_servers_and_properties_ord
     for given in (pair, pair[::-1]):
         lines = _text("getNamesrvConfig", "-n", ";".join(given)).splitlines()
         assert [line.split("=  ", 1)[0].rstrip() for line in lines] == expected
+
+
+def test_set_consume_mode_sets_the_mode_query_assignment_answers(cluster: ThreadedCluster) -> None:
+    """5.3.3's ``mqadmin setConsumeMode`` (tools/src/main/java/org/apache/rocketmq/tools/command/consumer/
+    SetConsumeModeSubCommand.java): SET_MESSAGE_REQUEST_MODE to the broker or each master of the cluster, Java's
+    output; a mode MessageRequestMode.valueOf refuses fails the command."""
+    ns, addr = cluster.namesrv_addr, cluster.broker_addr
+    anyio.run(create_topic, ns, "ModeTopic", 2)
+    by_broker = _text("setConsumeMode", "-n", ns, "-b", addr, "-t", "ModeTopic", "-g", "ModeGroup", "-m", "POP")
+    # Java's last printf has no %n.
+    assert by_broker == f"set consume mode to {addr} success.\ntopic[ModeTopic] group[ModeGroup] consume mode[POP] " \
+        "popShareQueueNum[0]"  # fmt: skip
+    by_cluster = _cli("setConsumeMode", "-n", ns, "-c", "DefaultCluster", "-t", "ModeTopic", "-g", "ModeGroup",
+                      "-m", "PULL", "-q", "2")  # fmt: skip
+    assert by_cluster["lines"] == [
+        f"set consume mode to {addr} success.",
+        "topic[ModeTopic] group[ModeGroup] consume mode[PULL] popShareQueueNum[2]",
+    ]
+    refused = _run("setConsumeMode", "-n", ns, "-b", addr, "-t", "%RETRY%ModeGroup", "-g", "ModeGroup", "-m", "POP")
+    assert refused.exit_code == 1 and "retry topic is not allowed to set mode" in refused.output
+    bad = _run("setConsumeMode", "-n", ns, "-b", addr, "-t", "ModeTopic", "-g", "ModeGroup", "-m", "PUSH")
+    assert bad.exit_code == 1 and "MessageRequestMode.PUSH" in bad.output
