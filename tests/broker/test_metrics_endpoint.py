@@ -182,6 +182,34 @@ async def test_a_held_pull_is_labelled_long_polling(metrics_cluster: EmbeddedClu
     assert fast == 0
 
 
+async def test_a_pop_that_finds_nothing_is_labelled_polling_timeout(metrics_cluster: EmbeddedCluster) -> None:
+    """RocketMQ 5.3.3 labels ``response_code`` with RemotingHelper.getResponseCodeDesc, the lower-cased name of
+    remoting/src/main/java/org/apache/rocketmq/remoting/protocol/ResponseCode.java's field of that number: 209 and 210
+    are POLLING_FULL and POLLING_TIMEOUT there (4.x's ACL failures no longer exist)."""
+    cluster = metrics_cluster
+    exporter = cluster.controller.metrics
+    assert exporter is not None and exporter.address is not None
+    async with RemotingClient() as client:
+        create = {
+            "topic": "PopNothing", "defaultTopic": "TBW102", "readQueueNums": "1", "writeQueueNums": "1", "perm": "6",
+            "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false",
+        }  # fmt: skip
+        created = await client.invoke(cluster.broker_addr, request(RequestCode.UPDATE_AND_CREATE_TOPIC, create), 5)
+        assert created.code == ResponseCode.SUCCESS
+        pop = {
+            "consumerGroup": "pop_nothing_cg", "topic": "PopNothing", "queueId": "-1", "maxMsgNums": "32",
+            "invisibleTime": "30000", "pollTime": "0", "bornTime": "0", "initMode": "0", "expType": "TAG", "exp": "*",
+        }  # fmt: skip
+        answer = await client.invoke(cluster.broker_addr, request(RequestCode.POP_MESSAGE, pop), 10)
+        assert answer.code == ResponseCode.POLLING_TIMEOUT
+    families = await scrape(exporter.address)
+    pops = value(families, "rocketmq_rpc_latency_milliseconds_count", request_code="pop_message")
+    labelled = value(
+        families, "rocketmq_rpc_latency_milliseconds_count", request_code="pop_message", response_code="polling_timeout"
+    )
+    assert pops == labelled == 1
+
+
 async def test_a_slave_does_not_report_replicated_messages_as_incoming(tmp_path: Path) -> None:
     """RocketMQ 5.3.3 counts ``rocketmq_messages_in_total`` / ``rocketmq_throughput_in_total`` in the send path
     (broker/.../processor/SendMessageProcessor.java ``handlePutMessageResult``): a slave, which only replicates, never
