@@ -59,7 +59,14 @@ log = logging.getLogger(__name__)
 #: Called on the Trio thread; the function it returns builds the families in the HTTP thread.
 Source = Callable[[], Callable[[], Iterable[Metric]]]
 
-_RESPONSE_NAMES = {code.value: code.name.lower() for code in ResponseCode}
+#: ``response_code`` labels: RemotingHelper.getResponseCodeDesc, the lower-cased name of 5.3.3's ResponseCode field of
+#: that number (remoting/src/main/java/org/apache/rocketmq/remoting/common/RemotingHelper.java). 209-211 are 4.x's ACL
+#: failures in our enum, which 5.3.3 no longer has: there they are POLLING_FULL, POLLING_TIMEOUT, BROKER_NOT_EXIST.
+_RESPONSE_NAMES = {code.value: code.name.lower() for code in ResponseCode} | {
+    ResponseCode.POLLING_FULL.value: "polling_full",
+    ResponseCode.POLLING_TIMEOUT.value: "polling_timeout",
+    211: "broker_not_exist",
+}
 #: The OpenTelemetry meter (instrumentation scope) RocketMQ 5.3.3's broker registers every instrument on, the local
 #: proxy's and the store's included (``BrokerMetricsConstant.OPEN_TELEMETRY_METER_NAME``).
 BROKER_SCOPE = "broker-meter"

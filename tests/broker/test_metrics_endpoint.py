@@ -63,6 +63,16 @@ def value(families: dict[str, list[Sample]], name: str, **labels: str) -> float:
     )
 
 
+async def create_one_queue_topic(client: RemotingClient, cluster: EmbeddedCluster, topic: str) -> None:
+    """UPDATE_AND_CREATE_TOPIC of ``topic`` with one queue."""
+    create = {
+        "topic": topic, "defaultTopic": "TBW102", "readQueueNums": "1", "writeQueueNums": "1", "perm": "6",
+        "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false",
+    }  # fmt: skip
+    created = await client.invoke(cluster.broker_addr, request(RequestCode.UPDATE_AND_CREATE_TOPIC, create), 5)
+    assert created.code == ResponseCode.SUCCESS
+
+
 async def test_counters_scraped_during_a_load_agree_with_what_was_acknowledged(
     metrics_cluster: EmbeddedCluster,
 ) -> None:
@@ -159,12 +169,7 @@ async def test_a_held_pull_is_labelled_long_polling(metrics_cluster: EmbeddedClu
     exporter = cluster.controller.metrics
     assert exporter is not None and exporter.address is not None
     async with RemotingClient() as client:
-        create = {
-            "topic": "HeldTopic", "defaultTopic": "TBW102", "readQueueNums": "1", "writeQueueNums": "1", "perm": "6",
-            "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false",
-        }  # fmt: skip
-        created = await client.invoke(cluster.broker_addr, request(RequestCode.UPDATE_AND_CREATE_TOPIC, create), 5)
-        assert created.code == ResponseCode.SUCCESS
+        await create_one_queue_topic(client, cluster, "HeldTopic")
         pull = {
             "consumerGroup": "held_cg", "topic": "HeldTopic", "queueId": "0", "queueOffset": "0", "maxMsgNums": "32",
             "sysFlag": "6", "commitOffset": "0", "suspendTimeoutMillis": "300", "subscription": "*",
@@ -190,12 +195,7 @@ async def test_a_pop_that_finds_nothing_is_labelled_polling_timeout(metrics_clus
     exporter = cluster.controller.metrics
     assert exporter is not None and exporter.address is not None
     async with RemotingClient() as client:
-        create = {
-            "topic": "PopNothing", "defaultTopic": "TBW102", "readQueueNums": "1", "writeQueueNums": "1", "perm": "6",
-            "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false",
-        }  # fmt: skip
-        created = await client.invoke(cluster.broker_addr, request(RequestCode.UPDATE_AND_CREATE_TOPIC, create), 5)
-        assert created.code == ResponseCode.SUCCESS
+        await create_one_queue_topic(client, cluster, "PopNothing")
         pop = {
             "consumerGroup": "pop_nothing_cg", "topic": "PopNothing", "queueId": "-1", "maxMsgNums": "32",
             "invisibleTime": "30000", "pollTime": "0", "bornTime": "0", "initMode": "0", "expType": "TAG", "exp": "*",
