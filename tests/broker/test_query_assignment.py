@@ -5,6 +5,8 @@ broker/src/main/java/org/apache/rocketmq/broker/processor/QueryAssignmentProcess
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import orjson
 
 from broker.context import config_dir_of
@@ -19,6 +21,7 @@ from remoting.codec.bodies.assignment import (
 from remoting.codec.bodies.heartbeat import ConsumerData, HeartbeatData, MessageModel
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand, request
+from tests.conftest import SMALL_STORE
 from tests.semantics.helpers import create_topic
 
 GROUP = "assign-group"
@@ -87,9 +90,6 @@ async def test_a_pop_mode_set_is_answered_with_every_queue_and_survives_a_restar
     async with RemotingClient() as client:
         await heartbeat(client, addr, "cid-a")
         assert await assigned(client, addr, query("AssignPop", "cid-a")) == [("broker-a", -1, "POP")]
-        # A retry topic is always pulled.
-        retry = await assigned(client, addr, query(f"%RETRY%{GROUP}", "cid-a"))
-        assert retry is None or all(mode == "PULL" for _, _, mode in retry)
 
 
 async def test_pop_share_queue_num_limits_a_pop_consumer_to_its_share_and_its_followers(
@@ -116,3 +116,18 @@ async def test_set_message_request_mode_refusals(embedded_cluster: EmbeddedClust
         assert (unknown.code, unknown.remark) == (ResponseCode.TOPIC_NOT_EXIST, "topic[NoSuchTopic] not exist")
         garbage = await client.invoke(addr, request(RequestCode.SET_MESSAGE_REQUEST_MODE, body=b"not json"), 10)
         assert garbage.code == ResponseCode.SYSTEM_ERROR
+
+
+async def test_a_pop_default_is_the_mode_of_every_topic_but_a_retry_topic(tmp_path: Path) -> None:
+    """``defaultMessageRequestMode`` POP with ``defaultPopShareQueueNum`` -1: every queue popped; a retry topic is
+    always pulled, balanced as any PULL topic."""
+    settings = {"default_message_request_mode": "POP"}
+    async with EmbeddedCluster(tmp_path / "cluster", **SMALL_STORE, **settings) as cluster:
+        addr = cluster.broker_addr
+        await create_topic(cluster, "AssignDefault", queues=2)
+        await create_topic(cluster, f"%RETRY%{GROUP}", queues=1)
+        async with RemotingClient() as client:
+            await heartbeat(client, addr, "cid-a")
+            assert await assigned(client, addr, query("AssignDefault", "cid-a")) == [("broker-a", -1, "POP")]
+            retry = await assigned(client, addr, query(f"%RETRY%{GROUP}", "cid-a"))
+            assert retry == [("broker-a", 0, "PULL")]
