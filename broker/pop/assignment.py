@@ -43,6 +43,7 @@ from remoting.codec.headers.namesrv import GetRouteInfoRequestHeader
 from remoting.errors import RemotingError
 from remoting.processor import RequestContext
 from store.metadata_files import PERM_READ, ConfigFile, ConfigFileError
+from store.multi_dispatch import LMQ_QUEUE_ID, is_lmq
 
 __all__ = ["QueryAssignmentProcessor", "RequestModes"]
 
@@ -188,8 +189,14 @@ class QueryAssignmentProcessor:
         self, body: QueryAssignmentRequestBody, mode: SetMessageRequestModeRequestBody
     ) -> Sequence[MessageQueue] | None:
         """doLoadBalance: ``None`` when there is no valid answer."""
-        queues = await self.subscribe_info(body.topic)
-        if body.message_model is MessageModel.BROADCASTING or queues is None:
+        clustering = body.message_model is MessageModel.CLUSTERING
+        if clustering and is_lmq(body.topic):  # a light message queue: its one queue on this broker
+            queues: frozenset[MessageQueue] | None = frozenset(
+                [MessageQueue(body.topic, self.broker.config.broker_name, LMQ_QUEUE_ID)]
+            )
+        else:
+            queues = await self.subscribe_info(body.topic)
+        if not clustering or queues is None:
             return None if queues is None else sorted(queues)
         if not self.broker.config.server_load_balancer_enable:
             return sorted(queues)

@@ -67,6 +67,8 @@ async def test_queues_are_balanced_among_the_groups_consumers_in_pull_mode_by_de
         everything = await assigned(a, addr, query("AssignT", "cid-a", model=MessageModel.BROADCASTING))
         assert everything == [("broker-a", q, "PULL") for q in range(4)]
         assert await assigned(a, addr, query("AssignT", "cid-a", "NO_SUCH")) is None
+        # A light message queue (MixAll.isLmq) is its one queue on this broker, no route asked for.
+        assert await assigned(a, addr, query("%LMQ%assign", "cid-a")) == [("broker-a", 0, "PULL")]
         assert await assigned(a, addr, query("NoSuchTopic", "cid-a")) is None
         answer = await a.invoke(addr, request(RequestCode.QUERY_ASSIGNMENT, body=query("NoSuchTopic", "x")), 10)
         assert orjson.loads(bytes(answer.body)) == {}  # fastjson leaves the null set out
