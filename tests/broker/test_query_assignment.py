@@ -133,3 +133,15 @@ async def test_a_pop_default_is_the_mode_of_every_topic_but_a_retry_topic(tmp_pa
             assert await assigned(client, addr, query("AssignDefault", "cid-a")) == [("broker-a", -1, "POP")]
             retry = await assigned(client, addr, query(f"%RETRY%{GROUP}", "cid-a"))
             assert retry == [("broker-a", 0, "PULL")]
+
+
+async def test_a_mode_for_a_group_the_broker_does_not_create_is_refused(tmp_path: Path) -> None:
+    async with EmbeddedCluster(tmp_path / "c", auto_create_subscription_group=False, **SMALL_STORE) as cluster:
+        await create_topic(cluster, "AssignNoGroup")
+        async with RemotingClient() as client:
+            body = SetMessageRequestModeRequestBody("AssignNoGroup", "unknown-group", MessageRequestMode.POP)
+            answer = await set_mode(client, cluster.broker_addr, body)
+    assert (answer.code, answer.remark) == (
+        ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, "subscription group does not exist"
+    )  # fmt: skip
+    assert not (config_dir_of(cluster.controller.context.config) / "messageRequestMode.json").exists()
