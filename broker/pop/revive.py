@@ -96,8 +96,8 @@ class ReviveService:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Revive every ``interval`` seconds, save the pop service's FIFO state after its changes and run its FIFO
         lock timer (:meth:`PopService.run_lock_timer`), until cancelled. One loop per service: a run started while
-        another runs (the gRPC front door's and the remoting pop's, :meth:`BrokerController.pop_service`) reports
-        started at once and takes over when that one ends."""
+        another runs (the broker's own, started with it, and the gRPC front door's,
+        :meth:`BrokerController.pop_service`) reports started at once and takes over when that one ends."""
         if self._running:
             task_status.started()
             task_status = trio.TASK_STATUS_IGNORED
