@@ -443,7 +443,7 @@ def test_get_namesrv_config_prints_java_s_hash_map_of_servers_and_properties_ord
         assert [line.split("=  ", 1)[0].rstrip() for line in lines] == expected
 
 
-def test_set_consume_mode_sets_the_mode_query_assignment_answers(cluster: ThreadedCluster) -> None:
+def test_set_consume_mode_sets_a_mode_on_a_broker_or_each_master(cluster: ThreadedCluster) -> None:
     """5.3.3's ``mqadmin setConsumeMode`` (tools/src/main/java/org/apache/rocketmq/tools/command/consumer/
     SetConsumeModeSubCommand.java): SET_MESSAGE_REQUEST_MODE to the broker or each master of the cluster, Java's
     output; a mode MessageRequestMode.valueOf refuses fails the command."""
