@@ -21,6 +21,7 @@ from client.producer import Producer
 from remoting.client import RemotingClient
 from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig
 from remoting.codec.bodies.pop import BatchAck, BatchAckMessageRequestBody
+from remoting.codec.bodies.tables import MessageQueue
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand, request
 from remoting.codec.message import MessageExt
@@ -440,3 +441,76 @@ async def test_a_restarted_broker_revives_what_was_popped_before_without_any_pop
     retry = f"%RETRY%{GROUP}_PopWireRestart"
     answer = await ask(embedded_cluster, request(RequestCode.GET_MAX_OFFSET, {"topic": retry, "queueId": "0"}))
     assert (answer.code, answer.ext_fields.get("offset")) == (ResponseCode.SUCCESS, "1")
+
+
+async def parked_then_sent(
+    cluster: EmbeddedCluster, waiting: list[RemotingCommand], queue_id: int
+) -> list[tuple[RemotingCommand, float]]:
+    """The answers to ``waiting`` (parked in that order, 1 s apart) and the seconds each took from the first's
+    asking; one message sent to queue ``queue_id`` of their topic 3 s after the last was asked."""
+    answers: list[tuple[RemotingCommand, float]] = [None] * len(waiting)  # type: ignore[list-item]
+    start = trio.current_time()
+
+    async def wait(i: int) -> None:
+        answer = await ask(cluster, waiting[i])
+        answers[i] = answer, trio.current_time() - start
+
+    topic = waiting[0].ext_fields["topic"]
+    async with trio.open_nursery() as nursery:
+        for i in range(len(waiting)):
+            nursery.start_soon(wait, i)
+            await trio.sleep(1)
+        await trio.sleep(2)
+        async with Producer("pg-pop-wake", cluster.namesrv_addr) as producer:
+            await producer.send(Message(topic, b"woke"), queue=MessageQueue(topic, "broker-a", queue_id))
+    return answers
+
+
+def popped_at_the_arrival(answer: RemotingCommand, waited: float) -> None:
+    assert [m.body for m in messages(answer)] == [b"woke"]
+    assert waited < 10, "the pop answers at the arrival, not at the end of its window"
+
+
+async def test_an_arrival_wakes_the_pop_of_its_queue_not_one_of_another_queue(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    # PopLongPollingService polls by topic@group@queueId and wakes one request of the -1 key and one of the arrival's
+    clock = use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "PopWireQ", queues=2)
+    on_0, on_1 = (pop_request(clock, "PopWireQ", poll=30_000, queueId=str(q)) for q in (0, 1))
+    [(first, _), on_1_answer] = await parked_then_sent(embedded_cluster, [on_0, on_1], 1)
+    assert first.code == ResponseCode.POLLING_TIMEOUT
+    popped_at_the_arrival(*on_1_answer)
+
+
+async def test_a_parked_notification_does_not_take_the_wake_of_a_pop(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    # NotificationProcessor polls with a PopLongPollingService of its own, woken apart from the pops'
+    clock = use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "PopWireR")
+    waiting = [notification(clock, "PopWireR", poll=30_000), pop_request(clock, "PopWireR", poll=30_000)]
+    noticed, popped = await parked_then_sent(embedded_cluster, waiting, 0)
+    popped_at_the_arrival(*popped)
+    # woken too, it says true unless the pop took the message first (then it waits on, as Java's would)
+    assert noticed[0].code == ResponseCode.SUCCESS
+
+
+async def test_polling_info_counts_the_parked_pops_not_the_notifications(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    # PollingInfoProcessor reads PopMessageProcessor's polling map; notifications park in NotificationProcessor's
+    clock = use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "PopWireS")
+    info = request(RequestCode.POLLING_INFO, {"consumerGroup": GROUP, "topic": "PopWireS", "queueId": "-1"})
+
+    async def park(cmd: RemotingCommand) -> None:
+        await ask(embedded_cluster, cmd)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(park, notification(clock, "PopWireS", poll=10_000))
+        nursery.start_soon(park, notification(clock, "PopWireS", poll=10_000))
+        nursery.start_soon(park, pop_request(clock, "PopWireS", poll=10_000))
+        await trio.sleep(3)
+        waiting = await ask(embedded_cluster, info)
+        assert waiting.ext_fields["pollingNum"] == "1"
