@@ -179,7 +179,9 @@ class PopMessageProcessor:
                 if pop.read_on:
                     await trio.lowlevel.checkpoint()
                 else:
-                    await pop.wait_arrival([topic, pop_retry_topic(group, topic)], left, group, *filters)
+                    await pop.wait_arrival(
+                        [topic, pop_retry_topic(group, topic)], left, group, *filters, queue_id=header.queue_id
+                    )
                 if ctx.connection.closed:
                     return
                 popped = self._pop(ctx, pop, header, filters)
@@ -209,7 +211,7 @@ class PopMessageProcessor:
         found = pop.has_message(group, topic, header.queue_id, header.attempt_id, fifo=header.order)
         if found or header.born_time + header.poll_time <= pop.now_ms() or self._nursery is None:
             return _has_msg(request, found)
-        if not pop.park(group, topic, header.queue_id):
+        if not pop.park(group, topic, header.queue_id, notification=True):
             return _has_msg(request, False, polling_full=True)
         self._nursery.start_soon(self._long_notification, ctx, request, pop, header)
         return None
@@ -260,7 +262,8 @@ class PopMessageProcessor:
         return request.response(ResponseCode.SUCCESS, "FOUND", fields, b"".join(records))
 
     def _info(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
-        """POLLING_INFO: how many pops and notifications wait on the request's key."""
+        """POLLING_INFO: how many pops (not notifications: PollingInfoProcessor reads PopMessageProcessor's polling
+        service) wait on the request's key."""
         header = parse_header(PollingInfoRequestHeader, request)
         self._check_peeking(ctx, header)
         parked = self.pop_of().parked(header.consumer_group, header.topic, header.queue_id)
@@ -274,7 +277,9 @@ class PopMessageProcessor:
         found = False
         try:
             while not found and (left := (header.born_time + header.poll_time - pop.now_ms()) / 1000) > 0:
-                await pop.wait_arrival([topic, pop_retry_topic(group, topic)], left, group)
+                await pop.wait_arrival(
+                    [topic, pop_retry_topic(group, topic)], left, group, queue_id=header.queue_id, notification=True
+                )
                 if ctx.connection.closed:
                     return
                 found = pop.has_message(group, topic, header.queue_id, header.attempt_id, fifo=header.order)
@@ -283,7 +288,7 @@ class PopMessageProcessor:
             log.warning("long-polling notification of %s on %s failed", group, topic, exc_info=True)
             answer = request.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
         finally:
-            pop.unpark(group, topic, header.queue_id)
+            pop.unpark(group, topic, header.queue_id, notification=True)
         try:
             ctx.connection.send_nowait(answer)
         except RemotingConnectError:

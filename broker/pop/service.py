@@ -160,6 +160,9 @@ class _Filter:
 
 #: A receive's filter as :class:`PopService` files its wait: its tags and its SQL92 filter.
 _FilterKey = tuple[frozenset[str] | None, PropertyFilter | None]
+#: where a receive waits on a topic: the queue it pops (-1: all) and whether it is a NOTIFICATION (which waits and
+#: is counted apart from the pops: NotificationProcessor has a PopLongPollingService of its own)
+_Slot = tuple[int, bool]
 
 
 @attrs.frozen(slots=True)
@@ -190,13 +193,13 @@ class PopService:
         #: An orderly pop sets it only for a queue it moved on (one in flight is not read, so never moved on).
         self.read_on = False
         self._turns_sweep_at = _TURNS_SWEEP_MIN
-        #: receives waiting for an arrival, by topic, then group, then filter (:attr:`_Poll.key`), in the order they
-        #: came (an entry goes with the last); ``_poll_seq`` numbers them in that order
-        self._arrivals: dict[str, dict[str, dict[_FilterKey, dict[_Poll, None]]]] = {}
+        #: receives waiting for an arrival, by topic, then group, then slot (:data:`_Slot`), then filter
+        #: (:attr:`_Poll.key`), in the order they came (an entry goes with the last); ``_poll_seq`` numbers them so
+        self._arrivals: dict[str, dict[str, dict[_Slot, dict[_FilterKey, dict[_Poll, None]]]]] = {}
         self._poll_seq = itertools.count()
-        #: receives parked for long polling by (group, topic, queue id), and in all (:meth:`park`)
-        self._parked: dict[tuple[str, str, int], int] = {}
-        self._parked_total = 0
+        #: receives parked for long polling by (notification, group, topic, queue id), and in all by kind (:meth:`park`)
+        self._parked: dict[tuple[bool, str, str, int], int] = {}
+        self._parked_total = {False: 0, True: 0}
         #: when each FIFO queue with a batch in flight is free again (store ms), and a heap of those times (entries a
         #: later change replaced stay until due): ConsumerOrderInfoLockManager's timers, run by :meth:`run_lock_timer`
         self._lock_free: dict[tuple[str, str, int], int] = {}
@@ -232,63 +235,77 @@ class PopService:
         rocketmq/broker/longpolling/PopLongPollingService.java). Never raises."""
         interval = self.broker.config.pop_long_polling_force_notify_interval
         force = interval > 0 and (offset + 1) % interval == 0
-        self._wake(topic, arrival=None if force else (tags_code, properties))
+        self._wake(topic, queue_id, None if force else (tags_code, properties))
 
-    def _wake(self, topic: str, group: str | None = None, arrival: tuple[int, str] | None = None) -> None:
-        """Wake the receive of each group (of ``group`` only, when given) that has waited longest on ``topic`` among
-        those whose filter matches ``arrival`` (the message's tags code and properties; ``None``: no message, an ack
-        or a freed FIFO queue, which any receive takes), and take it off its topics at once, so the next arrival wakes
-        the next one: PopLongPollingService.notifyMessageArriving wakes, for each group polling the topic, one request
-        of its queue -1 key (the proxy's receives pop all queues) and one of the arrival's queue, polled off its key's
-        queue, and puts a request whose filter does not match the message back unwoken (messageFilter
-        .isMatchedByConsumeQueue on the tags code, then isMatchedByCommitLog on the properties; broker/src/main/java/
-        org/apache/rocketmq/broker/longpolling/PopLongPollingService.java). Java checks the filter of the group's
-        first request only, once per arrival; ours checks that of the longest-waiting receive of each filter the
-        group's receives use, once each (one filter, unless its clients subscribe inconsistently), and wakes the
-        longest waiting of those that match: not the filter of every parked receive, which cost N evaluations per
+    def _wake(self, topic: str, queue_id: int, arrival: tuple[int, str] | None) -> None:
+        """For each group waiting on ``topic``, wake a pop of queue -1 (the proxy's receives and the remoting pops of
+        all queues) and one of ``queue_id``, and so a NOTIFICATION of each (:meth:`_wake_slot`), as
+        PopLongPollingService.notifyMessageArriving wakes, for each group polling the topic, one request of its
+        topic@group@-1 key and one of the arrival's queue, and NotificationProcessor's own polling service does so
+        for the notifications. Each slot's pick: :meth:`_wake_slot`."""
+        groups = self._arrivals.get(topic)
+        if groups is None:
+            return
+        left = SQL92_EVALUATION_BUDGET
+        queues = (-1,) if queue_id < 0 else (-1, queue_id)
+        for name in list(groups):
+            for slot in itertools.product(queues, (False, True)):
+                left = self._wake_slot(topic, name, slot, arrival, left)[1]
+
+    def _wake_slot(
+        self, topic: str, group: str, slot: _Slot, arrival: tuple[int, str] | None, left: int = SQL92_EVALUATION_BUDGET
+    ) -> tuple[bool, int]:
+        """Wake the receive of ``group`` in ``slot`` that has waited longest on ``topic`` among those whose filter
+        matches ``arrival`` (the message's tags code and properties; ``None``: no message, an ack or a freed FIFO
+        queue, which any receive takes), and take it off its topics at once, so the next arrival wakes the next one;
+        whether one was woken, and the SQL92 budget ``left``. PopLongPollingService.notifyMessageArriving polls one
+        request off its key's queue, and puts a request whose filter does not match the message back unwoken
+        (messageFilter.isMatchedByConsumeQueue on the tags code, then isMatchedByCommitLog on the properties; broker/
+        src/main/java/org/apache/rocketmq/broker/longpolling/PopLongPollingService.java). Java checks the filter of
+        the key's first request only, once per arrival; ours checks that of the longest-waiting receive of each
+        filter the slot's receives use, once each (one filter, unless its clients subscribe inconsistently), and wakes
+        the longest waiting of those that match: not the filter of every parked receive, which cost N evaluations per
         arrival inside the store's append with N parked. Java takes the one due soonest; the receives of a key share
         their polling window, so the longest waiting is that one. Not every receive on the topic: with N parked, one
         message cost N reads, N - 1 of them empty; nor one the message does not match: it read the store for
         nothing. One arrival's SQL92 checks spend at most the pull path's evaluation budget
         (:data:`processors.pull.SQL92_EVALUATION_BUDGET`; Java checks on its reput thread, ours inside the append, on
         the loop every client shares): a receive past it is woken unchecked, pops, finds nothing and waits again."""
-        groups = self._arrivals.get(topic)
-        if groups is None:
-            return
-        left = SQL92_EVALUATION_BUDGET
-        for name in list(groups) if group is None else [group]:
-            by_filter = groups.get(name)
-            if not by_filter:
+        by_filter = self._arrivals.get(topic, {}).get(group, {}).get(slot)
+        poll: _Poll | None = None
+        for waiters in (by_filter or {}).values():
+            first = next(iter(waiters))
+            if poll is not None and first.seq >= poll.seq:
                 continue
-            poll: _Poll | None = None
-            for waiters in by_filter.values():
-                first = next(iter(waiters))
-                if poll is not None and first.seq >= poll.seq:
-                    continue
-                matched = True
-                if arrival is not None:
-                    matched, left = first.filter.check(arrival, left)
-                if matched:
-                    poll = first
-            if poll is not None:
-                self._unfile(poll)
-                poll.woken_on, poll.woken_by = topic, arrival
-                poll.event.set()
+            matched = True
+            if arrival is not None:
+                matched, left = first.filter.check(arrival, left)
+            if matched:
+                poll = first
+        if poll is None:
+            return False, left
+        self._unfile(poll)
+        poll.woken_on, poll.woken_by = (topic, slot), arrival
+        poll.event.set()
+        return True, left
 
     def _unfile(self, poll: _Poll) -> None:
-        for topic in poll.topics:
+        for topic, slot in poll.filed:
             groups = self._arrivals.get(topic)
-            by_filter = None if groups is None else groups.get(poll.group)
+            by_slot = None if groups is None else groups.get(poll.group)
+            by_filter = None if by_slot is None else by_slot.get(slot)
             waiters = None if by_filter is None else by_filter.get(poll.key)
-            if groups is None or by_filter is None or waiters is None:
+            if groups is None or by_slot is None or by_filter is None or waiters is None:
                 continue
             waiters.pop(poll, None)
             if not waiters:
                 del by_filter[poll.key]
                 if not by_filter:
-                    del groups[poll.group]
-                    if not groups:
-                        del self._arrivals[topic]
+                    del by_slot[slot]
+                    if not by_slot:
+                        del groups[poll.group]
+                        if not groups:
+                            del self._arrivals[topic]
 
     async def wait_arrival(
         self,
@@ -297,16 +314,25 @@ class PopService:
         group: str = "",
         tags: frozenset[str] | None = None,
         property_filter: PropertyFilter | None = None,
+        *,
+        queue_id: int = -1,
+        notification: bool = False,
     ) -> None:
         """Return when an arrival on one of ``topics`` that the receive's filter (``tags`` and ``property_filter``, as
-        :meth:`pop` takes them) matches wakes this receive of ``group`` (:meth:`_wake`: one receive per group and
-        arrival) or after ``timeout`` seconds; a receive cancelled once a wake chose it (before or after the wake)
-        raises Cancelled and the wake goes to the group's next receive. The last waiter of a topic to leave drops its
-        entries, so topics waited on once are not kept for good (RocketMQ's PopLongPollingService removes a topic's
-        polling queue once it is empty and cleans those of topics that are gone)."""
-        poll = _Poll(group, tuple(dict.fromkeys(topics)), _Filter(tags, property_filter), next(self._poll_seq))
-        for topic in poll.topics:
-            self._arrivals.setdefault(topic, {}).setdefault(group, {}).setdefault(poll.key, {})[poll] = None
+        :meth:`pop` takes them) matches wakes this receive of ``group`` (:meth:`_wake`: per group and arrival, one
+        receive of queue -1 and one of the arrival's queue; ``queue_id`` is the queue of ``topics[0]`` it pops, the
+        other topics, the retry topic, it reads whole; a ``notification`` waits apart from the pops) or after
+        ``timeout`` seconds; a receive cancelled once a wake chose it (before or after the wake) raises Cancelled and
+        the wake goes to the next receive of its slot. The last waiter of a topic to leave drops its entries, so topics
+        waited on once are not kept for good (RocketMQ's PopLongPollingService removes a topic's polling queue once it
+        is empty and cleans those of topics that are gone)."""
+        filed: dict[str, _Slot] = {}
+        for i, topic in enumerate(topics):
+            filed.setdefault(topic, (max(queue_id, -1) if i == 0 else -1, notification))
+        poll = _Poll(group, tuple(filed.items()), _Filter(tags, property_filter), next(self._poll_seq))
+        for topic, slot in poll.filed:
+            by_slot = self._arrivals.setdefault(topic, {}).setdefault(group, {})
+            by_slot.setdefault(slot, {}).setdefault(poll.key, {})[poll] = None
         try:
             with trio.move_on_after(timeout):
                 await poll.event.wait()
@@ -319,37 +345,40 @@ class PopService:
             # PopLongPollingService.pollRemotingCommands skips a request whose channel is no longer active
             # (broker/src/main/java/org/apache/rocketmq/broker/longpolling/PopLongPollingService.java).
             if poll.woken_on is not None:
-                self._wake(poll.woken_on, group, poll.woken_by)
+                topic, slot = poll.woken_on
+                self._wake_slot(topic, group, slot, poll.woken_by)
             raise
         finally:
             self._unfile(poll)
 
-    def park(self, group: str, topic: str, queue_id: int = -1) -> bool:
+    def park(self, group: str, topic: str, queue_id: int = -1, *, notification: bool = False) -> bool:
         """Count one receive of ``group`` on ``topic`` (queue ``queue_id``, -1: all) parked for long polling
         (:meth:`unpark` when it leaves); False, nothing counted, when full: ``maxPopPollingSize`` parked in all, or
         more than ``popPollingSize`` on the key, as PopLongPollingService.polling answers POLLING_FULL
         (broker/src/main/java/org/apache/rocketmq/broker/longpolling/PopLongPollingService.java; its key is topic,
-        group and queue id; the proxy's receives pop queue -1)."""
-        config, key = self.broker.config, (group, topic, max(queue_id, -1))
+        group and queue id; the proxy's receives pop queue -1). NOTIFICATIONs are counted apart from the pops, in
+        NotificationProcessor's own PopLongPollingService."""
+        config, key = self.broker.config, (notification, group, topic, max(queue_id, -1))
         parked = self._parked.get(key, 0)
-        if self._parked_total >= config.max_pop_polling_size or parked > config.pop_polling_size:
+        if self._parked_total[notification] >= config.max_pop_polling_size or parked > config.pop_polling_size:
             return False
         self._parked[key] = parked + 1
-        self._parked_total += 1
+        self._parked_total[notification] += 1
         return True
 
-    def unpark(self, group: str, topic: str, queue_id: int = -1) -> None:
-        key = (group, topic, max(queue_id, -1))
+    def unpark(self, group: str, topic: str, queue_id: int = -1, *, notification: bool = False) -> None:
+        key = (notification, group, topic, max(queue_id, -1))
         left = self._parked[key] - 1
         if left:
             self._parked[key] = left
         else:
             del self._parked[key]
-        self._parked_total -= 1
+        self._parked_total[notification] -= 1
 
     def parked(self, group: str, topic: str, queue_id: int = -1) -> int:
-        """Receives parked on the key (POLLING_INFO's ``pollingNum``, PollingInfoProcessor)."""
-        return self._parked.get((group, topic, max(queue_id, -1)), 0)
+        """Pops parked on the key (POLLING_INFO's ``pollingNum``: PollingInfoProcessor reads PopMessageProcessor's
+        polling service, not NotificationProcessor's)."""
+        return self._parked.get((False, group, topic, max(queue_id, -1)), 0)
 
     def peek(self, group: str, topic: str, queue_id: int, max_nums: int) -> tuple[list[memoryview | bytes], int]:
         """PEEK_MESSAGE (5.3.3's PeekMessageProcessor.peekMsgFromQueue): up to ``max_nums`` stored records of
@@ -391,16 +420,20 @@ class PopService:
             heapq.heapify(self._lock_heap)
 
     def _lock_freed(self, group: str, topic: str, qid: int) -> None:
-        """A FIFO queue of ``group`` is free (its batch acked, or visible again): wake one receive of the group
-        waiting on ``topic`` if the queue holds messages past the group's offset, as ConsumerOrderInfoLockManager
-        .notifyLockIsFree calls PopMessageProcessor.notifyLongPollingRequestIfNeed, which wakes one request of the
-        group's queue -1 key (broker/src/main/java/org/apache/rocketmq/broker/processor/PopMessageProcessor.java).
-        One, not every receive of the group: the others would each read the store for nothing."""
+        """A FIFO queue of ``group`` is free (its batch acked, or visible again): wake one pop of the group waiting
+        on ``topic`` if the queue holds messages past the group's offset, of queue -1, else of ``qid``, and a
+        NOTIFICATION of each, as ConsumerOrderInfoLockManager.notifyLockIsFree calls PopMessageProcessor
+        .notifyLongPollingRequestIfNeed, which wakes one request of the group's queue -1 key, else one of the queue's,
+        then NotificationProcessor.notifyMessageArriving (broker/src/main/java/org/apache/rocketmq/broker/processor/
+        PopMessageProcessor.java). One pop, not every one of the group: the others would read the store for nothing."""
         state = self._fifo.get((group, topic, qid))
         if state is None or _fifo_blocked(state, self.now_ms()):
             return
         if self.broker.store.max_offset_in_queue(topic, qid) > self.broker.offsets.query(group, topic, qid):
-            self._wake(topic, group)
+            if not self._wake_slot(topic, group, (-1, False), None)[0]:
+                self._wake_slot(topic, group, (qid, False), None)
+            for slot in ((-1, True), (qid, True)):
+                self._wake_slot(topic, group, slot, None)
 
     async def run_lock_timer(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Until cancelled: when a FIFO queue's batch in flight is visible again, :meth:`_lock_freed` unless
@@ -929,15 +962,16 @@ class PopService:
 @attrs.define(eq=False)
 class _Poll:
     """One receive waiting for an arrival (a PopRequest parked in PopLongPollingService): its group, the topics it
-    is filed under, its filter, its place in the order receives parked, the event its wake sets, and the topic and
-    arrival (tags code and properties; ``None``: no message) that woke it."""
+    is filed under with its slot on each, its filter, its place in the order receives parked, the event its wake
+    sets, and the topic and slot it was woken on and the arrival (tags code and properties; ``None``: no message)
+    that woke it."""
 
     group: str
-    topics: tuple[str, ...]
+    filed: tuple[tuple[str, _Slot], ...]
     filter: _Filter
     seq: int
     event: trio.Event = attrs.Factory(trio.Event)
-    woken_on: str | None = None
+    woken_on: tuple[str, _Slot] | None = None
     woken_by: tuple[int, str] | None = None
 
     @property
