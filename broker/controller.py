@@ -292,28 +292,34 @@ class BrokerController:
 
     def pop_service(self) -> tuple[PopService, ReviveService]:
         """The broker's one :class:`PopService` and :class:`ReviveService`, built at the first call (once the store
-        and managers are loaded), its arrival listener chained behind the store's so long-polling pops wake on new
-        messages. The gRPC front door (:func:`proxy.startup.build_activity`) and the remoting pop
-        (:mod:`broker.pop.processor`) share them: one set of FIFO state, one revive loop."""
+        and managers are loaded; the broker's start makes that call for the revive loop). Its arrival listener is
+        chained behind the store's when the first receive waits (:attr:`PopService.arrival_hook`), so long-polling
+        pops wake on new messages and, until one waits, an append pays nothing for it. The gRPC front door
+        (:func:`proxy.startup.build_activity`) and the remoting pop (:mod:`broker.pop.processor`) share them: one set
+        of FIFO state, one revive loop."""
         if self._pop is not None:
             return self._pop
         ctx = self.context
         pop = PopService(ctx, self.timer.rewrite)
-        previous = ctx.store.arrival_listener
 
-        def on_arrival(topic: str, queue_id: int, offset: int, tags_code: int, properties: str = "") -> None:
-            if previous is not None:
-                previous(topic, queue_id, offset, tags_code, properties)
-            pop.notify_arrival(topic, queue_id, offset, tags_code, properties)
+        def attach() -> None:
+            previous = ctx.store.arrival_listener
 
-        ctx.store.arrival_listener = on_arrival
-        interest = ctx.store.arrival_interest
-        if interest is not None:  # None: every arrival is notified already
+            def on_arrival(topic: str, queue_id: int, offset: int, tags_code: int, properties: str = "") -> None:
+                if previous is not None:
+                    previous(topic, queue_id, offset, tags_code, properties)
+                pop.notify_arrival(topic, queue_id, offset, tags_code, properties)
 
-            def on_interest(topic: str, queue_id: int) -> bool:
-                return interest(topic, queue_id) or pop.waiting(topic, queue_id)
+            ctx.store.arrival_listener = on_arrival
+            interest = ctx.store.arrival_interest
+            if interest is not None:  # None: every arrival is notified already
 
-            ctx.store.arrival_interest = on_interest
+                def on_interest(topic: str, queue_id: int) -> bool:
+                    return interest(topic, queue_id) or pop.waiting(topic, queue_id)
+
+                ctx.store.arrival_interest = on_interest
+
+        pop.arrival_hook = attach
         self._pop = pop, ReviveService(pop)
         return self._pop
 

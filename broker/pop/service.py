@@ -208,6 +208,9 @@ class PopService:
         for key, state in self._fifo.items():  # ConsumerOrderInfoLockManager.recover
             self._schedule_lock_free(key, state)
         self._send_back = ConsumerSendMsgBackProcessor(broker)
+        #: Called (then dropped) when the first receive waits: the broker chains :meth:`notify_arrival` into the
+        #: store's arrival listener then, so appends pay nothing for pops while none waits.
+        self.arrival_hook: Callable[[], None] | None = None
 
     @property
     def revive_topic(self) -> str:
@@ -326,6 +329,9 @@ class PopService:
         the wake goes to the next receive of its slot. The last waiter of a topic to leave drops its entries, so topics
         waited on once are not kept for good (RocketMQ's PopLongPollingService removes a topic's polling queue once it
         is empty and cleans those of topics that are gone)."""
+        if self.arrival_hook is not None:
+            hook, self.arrival_hook = self.arrival_hook, None
+            hook()
         filed: dict[str, _Slot] = {}
         for i, topic in enumerate(topics):
             filed.setdefault(topic, (max(queue_id, -1) if i == 0 else -1, notification))
