@@ -514,3 +514,23 @@ async def test_polling_info_counts_the_parked_pops_not_the_notifications(
         await trio.sleep(3)
         waiting = await ask(embedded_cluster, info)
         assert waiting.ext_fields["pollingNum"] == "1"
+
+
+async def test_a_parked_pop_whose_client_left_gives_its_polling_slot_up(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A pop (or notification) parked for an hour whose connection closes leaves within seconds, as the pull hold
+    service drops the pulls of closed connections: its slot counted against ``popPollingSize`` and
+    ``maxPopPollingSize`` until an arrival or the end of the window the client chose, so clients gone could make
+    every pop of the key answer POLLING_FULL."""
+    clock = use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "PopWireGone")
+    info = {"consumerGroup": GROUP, "topic": "PopWireGone", "queueId": "-1"}
+    async with RemotingClient() as client:
+        with trio.move_on_after(3):
+            await client.invoke(embedded_cluster.broker_addr, pop_request(clock, "PopWireGone", poll=3_600_000), 3600)
+        waiting = await ask(embedded_cluster, request(RequestCode.POLLING_INFO, info))
+        assert waiting.ext_fields["pollingNum"] == "1"
+    await trio.sleep(10)
+    after = await ask(embedded_cluster, request(RequestCode.POLLING_INFO, info))
+    assert after.ext_fields["pollingNum"] == "0"
