@@ -17,8 +17,9 @@ broker's polling limits it answers POLLING_FULL at once. A NOTIFICATION waits so
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Final, TypeVar
 
 import attrs
@@ -67,6 +68,8 @@ PROPERTY_POP_CK: Final = "POP_CK"
 FAQ_SUFFIX_5: Final = "\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details."
 #: What a pop that found nothing answers (GetMessageStatus.NO_MESSAGE_IN_QUEUE's name).
 _NO_MESSAGE: Final = "NO_MESSAGE_IN_QUEUE"
+#: Ours: how often the long polls of closed connections are ended (the pull hold service's check interval).
+_CLOSED_CHECK_S: Final = 5.0
 #: PopMessageRequestHeader.isTimeoutTooMuch: a request this long past ``bornTime + pollTime`` (ms) is refused.
 _TOO_LATE_MS: Final = 500
 
@@ -104,16 +107,50 @@ class PopMessageProcessor:
         self.broker = broker
         self.pop_of = pop_of
         self._nursery: trio.Nursery | None = None
+        #: the long polls running, each by its cancel scope, with its request's context (:meth:`_drop_closed`)
+        self._parked: dict[trio.CancelScope, RequestContext] = {}
+        self._any_parked = trio.Event()
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Hold the long-polling pops until cancelled."""
+        """Hold the long-polling pops and notifications until cancelled."""
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
+            nursery.start_soon(self._drop_closed)
             task_status.started()
             try:
                 await trio.sleep_forever()
             finally:
                 self._nursery = None
+
+    def _park(self, ctx: RequestContext, request: RemotingCommand, wait: Callable[[], Awaitable[None]]) -> None:
+        """Run the long poll ``wait`` in the processor's nursery, its request suspended (out of the connection's
+        request budget and labelled long polling, as a parked pull)."""
+        assert self._nursery is not None
+        ctx.connection.mark_suspended(request.opaque)
+        self._nursery.start_soon(self._parked_run, ctx, wait)
+        self._any_parked.set()
+
+    async def _parked_run(self, ctx: RequestContext, wait: Callable[[], Awaitable[None]]) -> None:
+        with trio.CancelScope() as scope:
+            self._parked[scope] = ctx
+            try:
+                await wait()
+            finally:
+                del self._parked[scope]
+
+    async def _drop_closed(self) -> None:
+        """Every :data:`_CLOSED_CHECK_S` seconds while any waits, end the long polls whose connection closed: nobody
+        can be answered, and each held a polling slot (``popPollingSize``, ``maxPopPollingSize``) until an arrival or
+        the end of the window its client chose (the pull hold service drops such pulls likewise; PopLongPollingService
+        keeps them until then)."""
+        while True:
+            await self._any_parked.wait()
+            await trio.sleep(_CLOSED_CHECK_S)
+            for scope, ctx in list(self._parked.items()):
+                if ctx.connection.closed:
+                    scope.cancel()
+            if not self._parked:
+                self._any_parked = trio.Event()
 
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
         if request.code == RequestCode.NOTIFICATION:
@@ -139,9 +176,11 @@ class PopMessageProcessor:
             return rejected.to_response(request)
         if popped or header.poll_time <= 0 or self._nursery is None:
             return self._answer(request, pop, header, popped)
+        if ctx.connection.closed:  # queued before its connection closed: nobody to answer, nothing to park
+            return None
         if not pop.park(header.consumer_group, header.topic, header.queue_id):
             return self._answer(request, pop, header, [], ResponseCode.POLLING_FULL)
-        self._nursery.start_soon(self._long_poll, ctx, request, pop, header, filters)
+        self._park(ctx, request, functools.partial(self._long_poll, ctx, request, pop, header, filters))
         return None
 
     def _pop(
@@ -211,9 +250,11 @@ class PopMessageProcessor:
         found = pop.has_message(group, topic, header.queue_id, header.attempt_id, fifo=header.order)
         if found or header.born_time + header.poll_time <= pop.now_ms() or self._nursery is None:
             return _has_msg(request, found)
+        if ctx.connection.closed:
+            return None
         if not pop.park(group, topic, header.queue_id, notification=True):
             return _has_msg(request, False, polling_full=True)
-        self._nursery.start_soon(self._long_notification, ctx, request, pop, header)
+        self._park(ctx, request, functools.partial(self._long_notification, ctx, request, pop, header))
         return None
 
     def _check_peeking(
