@@ -24,7 +24,7 @@ from remoting.codec.bodies.pop import BatchAck, BatchAckMessageRequestBody
 from remoting.codec.bodies.tables import MessageQueue
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand, request
-from remoting.codec.message import MessageExt
+from remoting.codec.message import MessageExt, MessageRecord
 from remoting.codec.pull_body import decode_records
 from tests.proxy.test_pop import SMALL_SEGMENTS, expire_old_segments, fill_a_segment, send
 from tests.semantics.helpers import create_topic, use_virtual_store_clock
@@ -534,3 +534,25 @@ async def test_a_parked_pop_whose_client_left_gives_its_polling_slot_up(
     await trio.sleep(10)
     after = await ask(embedded_cluster, request(RequestCode.POLLING_INFO, info))
     assert after.ext_fields["pollingNum"] == "0"
+
+
+async def test_a_message_arriving_while_a_pop_parks_is_handed_out_at_once(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A message stored between a pop's read that found nothing and the moment its long poll starts waiting is
+    handed out at once (PopLongPollingService files the request in the processor's own call, so no arrival falls
+    between); it used to wait out the whole polling window. The arrival is injected at that moment."""
+    clock = use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "PopWireGap")
+    processor, store = embedded_cluster.controller.pop_processor, embedded_cluster.controller.context.store
+    park = processor._park
+
+    def park_then_arrive(ctx: object, cmd: RemotingCommand, wait: Callable[[], object]) -> None:
+        park(ctx, cmd, wait)  # type: ignore[arg-type]
+        store.append(MessageRecord("PopWireGap", b"g0"))
+
+    monkeypatch.setattr(processor, "_park", park_then_arrive)
+    start = trio.current_time()
+    answer = await ask(embedded_cluster, pop_request(clock, "PopWireGap", poll=20_000))
+    assert [m.body for m in messages(answer)] == [b"g0"]
+    assert trio.current_time() - start < 5  # not at the end of its 20 s window
