@@ -212,8 +212,10 @@ class PopMessageProcessor:
         client gone meanwhile gets nothing popped for it (PopLongPollingService wakes no request whose channel is
         inactive)."""
         group, topic = header.consumer_group, header.topic
-        popped: list[Popped] = []
         try:
+            # Read again first: a message may have come between process()'s read and this task's start, and nothing
+            # waited for it yet (PopLongPollingService files the request in the processor's own call).
+            popped = [] if ctx.connection.closed else self._pop(ctx, pop, header, filters)
             while not popped and (left := (header.born_time + header.poll_time - pop.now_ms()) / 1000) > 0:
                 if pop.read_on:
                     await trio.lowlevel.checkpoint()
@@ -315,8 +317,10 @@ class PopMessageProcessor:
     ) -> None:
         """Wait for an arrival on the topic or its retry topic until a pop could find something or the window ends."""
         group, topic = header.consumer_group, header.topic
-        found = False
         try:
+            found = pop.has_message(
+                group, topic, header.queue_id, header.attempt_id, fifo=header.order
+            )  # see _long_poll
             while not found and (left := (header.born_time + header.poll_time - pop.now_ms()) / 1000) > 0:
                 await pop.wait_arrival(
                     [topic, pop_retry_topic(group, topic)], left, group, queue_id=header.queue_id, notification=True
