@@ -5,9 +5,13 @@ broker/src/main/java/org/apache/rocketmq/broker/processor/QueryAssignmentProcess
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
+import attrs
 import orjson
+import trio
+import trio.testing
 
 from broker.context import config_dir_of
 from broker.embedded import EmbeddedCluster
@@ -145,3 +149,29 @@ async def test_a_mode_for_a_group_the_broker_does_not_create_is_refused(tmp_path
         ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, "subscription group does not exist"
     )  # fmt: skip
     assert not (config_dir_of(cluster.controller.context.config) / "messageRequestMode.json").exists()
+
+
+async def test_a_route_no_name_server_refreshes_keeps_its_queues(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """TopicRouteInfoManager answers from its table, refreshes it every ``loadBalancePollNameServerInterval`` in the
+    background and leaves it alone when a refresh fails (broker/src/main/java/org/apache/rocketmq/broker/topic/
+    TopicRouteInfoManager.java). Ours refreshed a route 30 s old inside the request (up to 3 s a name server, past a
+    Java client's 3 s QUERY_ASSIGNMENT timeout, which closes its connection) and answered no assignment when no name
+    server did."""
+    addr = embedded_cluster.broker_addr
+    await create_topic(embedded_cluster, "AssignStale", queues=2)
+    both = [("broker-a", 0, "PULL"), ("broker-a", 1, "PULL")]
+    async with RemotingClient() as client:
+        await heartbeat(client, addr, "cid-a")
+        assert await assigned(client, addr, query("AssignStale", "cid-a")) == both
+        with socket.socket() as unused:  # a port nothing listens on once closed
+            unused.bind(("127.0.0.1", 0))
+            port = unused.getsockname()[1]
+        ctx = embedded_cluster.controller.context
+        ctx.config = attrs.evolve(ctx.config, namesrv_addr=f"127.0.0.1:{port}")
+        await trio.sleep(65)
+        await heartbeat(client, addr, "cid-a")
+        start = trio.current_time()
+        assert await assigned(client, addr, query("AssignStale", "cid-a")) == both
+        assert trio.current_time() - start < 1
