@@ -430,6 +430,7 @@ class BrokerController:
             await self._start_fast_channel(nursery, port)
             self.registration = BrokerRegistration(ctx, client)
             self.assignment.client = client
+            nursery.start_soon(self.assignment.run)
             if isinstance(ctx.store, DLedgerMessageStore):
                 follow_roles(ctx, ctx.store, self._role_changed)
                 nursery.start_soon(reassert_master, ctx, ctx.store, self.registration.trigger)

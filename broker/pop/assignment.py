@@ -6,11 +6,11 @@ MessageRequestModeManager keeps them (broker/.../loadbalance/MessageRequestModeM
 A 5.x Java push consumer asks the broker for its queues of a topic; each comes with the mode of the (topic, group)
 pair, POP making it pop instead of pull. Without a mode set, a retry topic is PULL and any other topic
 ``defaultMessageRequestMode`` (PULL), POP with ``defaultPopShareQueueNum``. The topic's queues are its route's
-readable ones from the name server (TopicRouteInfoManager.getTopicSubscribeInfo), a route asked for again once older
-than ``loadBalancePollNameServerInterval`` (Java refreshes its cached routes on that period). A topic no name server
-knows, a group without live consumers or an unknown strategy answer SUCCESS without assignments (the client keeps
-what it had); a POP group pops every queue (id -1) unless ``popShareQueueNum`` limits it to its own share and that of
-the consumers following it.
+readable ones from the name server (TopicRouteInfoManager.getTopicSubscribeInfo), kept in a table refreshed every
+``loadBalancePollNameServerInterval`` by :meth:`QueryAssignmentProcessor.run` (a failed refresh keeps them). A topic
+no name server knows, a group without live consumers or an unknown strategy answer SUCCESS without assignments (the
+client keeps what it had); a POP group pops every queue (id -1) unless ``popShareQueueNum`` limits it to its own share
+and that of the consumers following it.
 """
 
 from __future__ import annotations
@@ -143,7 +143,18 @@ class QueryAssignmentProcessor:
         self.broker = broker
         self.modes = RequestModes(broker)
         self.client: RemotingClient | None = None
-        self._routes: dict[str, tuple[float, frozenset[MessageQueue]]] = {}
+        #: the readable queues of each topic asked for (TopicRouteInfoManager's topicSubscribeInfoTable)
+        self._routes: dict[str, frozenset[MessageQueue]] = {}
+        self._fetching = trio.Lock()  # one route fetch at a time (its lockNamesrv)
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """TopicRouteInfoManager's scheduled refresh, until cancelled: every ``loadBalancePollNameServerInterval``
+        the routes asked for are fetched again (:meth:`_refresh`)."""
+        task_status.started()
+        while True:
+            await trio.sleep(max(self.broker.config.load_balance_poll_name_server_interval, 1000) / 1000)
+            for topic in list(self._routes):
+                await self._refresh(topic)
 
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         try:
@@ -215,38 +226,45 @@ class QueryAssignmentProcessor:
             return None
 
     async def subscribe_info(self, topic: str) -> frozenset[MessageQueue] | None:
-        """TopicRouteInfoManager.getTopicSubscribeInfo: the readable queues of the topic's route, cached."""
-        cached = self._routes.get(topic)
-        max_age = self.broker.config.load_balance_poll_name_server_interval / 1000
-        if cached is not None and trio.current_time() - cached[0] < max_age:
-            return cached[1]
-        route = await self._fetch(topic)
-        if route is None:
-            self._routes.pop(topic, None)
-            return None
-        queues = frozenset(
-            MessageQueue(topic, data.broker_name, qid)
-            for data in route.queue_datas
-            if data.perm & PERM_READ
-            for qid in range(data.read_queue_nums)
-        )
-        if not queues:
-            return None
-        self._routes[topic] = (trio.current_time(), queues)
-        return queues
+        """TopicRouteInfoManager.getTopicSubscribeInfo: the readable queues of the topic's route as the table holds
+        them, fetched in the request only when it holds none."""
+        if topic not in self._routes:
+            await self._refresh(topic)
+        return self._routes.get(topic)
 
-    async def _fetch(self, topic: str) -> TopicRouteData | None:
-        """GET_ROUTEINFO_BY_TOPIC, one name server after the other until one answers."""
+    async def _refresh(self, topic: str) -> None:
+        """Fetch the topic's route into the table, within :data:`_ROUTE_TIMEOUT` in all: a topic the name server
+        does not know (or whose route has no readable queue) leaves it, a fetch no name server answered leaves the
+        table as it was (TopicRouteInfoManager.updateTopicRouteInfoFromNameServer)."""
+        with trio.move_on_after(_ROUTE_TIMEOUT):
+            async with self._fetching:
+                answered, route = await self._fetch(topic)
+            if not answered:
+                return
+            queues = frozenset(
+                MessageQueue(topic, data.broker_name, qid)
+                for data in ([] if route is None else route.queue_datas)
+                if data.perm & PERM_READ
+                for qid in range(data.read_queue_nums)
+            )
+            if queues:
+                self._routes[topic] = queues
+            else:
+                self._routes.pop(topic, None)
+
+    async def _fetch(self, topic: str) -> tuple[bool, TopicRouteData | None]:
+        """GET_ROUTEINFO_BY_TOPIC, one name server after the other until one answers: whether one did, and the
+        route (``None``: TOPIC_NOT_EXIST)."""
         if self.client is None:
-            return None
+            return False, None
         cmd = request(RequestCode.GET_ROUTEINFO_BY_TOPIC, GetRouteInfoRequestHeader(topic=topic).to_ext_fields())
         for addr in self.broker.config.namesrv_addrs:
             try:
                 response = await self.client.invoke(addr, cmd, _ROUTE_TIMEOUT)
                 if response.code == ResponseCode.SUCCESS:
-                    return TopicRouteData.decode(response.body or b"")
+                    return True, TopicRouteData.decode(response.body or b"")
                 if response.code == ResponseCode.TOPIC_NOT_EXIST:
-                    return None
+                    return True, None
             except (RemotingError, CodecError) as exc:
                 log.warning("route of %s from name server %s failed: %s", topic, addr, exc)
-        return None
+        return False, None
