@@ -234,10 +234,7 @@ class PopMessageProcessor:
             answer = request.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
         finally:
             pop.unpark(group, topic, header.queue_id)
-        try:
-            ctx.connection.send_nowait(answer)
-        except RemotingConnectError:
-            log.debug("pop answer to opaque %d dropped: connection %s closed", request.opaque, ctx.connection)
+        _answer_late(ctx, answer)
 
     def _notification(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
         """NOTIFICATION: SUCCESS with ``hasMsg`` once a pop could find something or at ``bornTime + pollTime``
@@ -270,16 +267,12 @@ class PopMessageProcessor:
         if not self.broker.config.broker_permission & PERM_READ:
             raise RequestRejected(ResponseCode.NO_PERMISSION, f"the broker[{ip}] peeking message is forbidden")
         if config is None:
-            raise RequestRejected(
-                ResponseCode.TOPIC_NOT_EXIST, f"topic[{header.topic}] not exist, apply first please! {FAQ_SUFFIX_5}"
-            )
+            raise _no_topic(header.topic)
         if not config.perm & PERM_READ:
             raise RequestRejected(ResponseCode.NO_PERMISSION, f"the topic[{header.topic}] peeking message is forbidden")
         if header.queue_id >= config.read_queue_nums:
-            raise RequestRejected(
-                ResponseCode.INVALID_PARAMETER,
-                f"queueId[{header.queue_id}] is illegal, topic:[{header.topic}] topicConfig.readQueueNums:"
-                f"[{config.read_queue_nums}] consumer:[{_peer(ctx)}]",
+            raise _illegal_queue(
+                ResponseCode.INVALID_PARAMETER, ctx, header.topic, header.queue_id, config.read_queue_nums
             )
         group = self.broker.groups.find(header.consumer_group)
         if group is None:
@@ -334,10 +327,7 @@ class PopMessageProcessor:
             answer = request.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
         finally:
             pop.unpark(group, topic, header.queue_id, notification=True)
-        try:
-            ctx.connection.send_nowait(answer)
-        except RemotingConnectError:
-            log.debug("notification answer to opaque %d dropped: connection closed", request.opaque)
+        _answer_late(ctx, answer)
 
     def _answer(
         self,
@@ -378,6 +368,32 @@ class PopMessageProcessor:
             committed = max(offsets.query(group, header.topic, qid), store.min_offset_in_queue(header.topic, qid))
             rest += max(store.max_offset_in_queue(header.topic, qid) - committed, 0)
         return rest
+
+
+def _no_topic(topic: str) -> RequestRejected:
+    return RequestRejected(
+        ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please! {FAQ_SUFFIX_5}"
+    )
+
+
+def _illegal_queue(
+    code: ResponseCode, ctx: RequestContext, topic: str, queue_id: int, read_queues: int
+) -> RequestRejected:
+    """The refusal of a queue id outside the topic's read queues, in 5.3.3's processors' words (``code``: each
+    processor's own)."""
+    return RequestRejected(
+        code,
+        f"queueId[{queue_id}] is illegal, topic:[{topic}] topicConfig.readQueueNums:[{read_queues}] "
+        f"consumer:[{_peer(ctx)}]",
+    )
+
+
+def _answer_late(ctx: RequestContext, answer: RemotingCommand) -> None:
+    """Send a long poll's answer; a connection closed meanwhile drops it."""
+    try:
+        ctx.connection.send_nowait(answer)
+    except RemotingConnectError:
+        log.debug("answer to opaque %d dropped: connection %s closed", answer.opaque, ctx.connection)
 
 
 def _filter(header: PopMessageRequestHeader) -> _Filters:
@@ -496,14 +512,10 @@ class AckMessageProcessor:
         (TOPIC_NOT_EXIST), its queue one of the topic's read queues (MESSAGE_ILLEGAL)."""
         config = self.broker.topics.get(header.topic)
         if config is None:
-            raise RequestRejected(
-                ResponseCode.TOPIC_NOT_EXIST, f"topic[{header.topic}] not exist, apply first please! {FAQ_SUFFIX_5}"
-            )
+            raise _no_topic(header.topic)
         if not 0 <= header.queue_id < config.read_queue_nums:
-            raise RequestRejected(
-                ResponseCode.MESSAGE_ILLEGAL,
-                f"queueId[{header.queue_id}] is illegal, topic:[{header.topic}] topicConfig.readQueueNums:"
-                f"[{config.read_queue_nums}] consumer:[{_peer(ctx)}]",
+            raise _illegal_queue(
+                ResponseCode.MESSAGE_ILLEGAL, ctx, header.topic, header.queue_id, config.read_queue_nums
             )
 
     def _handle(self, header: AckMessageRequestHeader | ChangeInvisibleTimeRequestHeader) -> tuple[ReceiptHandle, str]:
