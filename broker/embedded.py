@@ -12,7 +12,10 @@ With ``slaves=N`` the broker is a master (``broker_role="SYNC_MASTER"`` or the d
 brokers of the same name (``brokerId`` 1..N, data under ``<data>/broker-slave<i>``) replicate it; they learn the
 master's HA address from the name server. ``cluster.slave_addrs``, ``cluster.slave_controllers``,
 ``stop_slave(i)`` / ``start_slave(i)`` and ``await cluster.wait_replicated()`` serve tests of replication and
-fail-over; a restarted master keeps its ports (main and HA), so its slaves reconnect.
+fail-over; a restarted master keeps its ports (main and HA), so its slaves reconnect. A broker asked for port 0 is
+given a free port below the kernel's ephemeral range at the cluster's start (:func:`broker.ports.free_ports`, with room
+for its fast channel at port - 2 and HA listener at port + 1), so that a restart on the same port cannot find it
+taken meanwhile as some outgoing connection's local port.
 
 With ``brokers=N`` the cluster has N masters in one cluster (``broker-a``, ``broker-b``, ...; brokerClusterName
 ``DefaultCluster``, one name server), as RocketMQ's ``distribution/conf/2m-noslave/`` deploys two. ``broker-a`` is
@@ -68,6 +71,7 @@ from broker.broker_process import BrokerProcess, BrokerProcessError
 from broker.cli import STARTUP_FAILURES, boot_line, proxy_boot_line, proxy_config_of
 from broker.controller import BrokerController
 from broker.embedded_base import NurseryOwner
+from broker.ports import BROKER, free_ports
 from namesrv.cli import boot_line as namesrv_boot_line
 from namesrv.config import NamesrvConfig
 from namesrv.server import NamesrvServer
@@ -292,11 +296,26 @@ class EmbeddedCluster(NurseryOwner):
     # ---- life cycle --------------------------------------------------------------------------------------------
 
     async def _start_all(self, nursery: trio.Nursery) -> None:
+        self._pick_free_ports()
         self.namesrv = NamesrvServer(self.namesrv_config)
         self.namesrv_address = await nursery.start(self.namesrv.serve)
         await self.start_broker()
         for index in range(1, len(self._names)):
             await self._start_other(index)
+
+    def _pick_free_ports(self) -> None:
+        """Fix the port of every broker asked for port 0 (the slaves always are), below the ephemeral range, before
+        its first start: each restart binds the same ports again."""
+        slaves = [*self._slaves, *(slot for group in self._other_slaves for slot in group)]
+        slots = [slot for slot in [*(self._others if self._first_port == 0 else []), *slaves] if not slot.port]
+        master = self._broker_port == 0
+        if not slots and not master:
+            return
+        ports = free_ports(len(slots) + master, self.host, **BROKER)
+        if master:
+            self._broker_port = ports.pop()
+        for slot, port in zip(slots, ports, strict=True):
+            slot.port = port
 
     async def _stop_all(self) -> None:
         # The brokers go first so they can still unregister from the name server; slaves before their master.

@@ -22,7 +22,7 @@ from broker.broker_config import BrokerConfig
 from broker.broker_process import properties_text
 from broker.embedded import EmbeddedCluster, broker_names, default_brokers
 from broker.embedded_dledger import EmbeddedDLedgerGroup
-from broker.ports import free_ports
+from broker.ports import ephemeral_range, free_ports
 from client import Admin, Message, Producer
 from remoting.codec.java_properties import apply_properties, parse_properties
 from remoting.local_address import local_address
@@ -246,3 +246,20 @@ async def test_make_run_starts_two_masters_with_a_slave_each_on_every_interface(
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
+
+
+async def test_brokers_asked_for_port_0_listen_below_the_ephemeral_range(tmp_path: Path) -> None:
+    """Every broker of a port-0 cluster (masters and slaves) gets its main, fast (port - 2) and HA (port + 1) ports
+    below the kernel's ephemeral range, and keeps them across a restart. Before, a master listened on a port from
+    that range, and a restart on it failed with EADDRINUSE once some client connection of the machine had taken it
+    as its local port (seen in CI, both suites running side by side)."""
+    low, _ = ephemeral_range()
+    async with EmbeddedCluster(tmp_path, brokers=2, slaves=1, **SMALL_STORE) as cluster:
+        addrs = [*cluster.broker_addrs, *(a for slaves in cluster.slave_addr_table.values() for a in slaves)]
+        ports = [int(addr.rsplit(":", 1)[1]) for addr in addrs]
+        assert len(set(ports)) == 4
+        assert all(port + 1 < low for port in ports), ports
+        assert cluster.controller.fast_address is not None and cluster.controller.fast_address[1] == ports[0] - 2
+        assert cluster.controller.context.store.ha.port == ports[0] + 1
+        await cluster.restart_broker()
+        assert cluster.broker_addr == addrs[0]
