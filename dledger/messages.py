@@ -137,8 +137,29 @@ class MetadataResponse(Base):
     peers: dict[str, str] | None = None
 
 
+@attrs.frozen(kw_only=True)
+class GetEntriesRequest(Base):
+    """DLedger's client ``get(index)``: ``beginIndex`` is the index; ``maxSize`` and ``indexList`` travel but
+    ``DLedgerServer.handleGet`` reads neither."""
+
+    begin_index: int | None = None
+    max_size: int = 0
+    index_list: tuple[int, ...] | None = None
+
+
+@attrs.frozen(kw_only=True)
+class GetEntriesResponse(Base):
+    entries: tuple[Entry, ...] = ()
+
+
 Request = (
-    VoteRequest | HeartBeatRequest | PushEntryRequest | LeadershipTransferRequest | AppendEntryRequest | MetadataRequest
+    VoteRequest
+    | HeartBeatRequest
+    | PushEntryRequest
+    | LeadershipTransferRequest
+    | AppendEntryRequest
+    | MetadataRequest
+    | GetEntriesRequest
 )
 Response = (
     VoteResponse
@@ -147,6 +168,7 @@ Response = (
     | LeadershipTransferResponse
     | AppendEntryResponse
     | MetadataResponse
+    | GetEntriesResponse
 )
 
 #: request code -> (request type, response type)
@@ -157,6 +179,7 @@ BY_CODE: Final[dict[int, tuple[type[Any], type[Any]]]] = {
     RequestCode.LEADERSHIP_TRANSFER: (LeadershipTransferRequest, LeadershipTransferResponse),
     RequestCode.APPEND: (AppendEntryRequest, AppendEntryResponse),
     RequestCode.METADATA: (MetadataRequest, MetadataResponse),
+    RequestCode.GET: (GetEntriesRequest, GetEntriesResponse),
 }
 CODE_OF: Final[dict[type[Any], RequestCode]] = {req: RequestCode(code) for code, (req, _) in BY_CODE.items()}
 
@@ -422,6 +445,12 @@ def _entries(value: Any, key: str) -> tuple[Entry, ...]:
     return tuple(_entry(v, f"{key}[{i}]") for i, v in enumerate(value))
 
 
+def _longs(value: Any, key: str) -> tuple[int, ...]:
+    if not isinstance(value, list):
+        raise MessageError(f"{key}: expected a list")
+    return tuple(_int(v, f"{key}[{i}]") for i, v in enumerate(value))
+
+
 def _peers(value: Any, key: str) -> dict[str, str]:
     if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
         raise MessageError(f"{key}: expected an object of strings")
@@ -430,6 +459,7 @@ def _peers(value: Any, key: str) -> dict[str, str]:
 
 _CONVERTERS: Final[dict[str, Any]] = {
     "vote_result": _vote_result, "type": _push_type, "entry": _entry, "batch_entry": _entries, "body": _bytes,
+    "entries": _entries, "index_list": _longs,
     "term": _term, "ledger_end_term": _term,
     "peers": _peers, "group": _str, "remote_id": _str, "local_id": _str, "leader_id": _str, "transfer_id": _str,
     "transferee_id": _str,

@@ -48,6 +48,8 @@ from dledger.messages import (
     PUSHED_JSON_BODY_MAX,
     AppendEntryRequest,
     AppendEntryResponse,
+    GetEntriesRequest,
+    GetEntriesResponse,
     HeartBeatRequest,
     HeartBeatResponse,
     LeadershipTransferRequest,
@@ -76,6 +78,7 @@ _RESPONSE_OF: dict[type[Request], type[Response]] = {
     LeadershipTransferRequest: LeadershipTransferResponse,
     AppendEntryRequest: AppendEntryResponse,
     MetadataRequest: MetadataResponse,
+    GetEntriesRequest: GetEntriesResponse,
 }
 #: Ticket of the empty entry a new leader appends (its completion is not reported).
 NOOP_TICKET = 0
@@ -180,6 +183,8 @@ class RaftNode:
         elif isinstance(request, MetadataRequest):
             self.reply(handle, MetadataResponse(group=member.group, peers=dict(member.peers),
                                                 leader_id=member.leader_id))  # fmt: skip
+        elif isinstance(request, GetEntriesRequest):
+            self.reply(handle, self._get_entry(request))
         if defer:
             self.push_wanted = True
         else:
@@ -399,6 +404,30 @@ class RaftNode:
                     group=self.member.group, code=code, leader_id=self.member.leader_id, term=self.member.curr_term
                 ),
             )
+
+    def _get_entry(self, request: GetEntriesRequest) -> Response:
+        """DLedgerServer.handleGet: the leader's entry at ``beginIndex``, committed or not; else 404 NOT_LEADER, or
+        the store's ``indexCheck`` refusal: 410 INDEX_OUT_OF_RANGE below 0 or past the end, 419
+        INDEX_LESS_THAN_LOCAL_BEGIN below the first entry. An entry the files cannot read is 414 DISK_ERROR, a
+        missing ``beginIndex`` 411 UNEXPECTED_ARGUMENT (ours: Java's unboxing throws and the remoting layer answers
+        SYSTEM_ERROR)."""
+        index, ledger = request.begin_index, self.ledger
+        if not self.member.is_leader:
+            code = ResponseCode.NOT_LEADER
+        elif index is None:
+            code = ResponseCode.UNEXPECTED_ARGUMENT
+        elif index < 0:
+            code = ResponseCode.INDEX_OUT_OF_RANGE
+        elif index < ledger.begin_index:
+            code = ResponseCode.INDEX_LESS_THAN_LOCAL_BEGIN
+        elif index > ledger.end_index:
+            code = ResponseCode.INDEX_OUT_OF_RANGE
+        else:
+            entry = self.entry(index)
+            if entry is not None:
+                return GetEntriesResponse(group=self.member.group, entries=(entry,))
+            code = ResponseCode.DISK_ERROR
+        return self._refusal(request, code)
 
     def _leadership_transfer(self, request: LeadershipTransferRequest, handle: object) -> None:
         member = self.member

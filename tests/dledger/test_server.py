@@ -19,7 +19,7 @@ from dledger.codes import RequestCode, ResponseCode, Role
 from dledger.config import DLedgerConfig
 from dledger.effects import AppendDone
 from dledger.entry import INDEX_UNIT_SIZE
-from dledger.messages import TERM_MAX, MetadataRequest, encode
+from dledger.messages import TERM_MAX, GetEntriesResponse, MetadataRequest, decode, encode
 from dledger.server import DLedgerServer
 from remoting.client import RemotingClient
 from remoting.codec.codes import ResponseCode as RemotingCode
@@ -260,6 +260,54 @@ async def test_metadata_and_bad_bodies_over_the_wire(tmp_path: Path, autojump_cl
         nursery.cancel_scope.cancel()
 
 
+async def test_get_answers_the_leaders_entry_at_an_index_as_dledger_does(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """GET (50002) as DLedger's client ``get(index)`` uses it: METADATA names the leader, the leader answers the entry
+    at ``beginIndex`` (``DLedgerServer.handleGet``, dledger 0.3.2), a follower 404 NOT_LEADER naming the leader, an
+    index outside the log 410 INDEX_OUT_OF_RANGE or, below the first entry retention left, 419; the base checks
+    401 and 400; each refusal echoes the request's base fields with an empty ``entries``."""
+    async with trio.open_nursery() as nursery:
+        group = Group(tmp_path, nursery)
+        for member in group.ids:
+            await group.start(member)
+        leader = await group.leader()
+        # Small bodies come from the leader's recent entries, large ones from its files; 3 large ones fill a segment.
+        bodies = [bytes([i]) * (20_000 if i % 2 else 10) for i in range(12)]
+        assert (await append(leader, *bodies)).code == ResponseCode.SUCCESS
+        me = leader.config.self_id
+        follower = next(m for m in group.ids if m != me)
+        async with RemotingClient() as client:
+
+            async def call(code: int, member: str, **fields: object) -> dict[str, Any]:
+                body = orjson.dumps({"group": "g", "remoteId": member, **fields})
+                answer = await client.invoke(group.config(member).peer_map[member], request(code, body=body), 3)
+                assert answer.code == 200  # the result is the body's code, as for every DLedger request
+                return orjson.loads(answer.body)  # type: ignore[no-any-return]
+
+            assert (await call(RequestCode.METADATA, follower))["leaderId"] == me
+            ledger = leader.ledger
+            for index in range(ledger.end_index + 1):
+                got = await call(RequestCode.GET, me, beginIndex=index)
+                assert (got["code"], got["group"]) == (200, "g") and "leaderId" not in got
+                assert decode(GetEntriesResponse, orjson.dumps(got)).entries == (ledger.get(index),)
+            assert [e.body for e in map(ledger.get, range(ledger.end_index + 1)) if e and e.body] == bodies
+            refused = await call(RequestCode.GET, follower, beginIndex=1, localId="client-1", term=7)
+            assert refused == {"code": 404, "entries": [], "group": "g", "leaderId": me, "localId": "client-1",
+                               "remoteId": follower, "term": 7}  # fmt: skip
+            for index in (-1, ledger.end_index + 1):
+                assert (await call(RequestCode.GET, me, beginIndex=index))["code"] == ResponseCode.INDEX_OUT_OF_RANGE
+            assert (await call(RequestCode.GET, me, beginIndex=1, remoteId="n9"))["code"] == ResponseCode.UNKNOWN_MEMBER
+            assert (await call(RequestCode.GET, me, beginIndex=1, group="h"))["code"] == ResponseCode.UNKNOWN_GROUP
+            assert (await call(RequestCode.GET, me))["code"] == ResponseCode.UNEXPECTED_ARGUMENT  # ours: Java throws
+            assert ledger.delete_expired(0, ledger.committed_pos, force=True) > 0
+            begin = ledger.begin_index
+            below = await call(RequestCode.GET, me, beginIndex=begin - 1)
+            assert below["code"] == ResponseCode.INDEX_LESS_THAN_LOCAL_BEGIN and below["entries"] == []
+            assert (await call(RequestCode.GET, me, beginIndex=begin))["entries"][0]["index"] == begin
+        nursery.cancel_scope.cancel()
+
+
 async def test_a_member_listens_on_its_port_on_every_interface_as_dledger_does(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
@@ -354,7 +402,8 @@ async def test_a_term_a_java_long_cannot_hold_is_refused_and_the_group_lives_on(
 
 _FUZZ_KEYS = ["group", "remoteId", "localId", "leaderId", "term", "code", "ledgerEndIndex", "ledgerEndTerm", "type",
               "commitIndex", "entry", "batchEntry", "transferId", "transfereeId", "takeLeadershipLedgerIndex", "body",
-              "peers", "count", "index", "beginIndex", "endIndex", "voteResult", "batch"]  # fmt: skip
+              "peers", "count", "index", "beginIndex", "endIndex", "voteResult", "batch", "maxSize",
+              "indexList"]  # fmt: skip
 _ENTRY_KEYS = ["index", "term", "pos", "body", "magic", "size", "channel", "bodyCrc"]
 #: Base64 bodies: mostly "hello", now and then not Base64 or not ASCII
 _BODIES = ["aGVsbG8="] * 4 + ["!!", "\u00e9Q=="]
@@ -431,7 +480,7 @@ def _plausible(rng: random.Random, key: str, live: dict[str, object]) -> object:
 async def test_random_requests_to_every_member_get_answers_and_break_nothing(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
-    """Seeded fuzzing over the wire: 600 requests of every DLedger code (and two the server does not serve) with
+    """Seeded fuzzing over the wire: 600 requests of every DLedger code (and PULL, which the server does not serve) with
     bodies built from the group's own names and numbers, edge values and malformed JSON, to the leader and the
     followers, each answered (a push from a member that is not the leader is refused). Every member stays up, and
     afterwards the group has a leader and commits an append."""

@@ -14,6 +14,8 @@ from dledger.codes import PushType, RequestCode, ResponseCode, VoteResult
 from dledger.entry import Entry
 from dledger.messages import (
     BY_CODE,
+    GetEntriesRequest,
+    GetEntriesResponse,
     HeartBeatRequest,
     HeartBeatResponse,
     MessageError,
@@ -39,7 +41,24 @@ def test_request_and_response_codes_are_dledgers() -> None:
         "PUSH": 51004, "LEADERSHIP_TRANSFER": 51005,
     }  # fmt: skip
     assert (ResponseCode.INCONSISTENT_STATE, ResponseCode.WAIT_QUORUM_ACK_TIMEOUT) == (406, 502)
-    assert set(BY_CODE) == {50000, 50001, 51001, 51002, 51004, 51005}
+    assert set(BY_CODE) == {50000, 50001, 50002, 51001, 51002, 51004, 51005}
+
+
+def test_a_get_and_its_answer_are_the_json_dledgers_client_and_server_write() -> None:
+    """``GetEntriesRequest`` / ``GetEntriesResponse`` (dledger/src/main/java/io/openmessaging/storage/dledger/
+    protocol/, 0.3.2): the answer's ``entries`` is always written, empty on a refusal (Java's field starts as an
+    empty list and fastjson writes empty lists)."""
+    asked = b'{"beginIndex":7,"code":200,"group":"g","indexList":[1,2],"maxSize":0,"remoteId":"n0","term":-1}'
+    assert decode(GetEntriesRequest, asked) == GetEntriesRequest(group="g", remote_id="n0", begin_index=7,
+                                                                 index_list=(1, 2))  # fmt: skip
+    assert decode(GetEntriesRequest, b'{"group":"g"}').begin_index is None
+    entry = Entry(7, 2, 4096, b"\x00\x00\x01", body_crc=5)
+    assert encode(GetEntriesResponse(group="g", entries=(entry,))) == (
+        b'{"code":200,"entries":[{"body":"AAAB","bodyCrc":5,"chainCrc":0,"channel":0,"index":7,"magic":1,'
+        b'"pos":4096,"size":51,"term":2}],"group":"g","term":-1}'
+    )
+    assert decode(GetEntriesResponse, encode(GetEntriesResponse(group="g", entries=(entry,)))).entries == (entry,)
+    assert encode(GetEntriesResponse(group="g", code=410)) == b'{"code":410,"entries":[],"group":"g","term":-1}'
 
 
 def test_an_append_push_is_the_json_a_java_leader_sends() -> None:
@@ -88,6 +107,9 @@ def test_unknown_keys_are_ignored_and_missing_ones_take_dledgers_defaults() -> N
         (PushEntryRequest, b'{"entry": {"body": "***"}}'),
         (PushEntryRequest, b'{"entry": {"body": "AAAB", "size": 99}}'),
         (PushEntryRequest, b'{"batchEntry": {"index": 1}}'),
+        (GetEntriesRequest, b'{"beginIndex": "7"}'),
+        (GetEntriesRequest, b'{"indexList": [1, "2"]}'),
+        (GetEntriesRequest, b'{"indexList": 3}'),
     ],
 )
 def test_a_malformed_body_raises_message_error(kind: type, body: bytes) -> None:
