@@ -27,11 +27,12 @@ Requests arrive through :class:`DLedgerProcessor` on a one-worker pool (so in or
 produces them (DLedger's request codes, JSON bodies, remoting code 200, the result in the body's ``code``). A PUSH is
 taken in the connection's reader instead (:meth:`DLedgerServer.fast_push`) whenever the pool is idle, so the order
 holds, queued in the node and applied by the push task's next pass with the others read meanwhile, and answered
-with a frame written from a template. A body that does not parse is answered 411
-UNEXPECTED_ARGUMENT. Calls to peers go out as frames encoded here, each its own invocation (:class:`_Answer`) whose
-answer is decoded straight from the frame (the general ``invoke_callback`` when requests are signed or the connection
-is not open yet); a failed connection or a timeout hands ``None`` to the node with the push task's next pass, as an
-answer would be.
+with a frame written from a template. A body that does not parse is answered 411 UNEXPECTED_ARGUMENT. PULL (51003)
+is registered but answered remoting SYSTEM_ERROR, as DLedger's: its ``DLedgerServer.handlePull`` returns null and the
+remoting layer answers the NullPointerException that follows. Calls to peers go out as frames encoded here, each its
+own invocation (:class:`_Answer`) whose answer is decoded straight from the frame (the general ``invoke_callback``
+when requests are signed or the connection is not open yet); a failed connection or a timeout hands ``None`` to the
+node with the push task's next pass, as an answer would be.
 
 The broker's side: :meth:`DLedgerServer.append` (synchronous; the callback gets the
 :class:`~dledger.effects.AppendDone`), ``role_listeners`` and ``commit_listeners`` (called on the Trio thread, must
@@ -71,6 +72,7 @@ from dledger.messages import (
 )
 from dledger.node import NEVER, RaftNode
 from remoting.client import RemotingClient, parse_address
+from remoting.codec.codes import ResponseCode as RemotingCode
 from remoting.codec.command import RemotingCommand, next_opaque, request
 from remoting.codec.frame import encode_json_request
 from remoting.codec.serializers import encode_json
@@ -220,7 +222,7 @@ class DLedgerServer:
             self._node.defer_push = True
             pool = ProcessorPool("dledger", 1, 100_000)
             dispatcher = Dispatcher()
-            dispatcher.register(list(BY_CODE), DLedgerProcessor(self), pool)
+            dispatcher.register([*BY_CODE, RequestCode.PULL], DLedgerProcessor(self), pool)
             dispatcher.register_fast(RequestCode.PUSH, self.fast_push)
             server = RemotingServer(dispatcher, ServerConfig(idle_timeout=120.0))
             server.add_close_listener(self._on_closed)
@@ -578,6 +580,12 @@ def _reply(reply: Reply) -> None:
         log.debug("dledger answer to %r dropped: connection closed", cmd)
 
 
+#: The remark of every PULL's answer. DLedger 0.3.2 registers PULL but its ``handlePull`` returns null, so
+#: ``DLedgerRpcNettyService.processRequest`` throws a NullPointerException and ``NettyRemotingAbstract`` answers
+#: SYSTEM_ERROR with the exception's name (the remark there also names the line that threw).
+PULL_REMARK: Final = "java.lang.NullPointerException: DLedger serves no PULL"
+
+
 class DLedgerProcessor:
     """Hands DLedger requests to the server; the answer leaves when the node produces it."""
 
@@ -585,6 +593,9 @@ class DLedgerProcessor:
         self.server = server
 
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
-        if not request.is_oneway:
-            self.server.handle(ctx.connection, request)
+        if request.is_oneway:
+            return None
+        if request.code == RequestCode.PULL:
+            return request.response(RemotingCode.SYSTEM_ERROR, remark=PULL_REMARK)
+        self.server.handle(ctx.connection, request)
         return None

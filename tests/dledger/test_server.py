@@ -20,7 +20,7 @@ from dledger.config import DLedgerConfig
 from dledger.effects import AppendDone
 from dledger.entry import INDEX_UNIT_SIZE
 from dledger.messages import TERM_MAX, GetEntriesResponse, MetadataRequest, decode, encode
-from dledger.server import DLedgerServer
+from dledger.server import PULL_REMARK, DLedgerServer
 from remoting.client import RemotingClient
 from remoting.codec.codes import ResponseCode as RemotingCode
 from remoting.codec.command import request
@@ -308,6 +308,31 @@ async def test_get_answers_the_leaders_entry_at_an_index_as_dledger_does(
         nursery.cancel_scope.cancel()
 
 
+async def test_pull_is_answered_system_error_as_dledger_which_serves_none(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """PULL (51003): DLedger 0.3.2 registers it but ``DLedgerServer.handlePull`` returns null, so whatever the body
+    and whichever member, its remoting layer answers SYSTEM_ERROR with no body; a oneway PULL gets nothing. The
+    member goes on serving."""
+    async with trio.open_nursery() as nursery:
+        group = Group(tmp_path, nursery)
+        for member in group.ids:
+            await group.start(member)
+        leader = await group.leader()
+        async with RemotingClient() as client:
+            for member in group.ids:
+                addr = group.config(member).peer_map[member]
+                for body in (b'{"group":"g","remoteId":"%s","beginIndex":0,"nodeId":"n9"}' % member.encode(),
+                             b"{not json", b""):  # fmt: skip
+                    answer = await client.invoke(addr, request(RequestCode.PULL, body=body), 3)
+                    assert (answer.code, answer.remark, answer.body) == (RemotingCode.SYSTEM_ERROR, PULL_REMARK, b"")
+                await client.invoke_oneway(addr, request(RequestCode.PULL, body=b"{}", oneway=True), 3)
+                metadata = encode(MetadataRequest(group="g", remote_id=member))
+                answer = await client.invoke(addr, request(RequestCode.METADATA, body=metadata), 3)
+                assert orjson.loads(answer.body)["leaderId"] == leader.config.self_id
+        nursery.cancel_scope.cancel()
+
+
 async def test_a_member_listens_on_its_port_on_every_interface_as_dledger_does(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
@@ -480,7 +505,7 @@ def _plausible(rng: random.Random, key: str, live: dict[str, object]) -> object:
 async def test_random_requests_to_every_member_get_answers_and_break_nothing(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
-    """Seeded fuzzing over the wire: 600 requests of every DLedger code (and PULL, which the server does not serve) with
+    """Seeded fuzzing over the wire: 600 requests of every DLedger code with
     bodies built from the group's own names and numbers, edge values and malformed JSON, to the leader and the
     followers, each answered (a push from a member that is not the leader is refused). Every member stays up, and
     afterwards the group has a leader and commits an append."""
