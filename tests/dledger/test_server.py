@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import random
+import struct
 import tracemalloc
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ import trio.testing
 from dledger.codes import RequestCode, ResponseCode, Role
 from dledger.config import DLedgerConfig
 from dledger.effects import AppendDone
-from dledger.entry import INDEX_UNIT_SIZE
+from dledger.entry import INDEX_UNIT_SIZE, POS_OFFSET
 from dledger.messages import TERM_MAX, GetEntriesResponse, MetadataRequest, decode, encode
 from dledger.server import PULL_REMARK, DLedgerServer
 from remoting.client import RemotingClient
@@ -305,6 +306,14 @@ async def test_get_answers_the_leaders_entry_at_an_index_as_dledger_does(
             below = await call(RequestCode.GET, me, beginIndex=begin - 1)
             assert below["code"] == ResponseCode.INDEX_LESS_THAN_LOCAL_BEGIN and below["entries"] == []
             assert (await call(RequestCode.GET, me, beginIndex=begin))["entries"][0]["index"] == begin
+            # An entry whose record on disk names another position (DLedgerMmapFileStore.get's check): 414.
+            large = next(e for e in map(ledger.get, range(begin, ledger.end_index + 1)) if e and len(e.body) > 10)
+            segment = ledger.data.find(large.pos)
+            assert segment is not None
+            at = large.pos - segment.file_from_offset + POS_OFFSET
+            segment.buf[at : at + 8] = struct.pack(">q", large.pos + 1)
+            broken = await call(RequestCode.GET, me, beginIndex=large.index)
+            assert broken["code"] == ResponseCode.DISK_ERROR and broken["entries"] == []
         nursery.cancel_scope.cancel()
 
 
