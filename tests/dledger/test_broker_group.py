@@ -6,6 +6,7 @@ every acknowledged message in place and queue offsets that go on from where they
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import math
 from collections.abc import Iterator
@@ -22,6 +23,7 @@ from broker.embedded_dledger import EmbeddedDLedgerGroup
 from client.errors import MQClientError
 from client.message import Message, SendStatus
 from client.producer import Producer
+from dledger.codes import RequestCode as DLedgerCode
 from dledger.commitlog_store import DLedgerMessageStore
 from processors.send import SendMessageProcessor
 from remoting.client import RemotingClient
@@ -467,3 +469,25 @@ async def test_a_send_back_read_by_the_statistics_before_it_is_answered_counts_a
         view = await client.invoke(addr, request(RequestCode.VIEW_BROKER_STATS_DATA, fields), 5)
         assert view.code == ResponseCode.SUCCESS, view.remark
         assert orjson.loads(view.body)["statsMinute"]["sum"] == 1, "the one send, not the send-back"
+
+
+async def test_dledger_get_on_a_brokers_dledger_port_answers_the_record_of_a_send(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """DLedger's client ``get(index)`` (GET 50002) on the DLedger port of a broker in DLedger mode: the leader's entry
+    at its last index is the CommitLog record of the last send (DLedgerCommitLog stores each message as one entry);
+    a follower answers 404 NOT_LEADER naming the leader."""
+    async with EmbeddedDLedgerGroup(tmp_path, **SMALL_STORE) as group, RemotingClient() as client:
+        leader = await group.leader()
+        assert (await client.invoke(group.addr(leader), create_topic_request(TOPIC), 5)).code == ResponseCode.SUCCESS
+        assert (await send(client, group.addr(leader), b"read me back"))[0] == ResponseCode.SUCCESS
+        ports = dict(peer.split("-", 1) for peer in group.peers.split(";"))
+        index = group.store(leader).ledger.end_index
+        for member in group.ids:
+            body = orjson.dumps({"group": group.config(member).dleger_group, "remoteId": member, "beginIndex": index})
+            answer = orjson.loads((await client.invoke(ports[member], request(DLedgerCode.GET, body=body), 5)).body)
+            if member != leader:
+                assert (answer["code"], answer["leaderId"], answer["entries"]) == (404, leader, [])
+                continue
+            assert answer["code"] == 200
+            assert decode_record(base64.b64decode(answer["entries"][0]["body"])).body == b"read me back"
