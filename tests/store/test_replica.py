@@ -90,6 +90,34 @@ def test_replica_record_with_a_far_queue_offset_makes_at_most_one_segment(tmp_pa
     master.close()
 
 
+@pytest.mark.parametrize("claimed", [5, 9], ids=["in_the_last_file", "in_the_next_file"])
+def test_replica_record_a_little_past_the_end_is_indexed_at_the_end(tmp_path: Path, claimed: int) -> None:
+    """A damaged record claiming queue offset 5 or 9 when the queue is at 3 (8 entries a file) leaves no empty slot
+    before its entry, where recovery would end the queue and lose it and the records after it: RocketMQ 4.9.8 appends
+    at the last file's write position whatever the gap, logging "[BUG]logic queue order maybe wrong"
+    (store/src/main/java/org/apache/rocketmq/store/ConsumeQueue.java putMessagePositionInfo)."""
+    master = open_store(tmp_path / "master")
+    results = [master.append(message(body=b"m%d" % i)) for i in range(5)]
+    log = bytes(master.commitlog.queue.files[0].view[: master.max_phy_offset])
+    gap = results[3]
+    damaged = log[: gap.phy_offset] + _queue_offset_set(log[gap.phy_offset : gap.phy_offset + gap.size], claimed)
+    replica = open_store(tmp_path / "replica", broker_role=BrokerRole.SLAVE)
+    assert replica.replica is not None
+    replica.replica.append(0, damaged + log[gap.phy_offset + gap.size :])
+    theirs = master.consume_queue("TopicTest", 0)
+    expected = [theirs.entry(i) for i in range(5)]
+    cq = replica.consume_queue("TopicTest", 0)
+    assert (cq.max_offset, replica.queue_offsets[cq.key]) == (5, 5)
+    assert [cq.entry(i) for i in range(5)] == expected
+    replica.close()
+    recovered = open_store(tmp_path / "replica", broker_role=BrokerRole.SLAVE)
+    cq = recovered.consume_queue("TopicTest", 0)
+    assert cq.max_offset == 5
+    assert [cq.entry(i) for i in range(5)] == expected
+    recovered.close()
+    master.close()
+
+
 def test_replica_record_with_a_queue_offset_behind_the_end_leaves_the_entry_there(tmp_path: Path) -> None:
     """A damaged record claiming queue offset 1 when the queue is at 3 does not overwrite entry 1 (the message it
     indexes would be lost to consumers): RocketMQ 4.9.8 never rewrites an entry ("Build consume queue repeatedly",
