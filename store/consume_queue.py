@@ -52,6 +52,7 @@ class ConsumeQueue:
     both dicts, so the C append's lookups match it by identity rather than comparing tuples."""
 
     __slots__ = (
+        "end_read",
         "entries_per_file",
         "file_size",
         "key",
@@ -80,6 +81,9 @@ class ConsumeQueue:
         #: left starts it afresh there (:meth:`_restart`). Off elsewhere: a classic store's recovery writes into
         #: queues whose end it has not read yet.
         self.restart_gapped = False
+        #: Whether :attr:`max_offset` is the queue's end: not between :meth:`load` of existing files and
+        #: :meth:`recover`, while recovery rewrites entries in place.
+        self.end_read = True
         #: segments a restart unlinked; a flush thread may still hold them, so they are unmapped under the store's
         #: disk lock (:meth:`close_retired`: the next flush plan, :meth:`delete_expired`) or by :meth:`close`
         self.retired: list[MappedFile] = []
@@ -130,22 +134,33 @@ class ConsumeQueue:
     def put(self, logical: int, phy_offset: int, size: int, tags_code: int) -> None:
         """Write entry ``logical``. Re-writing an existing entry (recovery) overwrites it in place; with
         :attr:`restart_gapped`, a write past the end of a queue with no live entry restarts it (:meth:`_restart`); one
-        more than a segment past the files, or below the end for a message past the last one's, goes to the end
+        past the end of a queue with files, or below the end for a message past the last one's, goes to the end
         (:meth:`_put_at_end`)."""
         if logical > self.max_offset and self.restart_gapped and self.min_offset >= self.max_offset:
             self._restart()
-        elif logical < self.max_offset and self._behind_end(phy_offset):
+        elif self._misplaced(logical, phy_offset):
             self._put_at_end(logical, phy_offset, size, tags_code)
             return
+        self._write(logical, phy_offset, size, tags_code)
+
+    def _misplaced(self, logical: int, phy_offset: int) -> bool:
+        """Whether entry ``logical`` has a damaged queue offset: past the end of a queue with files (while recovery
+        reads the end, more than a segment past them), or below the end for a message past the last one's."""
+        if logical < self.max_offset:
+            return self._behind_end(phy_offset)
+        files = self.queue.files
+        if logical == self.max_offset or not files:
+            return False
+        return self.end_read or logical * CQ_STORE_UNIT_SIZE >= files[-1].end_offset + self.file_size
+
+    def _write(self, logical: int, phy_offset: int, size: int, tags_code: int) -> None:
+        """Write entry ``logical`` at its slot, making its file (fillers before it in a queue's first file)."""
         files = self.queue.files
         mf = files[-1] if files else None
         pos = logical * CQ_STORE_UNIT_SIZE
         if mf is not None and mf.file_from_offset <= pos < mf.file_from_offset + mf.file_size:
             pos -= mf.file_from_offset
         else:
-            if mf is not None and pos >= mf.end_offset + self.file_size:
-                self._put_at_end(logical, phy_offset, size, tags_code)
-                return
             mf = self._file_for(logical)
             if mf is None:
                 return  # below the retained range: the data it would index was deleted
@@ -163,11 +178,11 @@ class ConsumeQueue:
         return last is not None and 0 < last[1] != FILLER_SIZE and phy_offset >= last[0] + last[1]
 
     def _put_at_end(self, logical: int, phy_offset: int, size: int, tags_code: int) -> None:
-        """An entry whose queue offset is damaged (more than one segment past the queue's files, or below its end)
-        goes to the queue's end, making at most its next segment, unless its message is already indexed (recovery
-        dispatching it again): ConsumeQueue.putMessagePositionInfo appends at the last file's write position, never
-        rewrites an entry, and logs the gap; making every segment up to the claimed offset ran the process out of
-        descriptors."""
+        """An entry whose queue offset is damaged (past the queue's end, or below it) goes to the queue's end, making
+        at most its next segment, unless its message is already indexed (recovery dispatching it again):
+        ConsumeQueue.putMessagePositionInfo appends at the last file's write position, never rewrites an entry, and
+        logs the gap. Written at its slot, a near one left empty entries where recovery ends the queue; a far one
+        made every segment up to it and ran the process out of descriptors."""
         last = self.queue.files[-1]
         end = max(self.max_offset, last.file_from_offset // CQ_STORE_UNIT_SIZE + _written_entries(last))
         if phy_offset + size <= self.physical_end_on_disk():
@@ -175,7 +190,7 @@ class ConsumeQueue:
             return
         log.error("[BUG]logic queue order maybe wrong, %s-%d: entry for offset %d written at the queue's end %d",
                   *self.key, logical, end)  # fmt: skip
-        self.put(end, phy_offset, size, tags_code)
+        self._write(end, phy_offset, size, tags_code)
 
     def _restart(self) -> None:
         """Drop every segment (unlinked now, unmapped later: see :attr:`retired`): the write that follows starts a
@@ -194,7 +209,7 @@ class ConsumeQueue:
         mf = files[-1] if files else None
         pos = first * CQ_STORE_UNIT_SIZE
         end = pos + len(entries) * CQ_STORE_UNIT_SIZE
-        gap = (first > self.max_offset and self.restart_gapped) or first < self.max_offset
+        gap = first != self.max_offset
         if mf is None or gap or not mf.file_from_offset <= pos < end <= mf.end_offset:
             for logical, (phy, size, tags) in enumerate(entries, first):
                 self.put(logical, phy, size, tags)
@@ -214,7 +229,7 @@ class ConsumeQueue:
         mf = files[-1] if files else None
         pos = first * CQ_STORE_UNIT_SIZE
         end = pos + len(data)
-        gap = (first > self.max_offset and self.restart_gapped) or first < self.max_offset
+        gap = first != self.max_offset
         if mf is None or gap or not mf.file_from_offset <= pos < end <= mf.end_offset:
             for logical, (phy, size, tags) in enumerate(ENTRY.iter_unpack(data), first):
                 self.put(logical, phy, size, tags)
@@ -391,6 +406,7 @@ class ConsumeQueue:
 
     def load(self) -> None:
         self.queue.load()
+        self.end_read = not self.queue.files
 
     def physical_end_on_disk(self) -> int:
         """Where the message of the last entry in the files ends in the CommitLog, -1 when they hold none; read
@@ -421,6 +437,7 @@ class ConsumeQueue:
                 break
         self.queue.truncate_to(end_logical * CQ_STORE_UNIT_SIZE, erase)
         self.max_offset = end_logical
+        self.end_read = True
         self._recompute_min(commit_log_min)
         for mf in self.queue.files[:-1]:
             mf.wrote_position = mf.flushed_position = mf.file_size
