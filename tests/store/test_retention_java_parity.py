@@ -83,9 +83,9 @@ async def test_clean_file_forcibly_enable_false_keeps_young_segments_on_a_nearly
 
 
 async def test_disk_full_stays_until_usage_falls_to_the_forcible_ratio(tmp_path: Path) -> None:
-    # CleanCommitLogService.isSpaceToDelete marks the disk full above diskSpaceWarningLevelRatio (0.90) and OK only at
-    # or below diskSpaceCleanForciblyRatio (0.85); in between it leaves the flag as it was, so writes stay refused
-    # while the forcible clean frees space, rather than flapping back on at 0.89.
+    # CleanCommitLogService.isSpaceToDelete (a retention pass) marks the disk full above diskSpaceWarningLevelRatio
+    # (0.90) and OK only at or below diskSpaceCleanForciblyRatio (0.85); in between it leaves the flag as it was (the
+    # 10 s isSpaceFull check clears it there: the test above).
     disk = Disk(0.95)
     store = open_store(tmp_path, now_ms=FakeClock(_local_ms(hour=13)), disk_usage_ratio=disk)
     _fill(store)
@@ -105,6 +105,32 @@ async def full_until_the_forcible_ratio(store: MessageStore, disk: Disk) -> None
     disk.ratio = 0.85
     await store.retention.check_once()
     assert store.disk_full_reason is None
+
+
+async def test_the_disk_check_every_10_s_lets_writes_in_again_at_the_warning_ratio(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Besides the retention passes, 4.9.8 runs CleanCommitLogService.isSpaceFull every 10 s from 1 s after the start
+    for the broker's life (store/src/main/java/org/apache/rocketmq/store/DefaultMessageStore.java addScheduleTask's
+    diskCheckScheduledExecutorService): it marks the disk full above diskSpaceWarningLevelRatio and OK at or below
+    it. A disk back at 88 % takes sends within 10 s; ours refused them until the disk fell to 85 %."""
+    disk = Disk(0.95)
+    store = open_store(tmp_path, now_ms=FakeClock(_local_ms(hour=13)), disk_usage_ratio=disk,
+                       flush_interval_commit_log=60_000, flush_interval_consume_queue=60_000)  # fmt: skip
+    async with trio.open_nursery() as nursery:
+        await nursery.start(store.run)
+        await trio.sleep(65)
+        assert store.disk_full_reason is not None
+        disk.ratio = 0.88
+        await trio.sleep(10.5)
+        assert store.disk_full_reason is None, "disk 88 % used: isSpaceFull marks it OK"
+        await trio.sleep(30)
+        assert store.disk_full_reason is None, "the passes leave the flag as it is between 85 % and 90 %"
+        disk.ratio = 0.91
+        await trio.sleep(10.5)
+        assert store.disk_full_reason is not None
+        nursery.cancel_scope.cancel()
+    store.close()
 
 
 class FailingOnceDisk:
