@@ -139,6 +139,9 @@ class LedgerRetention(RetentionService):
     async def _first_pause(self) -> None:
         """None: DLedger's CleanSpaceService starts with its thread, not a minute later."""
 
+    async def _check_disk(self) -> None:
+        """None: every pass marks the disk, 100 ms apart."""
+
     async def _pause(self) -> None:
         """DLedger's pace, not ``cleanResourceInterval``."""
         await trio.sleep(PASS_INTERVAL_S)

@@ -17,7 +17,8 @@
 * :class:`RetentionService`: a minute after the start, then every ``clean_resource_interval``, deletes expired
   segments at ``delete_when`` or when the disk is fuller than ``disk_max_used_space_ratio`` (clamped to 10..95), young
   ones too above ``disk_space_clean_forcibly_ratio`` when ``clean_file_forcibly_enable``, and refuses writes above
-  ``disk_space_warning_level_ratio`` (checked from 1 s after the start) until the disk is back at the forcible ratio.
+  ``disk_space_warning_level_ratio`` (checked every 10 s from 1 s after the start, as well as by each pass) until a
+  check finds the disk at or below it, or a pass at or below the forcible ratio.
   A segment goes only once the checkpoint covers it (a flush first when it does not yet), so recovery never starts
   past the checkpoint. Then the ConsumeQueue files below the CommitLog's minimum,
   ``delete_consume_queue_files_interval`` apart.
@@ -747,6 +748,10 @@ def log_disk_ratio(ratio_of: Callable[[Path], float], queue: MappedFileQueue, fo
     return min(ratios.values(), default=None)
 
 
+def _disk_full(ratio: float, warning: float) -> str:
+    return f"disk full: used ratio {ratio:.2f} is above diskSpaceWarningLevelRatio {warning:.2f}, writes are refused"
+
+
 #: The first retention pass's delay after the start, and the disk check's before it then between two (4.9.8).
 FIRST_PASS_DELAY_S: Final = 60.0
 DISK_CHECK_DELAY_S: Final = 1.0
@@ -786,6 +791,18 @@ class RetentionService:
             log.warning("CleanConsumeQueueService service has exception.", exc_info=True)
         return deleted
 
+    def _mark_space_full(self) -> None:
+        """The 10 s disk check (4.9.8 ``CleanCommitLogService.isSpaceFull``): the disk-full flag set when the
+        CommitLog's disk is fuller than ``disk_space_warning_level_ratio``, cleared otherwise."""
+        store = self._store
+        config = store.config
+        forcibly, warning = config.disk_space_clean_forcibly_ratio, config.disk_space_warning_level_ratio
+        ratio = log_disk_ratio(config.disk_usage_ratio, store.commitlog.queue, forcibly)
+        if ratio is not None and ratio > warning:
+            store.disk_full_reason = _disk_full(ratio, warning)
+        else:
+            store.disk_full_reason = None
+
     def _mark_disk(self) -> float:
         """The disk's used ratio, after setting the disk-full flag (and the CommitLog's full directories) by it."""
         store = self._store
@@ -795,13 +812,10 @@ class RetentionService:
         ratio = max(ratio, log_disk_ratio(config.disk_usage_ratio, store.commitlog.queue, forcibly) or 0.0)
         warning = config.disk_space_warning_level_ratio
         # DefaultMessageStore.java CleanCommitLogService.isSpaceToDelete: full above the warning ratio, OK again only
-        # at or below the forcible one, the flag left as it was in between (so writes stay refused while the
-        # forcible clean frees space); cleanAtOnce = isCleanFileForciblyEnable() && cleanImmediately.
+        # at or below the forcible one, the flag left as it was in between (the 10 s disk check clears it there:
+        # _mark_space_full); cleanAtOnce = isCleanFileForciblyEnable() && cleanImmediately.
         if ratio > warning:
-            store.disk_full_reason = (
-                f"disk full: used ratio {ratio:.2f} is above diskSpaceWarningLevelRatio {warning:.2f}, writes are "
-                f"refused until it is at most diskSpaceCleanForciblyRatio {forcibly:.2f}"
-            )
+            store.disk_full_reason = _disk_full(ratio, warning)
         elif ratio <= forcibly:
             store.disk_full_reason = None
         return ratio
@@ -883,26 +897,31 @@ class RetentionService:
         await self._destroy(index_taken)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """The passes, the first a minute after the start (or sooner when woken), so a restart deletes nothing at
+        once, and the disk check from 1 s on, every 10 s, for the store's life (4.9.8 store/.../
+        DefaultMessageStore.java addScheduleTask: cleanFilesPeriodically's initial delay, isSpaceFull's schedule)."""
         task_status.started()
-        await self._first_pause()
-        while True:
-            await self.check_once()
-            await self._pause()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._check_disk)
+            await self._first_pause()
+            while True:
+                await self.check_once()
+                await self._pause()
 
     async def _first_pause(self) -> None:
-        """Until the first pass, a minute after the start, or sooner when woken; meanwhile the disk-full flag from
-        1 s on, every 10 s (4.9.8 store/.../DefaultMessageStore.java addScheduleTask: cleanFilesPeriodically's
-        initial delay, CleanCommitLogService.isSpaceFull's schedule), so a restart deletes nothing at once."""
+        """Until the first pass: a minute after the start, or sooner when woken."""
         with trio.move_on_after(FIRST_PASS_DELAY_S):
-            await trio.sleep(DISK_CHECK_DELAY_S)
-            while not self._wakeup.is_set():
-                try:
-                    self._mark_disk()
-                except Exception:
-                    log.warning("Disk check has exception.", exc_info=True)
-                with trio.move_on_after(DISK_CHECK_INTERVAL_S):
-                    await self._wakeup.wait()
+            await self._wakeup.wait()
         self._wakeup = trio.Event()
+
+    async def _check_disk(self) -> None:
+        await trio.sleep(DISK_CHECK_DELAY_S)
+        while True:
+            try:
+                self._mark_space_full()
+            except Exception:
+                log.warning("Disk check has exception.", exc_info=True)
+            await trio.sleep(DISK_CHECK_INTERVAL_S)
 
     async def _pause(self) -> None:
         """Until the next pass: ``cleanResourceInterval``, or sooner when woken."""
