@@ -15,6 +15,7 @@ import trio.testing
 
 from broker.broker_config import load_broker_config
 from broker.context import store_config_of
+from store.maintenance import request_manual_delete
 from store.message_store import MessageStore
 from tests.store.store_helpers import STORE_HOST, FakeClock, message, open_store
 from tests.store.test_retention import Disk
@@ -129,6 +130,30 @@ async def test_the_disk_check_every_10_s_lets_writes_in_again_at_the_warning_rat
         disk.ratio = 0.91
         await trio.sleep(10.5)
         assert store.disk_full_reason is not None
+        nursery.cancel_scope.cancel()
+    store.close()
+
+
+async def test_a_manual_delete_in_the_first_minute_waits_for_the_first_pass(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """DELETE_EXPIRED_COMMITLOG (mqadmin deleteExpiredCommitLog) only sets manualDeleteFileSeveralTimes
+    (4.9.8 store/src/main/java/org/apache/rocketmq/store/DefaultMessageStore.java executeDeleteFilesManually): the
+    next periodic pass deletes, the first one a minute after the start. Ours ran a pass at once. Expired segments,
+    outside deleteWhen, the disk half used; no flush timer inside the window."""
+    tomorrow = datetime.datetime.now() + datetime.timedelta(days=1)
+    clock = FakeClock(int(tomorrow.replace(hour=13, minute=30).timestamp() * 1000))
+    store = open_store(tmp_path, now_ms=clock, disk_usage_ratio=Disk(0.5), file_reserved_time=0,
+                       flush_interval_commit_log=60_000, flush_interval_consume_queue=60_000)  # fmt: skip
+    files = _fill(store)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(store.run)
+        await trio.sleep(5)
+        request_manual_delete(store)
+        await trio.sleep(54)
+        assert len(store.commitlog.queue.files) == files, "deleted before the first pass"
+        await trio.sleep(2)
+        assert len(store.commitlog.queue.files) < files
         nursery.cancel_scope.cancel()
     store.close()
 
