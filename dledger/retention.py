@@ -65,8 +65,8 @@ PASS_INTERVAL_S: Final = 0.1
 
 class LedgerRetention(RetentionService):
     """Owned by one DLedger store in place of the classic :class:`~store.services.RetentionService`, whose
-    interface it keeps (a manual delete's count reaches a mixed store's classic segments only; a wake-up has no
-    effect: a pass runs every 100 ms); ``run`` is its task, :meth:`check_once` one pass: :meth:`_delete_segments`,
+    interface it keeps (a manual delete's count reaches a mixed store's classic segments only, at the next pass,
+    100 ms apart); ``run`` is its task, :meth:`check_once` one pass: :meth:`_delete_segments`,
     then the ConsumeQueue and index files below the log's first entry (the classic pass's second half)."""
 
     _store: DLedgerMessageStore

@@ -13,7 +13,7 @@
   An empty queue is kept too.
   Each destroyed queue is reported to the store's ``queue_drop_listeners``.
 - :func:`request_manual_delete` makes the retention service treat its next 20 passes as if it were ``deleteWhen``
-  time, so CommitLog segments older than ``fileReservedTime`` go without waiting for 4 a.m., and wakes it.
+  time, so CommitLog segments older than ``fileReservedTime`` go at the next pass without waiting for 4 a.m.
 
 Both run on the Trio thread under the store's disk lock; the files are removed in the store's disk threads'
 absence (the lock keeps the retention service and topic deletion out). Errors: ``OSError`` from the file system.
@@ -87,7 +87,8 @@ def _destroy(store: MessageStore, cq: ConsumeQueue) -> None:
 
 
 def request_manual_delete(store: MessageStore) -> None:
-    """DELETE_EXPIRED_COMMITLOG: the next passes of the retention service delete expired segments now."""
+    """DELETE_EXPIRED_COMMITLOG: the next passes of the retention service delete expired segments whatever the
+    hour. No pass runs sooner for it (the first still a minute after the start), as 4.9.8's
+    ``executeDeleteFilesManually`` only sets the count."""
     store.retention.manual_delete_times = MAX_MANUAL_DELETE_FILE_TIMES
-    store.retention.wake()
     log.info("executeDeleteFilesManually was invoked")

@@ -766,11 +766,6 @@ class RetentionService:
         self.manual_delete_times = 0
         #: CommitLog minimum the ConsumeQueues and index were last cleaned below (Java's lastPhysicalMinOffset).
         self._cleaned_below = 0
-        self._wakeup = trio.Event()
-
-    def wake(self) -> None:
-        """Run the next pass now instead of after ``cleanResourceInterval``."""
-        self._wakeup.set()
 
     async def check_once(self) -> int:
         """One pass: update the disk-full flag, delete what is due, then drop the ConsumeQueue and index files below
@@ -897,8 +892,7 @@ class RetentionService:
         await self._destroy(index_taken)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """The passes, the first a minute after the start (or sooner when woken), so a restart deletes nothing at
-        once, and the disk check from 1 s on, every 10 s, for the store's life (4.9.8 store/.../
+        """The passes, the first a minute after the start, so a restart deletes nothing at once, and the disk check from 1 s on, every 10 s, for the store's life (4.9.8 store/.../
         DefaultMessageStore.java addScheduleTask: cleanFilesPeriodically's initial delay, isSpaceFull's schedule)."""
         task_status.started()
         async with trio.open_nursery() as nursery:
@@ -909,10 +903,8 @@ class RetentionService:
                 await self._pause()
 
     async def _first_pause(self) -> None:
-        """Until the first pass: a minute after the start, or sooner when woken."""
-        with trio.move_on_after(FIRST_PASS_DELAY_S):
-            await self._wakeup.wait()
-        self._wakeup = trio.Event()
+        """Until the first pass: a minute after the start."""
+        await trio.sleep(FIRST_PASS_DELAY_S)
 
     async def _check_disk(self) -> None:
         await trio.sleep(DISK_CHECK_DELAY_S)
@@ -924,7 +916,5 @@ class RetentionService:
             await trio.sleep(DISK_CHECK_INTERVAL_S)
 
     async def _pause(self) -> None:
-        """Until the next pass: ``cleanResourceInterval``, or sooner when woken."""
-        with trio.move_on_after(self._store.config.clean_resource_interval / 1000):
-            await self._wakeup.wait()
-        self._wakeup = trio.Event()
+        """Until the next pass: ``cleanResourceInterval``."""
+        await trio.sleep(self._store.config.clean_resource_interval / 1000)
