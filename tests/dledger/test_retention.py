@@ -663,11 +663,35 @@ async def test_a_queue_file_made_again_at_a_taken_files_path_outlives_its_destru
         again.close()
 
 
+async def test_the_disk_check_every_10_s_lets_writes_in_again_at_90_percent(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """In DLedger mode 4.9.8 still runs CleanCommitLogService.isSpaceFull every 10 s, over the DLedger data path
+    (store/src/main/java/org/apache/rocketmq/store/DefaultMessageStore.java addScheduleTask, getStorePathPhysic): it
+    clears the disk-full flag at or below diskSpaceWarningLevelRatio, and DLedger's own DISK_FULL ends there too. A
+    disk back at 88 % takes sends within 10 s; ours refused them until it was at 85 %."""
+    store = member_store(tmp_path)
+    disk = Disk(0.95)
+    store.config = attrs.evolve(store.config, disk_usage_ratio=disk, delete_when="99")
+    store.delete_expired_entries = lambda _expire_before, *, force, limit: 0  # type: ignore[method-assign]
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(store.retention.run)
+        await trio.sleep(1.5)
+        assert store.disk_full_reason is not None
+        disk.ratio = 0.88
+        await trio.sleep(10.5)
+        assert store.disk_full_reason is None, "disk 88 % used: isSpaceFull marks it OK"
+        await trio.sleep(5)
+        assert store.disk_full_reason is None, "the 100 ms passes leave the flag as it is between 85 % and 90 %"
+        nursery.cancel_scope.cancel()
+    store.close()
+
+
 async def test_a_full_disk_keeps_refusing_writes_until_it_is_back_at_85_percent(tmp_path: Path) -> None:
     """In DLedger mode RocketMQ 4.9.8 still runs CleanCommitLogService over the DLedger data path, whose
     isSpaceToDelete marks the store full above 0.90 and OK only at or below 0.85 (diskSpaceCleanForciblyRatio),
-    leaving the flag in between (store/src/main/java/org/apache/rocketmq/store/DefaultMessageStore.java): sends stay
-    refused at 0.88 while the forcible clean frees space."""
+    leaving the flag in between (store/src/main/java/org/apache/rocketmq/store/DefaultMessageStore.java): a pass at
+    0.88 keeps refusing sends (the 10 s isSpaceFull check clears the flag there: the test above)."""
     store = member_store(tmp_path)
     disk = Disk(0.95)
     store.config = attrs.evolve(store.config, disk_usage_ratio=disk, delete_when="99")
