@@ -8,7 +8,8 @@ ratio (``storePathRootDir`` and ``storePathDLedgerCommitLog``), then:
 - above 0.90 (DLedger's ``diskSpaceRatioToForceClean`` 0.85 + 0.05) writes are refused (``DISK_FULL`` in DLedger,
   SERVICE_NOT_AVAILABLE to a producer, as the store's other refusals) until a pass finds it at 0.85 or below
   (``diskSpaceCleanForciblyRatio``: RocketMQ's CleanCommitLogService, which runs over the DLedger data path too,
-  leaves its disk-full flag set in between);
+  leaves its disk-full flag set in between), or the store's disk check, every 10 s, finds the data directory at
+  ``diskSpaceWarningLevelRatio`` or below (its ``isSpaceFull``);
 - in one of ``deleteWhen``'s hours, or above ``diskMaxUsedSpaceRatio``, it deletes data segments last modified more
   than ``fileReservedTime`` + 1 hours ago (DLedgerCommitLog's ``+ 1``; never under an hour), oldest first, up to 10
   100 ms apart (the disk lock let go in between), stopping at the first younger one, and above 0.85 whatever their
@@ -72,9 +73,13 @@ class LedgerRetention(RetentionService):
     _store: DLedgerMessageStore
 
     def disk_ratio(self) -> float:
-        config, ledger = self._store.config, self._store.ledger
-        data = log_disk_ratio(config.disk_usage_ratio, ledger.data, FORCE_CLEAN_RATIO)
-        return max(config.disk_usage_ratio(Path(config.store_path_root_dir)), data or 0.0)
+        config = self._store.config
+        return max(config.disk_usage_ratio(Path(config.store_path_root_dir)), self.physic_ratio() or 0.0)
+
+    def physic_ratio(self) -> float | None:
+        """The data directory's used ratio: the store's 10 s disk check reads it too, as 4.9.8's
+        ``getStorePathPhysic`` is the DLedger data path in DLedger mode."""
+        return log_disk_ratio(self._store.config.disk_usage_ratio, self._store.ledger.data, FORCE_CLEAN_RATIO)
 
     async def _delete_segments(self) -> int:
         """A pass's deletion of data segments (see the module docstring). Returns how many went."""
@@ -139,8 +144,6 @@ class LedgerRetention(RetentionService):
     async def _first_pause(self) -> None:
         """None: DLedger's CleanSpaceService starts with its thread, not a minute later."""
 
-    async def _check_disk(self) -> None:
-        """None: every pass marks the disk, 100 ms apart."""
 
     async def _pause(self) -> None:
         """DLedger's pace, not ``cleanResourceInterval``."""

@@ -790,13 +790,15 @@ class RetentionService:
         """The 10 s disk check (4.9.8 ``CleanCommitLogService.isSpaceFull``): the disk-full flag set when the
         CommitLog's disk is fuller than ``disk_space_warning_level_ratio``, cleared otherwise."""
         store = self._store
-        config = store.config
-        forcibly, warning = config.disk_space_clean_forcibly_ratio, config.disk_space_warning_level_ratio
-        ratio = log_disk_ratio(config.disk_usage_ratio, store.commitlog.queue, forcibly)
-        if ratio is not None and ratio > warning:
-            store.disk_full_reason = _disk_full(ratio, warning)
-        else:
-            store.disk_full_reason = None
+        warning = store.config.disk_space_warning_level_ratio
+        ratio = self.physic_ratio()
+        store.disk_full_reason = _disk_full(ratio, warning) if ratio is not None and ratio > warning else None
+
+    def physic_ratio(self) -> float | None:
+        """The used ratio of the CommitLog's disk as ``calcStorePathPhysicRatio`` reads it (:func:`log_disk_ratio`)."""
+        config = self._store.config
+        queue = self._store.commitlog.queue
+        return log_disk_ratio(config.disk_usage_ratio, queue, config.disk_space_clean_forcibly_ratio)
 
     def _mark_disk(self) -> float:
         """The disk's used ratio, after setting the disk-full flag (and the CommitLog's full directories) by it."""
