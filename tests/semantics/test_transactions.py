@@ -1190,6 +1190,27 @@ async def test_a_clock_step_counts_from_the_next_round_not_from_a_restart(embedd
     assert (await check.check_once()).checked == 1
 
 
+async def test_a_half_message_past_a_short_immunity_is_checked_before_the_transaction_timeout(
+    embedded_cluster: EmbeddedCluster,
+) -> None:
+    """4.9.8's check measures a half message with ``CHECK_IMMUNITY_TIME_IN_SECONDS`` against that immunity, not
+    ``transactionTimeOut``: past it, it is checked; only a half message without the property ends the scan while
+    younger than ``transactionTimeOut`` (broker/src/main/java/org/apache/rocketmq/broker/transaction/queue/
+    TransactionalMessageServiceImpl.java check, checkImmunityTime). Ours ended the scan at one immune for 1 s and
+    3 s old (younger than the 6 s timeout): neither it nor the older half message after it was checked."""
+    now = [int(time.time() * 1000)]
+    store = embedded_cluster.controller.context.store
+    store.config = attrs.evolve(store.config, now_ms=lambda: now[0])
+    context = embedded_cluster.controller.context
+    for uniq, age, extra in (("short-immunity", 3_000, {"CHECK_IMMUNITY_TIME_IN_SECONDS": "1"}), ("old", 10_000, {})):
+        props = {"REAL_TOPIC": TOPIC, "REAL_QID": "0", "PGROUP": "tx-pg", "UNIQ_KEY": uniq, **extra}
+        context.store.append(MessageRecord(topic=TRANS_HALF_TOPIC, body=b"half", queue_id=0,
+                                           properties=encode_properties(props), born_timestamp=now[0] - age,
+                                           born_host=context.store_host, store_host=context.store_host))  # fmt: skip
+    check = embedded_cluster.controller.transaction_check
+    assert (await check.check_once()).checked == 2
+
+
 async def test_late_commits_of_discarded_halves_read_the_op_queue_once(tmp_path: Path) -> None:
     """A late COMMIT of a discarded half message asks whether its transaction was ended since the discard: 4.9.8's
     EndTransactionProcessor reads no op message at all, and its check reads each op message once per round
