@@ -259,8 +259,8 @@ class TransactionCheckService:
                         # Renewed, not checked, but counted: 4.9.8's needDiscard raised the count before.
                         bridge.renew_half(half, _check_times(half) + 1)
                         renewed_origins.add(origin)
-                    elif 0 <= age < timeout:
-                        break
+                    elif 0 <= age < timeout and PROPERTY_CHECK_IMMUNITY_TIME not in half.properties:
+                        break  # with the property, past its immunity: checked, as 4.9.8's checkImmunityTime
                     else:
                         renewed.append(bridge.renew_half(half, _check_times(half) + 1))
                         renewed_origins.add(origin)
