@@ -144,7 +144,6 @@ class LedgerRetention(RetentionService):
     async def _first_pause(self) -> None:
         """None: DLedger's CleanSpaceService starts with its thread, not a minute later."""
 
-
     async def _pause(self) -> None:
         """DLedger's pace, not ``cleanResourceInterval``."""
         await trio.sleep(PASS_INTERVAL_S)

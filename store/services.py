@@ -894,8 +894,9 @@ class RetentionService:
         await self._destroy(index_taken)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """The passes, the first a minute after the start, so a restart deletes nothing at once, and the disk check from 1 s on, every 10 s, for the store's life (4.9.8 store/.../
-        DefaultMessageStore.java addScheduleTask: cleanFilesPeriodically's initial delay, isSpaceFull's schedule)."""
+        """The passes, the first a minute after the start, so a restart deletes nothing at once, and the disk check
+        from 1 s on, every 10 s, for the store's life (4.9.8 store/.../DefaultMessageStore.java addScheduleTask:
+        cleanFilesPeriodically's initial delay, isSpaceFull's schedule)."""
         task_status.started()
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._check_disk)
