@@ -258,3 +258,18 @@ async def test_refused_settings_end_the_stream_with_client_activitys_description
             ("INVALID_ARGUMENT", "process client telemetryCommand failed. expression format is not correct"),
             ("INVALID_ARGUMENT", "there is no publishing or subscription data in settings"),
         ]
+
+
+@pytest.mark.parametrize("client_id", ["", " ", "   "])
+async def test_a_blank_client_id_is_client_id_required(tmp_path: Path, client_id: str) -> None:
+    """GrpcMessagingApplication.validateContext (proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/
+    GrpcMessagingApplication.java) refuses every request whose ``x-mq-client-id`` is blank (StringUtils.isBlank),
+    with CLIENT_ID_REQUIRED "client id cannot be empty". Ours took a whitespace id as a client (found by a review)."""
+    metadata = (("x-mq-client-id", client_id), ("x-mq-language", "PYTHON"))
+    async with front(tmp_path) as f:
+        f.ctx.topics.update_topic(TopicConfig("Blank", read_queue_nums=1, write_queue_nums=1))
+        answer = await f.call("QueryRoute", _route("Blank"), service.QueryRouteResponse, metadata)
+        beat = await f.call("Heartbeat", service.HeartbeatRequest(), service.HeartbeatResponse, metadata)
+        for status in (answer.status, beat.status):
+            assert (Code.Name(status.code), status.message) == ("CLIENT_ID_REQUIRED", "client id cannot be empty")
+        assert not answer.message_queues
