@@ -144,10 +144,12 @@ def status_of_relayed_answer(code: int, remark: str | None) -> Any:
 
 
 def client_id_of(metadata: dict[str, str]) -> str:
-    """The caller's ``x-mq-client-id``; raises RpcError(CLIENT_ID_REQUIRED) without one."""
+    """The caller's ``x-mq-client-id``; raises RpcError(CLIENT_ID_REQUIRED) for a blank one, as
+    GrpcMessagingApplication.validateContext (proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/
+    GrpcMessagingApplication.java)."""
     client_id = metadata.get("x-mq-client-id", "")
-    if not client_id:
-        raise RpcError(Code.CLIENT_ID_REQUIRED, "x-mq-client-id is required")
+    if is_blank(client_id):
+        raise RpcError(Code.CLIENT_ID_REQUIRED, "client id cannot be empty")
     return client_id
 
 
