@@ -160,3 +160,31 @@ async def test_properties_outside_string_hash_set_reach_the_consumer_as_user_pro
     assert dict(got.user_properties) == user
     sp = got.system_properties
     assert (sp.trace_context, sp.message_group) == (user["TRACE_CONTEXT"], user["__SHARDINGKEY"])
+
+
+async def test_a_message_naming_its_dlq_origin_carries_it_as_dead_letter_queue(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """GrpcConverter.buildSystemProperties (proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/common/
+    GrpcConverter.java) gives a stored message with both DLQ_ORIGIN_TOPIC and DLQ_ORIGIN_MESSAGE_ID the system
+    property dead_letter_queue {topic, message_id}; with one of them only, none. Ours never set it (found by a
+    review)."""
+    activity = await _activity(embedded_cluster, nursery)
+    await create_topic(embedded_cluster, "OriginT", queues=1)
+    origin = {"DLQ_ORIGIN_TOPIC": "Orders", "DLQ_ORIGIN_MESSAGE_ID": "7F0000010001ABCD"}
+    async with Producer("OriginP", embedded_cluster.namesrv_addr) as producer:
+        await producer.send(Message("OriginT", b"both", properties=dict(origin)))
+        await producer.send(Message("OriginT", b"half", properties={"DLQ_ORIGIN_TOPIC": "Orders"}))
+    req = service.ReceiveMessageRequest(batch_size=32)
+    req.group.name = "GOrigin"
+    req.message_queue.topic.name = "OriginT"
+    req.message_queue.id = -1
+    req.filter_expression.expression = "*"
+    req.invisible_duration.FromSeconds(30)
+    got = {r.message.body: r.message for r in activity.consuming.receive_now(req, md("c@1"), None) or []
+           if r.HasField("message")}  # fmt: skip
+    both, half = got[b"both"].system_properties, got[b"half"].system_properties
+    assert both.HasField("dead_letter_queue")
+    assert (both.dead_letter_queue.topic, both.dead_letter_queue.message_id) == ("Orders", "7F0000010001ABCD")
+    assert not half.HasField("dead_letter_queue")
+    assert dict(got[b"both"].user_properties) == {}
