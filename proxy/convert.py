@@ -6,7 +6,8 @@ Sending: ``message_id`` -> ``UNIQ_KEY``, ``tag`` -> ``TAGS``, ``keys`` -> ``KEYS
 ``__SHARDINGKEY``, ``delivery_timestamp`` -> ``TIMER_DELIVER_MS``, TRANSACTION -> ``TRAN_MSG`` (+ the prepared sysFlag),
 ``trace_context`` -> ``TRACE_CONTEXT`` (unless empty), ``delivery_attempt`` -> ``RECONSUME_TIME`` (the stored message's
 ``reconsumeTimes`` stays 0 but on a retry topic), ``PGROUP`` = the topic (5.x producers have no group). Receiving: the
-reverse, plus the MD5 body digest, the receipt handle and the delivery attempt (``reconsumeTimes + 1``). Properties
+reverse, plus the MD5 body digest, the receipt handle, the delivery attempt (``reconsumeTimes + 1``) and
+``dead_letter_queue`` (from ``DLQ_ORIGIN_TOPIC`` and ``DLQ_ORIGIN_MESSAGE_ID``, when both are stored). Properties
 named in RocketMQ's ``STRING_HASH_SET`` are system properties: a send carrying one as a user property is refused by
 the caller, and a delivered message leaves them out of its user properties (:data:`RESERVED`).
 """
@@ -190,6 +191,10 @@ def grpc_message(
     sp.queue_id = msg.queue_id
     sp.queue_offset = msg.queue_offset
     sp.delivery_attempt = attempt
+    origin_topic, origin_id = props.get("DLQ_ORIGIN_TOPIC"), props.get("DLQ_ORIGIN_MESSAGE_ID")
+    if origin_topic is not None and origin_id is not None:  # GrpcConverter: both, or no dead_letter_queue
+        sp.dead_letter_queue.topic = origin_topic
+        sp.dead_letter_queue.message_id = origin_id
     if handle is not None:
         sp.receipt_handle = handle.encode()
         sp.invisible_duration.FromMilliseconds(handle.invisible_time)
