@@ -479,3 +479,21 @@ async def test_a_blank_user_property_key_is_taken_as_send_message_activity_takes
         ]
         stored = [decode_record(m).properties for m in f.ctx.store.get("RT", 0, 0, 2).messages]
         assert [(p.get(" "), "" in p) for p in stored] == [("v", False), (None, False)]
+
+
+@pytest.mark.parametrize("born_host", ["", "  "])
+async def test_a_send_stores_the_born_host_and_time_as_send_message_activity_does(
+    tmp_path: Path, born_host: str
+) -> None:
+    """SendMessageActivity.buildMessageProperty stores __BORNHOST, the client's born_host or, when blank, the caller's
+    address as HostAndPort writes it (proxy/src/main/java/org/apache/rocketmq/proxy/grpc/interceptor/
+    HeaderInterceptor.java), and BORN_TIMESTAMP, the client's born time in ms. Ours stored a blank born host as is, no
+    address without one, and no BORN_TIMESTAMP (4.x consumers and queryMsgById see these properties; found by a
+    review)."""
+    async with front(tmp_path) as f:
+        msg = message("RT", born_host=born_host)
+        assert (await sent_to_rt(f, msg))[:2] == ("OK", 1)
+        props = decode_record(f.ctx.store.get("RT", 0, 0, 1).messages[0]).properties
+        host, _, port = props.get("__BORNHOST", "").rpartition(":")
+        assert (host, port.isdigit()) == ("127.0.0.1", True), props
+        assert props.get("BORN_TIMESTAMP") == str(msg.system_properties.born_timestamp.ToMilliseconds())
