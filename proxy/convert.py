@@ -5,7 +5,8 @@ producer/SendMessageActivity.java), docs/grpc.md#message-mapping.
 Sending: ``message_id`` -> ``UNIQ_KEY``, ``tag`` -> ``TAGS``, ``keys`` -> ``KEYS`` (space-joined), ``message_group`` ->
 ``__SHARDINGKEY``, ``delivery_timestamp`` -> ``TIMER_DELIVER_MS``, TRANSACTION -> ``TRAN_MSG`` (+ the prepared sysFlag),
 ``trace_context`` -> ``TRACE_CONTEXT`` (unless empty), ``delivery_attempt`` -> ``RECONSUME_TIME`` (the stored message's
-``reconsumeTimes`` stays 0 but on a retry topic), ``PGROUP`` = the topic (5.x producers have no group). Receiving: the
+``reconsumeTimes`` stays 0 but on a retry topic), ``born_host`` -> ``__BORNHOST`` (the caller's address when blank),
+``born_timestamp`` -> ``BORN_TIMESTAMP``, ``PGROUP`` = the topic (5.x producers have no group). Receiving: the
 reverse, plus the MD5 body digest, the receipt handle, the delivery attempt (``reconsumeTimes + 1``) and
 ``dead_letter_queue`` (from ``DLQ_ORIGIN_TOPIC`` and ``DLQ_ORIGIN_MESSAGE_ID``, when both are stored). Properties
 named in RocketMQ's ``STRING_HASH_SET`` are system properties: a send carrying one as a user property is refused by
@@ -18,11 +19,12 @@ import hashlib
 from typing import Any, Final
 
 from broker.pop import ReceiptHandle
+from proxy.common import UNKNOWN_PEER, is_blank
 from proxy.pb import definition, service
 from remoting.codec.message import MessageExt
 from remoting.codec.topics import RETRY_GROUP_TOPIC_PREFIX
 
-__all__ = ["RESERVED", "grpc_message", "recovery_command", "send_properties", "send_reconsume_times"]
+__all__ = ["RESERVED", "grpc_message", "recovery_command", "send_properties", "send_reconsume_times", "valid_timestamp"]
 
 #: RocketMQ 5.3.3's MessageConst.STRING_HASH_SET (common/src/main/java/org/apache/rocketmq/common/message/
 #: MessageConst.java): the names SendMessageActivity.buildMessageProperty refuses as user properties and
@@ -86,6 +88,8 @@ RESERVED: Final = frozenset(
 )
 SYSFLAG_COMPRESSED: Final = 0x1
 SYSFLAG_TRANSACTION_PREPARED: Final = 0x4
+#: google.protobuf.Timestamp's valid seconds (protobuf-java's Timestamps.isValid): 0001-01-01 to 9999-12-31.
+_TIMESTAMP_SECONDS: Final = (-62_135_596_800, 253_402_300_799)
 _MT = definition.MessageType
 #: Enum values read per message, looked up once (each attribute access of a protobuf enum wrapper costs a call).
 _TRANSACTION: Final = int(_MT.TRANSACTION)
@@ -97,8 +101,9 @@ _GZIP: Final = int(definition.Encoding.GZIP)
 _IDENTITY: Final = int(definition.Encoding.IDENTITY)
 
 
-def send_properties(msg: Any, topic: str) -> dict[str, str]:
-    """The stored properties of a gRPC message being sent (user properties first, then the mapped fields)."""
+def send_properties(msg: Any, topic: str, peer: tuple[str, int] = UNKNOWN_PEER) -> dict[str, str]:
+    """The stored properties of a gRPC message being sent by ``peer`` (user properties first, then the mapped
+    fields)."""
     sp = msg.system_properties
     props = dict(msg.user_properties)
     # SendMessageActivity takes an empty key; its pair is stored but MessageDecoder.string2messageProperties
@@ -119,13 +124,32 @@ def send_properties(msg: Any, topic: str) -> dict[str, str]:
             props["CHECK_IMMUNITY_TIME_IN_SECONDS"] = str(sp.orphaned_transaction_recovery_duration.seconds)
     if sp.trace_context:  # SendMessageActivity skips an empty one
         props["TRACE_CONTEXT"] = sp.trace_context
-    if sp.born_host:
-        props["__BORNHOST"] = sp.born_host
+    born_host = _born_host(sp.born_host, peer)
+    if born_host:
+        props["__BORNHOST"] = born_host
+    if valid_timestamp(sp.born_timestamp):
+        props["BORN_TIMESTAMP"] = str(sp.born_timestamp.ToMilliseconds())
     if not topic.startswith(RETRY_GROUP_TOPIC_PREFIX):  # a retry topic's goes into the header: send_reconsume_times
         props["RECONSUME_TIME"] = str(sp.delivery_attempt)
     props["PGROUP"] = topic
     props["WAIT"] = "true"
     return props
+
+
+def _born_host(sent: str, peer: tuple[str, int]) -> str:
+    """buildMessageProperty's __BORNHOST: the client's born host, or when blank the caller's address as
+    HeaderInterceptor writes it (Guava's HostAndPort: ``host:port``, ``[v6]:port``); none when that is not known."""
+    if not is_blank(sent):
+        return str(sent)
+    if peer == UNKNOWN_PEER:
+        return ""
+    host, port = peer
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def valid_timestamp(stamp: Any) -> bool:
+    """protobuf-java's ``Timestamps.isValid``: seconds within 0001-01-01 to 9999-12-31, nanos within a second."""
+    return bool(_TIMESTAMP_SECONDS[0] <= stamp.seconds <= _TIMESTAMP_SECONDS[1] and 0 <= stamp.nanos < 1_000_000_000)
 
 
 def send_reconsume_times(msg: Any, topic: str) -> int:

@@ -52,6 +52,7 @@ from proxy.convert import (
     SYSFLAG_TRANSACTION_PREPARED,
     send_properties,
     send_reconsume_times,
+    valid_timestamp,
 )
 from proxy.local import LocalInvoker
 from proxy.pb import definition, service
@@ -75,8 +76,6 @@ _INT_MAX: Final = (1 << 31) - 1
 _COMMIT: Final = 8
 _ROLLBACK: Final = 12
 _CONTROL: Final = re.compile("[\x00-\x1f\x7f-\x9f]")
-#: google.protobuf.Timestamp's valid seconds (protobuf-java's Timestamps.isValid): 0001-01-01 to 9999-12-31.
-_TIMESTAMP_SECONDS: Final = (-62_135_596_800, 253_402_300_799)
 #: Open transactions remembered for EndTransaction; beyond it the oldest is forgotten (the broker's check then asks
 #: its producer, whose answer names the offsets again).
 _MAX_OPEN_TRANSACTIONS: Final = 100_000
@@ -191,7 +190,7 @@ class Producing:
         for index, msg in enumerate(req.messages):  # SendMessageActivity.buildMessage: the first's topic, then checks
             if index and msg.topic != first:
                 raise RpcError(Code.MESSAGE_CORRUPTED, "topic in message is not same")
-            props = self._prepare(msg, topic)
+            props = self._prepare(msg, topic, peer_of(metadata))
             if not index:
                 first_props = props
             encoded.append(self._encode(props))
@@ -211,10 +210,10 @@ class Producing:
         response.status.CopyFrom(status(code, Code.Name(code)))
         return response
 
-    def _prepare(self, msg: Any, topic: str) -> dict[str, str]:
+    def _prepare(self, msg: Any, topic: str, peer: tuple[str, int]) -> dict[str, str]:
         """The message's checks, then its stored properties; raises RpcError."""
         self.check(msg)
-        return send_properties(msg, topic)
+        return send_properties(msg, topic, peer)
 
     @staticmethod
     def _encode(props: dict[str, str]) -> str:
@@ -443,7 +442,7 @@ def _check_key(key: str) -> None:
 def _born_ms(stamp: Any) -> int:
     """The born time for the send header: the client's when ``Timestamps.isValid`` (as buildMessageProperty takes
     it), else now."""
-    if _TIMESTAMP_SECONDS[0] <= stamp.seconds <= _TIMESTAMP_SECONDS[1] and 0 <= stamp.nanos < 1_000_000_000:
+    if valid_timestamp(stamp):
         return int(stamp.ToMilliseconds()) or int(time.time() * 1000)
     return int(time.time() * 1000)
 
