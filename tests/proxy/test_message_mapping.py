@@ -34,16 +34,22 @@ async def _activity(cluster: EmbeddedCluster, nursery: trio.Nursery) -> Messagin
     return activity
 
 
+def _receive_request(topic: str, group: str) -> Any:
+    """A ReceiveMessage of up to 32 messages of ``topic`` for ``group``, tags ``*``, invisible 30 s."""
+    req = service.ReceiveMessageRequest(batch_size=32)
+    req.group.name = group
+    req.message_queue.topic.name = topic
+    req.message_queue.id = -1
+    req.filter_expression.expression = "*"
+    req.invisible_duration.FromSeconds(30)
+    return req
+
+
 async def _sent_and_received(activity: MessagingActivity, sent: Any) -> Any:
     """``sent`` stored through SendMessage, then received by a new group: the message it gets."""
     answer = await activity.send(service.SendMessageRequest(messages=[sent]), md("p@1"))
     assert answer.status.code == Code.OK, answer.status.message
-    req = service.ReceiveMessageRequest(batch_size=32)
-    req.group.name = "GMapping"
-    req.message_queue.topic.name = sent.topic.name
-    req.message_queue.id = -1
-    req.filter_expression.expression = "*"
-    req.invisible_duration.FromSeconds(30)
+    req = _receive_request(sent.topic.name, "GMapping")
     [got] = [r.message for r in activity.consuming.receive_now(req, md("c@1"), None) or [] if r.HasField("message")]
     return got
 
@@ -147,12 +153,7 @@ async def test_properties_outside_string_hash_set_reach_the_consumer_as_user_pro
     user = {key: f"v{i}" for i, key in enumerate(NOT_IN_STRING_HASH_SET)}
     async with Producer("PassP", embedded_cluster.namesrv_addr) as producer:
         await producer.send(Message("PassT", b"4.x", properties=dict(user)))
-    req = service.ReceiveMessageRequest(batch_size=32)
-    req.group.name = "GPass"
-    req.message_queue.topic.name = "PassT"
-    req.message_queue.id = -1
-    req.filter_expression.expression = "*"
-    req.invisible_duration.FromSeconds(30)
+    req = _receive_request("PassT", "GPass")
     [from_4x] = [r.message for r in activity.consuming.receive_now(req, md("c@1"), None) or [] if r.HasField("message")]
     assert dict(from_4x.user_properties) == user
     await create_topic(embedded_cluster, "PassT5", queues=1)
@@ -175,12 +176,7 @@ async def test_a_message_naming_its_dlq_origin_carries_it_as_dead_letter_queue(
     async with Producer("OriginP", embedded_cluster.namesrv_addr) as producer:
         await producer.send(Message("OriginT", b"both", properties=dict(origin)))
         await producer.send(Message("OriginT", b"half", properties={"DLQ_ORIGIN_TOPIC": "Orders"}))
-    req = service.ReceiveMessageRequest(batch_size=32)
-    req.group.name = "GOrigin"
-    req.message_queue.topic.name = "OriginT"
-    req.message_queue.id = -1
-    req.filter_expression.expression = "*"
-    req.invisible_duration.FromSeconds(30)
+    req = _receive_request("OriginT", "GOrigin")
     got = {r.message.body: r.message for r in activity.consuming.receive_now(req, md("c@1"), None) or []
            if r.HasField("message")}  # fmt: skip
     both, half = got[b"both"].system_properties, got[b"half"].system_properties
