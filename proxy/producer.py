@@ -187,10 +187,11 @@ class Producing:
         check_topic(topic)
         encoded = []
         first_props: dict[str, str] = {}
+        peer = peer_of(metadata)
         for index, msg in enumerate(req.messages):  # SendMessageActivity.buildMessage: the first's topic, then checks
             if index and msg.topic != first:
                 raise RpcError(Code.MESSAGE_CORRUPTED, "topic in message is not same")
-            props = self._prepare(msg, topic, peer_of(metadata))
+            props = self._prepare(msg, topic, peer)
             if not index:
                 first_props = props
             encoded.append(self._encode(props))
