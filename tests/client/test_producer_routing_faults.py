@@ -14,13 +14,13 @@ import trio
 from broker.embedded import EmbeddedCluster
 from client.admin import Admin
 from client.consumer.lite_pull import LitePullConsumer
-from client.errors import MessageValidationError, MQClientError, SendFailedError
+from client.errors import MessageValidationError, MQBrokerError, MQClientError, SendFailedError
 from client.message import Message, SendStatus
 from client.producer import Producer
 from client.selector import select_by_hash
 from client.transaction import LocalTransactionState, TransactionProducer
 from remoting.client import RemotingClient
-from remoting.codec.bodies import MessageQueue
+from remoting.codec.bodies import PERM_READ, MessageQueue
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand, request
 from remoting.dispatch import Dispatcher, ProcessorPool, RequestContext
@@ -263,3 +263,19 @@ async def test_a_broker_without_master_fails_a_send_with_javas_broker_not_exist(
     assert isinstance(async_failure, SendFailedError), async_failure
     assert (async_failure.response_code, len(async_failure.attempts)) == (BROKER_NOT_EXIST_EXCEPTION, 1)
     assert getattr(direct.value, "response_code", None) == -1
+
+
+async def test_a_send_to_a_chosen_queue_needs_only_its_brokers_address(embedded_cluster: EmbeddedCluster) -> None:
+    """DefaultMQProducerImpl ``send(msg, mq)``, ``sendOneway(msg, mq)`` and ``request(msg, mq)`` go straight to
+    sendKernelImpl, which needs only the address of the queue's broker (findBrokerAddressInPublish, the route re-read
+    only when it is unknown): a queue of a topic whose route has no writable queue still reaches its broker, which
+    answers NO_PERMISSION (16). Before, the producer looked up the topic's writable queues first and failed with "No
+    route info of this topic" (10005) without sending."""
+    async with Admin(embedded_cluster.namesrv_addr) as admin:
+        await admin.create_topic("ReadOnly", read_queue_nums=1, write_queue_nums=1, perm=PERM_READ)
+    queue = MessageQueue("ReadOnly", "broker-a", 0)
+    async with Producer("pg-chosen", embedded_cluster.namesrv_addr) as producer:
+        with pytest.raises(MQBrokerError) as refused:
+            await producer.send(Message("ReadOnly", b"x"), queue=queue)
+        await producer.send_oneway(Message("ReadOnly", b"y"), queue=queue)
+    assert refused.value.code == ResponseCode.NO_PERMISSION, refused.value
