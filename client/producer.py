@@ -385,30 +385,32 @@ class Producer:
         attempt on a chosen queue reports to the fault table too (a sync one does not, sendMessageSync), and a
         broker's refusal is not retried. ``retry_not_stored``: see :meth:`send_with_retries`."""
         started = anyio.current_time()  # sendDefaultImpl's beginTimestampFirst: the route lookup counts too
-        info = await self.publish_info(msg.topic, selecting=selector is not None)
         timeout = self.send_msg_timeout if timeout is None else timeout
-        if queue is None and selector is not None:
+        if queue is None:  # a chosen queue needs no route: sendKernelImpl needs only its broker's address
+            info = await self.publish_info(msg.topic, selecting=selector is not None)
+            if selector is None:
+                # sendDefaultImpl in ASYNC mode gives its attempt ``timeout - costTime`` too, and MQClientAPIImpl's
+                # onExceptionImpl a retry ``timeoutMillis - cost``: every attempt, sync or async, shares one budget.
+                return await self.send_with_retries(
+                    info,
+                    prepared,
+                    timeout,
+                    retries,
+                    retry_not_stored=retry_not_stored,
+                    retry_refusals=not asynchronous,
+                    started=started,
+                )
             queue = self._select(selector, info, msg, arg)
-        if queue is not None:
-            # The route lookup counts too: sendSelectImpl and send(msg, mq) give the attempt ``timeout - costTime``
-            # and fail at once when nothing is left (client/.../impl/producer/DefaultMQProducerImpl.java).
-            budget = time_left(timeout, started)
-            if budget <= 0:
-                raise RemotingTimeoutError("sendSelectImpl call timeout" if selector is not None else "call timeout")
-            if asynchronous:
-                return await self._send_async_to_queue(queue, prepared, timeout, started, retries)
-            return await self._attempt(queue, prepared, budget, None)
-        # sendDefaultImpl in ASYNC mode gives its attempt ``timeout - costTime`` too, and MQClientAPIImpl's
-        # onExceptionImpl a retry ``timeoutMillis - cost``: every attempt, sync or async, shares the one budget.
-        return await self.send_with_retries(
-            info,
-            prepared,
-            timeout,
-            retries,
-            retry_not_stored=retry_not_stored,
-            retry_refusals=not asynchronous,
-            started=started,
-        )
+        # The route lookups count too: sendSelectImpl gives the attempt ``timeout - costTime``, and sendKernelImpl
+        # counts the re-read of a route naming no address for the queue's broker; both fail at once when nothing is
+        # left (client/.../impl/producer/DefaultMQProducerImpl.java).
+        await self._broker_address(queue)
+        budget = time_left(timeout, started)
+        if budget <= 0:
+            raise RemotingTimeoutError("sendSelectImpl call timeout" if selector is not None else "call timeout")
+        if asynchronous:
+            return await self._send_async_to_queue(queue, prepared, timeout, started, retries)
+        return await self._attempt(queue, prepared, budget, None)
 
     async def _send_async_to_queue(
         self, mq: MessageQueue, prepared: PreparedSend, timeout: float, started: float, retries: int
@@ -503,21 +505,21 @@ class Producer:
         if self.namespace:  # as send: no copy without a namespace (the hot path)
             msg, queue = self._wrap_message(msg), self._wrap_queue(queue)
         prepared = self._builder.single(msg)
-        info = await self.publish_info(msg.topic, selecting=selector is not None)
-        fault = None
-        if queue is None and selector is not None:
-            queue = self._select(selector, info, msg, arg)
-        elif queue is None:
-            # sendDefaultImpl in ONEWAY mode: its one attempt's failure becomes "Send [1] times, still failed" with
-            # the code of SendFailedError (client/.../impl/producer/DefaultMQProducerImpl.java).
-            fault = self._fault_table()
-            queue = select_one_message_queue(info, None, fault)
-            try:
-                await self._oneway_to(queue, prepared, msg, fault)
-            except (RemotingError, BrokerNotExistError) as exc:
-                raise SendFailedError(msg.topic, [(queue.broker_name, exc)]) from exc
+        if queue is not None:  # sendOneway(msg, mq): sendKernelImpl at once, no route lookup
+            await self._oneway_to(queue, prepared, msg, None)
             return
-        await self._oneway_to(queue, prepared, msg, fault)
+        info = await self.publish_info(msg.topic, selecting=selector is not None)
+        if selector is not None:
+            await self._oneway_to(self._select(selector, info, msg, arg), prepared, msg, None)
+            return
+        # sendDefaultImpl in ONEWAY mode: its one attempt's failure becomes "Send [1] times, still failed" with the
+        # code of SendFailedError (client/.../impl/producer/DefaultMQProducerImpl.java).
+        fault = self._fault_table()
+        queue = select_one_message_queue(info, None, fault)
+        try:
+            await self._oneway_to(queue, prepared, msg, fault)
+        except (RemotingError, BrokerNotExistError) as exc:
+            raise SendFailedError(msg.topic, [(queue.broker_name, exc)]) from exc
 
     async def _oneway_to(
         self, queue: MessageQueue, prepared: PreparedSend, msg: Message, fault: LatencyFaultTolerance | None
@@ -707,12 +709,16 @@ class Producer:
         return cached or await self.instance.adopt_route(topic, attrs.evolve(default, queue_datas=queues))
 
     async def _broker_address(self, mq: MessageQueue) -> str:
-        """``mq``'s master address, the route re-read once when unknown; else BrokerNotExistError, as
-        sendKernelImpl after its ``tryToFindTopicPublishInfo`` (which never throws)."""
+        """``mq``'s master address, the route re-read once when unknown (or, for a topic without one, the
+        ``create_topic_key`` route taken); else BrokerNotExistError, as sendKernelImpl after its
+        ``tryToFindTopicPublishInfo`` (which never throws)."""
         addr = self.instance.find_broker_address(mq.broker_name)
         if addr is None:
             with contextlib.suppress(TopicRouteNotFoundError):
-                await self.instance.fetch_route(mq.topic)
+                try:
+                    await self.instance.fetch_route(mq.topic)
+                except TopicRouteNotFoundError:
+                    await self._default_topic_route(mq.topic)
             addr = self.instance.find_broker_address(mq.broker_name)
         if addr is None:
             raise BrokerNotExistError(mq.broker_name)
