@@ -69,3 +69,27 @@ async def test_a_failed_lite_pull_is_made_again_after_pull_time_delay_when_excep
     gaps = [b - a for a, b in zip(refusing.pulled_at, refusing.pulled_at[1:], strict=False)]
     expected = 1.0 if delay is None else delay
     assert gaps[:2] == [pytest.approx(expected, abs=0.06)] * 2, refusing.pulled_at
+
+
+async def test_a_paused_queue_is_looked_at_again_every_second(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """PullTaskImpl.run finds a paused queue paused and schedules itself again PULL_TIME_DELAY_MILLS_WHEN_PAUSE
+    (1000 ms) later: a queue paused for 2.5 s is not pulled, and resumed it is pulled at the next look, 3 s after its
+    first. Ours looked every 50 ms, pulling 50 ms after the resume."""
+    async with (
+        _refusing_master(embedded_cluster) as refusing,
+        LitePullConsumer("lite-paused", embedded_cluster.namesrv_addr) as consumer,
+    ):
+        mq = MessageQueue(TOPIC, BROKER, 0)
+        await consumer.assign([mq])
+        consumer.pause([mq])  # before its pull task first runs
+        assigned = trio.current_time()
+        await trio.sleep(2.5)
+        paused_pulls = list(refusing.pulled_at)
+        consumer.resume([mq])
+        with trio.fail_after(60):
+            while not refusing.pulled_at:
+                await trio.sleep(0.01)
+    assert paused_pulls == []
+    assert refusing.pulled_at[0] - assigned == pytest.approx(3.0, abs=0.1), (assigned, refusing.pulled_at)
