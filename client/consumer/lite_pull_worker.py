@@ -6,9 +6,9 @@ A queue assigned without a start offset (assign mode) has it computed by its pul
 
 :class:`LitePullWorker` is the consumer's base class; the consumer owns the queue states, the buffer stream and the
 task group, and starts :meth:`LitePullWorker._pull_loop` per queue. A failed pull is logged and retried after
-the consumer's ``pull_time_delay_when_exception`` (1 s), one the broker answered FLOW_CONTROL after 20 ms; a full or
-paused queue waits ``PULL_DELAY_FLOW_CONTROL``. A pull asks the broker to hold it ``broker_suspend_max_time`` (20 s)
-and waits ``consumer_timeout_when_suspend`` (30 s) for the answer.
+the consumer's ``pull_time_delay_when_exception`` (1 s), one the broker answered FLOW_CONTROL after 20 ms; a full
+queue waits ``PULL_DELAY_FLOW_CONTROL`` (50 ms), a paused one 1 s. A pull asks the broker to hold it
+``broker_suspend_max_time`` (20 s) and waits ``consumer_timeout_when_suspend`` (30 s) for the answer.
 The loop ends when the queue's process queue is dropped or its cancel scope (``QueueState.scope``) is cancelled.
 
 Statistics (:mod:`client.consumer.stats`): a FOUND pull records its round trip as pull RT and its messages, when the
@@ -31,6 +31,7 @@ from client.consumer.pull_service import (
     PULL_DELAY_BROKER_FLOW_CONTROL,
     PULL_DELAY_FLOW_CONTROL,
     PULL_DELAY_ON_ERROR,
+    PULL_DELAY_WHEN_SUSPEND,
     PULL_FLAG_SUBSCRIPTION,
     PULL_FLAG_SUSPEND,
 )
@@ -101,7 +102,10 @@ class LitePullWorker:
         with anyio.CancelScope() as scope:
             state.scope = scope
             while not state.pq.dropped:
-                if self._full(state) or mq in self._paused:
+                if mq in self._paused:  # PullTaskImpl.run: PULL_TIME_DELAY_MILLS_WHEN_PAUSE
+                    await anyio.sleep(PULL_DELAY_WHEN_SUSPEND)
+                    continue
+                if self._full(state):
                     await anyio.sleep(PULL_DELAY_FLOW_CONTROL)
                     continue
                 try:

@@ -76,7 +76,8 @@ PULL_DELAY_FLOW_CONTROL = 0.05
 #: Wait after a pull the broker answered with FLOW_CONTROL (Java's ``PULL_TIME_DELAY_MILLS_WHEN_BROKER_FLOW_CONTROL``,
 #: 20 ms, in client/src/main/java/org/apache/rocketmq/client/impl/consumer/DefaultMQPushConsumerImpl.java).
 PULL_DELAY_BROKER_FLOW_CONTROL = 0.02
-#: Wait of a paused consumer's pull loop (``PushConsumer.suspend``; Java: 1 s).
+#: Wait of a paused consumer's pull loop (``PushConsumer.suspend``; Java: 1 s), and of a lite pull consumer's paused
+#: queue (``PULL_TIME_DELAY_MILLS_WHEN_PAUSE``, DefaultLitePullConsumerImpl.java).
 PULL_DELAY_WHEN_SUSPEND = 1.0
 _CURED_BY_HEARTBEAT = frozenset({ResponseCode.SUBSCRIPTION_NOT_EXIST, ResponseCode.SUBSCRIPTION_NOT_LATEST})
 #: Wait between an illegal offset and the fix of the queue's offset (Java: 10 s).
