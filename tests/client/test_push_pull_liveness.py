@@ -19,6 +19,7 @@ import trio.testing
 from broker.embedded import EmbeddedCluster
 from client.admin import Admin
 from client.consumer.listener import ConsumeConcurrentlyStatus, ConsumeOrderlyStatus
+from client.consumer.lite_pull import LitePullConsumer
 from client.consumer.push import PushConsumer
 from client.message import Message, MessageExt
 from client.producer import Producer
@@ -30,6 +31,7 @@ from remoting.dispatch import Dispatcher, ProcessorPool, RequestContext
 from remoting.server import RemotingServer
 from tests.client.helpers import first_offset_consumer
 from tests.client.test_master_watch import register_as_master
+from tests.client.test_producer_timeout_budget import RouteFront
 
 
 async def _one_queue_topic(cluster: EmbeddedCluster, topic: str) -> MessageQueue:
@@ -218,3 +220,51 @@ async def test_an_orderly_queue_shows_when_its_messages_were_last_taken_for_cons
         info = consumer.running_info()["mqTable"][mq]
         # Both in wall-clock ms: the queue was pulled within a long poll (15 s) and consumed 2 s ago.
         assert info["lastPullTimestamp"] - info["lastConsumeTimestamp"] <= 15_000
+
+
+@contextlib.asynccontextmanager
+async def _counting_front(cluster: EmbeddedCluster) -> AsyncIterator[tuple[RouteFront, str]]:
+    """A :class:`RouteFront` before the cluster's name server, counting route lookups and answering them at once."""
+    async with trio.open_nursery() as nursery, RemotingClient() as client:
+        dispatcher = Dispatcher()
+        front = RouteFront(cluster.namesrv_addr, client, 0.0, lambda lookup: False)
+        dispatcher.set_default(front, ProcessorPool("front", 4, 100))
+        host, port = await nursery.start(RemotingServer(dispatcher).serve, "127.0.0.1", 0)
+        yield front, f"{host}:{port}"
+        nursery.cancel_scope.cancel()
+
+
+@pytest.mark.parametrize("kind", ["push", "lite"])
+async def test_failed_pulls_do_not_ask_the_name_server_for_the_route(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, tmp_path: Path, kind: str
+) -> None:
+    """A failed pull is only made again later: DefaultMQPushConsumerImpl.pullMessage's onException and
+    DefaultLitePullConsumerImpl.PullTaskImpl.run re-schedule it, and PullAPIWrapper.pullKernelImpl reads the route
+    only when it names no address for the queue's broker; the route is re-read by MQClientInstance's poll, every
+    ``pollNameServerInterval`` (30 s). Ours asked the name server after every failed pull of every queue."""
+    topic = f"PullLiveNoReread-{kind}"
+    async with (
+        _flow_controlling_master(embedded_cluster, topic, ResponseCode.SYSTEM_BUSY) as broker,
+        _counting_front(embedded_cluster) as (front, namesrv),
+    ):
+        if kind == "push":
+            consumer: PushConsumer | LitePullConsumer = PushConsumer(
+                "cg-live-no-reread",
+                namesrv,
+                message_model=MessageModel.BROADCASTING,
+                offset_store_dir=tmp_path / "offsets",
+                await_termination=1.0,
+            )
+            consumer.subscribe(topic)
+            consumer.register_message_listener(lambda msgs: ConsumeConcurrentlyStatus.CONSUME_SUCCESS)
+        else:
+            consumer = LitePullConsumer("cg-lite-no-reread", namesrv)
+        async with consumer:
+            if isinstance(consumer, LitePullConsumer):
+                await consumer.assign([MessageQueue(topic, "broker-flow", 0), MessageQueue(topic, "broker-flow", 1)])
+            await trio.sleep(2)
+            pulls, lookups = len(broker.pulled_at), front.lookups
+            await trio.sleep(20)  # within one route poll
+            pulls, lookups = len(broker.pulled_at) - pulls, front.lookups - lookups
+    assert pulls >= 20  # both queues failing, each pulled again every second
+    assert lookups == 0
