@@ -116,7 +116,6 @@ class LitePullWorker:
                         # PullTaskImpl.run's PULL_TIME_DELAY_MILLS_WHEN_BROKER_FLOW_CONTROL: busy, not gone.
                         await anyio.sleep(PULL_DELAY_BROKER_FLOW_CONTROL)
                         continue
-                    await self._targets.refresh(mq)
                     # PullTaskImpl.run (client/src/main/java/org/apache/rocketmq/client/impl/consumer/
                     # DefaultLitePullConsumerImpl.java): a failed nextPullOffset waits
                     # PULL_TIME_DELAY_MILLS_ON_EXCEPTION (3 s), a failed pull the consumer's

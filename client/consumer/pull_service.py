@@ -6,9 +6,10 @@ messages or more whole MiB of bodies than ``pull_threshold_size_for_queue`` (as 
 consumption, while the offsets in flight span more than ``consume_concurrently_max_span`` (2000). With ``pull_interval``
 set, the next pull after one that found messages waits that long (Java's ``pullInterval``; not when the tag filter
 dropped them all). After a failed pull it waits the consumer's ``pull_time_delay_when_exception`` (1 s; after a
-FLOW_CONTROL answer 20 ms, without asking for the route again; after a SUBSCRIPTION_NOT_EXIST /
-SUBSCRIPTION_NOT_LATEST answer, the first of a run, not at all: it sends that broker a heartbeat and pulls again), and
-that again and again while an orderly CLUSTERING queue's lock is lost (another member holds it).
+FLOW_CONTROL answer 20 ms; after a SUBSCRIPTION_NOT_EXIST / SUBSCRIPTION_NOT_LATEST answer, the first of a run, not at
+all: it sends that broker a heartbeat and pulls again), without asking for the route again (see
+:mod:`client.consumer.pull_target`), and that again and again while an orderly CLUSTERING queue's lock is lost
+(another member holds it).
 While the consumer is suspended it waits 1 s at a time. Each turn of the loop, a wait included, stamps the process
 queue's ``last_pull_time``, as Java's ``pullMessage`` does on every call. A pull posts the subscription (the
 SUBSCRIPTION bit) only with ``post_subscription_when_pull``, as Java's ``postSubscriptionWhenPull``: otherwise the
@@ -191,7 +192,8 @@ class PullService:
                         healed = True
                         await c.instance.heartbeat_now(lost_at)
                         continue
-                    await self.targets.refresh(mq)
+                    # Only made again later: the route stands until the instance's poll re-reads it, as Java's
+                    # onException (a failing queue must not ask the name server every second).
                     await anyio.sleep(c.pull_time_delay_when_exception)
         if self._scopes.get(mq) is scope:
             del self._scopes[mq]

@@ -7,16 +7,16 @@ broker (usually the master, id 0) is not in the route, the group's lowest id is 
 a slave while the master is gone and go back to the master once the route lists it again. A pull sent to a slave
 must not carry the commit-offset flag (offsets are committed where :mod:`client.consumer.offset_store` sends them).
 
-After a failed pull :meth:`PullTargets.refresh` asks the name server for the queue's route at once (ours: Java waits
-for its 30 s route poll), so a master that died is dropped from the route within one retry.
+A failed pull does not re-read the route: as Java's ``PullAPIWrapper.pullKernelImpl``, the route is asked for only
+when it names no address of the queue's group; otherwise the instance's poll (``poll_name_server_interval``, 30 s)
+brings a change, such as a dead master gone from it.
 """
 
 from __future__ import annotations
 
-import contextlib
 from typing import TYPE_CHECKING
 
-from client.errors import ClientStateError, TopicRouteNotFoundError
+from client.errors import ClientStateError
 from client.route import MASTER_ID
 from remoting.codec.bodies import MessageQueue
 
@@ -51,11 +51,6 @@ class PullTargets:
         if found is None:
             raise ClientStateError(f"no broker address for {mq}")
         return found
-
-    async def refresh(self, mq: MessageQueue) -> None:
-        """After a failed pull: the queue's route again (a name server that fails too is ignored)."""
-        with contextlib.suppress(TopicRouteNotFoundError):
-            await self.instance.fetch_route(mq.topic, wait_greeting=True)
 
     def forget(self, mq: MessageQueue) -> None:
         self._which.pop(mq, None)
