@@ -15,6 +15,8 @@ import trio.testing
 from broker.embedded import EmbeddedCluster
 from client.admin import Admin
 from client.errors import MQClientError
+from client.message import Message, MessageExt
+from client.producer import Producer
 from remoting.client import RemotingClient
 from remoting.codec.message import MessageRecord, encode_record
 from remoting.codec.msgid import offset_msg_id
@@ -74,3 +76,21 @@ async def test_view_message_by_id_waits_six_seconds_as_mqadminimpl(autojump_cloc
         nursery.cancel_scope.cancel()
     assert not isinstance(raised.value, MQClientError), raised.value
     assert 6 <= waited < 7, f"VIEW_MESSAGE_BY_ID gave up after {waited:.1f} s of virtual time"
+
+
+async def test_a_message_indexed_twice_under_a_key_is_found_twice(embedded_cluster: EmbeddedCluster) -> None:
+    """IndexService.buildIndex indexes each KEYS token, so ``KEYS=dup dup`` puts two entries under ``topic#dup``;
+    IndexFile.selectPhyOffset collects both and DefaultMessageStore.queryMessage reads the record at each offset
+    (store/src/main/java/org/apache/rocketmq/store/, 4.9.8): MQAdminImpl.queryMessage keeps both, and
+    ``queryMsgByKey`` prints the message twice. Ours answered each record once."""
+    namesrv = embedded_cluster.namesrv_addr
+    async with Admin(namesrv) as admin:
+        await admin.create_topic("KeyedTwice", read_queue_nums=1, write_queue_nums=1)
+        async with Producer("pg-keyed-twice", namesrv) as producer:
+            await producer.send(Message("KeyedTwice", b"twice", keys="dup dup"))
+        found: list[MessageExt] = []
+        with trio.fail_after(30):
+            while not found:  # the index is built after the send's answer
+                await trio.sleep(0.05)
+                found = await admin.query_msg_by_key("KeyedTwice", "dup")
+    assert [m.body for m in found] == [b"twice", b"twice"]
