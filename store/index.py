@@ -326,7 +326,10 @@ class IndexService:
             if file.is_empty:
                 continue
             if file.time_overlaps(begin_ms, end_ms):
+                newer = len(out)
                 yield from file.select_steps(key_hash, out, max_num, begin_ms, end_ms)
+                if newer:
+                    _drop_repeats(out, newer)
             if file.begin_timestamp < begin_ms or len(out) >= max_num:
                 break
 
@@ -448,3 +451,11 @@ class IndexRuns:
                 self._index.put_timed(self._topic, run)
             else:
                 self._index.put_batch(self._topic, [(keys, phy) for keys, phy, _ in run], first)
+
+
+def _drop_repeats(out: list[int], start: int) -> None:
+    """Drop from ``out[start:]`` (one file's finds) the offsets a newer file gave already: a refill indexes the
+    messages at a damaged file's edges again. A message indexed twice in one file (``KEYS=k k``) stays twice, as
+    Java's IndexFile.selectPhyOffset finds it."""
+    seen = set(out[:start])
+    out[start:] = [phy for phy in out[start:] if phy not in seen]

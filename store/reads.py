@@ -124,9 +124,10 @@ class StoreReads:
         return offsets
 
     def records_at(self, offsets: list[int]) -> list[memoryview]:
-        """The records still in the CommitLog at ``offsets``, in CommitLog order, each once."""
+        """The records still in the CommitLog at ``offsets``, in CommitLog order; a record indexed twice under the key
+        (``KEYS=k k``) comes twice, as DefaultMessageStore.queryMessage reads every offset the index found."""
         found = []
-        for phy in sorted(set(offsets)):
+        for phy in sorted(offsets):
             record = self.commitlog.read_record(phy)
             if record is not None:
                 found.append(record)
