@@ -5,8 +5,11 @@ brokers are TCP listeners registered with it (see test_admin_query_wait)."""
 
 from __future__ import annotations
 
+import datetime
+import functools
 import socket
 import struct
+import time
 
 import pytest
 import trio
@@ -16,8 +19,12 @@ from broker.embedded import EmbeddedCluster
 from client.admin import Admin
 from client.errors import MQClientError
 from client.message import Message, MessageExt
+from client.mqadmin_messages import _view_message
 from client.producer import Producer
 from remoting.client import RemotingClient
+from remoting.codec.codes import RequestCode, ResponseCode
+from remoting.codec.command import RemotingCommand
+from remoting.codec.frame import FrameDecoder, encode_command
 from remoting.codec.message import MessageRecord, encode_record
 from remoting.codec.msgid import offset_msg_id
 from tests.client.test_admin_query_wait import TOPIC, _register, _silent_broker, _slow_broker
@@ -94,3 +101,57 @@ async def test_a_message_indexed_twice_under_a_key_is_found_twice(embedded_clust
                 await trio.sleep(0.05)
                 found = await admin.query_msg_by_key("KeyedTwice", "dup")
     assert [m.body for m in found] == [b"twice", b"twice"]
+
+
+async def _capturing_broker(nursery: trio.Nursery, body: bytes, begins: list[int]) -> str:
+    """A TCP listener answering every QUERY_MESSAGE at once with ``body``, noting its ``beginTimestamp``; a
+    VIEW_MESSAGE_BY_ID with SYSTEM_ERROR; anything else with SUCCESS."""
+
+    async def serve(stream: trio.SocketStream) -> None:
+        decoder = FrameDecoder()
+        while data := await stream.receive_some():
+            decoder.receive_data(data)
+            while (command := decoder.next_command()) is not None:
+                await stream.send_all(encode_command(answer(command)))
+
+    def answer(command: RemotingCommand) -> RemotingCommand:
+        if command.code == RequestCode.QUERY_MESSAGE:
+            begins.append(int(command.ext_fields["beginTimestamp"]))
+            fields = {"indexLastUpdateTimestamp": "0", "indexLastUpdatePhyoffset": "0"}
+            return command.response(ResponseCode.SUCCESS, None, fields, body)
+        if command.code == RequestCode.VIEW_MESSAGE_BY_ID:
+            return command.response(ResponseCode.SYSTEM_ERROR, "no message at that offset")
+        return command.response(ResponseCode.SUCCESS)
+
+    listeners = await nursery.start(functools.partial(trio.serve_tcp, serve, 0, host="127.0.0.1"))
+    return f"127.0.0.1:{listeners[0].socket.getsockname()[1]}"
+
+
+def _uniq_key_made_at(epoch_ms: int) -> str:
+    """A producer's UNIQ_KEY (IPv4 127.0.0.1, pid 1) made at ``epoch_ms``: its time is the milliseconds since the start
+    of that local month."""
+    made = datetime.datetime.fromtimestamp(epoch_ms / 1000).astimezone()
+    month_start = made.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    since = epoch_ms - int(month_start.timestamp() * 1000)
+    return (socket.inet_aton("127.0.0.1") + struct.pack(">HIiH", 1, 0xABCDEF01, since, 7)).hex().upper()
+
+
+async def test_a_unique_key_viewed_for_a_consumer_is_looked_up_from_a_second_before_its_time(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """``queryMsgByUniqueKey -g -d`` reads the message with DefaultMQAdminExtImpl.viewMessage(topic, msgId): a msgId
+    that is no offset id is looked up with MQAdminImpl.queryMessageByUniqKey(topic, uniqKey), from
+    MessageClientIDSetter.getNearlyTimeFromID(uniqKey) less 1000 ms (client/src/main/java/org/apache/rocketmq/client/
+    impl/MQAdminImpl.java, 4.9.8). Ours looked it up from 0."""
+    made = int(time.time() * 1000) - 3_600_000  # an hour ago
+    uniq = _uniq_key_made_at(made)
+    record = encode_record(MessageRecord(TOPIC, b"viewed", properties=f"UNIQ_KEY\x01{uniq}"), store_timestamp=made)
+    begins: list[int] = []
+    async with trio.open_nursery() as nursery, RemotingClient() as registrar:
+        namesrv = embedded_cluster.namesrv_addr
+        await _register(registrar, namesrv, "broker-viewed", await _capturing_broker(nursery, record, begins))
+        async with Admin(namesrv) as admin:
+            msg = await _view_message(admin, TOPIC, uniq)
+        nursery.cancel_scope.cancel()
+    assert msg.body == b"viewed"
+    assert begins == [made - 1000]
