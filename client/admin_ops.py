@@ -286,9 +286,12 @@ class AdminOps:
         tags = None if sub.sub_string == "*" else frozenset(sub.tags_set)
         return await api.pull_message(self.instance.remoting, addr, header, self.instance.config.rpc_timeout, tags)
 
-    async def query_msg_by_unique_key(self, topic: str, msg_id: str, max_num: int = 32) -> list[MessageExt]:
+    async def query_msg_by_unique_key(
+        self, topic: str, msg_id: str, max_num: int = 32, *, begin_ms: int = 0
+    ) -> list[MessageExt]:
         """QUERY_MESSAGE with ``_UNIQUE_KEY_QUERY=true`` on each broker of ``topic``: the message whose UNIQ_KEY is
-        ``msg_id`` stored first, as a list of at most one; a broker that fails is passed over unless every one does.
+        ``msg_id`` stored first (from ``begin_ms`` on), as a list of at most one; a broker that fails is passed over
+        unless every one does.
 
         MQAdminImpl.queryMessage with isUniqKey keeps only the copy with the earliest store timestamp across brokers
         (a resent message is stored more than once), and ``queryMsgByUniqueKey -a`` prints that list
@@ -297,7 +300,7 @@ class AdminOps:
             topic=topic,
             key=msg_id,
             max_num=max_num,
-            begin_timestamp=0,
+            begin_timestamp=begin_ms,
             end_timestamp=(1 << 63) - 1,
             unique_key_query=True,
         )

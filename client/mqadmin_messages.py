@@ -41,6 +41,7 @@ from client.producer import Producer
 from remoting.codec.bodies import PERM_READ, MessageQueue
 from remoting.codec.codes import RequestCode
 from remoting.codec.java_format import java_fixed
+from remoting.codec.msgid import nearly_time_from_id
 
 __all__ = ["COMMANDS", "print_message_detail"]
 
@@ -185,12 +186,14 @@ def query_msg_by_unique_key(ctx: click.Context, **o: Any) -> None:
 
 async def _view_message(admin: Admin, topic: str, msg_id: str) -> MessageExt:
     """Java's ``DefaultMQAdminExtImpl.viewMessage(topic, msgId)``: an offset msgId is viewed at its broker; any other
-    id, or one whose view fails, is queried as a unique key of ``topic`` (MQClientError NO_MESSAGE when none has it)."""
+    id, or one whose view fails, is queried as a unique key of ``topic`` from a second before the time in it
+    (``MQAdminImpl.queryMessageByUniqKey(topic, uniqKey)``; MQClientError NO_MESSAGE when none has it)."""
     try:
         return await admin.query_msg_by_id(msg_id)
     except BROKER_FAILURES:
         pass
-    msgs = await admin.query_msg_by_unique_key(topic, msg_id)
+    made = nearly_time_from_id(msg_id)
+    msgs = await admin.query_msg_by_unique_key(topic, msg_id, begin_ms=0 if made is None else made - 1000)
     if not msgs:
         raise MQClientError(NO_MESSAGE)
     return msgs[0]

@@ -146,3 +146,22 @@ def parse_uniq_key(key: str) -> UniqKey:
     ip = str(ipaddress.IPv4Address(raw[:4]) if ip_len == 4 else ipaddress.IPv6Address(raw[:16]))
     pid, loader, month_ms, counter = struct.unpack_from(">HIiH", raw, ip_len)
     return UniqKey(ip, pid, loader, month_ms, counter)
+
+
+def nearly_time_from_id(msg_id: str, now_ms: int | None = None) -> int | None:
+    """Java's ``MessageClientIDSetter.getNearlyTimeFromID``: the epoch milliseconds a producer's ``UNIQ_KEY`` was made
+    at, from its time field (milliseconds since the start of a local month): this month's, or the month before when
+    that is not before now. ``None`` for an id that is not hex or too short to hold the field."""
+    try:
+        raw = bytes.fromhex(msg_id)
+    except ValueError:
+        return None
+    at = (16 if len(raw) == 28 else 4) + 6  # after the IP, pid and class-loader hash
+    if len(raw) < at + 4:
+        return None
+    since = int.from_bytes(raw[at : at + 4], "big")
+    now = int(time.time() * 1000) if now_ms is None else now_ms
+    start = _month_start_ms(now)
+    if start + since >= now:
+        start = _month_start_ms(start - 1)
+    return start + since

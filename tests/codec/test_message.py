@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import datetime
 
 import pytest
 from hypothesis import given
@@ -39,6 +40,7 @@ from remoting.codec.message_properties import (
 from remoting.codec.msgid import (
     UniqKeyGenerator,
     decode_offset_msg_id,
+    nearly_time_from_id,
     offset_msg_id,
     pack_socket_address,
     parse_uniq_key,
@@ -340,6 +342,21 @@ def test_uniq_keys_have_a_constant_prefix_and_parse_back() -> None:
     assert 0 <= a.month_ms < 31 * 86_400_000
     v6 = UniqKeyGenerator("::1", pid=1, loader_hash=2).next_id(now)
     assert len(v6) == 56 and parse_uniq_key(v6).ip == "::1"
+
+
+def test_the_time_a_uniq_key_was_made_reads_back_as_java_reads_it() -> None:
+    """MessageClientIDSetter.getNearlyTimeFromID: this month's start plus the id's time, or last month's when that is
+    not before now (an id of the month before, read early in this one); ``None`` for what is not an id."""
+    now = 1_700_000_000_000
+    v4 = UniqKeyGenerator("10.1.2.3", pid=1, loader_hash=2).next_id(now - 5)
+    v6 = UniqKeyGenerator("::1", pid=1, loader_hash=2).next_id(now - 5)
+    assert nearly_time_from_id(v4, now) == nearly_time_from_id(v6, now) == now - 5
+    month_start = datetime.datetime(2023, 12, 1).astimezone()  # local, as the ids' months are
+    read_early = int(month_start.timestamp() * 1000) + 1_000  # a second into December
+    made_in_november = read_early - 5_000
+    old_id = UniqKeyGenerator("10.1.2.3", pid=1, loader_hash=2).next_id(made_in_november)
+    assert nearly_time_from_id(old_id, read_early) == made_in_november
+    assert nearly_time_from_id("not hex", now) is None and nearly_time_from_id("0A01", now) is None
 
 
 @given(st.binary(max_size=400))
