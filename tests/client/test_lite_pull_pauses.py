@@ -93,3 +93,23 @@ async def test_a_paused_queue_is_looked_at_again_every_second(
                 await trio.sleep(0.01)
     assert paused_pulls == []
     assert refusing.pulled_at[0] - assigned == pytest.approx(3.0, abs=0.1), (assigned, refusing.pulled_at)
+
+
+async def test_a_pause_of_a_queue_not_assigned_is_ignored(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """AssignedMessageQueue.pause sets the flag only in the MessageQueueState of an assigned queue
+    (client/src/main/java/org/apache/rocketmq/client/impl/consumer/AssignedMessageQueue.java, 4.9.8): a queue paused
+    before it is assigned is pulled once assigned. Ours kept the pause, and the queue was never pulled."""
+    async with (
+        _refusing_master(embedded_cluster) as refusing,
+        LitePullConsumer("lite-paused-early", embedded_cluster.namesrv_addr) as consumer,
+    ):
+        mq = MessageQueue(TOPIC, BROKER, 0)
+        consumer.pause([mq])
+        await consumer.assign([mq])
+        with trio.move_on_after(10):
+            while not refusing.pulled_at:
+                await trio.sleep(0.01)
+        pulled = list(refusing.pulled_at)
+    assert pulled, "the queue paused before its assignment was never pulled"
