@@ -818,8 +818,10 @@ class LitePullConsumer(LitePullWorker):
 
     def pause(self, mqs: Iterable[MessageQueue]) -> None:
         """Stop pulling ``mqs`` (what is buffered can still be polled) until :meth:`resume`, or until the queue is
-        given up (a rebalance, ``assign``, ``unsubscribe``): assigned again, it is pulled, as Java's."""
-        self._paused.update(wrap_queues(self.namespace, mqs))
+        given up (a rebalance, ``assign``, ``unsubscribe``): assigned again, it is pulled, as Java's. A queue not
+        assigned is left alone (AssignedMessageQueue.pause finds no state for it)."""
+        assigned = self.assignment()
+        self._paused.update(mq for mq in wrap_queues(self.namespace, mqs) if mq in assigned)
 
     def resume(self, mqs: Iterable[MessageQueue]) -> None:
         self._paused.difference_update(wrap_queues(self.namespace, mqs))

@@ -91,8 +91,8 @@ async def test_lite_pull_seek_of_a_queue_assigned_while_the_name_server_was_down
     await door.reserve()
     async with anyio.create_task_group() as tg:
         async with LitePullConsumer("lite-seek-ns-down", door.addr, consume_from_where=FIRST) as consumer:
-            consumer.pause([mq])
             await consumer.assign([mq])
+            consumer.pause([mq])  # once assigned: a pause of a queue not assigned is ignored, as Java's
             await door.open(tg)
             await consumer.seek(mq, 2)
             consumer.resume([mq])

@@ -85,8 +85,8 @@ async def test_paused_queues_are_not_pulled_until_resumed(cluster: ThreadedClust
     await create_topic(cluster.namesrv_addr, "LitePause", queues=1)
     async with LitePullConsumer("lite-pause", cluster.namesrv_addr) as consumer:
         [mq] = await consumer.fetch_message_queues("LitePause")
-        consumer.pause([mq])
         await consumer.assign([mq])
+        consumer.pause([mq])  # assigned: Java's AssignedMessageQueue.pause ignores a queue not assigned
         await send_bodies(cluster.namesrv_addr, "LitePause", [b"p0", b"p1"])
         assert await consumer.poll(timeout=0.3) == []
         consumer.resume([mq])
