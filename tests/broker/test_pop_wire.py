@@ -556,3 +556,23 @@ async def test_a_message_arriving_while_a_pop_parks_is_handed_out_at_once(
     answer = await ask(embedded_cluster, pop_request(clock, "PopWireGap", poll=20_000))
     assert [m.body for m in messages(answer)] == [b"g0"]
     assert trio.current_time() - start < 5  # not at the end of its 20 s window
+
+
+async def test_an_ack_past_the_invisible_time_still_cancels_the_revive_to_come(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """AckMessageProcessor.appendAck writes the ACK whatever the handle's invisible time: one that comes after it,
+    before the revive reached its CK, keeps the message from coming again (ACK_MESSAGE and BATCH_ACK_MESSAGE)."""
+    clock = use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "PopWireLate")
+    await send(embedded_cluster, "PopWireLate", b"l0", b"l1")
+    first, second = messages(await ask(embedded_cluster, pop_request(clock, "PopWireLate", invisible=10_000)))
+    await trio.sleep(10.1)
+    acked = await ask(embedded_cluster, ack_request("PopWireLate", first))
+    assert acked.code == ResponseCode.SUCCESS, acked.remark
+    body = batch_ack_body("PopWireLate", [second])
+    assert (await ask(embedded_cluster, request(RequestCode.BATCH_ACK_MESSAGE, body=body))).code == ResponseCode.SUCCESS
+    await trio.sleep(45)
+    again = await ask(embedded_cluster, pop_request(clock, "PopWireLate"))
+    assert again.code == ResponseCode.POLLING_TIMEOUT, [m.body for m in messages(again)]
+
