@@ -552,7 +552,7 @@ class AckMessageProcessor:
 
     def _acked(self, group: str, topic: str, handle: ReceiptHandle) -> AckOutcome:
         try:
-            return self.pop_of().ack(group, topic, handle)
+            return self.pop_of().ack(group, topic, handle, refuse_expired=False)
         except PutRefusedError as exc:
             raise RequestRejected(ResponseCode.SYSTEM_ERROR, f"{exc.put_status}: {exc}") from None
 

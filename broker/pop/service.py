@@ -813,10 +813,12 @@ class PopService:
 
     # ---- ack and change of invisibility ---------------------------------------------------------------------
 
-    def ack(self, group: str, topic: str, handle: ReceiptHandle) -> AckOutcome:
-        """Acknowledge one popped message. Expired handles are refused (RocketMQ's proxy check)."""
+    def ack(self, group: str, topic: str, handle: ReceiptHandle, *, refuse_expired: bool = True) -> AckOutcome:
+        """Acknowledge one popped message. Expired handles are refused (RocketMQ's proxy check) unless
+        ``refuse_expired`` is false: the remoting ack writes its ACK all the same, so one come before the revive reached
+        the CK still cancels it (5.3.3's AckMessageProcessor.appendAck checks no invisible time)."""
         now = self.now_ms()
-        if handle.expired(now):
+        if refuse_expired and handle.expired(now):
             return AckOutcome.EXPIRED
         real = handle.real_topic(group, topic)
         if real not in self.broker.topics or not self._in_queue(real, handle, past_end=True):
