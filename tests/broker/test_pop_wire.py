@@ -576,3 +576,29 @@ async def test_an_ack_past_the_invisible_time_still_cancels_the_revive_to_come(
     again = await ask(embedded_cluster, pop_request(clock, "PopWireLate"))
     assert again.code == ResponseCode.POLLING_TIMEOUT, [m.body for m in messages(again)]
 
+
+async def test_an_arrival_wakes_the_next_parked_pop_when_the_first_ones_client_left(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """PopLongPollingService.pollRemotingCommands passes over a request whose channel is no longer active and wakes
+    the next: a message arriving before the closed connection's pop was swept goes to the pop still waiting."""
+    clock = use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "PopWireLeft")
+    answers: list[tuple[RemotingCommand, float]] = []
+    start = trio.current_time()
+
+    async def second() -> None:
+        answer = await ask(embedded_cluster, pop_request(clock, "PopWireLeft", poll=30_000, queueId="0"))
+        answers.append((answer, trio.current_time() - start))
+
+    async with trio.open_nursery() as nursery:
+        async with RemotingClient() as client:
+            with trio.move_on_after(0.5):
+                cmd = pop_request(clock, "PopWireLeft", poll=30_000, queueId="0")
+                await client.invoke(embedded_cluster.broker_addr, cmd, 60)
+            nursery.start_soon(second)
+            await trio.sleep(0.5)
+        await trio.sleep(1)
+        await send(embedded_cluster, "PopWireLeft", b"woke")
+    [(answer, waited)] = answers
+    popped_at_the_arrival(answer, waited)
