@@ -85,6 +85,11 @@ def _peer(ctx: RequestContext) -> str:
     return f"/{host}:{port}"
 
 
+def _alive(ctx: RequestContext) -> Callable[[], bool]:
+    """Whether the request's client can still be answered (a wake passes over one gone: PopLongPollingService)."""
+    return lambda: not ctx.connection.closed
+
+
 def _with_faq(rejected: RequestRejected) -> RequestRejected:
     """The pop service's refusal with the FAQ link 5.3.3's processors append to an unknown topic or group."""
     if rejected.code in (ResponseCode.TOPIC_NOT_EXIST, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST):
@@ -221,7 +226,12 @@ class PopMessageProcessor:
                     await trio.lowlevel.checkpoint()
                 else:
                     await pop.wait_arrival(
-                        [topic, pop_retry_topic(group, topic)], left, group, *filters, queue_id=header.queue_id
+                        [topic, pop_retry_topic(group, topic)],
+                        left,
+                        group,
+                        *filters,
+                        queue_id=header.queue_id,
+                        alive=_alive(ctx),
                     )
                 if ctx.connection.closed:
                     return
@@ -316,7 +326,12 @@ class PopMessageProcessor:
             )  # see _long_poll
             while not found and (left := (header.born_time + header.poll_time - pop.now_ms()) / 1000) > 0:
                 await pop.wait_arrival(
-                    [topic, pop_retry_topic(group, topic)], left, group, queue_id=header.queue_id, notification=True
+                    [topic, pop_retry_topic(group, topic)],
+                    left,
+                    group,
+                    queue_id=header.queue_id,
+                    notification=True,
+                    alive=_alive(ctx),
                 )
                 if ctx.connection.closed:
                     return

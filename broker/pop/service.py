@@ -276,15 +276,19 @@ class PopService:
         the loop every client shares): a receive past it is woken unchecked, pops, finds nothing and waits again."""
         by_filter = self._arrivals.get(topic, {}).get(group, {}).get(slot)
         poll: _Poll | None = None
+        gone: list[_Poll] = []
         for waiters in (by_filter or {}).values():
-            first = next(iter(waiters))
-            if poll is not None and first.seq >= poll.seq:
+            first = _first_alive(waiters, gone)
+            if first is None or (poll is not None and first.seq >= poll.seq):
                 continue
             matched = True
             if arrival is not None:
                 matched, left = first.filter.check(arrival, left)
             if matched:
                 poll = first
+        for ended in gone:  # their clients left: ended now, their polling slots freed
+            self._unfile(ended)
+            ended.event.set()
         if poll is None:
             return False, left
         self._unfile(poll)
@@ -320,22 +324,25 @@ class PopService:
         *,
         queue_id: int = -1,
         notification: bool = False,
+        alive: Callable[[], bool] = lambda: True,
     ) -> None:
         """Return when an arrival on one of ``topics`` that the receive's filter (``tags`` and ``property_filter``, as
         :meth:`pop` takes them) matches wakes this receive of ``group`` (:meth:`_wake`: per group and arrival, one
         receive of queue -1 and one of the arrival's queue; ``queue_id`` is the queue of ``topics[0]`` it pops, the
         other topics, the retry topic, it reads whole; a ``notification`` waits apart from the pops) or after
         ``timeout`` seconds; a receive cancelled once a wake chose it (before or after the wake) raises Cancelled and
-        the wake goes to the next receive of its slot. The last waiter of a topic to leave drops its entries, so topics
-        waited on once are not kept for good (RocketMQ's PopLongPollingService removes a topic's polling queue once it
-        is empty and cleans those of topics that are gone)."""
+        the wake goes to the next receive of its slot; so it does while ``alive()`` says its client left, and the
+        receive returns unwoken (PopLongPollingService.pollRemotingCommands passes over a request whose channel is no
+        longer active). The last waiter of a topic to leave drops its entries, so topics waited on once are not kept
+        for good (RocketMQ's PopLongPollingService removes a topic's polling queue once it is empty and cleans those of
+        topics that are gone)."""
         if self.arrival_hook is not None:
             hook, self.arrival_hook = self.arrival_hook, None
             hook()
         filed: dict[str, _Slot] = {}
         for i, topic in enumerate(topics):
             filed.setdefault(topic, (max(queue_id, -1) if i == 0 else -1, notification))
-        poll = _Poll(group, tuple(filed.items()), _Filter(tags, property_filter), next(self._poll_seq))
+        poll = _Poll(group, tuple(filed.items()), _Filter(tags, property_filter), next(self._poll_seq), alive)
         for topic, slot in poll.filed:
             by_slot = self._arrivals.setdefault(topic, {}).setdefault(group, {})
             by_slot.setdefault(slot, {}).setdefault(poll.key, {})[poll] = None
@@ -978,6 +985,8 @@ class _Poll:
     filed: tuple[tuple[str, _Slot], ...]
     filter: _Filter
     seq: int
+    #: whether its client is still there to answer
+    alive: Callable[[], bool]
     event: trio.Event = attrs.Factory(trio.Event)
     woken_on: tuple[str, _Slot] | None = None
     woken_by: tuple[int, str] | None = None
@@ -1005,6 +1014,15 @@ def _retry_first(turn: int, percent: int) -> bool:
     popFromRetryProbability`` for each pop."""
     percent = min(max(percent, 0), 100)
     return -(-(turn + 1) * percent // 100) > -(-turn * percent // 100)
+
+
+def _first_alive(waiters: dict[_Poll, None], gone: list[_Poll]) -> _Poll | None:
+    """The first of ``waiters`` whose client is still there; those before it go to ``gone``."""
+    for poll in waiters:
+        if poll.alive():
+            return poll
+        gone.append(poll)
+    return None
 
 
 def _fifo_blocked(state: FifoQueue, now: int) -> bool:
