@@ -15,6 +15,7 @@ import trio.testing
 
 from broker.context import config_dir_of
 from broker.embedded import EmbeddedCluster
+from client.admin import Admin
 from remoting.client import RemotingClient
 from remoting.codec.bodies.assignment import (
     MessageRequestMode,
@@ -25,6 +26,7 @@ from remoting.codec.bodies.assignment import (
 from remoting.codec.bodies.heartbeat import ConsumerData, HeartbeatData, MessageModel
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand, request
+from store.metadata_files import PERM_WRITE
 from tests.conftest import SMALL_STORE
 from tests.semantics.helpers import create_topic
 
@@ -175,3 +177,25 @@ async def test_a_route_no_name_server_refreshes_keeps_its_queues(
         start = trio.current_time()
         assert await assigned(client, addr, query("AssignStale", "cid-a")) == both
         assert trio.current_time() - start < 1
+
+
+async def test_a_route_without_readable_queues_answers_an_empty_set_and_no_message_model_an_error(
+    embedded_cluster: EmbeddedCluster,
+) -> None:
+    """TopicRouteInfoManager keeps the empty set of a route with no readable queue: broadcasting, or a POP group
+    popping every queue, is answered an empty set (the client drops its queues), a balanced one null (the strategy
+    throws on no queues). A body without ``messageModel`` makes doLoadBalance's switch throw: SYSTEM_ERROR."""
+    addr = embedded_cluster.broker_addr
+    async with Admin(embedded_cluster.namesrv_addr) as admin:
+        await admin.create_topic("AssignWriteOnly", read_queue_nums=2, write_queue_nums=2, perm=PERM_WRITE)
+    async with RemotingClient() as client:
+        await heartbeat(client, addr, "cid-a")
+        broadcast = await assigned(client, addr, query("AssignWriteOnly", "cid-a", model=MessageModel.BROADCASTING))
+        assert broadcast == []
+        assert await assigned(client, addr, query("AssignWriteOnly", "cid-a")) is None
+        body = SetMessageRequestModeRequestBody("AssignWriteOnly", GROUP, MessageRequestMode.POP, 0)
+        assert (await set_mode(client, addr, body)).code == ResponseCode.SUCCESS
+        assert await assigned(client, addr, query("AssignWriteOnly", "cid-a")) == []
+        no_model = orjson.dumps({"clientId": "cid-a", "consumerGroup": GROUP, "strategyName": "AVG", "topic": "T"})
+        answer = await client.invoke(addr, request(RequestCode.QUERY_ASSIGNMENT, body=no_model), 10)
+        assert answer.code == ResponseCode.SYSTEM_ERROR
