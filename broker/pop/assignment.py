@@ -9,8 +9,8 @@ pair, POP making it pop instead of pull. Without a mode set, a retry topic is PU
 readable ones from the name server (TopicRouteInfoManager.getTopicSubscribeInfo), kept in a table refreshed every
 ``loadBalancePollNameServerInterval`` by :meth:`QueryAssignmentProcessor.run` (a failed refresh keeps them). A topic
 no name server knows, a group without live consumers or an unknown strategy answer SUCCESS without assignments (the
-client keeps what it had); a POP group pops every queue (id -1) unless ``popShareQueueNum`` limits it to its own share
-and that of the consumers following it.
+client keeps what it had); a route without readable queue is an empty set of them; a POP group pops every queue
+(id -1) unless ``popShareQueueNum`` limits it to its own share and that of the consumers following it.
 """
 
 from __future__ import annotations
@@ -162,6 +162,8 @@ class QueryAssignmentProcessor:
                 self._set_mode(SetMessageRequestModeRequestBody.decode(request.body or b""))
                 return request.response(ResponseCode.SUCCESS)
             body = QueryAssignmentRequestBody.decode(request.body or b"")
+            if body.message_model is None:  # doLoadBalance's switch on it throws
+                return request.response(ResponseCode.SYSTEM_ERROR, "java.lang.NullPointerException")
         except RequestRejected as rejected:
             return request.response(rejected.code, rejected.remark)
         except CodecError as exc:  # Java's decode throws out of the processor
@@ -234,7 +236,7 @@ class QueryAssignmentProcessor:
 
     async def _refresh(self, topic: str) -> None:
         """Fetch the topic's route into the table, within :data:`_ROUTE_TIMEOUT` in all: a topic the name server
-        does not know (or whose route has no readable queue) leaves it, a fetch no name server answered leaves the
+        does not know leaves it, a fetch no name server answered leaves the
         table as it was (TopicRouteInfoManager.updateTopicRouteInfoFromNameServer)."""
         with trio.move_on_after(_ROUTE_TIMEOUT):
             async with self._fetching:
@@ -247,10 +249,10 @@ class QueryAssignmentProcessor:
                 if data.perm & PERM_READ
                 for qid in range(data.read_queue_nums)
             )
-            if queues:
-                self._routes[topic] = queues
-            else:
+            if route is None:
                 self._routes.pop(topic, None)
+            else:  # no readable queue: an empty set, kept (updateSubscribeInfoTable)
+                self._routes[topic] = queues
 
     async def _fetch(self, topic: str) -> tuple[bool, TopicRouteData | None]:
         """GET_ROUTEINFO_BY_TOPIC, one name server after the other until one answers: whether one did, and the

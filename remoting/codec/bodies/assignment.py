@@ -45,22 +45,30 @@ class QueryAssignmentRequestBody:
     consumer_group: str = ""
     client_id: str = ""
     strategy_name: str = ""
-    message_model: MessageModel = MessageModel.CLUSTERING
+    #: ``None``: the body named none (Java's field stays null)
+    message_model: MessageModel | None = MessageModel.CLUSTERING
 
     def encode(self) -> bytes:
-        return dumps({"clientId": self.client_id, "consumerGroup": self.consumer_group,
-                      "messageModel": self.message_model.name, "strategyName": self.strategy_name,
-                      "topic": self.topic})  # fmt: skip
+        out = {"clientId": self.client_id, "consumerGroup": self.consumer_group, "strategyName": self.strategy_name,
+               "topic": self.topic}  # fmt: skip
+        if self.message_model is not None:  # fastjson leaves nulls out
+            out["messageModel"] = self.message_model.name
+        return dumps(out)
 
     @classmethod
     def decode(cls, data: bytes | memoryview) -> QueryAssignmentRequestBody:
         o = load_object(data, "QueryAssignmentRequestBody")
+        model = (
+            None
+            if o.get("messageModel") is None
+            else get_enum(o, "messageModel", MessageModel, MessageModel.CLUSTERING)
+        )
         return cls(
             get_str(o, "topic") or "",
             get_str(o, "consumerGroup") or "",
             get_str(o, "clientId") or "",
             get_str(o, "strategyName") or "",
-            get_enum(o, "messageModel", MessageModel, MessageModel.CLUSTERING),
+            model,
         )
 
 
