@@ -602,3 +602,10 @@ async def test_an_arrival_wakes_the_next_parked_pop_when_the_first_ones_client_l
         await send(embedded_cluster, "PopWireLeft", b"woke")
     [(answer, waited)] = answers
     popped_at_the_arrival(answer, waited)
+
+
+async def test_pop_rollback_answers_success_having_no_kv_pop_store_to_export(embedded_cluster: EmbeddedCluster) -> None:
+    """POP_ROLLBACK 200056 (``mqadmin exportPopRecord``): 5.3.3's AdminBrokerProcessor.transferPopToFsStore answers
+    SUCCESS, exporting nothing without a PopConsumerService (``popConsumerKVServiceInit`` false, the default)."""
+    answer = await ask(embedded_cluster, request(200056))
+    assert (answer.code, answer.remark) == (ResponseCode.SUCCESS, None)
