@@ -346,6 +346,12 @@ class AdminBrokerProcessor:
             table[key] = {str(q): o for q, o in sorted(offsets.offsets_of(group, topic).items())}
         return request.response(ResponseCode.SUCCESS, body=dumps({"offsetTable": table}))
 
+    def export_pop_records(self, request: RemotingCommand) -> RemotingCommand:
+        """POP_ROLLBACK (``mqadmin exportPopRecord``): SUCCESS, with no pop KV store to move into the file store, as
+        AdminBrokerProcessor.transferPopToFsStore answers without a PopConsumerService (``popConsumerKVServiceInit``
+        false, its default)."""
+        return request.response(ResponseCode.SUCCESS)
+
     def system_topics(self, request: RemotingCommand) -> RemotingCommand:
         """GET_SYSTEM_TOPIC_LIST_FROM_BROKER: the broker's system topic set (``TopicValidator.getSystemTopicSet``)."""
         topics = sorted(self.broker.topics.system_topic_names)
@@ -421,6 +427,7 @@ _HANDLERS: Final[dict[int, _Handler]] = {
     RequestCode.GET_BROKER_CONFIG: AdminBrokerProcessor.get_broker_config,
     RequestCode.GET_ALL_CONSUMER_OFFSET: AdminBrokerProcessor.all_consumer_offsets,
     RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER: AdminBrokerProcessor.system_topics,
+    RequestCode.POP_ROLLBACK: AdminBrokerProcessor.export_pop_records,
 }
 
 _ASYNC_HANDLERS: Final[dict[int, _AsyncHandler]] = {

@@ -148,6 +148,7 @@ class RequestCode(enum.IntEnum):
     CHANGE_MESSAGE_INVISIBLETIME = 200053
     NOTIFICATION = 200054
     POLLING_INFO = 200055
+    POP_ROLLBACK = 200056  # 5.3: mqadmin exportPopRecord (the pop KV store to the file store)
     BATCH_ACK_MESSAGE = 200151
 
 
