@@ -360,7 +360,7 @@ class PopMessageProcessor:
             pop_time=pop_time,
             invisible_time=header.invisible_time,
             revive_qid=revive_qid,
-            rest_num=self._rest(header),
+            rest_num=self._rest(pop, header),
             start_offset_info=starts,
             msg_offset_info=offsets,
             order_count_info=counts if header.order else None,
@@ -371,18 +371,13 @@ class PopMessageProcessor:
         body = b"".join(_record(p, pop.original_topic(group, p.message)) for p in popped)
         return request.response(ResponseCode.SUCCESS, "FOUND", fields, body)
 
-    def _rest(self, header: PopMessageRequestHeader) -> int:
+    def _rest(self, pop: PopService, header: PopMessageRequestHeader) -> int:
         """Entries of the queues popped that the group has not read (PopMessageProcessor's ``restNum``)."""
-        store, offsets, group = self.broker.store, self.broker.offsets, header.consumer_group
         config = self.broker.topics.get(header.topic)
         if config is None:
             return 0
         qids = [header.queue_id] if header.queue_id >= 0 else range(config.read_queue_nums)
-        rest = 0
-        for qid in qids:
-            committed = max(offsets.query(group, header.topic, qid), store.min_offset_in_queue(header.topic, qid))
-            rest += max(store.max_offset_in_queue(header.topic, qid) - committed, 0)
-        return rest
+        return sum(pop.rest_of(header.consumer_group, header.topic, qid) for qid in qids)
 
 
 def _no_topic(topic: str) -> RequestRejected:

@@ -398,18 +398,25 @@ class PopService:
         ``topic`` (``queue_id`` ≥ 0: that queue) then of the group's pop retry topic, each queue read from the group's
         offset (without one, the queue's start); no checkpoint, nothing committed. Also the entries left past the
         offsets of every queue visited (``restNum``)."""
-        store, offsets = self.broker.store, self.broker.offsets
+        store = self.broker.store
         records: list[memoryview | bytes] = []
         rest = 0
         for source, only in ((topic, queue_id), (pop_retry_topic(group, topic), -1)):
             config = self.broker.topics.get(source)
             count = 0 if config is None else config.read_queue_nums
             for qid in [only] if only >= 0 else range(count):
-                offset = max(offsets.query(group, source, qid), store.min_offset_in_queue(source, qid))
-                rest += max(store.max_offset_in_queue(source, qid) - offset, 0)
-                if len(records) < max_nums:
+                left = self.rest_of(group, source, qid)
+                rest += left
+                if len(records) < max_nums and left:
+                    offset = store.max_offset_in_queue(source, qid) - left
                     records += store.get(source, qid, offset, max_nums - len(records)).messages
         return records, rest
+
+    def rest_of(self, group: str, topic: str, qid: int) -> int:
+        """The entries of the queue past ``group``'s offset (without one, all it holds): ``restNum``'s share of it."""
+        store = self.broker.store
+        offset = max(self.broker.offsets.query(group, topic, qid), store.min_offset_in_queue(topic, qid))
+        return max(store.max_offset_in_queue(topic, qid) - offset, 0)
 
     def _schedule_lock_free(self, key: tuple[str, str, int], state: FifoQueue) -> None:
         """Set the queue's timer to when its batch in flight is visible again (none while nothing is in flight), as
@@ -553,7 +560,7 @@ class PopService:
         orderly queue whose batch is in flight does not count unless ``attempt_id`` retries it. Reads and commits
         nothing: 5.3.3's NotificationProcessor.hasMsgFromTopic / hasMsgFromQueue (broker/src/main/java/org/apache/
         rocketmq/broker/processor/NotificationProcessor.java)."""
-        store, offsets, now = self.broker.store, self.broker.offsets, self.now_ms()
+        now = self.now_ms()
         for source, only in ((topic, queue_id), (pop_retry_topic(group, topic), -1)):
             config = self.broker.topics.get(source)
             count = 0 if config is None else config.read_queue_nums
@@ -561,8 +568,7 @@ class PopService:
                 state = self._fifo.get((group, topic, qid)) if fifo and source == topic else None
                 if state is not None and not state.retried_by(attempt_id) and _fifo_blocked(state, now):
                     continue
-                offset = offsets.query(group, source, qid)
-                if store.max_offset_in_queue(source, qid) > max(offset, store.min_offset_in_queue(source, qid)):
+                if self.rest_of(group, source, qid):
                     return True
         return False
 
