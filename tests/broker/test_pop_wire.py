@@ -609,3 +609,18 @@ async def test_pop_rollback_answers_success_having_no_kv_pop_store_to_export(emb
     SUCCESS, exporting nothing without a PopConsumerService (``popConsumerKVServiceInit`` false, the default)."""
     answer = await ask(embedded_cluster, request(200056))
     assert (answer.code, answer.remark) == (ResponseCode.SUCCESS, None)
+
+
+async def test_an_orderly_pops_rest_num_leaves_out_what_is_in_flight_and_blocked_queues(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """PopMessageProcessor.popMsgFromQueue's ``restNum`` of an orderly pop: a queue it reads adds what is past the
+    messages it hands out, one blocked by a batch in flight adds nothing (checkBlock: "should not add accumulation")."""
+    clock = use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "PopWireRest")
+    await send(embedded_cluster, "PopWireRest", b"r0", b"r1", b"r2")
+    answer = await ask(embedded_cluster, pop_request(clock, "PopWireRest", maxMsgNums="1", order="true"))
+    assert [m.body for m in messages(answer)] == [b"r0"]
+    assert answer.ext_fields["restNum"] == "2"
+    blocked = await ask(embedded_cluster, pop_request(clock, "PopWireRest", order="true"))
+    assert (blocked.code, blocked.ext_fields["restNum"]) == (ResponseCode.POLLING_TIMEOUT, "0")
