@@ -412,6 +412,11 @@ class PopService:
                     records += store.get(source, qid, offset, max_nums - len(records)).messages
         return records, rest
 
+    def fifo_blocked(self, group: str, topic: str, qid: int) -> bool:
+        """Whether an orderly queue of ``group`` has a message in flight."""
+        state = self._fifo.get((group, topic, qid))
+        return state is not None and _fifo_blocked(state, self.now_ms())
+
     def rest_of(self, group: str, topic: str, qid: int) -> int:
         """The entries of the queue past ``group``'s offset (without one, all it holds): ``restNum``'s share of it."""
         store = self.broker.store
