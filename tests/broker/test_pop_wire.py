@@ -624,3 +624,17 @@ async def test_an_orderly_pops_rest_num_leaves_out_what_is_in_flight_and_blocked
     assert answer.ext_fields["restNum"] == "2"
     blocked = await ask(embedded_cluster, pop_request(clock, "PopWireRest", order="true"))
     assert (blocked.code, blocked.ext_fields["restNum"]) == (ResponseCode.POLLING_TIMEOUT, "0")
+
+
+async def test_an_arrival_wakes_the_newest_parked_notification(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """NotificationProcessor's PopLongPollingService is built with ``notifyLast``: an arrival wakes the request due
+    last (pollRemotingCommands' pollLast), where the pops' wakes the one due first."""
+    clock = use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "PopWireNewest")
+    older, newer = (notification(clock, "PopWireNewest", poll=30_000) for _ in range(2))
+    [(_first, first_took), (second, second_took)] = await parked_then_sent(embedded_cluster, [older, newer], 0)
+    assert second.code == ResponseCode.SUCCESS and second.ext_fields["hasMsg"] == "true"
+    assert second_took < 10, "the newest notification answers at the arrival"
+    assert first_took > 25, "the oldest waits on"
