@@ -44,7 +44,7 @@ import enum
 import heapq
 import itertools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Final
 
 import attrs
@@ -273,13 +273,16 @@ class PopService:
         message cost N reads, N - 1 of them empty; nor one the message does not match: it read the store for
         nothing. One arrival's SQL92 checks spend at most the pull path's evaluation budget
         (:data:`processors.pull.SQL92_EVALUATION_BUDGET`; Java checks on its reput thread, ours inside the append, on
-        the loop every client shares): a receive past it is woken unchecked, pops, finds nothing and waits again."""
+        the loop every client shares): a receive past it is woken unchecked, pops, finds nothing and waits again.
+        NOTIFICATIONs go the other way, newest first: NotificationProcessor builds its PopLongPollingService with
+        ``notifyLast``, which wakes the request due last."""
         by_filter = self._arrivals.get(topic, {}).get(group, {}).get(slot)
         poll: _Poll | None = None
         gone: list[_Poll] = []
+        newest = slot[1]
         for waiters in (by_filter or {}).values():
-            first = _first_alive(waiters, gone)
-            if first is None or (poll is not None and first.seq >= poll.seq):
+            first = _first_alive(reversed(waiters) if newest else waiters, gone)
+            if first is None or (poll is not None and (first.seq <= poll.seq if newest else first.seq >= poll.seq)):
                 continue
             matched = True
             if arrival is not None:
@@ -1027,7 +1030,7 @@ def _retry_first(turn: int, percent: int) -> bool:
     return -(-(turn + 1) * percent // 100) > -(-turn * percent // 100)
 
 
-def _first_alive(waiters: dict[_Poll, None], gone: list[_Poll]) -> _Poll | None:
+def _first_alive(waiters: Iterable[_Poll], gone: list[_Poll]) -> _Poll | None:
     """The first of ``waiters`` whose client is still there; those before it go to ``gone``."""
     for poll in waiters:
         if poll.alive():
