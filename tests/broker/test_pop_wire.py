@@ -638,3 +638,25 @@ async def test_an_arrival_wakes_the_newest_parked_notification(
     assert second.code == ResponseCode.SUCCESS and second.ext_fields["hasMsg"] == "true"
     assert second_took < 10, "the newest notification answers at the arrival"
     assert first_took > 25, "the oldest waits on"
+
+
+async def test_a_change_of_invisibility_past_the_invisible_time_still_moves_the_redelivery(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """ChangeInvisibleTimeProcessor.appendCheckPointThenAckOrigin writes the new CK and the ACK of the old whatever
+    the handle's invisible time: one come before the revive reached the old CK moves the redelivery to the new time."""
+    clock = use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "PopWireLateChange")
+    await send(embedded_cluster, "PopWireLateChange", b"c0")
+    [m] = messages(await ask(embedded_cluster, pop_request(clock, "PopWireLateChange", invisible=10_000)))
+    await trio.sleep(10.1)
+    fields = {"consumerGroup": GROUP, "topic": "PopWireLateChange", "queueId": str(m.queue_id),
+              "extraInfo": m.properties["POP_CK"], "offset": str(m.queue_offset), "invisibleTime": "60000"}  # fmt: skip
+    changed = await ask(embedded_cluster, request(RequestCode.CHANGE_MESSAGE_INVISIBLETIME, fields))
+    assert changed.code == ResponseCode.SUCCESS, changed.remark
+    await trio.sleep(20)
+    early = await ask(embedded_cluster, pop_request(clock, "PopWireLateChange"))
+    assert early.code == ResponseCode.POLLING_TIMEOUT, [m.body for m in messages(early)]
+    await trio.sleep(50)
+    [again] = messages(await ask(embedded_cluster, pop_request(clock, "PopWireLateChange")))
+    assert again.body == b"c0"
