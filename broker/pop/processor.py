@@ -623,12 +623,13 @@ class AckMessageProcessor:
         handle, origin = self._handle(header)
         pop = self.pop_of()
         try:
-            outcome, renewed = pop.change_invisible(header.consumer_group, origin, handle, header.invisible_time)
+            outcome, renewed = pop.change_invisible(
+                header.consumer_group, origin, handle, header.invisible_time, refuse_expired=False
+            )
         except PutRefusedError:
             return request.response(ResponseCode.SYSTEM_ERROR)  # appendCheckPointThenAckOrigin failed
         if outcome is AckOutcome.NOT_FOUND:
             return request.response(ResponseCode.NO_MESSAGE)
-        if renewed is None:  # expired: it comes again when its time is up; Java writes a CK and answers SUCCESS
-            renewed = attrs.evolve(handle, pop_time=pop.now_ms(), invisible_time=header.invisible_time)
+        assert renewed is not None  # found, expired or not: renewed
         fields = ChangeInvisibleTimeResponseHeader(renewed.pop_time, renewed.invisible_time, renewed.revive_qid)
         return request.response(ResponseCode.SUCCESS, None, fields.to_ext_fields())
