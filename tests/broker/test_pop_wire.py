@@ -21,7 +21,7 @@ from client.producer import Producer
 from remoting.client import RemotingClient
 from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig
 from remoting.codec.bodies.pop import BatchAck, BatchAckMessageRequestBody
-from remoting.codec.bodies.tables import MessageQueue
+from remoting.codec.bodies.tables import KVTable, MessageQueue
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand, request
 from remoting.codec.message import MessageExt, MessageRecord
@@ -660,3 +660,17 @@ async def test_a_change_of_invisibility_past_the_invisible_time_still_moves_the_
     await trio.sleep(50)
     [again] = messages(await ask(embedded_cluster, pop_request(clock, "PopWireLateChange")))
     assert again.body == b"c0"
+
+
+async def test_acks_run_on_a_pool_of_their_own_sized_and_swept_by_the_ack_settings(tmp_path: Path) -> None:
+    """5.3.3's BrokerController registers ACK_MESSAGE, BATCH_ACK_MESSAGE and CHANGE_MESSAGE_INVISIBLETIME on its ack
+    executor (``ackMessageThreadPoolNums``, ``ackThreadPoolQueueCapacity``; BrokerFastFailure sweeps its queue after
+    ``waitTimeMillsInAckQueue``), not the pull pool, and GET_BROKER_RUNTIME_INFO reports that queue
+    (AdminBrokerProcessor.prepareRuntimeInfo's ``ackThreadPoolQueue*``)."""
+    settings = {"ack_thread_pool_queue_capacity": 500, "wait_time_mills_in_ack_queue": 700}
+    async with EmbeddedCluster(tmp_path / "cluster", **SMALL_SEGMENTS, **settings) as cluster:
+        runtime = await ask(cluster, request(RequestCode.GET_BROKER_RUNTIME_INFO))
+        table = KVTable.decode(bytes(runtime.body)).table
+        assert (table["ackThreadPoolQueueCapacity"], table["ackThreadPoolQueueSize"]) == ("500", "0")
+        config = (await ask(cluster, request(RequestCode.GET_BROKER_CONFIG))).body
+        assert b"waitTimeMillsInAckQueue=700" in bytes(config)
