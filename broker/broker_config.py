@@ -239,6 +239,8 @@ class BrokerConfig(ListenerSettings):
     consumer_manage_thread_pool_nums: int = 32
     heartbeat_thread_pool_nums: int = min(32, available_cpus())
     end_transaction_thread_pool_nums: int = max(8 + 2 * available_cpus(), 4 * min(available_cpus(), 4))
+    #: RocketMQ 5's ack executor (ACK_MESSAGE, BATCH_ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME).
+    ack_message_thread_pool_nums: int = 16
     send_thread_pool_queue_capacity: int = 10_000
     pull_thread_pool_queue_capacity: int = 100_000
     query_thread_pool_queue_capacity: int = 20_000
@@ -247,15 +249,17 @@ class BrokerConfig(ListenerSettings):
     heartbeat_thread_pool_queue_capacity: int = 50_000
     end_transaction_pool_queue_capacity: int = 100_000
     admin_thread_pool_queue_capacity: int = 100_000
+    ack_thread_pool_queue_capacity: int = 100_000
     #: Broker fast failure (common/.../BrokerConfig.java; broker/.../latency/BrokerFastFailure.java): a request that
-    #: waited in the send, pull, heartbeat or end-transaction pool's queue this many ms or longer is answered
-    #: SYSTEM_BUSY ``[TIMEOUT_CLEAN_QUEUE]...`` instead of being processed (a oneway one is dropped). All five apply
+    #: waited in the send, pull, heartbeat, end-transaction or ack pool's queue this many ms or longer is answered
+    #: SYSTEM_BUSY ``[TIMEOUT_CLEAN_QUEUE]...`` instead of being processed (a oneway one is dropped). All six apply
     #: to a running broker at once when UPDATE_BROKER_CONFIG changes them, as Java's sweep reads them every 10 ms.
     broker_fast_failure_enable: bool = True
     wait_time_mills_in_send_queue: int = attrs.field(default=200, metadata=JAVA_LONG)
     wait_time_mills_in_pull_queue: int = attrs.field(default=5000, metadata=JAVA_LONG)
     wait_time_mills_in_heartbeat_queue: int = attrs.field(default=31_000, metadata=JAVA_LONG)
     wait_time_mills_in_transaction_queue: int = attrs.field(default=3000, metadata=JAVA_LONG)
+    wait_time_mills_in_ack_queue: int = attrs.field(default=3000, metadata=JAVA_LONG)  # RocketMQ 5's ack pool
     #: MessageStoreConfig's: an append that held the store's put lock longer than this (ms) makes the store
     #: page-cache busy (store/message_store.py): sends are answered SYSTEM_BUSY ``[REJECTREQUEST]``, and with fast
     #: failure on the queued ones ``[PCBUSY_CLEAN_QUEUE]``. Live: UPDATE_BROKER_CONFIG applies it to the next append.

@@ -239,7 +239,7 @@ class BrokerController:
         # (ours: the pull pool; a long-polling pop leaves its worker, :class:`PopMessageProcessor`).
         self.pop_processor = PopMessageProcessor(ctx, self.running_pop_service)
         register(PopMessageProcessor.REQUEST_CODES, self.pop_processor, pools["pull"])
-        register(AckMessageProcessor.REQUEST_CODES, AckMessageProcessor(ctx, self.running_pop_service), pools["pull"])
+        register(AckMessageProcessor.REQUEST_CODES, AckMessageProcessor(ctx, self.running_pop_service), pools["ack"])
         # 5.3.3 serves these on its load-balance executor (ours: the client-manage pool).
         self.assignment = QueryAssignmentProcessor(ctx)
         register(QueryAssignmentProcessor.REQUEST_CODES, self.assignment, pools["client_manage"])
@@ -508,12 +508,13 @@ def pool_sizes(config: BrokerConfig) -> dict[str, tuple[int, int | float]]:
         "consumer_manage": (config.consumer_manage_thread_pool_nums, math.inf),
         "end_transaction": (config.end_transaction_thread_pool_nums, config.end_transaction_pool_queue_capacity),
         "reply": (config.process_reply_message_thread_pool_nums, config.reply_thread_pool_queue_capacity),
+        "ack": (config.ack_message_thread_pool_nums, config.ack_thread_pool_queue_capacity),
     }
 
 
 def fast_failure_waits(config: BrokerConfig) -> dict[str, float | None]:
     """Each pool's ``max_wait`` (seconds) from the broker's fast-failure settings: ``waitTimeMillsIn{Send,Pull,
-    Heartbeat,Transaction}Queue`` for the four pools BrokerFastFailure.java sweeps, None for every pool when
+    Heartbeat,Transaction,Ack}Queue`` for the pools BrokerFastFailure.java sweeps, None for every pool when
     ``brokerFastFailureEnable`` is off (broker/src/main/java/org/apache/rocketmq/broker/latency/)."""
     on = config.broker_fast_failure_enable
     return {
@@ -521,6 +522,7 @@ def fast_failure_waits(config: BrokerConfig) -> dict[str, float | None]:
         "pull": config.wait_time_mills_in_pull_queue / 1000 if on else None,
         "heartbeat": config.wait_time_mills_in_heartbeat_queue / 1000 if on else None,
         "end_transaction": config.wait_time_mills_in_transaction_queue / 1000 if on else None,
+        "ack": config.wait_time_mills_in_ack_queue / 1000 if on else None,
     }
 
 

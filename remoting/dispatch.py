@@ -445,9 +445,9 @@ def broker_pools(
 
     Families: send, pull, query, admin (default processor), client_manage, heartbeat, consumer_manage,
     end_transaction, reply (request-reply's 324/325: ``processReplyMessageThreadPoolNums`` = 16 + 2n and
-    ``replyThreadPoolQueueCapacity`` = 10,000). Unbounded Java queues are ``math.inf`` here. ``fast_failure`` (Java's
-    ``brokerFastFailureEnable``, on by default there) sets each pool's ``max_wait`` to 4.9.8's
-    ``waitTimeMillsIn{Send,Pull,Heartbeat,Transaction}Queue``: 200 ms, 5 s, 31 s, 3 s.
+    ``replyThreadPoolQueueCapacity`` = 10,000), ack (RocketMQ 5's pop acks: 16, 100,000). Unbounded Java queues are
+    ``math.inf`` here. ``fast_failure`` (Java's ``brokerFastFailureEnable``, on by default there) sets each pool's
+    ``max_wait`` to ``waitTimeMillsIn{Send,Pull,Heartbeat,Transaction,Ack}Queue``: 200 ms, 5 s, 31 s, 3 s, 3 s.
     """
     n = cpus or available_cpus()
     send_workers = min(n, 4)
@@ -462,9 +462,10 @@ def broker_pools(
         "consumer_manage": (32, math.inf),
         "end_transaction": (max(8 + 2 * n, 4 * send_workers), 100_000),
         "reply": (16 + 2 * n, 10_000),
+        "ack": (16, 100_000),
     }
     chosen.update(sizes or {})
-    waits = {"send": 0.2, "pull": 5.0, "heartbeat": 31.0, "end_transaction": 3.0}
+    waits = {"send": 0.2, "pull": 5.0, "heartbeat": 31.0, "end_transaction": 3.0, "ack": 3.0}
     return {
         name: ProcessorPool(name, workers, capacity, max_wait=waits.get(name) if fast_failure else None)
         for name, (workers, capacity) in chosen.items()

@@ -38,10 +38,11 @@ PROCESSOR_NAMES = {
     "heartbeat": "heartbeat",
     "consumer_manage": "consumer_manager",
     "end_transaction": "transaction",
+    "ack": "ack",
 }
 #: Every ``processor`` RocketMQ 5.3.3 records ``rocketmq_processor_watermark`` for at each collection
 #: (broker/src/main/java/org/apache/rocketmq/broker/metrics/BrokerMetricsManager.java ``initStatsMetrics``): those
-#: we run no pool for (``async_put``, ``ack``, ``lite_pull``) read 0, as an idle Java queue does.
+#: we run no pool for (``async_put``, ``lite_pull``) read 0, as an idle Java queue does.
 JAVA_PROCESSORS = (
     "send",
     "async_put",

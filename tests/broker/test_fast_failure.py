@@ -111,13 +111,13 @@ async def test_with_broker_fast_failure_off_a_late_send_is_stored(
 async def test_the_queue_waits_come_from_broker_conf_and_change_live(
     tmp_path: Path, mock_clock: trio.testing.MockClock
 ) -> None:
-    """The four waits are broker.conf settings (pools without one, such as query, are never swept), shown by
+    """The five waits are broker.conf settings (pools without one, such as query, are never swept), shown by
     GET_BROKER_CONFIG; UPDATE_BROKER_CONFIG applies a new one to the running broker at once, requests already queued
     included, as Java's sweep reads BrokerConfig every 10 ms."""
     settings = "waitTimeMillsInSendQueue=1500\nwaitTimeMillsInPullQueue=7000\nwaitTimeMillsInHeartbeatQueue=9000\n"
     async with held_send_pool(tmp_path, mock_clock, settings) as (controller, addr, client, gate):
         waits = {name: pool.max_wait for name, pool in controller.pools.items() if pool.max_wait is not None}
-        assert waits == {"send": 1.5, "pull": 7.0, "heartbeat": 9.0, "end_transaction": 3.0}
+        assert waits == {"send": 1.5, "pull": 7.0, "heartbeat": 9.0, "end_transaction": 3.0, "ack": 3.0}
         text = bytes((await client.invoke(addr, request(RequestCode.GET_BROKER_CONFIG), 5)).body).decode()
         for line in (
             "brokerFastFailureEnable=true",

@@ -283,7 +283,9 @@ def test_broker_pools_follow_rocketmq_sizes_and_fast_failure_is_opt_in():
         "pull": 5.0,
         "heartbeat": 31.0,
         "end_transaction": 3.0,
+        "ack": 3.0,
     }
+    assert (pools["ack"].workers, pools["ack"].queue_capacity) == (16, 100_000)
 
 
 async def test_requests_queued_behind_stuck_workers_are_answered_busy_after_max_wait(autojump_clock):
