@@ -23,7 +23,7 @@ import attrs
 from client.namespace import instance_id_from_endpoint
 from remoting.codec.acl_signing import SessionCredentials
 from remoting.cpus import available_cpus
-from remoting.tls import client_context, client_key_files_open
+from remoting.tls import client_context, client_key_files_open, load_key_pair
 
 _instance_counter = itertools.count(1)
 
@@ -155,7 +155,7 @@ class ClientConfig:
         if not client_key_files_open(self.tls_cert_file, self.tls_key_file):
             return None
         if self.tls_cert_file:
-            ctx.load_cert_chain(self.tls_cert_file, self.tls_key_file or None)
+            load_key_pair(ctx, self.tls_cert_file, self.tls_key_file, None)
         return ctx
 
     @property

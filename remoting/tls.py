@@ -19,7 +19,8 @@ cannot, so none is asked for). :func:`client_context` encrypts without checking 
 (RocketMQ's test-mode client), and checks the chain and the host name against a CA file otherwise, or against the
 default CAs (``tls.client.authServer`` without ``tls.client.trustCertPath``); the broker's context towards its name
 servers (:func:`settings_client_context`) checks the chain only, as RocketMQ's client.
-Errors: ``OSError`` / ``ssl.SSLError`` for unreadable or mismatched certificate files, except a client certificate
+Errors: ``OSError`` / ``ssl.SSLError`` for unreadable or mismatched certificate files (an encrypted key without its
+password too, never a prompt: :func:`load_key_pair`), except a client certificate
 or key file a client cannot open (:func:`client_key_files_open`, used by :func:`settings_client_context` and the
 client's ``ClientConfig.ssl_context``): logged, and no context (plaintext), as RocketMQ's client.
 """
@@ -167,6 +168,17 @@ def _load_generated(ctx: ssl.SSLContext) -> None:
         ctx.load_cert_chain(cert, key)
 
 
+def load_key_pair(ctx: ssl.SSLContext, cert: str, key: str | None, password: str | None) -> None:
+    """Load a certificate chain and its key into ``ctx``; an encrypted key without ``password`` raises
+    ``ssl.SSLError``, as Netty refuses it (TlsHelper passes a null password), where OpenSSL's default would prompt on
+    the terminal or read standard input, blocking the process."""
+    ctx.load_cert_chain(cert, key or None, password or _no_password)
+
+
+def _no_password() -> str:
+    raise ssl.SSLError("the private key is encrypted and no key password is set")
+
+
 _CLIENT_AUTH = {"none": ssl.CERT_NONE, "optional": ssl.CERT_OPTIONAL, "require": ssl.CERT_REQUIRED}
 
 
@@ -177,11 +189,7 @@ def server_context(config: TlsSettings) -> ssl.SSLContext:
     if settings.tls_test_mode_enable:
         _load_generated(ctx)
         return ctx
-    ctx.load_cert_chain(
-        settings.tls_server_cert_path,
-        settings.tls_server_key_path or None,
-        settings.tls_server_key_password or None,
-    )
+    load_key_pair(ctx, settings.tls_server_cert_path, settings.tls_server_key_path, settings.tls_server_key_password)
     if settings.tls_server_auth_client:
         # RocketMQ's TlsHelper: the trust file, else the platform's default CAs; need.client.auth applies either way.
         if settings.tls_server_trust_cert_path:
@@ -215,7 +223,7 @@ def client_context(
         ctx.check_hostname = False
         ctx.verify_mode = ssl.CERT_NONE
     if cert_file:
-        ctx.load_cert_chain(cert_file, key_file or None, key_password or None)
+        load_key_pair(ctx, cert_file, key_file, key_password)
     return ctx
 
 
@@ -258,5 +266,5 @@ def settings_client_context(config: TlsSettings, use_tls: bool) -> ssl.SSLContex
     if not client_key_files_open(cert, key):
         return None
     if cert:
-        ctx.load_cert_chain(cert, key or None, settings.tls_client_key_password or None)
+        load_key_pair(ctx, cert, key, settings.tls_client_key_password)
     return ctx
