@@ -213,3 +213,18 @@ def test_mqnamesrv_p_prints_in_javas_field_order() -> None:
                         "orderMessageEnable", "configBlackList", "listenPort", "serverWorkerThreads"]  # fmt: skip
     positions = [keys.index(key) for key in ("serverWorkerThreads", "useEpollNativeSelector", "tls.server.mode")]
     assert positions == sorted(positions)
+
+
+async def test_a_tls_certificate_that_does_not_load_stops_the_start_as_namesrv_startup(tmp_path: Path) -> None:
+    """4.9.8's NamesrvController builds its NettyRemotingServer, whose SSL context Netty refuses with an
+    IllegalArgumentException for a certificate file that does not parse: NamesrvStartup exits. Ours served on,
+    closing every TLS connection (found by a review). A certificate file that cannot be opened is only logged, as
+    Java logs the IOException (tests/remoting/test_tls.py)."""
+    (tmp_path / "junk.pem").write_text("not a certificate\n")
+    status, err = await _boot_or_exit(
+        ["--listenPort", "0", "--listenHost", "127.0.0.1", "--kvConfigPath", str(tmp_path / "kv.json"),
+         "--tls.config.file", str(tmp_path / "none"), "--tls.test.mode.enable", "false",
+         "--tls.server.certPath", str(tmp_path / "junk.pem"), "--tls.server.keyPath", str(tmp_path / "junk.pem")]
+    )  # fmt: skip
+    assert status == 1
+    assert b"mqnamesrv: cannot build the TLS context" in err
