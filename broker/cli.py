@@ -25,7 +25,7 @@ with ignored (``nohup``) stays ignored, as the JVM leaves it (:mod:`remoting.ser
 by :mod:`broker.broker_process`) also shuts down so when stdin reaches end of file: the parent has gone. A bad option or
 property value (``listenPort`` outside 0..65535, an illegal name server address) exits with status 2 and a message
 naming it (a number Java cannot parse is only logged and skipped, as MixAll.properties2Object does); a port that
-cannot be bound, a locked or corrupt store exits with status 1.
+cannot be bound, a locked or corrupt store, a TLS certificate, key or trust file that does not load exits with status 1.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ from store.errors import StoreError
 log = logging.getLogger("broker")
 
 #: What a broker's start can fail with, reported as one line: a port that cannot be bound, a locked or corrupt store,
-#: a setting the store refuses.
+#: a setting the store refuses, TLS files that do not load (``remoting.tls.TlsContextError``).
 STARTUP_FAILURES = (OSError, StoreError, ValueError)
 
 

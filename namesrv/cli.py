@@ -14,8 +14,8 @@ When listening it prints Java's boot line with the bound address, so scripts can
 
 SIGINT (Ctrl-C), SIGTERM and SIGHUP (the terminal closed) stop it cleanly (connections closed, exit status 0), each
 unless the process started with it ignored (``nohup``), as a JVM does (:mod:`remoting.server_main`). A bad
-option or property value exits with status 2 and a message; a port that cannot be bound or a corrupt ``kvConfig.json``
-exits with status 1.
+option or property value exits with status 2 and a message; a port that cannot be bound, a corrupt ``kvConfig.json``
+or a TLS certificate, key or trust file that does not load exits with status 1.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ from remoting.codec.java_properties import (
 from remoting.connection import Address
 from remoting.server import NETTY_SERVER_CONFIG_ORDER
 from remoting.server_main import open_stop_signal_receiver, run_main
+from remoting.tls import TlsContextError
 from store.metadata_files import ConfigFileError
 
 log = logging.getLogger("namesrv")
@@ -119,14 +120,14 @@ def main(
         click.echo("\n".join(f"{key}={text}" for key, text in in_print_order(property_texts(config), PRINT_ORDER)))
         return
 
-    def describe(failure: OSError | ConfigFileError) -> str:
+    def describe(failure: OSError | ConfigFileError | TlsContextError) -> str:
         if isinstance(failure, OSError):
             return f"mqnamesrv: cannot listen on {config.listen_host}:{config.listen_port}: {failure}"
         return f"mqnamesrv: {failure}"
 
     # NamesrvStartup: registerConfig(properties), every key of the -c file, those no setting has too.
     extras = properties_without_setting(Path(config_file)) if config_file else {}
-    run_main(run, config, extras, failures=(OSError, ConfigFileError), describe=describe)
+    run_main(run, config, extras, failures=(OSError, ConfigFileError, TlsContextError), describe=describe)
 
 
 if __name__ == "__main__":

@@ -21,10 +21,11 @@ Before a connection is served the server peeks at its first byte, as RocketMQ's 
 (``remoting/src/main/java/org/apache/rocketmq/remoting/netty/NettyRemotingServer.java``): ``0x16`` starts a TLS
 handshake (:class:`trio.SSLStream`) unless ``tls_mode`` is ``disabled``, which closes it, as it does when no context
 can be built; any other byte is plaintext unless the mode is ``enforcing``, which closes the connection without a
-frame. The context is built when the server starts (a certificate that cannot be read is logged then) and rebuilt
-when its files change (:meth:`RemotingServer._watch_tls_files`, RocketMQ's ``FileWatchService``). A handshake that
-fails or stalls past :data:`TLS_HANDSHAKE_TIMEOUT` (10 s, or ``idle_timeout`` when shorter) closes that connection
-only. Beyond ``max_connections`` live connections a new one is closed at once.
+frame. The context is built when the server starts (a certificate or key file that cannot be opened is logged
+then; one that does not load stops the start, :func:`remoting.tls.fatal_at_start`) and rebuilt when its files change
+(:meth:`RemotingServer._watch_tls_files`, RocketMQ's ``FileWatchService``). A handshake that fails or stalls past
+:data:`TLS_HANDSHAKE_TIMEOUT` (10 s, or ``idle_timeout`` when shorter) closes that connection only. Beyond
+``max_connections`` live connections a new one is closed at once.
 Each of these refusals is logged, rate-limited.
 """
 
@@ -48,7 +49,16 @@ from remoting.dispatch import Dispatcher
 from remoting.ratelog import RateLimitedLog
 from remoting.rpc_metrics import RpcLatency
 from remoting.streams import STREAM_ERRORS
-from remoting.tls import DISABLED, TlsSettings, server_context, sniff, tls_mode, tls_settings_of
+from remoting.tls import (
+    DISABLED,
+    TlsContextError,
+    TlsSettings,
+    fatal_at_start,
+    server_context,
+    sniff,
+    tls_mode,
+    tls_settings_of,
+)
 
 log = logging.getLogger(__name__)
 
@@ -219,8 +229,13 @@ class RemotingServer:
         """Listen on ``host:port`` (0 picks a free port; host None: every interface) and serve until cancelled.
 
         Reports the bound ``(host, port)`` through ``task_status.started``. Starts the dispatcher's pools unless the
-        dispatcher already runs. Raises ``OSError`` if the address cannot be bound.
+        dispatcher already runs. Raises ``OSError`` if the address cannot be bound, and
+        :class:`~remoting.tls.TlsContextError` if the TLS files do not load (:meth:`_load_ssl_context`).
         """
+        tls = self.config.ssl_context is not None and self.config.tls_mode != DISABLED
+        watched = self._tls_file_hashes() if tls else {}
+        if tls:  # NettyRemotingServer builds its context in its constructor (loadSslContext), before binding
+            self._load_ssl_context(at_start=True)
         listeners = await trio.open_tcp_listeners(port, host=host, backlog=self.config.backlog)
         for listener in listeners:
             # NettyRemotingServer sets SO_SNDBUF/SO_RCVBUF on each accepted channel when the size is above 0
@@ -231,12 +246,8 @@ class RemotingServer:
                 if size > 0:
                     listener.socket.setsockopt(socket.SOL_SOCKET, option, size)
         async with trio.open_nursery() as nursery:
-            if self.config.ssl_context is not None and self.config.tls_mode != DISABLED:
-                # NettyRemotingServer builds its context in its constructor (loadSslContext), not on first use.
-                watched = self._tls_file_hashes()
-                self._load_ssl_context()
-                if watched:
-                    nursery.start_soon(self._watch_tls_files, watched)
+            if watched:
+                nursery.start_soon(self._watch_tls_files, watched)
             if not self.dispatcher.running:
                 await nursery.start(self.dispatcher.run)
             await nursery.start(trio.serve_listeners, self._serve_connection, listeners)
@@ -247,15 +258,19 @@ class RemotingServer:
         self.refused_connections += 1
         self._refusals.warning("closing connection from %s:%s: %s", remote[0], remote[1], why)
 
-    def _load_ssl_context(self) -> None:
+    def _load_ssl_context(self, *, at_start: bool = False) -> None:
         """(Re)build the context; one that cannot be built is logged and the one in use kept, as
-        ``NettyRemotingServer.loadSslContext`` (remoting/src/main/java/org/apache/rocketmq/remoting/netty/)."""
+        ``NettyRemotingServer.loadSslContext`` (remoting/src/main/java/org/apache/rocketmq/remoting/netty/), except
+        at start for what stops a Java server's start too (:func:`remoting.tls.fatal_at_start`): then
+        :class:`~remoting.tls.TlsContextError`. A reload never stops the server (FileWatchService logs it)."""
         factory = self.config.ssl_context
         if factory is None:
             return
         try:
             self._ssl_context = factory()
         except (OSError, ssl.SSLError, ValueError) as exc:
+            if at_start and fatal_at_start(exc):
+                raise TlsContextError(f"cannot build the TLS context: {exc}") from exc
             log.error(
                 "cannot build the TLS context, %s: %s",
                 "keeping the one in use" if self._ssl_context else "TLS connections will be closed",

@@ -20,7 +20,8 @@ cannot, so none is asked for). :func:`client_context` encrypts without checking 
 default CAs (``tls.client.authServer`` without ``tls.client.trustCertPath``); the broker's context towards its name
 servers (:func:`settings_client_context`) checks the chain only, as RocketMQ's client.
 Errors: ``OSError`` / ``ssl.SSLError`` for unreadable or mismatched certificate files (an encrypted key without its
-password too, never a prompt: :func:`load_key_pair`), except a client certificate
+password too, never a prompt: :func:`load_key_pair`; :class:`TlsFileUnopenable` for a server's certificate or key
+file that cannot be opened, which a starting server survives, :func:`fatal_at_start`), except a client certificate
 or key file a client cannot open (:func:`client_key_files_open`, used by :func:`settings_client_context` and the
 client's ``ClientConfig.ssl_context``): logged, and no context (plaintext), as RocketMQ's client.
 """
@@ -52,6 +53,24 @@ TLS_HANDSHAKE: Final = 0x16
 SYSTEM_PROPERTY_PREFIX: Final = "tls."
 
 log = logging.getLogger(__name__)
+
+
+class TlsFileUnopenable(OSError):
+    """A certificate or key file a server names cannot be opened (Java's IOException: logged, TLS refused)."""
+
+
+class TlsContextError(ValueError):
+    """The server's TLS context cannot be built at start for a reason Java does not survive either."""
+
+
+def fatal_at_start(exc: Exception) -> bool:
+    """Whether a server's context failure stops its start, as in RocketMQ 4.9.8: NettyRemotingServer.loadSslContext
+    logs an IOException (a file it cannot open, or a certificate and key that do not match, which Netty's OpenSSL
+    context reports so) and the broker or name server goes on; Netty's IllegalArgumentException (a file that does not
+    parse, a wrong key password, a trust file it cannot read) or NullPointerException (no certificate named) escapes
+    the constructor and stops the start."""
+    mismatch = isinstance(exc, ssl.SSLError) and exc.reason == "KEY_VALUES_MISMATCH"
+    return not (isinstance(exc, TlsFileUnopenable) or mismatch)
 
 
 def sniff(first: int, mode: str) -> tuple[bool, str | None]:
@@ -189,6 +208,12 @@ def server_context(config: TlsSettings) -> ssl.SSLContext:
     if settings.tls_test_mode_enable:
         _load_generated(ctx)
         return ctx
+    for path in (settings.tls_server_cert_path, settings.tls_server_key_path):
+        try:
+            if path:  # TlsHelper opens both with FileInputStream before Netty reads either
+                Path(path).open("rb").close()
+        except OSError as exc:
+            raise TlsFileUnopenable(exc.errno, f"cannot open {path}: {exc.strerror}") from exc
     load_key_pair(ctx, settings.tls_server_cert_path, settings.tls_server_key_path, settings.tls_server_key_password)
     if settings.tls_server_auth_client:
         # RocketMQ's TlsHelper: the trust file, else the platform's default CAs; need.client.auth applies either way.

@@ -17,6 +17,7 @@ from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
 from remoting.codec.java_properties import parse_properties
 from tests.broker.helpers import broker_from_conf, put_record
+from tests.remoting.helpers import write_self_signed
 
 SAMPLE = """# RocketMQ broker
 brokerClusterName = DefaultCluster
@@ -189,7 +190,11 @@ async def test_tls_settings_are_not_broker_settings_an_update_can_change(tmp_pat
     cannot turn TLS off (or its test mode on) in the broker.conf the next start reads; the other keys still apply.
     Found by a review: the name server's UPDATE_NAMESRV_CONFIG was fixed, the broker's wrote them into broker.conf."""
     conf = tmp_path / "broker.conf"
-    conf.write_text("listenPort=0\nlistenHost=127.0.0.1\ntls.server.mode=permissive\ntls.test.mode.enable=false\n")
+    cert, key = write_self_signed(tmp_path)  # test mode off: a start needs them, as in RocketMQ
+    conf.write_text(
+        "listenPort=0\nlistenHost=127.0.0.1\ntls.server.mode=permissive\ntls.test.mode.enable=false\n"
+        f"tls.server.certPath={cert}\ntls.server.keyPath={key}\n"
+    )
     async with broker_from_conf(conf, tmp_path / "store") as (controller, addr), RemotingClient() as client:
         body = b"tls.server.mode=disabled\ntls.test.mode.enable=true\nautoCreateTopicEnable=false\n"
         answer = await client.invoke(addr, request(RequestCode.UPDATE_BROKER_CONFIG, body=body), 5)

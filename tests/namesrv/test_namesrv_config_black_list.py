@@ -10,6 +10,7 @@ from remoting.client import RemotingClient
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
 from tests.namesrv.conftest import StartNamesrv
+from tests.remoting.helpers import write_self_signed
 
 TIMEOUT = 5.0
 
@@ -46,9 +47,11 @@ async def test_tls_settings_are_not_name_server_settings_an_update_can_change(
     answers SUCCESS and leaves them alone. The name server checks no caller, so an update must not turn TLS off (or
     its test mode on) in the ``configStorePath`` file the next start reads; the other keys still apply."""
     store = tmp_path / "namesrv.properties"
+    cert, key = write_self_signed(tmp_path)  # test mode off: a start needs them, as in RocketMQ
     server, addr = await start_namesrv(
-        config_store_path=str(store), tls_server_mode="permissive", tls_test_mode_enable=False
-    )
+        config_store_path=str(store), tls_server_mode="permissive", tls_test_mode_enable=False,
+        tls_server_cert_path=str(cert), tls_server_key_path=str(key),
+    )  # fmt: skip
     body = b"tls.server.mode=disabled\ntls.test.mode.enable=true\norderMessageEnable=true\n"
     answer = await client.invoke(addr, request(RequestCode.UPDATE_NAMESRV_CONFIG, body=body), TIMEOUT)
     assert answer.code == ResponseCode.SUCCESS, answer.remark

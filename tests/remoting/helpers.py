@@ -6,6 +6,7 @@ import os
 import re
 import socket
 import subprocess
+from pathlib import Path
 
 import trio
 import trio.testing
@@ -16,6 +17,7 @@ from remoting.codec.frame import FrameDecoder, encode_command
 from remoting.connection import SEND_HIGH_WATER, Connection
 from remoting.dispatch import Dispatcher, ProcessorPool, RequestContext
 from remoting.server import RemotingServer
+from remoting.tls import self_signed_pem
 
 
 class EchoProcessor:
@@ -162,3 +164,13 @@ def accepted_buffer_sizes(port: int) -> tuple[int, int]:
     (skmem,) = re.findall(r"skmem:\(([^)]*)\)", out)
     fields = dict(re.match(r"([a-z]+)(\d+)", part).groups() for part in skmem.split(","))  # type: ignore[union-attr]
     return int(fields["rb"]), int(fields["tb"])
+
+
+def write_self_signed(folder: Path) -> tuple[Path, Path]:
+    """A self-signed certificate and its key written to ``folder`` (``cert.pem``, ``key.pem``): files a server with
+    test mode off must name to start, as in RocketMQ."""
+    cert_pem, key_pem = self_signed_pem()
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    cert.write_bytes(cert_pem)
+    key.write_bytes(key_pem)
+    return cert, key

@@ -29,6 +29,7 @@ from remoting.tls import (
     PERMISSIVE,
     TlsSettings,
     client_context,
+    self_signed_pem,
     server_context,
     settings_client_context,
     tls_mode,
@@ -308,3 +309,18 @@ async def test_a_certificate_key_or_trust_file_that_does_not_load_fails_the_star
     server = RemotingServer(Dispatcher(), config)
     with pytest.raises(ValueError, match="TLS context"):
         await nursery.start(server.serve, "127.0.0.1", 0)
+
+
+async def test_a_key_that_does_not_match_its_certificate_is_logged_and_the_server_starts(
+    nursery: trio.Nursery, cert_files: TlsSettings, tmp_path: Path
+) -> None:
+    """Netty's OpenSSL context refuses a mismatched key with an SSLException, an IOException loadSslContext logs:
+    the server starts, serves plaintext and closes TLS connections."""
+    other = tmp_path / "other.key"
+    other.write_bytes(self_signed_pem()[1])
+    server, addr = await _serve(nursery, PERMISSIVE, attrs.evolve(cert_files, tls_server_key_path=str(other)))
+    async with RemotingClient(ssl_context=client_context()) as secure, RemotingClient() as plain:
+        with pytest.raises(RemotingConnectError):
+            await _echo(secure, addr)
+        assert await _echo(plain, addr) == b"over the wire"
+    assert server.refused_connections == 1
