@@ -9,9 +9,17 @@ import sys
 from pathlib import Path
 
 import pytest
+import trio
+import trustme
 from cryptography.hazmat.primitives import serialization
 
-from remoting.tls import TlsSettings, self_signed_pem, server_context, tls_settings_of
+from client.config import ClientConfig
+from remoting.client import RemotingClient
+from remoting.codec.command import request
+from remoting.dispatch import Dispatcher, ProcessorPool
+from remoting.server import RemotingServer, ServerConfig
+from remoting.tls import ENFORCING, TlsSettings, self_signed_pem, server_context, tls_settings_of
+from tests.remoting.helpers import EchoProcessor
 
 
 def _write(tmp_path: Path, password: bytes, written: str) -> TlsSettings:
@@ -79,3 +87,39 @@ def test_an_encrypted_key_without_its_password_fails_without_asking_a_terminal(t
     )
     assert b"pass phrase" not in done.stderr
     assert done.stdout == b"" and done.stderr.startswith(b"refused: ")
+
+
+async def test_our_client_presents_a_certificate_whose_key_is_encrypted_with_its_password(tmp_path: Path) -> None:
+    """Java's client reads ``tls.client.keyPassword`` (TlsSystemConfig) for an encrypted ``tls.client.keyPath``; our
+    ClientConfig had no password, so an encrypted client key could not be used (found by a review)."""
+    ca = trustme.CA()
+    server_cert, client_cert = ca.issue_cert("127.0.0.1"), ca.issue_cert("client")
+    for name, issued in (("server", server_cert), ("client", client_cert)):
+        issued.cert_chain_pems[0].write_to_path(str(tmp_path / f"{name}.pem"))
+        issued.private_key_pem.write_to_path(str(tmp_path / f"{name}.key"))
+    ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+    key = serialization.load_pem_private_key((tmp_path / "client.key").read_bytes(), None)
+    locked = serialization.BestAvailableEncryption(b"client pw")
+    (tmp_path / "client.key").write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, locked)
+    )
+    settings = TlsSettings(
+        tls_test_mode_enable=False, tls_config_file=str(tmp_path / "none"),
+        tls_server_cert_path=str(tmp_path / "server.pem"), tls_server_key_path=str(tmp_path / "server.key"),
+        tls_server_auth_client=True, tls_server_need_client_auth="require",
+        tls_server_trust_cert_path=str(tmp_path / "ca.pem"),
+    )  # fmt: skip
+    config = ClientConfig(
+        namesrv_addr="127.0.0.1:1", tls=True, tls_ca_file=str(tmp_path / "ca.pem"),
+        tls_cert_file=str(tmp_path / "client.pem"), tls_key_file=str(tmp_path / "client.key"),
+        tls_key_password="client pw",
+    )  # fmt: skip
+    dispatcher = Dispatcher()
+    dispatcher.register(1000, EchoProcessor(), ProcessorPool("echo", 1, 10))
+    server = RemotingServer(dispatcher, ServerConfig(tls_mode=ENFORCING, ssl_context=lambda: server_context(settings)))
+    async with trio.open_nursery() as nursery:
+        host, port = await nursery.start(server.serve, "127.0.0.1", 0)
+        async with RemotingClient(ssl_context=config.ssl_context()) as client:
+            answer = await client.invoke(f"{host}:{port}", request(1000, {}, b"signed in"), 5)
+        assert bytes(answer.body) == b"signed in"
+        nursery.cancel_scope.cancel()
