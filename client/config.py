@@ -6,8 +6,9 @@ Security (docs/architecture.md#acl-and-tls-at-the-edge): ``access_key`` and ``se
 broker with ACL on (Java's ``AclClientRPCHook`` with ``SessionCredentials``); ``tls=True`` connects with TLS (Java's
 ``useTLS``; by default ``TLS_ENABLE``, Java's ``tls.enable`` system property), without checking the server unless
 ``tls_ca_file`` names the CA to check its chain against (not its host name, as Java's client); ``tls_cert_file`` /
-``tls_key_file`` present a client certificate (one that cannot be opened is logged and the client goes on in plaintext,
-as Java's). The files alone turn nothing on: without ``tls`` the client talks plaintext, as Java's.
+``tls_key_file`` present a client certificate, ``tls_key_password`` decrypting its key (one that cannot be opened is
+logged and the client goes on in plaintext, as Java's). The files alone turn nothing on: without ``tls`` the client
+talks plaintext, as Java's.
 """
 
 from __future__ import annotations
@@ -101,6 +102,8 @@ class ClientConfig:
     tls_ca_file: str | None = None
     tls_cert_file: str | None = None
     tls_key_file: str | None = None
+    #: The password of an encrypted ``tls_key_file`` (Java's ``tls.client.keyPassword``).
+    tls_key_password: str | None = attrs.field(default=None, repr=False)
     #: Threads for the listener calls CONSUME_MESSAGE_DIRECTLY asks for, per push consumer (Java's
     #: ``clientCallbackExecutorThreads``, the size of NettyRemotingClient's public executor: the processors, 4 if not
     #: positive).
@@ -155,7 +158,7 @@ class ClientConfig:
         if not client_key_files_open(self.tls_cert_file, self.tls_key_file):
             return None
         if self.tls_cert_file:
-            load_key_pair(ctx, self.tls_cert_file, self.tls_key_file, None)
+            load_key_pair(ctx, self.tls_cert_file, self.tls_key_file, self.tls_key_password)
         return ctx
 
     @property
