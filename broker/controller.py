@@ -235,8 +235,8 @@ class BrokerController:
             reject=busy,
         )
         register(RequestCode.PULL_MESSAGE, PullMessageProcessor(ctx, self.hold), pools["pull"])
-        # 5.3.3's BrokerController: pops on the pull executor, acks and changes of invisibility on the ack executor
-        # (ours: the pull pool; a long-polling pop leaves its worker, :class:`PopMessageProcessor`).
+        # 5.3.3's BrokerController: pops on the pull executor (a long-polling pop leaves its worker,
+        # :class:`PopMessageProcessor`), acks and changes of invisibility on the ack executor.
         self.pop_processor = PopMessageProcessor(ctx, self.running_pop_service)
         register(PopMessageProcessor.REQUEST_CODES, self.pop_processor, pools["pull"])
         register(AckMessageProcessor.REQUEST_CODES, AckMessageProcessor(ctx, self.running_pop_service), pools["ack"])
