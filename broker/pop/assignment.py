@@ -229,8 +229,8 @@ class QueryAssignmentProcessor:
 
     async def subscribe_info(self, topic: str) -> frozenset[MessageQueue] | None:
         """TopicRouteInfoManager.getTopicSubscribeInfo: the readable queues of the topic's route as the table holds
-        them, fetched in the request only when it holds none."""
-        if topic not in self._routes:
+        them, fetched in the request when it holds none or an empty set (a topic since made readable)."""
+        if not self._routes.get(topic):
             await self._refresh(topic)
         return self._routes.get(topic)
 
