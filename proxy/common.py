@@ -116,6 +116,8 @@ _JAVA_WHITESPACE: Final = frozenset(
 
 def is_blank(text: str) -> bool:
     """Java's StringUtils.isBlank: empty, or only characters Character.isWhitespace accepts."""
+    if text and text[0] not in _JAVA_WHITESPACE:
+        return False  # the common case, without a generator per call
     return all(ch in _JAVA_WHITESPACE for ch in text)
 
 

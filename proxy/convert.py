@@ -128,7 +128,8 @@ def send_properties(msg: Any, topic: str, peer: tuple[str, int] = UNKNOWN_PEER) 
     if born_host:
         props["__BORNHOST"] = born_host
     if valid_timestamp(sp.born_timestamp):
-        props["BORN_TIMESTAMP"] = str(sp.born_timestamp.ToMilliseconds())
+        stamp = sp.born_timestamp  # Timestamp.ToMilliseconds, without its call
+        props["BORN_TIMESTAMP"] = str(stamp.seconds * 1000 + stamp.nanos // 1_000_000)
     if not topic.startswith(RETRY_GROUP_TOPIC_PREFIX):  # a retry topic's goes into the header: send_reconsume_times
         props["RECONSUME_TIME"] = str(sp.delivery_attempt)
     props["PGROUP"] = topic
