@@ -24,7 +24,7 @@ from proxy.pb import definition, service
 from remoting.codec.message import MessageExt
 from remoting.codec.topics import RETRY_GROUP_TOPIC_PREFIX
 
-__all__ = ["RESERVED", "grpc_message", "recovery_command", "send_properties", "send_reconsume_times", "valid_timestamp"]
+__all__ = ["RESERVED", "grpc_message", "recovery_command", "send_properties", "born_ms", "send_reconsume_times"]
 
 #: RocketMQ 5.3.3's MessageConst.STRING_HASH_SET (common/src/main/java/org/apache/rocketmq/common/message/
 #: MessageConst.java): the names SendMessageActivity.buildMessageProperty refuses as user properties and
@@ -127,9 +127,9 @@ def send_properties(msg: Any, topic: str, peer: tuple[str, int] = UNKNOWN_PEER) 
     born_host = _born_host(sp.born_host, peer)
     if born_host:
         props["__BORNHOST"] = born_host
-    if valid_timestamp(sp.born_timestamp):
-        stamp = sp.born_timestamp  # Timestamp.ToMilliseconds, without its call
-        props["BORN_TIMESTAMP"] = str(stamp.seconds * 1000 + stamp.nanos // 1_000_000)
+    born = born_ms(sp.born_timestamp)
+    if born is not None:
+        props["BORN_TIMESTAMP"] = str(born)
     if not topic.startswith(RETRY_GROUP_TOPIC_PREFIX):  # a retry topic's goes into the header: send_reconsume_times
         props["RECONSUME_TIME"] = str(sp.delivery_attempt)
     props["PGROUP"] = topic
@@ -148,9 +148,13 @@ def _born_host(sent: str, peer: tuple[str, int]) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def valid_timestamp(stamp: Any) -> bool:
-    """protobuf-java's ``Timestamps.isValid``: seconds within 0001-01-01 to 9999-12-31, nanos within a second."""
-    return bool(_TIMESTAMP_SECONDS[0] <= stamp.seconds <= _TIMESTAMP_SECONDS[1] and 0 <= stamp.nanos < 1_000_000_000)
+def born_ms(stamp: Any) -> int | None:
+    """A born time in epoch milliseconds (``Timestamp.ToMilliseconds``, without its call), or None when protobuf-java's
+    ``Timestamps.isValid`` refuses it: seconds outside 0001-01-01 to 9999-12-31, nanos outside a second."""
+    seconds, nanos = int(stamp.seconds), int(stamp.nanos)
+    if _TIMESTAMP_SECONDS[0] <= seconds <= _TIMESTAMP_SECONDS[1] and 0 <= nanos < 1_000_000_000:
+        return seconds * 1000 + nanos // 1_000_000
+    return None
 
 
 def send_reconsume_times(msg: Any, topic: str) -> int:

@@ -50,9 +50,9 @@ from proxy.convert import (
     RESERVED,
     SYSFLAG_COMPRESSED,
     SYSFLAG_TRANSACTION_PREPARED,
+    born_ms,
     send_properties,
     send_reconsume_times,
-    valid_timestamp,
 )
 from proxy.local import LocalInvoker
 from proxy.pb import definition, service
@@ -443,9 +443,7 @@ def _check_key(key: str) -> None:
 def _born_ms(stamp: Any) -> int:
     """The born time for the send header: the client's when ``Timestamps.isValid`` (as buildMessageProperty takes
     it), else now."""
-    if valid_timestamp(stamp):
-        return int(stamp.ToMilliseconds()) or int(time.time() * 1000)
-    return int(time.time() * 1000)
+    return born_ms(stamp) or int(time.time() * 1000)
 
 
 def consistent_hash(value: int, buckets: int) -> int:
