@@ -9,13 +9,15 @@ Usage::
         producer.send_async(msg, on_result)                                 # callback gets SendResult | Exception
         await producer.send_oneway(msg)
         results = await producer.send_batch([msg1, msg2, ...])  # [SendResult]: refused over 4 MiB
+        await producer.send_batch(msgs, queue=mq)                           # one attempt, on that queue
+        producer.send_batch_async(msgs, on_result)                          # callback gets the batch's SendResult
 
 Errors: :class:`~client.errors.TopicRouteNotFoundError` ("No route info of this topic", ``response_code`` 10005),
 :class:`~client.errors.MessageValidationError` (nothing sent), :class:`~client.errors.SendFailedError` after every
 attempt failed (``retry_times_when_send_failed`` retries on transport errors and on the response codes Java retries),
 :class:`~client.errors.MQBrokerError` for a refusal that retrying cannot fix (e.g. MESSAGE_ILLEGAL),
-:class:`~client.errors.MQClientError` (nothing sent) for a queue of another topic (``send``, ``send_async``) or a
-selector that raises or picks no queue.
+:class:`~client.errors.MQClientError` (nothing sent) for a queue of another topic (``send``, ``send_async``, the
+batches) or a selector that raises or picks no queue.
 
 The producer owns a private :class:`~client.instance.MQClientInstance` unless one is passed in; either way the
 instance must outlive the ``async with`` block. Async sends run in the instance's task group: leaving the block
@@ -544,28 +546,61 @@ class Producer:
             if context is not None:
                 hooks.run_after(self.send_hooks, context)
 
-    async def send_batch(self, msgs: Sequence[Message], *, timeout: float | None = None) -> list[SendResult]:
+    async def send_batch(
+        self, msgs: Sequence[Message], *, queue: MessageQueue | None = None, timeout: float | None = None
+    ) -> list[SendResult]:
         """Send messages of one topic as one SEND_BATCH_MESSAGE request, stored or refused as a whole. Returns a
         list of its one result (its ``msg_id`` joins the messages' ids by commas). A batch body over
         ``max_message_size`` raises MessageValidationError (MESSAGE_ILLEGAL) and nothing is sent, as Java's
         ``DefaultMQProducer.send(Collection)``: split a long list first, adding up
         ``client.send_request.batch_entry_size``. Batches may not carry delay levels or go to retry topics
-        (MessageValidationError)."""
+        (MessageValidationError). With ``queue`` the batch goes there in one attempt (``send(Collection,
+        MessageQueue)``; a queue of another topic raises MQClientError, nothing sent)."""
         self._check_started()
-        if self.namespace:
-            msgs = [self._wrap_message(m) for m in msgs]
+        msgs, queue = self._wrap_batch(msgs, queue)
         prepared = self._builder.batch(msgs)
-        started = anyio.current_time()  # sendDefaultImpl's beginTimestampFirst: the route lookup counts too
-        info = await self.publish_info(msgs[0].topic)
-        timeout = self.send_msg_timeout if timeout is None else timeout
-        retries, not_stored = self.retry_times_when_send_failed, self.retry_another_broker_when_not_store_ok
         results = []
         for p in prepared:  # one request: the builder refuses a body over the limit
             self._hook(p, msgs, "SYNC")
+            if queue is not None:
+                _check_queue_topic(msgs[0], queue)
+                results.append(await self._dispatch(p, msgs[0], queue, None, None, timeout, 0))
+                continue
+            started = anyio.current_time()  # sendDefaultImpl's beginTimestampFirst: the route lookup counts too
+            info = await self.publish_info(msgs[0].topic)
+            timeout = self.send_msg_timeout if timeout is None else timeout
+            retries, not_stored = self.retry_times_when_send_failed, self.retry_another_broker_when_not_store_ok
             results.append(
                 await self.send_with_retries(info, p, timeout, retries, retry_not_stored=not_stored, started=started)
             )
         return [self._unwrap_result(r) for r in results] if self.namespace else results
+
+    def send_batch_async(
+        self,
+        msgs: Sequence[Message],
+        callback: SendCallback,
+        *,
+        queue: MessageQueue | None = None,
+        timeout: float | None = None,
+    ) -> None:
+        """:meth:`send_batch` in the background, as :meth:`send_async` sends one message (Java's ``send(Collection,
+        SendCallback)`` and ``send(Collection, MessageQueue, SendCallback)``): ``callback`` gets the batch's one
+        :class:`SendResult` or the exception. The batch's validation errors raise here, nothing sent."""
+        self._check_started()
+        msgs, queue = self._wrap_batch(msgs, queue)
+        if self.namespace:
+            callback = self._unwrapping(callback)
+        for p in self._builder.batch(msgs):
+            self._hook(p, msgs, "ASYNC")
+            self.instance.task_group.start_soon(self._send_then_call, p, msgs[0], callback, queue, None, None, timeout)
+
+    def _wrap_batch(
+        self, msgs: Sequence[Message], queue: MessageQueue | None
+    ) -> tuple[Sequence[Message], MessageQueue | None]:
+        """The batch's messages and queue under the namespace, when there is one."""
+        if not self.namespace:
+            return msgs, queue
+        return [self._wrap_message(m) for m in msgs], self._wrap_queue(queue)
 
     # -- request-reply (client/request_reply.py) --------------------------------------------------------------------
 

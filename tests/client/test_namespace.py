@@ -152,10 +152,12 @@ async def test_our_namespaced_producer_writes_the_wrapped_topic_and_returns_the_
         assert msg.topic == "Orders"  # the application's message is left as it was
         batch = await producer.send_batch([Message("Orders", b"b1"), Message("Orders", b"b2")])
         queued = await producer.send(Message("Orders", b"q"), queue=MessageQueue("Orders", "broker-a", 0))
+        batch += await producer.send_batch([Message("Orders", b"qb")], queue=MessageQueue("Orders", "broker-a", 0))
         sent: list[object] = []
         producer.send_async(Message("Orders", b"async"), sent.append)
+        producer.send_batch_async([Message("Orders", b"ab")], sent.append)
         with anyio.fail_after(HANG_GUARD):
-            while not sent:
+            while len(sent) < 2:
                 await anyio.sleep(0.02)
         await producer.send_oneway(Message("Orders", b"oneway"))
         selected: list[str] = []
@@ -167,14 +169,14 @@ async def test_our_namespaced_producer_writes_the_wrapped_topic_and_returns_the_
         picked = await producer.send(Message("Orders", b"selected"), selector=pick)
     assert result.topic == queued.topic == picked.topic == "Orders"
     assert selected == ["Orders"]
-    assert [r.topic for r in batch] == ["Orders"]
-    assert [getattr(r, "topic", r) for r in sent] == ["Orders"]
+    assert [r.topic for r in batch] == ["Orders", "Orders"]
+    assert [getattr(r, "topic", r) for r in sent] == ["Orders", "Orders"]
     async with LitePullConsumer("cg-raw", cluster.namesrv_addr, consume_from_where=FIRST) as raw:
         await raw.assign([MessageQueue("ns1%Orders", "broker-a", 0)])
-        pulled = await poll_until(raw, 7)
+        pulled = await poll_until(raw, 9)
     # a oneway send is not waited for: the next send may be stored before it
     assert sorted(m.body for m in pulled) == sorted(
-        [b"from-python", b"b1", b"b2", b"q", b"async", b"oneway", b"selected"]
+        [b"from-python", b"b1", b"b2", b"q", b"qb", b"async", b"ab", b"oneway", b"selected"]
     )
     assert {m.topic for m in pulled} == {"ns1%Orders"}
     assert {(c.namespace, c.producer_group, c.mq.topic) for c in hooked} == {("ns1", "ns1%pg", "ns1%Orders")}
