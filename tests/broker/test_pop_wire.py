@@ -723,3 +723,23 @@ async def test_acks_are_answered_while_every_pull_worker_is_held(tmp_path: Path)
             batch = await client.invoke(cluster.broker_addr, request(RequestCode.BATCH_ACK_MESSAGE, body=b"{"), 10)
             assert batch.code != ResponseCode.SUCCESS
             gate.gate.set()
+
+
+async def test_a_change_of_invisibility_past_the_timer_max_delay_answers_system_error(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """ChangeInvisibleTimeProcessor.appendCheckPointThenAckOrigin: the new CK's deliver time past ``timerMaxDelaySec``
+    is refused by HookUtils.transformTimerMessage (WHEEL_TIMER_MSG_ILLEGAL), the future completes false and the answer
+    is a bare SYSTEM_ERROR; the old CK is not acked, so the message comes again at its old time."""
+    clock = use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "PopWireFarChange")
+    await send(embedded_cluster, "PopWireFarChange", b"c0")
+    [m] = messages(await ask(embedded_cluster, pop_request(clock, "PopWireFarChange", invisible=10_000)))
+    far = str(4 * 24 * 3600 * 1000)  # past the default three days
+    fields = {"consumerGroup": GROUP, "topic": "PopWireFarChange", "queueId": str(m.queue_id),
+              "extraInfo": m.properties["POP_CK"], "offset": str(m.queue_offset), "invisibleTime": far}  # fmt: skip
+    changed = await ask(embedded_cluster, request(RequestCode.CHANGE_MESSAGE_INVISIBLETIME, fields))
+    assert (changed.code, changed.remark) == (ResponseCode.SYSTEM_ERROR, None)
+    await trio.sleep(15)
+    [again] = messages(await ask(embedded_cluster, pop_request(clock, "PopWireFarChange")))
+    assert again.body == b"c0"
