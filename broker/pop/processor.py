@@ -626,8 +626,10 @@ class AckMessageProcessor:
             outcome, renewed = pop.change_invisible(
                 header.consumer_group, origin, handle, header.invisible_time, refuse_expired=False
             )
-        except PutRefusedError:
-            return request.response(ResponseCode.SYSTEM_ERROR)  # appendCheckPointThenAckOrigin failed
+        except (PutRefusedError, RequestRejected):
+            # appendCheckPointThenAckOrigin's new CK refused (a full store, or HookUtils refusing its deliver time past
+            # timerMaxDelaySec or with the timer off): a bare SYSTEM_ERROR, the old CK left alone
+            return request.response(ResponseCode.SYSTEM_ERROR)
         if outcome is AckOutcome.NOT_FOUND:
             return request.response(ResponseCode.NO_MESSAGE)
         assert renewed is not None  # found, expired or not: renewed
