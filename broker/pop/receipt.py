@@ -26,6 +26,8 @@ FIFO_REVIVE_QID: Final = 999
 TOPIC_TYPE_NORMAL: Final = 0
 TOPIC_TYPE_RETRY: Final = 1
 _FIELDS: Final = 9
+#: The fields of a remoting ``extraInfo`` its ack reads: up to the broker name.
+_READ_FIELDS: Final = 6
 _LONG_MAX: Final = (1 << 63) - 1
 _INT_MAX: Final = (1 << 31) - 1
 #: The largest value of each field (the broker name, at 5, is text).
@@ -71,14 +73,15 @@ class ReceiptHandle:
     def from_extra_info(cls, text: str, queue_id: int, offset: int) -> ReceiptHandle:
         """A handle from a remoting ack's ``extraInfo`` (the ``POP_CK`` string, or a proxy's receipt handle with the
         CommitLog offset appended) for the message at ``offset`` of queue ``queue_id``, which the request names beside
-        it (AckMessageProcessor reads those from the header); the CommitLog offset is left 0. ``ValueError`` as
-        :meth:`decode` raises it."""
+        it (AckMessageProcessor reads those from the header); the CommitLog offset is left 0. Only the first six
+        fields are read, as Java's ack reads them; ``ValueError`` as :meth:`decode` raises it for those."""
         parts = text.split(" ")
-        if len(parts) == _FIELDS - 2:  # buildExtraInfo without the message's offset: AckMessageProcessor reads none
-            parts.append(str(offset))
-        if len(parts) == _FIELDS - 1:
-            parts.append("0")
-        return attrs.evolve(cls.decode(" ".join(parts)), queue_id=queue_id, offset=offset, commit_log_offset=0)
+        if len(parts) < _READ_FIELDS:
+            raise ValueError(f"not a receipt handle: {text[:80]!r}")
+        # AckMessageProcessor and ChangeInvisibleTimeProcessor read no field past the broker name (ExtraInfoUtil's
+        # getters check only that the array reaches theirs): what follows, if anything, is not read.
+        full = " ".join([*parts[:_READ_FIELDS], str(queue_id), str(offset), "0"])
+        return cls.decode(full)
 
     def encode(self) -> str:
         return (
