@@ -217,3 +217,19 @@ async def test_an_empty_queue_set_is_fetched_again_once_the_topic_is_readable(
             await trio.sleep(0.05)
         broadcast = await assigned(client, addr, query("AssignLater", "cid-a", model=MessageModel.BROADCASTING))
         assert broadcast == [("broker-a", 0, "PULL"), ("broker-a", 1, "PULL")]
+
+
+async def test_a_body_without_a_topic_answers_system_error(embedded_cluster: EmbeddedCluster) -> None:
+    """QueryAssignmentProcessor reads the mode of a null topic (MessageRequestModeManager's ConcurrentHashMap.get:
+    NullPointerException) and setMessageRequestMode calls ``topic.startsWith``: SYSTEM_ERROR for both, where an
+    empty topic is a topic no one knows."""
+    addr = embedded_cluster.broker_addr
+    named = {"clientId": "cid-a", "consumerGroup": GROUP, "strategyName": "AVG", "messageModel": "CLUSTERING"}
+    async with RemotingClient() as client:
+        for body in (named, {**named, "topic": None}):
+            answer = await client.invoke(addr, request(RequestCode.QUERY_ASSIGNMENT, body=orjson.dumps(body)), 10)
+            assert (answer.code, answer.remark) == (ResponseCode.SYSTEM_ERROR, "java.lang.NullPointerException")
+        assert await assigned(client, addr, orjson.dumps({**named, "topic": ""})) is None
+        no_topic = orjson.dumps({"consumerGroup": GROUP, "mode": "POP"})
+        answer = await client.invoke(addr, request(RequestCode.SET_MESSAGE_REQUEST_MODE, body=no_topic), 10)
+        assert (answer.code, answer.remark) == (ResponseCode.SYSTEM_ERROR, "java.lang.NullPointerException")
