@@ -32,6 +32,7 @@ from remoting.codec.bodies.assignment import (
     QueryAssignmentRequestBody,
     QueryAssignmentResponseBody,
     SetMessageRequestModeRequestBody,
+    names_topic,
 )
 from remoting.codec.bodies.heartbeat import MessageModel
 from remoting.codec.bodies.route import TopicRouteData
@@ -52,6 +53,8 @@ log = logging.getLogger(__name__)
 RETRY_PREFIX: Final = "%RETRY%"
 #: TopicRouteInfoManager's GET_TOPIC_ROUTE_TIMEOUT (3 s).
 _ROUTE_TIMEOUT: Final = 3.0
+#: What the remoting layer answers for the NullPointerException a body without a topic or model throws.
+_NPE: Final = "java.lang.NullPointerException"
 _Table = dict[str, dict[str, SetMessageRequestModeRequestBody]]
 Allocate = Callable[[str, list[MessageQueue], list[str]], list[MessageQueue]]
 
@@ -159,11 +162,16 @@ class QueryAssignmentProcessor:
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         try:
             if request.code == RequestCode.SET_MESSAGE_REQUEST_MODE:
-                self._set_mode(SetMessageRequestModeRequestBody.decode(request.body or b""))
+                mode = SetMessageRequestModeRequestBody.decode(request.body or b"")
+                if not names_topic(request.body or b""):  # topic.startsWith throws
+                    return request.response(ResponseCode.SYSTEM_ERROR, _NPE)
+                self._set_mode(mode)
                 return request.response(ResponseCode.SUCCESS)
             body = QueryAssignmentRequestBody.decode(request.body or b"")
-            if body.message_model is None:  # doLoadBalance's switch on it throws
-                return request.response(ResponseCode.SYSTEM_ERROR, "java.lang.NullPointerException")
+            # MessageRequestModeManager.getMessageRequestMode's map lookup of a null topic, or doLoadBalance's switch
+            # on a null model, throws
+            if not names_topic(request.body or b"") or body.message_model is None:
+                return request.response(ResponseCode.SYSTEM_ERROR, _NPE)
         except RequestRejected as rejected:
             return request.response(rejected.code, rejected.remark)
         except CodecError as exc:  # Java's decode throws out of the processor

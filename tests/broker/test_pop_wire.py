@@ -228,7 +228,6 @@ def test_extra_info_is_read_as_javas_ack_reads_it() -> None:
             ReceiptHandle.from_extra_info(bad, 2, 7)
 
 
-
 def test_an_extra_info_of_six_fields_or_more_than_nine_is_read_as_javas_ack_reads_it() -> None:
     """AckMessageProcessor.appendAck and ChangeInvisibleTimeProcessor read only the first six fields of ``extraInfo``
     (ExtraInfoUtil.getCkQueueOffset, getPopTime, getInvisibleTime, getReviveQid, getBrokerName; the topic type for
@@ -237,6 +236,7 @@ def test_an_extra_info_of_six_fields_or_more_than_nine_is_read_as_javas_ack_read
     handle = ReceiptHandle(5, 1700000000000, 30000, 0, 1, "broker-a", 2, 7, 0)
     for text in ("5 1700000000000 30000 0 1 broker-a", "5 1700000000000 30000 0 1 broker-a 2 7 4096 extra"):
         assert ReceiptHandle.from_extra_info(text, 2, 7) == handle
+
 
 async def test_a_pop_of_one_queue_reads_that_queue_only(
     embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock

@@ -29,6 +29,7 @@ __all__ = [
     "QueryAssignmentRequestBody",
     "QueryAssignmentResponseBody",
     "SetMessageRequestModeRequestBody",
+    "names_topic",
 ]
 
 
@@ -37,6 +38,12 @@ class MessageRequestMode(enum.Enum):
 
     PULL = "PULL"
     POP = "POP"
+
+
+def names_topic(data: bytes | memoryview) -> bool:
+    """Whether a QUERY_ASSIGNMENT or SET_MESSAGE_REQUEST_MODE body that decodes has a ``topic`` (Java's field stays
+    null without one, where the bodies read it as "")."""
+    return load_object(data, "request body").get("topic") is not None
 
 
 @attrs.frozen
