@@ -10,7 +10,7 @@ processor as SEND_MESSAGE_V2 through the :class:`~proxy.local.LocalInvoker`, so 
 flushing behave as for a 4.x send. The proxy picks the queue: a message group always goes to the same queue (Guava's
 ``Hashing.consistentHash`` of the group's Java ``String.hashCode`` over the write queues, as RocketMQ's proxy picks
 it), other messages round-robin. A request of several messages is one batch (SEND_MESSAGE_V2 with ``batch``) in one
-round-robin queue, stored or refused as a whole (:meth:`Producing._send_batch`).
+round-robin queue, stored or refused as a whole, answered as one entry (:meth:`Producing._send_batch`).
 Transactions are remembered by producer group (= the topic) and transaction id (= the message id) with the half
 message's offsets, which EndTransaction needs (and takes away); a restart forgets them, and the broker's check then
 asks the producer over Telemetry.
@@ -202,12 +202,11 @@ class Producing:
         self._check_writable(topic)
         response = service.SendMessageResponse()
         if len(encoded) == 1:
-            entries = [await self._send_one(req.messages[0], topic, encoded[0], metadata)]
+            entry = await self._send_one(req.messages[0], topic, encoded[0], metadata)
         else:
-            entries = await self._send_batch(req.messages, topic, encoded, metadata)
-        response.entries.extend(entries)
-        codes = {e.status.code for e in entries}  # convertToSendMessageResponse: the code, named
-        code = codes.pop() if len(codes) == 1 else Code.MULTIPLE_RESULTS
+            entry = await self._send_batch(req.messages, topic, encoded, metadata)
+        response.entries.append(entry)
+        code = entry.status.code  # convertToSendMessageResponse: the one entry's code, named
         response.status.CopyFrom(status(code, Code.Name(code)))
         return response
 
@@ -281,13 +280,15 @@ class Producing:
             reconsume_times=send_reconsume_times(msg, topic),
         )
 
-    async def _send_batch(self, msgs: Any, topic: str, encoded: list[str], metadata: dict[str, str]) -> list[Any]:
+    async def _send_batch(self, msgs: Any, topic: str, encoded: list[str], metadata: dict[str, str]) -> Any:
         """Several messages, stored as one batch in one queue, all or nothing (LocalMessageService.sendMessage sends
         a MessageBatch when the request holds more than one message, proxy/src/main/java/org/apache/rocketmq/proxy/
         service/message/LocalMessageService.java; SendMessageQueueSelector picks the queue without a message group
         then). The header carries no properties: each message's travel in the batch body, and the broker would
         append the header's to every one of them (RocketMQ's proxy puts the first message's there, overriding the
-        others' ids and tags). Each message gets its entry, at the batch's offset plus its place in it."""
+        others' ids and tags). The batch's one SendResult is its one entry: the first message's offset and
+        transaction id, and the messages' ids joined by commas, as the cluster mode's MQClientAPIImpl.
+        processSendResponse names a batch (the local mode mints an id for it that names no stored message)."""
         header = attrs.evolve(self._header(msgs[0], topic, None, ""), batch=True)
         try:
             body = encode_batch_parts([(bytes(m.body), p.encode(), 0) for m, p in zip(msgs, encoded, strict=True)])
@@ -295,18 +296,13 @@ class Producing:
             raise RpcError(Code.MESSAGE_PROPERTIES_TOO_LARGE, str(exc)) from None
         answer = await self.invoker.send(header, body, peer_of(metadata))
         failed = _failed_send(answer)
-        entries = []
-        for index, msg in enumerate(msgs):
-            entry = service.SendResultEntry()
-            if failed is not None:
-                entry.status.CopyFrom(failed)
-            else:
-                message_id = msg.system_properties.message_id
-                entry.status.CopyFrom(status())
-                entry.message_id = entry.transaction_id = message_id
-                entry.offset = int((answer.ext_fields or {}).get("queueOffset", "0")) + index
-            entries.append(entry)
-        return entries
+        if failed is not None:
+            return service.SendResultEntry(status=failed)
+        entry = service.SendResultEntry(message_id=",".join(m.system_properties.message_id for m in msgs))
+        entry.status.CopyFrom(status())
+        entry.transaction_id = msgs[0].system_properties.message_id
+        entry.offset = int((answer.ext_fields or {}).get("queueOffset", "0"))
+        return entry
 
     async def _send_one(self, msg: Any, topic: str, props: str, metadata: dict[str, str]) -> Any:
         sp = msg.system_properties
