@@ -501,3 +501,16 @@ async def test_a_send_stores_the_born_host_and_time_as_send_message_activity_doe
         host, _, port = props.get("__BORNHOST", "").rpartition(":")
         assert (host, port.isdigit()) == ("127.0.0.1", True), props
         assert props.get("BORN_TIMESTAMP") == str(msg.system_properties.born_timestamp.ToMilliseconds())
+
+
+async def test_a_send_to_an_unknown_topic_without_auto_creation_is_a_type_conflict(tmp_path: Path) -> None:
+    """ProducerProcessor.sendMessage type-checks before it picks a queue, and LocalMetadataService.getTopicMessageType
+    gives UNSPECIFIED for a topic the broker does not hold, which DefaultTopicMessageTypeValidator refuses for every
+    message: MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, nothing stored (with ``autoCreateTopicEnable``, ours creates the
+    topic as its QueryRoute does). The broker's TOPIC_NOT_EXIST was answered as TOPIC_NOT_FOUND (found by a third
+    review)."""
+    async with front(tmp_path, auto_create_topic_enable=False) as f:
+        answer = await f.send(message("Nowhere"))
+        got = (Code.Name(answer.status.code), answer.status.message, len(answer.entries), f.ctx.topics.get("Nowhere"))
+        remark = "TopicMessageType validate failed, the expected type is UNSPECIFIED, but actual type is NORMAL"
+        assert got == ("MESSAGE_PROPERTY_CONFLICT_WITH_TYPE", remark, 0, None), got
