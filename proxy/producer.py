@@ -245,11 +245,16 @@ class Producing:
 
     def check_type(self, topic: str, props: dict[str, str]) -> None:
         """The message's type against its topic's ``message.type`` (``DefaultTopicMessageTypeValidator``): a topic
-        without one (every 4.x topic) takes every type; retry and DLQ topics are not checked. Raises RpcError."""
+        without one (every 4.x topic) takes every type; retry and DLQ topics are not checked. A topic the broker
+        does not hold is UNSPECIFIED, which takes none (LocalMetadataService.getTopicMessageType), unless
+        ``autoCreateTopicEnable`` lets the send create it (ours, as QueryRoute does). Raises RpcError."""
         if not self.config.enable_topic_message_type_check or topic.startswith(_UNCHECKED_PREFIXES):
             return
         config = self.broker.topics.get(topic)
-        expected = None if config is None else topic_type(config.attribute(MESSAGE_TYPE))
+        if config is None:
+            expected = None if self.broker.config.auto_create_topic_enable else TopicMessageType.UNSPECIFIED
+        else:
+            expected = topic_type(config.attribute(MESSAGE_TYPE))
         if expected is None:
             return
         actual = message_type_of(props)
