@@ -2,12 +2,13 @@
 official 5.x Python client with ``Credentials(ak, sk)``. A good account sends and receives; a wrong secret, an unknown
 account and a missing permission are each answered UNAUTHORIZED (40100) and nothing is stored or acknowledged; an
 account white-listed for 127.0.0.1 needs no right signature, as on the remoting port. Over the wire, every served RPC
-with a wrong secret or an unknown account is answered 40100 (a Telemetry stream ends UNAUTHENTICATED when it opens).
+with a wrong secret or an unknown account is answered 40100 (a Telemetry stream with a command carrying it, then ends).
 With ACL off the client's empty-credential header is accepted: every other test in this directory runs that way."""
 
 from __future__ import annotations
 
 import re
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -270,16 +271,32 @@ def _every_rpc(endpoint: str, key: tuple[str, str]) -> dict[str, Any]:
             response_deserializer=service.ReceiveMessageResponse.FromString,
         )  # fmt: skip
         out["ReceiveMessage"] = [r.status.code for r in stream(receive, timeout=10, metadata=_metadata(key))]
-        command = service.TelemetryCommand
+    out["Telemetry"] = _telemetry(endpoint, key, topic)
+    return out
+
+
+def _telemetry(endpoint: str, key: tuple[str, str], topic: Any) -> Any:
+    """A Telemetry stream with ``key``'s header sending one Settings publishing ``topic`` and then holding its side
+    open: the status codes of the commands it got before the server ended it, or the gRPC status name it ended with
+    (DEADLINE_EXCEEDED: the server kept it open)."""
+    command = service.TelemetryCommand
+    settings = command(settings=definition.Settings(publishing=definition.Publishing(topics=[topic])))
+    done = threading.Event()
+
+    def held_open() -> Any:
+        yield settings
+        done.wait(10)
+
+    with grpc.insecure_channel(endpoint) as channel:
         telemetry = channel.stream_stream(
             PREFIX + "Telemetry", request_serializer=command.SerializeToString, response_deserializer=command.FromString
         )
-        settings = command(settings=definition.Settings(publishing=definition.Publishing(topics=[topic])))
         try:
-            out["Telemetry"] = [r.status.code for r in telemetry(iter([settings]), timeout=3, metadata=_metadata(key))]
+            return [r.status.code for r in telemetry(held_open(), timeout=3, metadata=_metadata(key))]
         except grpc.RpcError as err:
-            out["Telemetry"] = err.code().name
-    return out
+            return err.code().name
+        finally:
+            done.set()
 
 
 async def test_every_rpc_is_refused_on_the_wire_and_nothing_is_stored(acl_grpc_cluster: GrpcCluster) -> None:
@@ -291,7 +308,22 @@ async def test_every_rpc_is_refused_on_the_wire_and_nothing_is_stored(acl_grpc_c
         wrong = await trio.to_thread.run_sync(_every_rpc, cluster.endpoint, (USER[0], "not-the-secret"))
         stored = await _max_offsets(admin, "TAcl")
     for out in (unknown, wrong):
-        assert out.pop("Telemetry") == "UNAUTHENTICATED", out  # refused when the stream opens
+        # GrpcMessagingApplication.telemetry runs the request pipeline on each command: the refusal is written as a
+        # command with its status and the stream completed (ResponseWriter.write), not ended with a gRPC error when it
+        # opens (found by a third review: UNAUTHENTICATED).
+        assert out.pop("Telemetry") == [40100], out
         assert out.pop("ReceiveMessage") == [40100], out
         assert out == dict.fromkeys(out, 40100) and len(out) == 10, out
     assert stored == 0
+
+
+async def test_a_telemetry_settings_the_acl_refuses_ends_the_stream_after_its_status(
+    acl_grpc_cluster: GrpcCluster,
+) -> None:
+    """A good account's Settings publishing a topic it may only subscribe to is refused by the request pipeline
+    (proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/GrpcMessagingApplication.java telemetry: writeResponse, then
+    ResponseWriter.write completes the stream): one command with UNAUTHORIZED, then the stream ends. It was kept open
+    (found by a third review)."""
+    topic = definition.Resource(name="TSubOnly")
+    got = await trio.to_thread.run_sync(_telemetry, acl_grpc_cluster.endpoint, USER, topic)
+    assert got == [40100], got
