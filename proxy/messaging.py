@@ -246,9 +246,14 @@ class MessagingActivity:
         return service.NotifyClientTerminationResponse(status=status())
 
     def telemetry_opened(self, md: dict[str, str], push: Push) -> None:
-        """A Telemetry stream opened: commands for this client go to ``push`` from now on. Raises RpcError when the
-        caller's credentials are refused (no resource is checked yet: its Settings come later on the stream)."""
-        self.admit(None, md)
+        """A Telemetry stream opened: commands for this client go to ``push`` from now on, unless the ACL refuses
+        the caller's credentials: the stream stays open and its first command is refused (:meth:`telemetry`), as
+        RocketMQ's request pipeline runs on each command. Raises RpcError for a blank client id."""
+        if self.acl is not None:
+            try:
+                self.acl.check(None, md)
+            except RpcError:
+                return  # never attached to the client id's pushes
         self.sessions.session(client_id_of(md), md).push = push
 
     def telemetry_closed(self, md: dict[str, str], push: Push) -> None:
@@ -261,13 +266,10 @@ class MessagingActivity:
         checks of :meth:`_check_settings` refuse, its message described as ClientActivity.processTelemetryException
         describes it, "process client telemetryCommand failed. <message>" (the stream then ends with it, see
         proxy/servicer.py; nothing is registered).
-        A command the ACL refuses is answered with its status and changes nothing (RocketMQ 5.3 writes that status
-        on the stream)."""
+        A command the ACL refuses raises its RpcError (UNAUTHORIZED) and changes nothing: the stream writes that
+        status, then ends (proxy/servicer.py)."""
         if self.acl is not None:
-            try:
-                self.acl.check(command, md)
-            except RpcError as err:
-                return service.TelemetryCommand(status=status(err.code, err.message))
+            self.acl.check(command, md)
         if not command.HasField("settings"):
             self.sessions.relay_answer(command)  # a reply to a relayed request, if any: nothing to write back
             return None

@@ -5,8 +5,9 @@ Trio thread through the :class:`~proxy.bridge.TrioBridge`, and writes what comes
 call: a reader task forwards the client's commands; the writer sends the replies and whatever the broker pushes
 (transaction recovery) through the stream's outbox. The RPCs not served here (PullMessage and the offset RPCs, which
 RocketMQ 5.3's proxy does not serve either, SyncLiteSubscription) answer gRPC UNIMPLEMENTED. A stopping
-broker answers UNAVAILABLE. A Telemetry stream whose credentials the ACL refuses ends with UNAUTHENTICATED. A
-ReceiveMessage stream that breaks before it wrote its messages nacks them (visible again in 1 s).
+broker answers UNAVAILABLE. A Telemetry command the ACL refuses is answered with a command carrying its status,
+then the stream completes. A ReceiveMessage stream that breaks before it wrote its messages nacks them (visible again
+in 1 s).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import grpc
 
 from processors.filter.cache import INLINE_LIMIT, precompile
 from proxy.bridge import BridgeClosed, TrioBridge
-from proxy.common import PEER_KEY, TLS_ONLY_KEY, Code, RpcError
+from proxy.common import PEER_KEY, TLS_ONLY_KEY, Code, RpcError, status
 from proxy.messaging import MessagingActivity
 from proxy.pb import definition, service, service_grpc
 
@@ -156,9 +157,7 @@ class MessagingServicer(service_grpc.MessagingServiceServicer):  # type: ignore[
         try:
             await self.bridge.call_sync(self.activity.telemetry_opened, md, push)
         except (RpcError, BridgeClosed) as exc:
-            refused = isinstance(exc, RpcError) and exc.code == Code.UNAUTHORIZED
-            code = grpc.StatusCode.UNAUTHENTICATED if refused else grpc.StatusCode.INVALID_ARGUMENT
-            await context.abort(code, str(exc))
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         reader = asyncio.create_task(self._read_commands(request_iterator, md, outbox))
         self._outboxes.add(outbox)
         try:
@@ -181,7 +180,11 @@ class MessagingServicer(service_grpc.MessagingServiceServicer):  # type: ignore[
                 if reply is not None:
                     outbox.put_nowait(reply)
         except RpcError as err:
-            outbox.put_nowait(err)
+            # GrpcMessagingApplication.telemetry: a command the request pipeline (the ACL) refuses is written as a
+            # command with its status and the stream completed (writeResponse, ResponseWriter.write); others end it
+            # with an error (ClientActivity.processTelemetryException).
+            refused = err.code == Code.UNAUTHORIZED
+            outbox.put_nowait(service.TelemetryCommand(status=status(err.code, err.message)) if refused else err)
         except (BridgeClosed, grpc.RpcError, asyncio.CancelledError):
             pass
         except Exception:
