@@ -37,6 +37,7 @@ from remoting.codec.message import decode_record
 from tests.conftest import SMALL_STORE
 from tests.proxy.test_pop import delete_topic, send
 from tests.proxy.test_renew import md
+from tests.proxy.test_send_checks import PROXY
 from tests.proxy.test_sessions import consumer_settings
 from tests.semantics.helpers import create_topic, use_virtual_store_clock
 
@@ -241,7 +242,8 @@ async def test_a_broker_or_topic_without_read_permission_hands_out_nothing(
     else:
         ctx.topics.update_topic(attrs.evolve(ctx.topics.get("NoRead"), perm=PERM_WRITE))
     stream = activity.consuming.receive_now(_receive_request("GNoRead", "NoRead"), md("c@1"), None)
-    assert (_messages(stream), _status(stream), stream[0].status.message) == ([], Code.FORBIDDEN, "no readable queue")
+    got = (_messages(stream), _status(stream), stream[0].status.message)
+    assert got == ([], Code.FORBIDDEN, PROXY + "no readable queue")
     assert ctx.offsets.query("GNoRead", "NoRead", 0) == -1  # nothing popped
 
 
@@ -1185,3 +1187,24 @@ async def test_enable_notify_after_pop_order_lock_release_false_leaves_a_fifo_re
     assert await ctx.update_config({"enableNotifyAfterPopOrderLockRelease": "false"}) == []
     late = await _fifo_parked_receive_lateness(embedded_cluster, nursery, "GFifoNoNotify", "FifoNoNotify")
     assert late > 5, f"the parked receive answered {late:.1f} s after m0 was free"
+
+
+async def test_an_ack_past_the_invisible_time_is_a_proxy_exceptions_expired_handle(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """ConsumerProcessor.batchAckMessage answers an expired handle with AbstractProcessor's ProxyException
+    INVALID_RECEIPT_HANDLE "receipt handle is expired", which AckMessageActivity turns into the entry's status through
+    ResponseBuilder.buildStatus(Throwable): GrpcProxyException's message is the ProxyException's toString. Ours
+    answered the bare text (found by a third review)."""
+    activity = await _activity(embedded_cluster, nursery)
+    embedded_cluster.controller.context.groups.update(SubscriptionGroupConfig("GLate"))
+    await create_topic(embedded_cluster, "Late", queues=1)
+    await send(embedded_cluster, "Late", b"m0")
+    [message] = _messages(
+        activity.consuming.receive_now(_receive_request("GLate", "Late", invisible_s=10), md("c@1"), None)
+    )
+    await trio.sleep(11)
+    req = _ack_request("GLate", "Late", message)
+    response = activity.guarded_sync(activity.consuming.ack, service.AckMessageResponse, req, md("c@1"))
+    got = [(e.status.code, e.status.message) for e in response.entries]
+    assert got == [(Code.INVALID_RECEIPT_HANDLE, PROXY + "receipt handle is expired")], got

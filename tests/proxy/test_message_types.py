@@ -181,7 +181,8 @@ async def test_topic_types_on_routes_and_sends(grpc_cluster: GrpcCluster) -> Non
         else:
             declared = topic[1:].upper()
             assert code == 40014, (key, message)
-            assert message == (
+            assert message == (  # a ProxyException's message, as 5.3.3's GrpcProxyException wraps it
+                "org.apache.rocketmq.proxy.common.ProxyException: "
                 f"TopicMessageType validate failed, the expected type is {declared}, but actual type is {kind}"
             )
     assert official["fifo"]
