@@ -22,6 +22,8 @@ __all__ = [
     "client_id_of",
     "finish_now",
     "peer_of",
+    "proxy_error",
+    "proxy_status",
     "status",
     "code_of_broker_refusal",
     "relayed_code",
@@ -57,6 +59,22 @@ class RpcError(Exception):
         super().__init__(message)
         self.code = code
         self.message = message
+
+
+#: What RocketMQ's proxy answers before the message of a refusal raised as a ProxyException (the processors' and the
+#: local message service's): GrpcProxyException takes it as its cause, whose toString is then the status message
+#: (proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/common/GrpcProxyException.java, ResponseBuilder.buildStatus).
+_PROXY_EXCEPTION: Final = "org.apache.rocketmq.proxy.common.ProxyException: "
+
+
+def proxy_error(code: int, message: str) -> RpcError:
+    """A refusal RocketMQ's proxy raises as a ProxyException, its message as the client reads it."""
+    return RpcError(code, _PROXY_EXCEPTION + message)
+
+
+def proxy_status(code: int, message: str) -> Any:
+    """The status of :func:`proxy_error` (an entry's, as AckMessageActivity builds it from a ProxyException)."""
+    return status(code, _PROXY_EXCEPTION + message)
 
 
 #: Validators.CHARACTER_MAX_LENGTH: the longest group name.

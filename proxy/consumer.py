@@ -40,6 +40,8 @@ from proxy.common import (
     check_topic,
     code_of_broker_refusal,
     peer_of,
+    proxy_error,
+    proxy_status,
     routed_perm,
     status,
     status_of_relayed_answer,
@@ -456,7 +458,7 @@ def _read_perm(config: TopicConfig, broker_perm: int) -> int:
     without a readable queue, as RocketMQ's proxy answers a receive (ReceiveMessageQueueSelector finds none)."""
     perm = routed_perm(config.perm, broker_perm)
     if not perm & PERM_READ or config.read_queue_nums <= 0:
-        raise RpcError(Code.FORBIDDEN, "no readable queue")
+        raise proxy_error(Code.FORBIDDEN, "no readable queue")  # ConsumerProcessor.popMessage's ProxyException
     return perm
 
 
@@ -493,7 +495,7 @@ def _ack_status(outcome: AckOutcome) -> Any:
     if outcome in (AckOutcome.OK, AckOutcome.STALE):
         return status()
     if outcome is AckOutcome.EXPIRED:
-        return status(Code.INVALID_RECEIPT_HANDLE, "receipt handle is expired")
+        return proxy_status(Code.INVALID_RECEIPT_HANDLE, "receipt handle is expired")  # AbstractProcessor's
     return status(Code.INTERNAL_SERVER_ERROR, "ack failed: status is abnormal")
 
 

@@ -42,6 +42,7 @@ from proxy.common import (
     finish_now,
     is_blank,
     peer_of,
+    proxy_error,
     routed_perm,
     status,
 )
@@ -234,7 +235,7 @@ class Producing:
             return
         perm = routed_perm(config.perm, self.broker.config.broker_permission)
         if config.write_queue_nums <= 0 or not perm & PERM_WRITE:
-            raise RpcError(Code.FORBIDDEN, "no writable queue")
+            raise proxy_error(Code.FORBIDDEN, "no writable queue")
 
     def _queue_id(self, topic: str, group: str | None) -> int:
         config = self.broker.topics.get(topic)
@@ -259,7 +260,7 @@ class Producing:
             return
         actual = message_type_of(props)
         if actual != expected and expected is not TopicMessageType.MIXED:
-            raise RpcError(
+            raise proxy_error(
                 Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
                 f"TopicMessageType validate failed, the expected type is {expected.value}, "
                 f"but actual type is {actual.value}",
@@ -338,7 +339,7 @@ class Producing:
             config = self.broker.topics.get(topic)
             declared = TopicMessageType.UNSPECIFIED if config is None else topic_type(config.attribute(MESSAGE_TYPE))
             if declared is not None and declared not in (TopicMessageType.DELAY, TopicMessageType.MIXED):
-                raise RpcError(
+                raise proxy_error(
                     Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
                     f"TopicMessageType validate failed, the expected type is {declared.value}, "
                     "but actual type is DELAY",
@@ -346,13 +347,13 @@ class Producing:
         try:
             handle = decode_recall_handle(req.recall_handle)
         except RecallHandleError as exc:
-            raise RpcError(Code.INTERNAL_SERVER_ERROR, str(exc)) from None
+            raise proxy_error(Code.INTERNAL_SERVER_ERROR, str(exc)) from None
         header = RecallMessageRequestHeader(topic=topic, recall_handle=req.recall_handle, bname=handle.broker_name)
         answer = await self.invoker.invoke(
             request(RequestCode.RECALL_MESSAGE, header.to_ext_fields()), peer_of(metadata)
         )
         if answer.code != ResponseCode.SUCCESS:
-            raise RpcError(Code.INTERNAL_SERVER_ERROR, answer.remark or "recall failed")
+            raise proxy_error(Code.INTERNAL_SERVER_ERROR, answer.remark or "recall failed")
         message_id = (answer.ext_fields or {}).get("msgId", "")
         return service.RecallMessageResponse(status=status(Code.OK, "OK"), message_id=message_id)
 
@@ -370,7 +371,7 @@ class Producing:
         # AbstractTransactionService.genEndTransactionRequestHeader: the data is taken away whatever the resolution.
         found = self.transactions.pop((req.topic.name, tx_id), None)
         if found is None:
-            raise RpcError(Code.INTERNAL_SERVER_ERROR, "cannot found transaction data")
+            raise proxy_error(Code.INTERNAL_SERVER_ERROR, "cannot found transaction data")
         resolution = {definition.TransactionResolution.COMMIT: _COMMIT,
                       definition.TransactionResolution.ROLLBACK: _ROLLBACK}.get(req.resolution, 0)  # fmt: skip
         header = EndTransactionRequestHeader(
