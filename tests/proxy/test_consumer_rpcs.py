@@ -37,6 +37,7 @@ from remoting.codec.message import decode_record
 from tests.conftest import SMALL_STORE
 from tests.proxy.test_pop import delete_topic, send
 from tests.proxy.test_renew import md
+from tests.proxy.test_route_checks import topic_route_missing
 from tests.proxy.test_send_checks import PROXY
 from tests.proxy.test_sessions import consumer_settings
 from tests.semantics.helpers import create_topic, use_virtual_store_clock
@@ -912,6 +913,8 @@ async def test_a_receive_checks_its_invisible_time_then_the_topic_then_the_group
     groups.config = attrs.evolve(groups.config, auto_create_subscription_group=False)
     stream = activity.consuming.receive_now(_receive_request("GOrder", "NoSuchTopic"), md("c@1"), 30.0)
     assert stream is not None and stream[0].status.code == Code.TOPIC_NOT_FOUND, stream[0].status
+    # the cluster mode's route service's MQClientException (the local mode's route of no topic config fails on null)
+    assert stream[0].status.message == topic_route_missing("NoSuchTopic")
 
 
 async def test_an_ack_answers_its_overall_status_as_rocketmqs_proxy(

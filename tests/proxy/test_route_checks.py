@@ -273,3 +273,24 @@ async def test_a_blank_client_id_is_client_id_required(tmp_path: Path, client_id
         for status in (answer.status, beat.status):
             assert (Code.Name(status.code), status.message) == ("CLIENT_ID_REQUIRED", "client id cannot be empty")
         assert not answer.message_queues
+
+
+def topic_route_missing(topic: str) -> str:
+    """The message of RocketMQ's MQClientException(TOPIC_NOT_EXIST, ...) for a topic without a route, the status
+    message ResponseBuilder.buildStatus answers with TOPIC_NOT_FOUND (TopicRouteService.getCacheMessageQueueWrapper,
+    client/.../exception/MQClientException.java, common/.../help/FAQUrl.java attachDefaultURL)."""
+    return (
+        f"CODE: 17  DESC: No topic route info in name server for the topic: {topic}\n"
+        "For more information, please visit the url, https://rocketmq.apache.org/docs/bestPractice/06FAQ"
+    )
+
+
+async def test_an_unknown_topic_answers_the_route_services_not_found_message(tmp_path: Path) -> None:
+    """QueryRoute and QueryAssignment of a topic no one knows: TOPIC_NOT_FOUND with the message of the route
+    service's MQClientException, which the official clients raise to the application. Ours answered a text of its
+    own (found by a third review)."""
+    async with front(tmp_path, auto_create_topic_enable=False) as f:
+        route = await f.call("QueryRoute", _route("Nowhere"), service.QueryRouteResponse)
+        assigned = await f.call("QueryAssignment", _assignment("Nowhere", "G1"), service.QueryAssignmentResponse)
+        got = [(Code.Name(a.status.code), a.status.message) for a in (route, assigned)]
+        assert got == [("TOPIC_NOT_FOUND", topic_route_missing("Nowhere"))] * 2, got
