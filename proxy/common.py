@@ -25,6 +25,7 @@ __all__ = [
     "proxy_error",
     "proxy_status",
     "status",
+    "topic_not_found",
     "code_of_broker_refusal",
     "relayed_code",
     "status_of_relayed_answer",
@@ -75,6 +76,17 @@ def proxy_error(code: int, message: str) -> RpcError:
 def proxy_status(code: int, message: str) -> Any:
     """The status of :func:`proxy_error` (an entry's, as AckMessageActivity builds it from a ProxyException)."""
     return status(code, _PROXY_EXCEPTION + message)
+
+
+def topic_not_found(topic: str) -> RpcError:
+    """TOPIC_NOT_FOUND for a topic without a route, with the message of the route service's MQClientException
+    (TopicRouteService.getCacheMessageQueueWrapper; client/src/main/java/org/apache/rocketmq/client/exception/
+    MQClientException.java and common/.../help/FAQUrl.java attachDefaultURL)."""
+    return RpcError(
+        Code.TOPIC_NOT_FOUND,
+        f"CODE: {ResponseCode.TOPIC_NOT_EXIST}  DESC: No topic route info in name server for the topic: {topic}\n"
+        "For more information, please visit the url, https://rocketmq.apache.org/docs/bestPractice/06FAQ",
+    )
 
 
 #: Validators.CHARACTER_MAX_LENGTH: the longest group name.

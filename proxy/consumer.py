@@ -45,6 +45,7 @@ from proxy.common import (
     routed_perm,
     status,
     status_of_relayed_answer,
+    topic_not_found,
 )
 from proxy.config import ProxyConfig
 from proxy.convert import grpc_message
@@ -117,7 +118,7 @@ class Consuming:
     def _topic(self, name: str) -> TopicConfig:
         config = self.broker.topics.get(name)
         if config is None:
-            raise RpcError(Code.TOPIC_NOT_FOUND, f"topic {name!r} not found")
+            raise topic_not_found(name)
         return config
 
     def _filter(self, topic: str, expression: Any) -> tuple[frozenset[str] | None, PropertyFilter | None]:
@@ -433,7 +434,7 @@ class Consuming:
         master's endpoint, once with queue id -1, or for an orderly group once per read queue; FORBIDDEN "no readable
         queue" when no broker has one."""
         if queues is None:
-            raise RpcError(Code.TOPIC_NOT_FOUND, f"topic {req.topic.name!r} not found")
+            raise topic_not_found(req.topic.name)
         group = self.broker.groups.get(req.group.name)  # read only: Java's LocalMetadataService creates nothing
         orderly = group is not None and group.consume_message_orderly
         response = service.QueryAssignmentResponse(status=status())

@@ -30,6 +30,7 @@ from proxy.common import (
     client_id_of,
     peer_of,
     status,
+    topic_not_found,
 )
 from proxy.config import ProxyConfig
 from proxy.consumer import Consuming, check_names
@@ -162,7 +163,7 @@ class MessagingActivity:
             created = self.broker.topics.create_topic_in_send_process(topic, "TBW102", 4)
             entries = None if created is None else [self.routes.own_queues(created, tls=tls)]
         if entries is None:
-            raise RpcError(Code.TOPIC_NOT_FOUND, f"topic {topic!r} not found")
+            raise topic_not_found(topic)
         response = service.QueryRouteResponse(status=status())
         local = self.broker.topics.get(topic)  # LocalMetadataService: the type is this broker's topic's
         accepted = accepted_types(None if local is None else topic_type(local.attribute(MESSAGE_TYPE)))
