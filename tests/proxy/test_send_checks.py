@@ -328,6 +328,7 @@ async def test_a_send_the_broker_refuses_is_internal_server_error_with_its_remar
         got = (Code.Name(answer.status.code), len(answer.entries), f.stored("RT"))
         assert got == ("INTERNAL_SERVER_ERROR", 0, 0), (got, answer.status.message)
         assert "msg body length limit 1024B" in answer.status.message, answer.status.message  # the broker's remark
+        assert answer.status.message.startswith(PROXY), answer.status.message  # a ProxyException's, as all of them
 
 
 @pytest.mark.parametrize("where", ["topic", "broker"])
