@@ -401,7 +401,8 @@ def _failed_send(answer: Any) -> Any | None:
     """The entry status of a send the broker answered without SUCCESS (``None`` for SUCCESS): a flush or slave
     timeout's (SendMessageActivity.convertToSendMessageResponse, no message id). Any other answer is a refusal,
     raised as the response's status (RpcError): LocalMessageService.sendMessage (proxy/src/main/java/org/apache/
-    rocketmq/proxy/service/message/LocalMessageService.java) throws INTERNAL_SERVER_ERROR with the broker's remark;
+    rocketmq/proxy/service/message/LocalMessageService.java) throws a ProxyException INTERNAL_SERVER_ERROR with the
+    broker's remark (:func:`proxy.common.proxy_error`);
     TOPIC_NOT_EXIST and SYSTEM_BUSY are TOPIC_NOT_FOUND and TOO_MANY_REQUESTS, as the cluster mode answers them
     (:func:`proxy.common.code_of_broker_refusal`)."""
     if answer.code == ResponseCode.SUCCESS:
@@ -409,7 +410,10 @@ def _failed_send(answer: Any) -> Any | None:
     stored = _STORED_NOT_OK.get(answer.code)
     if stored is None:
         remark = str(answer.code) if answer.remark is None else answer.remark
-        raise RpcError(code_of_broker_refusal(answer.code), remark)
+        code = code_of_broker_refusal(answer.code)
+        if code == Code.INTERNAL_SERVER_ERROR:  # LocalMessageService's ProxyException
+            raise proxy_error(code, remark)
+        raise RpcError(code, remark)
     return status(stored[0], f"send message failed, sendStatus={stored[1]}")
 
 
