@@ -1,0 +1,68 @@
+"""The transaction data a 5.x half message leaves for its EndTransaction, as RocketMQ 5.3.3's proxy keeps it
+(proxy/src/main/java/org/apache/rocketmq/proxy/service/transaction/TransactionDataManager.java): it expires
+``transactionDataExpireMillis`` (30 s) after the send, so a later EndTransaction finds none and the broker's check
+asks the producer again. Found by a third review: ours kept it until the transaction ended."""
+
+from __future__ import annotations
+
+import time
+
+import trio
+import trio.testing
+
+from broker.embedded import EmbeddedCluster
+from proxy.common import Code
+from proxy.config import ProxyConfig
+from proxy.messaging import MessagingActivity
+from proxy.pb import definition, service
+from proxy.startup import build_activity
+from tests.proxy.test_renew import md
+from tests.proxy.test_send_checks import PROXY
+from tests.semantics.helpers import create_topic, use_virtual_store_clock
+
+
+async def _half(activity: MessagingActivity, topic: str, message_id: str) -> None:
+    msg = definition.Message(body=b"half")
+    msg.topic.name = topic
+    sp = msg.system_properties
+    sp.message_id = message_id
+    sp.born_timestamp.FromMilliseconds(int(time.time() * 1000))
+    sp.message_type = definition.MessageType.TRANSACTION
+    response = await activity.send(service.SendMessageRequest(messages=[msg]), md("p@1"))
+    assert response.status.code == Code.OK, response.status
+
+
+async def _commit(activity: MessagingActivity, topic: str, tx_id: str) -> tuple[int, str]:
+    req = service.EndTransactionRequest(
+        topic=definition.Resource(name=topic),
+        transaction_id=tx_id,
+        message_id=tx_id,
+        resolution=definition.TransactionResolution.COMMIT,
+        source=definition.TransactionSource.SOURCE_CLIENT,
+    )
+    answer = await activity.guarded(activity.producing.end_transaction, service.EndTransactionResponse, req, md("p@1"))
+    return answer.status.code, answer.status.message
+
+
+async def test_transaction_data_expires_after_transaction_data_expire_millis(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """TransactionDataManager.pollNoExpireTransactionData skips data past its expiry (its send time plus
+    ``transactionDataExpireMillis``): a commit within it ends the transaction, one after it is INTERNAL_SERVER_ERROR
+    "cannot found transaction data" and stores nothing; a shorter setting shortens it."""
+    use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "TxData")
+    store = embedded_cluster.controller.context.store
+    expired = (Code.INTERNAL_SERVER_ERROR, PROXY + "cannot found transaction data")
+
+    async def commit_after(config: ProxyConfig, wait_s: int) -> tuple[tuple[int, str], int]:
+        activity, _ = build_activity(embedded_cluster.controller, config)
+        tx_id = f"01TXDATA{trio.current_time():024.0f}"
+        await _half(activity, "TxData", tx_id)
+        await trio.sleep(wait_s)
+        return await _commit(activity, "TxData", tx_id), store.max_offset_in_queue("TxData", 0)
+
+    got = [await commit_after(ProxyConfig(), wait_s) for wait_s in (29, 31)]
+    assert got == [((Code.OK, "OK"), 1), (expired, 1)], got
+    shorter = ProxyConfig(**{"transaction_data_expire_millis": 5_000})
+    assert await commit_after(shorter, 6) == (expired, 1)
