@@ -73,6 +73,9 @@ class ProxyConfig:
     user_property_max_num: int = 128
     max_user_property_size: int = 16 * 1024
     max_transaction_recovery_second: int = attrs.field(default=3600, metadata=JAVA_LONG)
+    #: How long a half message's transaction data serves its EndTransaction after the send, or after the broker's
+    #: check named it again (ms; TransactionDataManager's expiry): a later end finds none, the check asks again.
+    transaction_data_expire_millis: int = attrs.field(default=30_000, metadata=JAVA_LONG)
     #: The largest request the gRPC server takes (bytes); a batch of several maximum-size bodies fits.
     grpc_max_inbound_message_size: int = 130 * 1024 * 1024
     #: Refuse a send whose message type differs from its topic's ``message.type`` attribute (RocketMQ's default); also

@@ -31,6 +31,7 @@ import time
 from typing import Any, Final
 
 import attrs
+import trio
 
 from broker.context import BrokerState
 from processors.topic_attributes import MESSAGE_TYPE, TopicMessageType, message_type_of, topic_type
@@ -88,13 +89,13 @@ _GZIP: Final = int(definition.Encoding.GZIP)
 
 class Producing:
     """The producer RPCs of one proxy; state: the open transactions ((producer group, id) -> commit-log offset,
-    queue offset; the producer group of a 5.x half message is its topic)."""
+    queue offset, Trio time added; the producer group of a 5.x half message is its topic)."""
 
     def __init__(self, broker: BrokerState, config: ProxyConfig, invoker: LocalInvoker) -> None:
         self.broker = broker
         self.config = config
         self.invoker = invoker
-        self.transactions: dict[tuple[str, str], tuple[int, int]] = {}
+        self.transactions: dict[tuple[str, str], tuple[int, int, float]] = {}
         self._round_robin = itertools.count()
 
     def check(self, msg: Any) -> None:
@@ -328,7 +329,7 @@ class Producing:
             phy = decode_offset_msg_id(ext["msgId"]).phy_offset
             if len(self.transactions) >= _MAX_OPEN_TRANSACTIONS:  # never ended nor checked: forget the oldest
                 del self.transactions[next(iter(self.transactions))]
-            self.transactions[(topic, sp.message_id)] = (phy, entry.offset)
+            self.transactions[(topic, sp.message_id)] = (phy, entry.offset, trio.current_time())
         return entry
 
     async def recall(self, req: Any, metadata: dict[str, str]) -> Any:
@@ -368,9 +369,11 @@ class Producing:
         tx_id = req.transaction_id
         if is_blank(tx_id):
             raise RpcError(Code.INVALID_TRANSACTION_ID, "transaction id cannot be empty")
-        # AbstractTransactionService.genEndTransactionRequestHeader: the data is taken away whatever the resolution.
+        # AbstractTransactionService.genEndTransactionRequestHeader: the data is taken away whatever the resolution;
+        # TransactionDataManager.pollNoExpireTransactionData: data past transactionDataExpireMillis is none.
         found = self.transactions.pop((req.topic.name, tx_id), None)
-        if found is None:
+        expiry = self.config.transaction_data_expire_millis / 1000
+        if found is None or trio.current_time() - found[2] > expiry:
             raise proxy_error(Code.INTERNAL_SERVER_ERROR, "cannot found transaction data")
         resolution = {definition.TransactionResolution.COMMIT: _COMMIT,
                       definition.TransactionResolution.ROLLBACK: _ROLLBACK}.get(req.resolution, 0)  # fmt: skip

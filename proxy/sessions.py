@@ -83,7 +83,7 @@ class ClientSession:
     settings: Any = None
     push: Push | None = None
     channel: GrpcClientChannel | None = None
-    transactions: dict[tuple[str, str], tuple[int, int]] = attrs.field(factory=dict)
+    transactions: dict[tuple[str, str], tuple[int, int, float]] = attrs.field(factory=dict)
     #: Trio time of the client's last request through :meth:`SessionTable.session`
     last_seen: float = 0.0
 
@@ -180,7 +180,8 @@ class GrpcClientChannel(Connection):
             return
         tx_id = header.transaction_id or header.msg_id or ""
         group = half.properties.get("PGROUP") or half.topic  # the broker's check names the half's producer group
-        self.session.transactions[(group, tx_id)] = (header.commit_log_offset, header.tran_state_table_offset)
+        now = trio.current_time()  # the check names the data again: it serves transactionDataExpireMillis anew
+        self.session.transactions[(group, tx_id)] = (header.commit_log_offset, header.tran_state_table_offset, now)
         self.session.push(recovery_command(half, tx_id))
 
 
@@ -199,7 +200,10 @@ class SessionTable:
     ``grpcProxyRelayRequestTimeoutInSeconds``."""
 
     def __init__(
-        self, broker: BrokerState, transactions: dict[tuple[str, str], tuple[int, int]], relay_timeout: float = 5.0
+        self,
+        broker: BrokerState,
+        transactions: dict[tuple[str, str], tuple[int, int, float]],
+        relay_timeout: float = 5.0,
     ) -> None:
         self.broker = broker
         self.sessions: dict[str, ClientSession] = {}
