@@ -424,3 +424,32 @@ async def test_updating_an_untyped_topic_keeps_it_untyped(dash: Dash) -> None:
     await dash.post("/api/topics", {"topic": "UntypedTopic", "messageType": "DELAY", **picked})
     typed = topics.get("UntypedTopic")
     assert typed is not None and typed.attribute("message.type") == "DELAY"
+
+
+async def test_each_queue_of_a_group_names_the_client_consuming_it(dash: Dash) -> None:
+    """The consumer group page's progress names, per queue, the online client the queue is assigned to (its
+    ``mqTable`` in GET_CONSUMER_RUNNING_INFO), as rocketmq-dashboard's ``QueueStatInfo.clientInfo``; a queue no
+    client holds has none, and neither has any queue of a group with nobody online."""
+    namesrv = dash.cluster.namesrv_addr
+    await create_topic(namesrv, "HeldTopic", queues=2)
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer("held-cg", namesrv, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
+    consumer.subscribe("HeldTopic", "*")
+    consumer.register_message_listener(listener)
+    async with consumer, Producer("held-pg", namesrv) as producer:
+        for i in range(4):
+            await producer.send(Message("HeldTopic", f"m{i}".encode()))
+        client = consumer.instance.client_id
+        with anyio.fail_after(60):  # until the rebalance has given the consumer both queues
+            while len(held := await held_queues(dash)) != 2 or {q["clientInfo"] for q in held} != {client}:
+                await anyio.sleep(0.05)
+        assert sorted(q["queueId"] for q in held) == [0, 1]
+    offline = (await dash.get("/api/group?group=held-cg"))["queues"]
+    assert offline and all(q["clientInfo"] == "" for q in offline)
+
+
+async def held_queues(dash: Dash) -> list[dict[str, Any]]:
+    return [q for q in (await dash.get("/api/group?group=held-cg"))["queues"] if q["topic"] == "HeldTopic"]
