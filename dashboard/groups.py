@@ -24,6 +24,7 @@ from client.errors import MQBrokerError
 from client.mqadmin_support import version_desc
 from client.offset_reset import reset_offline
 from dashboard.targets import cluster_of, master_addrs, picked_brokers
+from remoting.codec.bodies import MessageQueue
 from remoting.codec.bodies.admin import ClientConnection, OffsetWrapper
 from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig
 from remoting.codec.codes import ResponseCode
@@ -163,6 +164,7 @@ async def group_detail(admin: Admin, group: str) -> dict[str, Any]:
     """Per-queue progress, connections and subscriptions of ``group``."""
     stats = await admin.consume_stats(group)
     conn = await _connection(admin, group)
+    holders = {} if conn is None else await queue_holders(admin, group, conn.connection_set)
     queues = [
         {
             "topic": mq.topic,
@@ -172,6 +174,7 @@ async def group_detail(admin: Admin, group: str) -> dict[str, Any]:
             "consumerOffset": w.consumer_offset,
             "diff": diff_total([w]),
             "lastTimestamp": w.last_timestamp,
+            "clientInfo": holders.get(mq, ""),
         }
         for mq, w in stats.offset_table.items()
     ]
@@ -189,6 +192,28 @@ async def group_detail(admin: Admin, group: str) -> dict[str, Any]:
         "subscriptions": subscriptions,
         **{k: v for k, v in _connection_summary(conn).items() if k in ("consumeType", "messageModel")},
     }
+
+
+async def queue_holders(admin: Admin, group: str, connections: Iterable[ClientConnection]) -> dict[MessageQueue, str]:
+    """The client id holding each queue: the ``mqTable`` of each online client's GET_CONSUMER_RUNNING_INFO, as
+    rocketmq-dashboard's ``ConsumerServiceImpl.getClientConnection`` fills ``QueueStatInfo.clientInfo``. A client that
+    does not answer holds no queue here (logged); the others still show."""
+    holders: dict[MessageQueue, str] = {}
+    limiter = anyio.CapacityLimiter(_CONNECTION_LOOKUPS)
+
+    async def ask(client_id: str) -> None:
+        async with limiter:
+            try:
+                info = await admin.consumer_running_info(group, client_id)
+            except BROKER_FAILURES as exc:
+                log.warning("running info of %s in group %s failed: %s", client_id, group, exc)
+                return
+        holders.update((mq, client_id) for mq in info.get("mqTable") or {} if isinstance(mq, MessageQueue))
+
+    async with anyio.create_task_group() as tg:
+        for c in sorted(connections, key=lambda c: c.client_id):
+            tg.start_soon(ask, c.client_id)
+    return holders
 
 
 async def reset_offsets(admin: Admin, group: str, topic: str, timestamp_ms: int) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-// Consumer group page: progress per queue, connections, subscriptions, offset reset by time, deletion.
+// Consumer group page: progress per queue (with the client holding it), connections, subscriptions, offset reset by time, deletion.
 "use strict";
 (async function () {
   const { api, guarded, table, kv, fmtTime, param, showNotice, link, el, brokerPicker } = mq;
@@ -16,6 +16,7 @@
     table(document.getElementById("queues"), [
       { key: "topic", title: "Topic", render: (r) => link("/topic?topic=" + encodeURIComponent(r.topic), r.topic) },
       { key: "brokerName", title: "Broker" }, { key: "queueId", title: "Queue", num: true },
+      { key: "clientInfo", title: "Client" },
       { key: "brokerOffset", title: "Broker offset", num: true }, { key: "consumerOffset", title: "Consumer offset", num: true },
       { key: "diff", title: "Diff", num: true },
       { key: "lastTimestamp", title: "Last consumed", render: (r) => fmtTime(r.lastTimestamp) },

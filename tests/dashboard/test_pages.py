@@ -214,6 +214,29 @@ def test_a_consumer_groups_lag_drops_to_zero_after_consuming(browser: WebDriver,
     wait_for(browser, lambda d: diff_total(d) == "6")
 
 
+def test_the_group_page_names_the_client_holding_each_queue(browser: WebDriver, live: ThreadedDashboard) -> None:
+    """The progress table's Client column: the online consumer each queue is assigned to, as rocketmq-dashboard's
+    consumer detail shows ``clientInfo``."""
+    create_topic(live, "HeldPageTopic", queues=1)
+    config = ClientConfig(namesrv_addr=live.namesrv_addr, persist_consumer_offset_interval=0.2)
+    consumer = PushConsumer(
+        "held-page-cg", config=config, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
+    )
+    consumer.subscribe("HeldPageTopic", "*")
+    consumer.register_message_listener(lambda msgs: CONSUME_SUCCESS)
+    with Producer("held-page-pg", live.namesrv_addr) as producer, consumer:
+        producer.send(Message("HeldPageTopic", b"held"))
+        client = consumer.consumer.instance.client_id
+        deadline = time.monotonic() + HANG_GUARD
+        while True:  # until the consumer has the queue and an offset committed in it
+            open_page(browser, live, "/group?group=held-page-cg")
+            found = table_rows(browser, "progress", lambda r: True)
+            if [r[:4] for r in found if r[0] == "HeldPageTopic"] == [["HeldPageTopic", "broker-a", "0", client]]:
+                break
+            assert time.monotonic() < deadline, found
+            time.sleep(0.2)
+
+
 def diff_total(driver: WebDriver) -> str:
     """The "Diff total" of the consumer group page's summary."""
     return str(driver.find_element(By.XPATH, "//dt[text()='Diff total']/following-sibling::dd[1]").text)
