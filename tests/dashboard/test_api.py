@@ -453,3 +453,21 @@ async def test_each_queue_of_a_group_names_the_client_consuming_it(dash: Dash) -
 
 async def held_queues(dash: Dash) -> list[dict[str, Any]]:
     return [q for q in (await dash.get("/api/group?group=held-cg"))["queues"] if q["topic"] == "HeldTopic"]
+
+
+async def test_the_cluster_page_shows_yesterdays_puts_and_gets(dash: Dash) -> None:
+    """Each broker's row has yesterday's message counts beside today's, as rocketmq-dashboard's cluster page: the
+    runtime info's ``msgPutTotalTodayMorning`` minus ``msgPutTotalYesterdayMorning`` (and the same for gets)."""
+    await create_topic(dash.cluster.namesrv_addr, "DaysTopic", queues=1)
+    async with Producer("days-pg", dash.cluster.namesrv_addr) as producer:
+        for i in range(3):
+            await producer.send(Message("DaysTopic", f"m{i}".encode()))
+    stats = dash.cluster.controller.context.stats
+    stats.wall_clock = lambda: time.time() + 86_400  # the broker's next second sample rolls the day over
+    with anyio.fail_after(60):
+        while (runtime := await dash.admin.broker_status(dash.cluster.broker_addr))["msgPutTotalTodayMorning"] == "0":
+            await anyio.sleep(0.05)
+    expected = int(runtime["msgPutTotalTodayMorning"]) - int(runtime["msgPutTotalYesterdayMorning"])
+    assert expected >= 3
+    [broker] = (await dash.get("/api/cluster"))["brokers"]
+    assert broker["msgPutYesterday"] == expected and broker["msgGetYesterday"] == 0
