@@ -112,13 +112,27 @@ async def cluster_overview(admin: Admin) -> dict[str, Any]:
                 "putTps": round(first_rate(runtime.get("putTps")), 2),
                 "getTps": round(first_rate(runtime.get("getTransferedTps")), 2),
                 "diskRatio": _disk_ratio(runtime),
-                "msgPutToday": _int(runtime.get("msgPutTotalTodayNow")) - _int(runtime.get("msgPutTotalTodayMorning")),
-                "msgGetToday": _int(runtime.get("msgGetTotalTodayNow")) - _int(runtime.get("msgGetTotalTodayMorning")),
+                **_day_counts(runtime),
                 "replication": replication_state(role, runtime, master_max) if not error else "",
                 "error": error,
             }
         )
     return {"brokers": rows, "clusters": {c: sorted(n) for c, n in sorted(info.cluster_addr_table.items())}}
+
+
+#: The runtime info's day totals (``msgPutTotalTodayNow``...), by when they were read.
+_DAY_KEYS = ("TodayNow", "TodayMorning", "YesterdayMorning")
+
+
+def _day_counts(runtime: dict[str, str]) -> dict[str, int]:
+    """Messages put and got today so far and yesterday, from the runtime info's day totals, as rocketmq-dashboard's
+    cluster page (frontend-new/src/pages/Cluster/cluster.jsx) and ``mqadmin clusterList`` compute them."""
+    counts = {}
+    for kind in ("Put", "Get"):
+        now, morning, yesterday = (_int(runtime.get(f"msg{kind}Total{day}")) for day in _DAY_KEYS)
+        counts[f"msg{kind}Today"] = now - morning
+        counts[f"msg{kind}Yesterday"] = morning - yesterday
+    return counts
 
 
 def _disk_ratio(runtime: dict[str, str]) -> float | None:

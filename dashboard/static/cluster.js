@@ -31,6 +31,8 @@
     { key: "getTps", title: "Get TPS", num: true },
     { key: "msgPutToday", title: "Put today", num: true },
     { key: "msgGetToday", title: "Got today", num: true },
+    { key: "msgPutYesterday", title: "Put yesterday", num: true },
+    { key: "msgGetYesterday", title: "Got yesterday", num: true },
     { key: "diskRatio", title: "Disk used", num: true, render: (r) => pct(r.diskRatio) },
     { key: "replication", title: "Replication", render: (r) => r.error ? el("span", { class: "err" }, r.error) : r.replication },
   ], data.brokers, { name: "brokers" });

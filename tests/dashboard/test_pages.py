@@ -57,6 +57,8 @@ def test_cluster_page_lists_the_embedded_broker(browser: WebDriver, live: Thread
     [row] = table_rows(browser, "brokers", lambda r: len(r) == 1)
     assert row[:6] == ["DefaultCluster", "broker-a", "0", "ASYNC_MASTER", row[4], "V4_9_8"]
     assert row[4].startswith("127.0.0.1:")
+    heads = [th.text for th in browser.find_elements(By.CSS_SELECTOR, 'table[data-table="brokers"] th')]
+    assert heads[8:12] == ["Put today", "Got today", "Put yesterday", "Got yesterday"]  # rocketmq-dashboard's counts
     browser.find_element(By.LINK_TEXT, row[4]).click()
     assert table_rows(browser, "config", lambda r: ["brokerName", "broker-a"] in r)
 
