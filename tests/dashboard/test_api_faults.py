@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import anyio
 import pytest
@@ -333,3 +334,47 @@ async def test_an_infinite_number_is_a_400_not_a_500(dash: Dash, url: str, body:
     field that any other non-integer gets."""
     response = await dash.http.post(url, content=body, headers={"Content-Type": "application/json"})
     assert response.status_code == 400 and "must be an integer" in response.json()["error"]["message"], response.text
+
+
+@pytest.mark.parametrize(
+    ("method", "url", "body", "field"),
+    [
+        (
+            "POST",
+            "/api/group/config",
+            {"subscriptionGroupConfig": {"groupName": "g", "retryQueueNums": 2**31}, "brokerNameList": ["broker-a"]},
+            "retryQueueNums",
+        ),
+        (
+            "POST",
+            "/api/group/config",
+            {"subscriptionGroupConfig": {"groupName": "g", "brokerId": 2**63}, "brokerNameList": ["broker-a"]},
+            "brokerId",
+        ),
+        (
+            "POST",
+            "/api/group/config",
+            {"subscriptionGroupConfig": {"groupName": "g", "retryMaxTimes": 10**30}, "brokerNameList": ["broker-a"]},
+            "retryMaxTimes",
+        ),
+        (
+            "POST",
+            "/api/topics",
+            {"topic": "WideTopic", "writeQueueNums": 2**31, "brokerNameList": ["broker-a"]},
+            "writeQueueNums",
+        ),
+        ("POST", "/api/group/reset", {"group": "g", "topic": "T", "timestamp": 10**30}, "timestamp"),
+        ("GET", "/api/messages/time?topic=T&begin=0&end=99999999999999999999", None, "end"),
+    ],
+)
+async def test_a_number_past_its_java_type_is_a_400(
+    dash: Dash, method: str, url: str, body: dict[str, Any] | None, field: str
+) -> None:
+    """A number wider than the Java field it fills (``int`` queue counts and retry settings, ``long`` broker ids and
+    times) is a 400 naming the field, as rocketmq-dashboard's Jackson and ``@RequestParam long`` refuse it: a group
+    setting past 64 bits failed to encode (a bare 500 with a traceback), one past 32 bits was written as it was, and
+    the others went to the broker or name server (a 502)."""
+    response = await dash.http.request(method, url, json=body)
+    assert response.status_code == 400, response.text
+    assert field in response.json()["error"]["message"] and "out of range" in response.json()["error"]["message"]
+    assert dash.cluster.controller.context.topics.get("WideTopic") is None
