@@ -88,12 +88,21 @@ def _arg(request: Request, name: str) -> str:
     return value
 
 
-def _int(value: Any, name: str) -> int:
-    """An integer argument; BadRequest for anything else, JSON's ``Infinity`` (OverflowError in ``int``) included."""
+#: The bits of Java's integer types.
+_JAVA_BITS = {"int": 32, "long": 64}
+
+
+def _int(value: Any, name: str, bits: int = 64) -> int:
+    """An integer argument that fits the Java field it fills (``bits``: 32 for an ``int``, 64 for a ``long``), as
+    Jackson binds rocketmq-dashboard's; BadRequest for anything else, JSON's ``Infinity`` (OverflowError in ``int``)
+    included."""
     try:
-        return int(value)
+        number = int(value)
     except (TypeError, ValueError, OverflowError):
         raise BadRequest(f"{name} must be an integer, got {value!r}") from None
+    if not -(1 << (bits - 1)) <= number < 1 << (bits - 1):
+        raise BadRequest(f"{name} {number} is out of range for a {bits}-bit integer")
+    return number
 
 
 async def _body(request: Request) -> dict[str, Any]:
@@ -172,9 +181,9 @@ async def post_topic(request: Request) -> JSONResponse:
     written = await topics.create_topic(
         _admin(request),
         _field(body, "topic"),
-        read_queue_nums=_int(body.get("readQueueNums", 4), "readQueueNums"),
-        write_queue_nums=_int(body.get("writeQueueNums", 4), "writeQueueNums"),
-        perm=_int(body.get("perm", 6), "perm"),
+        read_queue_nums=_int(body.get("readQueueNums", 4), "readQueueNums", 32),
+        write_queue_nums=_int(body.get("writeQueueNums", 4), "writeQueueNums", 32),
+        perm=_int(body.get("perm", 6), "perm", 32),
         order=_flag(body, "order"),
         clusters=_names(body, "clusterNameList") + ([cluster] if cluster else []),
         brokers=_names(body, "brokerNameList"),
@@ -245,7 +254,7 @@ async def post_group_config(request: Request) -> JSONResponse:
     changes: dict[str, Any] = {}
     for key, (field, kind) in groups.EDITABLE.items():
         if config.get(key) is not None:
-            changes[field] = _flag(config, key) if kind is bool else _int(config[key], key)
+            changes[field] = _flag(config, key) if kind == "boolean" else _int(config[key], key, _JAVA_BITS[kind])
     written = await groups.update_group(
         _admin(request),
         _field(config, "groupName"),

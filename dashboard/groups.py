@@ -245,15 +245,16 @@ async def delete_group(admin: Admin, group: str) -> list[str]:
     return brokers
 
 
-#: The settings the page edits: SubscriptionGroupConfig's JSON name -> its field here and its kind.
-EDITABLE: dict[str, tuple[str, type]] = {
-    "consumeEnable": ("consume_enable", bool),
-    "consumeBroadcastEnable": ("consume_broadcast_enable", bool),
-    "consumeFromMinEnable": ("consume_from_min_enable", bool),
-    "retryQueueNums": ("retry_queue_nums", int),
-    "retryMaxTimes": ("retry_max_times", int),
-    "brokerId": ("broker_id", int),
-    "whichBrokerWhenConsumeSlowly": ("which_broker_when_consume_slowly", int),
+#: The settings the page edits: SubscriptionGroupConfig's JSON name -> its field here and its Java type (4.9.8's
+#: common/src/main/java/org/apache/rocketmq/common/subscription/SubscriptionGroupConfig.java).
+EDITABLE: dict[str, tuple[str, str]] = {
+    "consumeEnable": ("consume_enable", "boolean"),
+    "consumeBroadcastEnable": ("consume_broadcast_enable", "boolean"),
+    "consumeFromMinEnable": ("consume_from_min_enable", "boolean"),
+    "retryQueueNums": ("retry_queue_nums", "int"),
+    "retryMaxTimes": ("retry_max_times", "int"),
+    "brokerId": ("broker_id", "long"),
+    "whichBrokerWhenConsumeSlowly": ("which_broker_when_consume_slowly", "long"),
 }
 
 
