@@ -24,6 +24,8 @@ from client.config import ClientConfig
 from client.consumer.consume import retry_copy_properties
 from client.sync import Admin, Producer, PushConsumer
 from dashboard.dlq import EXPORT_COLUMNS
+from remoting.codec.bodies import MessageQueue
+from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig
 from tests.dashboard.browser import HANG_GUARD, banner, click, rows, table_rows, wait_for
 from tests.dashboard.live import ThreadedDashboard
 
@@ -237,6 +239,28 @@ def test_the_group_page_names_the_client_holding_each_queue(browser: WebDriver, 
                 break
             assert time.monotonic() < deadline, found
             time.sleep(0.2)
+
+
+def test_skipping_the_accumulated_messages_from_the_group_page(browser: WebDriver, live: ThreadedDashboard) -> None:
+    """rocketmq-dashboard's "Skip message accumulate": the group's offsets on the topic move to its end (a reset to
+    -1, forced), after a confirmation; the backlog is gone from the diff total."""
+    create_topic(live, "SkipPageTopic", queues=1)
+    with Producer("skip-page-pg", live.namesrv_addr) as producer:
+        for i in range(3):
+            producer.send(Message("SkipPageTopic", f"m{i}".encode()))
+    with Admin(live.namesrv_addr) as admin:
+        admin.create_subscription_group(SubscriptionGroupConfig("skip-page-cg"))
+        admin.update_consumer_offset(live.broker_addr, "skip-page-cg", MessageQueue("SkipPageTopic", "broker-a", 0), 0)
+    open_page(browser, live, "/group?group=skip-page-cg")
+    wait_for(browser, lambda d: diff_total(d) == "3")
+    click(browser, "#reset select[name=topic] option[value=SkipPageTopic]")
+    browser.find_element(By.ID, "skip").click()
+    browser.switch_to.alert.dismiss()
+    assert diff_total(browser) == "3" and not banner(browser).text
+    browser.find_element(By.ID, "skip").click()
+    browser.switch_to.alert.accept()
+    wait_for(browser, lambda d: "Offsets reset" in banner(d).text)
+    wait_for(browser, lambda d: diff_total(d) == "0")
 
 
 def diff_total(driver: WebDriver) -> str:
