@@ -1,4 +1,5 @@
-// Consumer group page: progress per queue (with the client holding it), connections, subscriptions, offset reset by time, deletion.
+// Consumer group page: progress per queue (with the client holding it), connections, subscriptions, offset reset by time or
+// to the end (skipping the backlog), deletion.
 "use strict";
 (async function () {
   const { api, guarded, table, kv, fmtTime, param, showNotice, link, el, brokerPicker } = mq;
@@ -37,19 +38,27 @@
   const local = new Date(Date.now() - new Date().getTimezoneOffset() * 60000 - 3600000);
   when.value = local.toISOString().slice(0, 19);
 
-  document.getElementById("reset").addEventListener("submit", async (ev) => {
-    ev.preventDefault();
-    const f = new FormData(ev.target);
-    const timestamp = new Date(f.get("time")).getTime();
-    if (!window.confirm(`Reset ${group} on ${f.get("topic")} to ${fmtTime(timestamp)}? Consumers will re-read or skip messages.`)) return;
-    const r = await guarded(() => api("POST", "/api/group/reset", { group, topic: f.get("topic"), timestamp }));
+  // A reset of the group on the form's topic to `timestamp` (-1: its end, rocketmq-dashboard's "skip message
+  // accumulate"), once confirmed with `question`.
+  async function reset(timestamp, question) {
+    const topic = new FormData(document.getElementById("reset")).get("topic");
+    if (!window.confirm(question(topic))) return;
+    const r = await guarded(() => api("POST", "/api/group/reset", { group, topic, timestamp }));
     if (!r) return;
     showNotice(`Offsets reset: ${r.way}.`);
     table(document.getElementById("reset-result"), [
       { key: "brokerName", title: "Broker" }, { key: "queueId", title: "Queue", num: true }, { key: "offset", title: "New offset", num: true },
     ], r.offsets, { name: "reset" });
     await load();
+  }
+
+  document.getElementById("reset").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const timestamp = new Date(new FormData(ev.target).get("time")).getTime();
+    await reset(timestamp, (topic) => `Reset ${group} on ${topic} to ${fmtTime(timestamp)}? Consumers will re-read or skip messages.`);
   });
+  document.getElementById("skip").addEventListener("click", () =>
+    reset(-1, (topic) => `Skip every message of ${topic} that ${group} has not consumed yet? Its offsets move to the end.`));
 
   // The group's SubscriptionGroupConfig on each broker having it (rocketmq-dashboard's consumer config dialog);
   // "edit" fills the form with one broker's and picks that broker alone.
