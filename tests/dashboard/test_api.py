@@ -471,3 +471,21 @@ async def test_the_cluster_page_shows_yesterdays_puts_and_gets(dash: Dash) -> No
     assert expected >= 3
     [broker] = (await dash.get("/api/cluster"))["brokers"]
     assert broker["msgPutYesterday"] == expected and broker["msgGetYesterday"] == 0
+
+
+async def test_a_group_consuming_in_order_is_listed_as_fifo(dash: Dash) -> None:
+    """rocketmq-dashboard lists a group whose SubscriptionGroupConfig has ``consumeMessageOrderly`` (RocketMQ 5's
+    FIFO groups) as FIFO beside NORMAL and SYSTEM (``ConsumerServiceImpl.makeGroupListCache``'s ``subGroupType``); a
+    system group stays SYSTEM whatever its config says."""
+    await create_topic(dash.cluster.namesrv_addr, "FifoKindTopic", queues=1)
+    mq = MessageQueue("FifoKindTopic", "broker-a", 0)
+    configs = [
+        SubscriptionGroupConfig("fifo-cg", consume_message_orderly=True),
+        SubscriptionGroupConfig("unordered-cg"),
+        SubscriptionGroupConfig("TOOLS_CONSUMER", consume_message_orderly=True),
+    ]
+    for config in configs:
+        await dash.admin.create_subscription_group(config)
+        await dash.admin.update_consumer_offset(dash.cluster.broker_addr, config.group_name, mq, 0)
+    kinds = {g["group"]: g["kind"] for g in (await dash.get("/api/groups"))["groups"]}
+    assert (kinds["fifo-cg"], kinds["unordered-cg"], kinds["TOOLS_CONSUMER"]) == ("FIFO", "NORMAL", "SYSTEM")
