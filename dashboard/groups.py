@@ -57,9 +57,12 @@ SYSTEM_GROUPS = frozenset(
 )
 
 
-def group_kind(group: str) -> str:
-    """SYSTEM for a group of :data:`SYSTEM_GROUPS` or a ``CID_RMQ_SYS_`` one, else NORMAL."""
-    return "SYSTEM" if group in SYSTEM_GROUPS or group.startswith(SYSTEM_GROUP_PREFIX) else "NORMAL"
+def group_kind(group: str, orderly: bool = False) -> str:
+    """SYSTEM for a group of :data:`SYSTEM_GROUPS` or a ``CID_RMQ_SYS_`` one, else FIFO for one whose config consumes
+    in order (``orderly``), else NORMAL: rocketmq-dashboard's ``subGroupType``."""
+    if group in SYSTEM_GROUPS or group.startswith(SYSTEM_GROUP_PREFIX):
+        return "SYSTEM"
+    return "FIFO" if orderly else "NORMAL"
 
 
 _CONNECTION_LOOKUPS = 16
@@ -115,7 +118,8 @@ async def group_list(admin: Admin) -> list[dict[str, Any]]:
     makeGroupListCache`` reads each broker's groups; masters only made a broker's groups vanish in an outage."""
     merged: dict[str, dict[str, Any]] = {}
     brokers = (await admin.cluster_info()).broker_addr_table
-    for addr in sorted(a for bd in brokers.values() if (a := bd.select_broker_addr())):
+    addrs = sorted(a for bd in brokers.values() if (a := bd.select_broker_addr()))
+    for addr in addrs:
         try:
             stats = await admin.broker_consume_stats(addr)
         except BROKER_FAILURES as exc:  # a broker that does not answer: the others' groups are still listed
@@ -142,11 +146,28 @@ async def group_list(admin: Admin) -> list[dict[str, Any]]:
         for row in merged.values():
             tg.start_soon(online, row)
     rows = sorted(merged.values(), key=lambda r: r["group"])
+    orderly = await _orderly_groups(admin, addrs)
     for row in rows:
         row["topics"] = sorted(row["topics"])
         row["consumeTps"] = round(row["consumeTps"], 2)
-        row["kind"] = group_kind(row["group"])
+        row["kind"] = group_kind(row["group"], orderly.get(row["group"], False))
     return rows
+
+
+async def _orderly_groups(admin: Admin, addrs: Iterable[str]) -> dict[str, bool]:
+    """Whether each group's SubscriptionGroupConfig has ``consumeMessageOrderly`` on every broker at ``addrs`` that
+    has it (GET_ALL_SUBSCRIPTIONGROUP_CONFIG), as rocketmq-dashboard's ``makeGroupListCache`` types a group FIFO; a
+    broker that does not answer is passed over."""
+    flags: dict[str, list[bool]] = {}
+    for addr in addrs:
+        try:
+            table = await admin.subscription_groups(addr)
+        except BROKER_FAILURES as exc:
+            log.warning("subscription groups of %s failed: %s", addr, exc)
+            continue
+        for name, config in table.items():
+            flags.setdefault(name, []).append(config.consume_message_orderly)
+    return {name: all(each) for name, each in flags.items()}
 
 
 def _connection_summary(conn: ConsumerConnection | None) -> dict[str, Any]:

@@ -1,10 +1,10 @@
-// Consumer groups page: every group (NORMAL or SYSTEM tabs) with its lag (diff total), TPS, connections and versions.
+// Consumer groups page: every group (NORMAL, FIFO or SYSTEM tabs) with its lag (diff total), TPS, connections and versions.
 "use strict";
 (async function () {
   const { api, guarded, table, kindTabs, el, link } = mq;
   const data = await guarded(() => api("GET", "/api/groups"));
   if (!data) return;
-  kindTabs(document.getElementById("kinds"), ["NORMAL", "SYSTEM"], data.groups, (rows) => table(document.getElementById("groups"), [
+  kindTabs(document.getElementById("kinds"), ["NORMAL", "FIFO", "SYSTEM"], data.groups, (rows) => table(document.getElementById("groups"), [
     { key: "group", title: "Group", render: (r) => link("/group?group=" + encodeURIComponent(r.group), r.group) },
     { key: "kind", title: "Kind", render: (r) => el("span", { class: "tag" }, r.kind) },
     { key: "online", title: "Online", num: true },

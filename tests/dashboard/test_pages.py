@@ -106,6 +106,8 @@ def test_every_list_sorts_on_a_header_click(browser: WebDriver, live: ThreadedDa
     assert {r[1] for r in system} == {"SYSTEM"} and "TOOLS_CONSUMER" in [r[0] for r in system]
     browser.find_element(By.CSS_SELECTOR, 'table[data-table="groups"] th[data-key="group"]').click()
     assert [r[0] for r in rows(browser, "groups")] == [r[0] for r in reversed(system)]
+    kinds = [b.get_attribute("data-kind") for b in browser.find_elements(By.CSS_SELECTOR, "#kinds button")]
+    assert kinds == ["NORMAL", "FIFO", "SYSTEM", "ALL"]  # rocketmq-dashboard's group types, and all of them
 
 
 def test_deleting_a_topic_asks_first(browser: WebDriver, live: ThreadedDashboard) -> None:
