@@ -432,13 +432,9 @@ async def test_each_queue_of_a_group_names_the_client_consuming_it(dash: Dash) -
     client holds has none, and neither has any queue of a group with nobody online."""
     namesrv = dash.cluster.namesrv_addr
     await create_topic(namesrv, "HeldTopic", queues=2)
-
-    async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
-        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
-
-    consumer = PushConsumer("held-cg", namesrv, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
+    consumer = PushConsumer("held-cg", namesrv)
     consumer.subscribe("HeldTopic", "*")
-    consumer.register_message_listener(listener)
+    consumer.register_message_listener(consume_all)
     async with consumer, Producer("held-pg", namesrv) as producer:
         for i in range(4):
             await producer.send(Message("HeldTopic", f"m{i}".encode()))
@@ -489,3 +485,7 @@ async def test_a_group_consuming_in_order_is_listed_as_fifo(dash: Dash) -> None:
         await dash.admin.update_consumer_offset(dash.cluster.broker_addr, config.group_name, mq, 0)
     kinds = {g["group"]: g["kind"] for g in (await dash.get("/api/groups"))["groups"]}
     assert (kinds["fifo-cg"], kinds["unordered-cg"], kinds["TOOLS_CONSUMER"]) == ("FIFO", "NORMAL", "SYSTEM")
+
+
+async def consume_all(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+    return ConsumeConcurrentlyStatus.CONSUME_SUCCESS

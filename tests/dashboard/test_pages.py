@@ -211,12 +211,7 @@ def test_a_consumer_groups_lag_drops_to_zero_after_consuming(browser: WebDriver,
     open_page(browser, live, "/group?group=page-cg")
     table_rows(browser, "progress", lambda r: len(r) >= 2)
     click(browser, "#reset select[name=topic] option[value=LagPageTopic]")
-    browser.find_element(By.CSS_SELECTOR, "#reset button[type=submit]").click()
-    browser.switch_to.alert.dismiss()
-    assert diff_total(browser) == "0" and not banner(browser).text
-    browser.find_element(By.CSS_SELECTOR, "#reset button[type=submit]").click()
-    browser.switch_to.alert.accept()
-    wait_for(browser, lambda d: "Offsets reset" in banner(d).text)
+    reset_once_confirmed(browser, "#reset button[type=submit]", "0")
     wait_for(browser, lambda d: diff_total(d) == "6")
 
 
@@ -256,13 +251,19 @@ def test_skipping_the_accumulated_messages_from_the_group_page(browser: WebDrive
     open_page(browser, live, "/group?group=skip-page-cg")
     wait_for(browser, lambda d: diff_total(d) == "3")
     click(browser, "#reset select[name=topic] option[value=SkipPageTopic]")
-    browser.find_element(By.ID, "skip").click()
-    browser.switch_to.alert.dismiss()
-    assert diff_total(browser) == "3" and not banner(browser).text
-    browser.find_element(By.ID, "skip").click()
-    browser.switch_to.alert.accept()
-    wait_for(browser, lambda d: "Offsets reset" in banner(d).text)
+    reset_once_confirmed(browser, "#skip", "3")
     wait_for(browser, lambda d: diff_total(d) == "0")
+
+
+def reset_once_confirmed(driver: WebDriver, button: str, diff_before: str) -> None:
+    """Click the group page's reset ``button``: declined, the question changes nothing (the diff total stays
+    ``diff_before``); asked again and accepted, the offsets are reset."""
+    driver.find_element(By.CSS_SELECTOR, button).click()
+    driver.switch_to.alert.dismiss()
+    assert diff_total(driver) == diff_before and not banner(driver).text
+    driver.find_element(By.CSS_SELECTOR, button).click()
+    driver.switch_to.alert.accept()
+    wait_for(driver, lambda d: "Offsets reset" in banner(d).text)
 
 
 def diff_total(driver: WebDriver) -> str:
