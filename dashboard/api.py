@@ -212,6 +212,7 @@ async def post_topic_message(request: Request) -> JSONResponse:
         str(body.get("body") or ""),
         str(body.get("tags") or "") or None,
         str(body.get("keys") or "") or None,
+        trace=_flag(body, "traceEnabled"),
     )
     return JSONResponse(result)
 

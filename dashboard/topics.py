@@ -243,18 +243,21 @@ async def topic_configs(admin: Admin, topic: str) -> list[dict[str, Any]]:
     return rows
 
 
-async def send_test_message(admin: Admin, topic: str, body: str, tags: str | None, keys: str | None) -> dict[str, Any]:
+async def send_test_message(
+    admin: Admin, topic: str, body: str, tags: str | None, keys: str | None, *, trace: bool = False
+) -> dict[str, Any]:
     """One message sent by a short-lived producer of the tools group (as ``mqadmin sendMessage``), with the admin
     client's settings (name servers, timeout, credentials). The topic must have a route (TopicRouteNotFoundError
     otherwise): rocketmq-dashboard's ``TopicServiceImpl.sendTopicMessageRequest`` reads the topic's config from its
-    route first, so a test message never auto-creates a topic through TBW102."""
+    route first, so a test message never auto-creates a topic through TBW102. With ``trace`` (its ``traceEnabled``)
+    the producer traces the send into the default trace topic, as that method's, the record sent before it closes."""
     await admin.topic_route(topic)
     # An instance name of its own per message, as rocketmq-dashboard names each one by the time (its
     # ``TopicServiceImpl.sendTopicMessageRequest``): one shared name made test messages sent at once collide on one
     # client id, all but the first refused.
     name = f"mqdashboard-producer-{os.getpid()}-{next(_test_producers)}"
     config = attrs.evolve(admin.instance.config, instance_name=name)
-    async with Producer(TOOLS_PRODUCER_GROUP, config.namesrv_addr, config=config) as producer:
+    async with Producer(TOOLS_PRODUCER_GROUP, config.namesrv_addr, config=config, enable_msg_trace=trace) as producer:
         result = await producer.send(Message(topic, body.encode(), tags=tags or None, keys=keys or None))
     return {
         "sendStatus": result.send_status.name,

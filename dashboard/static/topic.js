@@ -109,7 +109,8 @@
   document.getElementById("send").addEventListener("submit", async (ev) => {
     ev.preventDefault();
     const f = new FormData(ev.target);
-    const r = await guarded(() => api("POST", "/api/topic/message", { topic, body: f.get("body"), tags: f.get("tags"), keys: f.get("keys") }));
+    const message = { topic, body: f.get("body"), tags: f.get("tags"), keys: f.get("keys"), traceEnabled: f.get("traceEnabled") === "on" };
+    const r = await guarded(() => api("POST", "/api/topic/message", message));
     if (!r) return;
     kv(document.getElementById("sent"), [["Status", r.sendStatus], ["Message id", link(`/message?topic=${enc}&id=${encodeURIComponent(r.msgId)}`, r.msgId)],
       ["Offset message id", r.offsetMsgId], ["Queue", `${r.brokerName} / ${r.queueId} @ ${r.queueOffset}`]]);

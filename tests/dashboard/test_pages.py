@@ -110,6 +110,27 @@ def test_every_list_sorts_on_a_header_click(browser: WebDriver, live: ThreadedDa
     assert kinds == ["NORMAL", "FIFO", "SYSTEM", "ALL"]  # rocketmq-dashboard's group types, and all of them
 
 
+def test_a_test_message_sent_from_the_topic_page_with_trace_on_is_traced(
+    browser: WebDriver, live: ThreadedDashboard
+) -> None:
+    """The test message form's "Enable message trace" (rocketmq-dashboard's ``traceEnabled``): the send is traced."""
+    create_topic(live, "TracedFormTopic", queues=1)
+    open_page(browser, live, "/topic?topic=TracedFormTopic")
+    form = browser.find_element(By.ID, "send")
+    form.find_element(By.NAME, "body").send_keys("traced from the form")
+    form.find_element(By.NAME, "traceEnabled").click()
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    wait_for(browser, lambda d: "SEND_OK" in d.find_element(By.ID, "sent").text)
+    msg_id = browser.find_element(By.CSS_SELECTOR, "#sent a").text
+    deadline = time.monotonic() + HANG_GUARD
+    # an error (the trace topic not routed yet) has no records either
+    while not any(
+        r["type"] == "Pub" for r in httpx.get(f"{live.url}/api/message/trace?id={msg_id}").json().get("records", [])
+    ):
+        assert time.monotonic() < deadline, "the test message's send was not traced"
+        time.sleep(0.2)
+
+
 def test_deleting_a_topic_asks_first(browser: WebDriver, live: ThreadedDashboard) -> None:
     create_topic(live, "DoomedTopic")
     open_page(browser, live, "/topic?topic=DoomedTopic")
