@@ -487,5 +487,21 @@ async def test_a_group_consuming_in_order_is_listed_as_fifo(dash: Dash) -> None:
     assert (kinds["fifo-cg"], kinds["unordered-cg"], kinds["TOOLS_CONSUMER"]) == ("FIFO", "NORMAL", "SYSTEM")
 
 
+async def test_a_group_is_made_fifo_from_its_config_form(dash: Dash) -> None:
+    """rocketmq-dashboard's group config form has "orderly consumption" (``consumeMessageOrderly``,
+    ConsumerConfigItem.jsx), written with the rest of the group's settings; the group is then listed FIFO."""
+    body = {"brokerNameList": ["broker-a"], "subscriptionGroupConfig": {"groupName": "form-fifo-cg"}}
+    body["subscriptionGroupConfig"]["consumeMessageOrderly"] = True
+    await dash.post("/api/group/config", body)
+    [row] = (await dash.get("/api/group/config?group=form-fifo-cg"))["brokers"]
+    assert row["config"]["consumeMessageOrderly"] is True
+    kinds = {g["group"]: g["kind"] for g in (await dash.get("/api/groups"))["groups"]}
+    assert kinds["form-fifo-cg"] == "FIFO"
+    body["subscriptionGroupConfig"]["consumeMessageOrderly"] = False  # and back
+    await dash.post("/api/group/config", body)
+    [row] = (await dash.get("/api/group/config?group=form-fifo-cg"))["brokers"]
+    assert row["config"]["consumeMessageOrderly"] is False
+
+
 async def consume_all(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
     return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
