@@ -266,12 +266,14 @@ async def delete_group(admin: Admin, group: str) -> list[str]:
     return brokers
 
 
-#: The settings the page edits: SubscriptionGroupConfig's JSON name -> its field here and its Java type (4.9.8's
-#: common/src/main/java/org/apache/rocketmq/common/subscription/SubscriptionGroupConfig.java).
+#: The settings the page edits (rocketmq-dashboard's ConsumerConfigItem.jsx): SubscriptionGroupConfig's JSON name ->
+#: its field here and its Java type (common/src/main/java/org/apache/rocketmq/common/subscription/
+#: SubscriptionGroupConfig.java).
 EDITABLE: dict[str, tuple[str, str]] = {
     "consumeEnable": ("consume_enable", "boolean"),
     "consumeBroadcastEnable": ("consume_broadcast_enable", "boolean"),
     "consumeFromMinEnable": ("consume_from_min_enable", "boolean"),
+    "consumeMessageOrderly": ("consume_message_orderly", "boolean"),  # RocketMQ 5 (5.3.3's SubscriptionGroupConfig)
     "retryQueueNums": ("retry_queue_nums", "int"),
     "retryMaxTimes": ("retry_max_times", "int"),
     "brokerId": ("broker_id", "long"),

@@ -62,7 +62,7 @@
 
   // The group's SubscriptionGroupConfig on each broker having it (rocketmq-dashboard's consumer config dialog);
   // "edit" fills the form with one broker's and picks that broker alone.
-  const FLAGS = ["consumeEnable", "consumeBroadcastEnable", "consumeFromMinEnable"];
+  const FLAGS = ["consumeEnable", "consumeMessageOrderly", "consumeBroadcastEnable", "consumeFromMinEnable"];
   const NUMBERS = ["retryQueueNums", "retryMaxTimes", "brokerId", "whichBrokerWhenConsumeSlowly"];
   const form = document.getElementById("update-group");
   const cluster = await guarded(() => api("GET", "/api/cluster"));
@@ -73,7 +73,7 @@
     for (const k of FLAGS) form.elements[k].value = String(Boolean(c[k]));
     for (const k of NUMBERS) form.elements[k].value = String(c[k]);
   }
-  fill({ consumeEnable: true, consumeBroadcastEnable: true, consumeFromMinEnable: true, retryQueueNums: 1,
+  fill({ consumeEnable: true, consumeMessageOrderly: false, consumeBroadcastEnable: true, consumeFromMinEnable: true, retryQueueNums: 1,
          retryMaxTimes: 16, brokerId: 0, whichBrokerWhenConsumeSlowly: 1 });  // SubscriptionGroupConfig's defaults
 
   async function loadConfigs() {
@@ -89,6 +89,7 @@
       { key: "retryMaxTimes", title: "Retry max", num: true, value: (r) => c(r, "retryMaxTimes") },
       { key: "brokerId", title: "Broker id", num: true, value: (r) => c(r, "brokerId") },
       { key: "whichBrokerWhenConsumeSlowly", title: "When slow", num: true, value: (r) => c(r, "whichBrokerWhenConsumeSlowly") },
+      { key: "consumeMessageOrderly", title: "Orderly", render: (r) => (r.config ? yes(r.config.consumeMessageOrderly) : "") },
       { key: "error", title: "", render: (r) => (r.error ? el("span", { class: "err" }, r.error)
           : el("button", { type: "button", class: "small secondary", "data-edit": r.brokerName, onclick: () => { fill(r.config); picker.set([r.brokerName]); } }, "edit")) },
     ], d.brokers, { name: "configs" });

@@ -295,12 +295,15 @@ def test_a_groups_config_is_edited_on_its_broker_then_deleted_there_from_its_pag
     retries.clear()
     retries.send_keys("5")
     Select(form.find_element(By.NAME, "consumeBroadcastEnable")).select_by_visible_text("no")
+    Select(form.find_element(By.NAME, "consumeMessageOrderly")).select_by_visible_text("yes")  # a FIFO group
     form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
     wait_for(browser, lambda d: "page-cfg-cg created or updated on broker-a" in banner(d).text)
     edited = group_config(live, a, "page-cfg-cg")
     assert edited is not None and (edited.retry_max_times, edited.consume_broadcast_enable) == (5, False)
+    assert edited.consume_message_orderly
     assert group_config(live, b, "page-cfg-cg") is None
-    assert table_rows(browser, "configs", lambda r: len(r) == 1 and r[0][4] == "no")[0][7] == "5"
+    shown = table_rows(browser, "configs", lambda r: len(r) == 1 and r[0][4] == "no")[0]
+    assert (shown[7], shown[10]) == ("5", "yes")  # retry max times, orderly
 
     wait_for(browser, lambda d: picks(d, "delete-targets") == ["broker-a"])
     browser.find_element(By.CSS_SELECTOR, "#delete-on button[type=submit]").click()
