@@ -20,6 +20,7 @@ from broker.metrics.snapshot import take_snapshot
 from broker.pop import PopService
 from broker.pop.revive import ReviveService
 from client import LitePullConsumer, Message, MessageExt, Producer
+from client.admin import Admin
 from processors.admin import AdminBrokerProcessor
 from processors.client_channels import ClientChannelInfo
 from processors.offsets import ConsumerOffsetProcessor
@@ -34,6 +35,7 @@ from remoting.dispatch import broker_pools
 from remoting.processor import RequestContext
 from remoting.prometheus import metrics_labels
 from store.metadata_files import TopicConfig
+from tests.conftest import SMALL_STORE
 from tests.processors.conftest import GROUP, PEER, TOPIC, open_broker, pull_request, send_request, tags_props
 from tests.semantics.helpers import create_topic, use_virtual_store_clock
 
@@ -586,3 +588,50 @@ async def test_gauges_stop_growing_at_the_cardinality_limit(
         assert samples["rocketmq_topic_number"] == [(COMMON, float(len(broker.topics.topics)))]
     finally:
         broker.store.close()
+
+
+def _timer_gauges(cluster: EmbeddedCluster) -> dict[str, float]:
+    """The broker's ``rocketmq_timer_*`` gauges as its ``/metrics`` source builds them (on the Trio thread)."""
+    metrics = cluster.controller.metrics
+    assert metrics is not None
+    samples = render(list(metrics.sources[0]()()))
+    found = {}
+    for name, rows in samples.items():
+        if name.startswith("rocketmq_timer_"):
+            ((labels, value),) = rows
+            assert (labels["storage_type"], labels["storage_medium"]) == ("local", "disk")
+            found[name] = value
+    return found
+
+
+async def test_the_timer_gauges_are_exported_with_rocketmqs_names_and_values(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """RocketMQ 5.3.3's DefaultStoreMetricsManager (store/src/main/java/org/apache/rocketmq/store/metrics/
+    DefaultStoreMetricsManager.java) exports, with ``timerWheelEnable``, the TimerMessageStore's
+    ``getEnqueueBehindMessages`` (timer-queue entries not filed yet), ``getEnqueueBehindMillis`` (now - the store time
+    of the last message filed, within 2 s of that filing, else 0), ``getDequeueBehindMessages`` (the wheel's entries
+    from the read time on) and ``getDequeueBehind`` (now - the read time, in seconds though the unit says
+    milliseconds). Ours exported none of them."""
+    settings = {"metrics_exporter_type": "PROM", "metrics_prom_exporter_port": 0}
+    async with EmbeddedCluster(tmp_path / "cluster", **SMALL_STORE, **settings) as cluster:
+        use_virtual_store_clock(cluster)
+        await create_topic(cluster, "TimerGauges")
+        addr = cluster.broker_addr
+        async with Admin(cluster.namesrv_addr) as admin, Producer("pg-timer-gauges", cluster.namesrv_addr) as p:
+            await admin.update_broker_config(addr, {"timerStopEnqueue": "true"})
+            for i in range(3):
+                await p.send(Message("TimerGauges", f"t{i}".encode(), properties={"TIMER_DELAY_SEC": "60"}))
+            await trio.sleep(5)
+            held = _timer_gauges(cluster)
+            await admin.update_broker_config(addr, {"timerStopEnqueue": "false", "timerStopDequeue": "true"})
+            await trio.sleep(1.5)
+            filed = _timer_gauges(cluster)
+            await trio.sleep(120)
+            late = _timer_gauges(cluster)
+    assert (held["rocketmq_timer_enqueue_lag"], held["rocketmq_timer_dequeue_lag"]) == (3, 0)
+    assert (filed["rocketmq_timer_enqueue_lag"], filed["rocketmq_timer_dequeue_lag"]) == (0, 3)
+    assert 5000 <= filed["rocketmq_timer_enqueue_latency_milliseconds"] < 8000  # the messages were stored 5-7 s before
+    assert late["rocketmq_timer_enqueue_latency_milliseconds"] == 0  # no filing in the last 2 s
+    assert late["rocketmq_timer_dequeue_lag"] == 3  # held by timerStopDequeue, past their time
+    assert 120 <= late["rocketmq_timer_dequeue_latency_milliseconds"] < 125  # seconds, as Java's getDequeueBehind
