@@ -194,7 +194,7 @@ class BrokerController:
         # Requests are timed for /metrics only when it is served (docs/metrics.md).
         wanted = prometheus_wanted(config.metrics_exporter_type)
         self.rpc_latency = RpcLatency(config.metrics_otel_cardinality_limit) if wanted else None
-        self.metrics = broker_exporter(self.context, self.pools, self.rpc_latency)
+        self.metrics = broker_exporter(self.context, self.pools, self.rpc_latency, self.timer.gauges)
         self.remoting_server = RemotingServer(self.dispatcher, server_config_of(config), self.rpc_latency)
         self.remoting_server.add_close_listener(self._on_connection_closed)
         self.fast_server = RemotingServer(

@@ -31,7 +31,11 @@ Where ours differ, and why:
   series with the last value left out (5.3.3's default gauge view).
 - ``rocketmq_storage_put_latency`` (ms) is ours: RocketMQ 5 has no put latency metric; its buckets are the runtime
   info's ``putMessageDistributeTime`` bounds, cumulative since start.
-- Not exported (no such concept here): POP, timer-wheel internals, half-message and transaction-commit counters,
+- The timer's ``rocketmq_timer_enqueue_lag``, ``rocketmq_timer_enqueue_latency_milliseconds``,
+  ``rocketmq_timer_dequeue_lag`` and ``rocketmq_timer_dequeue_latency_milliseconds`` are 5.3.3's, values included:
+  the last is in seconds (TimerMessageStore ``getDequeueBehind``) under its milliseconds unit, as Java exports it.
+- Not exported (no such concept here): POP, the timer's per-topic ``rocketmq_timing_messages``,
+  ``rocketmq_timer_message_snapshot`` and enqueue/dequeue counters, half-message and transaction-commit counters,
   ``rocketmq_message_size``.
 """
 
@@ -217,6 +221,23 @@ def _broker(snap: BrokerSnapshot, f: _Families) -> Iterator[Metric]:
     )
     latency.add_metric(storage, histogram_buckets(bounds, counts), sum_ms)
     yield latency
+    yield from _timer(snap, f)
+
+
+def _timer(snap: BrokerSnapshot, f: _Families) -> Iterator[Metric]:
+    """RocketMQ 5.3.3's timer gauges (DefaultStoreMetricsManager), with the store's labels."""
+    if snap.timer is None:
+        return
+    docs = (
+        ("rocketmq_timer_enqueue_lag", "Timer enqueue messages lag"),
+        ("rocketmq_timer_enqueue_latency_milliseconds", "Timer enqueue latency"),
+        ("rocketmq_timer_dequeue_lag", "Timer dequeue messages lag"),
+        ("rocketmq_timer_dequeue_latency_milliseconds", "Timer dequeue latency"),
+    )
+    for (name, doc), value in zip(docs, snap.timer, strict=True):
+        gauge = f.gauge(name, doc, tuple(_STORAGE))
+        gauge.add_metric(f.row(*_STORAGE.values()), value)
+        yield gauge
 
 
 def broker_families(snap: BrokerSnapshot, common: dict[str, str]) -> Iterator[Metric]:

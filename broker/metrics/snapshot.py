@@ -14,7 +14,7 @@ from __future__ import annotations
 import collections
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 import attrs
@@ -27,6 +27,9 @@ from remoting.dispatch import ProcessorPool
 
 if TYPE_CHECKING:
     from broker.context import BrokerState
+
+#: Reads the timer's four gauges (see :attr:`BrokerSnapshot.timer`); ``None`` when it exports none.
+TimerGauges = Callable[[], tuple[int, int, int, int] | None]
 
 #: Our pool families under RocketMQ 5's ``processor`` label values.
 PROCESSOR_NAMES = {
@@ -101,6 +104,8 @@ class BrokerSnapshot:
     now_ms: int
     #: ``metricsOtelCardinalityLimit``: series per gauge, the overflow one included
     series_limit: int
+    #: the timer's enqueue lag, enqueue latency (ms), dequeue lag and dequeue latency (s); ``None``: not exported
+    timer: tuple[int, int, int, int] | None = None
 
 
 def _connections(state: BrokerState) -> tuple[dict[tuple[str, str], int], dict[tuple[str, str, str, str], int]]:
@@ -139,8 +144,11 @@ def _watermarks(pools: Mapping[str, ProcessorPool]) -> dict[str, int]:
     return queued
 
 
-def take_snapshot(state: BrokerState, pools: Mapping[str, ProcessorPool]) -> BrokerSnapshot:
-    """Everything one scrape exports (call it on the Trio thread)."""
+def take_snapshot(
+    state: BrokerState, pools: Mapping[str, ProcessorPool], timer_gauges: TimerGauges | None = None
+) -> BrokerSnapshot:
+    """Everything one scrape exports (call it on the Trio thread); ``timer_gauges`` reads the timer's
+    (``TimerMessageService.gauges``)."""
     stats, store = state.stats, state.store
     producers, consumers = _connections(state)
     now_ms = int(time.time() * 1000)
@@ -171,4 +179,5 @@ def take_snapshot(state: BrokerState, pools: Mapping[str, ProcessorPool]) -> Bro
         reserve_time_ms=now_ms - earliest if earliest > 0 else -1,
         now_ms=now_ms,
         series_limit=state.config.metrics_otel_cardinality_limit,
+        timer=None if timer_gauges is None else timer_gauges(),
     )

@@ -298,8 +298,7 @@ class TimerMessageService:
         zeros whatever the timer holds, as AdminBrokerProcessor.prepareRuntimeInfo answers then
         (broker/src/main/java/org/apache/rocketmq/broker/processor/AdminBrokerProcessor.java)."""
         timers = self.timers
-        cq = self.store.consume_queues.get((TIMER_TOPIC, 0))
-        behind = 0 if cq is None else max(0, cq.max_offset - timers.enqueue_offset)
+        behind = self._offset_behind()
         enabled = _flag(self._enabled)
         running = self._loaded and enabled
         now = self.store.config.now_ms()
@@ -315,6 +314,26 @@ class TimerMessageService:
             "timerDeliveredCount": str(timers.delivered),
             "timerRolledCount": str(timers.rolled),
         }
+
+    def gauges(self) -> tuple[int, int, int, int] | None:
+        """RocketMQ 5.3.3's timer gauges of ``/metrics`` (store/src/main/java/org/apache/rocketmq/store/metrics/
+        DefaultStoreMetricsManager.java, from TimerMessageStore): timer-queue entries not filed yet, ms from the store
+        time of the last message filed to now (within 2 s of that filing, else 0), the wheel's entries from the read
+        time on, and the read time's lag in seconds (``getDequeueBehind``, under a milliseconds unit); zeros but the
+        first while the timer does not run. ``None`` when it was disabled at its start: Java registers none then."""
+        if not self._started_enabled:
+            return None
+        timers, now = self.timers, self.store.config.now_ms()
+        if not (self._loaded and _flag(self._enabled)):
+            return self._offset_behind(), 0, 0, 0
+        filed_at, stored_ms = timers.last_filing
+        enqueue_ms = max(0, now - stored_ms) if now - filed_at < 2000 else 0
+        return self._offset_behind(), enqueue_ms, timers.congest_num, max(0, now - timers.read_ms) // 1000
+
+    def _offset_behind(self) -> int:
+        """Timer-queue entries not filed into the wheel yet."""
+        cq = self.store.consume_queues.get((TIMER_TOPIC, 0))
+        return 0 if cq is None else max(0, cq.max_offset - self.timers.enqueue_offset)
 
     @property
     def pending(self) -> int:

@@ -322,6 +322,9 @@ class TimerStore:
         self.rolled = 0
         #: Messages dropped by a delete marker (recalled), since this instance started.
         self.recalled = 0
+        #: ``(when, store time)`` of the last timer-queue record read for filing (RocketMQ 5.3's
+        #: ``lastEnqueueButExpiredTime`` / ``lastEnqueueButExpiredStoreTime``); ``(0, 0)`` before the first.
+        self.last_filing = (0, 0)
         #: The delete keys of the slot at ``_deletes_ms`` (collected before it is walked).
         self._deletes: frozenset[str] = frozenset()
         self._deletes_ms = -1
@@ -642,6 +645,8 @@ class TimerStore:
                 break
             phy, size, _tags = entry
             timer = self._timer_of(phy, size)
+            if timer is not None:
+                self.last_filing = (self.store.config.now_ms(), timer.stored_ms)
             if timer is not None and not self._rebuilt_away(offset, timer):
                 file_ms, roll = self.roll_target(timer.time_ms, timer.stored_ms, self.window_at(offset))
                 flags = timer.flags | (FLAG_ROLL if roll else 0)
