@@ -22,7 +22,9 @@ from client.errors import MQBrokerError, SendFailedError
 from client.message import Message, MessageExt, SendStatus
 from client.producer import Producer
 from processors.common import RequestRejected
+from remoting.client import RemotingClient
 from remoting.codec.codes import ResponseCode
+from remoting.codec.command import request
 from remoting.codec.message import MessageRecord, decode_record
 from store.maintenance import clean_expired_consume_queues
 from store.message_store import MessageStore
@@ -820,3 +822,48 @@ async def test_runtime_info_shows_zero_timer_figures_while_timer_wheel_enable_is
         "timerEnqueueTps": "0.0",
         "timerDequeueTps": "0.0",
     }
+
+
+#: RocketMQ 5's RequestCode.GET_TIMER_METRICS.
+GET_TIMER_METRICS = 61
+
+
+async def _timer_metrics(cluster: EmbeddedCluster) -> dict[str, int]:
+    """GET_TIMER_METRICS (61): the ``count`` of each topic's ``timingCount`` entry."""
+    async with RemotingClient() as client:
+        answer = await client.invoke(cluster.broker_addr, request(GET_TIMER_METRICS), 5)
+    assert answer.code == ResponseCode.SUCCESS, answer.remark
+    body = orjson.loads(answer.body)
+    assert set(body) == {"dataVersion", "timingCount"}
+    assert set(body["dataVersion"]) == {"counter", "stateVersion", "timestamp"}
+    return {topic: metric["count"] for topic, metric in body["timingCount"].items()}
+
+
+async def test_get_timer_metrics_counts_each_topics_pending_timers_across_a_clean_restart(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """RocketMQ 5.3.3's GET_TIMER_METRICS (AdminBrokerProcessor.getTimerMetrics) answers TimerMetrics' JSON: per real
+    topic, the timer messages filed and not delivered yet (``timingCount``: TimerMessageStore adds one at each filing
+    and takes one at each dequeue), kept across a restart (its ``timermetrics`` file). Ours answered
+    REQUEST_CODE_NOT_SUPPORTED."""
+    clock = use_virtual_store_clock(embedded_cluster)
+    for topic in ("TimingA", "TimingB"):
+        await create_topic(embedded_cluster, topic)
+    async with Producer("pg-timing", embedded_cluster.namesrv_addr) as producer:
+        for delay in (30, 90, 600):
+            await producer.send(Message("TimingA", b"a", properties={"TIMER_DELAY_SEC": str(delay)}))
+        for delay in (90, 600):
+            await producer.send(Message("TimingB", b"b", properties={"TIMER_DELAY_SEC": str(delay)}))
+    await trio.sleep(2)
+    assert await _timer_metrics(embedded_cluster) == {"TimingA": 3, "TimingB": 2}
+    await trio.sleep(60)
+    assert await _timer_metrics(embedded_cluster) == {"TimingA": 2, "TimingB": 2}
+    autojump_clock.autojump_threshold = math.inf
+    await embedded_cluster.restart_broker()
+    autojump_clock.autojump_threshold = 0
+    use_virtual_store_clock(embedded_cluster, clock)
+    assert await _timer_metrics(embedded_cluster) == {"TimingA": 2, "TimingB": 2}
+    await trio.sleep(60)
+    assert await _timer_metrics(embedded_cluster) == {"TimingA": 1, "TimingB": 1}
+    await trio.sleep(600)
+    assert await _timer_metrics(embedded_cluster) == {"TimingA": 0, "TimingB": 0}
