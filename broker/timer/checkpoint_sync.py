@@ -5,6 +5,10 @@ resumes the timer near where the old leader was (:class:`~broker.timer.service.T
 The answer is SUCCESS with the 56-byte checkpoint body (``lastReadTimeMs`` = the confirmed read time,
 ``lastTimerQueueOffset`` = ``masterTimerQueueOffset`` = the confirmed filing offset), or SYSTEM_ERROR "The checkpoint
 is null" while the timer does not run (a slave), as Java answers without a checkpoint.
+
+GET_TIMER_METRICS (61, ``AdminBrokerProcessor.getTimerMetrics``): SUCCESS with the timer's per-topic counts as
+TimerMetrics' JSON (:meth:`~broker.timer.service.TimerMessageService.metrics_body`), or SYSTEM_ERROR "The timer
+message store is null" when ``timerWheelEnable`` was false at the timer's start.
 """
 
 from __future__ import annotations
@@ -23,12 +27,17 @@ __all__ = ["TimerCheckpointProcessor"]
 class TimerCheckpointProcessor:
     """Serves :attr:`REQUEST_CODES` from ``timer`` on the admin pool."""
 
-    REQUEST_CODES: Final = (RequestCode.GET_TIMER_CHECK_POINT,)
+    REQUEST_CODES: Final = (RequestCode.GET_TIMER_CHECK_POINT, RequestCode.GET_TIMER_METRICS)
 
     def __init__(self, timer: TimerMessageService) -> None:
         self.timer = timer
 
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        if request.code == RequestCode.GET_TIMER_METRICS:
+            metrics = self.timer.metrics_body()
+            if metrics is None:
+                return request.response(ResponseCode.SYSTEM_ERROR, "The timer message store is null")
+            return request.response(ResponseCode.SUCCESS, body=metrics)
         checkpoint = self.timer.export_checkpoint()
         if checkpoint is None:
             return request.response(ResponseCode.SYSTEM_ERROR, "The checkpoint is null")

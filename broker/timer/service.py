@@ -48,6 +48,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
+import orjson
 import trio
 
 from broker.timer.timer_store import (
@@ -329,6 +330,18 @@ class TimerMessageService:
         filed_at, stored_ms = timers.last_filing
         enqueue_ms = max(0, now - stored_ms) if now - filed_at < 2000 else 0
         return self._offset_behind(), enqueue_ms, timers.congest_num, max(0, now - timers.read_ms) // 1000
+
+    def metrics_body(self) -> bytes | None:
+        """GET_TIMER_METRICS' body, RocketMQ 5.3's TimerMetrics JSON: its ``dataVersion`` and, per real topic, the
+        ``count`` of timer messages filed and not delivered yet and the ``timeStamp`` of its last change; ``None``
+        when the timer was disabled at its start (Java has no TimerMessageStore then)."""
+        if not self._started_enabled:
+            return None
+        timers = self.timers
+        counter, changed = timers.timing_version
+        version = {"counter": counter, "stateVersion": 0, "timestamp": changed or self.store.config.now_ms()}
+        timing = {topic: {"count": count, "timeStamp": at} for topic, (count, at) in timers.timing.items()}
+        return orjson.dumps({"dataVersion": version, "timingCount": timing})
 
     def _offset_behind(self) -> int:
         """Timer-queue entries not filed into the wheel yet."""

@@ -138,6 +138,8 @@ class _Timer(NamedTuple):
     stored_ms: int
     roll_from: int = -1
     previous_ms: int = -1
+    #: its ``REAL_TOPIC`` (the per-topic count of :attr:`TimerStore.timing`)
+    topic: str = ""
 
 
 @attrs.frozen
@@ -167,6 +169,9 @@ class TimerCheckpoint:
     #: A crash rebuild still under way (``rebuild``): ``(skip below offset, skip due before ms, rebuild end)``, so a
     #: clean stop in its middle resumes it rather than filing the rest of the queue as new.
     rebuild: tuple[int, int, int] | None = None
+    #: ``timingCount``: per real topic, ``(timer messages pending, when that last changed)`` (see
+    #: :attr:`TimerStore.timing`); only a clean checkpoint's is read.
+    timing: dict[str, tuple[int, int]] = attrs.field(factory=dict)
 
 
 def roll_window_slots(configured: int, wheel_slots: int) -> int:
@@ -222,6 +227,7 @@ def _encode(cp: TimerCheckpoint) -> bytes:
             "precisionMs": cp.precision_ms,
             "wheelSlots": cp.wheel_slots,
             **({} if cp.rebuild is None else {"rebuild": list(cp.rebuild)}),
+            "timingCount": {topic: list(metric) for topic, metric in sorted(cp.timing.items())},
         },
         option=orjson.OPT_INDENT_2,
     )
@@ -244,6 +250,7 @@ def _decode(data: bytes) -> TimerCheckpoint:
             precision_ms=int(root.get("precisionMs", 0)),
             wheel_slots=int(root.get("wheelSlots", 0)),
             rebuild=None if root.get("rebuild") is None else _triple(root["rebuild"]),
+            timing={str(t): (int(m[0]), int(m[1])) for t, m in dict(root.get("timingCount", {})).items()},
         )
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
         raise ConfigFileError(f"timerCheck.json: {exc}") from exc
@@ -322,6 +329,12 @@ class TimerStore:
         self.rolled = 0
         #: Messages dropped by a delete marker (recalled), since this instance started.
         self.recalled = 0
+        #: Per real topic, ``[timer messages filed and not delivered yet, when that last changed]``: RocketMQ 5.3's
+        #: TimerMetrics ``timingCount`` (GET_TIMER_METRICS), kept in the clean checkpoint; a crash rebuild counts
+        #: what it files again. A message whose record is gone at its delivery stays counted (as in Java).
+        self.timing: dict[str, list[int]] = {}
+        #: ``[changes of timing since this instance started, when the last was]``: TimerMetrics' ``dataVersion``.
+        self.timing_version = [0, 0]
         #: ``(when, store time)`` of the last timer-queue record read for filing (RocketMQ 5.3's
         #: ``lastEnqueueButExpiredTime`` / ``lastEnqueueButExpiredStoreTime``); ``(0, 0)`` before the first.
         self.last_filing = (0, 0)
@@ -371,6 +384,7 @@ class TimerStore:
             self.congest_num = self.wheel.entries_from(self.read_ms)  # once, in the load's worker thread
             self.walk_pos, self.walk_to = cp.walk_pos, cp.walk_to
             self.pending, self._segments = cp.pending, dict(cp.segments)
+            self.timing = {topic: list(metric) for topic, metric in cp.timing.items()}
             self._use_windows(windows, _filed_before(self.enqueue_offset, cp.rebuild))
             self._resume_rebuild(cp.rebuild)
             self._confirmed = self._progress()
@@ -460,6 +474,7 @@ class TimerStore:
         self.log.load(0)
         self.wheel.load()
         self.enqueue_offset, self.read_ms, self.pending = cp.enqueue_offset, read_ms, cp.pending
+        self.timing = {topic: list(metric) for topic, metric in cp.timing.items()}
         for at in range(0, len(live), 4):
             self.file(live[at], live[at + 1], live[at + 2], live[at + 3])
         self._use_windows(windows, _filed_before(self.enqueue_offset, cp.rebuild))
@@ -617,6 +632,7 @@ class TimerStore:
             self.precision_ms,
             self.wheel.slots,
             self._rebuild_state(),
+            {topic: (metric[0], metric[1]) for topic, metric in self.timing.items()},
         )
 
     def save_checkpoint(self, cp: TimerCheckpoint) -> None:
@@ -652,10 +668,12 @@ class TimerStore:
                 flags = timer.flags | (FLAG_ROLL if roll else 0)
                 counted = not flags & FLAG_DELETE
                 self.pending += counted
+                self._count(timer.topic, counted)
                 try:
                     self.file(file_ms, phy, size, flags)
                 except BaseException:
                     self.pending -= counted
+                    self._count(timer.topic, -counted)
                     raise
                 self.filed += 1
             offset += 1
@@ -706,9 +724,11 @@ class TimerStore:
             enqueued = find_property(props, b"TIMER_ENQUEUE_MS")
             time_ms = int(raw) - 1 if deleting else int(raw)
             flags = FLAG_DELETE if deleting else 0
+            real = find_property(props, b"REAL_TOPIC")
+            topic = "" if real is None else bytes(real).decode("utf-8", errors="replace")
             if rolled_from is None or enqueued is None:
-                return _Timer(time_ms, flags, meta.store_timestamp)
-            return _Timer(time_ms, flags, meta.store_timestamp, int(rolled_from), int(enqueued))
+                return _Timer(time_ms, flags, meta.store_timestamp, topic=topic)
+            return _Timer(time_ms, flags, meta.store_timestamp, int(rolled_from), int(enqueued), topic)
         except (MessageDecodeError, ValueError):
             log.warning("timer: message at %d has no readable %s; dropped", phy, PROPERTY_TIMER_OUT_MS)
             return None
@@ -873,6 +893,16 @@ class TimerStore:
             self.log.delete_segments_before(start + self.log.queue.file_size)
             del segments[start]
 
+    def _count(self, topic: str, delta: int) -> None:
+        """Add ``delta`` to ``topic``'s count in :attr:`timing` (never below 0)."""
+        if not delta or not topic:
+            return
+        now = self.store.config.now_ms()
+        metric = self.timing.setdefault(topic, [0, now])
+        metric[0], metric[1] = max(0, metric[0] + delta), now
+        self.timing_version[0] += 1
+        self.timing_version[1] = now
+
     def _uncount(self, phy: int) -> int:
         """Take the message at ``phy`` off ``pending``; returns 1, or 0 (logged) when ``pending`` is already 0: a
         checkpoint that undercounts must not drive it negative."""
@@ -902,6 +932,8 @@ class TimerStore:
         msg = self._read(phy, size)
         if msg is None:
             return
+        topic = msg.properties.get("REAL_TOPIC", "")
+        self._count(topic, -counted)
         try:
             times = int(msg.properties.get(PROPERTY_TIMER_ROLL_TIMES, "0")) + 1
         except ValueError:
@@ -923,6 +955,7 @@ class TimerStore:
             return
         except BaseException:
             self.pending += counted  # not rolled: the caller retries this entry
+            self._count(topic, counted)
             raise
         self.rolled += 1
         if self.on_put is not None:
@@ -941,6 +974,7 @@ class TimerStore:
             real_qid = int(msg.properties.get("REAL_QID", ""))
         except ValueError:
             real_qid = -1
+        self._count(real_topic or "", -counted)
         if not real_topic or real_qid < 0:
             log.warning("timer: message at %d has no real topic/queue; dropped", phy)
             return
@@ -967,6 +1001,7 @@ class TimerStore:
             return
         except BaseException:
             self.pending += counted  # not delivered: the caller retries this message
+            self._count(real_topic, counted)
             raise
         self.delivered += 1
         if self.on_put is not None:
