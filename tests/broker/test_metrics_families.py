@@ -635,3 +635,25 @@ async def test_the_timer_gauges_are_exported_with_rocketmqs_names_and_values(
     assert late["rocketmq_timer_enqueue_latency_milliseconds"] == 0  # no filing in the last 2 s
     assert late["rocketmq_timer_dequeue_lag"] == 3  # held by timerStopDequeue, past their time
     assert 120 <= late["rocketmq_timer_dequeue_latency_milliseconds"] < 125  # seconds, as Java's getDequeueBehind
+
+
+async def test_the_timing_messages_gauge_counts_each_topics_pending_timers(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """RocketMQ 5.3.3's ``rocketmq_timing_messages`` (DefaultStoreMetricsManager, from TimerMetrics ``timingCount``):
+    per real topic, with the store's labels, the timer messages filed and not delivered yet. Ours had none."""
+    settings = {"metrics_exporter_type": "PROM", "metrics_prom_exporter_port": 0}
+    async with EmbeddedCluster(tmp_path / "cluster", **SMALL_STORE, **settings) as cluster:
+        use_virtual_store_clock(cluster)
+        metrics = cluster.controller.metrics
+        assert metrics is not None
+        await create_topic(cluster, "TimingGauge")
+        async with Producer("pg-timing-gauge", cluster.namesrv_addr) as p:
+            for delay in (30, 90):
+                await p.send(Message("TimingGauge", b"t", properties={"TIMER_DELAY_SEC": str(delay)}))
+        seen = []
+        for wait in (2, 60, 60):
+            await trio.sleep(wait)
+            rows = render(list(metrics.sources[0]()())).get("rocketmq_timing_messages", [])
+            seen.append({(labels["topic"], labels["storage_type"]): value for labels, value in rows})
+    assert seen == [{("TimingGauge", "local"): 2}, {("TimingGauge", "local"): 1}, {("TimingGauge", "local"): 0}]
