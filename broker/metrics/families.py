@@ -34,9 +34,9 @@ Where ours differ, and why:
 - The timer's ``rocketmq_timer_enqueue_lag``, ``rocketmq_timer_enqueue_latency_milliseconds``,
   ``rocketmq_timer_dequeue_lag`` and ``rocketmq_timer_dequeue_latency_milliseconds`` are 5.3.3's, values included:
   the last is in seconds (TimerMessageStore ``getDequeueBehind``) under its milliseconds unit, as Java exports it.
-- Not exported (no such concept here): POP, the timer's per-topic ``rocketmq_timing_messages``,
-  ``rocketmq_timer_message_snapshot`` and enqueue/dequeue counters, half-message and transaction-commit counters,
-  ``rocketmq_message_size``.
+- ``rocketmq_timing_messages`` is 5.3.3's too: per real topic, the timer messages filed and not delivered yet.
+- Not exported (no such concept here): POP, the timer's ``rocketmq_timer_message_snapshot`` and enqueue/dequeue
+  counters, half-message and transaction-commit counters, ``rocketmq_message_size``.
 """
 
 from __future__ import annotations
@@ -238,6 +238,10 @@ def _timer(snap: BrokerSnapshot, f: _Families) -> Iterator[Metric]:
         gauge = f.gauge(name, doc, tuple(_STORAGE))
         gauge.add_metric(f.row(*_STORAGE.values()), value)
         yield gauge
+    timing = f.gauge("rocketmq_timing_messages", "Current message number in timing", (*_STORAGE, "topic"))
+    for topic, count in snap.timing.items():
+        timing.add_metric(f.row(*_STORAGE.values(), topic), count)
+    yield timing
 
 
 def broker_families(snap: BrokerSnapshot, common: dict[str, str]) -> Iterator[Metric]:

@@ -316,20 +316,23 @@ class TimerMessageService:
             "timerRolledCount": str(timers.rolled),
         }
 
-    def gauges(self) -> tuple[int, int, int, int] | None:
+    def gauges(self) -> tuple[tuple[int, int, int, int], dict[str, int]] | None:
         """RocketMQ 5.3.3's timer gauges of ``/metrics`` (store/src/main/java/org/apache/rocketmq/store/metrics/
         DefaultStoreMetricsManager.java, from TimerMessageStore): timer-queue entries not filed yet, ms from the store
         time of the last message filed to now (within 2 s of that filing, else 0), the wheel's entries from the read
-        time on, and the read time's lag in seconds (``getDequeueBehind``, under a milliseconds unit); zeros but the
-        first while the timer does not run. ``None`` when it was disabled at its start: Java registers none then."""
+        time on, and the read time's lag in seconds (``getDequeueBehind``, under a milliseconds unit), zeros but the
+        first while the timer does not run; then each real topic's pending count (``rocketmq_timing_messages``).
+        ``None`` when it was disabled at its start: Java registers none then."""
         if not self._started_enabled:
             return None
         timers, now = self.timers, self.store.config.now_ms()
+        timing = {topic: metric[0] for topic, metric in timers.timing.items()}
         if not (self._loaded and _flag(self._enabled)):
-            return self._offset_behind(), 0, 0, 0
+            return (self._offset_behind(), 0, 0, 0), timing
         filed_at, stored_ms = timers.last_filing
         enqueue_ms = max(0, now - stored_ms) if now - filed_at < 2000 else 0
-        return self._offset_behind(), enqueue_ms, timers.congest_num, max(0, now - timers.read_ms) // 1000
+        lags = (self._offset_behind(), enqueue_ms, timers.congest_num, max(0, now - timers.read_ms) // 1000)
+        return lags, timing
 
     def metrics_body(self) -> bytes | None:
         """GET_TIMER_METRICS' body, RocketMQ 5.3's TimerMetrics JSON: its ``dataVersion`` and, per real topic, the
