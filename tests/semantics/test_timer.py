@@ -292,11 +292,13 @@ def test_after_a_crash_the_wheel_is_rebuilt_from_the_timer_queue_and_nothing_pen
     # their copies in the queue prove the rolls: the originals are skipped, the copies filed).
     assert again.enqueue(100) == 12
     assert again.pending == 10  # all were due after the checkpoint's read time: refiled (at least once)
+    assert {topic: metric[0] for topic, metric in again.timing.items()} == {"Crashed": 10}  # counted as refiled
     now[0] += 10_000
     run_timer(again, now[0])
     bodies = [m.body for m in _crashed(store)]
     assert sorted(set(bodies)) == sorted(f"c{i}".encode() for i in range(10))
     assert again.pending == 0
+    assert {topic: metric[0] for topic, metric in again.timing.items()} == {"Crashed": 0}
     again.close()
     store.close()
 
