@@ -520,3 +520,21 @@ async def test_a_send_to_an_unknown_topic_without_auto_creation_is_a_type_confli
         got = (Code.Name(answer.status.code), answer.status.message, len(answer.entries), f.ctx.topics.get("Nowhere"))
         remark = PROXY + "TopicMessageType validate failed, the expected type is UNSPECIFIED, but actual type is NORMAL"
         assert got == ("MESSAGE_PROPERTY_CONFLICT_WITH_TYPE", remark, 0, None), got
+
+
+async def test_use_delay_level_sends_a_timed_message_at_the_next_delay_level(tmp_path: Path) -> None:
+    """ProxyConfig ``useDelayLevel``: SendMessageActivity.fillDelayMessageProperty puts ``DELAY`` =
+    ``computeDelayLevel(deliveryTimestamp)``, the level (``messageDelayLevel``, by delay) whose delay first exceeds
+    the time left, else the longest, besides ``TIMER_DELIVER_MS``; the broker's delay level then wins
+    (HookUtils.checkIfTimerMessage): the message waits in SCHEDULE_TOPIC_XXXX. Ours ignored the setting."""
+    config = ProxyConfig(enable_proxy=True, grpc_server_port=0, tls_test_mode_enable=False, use_delay_level=True)
+    async with front(tmp_path, config) as f:
+        soon, later = message("RT", b"soon"), message("RT", b"later")
+        now = int(time.time() * 1000)
+        soon.system_properties.delivery_timestamp.FromMilliseconds(now + 7_000)
+        later.system_properties.delivery_timestamp.FromMilliseconds(now + 3 * 3_600_000)
+        for msg in (soon, later):
+            got = await sent_to_rt(f, msg)
+            assert got[:2] == ("OK", 0), got
+        stored = [decode_record(f.ctx.store.get("SCHEDULE_TOPIC_XXXX", q, 0, 1).messages[0]) for q in (2, 17)]
+        assert [(m.body, m.properties["DELAY"]) for m in stored] == [(b"soon", "3"), (b"later", "18")]
