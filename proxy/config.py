@@ -62,6 +62,11 @@ class ProxyConfig:
     grpc_client_consumer_max_long_polling_timeout_millis: int = attrs.field(default=20_000, metadata=JAVA_LONG)
     #: Largest accepted delivery time ahead of now (ms), and largest body (bytes); 0 or less: unchecked.
     max_delay_time_mills: int = attrs.field(default=24 * 3600 * 1000, metadata=JAVA_LONG)
+    #: ``useDelayLevel``: a delivery time also sets ``DELAY``, the level of ``messageDelayLevel`` whose delay first
+    #: exceeds the time left, else the longest (ProxyConfig.computeDelayLevel); the broker's delay level then wins
+    #: over the timer. ``messageDelayLevel`` is the broker's setting too, read as it reads it.
+    use_delay_level: bool = False
+    message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
     max_message_size: int = 4 * 1024 * 1024
     #: Refuse an empty body (MESSAGE_BODY_EMPTY), as SendMessageActivity.validateMessageBodySize does by default.
     enable_message_body_empty_check: bool = True

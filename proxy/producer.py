@@ -26,6 +26,7 @@ RECALL_MESSAGE through the broker's recall processor; any refusal there is INTER
 from __future__ import annotations
 
 import itertools
+import logging
 import re
 import time
 from typing import Any, Final
@@ -69,8 +70,11 @@ from remoting.codec.headers.transaction import EndTransactionRequestHeader
 from remoting.codec.message_properties import PropertiesEncodeError, encode_properties, java_string_hash
 from remoting.codec.msgid import decode_offset_msg_id
 from remoting.codec.recall_handle import RecallHandleError, decode_recall_handle
+from store.store_config import parse_delay_levels
 
 __all__ = ["Producing", "consistent_hash"]
+
+log = logging.getLogger(__name__)
 
 _MASK64: Final = (1 << 64) - 1
 _LCG_MULTIPLIER: Final = 2862933555777941757
@@ -97,6 +101,7 @@ class Producing:
         self.invoker = invoker
         self.transactions: dict[tuple[str, str], tuple[int, int, float]] = {}
         self._round_robin = itertools.count()
+        self._delay_levels = _sorted_delay_levels(config.message_delay_level)
 
     def check(self, msg: Any) -> None:
         """One message's checks, in the order of SendMessageActivity.buildMessage and buildMessageProperty
@@ -215,7 +220,15 @@ class Producing:
     def _prepare(self, msg: Any, topic: str, peer: tuple[str, int]) -> dict[str, str]:
         """The message's checks, then its stored properties; raises RpcError."""
         self.check(msg)
-        return send_properties(msg, topic, peer)
+        props = send_properties(msg, topic, peer)
+        if self.config.use_delay_level and "TIMER_DELIVER_MS" in props and self._delay_levels:
+            props["DELAY"] = str(self._delay_level(int(props["TIMER_DELIVER_MS"])))
+        return props
+
+    def _delay_level(self, deliver_ms: int) -> int:
+        """ProxyConfig.computeDelayLevel: the first level, by delay, longer than the time left, else the longest."""
+        left = deliver_ms - int(time.time() * 1000)
+        return next((level for level, delay in self._delay_levels if delay > left), self._delay_levels[-1][0])
 
     @staticmethod
     def _encode(props: dict[str, str]) -> str:
@@ -467,3 +480,14 @@ def consistent_hash(value: int, buckets: int) -> int:
         if following >= buckets:
             return candidate
         candidate = following
+
+
+def _sorted_delay_levels(spec: str) -> list[tuple[int, int]]:
+    """``(level, delay ms)`` by delay, as ProxyConfig.parseDelayLevel reads ``messageDelayLevel``; none (logged, no
+    level set) for a spec that does not parse."""
+    try:
+        levels = parse_delay_levels(spec)
+    except ValueError as exc:
+        log.error("proxy: %s", exc)
+        return []
+    return sorted(levels.items(), key=lambda item: item[1])
