@@ -657,3 +657,33 @@ async def test_the_timing_messages_gauge_counts_each_topics_pending_timers(
             rows = render(list(metrics.sources[0]()())).get("rocketmq_timing_messages", [])
             seen.append({(labels["topic"], labels["storage_type"]): value for labels, value in rows})
     assert seen == [{("TimingGauge", "local"): 2}, {("TimingGauge", "local"): 1}, {("TimingGauge", "local"): 0}]
+
+
+async def test_the_timer_enqueue_and_dequeue_counters_count_per_real_topic(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """RocketMQ 5.3.3's ``rocketmq_timer_enqueue_total`` / ``rocketmq_timer_dequeue_total`` (DefaultStoreMetricsManager
+    ``incTimerEnqueueCount`` / ``incTimerDequeueCount``, from TimerMessageStore): each timer message filed into the
+    wheel, and each one dequeued (delivered, or rolled on), under its real topic with the store's labels. Ours had
+    neither."""
+    settings = {"metrics_exporter_type": "PROM", "metrics_prom_exporter_port": 0}
+    async with EmbeddedCluster(tmp_path / "cluster", **SMALL_STORE, **settings) as cluster:
+        use_virtual_store_clock(cluster)
+        metrics = cluster.controller.metrics
+        assert metrics is not None
+        await create_topic(cluster, "TimerCount")
+        async with Producer("pg-timer-count", cluster.namesrv_addr) as p:
+            for delay in (30, 90, 600):
+                await p.send(Message("TimerCount", b"t", properties={"TIMER_DELAY_SEC": str(delay)}))
+        seen = []
+        for wait in (2, 100):
+            await trio.sleep(wait)
+            samples = render(list(metrics.sources[0]()()))
+            counts = {}
+            for name in ("rocketmq_timer_enqueue_total", "rocketmq_timer_dequeue_total"):
+                for labels, value in samples.get(name, []):
+                    assert (labels["storage_type"], labels["storage_medium"]) == ("local", "disk")
+                    counts[(name, labels["topic"])] = value
+            seen.append(counts)
+    enqueued, dequeued = ("rocketmq_timer_enqueue_total", "TimerCount"), ("rocketmq_timer_dequeue_total", "TimerCount")
+    assert seen == [{enqueued: 3}, {enqueued: 3, dequeued: 2}]
