@@ -35,8 +35,11 @@ Where ours differ, and why:
   ``rocketmq_timer_dequeue_lag`` and ``rocketmq_timer_dequeue_latency_milliseconds`` are 5.3.3's, values included:
   the last is in seconds (TimerMessageStore ``getDequeueBehind``) under its milliseconds unit, as Java exports it.
 - ``rocketmq_timing_messages`` is 5.3.3's too: per real topic, the timer messages filed and not delivered yet.
-- Not exported (no such concept here): POP, the timer's ``rocketmq_timer_message_snapshot`` and enqueue/dequeue
-  counters, half-message and transaction-commit counters, ``rocketmq_message_size``.
+- ``rocketmq_timer_enqueue_total`` / ``rocketmq_timer_dequeue_total`` count, per real topic, the records the timer
+  filed and the messages it delivered or rolled on since it started (5.3.3's ``incTimerEnqueueCount`` /
+  ``incTimerDequeueCount``), at most ``metricsOtelCardinalityLimit`` - 1 topics each, the rest in the overflow.
+- Not exported (no such concept here): POP, the timer's ``rocketmq_timer_message_snapshot``, half-message and
+  transaction-commit counters, ``rocketmq_message_size``.
 """
 
 from __future__ import annotations
@@ -225,8 +228,9 @@ def _broker(snap: BrokerSnapshot, f: _Families) -> Iterator[Metric]:
 
 
 def _timer(snap: BrokerSnapshot, f: _Families) -> Iterator[Metric]:
-    """RocketMQ 5.3.3's timer gauges (DefaultStoreMetricsManager), with the store's labels."""
-    if snap.timer is None:
+    """RocketMQ 5.3.3's timer gauges and counters (DefaultStoreMetricsManager), with the store's labels."""
+    timer = snap.timer
+    if timer is None:
         return
     docs = (
         ("rocketmq_timer_enqueue_lag", "Timer enqueue messages lag"),
@@ -234,14 +238,30 @@ def _timer(snap: BrokerSnapshot, f: _Families) -> Iterator[Metric]:
         ("rocketmq_timer_dequeue_lag", "Timer dequeue messages lag"),
         ("rocketmq_timer_dequeue_latency_milliseconds", "Timer dequeue latency"),
     )
-    for (name, doc), value in zip(docs, snap.timer, strict=True):
+    for (name, doc), value in zip(docs, timer.lags, strict=True):
         gauge = f.gauge(name, doc, tuple(_STORAGE))
         gauge.add_metric(f.row(*_STORAGE.values()), value)
         yield gauge
     timing = f.gauge("rocketmq_timing_messages", "Current message number in timing", (*_STORAGE, "topic"))
-    for topic, count in snap.timing.items():
+    for topic, count in timer.timing.items():
         timing.add_metric(f.row(*_STORAGE.values(), topic), count)
     yield timing
+    for name, doc, counts in (
+        ("rocketmq_timer_enqueue_total", "Total number of timer enqueue", timer.enqueued),
+        ("rocketmq_timer_dequeue_total", "Total number of timer dequeue", timer.dequeued),
+    ):
+        yield _per_topic(f, f.counter(name, doc, (*_STORAGE, "topic")), counts, snap.series_limit)
+
+
+def _per_topic(f: _Families, family: CounterMetricFamily, counts: dict[str, int], limit: int) -> CounterMetricFamily:
+    """``family`` with a series per topic of ``counts`` (first seen first), at most ``limit`` - 1, the rest summed
+    in the overflow series, as OpenTelemetry's cardinality limit counts them."""
+    keep = max(0, limit - 1)
+    for topic, count in itertools.islice(counts.items(), keep):
+        family.add_metric(f.row(*_STORAGE.values(), topic), count)
+    if len(counts) > keep:
+        _add_overflow(family, sum(itertools.islice(counts.values(), keep, None)))
+    return family
 
 
 def broker_families(snap: BrokerSnapshot, common: dict[str, str]) -> Iterator[Metric]:

@@ -27,9 +27,10 @@ from remoting.dispatch import ProcessorPool
 
 if TYPE_CHECKING:
     from broker.context import BrokerState
+    from broker.timer.service import TimerFigures
 
 #: Reads the timer's four gauges (see :attr:`BrokerSnapshot.timer`); ``None`` when it exports none.
-TimerGauges = Callable[[], tuple[tuple[int, int, int, int], dict[str, int]] | None]
+TimerGauges = Callable[[], "TimerFigures | None"]
 
 #: Our pool families under RocketMQ 5's ``processor`` label values.
 PROCESSOR_NAMES = {
@@ -104,10 +105,8 @@ class BrokerSnapshot:
     now_ms: int
     #: ``metricsOtelCardinalityLimit``: series per gauge, the overflow one included
     series_limit: int
-    #: the timer's enqueue lag, enqueue latency (ms), dequeue lag and dequeue latency (s); ``None``: not exported
-    timer: tuple[int, int, int, int] | None = None
-    #: real topic -> timer messages pending (``rocketmq_timing_messages``)
-    timing: dict[str, int] = attrs.field(factory=dict)
+    #: the timer's figures (:class:`~broker.timer.service.TimerFigures`); ``None``: not exported
+    timer: TimerFigures | None = None
 
 
 def _connections(state: BrokerState) -> tuple[dict[tuple[str, str], int], dict[tuple[str, str, str, str], int]]:
@@ -157,7 +156,6 @@ def take_snapshot(
     earliest = store.earliest_store_time()
     topics = state.topics.topics
     outgoing, outgoing_overflow = stats.outgoing()
-    timer = None if timer_gauges is None else timer_gauges()
     return BrokerSnapshot(
         incoming=_incoming(stats),
         incoming_typed=dict(stats.incoming_typed),
@@ -182,6 +180,5 @@ def take_snapshot(
         reserve_time_ms=now_ms - earliest if earliest > 0 else -1,
         now_ms=now_ms,
         series_limit=state.config.metrics_otel_cardinality_limit,
-        timer=None if timer is None else timer[0],
-        timing={} if timer is None else timer[1],
+        timer=None if timer_gauges is None else timer_gauges(),
     )

@@ -46,7 +46,7 @@ import random
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
-from typing import Final
+from typing import Final, NamedTuple
 
 import orjson
 import trio
@@ -73,7 +73,7 @@ from store.errors import PutRefusedError
 from store.message_store import MessageStore
 from store.metadata_files import ConfigFileError
 
-__all__ = ["TimerMessageService"]
+__all__ = ["TimerFigures", "TimerMessageService"]
 
 log = logging.getLogger(__name__)
 #: Properties only the broker's timer writes: a producer's would make a crash rebuild take its message for a rolled
@@ -84,6 +84,20 @@ _BUDGET: Final = 2048
 _RETRY_AFTER_REFUSAL: Final = 0.1
 _WAIT_AFTER_ERROR: Final = 10.0
 _TPS_WINDOW_MS: Final = 10_000
+
+
+class TimerFigures(NamedTuple):
+    """What ``/metrics`` shows of the timer (:meth:`TimerMessageService.gauges`)."""
+
+    #: timer-queue entries not filed yet, ms from the store time of the last message filed to now (within 2 s of that
+    #: filing, else 0), the wheel's entries from the read time on, and the read time's lag in seconds
+    #: (``getDequeueBehind``, under a milliseconds unit); zeros but the first while the timer does not run
+    lags: tuple[int, int, int, int]
+    #: real topic -> timer messages pending (``rocketmq_timing_messages``)
+    timing: dict[str, int]
+    #: real topic -> filings and dequeues (deliveries and rolls) since the timer started
+    enqueued: dict[str, int]
+    dequeued: dict[str, int]
 
 
 def _flag(setting: bool | Callable[[], bool]) -> bool:
@@ -316,23 +330,20 @@ class TimerMessageService:
             "timerRolledCount": str(timers.rolled),
         }
 
-    def gauges(self) -> tuple[tuple[int, int, int, int], dict[str, int]] | None:
-        """RocketMQ 5.3.3's timer gauges of ``/metrics`` (store/src/main/java/org/apache/rocketmq/store/metrics/
-        DefaultStoreMetricsManager.java, from TimerMessageStore): timer-queue entries not filed yet, ms from the store
-        time of the last message filed to now (within 2 s of that filing, else 0), the wheel's entries from the read
-        time on, and the read time's lag in seconds (``getDequeueBehind``, under a milliseconds unit), zeros but the
-        first while the timer does not run; then each real topic's pending count (``rocketmq_timing_messages``).
-        ``None`` when it was disabled at its start: Java registers none then."""
+    def gauges(self) -> TimerFigures | None:
+        """RocketMQ 5.3.3's timer figures of ``/metrics`` (store/src/main/java/org/apache/rocketmq/store/metrics/
+        DefaultStoreMetricsManager.java, from TimerMessageStore; see :class:`TimerFigures`). ``None`` when the timer
+        was disabled at its start: Java registers none then."""
         if not self._started_enabled:
             return None
         timers, now = self.timers, self.store.config.now_ms()
         timing = {topic: metric[0] for topic, metric in timers.timing.items()}
-        if not (self._loaded and _flag(self._enabled)):
-            return (self._offset_behind(), 0, 0, 0), timing
-        filed_at, stored_ms = timers.last_filing
-        enqueue_ms = max(0, now - stored_ms) if now - filed_at < 2000 else 0
-        lags = (self._offset_behind(), enqueue_ms, timers.congest_num, max(0, now - timers.read_ms) // 1000)
-        return lags, timing
+        lags = (self._offset_behind(), 0, 0, 0)
+        if self._loaded and _flag(self._enabled):
+            filed_at, stored_ms = timers.last_filing
+            enqueue_ms = max(0, now - stored_ms) if now - filed_at < 2000 else 0
+            lags = (lags[0], enqueue_ms, timers.congest_num, max(0, now - timers.read_ms) // 1000)
+        return TimerFigures(lags, timing, dict(timers.enqueued_by_topic), dict(timers.dequeued_by_topic))
 
     def metrics_body(self) -> bytes | None:
         """GET_TIMER_METRICS' body, RocketMQ 5.3's TimerMetrics JSON: its ``dataVersion`` and, per real topic, the

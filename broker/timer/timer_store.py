@@ -263,6 +263,10 @@ def _filed_before(offset: int, rebuild: tuple[int, int, int] | None) -> int:
     return offset if rebuild is None else max(offset, rebuild[0])
 
 
+def _bump(counts: dict[str, int], key: str) -> None:
+    counts[key] = counts.get(key, 0) + 1
+
+
 def _triple(value: Any) -> tuple[int, int, int]:
     first, second, third = (int(v) for v in value)
     return first, second, third
@@ -329,6 +333,10 @@ class TimerStore:
         self.rolled = 0
         #: Messages dropped by a delete marker (recalled), since this instance started.
         self.recalled = 0
+        #: Per real topic, since this instance started: records filed, and messages delivered or rolled on (RocketMQ
+        #: 5.3's ``rocketmq_timer_enqueue_total`` / ``rocketmq_timer_dequeue_total``).
+        self.enqueued_by_topic: dict[str, int] = {}
+        self.dequeued_by_topic: dict[str, int] = {}
         #: Per real topic, ``[timer messages filed and not delivered yet, when that last changed]``: RocketMQ 5.3's
         #: TimerMetrics ``timingCount`` (GET_TIMER_METRICS), kept in the clean checkpoint; a crash rebuild counts
         #: what it files again. A message whose record is gone at its delivery stays counted (as in Java).
@@ -676,6 +684,7 @@ class TimerStore:
                     self._count(timer.topic, -counted)
                     raise
                 self.filed += 1
+                _bump(self.enqueued_by_topic, timer.topic)
             offset += 1
             self.enqueue_offset = offset
             done += 1
@@ -958,6 +967,7 @@ class TimerStore:
             self._count(topic, counted)
             raise
         self.rolled += 1
+        _bump(self.dequeued_by_topic, topic)
         if self.on_put is not None:
             self.on_put(TIMER_TOPIC, 0, appended.queue_offset)
 
@@ -1004,5 +1014,6 @@ class TimerStore:
             self._count(real_topic, counted)
             raise
         self.delivered += 1
+        _bump(self.dequeued_by_topic, real_topic)
         if self.on_put is not None:
             self.on_put(real_topic, real_qid, appended.queue_offset)

@@ -637,25 +637,37 @@ async def test_the_timer_gauges_are_exported_with_rocketmqs_names_and_values(
     assert 120 <= late["rocketmq_timer_dequeue_latency_milliseconds"] < 125  # seconds, as Java's getDequeueBehind
 
 
-async def test_the_timing_messages_gauge_counts_each_topics_pending_timers(
-    tmp_path: Path, autojump_clock: trio.testing.MockClock
-) -> None:
-    """RocketMQ 5.3.3's ``rocketmq_timing_messages`` (DefaultStoreMetricsManager, from TimerMetrics ``timingCount``):
-    per real topic, with the store's labels, the timer messages filed and not delivered yet. Ours had none."""
+async def _scrapes_after_timers(
+    tmp_path: Path, topic: str, delays: tuple[int, ...], waits: tuple[float, ...]
+) -> list[dict[str, list[tuple[dict[str, str], float]]]]:
+    """The broker's families (through its ``/metrics`` source) after each of ``waits``, once a timer message of each
+    of ``delays`` (seconds) was sent to ``topic``."""
     settings = {"metrics_exporter_type": "PROM", "metrics_prom_exporter_port": 0}
     async with EmbeddedCluster(tmp_path / "cluster", **SMALL_STORE, **settings) as cluster:
         use_virtual_store_clock(cluster)
         metrics = cluster.controller.metrics
         assert metrics is not None
-        await create_topic(cluster, "TimingGauge")
-        async with Producer("pg-timing-gauge", cluster.namesrv_addr) as p:
-            for delay in (30, 90):
-                await p.send(Message("TimingGauge", b"t", properties={"TIMER_DELAY_SEC": str(delay)}))
-        seen = []
-        for wait in (2, 60, 60):
+        await create_topic(cluster, topic)
+        async with Producer(f"pg-{topic}", cluster.namesrv_addr) as p:
+            for delay in delays:
+                await p.send(Message(topic, b"t", properties={"TIMER_DELAY_SEC": str(delay)}))
+        scrapes = []
+        for wait in waits:
             await trio.sleep(wait)
-            rows = render(list(metrics.sources[0]()())).get("rocketmq_timing_messages", [])
-            seen.append({(labels["topic"], labels["storage_type"]): value for labels, value in rows})
+            scrapes.append(render(list(metrics.sources[0]()())))
+        return scrapes
+
+
+async def test_the_timing_messages_gauge_counts_each_topics_pending_timers(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """RocketMQ 5.3.3's ``rocketmq_timing_messages`` (DefaultStoreMetricsManager, from TimerMetrics ``timingCount``):
+    per real topic, with the store's labels, the timer messages filed and not delivered yet. Ours had none."""
+    scrapes = await _scrapes_after_timers(tmp_path, "TimingGauge", (30, 90), (2, 60, 60))
+    seen = [
+        {(labels["topic"], labels["storage_type"]): value for labels, value in s.get("rocketmq_timing_messages", [])}
+        for s in scrapes
+    ]
     assert seen == [{("TimingGauge", "local"): 2}, {("TimingGauge", "local"): 1}, {("TimingGauge", "local"): 0}]
 
 
@@ -666,24 +678,13 @@ async def test_the_timer_enqueue_and_dequeue_counters_count_per_real_topic(
     ``incTimerEnqueueCount`` / ``incTimerDequeueCount``, from TimerMessageStore): each timer message filed into the
     wheel, and each one dequeued (delivered, or rolled on), under its real topic with the store's labels. Ours had
     neither."""
-    settings = {"metrics_exporter_type": "PROM", "metrics_prom_exporter_port": 0}
-    async with EmbeddedCluster(tmp_path / "cluster", **SMALL_STORE, **settings) as cluster:
-        use_virtual_store_clock(cluster)
-        metrics = cluster.controller.metrics
-        assert metrics is not None
-        await create_topic(cluster, "TimerCount")
-        async with Producer("pg-timer-count", cluster.namesrv_addr) as p:
-            for delay in (30, 90, 600):
-                await p.send(Message("TimerCount", b"t", properties={"TIMER_DELAY_SEC": str(delay)}))
-        seen = []
-        for wait in (2, 100):
-            await trio.sleep(wait)
-            samples = render(list(metrics.sources[0]()()))
-            counts = {}
-            for name in ("rocketmq_timer_enqueue_total", "rocketmq_timer_dequeue_total"):
-                for labels, value in samples.get(name, []):
-                    assert (labels["storage_type"], labels["storage_medium"]) == ("local", "disk")
-                    counts[(name, labels["topic"])] = value
-            seen.append(counts)
+    seen = []
+    for samples in await _scrapes_after_timers(tmp_path, "TimerCount", (30, 90, 600), (2, 100)):
+        counts = {}
+        for name in ("rocketmq_timer_enqueue_total", "rocketmq_timer_dequeue_total"):
+            for labels, value in samples.get(name, []):
+                assert (labels["storage_type"], labels["storage_medium"]) == ("local", "disk")
+                counts[(name, labels["topic"])] = value
+        seen.append(counts)
     enqueued, dequeued = ("rocketmq_timer_enqueue_total", "TimerCount"), ("rocketmq_timer_dequeue_total", "TimerCount")
     assert seen == [{enqueued: 3}, {enqueued: 3, dequeued: 2}]
