@@ -869,3 +869,23 @@ async def test_get_timer_metrics_counts_each_topics_pending_timers_across_a_clea
     assert await _timer_metrics(embedded_cluster) == {"TimingA": 1, "TimingB": 1}
     await trio.sleep(600)
     assert await _timer_metrics(embedded_cluster) == {"TimingA": 0, "TimingB": 0}
+
+
+async def test_deleting_a_topic_drops_its_count_from_the_timer_metrics(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """RocketMQ 5.3.3's AdminBrokerProcessor.deleteTopicInBroker ends with TimerMetrics.removeTimingCount(topic)
+    (broker/src/main/java/org/apache/rocketmq/broker/processor/AdminBrokerProcessor.java): GET_TIMER_METRICS no
+    longer lists a deleted topic. Ours kept its count."""
+    use_virtual_store_clock(embedded_cluster)
+    for topic in ("TimingKept", "TimingDeleted"):
+        await create_topic(embedded_cluster, topic)
+    async with Producer("pg-timing-del", embedded_cluster.namesrv_addr) as producer:
+        for topic in ("TimingKept", "TimingDeleted"):
+            await producer.send(Message(topic, b"t", properties={"TIMER_DELAY_SEC": "600"}))
+    await trio.sleep(2)
+    assert await _timer_metrics(embedded_cluster) == {"TimingKept": 1, "TimingDeleted": 1}
+    autojump_clock.autojump_threshold = math.inf  # the deletion's file work runs in threads: no jump meanwhile
+    async with Admin(embedded_cluster.namesrv_addr) as admin:
+        await admin.delete_topic_in_brokers("TimingDeleted", [embedded_cluster.broker_addr])
+    assert await _timer_metrics(embedded_cluster) == {"TimingKept": 1}
