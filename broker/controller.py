@@ -268,6 +268,7 @@ class BrokerController:
         register(LockBatchProcessor.REQUEST_CODES, LockBatchProcessor(ctx), pools["admin"])
         register(StatsProcessor.REQUEST_CODES, StatsProcessor(ctx), pools["admin"])
         admin = AdminBrokerProcessor(ctx, pools)
+        admin.on_topic_deleted = self.timer.forget_topic
         register(ADMIN_CODES, admin, pools["admin"])
         register(
             RequestCode.GET_BROKER_RUNTIME_INFO,

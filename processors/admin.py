@@ -16,11 +16,12 @@ those of :mod:`remoting.codec.bodies.admin` and :mod:`remoting.codec.bodies`.
   file; a key of :data:`ALWAYS_BLACK_LISTED` or of the ``configBlackList`` setting refuses the whole update with
   NO_PERMISSION; a request without a body changes nothing. GET_BROKER_CONFIG (26) answers every setting with
   ``version``, the settings' DataVersion that each applied update moves on.
-- DELETE_TOPIC_IN_BROKER (215) also drops the topic's ConsumeQueues (files included), its consumer offsets and its
-  statistics, so a topic created again under the same name starts empty, and with ``clearRetryTopicWhenDeleteTopic``
-  (RocketMQ 5, on by default) the pop retry topics of the groups with an offset on it likewise (not one whose name is
-  also the 4.x retry topic of a group consuming it: ours); CLEAN_UNUSED_TOPIC (316) does the same for every topic in
-  the store that is neither configured nor a system topic.
+- DELETE_TOPIC_IN_BROKER (215) also drops the topic's ConsumeQueues (files included), its consumer offsets, its
+  statistics and the timer's count of it (RocketMQ 5's ``removeTimingCount``), so a topic created again under the
+  same name starts empty, and with ``clearRetryTopicWhenDeleteTopic`` (RocketMQ 5, on by default) the pop retry
+  topics of the groups with an offset on it likewise (not one whose name is also the 4.x retry topic of a group
+  consuming it: ours); CLEAN_UNUSED_TOPIC (316) does the same for every topic in the store that is neither
+  configured nor a system topic.
 - GET_BROKER_RUNTIME_INFO (28) and GET_CONSUME_STATS (208) carry the rates of :mod:`broker.stats`.
 
 UPDATE_AND_CREATE_TOPIC, DELETE_TOPIC_IN_BROKER and UPDATE_BROKER_CONFIG run one at a time, as Java's
@@ -114,6 +115,8 @@ class AdminBrokerProcessor:
         #: for a deletion still dropping the topic's queues, which would otherwise destroy what is sent to the new one;
         #: config updates apply and register in the order they came.
         self._topic_changes = trio.Lock()
+        #: Called with each topic DELETE_TOPIC_IN_BROKER deleted (the controller forgets its timer count there).
+        self.on_topic_deleted: Callable[[str], None] | None = None
 
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
         if request.code in _SYNCHRONIZED:
@@ -224,8 +227,8 @@ class AdminBrokerProcessor:
         ]
 
     async def _delete_topic_in_broker(self, topic: str) -> None:
-        """Java's deleteTopicInBroker: the config, the offsets, the ConsumeQueues (files included) and the
-        statistics."""
+        """Java's deleteTopicInBroker: the config, the offsets, the ConsumeQueues (files included), the statistics
+        and, through :attr:`on_topic_deleted`, the timer's count of the topic."""
         broker = self.broker
         broker.topics.delete_topic(topic)
         broker.topics.write_through()
@@ -239,6 +242,8 @@ class AdminBrokerProcessor:
         await broker.store.delete_topic(topic, lambda name: name in broker.topics)
         if topic not in broker.topics:
             broker.stats.on_topic_deleted(topic, drop_items=broker.config.auto_delete_unused_stats)
+        if self.on_topic_deleted is not None:
+            self.on_topic_deleted(topic)
 
     async def clean_unused_topic(self, request: RemotingCommand) -> RemotingCommand:
         """CLEAN_UNUSED_TOPIC: drop the store's queues of topics that are neither configured nor system topics."""

@@ -357,6 +357,11 @@ class TimerMessageService:
         timing = {topic: {"count": count, "timeStamp": at} for topic, (count, at) in timers.timing.items()}
         return orjson.dumps({"dataVersion": version, "timingCount": timing})
 
+    def forget_topic(self, topic: str) -> None:
+        """Drop ``topic``'s count of pending timers, as RocketMQ 5.3.3's deleteTopicInBroker calls
+        ``TimerMetrics.removeTimingCount``; its timers still pending are delivered, counted from 0 (never below)."""
+        self.timers.timing.pop(topic, None)
+
     def _offset_behind(self) -> int:
         """Timer-queue entries not filed into the wheel yet."""
         cq = self.store.consume_queues.get((TIMER_TOPIC, 0))
