@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import struct
+
 import attrs
 import cbor2
 import pytest
@@ -108,11 +110,26 @@ def test_cbor_ext_field_values_are_coerced_like_json() -> None:
 
 @pytest.mark.parametrize(
     "data",
-    [b"", b"[]", b"{}", b'{"code":"x"}', b'{"code":1,"extFields":[1]}', b"{", b"\xff", b'{"code":1,"opaque":{}}'],
+    [b"", b"[]", b'{"code":"x"}', b'{"code":1,"extFields":[1]}', b"{", b"\xff", b'{"code":1,"opaque":{}}'],
 )
 def test_malformed_json_headers_raise_header_decode_error(data: bytes) -> None:
     with pytest.raises(HeaderDecodeError):
         decode_header(0, data, b"")
+
+
+@pytest.mark.parametrize("data", [b"{}", b'{"flag":0,"opaque":5}', b'{"code":null,"opaque":5}'])
+def test_a_json_header_without_a_code_decodes_as_code_zero(data: bytes) -> None:
+    """fastjson leaves RemotingCommand's ``int code`` at 0 when the key is absent (RemotingSerializable.decode in
+    remoting/src/main/java/org/apache/rocketmq/remoting/protocol/), so Java serves such a request."""
+    cmd = decode_header(0, data, b"")
+    assert cmd.code == 0 and cmd.opaque == (0 if data == b"{}" else 5)
+
+
+def test_a_rocketmq_header_with_a_negative_ext_fields_length_has_no_ext_fields() -> None:
+    """RocketMQSerializable.rocketMQProtocolDecode reads extFields only when their length is above 0."""
+    header = struct.pack(">hBhii", 310, 0, 409, 9, 0) + struct.pack(">i", 0) + struct.pack(">i", -1)
+    cmd = decode_header(SerializeType.ROCKETMQ, header, b"body")
+    assert (cmd.code, cmd.opaque, cmd.ext_fields, cmd.body) == (310, 9, {}, b"body")
 
 
 def test_unknown_serialize_type_raises_header_decode_error() -> None:

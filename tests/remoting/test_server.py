@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import struct
 import sys
 from collections.abc import AsyncIterator
 
@@ -105,6 +106,25 @@ async def test_oneway_request_gets_no_response_even_when_unknown_or_failing(stac
     await peer.send(marker)
     resp = await peer.receive()
     assert resp is not None and resp.opaque == marker.opaque
+
+
+async def test_headers_java_decodes_are_answered_not_closed(stack):
+    """A JSON header without ``code`` (fastjson's 0) and a ROCKETMQ header whose extFields length is negative (read
+    as none) decode in Java (remoting/src/main/java/org/apache/rocketmq/remoting/protocol/RemotingCommand.java), which
+    answers them on an open connection."""
+    _, address, _ = stack
+    peer = await RawPeer.connect(address)
+    no_code = b'{"flag":0,"opaque":77}'
+    binary = struct.pack(">hBhii", ECHO, 0, 409, 78, 0) + struct.pack(">i", 0) + struct.pack(">i", -1)
+    await peer.stream.send_all(
+        b"".join(struct.pack(">ii", 4 + len(h), (t << 24) | len(h)) + h for t, h in ((0, no_code), (1, binary)))
+    )
+    first = await peer.receive()
+    assert first is not None
+    assert (first.code, first.opaque, first.remark) == (3, 77, " request type 0 not supported")
+    second = await peer.receive()
+    assert second is not None
+    assert (second.code, second.opaque, second.ext_fields) == (ResponseCode.SUCCESS, 78, {})
 
 
 async def test_garbage_frame_closes_only_that_connection(stack):
