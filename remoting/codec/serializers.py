@@ -4,8 +4,9 @@
 ``encode_header(cmd) -> bytes`` and ``decode_header(serialize_type, data, body) -> RemotingCommand``. Decoding is
 tolerant the way real 4.x clients need (docs/protocol.md#92-what-a-server-must-tolerate): extFields values may be
 strings, numbers or booleans, extFields may be absent, ``{}`` or ``null``, ``remark`` may be absent, the JSON may end
-with a newline, ``language`` may be a name or a number, and unknown keys are ignored. Anything that does not parse
-raises :class:`~remoting.codec.errors.HeaderDecodeError`.
+with a newline, ``language`` may be a name or a number, unknown keys are ignored, and an absent ``code`` is 0
+(fastjson's default); a ROCKETMQ header's negative extFields length means none, as RocketMQSerializable reads it.
+Anything that does not parse raises :class:`~remoting.codec.errors.HeaderDecodeError`.
 """
 
 from __future__ import annotations
@@ -111,10 +112,8 @@ def _int_field(fields: dict[str, Any], key: str, default: int) -> int:
 def _from_mapping(fields: object, serialize_type: SerializeType, body: Body) -> RemotingCommand:
     if not isinstance(fields, dict):
         raise HeaderDecodeError("header is not an object")
-    if "code" not in fields:
-        raise HeaderDecodeError("header has no 'code'")
     get = fields.get
-    code = get("code")
+    code = get("code", 0)  # absent: fastjson leaves RemotingCommand's ``int code`` at 0, and Java serves it
     opaque = get("opaque", 0)
     flag = get("flag", 0)
     version = get("version", 0)
@@ -259,9 +258,10 @@ def decode_rocketmq(data: bytes | memoryview, body: Body) -> RemotingCommand:
             raise HeaderDecodeError("negative remark length")
         (ext_len,) = _I32.unpack_from(view, pos)
         pos += 4
-        if ext_len < 0 or pos + ext_len > len(view):
+        if pos + ext_len > len(view):
             raise HeaderDecodeError("extFields block overruns the header")
-        ext_fields = _decode_rocketmq_ext(view[pos : pos + ext_len])
+        # rocketMQProtocolDecode reads extFields only when their length is above 0: a negative one means none.
+        ext_fields = _decode_rocketmq_ext(view[pos : pos + ext_len]) if ext_len > 0 else {}
     except struct.error:
         raise HeaderDecodeError("truncated ROCKETMQ header") from None
     return RemotingCommand(
