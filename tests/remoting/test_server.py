@@ -127,6 +127,31 @@ async def test_headers_java_decodes_are_answered_not_closed(stack):
     assert (second.code, second.opaque, second.ext_fields) == (ResponseCode.SUCCESS, 78, {})
 
 
+class UnencodableAnswer:
+    """A processor's bug: answers with an extFields value that is not text, which no header encoder takes."""
+
+    async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        return request.response(ResponseCode.SUCCESS, ext_fields={"k": b"\xff"})  # type: ignore[dict-item]
+
+
+async def test_an_answer_that_does_not_encode_closes_only_its_connection():
+    """remoting/src/main/java/org/apache/rocketmq/remoting/netty/NettyEncoder.java logs an answer that does not encode
+    and closes that channel; the server serves on."""
+    dispatcher = Dispatcher()
+    dispatcher.register(FAIL, UnencodableAnswer(), ProcessorPool("admin", 1, 100))
+    dispatcher.register(ECHO, EchoProcessor(), ProcessorPool("send", 1, 100))
+    async with trio.open_nursery() as nursery:
+        address = await nursery.start(RemotingServer(dispatcher).serve)
+        bad = await RawPeer.connect(address)
+        await bad.send(request(FAIL))
+        assert await bad.receive() is None
+        good = await RawPeer.connect(address)
+        await good.send(request(ECHO, body=b"still serving"))
+        answer = await good.receive()
+        assert answer is not None and answer.body == b"still serving"
+        nursery.cancel_scope.cancel()
+
+
 async def test_garbage_frame_closes_only_that_connection(stack):
     server, address, _ = stack
     good = await RawPeer.connect(address)
