@@ -57,7 +57,7 @@ import math
 import socket
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, Final
+from typing import Any, Final, NoReturn
 
 import anyio
 import attrs
@@ -515,9 +515,16 @@ class Connection:
 
     def send_nowait(self, cmd: RemotingCommand) -> None:
         """:meth:`send` without the wait: the frame is written or queued whatever the backlog (see
-        :attr:`congested`). Same errors."""
+        :attr:`congested`). Same errors; a response that does not encode closes the connection and raises
+        :class:`RemotingConnectError` (a request that does not encode raises what the encoder raised)."""
         if self._closed:
             raise RemotingClosedError(f"{self!r}: cannot write, connection closed")
+        try:
+            frame = encode_command(cmd)
+        except Exception as exc:
+            if not cmd.flag & FLAG_RESPONSE:
+                raise
+            self._unencodable(cmd, exc)
         if cmd.flag & FLAG_RESPONSE and self._inbound:
             size = self._inbound.pop(cmd.opaque, None)
             if size is not None:
@@ -530,7 +537,15 @@ class Connection:
                     self._wake_reader()
         if self._timed and cmd.flag & FLAG_RESPONSE:
             self._time_response(cmd.opaque, cmd.code, RESULT_SUCCESS)
-        self._write_frame(encode_command(cmd))
+        self._write_frame(frame)
+
+    def _unencodable(self, cmd: RemotingCommand, exc: Exception) -> NoReturn:
+        """An answer that does not encode (a processor's bug): log it and close this connection, as
+        remoting/src/main/java/org/apache/rocketmq/remoting/netty/NettyEncoder.java closes the channel, instead of
+        the error ending the pool worker that wrote it, and the server with it."""
+        log.error("%r: closing, the answer to opaque %d (code %d) does not encode: %r", self, cmd.opaque, cmd.code, exc)
+        self.close()
+        raise RemotingConnectError(f"{self!r}: answer to opaque {cmd.opaque} does not encode") from exc
 
     def _hold_duplicate(self, opaque: int, size: int) -> None:
         """A request whose opaque is already in flight: counted on its own, so a peer reusing an opaque cannot
