@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 import pytest
 import trio
 
-from remoting.codec.codes import ResponseCode
+from remoting.codec.codes import ResponseCode, SerializeType
 from remoting.codec.command import RemotingCommand, request
 from remoting.dispatch import OVERLOAD_REMARK, Dispatcher, ProcessorPool, broker_pools
 from remoting.processor import RequestContext
@@ -149,6 +149,30 @@ async def test_an_answer_that_does_not_encode_closes_only_its_connection():
         await good.send(request(ECHO, body=b"still serving"))
         answer = await good.receive()
         assert answer is not None and answer.body == b"still serving"
+        nursery.cancel_scope.cancel()
+
+
+class HalfPairAnswer:
+    """Answers with a lone surrogate in its remark and in an extFields value (Python strings can hold one)."""
+
+    async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        return request.response(ResponseCode.SUCCESS, remark="half a pair: \ud83d", ext_fields={"k": "v\udc00"})
+
+
+@pytest.mark.parametrize("serialize_type", [SerializeType.JSON, SerializeType.ROCKETMQ])
+async def test_a_lone_surrogate_in_an_answer_is_written_as_a_question_mark(serialize_type: SerializeType):
+    """Java's encoders write an unpaired surrogate as ``?`` (String.getBytes(UTF_8) after fastjson, Netty's
+    writeCharSequence in RocketMQSerializable), so the answer goes out and the connection stays open."""
+    dispatcher = Dispatcher()
+    dispatcher.register(FAIL, HalfPairAnswer(), ProcessorPool("admin", 1, 100))
+    async with trio.open_nursery() as nursery:
+        address = await nursery.start(RemotingServer(dispatcher).serve)
+        peer = await RawPeer.connect(address)
+        for _ in range(2):
+            await peer.send(request(FAIL, serialize_type=serialize_type))
+            answer = await peer.receive()
+            assert answer is not None
+            assert (answer.remark, answer.ext_fields) == ("half a pair: ?", {"k": "v?"})
         nursery.cancel_scope.cancel()
 
 
