@@ -164,7 +164,22 @@ def encode_json(cmd: RemotingCommand) -> bytes:
         fields["remark"] = cmd.remark
     fields["serializeTypeCurrentRPC"] = "JSON"
     fields["version"] = cmd.version
-    return orjson.dumps(fields)
+    try:
+        return orjson.dumps(fields)
+    except orjson.JSONEncodeError:
+        # An unpaired surrogate (orjson refuses it): Java writes it as ``?``, String.getBytes(UTF_8) of fastjson's
+        # text (RemotingSerializable.encode). What still does not encode after that is raised.
+        return orjson.dumps(_java_utf8(fields))
+
+
+def _java_utf8(value: object) -> object:
+    """``value`` with each unpaired surrogate of its strings (keys too) replaced by ``?``, as Java's UTF-8 encoders
+    write it."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "replace").decode()
+    if isinstance(value, dict):
+        return {_java_utf8(k): _java_utf8(v) for k, v in value.items()}
+    return value
 
 
 def decode_json(data: bytes | memoryview, body: Body) -> RemotingCommand:
@@ -230,13 +245,13 @@ _I16 = struct.Struct(">h")
 def encode_rocketmq(cmd: RemotingCommand) -> bytes:
     parts = [_FIXED.pack(cmd.code, cmd.language.value, cmd.version, cmd.opaque, cmd.flag)]
     if cmd.remark:
-        remark = cmd.remark.encode()
+        remark = cmd.remark.encode("utf-8", "replace")  # an unpaired surrogate as ``?``, as Netty writes it
         parts += [_I32.pack(len(remark)), remark]
     else:
         parts.append(_I32.pack(0))
     entries = []
     for key, value in cmd.ext_fields.items():
-        k, v = key.encode(), value.encode()
+        k, v = key.encode("utf-8", "replace"), value.encode("utf-8", "replace")
         entries += [_I16.pack(len(k)), k, _I32.pack(len(v)), v]
     block = b"".join(entries)
     parts += [_I32.pack(len(block)), block]

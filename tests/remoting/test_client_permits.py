@@ -179,7 +179,7 @@ async def test_a_callback_request_that_fails_to_sign_or_encode_gives_its_permit_
 async def test_a_callback_request_that_fails_to_encode_raises_gives_its_permit_back_and_calls_nothing_back(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """A command that does not encode (a lone surrogate in its JSON header) raises to the caller of
+    """A command that does not encode (an extFields value that is not text) raises to the caller of
     ``invoke_callback``; it was never written, so it holds no permit and its callback is never called (Java's
     invokeAsyncImpl releases the permit of a request whose write failed). Ours left it registered: it kept its
     permit until its timeout, then told its callback it had timed out, a second outcome for one request."""
@@ -190,7 +190,7 @@ async def test_a_callback_request_that_fails_to_encode_raises_gives_its_permit_b
         await client.connection(addr)
         unused: Outcomes = []
         with pytest.raises(TypeError):  # orjson's JSONEncodeError
-            client.invoke_callback(addr, request(HELD, {"k": "\ud800"}), 30.0, unused.append)
+            client.invoke_callback(addr, request(HELD, {"k": b"\xff"}), 30.0, unused.append)  # type: ignore[dict-item]
         after: Outcomes = []
         client.invoke_callback(addr, request(HELD), 5.0, after.append)
         await _outcomes(after, 1)
@@ -229,8 +229,8 @@ async def test_a_permit_given_back_goes_to_the_request_that_waited_first(
 async def test_a_callback_request_that_fails_to_encode_in_its_task_is_told_and_the_client_lives_on(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """A callback request made before its connection opened runs in the client's task; when it does not encode (a
-    lone surrogate in its JSON header) its callback hears a ``RemotingError`` and its permit is back, as Java's
+    """A callback request made before its connection opened runs in the client's task; when it does not encode (an
+    extFields value that is not text) its callback hears a ``RemotingError`` and its permit is back, as Java's
     invokeAsyncImpl fails the callback of a request whose write failed. Ours let the encoding error out of the task,
     which ended the client's task group: every connection closed and the client was gone."""
     gate = GateProcessor()
@@ -239,7 +239,8 @@ async def test_a_callback_request_that_fails_to_encode_in_its_task_is_told_and_t
         addr = await _held_server(nursery, gate)
         async with RemotingClient(async_permits=1) as client:
             failed: Outcomes = []
-            client.invoke_callback(addr, request(HELD, {"k": "\ud800"}), 5.0, failed.append)  # not connected yet
+            bad = request(HELD, {"k": b"\xff"})  # type: ignore[dict-item]
+            client.invoke_callback(addr, bad, 5.0, failed.append)  # not connected yet
             await _outcomes(failed, 1)
             assert isinstance(failed[0], RemotingError)
             after: Outcomes = []
