@@ -9,7 +9,8 @@
 - GET_CONSUMER_STATUS_FROM_CLIENT (221): the group's offsets of a topic (empty for a group this client lacks);
 - PUSH_REPLY_MESSAGE_TO_CLIENT (326): a reply to one of this client's requests (client/request_reply.py).
 
-Unknown codes get REQUEST_CODE_NOT_SUPPORTED; a group this client does not have gets SYSTEM_ERROR naming it.
+Unknown codes get REQUEST_CODE_NOT_SUPPORTED with Java's remark; a group this client does not have gets SYSTEM_ERROR
+naming it.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from remoting.codec.headers import (
 )
 from remoting.codec.headers.ops import ReplyMessageRequestHeader
 from remoting.codec.message import decode_record
+from remoting.dispatch import not_supported_remark
 from remoting.processor import RequestContext
 
 if TYPE_CHECKING:
@@ -136,7 +138,8 @@ class ClientRequestHandler:
                 return _no_group(request, reset.group)
             await consumer.reset_offset(reset.topic, parse_reset_offset_body(request.body))
             return request.response(ResponseCode.SUCCESS)
-        return request.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f"client does not support code {code}")
+        # NettyRemotingAbstract.processRequestCommand's answer: the Java client has no processor for the code.
+        return request.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, not_supported_remark(code))
 
     def _reply(self, request: RemotingCommand) -> RemotingCommand:
         """PUSH_REPLY_MESSAGE_TO_CLIENT (326): complete the waiting request (client/request_reply.py). Java answers
