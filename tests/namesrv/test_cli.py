@@ -228,3 +228,17 @@ async def test_a_tls_certificate_that_does_not_load_stops_the_start_as_namesrv_s
     )  # fmt: skip
     assert status == 1
     assert b"mqnamesrv: cannot build the TLS context" in err
+
+
+@pytest.mark.parametrize("value", ["1.5", "60.0", "1e2"])
+def test_server_channel_max_idle_time_seconds_is_a_java_int(tmp_path: Path, value: str) -> None:
+    """NettyServerConfig's ``serverChannelMaxIdleTimeSeconds`` is an ``int`` (remoting/src/main/java/org/apache/
+    rocketmq/remoting/netty/NettyServerConfig.java): ``Integer.parseInt`` refuses ``1.5``, so MixAll.properties2Object
+    leaves 120, and ``-p`` (like GET_NAMESRV_CONFIG and the file UPDATE_NAMESRV_CONFIG persists) prints ``120``. The
+    name server took any decimal and printed ``120.0``, which a Java name server given that file back ignores."""
+    conf = tmp_path / "namesrv.properties"
+    conf.write_text(f"serverChannelMaxIdleTimeSeconds={value}\n")
+    assert build_config(str(conf), []).server_channel_max_idle_time_seconds == 120
+    result = CliRunner().invoke(namesrv_main, ["-p"])
+    assert result.exit_code == 0, result.output
+    assert "serverChannelMaxIdleTimeSeconds=120\n" in result.output
