@@ -40,8 +40,9 @@ class NamesrvConfig(ListenerSettings):
     scan_initial_delay: float = 5.0
     #: A broker that has not registered for this long is dropped (Java: 120 s).
     broker_channel_expired_time: float = 120.0
-    #: A connection with no traffic for this long is closed (Java's ``serverChannelMaxIdleTimeSeconds``).
-    server_channel_max_idle_time_seconds: float = 120.0
+    #: Seconds a connection with no traffic stays open (NettyServerConfig's ``int``, so ``1.5`` is ignored as Java's
+    #: ``Integer.parseInt`` refuses it, and it prints as ``120``).
+    server_channel_max_idle_time_seconds: int = 120
     #: Workers of the one request pool (Java's namesrv runs everything on ``serverWorkerThreads``).
     server_worker_threads: int = 8
     #: Ours, with the broker's RocketMQ 5 names (docs/metrics.md; Java's name server has no metrics): ``PROM`` serves

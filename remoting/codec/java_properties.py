@@ -46,8 +46,8 @@ _SIMPLE = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 #: A finite decimal number as ``Double.parseDouble`` reads one (common/src/main/java/org/apache/rocketmq/common/
 #: MixAll.java ``properties2Object``), a ``d``/``f`` suffix included; unlike Python's ``float``, no ``_`` between
-#: digits, and ``nan``/``inf`` are refused (none of our number settings is a Java ``double``: each is a time, or a
-#: Java ``int`` such as ``serverChannelMaxIdleTimeSeconds``).
+#: digits, and ``nan``/``inf`` are refused (none of our number settings is a Java ``double``: each is a time in
+#: seconds of ours, such as the name server's ``scanInterval``).
 _DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?[dDfF]?")
 #: Java's int and long ranges (``Integer.parseInt``, ``Long.parseLong``).
 _JAVA_RANGES = {"int": (-(2**31), 2**31 - 1), "long": (-(2**63), 2**63 - 1)}
