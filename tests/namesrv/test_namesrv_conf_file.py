@@ -16,6 +16,7 @@ from pathlib import Path
 import trio
 
 from namesrv.cli import build_config
+from namesrv.config_admin import NamesrvConfigAdmin
 from remoting.client import RemotingClient
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
@@ -62,3 +63,18 @@ async def test_update_namesrv_config_is_written_back_to_the_c_file(tmp_path: Pat
     written = parse_properties(decode_properties_file(conf.read_bytes()))
     assert (written["orderMessageEnable"], written["metricsLabel"]) == ("true", "caf\u00e9 \u4e2d")
     assert written["listenHost"] == "127.0.0.1"
+
+
+async def test_update_namesrv_config_keeps_the_c_files_key_password(tmp_path: Path) -> None:
+    """Java's Configuration holds every key of the -c file (``registerConfig(properties)``) and ``persist`` writes them
+    all back (common/src/main/java/org/apache/rocketmq/common/Configuration.java), a ``tls.server.keyPassword`` the
+    operator put there included. Ours rewrote the file without it (passwords are never shown), so the next start could
+    not decrypt the server key. GET_NAMESRV_CONFIG still does not show it."""
+    conf = tmp_path / "namesrv.properties"
+    conf.write_text("tls.server.keyPath=/etc/rocketmq/server.key\ntls.server.keyPassword=s3cret\n")
+    admin = NamesrvConfigAdmin(build_config(str(conf), []))
+    await admin.update("orderMessageEnable=true\n")
+    written = parse_properties(decode_properties_file(conf.read_bytes()))
+    assert (written["orderMessageEnable"], written["tls.server.keyPassword"]) == ("true", "s3cret")
+    assert build_config(str(conf), []).tls_server_key_password == "s3cret"
+    assert "s3cret" not in admin.formatted()
