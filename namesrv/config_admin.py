@@ -9,7 +9,8 @@ text: a key of :data:`ALWAYS_BLACK_LISTED` or of ``configBlackList`` refuses the
 them) unless the ``-c`` file had the key (``file_only_properties``, kept and shown as Java's ``registerConfig`` keeps
 the file's properties), the rest replace the config, the ``on_change`` callback hands the new config to
 whoever uses it live (``orderMessageEnable`` takes effect at once; ports and timers at the next start), and every
-setting (and file key) is written to ``configStorePath`` as ``key=value`` lines (Java's ``Configuration.persist``).
+setting (and file key, a TLS key password set included, which GET_NAMESRV_CONFIG never shows) is written to
+``configStorePath`` as ``key=value`` lines (Java's ``Configuration.persist``).
 A bad value answers SYSTEM_ERROR with the parser's message and changes nothing; a failed write is logged (the running
 server already uses the new values).
 """
@@ -64,9 +65,10 @@ class NamesrvConfigAdmin:
         self._on_change = on_change
         self._write_lock = trio.Lock()  # one write at a time, in arrival order (Java's Configuration write lock)
 
-    def formatted(self) -> str:
-        """Every setting as ``key=value`` lines (GET_NAMESRV_CONFIG's body)."""
-        return format_properties({**self.file_only_properties, **property_texts(self.config)})
+    def formatted(self, *, secrets: bool = False) -> str:
+        """Every setting as ``key=value`` lines: GET_NAMESRV_CONFIG's body, or (``secrets``) the file's, which keeps a
+        TLS key password set, as Java's ``persist`` writes every key the -c file had."""
+        return format_properties({**self.file_only_properties, **property_texts(self.config, secrets=secrets)})
 
     async def update(self, text: str) -> list[str]:
         """Apply a properties text; returns the keys no setting has. Raises :class:`ConfigRefused` for a black-listed
@@ -85,7 +87,7 @@ class NamesrvConfigAdmin:
         path = Path(self.config.config_store_path).expanduser()
         try:
             async with self._write_lock:
-                await trio.to_thread.run_sync(_write, path, self.formatted())
+                await trio.to_thread.run_sync(_write, path, self.formatted(secrets=True))
         except OSError as exc:
             log.warning("cannot persist the name server config to %s: %s", path, exc)
         return unknown

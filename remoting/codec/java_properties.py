@@ -266,13 +266,13 @@ def property_name(field: attrs.Attribute[Any]) -> str:
     return str(field.metadata.get("key", camel_case(field.name)))
 
 
-def property_texts(config: attrs.AttrsInstance) -> dict[str, str]:
+def property_texts(config: attrs.AttrsInstance, *, secrets: bool = False) -> dict[str, str]:
     """A settings object's values as property texts by property name (booleans as ``true``/``false``). Fields marked
-    ``metadata["secret"]`` (passwords) are left out, so they are never shown or written back, and so are settings
-    left unset (None)."""
+    ``metadata["secret"]`` (passwords) are left out, so they are never shown, unless ``secrets`` (a file written back
+    keeps a password set); so are settings left unset (None)."""
     texts = {}
     for field in attrs.fields(type(config)):
-        if field.metadata.get("secret"):
+        if field.metadata.get("secret") and not (secrets and getattr(config, field.name)):
             continue
         value = getattr(config, field.name)
         if value is None:  # not set: no text (a file holding it would set it)
