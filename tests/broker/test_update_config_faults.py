@@ -20,6 +20,7 @@ import trio
 
 import broker.broker_conf_file as broker_conf_file
 from broker.broker_config import BrokerConfig
+from broker.cli import build_config
 from broker.context import build_context
 from remoting.client import RemotingClient
 from remoting.codec.codes import RequestCode, ResponseCode
@@ -111,3 +112,20 @@ async def test_an_update_with_a_number_java_cannot_parse_applies_the_other_keys(
         config = controller.context.config
         assert (config.file_reserved_time, config.max_message_size) == (72, 2048)
     assert "48h" not in conf.read_text() and "maxMessageSize=2048\n" in conf.read_text()
+
+
+async def test_an_unknown_default_message_request_mode_is_skipped_as_java_skips_it(tmp_path: Path) -> None:
+    """RocketMQ 5.3.3's BrokerConfig.setDefaultMessageRequestMode(String) calls MessageRequestMode.valueOf, whose
+    IllegalArgumentException MixAll.properties2Object swallows (common/src/main/java/org/apache/rocketmq/common/
+    MixAll.java): the mode stays PULL, the other keys apply and the update answers SUCCESS. Ours answered
+    SYSTEM_ERROR with attrs' validator message, and ``mqbroker`` given the value died with a traceback."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text("listenPort=0\nlistenHost=127.0.0.1\ndefaultMessageRequestMode=pop\n")
+    assert build_config(str(conf), [], None).default_message_request_mode == "PULL"
+    async with broker_from_conf(conf, tmp_path / "store") as (controller, addr), RemotingClient() as client:
+        body = b"defaultMessageRequestMode=RANDOM\nmaxMessageSize=2048\n"
+        answer = await client.invoke(addr, request(RequestCode.UPDATE_BROKER_CONFIG, body=body), 5)
+        assert answer.code == ResponseCode.SUCCESS, answer.remark
+        config = controller.context.config
+        assert (config.default_message_request_mode, config.max_message_size) == ("PULL", 2048)
+    assert "RANDOM" not in conf.read_text()
