@@ -26,6 +26,10 @@ from remoting.cpus import available_cpus
 from remoting.local_address import advertised_host
 from remoting.server import ListenerSettings
 
+#: MessageRequestMode's names; another ``defaultMessageRequestMode`` is skipped, as 5.3.3's setter's ``valueOf``
+#: fails and MixAll.properties2Object swallows it.
+MESSAGE_REQUEST_MODES: Final = ("PULL", "POP")
+
 
 @attrs.frozen
 class BrokerConfig(ListenerSettings):
@@ -140,7 +144,11 @@ class BrokerConfig(ListenerSettings):
     server_load_balancer_enable: bool = True
     #: The mode QUERY_ASSIGNMENT answers for a topic and group without one set (``PULL`` or ``POP``; a retry topic is
     #: always PULL), and the ``popShareQueueNum`` of a POP default (5.3.3's BrokerConfig).
-    default_message_request_mode: str = attrs.field(default="PULL", validator=attrs.validators.in_(("PULL", "POP")))
+    default_message_request_mode: str = attrs.field(
+        default="PULL",
+        validator=attrs.validators.in_(MESSAGE_REQUEST_MODES),
+        metadata={"choices": MESSAGE_REQUEST_MODES},
+    )
     default_pop_share_queue_num: int = -1
     #: Milliseconds a topic's route QUERY_ASSIGNMENT read from the name server serves before it is read again (5.3.3's
     #: BrokerConfig, broker/src/main/java/org/apache/rocketmq/broker/topic/TopicRouteInfoManager.java's period).

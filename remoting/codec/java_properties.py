@@ -19,10 +19,11 @@ A settings class is an attrs class; each field's property name is its camelCase 
 RocketMQ spells it otherwise (``brokerIP1``). An ``int`` field holds a Java ``int`` unless ``metadata["java"]`` is
 ``"long"``, and ``metadata["range"]`` narrows it further (``listenPort``). A boolean is true for a case-insensitive
 ``true`` and false for anything else (logged), as Java's ``Boolean.parseBoolean``; a number Java's parser refuses
-(not a number, or past its Java type) is skipped, logged, and the setting keeps its value, as ``properties2Object``
-swallows the NumberFormatException. ``strict`` settings (the 5.x proxy's, which RocketMQ reads with fastjson) refuse
-both instead. Errors: :class:`PropertiesError` for a number outside ``metadata["range"]``, a malformed ``\\uXXXX``, a
-malformed argument, or (``strict``) a boolean other than true/false or a number that does not parse.
+(not a number, or past its Java type), or a text outside a field's ``metadata["choices"]`` (an enum's names), is
+skipped, logged, and the setting keeps its value, as ``properties2Object`` swallows the NumberFormatException (or
+``valueOf``'s IllegalArgumentException). ``strict`` settings (the 5.x proxy's, which RocketMQ reads with fastjson)
+refuse both instead. Errors: :class:`PropertiesError` for a number outside ``metadata["range"]``, a malformed
+``\\uXXXX``, a malformed argument, or (``strict``) a boolean other than true/false or a number that does not parse.
 """
 
 from __future__ import annotations
@@ -219,7 +220,8 @@ _UNPARSED: Final = object()
 def _convert(value: str, field: attrs.Attribute[Any], key: str, strict: bool) -> Any:
     """``value`` as ``field``'s type, blanks around it ignored (ours: Java's number parsers refuse them, an enum
     setter refuses them and keeps the default, and a name or address keeps a trailing one, silently different).
-    :data:`_UNPARSED` for a number ``Integer.parseInt``, ``Long.parseLong`` or ``Double.parseDouble`` refuses.
+    :data:`_UNPARSED` for a number ``Integer.parseInt``, ``Long.parseLong`` or ``Double.parseDouble`` refuses, or a
+    text outside ``metadata["choices"]`` (an enum's names, which ``valueOf`` refuses).
     ``strict``: :class:`PropertiesError` for a boolean other than true/false."""
     kind = field.type
     if kind in (bool, "bool", "bool | None"):  # None: not set (tls.enable, whose default depends on another)
@@ -239,7 +241,9 @@ def _convert(value: str, field: attrs.Attribute[Any], key: str, strict: bool) ->
             return _UNPARSED
         return parsed
     # A password keeps its blanks, as Properties.getProperty returns them (TlsHelper's tls.*.keyPassword).
-    return value if field.metadata.get("secret") else value.strip(_BLANKS)
+    text = value if field.metadata.get("secret") else value.strip(_BLANKS)
+    # An enum's setter calls valueOf, whose IllegalArgumentException properties2Object swallows: the key is skipped.
+    return _UNPARSED if text not in field.metadata.get("choices", (text,)) else text
 
 
 def _integer(value: str, field: attrs.Attribute[Any], key: str) -> Any:
@@ -325,7 +329,7 @@ def _field_values(cls: type[Any], props: dict[str, str], strict: bool) -> tuple[
         if converted is _UNPARSED:
             # MixAll.properties2Object swallows the NumberFormatException (common/src/main/java/org/apache/rocketmq/
             # common/MixAll.java): the setting keeps its value and the start or update goes on.
-            log.warning("%s: %r is not a number Java reads, ignored: the setting keeps its value", key, value)
+            log.warning("%s: %r is not a value Java reads, ignored: the setting keeps its value", key, value)
             continue
         values[field.name] = converted
     return values, unknown
