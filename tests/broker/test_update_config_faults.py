@@ -129,3 +129,15 @@ async def test_an_unknown_default_message_request_mode_is_skipped_as_java_skips_
         config = controller.context.config
         assert (config.default_message_request_mode, config.max_message_size) == ("PULL", 2048)
     assert "RANDOM" not in conf.read_text()
+
+
+async def test_an_update_body_properties_cannot_load_answers_javas_remark(tmp_path: Path) -> None:
+    """A body ``Properties.load`` refuses (a malformed ``\\uXXXX``) makes MixAll.string2Properties return null, which
+    AdminBrokerProcessor.updateBrokerConfig answers SYSTEM_ERROR "string2Properties error" (broker/src/main/java/org/
+    apache/rocketmq/broker/processor/AdminBrokerProcessor.java, 4.9.8). Ours answered the parser's message."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text("listenPort=0\nlistenHost=127.0.0.1\n")
+    async with broker_from_conf(conf, tmp_path / "store") as (_, addr), RemotingClient() as client:
+        update = request(RequestCode.UPDATE_BROKER_CONFIG, body=b"maxMessageSize=\\u12\n")
+        answer = await client.invoke(addr, update, 5)
+        assert (answer.code, answer.remark) == (ResponseCode.SYSTEM_ERROR, "string2Properties error")

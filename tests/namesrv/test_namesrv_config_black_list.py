@@ -60,3 +60,15 @@ async def test_tls_settings_are_not_name_server_settings_an_update_can_change(
     restarted, _ = load_namesrv_config(store)
     assert (restarted.tls_server_mode, restarted.tls_test_mode_enable) == ("permissive", False)
     assert restarted.order_message_enable is True
+
+
+async def test_an_update_body_properties_cannot_load_answers_javas_remark(
+    start_namesrv: StartNamesrv, client: RemotingClient, tmp_path: Path
+) -> None:
+    """A body ``Properties.load`` refuses (a malformed ``\\uXXXX``) makes MixAll.string2Properties return null, which
+    DefaultRequestProcessor.updateConfig answers SYSTEM_ERROR "string2Properties error" (namesrv/src/main/java/org/
+    apache/rocketmq/namesrv/processor/DefaultRequestProcessor.java, 4.9.8). Ours answered the parser's message."""
+    _, addr = await start_namesrv(config_store_path=str(tmp_path / "namesrv.properties"))
+    update = request(RequestCode.UPDATE_NAMESRV_CONFIG, body=b"orderMessageEnable=\\u12\n")
+    answer = await client.invoke(addr, update, TIMEOUT)
+    assert (answer.code, answer.remark) == (ResponseCode.SYSTEM_ERROR, "string2Properties error")
