@@ -11,7 +11,8 @@ the file's properties), the rest replace the config, the ``on_change`` callback 
 whoever uses it live (``orderMessageEnable`` takes effect at once; ports and timers at the next start), and every
 setting (and file key, a TLS key password set included, which GET_NAMESRV_CONFIG never shows) is written to
 ``configStorePath`` as ``key=value`` lines (Java's ``Configuration.persist``).
-A bad value answers SYSTEM_ERROR with the parser's message and changes nothing; a failed write is logged (the running
+A bad value answers SYSTEM_ERROR with the parser's message (a body ``Properties.load`` refuses: Java's
+"string2Properties error") and changes nothing; a failed write is logged (the running
 server already uses the new values).
 """
 

@@ -55,7 +55,7 @@ from remoting.codec.headers import (
     WipeWritePermOfBrokerRequestHeader,
     WipeWritePermOfBrokerResponseHeader,
 )
-from remoting.codec.java_properties import PropertiesError
+from remoting.codec.java_properties import STRING2PROPERTIES_ERROR, PropertiesError, UnreadableProperties
 from remoting.dispatch import not_supported_remark
 from remoting.processor import RequestContext
 
@@ -267,6 +267,8 @@ class NamesrvProcessor:
                 await self.config_admin.update(bytes(request.body).decode("utf-8", "replace"))
             except ConfigRefused as exc:
                 return request.response(ResponseCode.NO_PERMISSION, str(exc))
+            except UnreadableProperties:
+                return request.response(ResponseCode.SYSTEM_ERROR, STRING2PROPERTIES_ERROR)
             except PropertiesError as exc:
                 return request.response(ResponseCode.SYSTEM_ERROR, str(exc))
         return request.response(ResponseCode.SUCCESS)

@@ -37,7 +37,8 @@ GET_SYSTEM_TOPIC_LIST_FROM_BROKER (305) lists them, as Java's TopicValidator in 
 
 Errors: an invalid topic name or a system topic answers SYSTEM_ERROR with Java's remark; an unknown
 topic TOPIC_NOT_EXIST; an offline consumer group CONSUMER_NOT_ONLINE; a missing header field, a body that does not
-decode or a bad property value SYSTEM_ERROR with the decoder's message.
+decode or a bad property value SYSTEM_ERROR with the decoder's message (an UPDATE_BROKER_CONFIG body that
+``Properties.load`` refuses: Java's "string2Properties error").
 """
 
 from __future__ import annotations
@@ -78,7 +79,9 @@ from remoting.codec.headers import (
     GetTopicStatsInfoRequestHeader,
 )
 from remoting.codec.java_properties import (
+    STRING2PROPERTIES_ERROR,
     PropertiesError,
+    UnreadableProperties,
     black_listed_keys,
     format_properties,
     parse_properties,
@@ -365,7 +368,10 @@ class AdminBrokerProcessor:
     async def update_broker_config(self, request: RemotingCommand) -> RemotingCommand:
         if not request.body:  # a body of length 0 is Java's null body: SUCCESS, no Configuration.update
             return request.response(ResponseCode.SUCCESS)
-        props = parse_properties(bytes(request.body).decode("utf-8", "replace"))
+        try:
+            props = parse_properties(bytes(request.body).decode("utf-8", "replace"))
+        except UnreadableProperties:
+            return request.response(ResponseCode.SYSTEM_ERROR, STRING2PROPERTIES_ERROR)
         if black_listed_keys(ALWAYS_BLACK_LISTED, self.broker.config.config_black_list) & props.keys():
             return request.response(ResponseCode.NO_PERMISSION, "Can not update config in black list.")
         # listenPort included: the running broker keeps its bound port and the -c file gets the new one, as

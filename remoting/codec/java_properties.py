@@ -63,6 +63,16 @@ class PropertiesError(ValueError):
     """A config value does not convert to its field's type; the message names the key and the file."""
 
 
+class UnreadableProperties(PropertiesError):
+    """A text ``Properties.load`` refuses (a malformed ``\\uXXXX``): MixAll.string2Properties's null, which the
+    config updates answer SYSTEM_ERROR :data:`STRING2PROPERTIES_ERROR`."""
+
+
+#: The remark of AdminBrokerProcessor.updateBrokerConfig and DefaultRequestProcessor.updateConfig (4.9.8) for a body
+#: that does not load.
+STRING2PROPERTIES_ERROR: Final = "string2Properties error"
+
+
 def physical_lines(text: str) -> list[str]:
     """``text`` split after each ``\\n``, ``\\r`` or ``\\r\\n`` (the only line ends Java knows), endings kept."""
     return _PHYSICAL.findall(text)
@@ -120,7 +130,7 @@ def _unescape_one(match: re.Match[str]) -> str:
         return _SIMPLE.get(match.group(1), match.group(1))
     digits = match.group(2)
     if len(digits) < 4 or not all(c in "0123456789abcdefABCDEF" for c in digits):
-        raise PropertiesError(f"Malformed \\uxxxx encoding: \\u{digits}")
+        raise UnreadableProperties(f"Malformed \\uxxxx encoding: \\u{digits}")
     return chr(int(digits, 16))
 
 
@@ -133,7 +143,7 @@ def unescape(raw: str) -> str:
 def parse_properties(text: str) -> dict[str, str]:
     """The key/value pairs ``java.util.Properties.load`` reads from ``text`` (a later key wins).
 
-    Raises :class:`PropertiesError` for a malformed ``\\uXXXX`` (Java's ``IllegalArgumentException``)."""
+    Raises :class:`UnreadableProperties` for a malformed ``\\uXXXX`` (Java's ``IllegalArgumentException``)."""
     out: dict[str, str] = {}
     for _, _, line in logical_lines(physical_lines(text)):
         key, value = split_line(line)
