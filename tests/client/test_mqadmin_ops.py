@@ -202,6 +202,21 @@ def test_name_server_commands_kv_permissions_and_settings(cluster: ThreadedClust
     assert configs["orderMessageEnable"] == "true"
 
 
+def test_update_namesrv_config_trims_and_prints_as_java(cluster: ThreadedCluster) -> None:
+    """UpdateNamesrvConfigCommand (tools/src/main/java/org/apache/rocketmq/tools/command/namesrv/
+    UpdateNamesrvConfigCommand.java, 4.9.8) trims ``-k`` and ``-v``, and prints the server list only when ``-n`` named
+    it (NAMESRV_ADDR reaches the client's config instead). Ours sent `` orderMessageEnable`` as a key the name server
+    does not have, and printed NAMESRV_ADDR's servers as if ``-n`` had named them."""
+    ns = cluster.namesrv_addr
+    output = _run("updateNamesrvConfig", "-k", " orderMessageEnable ", "-v", " true ", env={"NAMESRV_ADDR": ns}).output
+    assert output == "update name server config success!\norderMessageEnable : true\n"
+    configs = {r["key"]: r["value"] for r in _cli("getNamesrvConfig", "-n", ns)["rows"]}
+    assert configs["orderMessageEnable"] == "true"
+    assert _text("updateNamesrvConfig", "-n", ns, "-k", "orderMessageEnable", "-v", "false") == (
+        f"update name server config success![{ns}]\norderMessageEnable : false\n"
+    )
+
+
 async def _kv(ns: str) -> str | None:
     async with Admin(ns) as admin:
         return await admin.get_kv_config("myns", "k")
