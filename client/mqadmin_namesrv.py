@@ -105,10 +105,13 @@ def get_namesrv_config(ctx: click.Context, **o: Any) -> None:
 @click.option("-v", "--value", required=True, help="config value")
 def update_namesrv_config(ctx: click.Context, **o: Any) -> None:
     async def job(admin: Admin, out: Output) -> None:
-        key, value = o["key"], o["value"]
+        key, value = o["key"].strip(), o["value"].strip()  # Java trims both
         servers = list(split_addrs(o["namesrv"]))
         await admin.update_namesrv_config({key: value}, servers)
-        out.line("update name server config success!%s\n%s : %s\n", "[" + ", ".join(servers) + "]", key, value)
+        # Java prints the list only when -n named it; NAMESRV_ADDR reaches the client's own config instead.
+        named = ctx.get_parameter_source("namesrv") is not click.core.ParameterSource.ENVIRONMENT
+        shown = "[" + ", ".join(servers) + "]" if named else ""
+        out.line("update name server config success!%s\n%s : %s\n", shown, key, value)
         out.field("ok", True)
 
     run_job(ctx, job)
