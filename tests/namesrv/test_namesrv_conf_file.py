@@ -78,3 +78,14 @@ async def test_update_namesrv_config_keeps_the_c_files_key_password(tmp_path: Pa
     assert (written["orderMessageEnable"], written["tls.server.keyPassword"]) == ("true", "s3cret")
     assert build_config(str(conf), []).tls_server_key_password == "s3cret"
     assert "s3cret" not in admin.formatted()
+
+
+async def test_update_namesrv_config_writes_no_password_the_file_did_not_hold(tmp_path: Path) -> None:
+    """A key password given on the command line (``--tls.server.keyPassword``; in RocketMQ a JVM system property,
+    never part of Configuration) is not written into ``configStorePath`` by an update: only a password the file
+    already held is kept there."""
+    store = tmp_path / "namesrv.properties"
+    config = build_config(None, ["--tls.server.keyPassword", "s3cret", "--configStorePath", str(store)])
+    admin = NamesrvConfigAdmin(config)
+    await admin.update("orderMessageEnable=true\n")
+    assert "orderMessageEnable=true" in store.read_text() and "s3cret" not in store.read_text()
