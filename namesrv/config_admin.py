@@ -9,7 +9,7 @@ text: a key of :data:`ALWAYS_BLACK_LISTED` or of ``configBlackList`` refuses the
 them) unless the ``-c`` file had the key (``file_only_properties``, kept and shown as Java's ``registerConfig`` keeps
 the file's properties), the rest replace the config, the ``on_change`` callback hands the new config to
 whoever uses it live (``orderMessageEnable`` takes effect at once; ports and timers at the next start), and every
-setting (and file key, a TLS key password set included, which GET_NAMESRV_CONFIG never shows) is written to
+setting (and file key, a TLS key password the file held included, which GET_NAMESRV_CONFIG never shows) is written to
 ``configStorePath`` as ``key=value`` lines (Java's ``Configuration.persist``).
 A bad value answers SYSTEM_ERROR with the parser's message (a body ``Properties.load`` refuses: Java's
 "string2Properties error") and changes nothing; a failed write is logged (the running
@@ -28,8 +28,10 @@ import trio
 
 from namesrv.config import NamesrvConfig
 from remoting.codec.java_properties import (
+    PropertiesError,
     apply_properties,
     black_listed_keys,
+    decode_properties_file,
     format_properties,
     parse_properties,
     property_texts,
@@ -66,10 +68,13 @@ class NamesrvConfigAdmin:
         self._on_change = on_change
         self._write_lock = trio.Lock()  # one write at a time, in arrival order (Java's Configuration write lock)
 
-    def formatted(self, *, secrets: bool = False) -> str:
-        """Every setting as ``key=value`` lines: GET_NAMESRV_CONFIG's body, or (``secrets``) the file's, which keeps a
-        TLS key password set, as Java's ``persist`` writes every key the -c file had."""
-        return format_properties({**self.file_only_properties, **property_texts(self.config, secrets=secrets)})
+    def texts(self, *, secrets: bool = False) -> dict[str, str]:
+        """Every setting (and file key) by property name; ``secrets``: a TLS key password set too."""
+        return {**self.file_only_properties, **property_texts(self.config, secrets=secrets)}
+
+    def formatted(self) -> str:
+        """Every setting as ``key=value`` lines (GET_NAMESRV_CONFIG's body)."""
+        return format_properties(self.texts())
 
     async def update(self, text: str) -> list[str]:
         """Apply a properties text; returns the keys no setting has. Raises :class:`ConfigRefused` for a black-listed
@@ -88,12 +93,25 @@ class NamesrvConfigAdmin:
         path = Path(self.config.config_store_path).expanduser()
         try:
             async with self._write_lock:
-                await trio.to_thread.run_sync(_write, path, self.formatted(secrets=True))
+                await trio.to_thread.run_sync(_write, path, self.texts(), self.texts(secrets=True))
         except OSError as exc:
             log.warning("cannot persist the name server config to %s: %s", path, exc)
         return unknown
 
 
-def _write(path: Path, text: str) -> None:
+def _write(path: Path, texts: dict[str, str], with_secrets: dict[str, str]) -> None:
+    """``texts`` as the file at ``path``, with the passwords of ``with_secrets`` the file held (Java's ``persist``
+    writes every key of the -c file; a password from elsewhere, a system property in RocketMQ, is never written)."""
+    held = _keys_in(path)
+    texts = {**texts, **{key: text for key, text in with_secrets.items() if key not in texts and key in held}}
     path.parent.mkdir(parents=True, exist_ok=True)
-    replace_atomically(path, text.encode("latin-1"), path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp"))
+    data = format_properties(texts).encode("latin-1")
+    replace_atomically(path, data, path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp"))
+
+
+def _keys_in(path: Path) -> set[str]:
+    """The keys of the properties file at ``path`` (none when it is missing or does not load)."""
+    try:
+        return set(parse_properties(decode_properties_file(path.read_bytes())))
+    except (FileNotFoundError, PropertiesError):
+        return set()
