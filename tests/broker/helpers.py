@@ -68,3 +68,11 @@ async def broker_from_conf(conf: Path, store: Path) -> AsyncIterator[tuple[Broke
         host, port = await nursery.start(controller.serve)
         yield controller, f"{host}:{port}"
         nursery.cancel_scope.cancel()
+
+
+async def update_once(conf: Path, store: Path, body: bytes) -> tuple[BrokerController, RemotingCommand]:
+    """Start a broker from ``conf`` (:func:`broker_from_conf`), send it one UPDATE_BROKER_CONFIG with ``body`` and stop
+    it; the controller and the answer."""
+    async with broker_from_conf(conf, store) as (controller, addr), RemotingClient() as client:
+        answer = await client.invoke(addr, request(RequestCode.UPDATE_BROKER_CONFIG, body=body), 5)
+    return controller, answer

@@ -16,7 +16,7 @@ from remoting.codec.bodies import KVTable
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
 from remoting.codec.java_properties import parse_properties
-from tests.broker.helpers import broker_from_conf, put_record
+from tests.broker.helpers import broker_from_conf, put_record, update_once
 from tests.remoting.helpers import write_self_signed
 
 SAMPLE = """# RocketMQ broker
@@ -108,9 +108,7 @@ async def test_update_broker_config_refuses_the_keys_of_config_black_list_in_bro
     running broker or in the file."""
     conf = tmp_path / "broker.conf"
     conf.write_text("listenPort=0\nlistenHost=127.0.0.1\nconfigBlackList=autoCreateTopicEnable;brokerPermission\n")
-    async with broker_from_conf(conf, tmp_path / "store") as (controller, addr), RemotingClient() as client:
-        update = request(RequestCode.UPDATE_BROKER_CONFIG, body=b"autoCreateTopicEnable=false\n")
-        answer = await client.invoke(addr, update, 5)
+    controller, answer = await update_once(conf, tmp_path / "store", b"autoCreateTopicEnable=false\n")
     assert (answer.code, answer.remark) == (ResponseCode.NO_PERMISSION, "Can not update config in black list.")
     assert controller.context.config.auto_create_topic_enable is True
     assert "autoCreateTopicEnable=false" not in conf.read_text()

@@ -26,7 +26,7 @@ from remoting.client import RemotingClient
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
 from remoting.codec.java_properties import PropertiesError
-from tests.broker.helpers import broker_from_conf
+from tests.broker.helpers import broker_from_conf, update_once
 from tests.conftest import SMALL_STORE
 
 
@@ -137,7 +137,5 @@ async def test_an_update_body_properties_cannot_load_answers_javas_remark(tmp_pa
     apache/rocketmq/broker/processor/AdminBrokerProcessor.java, 4.9.8). Ours answered the parser's message."""
     conf = tmp_path / "broker.conf"
     conf.write_text("listenPort=0\nlistenHost=127.0.0.1\n")
-    async with broker_from_conf(conf, tmp_path / "store") as (_, addr), RemotingClient() as client:
-        update = request(RequestCode.UPDATE_BROKER_CONFIG, body=b"maxMessageSize=\\u12\n")
-        answer = await client.invoke(addr, update, 5)
-        assert (answer.code, answer.remark) == (ResponseCode.SYSTEM_ERROR, "string2Properties error")
+    _, answer = await update_once(conf, tmp_path / "store", b"maxMessageSize=\\u12\n")
+    assert (answer.code, answer.remark) == (ResponseCode.SYSTEM_ERROR, "string2Properties error")
