@@ -21,7 +21,14 @@ from client.consumer.push import PushConsumer
 from client.message import Message
 from client.producer import Producer
 from remoting.client import RemotingClient
-from remoting.codec.bodies import HeartbeatData, MessageQueue, ProducerData, TopicList
+from remoting.codec.bodies import (
+    ConsumerData,
+    HeartbeatData,
+    MessageQueue,
+    ProducerData,
+    SubscriptionData,
+    TopicList,
+)
 from remoting.codec.bodies.ops import (
     ConsumerStatusBody,
     ProducerTableInfo,
@@ -205,6 +212,41 @@ async def test_all_producer_info_leaves_out_a_group_whose_connections_closed(clu
                 break
             await trio.sleep(0.01)
     assert "info-closed" not in table
+
+
+async def test_topics_and_subscription_by_consumer_answer_as_rocketmq_5(cluster: EmbeddedCluster) -> None:
+    """RocketMQ 5's QUERY_TOPICS_BY_CONSUMER (343): the topics the group has offsets on here, with the broker's
+    address; QUERY_SUBSCRIPTION_BY_CONSUMER (345): the online group's subscription of the topic, without one when it
+    has none (broker/src/main/java/org/apache/rocketmq/broker/processor/AdminBrokerProcessor.java, 5.3.3)."""
+    offsets = cluster.controller.context.offsets
+    offsets.commit("bycons-g", "ByConsT", 0, 3)
+    offsets.commit("bycons-g", "%RETRY%bycons-g", 0, 0)
+    offsets.commit("other-g", "ByConsU", 0, 1)
+    answer = await ask(cluster.broker_addr, golden(343, b'{"group":"bycons-g"}'))
+    assert answer.code == ResponseCode.SUCCESS
+    listed = TopicList.decode(answer.body)
+    assert (sorted(listed.topic_list), listed.broker_addr) == (["%RETRY%bycons-g", "ByConsT"], cluster.broker_addr)
+    nobody = TopicList.decode((await ask(cluster.broker_addr, golden(343, b'{"group":"nobody"}'))).body)
+    assert nobody.topic_list == []
+    no_group = await ask(cluster.broker_addr, golden(343))
+    assert no_group.code == ResponseCode.SYSTEM_ERROR and "group" in (no_group.remark or "")
+
+    frame = golden(345, b'{"group":"bycons-g","topic":"ByConsT"}')
+    offline = await ask(cluster.broker_addr, frame)
+    assert offline.code == ResponseCode.SUCCESS
+    assert orjson.loads(offline.body) == {"group": "bycons-g", "topic": "ByConsT"}
+    sub = SubscriptionData("ByConsT", "A || B", ("A", "B"), sub_version=5)
+    heartbeat = HeartbeatData(
+        "10.0.0.9@81", consumer_data_set=(ConsumerData("bycons-g", subscription_data_set=(sub,)),)
+    )
+    async with RemotingClient() as member:
+        joined = await member.invoke(cluster.broker_addr, request(RequestCode.HEART_BEAT, body=heartbeat.encode()), 5)
+        assert joined.code == ResponseCode.SUCCESS
+        online = await ask(cluster.broker_addr, frame)
+    assert online.code == ResponseCode.SUCCESS
+    body = orjson.loads(online.body)
+    assert (body["group"], body["topic"]) == ("bycons-g", "ByConsT")
+    assert SubscriptionData.from_json(body["subscriptionData"]) == sub
 
 
 async def test_topic_config_and_delay_offsets(cluster: EmbeddedCluster) -> None:
