@@ -8,7 +8,10 @@
 - CLONE_GROUP_OFFSET (314): replace another group's committed offsets of each topic with a copy of one group's
   (``mqadmin cloneGroupOffset``; ``ConsumerOffsetManager.cloneOffset``: queues only the destination had are dropped);
 - INVOKE_BROKER_TO_GET_CONSUMER_STATUS (223): ask every online consumer of a group (or the one named) for its
-  offsets of a topic (GET_CONSUMER_STATUS_FROM_CLIENT, 221) and answer them per client id.
+  offsets of a topic (GET_CONSUMER_STATUS_FROM_CLIENT, 221) and answer them per client id;
+- RocketMQ 5's QUERY_TOPICS_BY_CONSUMER (343): the topics a group has offsets on, with the broker's address, and
+  QUERY_SUBSCRIPTION_BY_CONSUMER (345): an online group's subscription of a topic (none when it has none), as 5.3.3's
+  ``queryTopicsByConsumer`` and ``querySubscriptionByConsumer`` (DefaultMQAdminExt's queries of the same names).
 
 Deliberate differences from Java: QUERY_CORRECTION_OFFSET does not drop the filtered groups' offsets from the
 broker's table (Java's loop removes them from the live key set); CLONE_GROUP_OFFSET with no topic clones every topic
@@ -26,17 +29,22 @@ import time
 from typing import TYPE_CHECKING, Final
 
 from processors.common import RequestRejected, parse_header
-from remoting.codec.bodies import MessageQueue
+from remoting.codec.bodies import MessageQueue, TopicList
 from remoting.codec.bodies.ops import (
     ConsumerStatusBody,
     QueryConsumeTimeSpanBody,
     QueryCorrectionOffsetBody,
+    QuerySubscriptionResponseBody,
     QueueTimeSpan,
 )
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand, request
 from remoting.codec.errors import CodecError
-from remoting.codec.headers import GetConsumerStatusRequestHeader
+from remoting.codec.headers import (
+    GetConsumerStatusRequestHeader,
+    QuerySubscriptionByConsumerRequestHeader,
+    QueryTopicsByConsumerRequestHeader,
+)
 from remoting.codec.headers.ops import (
     CloneGroupOffsetRequestHeader,
     QueryConsumeTimeSpanRequestHeader,
@@ -66,6 +74,8 @@ class ConsumeOpsProcessor:
         RequestCode.QUERY_CORRECTION_OFFSET,
         RequestCode.CLONE_GROUP_OFFSET,
         RequestCode.INVOKE_BROKER_TO_GET_CONSUMER_STATUS,
+        RequestCode.QUERY_TOPICS_BY_CONSUMER,
+        RequestCode.QUERY_SUBSCRIPTION_BY_CONSUMER,
     )
 
     def __init__(self, broker: BrokerContext) -> None:
@@ -81,6 +91,10 @@ class ConsumeOpsProcessor:
                 return self.clone_group_offset(request)
             if request.code == RequestCode.INVOKE_BROKER_TO_GET_CONSUMER_STATUS:
                 return await self.consumer_status(request)
+            if request.code == RequestCode.QUERY_TOPICS_BY_CONSUMER:
+                return self.topics_by_consumer(request)
+            if request.code == RequestCode.QUERY_SUBSCRIPTION_BY_CONSUMER:
+                return self.subscription_by_consumer(request)
         except RequestRejected as rejected:
             return rejected.to_response(request)
         return request.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {request.code} not supported")
@@ -139,6 +153,20 @@ class ConsumeOpsProcessor:
                 continue
             broker.offsets.clone(src, header.dest_group, topic)
         return request.response(ResponseCode.SUCCESS)
+
+    def topics_by_consumer(self, request: RemotingCommand) -> RemotingCommand:
+        """QUERY_TOPICS_BY_CONSUMER: ``whichTopicByConsumer`` with the broker's address."""
+        group = parse_header(QueryTopicsByConsumerRequestHeader, request).group
+        topics = sorted(self.broker.offsets.topics_of_group(group))
+        return request.response(ResponseCode.SUCCESS, body=TopicList(topics, self.broker.broker_addr).encode())
+
+    def subscription_by_consumer(self, request: RemotingCommand) -> RemotingCommand:
+        """QUERY_SUBSCRIPTION_BY_CONSUMER: ``ConsumerManager.findSubscriptionData`` of the group and topic."""
+        header = parse_header(QuerySubscriptionByConsumerRequestHeader, request)
+        info = self.broker.clients.consumer_group(header.group)
+        found = None if info is None or header.topic is None else info.subscriptions.get(header.topic)
+        body = QuerySubscriptionResponseBody(header.group, header.topic, found)
+        return request.response(ResponseCode.SUCCESS, body=body.encode())
 
     async def consumer_status(self, admin: RemotingCommand) -> RemotingCommand:
         """INVOKE_BROKER_TO_GET_CONSUMER_STATUS: Java's ``Broker2Client.getConsumeStatus``."""

@@ -138,6 +138,8 @@ class RequestCode(enum.IntEnum):
     ADD_WRITE_PERM_OF_BROKER = 327
     GET_ALL_PRODUCER_INFO = 328
     DELETE_EXPIRED_COMMITLOG = 329
+    QUERY_TOPICS_BY_CONSUMER = 343  # RocketMQ 5: the topics a group has offsets on
+    QUERY_SUBSCRIPTION_BY_CONSUMER = 345  # RocketMQ 5: an online group's subscription of one topic
     GET_TOPIC_CONFIG = 351
     RECALL_MESSAGE = 370  # RocketMQ 5.3: take back a timer message before its time
     QUERY_ASSIGNMENT = 400  # RocketMQ 5: a push consumer's queues and their mode (PULL / POP)

@@ -1,7 +1,7 @@
 """Bodies of the operations requests (docs/protocol.md#414-operations-bodies), in the JSON shapes of Java 4.9.8's
 ``common/src/main/java/org/apache/rocketmq/common/protocol/body/`` classes: consume time spans (303), correction
-offsets (308), raw ConsumeQueue entries (321), the producer table (328), consumer status (221/223), and the topic
-config answer (351).
+offsets (308), raw ConsumeQueue entries (321), the producer table (328), consumer status (221/223), the topic
+config answer (351), and RocketMQ 5's subscription of a group (345).
 
 Java's ``Map<MessageQueue, Long>`` tables keep fastjson's object keys (see :mod:`remoting.codec.bodies.admin`);
 everything else is standard JSON with sorted keys. Decoders raise :class:`~remoting.codec.bodies.BodyDecodeError`.
@@ -37,6 +37,7 @@ __all__ = [
     "QueryConsumeQueueResponseBody",
     "QueryConsumeTimeSpanBody",
     "QueryCorrectionOffsetBody",
+    "QuerySubscriptionResponseBody",
     "QueueTimeSpan",
 ]
 
@@ -273,4 +274,28 @@ class ConsumerStatusBody:
         return cls(
             _offset_table(root.get("messageQueueTable"), "messageQueueTable"),
             {str(c): _offset_table(t, f"consumerTable[{c!r}]") for c, t in consumers.items()},
+        )
+
+
+@attrs.frozen
+class QuerySubscriptionResponseBody:
+    """QUERY_SUBSCRIPTION_BY_CONSUMER (345) answer (RocketMQ 5's ``QuerySubscriptionResponseBody``): the group, the
+    topic and the online group's subscription of it, left out when it has none (fastjson drops a null field)."""
+
+    group: str
+    topic: str | None = None
+    subscription_data: SubscriptionData | None = None
+
+    def encode(self) -> bytes:
+        out: dict[str, Any] = {"group": self.group, "topic": self.topic}
+        if self.subscription_data is not None:
+            out["subscriptionData"] = self.subscription_data.to_json()
+        return dumps({k: v for k, v in out.items() if v is not None})
+
+    @classmethod
+    def decode(cls, data: bytes | memoryview) -> QuerySubscriptionResponseBody:
+        o = load_object(data, "QuerySubscriptionResponseBody")
+        sub = o.get("subscriptionData")
+        return cls(
+            get_str(o, "group") or "", get_str(o, "topic"), None if sub is None else SubscriptionData.from_json(sub)
         )

@@ -171,3 +171,22 @@ class QueryTopicConsumeByWhoRequestHeader(Header):
     REQUEST_CODES = (RequestCode.QUERY_TOPIC_CONSUME_BY_WHO,)
 
     topic: str = attrs.field(metadata=wire("topic"))
+
+
+@attrs.frozen(slots=True)
+class QueryTopicsByConsumerRequestHeader(Header):
+    """QUERY_TOPICS_BY_CONSUMER (343, RocketMQ 5): the topics ``group`` has offsets on."""
+
+    REQUEST_CODES = (RequestCode.QUERY_TOPICS_BY_CONSUMER,)
+
+    group: str = attrs.field(metadata=wire("group"))
+
+
+@attrs.frozen(slots=True)
+class QuerySubscriptionByConsumerRequestHeader(Header):
+    """QUERY_SUBSCRIPTION_BY_CONSUMER (345, RocketMQ 5): the online ``group``'s subscription of ``topic``."""
+
+    REQUEST_CODES = (RequestCode.QUERY_SUBSCRIPTION_BY_CONSUMER,)
+
+    group: str = attrs.field(metadata=wire("group"))
+    topic: str | None = attrs.field(default=None, metadata=wire("topic"))
