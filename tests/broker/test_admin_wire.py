@@ -21,9 +21,16 @@ from remoting.codec.bodies import (
     TopicList,
     TopicRouteData,
 )
-from remoting.codec.bodies.admin import ConsumerConnection, ConsumeStats, ProducerConnection, TopicStatsTable
+from remoting.codec.bodies.admin import (
+    ConsumerConnection,
+    ConsumeStats,
+    ProducerConnection,
+    TopicStatsTable,
+    loads_fastjson,
+)
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand, request
+from remoting.codec.headers.pull import PullMessageRequestHeader
 from remoting.codec.message import MessageRecord
 from remoting.processor import RequestContext
 from store.metadata_files import SubscriptionGroupConfig
@@ -262,6 +269,32 @@ async def test_topic_stats_and_consume_stats_report_queue_offsets(
     assert (offsets[q0].broker_offset, offsets[q0].consumer_offset) == (3, 2)
     assert (offsets[q1].broker_offset, offsets[q1].consumer_offset) == (1, 0)
     assert offsets[q0].last_timestamp > 0
+
+
+async def test_consume_stats_carry_rocketmq_5_s_pull_offset(
+    embedded_cluster: EmbeddedCluster, client: RemotingClient
+) -> None:
+    """RocketMQ 5's OffsetWrapper.pullOffset: the next offset after the group's last pull of the queue, at least the
+    committed one (the committed one before any pull), which 5.x ``mqadmin consumerProgress`` subtracts the
+    consumer offset from for its #Inflight column (broker/src/main/java/org/apache/rocketmq/broker/processor/
+    AdminBrokerProcessor.java getConsumeStats, 5.3.3); without it that column reads minus the consumer offset."""
+    await admin(client, embedded_cluster, create_topic_request("InflightT", queues=2))
+    _put(embedded_cluster, "InflightT", 0, 5)
+    _put(embedded_cluster, "InflightT", 1, 2)
+    embedded_cluster.controller.context.offsets.commit("inflight_g", "InflightT", 0, 1)
+    embedded_cluster.controller.context.offsets.commit("inflight_g", "InflightT", 1, 2)
+    pull = PullMessageRequestHeader("inflight_g", "InflightT", 0, 1, 3, 4, 0, 0, 0, "*", "TAG")
+    pulled = await admin(client, embedded_cluster, request(RequestCode.PULL_MESSAGE, pull.to_ext_fields()))
+    assert pulled.code == ResponseCode.SUCCESS
+    consume = await admin(
+        client,
+        embedded_cluster,
+        request(RequestCode.GET_CONSUME_STATS, {"consumerGroup": "inflight_g", "topic": "InflightT"}),
+    )
+    table = loads_fastjson(consume.body)["offsetTable"]
+    q0, q1 = MessageQueue("InflightT", "broker-a", 0), MessageQueue("InflightT", "broker-a", 1)
+    assert (table[q0]["consumerOffset"], table[q0].get("pullOffset")) == (1, 4)
+    assert (table[q1]["consumerOffset"], table[q1].get("pullOffset")) == (2, 2)
 
 
 async def test_connection_lists_show_heartbeating_clients(
