@@ -336,12 +336,16 @@ class AdminBrokerProcessor:
             tps += broker.stats.tps_group_get_nums(group, topic)
             for queue_id in range(config.read_queue_nums):
                 broker_offset = max(0, broker.store.max_offset_in_queue(topic, queue_id))
-                consumer_offset = max(0, broker.offsets.query(group, topic, queue_id))
+                committed = broker.offsets.query(group, topic, queue_id)
+                consumer_offset = max(0, committed)
                 last = 0
                 if consumer_offset > 0:
                     last = broker.store.message_store_timestamp(topic, queue_id, consumer_offset - 1) or 0
+                # RocketMQ 5's pullOffset: the last pull's next offset, else the committed one (queryPullOffset).
+                pulled = broker.stats.pull_offset(group, topic, queue_id)
+                pull = max(consumer_offset, committed if pulled is None else pulled)
                 mq = MessageQueue(topic, broker.config.broker_name, queue_id)
-                table[mq] = OffsetWrapper(broker_offset, consumer_offset, last)
+                table[mq] = OffsetWrapper(broker_offset, consumer_offset, last, pull)
         return request.response(ResponseCode.SUCCESS, body=ConsumeStats(table, tps).encode())
 
     # ---- consume progress and broker settings (mqadmin) -----------------------------------------------------------

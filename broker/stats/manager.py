@@ -450,6 +450,11 @@ class BrokerStatsManager:
             self._broker_get = self.sets[BROKER_GET_NUMS].get_or_create(self.cluster_name)
         self._broker_get.value = got
 
+    def pull_offset(self, group: str, topic: str, queue_id: int) -> int | None:
+        """The next offset after ``group``'s last pull of the queue (RocketMQ 5's ``queryPullOffset`` table), or
+        ``None`` before any pull."""
+        return self.pull_offsets.get((topic, group), {}).get(queue_id)
+
     def tps_group_get_nums(self, group: str, topic: str) -> float:
         """Messages per second ``group`` pulled from ``topic`` over the last minute (GET_CONSUME_STATS' consumeTps)."""
         group, topic = self._lmq_names(group, topic)

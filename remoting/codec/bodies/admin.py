@@ -197,16 +197,29 @@ class TopicStatsTable:
 
 @attrs.frozen
 class OffsetWrapper:
+    """One queue of a ConsumeStats. ``pull_offset`` is RocketMQ 5's ``pullOffset`` (GET_CONSUME_STATS sets it; the
+    JSON leaves it out when ``None``, as 4.9.8's class has no such field)."""
+
     broker_offset: int = 0
     consumer_offset: int = 0
     last_timestamp: int = 0
+    pull_offset: int | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "brokerOffset": self.broker_offset,
             "consumerOffset": self.consumer_offset,
             "lastTimestamp": self.last_timestamp,
         }
+        if self.pull_offset is not None:
+            out["pullOffset"] = self.pull_offset
+        return out
+
+    @classmethod
+    def from_json(cls, obj: object) -> OffsetWrapper:
+        o = expect_object(obj, "OffsetWrapper")
+        pull = None if o.get("pullOffset") is None else get_int(o, "pullOffset")
+        return cls(get_int(o, "brokerOffset"), get_int(o, "consumerOffset"), get_int(o, "lastTimestamp"), pull)
 
 
 @attrs.frozen
@@ -228,10 +241,7 @@ class ConsumeStats:
     def from_json(cls, obj: object) -> ConsumeStats:
         """One ConsumeStats as :func:`loads_fastjson` reads it (MessageQueue keys); BodyDecodeError on another
         shape."""
-        table = {
-            mq: OffsetWrapper(get_int(v, "brokerOffset"), get_int(v, "consumerOffset"), get_int(v, "lastTimestamp"))
-            for mq, v in _mq_table(obj, "ConsumeStats").items()
-        }
+        table = {mq: OffsetWrapper.from_json(v) for mq, v in _mq_table(obj, "ConsumeStats").items()}
         return cls(table, get_float(expect_object(obj, "ConsumeStats"), "consumeTps"))
 
 
