@@ -297,6 +297,30 @@ async def test_consume_stats_carry_rocketmq_5_s_pull_offset(
     assert (table[q1]["consumerOffset"], table[q1].get("pullOffset")) == (2, 2)
 
 
+async def test_consume_stats_of_a_topic_list_cover_those_topics_alone(
+    embedded_cluster: EmbeddedCluster, client: RemotingClient
+) -> None:
+    """RocketMQ 5's ``topicList`` (topics joined by ``;``): the listed topics alone, whatever the group has offsets
+    on, and without the subscription check a single topic gets (AdminBrokerProcessor.getConsumeStats'
+    getTopicsForCollectingConsumeStats, broker/src/main/java/org/apache/rocketmq/broker/processor/
+    AdminBrokerProcessor.java, 5.3.3)."""
+    for topic in ("ListA", "ListB", "ListC", "ListD"):
+        await admin(client, embedded_cluster, create_topic_request(topic, queues=1))
+    offsets = embedded_cluster.controller.context.offsets
+    for topic in ("ListA", "ListB", "ListC"):
+        offsets.commit("list_group", topic, 0, 0)
+    sub = SubscriptionData("ListA")
+    data = HeartbeatData("10.0.0.9@78", consumer_data_set=(ConsumerData("list_group", subscription_data_set=(sub,)),))
+    await admin(client, embedded_cluster, request(RequestCode.HEART_BEAT, body=data.encode()))
+    consume = await admin(
+        client,
+        embedded_cluster,
+        request(RequestCode.GET_CONSUME_STATS, {"consumerGroup": "list_group", "topicList": "ListB;ListD;"}),
+    )
+    assert consume.code == ResponseCode.SUCCESS
+    assert sorted(mq.topic for mq in ConsumeStats.decode(consume.body).offset_table) == ["ListB", "ListD"]
+
+
 async def test_connection_lists_show_heartbeating_clients(
     embedded_cluster: EmbeddedCluster, client: RemotingClient
 ) -> None:
