@@ -321,17 +321,11 @@ class AdminBrokerProcessor:
     def get_consume_stats(self, request: RemotingCommand) -> RemotingCommand:
         header = GetConsumeStatsRequestHeader.from_ext_fields(request.ext_fields)
         broker, group = self.broker, header.consumer_group
-        topic = header.topic if header.topic and header.topic.strip() else None  # UtilAll.isBlank: blank is none
-        topics = {topic} if topic else broker.offsets.topics_of_group(group)
-        group_info = broker.clients.consumer_group(group)
         table: dict[MessageQueue, OffsetWrapper] = {}
         tps = 0.0
-        for topic in sorted(topics):
+        for topic in sorted(self._consume_stats_topics(header)):
             config = broker.topics.get(topic)
             if config is None:
-                continue
-            # Java skips topics an online group no longer subscribes to.
-            if group_info is not None and group_info.subscriptions and topic not in group_info.subscriptions:
                 continue
             tps += broker.stats.tps_group_get_nums(group, topic)
             for queue_id in range(config.read_queue_nums):
@@ -347,6 +341,20 @@ class AdminBrokerProcessor:
                 mq = MessageQueue(topic, broker.config.broker_name, queue_id)
                 table[mq] = OffsetWrapper(broker_offset, consumer_offset, last, pull)
         return request.response(ResponseCode.SUCCESS, body=ConsumeStats(table, tps).encode())
+
+    def _consume_stats_topics(self, header: GetConsumeStatsRequestHeader) -> set[str]:
+        """GET_CONSUME_STATS' topics, as 5.3.3's getTopicsForCollectingConsumeStats: RocketMQ 5's ``topicList``
+        as given; else ``topic`` (a blank one is none, UtilAll.isBlank) or every topic the group has offsets on,
+        less those an online group that subscribes to anything does not subscribe to."""
+        broker, group = self.broker, header.consumer_group
+        if header.topic_list and header.topic_list.strip():
+            return {t for t in header.topic_list.split(";") if t}  # StringUtils.split drops empty tokens
+        topic = header.topic if header.topic and header.topic.strip() else None
+        topics = {topic} if topic else broker.offsets.topics_of_group(group)
+        info = broker.clients.consumer_group(group)
+        if info is None or not info.subscriptions:
+            return topics
+        return {t for t in topics if t in info.subscriptions}
 
     # ---- consume progress and broker settings (mqadmin) -----------------------------------------------------------
 

@@ -119,12 +119,14 @@ class GetTopicStatsInfoRequestHeader(Header):
 
 @attrs.frozen(slots=True)
 class GetConsumeStatsRequestHeader(Header):
-    """GET_CONSUME_STATS (208); without ``topic`` it covers every topic the group consumes."""
+    """GET_CONSUME_STATS (208); without ``topic`` it covers every topic the group consumes. ``topic_list`` is
+    RocketMQ 5's: topics joined by ``;`` (each followed by one, as ``updateTopicList`` writes them)."""
 
     REQUEST_CODES = (RequestCode.GET_CONSUME_STATS,)
 
     consumer_group: str = attrs.field(metadata=wire("consumerGroup"))
     topic: str | None = attrs.field(default=None, metadata=wire("topic"))
+    topic_list: str | None = attrs.field(default=None, metadata=wire("topicList"))
 
 
 @attrs.frozen(slots=True)
