@@ -168,6 +168,27 @@ async def test_subscription_groups_are_created_listed_and_deleted_with_their_off
     assert broker.offsets.query("admin_group", "T", 0) == -1
 
 
+async def test_one_subscription_group_config_is_read_as_rocketmq_5_answers_it(
+    embedded_cluster: EmbeddedCluster, client: RemotingClient
+) -> None:
+    """RocketMQ 5's GET_SUBSCRIPTIONGROUP_CONFIG (352), which a 5.x proxy asks for each consumer group: the group's
+    config as JSON, auto-created as ``findSubscriptionGroupConfig`` does, or SUBSCRIPTION_GROUP_NOT_EXIST ``No group
+    in this broker`` (broker/src/main/java/org/apache/rocketmq/broker/processor/AdminBrokerProcessor.java
+    getSubscriptionGroup, 5.3.3)."""
+    groups = embedded_cluster.controller.context.groups
+    groups.update(SubscriptionGroupConfig("one_group", retry_max_times=7))
+    found = await admin(client, embedded_cluster, request(352, {"group": "one_group"}))
+    assert found.code == ResponseCode.SUCCESS
+    assert SubscriptionGroupConfig.from_json(orjson.loads(found.body)) == groups.get("one_group")
+    made = await admin(client, embedded_cluster, request(352, {"group": "auto_made_group"}))
+    assert made.code == ResponseCode.SUCCESS and orjson.loads(made.body)["groupName"] == "auto_made_group"
+    assert groups.get("auto_made_group") is not None
+    illegal = await admin(client, embedded_cluster, request(352, {"group": "not/legal"}))
+    assert (illegal.code, illegal.remark) == (ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, "No group in this broker")
+    missing = await admin(client, embedded_cluster, request(352))
+    assert missing.code == ResponseCode.SYSTEM_ERROR
+
+
 async def test_runtime_info_and_broker_config(embedded_cluster: EmbeddedCluster, client: RemotingClient) -> None:
     info = await admin(client, embedded_cluster, request(RequestCode.GET_BROKER_RUNTIME_INFO))
     table = KVTable.decode(info.body).table
