@@ -76,6 +76,7 @@ from remoting.codec.headers import (
     GetConsumerConnectionListRequestHeader,
     GetConsumeStatsRequestHeader,
     GetProducerConnectionListRequestHeader,
+    GetSubscriptionGroupConfigRequestHeader,
     GetTopicStatsInfoRequestHeader,
 )
 from remoting.codec.java_properties import (
@@ -285,6 +286,15 @@ class AdminBrokerProcessor:
         self.broker.stats.on_group_deleted(header.group_name, drop_items=self.broker.config.auto_delete_unused_stats)
         return request.response(ResponseCode.SUCCESS)
 
+    def get_subscription_group_config(self, request: RemotingCommand) -> RemotingCommand:
+        """RocketMQ 5's GET_SUBSCRIPTIONGROUP_CONFIG: the group's config, auto-created as
+        ``findSubscriptionGroupConfig`` does when the broker allows it."""
+        group = GetSubscriptionGroupConfigRequestHeader.from_ext_fields(request.ext_fields).group
+        config = self.broker.groups.find(group)
+        if config is None:
+            return request.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, "No group in this broker")
+        return request.response(ResponseCode.SUCCESS, body=dumps(config.to_json()))
+
     def get_all_subscription_group_config(self, request: RemotingCommand) -> RemotingCommand:
         groups = self.broker.groups
         body = dumps(
@@ -442,6 +452,7 @@ _HANDLERS: Final[dict[int, _Handler]] = {
     RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: AdminBrokerProcessor.update_and_create_subscription_group,
     RequestCode.DELETE_SUBSCRIPTIONGROUP: AdminBrokerProcessor.delete_subscription_group,
     RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: AdminBrokerProcessor.get_all_subscription_group_config,
+    RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG: AdminBrokerProcessor.get_subscription_group_config,
     RequestCode.GET_BROKER_RUNTIME_INFO: AdminBrokerProcessor.get_broker_runtime_info,
     RequestCode.GET_TOPIC_STATS_INFO: AdminBrokerProcessor.get_topic_stats_info,
     RequestCode.GET_CONSUME_STATS: AdminBrokerProcessor.get_consume_stats,

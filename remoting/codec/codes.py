@@ -141,6 +141,7 @@ class RequestCode(enum.IntEnum):
     QUERY_TOPICS_BY_CONSUMER = 343  # RocketMQ 5: the topics a group has offsets on
     QUERY_SUBSCRIPTION_BY_CONSUMER = 345  # RocketMQ 5: an online group's subscription of one topic
     GET_TOPIC_CONFIG = 351
+    GET_SUBSCRIPTIONGROUP_CONFIG = 352  # RocketMQ 5: one group's config (a 5.x proxy asks it)
     RECALL_MESSAGE = 370  # RocketMQ 5.3: take back a timer message before its time
     QUERY_ASSIGNMENT = 400  # RocketMQ 5: a push consumer's queues and their mode (PULL / POP)
     SET_MESSAGE_REQUEST_MODE = 401

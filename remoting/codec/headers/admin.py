@@ -176,6 +176,15 @@ class QueryTopicConsumeByWhoRequestHeader(Header):
 
 
 @attrs.frozen(slots=True)
+class GetSubscriptionGroupConfigRequestHeader(Header):
+    """GET_SUBSCRIPTIONGROUP_CONFIG (352, RocketMQ 5): one subscription group's config."""
+
+    REQUEST_CODES = (RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG,)
+
+    group: str = attrs.field(metadata=wire("group"))
+
+
+@attrs.frozen(slots=True)
 class QueryTopicsByConsumerRequestHeader(Header):
     """QUERY_TOPICS_BY_CONSUMER (343, RocketMQ 5): the topics ``group`` has offsets on."""
 
