@@ -168,6 +168,20 @@ async def test_subscription_groups_are_created_listed_and_deleted_with_their_off
     assert broker.offsets.query("admin_group", "T", 0) == -1
 
 
+async def test_a_list_of_subscription_groups_is_created_in_one_request(
+    embedded_cluster: EmbeddedCluster, client: RemotingClient
+) -> None:
+    """RocketMQ 5's UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST (225; 5.x ``mqadmin updateSubGroupList``): a
+    ``{"groupConfigList": [...]}`` body creates or replaces each group (broker/src/main/java/org/apache/rocketmq/
+    broker/processor/AdminBrokerProcessor.java updateAndCreateSubscriptionGroupList, 5.3.3)."""
+    groups = embedded_cluster.controller.context.groups
+    configs = [SubscriptionGroupConfig("list_a", retry_max_times=3), SubscriptionGroupConfig("list_b", broker_id=1)]
+    body = orjson.dumps({"groupConfigList": [c.to_json() for c in configs]})
+    answer = await admin(client, embedded_cluster, request(225, body=body))
+    assert answer.code == ResponseCode.SUCCESS
+    assert [groups.get("list_a"), groups.get("list_b")] == configs
+
+
 async def test_one_subscription_group_config_is_read_as_rocketmq_5_answers_it(
     embedded_cluster: EmbeddedCluster, client: RemotingClient
 ) -> None:
