@@ -56,7 +56,7 @@ from processors.context import BrokerContext
 from processors.runtime_info import runtime_table
 from processors.topic_attributes import MixedTypeRefused, TopicAttributeError, alter_attributes
 from remoting.codec.bodies import KVTable, MessageQueue, TopicList
-from remoting.codec.bodies._json import dumps, load_object
+from remoting.codec.bodies._json import dumps, get_list, load_object
 from remoting.codec.bodies.admin import (
     ClientConnection,
     ConsumerConnection,
@@ -273,6 +273,19 @@ class AdminBrokerProcessor:
         self.broker.groups.write_through()  # as SubscriptionGroupManager.updateSubscriptionGroupConfig
         return request.response(ResponseCode.SUCCESS)
 
+    def create_subscription_group_list(self, request: RemotingCommand) -> RemotingCommand:
+        """RocketMQ 5's UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST: each config of the body's ``groupConfigList``
+        (SubscriptionGroupList), written through once."""
+        refused = self._refused_on_slave(request)
+        if refused is not None:
+            return refused
+        listed = get_list(load_object(request.body, "SubscriptionGroupList"), "groupConfigList")
+        configs = [SubscriptionGroupConfig.from_json(c) for c in listed]  # all decoded before any is applied
+        for config in configs:
+            self.broker.groups.update(config)
+        self.broker.groups.write_through()
+        return request.response(ResponseCode.SUCCESS)
+
     def delete_subscription_group(self, request: RemotingCommand) -> RemotingCommand:
         refused = self._refused_on_slave(request)
         if refused is not None:
@@ -450,6 +463,7 @@ def _connection(info: ClientChannelInfo) -> ClientConnection:
 _HANDLERS: Final[dict[int, _Handler]] = {
     RequestCode.GET_ALL_TOPIC_CONFIG: AdminBrokerProcessor.get_all_topic_config,
     RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: AdminBrokerProcessor.update_and_create_subscription_group,
+    RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST: AdminBrokerProcessor.create_subscription_group_list,
     RequestCode.DELETE_SUBSCRIPTIONGROUP: AdminBrokerProcessor.delete_subscription_group,
     RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: AdminBrokerProcessor.get_all_subscription_group_config,
     RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG: AdminBrokerProcessor.get_subscription_group_config,

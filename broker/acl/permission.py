@@ -19,15 +19,16 @@ SUB: Final = 8
 
 _BY_TEXT: Final = {"PUB": PUB, "SUB": SUB, "PUB|SUB": PUB | SUB, "SUB|PUB": PUB | SUB, "DENY": DENY}
 
-#: Codes only an ``admin: true`` account may send: RocketMQ's five, plus (stricter than 4.9.8, which lets any signed
-#: account manage ACLs) the ACL-management codes, among them 4.9.7's GET_BROKER_CLUSTER_ACL_CONFIG, whose answer holds
-#: every secret key.
+#: Codes only an ``admin: true`` account may send: RocketMQ's five, RocketMQ 5's bulk form of one of them
+#: (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST), plus (stricter than 4.9.8, which lets any signed account manage ACLs)
+#: the ACL-management codes, among them 4.9.7's GET_BROKER_CLUSTER_ACL_CONFIG, whose answer holds every secret key.
 ADMIN_CODES: Final = frozenset(
     {
         RequestCode.UPDATE_AND_CREATE_TOPIC,
         RequestCode.UPDATE_BROKER_CONFIG,
         RequestCode.DELETE_TOPIC_IN_BROKER,
         RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+        RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST,
         RequestCode.DELETE_SUBSCRIPTIONGROUP,
         RequestCode.UPDATE_AND_CREATE_ACL_CONFIG,
         RequestCode.DELETE_ACL_CONFIG,

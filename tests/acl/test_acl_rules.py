@@ -306,6 +306,20 @@ def test_the_admin_flag_is_read_as_fastjson_casts_it(tmp_path: Path, value: str,
             manager.validate("10.0.0.1", cmd)
 
 
+def test_creating_subscription_groups_in_bulk_needs_an_admin_as_creating_one_does(tmp_path: Path) -> None:
+    """RocketMQ 5's UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST creates what UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, an
+    admin code, creates: a plain account may not send it either."""
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "plain_acl.yml").write_text("accounts:\n  - accessKey: plainuser\n    secretKey: 12345678\n")
+    manager = AclManager(AclFiles(tmp_path))
+    manager.load()
+    cmd = sign(
+        request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST), SessionCredentials("plainuser", "12345678")
+    )
+    with pytest.raises(AclDenied, match="Need admin permission"):
+        manager.validate("10.0.0.1", cmd)
+
+
 @pytest.mark.parametrize("value", ["maybe", "t", "n", "' true'"])
 def test_an_admin_flag_fastjson_cannot_cast_fails_the_file(value: str) -> None:
     """``castToBoolean`` throws for any other text, so RocketMQ does not load the file."""
