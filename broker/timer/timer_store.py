@@ -170,8 +170,9 @@ class TimerCheckpoint:
     #: clean stop in its middle resumes it rather than filing the rest of the queue as new.
     rebuild: tuple[int, int, int] | None = None
     #: ``timingCount``: per real topic, ``(timer messages pending, when that last changed)`` (see
-    #: :attr:`TimerStore.timing`); only a clean checkpoint's is read.
-    timing: dict[str, tuple[int, int]] = attrs.field(factory=dict)
+    #: :attr:`TimerStore.timing`); only a clean checkpoint's is read. ``None``: missing (a previous version's file)
+    #: or unreadable, so the load counts the wheel's pending entries again (:meth:`TimerStore.find_copies`).
+    timing: dict[str, tuple[int, int]] | None = attrs.field(factory=dict)
 
 
 def roll_window_slots(configured: int, wheel_slots: int) -> int:
@@ -227,7 +228,7 @@ def _encode(cp: TimerCheckpoint) -> bytes:
             "precisionMs": cp.precision_ms,
             "wheelSlots": cp.wheel_slots,
             **({} if cp.rebuild is None else {"rebuild": list(cp.rebuild)}),
-            "timingCount": {topic: list(metric) for topic, metric in sorted(cp.timing.items())},
+            "timingCount": {topic: list(metric) for topic, metric in sorted((cp.timing or {}).items())},
         },
         option=orjson.OPT_INDENT_2,
     )
@@ -250,10 +251,22 @@ def _decode(data: bytes) -> TimerCheckpoint:
             precision_ms=int(root.get("precisionMs", 0)),
             wheel_slots=int(root.get("wheelSlots", 0)),
             rebuild=None if root.get("rebuild") is None else _triple(root["rebuild"]),
-            timing={str(t): (int(m[0]), int(m[1])) for t, m in dict(root.get("timingCount", {})).items()},
+            timing=_timing_of(root),
         )
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
         raise ConfigFileError(f"timerCheck.json: {exc}") from exc
+
+
+def _timing_of(root: Any) -> dict[str, tuple[int, int]] | None:
+    """The checkpoint's ``timingCount``, or ``None`` when it is missing or unreadable: metrics only, so a bad one never
+    makes the timer's own checkpoint unreadable (RocketMQ keeps them in a file of their own, ``timermetrics``)."""
+    if "timingCount" not in root:
+        return None
+    try:
+        return {str(t): (int(m[0]), int(m[1])) for t, m in dict(root["timingCount"]).items()}
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+        log.warning("timer: timingCount of timerCheck.json unreadable (%s); counting the wheel again", exc)
+        return None
 
 
 def _filed_before(offset: int, rebuild: tuple[int, int, int] | None) -> int:
@@ -360,6 +373,8 @@ class TimerStore:
         self._copies: dict[int, int] = {}
         #: Set by a load that left a crash rebuild to judge: :meth:`find_copies` has work to do.
         self._copies_due = False
+        #: Set by a clean load without per-topic counts: the pending entries (as :func:`_live_entries`) to count.
+        self._recount: array[int] | None = None
         self._last_end = 0
         #: ``(end of the last delivery, enqueueOffset, readMs)`` after each filing or delivery pass, until confirmed.
         self._marks: deque[tuple[int, int, int]] = deque()
@@ -392,7 +407,7 @@ class TimerStore:
             self.congest_num = self.wheel.entries_from(self.read_ms)  # once, in the load's worker thread
             self.walk_pos, self.walk_to = cp.walk_pos, cp.walk_to
             self.pending, self._segments = cp.pending, dict(cp.segments)
-            self.timing = {topic: list(metric) for topic, metric in cp.timing.items()}
+            self._take_timing(cp, lambda: _live_entries(self.wheel, self.log, cp))
             self._use_windows(windows, _filed_before(self.enqueue_offset, cp.rebuild))
             self._resume_rebuild(cp.rebuild)
             self._confirmed = self._progress()
@@ -482,7 +497,7 @@ class TimerStore:
         self.log.load(0)
         self.wheel.load()
         self.enqueue_offset, self.read_ms, self.pending = cp.enqueue_offset, read_ms, cp.pending
-        self.timing = {topic: list(metric) for topic, metric in cp.timing.items()}
+        self._take_timing(cp, lambda: live)
         for at in range(0, len(live), 4):
             self.file(live[at], live[at + 1], live[at + 2], live[at + 3])
         self._use_windows(windows, _filed_before(self.enqueue_offset, cp.rebuild))
@@ -491,6 +506,14 @@ class TimerStore:
             self._rebuild_end = cp.enqueue_offset
         self._resume_rebuild(cp.rebuild)
         self._confirmed = self._progress()
+
+    def _take_timing(self, cp: TimerCheckpoint, live: Callable[[], array[int]]) -> None:
+        """The clean checkpoint's per-topic counts; without them (a previous version's file, or unreadable) and with
+        timers pending, ``live()``'s entries are counted again by :meth:`find_copies`, which reads their records."""
+        if cp.timing is not None:
+            self.timing = {topic: list(metric) for topic, metric in cp.timing.items()}
+        elif cp.pending:
+            self._recount = live()
 
     def _resume_rebuild(self, rebuild: tuple[int, int, int] | None) -> None:
         """Carry on a crash rebuild a clean stop interrupted (:attr:`TimerCheckpoint.rebuild`)."""
@@ -510,7 +533,9 @@ class TimerStore:
         Trio thread (the service lets its other tasks run at each yield), as the store's readers are: it read the
         store from the load's worker thread, while retention took segments out of the store and unmapped them
         (a lookup racing that reads another segment's bytes or a released view). Nothing to do unless a
-        :meth:`load` left a rebuild to judge."""
+        :meth:`load` left a rebuild to judge. First, when the load found no per-topic counts, it counts the pending
+        entries' real topics (:meth:`_count_again`)."""
+        yield from self._count_again()
         if not self._copies_due:
             return
         self._copies_due, self._copies = False, {}
@@ -533,6 +558,20 @@ class TimerStore:
                         self._copies[timer.roll_from] = offset
                 offset += 1
             yield
+
+    def _count_again(self) -> Iterator[None]:
+        """:attr:`timing` from the records of the entries a clean load left in ``_recount`` (delete markers are not
+        counted, as at filing), yielding every :data:`_COPIES_STEP` entries."""
+        live, self._recount = self._recount, None
+        if live is None:
+            return
+        for at in range(0, len(live), 4):
+            if not live[at + 3] & FLAG_DELETE:
+                timer = self._timer_of(live[at + 1], live[at + 2])
+                if timer is not None:
+                    self._count(timer.topic, 1)
+            if at // 4 % _COPIES_STEP == _COPIES_STEP - 1:
+                yield
 
     def _rebuild_state(self) -> tuple[int, int, int] | None:
         """The crash rebuild's skip rules while it has queue entries left to judge or its read time has not reached
@@ -903,8 +942,9 @@ class TimerStore:
             del segments[start]
 
     def _count(self, topic: str, delta: int) -> None:
-        """Add ``delta`` to ``topic``'s count in :attr:`timing` (never below 0)."""
-        if not delta or not topic:
+        """Add ``delta`` to ``topic``'s count in :attr:`timing` (never below 0; a topic not counted, deleted since
+        its timers were filed, is not listed again by a decrease)."""
+        if not delta or not topic or (delta < 0 and topic not in self.timing):
             return
         now = self.store.config.now_ms()
         metric = self.timing.setdefault(topic, [0, now])
