@@ -1,0 +1,58 @@
+"""Request bodies whose fields Java binds to typed fields, over a real socket (127.0.0.1, port 0) against an embedded
+broker: fastjson 1.2.69 (RemotingSerializable.decode) refuses a number its ``int`` field cannot hold
+(JSONLexerBase.intValue throws NumberFormatException, IntegerCodec wraps it in "parseInt error"), so the request
+fails with SYSTEM_ERROR and nothing is stored that a Java tool could not read back."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import orjson
+import pytest
+
+from broker.embedded import EmbeddedCluster
+from remoting.client import RemotingClient
+from remoting.codec.codes import RequestCode, ResponseCode
+from remoting.codec.command import request
+
+INT_MAX = (1 << 31) - 1
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[RemotingClient]:
+    async with RemotingClient() as c:
+        yield c
+
+
+@pytest.mark.parametrize("field", ["retryQueueNums", "retryMaxTimes"])
+async def test_a_subscription_group_int_past_the_java_int_range_is_refused(
+    embedded_cluster: EmbeddedCluster, client: RemotingClient, field: str
+) -> None:
+    """SubscriptionGroupConfig (common/.../subscription/SubscriptionGroupConfig.java, 4.9.8): ``retryQueueNums`` and
+    ``retryMaxTimes`` are ``int``; ``brokerId`` and ``whichBrokerWhenConsumeSlowly`` are ``long``."""
+    groups = embedded_cluster.controller.context.groups
+    body = {"groupName": "too_big", field: INT_MAX + 1}
+    cmd = request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=orjson.dumps(body))
+    answer = await client.invoke(embedded_cluster.broker_addr, cmd, 5)
+    assert answer.code == ResponseCode.SYSTEM_ERROR, answer
+    assert field in (answer.remark or "")
+    assert "too_big" not in groups.groups
+
+
+async def test_a_subscription_group_at_the_java_ranges_edges_is_stored(
+    embedded_cluster: EmbeddedCluster, client: RemotingClient
+) -> None:
+    groups = embedded_cluster.controller.context.groups
+    body = {
+        "groupName": "edges",
+        "retryQueueNums": INT_MAX,
+        "retryMaxTimes": -(1 << 31),
+        "brokerId": INT_MAX + 1,
+        "whichBrokerWhenConsumeSlowly": (1 << 63) - 1,
+    }
+    cmd = request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=orjson.dumps(body))
+    answer = await client.invoke(embedded_cluster.broker_addr, cmd, 5)
+    assert answer.code == ResponseCode.SUCCESS, answer
+    stored = groups.groups["edges"]
+    assert (stored.retry_queue_nums, stored.retry_max_times) == (INT_MAX, -(1 << 31))
+    assert (stored.broker_id, stored.which_broker_when_consume_slowly) == (INT_MAX + 1, (1 << 63) - 1)
