@@ -16,7 +16,7 @@ from __future__ import annotations
 import enum
 import time
 from collections.abc import Iterable, Mapping
-from typing import Any, Final, TypeVar, cast
+from typing import Any, ClassVar, Final, TypeVar, cast
 
 import attrs
 
@@ -46,12 +46,13 @@ def _json_name(name: str) -> str:
     return head + "".join(part.title() for part in rest)
 
 
-def _read_field(m: dict[str, Any], key: str, default: Any) -> Any:
-    """``m[key]`` converted to the type of ``default``; ``default`` when absent or null."""
+def _read_field(m: dict[str, Any], key: str, default: Any, int32: bool = False) -> Any:
+    """``m[key]`` converted to the type of ``default`` (an int within a Java ``int`` when ``int32``, else a ``long``);
+    ``default`` when absent or null."""
     if isinstance(default, bool):
         return get_bool(m, key, default)
     if isinstance(default, int):
-        return get_int(m, key, default)
+        return get_int(m, key, default, 32 if int32 else 64)
     if isinstance(default, enum.Enum):
         return get_enum(m, key, type(default), default)
     return get_str(m, key, default)
@@ -64,8 +65,11 @@ class JsonShape:
     """Mixin for the flat config classes below: a class is only its field list.
 
     A field without a default is the table key (``topicName``, ``groupName``), which the enclosing map may supply
-    when the object lacks it.
+    when the object lacks it. :attr:`INT32_FIELDS` names the JSON keys Java declares ``int``: fastjson refuses a
+    number past that range, as it refuses one past a ``long`` for the other integer fields.
     """
+
+    INT32_FIELDS: ClassVar[frozenset[str]] = frozenset()
 
     def to_json(self) -> dict[str, Any]:
         out = {}
@@ -83,7 +87,7 @@ class JsonShape:
             if isinstance(f.default, attrs.Factory):  # type: ignore[arg-type]
                 kwargs[f.name] = _read_field(m, key, f.default.factory())
             elif f.default is not attrs.NOTHING:
-                kwargs[f.name] = _read_field(m, key, f.default)
+                kwargs[f.name] = _read_field(m, key, f.default, key in cls.INT32_FIELDS)
             elif not (value := get_str(m, key) or name):
                 raise BodyDecodeError(f"{cls.__name__} without {key}")
             else:
@@ -113,9 +117,6 @@ def _sorted_pairs(value: Mapping[str, str] | Iterable[tuple[str, str]]) -> tuple
     return tuple(sorted(dict(value).items()))
 
 
-_TOPIC_INT32_FIELDS: Final = ("readQueueNums", "writeQueueNums", "perm", "topicSysFlag")
-
-
 @attrs.frozen
 class TopicConfig(JsonShape):
     """One topic's queue counts and permissions; defaults are Java's for a config built without values.
@@ -123,6 +124,8 @@ class TopicConfig(JsonShape):
     ``attributes`` are RocketMQ 5's topic attributes (``message.type``), as sorted pairs; the JSON carries an
     ``attributes`` map only when there are some, so a 4.x topic keeps 4.9.8's shape.
     """
+
+    INT32_FIELDS: ClassVar[frozenset[str]] = frozenset({"readQueueNums", "writeQueueNums", "perm", "topicSysFlag"})
 
     topic_name: str
     read_queue_nums: int = 16
@@ -157,11 +160,7 @@ class TopicConfig(JsonShape):
 
     @classmethod
     def from_json(cls, obj: object, name: str | None = None) -> TopicConfig:
-        """Java's ``TopicConfig`` int fields refuse a number past a Java int (as the compressed topic line does)."""
         m = {} if obj is None else dict(expect_object(obj, cls.__name__))
-        for key in _TOPIC_INT32_FIELDS:
-            if m.get(key) is not None:
-                m[key] = to_int(m[key], key, bits=32)
         attributes = get_str_map(m, "attributes") if m.get("attributes") is not None else {}
         m.pop("attributes", None)
         return attrs.evolve(super().from_json(m, name), attributes=attributes)
@@ -170,6 +169,8 @@ class TopicConfig(JsonShape):
 @attrs.frozen
 class SubscriptionGroupConfig(JsonShape):
     """A consumer group's broker-side settings, defaults as docs/protocol.md#410-subscriptiongroupconfig."""
+
+    INT32_FIELDS: ClassVar[frozenset[str]] = frozenset({"retryQueueNums", "retryMaxTimes"})
 
     group_name: str
     consume_enable: bool = True
