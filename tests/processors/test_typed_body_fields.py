@@ -56,3 +56,30 @@ async def test_a_subscription_group_at_the_java_ranges_edges_is_stored(
     stored = groups.groups["edges"]
     assert (stored.retry_queue_nums, stored.retry_max_times) == (INT_MAX, -(1 << 31))
     assert (stored.broker_id, stored.which_broker_when_consume_slowly) == (INT_MAX + 1, (1 << 63) - 1)
+
+
+async def test_heartbeat_enum_names_are_read_in_any_case(
+    embedded_cluster: EmbeddedCluster, client: RemotingClient
+) -> None:
+    """fastjson 1.2.69's EnumDeserializer matches a name exactly or by its ASCII lower case
+    (parser/deserializer/EnumDeserializer.java), so 4.9.8 registers a consumer whose heartbeat
+    (common/.../protocol/heartbeat/ConsumerData.java) spells its enums ``Broadcasting`` or ``consume_actively``."""
+    consumer = {
+        "groupName": "mixed_case",
+        "consumeType": "consume_actively",
+        "messageModel": "Broadcasting",
+        "consumeFromWhere": "CONSUME_FROM_first_OFFSET",
+        "subscriptionDataSet": [{"topic": "T", "subString": "*"}],
+    }
+    body = {"clientID": "127.0.0.1@mixed", "consumerDataSet": [consumer]}
+    answer = await client.invoke(
+        embedded_cluster.broker_addr, request(RequestCode.HEART_BEAT, body=orjson.dumps(body)), 5
+    )
+    assert answer.code == ResponseCode.SUCCESS, answer
+    info = embedded_cluster.controller.context.clients.consumer_group("mixed_case")
+    assert info is not None
+    assert (info.consume_type.name, info.message_model.name, info.consume_from_where.name) == (
+        "CONSUME_ACTIVELY",
+        "BROADCASTING",
+        "CONSUME_FROM_FIRST_OFFSET",
+    )
