@@ -25,6 +25,7 @@ E = TypeVar("E", bound=enum.Enum)
 
 _DIGITS = frozenset("0123456789-")
 _SPACE = frozenset(" \t\r\n")
+_ASCII_UPPER = str.maketrans("abcdefghijklmnopqrstuvwxyz", "ABCDEFGHIJKLMNOPQRSTUVWXYZ")
 
 
 class BodyDecodeError(CodecError):
@@ -218,14 +219,16 @@ def get_str_map(obj: Mapping[str, Any], key: str) -> dict[str, str]:
 
 
 def get_enum(obj: Mapping[str, Any], key: str, enum_type: type[E], default: E) -> E:
-    """An enum member from its name or its Java ordinal (the C++ client sends ordinals)."""
+    """An enum member from its name or its Java ordinal (the C++ client sends ordinals). A name matches in any ASCII
+    case and an empty one is absent, as fastjson 1.2.69's EnumDeserializer reads them."""
     value = obj.get(key)
-    if value is None:
+    if value is None or value == "":
         return default
     members = list(enum_type)
     if isinstance(value, str):
-        if value in enum_type.__members__:
-            return enum_type[value]
+        name = value.translate(_ASCII_UPPER)
+        if name in enum_type.__members__:
+            return enum_type[name]
         if value.isdigit():
             value = int(value)
     if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < len(members):
