@@ -83,3 +83,31 @@ async def test_heartbeat_enum_names_are_read_in_any_case(
         "BROADCASTING",
         "CONSUME_FROM_FIRST_OFFSET",
     )
+
+
+async def test_a_heartbeat_tag_code_past_the_java_int_range_is_refused(
+    embedded_cluster: EmbeddedCluster, client: RemotingClient
+) -> None:
+    """SubscriptionData.codeSet is a ``Set<Integer>`` (common/.../protocol/heartbeat/SubscriptionData.java): 4.9.8
+    fails the heartbeat, and registers nothing mqadmin consumerConnection could not read back."""
+    sub = {"topic": "T", "subString": "a", "tagsSet": ["a"], "codeSet": [INT_MAX + 1]}
+    consumer = {"groupName": "big_code", "subscriptionDataSet": [sub]}
+    body = {"clientID": "127.0.0.1@big", "consumerDataSet": [consumer]}
+    answer = await client.invoke(
+        embedded_cluster.broker_addr, request(RequestCode.HEART_BEAT, body=orjson.dumps(body)), 5
+    )
+    assert answer.code == ResponseCode.SYSTEM_ERROR, answer
+    assert embedded_cluster.controller.context.clients.consumer_group("big_code") is None
+
+
+@pytest.mark.parametrize("code", [RequestCode.LOCK_BATCH_MQ, RequestCode.UNLOCK_BATCH_MQ])
+async def test_a_lock_body_queue_id_past_the_java_int_range_is_refused(
+    embedded_cluster: EmbeddedCluster, client: RemotingClient, code: int
+) -> None:
+    """MessageQueue.queueId is an ``int`` (common/.../message/MessageQueue.java): LockBatchRequestBody and
+    UnlockBatchRequestBody fail to decode, so 4.9.8 answers SYSTEM_ERROR and locks nothing."""
+    mq = {"topic": "T", "brokerName": "b", "queueId": INT_MAX + 1}
+    body = {"consumerGroup": "g", "clientId": "127.0.0.1@lock", "mqSet": [mq]}
+    answer = await client.invoke(embedded_cluster.broker_addr, request(code, body=orjson.dumps(body)), 5)
+    assert answer.code == ResponseCode.SYSTEM_ERROR, answer
+    assert "queueId" in (answer.remark or "")
