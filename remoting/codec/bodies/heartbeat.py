@@ -87,7 +87,7 @@ class SubscriptionData:
             topic=req_str(o, "topic"),
             sub_string=get_str(o, "subString", SUB_ALL) or SUB_ALL,
             tags_set=tuple(dict.fromkeys(get_str_list(o, "tagsSet"))),
-            code_set=tuple(dict.fromkeys(to_int(c, "codeSet") for c in get_list(o, "codeSet"))),
+            code_set=tuple(dict.fromkeys(to_int(c, "codeSet", bits=32) for c in get_list(o, "codeSet"))),
             sub_version=get_int(o, "subVersion"),
             class_filter_mode=get_bool(o, "classFilterMode"),
             expression_type=get_str(o, "expressionType", EXPRESSION_TAG) or EXPRESSION_TAG,

@@ -73,7 +73,9 @@ class MessageQueue:
     @classmethod
     def from_json(cls, obj: object) -> MessageQueue:
         o = expect_object(obj, "MessageQueue")
-        return cls(topic=req_str(o, "topic"), broker_name=req_str(o, "brokerName"), queue_id=get_int(o, "queueId"))
+        return cls(
+            topic=req_str(o, "topic"), broker_name=req_str(o, "brokerName"), queue_id=get_int(o, "queueId", bits=32)
+        )
 
 
 def _mq_list(obj: JsonObject, key: str) -> frozenset[MessageQueue]:
