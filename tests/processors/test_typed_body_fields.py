@@ -111,3 +111,17 @@ async def test_a_lock_body_queue_id_past_the_java_int_range_is_refused(
     answer = await client.invoke(embedded_cluster.broker_addr, request(code, body=orjson.dumps(body)), 5)
     assert answer.code == ResponseCode.SYSTEM_ERROR, answer
     assert "queueId" in (answer.remark or "")
+
+
+async def test_a_fraction_in_an_int_field_is_cut_to_its_integer_part(
+    embedded_cluster: EmbeddedCluster, client: RemotingClient
+) -> None:
+    """fastjson 1.2.69 reads a fraction for an ``int`` or ``long`` field as ``BigDecimal.intValue()`` /
+    ``longValue()`` (IntegerCodec, LongCodec, TypeUtils.intValue): the integer part, toward zero; 4.9.8 stores it."""
+    groups = embedded_cluster.controller.context.groups
+    body = {"groupName": "fractions", "retryQueueNums": 2.5, "retryMaxTimes": -1.9, "brokerId": 1.99}
+    cmd = request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=orjson.dumps(body))
+    answer = await client.invoke(embedded_cluster.broker_addr, cmd, 5)
+    assert answer.code == ResponseCode.SUCCESS, answer
+    stored = groups.groups["fractions"]
+    assert (stored.retry_queue_nums, stored.retry_max_times, stored.broker_id) == (2, -1, 1)
