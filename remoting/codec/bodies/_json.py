@@ -13,6 +13,7 @@ remark instead of crashing.
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
@@ -124,8 +125,9 @@ def req_str(obj: Mapping[str, Any], key: str) -> str:
 
 
 def to_int(value: object, key: str, bits: int = 64) -> int:
-    """An int from a JSON number or a numeric string (fastjson accepts both; clients send both). It must fit a Java
-    ``long`` (``bits=64``) or ``int`` (``bits=32``), as fastjson refuses a number its field cannot hold."""
+    """An int from a JSON number or a numeric string (fastjson accepts both; clients send both), a fraction cut to its
+    integer part as fastjson cuts it. It must fit a Java ``long`` (``bits=64``) or ``int`` (``bits=32``), as fastjson
+    refuses a number its field cannot hold (ours: a fraction past the range too, where Java keeps its low bits)."""
     number = _as_int(value)
     if number is None:
         raise BodyDecodeError(f"field {key!r} must be an integer, got {str(value)[:100]!r}")
@@ -137,8 +139,8 @@ def to_int(value: object, key: str, bits: int = 64) -> int:
 def _as_int(value: object) -> int | None:
     if isinstance(value, bool | int):
         return int(value)
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
+    if isinstance(value, float) and math.isfinite(value):
+        return int(value)  # toward zero, as fastjson's BigDecimal.intValue() / longValue() of a fraction
     if isinstance(value, str):
         try:
             return int(value.strip())
