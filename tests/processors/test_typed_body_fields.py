@@ -125,3 +125,25 @@ async def test_a_fraction_in_an_int_field_is_cut_to_its_integer_part(
     assert answer.code == ResponseCode.SUCCESS, answer
     stored = groups.groups["fractions"]
     assert (stored.retry_queue_nums, stored.retry_max_times, stored.broker_id) == (2, -1, 1)
+
+
+async def test_subscription_group_booleans_are_cast_as_fastjson_casts_them(
+    embedded_cluster: EmbeddedCluster, client: RemotingClient
+) -> None:
+    """fastjson 1.2.69's BooleanCodec takes a number as ``intValue == 1`` and a text through TypeUtils.castToBoolean:
+    ``true``/``false`` in any case, ``1``/``0``, ``Y``/``F`` in any case, ``T``/``N``; an empty text is null, which
+    leaves a primitive field its default (FieldDeserializer.setValue)."""
+    groups = embedded_cluster.controller.context.groups
+    body = {
+        "groupName": "casts",
+        "consumeEnable": 2,
+        "consumeBroadcastEnable": "y",
+        "notifyConsumerIdsChangedEnable": "N",
+        "consumeFromMinEnable": "",
+    }
+    cmd = request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=orjson.dumps(body))
+    answer = await client.invoke(embedded_cluster.broker_addr, cmd, 5)
+    assert answer.code == ResponseCode.SUCCESS, answer
+    stored = groups.groups["casts"]
+    assert (stored.consume_enable, stored.consume_broadcast_enable) == (False, True)
+    assert (stored.notify_consumer_ids_changed_enable, stored.consume_from_min_enable) == (False, True)
