@@ -22,6 +22,7 @@ import yaml
 
 from broker.acl.permission import parse_perm
 from broker.acl.remote_address import AddressMatcher, AddressPatternError, address_matcher
+from remoting.codec.bodies._json import java_cast_to_boolean
 
 RETRY_PREFIX: Final = "%RETRY%"
 #: RocketMQ accepts keys strictly longer than this (``AclConstants.ACCESS_KEY_MIN_LENGTH``).
@@ -51,8 +52,6 @@ def _text_list(value: object) -> tuple[str, ...]:
     return tuple(t for t in (_text(v) for v in value) if t is not None)
 
 
-_TRUE_TEXTS: Final = frozenset({"1", "T"})
-_FALSE_TEXTS: Final = frozenset({"0", "N"})
 _NULL_TEXTS: Final = frozenset({"", "null", "NULL"})
 
 
@@ -81,12 +80,9 @@ def _admin_flag(value: object) -> bool:
     if isinstance(value, (int, float)):
         return _java_int_value(value) == 1
     if isinstance(value, str):
-        if value in _NULL_TEXTS:
-            return False
-        if value.lower() in ("true", "y") or value in _TRUE_TEXTS:
-            return True
-        if value.lower() in ("false", "f") or value in _FALSE_TEXTS:
-            return False
+        cast = java_cast_to_boolean(value)
+        if cast is not None or value in _NULL_TEXTS:
+            return cast is True
     raise AclConfigError(f"can not cast to boolean, value : {value}")
 
 

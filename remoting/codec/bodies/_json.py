@@ -15,7 +15,7 @@ from __future__ import annotations
 import enum
 import math
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 import orjson
 
@@ -170,16 +170,33 @@ def get_float(obj: Mapping[str, Any], key: str, default: float = 0.0) -> float:
 
 
 def get_bool(obj: Mapping[str, Any], key: str, default: bool = False) -> bool:
+    """A boolean as fastjson 1.2.69's BooleanCodec reads one: a number is ``intValue() == 1``, a text is cast by
+    ``TypeUtils.castToBoolean``; absent, null or an empty text is ``default``."""
     value = obj.get(key)
-    if value is None:
-        return default
     if isinstance(value, bool):
         return value
-    if isinstance(value, int):
-        return value != 0
-    if isinstance(value, str) and value.lower() in ("true", "false", "1", "0"):
-        return value.lower() in ("true", "1")
+    if isinstance(value, int | float):
+        return to_int(value, key, bits=32) == 1
+    if value is None or (isinstance(value, str) and value in _NULL_TEXTS):
+        return default
+    cast = java_cast_to_boolean(value) if isinstance(value, str) else None
+    if cast is not None:
+        return cast
     raise BodyDecodeError(f"field {key!r} must be a boolean, got {value!r}")
+
+
+_NULL_TEXTS: Final = frozenset({"", "null", "NULL"})
+
+
+def java_cast_to_boolean(text: str) -> bool | None:
+    """fastjson's ``TypeUtils.castToBoolean`` of a text: ``true``/``false`` in any case, ``1``/``0``, ``Y``/``F`` in
+    any case, ``T``/``N``; None for any other text (null for an empty one, an error for the rest)."""
+    lower = text.lower()
+    if lower in ("true", "y") or text in ("1", "T"):
+        return True
+    if lower in ("false", "f") or text in ("0", "N"):
+        return False
+    return None
 
 
 def get_list(obj: Mapping[str, Any], key: str) -> list[Any]:
