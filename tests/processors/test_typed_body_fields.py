@@ -147,3 +147,30 @@ async def test_subscription_group_booleans_are_cast_as_fastjson_casts_them(
     stored = groups.groups["casts"]
     assert (stored.consume_enable, stored.consume_broadcast_enable) == (False, True)
     assert (stored.notify_consumer_ids_changed_enable, stored.consume_from_min_enable) == (False, True)
+
+
+async def test_numbers_given_as_texts_are_read_as_fastjson_casts_them(
+    embedded_cluster: EmbeddedCluster, client: RemotingClient
+) -> None:
+    """A text for an ``int`` field goes through TypeUtils.castToInt (commas dropped, a trailing ``.0`` cut, then
+    Integer.parseInt), for a ``long`` through castToLong (commas dropped, Long.parseLong); an empty text is null,
+    which leaves the field its default."""
+    groups = embedded_cluster.controller.context.groups
+    body = {"groupName": "texts", "retryQueueNums": "", "retryMaxTimes": "1,024.00", "brokerId": "+7"}
+    cmd = request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=orjson.dumps(body))
+    answer = await client.invoke(embedded_cluster.broker_addr, cmd, 5)
+    assert answer.code == ResponseCode.SUCCESS, answer
+    stored = groups.groups["texts"]
+    assert (stored.retry_queue_nums, stored.retry_max_times, stored.broker_id) == (1, 1024, 7)
+
+
+@pytest.mark.parametrize("text", [" 3", "3 ", "1_0", "0x10"])
+async def test_a_number_text_java_cannot_parse_is_refused(
+    embedded_cluster: EmbeddedCluster, client: RemotingClient, text: str
+) -> None:
+    """Integer.parseInt and Long.parseLong take neither spaces nor underscores."""
+    body = {"groupName": "bad_text", "whichBrokerWhenConsumeSlowly": text}
+    cmd = request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=orjson.dumps(body))
+    answer = await client.invoke(embedded_cluster.broker_addr, cmd, 5)
+    assert answer.code == ResponseCode.SYSTEM_ERROR, answer
+    assert "bad_text" not in embedded_cluster.controller.context.groups.groups
