@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import enum
 import math
+import re
 from collections.abc import Mapping
 from typing import Any, Final, TypeVar
 
@@ -26,6 +27,10 @@ E = TypeVar("E", bound=enum.Enum)
 
 _DIGITS = frozenset("0123456789-")
 _SPACE = frozenset(" \t\r\n")
+#: Texts fastjson's TypeUtils casts to null: a primitive field keeps its default.
+_NULL_TEXTS: Final = frozenset({"", "null", "NULL"})
+_JAVA_INT_TEXT = re.compile(r"[+-]?[0-9]+")
+_TRAILING_ZEROS = re.compile(r"\.0*$")
 _ASCII_UPPER = str.maketrans("abcdefghijklmnopqrstuvwxyz", "ABCDEFGHIJKLMNOPQRSTUVWXYZ")
 
 
@@ -125,10 +130,10 @@ def req_str(obj: Mapping[str, Any], key: str) -> str:
 
 
 def to_int(value: object, key: str, bits: int = 64) -> int:
-    """An int from a JSON number or a numeric string (fastjson accepts both; clients send both), a fraction cut to its
+    """An int from a JSON number or a numeric text (fastjson accepts both; clients send both), a fraction cut to its
     integer part as fastjson cuts it. It must fit a Java ``long`` (``bits=64``) or ``int`` (``bits=32``), as fastjson
     refuses a number its field cannot hold (ours: a fraction past the range too, where Java keeps its low bits)."""
-    number = _as_int(value)
+    number = _as_int(value, bits)
     if number is None:
         raise BodyDecodeError(f"field {key!r} must be an integer, got {str(value)[:100]!r}")
     if not -(1 << (bits - 1)) <= number < 1 << (bits - 1):
@@ -136,22 +141,32 @@ def to_int(value: object, key: str, bits: int = 64) -> int:
     return number
 
 
-def _as_int(value: object) -> int | None:
+def _as_int(value: object, bits: int) -> int | None:
     if isinstance(value, bool | int):
         return int(value)
     if isinstance(value, float) and math.isfinite(value):
         return int(value)  # toward zero, as fastjson's BigDecimal.intValue() / longValue() of a fraction
     if isinstance(value, str):
-        try:
-            return int(value.strip())
-        except ValueError:
-            pass
+        return _text_int(value, bits)
     return None
 
 
+def _text_int(text: str, bits: int) -> int | None:
+    """fastjson's ``TypeUtils.castToInt`` (commas dropped, a trailing ``.0`` cut, ``Integer.parseInt``) or
+    ``castToLong`` (commas dropped, ``Long.parseLong``) of a text; None where Java throws."""
+    text = text.replace(",", "")
+    if bits <= 32:
+        text = _TRAILING_ZEROS.sub("", text)
+    return int(text) if _JAVA_INT_TEXT.fullmatch(text) else None
+
+
 def get_int(obj: Mapping[str, Any], key: str, default: int = 0, bits: int = 64) -> int:
+    """``obj[key]`` as :func:`to_int` reads it; ``default`` when absent, null or an empty or ``null`` text (fastjson's
+    null, which leaves a primitive field as it is)."""
     value = obj.get(key)
-    return default if value is None else to_int(value, key, bits)
+    if value is None or (isinstance(value, str) and value in _NULL_TEXTS):
+        return default
+    return to_int(value, key, bits)
 
 
 def get_float(obj: Mapping[str, Any], key: str, default: float = 0.0) -> float:
@@ -183,9 +198,6 @@ def get_bool(obj: Mapping[str, Any], key: str, default: bool = False) -> bool:
     if cast is not None:
         return cast
     raise BodyDecodeError(f"field {key!r} must be a boolean, got {value!r}")
-
-
-_NULL_TEXTS: Final = frozenset({"", "null", "NULL"})
 
 
 def java_cast_to_boolean(text: str) -> bool | None:

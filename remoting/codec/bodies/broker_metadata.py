@@ -7,8 +7,9 @@ They live in the codec, the lowest layer, because the register body, the admin b
 store's ``config/*.json`` files all carry them; ``store.metadata_files`` imports them from here.
 
 Each class is a flat attrs class whose fields map to their camelCase Java names. ``to_json`` sorts keys;
-``from_json`` is fastjson-tolerant (numbers as strings, booleans as "true"/"1", enums by name or ordinal, unknown
-fields ignored) and raises :class:`~remoting.codec.bodies._json.BodyDecodeError` on a wrong shape.
+``from_json`` reads what fastjson reads (docs/protocol.md#41-json-conventions: numbers as texts, ints within their Java
+type, enums by name or ordinal, unknown fields ignored) and raises
+:class:`~remoting.codec.bodies._json.BodyDecodeError` on a wrong shape.
 """
 
 from __future__ import annotations
