@@ -249,3 +249,46 @@ def test_leading_non_ascii_zeros_before_a_bound_are_read_as_java_reads_them(zero
     assert matcher("192.168.1.3") and not matcher("192.168.1.7")
     hexadecimal = address_matcher("1:2:3:4:5:6:7:" + zero * 12 + "a-f")
     assert hexadecimal("1:2:3:4:5:6:7:c") and not hexadecimal("1:2:3:4:5:6:7:9")
+
+
+LISTED_WHITE = """\
+accounts:
+  - accessKey: listed-key
+    secretKey: 12345678
+    whiteRemoteAddress: 10.9.9.9,10.9.9.8,
+    admin: true
+"""
+
+
+@pytest.mark.parametrize("pattern", ["10.9.9.9,10.9.9.8,", ",10.9.9.9", "10.9.9.9,,10.9.9.8"])
+def test_an_address_list_with_an_empty_item_loads_as_string_utils_split_drops_it(pattern: str) -> None:
+    """``RemoteAddressStrategyFactory`` splits a list with ``StringUtils.split(remoteAddr, ",")``, which drops empty
+    items: a trailing, leading or doubled comma still loads (ours refused the pattern, failing its file)."""
+    match = address_matcher(pattern)
+    assert match("10.9.9.9") and not match("10.9.9.7")
+
+
+async def test_an_account_whose_address_list_ends_with_a_comma_is_known(tmp_path: Path) -> None:
+    """The file of an account white-listing ``10.9.9.9,10.9.9.8,`` loads, as in RocketMQ: a correctly signed request
+    of the account from elsewhere is checked as usual and admitted (ours refused the file: "No acl config")."""
+    home = tmp_path / "home"
+    (home / "conf").mkdir(parents=True)
+    (home / "conf" / "plain_acl.yml").write_text(LISTED_WHITE)
+    async with EmbeddedCluster(tmp_path / "c", acl_enable=True, rocketmq_home=str(home), **SMALL_STORE) as cluster:
+        account = SessionCredentials("listed-key", "12345678")
+        fields = {
+            "topic": "Listed",
+            "defaultTopic": "TBW102",
+            "readQueueNums": "1",
+            "writeQueueNums": "1",
+            "perm": "6",
+            "topicFilterType": "SINGLE_TAG",
+            "topicSysFlag": "0",
+            "order": "false",
+        }
+        async with RemotingClient() as client:
+            answer = await client.invoke(
+                cluster.broker_addr, sign(request(RequestCode.UPDATE_AND_CREATE_TOPIC, fields), account), 5
+            )
+        assert answer.code == ResponseCode.SUCCESS, answer
+        assert cluster.controller.context.topics.get("Listed") is not None
