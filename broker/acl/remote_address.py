@@ -6,7 +6,7 @@ as RocketMQ's ``acl/src/main/java/org/apache/rocketmq/acl/plain/RemoteAddressStr
 
 - blank: never matches; ``*``, ``*.*.*.*``, ``*:*:*:*:*:*:*:*``: always;
 - ends with ``}``: a prefix and a ``{a,b,c}`` list (``192.168.1.{1,2}``), exact matches;
-- contains ``,``: a list of full addresses;
+- contains ``,``: a list of full addresses (empty items dropped, as ``StringUtils.split``: ``a,b,`` is ``a,b``);
 - contains ``*`` or ``-``: a range, ``*`` or ``a-b`` (``a-b-c`` reads as ``a-b``), the first one after the first
   part whose end is above 0. IPv4: in octet 2, 3 or 4 of exactly four parts (so ``192.168.*`` is refused); the octets
   after it are ignored, as in RocketMQ. IPv6: in the last group, or the one before a final ``*`` (later groups
@@ -351,8 +351,8 @@ def address_matcher(pattern: object) -> AddressMatcher:
         return _always
     if text.endswith("}"):
         return _brace_list(text)
-    if "," in text:
-        return _exact_set(text.split(","))
+    if "," in text:  # StringUtils.split: empty items dropped
+        return _exact_set([item for item in text.split(",") if item])
     if "*" in text or "-" in text:
         return _range(text)
     return _exact_set([text])
