@@ -275,3 +275,47 @@ async def test_mqadmin_acl_values_are_trimmed_as_java_string_trim(acl_cluster: E
     }
     entry = accounts["nbsp-key\u00a0"]
     assert (entry["secretKey"], entry["admin"]) == ("ctl-secret", False)
+
+
+def _java_spread(text: str) -> int:
+    """``HashMap.hash`` of ``text`` (ASCII): ``String.hashCode`` with its high half folded in."""
+    h = 0
+    for char in text:
+        h = (31 * h + ord(char)) & 0xFFFFFFFF
+    return h ^ (h >> 16)
+
+
+def _java_version_rows(paths: list[str]) -> list[str]:
+    """``ClusterAclConfigVersionListSubCommand``'s row order for ``allAclFileVersion`` sent with ``paths`` in this
+    order (at most 12): fastjson's ``HashMap`` (16 buckets) copied into ``new HashMap<>(size, 1)`` (``tableSizeFor
+    (size)`` buckets, never resized), each iterated by bucket, a bucket in the order put."""
+    parsed = sorted(paths, key=lambda p: _java_spread(p) & 15)  # stable: a bucket keeps the JSON order
+    capacity = 1 << (len(paths) - 1).bit_length()
+    return sorted(parsed, key=lambda p: _java_spread(p) & (capacity - 1))
+
+
+async def test_mqadmin_cluster_acl_config_version_lists_the_files_in_java_s_hash_map_order(
+    tmp_path: Path, acl_home: Path
+) -> None:
+    """4.9.8's ``MQClientAPIImpl.getBrokerClusterAclInfo`` reads ``allAclFileVersion`` into a ``HashMap`` and
+    ``ClusterAclConfigVersionListSubCommand`` prints its entries as they iterate, not sorted by path (ours sorted)."""
+    acl_dir = acl_home / "conf" / "acl"
+    acl_dir.mkdir()
+    default = str(acl_home / "conf" / "plain_acl.yml")
+    names: list[str] = []
+    paths: list[str] = []
+    for i in range(11):  # names whose Java order is not the sorted one (it depends on the temporary path)
+        names.append(f"acl{i:02d}.yml")
+        paths = [*sorted(str(acl_dir / name) for name in names), default]
+        if len(names) >= 3 and _java_version_rows(paths) != sorted(paths):
+            break
+    assert _java_version_rows(paths) != sorted(paths)
+    for name in names:
+        (acl_dir / name).write_text("globalWhiteRemoteAddresses:\n  - 10.20.30.40\n")
+    async with EmbeddedCluster(tmp_path / "c", acl_enable=True, rocketmq_home=str(acl_home), **SMALL_STORE) as c:
+        args = ["--accessKey", "rocketmq2", "--secretKey", "12345678", "clusterAclConfigVersion"]
+        args += ["-n", c.namesrv_addr, "-b", c.broker_addr]
+        result = await trio.to_thread.run_sync(lambda: CliRunner().invoke(mqadmin, args, catch_exceptions=False))
+    assert result.exit_code == 0, result.output
+    rows = [line.split()[3] for line in result.output.splitlines()[:-1]]
+    assert rows == _java_version_rows(paths)
