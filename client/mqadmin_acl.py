@@ -16,7 +16,17 @@ import click
 
 from client.acl_admin import acl_versions, delete_acl_config, update_acl_config, update_global_white
 from client.admin import Admin
-from client.mqadmin_support import Output, cluster_addrs, cluster_masters, common, format_date, java_bool, run_job
+from client.mqadmin_support import (
+    Output,
+    cluster_addrs,
+    cluster_masters,
+    common,
+    format_date,
+    java_bool,
+    java_hash_set,
+    run_job,
+)
+from remoting.codec.message_properties import java_hash
 
 __all__ = ["COMMANDS"]
 
@@ -35,6 +45,21 @@ _VERSION_COLUMNS = (
     "#AclConfigVersionNum",
     "#AclLastUpdateTime",
 )
+
+
+def _version_order(paths: list[str]) -> list[str]:
+    """The ACL files of code 52's ``allAclFileVersion`` (``paths`` in the JSON's order) as 4.9.8 lists them:
+    ``MQClientAPIImpl.getBrokerClusterAclInfo`` parses them into a ``HashMap`` and copies that into ``new
+    HashMap<>(size, 1)`` (``tableSizeFor(size)`` buckets, never resized below nine keys a bucket), whose iteration
+    ``ClusterAclConfigVersionListSubCommand`` prints: by bucket, a bucket in the order put."""
+    parsed = java_hash_set(paths)
+    buckets = (1 << (len(parsed) - 1).bit_length()) - 1 if parsed else 0
+
+    def bucket(path: str) -> int:
+        h = java_hash(path) & 0xFFFFFFFF
+        return (h ^ (h >> 16)) & buckets
+
+    return sorted(parsed, key=bucket)  # stable: a bucket keeps the parsed map's order
 
 
 def _finish(out: Output, addrs: list[str]) -> None:
@@ -149,7 +174,9 @@ def acl_version(ctx: click.Context, **o: Any) -> None:
         out.header(_VERSION_ROW if o["cluster"] else "", *_VERSION_COLUMNS)
         for addr in addrs:
             info = await acl_versions(admin, addr)
-            for path, version in sorted(info["allAclFileVersion"].items()):
+            versions = info["allAclFileVersion"]
+            for path in _version_order(list(versions)):
+                version = versions[path]
                 counter, stamp = version.get("counter", 0), version.get("timestamp", 0)
                 out.row(
                     _VERSION_ROW, info["clusterName"], info["brokerName"], info["brokerAddr"], path, counter,
