@@ -292,3 +292,56 @@ async def test_an_account_whose_address_list_ends_with_a_comma_is_known(tmp_path
             )
         assert answer.code == ResponseCode.SUCCESS, answer
         assert cluster.controller.context.topics.get("Listed") is not None
+
+
+@pytest.mark.parametrize("pattern", [" *", "* ", " 127.0.0.1", "127.0.0.1 ", "127.0.0.1, 10.0.0.1", "192.168.1.{1, 2}"])
+def test_blanks_around_an_address_are_refused_as_rocketmq_refuses_them(pattern: str) -> None:
+    """RocketMQ compares ``*`` exactly and validates each address of a list or a single address untrimmed
+    (``RemoteAddressStrategyFactory``; ``InetAddressValidator`` refuses a blank), so these fail their file's load
+    (``" *"`` reaches ``RangeRemoteAddressStrategy``, whose ``analysis(strArray, 1)`` runs past its one part)."""
+    with pytest.raises(AddressPatternError):
+        address_matcher(pattern)
+
+
+@pytest.mark.parametrize("pattern", [" 10.0.0.*", "10.0.0.* ", "10.0.0.1-5 "])
+def test_blanks_around_a_range_are_read_as_rocketmq_trims_its_parts(pattern: str) -> None:
+    """``RangeRemoteAddressStrategy`` trims each part it reads (``analysis``, ``AclUtils.isScope``), so a blank around
+    a range loads."""
+    match = address_matcher(pattern)
+    assert match("10.0.0.1") and not match("10.0.1.1")
+
+
+QUOTED_STAR = """\
+accounts:
+  - accessKey: spaced-star
+    secretKey: 12345678
+    whiteRemoteAddress: ' *'
+    admin: true
+"""
+
+
+async def test_a_quoted_star_with_a_blank_does_not_white_list_every_address(tmp_path: Path) -> None:
+    """``' *'`` is no match-all pattern in RocketMQ (the comparison is exact): its file fails to load, so a wrongly
+    signed admin request with the account's key is refused (ours trimmed it to ``*``: every address white-listed,
+    nothing signed needed)."""
+    home = tmp_path / "home"
+    (home / "conf").mkdir(parents=True)
+    (home / "conf" / "plain_acl.yml").write_text(QUOTED_STAR)
+    async with EmbeddedCluster(tmp_path / "c", acl_enable=True, rocketmq_home=str(home), **SMALL_STORE) as cluster:
+        wrong = SessionCredentials("spaced-star", "not-the-secret")
+        fields = {
+            "topic": "Starred",
+            "defaultTopic": "TBW102",
+            "readQueueNums": "1",
+            "writeQueueNums": "1",
+            "perm": "6",
+            "topicFilterType": "SINGLE_TAG",
+            "topicSysFlag": "0",
+            "order": "false",
+        }
+        async with RemotingClient() as client:
+            answer = await client.invoke(
+                cluster.broker_addr, sign(request(RequestCode.UPDATE_AND_CREATE_TOPIC, fields), wrong), 5
+            )
+        assert cluster.controller.context.topics.get("Starred") is None, "topic created by a wrongly signed request"
+        assert answer.code == ResponseCode.SYSTEM_ERROR and "No acl config for spaced-star" in (answer.remark or "")
