@@ -4,7 +4,8 @@ as RocketMQ's ``acl/src/main/java/org/apache/rocketmq/acl/plain/RemoteAddressStr
 :func:`address_matcher` turns one pattern into a predicate over a client's IP (the text before the last ``:`` of its
 ``ip:port``), picking the first rule that fits:
 
-- blank: never matches; ``*``, ``*.*.*.*``, ``*:*:*:*:*:*:*:*``: always;
+- blank: never matches; ``*``, ``*.*.*.*``, ``*:*:*:*:*:*:*:*`` (exactly: `` *`` is no such pattern and fails to
+  load): always;
 - ends with ``}``: a prefix and a ``{a,b,c}`` list (``192.168.1.{1,2}``), exact matches;
 - contains ``,``: a list of full addresses (empty items dropped, as ``StringUtils.split``: ``a,b,`` is ``a,b``);
 - contains ``*`` or ``-``: a range, ``*`` or ``a-b`` (``a-b-c`` reads as ``a-b``), the first one after the first
@@ -14,7 +15,9 @@ as RocketMQ's ``acl/src/main/java/org/apache/rocketmq/acl/plain/RemoteAddressStr
   (``1050::5:600:300c:*``, ``2::ac5:78:1-200:*``), as ``AclUtils.v6ipProcess`` expands it;
 - otherwise one exact address.
 
-IPv6 addresses compare in their expanded, upper-case form. A pattern RocketMQ's strategy constructor refuses raises
+A pattern is read untrimmed, as RocketMQ reads it: a blank around an address, or around an item of a list, makes it
+invalid (``InetAddressValidator``); only a range's parts are trimmed. IPv6 addresses compare in their expanded,
+upper-case form. A pattern RocketMQ's strategy constructor refuses raises
 :class:`AddressPatternError` with RocketMQ's wording, which fails the load of its file (the old rules stay). Numbers
 are read as Java's ``Integer.parseInt`` reads them: any Unicode decimal digit, and for IPv6 also the fullwidth
 ``a``-``f``.
@@ -125,8 +128,7 @@ def _valid_ip(text: str) -> bool:
 
 def _exact_set(addresses: list[str]) -> AddressMatcher:
     members = set()
-    for address in addresses:
-        address = address.strip()
+    for address in addresses:  # untrimmed: InetAddressValidator refuses a blank around an address
         if not _valid_ip(address):
             raise AddressPatternError(f"Netaddress examine Exception netaddress is {address}")
         members.add(normalise(address))
@@ -140,7 +142,7 @@ def _brace_list(pattern: str) -> AddressMatcher:
         raise AddressPatternError(f"MultipleRemoteAddressStrategy has got a/some wrong format IP(s) {pattern}")
     if not last.startswith("{"):
         raise AddressPatternError(f"MultipleRemoteAddressStrategy netaddress examine scope Exception {pattern}")
-    items = [item.strip() for item in last[1:-1].split(",") if item.strip()]
+    items = [item for item in last[1:-1].split(",") if item]  # AclUtils.getAddresses: StringUtils.split, no trim
     return _exact_set([f"{head}{sep}{item}" for item in items])
 
 
@@ -344,8 +346,8 @@ def _range(pattern: str) -> AddressMatcher:
 
 def address_matcher(pattern: object) -> AddressMatcher:
     """The predicate for one pattern (see the module docstring). Raises :class:`AddressPatternError`."""
-    text = "" if pattern is None else str(pattern).strip()
-    if not text:
+    text = "" if pattern is None else str(pattern)
+    if not text.strip():  # StringUtils.isBlank; anything else is read untrimmed
         return _never
     if text in _MATCH_ALL:
         return _always
