@@ -20,7 +20,7 @@ from broker.embedded import EmbeddedCluster
 from remoting.client import RemotingClient
 from remoting.codec.acl_signing import SessionCredentials, sign
 from remoting.codec.codes import RequestCode, ResponseCode
-from remoting.codec.command import request
+from remoting.codec.command import RemotingCommand, request
 from tests.conftest import SMALL_STORE
 
 
@@ -160,6 +160,31 @@ def test_range_numbers_are_read_as_java_parse_int_reads_them() -> None:
     assert hexadecimal("1:2:3:4:5:6:7:c") and not hexadecimal("1:2:3:4:5:6:7:9")
 
 
+async def _create_topic_under(
+    tmp_path: Path, acl: str, topic: str, credentials: SessionCredentials
+) -> tuple[RemotingCommand, bool]:
+    """The answer to a signed UPDATE_AND_CREATE_TOPIC of ``topic`` by a broker whose ``plain_acl.yml`` is ``acl``,
+    and whether the topic was created."""
+    home = tmp_path / "home"
+    (home / "conf").mkdir(parents=True)
+    (home / "conf" / "plain_acl.yml").write_text(acl)
+    async with EmbeddedCluster(tmp_path / "c", acl_enable=True, rocketmq_home=str(home), **SMALL_STORE) as cluster:
+        fields = {
+            "topic": topic,
+            "defaultTopic": "TBW102",
+            "readQueueNums": "1",
+            "writeQueueNums": "1",
+            "perm": "6",
+            "topicFilterType": "SINGLE_TAG",
+            "topicSysFlag": "0",
+            "order": "false",
+        }
+        signed = sign(request(RequestCode.UPDATE_AND_CREATE_TOPIC, fields), credentials)
+        async with RemotingClient() as client:
+            answer = await client.invoke(cluster.broker_addr, signed, 5)
+        return answer, cluster.controller.context.topics.get(topic) is not None
+
+
 ACL = """\
 accounts:
   - accessKey: admin-key
@@ -173,27 +198,10 @@ accounts:
 
 
 async def test_a_short_range_pattern_does_not_white_list_the_loopback_network(tmp_path: Path) -> None:
-    home = tmp_path / "home"
-    (home / "conf").mkdir(parents=True)
-    (home / "conf" / "plain_acl.yml").write_text(ACL)
-    async with EmbeddedCluster(tmp_path / "c", acl_enable=True, rocketmq_home=str(home), **SMALL_STORE) as cluster:
-        wrong = SessionCredentials("loose-white", "not-the-secret")
-        fields = {
-            "topic": "Evil",
-            "defaultTopic": "TBW102",
-            "readQueueNums": "1",
-            "writeQueueNums": "1",
-            "perm": "6",
-            "topicFilterType": "SINGLE_TAG",
-            "topicSysFlag": "0",
-            "order": "false",
-        }
-        async with RemotingClient() as client:
-            answer = await client.invoke(
-                cluster.broker_addr, sign(request(RequestCode.UPDATE_AND_CREATE_TOPIC, fields), wrong), 5
-            )
-        assert cluster.controller.context.topics.get("Evil") is None, "topic created by a wrongly signed request"
-        assert answer.code == ResponseCode.SYSTEM_ERROR and "AclException" in (answer.remark or ""), answer
+    credentials = SessionCredentials("loose-white", "not-the-secret")
+    answer, created = await _create_topic_under(tmp_path, ACL, "Evil", credentials)
+    assert not created, "topic created by a wrongly signed request"
+    assert answer.code == ResponseCode.SYSTEM_ERROR and "AclException" in (answer.remark or ""), answer
 
 
 HEADLESS_GLOBAL_WHITE = """\
@@ -271,27 +279,10 @@ def test_an_address_list_with_an_empty_item_loads_as_string_utils_split_drops_it
 async def test_an_account_whose_address_list_ends_with_a_comma_is_known(tmp_path: Path) -> None:
     """The file of an account white-listing ``10.9.9.9,10.9.9.8,`` loads, as in RocketMQ: a correctly signed request
     of the account from elsewhere is checked as usual and admitted (ours refused the file: "No acl config")."""
-    home = tmp_path / "home"
-    (home / "conf").mkdir(parents=True)
-    (home / "conf" / "plain_acl.yml").write_text(LISTED_WHITE)
-    async with EmbeddedCluster(tmp_path / "c", acl_enable=True, rocketmq_home=str(home), **SMALL_STORE) as cluster:
-        account = SessionCredentials("listed-key", "12345678")
-        fields = {
-            "topic": "Listed",
-            "defaultTopic": "TBW102",
-            "readQueueNums": "1",
-            "writeQueueNums": "1",
-            "perm": "6",
-            "topicFilterType": "SINGLE_TAG",
-            "topicSysFlag": "0",
-            "order": "false",
-        }
-        async with RemotingClient() as client:
-            answer = await client.invoke(
-                cluster.broker_addr, sign(request(RequestCode.UPDATE_AND_CREATE_TOPIC, fields), account), 5
-            )
-        assert answer.code == ResponseCode.SUCCESS, answer
-        assert cluster.controller.context.topics.get("Listed") is not None
+    credentials = SessionCredentials("listed-key", "12345678")
+    answer, created = await _create_topic_under(tmp_path, LISTED_WHITE, "Listed", credentials)
+    assert answer.code == ResponseCode.SUCCESS, answer
+    assert created
 
 
 @pytest.mark.parametrize("pattern", [" *", "* ", " 127.0.0.1", "127.0.0.1 ", "127.0.0.1, 10.0.0.1", "192.168.1.{1, 2}"])
@@ -324,24 +315,7 @@ async def test_a_quoted_star_with_a_blank_does_not_white_list_every_address(tmp_
     """``' *'`` is no match-all pattern in RocketMQ (the comparison is exact): its file fails to load, so a wrongly
     signed admin request with the account's key is refused (ours trimmed it to ``*``: every address white-listed,
     nothing signed needed)."""
-    home = tmp_path / "home"
-    (home / "conf").mkdir(parents=True)
-    (home / "conf" / "plain_acl.yml").write_text(QUOTED_STAR)
-    async with EmbeddedCluster(tmp_path / "c", acl_enable=True, rocketmq_home=str(home), **SMALL_STORE) as cluster:
-        wrong = SessionCredentials("spaced-star", "not-the-secret")
-        fields = {
-            "topic": "Starred",
-            "defaultTopic": "TBW102",
-            "readQueueNums": "1",
-            "writeQueueNums": "1",
-            "perm": "6",
-            "topicFilterType": "SINGLE_TAG",
-            "topicSysFlag": "0",
-            "order": "false",
-        }
-        async with RemotingClient() as client:
-            answer = await client.invoke(
-                cluster.broker_addr, sign(request(RequestCode.UPDATE_AND_CREATE_TOPIC, fields), wrong), 5
-            )
-        assert cluster.controller.context.topics.get("Starred") is None, "topic created by a wrongly signed request"
-        assert answer.code == ResponseCode.SYSTEM_ERROR and "No acl config for spaced-star" in (answer.remark or "")
+    credentials = SessionCredentials("spaced-star", "not-the-secret")
+    answer, created = await _create_topic_under(tmp_path, QUOTED_STAR, "Starred", credentials)
+    assert not created, "topic created by a wrongly signed request"
+    assert answer.code == ResponseCode.SYSTEM_ERROR and "No acl config for spaced-star" in (answer.remark or "")
