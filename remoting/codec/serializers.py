@@ -243,16 +243,30 @@ _I16 = struct.Struct(">h")
 
 
 def encode_rocketmq(cmd: RemotingCommand) -> bytes:
+    """RocketMQSerializable's layout; an unpaired surrogate in the remark or extFields is written as ``?``, as Netty's
+    UTF-8 writer does (retried only after the plain encoding refused it: the usual header pays nothing)."""
+    try:
+        return _encode_rocketmq(cmd, "strict")
+    except UnicodeEncodeError:
+        return _encode_rocketmq(cmd, "replace")
+
+
+def _encode_rocketmq(cmd: RemotingCommand, errors: str) -> bytes:
     parts = [_FIXED.pack(cmd.code, cmd.language.value, cmd.version, cmd.opaque, cmd.flag)]
     if cmd.remark:
-        remark = cmd.remark.encode("utf-8", "replace")  # an unpaired surrogate as ``?``, as Netty writes it
+        remark = cmd.remark.encode("utf-8", errors)
         parts += [_I32.pack(len(remark)), remark]
     else:
         parts.append(_I32.pack(0))
     entries = []
-    for key, value in cmd.ext_fields.items():
-        k, v = key.encode("utf-8", "replace"), value.encode("utf-8", "replace")
-        entries += [_I16.pack(len(k)), k, _I32.pack(len(v)), v]
+    if errors == "strict":
+        for key, value in cmd.ext_fields.items():
+            k, v = key.encode(), value.encode()
+            entries += [_I16.pack(len(k)), k, _I32.pack(len(v)), v]
+    else:
+        for key, value in cmd.ext_fields.items():
+            k, v = key.encode("utf-8", errors), value.encode("utf-8", errors)
+            entries += [_I16.pack(len(k)), k, _I32.pack(len(v)), v]
     block = b"".join(entries)
     parts += [_I32.pack(len(block)), block]
     return b"".join(parts)
@@ -344,7 +358,10 @@ def encode_cbor(cmd: RemotingCommand) -> bytes:
         fields["remark"] = cmd.remark
     if cmd.ext_fields:
         fields["extFields"] = cmd.ext_fields
-    return cbor2.dumps(fields)
+    try:
+        return cbor2.dumps(fields)
+    except UnicodeEncodeError:  # an unpaired surrogate: ``?``, as the other serializers write it
+        return cbor2.dumps(_java_utf8(fields))
 
 
 def decode_cbor(data: bytes | memoryview, body: Body) -> RemotingCommand:
