@@ -483,6 +483,10 @@ async def test_dledger_get_on_a_brokers_dledger_port_answers_the_record_of_a_sen
         assert (await send(client, group.addr(leader), b"read me back"))[0] == ResponseCode.SUCCESS
         ports = dict(peer.split("-", 1) for peer in group.peers.split(";"))
         index = group.store(leader).ledger.end_index
+        # A follower names its leader once a heartbeat came (DLedger's handleHeartBeat); the quorum of the send
+        # needed only one of them, so the other may not have heard from the leader yet.
+        while any(group.store(m).server.node.member.leader_id != leader for m in group.ids if m != leader):
+            await trio.sleep(0.1)
         for member in group.ids:
             body = orjson.dumps({"group": group.config(member).dleger_group, "remoteId": member, "beginIndex": index})
             answer = orjson.loads((await client.invoke(ports[member], request(DLedgerCode.GET, body=body), 5)).body)
