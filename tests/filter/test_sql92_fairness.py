@@ -188,13 +188,14 @@ async def receive_behind_a_refused_backlog(cluster: EmbeddedCluster, group: str)
 async def test_one_pop_evaluates_a_heavy_sql92_filter_on_a_bounded_number_of_entries(
     grpc_cluster: EmbeddedCluster,
 ) -> None:
-    """The pop path bounds its evaluation as the pull path does: a receive whose 2,000-term filter refuses 800
+    """The pop path bounds its evaluation as the pull path does: a receive whose 2,000-term filter refuses 240
     messages reads them a few at a time (its group's offset seen moving on in many steps, the loop free between
-    them) and still reaches the match behind them in one receive."""
+    them) and still reaches the match behind them in one receive. (240, not more: the whole backlog is evaluated
+    inside the official client's 23 s receive deadline, on a loaded two-core machine too.)"""
     from tests.proxy.official import start_consumer
 
     cluster = grpc_cluster
-    append_backlog(cluster, 800, "v", "x1999")
+    append_backlog(cluster, 240, "v", "x1999")
     broker = cluster.controller.context
     expression = " OR ".join(f"a = 'x{i}'" for i in range(2000))
     done = False
@@ -217,7 +218,7 @@ async def test_one_pop_evaluates_a_heavy_sql92_filter_on_a_bounded_number_of_ent
     async with trio.open_nursery() as nursery:
         nursery.start_soon(watch)
         assert await trio.to_thread.run_sync(receive_once) == [b"wanted"]
-    assert len({offset for offset in seen if 0 < offset < 800}) > 3
+    assert len({offset for offset in seen if 0 < offset < 240}) > 3
 
 
 async def test_a_woken_pull_reuses_its_filter_when_the_cache_let_it_go(
