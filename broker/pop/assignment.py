@@ -26,13 +26,13 @@ from broker.context import BrokerState, config_dir_of
 from broker.persistence import ConfigPersister
 from processors.common import RequestRejected
 from remoting.client import RemotingClient
+from remoting.codec.bodies._json import load_object
 from remoting.codec.bodies.assignment import (
     MessageQueueAssignment,
     MessageRequestMode,
     QueryAssignmentRequestBody,
     QueryAssignmentResponseBody,
     SetMessageRequestModeRequestBody,
-    names_topic,
 )
 from remoting.codec.bodies.heartbeat import MessageModel
 from remoting.codec.bodies.route import TopicRouteData
@@ -162,15 +162,17 @@ class QueryAssignmentProcessor:
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         try:
             if request.code == RequestCode.SET_MESSAGE_REQUEST_MODE:
-                mode = SetMessageRequestModeRequestBody.decode(request.body or b"")
-                if not names_topic(request.body or b""):  # topic.startsWith throws
+                fields = load_object(request.body or b"", "SetMessageRequestModeRequestBody")
+                mode = SetMessageRequestModeRequestBody.from_json(fields)
+                if fields.get("topic") is None:  # Java's field stays null, where ours reads "": topic.startsWith throws
                     return request.response(ResponseCode.SYSTEM_ERROR, _NPE)
                 self._set_mode(mode)
                 return request.response(ResponseCode.SUCCESS)
-            body = QueryAssignmentRequestBody.decode(request.body or b"")
+            fields = load_object(request.body or b"", "QueryAssignmentRequestBody")
+            body = QueryAssignmentRequestBody.from_json(fields)
             # MessageRequestModeManager.getMessageRequestMode's map lookup of a null topic, or doLoadBalance's switch
             # on a null model, throws
-            if not names_topic(request.body or b"") or body.message_model is None:
+            if fields.get("topic") is None or body.message_model is None:
                 return request.response(ResponseCode.SYSTEM_ERROR, _NPE)
         except RequestRejected as rejected:
             return request.response(rejected.code, rejected.remark)

@@ -29,7 +29,6 @@ __all__ = [
     "QueryAssignmentRequestBody",
     "QueryAssignmentResponseBody",
     "SetMessageRequestModeRequestBody",
-    "names_topic",
 ]
 
 
@@ -38,12 +37,6 @@ class MessageRequestMode(enum.Enum):
 
     PULL = "PULL"
     POP = "POP"
-
-
-def names_topic(data: bytes | memoryview) -> bool:
-    """Whether a QUERY_ASSIGNMENT or SET_MESSAGE_REQUEST_MODE body that decodes has a ``topic`` (Java's field stays
-    null without one, where the bodies read it as "")."""
-    return load_object(data, "request body").get("topic") is not None
 
 
 @attrs.frozen
@@ -64,7 +57,11 @@ class QueryAssignmentRequestBody:
 
     @classmethod
     def decode(cls, data: bytes | memoryview) -> QueryAssignmentRequestBody:
-        o = load_object(data, "QueryAssignmentRequestBody")
+        return cls.from_json(load_object(data, "QueryAssignmentRequestBody"))
+
+    @classmethod
+    def from_json(cls, obj: object) -> QueryAssignmentRequestBody:
+        o = expect_object(obj, "QueryAssignmentRequestBody")
         model = (
             None
             if o.get("messageModel") is None
