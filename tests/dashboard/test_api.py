@@ -257,6 +257,22 @@ async def test_test_message_from_the_topic_page_is_stored(dash: Dash) -> None:
     assert found["msgId"] == sent["msgId"]
 
 
+async def test_a_transaction_topics_test_message_is_sent_in_a_committed_transaction(dash: Dash) -> None:
+    """rocketmq-dashboard's ``TopicServiceImpl.sendTopicMessageRequest`` sends a TRANSACTION topic's test message
+    with a ``TransactionMQProducer`` of group ``SELF_TEST_P_GROUP`` whose listener commits: the message is stored
+    as a committed transactional one, and the answer names the committed state."""
+    picked = {"clusterNameList": ["DefaultCluster"]}
+    await dash.post("/api/topics", {"topic": "TxPageTopic", "messageType": "TRANSACTION", **picked})
+    await wait_until_routed(dash, "TxPageTopic")
+    sent = await dash.post("/api/topic/message", {"topic": "TxPageTopic", "body": "tx", "keys": "tx-1"})
+    assert (sent["sendStatus"], sent["localTransactionState"]) == ("SEND_OK", "COMMIT_MESSAGE")
+    with anyio.fail_after(60):  # the commit is a oneway END_TRANSACTION: stored a moment after the answer
+        while not (found := (await dash.get("/api/messages/key?topic=TxPageTopic&key=tx-1"))["messages"]):
+            await anyio.sleep(0.05)
+    shown = await dash.get(f"/api/message?id={found[0]['msgId']}&topic=TxPageTopic")
+    assert (shown["properties"]["TRAN_MSG"], shown["properties"]["PGROUP"]) == ("true", "SELF_TEST_P_GROUP")
+
+
 async def test_test_messages_sent_at_once_each_get_a_producer_of_their_own(dash: Dash) -> None:
     """Each test message's producer has an instance name of its own (rocketmq-dashboard's
     ``TopicServiceImpl.sendTopicMessageRequest`` names it by the time), so two users sending at once do not

@@ -76,11 +76,12 @@ async def test_a_trace_in_the_configured_trace_topic(embedded_cluster: EmbeddedC
 async def test_a_test_message_sent_with_trace_on_has_its_send_traced(dash: Dash) -> None:
     """The Topics page's test message with "enable message trace" (rocketmq-dashboard's ``traceEnabled``, its
     ``TopicServiceImpl.sendTopicMessageRequest`` building the producer with trace on) writes a Pub record to the trace
-    topic; without it there is none."""
+    topic, the producer's group ``SELF_TEST_P_GROUP``; without it there is none."""
     await create_topic(dash.cluster.namesrv_addr, "TracedTestTopic", queues=1)
     body = {"topic": "TracedTestTopic", "body": "traced", "keys": "order-9"}
     sent = await dash.post("/api/topic/message", {**body, "traceEnabled": True})
     [pub] = await _trace_with(dash, sent["msgId"], {"Pub"})
     assert (pub["topic"], pub["keys"], pub["status"]) == ("TracedTestTopic", "order-9", "success")
+    assert pub["group"] == "SELF_TEST_P_GROUP"  # MixAll.SELF_TEST_PRODUCER_GROUP, as the dashboard's producer
     untraced = await dash.post("/api/topic/message", {**body, "traceEnabled": False})
     assert (await dash.get(f"/api/message/trace?id={untraced['msgId']}"))["records"] == []
