@@ -18,6 +18,7 @@ from client.admin import BROKER_FAILURES, Admin
 from client.errors import MQBrokerError, TopicRouteNotFoundError
 from client.message import Message
 from client.producer import Producer
+from client.transaction import LocalTransactionState, TransactionProducer
 from dashboard.groups import NoBrokerPicked, topic_consumers
 from dashboard.targets import NoMasterOnline, cluster_of, master_addrs, picked_brokers
 from remoting.codec.bodies import PERM_READ, PERM_WRITE
@@ -49,8 +50,8 @@ MESSAGE_TYPE = "message.type"
 #: The message type (RocketMQ 5's ``TopicMessageType``) a create falls back to, and the one shown for a topic without
 #: the attribute.
 DEFAULT_MESSAGE_TYPE, NO_MESSAGE_TYPE = "NORMAL", "UNSPECIFIED"
-#: The producer group test messages are sent with (``mqadmin sendMessage``'s).
-TOOLS_PRODUCER_GROUP = "TOOLS_PRODUCER"
+#: The test message's producer group (MixAll.SELF_TEST_PRODUCER_GROUP).
+SELF_TEST_PRODUCER_GROUP = "SELF_TEST_P_GROUP"
 #: Numbers the test messages' producers (:func:`send_test_message`).
 _test_producers = itertools.count(1)
 
@@ -246,19 +247,29 @@ async def topic_configs(admin: Admin, topic: str) -> list[dict[str, Any]]:
 async def send_test_message(
     admin: Admin, topic: str, body: str, tags: str | None, keys: str | None, *, trace: bool = False
 ) -> dict[str, Any]:
-    """One message sent by a short-lived producer of the tools group (as ``mqadmin sendMessage``), with the admin
-    client's settings (name servers, timeout, credentials). The topic must have a route (TopicRouteNotFoundError
-    otherwise): rocketmq-dashboard's ``TopicServiceImpl.sendTopicMessageRequest`` reads the topic's config from its
-    route first, so a test message never auto-creates a topic through TBW102. With ``trace`` (its ``traceEnabled``)
-    the producer traces the send into the default trace topic, as that method's, the record sent before it closes."""
-    await admin.topic_route(topic)
-    # An instance name of its own per message, as rocketmq-dashboard names each one by the time (its
-    # ``TopicServiceImpl.sendTopicMessageRequest``): one shared name made test messages sent at once collide on one
-    # client id, all but the first refused.
+    """One message sent by a short-lived producer of group ``SELF_TEST_P_GROUP``, with the admin client's settings
+    (name servers, timeout, credentials), as rocketmq-dashboard's ``TopicServiceImpl.sendTopicMessageRequest``: the
+    topic's config is read first (TopicRouteNotFoundError without a route, so a test message never auto-creates a
+    topic through TBW102), and a TRANSACTION topic's message is sent in a transaction its listener commits. With
+    ``trace`` (its ``traceEnabled``) the producer traces the send into the default trace topic, the record sent
+    before it closes."""
+    configs = await topic_configs(admin, topic)
+    # An instance name of its own per message, as rocketmq-dashboard names each one by the time: one shared name
+    # made test messages sent at once collide on one client id, all but the first refused.
     name = f"mqdashboard-producer-{os.getpid()}-{next(_test_producers)}"
     config = attrs.evolve(admin.instance.config, instance_name=name)
-    async with Producer(TOOLS_PRODUCER_GROUP, config.namesrv_addr, config=config, enable_msg_trace=trace) as producer:
-        result = await producer.send(Message(topic, body.encode(), tags=tags or None, keys=keys or None))
+    msg = Message(topic, body.encode(), tags=tags or None, keys=keys or None)
+    answer: dict[str, Any] = {}
+    if configs and configs[0].get("messageType") == "TRANSACTION":
+        async with TransactionProducer(
+            SELF_TEST_PRODUCER_GROUP, config.namesrv_addr, config=config, enable_msg_trace=trace,
+            execute_local_transaction=_commit, check_local_transaction=_commit,
+        ) as producer:  # fmt: skip
+            sent = await producer.send_message_in_transaction(msg)
+        result, answer["localTransactionState"] = sent.send_result, sent.local_transaction_state.name
+    else:
+        async with Producer(SELF_TEST_PRODUCER_GROUP, config.namesrv_addr, config=config, enable_msg_trace=trace) as p:
+            result = await p.send(msg)
     return {
         "sendStatus": result.send_status.name,
         "msgId": result.msg_id,
@@ -266,4 +277,11 @@ async def send_test_message(
         "brokerName": result.broker_name,
         "queueId": result.queue_id,
         "queueOffset": result.queue_offset,
+        **answer,
     }
+
+
+def _commit(*_: object) -> LocalTransactionState:
+    """The test message's local transaction and its check-back: always committed (the dashboard's
+    ``TransactionListenerImpl``)."""
+    return LocalTransactionState.COMMIT_MESSAGE
