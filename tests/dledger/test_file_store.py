@@ -22,6 +22,7 @@ from remoting.codec import record_batch
 from remoting.codec.errors import MessageEncodeError
 from remoting.codec.message import MessageRecord, PreparedMessage, prepare_message, write_record
 from store import mapped_file
+from store.errors import StoreCorruptError
 from tests.store.store_helpers import dirty_kib, no_descriptor_left
 
 DATA_SIZE = 1024
@@ -127,6 +128,38 @@ def test_a_crash_mid_write_ends_the_log_at_the_last_whole_entry(tmp_path: Path) 
     assert again.write_pos == entries[-1].end_pos
     # The torn bytes are erased: the next entry lands where the torn one began.
     assert append(again, 2, b"next")[0].pos == entries[-1].end_pos
+
+
+def test_a_recovery_that_would_cut_more_than_the_last_two_segments_refuses_to_start(tmp_path: Path) -> None:
+    """A bad entry in the third segment from the end: ending the log there would drop more than a segment of
+    committed entries, so the load fails (StoreCorruptError) with every file left as it was, as DLedger 0.3.1.2's
+    ``recover`` exits ("the processOffset is too small, you should check it manually") when the cut lies more than a
+    segment before the last one's start. One in the segment before the last is still cut there."""
+    ledger = ledger_at(tmp_path)
+    entries = append(ledger, 1, *[body(i) for i in range(30)])
+    starts = [mf.file_from_offset for mf in ledger.data.files]
+    assert len(starts) == 5
+    third_last = next(e for e in entries if e.pos > starts[2])
+    mf = ledger.data.files[2]
+    mf.buf[third_last.pos - mf.file_from_offset + 60] ^= 0xFF  # its body: bodyCrc no longer matches
+    ledger.flush_all()
+    ledger.close()
+    files = sorted((tmp_path / "dledger-n0" / "data").iterdir())
+    before = [f.read_bytes() for f in files]
+    with pytest.raises(StoreCorruptError, match="check"):
+        ledger_at(tmp_path)
+    assert [f.read_bytes() for f in sorted((tmp_path / "dledger-n0" / "data").iterdir())] == before
+    mf_path = files[2]
+    data = bytearray(before[2])
+    data[third_last.pos - starts[2] + 60] ^= 0xFF  # repaired by hand: the log comes back whole
+    mf_path.write_bytes(bytes(data))
+    second_last = next(e for e in entries if e.pos > starts[3])
+    data = bytearray(before[3])
+    data[second_last.pos - starts[3] + 60] ^= 0xFF
+    files[3].write_bytes(bytes(data))
+    again = ledger_at(tmp_path)
+    assert again.end_index == second_last.index - 1 and again.write_pos == second_last.pos
+    again.close()
 
 
 def test_an_index_that_disagrees_with_the_data_is_rebuilt_from_it(tmp_path: Path) -> None:
