@@ -19,7 +19,9 @@ back while a segment's first entry disagrees with its index record), checks each
 where it lies, contiguous indexes, terms never going down), rewrites index records that disagree (each at
 ``index * 32``, in whichever index segment holds it, synced before the log serves; when no segment leads up to it, the
 first ones lost, the index starts afresh at it, as DLedger's ``rebuildWithPos``), and ends the log at the first bad
-entry: data and index are cut there and erased. The committed index comes back from ``checkpoint``
+entry: data and index are cut there and erased, unless that is more than a segment before the last one's start
+(DLedger exits there, asking for a manual check: the load raises :class:`~store.errors.StoreCorruptError`, nothing
+cut). The committed index comes back from ``checkpoint``
 (clamped to the end). Entries this store writes as leader carry ``bodyCrc`` (the field DLedger 0.3.1.2 leaves 0) and
 the header is written after the body, so a torn tail fails the scan; entries with ``bodyCrc`` 0 are taken on their
 structure alone, as DLedger does. :class:`FileTermStore` keeps ``currTerm`` and ``voteLeader`` durable (tmp file,
@@ -72,6 +74,7 @@ from dledger.ledger import BodyFill, LedgerError
 from remoting.codec.crc import body_crc
 from remoting.codec.message import MessageRecord
 from remoting.codec.record_batch import RecordEncoder
+from store.errors import StoreCorruptError
 from store.mapped_file import MappedFile, MappedFileQueue
 from store.metadata_files import replace_atomically
 
@@ -740,7 +743,12 @@ class FileLedger:
 
     def _end_at(self, end_pos: int, next_index: int, rewritten: dict[int, MappedFile]) -> None:
         """End the recovered log at ``end_pos`` (data) and ``next_index`` (index), erasing what follows, and sync
-        the index segments whose records the scan rewrote (load marks every segment flushed: no flush would)."""
+        the index segments whose records the scan rewrote (load marks every segment flushed: no flush would). Raises
+        StoreCorruptError, nothing cut, when ``end_pos`` lies more than a segment before the last one's start."""
+        last = self.data.files[-1]
+        if last.file_from_offset - end_pos > last.file_size:
+            raise StoreCorruptError(f"dledger recovery would end the log at {end_pos}, more than a segment before "
+                                    f"the last one ({last.path}): check the data files manually")  # fmt: skip
         self.data.truncate_to(end_pos)
         self.index.truncate_to(max(0, next_index) * INDEX_UNIT_SIZE)
         for segment in rewritten.values():
