@@ -290,6 +290,32 @@ async def test_a_send_the_dledger_server_refuses_is_answered_as_dledger_commit_l
         assert (await send(client, group.addr(member), b"fits"))[0] == ResponseCode.SUCCESS
 
 
+async def test_a_send_whose_entry_outgrows_dledgers_4_mib_entry_buffer_is_refused_with_nothing_written(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A body within ``maxMessageSize`` whose record with the 48-byte entry header exceeds 4 MiB: DLedger 0.3.1.2
+    encodes every entry into its 4 MiB ``localEntryBuffer`` (DLedgerMmapFileStore.appendAsLeader), which overflows
+    before anything is written, and 4.9.8's DLedgerCommitLog answers the exception UNKNOWN_ERROR (SYSTEM_ERROR
+    "UNKNOWN_ERROR"), the queue offset not taken. Stored, it made an entry no DLedger member takes; with a larger
+    ``maxMessageSize`` a push too big for a 16 MiB frame, which stalls the group."""
+    settings = {**SMALL_STORE, "max_message_size": 8 << 20}
+    async with EmbeddedDLedgerGroup(tmp_path, members=1, **settings) as group, RemotingClient() as client:
+        member = await group.leader()
+        assert (await client.invoke(group.addr(member), create_topic_request(TOPIC, queues=1), 5)).code == 0
+        store = group.controllers[member].context.store
+        assert isinstance(store, DLedgerMessageStore)
+        stats = group.controllers[member].context.stats
+        failed, end = stats.put_failed, store.ledger.end_index
+        for size in ((4 << 20) - 64, 6 << 20):
+            answer = await client.invoke(group.addr(member), send_request(TOPIC, bytes(size)), 10)
+            assert answer.code == ResponseCode.SYSTEM_ERROR
+            assert (answer.remark or "").startswith("UNKNOWN_ERROR")
+        assert stats.put_failed == failed + 2
+        assert store.ledger.end_index == end
+        code, fields = await send(client, group.addr(member), bytes((4 << 20) - 200))
+        assert (code, fields["queueOffset"]) == (ResponseCode.SUCCESS, "0")
+
+
 async def test_a_send_the_quorum_does_not_acknowledge_in_time_is_answered_as_a_busy_page_cache(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
