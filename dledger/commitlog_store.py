@@ -22,7 +22,8 @@ effects runs as the group commit's release pass, so the send fast path's SEND_OK
 in one write per connection, as a SYNC_FLUSH group commit's do. An append on a member that does not take
 writes raises :class:`~store.errors.ServiceNotAvailableError` (a follower's answer: SERVICE_NOT_AVAILABLE, as
 DefaultMessageStore answers on a slave); one the DLedger server refuses (a leadership transfer, a full pending queue,
-an entry no data file holds) :class:`~store.errors.PageCacheBusyError`, DLedgerCommitLog's OS_PAGECACHE_BUSY.
+an entry no data file holds) :class:`~store.errors.PageCacheBusyError`, DLedgerCommitLog's OS_PAGECACHE_BUSY, but an
+entry past DLedger's 4 MiB entry buffer UNKNOWN_ERROR (a :class:`~store.errors.PutRefusedError`), as there.
 
 Recovery: the DLedger files recover themselves (:meth:`~dledger.file_store.FileLedger.load`); ConsumeQueue entries
 past the log's write end are dropped and the entries they still cover count as committed whatever the checkpoint
@@ -73,7 +74,13 @@ from remoting.codec.record_scan import scan_records
 from store.checkpoint import create_abort_file
 from store.commitlog import CommitLog
 from store.consume_queue import FILLER_SIZE
-from store.errors import MessageIllegalError, PageCacheBusyError, ServiceNotAvailableError, StoreError
+from store.errors import (
+    MessageIllegalError,
+    PageCacheBusyError,
+    PutRefusedError,
+    ServiceNotAvailableError,
+    StoreError,
+)
 from store.index import IndexRuns
 from store.mapped_file import Destroyable, MappedFile, destroy_segments, segment_paths
 from store.message_store import FlushPlan, MessageStore, put_refusal
@@ -847,10 +854,14 @@ def _records_end(classic: CommitLog) -> int:
     return end
 
 
-def _refused(code: int) -> PageCacheBusyError:
+def _refused(code: int) -> PutRefusedError:
     """An append the DLedger server refused with ``code``, nothing written: DLedgerCommitLog's OS_PAGECACHE_BUSY for
     every such refusal (DLedgerServer.handleAppend answers them with position -1; store/src/main/java/org/apache/
-    rocketmq/store/dledger/DLedgerCommitLog.java asyncPutMessage / asyncPutMessages), answered SYSTEM_ERROR."""
+    rocketmq/store/dledger/DLedgerCommitLog.java asyncPutMessage / asyncPutMessages), answered SYSTEM_ERROR; UNKNOWN
+    (-1, an entry past DLedger's 4 MiB entry buffer, which handleAppend throws on) is the UNKNOWN_ERROR its ``catch``
+    answers."""
+    if code == ResponseCode.UNKNOWN:
+        return PutRefusedError(f"DLedger could not encode the entry: code {code}")
     return PageCacheBusyError(f"DLedger refused the append: code {code}")
 
 

@@ -89,6 +89,9 @@ FlushPlan = tuple[int, list[MappedFile], list[MappedFile], int]
 #: ``(begin index, end index, end term, data end)`` before an append: :meth:`FileLedger._undo_appends`
 Tail = tuple[int, int, int, int]
 TERM_FILE = "currterm"
+#: DLedger's ``localEntryBuffer``: a leader encodes each entry, header included, into these 4 MiB before writing it
+#: (``DLedgerMmapFileStore.appendAsLeader``), so a larger one overflows it with nothing written.
+ENTRY_BUFFER_SIZE: Final = 4 * 1024 * 1024
 
 
 def read_properties(path: Path) -> dict[str, str]:
@@ -265,12 +268,12 @@ class FileLedger:
         return decode_index(mf.view, at - mf.file_from_offset)
 
     def append_as_leader(self, term: int, bodies: Sequence[tuple[int, BodyFill]]) -> list[Entry]:
-        """All of ``bodies`` or nothing: each entry is checked to fit a data segment before any is written, and a
-        write that fails anyway (a body of another size than announced: LedgerError, DISK_ERROR; a segment that
-        cannot be made: OSError) is taken back (:meth:`_undo_appends`) before the error propagates, so the core's
-        refusal means no entry is in the log."""
+        """All of ``bodies`` or nothing: each entry is checked to fit a data segment and DLedger's entry buffer
+        (:meth:`_check_leader_entry`) before any is written, and a write that fails anyway (a body of another size
+        than announced: LedgerError, DISK_ERROR; a segment that cannot be made: OSError) is taken back
+        (:meth:`_undo_appends`) before the error propagates, so the core's refusal means no entry is in the log."""
         for size, _ in bodies:
-            self._check_fits(HEADER_SIZE + size)
+            self._check_leader_entry(HEADER_SIZE + size)
         with self._whole_or_nothing():
             return [self._append_filled(term, size, fill) for size, fill in bodies]
 
@@ -330,15 +333,16 @@ class FileLedger:
         file_size = self.config.mapped_file_size_for_entry_data
         mf = self._data_segment()
         at = mf.wrote_position
+        cap = ENTRY_BUFFER_SIZE - HEADER_SIZE
         room = file_size - at - HEADER_SIZE - MIN_BLANK_LEN  # place(): an entry leaves room for a blank after it
-        written = encode(mf.buf, at + HEADER_SIZE, max(room, 0), mf.file_from_offset + at + HEADER_SIZE, queue_offset,
-                         clock, max_body, record)[0]  # fmt: skip
+        written = encode(mf.buf, at + HEADER_SIZE, max(min(room, cap), 0), mf.file_from_offset + at + HEADER_SIZE,
+                         queue_offset, clock, max_body, record)[0]  # fmt: skip
         if written < 0:
-            self._check_fits(HEADER_SIZE - written)  # it fits an empty segment, so this one (at > 0) is not empty
+            self._check_leader_entry(HEADER_SIZE - written)  # it fits an empty segment, so this one is not empty
             _end_with_blank(mf)
             mf = self._data_segment()
             at = 0
-            written = encode(mf.buf, HEADER_SIZE, file_size - HEADER_SIZE - MIN_BLANK_LEN,
+            written = encode(mf.buf, HEADER_SIZE, min(file_size - HEADER_SIZE - MIN_BLANK_LEN, cap),
                              mf.file_from_offset + HEADER_SIZE, queue_offset, clock, max_body, record)[0]  # fmt: skip
             if written < 0:
                 raise LedgerError(ResponseCode.DISK_ERROR, f"{-written} bytes asked for once more on a fresh file")
@@ -500,6 +504,14 @@ class FileLedger:
             assert mf is not None
             _end_with_blank(mf)
         return pos
+
+    def _check_leader_entry(self, size: int) -> None:
+        """Raise LedgerError for a leader's entry of ``size`` bytes: UNKNOWN past :data:`ENTRY_BUFFER_SIZE` (DLedger's
+        buffer overflows: no DLedgerException, no DLedger code), DISK_ERROR when no data segment holds it."""
+        if size > ENTRY_BUFFER_SIZE:
+            raise LedgerError(ResponseCode.UNKNOWN, f"an entry of {size} bytes exceeds the {ENTRY_BUFFER_SIZE}-byte "
+                              "entry buffer")  # fmt: skip
+        self._check_fits(size)
 
     def _check_fits(self, size: int) -> None:
         """Raise LedgerError (DISK_ERROR) for an entry of ``size`` bytes that no data segment holds with a blank."""
