@@ -536,3 +536,40 @@ async def test_access_channel_cloud_sends_each_record_to_its_regions_trace_topic
     afters = [part for text in texts for part in text.split(B) if part.startswith(f"SubAfter{A}")]
     assert len(afters) == 1 and afters[0].endswith(f"{A}true{A}ck{A}0{A}"), afters
     assert not any(store.get("Ignored", q, 0, 1).messages for q in range(8))
+
+
+async def _producer_client_ids(cluster: EmbeddedCluster, group: str, topic: str) -> set[str]:
+    """The client ids the broker lists for the producer ``group`` once it lists any."""
+    async with Admin(cluster.namesrv_addr) as admin:
+        with trio.fail_after(120):
+            while True:
+                with contextlib.suppress(MQBrokerError):
+                    conns = (await admin.producer_connection(group, topic)).connection_set
+                    if conns:
+                        return {c.client_id for c in conns}
+                await trio.sleep(1)
+
+
+async def test_trace_producers_run_on_their_own_client_instance_named_as_javas(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Java's AsyncTraceDispatcher starts its producer on a client instance of its own, instance name
+    ``PID_CLIENT_INNER_TRACE_PRODUCER_<name server address>``, shared by every trace producer of the process: the
+    broker lists the trace groups under that client id, and the hosts' heartbeats do not list them."""
+    await _create(embedded_cluster, "OwnTraceInstance")
+    consumer = PushConsumer("own-trace-cg", embedded_cluster.namesrv_addr, enable_msg_trace=True)
+    consumer.subscribe("OwnTraceInstance")
+    consumer.register_message_listener(lambda msgs: ConsumeConcurrentlyStatus.CONSUME_SUCCESS)
+    async with consumer, Producer("own-trace-pg", embedded_cluster.namesrv_addr, enable_msg_trace=True) as producer:
+        await producer.send(Message("OwnTraceInstance", b"x"))
+        assert producer.trace is not None and consumer.trace is not None
+        trace_id = (
+            f"{producer.instance.config.client_ip}@PID_CLIENT_INNER_TRACE_PRODUCER_{embedded_cluster.namesrv_addr}"
+        )
+        for trace in (producer.trace, consumer.trace):
+            assert await _producer_client_ids(embedded_cluster, trace.inner_group, "OwnTraceInstance") == {trace_id}
+        assert await _producer_client_ids(embedded_cluster, "own-trace-pg", "OwnTraceInstance") == {
+            producer.instance.client_id
+        }
+        assert producer.trace.inner_group not in producer.instance.producers
+        assert consumer.trace.inner_group not in consumer.instance.producers
