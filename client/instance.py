@@ -149,9 +149,12 @@ class ConsumerInner(Protocol):
 class MQClientInstance:
     """See the module docstring. ``client_id`` is ``config.client_id``."""
 
-    def __init__(self, config: ClientConfig) -> None:
+    def __init__(self, config: ClientConfig, *, shared_id: bool = False) -> None:
         self.config = config = _own_default_name(config)
         self.client_id = config.client_id
+        #: Other running instances of the process may have this client id (the trace producers' instances, which
+        #: Java's clients share, :mod:`client.trace.dispatcher`): never one with a consumer.
+        self._shared_id = shared_id
         self.producers: dict[str, ProducerInner] = {}
         self.consumers: dict[str, ConsumerInner] = {}
         #: The consumers' pull and consume statistics (Java's ``ConsumerStatsManager``), their running info's
@@ -185,7 +188,7 @@ class MQClientInstance:
     async def __aenter__(self) -> Self:
         from client.handlers import ClientRequestHandler
 
-        if self.client_id in _running_client_ids:
+        if self.client_id in _running_client_ids and not self._shared_id:
             raise ClientStateError(
                 f"a client instance with id {self.client_id!r} is already running in this process: share it "
                 "(pass instance=) or give this one another instance_name"
@@ -208,7 +211,8 @@ class MQClientInstance:
             await callbacks.__aexit__(None, None, None)
             raise
         self._callbacks = callbacks
-        _running_client_ids.add(self.client_id)
+        if not self._shared_id:
+            _running_client_ids.add(self.client_id)
         self._remoting = remoting
         tasks = anyio.create_task_group()
         await tasks.__aenter__()
@@ -225,7 +229,8 @@ class MQClientInstance:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         tasks, self._tasks = self._tasks, None
-        _running_client_ids.discard(self.client_id)
+        if not self._shared_id:
+            _running_client_ids.discard(self.client_id)
         try:
             if tasks is not None:
                 tasks.cancel_scope.cancel()

@@ -12,11 +12,13 @@ trace topic when its text reaches 118,000 characters (Java's ``maxMessageSize - 
 500 ms old. The message's ``KEYS`` are every record's msgId and the traced messages' keys, so ``QUERY_MESSAGE`` by
 msgId finds it (``mqadmin queryMsgTraceById``).
 
-Trace messages go out through an inner producer on the host's client instance, group
-``_INNER_TRACE_PRODUCER-<group>-<PRODUCE|CONSUME>-<n>``, with Java's 5 s timeout and 128,000-byte limit, as
-``send_async``: a failed send is logged and counted in :attr:`TraceDispatcher.failed_batches`. :meth:`stop` sends what
-is queued (waiting at most 500 ms for those sends, as Java's ``flush``) and unregisters the inner producer. An inner
-producer that cannot start (its group refused) is logged and leaves the host running untraced, as Java's hosts do.
+Trace messages go out through an inner producer, group ``_INNER_TRACE_PRODUCER-<group>-<PRODUCE|CONSUME>-<n>``, on a
+client instance of its own, instance name ``PID_CLIENT_INNER_TRACE_PRODUCER_<name server address>`` (the client id
+brokers list the trace groups under, the same for every trace producer of the process, as Java's), with Java's 5 s
+timeout and 128,000-byte limit, as ``send_async``: a failed send is logged and counted in
+:attr:`TraceDispatcher.failed_batches`. :meth:`stop` sends what is queued (waiting at most 500 ms for those sends, as
+Java's ``flush``) and stops the inner producer and its instance. An inner producer that cannot start (its group
+refused) is logged and leaves the host running untraced, as Java's hosts do.
 
 With the client config's ``access_channel="CLOUD"`` (Java's ``AccessChannel.CLOUD``) each record goes to
 ``rmq_sys_TRACE_DATA_<its region>`` instead (``null`` for none), whatever the trace topic setting, one batch per
@@ -36,6 +38,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 import anyio
+import anyio.abc
 import attrs
 
 from client.errors import MQClientError
@@ -67,6 +70,9 @@ MAX_BATCH_CHARS: Final = 128_000 - 10_000
 BATCH_AGE: Final = 0.5
 POLL_INTERVAL: Final = 0.1
 FLUSH_WAIT: Final = 0.5
+#: The instance name of the trace producers' client instance, followed by ``_<name server address>`` (Java's
+#: ``TraceConstants.TRACE_INSTANCE_NAME``).
+TRACE_INSTANCE_NAME: Final = "PID_CLIENT_INNER_TRACE_PRODUCER"
 _counter = itertools.count(1)
 
 #: What the hooks queue, formatted in the background: a send (``"Pub"``, start ms, end ms, broker address, the
@@ -125,6 +131,8 @@ class TraceDispatcher:
         self._wake: anyio.Event | None = None
         self._in_flight = 0
         self._producer: Producer | None = None
+        self._released = anyio.Event()  # set by stop: the inner producer may go
+        self._done = anyio.Event()  # set when the inner producer and its instance have stopped
         self._scope: anyio.CancelScope | None = None
 
     # -- hooks (hot path) ------------------------------------------------------------------------------------------
@@ -190,40 +198,64 @@ class TraceDispatcher:
     # -- life cycle ------------------------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Start the inner producer and the background task (in the instance's task group)."""
-        from client.namespace import NO_NAMESPACE, instance_id_from_endpoint
+        """Start the inner producer on its own client instance and the background task (both in the host
+        instance's task group)."""
+        await self.instance.task_group.start(self._serve)
+
+    def _trace_instance(self) -> MQClientInstance:
+        """The inner producer's client instance: Java's AsyncTraceDispatcher starts its producer with only the host's
+        name server address and instance name ``PID_CLIENT_INNER_TRACE_PRODUCER_<that address>``, so its client id
+        is ``ip@`` that name (no unit name), shared by every trace producer of the process, and its namespace is the
+        instance id of an MQ_INST_xxx_yyy endpoint, else none (client/src/main/java/org/apache/rocketmq/client/trace/
+        AsyncTraceDispatcher.java start, client/src/main/java/org/apache/rocketmq/client/ClientConfig.java). The
+        host's credentials and TLS settings are kept (Java's gets the host's RPC hook)."""
+        from client.instance import MQClientInstance
+
+        host = self.instance.config
+        name = f"{TRACE_INSTANCE_NAME}_{';'.join(host.namesrv_addr)}"
+        config = attrs.evolve(host, instance_name=name, unit_name=None, namespace=None)
+        return MQClientInstance(config, shared_id=True)
+
+    async def _serve(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Run the inner producer until :meth:`stop` is done with it (or the host instance stops)."""
+        from client.namespace import NO_NAMESPACE
         from client.producer import Producer
 
-        # Not the host's namespace: Java's AsyncTraceDispatcher starts its own producer with only the host's name
-        # server address, so its ClientConfig.getNamespace is the instance id of an MQ_INST_xxx_yyy endpoint (a
-        # customized trace topic wrapped under it), else none (client/src/main/java/org/apache/rocketmq/client/trace/
-        # AsyncTraceDispatcher.java start, client/src/main/java/org/apache/rocketmq/client/ClientConfig.java).
-        addrs = self.instance.config.namesrv_addr
-        endpoint_namespace = instance_id_from_endpoint(";".join(addrs)) if addrs else None
+        instance = self._trace_instance()
+        namespace = instance.config.resolved_namespace or NO_NAMESPACE
         producer = Producer(
-            self.inner_group,
-            instance=self.instance,
-            send_msg_timeout=5.0,
-            max_message_size=128_000,
-            namespace=endpoint_namespace or NO_NAMESPACE,
+            self.inner_group, instance=instance, send_msg_timeout=5.0, max_message_size=128_000, namespace=namespace
         )
         try:
-            await producer.__aenter__()
-        except MQClientError as exc:
-            # The host's start catches the trace dispatcher's failure and only logs it, running without trace
-            # (client/src/main/java/org/apache/rocketmq/client/producer/DefaultMQProducer.java start; the consumers'
-            # alike): e.g. a long legal host group makes the inner group longer than Validators.checkGroup allows.
-            # Keep no record then, every one counted as dropped.
-            log.warning("trace dispatcher of %s not started: %s", self.host_group, exc)
-            self.queue_size = 0
-            return
-        self._producer = producer
-        self._wake = anyio.Event()
-        self._scope = anyio.CancelScope()
-        self.instance.task_group.start_soon(self._run, self._scope)
+            async with instance:
+                try:
+                    await producer.__aenter__()
+                except MQClientError as exc:
+                    # The host's start catches the trace dispatcher's failure and only logs it, running without
+                    # trace (client/src/main/java/org/apache/rocketmq/client/producer/DefaultMQProducer.java start;
+                    # the consumers' alike): e.g. a long legal host group makes the inner group longer than
+                    # Validators.checkGroup allows. Keep no record then, every one counted as dropped.
+                    log.warning("trace dispatcher of %s not started: %s", self.host_group, exc)
+                    self.queue_size = 0
+                    task_status.started()
+                    return
+                self._producer, self._released = producer, anyio.Event()
+                self._wake = anyio.Event()
+                self._scope = anyio.CancelScope()
+                self.instance.task_group.start_soon(self._run, self._scope)
+                task_status.started()
+                try:
+                    await self._released.wait()
+                finally:
+                    with anyio.CancelScope(shield=True):
+                        await producer.__aexit__(None, None, None)
+        except Exception:
+            log.exception("trace dispatcher of %s failed", self.host_group)
+        finally:
+            self._done.set()
 
     async def stop(self) -> None:
-        """Send what is queued, wait up to 500 ms for it, stop the inner producer."""
+        """Send what is queued, wait up to 500 ms for it, stop the inner producer and its instance."""
         if self._scope is not None:
             self._scope.cancel()
             self._scope = None
@@ -237,7 +269,8 @@ class TraceDispatcher:
             with anyio.move_on_after(FLUSH_WAIT):
                 while self._in_flight:
                     await anyio.sleep(0.01)
-            await producer.__aexit__(None, None, None)
+            self._released.set()
+            await self._done.wait()
 
     async def _run(self, scope: anyio.CancelScope) -> None:
         with scope:
