@@ -198,3 +198,24 @@ async def test_a_consumer_whose_topic_thresholds_were_split_starts_again(
         assert len(consumer.rebalance.process_queues) == 5
         assert consumer.pull_threshold_for_queue == 6_553_500 // 5
         assert consumer.pull_threshold_size_for_queue == 102_400 // 5 * MIB
+
+
+async def test_flow_control_is_logged_as_java_logs_it_once_per_thousand_times(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """DefaultMQPushConsumerImpl.pullMessage logs a pull put off by the cached message count with a warning the first
+    time and every 1000th time after (``queueFlowControlTimes++ % 1000 == 0``), naming the threshold, the cached
+    offsets, count, size and pull request: what an operator greps a consumer's log for when it stops pulling."""
+    mq = await _create(embedded_cluster, "FlowLog")
+    consumer = _hanging("cg-flow-log", embedded_cluster, "FlowLog", pull_batch_size=1, pull_threshold_for_queue=3)
+    with caplog.at_level("WARNING", logger="client.consumer.pull_service"):
+        async with consumer:
+            await _fill(embedded_cluster, mq, [b"m%d" % i for i in range(10)])  # 30 s: some 600 flow controls
+    lines = [r.getMessage() for r in caplog.records if "so do flow control" in r.getMessage()]
+    assert len(lines) == 1, lines
+    assert re.fullmatch(
+        r"the cached message count exceeds the threshold 3, so do flow control, minOffset=0, maxOffset=3, count=4, "
+        r"size=0 MiB, pullRequest=PullRequest \[consumerGroup=cg-flow-log, messageQueue=MessageQueue \[topic=FlowLog, "
+        r"brokerName=broker-a, queueId=0\], nextOffset=\d+\], flowControlTimes=1",
+        lines[0],
+    ), lines[0]
