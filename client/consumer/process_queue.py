@@ -128,6 +128,11 @@ class ProcessQueue:
         return self._messages[head] if started is not None and now - started > timeout else None
 
     @property
+    def offset_bounds(self) -> tuple[int, int] | None:
+        """The smallest and largest offset held, None when empty (Java's ``msgTreeMap`` firstKey and lastKey)."""
+        return (self._offsets[0], self._offsets[-1]) if self._offsets else None
+
+    @property
     def max_span(self) -> int:
         """Distance between the smallest and largest offset held (Java's ``getMaxSpan``)."""
         return self._offsets[-1] - self._offsets[0] if self._offsets else 0

@@ -3,7 +3,8 @@ one task per owned queue long-polls the queue's broker and hands what it gets to
 
 Flow control: the loop waits (50 ms steps) while the queue's process queue holds more than ``pull_threshold_for_queue``
 messages or more whole MiB of bodies than ``pull_threshold_size_for_queue`` (as Java compares), or, for concurrent
-consumption, while the offsets in flight span more than ``consume_concurrently_max_span`` (2000). With ``pull_interval``
+consumption, while the offsets in flight span more than ``consume_concurrently_max_span`` (2000), warning the first
+time and every 1000th time after with Java's text ("... so do flow control, ..."). With ``pull_interval``
 set, the next pull after one that found messages waits that long (Java's ``pullInterval``; not when the tag filter
 dropped them all). After a failed pull it waits the consumer's ``pull_time_delay_when_exception`` (1 s; after a
 FLOW_CONTROL answer 20 ms; after a SUBSCRIPTION_NOT_EXIST / SUBSCRIPTION_NOT_LATEST answer, the first of a run, not at
@@ -48,7 +49,8 @@ import anyio
 import attrs
 
 from client import api
-from client.consumer.process_queue import ProcessQueue, over_size_threshold
+from client.consumer.allocate import java_queue_string
+from client.consumer.process_queue import MIB, ProcessQueue, over_size_threshold
 from client.consumer.pull_target import PullTargets
 from client.consumer.subscription import tag_filter
 from client.errors import MQBrokerError
@@ -92,6 +94,9 @@ class PullService:
         self.consumer = consumer
         self._scopes: dict[MessageQueue, anyio.CancelScope] = {}
         self.targets = PullTargets(consumer.instance)
+        #: Pulls put off by the cached count or size, and by the span (for the flow-control warnings).
+        self._flow_controls = 0
+        self._span_flow_controls = 0
 
     def stop(self, mq: MessageQueue) -> None:
         """Cancel the loop of ``mq`` (its process queue is already marked dropped)."""
@@ -100,13 +105,42 @@ class PullService:
         if scope is not None:
             scope.cancel()
 
-    def _flow_controlled(self, pq: ProcessQueue) -> bool:
+    def _flow_controlled(self, mq: MessageQueue, pq: ProcessQueue, next_offset: int) -> bool:
+        """Whether ``pq`` holds too many messages, bytes or (concurrent) too wide a span of offsets to pull now. The
+        first time and every 1000th after, counted per consumer, a warning says which (Java's
+        ``queueFlowControlTimes`` and ``queueMaxSpanFlowControlTimes``, DefaultMQPushConsumerImpl.pullMessage)."""
         c = self.consumer
-        if pq.msg_count > c.pull_threshold_for_queue:
+        count, mib = pq.msg_count, pq.msg_size // MIB
+        if count > c.pull_threshold_for_queue:
+            what = f"the cached message count exceeds the threshold {c.pull_threshold_for_queue}"
+        elif over_size_threshold(pq.msg_size, c.pull_threshold_size_for_queue):
+            what = f"the cached message size exceeds the threshold {c.pull_threshold_size_for_queue // MIB} MiB"
+        elif not c.orderly and pq.max_span > c.consume_concurrently_max_span:
+            self._span_flow_controls += 1
+            if self._span_flow_controls % 1000 == 1:
+                low, high = pq.offset_bounds or (None, None)
+                log.warning(
+                    "the queue's messages, span too long, so do flow control, minOffset=%s, maxOffset=%s, maxSpan=%d, "
+                    "pullRequest=%s, flowControlTimes=%d",
+                    low, high, pq.max_span, self._pull_request(mq, next_offset), self._span_flow_controls,
+                )  # fmt: skip
             return True
-        if over_size_threshold(pq.msg_size, c.pull_threshold_size_for_queue):
-            return True
-        return not c.orderly and pq.max_span > c.consume_concurrently_max_span
+        else:
+            return False
+        self._flow_controls += 1
+        if self._flow_controls % 1000 == 1:
+            low, high = pq.offset_bounds or (None, None)
+            log.warning(
+                "%s, so do flow control, minOffset=%s, maxOffset=%s, count=%d, size=%d MiB, pullRequest=%s, "
+                "flowControlTimes=%d",
+                what, low, high, count, mib, self._pull_request(mq, next_offset), self._flow_controls,
+            )  # fmt: skip
+        return True
+
+    def _pull_request(self, mq: MessageQueue, next_offset: int) -> str:
+        """Java's ``PullRequest.toString``, as its flow-control warnings print it."""
+        group, queue = self.consumer.group, java_queue_string(mq)
+        return f"PullRequest [consumerGroup={group}, messageQueue={queue}, nextOffset={next_offset}]"
 
     def _lock_lost(self, pq: ProcessQueue) -> bool:
         """Whether ``pq`` is an orderly CLUSTERING queue whose broker lock the last renewal did not get: not pulled
@@ -154,7 +188,7 @@ class PullService:
                     if self._could_overflow(pq, found):
                         self._deliver(mq, pq, found)  # counted before deciding, as Java puts each pull's messages
                         found = None
-                    if self._flow_controlled(pq):
+                    if self._flow_controlled(mq, pq, next_offset):
                         self._deliver(mq, pq, found)
                         found = None
                         await anyio.sleep(PULL_DELAY_FLOW_CONTROL)
