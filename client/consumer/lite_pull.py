@@ -69,7 +69,7 @@ from client.consumer.client_check import check_sql92_subscriptions
 from client.consumer.hooks import ConsumeMessageHook
 from client.consumer.lite_pull_worker import Batch, LitePullWorker, QueueState
 from client.consumer.offset_store import OffsetStore, RemoteBrokerOffsetStore, offset_store_for
-from client.consumer.process_queue import ProcessQueue
+from client.consumer.process_queue import FlowControl, ProcessQueue
 from client.consumer.pull_target import PullTargets
 from client.consumer.rebalance import Rebalance
 from client.consumer.subscription import build_subscription
@@ -189,6 +189,7 @@ class LitePullConsumer(LitePullWorker):
         self.poll_timeout = poll_timeout
         self.consume_from_where = consume_from_where
         self._targets = PullTargets(self.instance)
+        self._flow_control = FlowControl(log, capital=True)  # DefaultLitePullConsumerImpl's warnings are capitalized
         self._message_model = message_model
         self.offset_store: OffsetStore = offset_store_for(self.instance, group, message_model, offset_store_dir)
         self.rebalance = Rebalance(

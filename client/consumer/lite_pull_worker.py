@@ -7,7 +7,8 @@ A queue assigned without a start offset (assign mode) has it computed by its pul
 :class:`LitePullWorker` is the consumer's base class; the consumer owns the queue states, the buffer stream and the
 task group, and starts :meth:`LitePullWorker._pull_loop` per queue. A failed pull is logged and retried after
 the consumer's ``pull_time_delay_when_exception`` (1 s), one the broker answered FLOW_CONTROL after 20 ms; a full
-queue waits ``PULL_DELAY_FLOW_CONTROL`` (50 ms), a paused one 1 s. A pull asks the broker to hold it
+queue waits ``PULL_DELAY_FLOW_CONTROL`` (50 ms), warned of as Java warns (the first time and every 1000th after), a
+paused one 1 s. A pull asks the broker to hold it
 ``broker_suspend_max_time`` (20 s) and waits ``consumer_timeout_when_suspend`` (30 s) for the answer.
 The loop ends when the queue's process queue is dropped or its cancel scope (``QueueState.scope``) is cancelled.
 
@@ -26,7 +27,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 from client import api
 from client.consumer.hooks import ConsumeMessageContext, ConsumeMessageHook, run_after, run_before
 from client.consumer.listener import ConsumeConcurrentlyStatus
-from client.consumer.process_queue import ProcessQueue, over_size_threshold
+from client.consumer.process_queue import FlowControl, ProcessQueue
 from client.consumer.pull_service import (
     PULL_DELAY_BROKER_FLOW_CONTROL,
     PULL_DELAY_FLOW_CONTROL,
@@ -97,6 +98,10 @@ class LitePullWorker:
     _targets: PullTargets
     trace: TraceDispatcher | None
     consume_hooks: list[ConsumeMessageHook]
+    #: Pulls put off by the requests not yet polled (Java's ``consumeRequestFlowControlTimes``); by a queue's own
+    #: cache: ``_flow_control``.
+    _request_flow_controls: int = 0
+    _flow_control: FlowControl
 
     async def _pull_loop(self, mq: MessageQueue, state: QueueState) -> None:
         with anyio.CancelScope() as scope:
@@ -127,16 +132,20 @@ class LitePullWorker:
         """DefaultLitePullConsumer's flow control: the queue's buffer by count, body size and span of its offsets
         (``consumeMaxSpan``), all queues' by the pulls not yet polled, each counted as ``pull_batch_size`` messages
         (``consumeRequestCache.size() * pullBatchSize``, ``PullTaskImpl.run`` in
-        client/src/main/java/org/apache/rocketmq/client/impl/consumer/DefaultLitePullConsumerImpl.java)."""
+        client/src/main/java/org/apache/rocketmq/client/impl/consumer/DefaultLitePullConsumerImpl.java), which warns
+        the first time and every 1000th time after each kind of flow control."""
         buffered = self._send.statistics().current_buffer_used
         if buffered * self.pull_batch_size > self.pull_threshold_for_all:
+            self._request_flow_controls += 1
+            if self._request_flow_controls % 1000 == 1:
+                log.warning(
+                    "The consume request count exceeds threshold %d, so do flow control, consume request count=%d, "
+                    "flowControlTimes=%d",
+                    self.pull_threshold_for_all, buffered, self._request_flow_controls,
+                )  # fmt: skip
             return True
-        pq = state.pq
-        if pq.msg_count > self.pull_threshold_for_queue or over_size_threshold(
-            pq.msg_size, self.pull_threshold_size_for_queue
-        ):
-            return True
-        return pq.max_span > self.consume_max_span
+        limits = self.pull_threshold_for_queue, self.pull_threshold_size_for_queue, self.consume_max_span
+        return self._flow_control.held(state.pq, *limits)
 
     def _trace_pulled(self, mq: MessageQueue, msgs: list[MessageExt]) -> None:
         """Java's ``pullSyncImpl`` hooks: SubBefore and at once a successful SubAfter (context code 0) for every

@@ -14,6 +14,7 @@ and consumers check it and stop.
 from __future__ import annotations
 
 import bisect
+import logging
 
 import attrs
 
@@ -31,6 +32,55 @@ def over_size_threshold(size: int, threshold: int) -> bool:
     ``DefaultMQPushConsumerImpl.pullMessage``, ``DefaultLitePullConsumerImpl``'s ``PullTaskImpl.run``, in
     client/src/main/java/org/apache/rocketmq/client/impl/consumer/), so a threshold of N MiB holds up to N + 1 MiB."""
     return size // MIB > threshold // MIB
+
+
+@attrs.define(slots=True)
+class FlowControl:
+    """A consumer's flow control over its process queues, with Java's warnings: the first time and every 1000th time
+    after a pull is put off by a queue's cached count or size (``queueFlowControlTimes``), and apart by its span
+    (``queueMaxSpanFlowControlTimes``), as client/src/main/java/org/apache/rocketmq/client/impl/consumer/
+    DefaultMQPushConsumerImpl.java ``pullMessage`` and DefaultLitePullConsumerImpl.java ``PullTaskImpl.run`` log
+    them (the lite pull consumer's text capitalized, ``capital``)."""
+
+    log: logging.Logger
+    capital: bool = False
+    cached_times: int = 0
+    span_times: int = 0
+
+    def held(self, pq: ProcessQueue, count: int, size: int, span: int | None, request: object = None) -> bool:
+        """Whether ``pq`` is over ``count`` messages, ``size`` bytes (compared in MiB) or, unless None, a ``span`` of
+        offsets; ``request``, when given, is the pull request the warning names."""
+        if pq.msg_count > count:
+            what = f"the cached message count exceeds the threshold {count}"
+        elif over_size_threshold(pq.msg_size, size):
+            what = f"the cached message size exceeds the threshold {size // MIB} MiB"
+        elif span is not None and pq.max_span > span:
+            self.span_times += 1
+            if self.span_times % 1000 == 1:
+                head = (
+                    f"the queue's messages, span too long, so do flow control, {self._held(pq)}, maxSpan={pq.max_span}"
+                )
+                self._warn(head, request, self.span_times)
+            return True
+        else:
+            return False
+        self.cached_times += 1
+        if self.cached_times % 1000 == 1:
+            held = self._held(pq)
+            head = f"{what}, so do flow control, {held}, count={pq.msg_count}, size={pq.msg_size // MIB} MiB"
+            self._warn(head, request, self.cached_times)
+        return True
+
+    @staticmethod
+    def _held(pq: ProcessQueue) -> str:
+        low, high = pq.offset_bounds or (None, None)
+        return f"minOffset={low}, maxOffset={high}"
+
+    def _warn(self, head: str, request: object, times: int) -> None:
+        if self.capital:
+            head = head[0].upper() + head[1:]
+        pulled = "" if request is None else f", pullRequest={request}"
+        self.log.warning("%s%s, flowControlTimes=%d", head, pulled, times)
 
 
 @attrs.define(slots=True, eq=False)

@@ -50,7 +50,7 @@ import attrs
 
 from client import api
 from client.consumer.allocate import java_queue_string
-from client.consumer.process_queue import MIB, ProcessQueue, over_size_threshold
+from client.consumer.process_queue import FlowControl, ProcessQueue, over_size_threshold
 from client.consumer.pull_target import PullTargets
 from client.consumer.subscription import tag_filter
 from client.errors import MQBrokerError
@@ -94,9 +94,7 @@ class PullService:
         self.consumer = consumer
         self._scopes: dict[MessageQueue, anyio.CancelScope] = {}
         self.targets = PullTargets(consumer.instance)
-        #: Pulls put off by the cached count or size, and by the span (for the flow-control warnings).
-        self._flow_controls = 0
-        self._span_flow_controls = 0
+        self.flow_control = FlowControl(log)
 
     def stop(self, mq: MessageQueue) -> None:
         """Cancel the loop of ``mq`` (its process queue is already marked dropped)."""
@@ -106,41 +104,12 @@ class PullService:
             scope.cancel()
 
     def _flow_controlled(self, mq: MessageQueue, pq: ProcessQueue, next_offset: int) -> bool:
-        """Whether ``pq`` holds too many messages, bytes or (concurrent) too wide a span of offsets to pull now. The
-        first time and every 1000th after, counted per consumer, a warning says which (Java's
-        ``queueFlowControlTimes`` and ``queueMaxSpanFlowControlTimes``, DefaultMQPushConsumerImpl.pullMessage)."""
+        """Whether ``pq`` holds too many messages, bytes or (concurrent) too wide a span of offsets to pull now,
+        warned of as Java warns (:class:`~client.consumer.process_queue.FlowControl`)."""
         c = self.consumer
-        count, mib = pq.msg_count, pq.msg_size // MIB
-        if count > c.pull_threshold_for_queue:
-            what = f"the cached message count exceeds the threshold {c.pull_threshold_for_queue}"
-        elif over_size_threshold(pq.msg_size, c.pull_threshold_size_for_queue):
-            what = f"the cached message size exceeds the threshold {c.pull_threshold_size_for_queue // MIB} MiB"
-        elif not c.orderly and pq.max_span > c.consume_concurrently_max_span:
-            self._span_flow_controls += 1
-            if self._span_flow_controls % 1000 == 1:
-                low, high = pq.offset_bounds or (None, None)
-                log.warning(
-                    "the queue's messages, span too long, so do flow control, minOffset=%s, maxOffset=%s, maxSpan=%d, "
-                    "pullRequest=%s, flowControlTimes=%d",
-                    low, high, pq.max_span, self._pull_request(mq, next_offset), self._span_flow_controls,
-                )  # fmt: skip
-            return True
-        else:
-            return False
-        self._flow_controls += 1
-        if self._flow_controls % 1000 == 1:
-            low, high = pq.offset_bounds or (None, None)
-            log.warning(
-                "%s, so do flow control, minOffset=%s, maxOffset=%s, count=%d, size=%d MiB, pullRequest=%s, "
-                "flowControlTimes=%d",
-                what, low, high, count, mib, self._pull_request(mq, next_offset), self._flow_controls,
-            )  # fmt: skip
-        return True
-
-    def _pull_request(self, mq: MessageQueue, next_offset: int) -> str:
-        """Java's ``PullRequest.toString``, as its flow-control warnings print it."""
-        group, queue = self.consumer.group, java_queue_string(mq)
-        return f"PullRequest [consumerGroup={group}, messageQueue={queue}, nextOffset={next_offset}]"
+        span = None if c.orderly else c.consume_concurrently_max_span
+        request = _PullRequest(c.group, mq, next_offset)
+        return self.flow_control.held(pq, c.pull_threshold_for_queue, c.pull_threshold_size_for_queue, span, request)
 
     def _lock_lost(self, pq: ProcessQueue) -> bool:
         """Whether ``pq`` is an orderly CLUSTERING queue whose broker lock the last renewal did not get: not pulled
@@ -382,3 +351,16 @@ def _lost_subscription(exc: Exception) -> str | None:
     if isinstance(exc, MQBrokerError) and exc.code in _CURED_BY_HEARTBEAT:
         return exc.address
     return None
+
+
+@attrs.frozen(slots=True)
+class _PullRequest:
+    """What a flow-control warning names: Java's ``PullRequest``, formatted only when logged."""
+
+    group: str
+    mq: MessageQueue
+    next_offset: int
+
+    def __str__(self) -> str:
+        queue = java_queue_string(self.mq)
+        return f"PullRequest [consumerGroup={self.group}, messageQueue={queue}, nextOffset={self.next_offset}]"
