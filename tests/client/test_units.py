@@ -373,3 +373,9 @@ def test_a_broadcasting_offset_file_is_kept_under_default_unless_the_instance_wa
     assert ClientConfig(client_ip="10.0.0.1").offset_file_client_id == "10.0.0.1@DEFAULT"
     named = ClientConfig(client_ip="10.0.0.1", instance_name="edge-7", unit_name="u")
     assert named.offset_file_client_id == named.client_id == "10.0.0.1@edge-7@u"
+
+
+def test_a_blank_unit_name_adds_nothing_to_the_client_id() -> None:
+    """ClientConfig.buildMQClientId appends ``@unitName`` only when it is not blank (``UtilAll.isBlank``): a unit
+    name of spaces leaves the client id ``ip@instanceName``, as brokers and admin tools list it."""
+    assert ClientConfig(client_ip="10.0.0.1", instance_name="edge-7", unit_name=" \t").client_id == "10.0.0.1@edge-7"
