@@ -181,5 +181,7 @@ class ClientConfig:
         return name == pid or name.startswith(f"{pid}#")
 
     def _client_id(self, instance_name: str) -> str:
+        """``ip@instanceName``, then ``@unitName`` unless it is blank (``UtilAll.isBlank`` in ClientConfig.java's
+        ``buildMQClientId``)."""
         cid = f"{self.client_ip}@{instance_name}"
-        return f"{cid}@{self.unit_name}" if self.unit_name else cid
+        return f"{cid}@{self.unit_name}" if self.unit_name and not self.unit_name.isspace() else cid
