@@ -226,6 +226,8 @@ class TraceDispatcher:
         producer = Producer(
             self.inner_group, instance=instance, send_msg_timeout=5.0, max_message_size=128_000, namespace=namespace
         )
+        self._released, self._done = anyio.Event(), anyio.Event()  # a restarted host starts its dispatcher again
+        started = False
         try:
             async with instance:
                 try:
@@ -239,10 +241,9 @@ class TraceDispatcher:
                     self.queue_size = 0
                     task_status.started()
                     return
-                self._producer, self._released = producer, anyio.Event()
-                self._wake = anyio.Event()
-                self._scope = anyio.CancelScope()
+                self._producer, self._wake, self._scope = producer, anyio.Event(), anyio.CancelScope()
                 self.instance.task_group.start_soon(self._run, self._scope)
+                started = True
                 task_status.started()
                 try:
                     await self._released.wait()
@@ -250,6 +251,8 @@ class TraceDispatcher:
                     with anyio.CancelScope(shield=True):
                         await producer.__aexit__(None, None, None)
         except Exception:
+            if not started:
+                raise  # the host's start fails, as it did with the inner producer on its own instance
             log.exception("trace dispatcher of %s failed", self.host_group)
         finally:
             self._done.set()

@@ -18,7 +18,7 @@ from client.admin import Admin
 from client.consumer.listener import ConsumeConcurrentlyStatus
 from client.consumer.lite_pull import LitePullConsumer
 from client.consumer.push import PushConsumer
-from client.errors import MQBrokerError, TopicRouteNotFoundError
+from client.errors import ClientStateError, MQBrokerError, TopicRouteNotFoundError
 from client.message import Message, MessageExt
 from client.mqadmin_trace import find_traces
 from client.producer import Producer
@@ -573,3 +573,26 @@ async def test_trace_producers_run_on_their_own_client_instance_named_as_javas(
         }
         assert producer.trace.inner_group not in producer.instance.producers
         assert consumer.trace.inner_group not in consumer.instance.producers
+
+
+async def test_a_traced_producer_started_again_traces_again_and_stops_its_trace_instance(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A producer stopped and started again starts its trace dispatcher's producer and client instance again; each
+    stop returns once the trace instance has stopped."""
+    await _create(embedded_cluster, "TraceRestart")
+    producer = Producer("trace-restart-pg", embedded_cluster.namesrv_addr, enable_msg_trace=True)
+    sent = []
+    for _ in range(2):
+        async with producer:
+            sent.append(await producer.send(Message("TraceRestart", b"x")))
+            assert producer.trace is not None and producer.trace._producer is not None
+            trace_instance = producer.trace._producer.instance
+            assert trace_instance.client_id.endswith(
+                f"@PID_CLIENT_INNER_TRACE_PRODUCER_{embedded_cluster.namesrv_addr}"
+            )
+        with pytest.raises(ClientStateError):
+            trace_instance.task_group  # noqa: B018 - stopped
+    for result in sent:
+        views = await _traces(embedded_cluster, result.msg_id, None, {TraceType.Pub})
+        assert [v.record.msg_id for v in views] == [result.msg_id]
