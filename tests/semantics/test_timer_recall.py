@@ -24,7 +24,7 @@ from remoting.codec.message_properties import encode_properties
 from remoting.codec.recall_handle import decode_recall_handle, encode_recall_handle
 from tests.conftest import SMALL_STORE
 from tests.semantics.helpers import create_topic, use_virtual_store_clock
-from tests.semantics.test_timer import _read_all, open_timer_store, run_timer
+from tests.semantics.test_timer import _read_all, _timer_metrics, open_timer_store, run_timer
 
 
 @pytest.fixture
@@ -96,6 +96,39 @@ async def test_a_recalled_timer_message_is_never_delivered_and_its_neighbours_ar
         stale = await _recall(client, recall_cluster, "Recall", answers["kept"].ext_fields["recallHandle"])
         assert (stale.code, stale.remark) == (ResponseCode.ILLEGAL_OPERATION, "recall failed, timestamp invalid")
     assert _bodies(recall_cluster, "Recall") == [b"kept", b"kept-too", b"now"]
+
+
+async def test_a_recall_takes_its_message_off_the_timer_metrics_at_once(
+    recall_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """RocketMQ 5.3.3's TimerMessageStore.doEnqueue files a delete marker with ``addMetric(msg, -1)``
+    (store/src/main/java/org/apache/rocketmq/store/timer/TimerMessageStore.java): GET_TIMER_METRICS stops counting a
+    recalled message as soon as the recall is filed, and its drop at the due time takes nothing more off. A marker
+    that matches no message (a handle of a message never sent) takes one off only until its slot comes. Ours kept
+    the recalled message counted until its due time."""
+    clock = await _prepared(recall_cluster, "RecallCount")
+    async with RemotingClient() as client:
+        at = (clock() // 100 + 100) * 100
+        answers = {
+            name: await _send(
+                client, recall_cluster, "RecallCount", name.encode(), f"ID-{name}", TIMER_DELIVER_MS=str(t)
+            )
+            for name, t in (("gone", at), ("kept", at), ("later", at + 60_000))
+        }
+        await trio.sleep(1)
+        assert await _timer_metrics(recall_cluster) == {"RecallCount": 3}
+        answer = await _recall(client, recall_cluster, "RecallCount", answers["gone"].ext_fields["recallHandle"])
+        assert answer.code == ResponseCode.SUCCESS
+        await trio.sleep(1)
+        assert await _timer_metrics(recall_cluster) == {"RecallCount": 2}
+        never_sent = encode_recall_handle("RecallCount", "broker-a", str(at - 100 + 1), "ID-never-sent")
+        assert (await _recall(client, recall_cluster, "RecallCount", never_sent)).code == ResponseCode.SUCCESS
+        await trio.sleep(15)
+        assert _bodies(recall_cluster, "RecallCount") == [b"kept"]
+        assert await _timer_metrics(recall_cluster) == {"RecallCount": 1}
+        await trio.sleep(60)
+        assert _bodies(recall_cluster, "RecallCount") == [b"kept", b"later"]
+        assert await _timer_metrics(recall_cluster) == {"RecallCount": 0}
 
 
 async def test_bad_handles_and_requests_get_rocketmqs_answers(
