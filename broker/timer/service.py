@@ -337,7 +337,7 @@ class TimerMessageService:
         if not self._started_enabled:
             return None
         timers, now = self.timers, self.store.config.now_ms()
-        timing = {topic: metric[0] for topic, metric in timers.timing.items()}
+        timing = {topic: max(0, metric[0]) for topic, metric in timers.timing.items()}
         lags = (self._offset_behind(), 0, 0, 0)
         if self._loaded and _flag(self._enabled):
             filed_at, stored_ms = timers.last_filing
@@ -347,19 +347,20 @@ class TimerMessageService:
 
     def metrics_body(self) -> bytes | None:
         """GET_TIMER_METRICS' body, RocketMQ 5.3's TimerMetrics JSON: its ``dataVersion`` and, per real topic, the
-        ``count`` of timer messages filed and not delivered yet and the ``timeStamp`` of its last change; ``None``
+        ``count`` of timer messages filed and not delivered yet (0 for a passing negative: rolls and markers move
+        it back and forth) and the ``timeStamp`` of its last change; ``None``
         when the timer was disabled at its start (Java has no TimerMessageStore then)."""
         if not self._started_enabled:
             return None
         timers = self.timers
         counter, changed = timers.timing_version
         version = {"counter": counter, "stateVersion": 0, "timestamp": changed or self.store.config.now_ms()}
-        timing = {topic: {"count": count, "timeStamp": at} for topic, (count, at) in timers.timing.items()}
+        timing = {topic: {"count": max(0, n), "timeStamp": at} for topic, (n, at) in timers.timing.items()}
         return orjson.dumps({"dataVersion": version, "timingCount": timing})
 
     def forget_topic(self, topic: str) -> None:
         """Drop ``topic``'s count of pending timers, as RocketMQ 5.3.3's deleteTopicInBroker calls
-        ``TimerMetrics.removeTimingCount``; its timers still pending are delivered, counted from 0 (never below)."""
+        ``TimerMetrics.removeTimingCount``; its timers still pending are delivered unlisted."""
         self.timers.timing.pop(topic, None)
 
     def _offset_behind(self) -> int:

@@ -352,7 +352,8 @@ class TimerStore:
         self.dequeued_by_topic: dict[str, int] = {}
         #: Per real topic, ``[timer messages filed and not delivered yet, when that last changed]``: RocketMQ 5.3's
         #: TimerMetrics ``timingCount`` (GET_TIMER_METRICS), kept in the clean checkpoint; a crash rebuild counts
-        #: what it files again. A message whose record is gone at its delivery stays counted (as in Java).
+        #: what it files again. A message whose record is gone at its delivery stays counted (as in Java); a delete
+        #: marker takes one off its topic from its filing until its slot is walked (as ``addMetric`` in Java).
         self.timing: dict[str, list[int]] = {}
         #: ``[changes of timing since this instance started, when the last was]``: TimerMetrics' ``dataVersion``.
         self.timing_version = [0, 0]
@@ -560,18 +561,23 @@ class TimerStore:
             yield
 
     def _count_again(self) -> Iterator[None]:
-        """:attr:`timing` from the records of the entries a clean load left in ``_recount`` (delete markers are not
-        counted, as at filing), yielding every :data:`_COPIES_STEP` entries."""
+        """:attr:`timing` from the records of the entries a clean load left in ``_recount`` (a delete marker takes
+        one off, as at filing), yielding every :data:`_COPIES_STEP` entries."""
         live, self._recount = self._recount, None
         if live is None:
             return
         for at in range(0, len(live), 4):
-            if not live[at + 3] & FLAG_DELETE:
-                timer = self._timer_of(live[at + 1], live[at + 2])
-                if timer is not None:
-                    self._count(timer.topic, 1)
+            timer = self._timer_of(live[at + 1], live[at + 2])
+            if timer is not None and not self._marker_given_back(live[at], live[at + 3]):
+                self._count(timer.topic, -1 if live[at + 3] & FLAG_DELETE else 1)
             if at // 4 % _COPIES_STEP == _COPIES_STEP - 1:
                 yield
+
+    def _marker_given_back(self, deliver_ms: int, flags: int) -> bool:
+        """Whether an entry is a due marker of the slot whose walk was interrupted (its count given back at the
+        walk's start, see :meth:`_deletes_of_slot`)."""
+        due = flags & (FLAG_DELETE | FLAG_ROLL) == FLAG_DELETE
+        return due and self.walk_pos != NO_ENTRY and self.wheel.slot_time(deliver_ms) == self.read_ms
 
     def _rebuild_state(self) -> tuple[int, int, int] | None:
         """The crash rebuild's skip rules while it has queue entries left to judge or its read time has not reached
@@ -715,12 +721,12 @@ class TimerStore:
                 flags = timer.flags | (FLAG_ROLL if roll else 0)
                 counted = not flags & FLAG_DELETE
                 self.pending += counted
-                self._count(timer.topic, counted)
+                self._count(timer.topic, 1 if counted else -1)  # a marker takes its message off at once
                 try:
                     self.file(file_ms, phy, size, flags)
                 except BaseException:
                     self.pending -= counted
-                    self._count(timer.topic, -counted)
+                    self._count(timer.topic, -1 if counted else 1)
                     raise
                 self.filed += 1
                 _bump(self.enqueued_by_topic, timer.topic)
@@ -845,7 +851,7 @@ class TimerStore:
         filing order): file again what lies beyond the reach, roll what is flagged, deliver the rest. ``walk_pos`` is
         left on the next entry, or NO_ENTRY once the slot is done. Returns how many entries were processed."""
         positions = self._slot_positions()
-        self._deletes_of_slot()
+        self._deletes_of_slot(fresh=self.walk_pos == NO_ENTRY)
         i = 0 if self.walk_pos == NO_ENTRY else bisect.bisect_left(positions, self.walk_pos)
         done = 0
         while i < len(positions) and done < budget:
@@ -885,9 +891,10 @@ class TimerStore:
             self._walk, self._walk_ms = positions, self.read_ms
         return self._walk
 
-    def _deletes_of_slot(self) -> None:
+    def _deletes_of_slot(self, *, fresh: bool) -> None:
         """Collect the delete keys of the due markers in the slot at ``readMs`` into ``_deletes`` (once per slot,
-        again when a walk resumes after a restart); empty unless the slot is flagged."""
+        again when a walk resumes after a restart); empty unless the slot is flagged. A ``fresh`` walk gives back the
+        count each marker took off at filing: the message it deletes is taken off when dropped, as any other."""
         if self._deletes_ms == self.read_ms:
             return
         slot = self.wheel.get(self.read_ms)
@@ -899,7 +906,15 @@ class TimerStore:
                     key = self._delete_key_of(entry.phy_offset, entry.size)
                     if key is not None:
                         keys.add(key)
+                        self._marker_done(key, fresh)
         self._deletes, self._deletes_ms = frozenset(keys), self.read_ms
+
+    def _marker_done(self, key: str, restore: bool = True) -> None:
+        """Give back the count the marker of ``key`` (``<real topic>+<UNIQ_KEY>``) took off its topic at filing
+        (RocketMQ 5.3.3's dequeue adds it back for a marker that deleted nothing: ``avoidDeleteLose``)."""
+        topic = key.partition("+")[0]
+        if restore and topic in self.timing:
+            self._count(topic, 1)
 
     def _delete_key_of(self, phy: int, size: int) -> str | None:
         view = self.store.look_message_by_offset(phy, size)
@@ -918,8 +933,12 @@ class TimerStore:
             key = self._delete_key_of(phy, size)
             if key is not None:
                 self._deletes = self._deletes | {key}
+                self._marker_done(key)
                 return
         log.warning("timer: delete marker at %d came after its slot %d was walked; ignored", phy, slot_ms)
+        key = self._delete_key_of(phy, size)
+        if key is not None:
+            self._marker_done(key)
 
     def _skip_empty(self, now_ms: int) -> None:
         """Move ``readMs`` over empty slots: to the next filled slot that has passed, else to ``now``'s slot."""
@@ -942,13 +961,14 @@ class TimerStore:
             del segments[start]
 
     def _count(self, topic: str, delta: int) -> None:
-        """Add ``delta`` to ``topic``'s count in :attr:`timing` (never below 0; a topic not counted, deleted since
-        its timers were filed, is not listed again by a decrease)."""
+        """Add ``delta`` to ``topic``'s count in :attr:`timing` (as ``TimerMetrics.addAndGet``, with no floor: a
+        roll takes one off until its copy is filed; a topic not counted, deleted since its timers were filed, is not
+        listed again by a decrease)."""
         if not delta or not topic or (delta < 0 and topic not in self.timing):
             return
         now = self.store.config.now_ms()
         metric = self.timing.setdefault(topic, [0, now])
-        metric[0], metric[1] = max(0, metric[0] + delta), now
+        metric[0], metric[1] = metric[0] + delta, now
         self.timing_version[0] += 1
         self.timing_version[1] = now
 
@@ -977,12 +997,14 @@ class TimerStore:
         to the timer queue with the roll properties (module docstring); :meth:`enqueue` files the copy. A refusal for
         good (MESSAGE_ILLEGAL) drops it, logged; other store errors propagate with nothing changed."""
         store = self.store
-        counted = 0 if flags & FLAG_DELETE else self._uncount(phy)
+        marker = bool(flags & FLAG_DELETE)
+        counted = 0 if marker else self._uncount(phy)
         msg = self._read(phy, size)
         if msg is None:
             return
         topic = msg.properties.get("REAL_TOPIC", "")
-        self._count(topic, -counted)
+        metric = 1 if marker else -counted  # a marker gives back its count until its copy is filed
+        self._count(topic, metric)
         try:
             times = int(msg.properties.get(PROPERTY_TIMER_ROLL_TIMES, "0")) + 1
         except ValueError:
@@ -1004,7 +1026,7 @@ class TimerStore:
             return
         except BaseException:
             self.pending += counted  # not rolled: the caller retries this entry
-            self._count(topic, counted)
+            self._count(topic, -metric)
             raise
         self.rolled += 1
         _bump(self.dequeued_by_topic, topic)

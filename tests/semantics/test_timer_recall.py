@@ -232,6 +232,7 @@ async def test_a_recall_holds_when_the_marker_rolls_on_with_its_message(
         assert _bodies(cluster, "RecallFar") == [b"beside"]
         assert cluster.controller.timer.timers.rolled >= 12
         assert cluster.controller.timer.timers.recalled == 1
+        assert await _timer_metrics(cluster) == {"RecallFar": 0}  # each roll of the marker gave back what it took
 
 
 def _timer_record(topic: str, deliver_ms: int, uniq: str, marker: bool = False) -> MessageRecord:
