@@ -275,6 +275,36 @@ async def test_a_blank_client_id_is_client_id_required(tmp_path: Path, client_id
         assert not answer.message_queues
 
 
+def _telemetry_replies(endpoint: str, command: Any, metadata: Any) -> list[tuple[str, str]]:
+    """Every command a fresh Telemetry stream writes after ``command``, until it ends; raises ``grpc.RpcError``
+    when it ends with an error."""
+    with grpc.insecure_channel(endpoint) as channel:
+        stream = channel.stream_stream(
+            PREFIX + "Telemetry",
+            request_serializer=service.TelemetryCommand.SerializeToString,
+            response_deserializer=service.TelemetryCommand.FromString,
+        )
+        replies = stream(iter([command]), timeout=5, metadata=metadata)
+        return [(Code.Name(reply.status.code), reply.status.message) for reply in replies]
+
+
+@pytest.mark.parametrize("client_id", ["", " "])
+async def test_a_telemetry_stream_without_a_client_id_answers_its_first_command_with_the_status(
+    tmp_path: Path, client_id: str
+) -> None:
+    """GrpcMessagingApplication.telemetry (proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/
+    GrpcMessagingApplication.java) runs validateContext on each command: a blank ``x-mq-client-id`` is answered with
+    a command carrying CLIENT_ID_REQUIRED "client id cannot be empty", then the stream completes (ResponseWriter.write).
+    Ours ended the stream INVALID_ARGUMENT as it opened."""
+    metadata = (("x-mq-client-id", client_id), ("x-mq-language", "PYTHON"))
+    command = service.TelemetryCommand()
+    command.settings.client_type = definition.ClientType.PRODUCER
+    command.settings.publishing.topics.add(name="Blank")
+    async with front(tmp_path) as f:
+        got = await trio.to_thread.run_sync(_telemetry_replies, f.endpoint, command, metadata)
+        assert got == [("CLIENT_ID_REQUIRED", "client id cannot be empty")]
+
+
 def topic_route_missing(topic: str) -> str:
     """The message of RocketMQ's MQClientException(TOPIC_NOT_EXIST, ...) for a topic without a route, the status
     message ResponseBuilder.buildStatus answers with TOPIC_NOT_FOUND (TopicRouteService.getCacheMessageQueueWrapper,
