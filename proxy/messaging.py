@@ -248,14 +248,15 @@ class MessagingActivity:
 
     def telemetry_opened(self, md: dict[str, str], push: Push) -> None:
         """A Telemetry stream opened: commands for this client go to ``push`` from now on, unless the ACL refuses
-        the caller's credentials: the stream stays open and its first command is refused (:meth:`telemetry`), as
-        RocketMQ's request pipeline runs on each command. Raises RpcError for a blank client id."""
-        if self.acl is not None:
-            try:
+        the caller's credentials or its client id is blank: the stream stays open and its first command is refused
+        (:meth:`telemetry`), as RocketMQ's request pipeline and validateContext run on each command."""
+        try:
+            if self.acl is not None:
                 self.acl.check(None, md)
-            except RpcError:
-                return  # never attached to the client id's pushes
-        self.sessions.session(client_id_of(md), md).push = push
+            client_id = client_id_of(md)
+        except RpcError:
+            return  # never attached to the client id's pushes
+        self.sessions.session(client_id, md).push = push
 
     def telemetry_closed(self, md: dict[str, str], push: Push) -> None:
         session = self.sessions.sessions.get(md.get("x-mq-client-id", ""))
@@ -267,10 +268,11 @@ class MessagingActivity:
         checks of :meth:`_check_settings` refuse, its message described as ClientActivity.processTelemetryException
         describes it, "process client telemetryCommand failed. <message>" (the stream then ends with it, see
         proxy/servicer.py; nothing is registered).
-        A command the ACL refuses raises its RpcError (UNAUTHORIZED) and changes nothing: the stream writes that
-        status, then ends (proxy/servicer.py)."""
+        A command the ACL refuses, or any without a client id, raises its RpcError (UNAUTHORIZED, CLIENT_ID_REQUIRED)
+        and changes nothing: the stream writes that status, then ends (proxy/servicer.py)."""
         if self.acl is not None:
             self.acl.check(command, md)
+        client_id_of(md)  # GrpcMessagingApplication.validateContext, after the request pipeline
         if not command.HasField("settings"):
             self.sessions.relay_answer(command)  # a reply to a relayed request, if any: nothing to write back
             return None

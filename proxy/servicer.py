@@ -180,10 +180,10 @@ class MessagingServicer(service_grpc.MessagingServiceServicer):  # type: ignore[
                 if reply is not None:
                     outbox.put_nowait(reply)
         except RpcError as err:
-            # GrpcMessagingApplication.telemetry: a command the request pipeline (the ACL) refuses is written as a
-            # command with its status and the stream completed (writeResponse, ResponseWriter.write); others end it
-            # with an error (ClientActivity.processTelemetryException).
-            refused = err.code == Code.UNAUTHORIZED
+            # GrpcMessagingApplication.telemetry: a command the request pipeline (the ACL) or validateContext refuses
+            # is written as a command with its status and the stream completed (writeResponse, ResponseWriter.write);
+            # others end it with an error (ClientActivity.processTelemetryException).
+            refused = err.code in (Code.UNAUTHORIZED, Code.CLIENT_ID_REQUIRED)
             outbox.put_nowait(service.TelemetryCommand(status=status(err.code, err.message)) if refused else err)
         except (BridgeClosed, grpc.RpcError, asyncio.CancelledError):
             pass
