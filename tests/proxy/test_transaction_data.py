@@ -66,3 +66,37 @@ async def test_transaction_data_expires_after_transaction_data_expire_millis(
     assert got == [((Code.OK, "OK"), 1), (expired, 1)], got
     shorter = ProxyConfig(**{"transaction_data_expire_millis": 5_000})
     assert await commit_after(shorter, 6) == (expired, 1)
+
+
+async def test_each_half_of_a_resent_transaction_message_can_be_ended(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """TransactionDataManager keeps up to ``transactionDataMaxNum`` (15) data per producer group and transaction id
+    (proxy/src/main/java/org/apache/rocketmq/proxy/service/transaction/TransactionDataManager.java): a message sent
+    twice with one message id (a client's retry after a lost answer) leaves two halves, and two EndTransactions end
+    both, the newest first. Ours kept one per key: the second end was "cannot found transaction data"."""
+    use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "TxTwice")
+    store = embedded_cluster.controller.context.store
+    activity, _ = build_activity(embedded_cluster.controller, ProxyConfig())
+    for _ in range(2):
+        await _half(activity, "TxTwice", "01TXTWICE")
+    got = [await _commit(activity, "TxTwice", "01TXTWICE") for _ in range(3)]
+    expired = (Code.INTERNAL_SERVER_ERROR, PROXY + "cannot found transaction data")
+    assert got == [(Code.OK, "OK"), (Code.OK, "OK"), expired], got
+    await trio.sleep(1)
+    assert store.max_offset_in_queue("TxTwice", 0) == 2
+
+
+async def test_no_more_than_transaction_data_max_num_halves_are_kept_per_id(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Beyond ``transactionDataMaxNum`` the oldest data of the key is dropped (TransactionDataManager
+    .addTransactionData: pollFirst)."""
+    use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "TxMany")
+    activity, _ = build_activity(embedded_cluster.controller, ProxyConfig(transaction_data_max_num=2))
+    for _ in range(3):
+        await _half(activity, "TxMany", "01TXMANY")
+    got = [(await _commit(activity, "TxMany", "01TXMANY"))[0] for _ in range(3)]
+    assert got == [Code.OK, Code.OK, Code.INTERNAL_SERVER_ERROR], got
