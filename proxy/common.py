@@ -206,3 +206,41 @@ def finish_now(coro: Coroutine[Any, Any, T]) -> T:
         return done.value  # type: ignore[no-any-return]
     coro.close()
     raise RuntimeError("a coroutine expected to finish at once tried to wait")
+
+
+class TransactionData:
+    """The offsets 5.x half messages leave for their EndTransaction, as RocketMQ 5.3.3's TransactionDataManager
+    (proxy/src/main/java/org/apache/rocketmq/proxy/service/transaction/TransactionDataManager.java) keeps them: per
+    (producer group, transaction id), up to ``max_num`` ``(commit-log offset, queue offset, Trio time added)``, oldest
+    first (beyond it the oldest goes); at most ``max_keys`` ids, the oldest forgotten beyond (never ended nor checked:
+    the broker's check names it again)."""
+
+    def __init__(self, max_num: int, max_keys: int = 100_000) -> None:
+        self.max_num = max_num
+        self.max_keys = max_keys
+        self.by_key: dict[tuple[str, str], list[tuple[int, int, float]]] = {}
+
+    def add(self, key: tuple[str, str], commit_log_offset: int, queue_offset: int, now: float) -> None:
+        entries = self.by_key.get(key)
+        if entries is None:
+            if len(self.by_key) >= self.max_keys:
+                del self.by_key[next(iter(self.by_key))]
+            entries = self.by_key[key] = []
+        entries.append((commit_log_offset, queue_offset, now))
+        if len(entries) > self.max_num:  # addTransactionData: pollFirst
+            del entries[0]
+        if not entries:
+            del self.by_key[key]
+
+    def poll(self, key: tuple[str, str], expiry: float, now: float) -> tuple[int, int] | None:
+        """The newest data of ``key`` added ``expiry`` seconds ago or later, taken away with the expired ones after it
+        (pollNoExpireTransactionData); ``None`` when there is none."""
+        entries = self.by_key.get(key, [])
+        found = None
+        while entries and found is None:
+            phy, queue_offset, added = entries.pop()
+            if now - added <= expiry:
+                found = (phy, queue_offset)
+        if not entries:
+            self.by_key.pop(key, None)
+        return found

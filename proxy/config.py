@@ -81,6 +81,9 @@ class ProxyConfig:
     #: How long a half message's transaction data serves its EndTransaction after the send, or after the broker's
     #: check named it again (ms; TransactionDataManager's expiry): a later end finds none, the check asks again.
     transaction_data_expire_millis: int = attrs.field(default=30_000, metadata=JAVA_LONG)
+    #: How many such data one producer group and transaction id keeps (the halves of a resent message; the oldest
+    #: goes beyond it), TransactionDataManager's ``transactionDataMaxNum``.
+    transaction_data_max_num: int = 15
     #: The largest request the gRPC server takes (bytes); a batch of several maximum-size bodies fits.
     grpc_max_inbound_message_size: int = 130 * 1024 * 1024
     #: Refuse a send whose message type differs from its topic's ``message.type`` attribute (RocketMQ's default); also

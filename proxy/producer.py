@@ -39,6 +39,7 @@ from processors.topic_attributes import MESSAGE_TYPE, TopicMessageType, message_
 from proxy.common import (
     Code,
     RpcError,
+    TransactionData,
     check_topic,
     code_of_broker_refusal,
     finish_now,
@@ -82,9 +83,6 @@ _INT_MAX: Final = (1 << 31) - 1
 _COMMIT: Final = 8
 _ROLLBACK: Final = 12
 _CONTROL: Final = re.compile("[\x00-\x1f\x7f-\x9f]")
-#: Open transactions remembered for EndTransaction; beyond it the oldest is forgotten (the broker's check then asks
-#: its producer, whose answer names the offsets again).
-_MAX_OPEN_TRANSACTIONS: Final = 100_000
 _UNCHECKED_PREFIXES: Final = ("%RETRY%", "%DLQ%")
 #: Protobuf enum values read per message, looked up once (each attribute access of an enum wrapper costs a call).
 _TRANSACTION: Final = int(definition.MessageType.TRANSACTION)
@@ -92,14 +90,14 @@ _GZIP: Final = int(definition.Encoding.GZIP)
 
 
 class Producing:
-    """The producer RPCs of one proxy; state: the open transactions ((producer group, id) -> commit-log offset,
-    queue offset, Trio time added; the producer group of a 5.x half message is its topic)."""
+    """The producer RPCs of one proxy; state: the open transactions (:class:`~proxy.common.TransactionData`; the
+    producer group of a 5.x half message is its topic)."""
 
     def __init__(self, broker: BrokerState, config: ProxyConfig, invoker: LocalInvoker) -> None:
         self.broker = broker
         self.config = config
         self.invoker = invoker
-        self.transactions: dict[tuple[str, str], tuple[int, int, float]] = {}
+        self.transactions = TransactionData(config.transaction_data_max_num)
         self._round_robin = itertools.count()
         self._delay_levels = _sorted_delay_levels(config.message_delay_level)
 
@@ -340,9 +338,7 @@ class Producing:
         entry.recall_handle = ext.get("recallHandle", "")
         if sys_flag & SYSFLAG_TRANSACTION_PREPARED:
             phy = decode_offset_msg_id(ext["msgId"]).phy_offset
-            if len(self.transactions) >= _MAX_OPEN_TRANSACTIONS:  # never ended nor checked: forget the oldest
-                del self.transactions[next(iter(self.transactions))]
-            self.transactions[(topic, sp.message_id)] = (phy, entry.offset, trio.current_time())
+            self.transactions.add((topic, sp.message_id), phy, entry.offset, trio.current_time())
         return entry
 
     async def recall(self, req: Any, metadata: dict[str, str]) -> Any:
@@ -384,9 +380,9 @@ class Producing:
             raise RpcError(Code.INVALID_TRANSACTION_ID, "transaction id cannot be empty")
         # AbstractTransactionService.genEndTransactionRequestHeader: the data is taken away whatever the resolution;
         # TransactionDataManager.pollNoExpireTransactionData: data past transactionDataExpireMillis is none.
-        found = self.transactions.pop((req.topic.name, tx_id), None)
         expiry = self.config.transaction_data_expire_millis / 1000
-        if found is None or trio.current_time() - found[2] > expiry:
+        found = self.transactions.poll((req.topic.name, tx_id), expiry, trio.current_time())
+        if found is None:
             raise proxy_error(Code.INTERNAL_SERVER_ERROR, "cannot found transaction data")
         resolution = {definition.TransactionResolution.COMMIT: _COMMIT,
                       definition.TransactionResolution.ROLLBACK: _ROLLBACK}.get(req.resolution, 0)  # fmt: skip

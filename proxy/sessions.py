@@ -36,7 +36,7 @@ import trio
 from broker.context import BrokerState
 from processors.client_channels import ClientChannelInfo
 from processors.pull import build_subscription
-from proxy.common import Code, RpcError
+from proxy.common import Code, RpcError, TransactionData
 from proxy.convert import grpc_message, recovery_command
 from proxy.pb import definition, service
 from remoting.codec.bodies import (
@@ -83,7 +83,7 @@ class ClientSession:
     settings: Any = None
     push: Push | None = None
     channel: GrpcClientChannel | None = None
-    transactions: dict[tuple[str, str], tuple[int, int, float]] = attrs.field(factory=dict)
+    transactions: TransactionData = attrs.field(factory=lambda: TransactionData(15))
     #: Trio time of the client's last request through :meth:`SessionTable.session`
     last_seen: float = 0.0
 
@@ -181,7 +181,7 @@ class GrpcClientChannel(Connection):
         tx_id = header.transaction_id or header.msg_id or ""
         group = half.properties.get("PGROUP") or half.topic  # the broker's check names the half's producer group
         now = trio.current_time()  # the check names the data again: it serves transactionDataExpireMillis anew
-        self.session.transactions[(group, tx_id)] = (header.commit_log_offset, header.tran_state_table_offset, now)
+        self.session.transactions.add((group, tx_id), header.commit_log_offset, header.tran_state_table_offset, now)
         self.session.push(recovery_command(half, tx_id))
 
 
@@ -202,7 +202,7 @@ class SessionTable:
     def __init__(
         self,
         broker: BrokerState,
-        transactions: dict[tuple[str, str], tuple[int, int, float]],
+        transactions: TransactionData,
         relay_timeout: float = 5.0,
     ) -> None:
         self.broker = broker

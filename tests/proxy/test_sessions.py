@@ -179,7 +179,7 @@ async def test_a_transaction_check_becomes_a_recovery_command_on_telemetry(embed
     message = recover.message
     assert (message.topic.name, message.body, message.system_properties.message_id) == ("TxT", b"half body", "ABC")
     assert message.system_properties.message_type == definition.MessageType.TRANSACTION
-    assert activity.producing.transactions[("TxT", "ABC")][:2] == (4096, 7)
+    assert activity.producing.transactions.by_key[("TxT", "ABC")][-1][:2] == (4096, 7)
 
 
 async def test_the_settings_answered_to_clients_follow_rocketmqs_proxy_config_keys(
