@@ -420,3 +420,39 @@ async def test_a_sync_round_copies_nothing_more_once_the_member_became_the_maste
         nursery.cancel_scope.cancel()
     assert member.offsets.query("g", "T", 0) == 42
     assert asked == [RequestCode.GET_ALL_TOPIC_CONFIG]
+
+
+async def _timer_metrics_of(addr: str) -> dict[str, Any]:
+    async with RemotingClient() as client:
+        answer = await client.invoke(addr, request(RequestCode.GET_TIMER_METRICS), 5)
+    assert answer.code == ResponseCode.SUCCESS, answer.remark
+    body: dict[str, Any] = json.loads(answer.body)
+    return body
+
+
+async def test_a_slave_answers_get_timer_metrics_with_its_master_s_copy(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """RocketMQ 5.3.3's SlaveSynchronize.syncAll ends with syncTimerMetrics (broker/src/main/java/org/apache/rocketmq/
+    broker/slave/SlaveSynchronize.java): a slave takes its master's TimerMetrics (counts and data version) whenever the
+    version differs, so GET_TIMER_METRICS on the slave answers the master's counts. Ours answered none."""
+    async with EmbeddedCluster(tmp_path / "c", slaves=1, **SMALL_STORE) as cluster:
+        sync = cluster.slave_controllers[0].replication.slave_sync
+        assert sync is not None
+        with trio.fail_after(60):
+            while sync.master_addr is None:
+                await trio.sleep(0.5)
+        async with Admin(cluster.namesrv_addr) as admin:
+            await admin.create_topic(
+                "TimedSync", broker_addr=cluster.broker_addr, read_queue_nums=1, write_queue_nums=1
+            )
+        async with Producer("pg-timed-sync", cluster.namesrv_addr) as producer:
+            for _ in range(2):
+                await producer.send(Message("TimedSync", b"t", properties={"TIMER_DELAY_SEC": "600"}))
+        await trio.sleep(2)
+        master = await _timer_metrics_of(cluster.broker_addr)
+        assert {t: m["count"] for t, m in master["timingCount"].items()} == {"TimedSync": 2}
+        await sync.sync_all()
+        slave = await _timer_metrics_of(cluster.slave_addrs[0])
+        assert slave["timingCount"] == master["timingCount"]
+        assert slave["dataVersion"] == master["dataVersion"]
