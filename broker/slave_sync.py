@@ -15,7 +15,9 @@ slave's own.
 - with a timer service, its progress: GET_TIMER_CHECK_POINT (60, RocketMQ 5's ``syncTimerCheckPoint``), written to
   ``timerCheck.json`` for the next start, over whatever it held, an unreadable file included
   (:meth:`~broker.timer.service.TimerMessageService.adopt_checkpoint`); a master that does not know the code (a 4.x
-  broker) answers REQUEST_CODE_NOT_SUPPORTED, logged once;
+  broker) answers REQUEST_CODE_NOT_SUPPORTED, logged once; then its counts: GET_TIMER_METRICS (61, 5.3.3's
+  ``syncTimerMetrics``), taken when their data version differs, for the slave's own GET_TIMER_METRICS answer
+  (:meth:`~broker.timer.service.TimerMessageService.adopt_metrics`);
 - ours, not RocketMQ's: the master's ``commitLogMaxOffset`` from GET_BROKER_RUNTIME_INFO (28), for the slave's own
   lag in its runtime info (:meth:`~store.ha.service.HAService.note_master_offset`; the HA stream alone shows the
   master's end only as far as it has sent it).
@@ -210,6 +212,18 @@ class SlaveSynchronize:
             await timer.adopt_checkpoint(body.master_timer_queue_offset, body.last_read_time_ms)
         except (CodecError, OSError) as exc:
             log.warning("slave sync: timer checkpoint of %s not adopted: %s", addr, exc)
+        await self._sync_timer_metrics(addr, timer)
+
+    async def _sync_timer_metrics(self, addr: str, timer: TimerMessageService) -> None:
+        """The master's timer counts (RocketMQ 5.3.3's ``syncTimerMetrics``); a master whose timer is off (SYSTEM_ERROR)
+        is skipped, logged."""
+        body = await self._fetch(addr, RequestCode.GET_TIMER_METRICS, bytes)
+        if body is None:
+            return
+        try:
+            timer.adopt_metrics(body)
+        except (ValueError, KeyError, TypeError) as exc:
+            log.warning("slave sync: timer metrics of %s not adopted: %s", addr, exc)
 
     async def _fetch(self, addr: str, code: int, decode: Callable[[bytes], T]) -> T | None:
         """One request's decoded body, or ``None`` (logged) when it failed."""

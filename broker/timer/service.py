@@ -390,6 +390,19 @@ class TimerMessageService:
             if not self._loaded:
                 await trio.to_thread.run_sync(self._adopt, enqueue_offset, read_ms)
 
+    def adopt_metrics(self, body: bytes) -> bool:
+        """A slave takes its master's GET_TIMER_METRICS body (counts and data version) when its version differs, as
+        RocketMQ 5.3.3's ``SlaveSynchronize.syncTimerMetrics``; kept in memory only (a start counts afresh), never
+        while the timer runs. Returns whether it was taken; raises ``ValueError`` (or a subclass) for a bad body."""
+        root = orjson.loads(body)
+        version = root["dataVersion"]
+        taken = [int(version["counter"]), int(version["timestamp"])]
+        timing = {str(t): [int(m["count"]), int(m["timeStamp"])] for t, m in dict(root["timingCount"]).items()}
+        if self._loaded or taken == self.timers.timing_version:
+            return False
+        self.timers.timing, self.timers.timing_version = timing, taken
+        return True
+
     def _adopt(self, enqueue_offset: int, read_ms: int) -> None:
         """The adopted checkpoint keeps the roll windows the file held for the records below the leader's offset (this
         member filed them while it led, or adopted them so) and the configured one from there on: the rebuild when it
