@@ -753,3 +753,17 @@ async def test_a_change_of_invisibility_past_the_timer_max_delay_answers_system_
     await trio.sleep(15)
     [again] = messages(await ask(embedded_cluster, pop_request(clock, "PopWireFarChange")))
     assert again.body == b"c0"
+
+
+async def test_an_orderly_pops_rest_num_leaves_out_what_its_filter_read_past(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """PopMessageProcessor.popMsgFromQueue adds ``maxOffset - nextBeginOffset`` of the read for an orderly queue it
+    pops: the entries past the last message handed out that the filter read and skipped are not left to read."""
+    clock = use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "PopWireRestTag")
+    await send(embedded_cluster, "PopWireRestTag", b"a0", tags="a")
+    await send(embedded_cluster, "PopWireRestTag", b"b1", b"b2", tags="b")
+    answer = await ask(embedded_cluster, pop_request(clock, "PopWireRestTag", order="true", exp="a"))
+    assert [m.body for m in messages(answer)] == [b"a0"]
+    assert answer.ext_fields["restNum"] == "0"
