@@ -360,7 +360,7 @@ class PopMessageProcessor:
             pop_time=pop_time,
             invisible_time=header.invisible_time,
             revive_qid=revive_qid,
-            rest_num=self._rest(pop, header, popped),
+            rest_num=self._rest(pop, header),
             start_offset_info=starts,
             msg_offset_info=offsets,
             order_count_info=counts if header.order else None,
@@ -371,9 +371,10 @@ class PopMessageProcessor:
         body = b"".join(_record(p, pop.original_topic(group, p.message)) for p in popped)
         return request.response(ResponseCode.SUCCESS, "FOUND", fields, body)
 
-    def _rest(self, pop: PopService, header: PopMessageRequestHeader, popped: list[Popped]) -> int:
+    def _rest(self, pop: PopService, header: PopMessageRequestHeader) -> int:
         """Entries of the queues popped that the group has not read (PopMessageProcessor's ``restNum``); orderly,
-        those of a queue past what this pop handed out of it, none of a queue blocked by a batch in flight
+        those of a queue past where this pop's read of it ended (``maxOffset - nextBeginOffset``: what its filter
+        skipped after the last message handed out is not counted), none of a queue blocked by a batch in flight
         (popMsgFromQueue adds nothing for a queue checkBlock finds blocked)."""
         config = self.broker.topics.get(header.topic)
         if config is None:
@@ -382,11 +383,10 @@ class PopMessageProcessor:
         qids = [header.queue_id] if header.queue_id >= 0 else range(config.read_queue_nums)
         if not header.order:
             return sum(pop.rest_of(group, topic, qid) for qid in qids)
-        last = {p.handle.queue_id: p.handle.offset for p in popped}  # a queue's messages come in offset order
         store, rest = self.broker.store, 0
         for qid in qids:
-            if qid in last:
-                rest += max(store.max_offset_in_queue(topic, qid) - last[qid] - 1, 0)
+            if qid in pop.read_ends:
+                rest += max(store.max_offset_in_queue(topic, qid) - pop.read_ends[qid], 0)
             elif not pop.fifo_blocked(group, topic, qid):
                 rest += pop.rest_of(group, topic, qid)
         return rest

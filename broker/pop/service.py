@@ -192,6 +192,9 @@ class PopService:
         #: ``restNum > 0``): a receive that got nothing then pops again at once rather than waiting for an arrival.
         #: An orderly pop sets it only for a queue it moved on (one in flight is not read, so never moved on).
         self.read_on = False
+        #: Where the last orderly :meth:`pop`'s read of each queue it handed messages out of ended (the read's
+        #: ``nextBeginOffset``, past what its filter skipped): the queue's ``restNum`` share is what lies past it.
+        self.read_ends: dict[int, int] = {}
         self._turns_sweep_at = _TURNS_SWEEP_MIN
         #: receives waiting for an arrival, by topic, then group, then slot (:data:`_Slot`), then filter
         #: (:attr:`_Poll.key`), in the order they came (an entry goes with the last); ``_poll_seq`` numbers them so
@@ -541,6 +544,7 @@ class PopService:
         filters = _Filter(tags, property_filter)
         out: list[Popped] = []
         self.read_on = False
+        self.read_ends = {}
         sources = [(topic, TOPIC_TYPE_NORMAL)]
         retry = pop_retry_topic(group, topic)
         if not fifo and retry in self.broker.topics:
@@ -764,6 +768,7 @@ class PopService:
             )  # fmt: skip
             popped.append(Popped(msg, handle, attempt))
         if popped:
+            self.read_ends[qid] = next_offset
             if retried:
                 state.replace_delivery({p.handle.offset for p in popped})
             state.pop_time, state.attempt_id = pop_time, attempt_id
