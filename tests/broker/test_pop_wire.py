@@ -767,3 +767,30 @@ async def test_an_orderly_pops_rest_num_leaves_out_what_its_filter_read_past(
     answer = await ask(embedded_cluster, pop_request(clock, "PopWireRestTag", order="true", exp="a"))
     assert [m.body for m in messages(answer)] == [b"a0"]
     assert answer.ext_fields["restNum"] == "0"
+
+
+async def test_an_arrival_wakes_the_parked_pop_due_first_not_the_first_parked(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """PopLongPollingService files a key's requests in a ConcurrentSkipListSet ordered by PopRequest.COMPARATOR
+    (``bornTime + pollTime``, then arrival): an arrival wakes the pop due first, here the one parked second with a
+    shorter polling window, not the one parked first."""
+    clock = use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "PopWireDue")
+    longer, shorter = (pop_request(clock, "PopWireDue", poll=poll, queueId="0") for poll in (30_000, 20_000))
+    [(first, first_took), second] = await parked_then_sent(embedded_cluster, [longer, shorter], 0)
+    popped_at_the_arrival(*second)
+    assert first.code == ResponseCode.POLLING_TIMEOUT and first_took > 25
+
+
+async def test_an_arrival_wakes_the_parked_notification_due_last_not_the_last_parked(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """NotificationProcessor's polling service (``notifyLast``) polls the last of PopRequest.COMPARATOR's order: the
+    notification due last, here the one parked first with the longer window, not the newest."""
+    clock = use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "PopWireDueLast")
+    longer, shorter = (notification(clock, "PopWireDueLast", poll=poll) for poll in (30_000, 20_000))
+    [(first, first_took), (_second, second_took)] = await parked_then_sent(embedded_cluster, [longer, shorter], 0)
+    assert first.ext_fields["hasMsg"] == "true" and first_took < 10
+    assert second_took > 15, "the newer notification, due first, waits on"
