@@ -40,6 +40,7 @@ Errors: the append path's ``PutRefusedError`` (disk full, store shutting down) p
 
 from __future__ import annotations
 
+import bisect
 import enum
 import heapq
 import itertools
@@ -197,8 +198,9 @@ class PopService:
         self.read_ends: dict[int, int] = {}
         self._turns_sweep_at = _TURNS_SWEEP_MIN
         #: receives waiting for an arrival, by topic, then group, then slot (:data:`_Slot`), then filter
-        #: (:attr:`_Poll.key`), in the order they came (an entry goes with the last); ``_poll_seq`` numbers them so
-        self._arrivals: dict[str, dict[str, dict[_Slot, dict[_FilterKey, dict[_Poll, None]]]]] = {}
+        #: (:attr:`_Poll.key`), in the order they are due (:attr:`_Poll.order`; an entry goes with the last);
+        #: ``_poll_seq`` numbers them in the order they came
+        self._arrivals: dict[str, dict[str, dict[_Slot, dict[_FilterKey, list[_Poll]]]]] = {}
         self._poll_seq = itertools.count()
         #: receives parked for long polling by (notification, group, topic, queue id), and in all by kind (:meth:`park`)
         self._parked: dict[tuple[bool, str, str, int], int] = {}
@@ -261,31 +263,32 @@ class PopService:
     def _wake_slot(
         self, topic: str, group: str, slot: _Slot, arrival: tuple[int, str] | None, left: int = SQL92_EVALUATION_BUDGET
     ) -> tuple[bool, int]:
-        """Wake the receive of ``group`` in ``slot`` that has waited longest on ``topic`` among those whose filter
+        """Wake the receive of ``group`` in ``slot`` due first on ``topic`` among those whose filter
         matches ``arrival`` (the message's tags code and properties; ``None``: no message, an ack or a freed FIFO
         queue, which any receive takes), and take it off its topics at once, so the next arrival wakes the next one;
         whether one was woken, and the SQL92 budget ``left``. PopLongPollingService.notifyMessageArriving polls one
         request off its key's queue, and puts a request whose filter does not match the message back unwoken
         (messageFilter.isMatchedByConsumeQueue on the tags code, then isMatchedByCommitLog on the properties; broker/
         src/main/java/org/apache/rocketmq/broker/longpolling/PopLongPollingService.java). Java checks the filter of
-        the key's first request only, once per arrival; ours checks that of the longest-waiting receive of each
-        filter the slot's receives use, once each (one filter, unless its clients subscribe inconsistently), and wakes
-        the longest waiting of those that match: not the filter of every parked receive, which cost N evaluations per
-        arrival inside the store's append with N parked. Java takes the one due soonest; the receives of a key share
-        their polling window, so the longest waiting is that one. Not every receive on the topic: with N parked, one
+        the key's first request only, once per arrival; ours checks that of the receive due first of each filter the
+        slot's receives use, once each (one filter, unless its clients subscribe inconsistently), and wakes the one
+        due first of those that match: not the filter of every parked receive, which cost N evaluations per arrival
+        inside the store's append with N parked. Due first is PopRequest.COMPARATOR's order, which the key's
+        ConcurrentSkipListSet keeps: the end of its polling window (``bornTime + pollTime``), then the first come. Not
+        every receive on the topic: with N parked, one
         message cost N reads, N - 1 of them empty; nor one the message does not match: it read the store for
         nothing. One arrival's SQL92 checks spend at most the pull path's evaluation budget
         (:data:`processors.pull.SQL92_EVALUATION_BUDGET`; Java checks on its reput thread, ours inside the append, on
         the loop every client shares): a receive past it is woken unchecked, pops, finds nothing and waits again.
-        NOTIFICATIONs go the other way, newest first: NotificationProcessor builds its PopLongPollingService with
-        ``notifyLast``, which wakes the request due last."""
+        NOTIFICATIONs go the other way, due last first: NotificationProcessor builds its PopLongPollingService with
+        ``notifyLast``, which wakes the request due last (``pollLast``)."""
         by_filter = self._arrivals.get(topic, {}).get(group, {}).get(slot)
         poll: _Poll | None = None
         gone: list[_Poll] = []
-        newest = slot[1]
+        due_last = slot[1]
         for waiters in (by_filter or {}).values():
-            first = _first_alive(reversed(waiters) if newest else waiters, gone)
-            if first is None or (poll is not None and (first.seq <= poll.seq if newest else first.seq >= poll.seq)):
+            first = _first_alive(reversed(waiters) if due_last else waiters, gone)
+            if first is None or (poll is not None and (first.order <= poll.order) == due_last):
                 continue
             matched = True
             if arrival is not None:
@@ -310,7 +313,7 @@ class PopService:
             waiters = None if by_filter is None else by_filter.get(poll.key)
             if groups is None or by_slot is None or by_filter is None or waiters is None:
                 continue
-            waiters.pop(poll, None)
+            _drop(waiters, poll)
             if not waiters:
                 del by_filter[poll.key]
                 if not by_filter:
@@ -348,10 +351,11 @@ class PopService:
         filed: dict[str, _Slot] = {}
         for i, topic in enumerate(topics):
             filed.setdefault(topic, (max(queue_id, -1) if i == 0 else -1, notification))
-        poll = _Poll(group, tuple(filed.items()), _Filter(tags, property_filter), next(self._poll_seq), alive)
+        due = self.now_ms() + round(min(timeout, 1e12) * 1000)  # its bornTime + pollTime (PopRequest's expired)
+        poll = _Poll(group, tuple(filed.items()), _Filter(tags, property_filter), next(self._poll_seq), due, alive)
         for topic, slot in poll.filed:
             by_slot = self._arrivals.setdefault(topic, {}).setdefault(group, {})
-            by_slot.setdefault(slot, {}).setdefault(poll.key, {})[poll] = None
+            bisect.insort(by_slot.setdefault(slot, {}).setdefault(poll.key, []), poll, key=_order)
         try:
             with trio.move_on_after(timeout):
                 await poll.event.wait()
@@ -1006,11 +1010,18 @@ class _Poll:
     filed: tuple[tuple[str, _Slot], ...]
     filter: _Filter
     seq: int
+    #: when its polling window ends (store ms)
+    due: int
     #: whether its client is still there to answer
     alive: Callable[[], bool]
     event: trio.Event = attrs.Factory(trio.Event)
     woken_on: tuple[str, _Slot] | None = None
     woken_by: tuple[int, str] | None = None
+
+    @property
+    def order(self) -> tuple[int, int]:
+        """Where it stands among the receives of its key: PopRequest.COMPARATOR's, due first, then the first come."""
+        return self.due, self.seq
 
     @property
     def key(self) -> _FilterKey:
@@ -1035,6 +1046,17 @@ def _retry_first(turn: int, percent: int) -> bool:
     popFromRetryProbability`` for each pop."""
     percent = min(max(percent, 0), 100)
     return -(-(turn + 1) * percent // 100) > -(-turn * percent // 100)
+
+
+def _order(poll: _Poll) -> tuple[int, int]:
+    return poll.order
+
+
+def _drop(waiters: list[_Poll], poll: _Poll) -> None:
+    """Take ``poll`` out of ``waiters`` (kept in :attr:`_Poll.order`), if there."""
+    i = bisect.bisect_left(waiters, poll.order, key=_order)
+    if i < len(waiters) and waiters[i] is poll:
+        del waiters[i]
 
 
 def _first_alive(waiters: Iterable[_Poll], gone: list[_Poll]) -> _Poll | None:
