@@ -818,3 +818,20 @@ async def test_the_timer_max_delay_bounds_a_checkpoint_due_a_second_before_its_h
     assert changed.code == ResponseCode.SUCCESS, changed.remark
     refused = await ask(embedded_cluster, change(second, limit + 1))
     assert refused.code == ResponseCode.SYSTEM_ERROR
+
+
+async def test_a_pops_rest_num_counts_the_retry_topic_it_read(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """PopMessageProcessor pops the group's retry topic when the topic left the pop short (or first, by
+    ``popFromRetryProbability``), and popMsgFromQueue adds each retry queue it visits to ``restNum``: the retried
+    message the pop left behind is counted."""
+    clock = use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "PopWireRestRetry")
+    await send(embedded_cluster, "PopWireRestRetry", b"r0", b"r1")
+    assert len(messages(await ask(embedded_cluster, pop_request(clock, "PopWireRestRetry", invisible=10_000)))) == 2
+    await trio.sleep(15)
+    answer = await ask(embedded_cluster, pop_request(clock, "PopWireRestRetry", maxMsgNums="1"))
+    [again] = messages(answer)
+    assert again.reconsume_times == 1
+    assert answer.ext_fields["restNum"] == "1"
