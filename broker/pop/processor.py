@@ -372,7 +372,8 @@ class PopMessageProcessor:
         return request.response(ResponseCode.SUCCESS, "FOUND", fields, body)
 
     def _rest(self, pop: PopService, header: PopMessageRequestHeader) -> int:
-        """Entries of the queues popped that the group has not read (PopMessageProcessor's ``restNum``); orderly,
+        """Entries of the queues popped that the group has not read (PopMessageProcessor's ``restNum``): the topic's,
+        and the group's pop retry topic's when the pop read it (:attr:`PopService.retry_read`); orderly,
         those of a queue past where this pop's read of it ended (``maxOffset - nextBeginOffset``: what its filter
         skipped after the last message handed out is not counted), none of a queue blocked by a batch in flight
         (popMsgFromQueue adds nothing for a queue checkBlock finds blocked)."""
@@ -382,7 +383,11 @@ class PopMessageProcessor:
         group, topic = header.consumer_group, header.topic
         qids = [header.queue_id] if header.queue_id >= 0 else range(config.read_queue_nums)
         if not header.order:
-            return sum(pop.rest_of(group, topic, qid) for qid in qids)
+            retry = pop_retry_topic(group, topic)
+            retry_config = self.broker.topics.get(retry) if pop.retry_read else None
+            retry_qids = range(0 if retry_config is None else retry_config.read_queue_nums)
+            rest = sum(pop.rest_of(group, retry, q) for q in retry_qids)
+            return rest + sum(pop.rest_of(group, topic, q) for q in qids)
         store, rest = self.broker.store, 0
         for qid in qids:
             if qid in pop.read_ends:

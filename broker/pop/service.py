@@ -199,6 +199,9 @@ class PopService:
         #: Where the last orderly :meth:`pop`'s read of each queue it handed messages out of ended (the read's
         #: ``nextBeginOffset``, past what its filter skipped): the queue's ``restNum`` share is what lies past it.
         self.read_ends: dict[int, int] = {}
+        #: Whether the last :meth:`pop` read the group's pop retry topic (first, or after the topic left it short):
+        #: its queues count in ``restNum`` then, as popMsgFromQueue adds every queue it visits.
+        self.retry_read = False
         self._turns_sweep_at = _TURNS_SWEEP_MIN
         #: receives waiting for an arrival, by topic, then group, then slot (:data:`_Slot`), then filter
         #: (:attr:`_Poll.key`), in the order they are due (:attr:`_Poll.order`; an entry goes with the last);
@@ -552,6 +555,7 @@ class PopService:
         out: list[Popped] = []
         self.read_on = False
         self.read_ends = {}
+        self.retry_read = False
         sources = [(topic, TOPIC_TYPE_NORMAL)]
         retry = pop_retry_topic(group, topic)
         if not fifo and retry in self.broker.topics:
@@ -561,6 +565,7 @@ class PopService:
             queues = self.broker.topics.get(source)
             count = 0 if queues is None else queues.read_queue_nums
             only = queue_id >= 0 and topic_type == TOPIC_TYPE_NORMAL
+            self.retry_read |= topic_type == TOPIC_TYPE_RETRY and len(out) < max_nums
             for qid in [queue_id] if only else [(turn + i) % count for i in range(count)]:
                 if len(out) >= max_nums:
                     return out
