@@ -22,6 +22,7 @@ from processors.consume_ops import ConsumeOpsProcessor
 from processors.reply import ReplyMessageProcessor
 from processors.send import SendMessageProcessor
 from processors.transaction_bridge import TransactionalMessageBridge
+from proxy.common import TransactionData
 from proxy.pb import definition
 from proxy.sessions import ClientSession, SessionTable
 from remoting.codec.bodies.ops import ConsumerStatusBody
@@ -35,7 +36,7 @@ from tests.remoting.helpers import RawPeer, served_connection
 def grpc_push_consumer(broker: BrokerState, client_id: str) -> ClientSession:
     """A 5.x push consumer of GROUP on TOPIC as the proxy registers it: its Settings came over Telemetry, then its
     heartbeat (MessagingActivity.heartbeat -> SessionTable.heartbeat)."""
-    table = SessionTable(broker, {})
+    table = SessionTable(broker, TransactionData(15))
     session = table.session(client_id, {"x-mq-language": "JAVA"})
     session.settings = definition.Settings(
         client_type=definition.ClientType.PUSH_CONSUMER,
@@ -115,7 +116,7 @@ async def test_a_transaction_check_skips_a_5x_producer_whose_telemetry_stream_is
     response = await processor.process(peer_ctx, half)
     assert response is not None and response.code == ResponseCode.SUCCESS
 
-    table = SessionTable(broker, {})
+    table = SessionTable(broker, TransactionData(15))
     grpc_producer(table, "gone-stream", 50001)  # first in the group's table: the round robin's first pick
     alive = grpc_producer(table, "open-stream", 50002)
     recovered: list[object] = []
@@ -136,7 +137,7 @@ async def test_a_reply_pushed_to_a_5x_requester_gives_up_after_its_timeout(
     """SEND_REPLY_MESSAGE_V2 whose REPLY_TO_CLIENT is a 5.x producer, whose channel drops PUSH_REPLY_MESSAGE_TO_CLIENT:
     SYSTEM_ERROR "push reply message to <id>fail." after PUSH_REPLY_TIMEOUT (10 s), as ReplyMessageProcessor's
     invokeSync times out in RocketMQ 5.x, not a wait that holds a reply-pool worker."""
-    grpc_producer(SessionTable(broker, {}), "grpc-requester", 50003)
+    grpc_producer(SessionTable(broker, TransactionData(15)), "grpc-requester", 50003)
     props = tags_props(CORRELATION_ID="c1", REPLY_TO_CLIENT="grpc-requester", MSG_TYPE="reply", TTL="3000")
     reply = attrs.evolve(send_request(body=b"pong", properties=props), code=RequestCode.SEND_REPLY_MESSAGE_V2)
     answer = None
