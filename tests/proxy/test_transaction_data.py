@@ -11,7 +11,7 @@ import trio
 import trio.testing
 
 from broker.embedded import EmbeddedCluster
-from proxy.common import Code
+from proxy.common import Code, TransactionData
 from proxy.config import ProxyConfig
 from proxy.messaging import MessagingActivity
 from proxy.pb import definition, service
@@ -100,3 +100,13 @@ async def test_no_more_than_transaction_data_max_num_halves_are_kept_per_id(
         await _half(activity, "TxMany", "01TXMANY")
     got = [(await _commit(activity, "TxMany", "01TXMANY"))[0] for _ in range(3)]
     assert got == [Code.OK, Code.OK, Code.INTERNAL_SERVER_ERROR], got
+
+
+def test_a_keys_expired_data_goes_as_its_next_is_added() -> None:
+    """What the broker's repeated checks of one unresolved half add stays bounded by the expiry, not by
+    ``transactionDataMaxNum`` alone (Java's TransactionDataCleaner sweeps the expired entries)."""
+    data = TransactionData(15, expiry=30.0)
+    for check in range(10):  # a check every 60 s, as the broker's transactionCheckInterval
+        data.add(("pg", "01TXCHECKED"), 100, 7, now=60.0 * check)
+    assert data.by_key[("pg", "01TXCHECKED")] == [(100, 7, 540.0)]
+    assert data.poll(("pg", "01TXCHECKED"), 30.0, now=545.0) == (100, 7)
