@@ -213,10 +213,13 @@ class TransactionData:
     (proxy/src/main/java/org/apache/rocketmq/proxy/service/transaction/TransactionDataManager.java) keeps them: per
     (producer group, transaction id), up to ``max_num`` ``(commit-log offset, queue offset, Trio time added)``, oldest
     first (beyond it the oldest goes); at most ``max_keys`` ids, the oldest forgotten beyond (never ended nor checked:
-    the broker's check names it again)."""
+    the broker's check names it again). Entries older than ``expiry`` seconds go as a key's next one is added (Java's
+    TransactionDataCleaner sweeps them every ``transactionDataExpireScanPeriodMillis``), so a half the broker checks
+    again and again keeps no more than its unexpired ones."""
 
-    def __init__(self, max_num: int, max_keys: int = 100_000) -> None:
+    def __init__(self, max_num: int, expiry: float = 30.0, max_keys: int = 100_000) -> None:
         self.max_num = max_num
+        self.expiry = expiry
         self.max_keys = max_keys
         self.by_key: dict[tuple[str, str], list[tuple[int, int, float]]] = {}
 
@@ -226,6 +229,8 @@ class TransactionData:
             if len(self.by_key) >= self.max_keys:
                 del self.by_key[next(iter(self.by_key))]
             entries = self.by_key[key] = []
+        while entries and now - entries[0][2] > self.expiry:  # oldest first: the expired lead
+            del entries[0]
         entries.append((commit_log_offset, queue_offset, now))
         if len(entries) > self.max_num:  # addTransactionData: pollFirst
             del entries[0]

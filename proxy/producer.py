@@ -97,7 +97,9 @@ class Producing:
         self.broker = broker
         self.config = config
         self.invoker = invoker
-        self.transactions = TransactionData(config.transaction_data_max_num)
+        self.transactions = TransactionData(
+            config.transaction_data_max_num, config.transaction_data_expire_millis / 1000
+        )
         self._round_robin = itertools.count()
         self._delay_levels = _sorted_delay_levels(config.message_delay_level)
 
