@@ -10,6 +10,7 @@ import math
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
+import orjson
 import pytest
 import trio
 
@@ -263,3 +264,27 @@ def test_after_a_crash_the_rebuilt_wheel_files_the_markers_again(tmp_path: Path)
     assert (again.recalled, again.pending) == (2, 0)
     again.close()
     store.close()
+
+
+def test_a_checkpoint_counted_before_markers_took_one_off_is_counted_again(tmp_path: Path) -> None:
+    """A clean ``timerCheck.json`` of the previous version counted a pending recall's message as pending (its marker
+    took nothing off): loaded as is, the marker's give-back at its slot left the topic one too high for good. Its
+    counts are taken again from the wheel's entries, so the count ends at 0 once everything is delivered."""
+    now = [1_000_000]
+    store, config_dir, timers = open_timer_store(tmp_path, now)
+    store.append(_timer_record("Upgraded", now[0] + 3_000, "u0"))
+    store.append(_timer_record("Upgraded", now[0] + 3_000, "u0", marker=True))
+    store.append(_timer_record("Upgraded", now[0] + 4_000, "u1"))
+    assert timers.enqueue(100) == 3
+    timers.save_checkpoint(timers.checkpoint(clean=True))
+    timers.close()
+    path = config_dir / "timerCheck.json"
+    root = orjson.loads(path.read_bytes())
+    root.pop("timingMarkers", None)  # as the previous version wrote it: markers not counted
+    root["timingCount"]["Upgraded"][0] = 2
+    path.write_bytes(orjson.dumps(root))
+    upgraded = TimerStore(store, config_dir, slots=64)
+    upgraded.load()
+    now[0] += 10_000
+    run_timer(upgraded, now[0])
+    assert {topic: metric[0] for topic, metric in upgraded.timing.items()} == {"Upgraded": 0}
