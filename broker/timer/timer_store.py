@@ -229,6 +229,7 @@ def _encode(cp: TimerCheckpoint) -> bytes:
             "wheelSlots": cp.wheel_slots,
             **({} if cp.rebuild is None else {"rebuild": list(cp.rebuild)}),
             "timingCount": {topic: list(metric) for topic, metric in sorted((cp.timing or {}).items())},
+            "timingMarkers": 1,  # the counts take one off per pending delete marker (see _timing_of)
         },
         option=orjson.OPT_INDENT_2,
     )
@@ -259,8 +260,10 @@ def _decode(data: bytes) -> TimerCheckpoint:
 
 def _timing_of(root: Any) -> dict[str, tuple[int, int]] | None:
     """The checkpoint's ``timingCount``, or ``None`` when it is missing or unreadable: metrics only, so a bad one never
-    makes the timer's own checkpoint unreadable (RocketMQ keeps them in a file of their own, ``timermetrics``)."""
-    if "timingCount" not in root:
+    makes the timer's own checkpoint unreadable (RocketMQ keeps them in a file of their own, ``timermetrics``). Also
+    ``None`` without ``timingMarkers``: a version whose counts did not take a pending delete marker's message off, which
+    this one gives back at the marker's slot (:meth:`TimerStore._marker_done`), so they are counted again."""
+    if "timingCount" not in root or "timingMarkers" not in root:
         return None
     try:
         return {str(t): (int(m[0]), int(m[1])) for t, m in dict(root["timingCount"]).items()}
@@ -513,7 +516,7 @@ class TimerStore:
         timers pending, ``live()``'s entries are counted again by :meth:`find_copies`, which reads their records."""
         if cp.timing is not None:
             self.timing = {topic: list(metric) for topic, metric in cp.timing.items()}
-        elif cp.pending:
+        else:  # even without pending messages: a pending delete marker is counted too
             self._recount = live()
 
     def _resume_rebuild(self, rebuild: tuple[int, int, int] | None) -> None:
