@@ -12,6 +12,7 @@ import anyio
 import pytest
 
 from client import Message
+from spark.schema import spark_schema
 from spark.session import BrokerSession
 from tests.client.helpers import fill_queues
 from tests.spark.helpers import (
@@ -132,6 +133,20 @@ def test_a_bad_option_fails_at_planning_with_a_clear_message(
 ) -> None:
     with pytest.raises(Exception, match=message):
         _load(spark, rocketmq.namesrv_addr, "SparkBad", **{option: value}).collect()
+
+
+def test_a_batch_read_with_a_schema_of_its_own_is_refused_at_planning(spark: Any, rocketmq: ThreadedCluster) -> None:
+    """A read has one fixed schema: rocketmq-spark refuses another ("RocketMQ source has a fixed schema and cannot be
+    set with a custom one", ``RocketMQSourceProvider.sourceSchema``), as Spark's Kafka source does. PySpark hands
+    ``.schema(...)`` to the reader instead of asking the source: it was taken, and every task then failed on rows that
+    did not match it. The source's own schema, given explicitly, still reads."""
+    ns = rocketmq.namesrv_addr
+    make_topic(ns, "SparkOwnSchema", 1)
+    produce(ns, [Message("SparkOwnSchema", b"one")])
+    reader = spark.read.format("rocketmq").option("nameServer", ns).option("topic", "SparkOwnSchema")
+    with pytest.raises(Exception, match="fixed schema"):
+        reader.schema("body binary, topic string").load().collect()
+    assert [bytes(r.body) for r in reader.schema(spark_schema()).load().collect()] == [b"one"]
 
 
 def test_batch_read_from_a_timestamp_starts_at_the_first_message_stored_at_or_after_it(

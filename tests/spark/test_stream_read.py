@@ -120,6 +120,26 @@ def _bodies(spark: Any, ns: str, topic: str, checkpoint: Path, **options: str) -
     return [body for rows in batches.values() for _, _, body in rows]
 
 
+def test_a_stream_read_with_a_schema_of_its_own_is_refused_at_planning(
+    spark: Any, rocketmq: ThreadedCluster, tmp_path: Path
+) -> None:
+    """As a batch read: a stream has the one fixed schema, and rocketmq-spark's ``sourceSchema`` refuses another ("has
+    a fixed schema and cannot be set with a custom one"). It was taken, and each batch's task failed on rows that did
+    not match it."""
+    ns, topic = rocketmq.namesrv_addr, "SparkStreamOwnSchema"
+    make_topic(ns, topic, 1)
+    produce(ns, [Message(topic, b"one")])
+    stream = spark.readStream.format("rocketmq").option("nameServer", ns).option("topic", topic)
+    stream = stream.option("startingOffsets", "earliest").schema("body binary").load()
+    query = stream.writeStream.foreachBatch(lambda df, _: df.collect())
+    query = query.option("checkpointLocation", str(tmp_path / "checkpoint")).start()
+    try:
+        with pytest.raises(Exception, match="fixed schema"):
+            query.processAllAvailable()
+    finally:
+        query.stop()
+
+
 def test_a_stream_whose_queue_lost_its_next_offset_fails_or_starts_it_over(
     spark: Any, rocketmq: ThreadedCluster, tmp_path: Path
 ) -> None:
