@@ -16,7 +16,8 @@ Options (:mod:`spark.options`): ``nameServer`` (required), ``topic`` (one, or a 
 Options are parsed when the source is created, so a bad value fails the query at planning with
 :class:`~spark.options.OptionError`.
 
-Reads have the fixed schema of :mod:`spark.schema`; writes take the columns described in :mod:`spark.writer`.
+Reads have the fixed schema of :mod:`spark.schema` (``.schema(...)`` is refused: :func:`check_read_schema`); writes
+take the columns described in :mod:`spark.writer`.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from spark.stream_reader import RocketMQStreamReader
 from spark.stream_writer import RocketMQStreamWriter
 from spark.writer import RocketMQBatchWriter, check_columns
 
-__all__ = ["RocketMQDataSource", "register"]
+__all__ = ["RocketMQDataSource", "check_read_schema", "register"]
 
 
 class RocketMQDataSource(DataSource):
@@ -58,9 +59,11 @@ class RocketMQDataSource(DataSource):
         return spark_schema()
 
     def reader(self, schema: Any) -> DataSourceReader:
+        check_read_schema(schema)
         return RocketMQBatchReader(self.parsed)
 
     def streamReader(self, schema: Any) -> DataSourceStreamReader:
+        check_read_schema(schema)
         return RocketMQStreamReader(self.parsed, self.starting_given)
 
     def writer(self, schema: Any, overwrite: bool) -> DataSourceWriter:
@@ -81,6 +84,19 @@ class RocketMQDataSource(DataSource):
                 "write to another topic or set another commitTopic"
             )
         return RocketMQStreamWriter(self.parsed)
+
+
+def check_read_schema(schema: Any) -> None:
+    """Refuse a read whose schema is not :func:`~spark.schema.spark_schema` (one given with ``.schema(...)``: PySpark
+    hands it to ``reader`` / ``streamReader`` instead of asking :meth:`RocketMQDataSource.schema`, and every task's
+    rows would then fail to match it). rocketmq-spark refuses it so
+    (``rocketmq-spark/src/main/scala/org/apache/spark/sql/rocketmq/RocketMQSourceProvider.scala`` ``sourceSchema``),
+    as Spark's Kafka source does. Raises OptionError."""
+    if schema != spark_schema():
+        raise OptionError(
+            "the rocketmq source has a fixed schema and cannot be set with a custom one: drop .schema(...) and "
+            "select or cast its columns after load()"
+        )
 
 
 def register(spark: Any) -> None:
