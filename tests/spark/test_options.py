@@ -150,3 +150,18 @@ def test_a_topic_option_rocketmq_refuses_is_refused_with_the_validators_remark(t
     with pytest.raises(OptionError) as caught:
         SourceOptions.parse({**NS, "topic": topics})
     assert str(caught.value).endswith(f": {remark}")
+
+
+@pytest.mark.parametrize("name", ["maxRecordsPerTrigger", "maxOffsetsPerTrigger"])
+def test_a_batch_read_warns_that_it_ignores_a_rate_limit(caplog: pytest.LogCaptureFixture, name: str) -> None:
+    """A rate limit is a stream's: a batch read reads its whole range. rocketmq-spark's
+    ``RocketMQSourceProvider.validateBatchOptions`` logs "maxOffsetsPerTrigger option ignored in batch queries"; ours
+    said nothing, so a read meant to be bounded by it read everything without a word."""
+    from spark.reader import RocketMQBatchReader
+
+    with caplog.at_level("WARNING", logger="spark.reader"):
+        RocketMQBatchReader(SourceOptions.parse({**NS, "topic": "T", name: "10"}))
+        RocketMQBatchReader(SourceOptions.parse({**NS, "topic": "T"}))
+    assert [r.getMessage() for r in caplog.records if r.name == "spark.reader"] == [
+        "option maxRecordsPerTrigger (maxOffsetsPerTrigger) ignored in batch queries: a batch read reads all its range"
+    ]
