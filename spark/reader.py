@@ -10,12 +10,14 @@ page. Messages whose tags do not match ``tags`` are skipped; their offsets still
 broker no longer holds when the task reads them (retention ran since planning) fail the read, or with
 ``failOnDataLoss=false`` are logged and skipped (:mod:`spark.data_loss`), for batch and streaming reads alike; each
 gap is reported once, whole, however many pages it spans. So does a JSON ``startingOffsets`` the queue does not hold
-at planning (the read then starts at the nearest offset held), as for a stream.
+at planning (the read then starts at the nearest offset held), as for a stream. A rate limit
+(``maxRecordsPerTrigger``) is a stream's: a batch read logs that it ignores it, as rocketmq-spark does.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Iterator, Sequence
 
 import attrs
@@ -28,6 +30,8 @@ from spark.schema import messages_to_batch
 from spark.session import BrokerSession
 
 __all__ = ["MAX_RANGE", "PAGE", "QueueRange", "RocketMQBatchReader", "check_batch_offsets", "plan_ranges", "read_range"]
+
+log = logging.getLogger(__name__)
 
 #: Offsets one task reads at most; longer queue ranges become several partitions.
 MAX_RANGE = 250_000
@@ -108,6 +112,11 @@ class RocketMQBatchReader(DataSourceReader):
         self.options = options
         self.options.require_topics()
         check_batch_offsets(options)
+        if options.max_records_per_trigger is not None:  # as rocketmq-spark's validateBatchOptions warns
+            log.warning(
+                "option maxRecordsPerTrigger (maxOffsetsPerTrigger) ignored in batch queries: a batch read reads all "
+                "its range"
+            )
 
     def partitions(self) -> Sequence[InputPartition]:
         start, end = offsets.with_retries(self.options, self._resolve)
