@@ -9,7 +9,7 @@ import pytest
 
 from broker.broker_config import BrokerConfig, load_broker_config
 from broker.broker_process import properties_text
-from broker.cli import build_config
+from broker.cli import build_config, config_lines, printed_config
 from remoting.codec.java_properties import PropertiesError, parse_properties
 from remoting.local_address import local_address
 
@@ -98,3 +98,14 @@ def test_a_broker_process_conf_keeps_a_broker_ip1_other_than_its_listen_hosts(tm
     conf = tmp_path / "broker-b.properties"
     conf.write_text(properties_text(config))
     assert build_config(str(conf), [], None) == config
+
+
+def test_the_default_broker_name_is_the_host_name_and_m_prints_it() -> None:
+    """RocketMQ 4.9.8's BrokerConfig: ``brokerName = localHostName()`` (the host's name), ``brokerClusterName``
+    DefaultCluster; ``mqbroker -m`` prints both (@ImportantField), not a fixed ``broker-a``."""
+    host = socket.gethostname()
+    socket.getaddrinfo(host, None)  # this host's name resolves, so Java's getLocalHost() would not fail
+    config = BrokerConfig()
+    assert (config.broker_name, config.broker_cluster_name) == (host, "DefaultCluster")
+    lines = config_lines(printed_config(config), important_only=True)
+    assert f"brokerName={host}" in lines and "brokerClusterName=DefaultCluster" in lines

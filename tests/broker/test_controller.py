@@ -4,20 +4,21 @@ go of the store."""
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
 import trio
 import trio.testing
 
-from broker.broker_config import BrokerConfig
+from broker.broker_config import BrokerConfig, load_broker_config
 from broker.controller import BrokerController
 from broker.embedded import EmbeddedCluster
 from broker.registration import registration_period
 from namesrv.config import NamesrvConfig
 from namesrv.server import NamesrvServer
 from remoting.client import RemotingClient
-from remoting.codec.bodies import TopicRouteData
+from remoting.codec.bodies import ClusterInfo, TopicRouteData
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
 from remoting.errors import sole_exception
@@ -199,4 +200,26 @@ async def test_a_registration_that_timed_out_reconnects_at_the_next_round(
         await registration.wait_next_round()
         assert registration.last_results == {via: ResponseCode.SUCCESS}
         assert proxy.accepted == 2
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_broker_whose_conf_names_no_broker_registers_under_the_host_name(tmp_path: Path) -> None:
+    """Two brokers started without ``brokerName`` on different hosts must not collide in the name server: RocketMQ
+    4.9.8's default is the host's name (common/.../BrokerConfig.java ``localHostName()``), in DefaultCluster."""
+    async with trio.open_nursery() as nursery, RemotingClient() as client:
+        [namesrv] = await start_namesrvs(nursery, tmp_path, 1)
+        conf = tmp_path / "broker.conf"
+        conf.write_text(
+            f"namesrvAddr={namesrv}\nlistenHost=127.0.0.1\nlistenPort=0\nstorePathRootDir={tmp_path / 'store'}\n"
+            f"mappedFileSizeCommitLog={8 << 20}\n"
+        )
+        config, unknown = load_broker_config(conf)
+        assert unknown == []
+        controller = BrokerController(config)
+        await nursery.start(controller.serve)
+        answer = await client.invoke(namesrv, request(RequestCode.GET_BROKER_CLUSTER_INFO), 5)
+        info = ClusterInfo.decode(answer.body)
+        host = socket.gethostname()
+        assert info.cluster_addr_table == {"DefaultCluster": [host]}
+        assert info.broker_addr_table[host].broker_addrs == {0: controller.broker_addr}
         nursery.cancel_scope.cancel()
