@@ -2,8 +2,8 @@
 
 Each field's property name is its camelCase form (``metadata["key"]`` where that differs, e.g.
 ``brokerIP1``); defaults are RocketMQ 4.9.8's, brokerIP1's computed as Java's is (the host's address,
-:mod:`remoting.local_address`) unless ``listenHost`` names one interface. :func:`load_broker_config` reads a properties
-file with :func:`remoting.codec.java_properties.config_from_properties`.
+:mod:`remoting.local_address`) unless ``listenHost`` names one interface, brokerName's too (the host's name).
+:func:`load_broker_config` reads a properties file with :func:`remoting.codec.java_properties.config_from_properties`.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from remoting.codec.java_properties import (
     property_name,
 )
 from remoting.cpus import available_cpus
-from remoting.local_address import advertised_host
+from remoting.local_address import advertised_host, local_host_name
 from remoting.server import ListenerSettings
 
 #: MessageRequestMode's names; another ``defaultMessageRequestMode`` is skipped, as 5.3.3's setter's ``valueOf``
@@ -37,7 +37,9 @@ class BrokerConfig(ListenerSettings):
     ``serverMaxRequestsInFlight``, ``serverMaxBufferedBytes``) come from :class:`remoting.server.ListenerSettings`."""
 
     broker_cluster_name: str = "DefaultCluster"
-    broker_name: str = "broker-a"
+    #: Default: the host's name, ``DEFAULT_BROKER`` when it does not resolve (4.9.8's ``localHostName()``), so brokers
+    #: started without one on different hosts do not collide. The embedded cluster names its own (``broker-a``, ...).
+    broker_name: str = attrs.field(factory=lambda: local_host_name("DEFAULT_BROKER"))
     broker_id: int = attrs.field(default=0, metadata=JAVA_LONG)
     broker_role: str = "ASYNC_MASTER"
     #: Interface the main port binds (ours: Java binds every interface).

@@ -186,6 +186,7 @@ class EmbeddedCluster(NurseryOwner):
             "listen_port": self._broker_port,
             "namesrv_addr": self.namesrv_addr,
             "store_path_root_dir": str(self.data_dir / "broker"),
+            "broker_name": self._names[0],  # named, as conf/broker.conf is: not the host name default
         }
         settings.update(self._broker_overrides)
         return attrs.evolve(BrokerConfig(), **settings)

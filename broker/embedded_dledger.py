@@ -68,6 +68,7 @@ class EmbeddedDLedgerGroup(NurseryOwner):
             "namesrv_addr": self.namesrv_addr,
             "store_path_root_dir": str(self.data_dir / member),
             "enable_dleger_commit_log": True,
+            "broker_name": "broker-a",  # named, as conf/dledger/broker-n0.conf is: not the host name default
             "dleger_group": self._overrides.get("broker_name", "broker-a"),
             "dleger_peers": self.peers,
             "dleger_self_id": member,

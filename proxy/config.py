@@ -8,7 +8,6 @@ Read from the same ``-c`` file and ``--name value`` arguments as the broker's se
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Mapping
 from typing import Final
 
@@ -16,16 +15,9 @@ import attrs
 
 from broker.broker_config import BrokerConfig
 from remoting.codec.java_properties import JAVA_LONG, apply_properties, property_name
+from remoting.local_address import local_host_name
 
 __all__ = ["PROXY_KEYS", "ProxyConfig", "proxy_config_from"]
-
-
-def _local_host_name() -> str:
-    """RocketMQ 5's default ``proxyName``: the local host name, ``DEFAULT_PROXY`` when there is none."""
-    try:
-        return socket.gethostname() or "DEFAULT_PROXY"
-    except OSError:
-        return "DEFAULT_PROXY"
 
 
 @attrs.frozen
@@ -35,7 +27,8 @@ class ProxyConfig:
     #: The proxy's cluster and name: the ``cluster`` and ``node_id`` labels of ``rocketmq_proxy_up`` on the broker's
     #: ``/metrics`` (proxy/src/main/java/org/apache/rocketmq/proxy/metrics/ProxyMetricsManager.java).
     proxy_cluster_name: str = "DefaultCluster"
-    proxy_name: str = attrs.field(factory=_local_host_name)
+    #: Default: the host's name, ``DEFAULT_PROXY`` without one that resolves (5.3.3's ``localHostName``).
+    proxy_name: str = attrs.field(factory=lambda: local_host_name("DEFAULT_PROXY"))
     #: The gRPC port; 0 binds a free port. Plaintext (h2c) without a certificate; with one, ``tls.server.mode``
     #: says what it serves: TLS and plaintext (permissive), TLS only (enforcing), plaintext only (disabled).
     grpc_server_port: int = 8081

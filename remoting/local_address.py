@@ -9,6 +9,8 @@ host without IPv4 addresses gets the host name's address): a broker address here
 
 :func:`advertised_host` is the default for a server that binds ``listen_host``: that address when it names one
 interface, else :func:`local_address`.
+
+:func:`local_host_name` is Java's ``InetAddress.getLocalHost().getHostName()``: brokerName's and proxyName's default.
 """
 
 from __future__ import annotations
@@ -45,6 +47,18 @@ def local_address() -> str:
         return socket.gethostbyname(socket.gethostname())
     except OSError:
         return "127.0.0.1"
+
+
+@functools.cache
+def local_host_name(fallback: str) -> str:
+    """The host's name when it resolves, as ``InetAddress.getLocalHost().getHostName()`` gives it, else ``fallback``
+    (Java's getLocalHost throws UnknownHostException for a name that does not resolve); computed once per process."""
+    try:
+        name = socket.gethostname()
+        socket.getaddrinfo(name, None)
+    except (OSError, UnicodeError):
+        return fallback
+    return name or fallback
 
 
 def interface_ipv4_addresses() -> list[str]:

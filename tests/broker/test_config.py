@@ -10,8 +10,9 @@ import pytest
 from broker.broker_config import BrokerConfig, load_broker_config
 from broker.broker_process import properties_text
 from broker.cli import build_config, config_lines, printed_config
+from proxy.config import ProxyConfig
 from remoting.codec.java_properties import PropertiesError, parse_properties
-from remoting.local_address import local_address
+from remoting.local_address import local_address, local_host_name
 
 
 def test_properties_parser_handles_comments_separators_and_continuations() -> None:
@@ -109,3 +110,18 @@ def test_the_default_broker_name_is_the_host_name_and_m_prints_it() -> None:
     assert (config.broker_name, config.broker_cluster_name) == (host, "DefaultCluster")
     lines = config_lines(printed_config(config), important_only=True)
     assert f"brokerName={host}" in lines and "brokerClusterName=DefaultCluster" in lines
+
+
+def test_a_host_name_that_does_not_resolve_gives_default_broker(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Java's getLocalHost() throws UnknownHostException for a host name that does not resolve; localHostName()
+    then answers DEFAULT_BROKER (the proxy's proxyName: DEFAULT_PROXY)."""
+
+    def unresolvable(*args: object) -> object:
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    local_host_name.cache_clear()
+    monkeypatch.setattr(socket, "getaddrinfo", unresolvable)
+    try:
+        assert (BrokerConfig().broker_name, ProxyConfig().proxy_name) == ("DEFAULT_BROKER", "DEFAULT_PROXY")
+    finally:
+        local_host_name.cache_clear()

@@ -86,7 +86,8 @@ class GrpcCluster:
 
     async def start_broker(self, nursery: trio.Nursery) -> None:
         self._starts += 1
-        proc = await self._start(nursery, f"broker#{self._starts}", self.listen_port, self.grpc_port, "store", [])
+        name = f"broker#{self._starts}"
+        proc = await self._start(nursery, name, self.listen_port, self.grpc_port, "store", ["--brokerName", "broker-a"])
         self.broker = proc
         text = "\n".join(proc.lines)
         broker, grpc = _BROKER_BOOT.search(text), _PROXY_BOOT.search(text)
