@@ -198,6 +198,8 @@ def test_oversize_body_or_properties_raise_the_same_error_and_write_nothing(
         (MessageRecord("T" * 128, b""), [(b"", "", 0)], MessageEncodeError),
         (MessageRecord("T", b"", born_host=b"1234"), [(b"", "", 0)], MessageEncodeError),
         (MessageRecord("T" * 128, b""), [(b"x" * 11, "", 0)], BodyTooLongError),  # the first body comes first
+        (MessageRecord("T\ud800", b""), [(b"", "", 0)], UnicodeEncodeError),  # a topic UTF-8 cannot encode
+        (MessageRecord("T\ud800", b""), [(b"x" * 11, "", 0)], BodyTooLongError),  # the first body still first
         (MessageRecord("T", b""), [(b"", "", 0), (b"", "", 2**31)], struct.error),
         (MessageRecord("T", b"", queue_id=2**31), [(b"", "", 0)], struct.error),
     ],
