@@ -124,7 +124,7 @@ def encode_entries_into(buf: object, pos: int, room: int, phy_offset: int, first
         return _py_entries_into(buf, pos, room, phy_offset, first_queue_offset, clock, max_body, template, entries)
     try:
         topic, sys_flag = _check_template(template)
-    except MessageEncodeError:
+    except (MessageEncodeError, UnicodeEncodeError):  # a topic too long, or one UTF-8 cannot encode
         first = entries[0][0]
         if len(first) > max_body:  # prepare_batch meets the first body before the template
             raise BodyTooLongError(f"message body {len(first)} bytes exceeds {max_body}") from None
