@@ -273,3 +273,56 @@ def test_send_result_of_mutated_fields(fields: dict[str, Any]) -> None:
     cls = _result_cls()
     args = (fields, statuses, cls, "UNIQ", "TopicTest", "broker-a")
     assert outcome(SPEEDUPS.send_result_json, *args) == outcome(send_frame._py_send_result_json, *args)
+
+
+# ---- unstructured bytes, and property maps past the pull decoder's remembered names ----------------------------------
+
+
+@requires_speedups
+@FUZZ
+@given(st.binary(max_size=400), st.booleans(), st.booleans())
+def test_every_decoder_of_random_bytes(raw: bytes, with_tags: bool, entries: bool) -> None:
+    """Bytes no encoder made: the pull body, the batch body and the replica's scan each answer as their twin."""
+    tags = frozenset({"a"}) if with_tags else None
+    extra = {"k": "v"} if entries else None
+    assert outcome(pull_body.decode_records, raw, extra, tags) == outcome(pull_body.py_decode_records, raw, extra, tags)
+    c_split = outcome(batch_body.split_stored_entries, raw, "CLUSTER\x01c")
+    assert c_split == outcome(batch_body._py_split_stored_entries, raw, "CLUSTER\x01c")
+    c_scan = outcome(SPEEDUPS.scan_records, raw, 0, len(raw), 0, with_tags, entries)
+    assert c_scan == outcome(record_scan._py_scan_records, raw, 0, len(raw), 0, with_tags, entries)
+
+
+#: property names and values: short, repeated across records, separators and bytes UTF-8 cannot decode among them
+PROP_TEXT = st.text(alphabet="abT\x01\x02é\U0001f600", max_size=5)
+
+
+@st.composite
+def wide_properties(draw: st.DrawFn) -> bytes:
+    """Up to 80 ``name\\x01value`` pairs (more distinct names than the C decoder remembers: pull_decode.h's
+    PD_NAMES), some repeated with other values, raw bytes that are not UTF-8 spliced in."""
+    pairs = [
+        f"{draw(PROP_TEXT) or 'n'}{draw(st.integers(0, 40))}\x01{draw(PROP_TEXT)}".encode()
+        for _ in range(draw(st.integers(0, 80)))
+    ]
+    raw = b"\x02".join(pairs)
+    for _ in range(draw(st.integers(0, 2))):
+        at = draw(st.integers(0, len(raw)))
+        raw = raw[:at] + draw(st.sampled_from([b"\xff", b"\xed\xa0\x80", b"\xe4\xb8", b"\x00"])) + raw[at:]
+    return raw[:0x7FFF]
+
+
+@requires_speedups
+@FUZZ
+@given(st.lists(wide_properties(), min_size=1, max_size=4), st.none() | st.just(frozenset({"a", "b"})))
+def test_pull_decode_of_wide_property_maps(props: list[bytes], tags: Any) -> None:
+    body = b""
+    for raw in props:
+        rec = MessageRecord(topic="T", body=b"b", properties="", born_host=HOST4, store_host=HOST4)
+        plain = encode_record(rec, 1, BASE + len(body), 5)
+        size = len(plain) + len(raw)
+        body += struct.pack(">i", size) + plain[4:-2] + struct.pack(">h", len(raw)) + raw
+    assert pull_body.NATIVE
+    c = outcome(pull_body.decode_records, body, {"x": "y"}, tags)
+    assert c == outcome(pull_body.py_decode_records, body, {"x": "y"}, tags)
+    if tags is None:
+        assert c[0] == "ok" and len(c[1]) == len(props)
