@@ -134,13 +134,14 @@ static PyObject *write_all(const Target *tg, Item *items, Py_ssize_t n, int sing
     }
     char *q = PyBytes_AS_STRING(cq);
     char *p = (char *)out.buf + tg->pos;
-    int64_t phy = tg->phy;
+    /* unsigned: past a last record that ends at INT64_MAX the step after it would overflow a signed int64 (UB) */
+    uint64_t phy = (uint64_t)tg->phy;
     for (Py_ssize_t i = 0; i < n; i++) {
-        p = write_one(p, &items[i], tg->first_queue_offset + i, phy, store_ts);
-        q = put64(q, (uint64_t)phy);
+        p = write_one(p, &items[i], tg->first_queue_offset + i, (int64_t)phy, store_ts);
+        q = put64(q, phy);
         q = put32(q, (uint32_t)items[i].size);
         q = put64(q, (uint64_t)items[i].tags);
-        phy += items[i].size;
+        phy += (uint64_t)items[i].size;
     }
     PyBuffer_Release(&out);
     return result3(total, cq, now);
