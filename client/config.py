@@ -22,6 +22,7 @@ from typing import Final
 import attrs
 
 from client.namespace import instance_id_from_endpoint
+from client.vip import default_vip_channel_enabled
 from remoting.codec.acl_signing import SessionCredentials
 from remoting.cpus import available_cpus
 from remoting.tls import client_context, client_key_files_open, load_key_pair
@@ -119,6 +120,10 @@ class ClientConfig:
     #: Java's ``accessChannel``: ``LOCAL``, or ``CLOUD`` to write message traces as 4.9.8 writes them for a cloud
     #: service (:mod:`client.trace.dispatcher`). Anything else: ValueError.
     access_channel: str = attrs.field(default="LOCAL", validator=attrs.validators.in_(("LOCAL", "CLOUD")))
+    #: Java's ``vipChannelEnabled`` (``sendMessageWithVIPChannel`` on a producer): send what 4.9.8 sends there to
+    #: the brokers' VIP port, ``port - 2`` (:mod:`client.vip`); by default
+    #: :func:`~client.vip.default_vip_channel_enabled` (``COM_ROCKETMQ_SEND_MESSAGE_WITH_VIP_CHANNEL``), off.
+    vip_channel_enabled: bool = attrs.field(factory=default_vip_channel_enabled)
 
     @property
     def resolved_namespace(self) -> str | None:

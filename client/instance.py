@@ -47,6 +47,7 @@ from client.consumer.stats import ConsumerStats
 from client.errors import ClientStateError, TopicRouteNotFoundError
 from client.request_reply import ReplyTable
 from client.route import MASTER_ID
+from client.vip import vip_address
 from remoting.client import RemotingClient
 from remoting.codec.bodies import (
     BrokerData,
@@ -201,6 +202,7 @@ class MQClientInstance:
             close_on_timeout=True,  # Java's clientCloseSocketIfTimeout, true by default (see remoting/client.py)
             async_permits=self.config.client_async_semaphore_value,
             oneway_permits=self.config.client_oneway_semaphore_value,
+            address_for=vip_address if self.config.vip_channel_enabled else None,
         )
         # Entered first, left last: the stop waits there for the callbacks still running (see start_callback).
         callbacks = anyio.create_task_group()

@@ -35,7 +35,9 @@ Contract:
   timeout"), or ``RemotingTooMuchRequestError`` when its timeout is not positive;
 - with ``ssl_context`` every connection is TLS (anyio's ``TLSStream``; the host name is checked when the context
   says so). A server that refuses TLS (``tls.server.mode=disabled``) closes the connection: the call raises
-  ``RemotingConnectError``.
+  ``RemotingConnectError``;
+- with ``address_for`` every request goes to ``address_for(address, code)`` instead of ``address`` (a client's VIP
+  channel, :mod:`client.vip`); :meth:`invoke_frame_future` then declines, its frame carrying no code.
 
 Leaving the ``async with`` block closes every connection and cancels callbacks still running.
 """
@@ -99,8 +101,10 @@ class RemotingClient:
         close_on_timeout: bool = False,
         async_permits: int = DEFAULT_PERMITS,
         oneway_permits: int = DEFAULT_PERMITS,
+        address_for: Callable[[str, int], str] | None = None,
     ) -> None:
         self.request_handler = request_handler
+        self.address_for = address_for
         self.async_permits = Permits("invokeAsyncImpl", async_permits)
         self.oneway_permits = Permits("invokeOnewayImpl", oneway_permits)
         self.close_on_timeout = close_on_timeout
@@ -236,6 +240,8 @@ class RemotingClient:
     async def invoke(self, address: str, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
         """Send ``cmd`` to ``address`` and return its response. Raises ``RemotingTimeoutError`` or
         ``RemotingConnectError`` (see the module docstring)."""
+        if self.address_for is not None:
+            address = self.address_for(address, cmd.code)
         conn = self._connections.get(address)
         if conn is not None and not conn.closed:
             return await conn.invoke(self._stamp(cmd), timeout)
@@ -258,6 +264,8 @@ class RemotingClient:
         behind a backlog the broker does not read (:meth:`Connection.invoke_oneway`: the frame then stays queued), as
         Java's invokeOneway never waits longer than its ``timeoutMillis``. Raises ``RemotingConnectError``, or
         ``RemotingTimeoutError`` when connecting (or the wait for a oneway permit) took all of ``timeout``."""
+        if self.address_for is not None:
+            address = self.address_for(address, cmd.code)
         permits = self.oneway_permits
         if not permits.try_acquire():
             start = anyio.current_time()
@@ -286,6 +294,8 @@ class RemotingClient:
         """
         if self._tasks is None:
             raise RuntimeError("RemotingClient used outside its `async with` block")
+        if self.address_for is not None:
+            address = self.address_for(address, cmd.code)
         conn = self._connections.get(address)
         if conn is None or not conn.writable:
             self._tasks.start_soon(self._invoke_then_call, address, cmd, timeout, callback)
@@ -319,6 +329,8 @@ class RemotingClient:
             raise RuntimeError("RemotingClient used outside its `async with` block")
         if self.serialize_type != SerializeType.JSON:
             return False
+        if self.address_for is not None:
+            address = self.address_for(address, code)
         conn = self._connections.get(address)
         if conn is None or not conn.writable:
             return False
@@ -340,9 +352,12 @@ class RemotingClient:
         """Send a JSON request the caller encoded (``frame``, with ``opaque``) for its own ``future``
         (:meth:`Connection.invoke_frame_future`: completed once, its deadline ``timeout`` from now). Only when
         :attr:`writes_plain_json`. Returns False, having done nothing, unless the connection is live and not
-        congested: the caller then takes :meth:`invoke_callback`."""
+        congested, or when requests are routed by ``address_for`` (the frame names no code): the caller then takes
+        :meth:`invoke_callback`."""
         if self._tasks is None:
             raise RuntimeError("RemotingClient used outside its `async with` block")
+        if self.address_for is not None:
+            return False
         conn = self._connections.get(address)
         if conn is None or not conn.writable or not self.async_permits.try_acquire():
             return False
@@ -356,6 +371,8 @@ class RemotingClient:
         :attr:`writes_plain_json`): awaits what ``decode`` made of the response's JSON header, or the response
         command when it declined. Same errors as :meth:`invoke`. On a live connection this is the connection's
         own coroutine (one frame less per switch of the waiting task)."""
+        if self.address_for is not None:
+            address = self.address_for(address, code)
         conn = self._connections.get(address)
         if conn is not None and not conn.closed:
             return conn.invoke_frame(opaque, code, frame, timeout, decode)

@@ -208,12 +208,13 @@ class TraceDispatcher:
         is ``ip@`` that name (no unit name), shared by every trace producer of the process, and its namespace is the
         instance id of an MQ_INST_xxx_yyy endpoint, else none (client/src/main/java/org/apache/rocketmq/client/trace/
         AsyncTraceDispatcher.java start, client/src/main/java/org/apache/rocketmq/client/ClientConfig.java). The
-        host's credentials and TLS settings are kept (Java's gets the host's RPC hook)."""
+        host's credentials and TLS settings are kept (Java's gets the host's RPC hook); the VIP channel is off, as
+        that ``start`` turns it off (``setVipChannelEnabled(false)``)."""
         from client.instance import MQClientInstance
 
         host = self.instance.config
         name = f"{TRACE_INSTANCE_NAME}_{';'.join(host.namesrv_addr)}"
-        config = attrs.evolve(host, instance_name=name, unit_name=None, namespace=None)
+        config = attrs.evolve(host, instance_name=name, unit_name=None, namespace=None, vip_channel_enabled=False)
         return MQClientInstance(config, shared_id=True)
 
     async def _serve(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:

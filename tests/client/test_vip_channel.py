@@ -1,0 +1,110 @@
+"""The client's VIP channel (Java's ``vipChannelEnabled``, :mod:`client.vip`) against a real broker, which also listens
+on ``port - 2``: with it on, a send and an admin call reach the broker on that listener, and a heartbeat, a pull and
+GET_BROKER_CONFIG its main port, as 4.9.8's MQClientAPIImpl and DefaultMQProducerImpl.sendKernelImpl address them."""
+
+from __future__ import annotations
+
+import pytest
+
+from broker.embedded import EmbeddedCluster
+from client.admin import Admin
+from client.config import ClientConfig
+from client.consumer.lite_pull import LitePullConsumer
+from client.instance import new_instance
+from client.message import Message, SendStatus
+from client.producer import Producer
+from client.trace import TraceDispatcher
+from client.vip import VIP_CHANNEL_CODES, VIP_CHANNEL_ENV, broker_vip_channel, vip_address
+from remoting.client import RemotingClient
+from remoting.codec.bodies.heartbeat import ConsumeFromWhere
+from remoting.codec.codes import RequestCode
+from remoting.server import RemotingServer
+from tests.client.helpers import create_topic, poll_until
+
+
+def _vip(addr: str) -> str:
+    host, _, port = addr.rpartition(":")
+    return f"{host}:{int(port) - 2}"
+
+
+def _seen_by(server: RemotingServer, remoting: RemotingClient, addr: str) -> bool:
+    """The client's connection to ``addr`` is one ``server`` accepted (its peer is the client's end)."""
+    conn = remoting.connections.get(addr)
+    return conn is not None and any(c.remote_address == conn.local_address for c in server.connections)
+
+
+def _forget(remoting: RemotingClient, *addrs: str) -> None:
+    for addr in addrs:
+        remoting.close_connection(addr)
+
+
+def test_the_vip_address_is_port_minus_2_for_the_codes_java_wraps() -> None:
+    assert broker_vip_channel("127.0.0.1:10911") == "127.0.0.1:10909"  # MixAll's own test
+    assert broker_vip_channel("[::1]:10911") == "[::1]:10909"
+    assert vip_address("h:10911", RequestCode.SEND_MESSAGE_V2) == "h:10909"
+    assert vip_address("h:10911", RequestCode.GET_BROKER_RUNTIME_INFO) == "h:10909"
+    for code in (RequestCode.PULL_MESSAGE, RequestCode.HEART_BEAT, RequestCode.UNREGISTER_CLIENT,
+                 RequestCode.END_TRANSACTION, RequestCode.GET_BROKER_CONFIG, RequestCode.POP_MESSAGE,
+                 RequestCode.GET_ROUTEINFO_BY_TOPIC):  # fmt: skip
+        assert code not in VIP_CHANNEL_CODES
+        assert vip_address("h:10911", code) == "h:10911"
+
+
+def test_the_vip_channel_is_off_unless_the_property_says_true(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(VIP_CHANNEL_ENV, raising=False)
+    assert ClientConfig(namesrv_addr="127.0.0.1:9876").vip_channel_enabled is False
+    monkeypatch.setenv(VIP_CHANNEL_ENV, "TRUE")
+    assert ClientConfig(namesrv_addr="127.0.0.1:9876").vip_channel_enabled is True
+    monkeypatch.setenv(VIP_CHANNEL_ENV, "yes")
+    assert ClientConfig(namesrv_addr="127.0.0.1:9876").vip_channel_enabled is False
+
+
+async def test_with_the_vip_channel_on_a_send_and_admin_calls_use_port_minus_2(
+    embedded_cluster: EmbeddedCluster,
+) -> None:
+    cluster, controller = embedded_cluster, embedded_cluster.controller
+    main, vip = cluster.broker_addr, _vip(cluster.broker_addr)
+    assert controller.fast_address is not None and controller.fast_address[1] == int(vip.rsplit(":", 1)[1])
+    await create_topic(cluster.namesrv_addr, "Vip", queues=1)
+    config = ClientConfig(namesrv_addr=cluster.namesrv_addr, vip_channel_enabled=True)
+    async with Producer("pg-vip", config=config) as producer:
+        remoting = producer.instance.remoting
+        sent = await producer.send(Message("Vip", b"through the VIP port"))
+        assert sent.send_status is SendStatus.SEND_OK
+        assert _seen_by(controller.fast_server, remoting, vip)
+
+        _forget(remoting, main, vip)
+        await producer.instance.send_heartbeat_to_all_brokers()  # 4.9.8's sendHearbeat: the main port
+        assert _seen_by(controller.remoting_server, remoting, main) and vip not in remoting.connections
+
+    consumer = LitePullConsumer("cg-vip", config=config, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
+    async with consumer:
+        await consumer.subscribe("Vip", "*")
+        pulled = await poll_until(consumer, 1)  # the fast port refuses PULL_MESSAGE: pulls go to the main port
+        assert [m.body for m in pulled] == [b"through the VIP port"]
+        assert _seen_by(controller.remoting_server, consumer.instance.remoting, main)
+
+    async with Admin(config=config) as admin:
+        remoting = admin.instance.remoting
+        _forget(remoting, main, vip)
+        assert await admin.broker_config(main)  # 4.9.8's getBrokerConfig is not wrapped: the main port
+        assert vip not in remoting.connections
+        assert (await admin.broker_status(main))["brokerVersion"]  # GET_BROKER_RUNTIME_INFO: wrapped
+        assert _seen_by(controller.fast_server, remoting, vip)
+
+
+async def test_with_the_vip_channel_off_nothing_goes_to_port_minus_2(embedded_cluster: EmbeddedCluster) -> None:
+    cluster = embedded_cluster
+    await create_topic(cluster.namesrv_addr, "NoVip", queues=1)
+    async with Producer("pg-novip", config=ClientConfig(namesrv_addr=cluster.namesrv_addr)) as producer:
+        assert (await producer.send(Message("NoVip", b"x"))).send_status is SendStatus.SEND_OK
+        remoting = producer.instance.remoting
+        assert _vip(cluster.broker_addr) not in remoting.connections
+        assert _seen_by(cluster.controller.remoting_server, remoting, cluster.broker_addr)
+
+
+def test_the_trace_producer_never_uses_the_vip_channel() -> None:
+    """4.9.8's AsyncTraceDispatcher.start turns it off for its producer (``setVipChannelEnabled(false)``)."""
+    host = new_instance(ClientConfig(namesrv_addr="127.0.0.1:1", vip_channel_enabled=True), None)
+    dispatcher = TraceDispatcher(host, "g", "PRODUCE")
+    assert dispatcher._trace_instance().config.vip_channel_enabled is False
