@@ -12,6 +12,7 @@ from client.config import ClientConfig
 from client.consumer.lite_pull import LitePullConsumer
 from client.instance import new_instance
 from client.message import Message, SendStatus
+from client.mqadmin_support import client_config as mqadmin_config
 from client.producer import Producer
 from client.trace import TraceDispatcher
 from client.vip import VIP_CHANNEL_CODES, VIP_CHANNEL_ENV, broker_vip_channel, vip_address
@@ -55,6 +56,7 @@ def test_the_vip_channel_is_off_unless_the_property_says_true(monkeypatch: pytes
     assert ClientConfig(namesrv_addr="127.0.0.1:9876").vip_channel_enabled is False
     monkeypatch.setenv(VIP_CHANNEL_ENV, "TRUE")
     assert ClientConfig(namesrv_addr="127.0.0.1:9876").vip_channel_enabled is True
+    assert mqadmin_config({}, "127.0.0.1:9876").vip_channel_enabled is True  # mqadmin has no option: the property
     monkeypatch.setenv(VIP_CHANNEL_ENV, "yes")
     assert ClientConfig(namesrv_addr="127.0.0.1:9876").vip_channel_enabled is False
 
