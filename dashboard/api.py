@@ -416,9 +416,9 @@ async def post_ops_tls(request: Request) -> JSONResponse:
 
 
 async def post_ops_vip(request: Request) -> JSONResponse:
-    """rocketmq-dashboard's ``/ops/updateIsVIPChannel.do``: ``useVIPChannel`` (only off: see :mod:`dashboard.ops`)."""
+    """rocketmq-dashboard's ``/ops/updateIsVIPChannel.do``: ``useVIPChannel``."""
     body = await _body(request)
-    _ops(request).use_vip_channel(_flag(body, "useVIPChannel"))
+    await _ops(request).use_vip_channel(_flag(body, "useVIPChannel"))
     return JSONResponse(_ops(request).home())
 
 

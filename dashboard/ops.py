@@ -1,6 +1,6 @@
 """The Ops page's data and actions, as rocketmq-dashboard's ``OpsController`` and ``OpsServiceImpl``: the name servers
 the dashboard knows (``rocketmq.config.namesrvAddrs`` and the one in use), switching the one in use at run time,
-adding one to the list, and TLS on or off for the connections.
+adding one to the list, and TLS and the VIP channel on or off for the connections.
 
 :class:`AdminSwitch` owns the admin client every endpoint and the chart sampler use. A change builds a new admin
 client with the new settings, puts it in place for the next request (``app.state.admin``) and the sampler, then
@@ -10,9 +10,9 @@ rocketmq-dashboard. A malformed address is a :class:`BadAddress` (answered 400) 
 is well formed but serves nothing is taken, as rocketmq-dashboard takes it, and the pages then show the error of
 every call.
 
-rocketmq-dashboard's VIP channel switch (``updateIsVIPChannel.do``) has nothing to switch here: this client never
-uses the brokers' VIP port (4.9's ``sendMessageWithVIPChannel`` default), so turning it off is accepted and turning it
-on is an :class:`Unsupported` (answered 400).
+The VIP channel switch (``updateIsVIPChannel.do``) changes the admin client's ``vip_channel_enabled`` (and so that of
+the producers the Topic page sends test messages with), as rocketmq-dashboard's sets its ``isVIPChannel`` and clears
+its pool (``OpsServiceImpl.updateIsVIPChannel``).
 """
 
 from __future__ import annotations
@@ -32,10 +32,6 @@ from remoting.errors import RemotingError
 
 class BadAddress(ValueError):
     """A name server address that is not ``host:port[;host:port...]`` (answered 400)."""
-
-
-class Unsupported(ValueError):
-    """A switch this client cannot honour (answered 400)."""
 
 
 def check_namesrv(entry: str) -> str:
@@ -100,10 +96,10 @@ class AdminSwitch:
 
     def home(self) -> dict[str, Any]:
         """rocketmq-dashboard's ``homePage.query``: the one in use, the list (the one in use first when the list
-        lacks it), the VIP channel (never used) and TLS."""
+        lacks it), the VIP channel and TLS."""
         known = self.known if self.current in self.known else [self.current, *self.known]
         home = {"currentNamesrv": self.current, "namesvrAddrList": known}
-        return {**home, "useVIPChannel": False, "useTLS": self.config.tls}
+        return {**home, "useVIPChannel": self.config.vip_channel_enabled, "useTLS": self.config.tls}
 
     async def use_namesrv(self, entry: str) -> str:
         """Read and change the cluster through ``entry`` from the next request on (``updateNameSvrAddr.do``); it
@@ -124,6 +120,6 @@ class AdminSwitch:
         """Connect with TLS, or not, from the next request on (``updateUseTLS.do``)."""
         await self._replace(attrs.evolve(self.config, tls=on))
 
-    def use_vip_channel(self, on: bool) -> None:
-        if on:
-            raise Unsupported("this client has no VIP channel: it always uses the brokers' main port")
+    async def use_vip_channel(self, on: bool) -> None:
+        """Use the brokers' VIP port, or not, from the next request on (``updateIsVIPChannel.do``)."""
+        await self._replace(attrs.evolve(self.config, vip_channel_enabled=on))

@@ -11,6 +11,7 @@ plain text against a cluster that would refuse every call.
 from __future__ import annotations
 
 import math
+import os
 import re
 from collections.abc import Iterable
 from pathlib import Path
@@ -19,6 +20,7 @@ from typing import Any
 import attrs
 
 from client.config import ClientConfig
+from client.vip import VIP_CHANNEL_ENV
 from remoting.codec.java_properties import decode_properties_file, parse_properties
 
 
@@ -67,6 +69,13 @@ def servlet_session_timeout(value: object) -> float:
     one; zero or less never ends (``math.inf``)."""
     seconds = spring_duration(value)
     return math.inf if seconds <= 0 else max(seconds // 60, 1) * 60.0
+
+
+def default_vip_channel() -> bool:
+    """rocketmq-dashboard's ``isVIPChannel`` default: the ``com.rocketmq.sendMessageWithVIPChannel`` property
+    (``COM_ROCKETMQ_SEND_MESSAGE_WITH_VIP_CHANNEL`` here), else ``true`` (its RMQConfigure), read as
+    ``Boolean.parseBoolean``."""
+    return _bool(os.environ.get(VIP_CHANNEL_ENV, "true"))
 
 
 def _addr_list(value: str | Iterable[str]) -> tuple[str, ...]:
@@ -127,6 +136,11 @@ class DashboardSettings:
     msg_track_topic_name: str | None = attrs.field(default=None, metadata=_prop("rocketmq.config.msgTrackTopicName"))
     #: Connect to the name servers and brokers over TLS (RocketMQ's ``useTLS``), without checking their certificate.
     use_tls: bool = attrs.field(default=False, converter=_bool, metadata=_prop("rocketmq.config.useTLS"))
+    #: Send what RocketMQ's clients send there to the brokers' VIP port, ``port - 2`` (``vipChannelEnabled``); by
+    #: default :func:`default_vip_channel`, on. An empty value keeps the default, as RMQConfigure's setter ignores it.
+    is_vip_channel: bool = attrs.field(
+        factory=default_vip_channel, converter=_bool, metadata=_prop("rocketmq.config.isVIPChannel")
+    )
     #: The name servers the Ops page offers (rocketmq-dashboard's list, comma-separated in a file: each entry one
     #: ``namesrvAddr`` value, ``h1:9876;h2:9876`` for a cluster of several); the first is used unless ``namesrv_addr``
     #: is given too.
@@ -140,11 +154,14 @@ class DashboardSettings:
 
 
 _BY_PROPERTY = {f.metadata["property"]: f.name for f in attrs.fields(DashboardSettings)}
-#: The on/off settings: an empty value is off, as rocketmq-dashboard's ``Boolean.valueOf("")``.
-_SWITCHES = frozenset(f.metadata["property"] for f in attrs.fields(DashboardSettings) if f.type in (bool, "bool"))
+#: The on/off settings: an empty value is off, as rocketmq-dashboard's ``Boolean.valueOf("")``, except
+#: ``isVIPChannel``, whose setter ignores a blank value.
+_SWITCHES = frozenset(f.metadata["property"] for f in attrs.fields(DashboardSettings) if f.type in (bool, "bool")) - {
+    "rocketmq.config.isVIPChannel"
+}
 #: rocketmq-dashboard's own settings that have no use here, and the prefixes of Spring Boot's: read and ignored, so
 #: its shipped ``application.properties`` works as it is.
-_IGNORED = frozenset({"rocketmq.config.isVIPChannel", "rocketmq.config.ticketKey"})
+_IGNORED = frozenset({"rocketmq.config.ticketKey"})
 _IGNORED_PREFIXES = ("spring.", "logging.", "server.ssl.", "management.")
 
 
@@ -189,12 +206,13 @@ def load_settings(
 
 
 def client_config(settings: DashboardSettings) -> ClientConfig:
-    """The admin client's config: the name servers, the timeout and, when set, the ACL credentials and TLS (see the
-    module docstring for a client that cannot sign or connect with TLS)."""
+    """The admin client's config: the name servers, the timeout, the VIP channel and, when set, the ACL credentials
+    and TLS (see the module docstring for a client that cannot sign or connect with TLS)."""
     return ClientConfig(
         namesrv_addr=settings.namesrv_addr,
         instance_name="mqdashboard",
         rpc_timeout=settings.rpc_timeout,
+        vip_channel_enabled=settings.is_vip_channel,
         **_security(settings),
     )
 

@@ -15,6 +15,7 @@ import trio
 
 from broker.controller import BrokerController
 from broker.embedded import EmbeddedCluster
+from broker.ports import BROKER, free_ports
 from tests.conftest import SMALL_STORE
 
 T = TypeVar("T")
@@ -67,7 +68,8 @@ class ThreadedCluster:
             config = attrs.evolve(
                 self.cluster.broker_config(),
                 broker_name=name,
-                listen_port=0,
+                # a fixed free port, as the cluster's own brokers: port 0 would open no fast channel (port - 2)
+                listen_port=free_ports(1, self.cluster.host, **BROKER)[0],
                 store_path_root_dir=str(self._data_dir / name),
                 **overrides,
             )

@@ -1,7 +1,9 @@
-// Ops page: the name servers the dashboard knows, the one in use (switched at run time), adding one; TLS on or off.
+// Ops page: the name servers the dashboard knows, the one in use (switched at run time), adding one; TLS and the VIP
+// channel on or off.
 "use strict";
 (async function () {
   const { api, guarded, table, el, showNotice } = mq;
+  let shown = null;
 
   function draw(d) {
     const rows = d.namesvrAddrList.map((addr) => ({ addr, current: addr === d.currentNamesrv }));
@@ -13,6 +15,7 @@
     document.querySelector("#tls input[name=useTLS]").checked = d.useTLS;
     document.querySelector("#tls input[name=useVIPChannel]").checked = d.useVIPChannel;
     for (const meta of document.querySelectorAll("header .meta .namesrv")) meta.textContent = d.currentNamesrv;
+    shown = d;
   }
 
   async function use(addr) {
@@ -29,9 +32,14 @@
 
   document.getElementById("tls").addEventListener("submit", async (ev) => {
     ev.preventDefault();
-    const on = ev.target.elements.useTLS.checked;
-    const d = await guarded(() => api("POST", "/api/ops/tls", { useTLS: on }));
-    if (d) { showNotice(`TLS ${d.useTLS ? "on" : "off"} from the next request.`); draw(d); }
+    const tls = ev.target.elements.useTLS.checked, vip = ev.target.elements.useVIPChannel.checked;
+    let d = shown;
+    if (d && vip !== d.useVIPChannel) d = await guarded(() => api("POST", "/api/ops/vip", { useVIPChannel: vip }));
+    if (d && tls !== d.useTLS) d = await guarded(() => api("POST", "/api/ops/tls", { useTLS: tls }));
+    if (d) {
+      showNotice(`TLS ${d.useTLS ? "on" : "off"}, VIP channel ${d.useVIPChannel ? "on" : "off"} from the next request.`);
+      draw(d);
+    }
   });
 
   const d = await guarded(() => api("GET", "/api/ops"));

@@ -14,6 +14,7 @@ import anyio
 import pytest
 import trio
 
+from broker.embedded import EmbeddedCluster
 from client import ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, MessageExt, Producer, PushConsumer, api
 from remoting.client import RemotingClient
 from remoting.codec.bodies import MessageQueue
@@ -25,9 +26,16 @@ from remoting.server import RemotingServer
 from store.metadata_files import SubscriptionGroupConfig
 from tests.client.helpers import HANG_GUARD, create_topic, wait_until
 from tests.client.test_master_watch import register_as_master
-from tests.dashboard.conftest import Dash
+from tests.dashboard.conftest import Dash, open_dash
 
 CROSS_SITE = {"Content-Type": "text/plain", "Origin": "http://evil.example"}
+
+
+@pytest.fixture
+async def dash(embedded_cluster: EmbeddedCluster, nursery: trio.Nursery) -> AsyncIterator[Dash]:
+    """The dashboard with the VIP channel off: the fake masters here serve one port, not ``port - 2`` too."""
+    async for d in open_dash(embedded_cluster, nursery, is_vip_channel=False):
+        yield d
 
 
 async def test_a_broker_address_with_an_out_of_range_port_is_a_json_error_not_a_500(dash: Dash) -> None:

@@ -1,6 +1,7 @@
 """The Ops page's name servers, as rocketmq-dashboard's ``OpsController`` (found by a review): the list and the one in
 use, adding one, switching the one in use at run time so that every page (and the chart sampler) then reads through
-it, TLS on or off. Two real embedded clusters, each with its own name server, the dashboard started on the first."""
+it, TLS and the VIP channel on or off. Two real embedded clusters, each with its own name server, the dashboard
+started on the first."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 
 from broker.embedded import EmbeddedCluster
+from client.vip import VIP_CHANNEL_ENV
 from tests.client.helpers import create_topic
 from tests.conftest import SMALL_STORE
 from tests.dashboard.browser import banner, click, table_rows, wait_for
@@ -25,6 +27,11 @@ from tests.dashboard.test_pages import open_page
 async def second(tmp_path: Path) -> AsyncIterator[EmbeddedCluster]:
     async with EmbeddedCluster(tmp_path / "second", **SMALL_STORE) as cluster:
         yield cluster
+
+
+def _vip(addr: str) -> str:
+    host, _, port = addr.rpartition(":")
+    return f"{host}:{int(port) - 2}"
 
 
 async def _topics(dash: Dash) -> set[str]:
@@ -40,7 +47,7 @@ async def test_switching_the_name_server_makes_every_page_read_the_other_cluster
     async for dash in open_dash(embedded_cluster, nursery, namesrv_addrs=f"{first_ns},127.0.0.1:1"):
         home = await dash.get("/api/ops")
         assert home == {"currentNamesrv": first_ns, "namesvrAddrList": [first_ns, "127.0.0.1:1"],
-                        "useVIPChannel": False, "useTLS": False}  # fmt: skip
+                        "useVIPChannel": True, "useTLS": False}  # fmt: skip
         assert "FirstOnlyTopic" in await _topics(dash) and "SecondOnlyTopic" not in await _topics(dash)
 
         added = await dash.post("/api/ops/namesrv/add", {"newNamesrvAddr": second_ns})
@@ -65,9 +72,13 @@ async def test_switching_the_name_server_makes_every_page_read_the_other_cluster
         assert back["currentNamesrv"] == first_ns and "FirstOnlyTopic" in await _topics(dash)
 
 
-async def test_a_malformed_address_changes_nothing_and_the_vip_channel_stays_off(
-    embedded_cluster: EmbeddedCluster, nursery: trio.Nursery
+async def test_a_malformed_address_changes_nothing_and_the_vip_channel_switches(
+    embedded_cluster: EmbeddedCluster, nursery: trio.Nursery, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The VIP channel is on by default, as rocketmq-dashboard's RMQConfigure ``isVIPChannel`` (``true``), and
+    ``updateIsVIPChannel.do`` turns it off and on for the next requests (found by a review: on was refused)."""
+    monkeypatch.delenv(VIP_CHANNEL_ENV, raising=False)
+    vip = _vip(embedded_cluster.broker_addr)
     async for dash in open_dash(embedded_cluster, nursery):
         for bad in ("nohost", "host:99999", " ; ", "a:1;b"):
             error = (await dash.post("/api/ops/namesrv", {"nameSvrAddrList": bad}, status=400))["error"]["message"]
@@ -76,10 +87,17 @@ async def test_a_malformed_address_changes_nothing_and_the_vip_channel_stays_off
         await dash.post("/api/ops/namesrv", {}, status=400)
         assert await dash.get("/api/ops") == {"currentNamesrv": embedded_cluster.namesrv_addr,
                                               "namesvrAddrList": [embedded_cluster.namesrv_addr],
-                                              "useVIPChannel": False, "useTLS": False}  # fmt: skip
+                                              "useVIPChannel": True, "useTLS": False}  # fmt: skip
+        assert (await dash.get("/api/cluster"))["brokers"]  # GET_BROKER_RUNTIME_INFO: to port - 2
+        assert vip in dash.admin.instance.remoting.connections
         assert (await dash.post("/api/ops/vip", {"useVIPChannel": False}))["useVIPChannel"] is False
-        refused = await dash.post("/api/ops/vip", {"useVIPChannel": True}, status=400)
-        assert "VIP channel" in refused["error"]["message"]
+        assert dash.admin.instance.config.vip_channel_enabled is False
+        assert (await dash.get("/api/cluster"))["brokers"]
+        assert vip not in dash.admin.instance.remoting.connections
+        assert (await dash.post("/api/ops/vip", {"useVIPChannel": True}))["useVIPChannel"] is True
+        assert (await dash.get("/api/cluster"))["brokers"]
+        assert vip in dash.admin.instance.remoting.connections
+        assert embedded_cluster.controller.fast_server.connections
         tls = await dash.post("/api/ops/tls", {"useTLS": True})
         assert tls["useTLS"] is True and dash.admin.instance.config.tls is True
         assert (await dash.post("/api/ops/tls", {"useTLS": False}))["useTLS"] is False
@@ -113,3 +131,11 @@ def test_the_ops_page_switches_the_name_server(browser: WebDriver, tmp_path: Pat
         click(browser, 'button[data-kind="NORMAL"]')
         assert table_rows(browser, "topics", lambda r: any(c[0] == "OpsPageTopic" for c in r))
         assert browser.find_element(By.CSS_SELECTOR, "header .meta .namesrv").text == two
+
+        open_page(browser, one, "/ops")  # the VIP channel, on by default, switched off from the page
+        box = browser.find_element(By.CSS_SELECTOR, "#tls input[name=useVIPChannel]")
+        wait_for(browser, lambda d: box.is_selected())
+        box.click()
+        browser.find_element(By.CSS_SELECTOR, "#tls button[type=submit]").click()
+        wait_for(browser, lambda d: "VIP channel off" in banner(d).text)
+        assert one.app is not None and one.app.state.admin.instance.config.vip_channel_enabled is False

@@ -14,8 +14,10 @@ import pytest
 import trio
 
 from broker.embedded import EmbeddedCluster
+from broker.ports import BROKER, free_ports
 from client.admin import Admin
 from client.config import ClientConfig
+from client.vip import VIP_CHANNEL_ENV
 from dashboard.auth import Sessions
 from dashboard.cluster import replication_state
 from dashboard.settings import SettingsError, client_config, load_settings
@@ -91,6 +93,23 @@ def test_the_timeout_defaults_to_rocketmq_dashboards_five_seconds(tmp_path: Path
     file.write_text("rocketmq.config.timeoutMillis=\n")
     for settings in (load_settings(None, {}), load_settings(file, {})):
         assert (settings.rpc_timeout, client_config(settings).rpc_timeout) == (5.0, 5.0)
+
+
+def test_the_vip_channel_is_on_unless_turned_off_as_rocketmq_dashboards(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """rocketmq-dashboard's RMQConfigure ``isVIPChannel``: the property ``com.rocketmq.sendMessageWithVIPChannel``,
+    else ``true``; an empty ``rocketmq.config.isVIPChannel`` keeps it (its setter ignores a blank value). It reaches
+    the admin client (found by a review: the setting was ignored and the VIP channel never used)."""
+    monkeypatch.delenv(VIP_CHANNEL_ENV, raising=False)
+    file = tmp_path / "application.properties"
+    file.write_text("rocketmq.config.isVIPChannel=\n")
+    for settings in (load_settings(None, {}), load_settings(file, {})):
+        assert settings.is_vip_channel is True and client_config(settings).vip_channel_enabled is True
+    file.write_text("rocketmq.config.isVIPChannel=false\n")
+    assert client_config(load_settings(file, {})).vip_channel_enabled is False
+    monkeypatch.setenv(VIP_CHANNEL_ENV, "false")
+    assert load_settings(None, {}).is_vip_channel is False
 
 
 def test_an_empty_enable_dashboard_collect_turns_collection_off_as_rocketmq_dashboard(tmp_path: Path) -> None:
@@ -281,7 +300,7 @@ async def test_a_slave_of_the_same_broker_name_is_listed_with_its_role_and_lag(
         embedded_cluster.broker_config(),
         broker_id=1,
         broker_role="SLAVE",
-        listen_port=0,
+        listen_port=free_ports(1, **BROKER)[0],  # room for the fast channel the dashboard uses by default
         store_path_root_dir=str(tmp_path / "slave"),
     )
     slave = BrokerController(config)

@@ -14,6 +14,7 @@ import trio
 
 from broker.controller import BrokerController
 from broker.embedded import EmbeddedCluster
+from broker.ports import BROKER, free_ports
 from client.admin import Admin
 from remoting.codec.bodies import MessageQueue
 from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig
@@ -43,7 +44,7 @@ async def three(tmp_path: Path, nursery: trio.Nursery) -> AsyncIterator[Three]:
             cluster.other_config(1),
             broker_cluster_name="OtherCluster",
             broker_name="broker-x",
-            listen_port=0,
+            listen_port=free_ports(1, **BROKER)[0],  # room for the fast channel the dashboard uses by default
             store_path_root_dir=str(tmp_path / "x"),
         )
         x = BrokerController(other)
