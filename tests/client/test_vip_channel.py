@@ -23,11 +23,6 @@ from remoting.server import RemotingServer
 from tests.client.helpers import create_topic, poll_until
 
 
-def _vip(addr: str) -> str:
-    host, _, port = addr.rpartition(":")
-    return f"{host}:{int(port) - 2}"
-
-
 def _seen_by(server: RemotingServer, remoting: RemotingClient, addr: str) -> bool:
     """The client's connection to ``addr`` is one ``server`` accepted (its peer is the client's end)."""
     conn = remoting.connections.get(addr)
@@ -65,7 +60,7 @@ async def test_with_the_vip_channel_on_a_send_and_admin_calls_use_port_minus_2(
     embedded_cluster: EmbeddedCluster,
 ) -> None:
     cluster, controller = embedded_cluster, embedded_cluster.controller
-    main, vip = cluster.broker_addr, _vip(cluster.broker_addr)
+    main, vip = cluster.broker_addr, broker_vip_channel(cluster.broker_addr)
     assert controller.fast_address is not None and controller.fast_address[1] == int(vip.rsplit(":", 1)[1])
     await create_topic(cluster.namesrv_addr, "Vip", queues=1)
     config = ClientConfig(namesrv_addr=cluster.namesrv_addr, vip_channel_enabled=True)
@@ -101,7 +96,7 @@ async def test_with_the_vip_channel_off_nothing_goes_to_port_minus_2(embedded_cl
     async with Producer("pg-novip", config=ClientConfig(namesrv_addr=cluster.namesrv_addr)) as producer:
         assert (await producer.send(Message("NoVip", b"x"))).send_status is SendStatus.SEND_OK
         remoting = producer.instance.remoting
-        assert _vip(cluster.broker_addr) not in remoting.connections
+        assert broker_vip_channel(cluster.broker_addr) not in remoting.connections
         assert _seen_by(cluster.controller.remoting_server, remoting, cluster.broker_addr)
 
 

@@ -14,7 +14,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 
 from broker.embedded import EmbeddedCluster
-from client.vip import VIP_CHANNEL_ENV
+from client.vip import VIP_CHANNEL_ENV, broker_vip_channel
 from tests.client.helpers import create_topic
 from tests.conftest import SMALL_STORE
 from tests.dashboard.browser import banner, click, table_rows, wait_for
@@ -27,11 +27,6 @@ from tests.dashboard.test_pages import open_page
 async def second(tmp_path: Path) -> AsyncIterator[EmbeddedCluster]:
     async with EmbeddedCluster(tmp_path / "second", **SMALL_STORE) as cluster:
         yield cluster
-
-
-def _vip(addr: str) -> str:
-    host, _, port = addr.rpartition(":")
-    return f"{host}:{int(port) - 2}"
 
 
 async def _topics(dash: Dash) -> set[str]:
@@ -78,7 +73,7 @@ async def test_a_malformed_address_changes_nothing_and_the_vip_channel_switches(
     """The VIP channel is on by default, as rocketmq-dashboard's RMQConfigure ``isVIPChannel`` (``true``), and
     ``updateIsVIPChannel.do`` turns it off and on for the next requests (found by a review: on was refused)."""
     monkeypatch.delenv(VIP_CHANNEL_ENV, raising=False)
-    vip = _vip(embedded_cluster.broker_addr)
+    vip = broker_vip_channel(embedded_cluster.broker_addr)
     async for dash in open_dash(embedded_cluster, nursery):
         for bad in ("nohost", "host:99999", " ; ", "a:1;b"):
             error = (await dash.post("/api/ops/namesrv", {"nameSvrAddrList": bad}, status=400))["error"]["message"]
