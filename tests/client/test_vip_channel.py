@@ -5,13 +5,15 @@ GET_BROKER_CONFIG its main port, as 4.9.8's MQClientAPIImpl and DefaultMQProduce
 from __future__ import annotations
 
 import pytest
+import trio
+import trio.testing
 
 from broker.embedded import EmbeddedCluster
 from client.admin import Admin
 from client.config import ClientConfig
 from client.consumer.lite_pull import LitePullConsumer
-from client.instance import new_instance
-from client.message import Message, SendStatus
+from client.instance import FIRST_HEARTBEAT, new_instance
+from client.message import Message, SendResult, SendStatus
 from client.mqadmin_support import client_config as mqadmin_config
 from client.producer import Producer
 from client.trace import TraceDispatcher
@@ -20,7 +22,7 @@ from remoting.client import RemotingClient
 from remoting.codec.bodies.heartbeat import ConsumeFromWhere
 from remoting.codec.codes import RequestCode
 from remoting.server import RemotingServer
-from tests.client.helpers import create_topic, poll_until
+from tests.client.helpers import create_topic, poll_until, wait_until
 
 
 def _seen_by(server: RemotingServer, remoting: RemotingClient, addr: str) -> bool:
@@ -57,7 +59,7 @@ def test_the_vip_channel_is_off_unless_the_property_says_true(monkeypatch: pytes
 
 
 async def test_with_the_vip_channel_on_a_send_and_admin_calls_use_port_minus_2(
-    embedded_cluster: EmbeddedCluster,
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
 ) -> None:
     cluster, controller = embedded_cluster, embedded_cluster.controller
     main, vip = cluster.broker_addr, broker_vip_channel(cluster.broker_addr)
@@ -69,6 +71,17 @@ async def test_with_the_vip_channel_on_a_send_and_admin_calls_use_port_minus_2(
         sent = await producer.send(Message("Vip", b"through the VIP port"))
         assert sent.send_status is SendStatus.SEND_OK
         assert _seen_by(controller.fast_server, remoting, vip)
+        await trio.sleep(FIRST_HEARTBEAT + 1)  # (virtual time) the first timed heartbeat is done, the next far off
+        main_conn, vip_conn = remoting.connections[main], remoting.connections[vip]
+        main_seen, vip_seen = main_conn.last_activity, vip_conn.last_activity
+        done: list[object] = []  # an async send, both connections live: the frame path declines, the fields path
+        producer.send_async(Message("Vip", b"async"), done.append)
+        await wait_until(lambda: bool(done))
+        assert isinstance(done[0], SendResult) and done[0].send_status is SendStatus.SEND_OK, done
+        assert main_conn.last_activity == main_seen and vip_conn.last_activity > vip_seen
+        _forget(remoting, vip)
+        await producer.send_oneway(Message("Vip", b"oneway"))
+        await wait_until(lambda: _seen_by(controller.fast_server, remoting, vip))
 
         _forget(remoting, main, vip)
         await producer.instance.send_heartbeat_to_all_brokers()  # 4.9.8's sendHearbeat: the main port
@@ -77,8 +90,8 @@ async def test_with_the_vip_channel_on_a_send_and_admin_calls_use_port_minus_2(
     consumer = LitePullConsumer("cg-vip", config=config, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
     async with consumer:
         await consumer.subscribe("Vip", "*")
-        pulled = await poll_until(consumer, 1)  # the fast port refuses PULL_MESSAGE: pulls go to the main port
-        assert [m.body for m in pulled] == [b"through the VIP port"]
+        pulled = await poll_until(consumer, 3)  # the fast port refuses PULL_MESSAGE: pulls go to the main port
+        assert sorted(m.body for m in pulled) == [b"async", b"oneway", b"through the VIP port"]
         assert _seen_by(controller.remoting_server, consumer.instance.remoting, main)
 
     async with Admin(config=config) as admin:
