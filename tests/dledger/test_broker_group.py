@@ -243,6 +243,16 @@ async def test_leaving_the_group_unregisters_every_member_before_the_name_server
     assert not failed, failed
 
 
+async def test_each_member_serves_the_vip_channel_at_its_port_minus_2(tmp_path: Path) -> None:
+    """A DLedger broker opens its fast (VIP) listener as any 4.9.8 broker does (BrokerController.initialize), so
+    a client with ``vipChannelEnabled`` (rocketmq-dashboard's default) reaches every member there."""
+    async with EmbeddedDLedgerGroup(tmp_path, **SMALL_STORE) as group, RemotingClient() as client:
+        for member in group.ids:
+            host, port = group.addr(member).rsplit(":", 1)
+            answer = await client.invoke(f"{host}:{int(port) - 2}", request(RequestCode.GET_BROKER_CONFIG), 10)
+            assert answer.code == ResponseCode.SUCCESS, (member, answer.remark)
+
+
 async def test_a_broker_whose_start_fails_after_its_store_loaded_lets_go_of_the_dledger_files(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
