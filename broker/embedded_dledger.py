@@ -64,7 +64,6 @@ class EmbeddedDLedgerGroup(NurseryOwner):
             "broker_ip1": self.advertised,
             "listen_host": self.host,
             "listen_port": self.broker_ports[member],
-            "fast_channel_enable": False,
             "namesrv_addr": self.namesrv_addr,
             "store_path_root_dir": str(self.data_dir / member),
             "enable_dleger_commit_log": True,
