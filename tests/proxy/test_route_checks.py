@@ -8,6 +8,8 @@ the in-process front door."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -102,16 +104,22 @@ async def test_notify_termination_without_settings_is_unrecognized_client_type(t
         assert Code.Name(answer.status.code) == "UNRECOGNIZED_CLIENT_TYPE", answer.status.message
 
 
-def _first_telemetry_reply(endpoint: str, command: Any) -> Any:
-    """The first command a fresh Telemetry stream answers ``command`` with (the stream then cancelled); raises the
-    stream's ``grpc.RpcError`` when it ends instead."""
+@contextlib.contextmanager
+def _telemetry(endpoint: str, command: Any, metadata: Any) -> Iterator[Any]:
+    """A fresh Telemetry stream sent ``command``: its replies, while its channel is open."""
     with grpc.insecure_channel(endpoint) as channel:
         stream = channel.stream_stream(
             PREFIX + "Telemetry",
             request_serializer=service.TelemetryCommand.SerializeToString,
             response_deserializer=service.TelemetryCommand.FromString,
         )
-        call = stream(iter([command]), timeout=5, metadata=META)
+        yield stream(iter([command]), timeout=5, metadata=metadata)
+
+
+def _first_telemetry_reply(endpoint: str, command: Any) -> Any:
+    """The first command a fresh Telemetry stream answers ``command`` with (the stream then cancelled); raises the
+    stream's ``grpc.RpcError`` when it ends instead."""
+    with _telemetry(endpoint, command, META) as call:
         first = next(call)
         call.cancel()
         return first
@@ -278,13 +286,7 @@ async def test_a_blank_client_id_is_client_id_required(tmp_path: Path, client_id
 def _telemetry_replies(endpoint: str, command: Any, metadata: Any) -> list[tuple[str, str]]:
     """Every command a fresh Telemetry stream writes after ``command``, until it ends; raises ``grpc.RpcError``
     when it ends with an error."""
-    with grpc.insecure_channel(endpoint) as channel:
-        stream = channel.stream_stream(
-            PREFIX + "Telemetry",
-            request_serializer=service.TelemetryCommand.SerializeToString,
-            response_deserializer=service.TelemetryCommand.FromString,
-        )
-        replies = stream(iter([command]), timeout=5, metadata=metadata)
+    with _telemetry(endpoint, command, metadata) as replies:
         return [(Code.Name(reply.status.code), reply.status.message) for reply in replies]
 
 
