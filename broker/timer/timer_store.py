@@ -932,16 +932,13 @@ class TimerStore:
 
     def _late_marker(self, slot_ms: int, phy: int, size: int) -> None:
         """A marker filed after its slot's walk began: it still deletes what that walk has not reached yet."""
-        if slot_ms == self.read_ms and self._deletes_ms == slot_ms:
-            key = self._delete_key_of(phy, size)
-            if key is not None:
-                self._deletes = self._deletes | {key}
-                self._marker_done(key)
-                return
-        log.warning("timer: delete marker at %d came after its slot %d was walked; ignored", phy, slot_ms)
         key = self._delete_key_of(phy, size)
         if key is not None:
-            self._marker_done(key)
+            self._marker_done(key)  # the count it took off at filing, given back as at its slot's walk
+            if slot_ms == self.read_ms and self._deletes_ms == slot_ms:
+                self._deletes = self._deletes | {key}
+                return
+        log.warning("timer: delete marker at %d came after its slot %d was walked; ignored", phy, slot_ms)
 
     def _skip_empty(self, now_ms: int) -> None:
         """Move ``readMs`` over empty slots: to the next filled slot that has passed, else to ``now``'s slot."""
