@@ -237,14 +237,14 @@ class TransactionData:
         if not entries:
             del self.by_key[key]
 
-    def poll(self, key: tuple[str, str], expiry: float, now: float) -> tuple[int, int] | None:
+    def poll(self, key: tuple[str, str], now: float) -> tuple[int, int] | None:
         """The newest data of ``key`` added ``expiry`` seconds ago or later, taken away with the expired ones after it
         (pollNoExpireTransactionData); ``None`` when there is none."""
         entries = self.by_key.get(key, [])
         found = None
         while entries and found is None:
             phy, queue_offset, added = entries.pop()
-            if now - added <= expiry:
+            if now - added <= self.expiry:
                 found = (phy, queue_offset)
         if not entries:
             self.by_key.pop(key, None)

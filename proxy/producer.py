@@ -382,8 +382,7 @@ class Producing:
             raise RpcError(Code.INVALID_TRANSACTION_ID, "transaction id cannot be empty")
         # AbstractTransactionService.genEndTransactionRequestHeader: the data is taken away whatever the resolution;
         # TransactionDataManager.pollNoExpireTransactionData: data past transactionDataExpireMillis is none.
-        expiry = self.config.transaction_data_expire_millis / 1000
-        found = self.transactions.poll((req.topic.name, tx_id), expiry, trio.current_time())
+        found = self.transactions.poll((req.topic.name, tx_id), trio.current_time())
         if found is None:
             raise proxy_error(Code.INTERNAL_SERVER_ERROR, "cannot found transaction data")
         resolution = {definition.TransactionResolution.COMMIT: _COMMIT,

@@ -109,4 +109,4 @@ def test_a_keys_expired_data_goes_as_its_next_is_added() -> None:
     for check in range(10):  # a check every 60 s, as the broker's transactionCheckInterval
         data.add(("pg", "01TXCHECKED"), 100, 7, now=60.0 * check)
     assert data.by_key[("pg", "01TXCHECKED")] == [(100, 7, 540.0)]
-    assert data.poll(("pg", "01TXCHECKED"), 30.0, now=545.0) == (100, 7)
+    assert data.poll(("pg", "01TXCHECKED"), now=545.0) == (100, 7)
