@@ -63,7 +63,7 @@ class ThreadedCluster:
         """A second master ``name`` in the same cluster and name server, its broker config changed by ``overrides``.
         Returns its address and a stopper."""
 
-        async def start() -> tuple[str, trio.CancelScope]:
+        async def start() -> tuple[str, trio.CancelScope, trio.Event]:
             assert self.cluster is not None
             config = attrs.evolve(
                 self.cluster.broker_config(),
@@ -74,20 +74,24 @@ class ThreadedCluster:
                 **overrides,
             )
             controller = BrokerController(config)
-            scope = trio.CancelScope()
+            scope, stopped = trio.CancelScope(), trio.Event()
 
             async def run(task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED) -> None:
-                with scope:
-                    await controller.serve(task_status=task_status)
+                try:
+                    with scope:
+                        await controller.serve(task_status=task_status)
+                finally:
+                    stopped.set()
 
             await self._extra.start(run)
-            return controller.broker_addr, scope
+            return controller.broker_addr, scope, stopped
 
-        addr, scope = self.call(start)
+        addr, scope, stopped = self.call(start)
 
         def stop() -> None:
-            async def cancel() -> None:
+            async def cancel() -> None:  # returns once the broker is down: its ports closed, unregistered
                 scope.cancel()
+                await stopped.wait()
 
             self.call(cancel)
 
