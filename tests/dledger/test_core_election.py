@@ -368,6 +368,35 @@ def test_each_vote_rejection_of_dledger() -> None:
     assert _vote(node, term=9, ledger_end_term=4, ledger_end_index=9) is VoteResult.REJECT_EXPIRED_LEDGER_TERM
 
 
+@pytest.mark.parametrize(
+    ("transfer_id", "transferee_id", "stale", "code"),
+    [
+        ("leader", "n9", False, ResponseCode.UNKNOWN_MEMBER),
+        ("leader", "other", True, ResponseCode.INCONSISTENT_TERM),
+        ("other", "leader", False, ResponseCode.INCONSISTENT_LEADER),
+    ],
+)
+def test_a_refused_leadership_transfer_echoes_the_requests_base_info(
+    transfer_id: str, transferee_id: str, stale: bool, code: ResponseCode
+) -> None:
+    """DLedgerServer.handleLeadershipTransfer (DLedger 0.3.1.2) answers a failed precondition with the request's base
+    info copied (``copyBaseInfo``: its group, term, local and remote ids), the code and the member's leader id; ours
+    answered with the member's own term and no ids."""
+    cluster = MemCluster(3)
+    leader = cluster.leader()
+    node = cluster.node(leader)
+    other = node.member.others()[0]
+    names = {"leader": leader, "other": other, "n9": "n9"}
+    term = node.member.curr_term - 1 if stale else node.member.curr_term
+    request = LeadershipTransferRequest(group="g", remote_id=leader, local_id="admin", term=term,
+                                        transfer_id=names[transfer_id], transferee_id=names[transferee_id])  # fmt: skip
+    node.handle_request(cluster.now, request, "admin")
+    answers = [e.response for e in node.drain() if isinstance(e, Reply) and e.handle == "admin"]
+    assert [(a.code, a.group, a.term, a.local_id, a.remote_id, a.leader_id) for a in answers] == [
+        (code, "g", term, "admin", leader, leader)
+    ]
+
+
 @pytest.mark.parametrize("leader_id", ["n9", "n0"])
 def test_heartbeats_from_unknown_members_or_from_oneself_are_refused(leader_id: str) -> None:
     node = _member()
