@@ -389,7 +389,8 @@ class RaftNode:
     # ---- requests beyond the elector and the handler -------------------------------------------------------------
 
     def _refusal(self, request: Request, code: ResponseCode) -> Response:
-        """DLedgerServer's answer to a request for another member (401) or group (400)."""
+        """DLedgerServer's answer to a request that failed a precondition (another member's, 401, or group's, 400, a
+        refused leadership transfer): the request's base info copied, the code and the member's leader id."""
         kind = _RESPONSE_OF[type(request)]
         return kind(group=request.group, remote_id=request.remote_id, local_id=request.local_id, term=request.term,
                     code=code, leader_id=self.member.leader_id)  # fmt: skip
@@ -432,9 +433,8 @@ class RaftNode:
     def _leadership_transfer(self, request: LeadershipTransferRequest, handle: object) -> None:
         member = self.member
 
-        def refuse(code: ResponseCode) -> None:
-            response = LeadershipTransferResponse(term=member.curr_term, code=code, leader_id=member.leader_id)
-            self.reply(handle, response)
+        def refuse(code: ResponseCode) -> None:  # DLedgerServer's failed PreConditions: the request's base info
+            self.reply(handle, self._refusal(request, code))
 
         if request.transfer_id == member.self_id:
             transferee = request.transferee_id
@@ -454,7 +454,7 @@ class RaftNode:
             else:
                 self._take_waits.append((request, handle, self.now))
         else:
-            refuse(ResponseCode.UNEXPECTED_ARGUMENT)
+            self.reply(handle, LeadershipTransferResponse(term=member.curr_term, code=ResponseCode.UNEXPECTED_ARGUMENT))
 
     def _may_take_over(self, term: int, peer: str) -> bool:
         """Whether the leader may hand its leadership to ``peer``: its log is known to match the leader's in this
@@ -484,10 +484,7 @@ class RaftNode:
             if self._holds_take_index(request):
                 self.elector.take_leadership(request, handle)
             elif self.now - since > self.config.leadership_transfer_wait_timeout:
-                self.reply(
-                    handle,
-                    LeadershipTransferResponse(term=self.member.curr_term, code=ResponseCode.TAKE_LEADERSHIP_FAILED),
-                )
+                self.reply(handle, self._refusal(request, ResponseCode.TAKE_LEADERSHIP_FAILED))
             else:
                 self._take_waits.append((request, handle, since))
 
