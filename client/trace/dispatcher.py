@@ -12,12 +12,12 @@ trace topic when its text reaches 118,000 characters (Java's ``maxMessageSize - 
 500 ms old. The message's ``KEYS`` are every record's msgId and the traced messages' keys, so ``QUERY_MESSAGE`` by
 msgId finds it (``mqadmin queryMsgTraceById``).
 
-Trace messages go out through an inner producer, group ``_INNER_TRACE_PRODUCER-<group>-<PRODUCE|CONSUME>-<n>``, on a
-client instance of its own, instance name ``PID_CLIENT_INNER_TRACE_PRODUCER_<name server address>`` (the client id
-brokers list the trace groups under, the same for every trace producer of the process, as Java's), with Java's 5 s
-timeout and 128,000-byte limit, as ``send_async``: a failed send is logged and counted in
-:attr:`TraceDispatcher.failed_batches`. :meth:`stop` sends what is queued (waiting at most 500 ms for those sends, as
-Java's ``flush``) and stops the inner producer and its instance. An inner producer that cannot start (its group
+Trace messages go out through an inner producer, group ``_INNER_TRACE_PRODUCER-<group>-<PRODUCE|CONSUME>-<n>``, on the
+process's trace client instance, instance name ``PID_CLIENT_INNER_TRACE_PRODUCER_<name server address>``, which every
+trace producer of the process shares, as Java's (:mod:`client.trace.instances`), with Java's 5 s timeout and
+128,000-byte limit, as ``send_async``: a failed send is logged and counted in :attr:`TraceDispatcher.failed_batches`.
+:meth:`stop` sends what is queued (waiting at most 500 ms for those sends, as Java's ``flush``) and stops the inner
+producer; the trace instance stops with its last producer. An inner producer that cannot start (its group
 refused) is logged and leaves the host running untraced, as Java's hosts do.
 
 With the client config's ``access_channel="CLOUD"`` (Java's ``AccessChannel.CLOUD``) each record goes to
@@ -55,8 +55,10 @@ from client.trace.codec import (
     encode_record,
     find_text_property,
 )
+from client.trace.instances import trace_instance
 
 if TYPE_CHECKING:
+    from client.config import ClientConfig
     from client.instance import MQClientInstance
     from client.producer import Producer
     from client.send_request import PreparedSend
@@ -132,7 +134,7 @@ class TraceDispatcher:
         self._in_flight = 0
         self._producer: Producer | None = None
         self._released = anyio.Event()  # set by stop: the inner producer may go
-        self._done = anyio.Event()  # set when the inner producer and its instance have stopped
+        self._done = anyio.Event()  # set when the inner producer has stopped (and the instance, if it was the last)
         self._scope: anyio.CancelScope | None = None
 
     # -- hooks (hot path) ------------------------------------------------------------------------------------------
@@ -198,39 +200,40 @@ class TraceDispatcher:
     # -- life cycle ------------------------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Start the inner producer on its own client instance and the background task (both in the host
+        """Start the inner producer on the shared trace instance and the background task (both in the host
         instance's task group)."""
         await self.instance.task_group.start(self._serve)
 
-    def _trace_instance(self) -> MQClientInstance:
-        """The inner producer's client instance: Java's AsyncTraceDispatcher starts its producer with only the host's
-        name server address and instance name ``PID_CLIENT_INNER_TRACE_PRODUCER_<that address>``, so its client id
-        is ``ip@`` that name (no unit name), shared by every trace producer of the process, and its namespace is the
+    def _trace_config(self) -> ClientConfig:
+        """The config of the inner producer's client instance (the key :func:`trace_instance` shares it by): Java's
+        AsyncTraceDispatcher starts its producer with only the host's name server address and instance name
+        ``PID_CLIENT_INNER_TRACE_PRODUCER_<that address>``, so its client id is ``ip@`` that name (no unit name),
+        shared by every trace producer of the process, and its namespace is the
         instance id of an MQ_INST_xxx_yyy endpoint, else none (client/src/main/java/org/apache/rocketmq/client/trace/
         AsyncTraceDispatcher.java start, client/src/main/java/org/apache/rocketmq/client/ClientConfig.java). The
         host's credentials and TLS settings are kept (Java's gets the host's RPC hook); the VIP channel is off, as
         that ``start`` turns it off (``setVipChannelEnabled(false)``)."""
-        from client.instance import MQClientInstance
-
         host = self.instance.config
         name = f"{TRACE_INSTANCE_NAME}_{';'.join(host.namesrv_addr)}"
-        config = attrs.evolve(host, instance_name=name, unit_name=None, namespace=None, vip_channel_enabled=False)
-        return MQClientInstance(config, shared_id=True)
+        return attrs.evolve(host, instance_name=name, unit_name=None, namespace=None, vip_channel_enabled=False)
 
     async def _serve(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Run the inner producer until :meth:`stop` is done with it (or the host instance stops)."""
         from client.namespace import NO_NAMESPACE
         from client.producer import Producer
 
-        instance = self._trace_instance()
-        namespace = instance.config.resolved_namespace or NO_NAMESPACE
-        producer = Producer(
-            self.inner_group, instance=instance, send_msg_timeout=5.0, max_message_size=128_000, namespace=namespace
-        )
+        config = self._trace_config()
         self._released, self._done = anyio.Event(), anyio.Event()  # a restarted host starts its dispatcher again
         started = False
         try:
-            async with instance:
+            async with trace_instance(config) as instance:
+                producer = Producer(
+                    self.inner_group,
+                    instance=instance,
+                    send_msg_timeout=5.0,
+                    max_message_size=128_000,
+                    namespace=config.resolved_namespace or NO_NAMESPACE,
+                )
                 try:
                     await producer.__aenter__()
                 except MQClientError as exc:
@@ -259,7 +262,8 @@ class TraceDispatcher:
             self._done.set()
 
     async def stop(self) -> None:
-        """Send what is queued, wait up to 500 ms for it, stop the inner producer and its instance."""
+        """Send what is queued, wait up to 500 ms for it, stop the inner producer (and the trace instance when no
+        other dispatcher uses it)."""
         if self._scope is not None:
             self._scope.cancel()
             self._scope = None

@@ -117,4 +117,4 @@ def test_the_trace_producer_never_uses_the_vip_channel() -> None:
     """4.9.8's AsyncTraceDispatcher.start turns it off for its producer (``setVipChannelEnabled(false)``)."""
     host = new_instance(ClientConfig(namesrv_addr="127.0.0.1:1", vip_channel_enabled=True), None)
     dispatcher = TraceDispatcher(host, "g", "PRODUCE")
-    assert dispatcher._trace_instance().config.vip_channel_enabled is False
+    assert dispatcher._trace_config().vip_channel_enabled is False

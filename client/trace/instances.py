@@ -1,0 +1,150 @@
+"""The trace producers' client instances, one per process and config, shared by every trace dispatcher (Java's
+``MQClientManager.getOrCreateMQClientInstance`` keys instances by client id, so all of 4.9.8's trace producers of a
+process with one name server address run on one ``MQClientInstance``: client/src/main/java/org/apache/rocketmq/
+client/impl/MQClientManager.java, client/src/main/java/org/apache/rocketmq/client/trace/AsyncTraceDispatcher.java).
+
+:func:`trace_instance` hands a dispatcher the running instance for a trace config, starting it for the first user
+and stopping it when the last one leaves (Java's ``MQClientInstance.shutdown`` returns while its producer table
+holds another producer than the inner one). Each dispatcher's producer has a group of its own on it
+(``_INNER_TRACE_PRODUCER-<group>-<kind>-<n>``), as Java's ``genGroupNameForTrace``, so they never collide.
+
+The key is the whole trace config, not only the client id: Java's first trace producer's RPC hook and TLS setting
+serve every later one, so a host's traces could go out signed with another host's keys; here hosts whose configs
+differ (credentials, TLS files, timeouts, ...) get instances of their own, all under the one client id, which brokers
+accept (``MQClientInstance(shared_id=True)``).
+
+An instance runs in a task of no host's task group (a Trio system task, a free asyncio task), so it outlives the host
+that started it while other hosts still use it; a host's restart leaves the others' traces alone. An instance being
+stopped is waited for before a new one starts for the same config, so two never overlap on the brokers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Coroutine
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.lowlevel
+import attrs
+import trio
+
+from client.errors import ClientStateError
+
+if TYPE_CHECKING:
+    from client.config import ClientConfig
+    from client.instance import MQClientInstance
+
+__all__ = ["running_trace_instances", "trace_instance"]
+
+log = logging.getLogger(__name__)
+
+
+@attrs.define(eq=False)
+class _Shared:
+    """One shared instance and its users."""
+
+    instance: MQClientInstance
+    users: int = 0
+    error: BaseException | None = None
+    ready: anyio.Event = attrs.Factory(anyio.Event)  # started, or failed to (``error``)
+    release: anyio.Event = attrs.Factory(anyio.Event)  # the last user left: stop it
+    done: anyio.Event = attrs.Factory(anyio.Event)  # stopped
+
+
+#: Per Trio run: the trace config -> its shared instance.
+_table: anyio.lowlevel.RunVar[dict[ClientConfig, _Shared]] = anyio.lowlevel.RunVar("trace_client_instances")
+#: The asyncio tasks running instances (the loop keeps only weak references).
+_asyncio_tasks: set[asyncio.Task[None]] = set()
+
+
+def _entries() -> dict[ClientConfig, _Shared]:
+    try:
+        return _table.get()
+    except LookupError:
+        table: dict[ClientConfig, _Shared] = {}
+        _table.set(table)
+        return table
+
+
+def running_trace_instances() -> list[MQClientInstance]:
+    """The shared trace instances of this run, started or starting, not yet told to stop."""
+    return [e.instance for e in _entries().values() if not e.release.is_set()]
+
+
+@asynccontextmanager
+async def trace_instance(config: ClientConfig) -> AsyncIterator[MQClientInstance]:
+    """The running shared instance for ``config`` while the block runs; the last user's exit stops it and waits
+    for that. Raises what the instance's start raised."""
+    entry = await _acquire(config)
+    try:
+        yield entry.instance
+    finally:
+        with anyio.CancelScope(shield=True):
+            await _release(entry)
+
+
+async def _acquire(config: ClientConfig) -> _Shared:
+    from client.instance import MQClientInstance
+
+    table = _entries()
+    while (entry := table.get(config)) is not None and entry.release.is_set():
+        await entry.done.wait()  # the last one is stopping: start a new one once it is gone
+    if entry is None:
+        entry = table[config] = _Shared(MQClientInstance(config, shared_id=True))
+        _spawn(_keep(config, entry), f"trace instance {entry.instance.client_id}")
+    entry.users += 1
+    try:
+        await entry.ready.wait()
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            await _release(entry)
+        raise
+    if entry.error is not None:
+        await _release(entry)
+        raise entry.error
+    return entry
+
+
+def _spawn(coro: Coroutine[Any, Any, None], name: str) -> None:
+    """Run ``coro`` in a task of no task group: a Trio system task, or an asyncio task the loop cancels at its end."""
+    loop = anyio.lowlevel.current_token().native_token
+    if isinstance(loop, asyncio.AbstractEventLoop):
+        task = loop.create_task(coro, name=name)
+        _asyncio_tasks.add(task)
+        task.add_done_callback(_asyncio_tasks.discard)
+    else:
+
+        async def run() -> None:
+            await coro
+
+        trio.lowlevel.spawn_system_task(run, name=name)
+
+
+async def _release(entry: _Shared) -> None:
+    entry.users -= 1
+    if entry.users == 0:
+        entry.release.set()
+        await entry.done.wait()
+
+
+async def _keep(config: ClientConfig, entry: _Shared) -> None:
+    """Run the instance until its last user leaves (a system task: it raises nothing but Cancelled)."""
+    try:
+        async with entry.instance:
+            entry.ready.set()
+            await entry.release.wait()
+    except Exception as exc:
+        if entry.ready.is_set():
+            log.exception("trace client instance %s failed", entry.instance.client_id)
+        else:
+            entry.error = exc
+    finally:
+        if not entry.ready.is_set() and entry.error is None:
+            entry.error = ClientStateError("trace client instance stopped before it started")
+        entry.ready.set()
+        if _entries().get(config) is entry:
+            del _entries()[config]
+        entry.done.set()
