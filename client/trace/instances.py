@@ -15,7 +15,9 @@ accept (``MQClientInstance(shared_id=True)``).
 
 An instance runs in a task of no host's task group (a Trio system task, a free asyncio task), so it outlives the host
 that started it while other hosts still use it; a host's restart leaves the others' traces alone. An instance being
-stopped is waited for before a new one starts for the same config, so two never overlap on the brokers.
+stopped is waited for before a new one starts for the same config, so two never overlap on the brokers. Sharing is
+per event loop: the blocking facade's clients (:mod:`client.sync`) each run a loop of their own, so each keeps its
+own trace instance.
 """
 
 from __future__ import annotations
