@@ -7,8 +7,12 @@ from pathlib import Path
 
 import pytest
 import trio
+import trio.testing
 
 from namesrv.config import load_namesrv_config
+from remoting.client import RemotingClient
+from remoting.codec.codes import RequestCode, ResponseCode
+from remoting.codec.command import request
 from tests.namesrv.conftest import StartNamesrv, route_request
 from tests.remoting.helpers import RawPeer, listen_backlog
 
@@ -54,6 +58,28 @@ async def test_a_max_idle_time_of_zero_or_less_never_closes_a_connection(
     for _ in range(2):
         await peer.send(route_request("TopicTest"))
         assert await peer.receive() is not None  # answered (no route), on the same connection
+    await peer.aclose()
+
+
+async def test_an_updated_max_idle_time_applies_to_connections_opened_after_it(
+    start_namesrv: StartNamesrv, client: RemotingClient, mock_clock: trio.testing.MockClock, tmp_path: Path
+) -> None:
+    """NettyRemotingServer gives each new channel an ``IdleStateHandler`` built from NettyServerConfig's
+    ``serverChannelMaxIdleTimeSeconds`` at that moment (remoting/src/main/java/org/apache/rocketmq/remoting/netty/
+    NettyRemotingServer.java ``initChannel``, 4.9.8), a field UPDATE_NAMESRV_CONFIG sets (Configuration.update): a
+    connection opened after the update is closed after the new idle time. The name server kept the start's 120 s
+    until its next start."""
+    server, address = await start_namesrv(config_store_path=str(tmp_path / "namesrv.properties"))
+    update = request(RequestCode.UPDATE_NAMESRV_CONFIG, body=b"serverChannelMaxIdleTimeSeconds=5\n")
+    assert (await client.invoke(address, update, 5.0)).code == ResponseCode.SUCCESS
+    host, port = address.rsplit(":", 1)
+    peer = await RawPeer.connect((host, int(port)))
+    await peer.send(route_request("TopicTest"))
+    assert await peer.receive() is not None  # served (no route)
+    assert len(server.remoting_server.connections) == 2
+    mock_clock.jump(6)
+    await trio.testing.wait_all_tasks_blocked()
+    assert len(server.remoting_server.connections) == 1, "the idle connection was not closed after 5 s"
     await peer.aclose()
 
 
