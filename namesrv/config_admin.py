@@ -8,9 +8,10 @@ text: a key of :data:`ALWAYS_BLACK_LISTED` or of ``configBlackList`` refuses the
 ``tls.*`` ones (system properties in RocketMQ, never name-server settings) are ignored (as Java's reflection ignores
 them) unless the ``-c`` file had the key (``file_only_properties``, kept and shown as Java's ``registerConfig`` keeps
 the file's properties), the rest replace the config, the ``on_change`` callback hands the new config to
-whoever uses it live (``orderMessageEnable`` takes effect at once; ports and timers at the next start), and every
-setting (and file key, a TLS key password the file held included, which GET_NAMESRV_CONFIG never shows) is written to
-``configStorePath`` as ``key=value`` lines (Java's ``Configuration.persist``).
+whoever uses it live (``orderMessageEnable`` takes effect at once, ``serverChannelMaxIdleTimeSeconds`` for the
+connections accepted afterwards; ports and other timers at the next start), and every setting (and file key, a TLS
+key password the file held included, which GET_NAMESRV_CONFIG never shows) is written to ``configStorePath`` as
+``key=value`` lines (Java's ``Configuration.persist``).
 A bad value answers SYSTEM_ERROR with the parser's message (a body ``Properties.load`` refuses: Java's
 "string2Properties error") and changes nothing; a failed write is logged (the running
 server already uses the new values).

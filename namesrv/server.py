@@ -24,6 +24,7 @@ import math
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
 
+import attrs
 import trio
 
 from namesrv.config import NamesrvConfig
@@ -43,7 +44,7 @@ from remoting.prometheus import (
     rpc_latency_source,
 )
 from remoting.rpc_metrics import RpcLatency
-from remoting.server import RemotingServer
+from remoting.server import RemotingServer, idle_timeout_of
 
 
 class NamesrvServer:
@@ -75,9 +76,12 @@ class NamesrvServer:
         self.metrics: PrometheusExporter | None = None
 
     def _config_changed(self, config: NamesrvConfig) -> None:
-        """UPDATE_NAMESRV_CONFIG: the settings read per request take effect at once."""
+        """UPDATE_NAMESRV_CONFIG: the settings read per request take effect at once, and the idle time for the
+        connections accepted from now on, as NettyRemotingServer's ``initChannel`` reads it for each new channel."""
         self.config = config
         self.processor.order_message_enable = config.order_message_enable
+        idle = idle_timeout_of(config.server_channel_max_idle_time_seconds)
+        self.remoting_server.config = attrs.evolve(self.remoting_server.config, idle_timeout=idle)
 
     def _on_connection_closed(self, connection: Connection) -> None:
         self.route_table.on_connection_closed(connection)

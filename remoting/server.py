@@ -164,7 +164,7 @@ class ListenerSettings(NettyServerSettings):
             files = tls_settings_of(self)
             watched = (files.tls_server_cert_path, files.tls_server_key_path, files.tls_server_trust_cert_path)
         return ServerConfig(
-            idle_timeout=idle_timeout if idle_timeout > 0 else None,
+            idle_timeout=idle_timeout_of(idle_timeout),
             tls_mode=mode,
             ssl_context=functools.partial(server_context, self),
             tls_watched_files=watched,
@@ -175,6 +175,11 @@ class ListenerSettings(NettyServerSettings):
             socket_snd_buf_size=self.server_socket_snd_buf_size,
             socket_rcv_buf_size=self.server_socket_rcv_buf_size,
         )
+
+
+def idle_timeout_of(seconds: float) -> float | None:
+    """``serverChannelMaxIdleTimeSeconds`` as :attr:`ServerConfig.idle_timeout`: 0 or less closes nothing."""
+    return seconds if seconds > 0 else None
 
 
 def _cap(limit: int) -> int:
