@@ -242,3 +242,17 @@ def test_server_channel_max_idle_time_seconds_is_a_java_int(tmp_path: Path, valu
     result = CliRunner().invoke(namesrv_main, ["-p"])
     assert result.exit_code == 0, result.output
     assert "serverChannelMaxIdleTimeSeconds=120\n" in result.output
+
+
+def test_mqnamesrv_c_says_it_loaded_the_file_before_anything_else(tmp_path: Path) -> None:
+    """NamesrvStartup prints ``load config properties file OK, <file>`` on stdout once it has read the ``-c`` file,
+    before ``-p`` prints the settings or the server starts (namesrv/src/main/java/org/apache/rocketmq/namesrv/
+    NamesrvStartup.java ``createNamesrvController``, 4.9.8). Ours printed nothing."""
+    conf = tmp_path / "namesrv.properties"
+    conf.write_text("listenPort=9873\n")
+    result = CliRunner().invoke(namesrv_main, ["-c", str(conf), "-p"])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"load config properties file OK, {conf}"
+    assert "listenPort=9873" in lines[1:]
+    assert "load config" not in CliRunner().invoke(namesrv_main, ["-p"]).stdout
