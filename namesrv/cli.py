@@ -8,7 +8,8 @@ exit), ``-n`` (accepted, unused), and any property as ``--name value`` or ``--na
 default 9876; ``--kvConfigPath /tmp/kv.json``). Later sources win: defaults, then the file, then ``--name value``
 properties.
 
-When listening it prints Java's boot line with the bound address, so scripts can wait for it::
+With ``-c`` it first prints Java's ``load config properties file OK, FILE``. When listening it prints Java's boot
+line with the bound address, so scripts can wait for it::
 
     The Name Server boot success. serializeType=JSON, address 127.0.0.1:9876
 
@@ -116,6 +117,8 @@ def main(
         config = build_config(config_file, list(ctx.args) + port)
     except PropertiesError as exc:
         raise click.UsageError(str(exc)) from None
+    if config_file:
+        click.echo(f"load config properties file OK, {config_file}")  # NamesrvStartup, before -p and the start
     if print_all:
         click.echo("\n".join(f"{key}={text}" for key, text in in_print_order(property_texts(config), PRINT_ORDER)))
         return
