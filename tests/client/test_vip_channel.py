@@ -12,11 +12,14 @@ from broker.embedded import EmbeddedCluster
 from client.admin import Admin
 from client.config import ClientConfig
 from client.consumer.lite_pull import LitePullConsumer
+from client.errors import TopicRouteNotFoundError
+from client.hooks import SendMessageContext
 from client.instance import FIRST_HEARTBEAT, new_instance
 from client.message import Message, SendResult, SendStatus
 from client.mqadmin_support import client_config as mqadmin_config
+from client.mqadmin_trace import find_traces
 from client.producer import Producer
-from client.trace import TraceDispatcher
+from client.trace import TraceDispatcher, TraceType
 from client.vip import VIP_CHANNEL_CODES, VIP_CHANNEL_ENV, broker_vip_channel, vip_address
 from remoting.client import RemotingClient
 from remoting.codec.bodies.heartbeat import ConsumeFromWhere
@@ -111,6 +114,53 @@ async def test_with_the_vip_channel_off_nothing_goes_to_port_minus_2(embedded_cl
         remoting = producer.instance.remoting
         assert broker_vip_channel(cluster.broker_addr) not in remoting.connections
         assert _seen_by(cluster.controller.remoting_server, remoting, cluster.broker_addr)
+
+
+class _Addresses:
+    """A send hook that keeps each attempt's ``broker_addr``."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str]] = []
+
+    def hook_name(self) -> str:
+        return "addresses"
+
+    def send_message_before(self, context: SendMessageContext) -> None:
+        self.seen.append((context.communication_mode, context.broker_addr))
+
+    def send_message_after(self, context: SendMessageContext) -> None:
+        pass
+
+
+async def test_with_the_vip_channel_on_send_hooks_and_the_pub_trace_name_port_minus_2(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """4.9.8's sendKernelImpl wraps ``brokerAddr`` in ``MixAll.brokerVIPChannel`` before it builds the hooks'
+    SendMessageContext, whose address SendMessageTraceHookImpl writes as the Pub record's storeHost."""
+    cluster = embedded_cluster
+    vip = broker_vip_channel(cluster.broker_addr)
+    await create_topic(cluster.namesrv_addr, "VipHooked", queues=1)
+    config = ClientConfig(namesrv_addr=cluster.namesrv_addr, vip_channel_enabled=True)
+    hook = _Addresses()
+    async with Producer("pg-vip-hooked", config=config, enable_msg_trace=True) as producer:
+        producer.register_send_message_hook(hook)
+        sent = await producer.send(Message("VipHooked", b"sync"))
+        done: list[object] = []
+        producer.send_async(Message("VipHooked", b"async"), done.append)
+        await wait_until(lambda: bool(done))
+        await producer.send_oneway(Message("VipHooked", b"oneway"))
+    assert hook.seen == [("SYNC", vip), ("ASYNC", vip), ("ONEWAY", vip)]
+    async with Admin(config=ClientConfig(namesrv_addr=cluster.namesrv_addr)) as admin:
+        with trio.fail_after(60):
+            while True:
+                try:
+                    pubs = [v.record for v in await find_traces(admin, sent.msg_id, None)]
+                except TopicRouteNotFoundError:  # the trace topic is created by its first batch
+                    pubs = []
+                if pubs:
+                    break
+                await trio.sleep(0.2)
+    assert [(r.type, r.store_host) for r in pubs] == [(TraceType.Pub, vip)]
 
 
 def test_the_trace_producer_never_uses_the_vip_channel() -> None:
