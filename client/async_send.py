@@ -124,7 +124,12 @@ class AsyncSend(PreparedSend):
             hooked = getattr(self, "hooked", None)
             if hooked is not None:  # sendKernelImpl's before hook, for each attempt here
                 self._hook_context = SendMessageContext(
-                    producer.group, hooked[0], mq, address, hooked[1], namespace=producer.namespace
+                    producer.group,
+                    hooked[0],
+                    mq,
+                    producer.hook_address(address),
+                    hooked[1],
+                    namespace=producer.namespace,
                 )
                 hooks.run_before(producer.send_hooks, self._hook_context)
         remoting, timeout = instance.remoting, self._timeout
@@ -174,7 +179,7 @@ class AsyncSend(PreparedSend):
             self._report_latency(failed=False)
         trace = producer.trace
         if trace is not None:
-            trace.on_sent(self._sent_ms, self._address, self, result)
+            trace.on_sent(self._sent_ms, producer.hook_address(self._address), self, result)
         self._hook_after(result, None)
         self._deliver(result)
 

@@ -67,6 +67,7 @@ from client.send_request import (
     uniq_key_generator,
 )
 from client.trace.dispatcher import TraceDispatcher
+from client.vip import kernel_address
 from remoting.codec.bodies import MessageQueue, TopicRouteData
 from remoting.codec.command import RemotingCommand
 from remoting.codec.headers import RecallMessageRequestHeader
@@ -184,6 +185,11 @@ class Producer:
         ``client/src/main/java/org/apache/rocketmq/client/impl/producer/DefaultMQProducerImpl.java``): sync, async
         (each attempt), oneway and batch sends, a transaction's half message; see :mod:`client.hooks`."""
         self.send_hooks.append(hook)
+
+    def hook_address(self, addr: str) -> str:
+        """``addr`` as a send's hooks and its Pub trace record name it: ``port - 2`` with the VIP channel on
+        (:func:`client.vip.kernel_address`)."""
+        return kernel_address(self.instance.config.vip_channel_enabled, addr)
 
     def _hook(self, prepared: PreparedSend, msg: Message | Sequence[Message], mode: str) -> None:
         """Mark ``prepared`` for the send hooks, when there are any."""
@@ -532,7 +538,9 @@ class Producer:
             fields = prepared.for_queue(queue.queue_id, queue.broker_name)
             context = None
             if self.send_hooks:  # sendKernelImpl in ONEWAY mode: after at once, without a result
-                context = SendMessageContext(self._group, msg, queue, addr, "ONEWAY", namespace=self.namespace)
+                context = SendMessageContext(
+                    self._group, msg, queue, self.hook_address(addr), "ONEWAY", namespace=self.namespace
+                )
                 hooks.run_before(self.send_hooks, context)
             try:
                 await api.send_message_oneway(
@@ -774,7 +782,7 @@ class Producer:
         refusal (sendKernelImpl's SYNC case; an async send's attempts here alike)."""
         addr = self.instance.find_broker_address(mq.broker_name) or await self._broker_address(mq)
         msg, mode = prepared.hooked
-        context = SendMessageContext(self._group, msg, mq, addr, mode, namespace=self.namespace)
+        context = SendMessageContext(self._group, msg, mq, self.hook_address(addr), mode, namespace=self.namespace)
         hooks.run_before(self.send_hooks, context)
         try:
             result = await self._send_to_slow(mq, prepared, timeout)
@@ -802,7 +810,7 @@ class Producer:
         else:
             result = await api.send_prepared(remoting, addr, mq.broker_name, prepared, mq.queue_id, timeout)
         if trace is not None:
-            trace.on_sent(start_ms, addr, prepared, result)
+            trace.on_sent(start_ms, self.hook_address(addr), prepared, result)
         return result
 
     async def send_with_retries(

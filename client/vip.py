@@ -77,6 +77,13 @@ def broker_vip_channel(address: str) -> str:
     return f"{host}:{int(port) - 2}"
 
 
+def kernel_address(enabled: bool, address: str) -> str:
+    """The broker address a send's hooks and its Pub trace record (``storeHost``) name: 4.9.8's sendKernelImpl
+    wraps it in ``MixAll.brokerVIPChannel`` before it builds the SendMessageContext (client/src/main/java/org/apache/
+    rocketmq/client/impl/producer/DefaultMQProducerImpl.java)."""
+    return broker_vip_channel(address) if enabled else address
+
+
 def vip_address(address: str, code: int) -> str:
     """The address a request with ``code`` goes to when the VIP channel is on."""
     return broker_vip_channel(address) if code in VIP_CHANNEL_CODES else address
