@@ -21,6 +21,11 @@ from client.admin import Admin
 from client.config import ClientConfig
 from client.errors import MQBrokerError, MQClientError
 from client.mqadmin import main as mqadmin
+from client.vip import broker_vip_channel
+from remoting.client import RemotingClient
+from remoting.codec.acl_signing import SessionCredentials
+from remoting.codec.codes import RequestCode, ResponseCode
+from remoting.codec.command import request
 from tests.acl.conftest import consume
 from tests.client.helpers import wait_until
 from tests.conftest import SMALL_STORE
@@ -75,6 +80,24 @@ async def test_task_free_async_sends_are_signed_and_checked_on_the_fast_paths(ac
     store = acl_cluster.controller.context.store
     assert sum(store.max_offset_in_queue("topicC", q) for q in range(2)) == 0
     assert sum(store.max_offset_in_queue("topicB", q) for q in range(2)) == 7
+
+
+async def test_the_fast_port_checks_acl_before_it_refuses_a_pull(acl_cluster: EmbeddedCluster) -> None:
+    """4.9.8's BrokerController.registerServerRPCHook puts the ACL hook on the fast port too, and NettyRemotingAbstract
+    runs the hooks before any processor, the default one that refuses PULL_MESSAGE there included: an unsigned pull
+    or pop gets the ACL error the main port gives, a permitted one " request type 11 not supported"."""
+    main = acl_cluster.broker_addr
+    fast = broker_vip_channel(main)
+    fields = {"topic": "topicB", "consumerGroup": "groupB"}
+    async with RemotingClient() as unsigned:
+        for code in (RequestCode.PULL_MESSAGE, RequestCode.POP_MESSAGE):
+            on_main = await unsigned.invoke(main, request(code, fields), 5)
+            on_fast = await unsigned.invoke(fast, request(code, fields), 5)
+            assert on_main.code == ResponseCode.SYSTEM_ERROR and "No accessKey is configured" in (on_main.remark or "")
+            assert (on_fast.code, on_fast.remark) == (on_main.code, on_main.remark)
+    async with RemotingClient(credentials=SessionCredentials("RocketMQ", "12345678")) as signed:
+        pull = await signed.invoke(fast, request(RequestCode.PULL_MESSAGE, fields), 5)
+    assert (pull.code, pull.remark) == (ResponseCode.REQUEST_CODE_NOT_SUPPORTED, " request type 11 not supported")
 
 
 async def test_an_unsigned_or_wrongly_signed_admin_is_refused(acl_cluster: EmbeddedCluster) -> None:
