@@ -108,8 +108,9 @@ FAST_PORT_REFUSED = frozenset({
 
 class FastChannelDispatcher(Dispatcher):
     """The VIP channel's dispatcher: the main dispatcher's table and pools, except that :data:`FAST_PORT_REFUSED` is
-    refused with REQUEST_CODE_NOT_SUPPORTED, as on Java's fast port. The main server runs the pools, so this one
-    reports running."""
+    refused with REQUEST_CODE_NOT_SUPPORTED, as on Java's fast port, once ACL admitted it (its RPC hooks run before
+    the default processor that refuses it: remoting/.../netty/NettyRemotingAbstract.java processRequestCommand). The
+    main server runs the pools, so this one reports running."""
 
     def __init__(self, main: Dispatcher) -> None:
         super().__init__()
@@ -130,7 +131,10 @@ class FastChannelDispatcher(Dispatcher):
         if request.code not in FAST_PORT_REFUSED:
             await self._main.dispatch(ctx, request)
             return
-        answer = request.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, not_supported_remark(request.code))
+        admission = self._main.admission
+        answer = None if admission is None else admission(ctx, request)
+        if answer is None:
+            answer = request.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, not_supported_remark(request.code))
         if request.is_oneway:
             ctx.connection.oneway_done(request, answer)
             return
