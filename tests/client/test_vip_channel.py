@@ -51,6 +51,13 @@ def test_the_vip_address_is_port_minus_2_for_the_codes_java_wraps() -> None:
         assert vip_address("h:10911", code) == "h:10911"
 
 
+def test_the_acl_config_read_of_4_9_7_goes_to_port_minus_2() -> None:
+    """GET_BROKER_CLUSTER_ACL_CONFIG (54), gone from 4.9.8, is sent here for rocketmq-dashboard's ACL page; 4.9.7's
+    MQClientAPIImpl.getBrokerClusterConfig wraps its address in MixAll.brokerVIPChannel."""
+    assert RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG in VIP_CHANNEL_CODES
+    assert vip_address("h:10911", RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG) == "h:10909"
+
+
 def test_the_vip_channel_is_off_unless_the_property_says_true(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(VIP_CHANNEL_ENV, raising=False)
     assert ClientConfig(namesrv_addr="127.0.0.1:9876").vip_channel_enabled is False
