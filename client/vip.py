@@ -28,7 +28,8 @@ _SENDS = (
 )
 
 #: The codes of 4.9.8's 47 wrapped ``MQClientAPIImpl`` calls (46 codes: UPDATE_CONSUMER_OFFSET has a sync and a
-#: oneway call), then those 5.3.3's MQClientAPIImpl adds to the wrapped ones that this client sends.
+#: oneway call), then those 5.3.3's MQClientAPIImpl adds to the wrapped ones that this client sends, and 4.9.7's
+#: GET_BROKER_CLUSTER_ACL_CONFIG (its ``getBrokerClusterConfig``, gone from 4.9.8; sent for the dashboard).
 _API_4_9_8 = (
     RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, RequestCode.UPDATE_AND_CREATE_TOPIC,
     RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, RequestCode.DELETE_ACL_CONFIG,
@@ -54,9 +55,10 @@ _API_5_3_3 = (
     RequestCode.QUERY_SUBSCRIPTION_BY_CONSUMER, RequestCode.QUERY_TOPICS_BY_CONSUMER,
     RequestCode.SET_MESSAGE_REQUEST_MODE, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST,
 )  # fmt: skip
+_API_4_9_7 = (RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG,)
 
 #: The request codes a client with the VIP channel on sends to ``port - 2``.
-VIP_CHANNEL_CODES: Final = frozenset(int(code) for code in (*_SENDS, *_API_4_9_8, *_API_5_3_3))
+VIP_CHANNEL_CODES: Final = frozenset(int(code) for code in (*_SENDS, *_API_4_9_8, *_API_5_3_3, *_API_4_9_7))
 
 #: Java's ``ClientConfig.SEND_MESSAGE_WITH_VIP_CHANNEL_PROPERTY`` (``com.rocketmq.sendMessageWithVIPChannel``) as an
 #: environment variable (see :func:`client.body_codecs.default_compress_level`).
