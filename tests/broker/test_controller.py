@@ -14,6 +14,7 @@ import trio.testing
 from broker.broker_config import BrokerConfig, load_broker_config
 from broker.controller import BrokerController
 from broker.embedded import EmbeddedCluster
+from broker.ports import BROKER, free_ports
 from broker.registration import registration_period
 from namesrv.config import NamesrvConfig
 from namesrv.server import NamesrvServer
@@ -159,6 +160,26 @@ async def test_the_fast_channel_serves_everything_but_pull_and_pop(embedded_clus
         assert ack.code == ResponseCode.SYSTEM_ERROR, "served on the fast port too: its header is incomplete"
         info = await client.invoke(fast, request(RequestCode.GET_BROKER_RUNTIME_INFO), 5)
         assert info.code == ResponseCode.SUCCESS
+
+
+async def test_a_broker_whose_fast_port_is_taken_does_not_start(tmp_path: Path) -> None:
+    """Another process holds ``listenPort - 2``. 4.9.8's BrokerController.start starts the fast remoting server
+    beside the main one and a bind failure stops the broker (BrokerStartup exits). Ours started without it, with a
+    warning, so a client with the VIP channel on (the dashboard's default) sent its admin calls to whatever held the
+    port. It refuses to start now, naming the port and the setting that opts out; with ``fastChannelEnable=false`` it
+    starts."""
+    (port,) = free_ports(1, **BROKER)
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", port - 2))
+        holder.listen()
+        with pytest.raises(BaseException) as failed:
+            async with EmbeddedCluster(tmp_path / "a", broker_port=port, **SMALL_STORE):
+                pass
+        refused = sole_exception(failed.value)
+        assert isinstance(refused, OSError) and f"port {port - 2}" in str(refused), refused
+        assert "fastChannelEnable=false" in str(refused)
+        async with EmbeddedCluster(tmp_path / "b", broker_port=port, fast_channel_enable=False, **SMALL_STORE) as c:
+            assert c.controller.fast_address is None
 
 
 async def test_a_broker_whose_store_failed_to_load_does_not_keep_it_locked(tmp_path: Path) -> None:
