@@ -54,7 +54,8 @@ class BrokerConfig(ListenerSettings):
     broker_ip2: str = attrs.field(default="", metadata={"key": "brokerIP2"})
     listen_port: int = attrs.field(default=10911, metadata=PORT)
     #: Also serve the "VIP" channel on ``listenPort - 2`` (everything but PULL_MESSAGE), which Java clients up to 4.4
-    #: use by default. Ours: Java always opens it; skipped when listenPort is 0 (no port to derive it from).
+    #: and rocketmq-dashboard use by default; a port that cannot be bound fails the start, as in Java. Ours: Java
+    #: always opens it; skipped when listenPort is 0 (no port to derive it from).
     fast_channel_enable: bool = True
     #: Master HA port; 0 means ``listenPort + 1`` as Java derives it.
     ha_listen_port: int = attrs.field(default=0, metadata=PORT)

@@ -495,8 +495,13 @@ class BrokerController:
         try:
             self.fast_address = await nursery.start(self.fast_server.serve, self.config.listen_host, port - 2)
         except OSError as exc:
-            # Only clients up to 4.4 with the VIP channel on need it; the broker still works without it.
-            log.warning("cannot open the fast channel on port %d: %s", port - 2, exc)
+            # As 4.9.8's BrokerController.start: no broker without it. Clients with the VIP channel on (the
+            # dashboard's default) would send their admin calls to whatever holds the port.
+            raise OSError(
+                exc.errno,
+                f"cannot open the fast channel (VIP) on port {port - 2}: {exc.strerror or exc}; free the port, or "
+                "set fastChannelEnable=false to run without it",
+            ) from exc
 
 
 def pool_sizes(config: BrokerConfig) -> dict[str, tuple[int, int | float]]:
