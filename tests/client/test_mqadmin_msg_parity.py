@@ -12,7 +12,7 @@ from click.testing import CliRunner, Result
 from client.message import Message, SendResult
 from client.mqadmin import main as mqadmin
 from client.producer import Producer
-from tests.client.helpers import create_topic
+from tests.client.helpers import create_topic, fill_queues
 from tests.threaded_cluster import ThreadedCluster
 
 
@@ -157,3 +157,59 @@ def test_query_msg_by_offset_refuses_a_negative_offset_and_an_unknown_broker(clu
     assert "The broker[no-such-broker] not exist" in unknown.output, unknown.output
     found = _run(*base, "-b", "broker-a", "-i", "0", "-o", "0")
     assert found.exit_code == 0 and "Topic:               MsgByOffset" in found.output, found.output
+
+
+def _java_string_hash(text: str) -> int:
+    """``String.hashCode()``, as a signed-agnostic 32-bit value."""
+    h = 0
+    for unit in text.encode("utf-16-be").hex(" ", 2).split():
+        h = (31 * h + int(unit, 16)) & 0xFFFFFFFF
+    return h
+
+
+def _java_mq_bucket(topic: str, broker: str, queue_id: int) -> int:
+    """The bucket of ``MessageQueue(topic, broker, queue_id)`` in a 16-bucket ``HashSet``: ``MessageQueue.hashCode``
+    (common/src/main/java/org/apache/rocketmq/common/message/MessageQueue.java) spread as ``HashMap.hash``."""
+    h = (((31 + _java_string_hash(broker)) * 31 + queue_id) * 31 + _java_string_hash(topic)) & 0xFFFFFFFF
+    return (h ^ (h >> 16)) & 15
+
+
+def test_print_msg_and_consume_message_go_over_the_queues_in_java_s_hash_set_order(cluster: ThreadedCluster) -> None:
+    """PrintMessageSubCommand and ConsumeMessageCommand.executeDefault iterate the ``HashSet`` that
+    ``fetchSubscribeMessageQueues`` answers (MQClientInstance.topicRouteData2TopicSubscribeInfo, copied into another
+    HashSet by DefaultMQPullConsumerImpl.parseSubscribeMessageQueues): the queues come by hash bucket, not by id.
+    Ours printed them sorted."""
+    ns = cluster.namesrv_addr
+    topic = "MsgQueueHashOrder"
+    anyio.run(create_topic, ns, topic, 8)
+    anyio.run(fill_queues, ns, topic, 1)
+    expected = sorted(range(8), key=lambda q: (_java_mq_bucket(topic, "broker-a", q), q))
+    assert expected != sorted(expected)  # the topic name makes the orders differ
+    for command in ("printMsg", "consumeMessage"):
+        result = _run(command, "-n", ns, "-t", topic)
+        assert result.exit_code == 0, result.output
+        bodies = re.findall(r"BODY: broker-a-(\d+)-0", result.output)
+        assert [int(q) for q in bodies] == expected, (command, result.output)
+
+
+def test_print_msg_by_queue_lists_tags_of_equal_counts_in_java_s_hash_map_order(cluster: ThreadedCluster) -> None:
+    """PrintMessageByQueueCommand.printCalculateByTag sorts the ``HashMap`` of counts by tag with Collections.sort,
+    a stable sort by count, highest first: tags of equal counts stay in the HashMap's order (by hash bucket). Ours
+    kept them in the order they were first seen."""
+    ns = cluster.namesrv_addr
+    topic = "MsgTagCounts"
+    tags = ["TagC", "Tag9", "TagA", "TagQ", "Tag1"]
+
+    async def send() -> None:
+        await create_topic(ns, topic, 1)
+        async with Producer(f"pg-{topic}", ns) as producer:
+            for tag in [*tags, "TagZ", "TagZ"]:
+                await producer.send(Message(topic, b"t", tags=tag))
+
+    anyio.run(send)
+    result = _run("printMsgByQueue", "-n", ns, "-t", topic, "-a", "broker-a", "-i", "0", "-f", "true")
+    assert result.exit_code == 0, result.output
+    printed = re.findall(r"^Tag: (\S+)\s+Count: (\d+)$", result.output, re.MULTILINE)
+    by_bucket = sorted(tags, key=lambda t: _java_bucket(t, 16))
+    assert by_bucket != tags  # the tags are sent out of the HashMap's order
+    assert printed == [("TagZ", "2"), *((t, "1") for t in by_bucket)], result.output
