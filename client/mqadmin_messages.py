@@ -31,14 +31,16 @@ from client.mqadmin_support import (
     common,
     format_ts,
     java_bool,
+    java_hash_set,
     java_properties_text,
+    java_subscribe_queues,
     java_text,
     message_text,
     parse_time_arg,
     run_job,
 )
 from client.producer import Producer
-from remoting.codec.bodies import PERM_READ, MessageQueue
+from remoting.codec.bodies import MessageQueue
 from remoting.codec.codes import RequestCode
 from remoting.codec.java_format import java_fixed
 from remoting.codec.msgid import nearly_time_from_id
@@ -258,13 +260,9 @@ def mq_text(mq: MessageQueue) -> str:
 
 
 async def readable_queues(admin: Admin, topic: str) -> list[MessageQueue]:
-    route = await admin.topic_route(topic)
-    return sorted(
-        MessageQueue(topic, qd.broker_name, q)
-        for qd in route.queue_datas
-        if qd.perm & PERM_READ
-        for q in range(qd.read_queue_nums)
-    )
+    """``fetchSubscribeMessageQueues(topic)`` of printMsg and consumeMessage: the readable queues in Java's
+    ``HashSet`` order (:func:`java_subscribe_queues`)."""
+    return java_subscribe_queues(topic, await admin.topic_route(topic))
 
 
 @click.command("printMsg", help="Print Message Detail")
@@ -335,8 +333,9 @@ def print_msg_by_queue(ctx: click.Context, **o: Any) -> None:
             if java_bool(o["print_msgs"]):
                 print_messages(out, mq, result.messages, o["charset"], java_bool(o["body"]))
         if java_bool(o["calculate"]):
-            for tag, count in sorted(counts.items(), key=lambda kv: -kv[1]):
-                out.entry(f"Tag: {tag:<30} Count: {count}\n", Tag=tag, Count=count)
+            # printCalculateByTag: a stable sort by count of the HashMap of counts, ties in its order.
+            for tag in sorted(java_hash_set(list(counts)), key=lambda t: -counts[t]):
+                out.entry(f"Tag: {tag:<30} Count: {counts[tag]}\n", Tag=tag, Count=counts[tag])
 
     run_job(ctx, job)
 

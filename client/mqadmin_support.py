@@ -29,7 +29,7 @@ from client.config import ClientConfig, default_use_tls
 from client.errors import MQClientError
 from client.message import MessageExt
 from client.tools_config import tools_credentials
-from remoting.codec.bodies import BrokerData, MessageQueue
+from remoting.codec.bodies import PERM_READ, BrokerData, MessageQueue, TopicRouteData
 from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig, TopicConfig
 from remoting.codec.java_format import java_fixed
 from remoting.codec.message_properties import java_hash, java_trim
@@ -248,6 +248,19 @@ def java_put_all_order(maps: Sequence[Sequence[MessageQueue]]) -> list[MessageQu
         return put
     capacity = 1 << (int(first / 0.75 + 1) - 1).bit_length()  # tableSizeFor
     return [put[i] for i in java_hash_map_order([java_mq_hash(mq) for mq in put], capacity)]
+
+
+def java_subscribe_queues(topic: str, route: TopicRouteData) -> list[MessageQueue]:
+    """The readable queues of ``route`` in the order Java iterates the ``HashSet`` that
+    ``MQClientInstance.topicRouteData2TopicSubscribeInfo`` fills from it, queue data by queue data (client/src/main/
+    java/org/apache/rocketmq/client/impl/factory/MQClientInstance.java): by ``MessageQueue.hashCode()`` bucket."""
+    built = list(dict.fromkeys(
+        MessageQueue(topic, qd.broker_name, q)
+        for qd in route.queue_datas
+        if qd.perm & PERM_READ
+        for q in range(qd.read_queue_nums)
+    ))  # fmt: skip
+    return [built[i] for i in java_hash_map_order([java_mq_hash(mq) for mq in built])]
 
 
 async def java_topic_list(admin: Admin) -> list[str]:

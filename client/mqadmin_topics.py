@@ -26,12 +26,12 @@ from client.mqadmin_support import (
     java_hash_map_order,
     java_hash_set,
     java_map_text,
-    java_mq_hash,
+    java_subscribe_queues,
     java_topic_list,
     run_job,
     topic_config_text,
 )
-from remoting.codec.bodies import PERM_READ, PERM_WRITE, MessageQueue
+from remoting.codec.bodies import PERM_READ, PERM_WRITE
 from remoting.codec.bodies.broker_metadata import TopicConfig
 from remoting.codec.message_properties import java_hash, java_split
 from remoting.codec.topics import is_retry_or_dlq_topic
@@ -294,13 +294,7 @@ def allocate_mq(ctx: click.Context, **o: Any) -> None:
         # Java hands the strategy the HashSet topicRouteData2TopicSubscribeInfo builds, in its iteration order, and
         # the -i addresses as given, and prints RebalanceResult's HashMap: none of them sorted
         # (tools/src/main/java/org/apache/rocketmq/tools/command/topic/AllocateMQSubCommand.java).
-        built = list(dict.fromkeys(
-            MessageQueue(topic, qd.broker_name, q)
-            for qd in route.queue_datas
-            if qd.perm & PERM_READ
-            for q in range(qd.read_queue_nums)
-        ))  # fmt: skip
-        queues = [built[i] for i in java_hash_map_order([java_mq_hash(mq) for mq in built])]
+        queues = java_subscribe_queues(topic, route)
         ips = java_split(o["ip_list"], ",")
         keys = list(dict.fromkeys(ips))
         result = {
