@@ -71,14 +71,26 @@ def test_topic_commands_perm_order_conf_and_allocation(cluster: ThreadedCluster)
     assert conf["lines"] == ["update orderConf success. topic=[OpsTopic], orderConf=[broker-a:4]"]
     got = _cli("updateOrderConf", "-n", ns, "-t", "OpsTopic", "-m", "get")
     assert got["lines"] == ["get orderConf success. topic=[OpsTopic], orderConf=[broker-a:4] "]
-    _cli("updateOrderConf", "-n", ns, "-t", "OpsTopic", "-m", "delete")
-    got = _cli("updateOrderConf", "-n", ns, "-t", "OpsTopic", "-m", "get")
-    assert got["lines"] == ["get orderConf success. topic=[OpsTopic], orderConf=[null] "]
+    deleted = _cli("updateOrderConf", "-n", ns, "-t", "OpsTopic", "-m", "delete")
+    assert deleted["lines"] == ["delete orderConf success. topic=[OpsTopic]"]
     allocation = _cli("allocateMQ", "-n", ns, "-t", "OpsTopic", "-i", "10.0.0.1,10.0.0.2")["result"]
     # Java's tool leaves the queues in its HashSet's order, 3 2 1 0 for OpsTopic (test_mqadmin_output.py)
     assert [[q["queueId"] for q in allocation[ip]] for ip in ("10.0.0.1", "10.0.0.2")] == [[3, 2], [1, 0]]
     ordered = _cli("updateTopic", "-n", ns, "-t", "OrderedTopic", "-b", addr, "-o", "true", "-r", "2", "-w", "2")
     assert "set broker orderConf. isOrder=true, orderConf=[broker-a:2]" in ordered["lines"]
+
+
+def test_update_order_conf_get_of_a_topic_without_one_fails(cluster: ThreadedCluster) -> None:
+    """UpdateOrderConfCommand ``-m get`` reads the value with MQClientAPIImpl.getKVConfigValue, which throws
+    MQClientException with the name server's QUERY_NOT_FOUND code and remark when it has none
+    (client/src/main/java/org/apache/rocketmq/client/impl/MQClientAPIImpl.java): the command fails. Ours printed
+    ``orderConf=[null]`` and succeeded."""
+    ns = cluster.namesrv_addr
+    result = CliRunner().invoke(mqadmin, ["updateOrderConf", "-n", ns, "-t", "NoOrderConf", "-m", "get"])
+    assert result.exit_code == 1, result.output
+    assert "get orderConf success" not in result.output
+    assert "UpdateOrderConfCommand command failed" in result.output
+    assert "No config item, Namespace: ORDER_TOPIC_CONFIG Key: NoOrderConf" in result.output
 
 
 def test_topic_list_prints_only_the_topic_names(cluster: ThreadedCluster) -> None:
