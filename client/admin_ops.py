@@ -117,12 +117,12 @@ class AdminOps:
         fields = DeleteKVConfigRequestHeader(namespace=namespace, key=key).to_ext_fields()
         await self._each_namesrv(RequestCode.DELETE_KV_CONFIG, fields)
 
-    async def get_kv_config(self, namespace: str, key: str) -> str | None:
-        """The value from the first name server that answers; ``None`` when it has none (QUERY_NOT_FOUND)."""
+    async def get_kv_config(self, namespace: str, key: str, *, missing_ok: bool = True) -> str | None:
+        """The value from the first name server that answers; ``None`` when it has none (QUERY_NOT_FOUND), or with
+        ``missing_ok`` false MQBrokerError, as Java's ``MQClientAPIImpl.getKVConfigValue`` throws."""
         fields = GetKVConfigRequestHeader(namespace=namespace, key=key).to_ext_fields()
-        answer = await self._namesrv_call(
-            RequestCode.GET_KV_CONFIG, fields, ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND
-        )
+        missing = (ResponseCode.QUERY_NOT_FOUND,) if missing_ok else ()
+        answer = await self._namesrv_call(RequestCode.GET_KV_CONFIG, fields, ResponseCode.SUCCESS, *missing)
         if answer.code != ResponseCode.SUCCESS:
             return None
         return GetKVConfigResponseHeader.from_ext_fields(answer.ext_fields).value

@@ -266,7 +266,9 @@ def update_order_conf(ctx: click.Context, **o: Any) -> None:
     async def job(admin: Admin, out: Output) -> None:
         topic, method = o["topic"], o["method"]
         if method == "get":
-            conf = await admin.get_kv_config(ORDER_TOPIC_CONFIG, topic)
+            # getKVConfigValue throws on the name server's QUERY_NOT_FOUND: the command fails
+            # (client/src/main/java/org/apache/rocketmq/client/impl/MQClientAPIImpl.java).
+            conf = await admin.get_kv_config(ORDER_TOPIC_CONFIG, topic, missing_ok=False)
             out.line("get orderConf success. topic=[%s], orderConf=[%s] ", topic, conf)
         elif method == "put":
             conf = o["order_conf"] or ""
