@@ -445,3 +445,23 @@ async def test_consumer_connection_lists_twelve_subscriptions_as_a_concurrent_ha
         *("ConnT04", "ConnT05", "ConnT06", "ConnT07", "ConnT00", "ConnT01", "ConnT02", "ConnT03", "ConnT10"),
         *("%RETRY%conn-chm-cg", "ConnT08", "ConnT09"),
     ], result.stdout
+
+
+@pytest.mark.anyio
+async def test_producer_lists_the_groups_in_java_s_hash_map_order(cluster: ThreadedCluster) -> None:
+    """ProducerSubCommand goes over ``ProducerTableInfo.data``, a ``Map`` fastjson fills as a ``HashMap``
+    (common/src/main/java/org/apache/rocketmq/common/protocol/body/ProducerTableInfo.java;
+    tools/src/main/java/org/apache/rocketmq/tools/command/producer/ProducerSubCommand.java): the groups come by hash
+    bucket, not in the broker's order. Ours printed them as the broker listed them."""
+    ns = cluster.namesrv_addr
+    await create_topic(ns, "ProducerOrder", 1)
+    groups = ["pg-order-a", "pg-order-b", "pg-order-c"]
+    assert not _in_java_hash_set_order(groups)  # registered out of the HashMap's order
+    async with Producer(groups[0], ns) as p0, Producer(groups[1], ns) as p1, Producer(groups[2], ns) as p2:
+        for producer in (p0, p1, p2):
+            await producer.send(Message("ProducerOrder", b"x"))
+        result = await anyio.to_thread.run_sync(_run, "producer", "-n", ns, "-b", cluster.broker_addr)
+    assert result.exit_code == 0, result.output
+    printed = list(dict.fromkeys(re.findall(r"^producer group \((\S+)\) instance", result.output, re.MULTILINE)))
+    assert set(groups) <= set(printed), result.output
+    assert _in_java_hash_set_order(printed), printed
