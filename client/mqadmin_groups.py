@@ -556,7 +556,10 @@ def get_consumer_config(ctx: click.Context, **o: Any) -> None:
 def producer(ctx: click.Context, **o: Any) -> None:
     async def job(admin: Admin, out: Output) -> None:
         table = await admin.producer_table(o["broker"])
-        for group, infos in table.data.items():
+        # ProducerTableInfo.data is a Map fastjson fills as a HashMap: Java goes over it by hash bucket
+        # (common/src/main/java/org/apache/rocketmq/common/protocol/body/ProducerTableInfo.java).
+        for group in java_hash_set(list(table.data)):
+            infos = table.data[group]
             if not infos:
                 out.line("producer group (%s) instances are empty\n", group)
             for p in infos:
