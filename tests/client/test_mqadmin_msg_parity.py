@@ -5,14 +5,18 @@ charset the JVM would not know."""
 from __future__ import annotations
 
 import re
+from contextlib import suppress
 
 import anyio
 from click.testing import CliRunner, Result
 
+from client.admin import Admin
+from client.errors import TopicRouteNotFoundError
 from client.message import Message, SendResult
 from client.mqadmin import main as mqadmin
 from client.producer import Producer
-from tests.client.helpers import create_topic, fill_queues
+from remoting.codec.bodies import PERM_WRITE
+from tests.client.helpers import HANG_GUARD, create_topic, fill_queues
 from tests.threaded_cluster import ThreadedCluster
 
 
@@ -213,3 +217,30 @@ def test_print_msg_by_queue_lists_tags_of_equal_counts_in_java_s_hash_map_order(
     by_bucket = sorted(tags, key=lambda t: _java_bucket(t, 16))
     assert by_bucket != tags  # the tags are sent out of the HashMap's order
     assert printed == [("TagZ", "2"), *((t, "1") for t in by_bucket)], result.output
+
+
+def test_print_msg_of_a_topic_without_readable_queues_fails(cluster: ThreadedCluster) -> None:
+    """PrintMessageSubCommand reads the queues with fetchSubscribeMessageQueues, which throws MQClientException "Can
+    not find Message Queue for this topic" when the route has no readable queue
+    (client/src/main/java/org/apache/rocketmq/client/impl/MQAdminImpl.java): the command fails. Ours printed
+    nothing and succeeded."""
+    ns = cluster.namesrv_addr
+
+    async def write_only() -> None:
+        async with Admin(ns) as admin:
+            await admin.create_topic("MsgWriteOnly", read_queue_nums=1, write_queue_nums=1, perm=PERM_WRITE)
+
+            async def routed() -> bool:
+                with suppress(TopicRouteNotFoundError):
+                    return bool((await admin.topic_route("MsgWriteOnly")).queue_datas)
+                return False
+
+            with anyio.fail_after(HANG_GUARD):
+                while not await routed():
+                    await anyio.sleep(0.02)
+
+    anyio.run(write_only)
+    result = CliRunner().invoke(mqadmin, ["printMsg", "-n", ns, "-t", "MsgWriteOnly"])
+    assert result.exit_code == 1, result.output
+    assert "PrintMessageSubCommand command failed" in result.output
+    assert "Can not find Message Queue for this topic, MsgWriteOnly" in result.output
