@@ -314,13 +314,21 @@ def test_print_msg_by_queue_of_an_unknown_broker_fails_cleanly(cluster: Threaded
     assert "The broker[no-such-broker] not exist" in result.output
 
 
-def test_consume_message_of_an_unknown_broker_fails_cleanly(cluster: ThreadedCluster) -> None:
-    """Java ConsumeMessageCommand.executeByCondition: minOffset of an unknown broker throws; no traceback here."""
+def test_consume_message_of_an_unknown_broker_or_topic_says_so_and_ends_normally(cluster: ThreadedCluster) -> None:
+    """ConsumeMessageCommand.executeByCondition and executeDefault catch what their queue reads throw (minOffset of
+    an unknown broker, fetchSubscribeMessageQueues of an unknown topic) and print the stack trace: no
+    SubCommandException, no "command failed" line (tools/src/main/java/org/apache/rocketmq/tools/command/message/
+    ConsumeMessageCommand.java). Here the error goes to stderr and the command ends normally, as where Java goes on
+    past a broker; before, it failed the command (no traceback, but Java's failure line and exit status 1)."""
     anyio.run(create_topic, cluster.namesrv_addr, "CmUnknownBroker", 1)
-    result = _run(
-        "consumeMessage", "-n", cluster.namesrv_addr, "-t", "CmUnknownBroker", "-b", "no-such-broker", "-i", "0"
-    )
-    _assert_clean_failure(result)
+    ns = cluster.namesrv_addr
+    by_queue = _run("consumeMessage", "-n", ns, "-t", "CmUnknownBroker", "-b", "no-such-broker", "-i", "0")
+    unknown_topic = _run("consumeMessage", "-n", ns, "-t", "CmNoSuchTopic")
+    for result, cause in ((by_queue, "The broker[no-such-broker] not exist"), (unknown_topic, "CmNoSuchTopic")):
+        assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+        assert result.exit_code == 0, result.output
+        assert "command failed" not in result.output, result.output
+        assert cause in result.output, result.output
 
 
 # -- consumeMessage with a malformed -s/-e ----------------------------------------------------------------------------
