@@ -397,34 +397,47 @@ def consume_message(ctx: click.Context, **o: Any) -> None:
         if problem:
             out.line("%s", problem)
             return
-        topic, left = o["topic"], o["count"]
         # ConsumeMessageCommand sets -g as its pull consumer's group before starting it (TOOLS_CONSUMER otherwise).
         group = o["group"].strip() if o["group"] else TOOLS_CONSUMER_GROUP
-        if o["queue_id"] is None:
-            for mq in await readable_queues(admin, topic):
-                if left == 0:
-                    return
-                low, high = await _range(admin, mq, o["begin"], o["end"])
-                if high - low > left:
-                    out.line("The older %d message of the %d queue will be provided\n", left, mq.queue_id)
-                    high, left = low + left - 1, 0
-                else:
-                    left = left - (high - low) - 1
-                await _pull_range(admin, out, mq, low, high, group)
-            return
-        mq = MessageQueue(topic, o["broker"], o["queue_id"])
-        low, high = await _range(admin, mq, o["begin"], o["end"])
-        start = o["offset"] or 0
-        if start > high:
-            out.line("%s no matched msg, offset=%s\n", mq_text(mq), start)
-            return
-        low = max(low, start)
-        if high - low > o["count"]:
-            out.line("The oldler %d message will be provided\n", o["count"])
-            high = low + o["count"] - 1
-        await _pull_range(admin, out, mq, low, high, group)
+        # executeDefault and executeByCondition catch what reading the queues throws (printStackTrace): the command
+        # ends normally (tools/src/main/java/org/apache/rocketmq/tools/command/message/ConsumeMessageCommand.java).
+        with broker_may_fail(o["topic"]):
+            if o["queue_id"] is None:
+                await _consume_default(admin, out, o, group)
+            else:
+                await _consume_by_queue(admin, out, o, group)
 
     run_job(ctx, job)
+
+
+async def _consume_default(admin: Admin, out: Output, o: dict[str, Any], group: str) -> None:
+    """Java's ``executeDefault``: up to ``-c`` messages over the topic's queues, oldest first in each."""
+    left = o["count"]
+    for mq in await readable_queues(admin, o["topic"]):
+        if left == 0:
+            return
+        low, high = await _range(admin, mq, o["begin"], o["end"])
+        if high - low > left:
+            out.line("The older %d message of the %d queue will be provided\n", left, mq.queue_id)
+            high, left = low + left - 1, 0
+        else:
+            left = left - (high - low) - 1
+        await _pull_range(admin, out, mq, low, high, group)
+
+
+async def _consume_by_queue(admin: Admin, out: Output, o: dict[str, Any], group: str) -> None:
+    """Java's ``executeByCondition``: up to ``-c`` messages of one queue from ``-o`` on."""
+    mq = MessageQueue(o["topic"], o["broker"], o["queue_id"])
+    low, high = await _range(admin, mq, o["begin"], o["end"])
+    start = o["offset"] or 0
+    if start > high:
+        out.line("%s no matched msg, offset=%s\n", mq_text(mq), start)
+        return
+    low = max(low, start)
+    if high - low > o["count"]:
+        out.line("The oldler %d message will be provided\n", o["count"])
+        high = low + o["count"] - 1
+    await _pull_range(admin, out, mq, low, high, group)
 
 
 def _consume_message_problem(o: dict[str, Any]) -> str | None:
