@@ -244,3 +244,19 @@ def test_print_msg_of_a_topic_without_readable_queues_fails(cluster: ThreadedClu
     assert result.exit_code == 1, result.output
     assert "PrintMessageSubCommand command failed" in result.output
     assert "Can not find Message Queue for this topic, MsgWriteOnly" in result.output
+
+
+def test_consume_message_reads_a_zero_or_negative_time_as_no_bound(cluster: ThreadedCluster) -> None:
+    """ConsumeMessageCommand searches a queue's offset by time only for ``timeValueBegin > 0`` /
+    ``timeValueEnd > 0`` (tools/src/main/java/org/apache/rocketmq/tools/command/message/ConsumeMessageCommand.java):
+    ``-e 0`` or ``-s -1`` leave the queue's max / min offset. Ours searched the offset at time 0 and printed
+    nothing for ``-e 0``."""
+    ns = cluster.namesrv_addr
+    for i in range(3):
+        _send(ns, "MsgZeroTimes", f"zero-times-{i}".encode())
+    for bounds in (("-e", "0"), ("-s", "-1"), ("-s", "0", "-e", "0")):
+        for queue in ((), ("-b", "broker-a", "-i", "0")):
+            result = _run("consumeMessage", "-n", ns, "-t", "MsgZeroTimes", *queue, *bounds)
+            assert result.exit_code == 0, result.output
+            bodies = re.findall(r"BODY: (zero-times-\d)", result.output)
+            assert bodies == ["zero-times-0", "zero-times-1", "zero-times-2"], (bounds, queue, result.output)
