@@ -410,13 +410,19 @@ def consume_message(ctx: click.Context, **o: Any) -> None:
     run_job(ctx, job)
 
 
+def _bound(text: str | None) -> str | None:
+    """consumeMessage's ``-s``/``-e``: a time of 0 or less bounds nothing, as Java searches an offset only for
+    ``timeValueBegin > 0`` / ``timeValueEnd > 0`` (ConsumeMessageCommand.java)."""
+    return text if text and parse_time_arg(text) > 0 else None
+
+
 async def _consume_default(admin: Admin, out: Output, o: dict[str, Any], group: str) -> None:
     """Java's ``executeDefault``: up to ``-c`` messages over the topic's queues, oldest first in each."""
     left = o["count"]
     for mq in await readable_queues(admin, o["topic"]):
         if left == 0:
             return
-        low, high = await _range(admin, mq, o["begin"], o["end"])
+        low, high = await _range(admin, mq, _bound(o["begin"]), _bound(o["end"]))
         if high - low > left:
             out.line("The older %d message of the %d queue will be provided\n", left, mq.queue_id)
             high, left = low + left - 1, 0
@@ -428,7 +434,7 @@ async def _consume_default(admin: Admin, out: Output, o: dict[str, Any], group: 
 async def _consume_by_queue(admin: Admin, out: Output, o: dict[str, Any], group: str) -> None:
     """Java's ``executeByCondition``: up to ``-c`` messages of one queue from ``-o`` on."""
     mq = MessageQueue(o["topic"], o["broker"], o["queue_id"])
-    low, high = await _range(admin, mq, o["begin"], o["end"])
+    low, high = await _range(admin, mq, _bound(o["begin"]), _bound(o["end"]))
     start = o["offset"] or 0
     if start > high:
         out.line("%s no matched msg, offset=%s\n", mq_text(mq), start)
