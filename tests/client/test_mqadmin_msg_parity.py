@@ -260,3 +260,12 @@ def test_consume_message_reads_a_zero_or_negative_time_as_no_bound(cluster: Thre
             assert result.exit_code == 0, result.output
             bodies = re.findall(r"BODY: (zero-times-\d)", result.output)
             assert bodies == ["zero-times-0", "zero-times-1", "zero-times-2"], (bounds, queue, result.output)
+
+
+def test_print_msg_of_an_unknown_topic_says_java_s_words(cluster: ThreadedCluster) -> None:
+    """MQAdminImpl.fetchSubscribeMessageQueues wraps the route lookup's failure in MQClientException "Can not find
+    Message Queue for this topic, <topic>" (client/src/main/java/org/apache/rocketmq/client/impl/MQAdminImpl.java),
+    which PrintMessageSubCommand fails with. Ours said "no route info of topic ..."."""
+    result = CliRunner().invoke(mqadmin, ["printMsg", "-n", cluster.namesrv_addr, "-t", "MsgNoSuchTopic"])
+    assert result.exit_code == 1, result.output
+    assert "Can not find Message Queue for this topic, MsgNoSuchTopic" in result.output, result.output
