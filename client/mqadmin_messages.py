@@ -19,7 +19,7 @@ import click
 
 from client.admin import BROKER_FAILURES, Admin
 from client.admin_ops import TOOLS_CONSUMER_GROUP
-from client.errors import FAQ_HINT, MQClientError
+from client.errors import FAQ_HINT, MQClientError, TopicRouteNotFoundError
 from client.message import Message, MessageExt, uniq_msg_id
 from client.message_track import message_track_detail
 from client.mqadmin_cluster import send_result_text
@@ -263,9 +263,14 @@ async def readable_queues(admin: Admin, topic: str) -> list[MessageQueue]:
     """``fetchSubscribeMessageQueues(topic)`` of printMsg and consumeMessage: the readable queues in Java's
     ``HashSet`` order (:func:`java_subscribe_queues`); none is MQAdminImpl's MQClientException (client/src/main/
     java/org/apache/rocketmq/client/impl/MQAdminImpl.java)."""
-    queues = java_subscribe_queues(topic, await admin.topic_route(topic))
+    not_found = f"Can not find Message Queue for this topic, {topic}{FAQ_HINT}"
+    try:
+        route = await admin.topic_route(topic)
+    except TopicRouteNotFoundError as exc:  # Java wraps the lookup's failure, its stack trace naming the cause
+        raise MQClientError(f"{not_found}\nCaused by: {exc}") from exc
+    queues = java_subscribe_queues(topic, route)
     if not queues:
-        raise MQClientError(f"Can not find Message Queue for this topic, {topic}{FAQ_HINT}")
+        raise MQClientError(not_found)
     return queues
 
 
