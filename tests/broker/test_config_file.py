@@ -16,7 +16,8 @@ from remoting.codec.bodies import KVTable
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
 from remoting.codec.java_properties import parse_properties
-from tests.broker.helpers import broker_from_conf, put_record, update_once
+from tests.broker.helpers import broker_from_conf, create_topic_request, put_record, update_once
+from tests.processors.conftest import send_request
 from tests.remoting.helpers import write_self_signed
 
 SAMPLE = """# RocketMQ broker
@@ -219,3 +220,25 @@ async def test_warm_maped_file_enable_updated_at_run_time_warms_the_next_segment
         assert (await client.invoke(embedded_cluster.broker_addr, update, 5)).code == ResponseCode.SUCCESS
     assert embedded_cluster.controller.context.config.warm_mapped_file_enable
     assert store.config.warm_mapped_file_enable
+
+
+async def test_an_updated_max_message_size_rules_the_next_send(embedded_cluster: EmbeddedCluster) -> None:
+    """4.9.8's CommitLog.updateMaxMessageSize reads ``maxMessageSize`` from the live MessageStoreConfig before every
+    put (store/src/main/java/org/apache/rocketmq/store/CommitLog.java), the object Configuration.update sets, so
+    ``mqadmin updateBrokerConfig -k maxMessageSize`` changes which sends are refused without a restart. The store
+    kept its start-up limit while GET_BROKER_CONFIG showed the new one."""
+    body = bytes(2048)
+    async with RemotingClient() as client:
+        create = create_topic_request("SizeTopic", queues=1)
+        assert (await client.invoke(embedded_cluster.broker_addr, create, 5)).code == ResponseCode.SUCCESS
+        sent = await client.invoke(embedded_cluster.broker_addr, send_request("SizeTopic", body), 5)
+        assert sent.code == ResponseCode.SUCCESS, sent.remark
+        update = request(RequestCode.UPDATE_BROKER_CONFIG, body=b"maxMessageSize=1024\n")
+        assert (await client.invoke(embedded_cluster.broker_addr, update, 5)).code == ResponseCode.SUCCESS
+        refused = await client.invoke(embedded_cluster.broker_addr, send_request("SizeTopic", body), 5)
+        assert refused.code == ResponseCode.MESSAGE_ILLEGAL, refused.remark
+        assert "1024" in (refused.remark or "")
+        update = request(RequestCode.UPDATE_BROKER_CONFIG, body=b"maxMessageSize=4096\n")
+        assert (await client.invoke(embedded_cluster.broker_addr, update, 5)).code == ResponseCode.SUCCESS
+        again = await client.invoke(embedded_cluster.broker_addr, send_request("SizeTopic", body), 5)
+        assert again.code == ResponseCode.SUCCESS, again.remark
