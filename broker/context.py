@@ -238,9 +238,10 @@ RESTART_SETTINGS: Final = ("broker_role", "broker_id", "listen_port", "ha_listen
                            "enable_dleger_commit_log")  # fmt: skip
 _ROLES: Final = tuple(role.value for role in BrokerRole)
 
-#: Store settings UPDATE_BROKER_CONFIG changes in a running broker (replication's timings and limits, pull batch limits,
-#: retention, the periodic flushes, warming new segments, indexing new keys; read where they are used); the others
-#: (paths, sizes, roles, ports, ``cleanResourceInterval``, ``checkCRCOnRecover``) take effect at the next start.
+#: Store settings UPDATE_BROKER_CONFIG changes in a running broker (replication's timings and limits, the message size
+#: limit, pull batch limits, retention, the periodic flushes, warming new segments, indexing new keys; read where they
+#: are used); the others (paths, segment sizes, roles, ports, ``cleanResourceInterval``, ``checkCRCOnRecover``) take
+#: effect at the next start.
 LIVE_STORE_SETTINGS = (
     "slave_timeout",
     "ha_send_heartbeat_interval",
@@ -248,6 +249,9 @@ LIVE_STORE_SETTINGS = (
     "ha_transfer_batch_size",
     "ha_slave_fallbehind_max",
     "access_message_in_memory_max_ratio",
+    # CommitLog.updateMaxMessageSize reads it before every put (store/src/main/java/org/apache/rocketmq/store/
+    # CommitLog.java): the new config rebinds the append path with it.
+    "max_message_size",
     # Pull batch limits: DefaultMessageStore.isTheBatchFull reads them from MessageStoreConfig on every pull.
     "max_transfer_count_on_message_in_memory",
     "max_transfer_bytes_on_message_in_memory",
