@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import trio
+import trio.testing
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -18,7 +20,7 @@ from remoting.codec.command import request
 from remoting.codec.java_properties import parse_properties
 from tests.broker.helpers import broker_from_conf, create_topic_request, put_record, update_once
 from tests.processors.conftest import send_request
-from tests.remoting.helpers import write_self_signed
+from tests.remoting.helpers import RawPeer, write_self_signed
 
 SAMPLE = """# RocketMQ broker
 brokerClusterName = DefaultCluster
@@ -242,3 +244,26 @@ async def test_an_updated_max_message_size_rules_the_next_send(embedded_cluster:
         assert (await client.invoke(embedded_cluster.broker_addr, update, 5)).code == ResponseCode.SUCCESS
         again = await client.invoke(embedded_cluster.broker_addr, send_request("SizeTopic", body), 5)
         assert again.code == ResponseCode.SUCCESS, again.remark
+
+
+async def test_an_updated_max_idle_time_applies_to_connections_opened_after_it(
+    embedded_cluster: EmbeddedCluster, mock_clock: trio.testing.MockClock
+) -> None:
+    """NettyRemotingServer gives each new channel an ``IdleStateHandler`` built from NettyServerConfig's
+    ``serverChannelMaxIdleTimeSeconds`` at that moment (remoting/src/main/java/org/apache/rocketmq/remoting/netty/
+    NettyRemotingServer.java ``initChannel``, 4.9.8), a field the broker's Configuration.update sets: a connection
+    opened after UPDATE_BROKER_CONFIG is closed after the new idle time. The broker kept the start's 120 s."""
+    server = embedded_cluster.controller.remoting_server
+    host, port = embedded_cluster.broker_addr.rsplit(":", 1)
+    async with RemotingClient() as client:
+        update = request(RequestCode.UPDATE_BROKER_CONFIG, body=b"serverChannelMaxIdleTimeSeconds=5\n")
+        assert (await client.invoke(embedded_cluster.broker_addr, update, 5)).code == ResponseCode.SUCCESS
+        before = len(server.connections)
+        peer = await RawPeer.connect((host, int(port)))
+        await peer.send(request(RequestCode.GET_BROKER_CONFIG))
+        assert await peer.receive() is not None
+        assert len(server.connections) == before + 1
+        mock_clock.jump(6)
+        await trio.testing.wait_all_tasks_blocked()
+        assert len(server.connections) == before, "the idle connection was not closed after 5 s"
+        await peer.aclose()
