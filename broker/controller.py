@@ -92,7 +92,7 @@ from remoting.errors import RemotingConnectError
 from remoting.processor import RequestContext
 from remoting.prometheus import prometheus_wanted
 from remoting.rpc_metrics import RpcLatency
-from remoting.server import RemotingServer
+from remoting.server import RemotingServer, idle_timeout_of
 from store.results import AppendResult
 
 log = logging.getLogger(__name__)
@@ -155,9 +155,9 @@ class BrokerController:
         if config_path is not None:  # BrokerStartup: registerConfig(properties), the -c file's keys
             self.context.file_only_properties = properties_without_setting(config_path)
         self.pools: dict[str, ProcessorPool] = broker_pools(sizes=pool_sizes(config))
-        busy = self.context.store.is_os_page_cache_busy
-        apply_fast_failure(self.pools, config, busy)
-        self.context.config_changed_hook = lambda fresh: apply_fast_failure(self.pools, fresh, busy)
+        self._page_cache_busy = self.context.store.is_os_page_cache_busy
+        apply_fast_failure(self.pools, config, self._page_cache_busy)
+        self.context.config_changed_hook = self._config_changed
         # Java's hold service re-checks held queues every 5 s (1 s with short polling) as a safety net behind the
         # arrival listener.
         check = 5.0 if config.long_polling_enable else config.short_polling_time_mills / 1000
@@ -212,6 +212,14 @@ class BrokerController:
         #: starts that loop in while the front runs
         self._pop: tuple[PopService, ReviveService] | None = None
         self._front_nursery: trio.Nursery | None = None
+
+    def _config_changed(self, config: BrokerConfig) -> None:
+        """UPDATE_BROKER_CONFIG: the pools' fast failure waits at once, and the idle time for the connections the main
+        listener accepts from now on, as NettyRemotingServer's ``initChannel`` reads it for each new channel (the fast
+        channel keeps its own: BrokerController gives that server a clone of NettyServerConfig)."""
+        apply_fast_failure(self.pools, config, self._page_cache_busy)
+        idle = idle_timeout_of(config.server_channel_max_idle_time_seconds)
+        self.remoting_server.config = attrs.evolve(self.remoting_server.config, idle_timeout=idle)
 
     @property
     def broker_addr(self) -> str:
