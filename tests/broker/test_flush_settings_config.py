@@ -95,3 +95,19 @@ async def test_flush_commit_log_timed_false_syncs_each_send_without_waiting_the_
                 while store.flush_watermark < store.max_phy_offset or store.flush_service.rounds < rounds + i + 1:
                     await trio.sleep(0.01)
         assert store.flush_service.rounds >= rounds + 3
+
+
+async def test_an_updated_sync_flush_timeout_reaches_the_running_store(tmp_path: Path) -> None:
+    """4.9.8's CommitLog builds each SYNC_FLUSH put's GroupCommitRequest with ``getSyncFlushTimeout()`` read from the
+    live MessageStoreConfig (store/src/main/java/org/apache/rocketmq/store/CommitLog.java ``handleDiskFlush``), which
+    Configuration.update sets: the next put waits the new time. The store kept its start-up timeout."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text("listenPort=0\nlistenHost=127.0.0.1\nflushDiskType=SYNC_FLUSH\n")
+    async with broker_from_conf(conf, tmp_path / "store") as (controller, addr), RemotingClient() as client:
+        update = request(RequestCode.UPDATE_BROKER_CONFIG, body=b"syncFlushTimeout=1234\n")
+        answer = await client.invoke(addr, update, 5)
+        assert answer.code == ResponseCode.SUCCESS, answer.remark
+        assert controller.context.store.config.sync_flush_timeout == 1234
+        assert (await client.invoke(addr, create_topic_request("FlushTopic", queues=1), 5)).code == ResponseCode.SUCCESS
+        sent = await client.invoke(addr, send_request("FlushTopic", b"synced"), 5)
+        assert sent.code == ResponseCode.SUCCESS, sent.remark
