@@ -239,9 +239,9 @@ RESTART_SETTINGS: Final = ("broker_role", "broker_id", "listen_port", "ha_listen
 _ROLES: Final = tuple(role.value for role in BrokerRole)
 
 #: Store settings UPDATE_BROKER_CONFIG changes in a running broker (replication's timings and limits, the message size
-#: limit, pull batch limits, retention, the periodic flushes, warming new segments, indexing new keys; read where they
-#: are used); the others (paths, segment sizes, roles, ports, ``cleanResourceInterval``, ``checkCRCOnRecover``) take
-#: effect at the next start.
+#: limit, pull batch limits, retention, the periodic flushes and the sync flush wait, warming new segments, indexing
+#: new keys; read where they are used); the others (paths, segment sizes, roles, ports, ``cleanResourceInterval``,
+#: ``checkCRCOnRecover``) take effect at the next start.
 LIVE_STORE_SETTINGS = (
     "slave_timeout",
     "ha_send_heartbeat_interval",
@@ -274,6 +274,8 @@ LIVE_STORE_SETTINGS = (
     "flush_interval_consume_queue",
     "flush_consume_queue_least_pages",
     "flush_consume_queue_thorough_interval",
+    # CommitLog.handleDiskFlush reads getSyncFlushTimeout() for every SYNC_FLUSH put's group commit request.
+    "sync_flush_timeout",
     # AllocateMappedFileService and CommitLog read isWarmMapedFileEnable at every new segment
     # (store/src/main/java/org/apache/rocketmq/store/AllocateMappedFileService.java).
     "warm_mapped_file_enable",
