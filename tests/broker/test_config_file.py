@@ -267,3 +267,27 @@ async def test_an_updated_max_idle_time_applies_to_connections_opened_after_it(
         await trio.testing.wait_all_tasks_blocked()
         assert len(server.connections) == before, "the idle connection was not closed after 5 s"
         await peer.aclose()
+
+
+async def test_updated_client_settings_apply_to_the_brokers_own_connections(
+    embedded_cluster: EmbeddedCluster, mock_clock: trio.testing.MockClock
+) -> None:
+    """The broker's NettyClientConfig is one of the objects its Configuration.update sets, and BrokerOuterAPI's
+    NettyRemotingClient reads it as it goes (remoting/src/main/java/org/apache/rocketmq/remoting/netty/
+    NettyRemotingClient.java, 4.9.8): ``clientChannelMaxIdleTimeSeconds`` when a channel is opened (``initChannel``),
+    ``clientCloseSocketIfTimeout`` at every timed-out ``invokeSync``. The broker kept the start's values."""
+    controller, namesrv = embedded_cluster.controller, embedded_cluster.namesrv_addr
+    assert controller.registration is not None
+    outer = controller.registration.client  # BrokerOuterAPI's client
+    before = outer.connections[namesrv]
+    async with RemotingClient() as client:
+        body = b"clientChannelMaxIdleTimeSeconds=5\nclientCloseSocketIfTimeout=false\n"
+        update = request(RequestCode.UPDATE_BROKER_CONFIG, body=body)
+        assert (await client.invoke(embedded_cluster.broker_addr, update, 5)).code == ResponseCode.SUCCESS
+    assert before.close_on_timeout is False
+    outer.close_connection(namesrv)
+    await controller.context.register_now()
+    assert outer.connections[namesrv].close_on_timeout is False
+    mock_clock.jump(6)
+    await trio.testing.wait_all_tasks_blocked()
+    assert namesrv not in outer.connections, "the idle connection was not closed after 5 s"
