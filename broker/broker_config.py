@@ -331,8 +331,9 @@ class BrokerConfig(ListenerSettings):
     #: ``useTLS=false`` is plaintext even then); the broker shows the value it uses. Read at start.
     use_tls: bool | None = attrs.field(default=None, metadata={"key": "useTLS"})
     #: The same client's other NettyClientConfig settings (remoting/src/main/java/org/apache/rocketmq/remoting/netty/
-    #: NettyRemotingClient.java), read at start: the connect timeout (ms), the idle time (s; 0 or less: never) after
-    #: which a connection is closed, and whether a request that timed out closes its connection.
+    #: NettyRemotingClient.java): the connect timeout (ms; read at start), the idle time (s; 0 or less: never) after
+    #: which a connection is closed (UPDATE_BROKER_CONFIG: for the connections opened after it), and whether a request
+    #: that timed out closes its connection (UPDATE_BROKER_CONFIG: from the next timeout on).
     connect_timeout_millis: int = 3000
     client_channel_max_idle_time_seconds: int = 120
     client_close_socket_if_timeout: bool = True

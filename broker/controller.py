@@ -216,10 +216,14 @@ class BrokerController:
     def _config_changed(self, config: BrokerConfig) -> None:
         """UPDATE_BROKER_CONFIG: the pools' fast failure waits at once, and the idle time for the connections the main
         listener accepts from now on, as NettyRemotingServer's ``initChannel`` reads it for each new channel (the fast
-        channel keeps its own: BrokerController gives that server a clone of NettyServerConfig)."""
+        channel keeps its own: BrokerController gives that server a clone of NettyServerConfig); the broker's own
+        client's idle time for its next connections and its close-on-timeout for every invocation."""
         apply_fast_failure(self.pools, config, self._page_cache_busy)
         idle = idle_timeout_of(config.server_channel_max_idle_time_seconds)
         self.remoting_server.config = attrs.evolve(self.remoting_server.config, idle_timeout=idle)
+        if self.registration is not None:  # BrokerOuterAPI's NettyRemotingClient reads its NettyClientConfig likewise
+            self.registration.client.idle_timeout = client_idle_timeout(config)
+            self.registration.client.set_close_on_timeout(config.client_close_socket_if_timeout)
 
     @property
     def broker_addr(self) -> str:

@@ -139,6 +139,13 @@ class RemotingClient:
         """Live connections by address (a copy)."""
         return {addr: c for addr, c in self._connections.items() if not c.closed}
 
+    def set_close_on_timeout(self, close: bool) -> None:
+        """``close_on_timeout`` for the connections opened from now on and those open, as Java's ``invokeSync`` reads
+        ``clientCloseSocketIfTimeout`` at each timeout."""
+        self.close_on_timeout = close
+        for conn in self._connections.values():
+            conn.close_on_timeout = close
+
     def close_connection(self, address: str) -> None:
         """Drop the connection to ``address`` (outstanding invocations fail); the next call reconnects."""
         conn = self._connections.pop(address, None)
