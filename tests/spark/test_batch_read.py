@@ -32,7 +32,7 @@ from tests.threaded_cluster import ThreadedCluster
 SCHEMA = (
     "struct<topic:string,broker_name:string,queue_id:int,queue_offset:bigint,msg_id:string,keys:string,tags:string,body:binary,"
     "properties:map<string,string>,born_timestamp:timestamp,store_timestamp:timestamp,born_host:string,"
-    "store_host:string,reconsume_times:int>"
+    "store_host:string,reconsume_times:int,flag:int>"
 )
 
 
@@ -55,6 +55,7 @@ def test_batch_read_of_an_offset_range_returns_exactly_those_messages(spark: Any
                 tags="even" if i % 2 == 0 else "odd",
                 keys=f"k{i}",
                 properties={"n": str(i)},
+                flag=i,
             )
             for i in range(40)
         ],
@@ -83,6 +84,7 @@ def test_batch_read_of_an_offset_range_returns_exactly_those_messages(spark: Any
     assert first.msg_id and first.born_host and first.store_host.endswith(rocketmq.broker_addr.rpartition(":")[2])
     assert first.store_timestamp >= first.born_timestamp
     assert first.reconsume_times == 0
+    assert all(r.flag == int(r.properties["n"]) for r in rows)  # the producer's flag (rocketmq-spark's `flag` column)
     assert len({r.msg_id for r in rows}) == len(rows)
 
 
