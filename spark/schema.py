@@ -6,7 +6,10 @@ surfaced as Spark ``timestamp`` (UTC). ``broker_name`` is the master the row was
 on every master, so (``topic``, ``broker_name``, ``queue_id``, ``queue_offset``) names one message, and
 ``brokerName:queueId`` is its queue's key in the offsets JSON. ``msg_id`` is the producer's unique id (UNIQ_KEY) when
 the message has one, else the broker's offset msgId, as Java's ``MessageClientExt.getMsgId``. ``keys`` is RocketMQ's
-KEYS property (space-separated keys). ``properties`` holds every property stored with the message.
+KEYS property (space-separated keys). ``properties`` holds every property stored with the message. ``flag`` is the
+int the producer set on the message (Java's ``Message.getFlag``), a column of rocketmq-spark's schema
+(``rocketmq-spark/src/main/scala/org/apache/spark/sql/rocketmq/RocketMQSource.scala`` ``schema``); columns are only
+ever appended, so the earlier ones keep their positions.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ FIELDS: tuple[tuple[str, str, bool], ...] = (
     ("born_host", "string", False),
     ("store_host", "string", False),
     ("reconsume_times", "int", False),
+    ("flag", "int", False),
 )
 
 SCHEMA_DDL = ", ".join(f"{name} {kind}{'' if nullable else ' NOT NULL'}" for name, kind, nullable in FIELDS)
@@ -103,6 +107,7 @@ def messages_to_batch(msgs: Sequence[MessageExt], broker_name: str) -> pa.Record
         [_host(m.born_host) for m in msgs],
         [_host(m.store_host) for m in msgs],
         [m.reconsume_times for m in msgs],
+        [m.flag for m in msgs],
     ]
     schema = arrow_schema()
     arrays = [pa.array(col, type=field.type) for col, field in zip(columns, schema, strict=True)]
