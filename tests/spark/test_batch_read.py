@@ -342,3 +342,25 @@ def test_a_json_start_retention_deleted_is_data_loss_for_a_batch_read(pyspark_re
         parts = list(reader.partitions())
         left = [o for p in parts for b in reader.read(p) for o in b.column("queue_offset").to_pylist()]
         assert 0 < len(left) < 30 and left == list(range(30 - len(left), 30))
+
+
+def test_a_json_ending_offset_past_the_queues_end_is_data_loss(pyspark_ready: None, rocketmq: ThreadedCluster) -> None:
+    """A JSON endingOffsets past the queue's max offset was moved down to it without a word: asked for [0, 50) of a
+    queue holding 5 messages, the read returned 5 rows as if the other 45 had been read. Kafka's batch read keeps the
+    ending offset it was given and its task fails on the offsets the partition does not hold
+    (``connector/kafka-0-10-sql/.../consumer/KafkaDataConsumer.scala``: ``fetch`` raises OffsetOutOfRangeException at
+    or past the latest offset, ``get`` reports it as data loss); so planning now fails, and with
+    failOnDataLoss=false the read ends at the queue's max offset."""
+    from spark.data_loss import DataLossError
+    from spark.options import SourceOptions
+    from spark.reader import RocketMQBatchReader
+
+    ns, topic = rocketmq.namesrv_addr, "SparkJsonEndPast"
+    make_topic(ns, topic, 1)
+    produce(ns, [Message(topic, f"e{i}".encode()) for i in range(5)])
+    options = {"nameServer": ns, "topic": topic, "endingOffsets": json.dumps({topic: {"0": 50}})}
+    with pytest.raises(DataLossError, match=r"endingOffsets gives .* offset 50, but it holds offsets 0\.\.5"):
+        RocketMQBatchReader(SourceOptions.parse(options)).partitions()
+    reader = RocketMQBatchReader(SourceOptions.parse({**options, "failOnDataLoss": "false"}))
+    parts = list(reader.partitions())
+    assert [o for p in parts for b in reader.read(p) for o in b.column("queue_offset").to_pylist()] == list(range(5))
