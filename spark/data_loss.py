@@ -17,7 +17,7 @@ from remoting.codec.bodies import MessageQueue
 from spark.options import SourceOptions
 from spark.session import LostOffsets
 
-__all__ = ["DataLossError", "RangeLosses", "describe", "lost_offsets", "report", "start_missing"]
+__all__ = ["DataLossError", "RangeLosses", "describe", "end_missing", "lost_offsets", "report", "start_missing"]
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +41,19 @@ def report(options: SourceOptions, what: str, resume: int) -> None:
 def start_missing(options: SourceOptions, mq: MessageQueue, offset: int, low: int, high: int) -> None:
     """:func:`report` a JSON ``startingOffsets`` offset that ``mq``, holding ``low..high``, does not hold (an
     :data:`spark.offsets.OutOfRange` once ``options`` is bound): the read starts at the nearest offset held."""
-    what = f"startingOffsets gives {describe(mq)} offset {offset}, but it holds offsets {low}..{high}"
+    _missing(options, "startingOffsets", mq, offset, low, high)
+
+
+def end_missing(options: SourceOptions, mq: MessageQueue, offset: int, low: int, high: int) -> None:
+    """:func:`report` a JSON ``endingOffsets`` offset outside ``low..high``, the offsets ``mq`` holds: the read ends
+    at the nearest offset held. Kafka's batch read keeps such an ending offset and its task reports the offsets the
+    partition does not hold as data loss (``connector/kafka-0-10-sql/.../consumer/KafkaDataConsumer.scala`` ``fetch``
+    / ``get``); here planning does."""
+    _missing(options, "endingOffsets", mq, offset, low, high)
+
+
+def _missing(options: SourceOptions, option: str, mq: MessageQueue, offset: int, low: int, high: int) -> None:
+    what = f"{option} gives {describe(mq)} offset {offset}, but it holds offsets {low}..{high}"
     report(options, what, min(max(offset, low), high))
 
 

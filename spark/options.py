@@ -252,7 +252,8 @@ class SourceOptions:
     #: A stream whose next offset a queue no longer holds (retention deleted it, or the topic or the broker's data was
     #: reset below it), or whose JSON ``startingOffsets`` a queue does not hold, fails (Kafka's ``failOnDataLoss``, true
     #: by default); false starts that queue over at its first offset (at the nearest held one), with a warning. A batch
-    #: or streaming read whose planned offsets are gone when its task reads them fails too; false skips them.
+    #: or streaming read whose planned offsets are gone when its task reads them fails too, and so does a batch read
+    #: whose JSON ``endingOffsets`` a queue does not hold; false skips them (ends at the nearest offset held).
     fail_on_data_loss: bool = True
     #: rocketmq-spark's ``pullBatchSize`` and ``pullTimeoutMs`` (``RocketMQConf.PULL_MAX_BATCH_SIZE`` /
     #: ``PULL_TIMEOUT_MS``, ``rocketmq-spark/src/main/scala/org/apache/spark/sql/rocketmq/CachedRocketMQConsumer.scala``

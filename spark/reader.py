@@ -10,7 +10,8 @@ page. Messages whose tags do not match ``tags`` are skipped; their offsets still
 broker no longer holds when the task reads them (retention ran since planning) fail the read, or with
 ``failOnDataLoss=false`` are logged and skipped (:mod:`spark.data_loss`), for batch and streaming reads alike; each
 gap is reported once, whole, however many pages it spans. So does a JSON ``startingOffsets`` the queue does not hold
-at planning (the read then starts at the nearest offset held), as for a stream. A rate limit
+at planning (the read then starts at the nearest offset held), as for a stream, and a JSON ``endingOffsets`` outside
+the queue's offsets (past its max offset: the read then ends there), as Kafka's batch read fails on it. A rate limit
 (``maxRecordsPerTrigger``) is a stream's: a batch read logs that it ignores it, as rocketmq-spark does.
 """
 
@@ -133,7 +134,10 @@ class RocketMQBatchReader(DataSourceReader):
             start = offsets.resolve(
                 session, self.options.starting, mqs, default=EARLIEST, option="startingOffsets", out_of_range=missing
             )
-            end = offsets.resolve(session, self.options.ending, mqs, default=LATEST, option="endingOffsets")
+            past = functools.partial(data_loss.end_missing, self.options)
+            end = offsets.resolve(
+                session, self.options.ending, mqs, default=LATEST, option="endingOffsets", out_of_range=past
+            )
         return start, end
 
     def read(self, partition: InputPartition) -> Iterator[object]:
