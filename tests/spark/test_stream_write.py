@@ -3,6 +3,9 @@ twice."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -262,3 +265,44 @@ def test_a_stream_write_whose_topic_is_its_commit_topic_fails_at_planning(pyspar
         with pytest.raises(OptionError, match="commitTopic"):
             source.streamWriter(schema, False)
         assert source.writer(schema, False) is not None
+
+
+SPECULATING_WRITE = """
+import sys
+from pyspark.sql import SparkSession
+from spark import register
+
+spark = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false").config(
+    "spark.driver.host", "127.0.0.1").config("spark.speculation", "true").getOrCreate()
+spark.sparkContext.setLogLevel("ERROR")
+register(spark)
+rows = spark.readStream.format("rate").option("rowsPerSecond", "5").load().selectExpr("CAST(value AS STRING) AS body")
+try:
+    query = rows.writeStream.format("rocketmq").option("nameServer", sys.argv[1]).option("topic", sys.argv[2]).option(
+        "checkpointLocation", sys.argv[3]).start()
+    query.processAllAvailable()
+    query.stop()
+    print("WRITTEN")
+except Exception as exc:
+    print("REFUSED", exc)
+spark.stop()
+"""
+
+
+@pytest.mark.timeout(300)
+def test_a_stream_write_with_speculation_on_is_refused(
+    pyspark_ready: None, rocketmq: ThreadedCluster, tmp_path: Path
+) -> None:
+    """Under ``spark.speculation=true`` Spark runs a second attempt of a slow task beside the first: both attempts of
+    one (query, batch, partition) find no marker of the other, or find the first's start marker while it is still
+    sending, and both publish the rows, which RocketMQ cannot take back. The exactly-once sink wrote on as if nothing
+    could go wrong; a stream write in a session with speculation on is now refused when the query starts. Its own
+    process: speculation is a setting of the SparkContext, one per JVM."""
+    ns, topic = rocketmq.namesrv_addr, "SparkSpeculatingDst"
+    make_topic(ns, topic, 1)
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root), "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+    command = [sys.executable, "-c", SPECULATING_WRITE, ns, topic, str(tmp_path / "checkpoint")]
+    done = subprocess.run(command, cwd=root, env=env, check=True, capture_output=True, text=True, timeout=280)
+    assert "REFUSED" in done.stdout and "spark.speculation" in done.stdout, done.stdout + done.stderr
+    assert read_topic(ns, topic) == []
