@@ -40,11 +40,20 @@ from spark.stream_reader import RocketMQStreamReader
 from spark.stream_writer import RocketMQStreamWriter
 from spark.writer import RocketMQBatchWriter, check_columns
 
-__all__ = ["RocketMQDataSource", "check_read_schema", "register"]
+__all__ = [
+    "RocketMQDataSource",
+    "SpeculatingRocketMQDataSource",
+    "check_no_speculation",
+    "check_read_schema",
+    "register",
+]
 
 
 class RocketMQDataSource(DataSource):
     """See the module docstring."""
+
+    #: Whether the session runs speculative task attempts (``spark.speculation``): :func:`register` tells.
+    speculation = False
 
     def __init__(self, options: dict[str, str]) -> None:
         super().__init__(options)
@@ -76,7 +85,9 @@ class RocketMQDataSource(DataSource):
         return RocketMQBatchWriter(self.parsed)
 
     def streamWriter(self, schema: Any, overwrite: bool) -> DataSourceStreamWriter:
-        """The exactly-once sink keeps its markers in ``commitTopic``: a stream writing its rows there is refused."""
+        """The exactly-once sink keeps its markers in ``commitTopic``: a stream writing its rows there is refused, and
+        so is any stream write in a session with ``spark.speculation`` on (:func:`check_no_speculation`)."""
+        check_no_speculation(self.speculation)
         check_columns(schema, self.parsed)
         if self.parsed.topics and self.parsed.topics[0] == self.parsed.commit_topic:
             raise OptionError(
@@ -99,6 +110,28 @@ def check_read_schema(schema: Any) -> None:
         )
 
 
+class SpeculatingRocketMQDataSource(RocketMQDataSource):
+    """The ``rocketmq`` format of a session with ``spark.speculation`` on: reads and batch writes as usual, stream
+    writes refused."""
+
+    speculation = True
+
+
+def check_no_speculation(speculation: bool) -> None:
+    """Refuse the exactly-once stream sink when Spark may run two attempts of one task at once (speculation): both
+    would find no marker of the other, or the first's start marker while it still sends, and both publish the rows,
+    which RocketMQ cannot take back (Kafka's sink is at least once, so speculation costs it nothing new; ours would
+    break its promise silently). Raises OptionError."""
+    if speculation:
+        raise OptionError(
+            "a rocketmq stream write is exactly once only without speculative tasks: spark.speculation=true would let "
+            "two attempts of one task publish its rows twice; set spark.speculation=false for this application, or "
+            "write each micro-batch with foreachBatch and a batch write (at least once)"
+        )
+
+
 def register(spark: Any) -> None:
-    """Register the ``rocketmq`` format with ``spark`` (a SparkSession)."""
-    spark.dataSource.register(RocketMQDataSource)
+    """Register the ``rocketmq`` format with ``spark`` (a SparkSession); in a session with ``spark.speculation`` on,
+    as :class:`SpeculatingRocketMQDataSource`, whose stream writes are refused."""
+    speculation = str(spark.conf.get("spark.speculation", "false")).strip().lower() == "true"
+    spark.dataSource.register(SpeculatingRocketMQDataSource if speculation else RocketMQDataSource)

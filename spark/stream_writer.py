@@ -35,7 +35,10 @@ be undone.
 
 Limits: exactly once assumes the replayed batch's rows reach the same partition (true for Spark's deterministic
 micro-batch replay; their order may differ); a send that the producer retried after a lost response may still be
-stored twice, as with any RocketMQ producer.
+stored twice, as with any RocketMQ producer. Two attempts of one task running at once (``spark.speculation``) would
+both publish the rows: neither sees the other's ``done`` marker, and the second may scan the first's rows while it is
+still sending; a session with speculation on therefore has its stream writes refused when the query starts
+(:func:`spark.source.register`, :func:`spark.source.check_no_speculation`).
 """
 
 from __future__ import annotations
