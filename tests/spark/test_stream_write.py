@@ -78,15 +78,15 @@ def test_batch_write_sends_every_row_with_its_topic_tags_keys_and_properties(
         for i in range(30)
     ]
     df = spark.createDataFrame(rows, "topic string, body string, tags string, keys array<string>")
-    df.selectExpr("*", "map('i', body) AS properties").write.format("rocketmq").option("nameServer", ns).mode(
-        "append"
-    ).save()
+    df = df.selectExpr("*", "map('i', body) AS properties", "CAST(substr(body, 2) AS INT) AS flag")
+    df.write.format("rocketmq").option("nameServer", ns).mode("append").save()
     a, b = read_topic(ns, "SparkBatchWriteA"), read_topic(ns, "SparkBatchWriteB")
     assert sorted(m.body for m in a) == sorted(f"r{i}".encode() for i in range(30) if i % 3)
     assert sorted(m.body for m in b) == sorted(f"r{i}".encode() for i in range(30) if not i % 3)
     for m in a + b:
         i = int(m.body[1:])
         assert (m.tags, m.keys, m.properties["i"]) == (f"tag{i % 2}", [f"k{i}", "all"], f"r{i}")
+        assert m.flag == i  # the flag column a read has, so a copied row keeps its flag
 
 
 def test_a_null_property_value_is_not_written_as_the_string_none(spark: Any, rocketmq: ThreadedCluster) -> None:
