@@ -143,12 +143,14 @@ def task_identity() -> tuple[str, int, int]:
 
 def row_seq(msg: Message, occurrences: Counter[str]) -> str:
     """The ``SPARK_SEQ`` of the next row of a task, ``msg``: a digest of what it sends (topic, body, tags, keys,
-    properties) and how many equal rows the task had before it (``occurrences`` counts them). A retried task gets the
-    same rows, but behind a shuffle not in the same order (Spark marks a shuffle's output UNORDERED,
+    properties, flag) and how many equal rows the task had before it (``occurrences`` counts them). A retried task
+    gets the same rows, but behind a shuffle not in the same order (Spark marks a shuffle's output UNORDERED,
     ``core/src/main/scala/org/apache/spark/rdd/RDD.scala`` ``DeterministicLevel``): only equal rows, which are
     interchangeable, are told apart by their position."""
-    props = sorted(msg.all_properties().items())
-    digest = hashlib.blake2b(orjson.dumps([msg.topic, props]), digest_size=16)
+    sends: list[Any] = [msg.topic, sorted(msg.all_properties().items())]
+    if msg.flag:  # a flag is part of what a row sends (0 left out: the digests of rows without one stay as they were)
+        sends.append(msg.flag)
+    digest = hashlib.blake2b(orjson.dumps(sends), digest_size=16)
     digest.update(msg.body)
     key = digest.hexdigest()
     seen = occurrences[key]

@@ -5,7 +5,8 @@ Input columns: ``body`` (binary, or string sent as UTF-8) is required; the ``top
 are written to the option's; optional ``keys`` (a string of space-separated keys, or an array of strings), ``tags``
 (string) and ``properties`` (map<string,string>; names RocketMQ keeps for itself, :data:`SYSTEM_PROPERTIES`, are left
 out, so a read's rows copy over with their user properties only, and so are null and empty values, which a message
-cannot carry). Other columns are ignored. A column of another
+cannot carry), and ``flag`` (int, Java's ``Message.setFlag``; the column a read has, so a copied row keeps its flag).
+Other columns are ignored. A column of another
 type fails the write at planning (:func:`check_columns`); a row without a topic or a body raises
 :class:`~spark.options.OptionError` in its task, which fails the write.
 
@@ -86,6 +87,7 @@ COLUMN_TYPES: dict[str, tuple[str, ...]] = {
     "tags": ("string",),
     "keys": ("string", "array<string>"),
     "properties": ("map<string,string>",),
+    "flag": ("int",),
 }
 
 
@@ -136,6 +138,7 @@ def row_to_message(row: Any, topic_option: str | None, extra: dict[str, str] | N
         tags=fields.get("tags") or None,
         keys=keys if isinstance(keys, list) else keys or None,
         properties=props,
+        flag=fields.get("flag") or 0,
     )
 
 
