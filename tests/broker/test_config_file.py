@@ -246,6 +246,21 @@ async def test_an_updated_max_message_size_rules_the_next_send(embedded_cluster:
         assert again.code == ResponseCode.SUCCESS, again.remark
 
 
+async def test_an_updated_max_message_size_below_10_is_not_taken(embedded_cluster: EmbeddedCluster) -> None:
+    """CommitLog.updateMaxMessageSize (4.9.8) takes a new limit only from 10 bytes up: ``maxMessageSize=0`` (a typo, a
+    slip of the dashboard) leaves the limit the store had, where ours refused every send after it."""
+    async with RemotingClient() as client:
+        create = create_topic_request("TinyLimit", queues=1)
+        assert (await client.invoke(embedded_cluster.broker_addr, create, 5)).code == ResponseCode.SUCCESS
+        for text in (b"maxMessageSize=0\n", b"maxMessageSize=9\n", b"maxMessageSize=-1\n"):
+            update = request(RequestCode.UPDATE_BROKER_CONFIG, body=text)
+            assert (await client.invoke(embedded_cluster.broker_addr, update, 5)).code == ResponseCode.SUCCESS
+            sent = await client.invoke(
+                embedded_cluster.broker_addr, send_request("TinyLimit", b"a 20-byte body here"), 5
+            )
+            assert sent.code == ResponseCode.SUCCESS, (text, sent.remark)
+
+
 async def test_an_updated_max_idle_time_applies_to_connections_opened_after_it(
     embedded_cluster: EmbeddedCluster, mock_clock: trio.testing.MockClock
 ) -> None:
