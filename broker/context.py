@@ -291,6 +291,10 @@ LIVE_STORE_SETTINGS = (
     "max_lmq_consume_queue_num",
 )
 
+#: The smallest ``maxMessageSize`` a running store takes: CommitLog.updateMaxMessageSize (4.9.8) keeps its limit
+#: when the new one is below 10 bytes.
+MIN_LIVE_MAX_MESSAGE_SIZE: Final = 10
+
 
 def store_config_updated(current: StoreConfig, config: BrokerConfig) -> StoreConfig:
     """``current`` with the :data:`LIVE_STORE_SETTINGS` of ``config``; ``current`` itself when none changed."""
@@ -298,6 +302,8 @@ def store_config_updated(current: StoreConfig, config: BrokerConfig) -> StoreCon
     changes = {
         name: getattr(fresh, name) for name in LIVE_STORE_SETTINGS if getattr(fresh, name) != getattr(current, name)
     }
+    if changes.get("max_message_size", MIN_LIVE_MAX_MESSAGE_SIZE) < MIN_LIVE_MAX_MESSAGE_SIZE:
+        del changes["max_message_size"]
     return attrs.evolve(current, **changes) if changes else current
 
 

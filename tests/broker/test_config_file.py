@@ -255,9 +255,7 @@ async def test_an_updated_max_message_size_below_10_is_not_taken(embedded_cluste
         for text in (b"maxMessageSize=0\n", b"maxMessageSize=9\n", b"maxMessageSize=-1\n"):
             update = request(RequestCode.UPDATE_BROKER_CONFIG, body=text)
             assert (await client.invoke(embedded_cluster.broker_addr, update, 5)).code == ResponseCode.SUCCESS
-            sent = await client.invoke(
-                embedded_cluster.broker_addr, send_request("TinyLimit", b"a 20-byte body here"), 5
-            )
+            sent = await client.invoke(embedded_cluster.broker_addr, send_request("TinyLimit", bytes(20)), 5)
             assert sent.code == ResponseCode.SUCCESS, (text, sent.remark)
 
 
