@@ -96,7 +96,13 @@ async def _acquire(config: ClientConfig) -> _Shared:
         await entry.done.wait()  # the last one is stopping: start a new one once it is gone
     if entry is None:
         entry = table[config] = _Shared(MQClientInstance(config, shared_id=True))
-        _spawn(_keep(config, entry), f"trace instance {entry.instance.client_id}")
+        keeper = _keep(config, entry)
+        try:
+            _spawn(keeper, f"trace instance {entry.instance.client_id}")
+        except BaseException:  # the run or loop is closing: nothing will ever start it
+            del table[config]
+            keeper.close()
+            raise
     entry.users += 1
     try:
         await entry.ready.wait()
@@ -132,17 +138,29 @@ async def _release(entry: _Shared) -> None:
         await entry.done.wait()
 
 
+def _failed(entry: _Shared, exc: BaseException) -> None:
+    """An instance's failure: its start's error for the users waiting, or logged once it ran."""
+    if entry.ready.is_set():
+        log.error("trace client instance %s failed", entry.instance.client_id, exc_info=exc)
+    else:
+        entry.error = exc
+
+
 async def _keep(config: ClientConfig, entry: _Shared) -> None:
     """Run the instance until its last user leaves (a system task: it raises nothing but Cancelled)."""
     try:
-        async with entry.instance:
-            entry.ready.set()
-            await entry.release.wait()
+        try:
+            async with entry.instance:
+                entry.ready.set()
+                await entry.release.wait()
+        except BaseExceptionGroup as group:  # a failure beside a cancellation: keep only the cancellation
+            cancelled, failed = group.split(anyio.get_cancelled_exc_class())
+            if failed is not None:
+                _failed(entry, failed)
+            if cancelled is not None:
+                raise cancelled from None
     except Exception as exc:
-        if entry.ready.is_set():
-            log.exception("trace client instance %s failed", entry.instance.client_id)
-        else:
-            entry.error = exc
+        _failed(entry, exc)
     finally:
         if not entry.ready.is_set() and entry.error is None:
             entry.error = ClientStateError("trace client instance stopped before it started")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 
 import anyio
+import attrs
 import pytest
 import trio
 import trio.testing
@@ -21,7 +22,7 @@ from client.message import Message, MessageExt, uniq_msg_id
 from client.mqadmin_trace import find_traces
 from client.producer import Producer
 from client.trace import TraceDispatcher, TraceType
-from client.trace.instances import running_trace_instances
+from client.trace.instances import _entries, running_trace_instances, trace_instance
 from tests.client.helpers import create_topic
 from tests.client.test_trace import _create, _traces
 from tests.threaded_cluster import ThreadedCluster
@@ -175,3 +176,40 @@ async def test_traced_producers_share_one_trace_instance_on_either_event_loop(cl
     assert running_trace_instances() == []
     with pytest.raises(ClientStateError):
         instance.task_group  # noqa: B018 - stopped
+
+
+#: A name server nothing answers on: the instance starts (its route polls fail, logged) and stops.
+OFFLINE = ClientConfig(namesrv_addr="127.0.0.1:1", instance_name="offline-trace")
+
+
+@pytest.mark.anyio
+async def test_a_trace_instance_acquire_cancelled_failed_or_racing_a_stop_leaves_nothing_behind() -> None:
+    """The shared table's edges on either event loop: a user cancelled before its instance started, an instance whose
+    start fails (a TLS file missing: the error reaches the user), users overlapping on one instance, and a user
+    arriving while the last one stops it: each leaves no instance running and no entry behind."""
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        async with trace_instance(OFFLINE):
+            pytest.fail("entered a cancelled acquire")
+    assert running_trace_instances() == [] and _entries() == {}
+    broken = attrs.evolve(OFFLINE, tls=True, tls_ca_file="/nonexistent/ca.pem")
+    with pytest.raises(FileNotFoundError):
+        async with trace_instance(broken):
+            pytest.fail("entered an instance that did not start")
+    assert _entries() == {}
+    seen: list[MQClientInstance] = []
+
+    async def user(hold: float) -> None:
+        async with trace_instance(OFFLINE) as instance:
+            seen.append(instance)
+            await anyio.sleep(hold)
+
+    async with anyio.create_task_group() as group:
+        for hold in (0.0, 0.05, 0.1):
+            group.start_soon(user, hold)
+    assert len({id(i) for i in seen}) == 1 and _entries() == {}
+    seen.clear()
+    async with anyio.create_task_group() as group:  # the second arrives while the first's exit stops the instance
+        group.start_soon(user, 0.0)
+        group.start_soon(user, 0.0)
+    assert len(seen) == 2 and _entries() == {}
