@@ -22,6 +22,8 @@ T = TypeVar("T")
 C = TypeVar("C", bound="ThreadedCluster")
 #: A hang guard for the loop to start or stop, not a performance threshold.
 START_GUARD = 120
+#: A hang guard for an extra broker to shut down, not a performance threshold.
+STOP_GUARD = 60
 
 
 class ThreadedCluster:
@@ -91,7 +93,8 @@ class ThreadedCluster:
         def stop() -> None:
             async def cancel() -> None:  # returns once the broker is down: its ports closed, unregistered
                 scope.cancel()
-                await stopped.wait()
+                with trio.fail_after(STOP_GUARD):
+                    await stopped.wait()
 
             self.call(cancel)
 

@@ -227,7 +227,9 @@ def test_a_transferee_takes_over_only_holding_the_leaders_entry_at_the_take_inde
     if not takes_over:
         node.tick(1 + node.config.leadership_transfer_wait_timeout + 1)
         answers = [e.response for e in node.drain() if isinstance(e, Reply) and e.handle == "take"]
-        assert [a.code for a in answers] == [ResponseCode.TAKE_LEADERSHIP_FAILED]
+        assert [(a.code, a.group, a.local_id, a.remote_id) for a in answers] == [
+            (ResponseCode.TAKE_LEADERSHIP_FAILED, "g", "n0", "n1")  # the request's base info, as copyBaseInfo
+        ]
         assert node.member.is_follower and node.member.curr_term == 2
 
 
