@@ -811,3 +811,29 @@ async def test_a_pops_rest_num_counts_the_retry_topic_it_read(
     [again] = messages(answer)
     assert again.reconsume_times == 1
     assert answer.ext_fields["restNum"] == "1"
+
+
+async def revive_queue_size(cluster: EmbeddedCluster) -> int:
+    topic = f"rmq_sys_REVIVE_LOG_{cluster.controller.config.broker_cluster_name}"
+    answer = await ask(cluster, request(RequestCode.GET_MAX_OFFSET, {"topic": topic, "queueId": "0"}))
+    return int(answer.ext_fields["offset"]) if answer.code == ResponseCode.SUCCESS else 0
+
+
+async def test_an_ack_read_shortly_after_its_checkpoint_still_cancels_the_revive(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """PopReviveService.consumeReviveMessage and mergeAndRevive hold a CK until the revive queue's time is
+    ``ackTimeInterval + SECOND`` (2 s) past its handle's expiry: an ACK written after the CK came into the revive queue,
+    1.6 s past the expiry, still meets it and the message does not come again."""
+    clock = use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "PopWireWindow")
+    await send(embedded_cluster, "PopWireWindow", b"w0")
+    before = await revive_queue_size(embedded_cluster)
+    [m] = messages(await ask(embedded_cluster, pop_request(clock, "PopWireWindow", invisible=10_000)))
+    await trio.sleep(11.6)
+    assert await revive_queue_size(embedded_cluster) == before + 1, "the CK is in the revive queue"
+    acked = await ask(embedded_cluster, ack_request("PopWireWindow", m))
+    assert acked.code == ResponseCode.SUCCESS, acked.remark
+    await trio.sleep(45)
+    again = await ask(embedded_cluster, pop_request(clock, "PopWireWindow"))
+    assert again.code == ResponseCode.POLLING_TIMEOUT, [x.body for x in messages(again)]
