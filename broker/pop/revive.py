@@ -2,44 +2,51 @@
 broker/src/main/java/org/apache/rocketmq/broker/processor/PopReviveService.java).
 
 It reads the revive queue (``rmq_sys_REVIVE_LOG_<cluster>`` queue 0) in order every ``reviveInterval`` ms (1000). ACK
-records arrive as soon as a consumer acknowledges; CK records arrive only when the timer wheel delivers them, after
-the handle's invisible time (see :mod:`broker.pop.service`). So by the time a CK is read, every ack of its handle is
-already behind it. A CK names every message of one pop of one queue: an ACK seen earlier cancels its message, every
-other message of the CK is copied to the retry topic, however many attempts it had (the gRPC receive moves one whose
-attempts are used up to the DLQ, as RocketMQ's proxy does). A CK whose topic (a pop retry topic's origin) was deleted,
-or whose group is gone, is skipped, as RocketMQ's mergeAndRevive skips it; so is a message its queue no longer holds at
-its offset (RocketMQ reads it by topic, queue and offset): the queue's topic deleted (even if created again under its
-name) or the message removed by retention.
+records arrive as soon as a consumer acknowledges; CK records arrive only when the timer wheel delivers them, about when
+the handle expires (see :mod:`broker.pop.service`), so an ack sent in the handle's last moments, or just past them, may
+come after its CK. A CK read is therefore held, as PopReviveService.consumeReviveMessage and mergeAndRevive hold it,
+until the revive queue's time (the latest store time read, moved on by the clock once the queue is read to its end) is
+more than ``PopAckConstants.ackTimeInterval + SECOND`` (2 s) past its handle's expiry (its ``reviveTime``); CKs are
+revived in queue order, the first not yet due stopping the rest. The cost: a message nobody acked comes back about 2 s
+after its handle expired, plus up to one interval (Java's the same window). A CK names every message of one pop of one
+queue: an ACK read before it is revived cancels its message, every other message of the CK is copied to the retry topic,
+however many attempts it had (the gRPC receive moves one whose attempts are used up to the DLQ, as RocketMQ's proxy
+does). A CK whose topic (a pop retry topic's origin) was deleted, or whose group is gone, is skipped, as RocketMQ's
+mergeAndRevive skips it; so is a message its queue no longer holds at its offset (RocketMQ reads it by topic, queue and
+offset): the queue's topic deleted (even if created again under its name) or the message removed by retention.
 
 Progress is the consumer offset of group ``CID_RMQ_SYS_REVIVE_GROUP`` on that queue, committed at the oldest ACK still
-waiting for its CK, so a restart re-reads those ACKs before the CKs they cancel. How far CKs were revived is committed
-too, as group ``CID_RMQ_SYS_REVIVE_CK_GROUP``'s offset: a CK read again below it only meets its ACKs, it is not revived
-twice (an ACK of a handle invisible for hours held the revive offset back that long, and a restart redelivered every
-CK revived meanwhile; RocketMQ's AckMessageProcessor parks the ACK until the handle's visible time like the CK, so its
-revive offset is never held back by it). A crash between the two commits may still redeliver a message twice, never
-lose one. An ACK is forgotten once its CK cannot come any more: a CK due more than a minute after it has
-been read (the timer delivers CKs in the order they are due). Measured on the CKs read, not on the clock: after a
-restart the timer delivers the overdue CKs only after the ACKs were read again, and a clock-based rule forgot those ACKs
-first and redelivered acknowledged messages. An ACK due further past its own store time than the timer can have parked
-a CK is dropped at once: no pop made its handle. That reach is the largest ``timerMaxDelaySec`` seen since the start,
-never below RocketMQ's default of 3 days: a CK parked under a larger limit stays parked when the setting is lowered (at
-runtime the timer keeps the limit it started with; across a restart what it parked stays). A record that does not
-decode is logged and skipped.
+waiting for its CK or the oldest CK held, whichever comes first, so a restart re-reads those ACKs and CKs (Java's revive
+offset stops before its first CK not revived). How far CKs were revived is committed too, as group
+``CID_RMQ_SYS_REVIVE_CK_GROUP``'s offset, never past a held CK: a CK read again below it is held as any other but only
+meets its ACKs, it is not revived twice (an ACK of a handle invisible for hours held the revive offset back that long,
+and a restart redelivered every CK revived meanwhile; RocketMQ's AckMessageProcessor parks the ACK until the handle's
+visible time like the CK, so its revive offset is never held back by it). A crash between the two commits may still
+redeliver a message twice, never lose one. An ACK is forgotten once its CK cannot come any more: a CK due more than a
+minute after it has been read (the timer delivers CKs in the order they are due). Measured on the CKs read, not on the
+clock: after a restart the timer delivers the overdue CKs only after the ACKs were read again, and a clock-based rule
+forgot those ACKs first and redelivered acknowledged messages. An ACK due further past its own store time than the timer
+can have parked a CK is dropped at once: no pop made its handle. That reach is the largest ``timerMaxDelaySec`` seen
+since the start, never below RocketMQ's default of 3 days: a CK parked under a larger limit stays parked when the
+setting is lowered (at runtime the timer keeps the limit it started with; across a restart what it parked stays). A
+record that does not decode is logged and skipped.
 A retry copy the store refuses for good (MESSAGE_ILLEGAL: a group and topic whose retry topic name is too long) goes to
 the DLQ instead through :meth:`PopService.dead_letter` (the broker's send-back: a group without retry queues stores
 nothing), or is logged and dropped when that is refused too (ours: RocketMQ writes the CK again and again); any other
-refusal is retried at the next interval from the record it stopped at.
+refusal is retried at the next interval from the message it stopped at.
 """
 
 from __future__ import annotations
 
 import logging
+from collections import deque
 from typing import Final
 
+import attrs
 import orjson
 import trio
 
-from broker.pop.service import ACK_TAG, CK_GRACE_MS, CK_TAG, PopService
+from broker.pop.service import ACK_TAG, ACK_TIME_INTERVAL_MS, CK_GRACE_MS, CK_TAG, PopService
 from processors.common import RequestRejected
 from remoting.codec.codes import ResponseCode
 from remoting.codec.errors import MessageDecodeError
@@ -55,6 +62,9 @@ REVIVE_GROUP: Final = "CID_RMQ_SYS_REVIVE_GROUP"
 #: Ours: its offset on the revive queue is how far CKs were revived (module docstring).
 REVIVE_CK_GROUP: Final = "CID_RMQ_SYS_REVIVE_CK_GROUP"
 _BATCH: Final = 32
+#: PopReviveService revives a CK once the revive queue's time is this far past its ``reviveTime``:
+#: ``PopAckConstants.ackTimeInterval + PopAckConstants.SECOND``.
+_REVIVE_WINDOW_MS: Final = ACK_TIME_INTERVAL_MS + 1000
 _FORGET_ACK_AFTER_MS: Final = 60_000
 #: The least reach of a CK past its ACK: RocketMQ's default ``timerMaxDelaySec`` (MessageStoreConfig), so a CK parked
 #: under it still meets its ACK after the setting is lowered, also across a restart.
@@ -63,6 +73,21 @@ _MIN_CK_REACH_MS: Final = 3 * 24 * 3600 * 1000
 #: group, topic, queue, queue offset, pop time, invisible time. The invisible time keeps apart the CK a change of
 #: invisibility writes in the millisecond of the pop (a broken receive stream's nack) from the pop's own CK.
 _Key = tuple[str, str, int, int, int, int]
+
+
+@attrs.define(eq=False)
+class _HeldCk:
+    """A CK read and not yet revived (PopReviveService's map of PopCheckPoints)."""
+
+    offset: int  # in the revive queue
+    revive_ms: int  # when its handle expires: PopCheckPoint.reviveTime
+    group: str
+    topic: str
+    pop_time: int
+    keys: list[_Key]
+    phys: list[int]
+    replay: bool  # read again below the CK progress: it only meets its ACKs
+    done: int = 0  # messages through: a refusal part-way resumes after them
 
 
 class ReviveService:
@@ -74,6 +99,9 @@ class ReviveService:
         self._acked: dict[_Key, tuple[int, int]] = {}  # key -> (revive offset, due ms)
         self.revived = 0
         self._position = 0
+        self._held: deque[_HeldCk] = deque()
+        #: the revive queue's time: the latest store time read, or the clock once the queue is read to its end
+        self._queue_ms = 0
         #: the latest due time of the CKs read: an ACK due a minute before it has lost its CK
         self._ck_horizon = 0
         #: how far past its ACK a CK can be due: the largest timerMaxDelaySec seen, from the one the timer started with
@@ -131,16 +159,34 @@ class ReviveService:
                 log.exception("revive round failed")
 
     def revive_once(self) -> bool:
-        """Process one batch of the revive queue; True when there may be more."""
+        """Read one batch of the revive queue, revive the CKs held past the window and commit; True when there may
+        be more. A refusal (raised) part-way through a CK resumes after its last message through."""
+        broker, topic = self.pop.broker, self.pop.revive_topic
+        revived_to = broker.offsets.query(REVIVE_CK_GROUP, topic, 0)
+        more = self._read_batch(revived_to)
+        if not more:  # read to its end: the queue's time is the clock's (PopReviveService moves endTime on)
+            self._queue_ms = max(self._queue_ms, self.pop.now_ms())
+        while self._held and self._queue_ms - self._held[0].revive_ms > _REVIVE_WINDOW_MS:
+            self._revive(self._held[0])
+            self._held.popleft()
+        self._forget_stale()
+        # ACKs and CKs are kept in the order they were read, which is revive-queue order: the first is the oldest.
+        held = self._held[0].offset if self._held else self._position
+        oldest = next(iter(self._acked.values()))[0] if self._acked else self._position
+        broker.offsets.commit(REVIVE_GROUP, topic, 0, min(oldest, held, self._position))
+        if min(held, self._position) > revived_to:
+            broker.offsets.commit(REVIVE_CK_GROUP, topic, 0, min(held, self._position))
+        return more
+
+    def _read_batch(self, revived_to: int) -> bool:
+        """Read the next batch of the revive queue into the held CKs and waiting ACKs; True when it was full."""
         broker, topic = self.pop.broker, self.pop.revive_topic
         offset = broker.offsets.query(REVIVE_GROUP, topic, 0)
         offset = max(offset, broker.store.min_offset_in_queue(topic, 0))
-        end = broker.store.max_offset_in_queue(topic, 0)
         position = max(offset, self._position)
-        if position >= end:
+        if position >= broker.store.max_offset_in_queue(topic, 0):
             return False
         result = broker.store.get(topic, 0, position, _BATCH)
-        revived_to = broker.offsets.query(REVIVE_CK_GROUP, topic, 0)
         for raw in result.messages:
             try:
                 record = decode_record(raw)
@@ -148,20 +194,13 @@ class ReviveService:
             except (MessageDecodeError, ValueError, KeyError, TypeError):
                 log.exception("revive: skipping a malformed record")
             else:
-                # Per record: a refusal (raised) resumes at the record it stopped at, not at the batch's first.
-                self._position = max(self._position, record.queue_offset + 1)
+                self._queue_ms = max(self._queue_ms, record.store_timestamp)
         self._position = max(result.next_begin_offset, position)
-        self._forget_stale()
-        # ACKs are kept in the order they were read, which is revive-queue order: the first is the oldest.
-        oldest = next(iter(self._acked.values()))[0] if self._acked else self._position
-        broker.offsets.commit(REVIVE_GROUP, topic, 0, min(oldest, self._position))
-        if self._position > revived_to:
-            broker.offsets.commit(REVIVE_CK_GROUP, topic, 0, self._position)
-        return bool(result.messages) and len(result.messages) >= _BATCH
+        return len(result.messages) >= _BATCH
 
     def _handle(self, record: MessageExt, *, replay: bool = False) -> None:
-        """Pair one record of the revive queue; a CK read again (``replay``: below the CK progress) only meets its
-        ACKs."""
+        """Keep one record of the revive queue: an ACK until its CK is revived, a CK until the window passed it (a CK
+        read again, ``replay``: below the CK progress, then only meets its ACKs)."""
         body = orjson.loads(record.body)
         group, topic, qid, pop_time = body["c"], body["t"], int(body["q"]), int(body["pt"])
         invisible, tag = int(body["it"]), record.tags
@@ -179,15 +218,21 @@ class ReviveService:
             if len(offsets) != len(phys):
                 raise ValueError("a CK whose offset lists differ in length")
             keys = [(group, topic, qid, int(offset), pop_time, invisible) for offset in offsets]
-            # The ACKs this CK meets go only once the whole CK is through: a refusal part-way resumes at this CK
-            # (progress is per record) and must find them still there.
-            met = [key for key in keys if key in self._acked]
-            if not replay and self._revivable(group, topic):
-                for key, phy in zip(keys, map(int, phys), strict=True):
-                    if key not in self._acked and self._still_queued(topic, qid, key[3], phy):
-                        self._redeliver(group, phy, pop_time)
-            for key in met:
-                del self._acked[key]
+            held = _HeldCk(record.queue_offset, pop_time + invisible, group, topic, pop_time, keys, [*map(int, phys)],
+                           replay)  # fmt: skip
+            self._held.append(held)
+
+    def _revive(self, ck: _HeldCk) -> None:
+        """PopReviveService.mergeAndRevive of one CK past the window: copy each message no ACK met to the retry
+        topic, then drop the ACKs it met (only once the whole CK is through: a refusal part-way resumes at it)."""
+        if not ck.replay and self._revivable(ck.group, ck.topic):
+            for i in range(ck.done, len(ck.keys)):
+                key, phy = ck.keys[i], ck.phys[i]
+                if key not in self._acked and self._still_queued(ck.topic, key[2], key[3], phy):
+                    self._redeliver(ck.group, phy, ck.pop_time)
+                ck.done = i + 1
+        for key in ck.keys:
+            self._acked.pop(key, None)
 
     def _ck_can_come(self, due: int, acked_at: int) -> bool:
         """Whether an ACK stored at ``acked_at`` can still meet its CK, due at ``due``: the timer parks a CK at most

@@ -85,6 +85,9 @@ ACK_TAG: Final = "ack"
 #: Ours: a CK is due this long after the handle expires, so an ack accepted just before expiry is always in the revive
 #: queue ahead of its CK (the timer wheel delivers on slot boundaries).
 CK_GRACE_MS: Final = 500
+#: PopAckConstants.ackTimeInterval: the revive loop holds a CK until the revive queue is this + 1 s past its handle's
+#: expiry (:mod:`broker.pop.revive`).
+ACK_TIME_INTERVAL_MS: Final = 1000
 #: Turn counters (:meth:`PopService.pop`) kept before the first sweep of those of gone groups and topics, and most
 #: kept after a sweep (ours; RocketMQ's PopLongPollingService bounds its maps at popPollingMapSize, 100000).
 _TURNS_SWEEP_MIN: Final = 1024

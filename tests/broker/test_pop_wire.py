@@ -837,3 +837,31 @@ async def test_an_ack_read_shortly_after_its_checkpoint_still_cancels_the_revive
     await trio.sleep(45)
     again = await ask(embedded_cluster, pop_request(clock, "PopWireWindow"))
     assert again.code == ResponseCode.POLLING_TIMEOUT, [x.body for x in messages(again)]
+
+
+async def test_a_restart_reads_again_the_checkpoint_held_and_the_ack_read_after_it(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """PopReviveService.mergeAndRevive commits the revive offset before its first CK not revived: a restart while a
+    CK is held reads it again with the ACK written after it, so the message not acked comes again and the acked one
+    does not."""
+    clock = use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "PopWireHeld")
+    await send(embedded_cluster, "PopWireHeld", b"h0", b"h1")
+    before = await revive_queue_size(embedded_cluster)
+    first, _second = messages(await ask(embedded_cluster, pop_request(clock, "PopWireHeld", invisible=10_000)))
+    await trio.sleep(11.6)
+    assert await revive_queue_size(embedded_cluster) == before + 1, "the CK is in the revive queue"
+    assert (await ask(embedded_cluster, ack_request("PopWireHeld", first))).code == ResponseCode.SUCCESS
+    topic = f"rmq_sys_REVIVE_LOG_{embedded_cluster.controller.config.broker_cluster_name}"
+    fields = {"consumerGroup": "CID_RMQ_SYS_REVIVE_GROUP", "topic": topic, "queueId": "0"}
+    committed = await ask(embedded_cluster, request(RequestCode.QUERY_CONSUMER_OFFSET, fields))
+    assert int(committed.ext_fields["offset"]) <= before, "not past the CK held"
+    await embedded_cluster.restart_broker()
+    use_virtual_store_clock(embedded_cluster, clock)
+    await trio.sleep(20)
+    [again] = messages(await ask(embedded_cluster, pop_request(clock, "PopWireHeld")))
+    assert again.body == b"h1"
+    assert (await ask(embedded_cluster, ack_request("PopWireHeld", again))).code == ResponseCode.SUCCESS
+    await trio.sleep(45)
+    assert (await ask(embedded_cluster, pop_request(clock, "PopWireHeld"))).code == ResponseCode.POLLING_TIMEOUT

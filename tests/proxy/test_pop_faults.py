@@ -359,7 +359,7 @@ async def test_a_message_consumed_from_a_dlq_over_grpc_stays_acknowledged(
             return [r.message for r in stream if r.HasField("message")]
 
         assert len(receive("GDQ", "PopDQ")) == 1
-        await trio.sleep(13)  # not acked, one attempt allowed: the next receive moves it into %DLQ%GDQ
+        await trio.sleep(15)  # not acked, one attempt allowed: the next receive moves it into %DLQ%GDQ
         assert receive("GDQ", "PopDQ") == []
         [dead] = receive("GDLQReader", "%DLQ%GDQ")
         req = service.AckMessageRequest()

@@ -24,7 +24,7 @@ async def test_a_revived_copy_is_born_on_the_broker(
     await send(embedded_cluster, "PopBorn", b"slow")
     [first] = await pop_all(pop, "G", "PopBorn", invisible=10_000)
     assert first.message.born_host != first.message.store_host  # the producer's address
-    await trio.sleep(12)
+    await trio.sleep(14)
     [again] = await pop_all(pop, "G", "PopBorn", invisible=10_000)
     assert again.attempt == 2
     assert again.message.born_host == again.message.store_host == first.message.store_host

@@ -160,7 +160,7 @@ async def test_a_message_renewed_to_the_maximum_comes_back_after_the_groups_retr
     activity.consuming.renew.scan()  # due within renewAheadTimeMillis and renewed long enough: released
     await trio.sleep(8)
     assert received(activity, "other@1", auto_renew=False) == []
-    await trio.sleep(5)
+    await trio.sleep(7)
     [again] = received(activity, "other@1", auto_renew=False)
     assert (again.body, again.system_properties.delivery_attempt) == (first.body, 2)
 
@@ -285,7 +285,7 @@ async def test_a_message_renewed_to_the_maximum_comes_back_after_the_groups_own_
     activity.consuming.renew.scan()
     await trio.sleep(15)
     assert received(activity, "other@1", auto_renew=False) == []
-    await trio.sleep(7)
+    await trio.sleep(9)
     [again] = received(activity, "other@1", auto_renew=False)
     assert (again.body, again.system_properties.delivery_attempt) == (first.body, 2)
 
