@@ -865,3 +865,27 @@ async def test_a_restart_reads_again_the_checkpoint_held_and_the_ack_read_after_
     assert (await ask(embedded_cluster, ack_request("PopWireHeld", again))).code == ResponseCode.SUCCESS
     await trio.sleep(45)
     assert (await ask(embedded_cluster, pop_request(clock, "PopWireHeld"))).code == ResponseCode.POLLING_TIMEOUT
+
+
+async def test_the_timer_max_delay_bounds_a_checkpoint_due_a_second_before_its_handle_expires(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """5.3.3 writes a CK due at ``reviveTime - PopAckConstants.ackTimeInterval`` (1 s; PopMessageProcessor.buildCkMsg,
+    ChangeInvisibleTimeProcessor), which HookUtils.transformTimerMessage refuses only past ``timerMaxDelaySec``: an
+    invisible time of up to that limit + 1 s is taken by a pop and by a change of invisibility, one past it is not."""
+    clock = use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "PopWireMaxDelay")
+    await send(embedded_cluster, "PopWireMaxDelay", b"m0", b"m1")
+    limit = 3 * 24 * 3600 * 1000 + 1000  # the default timerMaxDelaySec, and ackTimeInterval
+    first, second = messages(await ask(embedded_cluster, pop_request(clock, "PopWireMaxDelay", invisible=limit)))
+
+    def change(m: MessageExt, invisible: int) -> RemotingCommand:
+        fields = {"consumerGroup": GROUP, "topic": "PopWireMaxDelay", "queueId": str(m.queue_id),
+                  "extraInfo": m.properties["POP_CK"], "offset": str(m.queue_offset),
+                  "invisibleTime": str(invisible)}  # fmt: skip
+        return request(RequestCode.CHANGE_MESSAGE_INVISIBLETIME, fields)
+
+    changed = await ask(embedded_cluster, change(first, limit))
+    assert changed.code == ResponseCode.SUCCESS, changed.remark
+    refused = await ask(embedded_cluster, change(second, limit + 1))
+    assert refused.code == ResponseCode.SYSTEM_ERROR
