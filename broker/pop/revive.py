@@ -236,13 +236,15 @@ class ReviveService:
 
     def _ck_can_come(self, due: int, acked_at: int) -> bool:
         """Whether an ACK stored at ``acked_at`` can still meet its CK, due at ``due``: the timer parks a CK at most
-        ``timerMaxDelaySec`` past its pop (or change of invisibility), which came before the ACK. Measured against the
+        ``timerMaxDelaySec`` past its pop (or change of invisibility), which came before the ACK, and its handle's
+        visible time (the ACK's ``due`` less :data:`CK_GRACE_MS`) :data:`ACK_TIME_INTERVAL_MS` past that
+        (:meth:`PopService._ck_deliver_ms`). Measured against the
         largest limit seen, never below RocketMQ's default (:data:`_MIN_CK_REACH_MS`): lowering the setting leaves the
         CKs parked under the old one parked. An ACK of a handle no pop made (a pop time or invisible time forged far
         ahead) is logged and dropped: kept, it would never be forgotten and hold the revive progress at it for good
         (RocketMQ's timer refuses such an ACK)."""
         self._ck_reach_ms = max(self._ck_reach_ms, self.pop.broker.config.timer_max_delay_sec * 1000)
-        if due - acked_at <= self._ck_reach_ms:
+        if due - acked_at <= self._ck_reach_ms + ACK_TIME_INTERVAL_MS + CK_GRACE_MS:
             return True
         log.warning("revive: an ACK due at %d, stored at %d, can meet no checkpoint: dropped", due, acked_at)
         return False

@@ -85,8 +85,9 @@ ACK_TAG: Final = "ack"
 #: Ours: a CK is due this long after the handle expires, so an ack accepted just before expiry is always in the revive
 #: queue ahead of its CK (the timer wheel delivers on slot boundaries).
 CK_GRACE_MS: Final = 500
-#: PopAckConstants.ackTimeInterval: the revive loop holds a CK until the revive queue is this + 1 s past its handle's
-#: expiry (:mod:`broker.pop.revive`).
+#: PopAckConstants.ackTimeInterval: 5.3.3 writes a CK due this long before its handle expires, which the timer's
+#: ``timerMaxDelaySec`` bounds (:meth:`PopService._ck_deliver_ms`); the revive loop holds a CK until the revive queue
+#: is this + 1 s past its handle's expiry (:mod:`broker.pop.revive`).
 ACK_TIME_INTERVAL_MS: Final = 1000
 #: Turn counters (:meth:`PopService.pop`) kept before the first sweep of those of gone groups and topics, and most
 #: kept after a sweep (ours; RocketMQ's PopLongPollingService bounds its maps at popPollingMapSize, 100000).
@@ -959,10 +960,20 @@ class PopService:
         body = {"c": group, "t": topic, "q": first.queue_id, "so": first.start_offset,
                 "ao": [h.offset for h in handles], "pt": first.pop_time, "it": first.invisible_time,
                 "po": [h.commit_log_offset for h in handles]}  # fmt: skip
-        record = self._timer_rewrite(self._revive_record(CK_TAG, body, first.visible_at + CK_GRACE_MS))
+        record = self._timer_rewrite(self._revive_record(CK_TAG, body, self._ck_deliver_ms(first.visible_at)))
         appended = self.broker.store.append(record)
         # In the store totals only: 5.3.3's appendCheckPoint puts it through the EscapeBridge, which counts nothing.
         self.broker.stats.record_uncounted_put(record.topic, record.queue_id, appended.queue_offset)
+
+    def _ck_deliver_ms(self, visible_at: int) -> int:
+        """When the CK of a handle visible again at ``visible_at`` is due: :data:`CK_GRACE_MS` after, but no later than
+        the timer takes (``timerMaxDelaySec`` from now) while 5.3.3's, due :data:`ACK_TIME_INTERVAL_MS` before it, is
+        taken (then up to that second early, as Java's always is: PopMessageProcessor.buildCkMsg,
+        ChangeInvisibleTimeProcessor); else Java's time, which the timer refuses as HookUtils.transformTimerMessage
+        does."""
+        java = visible_at - ACK_TIME_INTERVAL_MS
+        limit = self.now_ms() + self.broker.config.timer_max_delay_sec * 1000
+        return java if java > limit else min(visible_at + CK_GRACE_MS, limit)
 
     def _write_ack(self, group: str, topic: str, handle: ReceiptHandle) -> None:
         body = {"c": group, "t": topic, "q": handle.queue_id, "ao": handle.offset, "pt": handle.pop_time,

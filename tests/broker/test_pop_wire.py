@@ -819,24 +819,30 @@ async def revive_queue_size(cluster: EmbeddedCluster) -> int:
     return int(answer.ext_fields["offset"]) if answer.code == ResponseCode.SUCCESS else 0
 
 
+async def acked_after_its_checkpoint(cluster: EmbeddedCluster, topic: str, invisible: int, ack_after: float) -> None:
+    """Pop one message of a new ``topic`` for ``invisible`` ms, ack it ``ack_after`` s later, its CK then in the
+    revive queue, and check it does not come again."""
+    clock = use_virtual_store_clock(cluster)
+    await create_topic(cluster, topic)
+    await send(cluster, topic, b"m0")
+    before = await revive_queue_size(cluster)
+    [m] = messages(await ask(cluster, pop_request(clock, topic, invisible=invisible)))
+    await trio.sleep(ack_after)
+    assert await revive_queue_size(cluster) == before + 1, "the CK is in the revive queue"
+    acked = await ask(cluster, ack_request(topic, m))
+    assert acked.code == ResponseCode.SUCCESS, acked.remark
+    await trio.sleep(45)
+    again = await ask(cluster, pop_request(clock, topic))
+    assert again.code == ResponseCode.POLLING_TIMEOUT, [x.body for x in messages(again)]
+
+
 async def test_an_ack_read_shortly_after_its_checkpoint_still_cancels_the_revive(
     embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
 ) -> None:
     """PopReviveService.consumeReviveMessage and mergeAndRevive hold a CK until the revive queue's time is
     ``ackTimeInterval + SECOND`` (2 s) past its handle's expiry: an ACK written after the CK came into the revive queue,
     1.6 s past the expiry, still meets it and the message does not come again."""
-    clock = use_virtual_store_clock(embedded_cluster)
-    await create_topic(embedded_cluster, "PopWireWindow")
-    await send(embedded_cluster, "PopWireWindow", b"w0")
-    before = await revive_queue_size(embedded_cluster)
-    [m] = messages(await ask(embedded_cluster, pop_request(clock, "PopWireWindow", invisible=10_000)))
-    await trio.sleep(11.6)
-    assert await revive_queue_size(embedded_cluster) == before + 1, "the CK is in the revive queue"
-    acked = await ask(embedded_cluster, ack_request("PopWireWindow", m))
-    assert acked.code == ResponseCode.SUCCESS, acked.remark
-    await trio.sleep(45)
-    again = await ask(embedded_cluster, pop_request(clock, "PopWireWindow"))
-    assert again.code == ResponseCode.POLLING_TIMEOUT, [x.body for x in messages(again)]
+    await acked_after_its_checkpoint(embedded_cluster, "PopWireWindow", 10_000, 11.6)
 
 
 async def test_a_restart_reads_again_the_checkpoint_held_and_the_ack_read_after_it(
@@ -889,3 +895,13 @@ async def test_the_timer_max_delay_bounds_a_checkpoint_due_a_second_before_its_h
     assert changed.code == ResponseCode.SUCCESS, changed.remark
     refused = await ask(embedded_cluster, change(second, limit + 1))
     assert refused.code == ResponseCode.SYSTEM_ERROR
+
+
+async def test_an_ack_in_the_last_second_of_a_handle_past_the_timer_max_delay_still_cancels_the_revive(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """With ``timerMaxDelaySec`` 20 a pop invisible 20.9 s has its CK due at the limit, 0.9 s before the handle
+    expires (5.3.3's is always due ``ackTimeInterval`` early): an ACK at 20.6 s comes after the CK, and the revive
+    loop, holding the CK until its queue is 2 s past the expiry as PopReviveService does, still meets it."""
+    assert await embedded_cluster.controller.context.update_config({"timerMaxDelaySec": "20"}) == []
+    await acked_after_its_checkpoint(embedded_cluster, "PopWireLastSecond", 20_900, 20.6)
