@@ -244,6 +244,7 @@ def test_print_msg_of_a_topic_without_readable_queues_fails(cluster: ThreadedClu
     assert result.exit_code == 1, result.output
     assert "PrintMessageSubCommand command failed" in result.output
     assert "Can not find Message Queue for this topic, MsgWriteOnly" in result.output
+    assert "Caused by: Can not find Message Queue for this topic, MsgWriteOnly Namesrv return empty" in result.output
 
 
 def test_consume_message_reads_a_zero_or_negative_time_as_no_bound(cluster: ThreadedCluster) -> None:
