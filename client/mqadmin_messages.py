@@ -269,8 +269,10 @@ async def readable_queues(admin: Admin, topic: str) -> list[MessageQueue]:
     except TopicRouteNotFoundError as exc:  # Java wraps the lookup's failure, its stack trace naming the cause
         raise MQClientError(f"{not_found}\nCaused by: {exc}") from exc
     queues = java_subscribe_queues(topic, route)
-    if not queues:
-        raise MQClientError(not_found)
+    if not queues:  # thrown inside Java's try, so wrapped as the lookup's failures are
+        raise MQClientError(
+            f"{not_found}\nCaused by: Can not find Message Queue for this topic, {topic} Namesrv return empty"
+        )
     return queues
 
 
