@@ -521,3 +521,26 @@ async def test_a_group_is_made_fifo_from_its_config_form(dash: Dash) -> None:
 
 async def consume_all(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
     return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+
+async def test_a_5x_brokers_get_tps_is_read_from_its_get_transferred_tps(
+    dash: Dash, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A RocketMQ 5 broker names its transfer rate ``getTransferredTps`` (5.3.3's StoreStatsService.getRuntimeInfo;
+    4.9.8 spelled it ``getTransferedTps``): the cluster page and the broker charts read either, as rocketmq-dashboard's
+    ``cluster.jsx`` does. Here the embedded broker's runtime info is renamed as a 5.x broker's."""
+    stats = dash.cluster.controller.context.stats
+    four = stats.runtime_entries
+
+    def as_five() -> dict[str, str]:
+        entries = four()
+        entries.pop("getTransferedTps")
+        return {**entries, "getTransferredTps": "12.5 3.0 1.0"}
+
+    monkeypatch.setattr(stats, "runtime_entries", as_five)
+    [broker] = (await dash.get("/api/cluster"))["brokers"]
+    assert broker["getTps"] == 12.5
+    sampler = dash.app.state.sampler
+    await sampler.sample_once()
+    [series] = sampler.broker_series().values()
+    assert series["get"] == [12.5]
