@@ -27,6 +27,13 @@ def first_rate(value: str | None) -> float:
         return 0.0
 
 
+def get_rate(runtime: dict[str, str]) -> float:
+    """The broker's first transfer rate: ``getTransferredTps`` as a 5.x broker names it (5.3.3's
+    store/src/main/java/org/apache/rocketmq/store/StoreStatsService.java), else 4.9.8's ``getTransferedTps``, as
+    rocketmq-dashboard's ``cluster.jsx`` reads either."""
+    return first_rate(runtime.get("getTransferredTps") or runtime.get("getTransferedTps"))
+
+
 def _int(value: str | None) -> int:
     try:
         return int(value or 0)
@@ -110,7 +117,7 @@ async def cluster_overview(admin: Admin) -> dict[str, Any]:
                 "role": role,
                 "version": runtime.get("brokerVersionDesc", ""),
                 "putTps": round(first_rate(runtime.get("putTps")), 2),
-                "getTps": round(first_rate(runtime.get("getTransferedTps")), 2),
+                "getTps": round(get_rate(runtime), 2),
                 "diskRatio": _disk_ratio(runtime),
                 **_day_counts(runtime),
                 "replication": replication_state(role, runtime, master_max) if not error else "",

@@ -1,7 +1,8 @@
 """The Charts page's data, sampled by the dashboard itself every ``sample_interval`` seconds (rocketmq-dashboard's
 collector runs every minute) and kept for ``history`` seconds, in memory.
 
-Per broker: the put and get rates of its runtime info (``putTps``, ``getTransferedTps``: the 10-second rates).
+Per broker: the put and get rates of its runtime info (``putTps``, ``getTransferedTps`` or 5.x's ``getTransferredTps``:
+the 10-second rates).
 Per topic (NORMAL topics only): the put rate is the growth of the sum of its queues' max offsets (GET_TOPIC_STATS_INFO)
 divided by the time between two samples, so a topic's first sample has no point; the get rate is the messages its
 groups actually pulled per second over the broker's last minute: the ``consumeTps`` of each group's consume stats
@@ -26,7 +27,7 @@ import anyio
 import attrs
 
 from client.admin import BROKER_FAILURES, Admin
-from dashboard.cluster import first_rate
+from dashboard.cluster import first_rate, get_rate
 from dashboard.topics import topic_kind
 
 log = logging.getLogger(__name__)
@@ -99,7 +100,7 @@ class Sampler:
                     runtime = await self.admin.broker_status(addr)
                 except BROKER_FAILURES:
                     continue
-                point = (now_ms, first_rate(runtime.get("putTps")), first_rate(runtime.get("getTransferedTps")))
+                point = (now_ms, first_rate(runtime.get("putTps")), get_rate(runtime))
                 self.brokers.setdefault(f"{name}/{broker_id}", Series()).add(point)
 
     async def _pull_rates(self) -> dict[str, float]:
