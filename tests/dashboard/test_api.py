@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import quote
 
 import anyio
 import httpx
@@ -544,3 +545,44 @@ async def test_a_5x_brokers_get_tps_is_read_from_its_get_transferred_tps(
     await sampler.sample_once()
     [series] = sampler.broker_series().values()
     assert series["get"] == [12.5]
+
+
+async def test_a_consumers_running_info_is_shown_with_its_stacks_when_asked(dash: Dash) -> None:
+    """rocketmq-dashboard's ``/consumer/consumerRunningInfo.query?consumerGroup&clientId&jstack`` answers one online
+    client's ConsumerRunningInfo (GET_CONSUMER_RUNNING_INFO relayed by the broker): its properties, subscriptions,
+    the queues it holds with their process-queue state, its RT and TPS per topic, and with ``jstack`` its thread
+    stacks; an unknown client is the broker's refusal, not a crash."""
+    namesrv = dash.cluster.namesrv_addr
+    await create_topic(namesrv, "RunningTopic", queues=2)
+    consumer = PushConsumer("running-cg", namesrv)
+    consumer.subscribe("RunningTopic", "*")
+    consumer.register_message_listener(consume_all)
+    async with consumer:
+        client = consumer.instance.client_id
+        url = f"/api/group/client?group=running-cg&clientId={quote(client)}"  # a client id may hold a '#'
+        info = await running_info(dash, url)
+        assert info["clientId"] == client and info["jstack"] is None and running_queues(info) == [0, 1]
+        assert info["properties"]["consumerGroup"] == "running-cg"
+        subscribed = [(s["topic"], s["subString"]) for s in info["subscriptions"]]
+        assert subscribed == [("%RETRY%running-cg", "*"), ("RunningTopic", "*")]
+        assert "#Consumer Subscription#" in info["text"]
+        stacked = await dash.get(url + "&jstack=true")
+        assert "TID: " in stacked["jstack"] and "#Consumer jstack#" in stacked["text"]
+        refused = await dash.get("/api/group/client?group=running-cg&clientId=nobody@0", status=502)
+        assert refused["error"]
+
+
+async def running_info(dash: Dash, url: str) -> dict[str, Any]:
+    """The answer at ``url`` once the consumer is online (a 502 until the broker knows it) and holds both queues."""
+    with anyio.fail_after(60):
+        while (got := await dash.http.get(url)).status_code == 502 or (
+            got.status_code == 200 and len(running_queues(got.json())) != 2
+        ):
+            await anyio.sleep(0.05)
+    assert got.status_code == 200, got.text
+    info: dict[str, Any] = got.json()
+    return info
+
+
+def running_queues(info: dict[str, Any]) -> list[int]:
+    return [q["queueId"] for q in info["queues"] if q["topic"] == "RunningTopic"]
