@@ -228,6 +228,12 @@ async def get_group(request: Request) -> JSONResponse:
     return JSONResponse(await groups.group_detail(_admin(request), _arg(request, "group")))
 
 
+async def get_group_client(request: Request) -> JSONResponse:
+    jstack = request.query_params.get("jstack", "").strip().lower() == "true"
+    group, client_id = _arg(request, "group"), _arg(request, "clientId")
+    return JSONResponse(await groups.client_running_info(_admin(request), group, client_id, jstack=jstack))
+
+
 async def post_group_reset(request: Request) -> JSONResponse:
     body = await _body(request)
     timestamp = _int(body.get("timestamp"), "timestamp")
@@ -557,6 +563,7 @@ ROUTES = [
     Route("/api/groups", answering_errors(get_groups)),
     Route("/api/group", answering_errors(get_group)),
     Route("/api/group", answering_errors(delete_group), methods=["DELETE"]),
+    Route("/api/group/client", answering_errors(get_group_client)),
     Route("/api/group/reset", answering_errors(post_group_reset), methods=["POST"]),
     Route("/api/group/config", answering_errors(get_group_config)),
     Route("/api/group/config", answering_errors(post_group_config), methods=["POST"]),
@@ -606,6 +613,7 @@ DASHBOARD_URLS: dict[tuple[str, str], str] = {
     ("GET", "/api/groups"): "/consumer/groupList.query",
     ("GET", "/api/group"): "/consumer/queryTopicByConsumer.query",
     ("DELETE", "/api/group"): "/consumer/deleteSubGroup.do",
+    ("GET", "/api/group/client"): "/consumer/consumerRunningInfo.query",
     ("POST", "/api/group/reset"): "/consumer/resetOffset.do",
     ("GET", "/api/group/config"): "/consumer/examineSubscriptionGroupConfig.query",
     ("POST", "/api/group/config"): "/consumer/createOrUpdate.do",

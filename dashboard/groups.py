@@ -21,6 +21,7 @@ import attrs
 
 from client.admin import BROKER_FAILURES, Admin, ConsumerConnection
 from client.errors import MQBrokerError
+from client.mqadmin_groups import running_info_text
 from client.mqadmin_support import version_desc
 from client.offset_reset import reset_offline
 from dashboard.targets import cluster_of, master_addrs, picked_brokers
@@ -235,6 +236,28 @@ async def queue_holders(admin: Admin, group: str, connections: Iterable[ClientCo
         for c in sorted(connections, key=lambda c: c.client_id):
             tg.start_soon(ask, c.client_id)
     return holders
+
+
+async def client_running_info(admin: Admin, group: str, client_id: str, *, jstack: bool = False) -> dict[str, Any]:
+    """One online client's ConsumerRunningInfo (GET_CONSUMER_RUNNING_INFO, relayed by a broker of the group), as
+    rocketmq-dashboard's ``/consumer/consumerRunningInfo.query`` answers it: properties, subscriptions, the queues it
+    holds with their ProcessQueueInfo, RT and TPS per topic, with ``jstack`` its thread stacks; and ``text``, the
+    whole as ``mqadmin consumerStatus`` prints it (``ConsumerRunningInfo.formatString``)."""
+    info = await admin.consumer_running_info(group, client_id, jstack=jstack)
+    table = sorted((mq, pq) for mq, pq in (info.get("mqTable") or {}).items() if isinstance(mq, MessageQueue))
+    subscriptions = sorted(
+        info.get("subscriptionSet") or [], key=lambda s: (s.get("topic", ""), s.get("subString", ""))
+    )
+    return {
+        "group": group,
+        "clientId": client_id,
+        "properties": info.get("properties") or {},
+        "subscriptions": subscriptions,
+        "queues": [{"topic": mq.topic, "brokerName": mq.broker_name, "queueId": mq.queue_id, **pq} for mq, pq in table],
+        "status": [{"topic": t, **v} for t, v in sorted((info.get("statusTable") or {}).items())],
+        "jstack": info.get("jstack"),
+        "text": running_info_text(info),
+    }
 
 
 async def reset_offsets(admin: Admin, group: str, topic: str, timestamp_ms: int) -> dict[str, Any]:
