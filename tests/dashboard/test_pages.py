@@ -259,6 +259,31 @@ def test_the_group_page_names_the_client_holding_each_queue(browser: WebDriver, 
             time.sleep(0.2)
 
 
+def test_the_group_page_shows_a_clients_running_info_and_stacks(browser: WebDriver, live: ThreadedDashboard) -> None:
+    """Each connection has a "running info" and a "stacks" action showing the client's ConsumerRunningInfo (as
+    ``mqadmin consumerStatus`` prints it), the second with its thread stacks: rocketmq-dashboard's
+    ``consumerRunningInfo.query`` with ``jstack`` false or true."""
+    create_topic(live, "RunningPageTopic", queues=1)
+    consumer = PushConsumer("running-page-cg", live.namesrv_addr)
+    consumer.subscribe("RunningPageTopic", "*")
+    consumer.register_message_listener(lambda msgs: CONSUME_SUCCESS)
+    with consumer:
+        client = consumer.consumer.instance.client_id
+        deadline = time.monotonic() + HANG_GUARD
+        while True:  # until the consumer is online
+            open_page(browser, live, "/group?group=running-page-cg")
+            time.sleep(0.2)
+            if browser.find_elements(By.CSS_SELECTOR, f'button[data-running="{client}"]'):
+                break
+            assert time.monotonic() < deadline, "the client is not listed"
+        shown = browser.find_element(By.ID, "running-info")
+        click(browser, f'button[data-running="{client}"]')
+        wait_for(browser, lambda d: "RunningPageTopic" in shown.text and "#Consumer Subscription#" in shown.text)
+        assert "#Consumer jstack#" not in shown.text and client in shown.text
+        click(browser, f'button[data-stacks="{client}"]')
+        wait_for(browser, lambda d: "#Consumer jstack#" in shown.text and "TID: " in shown.text)
+
+
 def test_skipping_the_accumulated_messages_from_the_group_page(browser: WebDriver, live: ThreadedDashboard) -> None:
     """rocketmq-dashboard's "Skip message accumulate": the group's offsets on the topic move to its end (a reset to
     -1, forced), after a confirmation; the backlog is gone from the diff total."""
