@@ -1,5 +1,5 @@
-// Consumer group page: progress per queue (with the client holding it), connections, subscriptions, offset reset by time or
-// to the end (skipping the backlog), deletion.
+// Consumer group page: progress per queue (with the client holding it), connections (each client's running info and
+// stacks), subscriptions, offset reset by time or to the end (skipping the backlog), deletion.
 "use strict";
 (async function () {
   const { api, guarded, table, kv, fmtTime, param, showNotice, link, el, brokerPicker } = mq;
@@ -25,6 +25,9 @@
     table(document.getElementById("connections"), [
       { key: "clientId", title: "Client id" }, { key: "clientAddr", title: "Address" },
       { key: "language", title: "Language" }, { key: "version", title: "Version" },
+      { key: "actions", title: "", render: (r) => el("span", {},
+          el("button", { type: "button", class: "small secondary", "data-running": r.clientId, onclick: () => running(r.clientId, false) }, "running info"), " ",
+          el("button", { type: "button", class: "small secondary", "data-stacks": r.clientId, onclick: () => running(r.clientId, true) }, "stacks")) },
     ], d.connections, { name: "connections" });
     table(document.getElementById("subscriptions"), [
       { key: "topic", title: "Topic" }, { key: "expression", title: "Expression" }, { key: "expressionType", title: "Type" },
@@ -32,6 +35,17 @@
     const topics = [...new Set([...d.queues.map((q) => q.topic), ...d.subscriptions.map((s) => s.topic)])].sort();
     const select = document.querySelector("#reset select[name=topic]");
     select.replaceChildren(...topics.map((t) => new Option(t, t)));
+  }
+
+  // One client's ConsumerRunningInfo, with its thread stacks when `jstack` (rocketmq-dashboard's
+  // consumerRunningInfo.query), as mqadmin consumerStatus prints it.
+  async function running(clientId, jstack) {
+    const shown = document.getElementById("running-info");
+    const q = `/api/group/client?group=${enc}&clientId=${encodeURIComponent(clientId)}&jstack=${jstack}`;
+    const r = await guarded(() => api("GET", q));
+    if (!r) return;
+    shown.textContent = `Client ${r.clientId}\n\n${r.text}`;
+    shown.hidden = false;
   }
 
   const when = document.querySelector("#reset input[name=time]");
