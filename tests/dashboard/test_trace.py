@@ -73,6 +73,20 @@ async def test_a_trace_in_the_configured_trace_topic(embedded_cluster: EmbeddedC
             assert (await dash.get(f"/api/message/trace?id={sent.msg_id}"))["records"] == []
 
 
+async def test_a_trace_in_the_trace_topic_the_request_names(dash: Dash) -> None:
+    """rocketmq-dashboard's ``viewMessageTraceGraph.query`` takes the trace topic with each request (``traceTopic``,
+    its trace page's topic pick): a trace written to a producer's own trace topic shows without restarting the
+    dashboard with ``msgTrackTopicName``."""
+    namesrv = dash.cluster.namesrv_addr
+    await create_topic(namesrv, "PickedTraceSource", queues=1)
+    producer = Producer("picked-trace-pg", namesrv, enable_msg_trace=True, customized_trace_topic="PickedTraceTopic")
+    async with producer:
+        sent = await producer.send(Message("PickedTraceSource", b"traced", keys="order-10"))
+        [pub] = await _trace_with(dash, f"{sent.msg_id}&traceTopic=PickedTraceTopic", {"Pub"})
+    assert (pub["group"], pub["keys"], pub["topic"]) == ("picked-trace-pg", "order-10", "PickedTraceSource")
+    assert (await dash.get(f"/api/message/trace?id={sent.msg_id}"))["records"] == []  # not in the default topics
+
+
 async def test_a_test_message_sent_with_trace_on_has_its_send_traced(dash: Dash) -> None:
     """The Topics page's test message with "enable message trace" (rocketmq-dashboard's ``traceEnabled``, its
     ``TopicServiceImpl.sendTopicMessageRequest`` building the producer with trace on) writes a Pub record to the trace
