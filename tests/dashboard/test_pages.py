@@ -190,6 +190,30 @@ def test_a_traced_message_shows_its_trace(browser: WebDriver, live: ThreadedDash
     assert pub[0] == "Pub" and "traced-page-pg" in pub
 
 
+def test_the_message_page_reads_the_trace_topic_typed(browser: WebDriver, live: ThreadedDashboard) -> None:
+    """The trace section takes a trace topic, as rocketmq-dashboard's trace page picks one for
+    ``viewMessageTraceGraph.query``: a trace in a producer's own trace topic shows once its topic is typed."""
+    create_topic(live, "PickedTracePageTopic")
+    producer = Producer(
+        "picked-trace-page-pg", live.namesrv_addr, enable_msg_trace=True, customized_trace_topic="PageTraceTopic"
+    )
+    with producer:
+        sent = producer.send(Message("PickedTracePageTopic", b"traced", keys="order-78"))
+    deadline = time.monotonic() + HANG_GUARD
+    while True:  # trace records are written in batches: look again until the page has them
+        open_page(browser, live, f"/message?topic=PickedTracePageTopic&id={sent.msg_id}")
+        box = wait_for(browser, lambda d: d.find_element(By.ID, "trace-topic"))
+        box.send_keys("PageTraceTopic")
+        click(browser, "#trace-lookup")
+        time.sleep(0.3)
+        traced = rows(browser, "trace")
+        if traced:
+            break
+        assert time.monotonic() < deadline, browser.find_element(By.ID, "trace").text
+    [pub] = traced
+    assert pub[0] == "Pub" and "picked-trace-page-pg" in pub
+
+
 def test_a_consumer_groups_lag_drops_to_zero_after_consuming(browser: WebDriver, live: ThreadedDashboard) -> None:
     create_topic(live, "LagPageTopic")
     consumed: list[MessageExt] = []
