@@ -38,14 +38,24 @@
     { key: "resend", title: "", render: (r) => el("button", { type: "button", class: "secondary", onclick: () => resend(r.group) }, "Resend") },
   ], d.consumers, { name: "consumers" });
 
-  const t = await guarded(() => api("GET", "/api/message/trace?id=" + encodeURIComponent(d.msgId)));
-  const box = document.getElementById("trace");
-  if (!t) return;
-  if (!t.available) { box.replaceChildren(el("p", { class: "muted" }, "No trace: " + t.reason)); return; }
-  if (!t.records.length) { box.replaceChildren(el("p", { class: "muted" }, "No trace recorded for this message.")); return; }
-  table(box, [
-    { key: "type", title: "Type" }, { key: "group", title: "Group" }, { key: "clientHost", title: "Client" },
-    { key: "timestamp", title: "Time", render: (r) => fmtTime(r.timestamp) }, { key: "costTime", title: "Cost (ms)", num: true },
-    { key: "status", title: "Status" }, { key: "transactionState", title: "Transaction" },
-  ], t.records, { name: "trace", sortKey: "timestamp" });
+  // The trace from the default trace topics, or from the one typed (rocketmq-dashboard's traceTopic).
+  const traceForm = document.getElementById("trace-form");
+  traceForm.elements.traceTopic.value = param("traceTopic") || "";
+  traceForm.addEventListener("submit", (ev) => { ev.preventDefault(); mq.clearBanner(); drawTrace(); });
+  await drawTrace();
+
+  async function drawTrace() {
+    const traceTopic = traceForm.elements.traceTopic.value.trim();
+    const q = `/api/message/trace?id=${encodeURIComponent(d.msgId)}&traceTopic=${encodeURIComponent(traceTopic)}`;
+    const t = await guarded(() => api("GET", q));
+    const box = document.getElementById("trace");
+    if (!t) return;
+    if (!t.available) { box.replaceChildren(el("p", { class: "muted" }, "No trace: " + t.reason)); return; }
+    if (!t.records.length) { box.replaceChildren(el("p", { class: "muted" }, "No trace recorded for this message.")); return; }
+    table(box, [
+      { key: "type", title: "Type" }, { key: "group", title: "Group" }, { key: "clientHost", title: "Client" },
+      { key: "timestamp", title: "Time", render: (r) => fmtTime(r.timestamp) }, { key: "costTime", title: "Cost (ms)", num: true },
+      { key: "status", title: "Status" }, { key: "transactionState", title: "Transaction" },
+    ], t.records, { name: "trace", sortKey: "timestamp" });
+  }
 })();
