@@ -93,7 +93,7 @@ async def test_dead_letters_are_listed_resent_to_the_group_and_exported(dash: Da
     assert response.status_code == 200 and response.headers["content-type"] == XLSX
     assert 'filename="dlqs.xlsx"' in response.headers["content-disposition"]
     sheet = load_workbook(io.BytesIO(response.content)).active
-    assert sheet is not None and sheet.title == "dlq"
+    assert sheet is not None and sheet.title == "dlqs"  # DlqMessageController.batchExportDlqMessage's names
     header, good, bad = (list(row) for row in sheet.iter_rows(values_only=True))
     assert tuple(header) == EXPORT_COLUMNS
     record = dict(zip(EXPORT_COLUMNS, good, strict=True))
@@ -155,8 +155,9 @@ async def test_a_binary_dead_letter_is_exported_with_its_control_characters_esca
     [sent] = await _kill(dash, [b"\x00\x01bin\x7f"])
     response = await dash.http.post("/api/dlq/export", json={"group": GROUP, "msgIds": [sent.offset_msg_id]})
     assert response.status_code == 200, response.text
+    assert 'filename="dlq.xlsx"' in response.headers["content-disposition"]  # exportDlqMessage's file and sheet
     sheet = load_workbook(io.BytesIO(response.content)).active
-    assert sheet is not None
+    assert sheet is not None and sheet.title == "dlq"
     _, row = (list(r) for r in sheet.iter_rows(values_only=True))
     assert dict(zip(EXPORT_COLUMNS, row, strict=True))["messageBody"] == "_x0000__x0001_bin\x7f"
 

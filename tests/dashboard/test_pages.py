@@ -492,6 +492,30 @@ def test_exporting_two_dead_letters_of_one_message_exports_each(browser: WebDriv
     assert sorted(r["reconsumeTimes"] for r in exported) == [1, 2], exported
 
 
+def test_a_dead_letters_export_is_named_as_rocketmq_dashboards(browser: WebDriver, live: ThreadedDashboard) -> None:
+    """One dead letter exports as ``dlq.xlsx``, several as ``dlqs.xlsx``: the file names of rocketmq-dashboard's
+    ``exportDlqMessage.do`` and ``batchExportDlqMessage.do`` (DlqMessageController)."""
+    create_topic(live, "DlqNamedTopic", queues=1)
+    with Producer("dlq-named-pg", live.namesrv_addr) as producer:
+        sent = [producer.send(Message("DlqNamedTopic", f"dead {i}".encode())) for i in range(2)]
+    for each in sent:
+        kill_for(live, each, "dlq-named-cg")
+    open_page(browser, live, "/dlq?group=dlq-named-cg")
+    table_rows(browser, "dlq", lambda r: len(r) == 2)
+    browser.execute_script(
+        """window.downloads = [];
+        HTMLAnchorElement.prototype.click = function () { window.downloads.push(this.download); };"""
+    )
+    boxes = [browser.find_element(By.CSS_SELECTOR, f'input[data-msg="{s.msg_id}"]') for s in sent]
+    boxes[0].click()
+    browser.find_element(By.ID, "export-selected").click()
+    wait_for(browser, lambda d: d.execute_script("return window.downloads.length") == 1)
+    boxes[1].click()
+    browser.find_element(By.ID, "export-selected").click()
+    wait_for(browser, lambda d: d.execute_script("return window.downloads.length") == 2)
+    assert browser.execute_script("return window.downloads") == ["dlq.xlsx", "dlqs.xlsx"]
+
+
 PAGES = {
     "cluster": "/cluster",
     "topics": "/topics",
