@@ -376,19 +376,22 @@ async def post_dlq_export(request: Request) -> Response:
     ids = _ids(body, "msgIds")
     if len(ids) != 1:
         raise BadRequest("msgIds must name one message here; export several with /api/dlq/export/batch")
-    return await _workbook(request, body, ids, strict=True)
+    return await _workbook(request, body, ids, "dlq", strict=True)
 
 
 async def post_dlq_export_batch(request: Request) -> Response:
     """The workbook of several dead letters (rocketmq-dashboard's ``batchExportDlqMessage.do``, which its
     ``role-permission.yml`` does not allow a Normal user)."""
     body = await _body(request)
-    return await _workbook(request, body, _ids(body, "msgIds"))
+    return await _workbook(request, body, _ids(body, "msgIds"), "dlqs")
 
 
-async def _workbook(request: Request, body: dict[str, Any], ids: list[str], *, strict: bool = False) -> Response:
-    workbook = await dlq.export(_admin(request), _field(body, "group"), ids, strict=strict)
-    disposition = 'attachment; filename="dlqs.xlsx"'
+async def _workbook(
+    request: Request, body: dict[str, Any], ids: list[str], name: str, *, strict: bool = False
+) -> Response:
+    """The workbook ``name``.xlsx, its sheet ``name``, as rocketmq-dashboard's ``ExcelUtil.writeExcel`` names both."""
+    workbook = await dlq.export(_admin(request), _field(body, "group"), ids, strict=strict, name=name)
+    disposition = f'attachment; filename="{name}.xlsx"'
     return Response(workbook, media_type=dlq.XLSX, headers={"Content-Disposition": disposition})
 
 

@@ -93,16 +93,18 @@ async def resend(
     return results
 
 
-async def export(admin: Admin, group: str, msg_ids: Sequence[str], *, strict: bool = False) -> bytes:
-    """The dead letters ``msg_ids`` (ids as listed: the producer's or offset msgIds) as a one-sheet workbook named
-    ``dlq``; a message that cannot be read is a row with its id and the error in ``exception`` (the batch export's
-    way), or with ``strict`` its error propagates and no workbook is made, as rocketmq-dashboard's single
-    ``exportDlqMessage.do`` fails with "Failed to query message by Id" (src/main/java/org/apache/rocketmq/dashboard/
-    controller/DlqMessageController.java)."""
+async def export(
+    admin: Admin, group: str, msg_ids: Sequence[str], *, strict: bool = False, name: str = "dlqs"
+) -> bytes:
+    """The dead letters ``msg_ids`` (ids as listed: the producer's or offset msgIds) as a workbook of one sheet,
+    ``name`` (rocketmq-dashboard's ``dlqs`` for a batch, ``dlq`` for one message); a message that cannot be read is a
+    row with its id and the error in ``exception`` (the batch export's way), or with ``strict`` its error propagates
+    and no workbook is made, as rocketmq-dashboard's single ``exportDlqMessage.do`` fails with "Failed to query
+    message by Id" (src/main/java/org/apache/rocketmq/dashboard/controller/DlqMessageController.java)."""
     book = Workbook()
     sheet = book.active
     assert sheet is not None  # a new workbook has its one sheet
-    sheet.title = "dlq"
+    sheet.title = name
     sheet.append(EXPORT_COLUMNS)
     topic = dlq_topic(group)
     for msg_id in msg_ids:

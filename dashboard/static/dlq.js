@@ -93,7 +93,7 @@
     });
     if (!response.ok) { await guarded(async () => { throw new Error(((await response.json()).error || {}).message || `HTTP ${response.status}`); }); return; }
     const url = URL.createObjectURL(await response.blob());
-    const a = el("a", { href: url, download: "dlqs.xlsx", id: "export-link" });
+    const a = el("a", { href: url, download: rows.length === 1 ? "dlq.xlsx" : "dlqs.xlsx", id: "export-link" });
     document.body.append(a);
     a.click();
     a.remove();
