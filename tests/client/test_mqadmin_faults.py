@@ -83,6 +83,28 @@ def test_cluster_list_prints_empty_figures_for_a_broker_that_does_not_answer(clu
     assert expected in result.output.splitlines(), result.output
 
 
+def test_cluster_list_and_export_metrics_read_a_5x_brokers_transferred_tps(
+    cluster: ThreadedCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A RocketMQ 5 broker names its transfer rate ``getTransferredTps`` (5.3.3's StoreStatsService, which 5.3.3's
+    ClusterListSubCommand and ExportMetricsCommand read); 4.9.8's is ``getTransferedTps``. Ours read only the 4.9.8
+    name, so a 5.x broker's OutTPS showed 0. Here the broker's runtime info is renamed as a 5.x broker's."""
+    assert cluster.cluster is not None
+    stats = cluster.cluster.controller.context.stats
+    four = stats.runtime_entries
+
+    def as_five() -> dict[str, str]:
+        entries = four()
+        entries.pop("getTransferedTps")
+        return {**entries, "getTransferredTps": "12.5 3.0 1.0"}
+
+    monkeypatch.setattr(stats, "runtime_entries", as_five)
+    result = _run("clusterList", "-n", cluster.namesrv_addr)
+    assert result.exit_code == 0, result.output
+    [row] = [line for line in result.output.splitlines() if cluster.broker_addr in line]
+    assert "    12.50(" in row, row
+
+
 def test_cluster_list_more_stats_lists_the_live_brokers_when_one_does_not_answer(cluster: ThreadedCluster) -> None:
     """Java ClusterListSubCommand.printClusterMoreStats catches each broker's fetchBrokerRuntimeStats failure and
     prints its row with zeros; before, the first dead broker ended ``clusterList -m``."""
