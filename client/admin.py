@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import logging
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self
 
@@ -605,3 +605,10 @@ def _decode_msg_id(offset_msg_id: str) -> OffsetMsgId:
             f"{decoded.port} out of range; a producer's msgId is a unique key: queryMsgByUniqueKey)"
         )
     return decoded
+
+
+def transferred_tps(runtime: Mapping[str, str]) -> str | None:
+    """A broker runtime table's transfer rates (three, space-separated): ``getTransferredTps`` as a 5.x broker names
+    them (5.3.3's store/src/main/java/org/apache/rocketmq/store/StoreStatsService.java), else 4.9.8's
+    ``getTransferedTps``; None when it has neither."""
+    return runtime.get("getTransferredTps") or runtime.get("getTransferedTps")

@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 import click
 
-from client.admin import Admin
+from client.admin import Admin, transferred_tps
 from client.message import Message, SendResult
 from client.mqadmin_support import (
     JAVA_INT,
@@ -94,7 +94,7 @@ async def _base_rows(admin: Admin, out: Output) -> None:
             # replaces it (a key it lacks then prints as Java's null): a broker that did not answer shows "".
             return "" if not kv else str(java_text(kv.get(key)))
 
-        in_tps, out_tps = _first(kv.get("putTps")), _first(kv.get("getTransferedTps"))
+        in_tps, out_tps = _first(kv.get("putTps")), _first(transferred_tps(kv))
         earliest = kv.get("earliestMessageTimeStamp")
         hours = (time.time() * 1000 - int(earliest)) / 3_600_000 if earliest else 0.0
         space = float(kv.get("commitLogDiskRatio") or 0.0)

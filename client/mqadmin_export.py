@@ -17,7 +17,7 @@ from typing import Any, Final
 
 import click
 
-from client.admin import Admin
+from client.admin import Admin, transferred_tps
 from client.errors import MQBrokerError
 from client.mqadmin_support import (
     Output,
@@ -195,7 +195,7 @@ async def _broker_metrics(admin: Admin, addr: str, totals: dict[str, dict[str, A
             special[key] = (data.stats_minute.tps, data.sum_24_hours())
         except MQBrokerError:
             special[key] = (0.0, 0)
-    tps = {"normalInTps": _first_tps(kv.get("putTps")), "normalOutTps": _first_tps(kv.get("getTransferedTps")),
+    tps = {"normalInTps": _first_tps(kv.get("putTps")), "normalOutTps": _first_tps(transferred_tps(kv)),
            "transInTps": special["trans"][0], "scheduleInTps": special["schedule"][0]}  # fmt: skip
     day = {
         "normalOneDayInNum": int(kv.get("msgPutTotalTodayMorning", 0)) - int(kv.get("msgPutTotalYesterdayMorning", 0)),

@@ -16,7 +16,7 @@ from typing import Any
 
 import anyio
 
-from client.admin import BROKER_FAILURES, Admin
+from client.admin import BROKER_FAILURES, Admin, transferred_tps
 
 
 def first_rate(value: str | None) -> float:
@@ -28,10 +28,9 @@ def first_rate(value: str | None) -> float:
 
 
 def get_rate(runtime: dict[str, str]) -> float:
-    """The broker's first transfer rate: ``getTransferredTps`` as a 5.x broker names it (5.3.3's
-    store/src/main/java/org/apache/rocketmq/store/StoreStatsService.java), else 4.9.8's ``getTransferedTps``, as
+    """The broker's first transfer rate, under its 5.x or its 4.9.8 name (:func:`client.admin.transferred_tps`), as
     rocketmq-dashboard's ``cluster.jsx`` reads either."""
-    return first_rate(runtime.get("getTransferredTps") or runtime.get("getTransferedTps"))
+    return first_rate(transferred_tps(runtime))
 
 
 def _int(value: str | None) -> int:

@@ -83,7 +83,7 @@ def test_cluster_list_prints_empty_figures_for_a_broker_that_does_not_answer(clu
     assert expected in result.output.splitlines(), result.output
 
 
-def test_cluster_list_and_export_metrics_read_a_5x_brokers_transferred_tps(
+def test_cluster_list_reads_a_5x_brokers_transferred_tps(
     cluster: ThreadedCluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A RocketMQ 5 broker names its transfer rate ``getTransferredTps`` (5.3.3's StoreStatsService, which 5.3.3's
