@@ -21,7 +21,7 @@ from proxy.messaging import MessagingActivity
 from proxy.pb import definition, service
 from proxy.startup import build_activity
 from remoting.client import RemotingClient
-from remoting.codec.codes import RequestCode, ResponseCode
+from remoting.codec.codes import CURRENT_VERSION, RequestCode, ResponseCode
 from remoting.codec.command import request
 from remoting.codec.headers.transaction import CheckTransactionStateRequestHeader
 from remoting.codec.message import MessageRecord, encode_record
@@ -389,3 +389,26 @@ async def test_the_metric_settings_answered_follow_the_metric_collector_mode(
         metric = activity.telemetry(command, md("m@1")).settings.metric
         answers.append((metric.on, [(address.host, address.port) for address in metric.endpoints.addresses]))
     assert answers == [expected, expected]
+
+
+@pytest.mark.parametrize(
+    ("sent", "registered"),
+    [("5.0.7", CURRENT_VERSION), ("", CURRENT_VERSION), ("v5_0_5", 423), ("V4_9_8_SNAPSHOT", 408)],
+    ids=["release-number", "none", "enum-name", "snapshot-name"],
+)
+async def test_a_5x_clients_channel_is_registered_with_the_version_java_parses(
+    embedded_cluster: EmbeddedCluster, sent: str, registered: int
+) -> None:
+    """ClientActivity.registerProducer / registerConsumer stamp the channel with parseClientVersion of
+    x-mq-client-version: the ordinal of the MQVersion.Version its upper-cased value names, else the proxy's own
+    CURRENT_VERSION (what ``mqadmin consumerConnection`` / ``producerConnection`` print). Ours registered 0, printed
+    as a 3.x version."""
+    activity = activity_of(embedded_cluster)
+    clients = embedded_cluster.controller.context.clients
+    headers = {**md("ver@1"), "x-mq-client-version": sent}
+    assert activity.telemetry(consumer_settings("GVersion", "T1"), headers).status.code == definition.Code.OK
+    producer_headers = {**headers, "x-mq-client-id": "ver@2"}
+    assert activity.telemetry(producer_settings("TVersion"), producer_headers).status.code == definition.Code.OK
+    consumer = clients.find_consumer_channel("GVersion", "ver@1")
+    [producer] = clients.producer_connections("TVersion")
+    assert consumer is not None and (consumer.version, producer.version) == (registered, registered)
