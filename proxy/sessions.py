@@ -34,7 +34,6 @@ import orjson
 import trio
 
 from broker.context import BrokerState
-from processors.client_channels import ClientChannelInfo
 from processors.pull import build_subscription
 from proxy.common import Code, RpcError, TransactionData
 from proxy.convert import grpc_message, recovery_command
@@ -47,7 +46,7 @@ from remoting.codec.bodies import (
     MessageModel,
     SubscriptionData,
 )
-from remoting.codec.codes import LanguageCode, RequestCode, ResponseCode
+from remoting.codec.codes import CURRENT_VERSION, LanguageCode, RequestCode, ResponseCode, version_ordinal
 from remoting.codec.command import RemotingCommand
 from remoting.codec.errors import MessageDecodeError
 from remoting.codec.headers import GetConsumerRunningInfoRequestHeader
@@ -80,6 +79,8 @@ class ClientSession:
 
     client_id: str
     language: LanguageCode = LanguageCode.OTHER
+    #: registered with its channel: ClientActivity.parseClientVersion of ``x-mq-client-version``
+    version: int = CURRENT_VERSION
     settings: Any = None
     push: Push | None = None
     channel: GrpcClientChannel | None = None
@@ -263,8 +264,10 @@ class SessionTable:
         now = trio.current_time()
         if session is None:
             self._forget_gone(now)
-            language = _LANGUAGES.get((metadata or {}).get("x-mq-language", ""), LanguageCode.OTHER)
-            session = ClientSession(client_id, language, transactions=self._transactions)
+            metadata = metadata or {}
+            language = _LANGUAGES.get(metadata.get("x-mq-language", ""), LanguageCode.OTHER)
+            version = _client_version(metadata.get("x-mq-client-version", ""))
+            session = ClientSession(client_id, language, version, transactions=self._transactions)
             self.sessions[client_id] = session
         session.last_seen = now
         return session
@@ -302,7 +305,7 @@ class SessionTable:
         if channel is None or channel.closed:
             channel = session.channel = GrpcClientChannel(session, peer, self)
         clients = self.broker.clients
-        info: ClientChannelInfo = clients.channel_info(channel, session.client_id, session.language)
+        info = clients.channel_info(channel, session.client_id, session.language, session.version)
         if settings.client_type == definition.ClientType.PRODUCER:
             for topic in settings.publishing.topics:
                 clients.register_producer(topic.name, info)
@@ -339,6 +342,13 @@ class SessionTable:
         consuming = any(channel in info.channels for info in clients.consumer_groups.values())
         if not consuming and clients.find_producer_channel(client_id) is None:
             channel.close()
+
+
+def _client_version(sent: str) -> int:
+    """ClientActivity.parseClientVersion: the ordinal of the MQVersion.Version the upper-cased value names, else the
+    proxy's own version (the official clients send a release number, ``5.0.7``)."""
+    ordinal = version_ordinal(sent.upper())
+    return CURRENT_VERSION if ordinal is None else ordinal
 
 
 def _running_info(command: Any) -> Answer:

@@ -8,6 +8,8 @@ and only converts with :func:`request_name` / ``ResponseCode(x)`` where it needs
 from __future__ import annotations
 
 import enum
+import re
+from typing import Final
 
 
 class SerializeType(enum.IntEnum):
@@ -230,3 +232,19 @@ def version_desc(version: int) -> str:
     index, release = divmod(version - _FIRST_V4_ORDINAL, 2)
     name = f"V{4 + index // 100}_{index // 10 % 10}_{index % 10}"
     return name if release else name + "_SNAPSHOT"
+
+
+_VERSION_NAME: Final = re.compile(r"V([45])_(\d)_(\d)(_SNAPSHOT)?")
+
+
+def version_ordinal(name: str) -> int | None:
+    """The inverse of :func:`version_desc`: the ordinal of the 4.x or 5.x ``MQVersion.Version`` (or HIGHER_VERSION)
+    ``name`` is, as ``Version.valueOf``; None for anything else (3.x names too)."""
+    if name == "HIGHER_VERSION":
+        return _LAST_V5_ORDINAL + 1
+    match = _VERSION_NAME.fullmatch(name)
+    if match is None:
+        return None
+    major, minor, patch, snapshot = match.groups()
+    index = (int(major) - 4) * 100 + int(minor) * 10 + int(patch)
+    return _FIRST_V4_ORDINAL + 2 * index + (0 if snapshot else 1)
