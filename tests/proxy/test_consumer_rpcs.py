@@ -22,6 +22,7 @@ import trio
 import trio.testing
 
 from broker.embedded import EmbeddedCluster
+from client.admin import Admin
 from client.message import Message
 from client.producer import Producer
 from processors.filter import Sql92Filter
@@ -1211,3 +1212,31 @@ async def test_an_ack_past_the_invisible_time_is_a_proxy_exceptions_expired_hand
     response = activity.guarded_sync(activity.consuming.ack, service.AckMessageResponse, req, md("c@1"))
     got = [(e.status.code, e.status.message) for e in response.entries]
     assert got == [(Code.INVALID_RECEIPT_HANDLE, PROXY + "receipt handle is expired")], got
+
+
+async def test_consumer_progress_of_a_5x_group_lists_the_pop_retry_topic_its_receives_read(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """PopMessageProcessor.processRequest records each pop's subscription of the topic and of its pop retry topic in
+    ConsumerManager's compensation table (compensateSubscribeData), and findSubscriptionData falls back to it, so
+    GET_CONSUME_STATS (``mqadmin consumerProgress``, getTopicsForCollectingConsumeStats) of a group whose Settings
+    subscribe only the topic keeps the ``%RETRY%group_topic`` its receives commit offsets on. Ours dropped it: the
+    redeliveries waiting there were missing from the group's progress."""
+    activity = await _activity(embedded_cluster, nursery)
+    ctx = embedded_cluster.controller.context
+    ctx.groups.update(SubscriptionGroupConfig("GProgress"))
+    settings = consumer_settings("GProgress", "Progress")
+    settings.settings.subscription.subscriptions[0].expression.expression = "*"
+    assert activity.telemetry(settings, md("c@1")).status.code == definition.Code.OK
+    await create_topic(embedded_cluster, "Progress", queues=1)
+    await send(embedded_cluster, "Progress", b"m0")
+    receive = _receive_request("GProgress", "Progress", invisible_s=10)
+    assert len(_messages(activity.consuming.receive_now(receive, md("c@1"), None))) == 1
+    await trio.sleep(60)  # not acked: revived into the pop retry topic
+    [again] = _messages(activity.consuming.receive_now(receive, md("c@1"), None))
+    assert again.system_properties.delivery_attempt == 2
+    retry = "%RETRY%GProgress_Progress"
+    assert ctx.offsets.topics_of_group("GProgress") == {"Progress", retry}
+    async with Admin(embedded_cluster.namesrv_addr) as admin:
+        stats = await admin.consume_stats("GProgress", broker_addr=embedded_cluster.broker_addr)
+    assert {mq.topic for mq in stats.offset_table} == {"Progress", retry}
