@@ -197,6 +197,9 @@ class BrokerConfig(ListenerSettings):
     rebalance_lock_max_live_time: int = attrs.field(default=60_000, metadata=JAVA_LONG)
     #: A client channel silent for this long (ms) is dropped by the registry's 10 s scan (Java's 120 s constant).
     channel_expired_timeout: int = attrs.field(default=120_000, metadata=JAVA_LONG)
+    #: A subscription a pop recorded for a group (ConsumerManager's compensation table) is forgotten this long (ms)
+    #: after its last pop, by the same scan (5.3.3's ``subscriptionExpiredTimeout``).
+    subscription_expired_timeout: int = attrs.field(default=600_000, metadata=JAVA_LONG)
     server_channel_max_idle_time_seconds: int = 120
     flush_consumer_offset_interval: int = 5000
     notify_consumer_ids_changed_enable: bool = True

@@ -45,11 +45,16 @@ class ClientRegistry:
         self,
         *,
         channel_expired_timeout: float = 120.0,
+        subscription_expired_timeout: float = 600.0,
         notify_enabled: bool = True,
         scan_interval: float = SCAN_INTERVAL,
         clock: Callable[[], float] = trio.current_time,
     ) -> None:
         self.channel_expired_timeout = channel_expired_timeout
+        self.subscription_expired_timeout = subscription_expired_timeout
+        #: ConsumerManager's consumerCompensationTable: group -> topic -> the subscription its last pop recorded and
+        #: when (:meth:`compensate_subscription`)
+        self._compensated: dict[str, dict[str, tuple[SubscriptionData, float]]] = {}
         self.notify_enabled = notify_enabled
         self.scan_interval = scan_interval
         self._clock = clock
@@ -145,8 +150,37 @@ class ClientRegistry:
         return [] if group_info is None else group_info.client_ids()
 
     def find_subscription(self, group: str, topic: str) -> SubscriptionData | None:
+        """The group's subscription of ``topic``: its consumers', else the one a pop recorded
+        (ConsumerManager.findSubscriptionData, which falls back to the compensation table)."""
         group_info = self._consumers.get(group)
-        return None if group_info is None else group_info.subscriptions.get(topic)
+        found = None if group_info is None else group_info.subscriptions.get(topic)
+        if found is None and (compensated := self._compensated.get(group)) is not None:
+            entry = compensated.get(topic)
+            found = None if entry is None else entry[0]
+        return found
+
+    def not_subscribed(self, group: str, topic: str) -> bool:
+        """The group's consumers subscribe to something, and nobody to ``topic`` (findSubscriptionDataCount > 0 and
+        no findSubscriptionData): the test AdminBrokerProcessor skips a topic of the group's offsets by."""
+        group_info = self._consumers.get(group)
+        if group_info is None or not group_info.subscriptions:
+            return False
+        return self.find_subscription(group, topic) is None
+
+    def compensate_subscription(self, group: str, topic: str, subscription: SubscriptionData) -> None:
+        """A pop's subscription of ``topic``, for a group that may send no heartbeat (ConsumerManager
+        .compensateSubscribeData); forgotten ``subscription_expired_timeout`` after the last."""
+        self._compensated.setdefault(group, {})[topic] = (subscription, self._clock())
+
+    def _expire_compensated(self) -> None:
+        """ConsumerManager.removeExpireConsumerGroupInfo: drop recorded subscriptions older than the expiry, and a
+        group left with none."""
+        deadline = self._clock() - self.subscription_expired_timeout
+        for group, topics in list(self._compensated.items()):
+            for topic in [t for t, (_, at) in topics.items() if at < deadline]:
+                del topics[topic]
+            if not topics:
+                del self._compensated[group]
 
     def find_consumer_channel(self, group: str, client_id: str) -> ClientChannelInfo | None:
         group_info = self._consumers.get(group)
@@ -243,7 +277,9 @@ class ClientRegistry:
                 self._after_channel_removed(group_info)
 
     def scan_not_active_channels(self) -> int:
-        """Drop (and close) channels whose last heartbeat is older than the expiry; returns how many."""
+        """Drop (and close) channels whose last heartbeat is older than the expiry; returns how many. Expired
+        subscriptions recorded by pops go too (ConsumerManager.scanNotActiveChannel)."""
+        self._expire_compensated()
         deadline = self._clock() - self.channel_expired_timeout
         dropped = 0
         for group, channels in list(self._producers.items()):

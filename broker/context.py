@@ -334,6 +334,7 @@ def build_context(config: BrokerConfig, store: MessageStore | None = None) -> Br
         offsets=ConsumerOffsetManager(config_dir, config.flush_consumer_offset_interval, config.enable_lmq),
         clients=ClientRegistry(
             channel_expired_timeout=config.channel_expired_timeout / 1000,
+            subscription_expired_timeout=config.subscription_expired_timeout / 1000,
             notify_enabled=config.notify_consumer_ids_changed_enable,
         ),
         locks=RebalanceLockManager(config.rebalance_lock_max_live_time / 1000),

@@ -368,16 +368,14 @@ class AdminBrokerProcessor:
     def _consume_stats_topics(self, header: GetConsumeStatsRequestHeader) -> set[str]:
         """GET_CONSUME_STATS' topics, as 5.3.3's getTopicsForCollectingConsumeStats: RocketMQ 5's ``topicList``
         as given; else ``topic`` (a blank one is none, UtilAll.isBlank) or every topic the group has offsets on,
-        less those an online group that subscribes to anything does not subscribe to."""
+        less those an online group that subscribes to anything does not subscribe to, nor a pop of it recorded
+        (:meth:`~broker.client_registry.ClientRegistry.not_subscribed`)."""
         broker, group = self.broker, header.consumer_group
         if header.topic_list and header.topic_list.strip():
             return {t for t in header.topic_list.split(";") if t}  # StringUtils.split drops empty tokens
         topic = header.topic if header.topic and header.topic.strip() else None
         topics = {topic} if topic else broker.offsets.topics_of_group(group)
-        info = broker.clients.consumer_group(group)
-        if info is None or not info.subscriptions:
-            return topics
-        return {t for t in topics if t in info.subscriptions}
+        return {t for t in topics if not broker.clients.not_subscribed(group, t)}
 
     # ---- consume progress and broker settings (mqadmin) -----------------------------------------------------------
 

@@ -143,12 +143,11 @@ class ConsumeOpsProcessor:
         header = parse_header(CloneGroupOffsetRequestHeader, request)
         broker, src = self.broker, header.src_group
         topics = {header.topic} if header.topic and header.topic.strip() else broker.offsets.topics_of_group(src)
-        live = broker.clients.consumer_group(src)
         for topic in sorted(topics):
             if broker.topics.get(topic) is None:
                 log.warning("[cloneGroupOffset] topic config not exist, %s", topic)
                 continue
-            if not header.offline and live is not None and live.subscriptions and topic not in live.subscriptions:
+            if not header.offline and broker.clients.not_subscribed(src, topic):
                 log.warning("[cloneGroupOffset] the consumer group[%s], topic[%s] not exist", src, topic)
                 continue
             broker.offsets.clone(src, header.dest_group, topic)
@@ -163,8 +162,7 @@ class ConsumeOpsProcessor:
     def subscription_by_consumer(self, request: RemotingCommand) -> RemotingCommand:
         """QUERY_SUBSCRIPTION_BY_CONSUMER: ``ConsumerManager.findSubscriptionData`` of the group and topic."""
         header = parse_header(QuerySubscriptionByConsumerRequestHeader, request)
-        info = self.broker.clients.consumer_group(header.group)
-        found = None if info is None or header.topic is None else info.subscriptions.get(header.topic)
+        found = None if header.topic is None else self.broker.clients.find_subscription(header.group, header.topic)
         body = QuerySubscriptionResponseBody(header.group, header.topic, found)
         return request.response(ResponseCode.SUCCESS, body=body.encode())
 

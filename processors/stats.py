@@ -83,14 +83,13 @@ class StatsProcessor:
         entries = []
         total_diff = 0
         for group in sorted(broker.groups.groups):
-            group_info = broker.clients.consumer_group(group)
             per_topic = []
             for topic in sorted(broker.offsets.topics_of_group(group)):
                 config = broker.topics.get(topic)
                 if config is None or (only_order and not config.order):
                     continue
                 # Java skips topics an online group does not subscribe to (when it subscribes to anything).
-                if group_info is not None and group_info.subscriptions and topic not in group_info.subscriptions:
+                if broker.clients.not_subscribed(group, topic):
                     continue
                 table = {}
                 for queue_id in range(config.write_queue_nums):

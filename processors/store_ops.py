@@ -121,8 +121,7 @@ class StoreOpsProcessor:
             return request.response(ResponseCode.SYSTEM_ERROR, f"{queue_id}@{topic} is not exist!")
         subscription, filter_data = None, None
         if header.consumer_group is not None:
-            info = self.broker.clients.consumer_group(header.consumer_group)
-            subscription = None if info is None else info.subscriptions.get(topic)
+            subscription = self.broker.clients.find_subscription(header.consumer_group, topic)
             if subscription is None:
                 filter_data = f"{header.consumer_group}@{topic} is not online!"
             else:

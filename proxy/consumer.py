@@ -55,7 +55,7 @@ from proxy.renew import RenewTable
 from proxy.route import BrokerQueues
 from proxy.sessions import SessionTable
 from remoting.codec.bodies.broker_metadata import PERM_READ, PERM_WRITE, TopicConfig
-from remoting.codec.bodies.heartbeat import SUB_ALL
+from remoting.codec.bodies.heartbeat import EXPRESSION_SQL92, EXPRESSION_TAG, SUB_ALL
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
 from remoting.codec.topics import pop_retry_topic
@@ -83,6 +83,8 @@ class _Receive:
     auto_renew: bool
     #: the request's ``attempt_id`` (the official clients send one per receive and repeat it on a retry), or None
     attempt_id: str | None
+    #: the filter's expression and type, as the pop records the group's subscription
+    expression: tuple[str, str] = ("", EXPRESSION_TAG)
 
 
 _MAX_BATCH: Final = 32
@@ -266,6 +268,7 @@ class Consuming:
             client_id=metadata.get(_CLIENT_ID, ""),
             auto_renew=bool(req.auto_renew) and self.config.enable_proxy_auto_renew,
             attempt_id=req.attempt_id if req.HasField("attempt_id") else None,
+            expression=(req.filter_expression.expression, _expression_type(req.filter_expression)),
         )
 
     def _pop(self, r: _Receive) -> list[Popped]:
@@ -278,7 +281,7 @@ class Consuming:
         try:
             popped = self.pop.pop(
                 r.group, r.topic, r.batch, r.invisible, r.tags, fifo=r.fifo, property_filter=r.property_filter,
-                attempt_id=r.attempt_id,
+                attempt_id=r.attempt_id, expression=r.expression,
             )  # fmt: skip
         except RequestRejected as exc:
             raise RpcError(code_of_broker_refusal(exc.code), exc.remark) from None
@@ -452,6 +455,11 @@ class Consuming:
         if not response.assignments:
             raise RpcError(Code.FORBIDDEN, "no readable queue")
         return response
+
+
+def _expression_type(expression: Any) -> str:
+    """GrpcConverter.buildExpressionType: SQL is SQL92, anything else TAG."""
+    return EXPRESSION_SQL92 if expression.type == definition.FilterType.SQL else EXPRESSION_TAG
 
 
 def _read_perm(config: TopicConfig, broker_perm: int) -> int:

@@ -31,7 +31,7 @@ from broker.pop.receipt import FIFO_REVIVE_QID, TOPIC_TYPE_RETRY
 from processors.common import RequestRejected, parse_header
 from processors.filter import Sql92ParseError, compile_sql92
 from processors.pull import build_subscription
-from remoting.codec.bodies.heartbeat import SUB_ALL
+from remoting.codec.bodies.heartbeat import EXPRESSION_TAG, SUB_ALL
 from remoting.codec.bodies.pop import BatchAck, BatchAckMessageRequestBody
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand
@@ -199,6 +199,7 @@ class PopMessageProcessor:
                 header.consumer_group, header.topic, header.max_msg_nums, header.invisible_time, tags,
                 fifo=header.order, property_filter=property_filter, attempt_id=header.attempt_id,
                 queue_id=header.queue_id, peer=_peer(ctx), init_mode=header.init_mode,
+                expression=(header.exp or "", header.exp_type or EXPRESSION_TAG),
             )  # fmt: skip
         except RequestRejected as rejected:
             raise _with_faq(rejected) from None

@@ -65,8 +65,9 @@ from broker.schedule import PROPERTY_REAL_QID, PROPERTY_REAL_TOPIC
 from broker.timer.timer_store import PROPERTY_TIMER_DELIVER_MS
 from processors.common import RequestRejected
 from processors.filter import Sql92Filter
-from processors.pull import SQL92_EVALUATION_BUDGET
+from processors.pull import SQL92_EVALUATION_BUDGET, build_subscription
 from processors.send_back import PROPERTY_RETRY_TOPIC, ConsumerSendMsgBackProcessor, dead_letter_header
+from remoting.codec.bodies.heartbeat import EXPRESSION_TAG, SUB_ALL
 from remoting.codec.codes import ResponseCode
 from remoting.codec.message import MessageExt, MessageRecord, decode_record
 from remoting.codec.message_properties import encode_properties, java_string_hash
@@ -511,6 +512,7 @@ class PopService:
         queue_id: int = -1,
         peer: str = "",
         init_mode: int = CONSUME_INIT_MAX,
+        expression: tuple[str, str] = ("", EXPRESSION_TAG),
     ) -> list[Popped]:
         """Hand out up to ``max_nums`` (≤ 32) visible messages of ``topic`` to ``group`` for ``invisible_ms``.
         Normal pops read the topic's readable queues and the group's retry topic, orderly pops only the topic; each
@@ -521,8 +523,10 @@ class PopService:
         (:meth:`FifoQueue.replace_delivery`). ``queue_id`` ≥ 0 reads that queue of ``topic`` only (the retry topic's
         all the same, as PopMessageProcessor does for a remoting pop of one queue). ``init_mode``
         :data:`CONSUME_INIT_MIN` starts the queues the group has no offset for at their first entry, else
-        :func:`_init_offset` says where. Raises ``RequestRejected`` as :meth:`_check_pop` says."""
+        :func:`_init_offset` says where. ``expression`` (the expression and its type) is recorded as the group's
+        subscription (:meth:`_compensate`). Raises ``RequestRejected`` as :meth:`_check_pop` says."""
         self._check_pop(group, topic, max_nums, queue_id, peer)
+        self._compensate(group, topic, *expression)
         if init_mode == CONSUME_INIT_MIN:
             self._init_at_min(group, topic, queue_id)
         now = self.now_ms()
@@ -647,6 +651,21 @@ class PopService:
             )
         if not group_config.consume_enable:
             raise RequestRejected(ResponseCode.NO_PERMISSION, f"subscription group no permission, {group}")
+
+    def _compensate(self, group: str, topic: str, expression: str, kind: str) -> None:
+        """PopMessageProcessor.processRequest after its checks: the pop's subscription of the topic (FilterAPI.build
+        of its expression, ``*`` TAG without one) and ``*`` of its pop retry topic go to the client registry's
+        compensation table (ConsumerManager.compensateSubscribeData), what ``consumerProgress`` and ``queryCq`` find
+        for a group without them in its heartbeats. An expression the build refuses records nothing."""
+        clients = self.broker.clients
+        if not expression:
+            expression, kind = SUB_ALL, EXPRESSION_TAG
+        try:
+            clients.compensate_subscription(group, topic, build_subscription(topic, expression, kind))
+        except ValueError:
+            return
+        retry = pop_retry_topic(group, topic)
+        clients.compensate_subscription(group, retry, build_subscription(retry, SUB_ALL, kind))
 
     def _init_at_min(self, group: str, topic: str, queue_id: int) -> None:
         """Commit the first entry of each queue (``queue_id`` ≥ 0: that one) the group has no offset for, where

@@ -188,3 +188,26 @@ async def test_a_requesters_channel_follows_its_connections(autojump_clock: trio
     await trio.sleep(121)
     assert registry.scan_not_active_channels() == 1
     assert registry.find_producer_channel("c1") is None
+
+
+async def test_a_subscription_a_pop_recorded_is_found_until_10_minutes_after_the_last(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """ConsumerManager.compensateSubscribeData / findSubscriptionData / removeExpireConsumerGroupInfo (5.3.3): what a
+    pop recorded is found when no heartbeat subscribes the topic, and forgotten by the scan once older than
+    ``subscriptionExpiredTimeout``; a group subscribing something skips the other topics (``not_subscribed``)."""
+    registry = ClientRegistry(subscription_expired_timeout=600.0)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(registry.run)
+        registry.compensate_subscription("g", "Popped", SubscriptionData("Popped", "TagA", ("TagA",)))
+        register(registry, connection(1), "c1")  # subscribes T
+        found = registry.find_subscription("g", "Popped")
+        assert found is not None and found.sub_string == "TagA"
+        assert (registry.not_subscribed("g", "Popped"), registry.not_subscribed("g", "Other")) == (False, True)
+        await trio.sleep(590)
+        registry.compensate_subscription("g", "Popped", SubscriptionData("Popped"))  # a later pop renews it
+        await trio.sleep(590)
+        assert registry.find_subscription("g", "Popped") is not None
+        await trio.sleep(30)
+        assert registry.find_subscription("g", "Popped") is None
+        nursery.cancel_scope.cancel()

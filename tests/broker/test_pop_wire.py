@@ -24,6 +24,7 @@ from remoting.codec.bodies.pop import BatchAck, BatchAckMessageRequestBody
 from remoting.codec.bodies.tables import KVTable, MessageQueue
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand, request
+from remoting.codec.headers.admin import QuerySubscriptionByConsumerRequestHeader
 from remoting.codec.message import MessageExt, MessageRecord
 from remoting.codec.pull_body import decode_records
 from tests.proxy.test_pop import SMALL_SEGMENTS, expire_old_segments, fill_a_segment, send
@@ -905,3 +906,21 @@ async def test_an_ack_in_the_last_second_of_a_handle_past_the_timer_max_delay_st
     loop, holding the CK until its queue is 2 s past the expiry as PopReviveService does, still meets it."""
     assert await embedded_cluster.controller.context.update_config({"timerMaxDelaySec": "20"}) == []
     await acked_after_its_checkpoint(embedded_cluster, "PopWireLastSecond", 20_900, 20.6)
+
+
+async def test_a_pop_without_a_heartbeat_records_the_groups_subscriptions(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """PopMessageProcessor.processRequest (5.3.3) records the pop's subscription of the topic and ``*`` of its pop
+    retry topic (ConsumerManager.compensateSubscribeData): QUERY_SUBSCRIPTION_BY_CONSUMER finds them for a group
+    that never sent a heartbeat."""
+    clock = use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "PopWireSub", queues=1)
+    answer = await ask(embedded_cluster, pop_request(clock, "PopWireSub", exp="TagA||TagB"))
+    assert answer.code == ResponseCode.POLLING_TIMEOUT, answer.remark
+    found = {}
+    for topic in ("PopWireSub", f"%RETRY%{GROUP}_PopWireSub"):
+        fields = QuerySubscriptionByConsumerRequestHeader(group=GROUP, topic=topic).to_ext_fields()
+        reply = await ask(embedded_cluster, request(RequestCode.QUERY_SUBSCRIPTION_BY_CONSUMER, fields))
+        found[topic] = orjson.loads(bytes(reply.body))["subscriptionData"]["subString"]
+    assert found == {"PopWireSub": "TagA||TagB", f"%RETRY%{GROUP}_PopWireSub": "*"}
