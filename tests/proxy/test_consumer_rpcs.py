@@ -1240,3 +1240,23 @@ async def test_consumer_progress_of_a_5x_group_lists_the_pop_retry_topic_its_rec
     async with Admin(embedded_cluster.namesrv_addr) as admin:
         stats = await admin.consume_stats("GProgress", broker_addr=embedded_cluster.broker_addr)
     assert {mq.topic for mq in stats.offset_table} == {"Progress", retry}
+
+
+async def test_a_receive_whose_messages_all_go_to_the_dlq_answers_no_match_at_once(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """ConsumerProcessor.popMessage drops what PopMessageResultFilterImpl sends to the DLQ from the broker's FOUND
+    result, and ReceiveMessageResponseStreamWriter answers a FOUND result left empty MESSAGE_NOT_FOUND "no match
+    message" at once. Ours went on long-polling for the rest of the window, then answered "no new message"."""
+    activity = await _activity(embedded_cluster, nursery)
+    embedded_cluster.controller.context.groups.update(SubscriptionGroupConfig("GNoMatch", retry_max_times=0))
+    await create_topic(embedded_cluster, "NoMatch", queues=1)
+    await send(embedded_cluster, "NoMatch", b"poison")
+    req = _receive_request("GNoMatch", "NoMatch", invisible_s=10)
+    assert [m.body for m in _received(activity, req)] == [b"poison"]
+    await trio.sleep(20)  # revived, its attempts used up
+    start = trio.current_time()
+    stream = await activity.consuming.receive(req, md("c@1"), 30.0)
+    got = (_messages(stream), stream[0].status.code, stream[0].status.message, trio.current_time() - start)
+    assert got == ([], Code.MESSAGE_NOT_FOUND, "no match message", 0), got
+    assert _dlq_copies(embedded_cluster, "GNoMatch") == 1
