@@ -277,7 +277,7 @@ class Consuming:
         deleted during a long poll TOPIC_NOT_FOUND, an unknown group CONSUMER_GROUP_NOT_FOUND, NO_PERMISSION for a
         group whose ``consumeEnable`` is false INTERNAL_SERVER_ERROR), the store's INTERNAL_SERVER_ERROR; either way
         nothing is handed out and the offset does not move. Without what it moved to the DLQ
-        (:meth:`_forward_exhausted`)."""
+        (:meth:`_forward_exhausted`); MESSAGE_NOT_FOUND "no match message" when that was all."""
         try:
             popped = self.pop.pop(
                 r.group, r.topic, r.batch, r.invisible, r.tags, fifo=r.fifo, property_filter=r.property_filter,
@@ -291,6 +291,9 @@ class Consuming:
         exhausted = [p for p in popped if p.attempt > limit]
         for p in exhausted:
             self._forward_exhausted(r, p)
+        if exhausted and len(exhausted) == len(popped):
+            # ReceiveMessageResponseStreamWriter: a FOUND pop the filter left empty is answered at once
+            raise RpcError(Code.MESSAGE_NOT_FOUND, "no match message")
         return [p for p in popped if p.attempt <= limit] if exhausted else popped
 
     def _forward_exhausted(self, r: _Receive, popped: Popped) -> None:
