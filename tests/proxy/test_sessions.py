@@ -412,3 +412,22 @@ async def test_a_5x_clients_channel_is_registered_with_the_version_java_parses(
     consumer = clients.find_consumer_channel("GVersion", "ver@1")
     [producer] = clients.producer_connections("TVersion")
     assert consumer is not None and (consumer.version, producer.version) == (registered, registered)
+
+
+async def test_a_consumer_termination_notifies_the_rest_of_its_group_of_nothing(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """ClientProcessor.unRegisterConsumer calls ConsumerManager.unregisterConsumer with
+    isNotifyConsumerIdsChangedEnable false (proxy/src/main/java/org/apache/rocketmq/proxy/processor/
+    ClientProcessor.java), as its registerConsumer does: a 5.x client leaving sends the group's other members no
+    NOTIFY_CONSUMER_IDS_CHANGED. Ours notified them."""
+    activity = activity_of(embedded_cluster)
+    clients = embedded_cluster.controller.context.clients
+    activity.telemetry_opened(md("stay@1"), lambda command: None)  # writable: a notification would reach it
+    for client_id in ("stay@1", "leave@1"):
+        assert activity.telemetry(consumer_settings("GLeave", "T1"), md(client_id)).status.code == definition.Code.OK
+    await trio.sleep(1)
+    sent = clients.notifications_sent
+    assert activity.notify_termination(_termination("GLeave"), md("leave@1")).status.code == definition.Code.OK
+    await trio.sleep(1)
+    assert (clients.consumer_ids("GLeave"), clients.notifications_sent) == (["stay@1"], sent)
