@@ -328,8 +328,9 @@ class SessionTable:
         ClientActivity.notifyClientTermination calls unRegisterProducer per topic or unRegisterConsumer for the
         request's group (proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/client/ClientActivity.java): a group
         it joined otherwise (a Heartbeat naming another group) keeps it until its registration expires, and a producer
-        group it leaves empty goes (ProducerManager.unregisterProducer). The channel is closed once it is in no
-        group."""
+        group it leaves empty goes (ProducerManager.unregisterProducer). The group's other members are not notified
+        (ClientProcessor.unRegisterConsumer: isNotifyConsumerIdsChangedEnable false). The channel is closed once it
+        is in no group."""
         session = self.sessions.pop(client_id, None)
         channel = None if session is None else session.channel
         if channel is None:
@@ -338,7 +339,7 @@ class SessionTable:
         for group in producer_groups:
             clients.unregister_producer(group, channel)
         if consumer_group is not None:
-            clients.unregister_consumer(consumer_group, channel)
+            clients.unregister_consumer(consumer_group, channel, notify=False)
         consuming = any(channel in info.channels for info in clients.consumer_groups.values())
         if not consuming and clients.find_producer_channel(client_id) is None:
             channel.close()
