@@ -12,6 +12,7 @@ import pytest
 
 from proxy.auth_header import parse_authorization
 from proxy.common import Code
+from proxy.pb import service
 from tests.proxy.grpc_front import front, message
 
 pytestmark = pytest.mark.timeout(120)
@@ -35,3 +36,29 @@ def test_a_trailing_comma_in_the_authorization_header_is_accepted() -> None:
     # Java's String.split(",") drops trailing empty strings, so "..., Signature=ab," parses.
     header = "MQv2-HMAC-SHA1 Credential=ak, SignedHeaders=x-mq-date-time, Signature=abcd,"
     assert parse_authorization(header).access_key == "ak"
+
+
+async def test_the_rpcs_not_served_answer_unimplemented_as_grpc_java_words_it(tmp_path: Path) -> None:
+    """RocketMQ 5.3.3's GrpcMessagingApplication extends the MessagingServiceImplBase of rocketmq-proto 2.0.4 without
+    overriding UpdateOffset, GetOffset, QueryOffset (nor PullMessage): grpc-java answers UNIMPLEMENTED "Method
+    <full name> is unimplemented"; SyncLiteSubscription, newer than 2.0.4, is no method of its service: "Method not
+    found: <full name>". Ours answered "not served by this broker" for all."""
+    full = "apache.rocketmq.v2.MessagingService/"
+    calls = [
+        ("UpdateOffset", service.UpdateOffsetRequest(), service.UpdateOffsetResponse),
+        ("GetOffset", service.GetOffsetRequest(), service.GetOffsetResponse),
+        ("QueryOffset", service.QueryOffsetRequest(), service.QueryOffsetResponse),
+        ("SyncLiteSubscription", service.SyncLiteSubscriptionRequest(), service.SyncLiteSubscriptionResponse),
+    ]
+    got = {}
+    async with front(tmp_path) as f:
+        for method, req, resp in calls:
+            with pytest.raises(grpc.RpcError) as refused:
+                await f.call(method, req, resp)
+            got[method] = (refused.value.code().name, refused.value.details())
+    assert got == {
+        "UpdateOffset": ("UNIMPLEMENTED", f"Method {full}UpdateOffset is unimplemented"),
+        "GetOffset": ("UNIMPLEMENTED", f"Method {full}GetOffset is unimplemented"),
+        "QueryOffset": ("UNIMPLEMENTED", f"Method {full}QueryOffset is unimplemented"),
+        "SyncLiteSubscription": ("UNIMPLEMENTED", f"Method not found: {full}SyncLiteSubscription"),
+    }
