@@ -36,6 +36,21 @@ _END: Final = object()
 _DEADLINE_MARGIN: Final = 0.5
 #: grpc.aio.ServicerContext (grpcio ships no type information).
 Context: TypeAlias = Any
+_SERVICE: Final = "apache.rocketmq.v2.MessagingService"
+#: grpc-java's ServerCalls.asyncUnimplementedUnaryCall description.
+_NOT_OVERRIDDEN: Final = "Method {} is unimplemented"
+
+
+def _unimplemented(method: str, words: str) -> Callable[..., Any]:
+    """An RPC not served, answered UNIMPLEMENTED as grpc-java words it: ``Method <name> is unimplemented`` for the
+    methods of rocketmq-proto 2.0.4's service that RocketMQ 5.3.3's GrpcMessagingApplication leaves to its base
+    class, ``Method not found: <name>`` for one newer than that."""
+    description = words.format(f"{_SERVICE}/{method}")
+
+    async def unimplemented(self: Any, request: Any, context: Context) -> Any:
+        await context.abort(grpc.StatusCode.UNIMPLEMENTED, description)
+
+    return unimplemented
 
 
 def _metadata(context: Context, real_peer: Callable[[str], str], tls_only: bool = False) -> dict[str, str]:
@@ -192,10 +207,11 @@ class MessagingServicer(service_grpc.MessagingServiceServicer):  # type: ignore[
         finally:
             outbox.put_nowait(_END)
 
-    async def _unimplemented(self, request: Any, context: Context) -> Any:
-        await context.abort(grpc.StatusCode.UNIMPLEMENTED, "not served by this broker")
-
-    PullMessage = UpdateOffset = GetOffset = QueryOffset = SyncLiteSubscription = _unimplemented
+    PullMessage = _unimplemented("PullMessage", _NOT_OVERRIDDEN)
+    UpdateOffset = _unimplemented("UpdateOffset", _NOT_OVERRIDDEN)
+    GetOffset = _unimplemented("GetOffset", _NOT_OVERRIDDEN)
+    QueryOffset = _unimplemented("QueryOffset", _NOT_OVERRIDDEN)
+    SyncLiteSubscription = _unimplemented("SyncLiteSubscription", "Method not found: {}")
 
 
 def _telemetry_status(code: int) -> grpc.StatusCode:
