@@ -16,6 +16,7 @@ from pathlib import Path
 import grpc
 import pytest
 import trio
+import trustme
 
 from client import Admin, ClientConfig
 from proxy.pb import definition, service, service_grpc
@@ -165,3 +166,35 @@ async def test_enforcing_and_disabled(
         assert await trio.to_thread.run_sync(_query_route, cluster.tls_port, cert.read_bytes()) == grpc.StatusCode.OK
     finally:
         await kill_all()
+
+
+def _write_unloadable_pair(directory: Path, kind: str) -> tuple[Path, Path]:
+    """A certificate and key file that open but do not load: not PEM, or a key of another certificate."""
+    cert, key = directory / "cert.pem", directory / "key.pem"
+    if kind == "junk":
+        cert.write_text("not a certificate\n")
+        key.write_text("not a key\n")
+        return cert, key
+    ca = trustme.CA()
+    ca.issue_cert("127.0.0.1").cert_chain_pems[0].write_to_path(str(cert))
+    ca.issue_cert("127.0.0.1").private_key_pem.write_to_path(str(key))
+    return cert, key
+
+
+@pytest.mark.parametrize("kind", ["junk", "mismatched"])
+async def test_a_grpc_certificate_that_does_not_load_stops_the_start_naming_it(tmp_path: Path, kind: str) -> None:
+    """5.3.3's proxy/.../grpc/ProxyAndTlsProtocolNegotiator.java loadSslContext: Netty's GrpcSslContexts refuses the
+    files and the start fails with "grpc tls set failed: <why>". Ours exited with grpcio's "Failed to bind to address
+    0.0.0.0:0", as if the port were taken, the certificate's fault only in grpcio's C log lines."""
+    cert, key = _write_unloadable_pair(tmp_path, kind)
+    argv = [sys.executable, "-m", "broker.cli", "--enable-proxy", "-n", "127.0.0.1:1", "--listenPort", "0",
+            "--grpcServerPort", "0", "--storePathRootDir", str(tmp_path / "store"), "--tlsTestModeEnable", "false",
+            "--tls.server.mode", "disabled", "--tlsCertPath", str(cert), "--tlsKeyPath", str(key)]  # fmt: skip
+    with trio.fail_after(90):
+        done = await trio.run_process(
+            argv, stdin=subprocess.DEVNULL, cwd=REPO_ROOT, capture_stdout=True, capture_stderr=True, check=False
+        )
+    err = done.stderr.decode()
+    assert done.returncode == 1, err[-2000:]
+    [line] = [line for line in err.splitlines() if line.startswith("mqbroker:")]
+    assert "grpc tls set failed" in line and "bind" not in line, line
