@@ -11,11 +11,12 @@ the gRPC port it bound there (:mod:`proxy.route`), and serves gRPC on ``grpcServ
 proxy does: both (permissive, the default, through :mod:`proxy.front`), TLS only (enforcing), plaintext only (disabled);
 without one (``tlsTestModeEnable false`` and no files) it is plaintext, whatever the mode. ``task_status.started`` gets
 ``(grpcServerPort, TLS-only port or 0)``. A port that cannot be bound raises ``OSError``; a certificate that cannot be
-read raises ``OSError`` too.
+read or does not load raises ``OSError`` ("grpc tls set failed: ...") too.
 """
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
@@ -37,7 +38,7 @@ from proxy.route import ClusterRoutes
 from proxy.server import GrpcServer
 from proxy.servicer import MessagingServicer
 from remoting.prometheus import Source, metrics_labels
-from remoting.tls import DISABLED, PERMISSIVE, self_signed_pem, tls_mode
+from remoting.tls import DISABLED, PERMISSIVE, load_key_pair, self_signed_pem, tls_mode
 
 __all__ = ["build_activity", "certificate", "proxy_up_source", "serve_proxy"]
 
@@ -129,11 +130,17 @@ async def serve_proxy(
 
 def certificate(config: ProxyConfig) -> tuple[bytes, bytes] | None:
     """``(certificate chain PEM, key PEM)``: generated in test mode, else read from the configured files, else None.
-    Raises ``OSError`` for a file that cannot be read."""
+    Raises ``OSError`` ("grpc tls set failed: ...") for files that cannot be read or do not load as a certificate and
+    its key (no key password: 5.3.3's ``ProxyAndTlsProtocolNegotiator.loadSslContext`` takes none), checked here as
+    that ``loadSslContext`` checks them, since grpcio only logs why and reports a failed bind."""
     if config.tls_test_mode_enable:
         return self_signed_pem()
     paths = config.cert_paths
     if paths is None:
         return None
     cert, key = paths
-    return Path(cert).read_bytes(), Path(key or cert).read_bytes()
+    try:
+        load_key_pair(ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER), cert, key or cert, None)
+        return Path(cert).read_bytes(), Path(key or cert).read_bytes()
+    except OSError as exc:  # ssl.SSLError too
+        raise OSError(f"grpc tls set failed: {exc}") from exc
