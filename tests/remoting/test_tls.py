@@ -285,25 +285,28 @@ def _broken(settings: TlsSettings, how: str) -> TlsSettings:
     if how == "not a certificate":
         (folder / "junk.pem").write_text("not a certificate\n")
         return attrs.evolve(settings, tls_server_cert_path=str(folder / "junk.pem"))
-    if how == "wrong key password":
+    if how in ("wrong key password", "encrypted key without a password"):
         key = serialization.load_pem_private_key(Path(settings.tls_server_key_path).read_bytes(), None)
         locked = key.private_bytes(
             serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.BestAvailableEncryption(b"pw")
         )
         Path(settings.tls_server_key_path).write_bytes(locked)
-        return attrs.evolve(settings, tls_server_key_password="not pw")
+        return attrs.evolve(settings, tls_server_key_password="not pw" if how == "wrong key password" else "")
     assert how == "missing trust file"
     return attrs.evolve(settings, tls_server_auth_client=True, tls_server_trust_cert_path=str(folder / "none.pem"))
 
 
-@pytest.mark.parametrize("how", ["not a certificate", "wrong key password", "missing trust file"])
+@pytest.mark.parametrize(
+    "how", ["not a certificate", "wrong key password", "encrypted key without a password", "missing trust file"]
+)
 async def test_a_certificate_key_or_trust_file_that_does_not_load_fails_the_start(
     nursery: trio.Nursery, cert_files: TlsSettings, how: str
 ) -> None:
     """RocketMQ's NettyRemotingServer.loadSslContext logs only an IOException or CertificateException (a file it
     cannot open); Netty's SslContextBuilder throws IllegalArgumentException for a certificate or key that does not
     parse, a wrong key password or a trust file it cannot read, which escapes the constructor, so the broker or name
-    server does not start. Ours logged it and served on, closing every TLS connection (found by a review)."""
+    server does not start. Ours logged it and served on, closing every TLS connection (found by a review); then an
+    encrypted key without a password crashed the start with an AttributeError traceback (found by a second review)."""
     settings = _broken(cert_files, how)
     config = ServerConfig(tls_mode=PERMISSIVE, ssl_context=lambda: server_context(settings))
     server = RemotingServer(Dispatcher(), config)
