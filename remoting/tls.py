@@ -29,6 +29,7 @@ client's ``ClientConfig.ssl_context``): logged, and no context (plaintext), as R
 from __future__ import annotations
 
 import datetime
+import functools
 import ipaddress
 import logging
 import ssl
@@ -69,7 +70,7 @@ def fatal_at_start(exc: Exception) -> bool:
     context reports so) and the broker or name server goes on; Netty's IllegalArgumentException (a file that does not
     parse, a wrong key password, a trust file it cannot read) or NullPointerException (no certificate named) escapes
     the constructor and stops the start."""
-    mismatch = isinstance(exc, ssl.SSLError) and exc.reason == "KEY_VALUES_MISMATCH"
+    mismatch = getattr(exc, "reason", None) == "KEY_VALUES_MISMATCH"  # an SSLError we raise has no reason
     return not (isinstance(exc, TlsFileUnopenable) or mismatch)
 
 
@@ -191,11 +192,12 @@ def load_key_pair(ctx: ssl.SSLContext, cert: str, key: str | None, password: str
     """Load a certificate chain and its key into ``ctx``; an encrypted key without ``password`` raises
     ``ssl.SSLError``, as Netty refuses it (TlsHelper passes a null password), where OpenSSL's default would prompt on
     the terminal or read standard input, blocking the process."""
-    ctx.load_cert_chain(cert, key or None, password or _no_password)
+    ctx.load_cert_chain(cert, key or None, password or functools.partial(_no_password, key or cert))
 
 
-def _no_password() -> str:
-    raise ssl.SSLError("the private key is encrypted and no key password is set")
+def _no_password(key: str) -> str:
+    # An SSLError's text is its strerror (else the repr of its args): the message as errno 0's strerror.
+    raise ssl.SSLError(0, f"the private key {key} is encrypted and no key password is set")
 
 
 _CLIENT_AUTH = {"none": ssl.CERT_NONE, "optional": ssl.CERT_OPTIONAL, "require": ssl.CERT_REQUIRED}
