@@ -61,3 +61,30 @@ def test_a_bad_setting_exits_with_status_2_before_binding(tmp_path: Path) -> Non
     )
     assert done.returncode == 2 and "unknown property 'rocketmq.config.noSuchThing'" in done.stderr
     assert "listening" not in done.stdout
+
+
+def _first_line(properties: Path) -> tuple[str, int | None, str]:
+    """``mqdashboard -c properties``'s first line of output, then its status and stderr if it exited (else killed:
+    None, "")."""
+    argv = [MQDASHBOARD, "-c", str(properties), "--port", "0"]
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        line = proc.stdout.readline()
+        if line:
+            proc.kill()
+            return line, None, ""
+        return line, proc.wait(timeout=60), proc.stderr.read()
+
+
+def test_https_settings_stop_the_start_rather_than_serve_plain_http(tmp_path: Path) -> None:
+    """rocketmq-dashboard is a Spring Boot application: any ``server.ssl.*`` setting (a key store) makes it serve
+    HTTPS, unless ``server.ssl.enabled=false``. This dashboard serves HTTP only and ignored them, so the logins and
+    cookies a user meant to encrypt went in the clear: it now refuses to start, saying so."""
+    properties = tmp_path / "dashboard.properties"
+    properties.write_text(
+        "rocketmq.config.namesrvAddr=127.0.0.1:1\nserver.ssl.key-store=classpath:rmqcngkeystore.jks\n"
+    )
+    line, status, err = _first_line(properties)
+    assert (line, status) == ("", 2) and "server.ssl.key-store" in err and "HTTPS" in err, (line, err)
+    properties.write_text("rocketmq.config.namesrvAddr=127.0.0.1:1\nserver.ssl.enabled=false\nserver.ssl.key-store=x\n")
+    assert _first_line(properties)[0].startswith("mqdashboard listening on http://")
