@@ -160,7 +160,7 @@ _SWITCHES = frozenset(f.metadata["property"] for f in attrs.fields(DashboardSett
     "rocketmq.config.isVIPChannel"
 }
 #: rocketmq-dashboard's own settings that have no use here, and the prefixes of Spring Boot's: read and ignored, so
-#: its shipped ``application.properties`` works as it is.
+#: its shipped ``application.properties`` works as it is (``server.ssl.*`` only when disabled: :func:`_refuse_https`).
 _IGNORED = frozenset({"rocketmq.config.ticketKey"})
 _IGNORED_PREFIXES = ("spring.", "logging.", "server.ssl.", "management.")
 
@@ -171,7 +171,9 @@ def _from_file(file: str | Path) -> dict[str, Any]:
     of name server addresses, the first one current) and ``timeoutMillis`` are read too; any other unknown property
     raises SettingsError (a typo would go unnoticed)."""
     values: dict[str, Any] = {}
-    for key, value in parse_properties(decode_properties_file(Path(file).read_bytes())).items():
+    props = parse_properties(decode_properties_file(Path(file).read_bytes()))
+    _refuse_https(props, file)
+    for key, value in props.items():
         if key in _SWITCHES and not value.strip():
             value = "false"
         if key in _IGNORED or key.startswith(_IGNORED_PREFIXES) or not value.strip():
@@ -188,6 +190,18 @@ def _from_file(file: str | Path) -> dict[str, Any]:
         else:
             raise SettingsError(f"unknown property {key!r} in {file}")
     return values
+
+
+def _refuse_https(props: dict[str, str], file: str | Path) -> None:
+    """SettingsError for ``server.ssl.*`` settings that would make rocketmq-dashboard (Spring Boot: any of them binds
+    ``ServerProperties.ssl``, whose ``enabled`` defaults to true) serve HTTPS: this one serves HTTP only, so it
+    refuses to start rather than send logins in the clear."""
+    ssl = {key: value for key, value in props.items() if key.startswith("server.ssl.") and value.strip()}
+    if ssl and ssl.get("server.ssl.enabled", "true").strip().lower() != "false":
+        raise SettingsError(
+            f"{', '.join(sorted(ssl))} in {file} ask for HTTPS, which this dashboard does not serve: "
+            "put a TLS-terminating proxy in front, and set server.ssl.enabled=false"
+        )
 
 
 def load_settings(
