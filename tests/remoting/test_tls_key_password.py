@@ -123,3 +123,16 @@ async def test_our_client_presents_a_certificate_whose_key_is_encrypted_with_its
             answer = await client.invoke(f"{host}:{port}", request(1000, {}, b"signed in"), 5)
         assert bytes(answer.body) == b"signed in"
         nursery.cancel_scope.cancel()
+
+
+async def test_a_wrong_key_password_stops_the_start_naming_the_key_file(tmp_path: Path, nursery: trio.Nursery) -> None:
+    """Netty refuses the key (IllegalArgumentException "Input stream does not contain valid private key"), which
+    escapes 4.9.8's NettyRemotingServer constructor and stops the start. Ours stopped with OpenSSL's bare "[SSL] PEM
+    lib (_ssl.c:...)", naming neither the file nor the password."""
+    settings = _write(tmp_path, b"right", "wrong")
+    server = RemotingServer(
+        Dispatcher(), ServerConfig(tls_mode=ENFORCING, ssl_context=lambda: server_context(settings))
+    )
+    with pytest.raises(ValueError, match="TLS context") as raised:
+        await nursery.start(server.serve, "127.0.0.1", 0)
+    assert str(tmp_path / "key.pem") in str(raised.value) and "password" in str(raised.value)
