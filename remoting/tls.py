@@ -191,8 +191,16 @@ def _load_generated(ctx: ssl.SSLContext) -> None:
 def load_key_pair(ctx: ssl.SSLContext, cert: str, key: str | None, password: str | None) -> None:
     """Load a certificate chain and its key into ``ctx``; an encrypted key without ``password`` raises
     ``ssl.SSLError``, as Netty refuses it (TlsHelper passes a null password), where OpenSSL's default would prompt on
-    the terminal or read standard input, blocking the process."""
-    ctx.load_cert_chain(cert, key or None, password or functools.partial(_no_password, key or cert))
+    the terminal or read standard input, blocking the process. OpenSSL's own errors but a mismatched pair (which
+    :func:`fatal_at_start` tells apart by its reason) are raised again naming the files, as Netty's message names
+    the key ("[SSL] PEM lib" said neither which file nor why)."""
+    try:
+        ctx.load_cert_chain(cert, key or None, password or functools.partial(_no_password, key or cert))
+    except ssl.SSLError as exc:
+        if getattr(exc, "library", None) is None or exc.reason == "KEY_VALUES_MISMATCH":
+            raise  # ours (no password), or one the caller tells apart
+        raise ssl.SSLError(0, f"{cert} and {key or cert} do not load as a certificate and its key (not PEM, or a "
+                              f"wrong key password): {exc}") from exc  # fmt: skip
 
 
 def _no_password(key: str) -> str:
