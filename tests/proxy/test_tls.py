@@ -169,8 +169,11 @@ async def test_enforcing_and_disabled(
 
 
 def _write_unloadable_pair(directory: Path, kind: str) -> tuple[Path, Path]:
-    """A certificate and key file that open but do not load: not PEM, or a key of another certificate."""
+    """A certificate and key file that do not load: not PEM, a key of another certificate, or a missing key."""
     cert, key = directory / "cert.pem", directory / "key.pem"
+    if kind == "missing key":
+        trustme.CA().issue_cert("127.0.0.1").cert_chain_pems[0].write_to_path(str(cert))
+        return cert, key
     if kind == "junk":
         cert.write_text("not a certificate\n")
         key.write_text("not a key\n")
@@ -181,7 +184,7 @@ def _write_unloadable_pair(directory: Path, kind: str) -> tuple[Path, Path]:
     return cert, key
 
 
-@pytest.mark.parametrize("kind", ["junk", "mismatched"])
+@pytest.mark.parametrize("kind", ["junk", "mismatched", "missing key"])
 async def test_a_grpc_certificate_that_does_not_load_stops_the_start_naming_it(tmp_path: Path, kind: str) -> None:
     """5.3.3's proxy/.../grpc/ProxyAndTlsProtocolNegotiator.java loadSslContext: Netty's GrpcSslContexts refuses the
     files and the start fails with "grpc tls set failed: <why>". Ours exited with grpcio's "Failed to bind to address
@@ -198,3 +201,5 @@ async def test_a_grpc_certificate_that_does_not_load_stops_the_start_naming_it(t
     assert done.returncode == 1, err[-2000:]
     [line] = [line for line in err.splitlines() if line.startswith("mqbroker:")]
     assert "grpc tls set failed" in line and "bind" not in line, line
+    if kind == "missing key":
+        assert str(key) in line, line
