@@ -140,7 +140,8 @@ def certificate(config: ProxyConfig) -> tuple[bytes, bytes] | None:
         return None
     cert, key = paths
     try:
+        pem = Path(cert).read_bytes(), Path(key or cert).read_bytes()  # first: its error names the file
         load_key_pair(ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER), cert, key or cert, None)
-        return Path(cert).read_bytes(), Path(key or cert).read_bytes()
+        return pem
     except OSError as exc:  # ssl.SSLError too
         raise OSError(f"grpc tls set failed: {exc}") from exc
