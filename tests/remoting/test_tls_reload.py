@@ -136,3 +136,29 @@ async def test_a_disabled_listener_never_reads_the_tls_config_file(nursery: trio
     async with RemotingClient(connect_timeout=5) as client:
         answer = await client.invoke(addr, request(1000, {}, b"x"), 5)
     assert answer.code == ResponseCode.SUCCESS
+
+
+async def test_a_connection_open_across_a_reload_keeps_its_session(
+    autojump_clock: trio.testing.MockClock, nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    """Netty's SslHandler of an open channel keeps the engine it was built with: 4.9.8's reload
+    (``NettyRemotingServer.loadSslContext``) only replaces the context later channels get, so a connection made
+    before a renewal is served on, not closed; new ones get the renewed certificate."""
+    old_ca, new_ca = trustme.CA(), trustme.CA()
+    old_trust = _ca_file(old_ca, tmp_path / "old-ca.pem")
+    cert, key = tmp_path / "server.pem", tmp_path / "server.key"
+    _issue(old_ca, cert, key)
+    settings = ListenerSettings(
+        tls_test_mode_enable=False, tls_server_cert_path=str(cert), tls_server_key_path=str(key),
+        tls_config_file=str(tmp_path / "absent.properties"),
+    )  # fmt: skip
+    addr = await _serve(nursery, settings)
+    async with RemotingClient(ssl_context=client_context(old_trust)) as client:
+        assert (await client.invoke(addr, request(1000, {}, b"before"), 5)).code == ResponseCode.SUCCESS
+        [before] = client.connections.values()
+        _issue(new_ca, cert, key)
+        await trio.sleep(2)
+        assert not await _serves_tls(addr, (old_trust,)), "the renewed certificate was not loaded"
+        answer = await client.invoke(addr, request(1000, {}, b"after"), 5)
+        assert answer.code == ResponseCode.SUCCESS and bytes(answer.body) == b"after"
+        assert list(client.connections.values()) == [before]
