@@ -73,6 +73,33 @@ async def test_a_stalled_tls_handshake_is_closed_after_nettys_ten_seconds(
     assert server.refused_connections == 1
 
 
+async def test_a_silent_connection_is_decided_by_the_idle_timeout_and_stalls_no_other(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Permissive: a client that connects and sends nothing holds only its own connection, closed after
+    ``serverChannelMaxIdleTimeSeconds`` (120 s), as 4.9.8's NettyRemotingServer pipeline has the IdleStateHandler
+    behind the HandshakeHandler from the start; plaintext and TLS clients are served meanwhile."""
+    autojump_clock.autojump_threshold = 0.2  # never jump while loopback I/O is in flight
+    dispatcher = Dispatcher()
+    dispatcher.register(1000, EchoProcessor(), ProcessorPool("echo", 2, 100))
+    settings = TlsSettings(tls_config_file="/nonexistent/tls.properties")
+    config = ServerConfig(idle_timeout=120.0, tls_mode=PERMISSIVE, ssl_context=lambda: server_context(settings))
+    async with trio.open_nursery() as nursery:
+        host, port = await nursery.start(RemotingServer(dispatcher, config).serve, "127.0.0.1", 0)
+        silent = await trio.open_tcp_stream(host, port)
+        started = trio.current_time()
+        for ctx in (None, client_context()):
+            async with RemotingClient(ssl_context=ctx) as client:
+                answer = await client.invoke(f"{host}:{port}", request(1000, {}, b"meanwhile"), 5)
+                assert answer.code == ResponseCode.SUCCESS
+        with trio.move_on_after(300):
+            assert await silent.receive_some(1024) == b""
+        held = trio.current_time() - started
+        await silent.aclose()
+        nursery.cancel_scope.cancel()
+    assert 119.5 <= held <= 120.5, f"the silent connection was held {held:.0f} s (Netty's idle handler: 120 s)"
+
+
 async def test_a_broker_checking_its_name_servers_certificate_does_not_check_the_host_name(tmp_path: Path) -> None:
     """``tls.client.authServer`` with ``tls.client.trustCertPath``: RocketMQ checks the name server's certificate
     chain against the trust file and nothing else (``TlsHelper.buildSslContext(true)``; ``NettyRemotingClient``
