@@ -230,6 +230,20 @@ async def test_a_tls_certificate_that_does_not_load_stops_the_start_as_namesrv_s
     assert b"mqnamesrv: cannot build the TLS context" in err
 
 
+async def test_a_tls_config_file_java_cannot_load_stops_the_start_with_one_line(tmp_path: Path) -> None:
+    """4.9.8's TlsHelper.extractTlsConfigFromFile catches only an IOException of ``Properties.load``: a malformed
+    ``\\uXXXX`` escape's IllegalArgumentException stops NamesrvStartup (as mqbroker stops, with one line). Ours
+    died with a Python traceback."""
+    props = tmp_path / "tls.properties"
+    props.write_text("tls.server.certPath=\\u12G4\n")
+    status, err = await _boot_or_exit(
+        ["--listenPort", "0", "--listenHost", "127.0.0.1", "--kvConfigPath", str(tmp_path / "kv.json"),
+         "--tls.config.file", str(props)]
+    )  # fmt: skip
+    assert status == 1
+    assert b"Traceback" not in err and f"mqnamesrv: cannot read {props}".encode() in err, err.decode()[-2000:]
+
+
 @pytest.mark.parametrize("value", ["1.5", "60.0", "1e2"])
 def test_server_channel_max_idle_time_seconds_is_a_java_int(tmp_path: Path, value: str) -> None:
     """NettyServerConfig's ``serverChannelMaxIdleTimeSeconds`` is an ``int`` (remoting/src/main/java/org/apache/
