@@ -39,7 +39,12 @@ from typing import Final
 
 import attrs
 
-from remoting.codec.java_properties import apply_properties, decode_properties_file, parse_properties
+from remoting.codec.java_properties import (
+    UnreadableProperties,
+    apply_properties,
+    decode_properties_file,
+    parse_properties,
+)
 
 DISABLED: Final = "disabled"
 PERMISSIVE: Final = "permissive"
@@ -130,7 +135,8 @@ def tls_settings_of(config: TlsSettings) -> TlsSettings:
     """The ``tls.*`` part of a settings object, with ``tls.config.file`` applied over it when that file exists
     (everything but the mode and ``tls.enable``; a boolean there is true only when it reads ``true``, in any case, as
     ``Boolean.parseBoolean`` reads it in RocketMQ's
-    ``remoting/src/main/java/org/apache/rocketmq/remoting/netty/TlsHelper.java``: never an error)."""
+    ``remoting/src/main/java/org/apache/rocketmq/remoting/netty/TlsHelper.java``: never an error). A file
+    ``Properties.load`` refuses raises :class:`TlsContextError`, as that IllegalArgumentException stops Java's start."""
     base = TlsSettings(**{f.name: getattr(config, f.name) for f in attrs.fields(TlsSettings)})
     path = Path(base.tls_config_file)
     if not base.tls_config_file or not path.is_file():
@@ -139,7 +145,10 @@ def tls_settings_of(config: TlsSettings) -> TlsSettings:
         data = path.read_bytes()
     except OSError:  # TlsHelper.extractTlsConfigFromFile skips a file it cannot read
         return base
-    props = parse_properties(decode_properties_file(data))
+    try:
+        props = parse_properties(decode_properties_file(data))
+    except UnreadableProperties as exc:  # Properties.load's IllegalArgumentException, which TlsHelper lets through
+        raise TlsContextError(f"cannot read {path}: {exc}") from exc
     props.pop("tls.server.mode", None)
     props.pop("tls.enable", None)
     for key in _BOOLEAN_KEYS.intersection(props):
