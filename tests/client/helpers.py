@@ -5,8 +5,10 @@ conditions without wall-clock thresholds."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import anyio
+import pytest
 
 from client import api
 from client.admin import Admin
@@ -20,6 +22,9 @@ from remoting.codec.bodies import ConsumeFromWhere, LockBatchRequestBody, Messag
 from remoting.codec.bodies.broker_metadata import TopicConfig
 from remoting.codec.bodies.topic_config import TopicConfigSerializeWrapper
 from tests.threaded_cluster import ThreadedCluster
+
+if TYPE_CHECKING:
+    from broker.controller import BrokerController
 
 #: Upper bound for a condition to become true. A hang guard, not a performance threshold: every wait here ends as
 #: soon as the condition holds.
@@ -148,3 +153,17 @@ def first_offset_consumer(namesrv_addr: str, group: str, topic: str, **options: 
     )
     consumer.subscribe(topic)
     return consumer
+
+
+def runtime_as_5x(controller: BrokerController, monkeypatch: pytest.MonkeyPatch, transferred: str) -> None:
+    """Rename the broker's runtime info's transfer rates as a RocketMQ 5 broker names them: ``getTransferredTps``
+    (5.3.3's StoreStatsService) for 4.9.8's ``getTransferedTps``, ``transferred`` the three rates."""
+    stats = controller.context.stats
+    four = stats.runtime_entries
+
+    def as_five() -> dict[str, str]:
+        entries = four()
+        entries.pop("getTransferedTps")
+        return {**entries, "getTransferredTps": transferred}
+
+    monkeypatch.setattr(stats, "runtime_entries", as_five)

@@ -29,7 +29,13 @@ from remoting.codec.bodies.topic_config import TopicConfigSerializeWrapper
 from remoting.codec.codes import RequestCode
 from remoting.codec.command import RemotingCommand, request
 from remoting.processor import RequestContext
-from tests.client.helpers import create_topic, fill_queues, register_dead_broker, topic_on_two_brokers
+from tests.client.helpers import (
+    create_topic,
+    fill_queues,
+    register_dead_broker,
+    runtime_as_5x,
+    topic_on_two_brokers,
+)
 from tests.threaded_cluster import ThreadedCluster
 
 
@@ -90,15 +96,7 @@ def test_cluster_list_reads_a_5x_brokers_transferred_tps(
     ClusterListSubCommand and ExportMetricsCommand read); 4.9.8's is ``getTransferedTps``. Ours read only the 4.9.8
     name, so a 5.x broker's OutTPS showed 0. Here the broker's runtime info is renamed as a 5.x broker's."""
     assert cluster.cluster is not None
-    stats = cluster.cluster.controller.context.stats
-    four = stats.runtime_entries
-
-    def as_five() -> dict[str, str]:
-        entries = four()
-        entries.pop("getTransferedTps")
-        return {**entries, "getTransferredTps": "12.5 3.0 1.0"}
-
-    monkeypatch.setattr(stats, "runtime_entries", as_five)
+    runtime_as_5x(cluster.cluster.controller, monkeypatch, "12.5 3.0 1.0")
     result = _run("clusterList", "-n", cluster.namesrv_addr)
     assert result.exit_code == 0, result.output
     [row] = [line for line in result.output.splitlines() if cluster.broker_addr in line]

@@ -22,7 +22,7 @@ from dashboard.app import create_app
 from dashboard.settings import DashboardSettings
 from remoting.codec.bodies import MessageQueue
 from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig
-from tests.client.helpers import HANG_GUARD, create_topic, wait_until
+from tests.client.helpers import HANG_GUARD, create_topic, runtime_as_5x, wait_until
 from tests.dashboard.conftest import Dash
 from tests.dashboard.live import serve_dashboard
 
@@ -530,15 +530,7 @@ async def test_a_5x_brokers_get_tps_is_read_from_its_get_transferred_tps(
     """A RocketMQ 5 broker names its transfer rate ``getTransferredTps`` (5.3.3's StoreStatsService.getRuntimeInfo;
     4.9.8 spelled it ``getTransferedTps``): the cluster page and the broker charts read either, as rocketmq-dashboard's
     ``cluster.jsx`` does. Here the embedded broker's runtime info is renamed as a 5.x broker's."""
-    stats = dash.cluster.controller.context.stats
-    four = stats.runtime_entries
-
-    def as_five() -> dict[str, str]:
-        entries = four()
-        entries.pop("getTransferedTps")
-        return {**entries, "getTransferredTps": "12.5 3.0 1.0"}
-
-    monkeypatch.setattr(stats, "runtime_entries", as_five)
+    runtime_as_5x(dash.cluster.controller, monkeypatch, "12.5 3.0 1.0")
     [broker] = (await dash.get("/api/cluster"))["brokers"]
     assert broker["getTps"] == 12.5
     sampler = dash.app.state.sampler
