@@ -846,6 +846,31 @@ async def test_an_ack_read_shortly_after_its_checkpoint_still_cancels_the_revive
     await acked_after_its_checkpoint(embedded_cluster, "PopWireWindow", 10_000, 11.6)
 
 
+async def test_a_checkpoint_whose_message_no_longer_decodes_stops_no_other_revive(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A popped message's record is damaged on disk before its CK comes due (its magic code overwritten): reviving
+    that CK fails to decode the message. The revive loop kept the CK at the head of what it holds and failed on it
+    every round, so no later CK of any group was revived again and the held CKs grew. The message that cannot be read
+    is skipped, logged, and the next CK's message comes again."""
+    clock = use_virtual_store_clock(embedded_cluster)
+    for topic in ("PopWireDamaged", "PopWireHealthy"):
+        await create_topic(embedded_cluster, topic)
+    await send(embedded_cluster, "PopWireDamaged", b"d0")
+    await send(embedded_cluster, "PopWireHealthy", b"h0")
+    [damaged] = messages(await ask(embedded_cluster, pop_request(clock, "PopWireDamaged", invisible=10_000)))
+    [healthy] = messages(await ask(embedded_cluster, pop_request(clock, "PopWireHealthy", invisible=12_000)))
+    config = embedded_cluster.controller.config
+    size, phy = config.mapped_file_size_commit_log, damaged.commit_log_offset
+    segment = Path(config.store_path_root_dir) / "commitlog" / f"{phy - phy % size:020d}"
+    with segment.open("r+b") as file:
+        file.seek(phy % size + 4)  # the record's magic code
+        file.write(b"\0\0\0\0")
+    await trio.sleep(45)
+    [again] = messages(await ask(embedded_cluster, pop_request(clock, "PopWireHealthy")))
+    assert again.body == healthy.body and again.reconsume_times == 1
+
+
 async def test_a_restart_reads_again_the_checkpoint_held_and_the_ack_read_after_it(
     embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
 ) -> None:
