@@ -204,6 +204,8 @@ class ReviveService:
         body = orjson.loads(record.body)
         group, topic, qid, pop_time = body["c"], body["t"], int(body["q"]), int(body["pt"])
         invisible, tag = int(body["it"]), record.tags
+        if not isinstance(group, str) or not isinstance(topic, str):
+            raise TypeError(f"a revive record whose group or topic is not a string: {group!r}, {topic!r}")
         if tag == ACK_TAG:
             key = (group, topic, qid, int(body["ao"]), pop_time, invisible)
             due = pop_time + invisible + CK_GRACE_MS
@@ -224,12 +226,17 @@ class ReviveService:
 
     def _revive(self, ck: _HeldCk) -> None:
         """PopReviveService.mergeAndRevive of one CK past the window: copy each message no ACK met to the retry
-        topic, then drop the ACKs it met (only once the whole CK is through: a refusal part-way resumes at it)."""
+        topic, then drop the ACKs it met (only once the whole CK is through: a refusal part-way resumes at it). A
+        message that cannot be read back (its record damaged) is logged and skipped, as a malformed record is: kept,
+        it would stop every later CK."""
         if not ck.replay and self._revivable(ck.group, ck.topic):
             for i in range(ck.done, len(ck.keys)):
                 key, phy = ck.keys[i], ck.phys[i]
                 if key not in self._acked and self._still_queued(ck.topic, key[2], key[3], phy):
-                    self._redeliver(ck.group, phy, ck.pop_time)
+                    try:
+                        self._redeliver(ck.group, phy, ck.pop_time)
+                    except (MessageDecodeError, ValueError, KeyError, TypeError):
+                        log.exception("revive: message at %d of group %s cannot be read back: skipped", phy, ck.group)
                 ck.done = i + 1
         for key in ck.keys:
             self._acked.pop(key, None)
