@@ -871,6 +871,34 @@ async def test_a_checkpoint_whose_message_no_longer_decodes_stops_no_other_reviv
     assert again.body == healthy.body and again.reconsume_times == 1
 
 
+async def test_a_master_that_steps_down_while_holding_a_checkpoint_reads_it_again_when_it_leads_again(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A DLedger leader holds a CK in its revive window and steps down (its role turns SLAVE, as
+    ``broker.dledger_mode`` sets it); the member that leads meanwhile revives that CK and its progress comes back with
+    the offsets. Leading again, the loop revived the CK it still held in memory, and the message came twice. It now
+    forgets what it read when it stops being the master and reads again from the committed offsets, as 5.3.3's
+    PopReviveService builds its map anew every round: the CK is then below the CK progress and only meets its ACKs."""
+    clock = use_virtual_store_clock(embedded_cluster)
+    ctx = embedded_cluster.controller.context
+    await create_topic(embedded_cluster, "PopWireStepDown")
+    await send(embedded_cluster, "PopWireStepDown", b"s0")
+    before = await revive_queue_size(embedded_cluster)
+    messages(await ask(embedded_cluster, pop_request(clock, "PopWireStepDown", invisible=10_000)))
+    await trio.sleep(11.6)  # the CK is in the revive queue and held
+    assert await revive_queue_size(embedded_cluster) == before + 1
+    master = ctx.config
+    ctx.config = attrs.evolve(master, broker_role="SLAVE")
+    await trio.sleep(5)
+    revive_topic = f"rmq_sys_REVIVE_LOG_{master.broker_cluster_name}"
+    ctx.offsets.commit("CID_RMQ_SYS_REVIVE_CK_GROUP", revive_topic, 0, before + 1)  # the interim leader's progress
+    ctx.offsets.commit("CID_RMQ_SYS_REVIVE_GROUP", revive_topic, 0, before + 1)
+    ctx.config = master
+    await trio.sleep(30)
+    again = await ask(embedded_cluster, pop_request(clock, "PopWireStepDown"))
+    assert again.code == ResponseCode.POLLING_TIMEOUT, [m.body for m in messages(again)]
+
+
 async def test_a_restart_reads_again_the_checkpoint_held_and_the_ack_read_after_it(
     embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
 ) -> None:
