@@ -148,7 +148,9 @@ class ReviveService:
             if self.pop.broker.config.broker_role == "SLAVE":
                 # Only a master revives (5.3.3's PopReviveService skips its rounds while ``shouldRunPopRevive`` is off,
                 # broker/src/main/java/org/apache/rocketmq/broker/processor/PopReviveService.java): a slave or a
-                # DLedger member that stepped down would only have its appends refused.
+                # DLedger member that stepped down would only have its appends refused. What it read is forgotten: the
+                # leader meanwhile revives those CKs, and leading again this one reads from the committed offsets.
+                self._forget_read()
                 continue
             try:
                 while self.revive_once():
@@ -157,6 +159,13 @@ class ReviveService:
                 log.warning("revive: append refused (%s); retrying", exc)
             except Exception:
                 log.exception("revive round failed")
+
+    def _forget_read(self) -> None:
+        """Drop the CKs held and the ACKs waiting: the next round reads again from the committed offsets (5.3.3
+        builds its map anew every round)."""
+        self._held.clear()
+        self._acked.clear()
+        self._position = self._queue_ms = self._ck_horizon = 0
 
     def revive_once(self) -> bool:
         """Read one batch of the revive queue, revive the CKs held past the window and commit; True when there may
