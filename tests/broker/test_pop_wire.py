@@ -977,3 +977,21 @@ async def test_a_pop_without_a_heartbeat_records_the_groups_subscriptions(
         reply = await ask(embedded_cluster, request(RequestCode.QUERY_SUBSCRIPTION_BY_CONSUMER, fields))
         found[topic] = orjson.loads(bytes(reply.body))["subscriptionData"]["subString"]
     assert found == {"PopWireSub": "TagA||TagB", f"%RETRY%{GROUP}_PopWireSub": "*"}
+
+
+async def test_pops_of_an_unchanged_expression_keep_the_recorded_subscription_version(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Each pop recorded a new SubscriptionData whose version, unique per broker as a new Java one's time stamp, ran
+    ahead of the clock at a few hundred pops a second (two versions a pop); a heartbeat's subscription stamped by the
+    client's clock could then never replace a gRPC client's. A pop of the expression already recorded only refreshes
+    its time (found by a read-only review)."""
+    clock = use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "PopWireSubVersion", queues=1)
+    fields = QuerySubscriptionByConsumerRequestHeader(group=GROUP, topic="PopWireSubVersion").to_ext_fields()
+    versions = []
+    for _ in range(3):
+        await ask(embedded_cluster, pop_request(clock, "PopWireSubVersion", exp="TagA"))
+        reply = await ask(embedded_cluster, request(RequestCode.QUERY_SUBSCRIPTION_BY_CONSUMER, fields))
+        versions.append(orjson.loads(bytes(reply.body))["subscriptionData"]["subVersion"])
+    assert len(set(versions)) == 1, versions
