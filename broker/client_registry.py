@@ -167,6 +167,11 @@ class ClientRegistry:
             return False
         return self.find_subscription(group, topic) is None
 
+    def compensated(self, group: str, topic: str) -> SubscriptionData | None:
+        """The subscription of ``topic`` a pop of ``group`` recorded, if any."""
+        entry = self._compensated.get(group, {}).get(topic)
+        return None if entry is None else entry[0]
+
     def compensate_subscription(self, group: str, topic: str, subscription: SubscriptionData) -> None:
         """A pop's subscription of ``topic``, for a group that may send no heartbeat (ConsumerManager
         .compensateSubscribeData); forgotten ``subscription_expired_timeout`` after the last."""

@@ -657,15 +657,24 @@ class PopService:
         of its expression, ``*`` TAG without one) and ``*`` of its pop retry topic go to the client registry's
         compensation table (ConsumerManager.compensateSubscribeData), what ``consumerProgress`` and ``queryCq`` find
         for a group without them in its heartbeats. An expression the build refuses records nothing."""
-        clients = self.broker.clients
         if not expression:
             expression, kind = SUB_ALL, EXPRESSION_TAG
-        try:
-            clients.compensate_subscription(group, topic, build_subscription(topic, expression, kind))
-        except ValueError:
-            return
-        retry = pop_retry_topic(group, topic)
-        clients.compensate_subscription(group, retry, build_subscription(retry, SUB_ALL, kind))
+        if self._record_subscription(group, topic, expression, kind):
+            self._record_subscription(group, pop_retry_topic(group, topic), SUB_ALL, kind)
+
+    def _record_subscription(self, group: str, topic: str, expression: str, kind: str) -> bool:
+        """Record ``expression`` as the group's subscription of ``topic``; the one recorded already when unchanged
+        (only its time refreshed, so its version does not run ahead of the clock pop after pop). False when the
+        build refuses the expression."""
+        clients = self.broker.clients
+        known = clients.compensated(group, topic)
+        if known is None or known.sub_string != expression or known.expression_type != kind:
+            try:
+                known = build_subscription(topic, expression, kind)
+            except ValueError:
+                return False
+        clients.compensate_subscription(group, topic, known)
+        return True
 
     def _init_at_min(self, group: str, topic: str, queue_id: int) -> None:
         """Commit the first entry of each queue (``queue_id`` ≥ 0: that one) the group has no offset for, where
