@@ -89,6 +89,20 @@ def test_batch_write_sends_every_row_with_its_topic_tags_keys_and_properties(
         assert m.flag == i  # the flag column a read has, so a copied row keeps its flag
 
 
+def test_a_flag_column_of_python_ints_is_written_within_javas_int(spark: Any, rocketmq: ThreadedCluster) -> None:
+    """Python ints make a ``bigint`` column: a write took only ``int`` flags and refused such a DataFrame at planning
+    (found by a read-only review). Any integer column is taken; a row's flag outside Java's int fails the write."""
+    ns, topic = rocketmq.namesrv_addr, "SparkFlagBigint"
+    make_topic(ns, topic, 1)
+    df = spark.createDataFrame([(b"f1", 1), (b"f2", 2**31 - 1)], ["body", "flag"])
+    assert df.schema["flag"].dataType.simpleString() == "bigint"
+    df.write.format("rocketmq").option("nameServer", ns).option("topic", topic).mode("append").save()
+    assert sorted((m.body, m.flag) for m in read_topic(ns, topic)) == [(b"f1", 1), (b"f2", 2**31 - 1)]
+    too_big = spark.createDataFrame([(b"f3", 2**31)], ["body", "flag"])
+    with pytest.raises(Exception, match="outside Java's int"):
+        too_big.write.format("rocketmq").option("nameServer", ns).option("topic", topic).mode("append").save()
+
+
 def test_a_null_property_value_is_not_written_as_the_string_none(spark: Any, rocketmq: ThreadedCluster) -> None:
     """A null value in the properties map is no property (it was stored as the text "None")."""
     ns, topic = rocketmq.namesrv_addr, "SparkReviewNullProp"
