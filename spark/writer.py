@@ -5,8 +5,8 @@ Input columns: ``body`` (binary, or string sent as UTF-8) is required; the ``top
 are written to the option's; optional ``keys`` (a string of space-separated keys, or an array of strings), ``tags``
 (string) and ``properties`` (map<string,string>; names RocketMQ keeps for itself, :data:`SYSTEM_PROPERTIES`, are left
 out, so a read's rows copy over with their user properties only, and so are null and empty values, which a message
-cannot carry), and ``flag`` (int, Java's ``Message.setFlag``; the column a read has, so a copied row keeps its flag).
-Other columns are ignored. A column of another
+cannot carry), and ``flag`` (an integer column within Java's int, ``Message.setFlag``; the column a read has, so a
+copied row keeps its flag). Other columns are ignored. A column of another
 type fails the write at planning (:func:`check_columns`); a row without a topic or a body raises
 :class:`~spark.options.OptionError` in its task, which fails the write.
 
@@ -87,7 +87,7 @@ COLUMN_TYPES: dict[str, tuple[str, ...]] = {
     "tags": ("string",),
     "keys": ("string", "array<string>"),
     "properties": ("map<string,string>",),
-    "flag": ("int",),
+    "flag": ("tinyint", "smallint", "int", "bigint"),  # Python ints infer as bigint
 }
 
 
@@ -138,8 +138,16 @@ def row_to_message(row: Any, topic_option: str | None, extra: dict[str, str] | N
         tags=fields.get("tags") or None,
         keys=keys if isinstance(keys, list) else keys or None,
         properties=props,
-        flag=fields.get("flag") or 0,
+        flag=_flag(fields.get("flag"), topic),
     )
+
+
+def _flag(value: int | None, topic: str) -> int:
+    """A row's flag as Java's ``int``; OptionError outside its range (a ``bigint`` column may hold one)."""
+    flag = value or 0
+    if not -(2**31) <= flag < 2**31:
+        raise OptionError(f"a row for topic {topic!r} has flag {flag}, outside Java's int")
+    return flag
 
 
 def send_rows(session: BrokerSession, msgs: Iterable[Message]) -> int:
