@@ -16,6 +16,8 @@ import trio.testing
 
 from broker.embedded import EmbeddedCluster
 from broker.pop import ReceiptHandle
+from broker.pop.revive import REVIVE_CK_GROUP, REVIVE_GROUP
+from broker.pop.service import revive_topic
 from client.message import Message
 from client.producer import Producer
 from remoting.client import RemotingClient
@@ -815,7 +817,7 @@ async def test_a_pops_rest_num_counts_the_retry_topic_it_read(
 
 
 async def revive_queue_size(cluster: EmbeddedCluster) -> int:
-    topic = f"rmq_sys_REVIVE_LOG_{cluster.controller.config.broker_cluster_name}"
+    topic = revive_topic(cluster.controller.config.broker_cluster_name)
     answer = await ask(cluster, request(RequestCode.GET_MAX_OFFSET, {"topic": topic, "queueId": "0"}))
     return int(answer.ext_fields["offset"]) if answer.code == ResponseCode.SUCCESS else 0
 
@@ -890,9 +892,9 @@ async def test_a_master_that_steps_down_while_holding_a_checkpoint_reads_it_agai
     master = ctx.config
     ctx.config = attrs.evolve(master, broker_role="SLAVE")
     await trio.sleep(5)
-    revive_topic = f"rmq_sys_REVIVE_LOG_{master.broker_cluster_name}"
-    ctx.offsets.commit("CID_RMQ_SYS_REVIVE_CK_GROUP", revive_topic, 0, before + 1)  # the interim leader's progress
-    ctx.offsets.commit("CID_RMQ_SYS_REVIVE_GROUP", revive_topic, 0, before + 1)
+    topic = revive_topic(master.broker_cluster_name)
+    ctx.offsets.commit(REVIVE_CK_GROUP, topic, 0, before + 1)  # the interim leader's progress
+    ctx.offsets.commit(REVIVE_GROUP, topic, 0, before + 1)
     ctx.config = master
     await trio.sleep(30)
     again = await ask(embedded_cluster, pop_request(clock, "PopWireStepDown"))
@@ -913,8 +915,8 @@ async def test_a_restart_reads_again_the_checkpoint_held_and_the_ack_read_after_
     await trio.sleep(11.6)
     assert await revive_queue_size(embedded_cluster) == before + 1, "the CK is in the revive queue"
     assert (await ask(embedded_cluster, ack_request("PopWireHeld", first))).code == ResponseCode.SUCCESS
-    topic = f"rmq_sys_REVIVE_LOG_{embedded_cluster.controller.config.broker_cluster_name}"
-    fields = {"consumerGroup": "CID_RMQ_SYS_REVIVE_GROUP", "topic": topic, "queueId": "0"}
+    topic = revive_topic(embedded_cluster.controller.config.broker_cluster_name)
+    fields = {"consumerGroup": REVIVE_GROUP, "topic": topic, "queueId": "0"}
     committed = await ask(embedded_cluster, request(RequestCode.QUERY_CONSUMER_OFFSET, fields))
     assert int(committed.ext_fields["offset"]) <= before, "not past the CK held"
     await embedded_cluster.restart_broker()
