@@ -18,7 +18,9 @@ trace producer of the process shares, as Java's (:mod:`client.trace.instances`),
 128,000-byte limit, as ``send_async``: a failed send is logged and counted in :attr:`TraceDispatcher.failed_batches`.
 :meth:`stop` sends what is queued (waiting at most 500 ms for those sends, as Java's ``flush``) and stops the inner
 producer; the trace instance stops with its last producer. An inner producer that cannot start (its group
-refused) is logged and leaves the host running untraced, as Java's hosts do.
+refused) is logged and leaves the host running untraced, as Java's hosts do. A shared trace instance failing under the
+dispatcher (Java's never does) is replaced: the inner producer moves to a new one, attempts at least
+:data:`REATTACH_DELAY` apart, the records queued meanwhile.
 
 With the client config's ``access_channel="CLOUD"`` (Java's ``AccessChannel.CLOUD``) each record goes to
 ``rmq_sys_TRACE_DATA_<its region>`` instead (``null`` for none), whatever the trace topic setting, one batch per
@@ -55,7 +57,7 @@ from client.trace.codec import (
     encode_record,
     find_text_property,
 )
-from client.trace.instances import trace_instance
+from client.trace.instances import shared_trace_instance
 
 if TYPE_CHECKING:
     from client.config import ClientConfig
@@ -72,6 +74,9 @@ MAX_BATCH_CHARS: Final = 128_000 - 10_000
 BATCH_AGE: Final = 0.5
 POLL_INTERVAL: Final = 0.1
 FLUSH_WAIT: Final = 0.5
+#: The least time between two attempts to get a trace client instance after the one in use failed (ours: Java's
+#: never fails; the pause a failed pull takes, DefaultLitePullConsumerImpl's PULL_TIME_DELAY_MILLS_ON_EXCEPTION).
+REATTACH_DELAY: Final = 3.0
 #: The instance name of the trace producers' client instance, followed by ``_<name server address>`` (Java's
 #: ``TraceConstants.TRACE_INSTANCE_NAME``).
 TRACE_INSTANCE_NAME: Final = "PID_CLIENT_INNER_TRACE_PRODUCER"
@@ -136,6 +141,8 @@ class TraceDispatcher:
         self._released = anyio.Event()  # set by stop: the inner producer may go
         self._done = anyio.Event()  # set when the inner producer has stopped (and the instance, if it was the last)
         self._scope: anyio.CancelScope | None = None
+        self._serving = False  # _serve runs (or ran to its end) and stop has not waited for it yet
+        self._started = False  # _serve told the host's start it is done
 
     # -- hooks (hot path) ------------------------------------------------------------------------------------------
 
@@ -218,48 +225,85 @@ class TraceDispatcher:
         return attrs.evolve(host, instance_name=name, unit_name=None, namespace=None, vip_channel_enabled=False)
 
     async def _serve(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Run the inner producer until :meth:`stop` is done with it (or the host instance stops)."""
-        from client.namespace import NO_NAMESPACE
-        from client.producer import Producer
-
+        """Run the inner producer until :meth:`stop` is done with it (or the host instance stops); a shared trace
+        instance failing under it is replaced (see :meth:`_reattach`)."""
         config = self._trace_config()
         self._released, self._done = anyio.Event(), anyio.Event()  # a restarted host starts its dispatcher again
-        started = False
+        self._serving, self._started = True, False
+        began = anyio.current_time()
         try:
-            async with trace_instance(config) as instance:
-                producer = Producer(
-                    self.inner_group,
-                    instance=instance,
-                    send_msg_timeout=5.0,
-                    max_message_size=128_000,
-                    namespace=config.resolved_namespace or NO_NAMESPACE,
-                )
-                try:
-                    await producer.__aenter__()
-                except MQClientError as exc:
-                    # The host's start catches the trace dispatcher's failure and only logs it, running without
-                    # trace (client/src/main/java/org/apache/rocketmq/client/producer/DefaultMQProducer.java start;
-                    # the consumers' alike): e.g. a long legal host group makes the inner group longer than
-                    # Validators.checkGroup allows. Keep no record then, every one counted as dropped.
-                    log.warning("trace dispatcher of %s not started: %s", self.host_group, exc)
-                    self.queue_size = 0
-                    task_status.started()
-                    return
-                self._producer, self._wake, self._scope = producer, anyio.Event(), anyio.CancelScope()
-                self.instance.task_group.start_soon(self._run, self._scope)
-                started = True
-                task_status.started()
-                try:
-                    await self._released.wait()
-                finally:
-                    with anyio.CancelScope(shield=True):
-                        await producer.__aexit__(None, None, None)
+            if await self._attach(config, task_status):
+                await self._reattach(config, began)
         except Exception:
-            if not started:
+            if not self._started:
                 raise  # the host's start fails, as it did with the inner producer on its own instance
             log.exception("trace dispatcher of %s failed", self.host_group)
         finally:
             self._done.set()
+
+    async def _reattach(self, config: ClientConfig, began: float) -> None:
+        """Move to a fresh shared trace instance each time the one in use fails, until :meth:`stop`. Attempts are
+        :data:`REATTACH_DELAY` apart at least (one that fails at once waits that long for the next); what an attempt
+        raises is logged. Meanwhile records stay queued (the queue's bound drops what does not fit) and batches
+        wait. ``began``: when the failed instance's attempt began."""
+        while True:
+            with anyio.move_on_at(began + REATTACH_DELAY):
+                await self._released.wait()
+            if self._released.is_set():
+                return
+            began = anyio.current_time()
+            try:
+                if not await self._attach(config):
+                    return
+            except Exception:
+                log.exception("trace dispatcher of %s: no trace client instance", self.host_group)
+
+    async def _attach(self, config: ClientConfig, task_status: anyio.abc.TaskStatus[None] | None = None) -> bool:
+        """Run an inner producer on the shared trace instance until :meth:`stop` releases it (False) or the instance
+        fails (True). ``task_status``: the first attach, which starts the batching task; what it raises fails the
+        host's start, as with the inner producer on its own instance."""
+        from client.namespace import NO_NAMESPACE
+        from client.producer import Producer
+
+        async with shared_trace_instance(config) as shared:
+            producer = Producer(
+                self.inner_group,
+                instance=shared.instance,
+                send_msg_timeout=5.0,
+                max_message_size=128_000,
+                namespace=config.resolved_namespace or NO_NAMESPACE,
+            )
+            try:
+                await producer.__aenter__()
+            except MQClientError as exc:
+                if task_status is None:
+                    raise
+                # The host's start catches the trace dispatcher's failure and only logs it, running without
+                # trace (client/src/main/java/org/apache/rocketmq/client/producer/DefaultMQProducer.java start;
+                # the consumers' alike): e.g. a long legal host group makes the inner group longer than
+                # Validators.checkGroup allows. Keep no record then, every one counted as dropped.
+                log.warning("trace dispatcher of %s not started: %s", self.host_group, exc)
+                self.queue_size = 0
+                self._started = True
+                task_status.started()
+                return False
+            self._producer = producer
+            if task_status is not None:
+                self._wake, self._scope = anyio.Event(), anyio.CancelScope()
+                self.instance.task_group.start_soon(self._run, self._scope)
+                self._started = True
+                task_status.started()
+            try:
+                await _first_of(self._released, shared.stopping)
+            finally:
+                if self._producer is producer:
+                    self._producer = None
+                with anyio.CancelScope(shield=True):
+                    await producer.__aexit__(None, None, None)
+            if self._released.is_set():
+                return False
+            log.warning("trace client instance %s failed: moving to a new one", shared.instance.client_id)
+            return True
 
     async def stop(self) -> None:
         """Send what is queued, wait up to 500 ms for it, stop the inner producer (and the trace instance when no
@@ -268,15 +312,17 @@ class TraceDispatcher:
             self._scope.cancel()
             self._scope = None
         producer, self._producer = self._producer, None
-        if producer is None:
+        if not self._serving:
             return
+        self._serving = False
         with anyio.CancelScope(shield=True):
-            self._drain(producer)
-            for topic in list(self._batches):
-                self._send_batch(producer, topic)
-            with anyio.move_on_after(FLUSH_WAIT):
-                while self._in_flight:
-                    await anyio.sleep(0.01)
+            if producer is not None:
+                self._drain(producer)
+                for topic in list(self._batches):
+                    self._send_batch(producer, topic)
+                with anyio.move_on_after(FLUSH_WAIT):
+                    while self._in_flight:
+                        await anyio.sleep(0.01)
             self._released.set()
             await self._done.wait()
 
@@ -287,8 +333,8 @@ class TraceDispatcher:
                     await (self._wake or anyio.Event()).wait()
                 self._wake = anyio.Event()
                 producer = self._producer
-                if producer is None:
-                    return
+                if producer is None:  # between two trace instances (see _reattach): keep it all queued
+                    continue
                 self._drain(producer)
                 now = anyio.current_time()
                 for topic in [t for t, batch in self._batches.items() if now - batch.since >= BATCH_AGE]:
@@ -335,6 +381,18 @@ class TraceDispatcher:
             log.warning("sending trace data failed: %s", outcome)
         else:
             self.sent_batches += 1
+
+
+async def _first_of(*events: anyio.Event) -> None:
+    """Return once any of ``events`` is set."""
+
+    async def wait(event: anyio.Event) -> None:
+        await event.wait()
+        group.cancel_scope.cancel()
+
+    async with anyio.create_task_group() as group:
+        for event in events:
+            group.start_soon(wait, event)
 
 
 def _add(batch: _Batch, text: str, msg_id: str, keys: str | None) -> None:

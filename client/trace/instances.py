@@ -15,7 +15,11 @@ accept (``MQClientInstance(shared_id=True)``).
 
 An instance runs in a task of no host's task group (a Trio system task, a free asyncio task), so it outlives the host
 that started it while other hosts still use it; a host's restart leaves the others' traces alone. An instance being
-stopped is waited for before a new one starts for the same config, so two never overlap on the brokers. Sharing is
+stopped is waited for before a new one starts for the same config, so two never overlap on the brokers. An instance
+that fails once running (an error escaping one of its tasks; Java's never dies of one: ``MQClientInstance``'s
+scheduled tasks log theirs) stops as if its last user had left: it is out of the share at once, a user arriving
+then waits for its end and starts a new one, and its users see :attr:`SharedInstance.stopping` set and acquire a new
+one themselves (:class:`~client.trace.dispatcher.TraceDispatcher` does). Sharing is
 per event loop: the blocking facade's clients (:mod:`client.sync`) each run a loop of their own, so each keeps its
 own trace instance.
 """
@@ -39,63 +43,71 @@ if TYPE_CHECKING:
     from client.config import ClientConfig
     from client.instance import MQClientInstance
 
-__all__ = ["running_trace_instances", "trace_instance"]
+__all__ = ["SharedInstance", "running_trace_instances", "shared_trace_instance", "trace_instance"]
 
 log = logging.getLogger(__name__)
 
 
 @attrs.define(eq=False)
-class _Shared:
-    """One shared instance and its users."""
+class SharedInstance:
+    """One shared instance and its users. A user reads ``instance`` and may wait for ``stopping``, which is set
+    under it only when the instance failed."""
 
     instance: MQClientInstance
     users: int = 0
     error: BaseException | None = None
     ready: anyio.Event = attrs.Factory(anyio.Event)  # started, or failed to (``error``)
-    release: anyio.Event = attrs.Factory(anyio.Event)  # the last user left: stop it
+    stopping: anyio.Event = attrs.Factory(anyio.Event)  # the last user left, or it failed: it stops
     done: anyio.Event = attrs.Factory(anyio.Event)  # stopped
 
 
 #: Per Trio run: the trace config -> its shared instance.
-_table: anyio.lowlevel.RunVar[dict[ClientConfig, _Shared]] = anyio.lowlevel.RunVar("trace_client_instances")
+_table: anyio.lowlevel.RunVar[dict[ClientConfig, SharedInstance]] = anyio.lowlevel.RunVar("trace_client_instances")
 #: The asyncio tasks running instances (the loop keeps only weak references).
 _asyncio_tasks: set[asyncio.Task[None]] = set()
 
 
-def _entries() -> dict[ClientConfig, _Shared]:
+def _entries() -> dict[ClientConfig, SharedInstance]:
     try:
         return _table.get()
     except LookupError:
-        table: dict[ClientConfig, _Shared] = {}
+        table: dict[ClientConfig, SharedInstance] = {}
         _table.set(table)
         return table
 
 
 def running_trace_instances() -> list[MQClientInstance]:
-    """The shared trace instances of this run, started or starting, not yet told to stop."""
-    return [e.instance for e in _entries().values() if not e.release.is_set()]
+    """The shared trace instances of this run, started or starting, neither told to stop nor failed."""
+    return [e.instance for e in _entries().values() if not e.stopping.is_set()]
 
 
 @asynccontextmanager
 async def trace_instance(config: ClientConfig) -> AsyncIterator[MQClientInstance]:
     """The running shared instance for ``config`` while the block runs; the last user's exit stops it and waits
     for that. Raises what the instance's start raised."""
+    async with shared_trace_instance(config) as entry:
+        yield entry.instance
+
+
+@asynccontextmanager
+async def shared_trace_instance(config: ClientConfig) -> AsyncIterator[SharedInstance]:
+    """:func:`trace_instance`'s share itself, whose ``stopping`` tells the user the instance failed under it."""
     entry = await _acquire(config)
     try:
-        yield entry.instance
+        yield entry
     finally:
         with anyio.CancelScope(shield=True):
             await _release(entry)
 
 
-async def _acquire(config: ClientConfig) -> _Shared:
+async def _acquire(config: ClientConfig) -> SharedInstance:
     from client.instance import MQClientInstance
 
     table = _entries()
-    while (entry := table.get(config)) is not None and entry.release.is_set():
-        await entry.done.wait()  # the last one is stopping: start a new one once it is gone
+    while (entry := table.get(config)) is not None and entry.stopping.is_set():
+        await entry.done.wait()  # that one stops: start a new one once it is gone
     if entry is None:
-        entry = table[config] = _Shared(MQClientInstance(config, shared_id=True))
+        entry = table[config] = SharedInstance(MQClientInstance(config, shared_id=True))
         keeper = _keep(config, entry)
         try:
             _spawn(keeper, f"trace instance {entry.instance.client_id}")
@@ -131,14 +143,14 @@ def _spawn(coro: Coroutine[Any, Any, None], name: str) -> None:
         trio.lowlevel.spawn_system_task(run, name=name)
 
 
-async def _release(entry: _Shared) -> None:
+async def _release(entry: SharedInstance) -> None:
     entry.users -= 1
     if entry.users == 0:
-        entry.release.set()
+        entry.stopping.set()
         await entry.done.wait()
 
 
-def _failed(entry: _Shared, exc: BaseException) -> None:
+def _failed(entry: SharedInstance, exc: BaseException) -> None:
     """An instance's failure: its start's error for the users waiting, or logged once it ran."""
     if entry.ready.is_set():
         log.error("trace client instance %s failed", entry.instance.client_id, exc_info=exc)
@@ -146,13 +158,16 @@ def _failed(entry: _Shared, exc: BaseException) -> None:
         entry.error = exc
 
 
-async def _keep(config: ClientConfig, entry: _Shared) -> None:
-    """Run the instance until its last user leaves (a system task: it raises nothing but Cancelled)."""
+async def _keep(config: ClientConfig, entry: SharedInstance) -> None:
+    """Run the instance until its last user leaves or it fails (a system task: it raises nothing but Cancelled)."""
     try:
         try:
             async with entry.instance:
                 entry.ready.set()
-                await entry.release.wait()
+                try:
+                    await entry.stopping.wait()
+                finally:  # asked to, or failed (its task group cancelled this wait): out of the share now
+                    entry.stopping.set()
         except BaseExceptionGroup as group:  # a failure beside a cancellation: keep only the cancellation
             cancelled, failed = group.split(anyio.get_cancelled_exc_class())
             if failed is not None:
