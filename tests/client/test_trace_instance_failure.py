@@ -83,6 +83,26 @@ async def test_traced_clients_move_to_a_fresh_trace_instance_when_theirs_fails(
     assert running_trace_instances() == [] and _entries() == {} and _stopped(new)
 
 
+async def test_records_traced_between_two_trace_instances_go_out_through_the_new_one(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A send answered while its dispatcher waits for a new trace instance is traced all the same: its record stays
+    queued and goes out once the new instance runs, no batch lost or counted as failed."""
+    await _create(embedded_cluster, TOPIC)
+    async with Producer("between-trace-pg", embedded_cluster.namesrv_addr, enable_msg_trace=True) as producer:
+        old = _current(producer.trace)
+        assert old is not None
+        _kill(old)
+        with trio.fail_after(5):
+            while _current(producer.trace) is not None:
+                await trio.sleep(0.01)
+        sent = await producer.send(Message(TOPIC, b"between two instances"))
+        assert _current(producer.trace) is None  # the new one is 3 s away
+        await _replaced(producer.trace, old)
+        await _traces(embedded_cluster, sent.msg_id, None, {TraceType.Pub})
+        assert producer.trace is not None and producer.trace.failed_batches == 0
+
+
 async def test_a_trace_instance_that_keeps_failing_is_replaced_at_most_once_every_three_seconds(
     embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
 ) -> None:
