@@ -21,6 +21,7 @@ from remoting.client import RemotingClient
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
 from remoting.codec.java_properties import decode_properties_file, parse_properties
+from tests.namesrv.conftest import StartNamesrv
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BOOT = re.compile(rb"The Name Server boot success\. serializeType=JSON, address (\S+):(\d+)\n")
@@ -89,3 +90,27 @@ async def test_update_namesrv_config_writes_no_password_the_file_did_not_hold(tm
     admin = NamesrvConfigAdmin(config)
     await admin.update("orderMessageEnable=true\n")
     assert "orderMessageEnable=true" in store.read_text() and "s3cret" not in store.read_text()
+
+
+async def test_tls_settings_not_in_the_file_are_neither_persisted_nor_shown(
+    start_namesrv: StartNamesrv, client: RemotingClient, tmp_path: Path
+) -> None:
+    """RocketMQ's ``tls.*`` are JVM system properties (remoting/src/main/java/org/apache/rocketmq/remoting/netty/
+    TlsSystemConfig.java), not fields of the NamesrvConfig and NettyServerConfig that 4.9.8's NamesrvController
+    registers with its Configuration: GET_NAMESRV_CONFIG shows, and ``persist`` writes to ``configStorePath``, only
+    the ``tls.*`` keys the ``-c`` file held (``registerConfig(properties)``). Ours wrote and showed every one, the
+    command line's and the defaults, so they stuck in the ``-c`` file after the command line dropped them."""
+    store = tmp_path / "namesrv.properties"
+    store.write_text("tls.server.need.client.auth=optional\n")
+    _, addr = await start_namesrv(
+        config_store_path=str(store), tls_server_mode="disabled", tls_config_file=str(tmp_path / "tls.properties")
+    )
+    update = request(RequestCode.UPDATE_NAMESRV_CONFIG, body=b"orderMessageEnable=true\n")
+    assert (await client.invoke(addr, update, 10)).code == ResponseCode.SUCCESS
+    shown = parse_properties((await client.invoke(addr, request(RequestCode.GET_NAMESRV_CONFIG), 10)).body.decode())
+    written = parse_properties(decode_properties_file(store.read_bytes()))
+    assert written["orderMessageEnable"] == "true"
+    for texts in (shown, written):
+        assert {key: text for key, text in texts.items() if key.startswith("tls.")} == {
+            "tls.server.need.client.auth": "optional"
+        }
