@@ -4,14 +4,18 @@
 
 :class:`NamesrvConfigAdmin` owns the current :class:`~namesrv.config.NamesrvConfig`. An update applies a properties
 text: a key of :data:`ALWAYS_BLACK_LISTED` or of ``configBlackList`` refuses the whole update with NO_PERMISSION
-(``DefaultRequestProcessor.initConfigBlackList``: the configured list only adds keys), unknown keys and the
-``tls.*`` ones (system properties in RocketMQ, never name-server settings) are ignored (as Java's reflection ignores
-them) unless the ``-c`` file had the key (``file_only_properties``, kept and shown as Java's ``registerConfig`` keeps
-the file's properties), the rest replace the config, the ``on_change`` callback hands the new config to
-whoever uses it live (``orderMessageEnable`` takes effect at once, ``serverChannelMaxIdleTimeSeconds`` for the
-connections accepted afterwards; ports and other timers at the next start), and every setting (and file key, a TLS
-key password the file held included, which GET_NAMESRV_CONFIG never shows) is written to ``configStorePath`` as
-``key=value`` lines (Java's ``Configuration.persist``).
+(``DefaultRequestProcessor.initConfigBlackList``: the configured list only adds keys), unknown keys are ignored
+(as Java's reflection ignores them) unless the ``-c`` file had the key (``file_only_properties``, kept and shown as
+Java's ``registerConfig`` keeps the file's properties), the ``tls.*`` ones always, the rest replace the config, the
+``on_change`` callback hands the new config to whoever uses it live (``orderMessageEnable`` takes effect at once,
+``serverChannelMaxIdleTimeSeconds`` for the connections accepted afterwards; ports and other timers at the next
+start), and every setting (and file key) is written to ``configStorePath`` as ``key=value`` lines (Java's
+``Configuration.persist``).
+
+``tls.*`` are JVM system properties in RocketMQ (TlsSystemConfig), no field of the NamesrvConfig and
+NettyServerConfig that NamesrvController registers: GET_NAMESRV_CONFIG shows, and the file gets, only the ``tls.*``
+keys the ``configStorePath`` file held when the admin was created (``mqnamesrv -c FILE``: FILE's, NamesrvStartup's
+``registerConfig(properties)``), with the file's text; a TLS key password among them is written back, never shown.
 A bad value answers SYSTEM_ERROR with the parser's message (a body ``Properties.load`` refuses: Java's
 "string2Properties error") and changes nothing; a failed write is logged (the running
 server already uses the new values).
@@ -25,6 +29,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Final
 
+import attrs
 import trio
 
 from namesrv.config import NamesrvConfig
@@ -35,15 +40,19 @@ from remoting.codec.java_properties import (
     decode_properties_file,
     format_properties,
     parse_properties,
+    property_name,
     property_texts,
 )
-from remoting.tls import SYSTEM_PROPERTY_PREFIX
+from remoting.tls import SYSTEM_PROPERTY_PREFIX, TlsSettings
 from store.metadata_files import replace_atomically
 
 __all__ = ["ALWAYS_BLACK_LISTED", "SYSTEM_PROPERTY_PREFIX", "NamesrvConfigAdmin"]
 
 #: Keys Java black-lists whatever ``configBlackList`` says.
 ALWAYS_BLACK_LISTED: Final = frozenset({"configBlackList", "configStorePath", "kvConfigPath", "rocketmqHome"})
+
+#: The TLS key passwords: written back to the file that held them, never shown.
+SECRET_KEYS: Final = frozenset(property_name(f) for f in attrs.fields(TlsSettings) if f.metadata.get("secret"))
 
 log = logging.getLogger(__name__)
 
@@ -66,12 +75,17 @@ class NamesrvConfigAdmin:
         #: Configuration (``registerConfig``), which shows and persists them, and an update changes one of them
         #: (``mergeIfExist``; common/src/main/java/org/apache/rocketmq/common/Configuration.java).
         self.file_only_properties = dict(file_only_properties or {})
+        #: The ``tls.*`` keys of the ``configStorePath`` file at creation, with their text (see the module docstring).
+        self.file_tls_properties = _tls_properties_in(Path(config.config_store_path).expanduser())
         self._on_change = on_change
         self._write_lock = trio.Lock()  # one write at a time, in arrival order (Java's Configuration write lock)
 
     def texts(self, *, secrets: bool = False) -> dict[str, str]:
-        """Every setting (and file key) by property name; ``secrets``: a TLS key password set too."""
-        return {**self.file_only_properties, **property_texts(self.config, secrets=secrets)}
+        """Every setting (and file key) by property name, ``tls.*`` ones only as the file held them; ``secrets``: a
+        TLS key password too."""
+        settings = property_texts(self.config)
+        tls = {key: text for key, text in self.file_tls_properties.items() if secrets or key not in SECRET_KEYS}
+        return {**self.file_only_properties, **_without_tls(settings), **tls}
 
     def formatted(self) -> str:
         """Every setting as ``key=value`` lines (GET_NAMESRV_CONFIG's body)."""
@@ -94,25 +108,27 @@ class NamesrvConfigAdmin:
         path = Path(self.config.config_store_path).expanduser()
         try:
             async with self._write_lock:
-                await trio.to_thread.run_sync(_write, path, self.texts(), self.texts(secrets=True))
+                await trio.to_thread.run_sync(_write, path, self.texts(secrets=True))
         except OSError as exc:
             log.warning("cannot persist the name server config to %s: %s", path, exc)
         return unknown
 
 
-def _write(path: Path, texts: dict[str, str], with_secrets: dict[str, str]) -> None:
-    """``texts`` as the file at ``path``, with the passwords of ``with_secrets`` the file held (Java's ``persist``
-    writes every key of the -c file; a password from elsewhere, a system property in RocketMQ, is never written)."""
-    held = _keys_in(path)
-    texts = {**texts, **{key: text for key, text in with_secrets.items() if key not in texts and key in held}}
+def _without_tls(texts: Mapping[str, str]) -> dict[str, str]:
+    return {key: text for key, text in texts.items() if not key.startswith(SYSTEM_PROPERTY_PREFIX)}
+
+
+def _write(path: Path, texts: dict[str, str]) -> None:
+    """``texts`` as the file at ``path`` (Java's ``MixAll.string2File``: the parent directories made)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     data = format_properties(texts).encode("latin-1")
     replace_atomically(path, data, path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp"))
 
 
-def _keys_in(path: Path) -> set[str]:
-    """The keys of the properties file at ``path`` (none when it is missing or does not load)."""
+def _tls_properties_in(path: Path) -> dict[str, str]:
+    """The ``tls.*`` properties of the file at ``path`` (none when it is missing or does not load)."""
     try:
-        return set(parse_properties(decode_properties_file(path.read_bytes())))
-    except (FileNotFoundError, PropertiesError):
-        return set()
+        props = parse_properties(decode_properties_file(path.read_bytes()))
+    except (OSError, PropertiesError):
+        return {}
+    return {key: text for key, text in props.items() if key.startswith(SYSTEM_PROPERTY_PREFIX)}

@@ -45,8 +45,10 @@ async def test_tls_settings_are_not_name_server_settings_an_update_can_change(
     """RocketMQ's ``tls.*`` are JVM system properties (remoting/.../netty/TlsSystemConfig.java), not fields of the
     NamesrvConfig and NettyServerConfig that 4.9.8's Configuration.update sets and persists: UPDATE_NAMESRV_CONFIG
     answers SUCCESS and leaves them alone. The name server checks no caller, so an update must not turn TLS off (or
-    its test mode on) in the ``configStorePath`` file the next start reads; the other keys still apply."""
+    its test mode on) in the ``configStorePath`` file the next start reads; the other keys still apply. (The file
+    holds the TLS settings: only those its keys are written back, as Configuration holds the ``-c`` file's.)"""
     store = tmp_path / "namesrv.properties"
+    store.write_text("tls.server.mode=permissive\ntls.test.mode.enable=false\n")
     cert, key = write_self_signed(tmp_path)  # test mode off: a start needs them, as in RocketMQ
     server, addr = await start_namesrv(
         config_store_path=str(store), tls_server_mode="permissive", tls_test_mode_enable=False,
