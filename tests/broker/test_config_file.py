@@ -104,6 +104,28 @@ def test_persisting_into_a_missing_file_creates_it_and_leaves_no_temp_file(tmp_p
     assert [p.name for p in tmp_path.iterdir()] == ["new.conf"]
 
 
+async def test_an_update_after_the_conf_file_was_removed_writes_every_setting(tmp_path: Path) -> None:
+    """4.9.8's Configuration.persist writes every property it holds (the four config objects' fields and the ``-c``
+    file's keys) to the broker's config path with MixAll.string2File, whatever is there (common/src/main/java/org/
+    apache/rocketmq/common/Configuration.java): a ``-c`` file removed while the broker runs comes back whole at the
+    next update. Ours wrote only the updated keys, so the next start lost the broker's name and every other
+    setting."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text("brokerName=conf-b\nlistenPort=0\nlistenHost=127.0.0.1\nfancyKey=1\n")
+    async with broker_from_conf(conf, tmp_path / "store") as (_, addr), RemotingClient() as client:
+        conf.unlink()
+        update = request(RequestCode.UPDATE_BROKER_CONFIG, body=b"autoCreateTopicEnable=false\n")
+        assert (await client.invoke(addr, update, 5)).code == ResponseCode.SUCCESS
+    written = parse_properties(conf.read_text())
+    assert (written["brokerName"], written["fancyKey"], written["storePathRootDir"]) == (
+        "conf-b",
+        "1",
+        str(tmp_path / "store"),
+    )
+    restarted = build_config(str(conf), [], "")
+    assert (restarted.broker_name, restarted.auto_create_topic_enable) == ("conf-b", False)
+
+
 async def test_update_broker_config_refuses_the_keys_of_config_black_list_in_broker_conf(tmp_path: Path) -> None:
     """``configBlackList`` read from broker.conf (RocketMQ 4.9.8's BrokerConfig, default
     ``configBlackList;brokerConfigPath``) adds its ``;``-separated keys to the fixed ones
