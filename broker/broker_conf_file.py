@@ -8,6 +8,9 @@ blank lines, keys we do not know) is kept byte for byte. Lines are found as ``ja
 (:mod:`remoting.codec.java_properties`), the file is ISO-8859-1 as Java reads it, and new values are escaped so that
 Java reads them back unchanged.
 
+A file that is missing when an update comes (removed while the broker runs) is written whole: every setting and
+the start's file-only keys with the changes, as Java's dump, so the next start keeps them.
+
 The write is atomic: a temp file of its own next to it, fsynced, renamed over the original, then the directory
 fsynced; a crash leaves either the old or the new file. Concurrent writers are serialised, so none loses another's
 keys. Blocking; errors are ``OSError`` (the caller logs them: the running broker already uses the new values).
@@ -70,13 +73,15 @@ def rewrite_properties(text: str, changes: Mapping[str, str]) -> str:
     return "".join(out)
 
 
-def persist_properties(path: Path, changes: Mapping[str, str]) -> None:
-    """Apply :func:`rewrite_properties` to the file at ``path`` atomically (a missing file is created)."""
+def persist_properties(path: Path, changes: Mapping[str, str], everything: Mapping[str, str] | None = None) -> None:
+    """Apply :func:`rewrite_properties` to the file at ``path`` atomically. A missing file is created with
+    ``everything`` (every property the broker holds) and ``changes``, as Java's dump would hold them all."""
     with _WRITE_LOCK:
         try:
             raw = path.read_bytes()
         except FileNotFoundError:
             raw = b""
+            changes = {**(everything or {}), **changes}
         # Written back in the encoding it was read in, so untouched lines keep their bytes (new values are escaped
         # to ASCII by escape_value).
         encoding = properties_file_encoding(raw)

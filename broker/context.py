@@ -155,8 +155,9 @@ class BrokerState:
         texts = property_texts(config)
         changed = {key: texts[key] for key in props if key in texts} | held
         if self.config_path is not None and changed:
+            everything = {**self.file_only_properties, **_without_tls(texts)}
             try:
-                await trio.to_thread.run_sync(persist_properties, self.config_path, changed)
+                await trio.to_thread.run_sync(persist_properties, self.config_path, changed, everything)
             except OSError:
                 log.exception("writing the updated broker config to %s failed", self.config_path)
         if "brokerPermission" in props:
@@ -165,6 +166,11 @@ class BrokerState:
             self.topics.next_version()
             await self.register_now()
         return unknown
+
+
+def _without_tls(texts: Mapping[str, str]) -> dict[str, str]:
+    """``texts`` but the ``tls.*`` keys: JVM system properties in RocketMQ, no setting its Configuration holds."""
+    return {key: text for key, text in texts.items() if not key.startswith(SYSTEM_PROPERTY_PREFIX)}
 
 
 def check_enums(config: BrokerConfig) -> None:
