@@ -230,6 +230,34 @@ async def test_tls_settings_are_not_broker_settings_an_update_can_change(tmp_pat
     assert restarted.auto_create_topic_enable is False
 
 
+async def test_get_broker_config_shows_only_the_tls_keys_of_the_conf_file_and_a_rewrite_keeps_them(
+    tmp_path: Path,
+) -> None:
+    """4.9.8's BrokerController builds its Configuration from BrokerConfig, NettyServerConfig, NettyClientConfig and
+    MessageStoreConfig, and BrokerStartup registers the ``-c`` file's properties; ``tls.*`` are JVM system properties
+    (remoting/src/main/java/org/apache/rocketmq/remoting/netty/TlsSystemConfig.java), in none of them. So
+    GET_BROKER_CONFIG shows only the ``tls.*`` keys broker.conf held, with their text, and a rewrite of a removed file
+    keeps them (a key password too, never shown). Ours showed every ``tls.*`` setting and the rewrite dropped them."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text(
+        "listenPort=0\nlistenHost=127.0.0.1\ntls.server.need.client.auth=optional\ntls.server.keyPassword=s3cret\n"
+    )
+    async with broker_from_conf(conf, tmp_path / "store") as (_, addr), RemotingClient() as client:
+        answer = await client.invoke(addr, request(RequestCode.GET_BROKER_CONFIG), 5)
+        shown = parse_properties(bytes(answer.body).decode())
+        conf.unlink()
+        update = request(RequestCode.UPDATE_BROKER_CONFIG, body=b"autoCreateTopicEnable=false\n")
+        assert (await client.invoke(addr, update, 5)).code == ResponseCode.SUCCESS
+    written = parse_properties(conf.read_text())
+    assert {key: text for key, text in shown.items() if key.startswith("tls.")} == {
+        "tls.server.need.client.auth": "optional"
+    }
+    assert {key: text for key, text in written.items() if key.startswith("tls.")} == {
+        "tls.server.need.client.auth": "optional",
+        "tls.server.keyPassword": "s3cret",
+    }
+
+
 async def test_warm_maped_file_enable_updated_at_run_time_warms_the_next_segment(
     embedded_cluster: EmbeddedCluster,
 ) -> None:
