@@ -47,7 +47,7 @@ from processors.hold import HoldService
 from remoting.codec.bodies.broker_metadata import DataVersion
 from remoting.codec.java_properties import PropertiesError, apply_properties, property_texts
 from remoting.codec.msgid import pack_socket_address
-from remoting.tls import SYSTEM_PROPERTY_PREFIX
+from remoting.tls import SYSTEM_PROPERTY_PREFIX, held_tls_texts
 from store.message_store import MessageStore
 from store.metadata_files import TopicConfig
 from store.store_config import BrokerRole, FlushDiskType, StoreConfig
@@ -91,6 +91,9 @@ class BrokerState:
     #: persists them (``mergeIfExist``), never a key the file did not have (common/src/main/java/org/apache/rocketmq/
     #: common/Configuration.java).
     file_only_properties: dict[str, str] = attrs.field(factory=dict)
+    #: That file's ``tls.*`` keys with their text, the only ones GET_BROKER_CONFIG shows and a rewrite of the whole
+    #: file writes: JVM system properties in RocketMQ, held by its Configuration only as the file's properties.
+    file_tls_properties: dict[str, str] = attrs.field(factory=dict)
     #: The long-poll hold service, once the controller created one.
     hold: HoldService | None = None
     #: Called by :meth:`on_topic_changed`; the controller points it at the registration service.
@@ -126,6 +129,12 @@ class BrokerState:
         self.store_host = pack_socket_address(self.config.broker_ip1, port)
         self.store.store_host = self.store_host
 
+    def config_texts(self, config: BrokerConfig | None = None, *, secrets: bool = False) -> dict[str, str]:
+        """``config``'s settings (default: the running ones) by property name as Java's Configuration holds them: the
+        ``tls.*`` ones only as the ``-c`` file held them (``secrets``: its key passwords too)."""
+        texts = property_texts(self.config if config is None else config)
+        return held_tls_texts(texts, self.file_tls_properties, secrets=secrets)
+
     async def update_config(self, props: Mapping[str, str]) -> list[str]:
         """Apply ``props`` (property names) to the running broker and its ``-c`` file; returns the unknown keys.
         A boolean other than ``true`` is false and a number Java cannot parse is skipped, as
@@ -155,7 +164,7 @@ class BrokerState:
         texts = property_texts(config)
         changed = {key: texts[key] for key in props if key in texts} | held
         if self.config_path is not None and changed:
-            everything = {**self.file_only_properties, **_without_tls(texts)}
+            everything = {**self.file_only_properties, **self.config_texts(config, secrets=True)}
             try:
                 await trio.to_thread.run_sync(persist_properties, self.config_path, changed, everything)
             except OSError:
@@ -166,11 +175,6 @@ class BrokerState:
             self.topics.next_version()
             await self.register_now()
         return unknown
-
-
-def _without_tls(texts: Mapping[str, str]) -> dict[str, str]:
-    """``texts`` but the ``tls.*`` keys: JVM system properties in RocketMQ, no setting its Configuration holds."""
-    return {key: text for key, text in texts.items() if not key.startswith(SYSTEM_PROPERTY_PREFIX)}
 
 
 def check_enums(config: BrokerConfig) -> None:

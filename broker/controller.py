@@ -93,6 +93,7 @@ from remoting.processor import RequestContext
 from remoting.prometheus import prometheus_wanted
 from remoting.rpc_metrics import RpcLatency
 from remoting.server import RemotingServer, idle_timeout_of
+from remoting.tls import tls_properties_in
 from store.results import AppendResult
 
 log = logging.getLogger(__name__)
@@ -154,6 +155,7 @@ class BrokerController:
         self.context.config_path = config_path
         if config_path is not None:  # BrokerStartup: registerConfig(properties), the -c file's keys
             self.context.file_only_properties = properties_without_setting(config_path)
+            self.context.file_tls_properties = tls_properties_in(config_path)
         self.pools: dict[str, ProcessorPool] = broker_pools(sizes=pool_sizes(config))
         self._page_cache_busy = self.context.store.is_os_page_cache_busy
         apply_fast_failure(self.pools, config, self._page_cache_busy)

@@ -29,30 +29,23 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Final
 
-import attrs
 import trio
 
 from namesrv.config import NamesrvConfig
 from remoting.codec.java_properties import (
-    PropertiesError,
     apply_properties,
     black_listed_keys,
-    decode_properties_file,
     format_properties,
     parse_properties,
-    property_name,
     property_texts,
 )
-from remoting.tls import SYSTEM_PROPERTY_PREFIX, TlsSettings
+from remoting.tls import SYSTEM_PROPERTY_PREFIX, held_tls_texts, tls_properties_in
 from store.metadata_files import replace_atomically
 
 __all__ = ["ALWAYS_BLACK_LISTED", "SYSTEM_PROPERTY_PREFIX", "NamesrvConfigAdmin"]
 
 #: Keys Java black-lists whatever ``configBlackList`` says.
 ALWAYS_BLACK_LISTED: Final = frozenset({"configBlackList", "configStorePath", "kvConfigPath", "rocketmqHome"})
-
-#: The TLS key passwords: written back to the file that held them, never shown.
-SECRET_KEYS: Final = frozenset(property_name(f) for f in attrs.fields(TlsSettings) if f.metadata.get("secret"))
 
 log = logging.getLogger(__name__)
 
@@ -76,16 +69,15 @@ class NamesrvConfigAdmin:
         #: (``mergeIfExist``; common/src/main/java/org/apache/rocketmq/common/Configuration.java).
         self.file_only_properties = dict(file_only_properties or {})
         #: The ``tls.*`` keys of the ``configStorePath`` file at creation, with their text (see the module docstring).
-        self.file_tls_properties = _tls_properties_in(Path(config.config_store_path).expanduser())
+        self.file_tls_properties = tls_properties_in(Path(config.config_store_path).expanduser())
         self._on_change = on_change
         self._write_lock = trio.Lock()  # one write at a time, in arrival order (Java's Configuration write lock)
 
     def texts(self, *, secrets: bool = False) -> dict[str, str]:
         """Every setting (and file key) by property name, ``tls.*`` ones only as the file held them; ``secrets``: a
         TLS key password too."""
-        settings = property_texts(self.config)
-        tls = {key: text for key, text in self.file_tls_properties.items() if secrets or key not in SECRET_KEYS}
-        return {**self.file_only_properties, **_without_tls(settings), **tls}
+        settings = held_tls_texts(property_texts(self.config), self.file_tls_properties, secrets=secrets)
+        return {**self.file_only_properties, **settings}
 
     def formatted(self) -> str:
         """Every setting as ``key=value`` lines (GET_NAMESRV_CONFIG's body)."""
@@ -114,21 +106,8 @@ class NamesrvConfigAdmin:
         return unknown
 
 
-def _without_tls(texts: Mapping[str, str]) -> dict[str, str]:
-    return {key: text for key, text in texts.items() if not key.startswith(SYSTEM_PROPERTY_PREFIX)}
-
-
 def _write(path: Path, texts: dict[str, str]) -> None:
     """``texts`` as the file at ``path`` (Java's ``MixAll.string2File``: the parent directories made)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     data = format_properties(texts).encode("latin-1")
     replace_atomically(path, data, path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp"))
-
-
-def _tls_properties_in(path: Path) -> dict[str, str]:
-    """The ``tls.*`` properties of the file at ``path`` (none when it is missing or does not load)."""
-    try:
-        props = parse_properties(decode_properties_file(path.read_bytes()))
-    except (OSError, PropertiesError):
-        return {}
-    return {key: text for key, text in props.items() if key.startswith(SYSTEM_PROPERTY_PREFIX)}

@@ -86,7 +86,6 @@ from remoting.codec.java_properties import (
     black_listed_keys,
     format_properties,
     parse_properties,
-    property_texts,
 )
 from remoting.codec.topics import RETRY_GROUP_TOPIC_PREFIX, pop_retry_topic, validate_topic
 from remoting.dispatch import ProcessorPool, not_supported_remark
@@ -439,7 +438,7 @@ class AdminBrokerProcessor:
 
     def get_broker_config(self, request: RemotingCommand) -> RemotingCommand:
         version = self.broker.config_version  # Configuration.getDataVersionJson(), not the topic table's
-        texts = property_texts(self.broker.config)
+        texts = self.broker.config_texts()
         # An empty brokerIP2 means brokerIP1's host, the HA host the broker registers: shown as such, as Java's
         # BrokerConfig holds its default, the local address (common/src/main/java/org/apache/rocketmq/common/
         # BrokerConfig.java), and `mqbroker -p` prints it.

@@ -317,6 +317,11 @@ class BrokerContext(Protocol):
         """The ``-c`` file's keys no setting has, with their text (Java's Configuration holds them too)."""
         ...
 
+    def config_texts(self) -> dict[str, str]:
+        """The settings by property name, the ``tls.*`` ones only as the ``-c`` file held them (Java's Configuration
+        holds no other)."""
+        ...
+
     async def register_now(self) -> None:
         """Register the topic table with every name server and return once they answered or timed out."""
         ...

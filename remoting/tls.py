@@ -34,6 +34,7 @@ import ipaddress
 import logging
 import ssl
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
@@ -123,6 +124,29 @@ class TlsSettings:
     tls_client_cert_path: str = attrs.field(default="", metadata={"key": "tls.client.certPath"})
     tls_client_trust_cert_path: str = attrs.field(default="", metadata={"key": "tls.client.trustCertPath"})
     tls_client_auth_server: bool = attrs.field(default=False, metadata={"key": "tls.client.authServer"})
+
+
+#: The key passwords among the ``tls.*`` keys: written back to a settings file that held them, never shown.
+SECRET_KEYS: Final = frozenset(str(f.metadata["key"]) for f in attrs.fields(TlsSettings) if f.metadata.get("secret"))
+
+
+def tls_properties_in(path: Path) -> dict[str, str]:
+    """The ``tls.*`` properties of the settings file at ``path`` with their text (none when it is missing or does not
+    load): all of them a Java broker's or name server's Configuration holds, as the ``-c`` file's properties
+    (``registerConfig``), the config objects having no ``tls.*`` field (see :data:`SYSTEM_PROPERTY_PREFIX`)."""
+    try:
+        props = parse_properties(decode_properties_file(path.read_bytes()))
+    except (OSError, UnreadableProperties):
+        return {}
+    return {key: text for key, text in props.items() if key.startswith(SYSTEM_PROPERTY_PREFIX)}
+
+
+def held_tls_texts(settings: Mapping[str, str], file_tls: Mapping[str, str], *, secrets: bool) -> dict[str, str]:
+    """``settings`` (property texts) without their ``tls.*`` keys, with ``file_tls`` (the ``-c`` file's, from
+    :func:`tls_properties_in`) instead, its passwords only with ``secrets``: what Java's Configuration shows and
+    persists."""
+    kept = {key: text for key, text in settings.items() if not key.startswith(SYSTEM_PROPERTY_PREFIX)}
+    return kept | {key: text for key, text in file_tls.items() if secrets or key not in SECRET_KEYS}
 
 
 #: The boolean ``tls.*`` keys, as ``tls.config.file`` names them.
