@@ -1,11 +1,13 @@
 """Start-up and restart settings at their edges: an embedded cluster keeps a ``brokerIP1`` given on its command line
-whatever its value, an embedded DLedger group left inside a cancelled scope still closes, and an updated
-``haListenPort`` waits for the restart as ``listenPort`` does."""
+whatever its value, an embedded DLedger group left inside a cancelled scope still closes and its name server keeps
+its config file in the group's data dir, and an updated ``haListenPort`` waits for the restart as ``listenPort``
+does."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import trio
 import trio.testing
 
@@ -52,3 +54,18 @@ async def test_an_updated_ha_listen_port_is_not_registered_before_a_restart(
         assert (await client.invoke(embedded_cluster.broker_addr, update, 5)).code == ResponseCode.SUCCESS
     assert controller.context.config.ha_server_addr == before
     assert controller.context.store.ha.port == int(before.rsplit(":", 1)[1])
+
+
+async def test_the_dledger_groups_name_server_keeps_its_config_file_in_the_data_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """UPDATE_NAMESRV_CONFIG persists to ``configStorePath`` (4.9.8's Configuration.persist), whose default is
+    ``$HOME/namesrv/namesrv.properties`` (NamesrvConfig): the DLedger group's name server kept that default, so an
+    update wrote into the user's home, shared by every group and test, and each start read its ``tls.*`` keys from
+    there. The single-master cluster keeps it under its data dir, as its kvConfig.json; so must the group."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    async with EmbeddedDLedgerGroup(tmp_path / "data", **SMALL_STORE) as group, RemotingClient() as client:
+        update = request(RequestCode.UPDATE_NAMESRV_CONFIG, body=b"orderMessageEnable=true\n")
+        assert (await client.invoke(group.namesrv_addr, update, 5)).code == ResponseCode.SUCCESS
+    assert "orderMessageEnable=true\n" in (tmp_path / "data" / "namesrv" / "namesrv.properties").read_text()
+    assert not (tmp_path / "home" / "namesrv").exists()
