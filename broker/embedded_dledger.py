@@ -86,8 +86,15 @@ class EmbeddedDLedgerGroup(NurseryOwner):
     # ---- life cycle --------------------------------------------------------------------------------------------
 
     async def _start_all(self, nursery: trio.Nursery) -> None:
-        kv_path = str(self.data_dir / "namesrv" / "kvConfig.json")
-        namesrv = NamesrvServer(NamesrvConfig(listen_port=0, listen_host=self.host, kv_config_path=kv_path))
+        namesrv_dir = self.data_dir / "namesrv"  # its files with the group's, as EmbeddedCluster keeps them
+        namesrv = NamesrvServer(
+            NamesrvConfig(
+                listen_port=0,
+                listen_host=self.host,
+                kv_config_path=str(namesrv_dir / "kvConfig.json"),
+                config_store_path=str(namesrv_dir / "namesrv.properties"),
+            )
+        )
         host, port = await nursery.start(namesrv.serve)
         self.namesrv_addr = f"{advertised_host(host)}:{port}"  # bound to every interface: the host's address
         for member in self.ids:
