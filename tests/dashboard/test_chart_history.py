@@ -1,0 +1,84 @@
+"""The charts' day files, as rocketmq-dashboard's ``DashboardCollectTask``: every sample of a day is kept in
+``<dataPath>/dashboard<yyyy-MM-dd>.json`` (brokers) and ``..._topic.json`` (topics), one JSON object of lines by key;
+``?date=`` reads a past day's files, and today's samples survive a restart. The points' wall clock is the sampler's
+``wall_ms``, set here to chosen days."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import trio
+
+from broker.embedded import EmbeddedCluster
+from client import Message, Producer
+from tests.client.helpers import create_topic
+from tests.dashboard.conftest import Dash, open_dash
+
+DAY_ONE = "2026-03-04"
+DAY_TWO = "2026-03-05"
+
+
+def local_noon_ms(day: str) -> int:
+    """Noon of ``day`` in the local time zone, the one rocketmq-dashboard's ``SimpleDateFormat`` names days in."""
+    return int(time.mktime(time.strptime(day + " 12:00:00", "%Y-%m-%d %H:%M:%S")) * 1000)
+
+
+def on_day(dash: Dash, day: str, minute: int = 0) -> int:
+    at = local_noon_ms(day) + minute * 60_000
+    dash.app.state.sampler.wall_ms = lambda: at
+    return at
+
+
+async def sample_twice_with_puts(dash: Dash, day: str, topic: str) -> None:
+    on_day(dash, day)
+    await dash.app.state.sampler.sample_once()
+    async with Producer("history-pg", dash.cluster.namesrv_addr) as producer:
+        for _ in range(5):
+            await producer.send(Message(topic, b"x"))
+    on_day(dash, day, minute=1)
+    await dash.app.state.sampler.sample_once()
+
+
+async def test_a_days_samples_are_written_in_rocketmq_dashboards_day_files(
+    embedded_cluster: EmbeddedCluster, nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    """Java's ``saveData``: ``dashboard<day>.json`` maps ``brokerName:brokerId`` to ``"<ms>,<tps>"`` lines,
+    ``dashboard<day>_topic.json`` maps a topic to ``"<ms>,<inTps>,<inCount>,<outTps>,<outCount>"`` lines."""
+    await create_topic(embedded_cluster.namesrv_addr, "HistoryTopic", queues=2)
+    async for dash in open_dash(embedded_cluster, nursery, data_path=str(tmp_path)):
+        await sample_twice_with_puts(dash, DAY_ONE, "HistoryTopic")
+    brokers = json.loads((tmp_path / f"dashboard{DAY_ONE}.json").read_text())
+    lines = brokers["broker-a:0"]
+    assert [int(line.split(",")[0]) for line in lines] == [local_noon_ms(DAY_ONE), local_noon_ms(DAY_ONE) + 60_000]
+    assert all(float(line.split(",")[1]) >= 0 for line in lines)
+    topics = json.loads((tmp_path / f"dashboard{DAY_ONE}_topic.json").read_text())
+    [line] = topics["HistoryTopic"]
+    ms, in_tps, in_count, out_tps, out_count = line.split(",")
+    assert int(ms) == local_noon_ms(DAY_ONE) + 60_000 and float(in_tps) > 0 and int(in_count) == 5
+    assert float(out_tps) == 0 and int(out_count) == 0
+
+
+async def test_a_past_day_is_read_from_its_files_and_today_survives_a_restart(
+    embedded_cluster: EmbeddedCluster, nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    """``/dashboard/broker.query?date=`` and ``topic.query?date=``: a past day from its files, today (no date)
+    from memory; a restart reads today's files back, as Java's ``writeFile`` merges the file and memory."""
+    await create_topic(embedded_cluster.namesrv_addr, "PastTopic", queues=1)
+    async for dash in open_dash(embedded_cluster, nursery, data_path=str(tmp_path)):
+        await sample_twice_with_puts(dash, DAY_ONE, "PastTopic")
+        on_day(dash, DAY_TWO)
+        await dash.app.state.sampler.sample_once()
+        past = await dash.get(f"/api/charts/brokers?date={DAY_ONE}")
+        assert len(past["series"]["broker-a:0"]["t"]) == 2 and past["date"] == DAY_ONE
+        assert len((await dash.get("/api/charts/brokers"))["series"]["broker-a:0"]["t"]) == 1
+        topic = await dash.get(f"/api/charts/topics?date={DAY_ONE}&topic=PastTopic")
+        assert topic["series"]["put"][0] > 0 and "PastTopic" in topic["topics"]
+        assert (await dash.get("/api/charts/brokers?date=2020-01-01"))["series"] == {}
+        await dash.get("/api/charts/brokers?date=../../etc/passwd", status=400)
+    async for dash in open_dash(embedded_cluster, nursery, data_path=str(tmp_path)):
+        on_day(dash, DAY_TWO, minute=1)
+        assert len((await dash.get("/api/charts/brokers"))["series"]["broker-a:0"]["t"]) == 1
+        await dash.app.state.sampler.sample_once()
+        assert len((await dash.get("/api/charts/brokers"))["series"]["broker-a:0"]["t"]) == 2
