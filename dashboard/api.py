@@ -23,8 +23,9 @@ from client.admin import Admin
 from client.errors import MQBrokerError, MQClientError
 from dashboard import acl, cluster, dlq, groups, messages, topics
 from dashboard.auth import check_login, login, logout, session_user
+from dashboard.history import is_day
 from dashboard.ops import AdminSwitch
-from dashboard.sampler import Sampler
+from dashboard.sampler import Sampler, broker_series, busiest_topics, topic_series
 from dashboard.settings import DashboardSettings
 from dashboard.trace import default_finder, trace_of
 from remoting.codec.errors import CodecError
@@ -438,21 +439,35 @@ async def post_ops_vip(request: Request) -> JSONResponse:
 # -- charts --------------------------------------------------------------------------------------------------
 
 
-async def get_chart_brokers(request: Request) -> JSONResponse:
+async def _chart_day(request: Request) -> tuple[Sampler, str]:
+    """The sampler and the day asked for (``date=yyyy-MM-dd``, as rocketmq-dashboard's ``broker.query``; today when
+    absent); a date of another shape is a 400 (it names the file read)."""
     sampler: Sampler = request.app.state.sampler
+    day = request.query_params.get("date", "").strip() or sampler.today()
+    if not is_day(day):
+        raise BadRequest(f"date {day!r} is not yyyy-MM-dd")
+    return sampler, day
+
+
+async def get_chart_brokers(request: Request) -> JSONResponse:
+    """rocketmq-dashboard's ``/dashboard/broker.query``."""
+    sampler, day = await _chart_day(request)
+    brokers, _ = await sampler.lines(day)
     answer = {"interval": sampler.interval, "samples": sampler.samples, "collecting": request.app.state.collecting}
-    return JSONResponse({**answer, "series": sampler.broker_series()})
+    return JSONResponse({**answer, "date": day, "today": sampler.today(), "series": broker_series(brokers)})
 
 
 async def get_chart_topics(request: Request) -> JSONResponse:
-    sampler: Sampler = request.app.state.sampler
+    """rocketmq-dashboard's ``/dashboard/topic.query``."""
+    sampler, day = await _chart_day(request)
+    _, topics = await sampler.lines(day)
     topic = request.query_params.get("topic", "").strip()
-    answer: dict[str, Any] = {"interval": sampler.interval, "samples": sampler.samples}
-    answer["busiest"] = sampler.busiest_topics()
-    answer["topics"] = sorted(sampler.topics)
+    answer: dict[str, Any] = {"interval": sampler.interval, "samples": sampler.samples, "date": day}
+    answer["busiest"] = busiest_topics(topics)
+    answer["topics"] = sorted(topics)
     if topic:
         answer["topic"] = topic
-        answer["series"] = sampler.topic_series(topic)
+        answer["series"] = topic_series(topics, topic)
     return JSONResponse(answer)
 
 

@@ -27,6 +27,7 @@ from starlette.templating import Jinja2Templates
 from client.admin import Admin
 from dashboard.api import DASHBOARD_URLS, ROUTES
 from dashboard.auth import LoginMiddleware, Sessions, session_user
+from dashboard.history import DayFiles
 from dashboard.ops import AdminSwitch
 from dashboard.permissions import RolePermissions
 from dashboard.sampler import Sampler
@@ -106,7 +107,8 @@ def create_app(
             assert switch.admin is not None
             app.state.ops = switch
             app.state.admin = switch.admin
-            sampler = Sampler(switch.admin, settings.sample_interval, settings.history, settings.sample_concurrency)
+            files = DayFiles(Path(settings.data_path))
+            sampler = Sampler(switch.admin, files, settings.sample_interval, settings.sample_concurrency)
             app.state.sampler = sampler
 
             def follow(admin: Admin) -> None:  # every endpoint and the sampler read through the admin in use

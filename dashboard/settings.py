@@ -103,13 +103,6 @@ class DashboardSettings:
     enable_collect: bool = attrs.field(
         default=True, converter=_bool, metadata=_prop("rocketmq.config.enableDashBoardCollect")
     )
-    #: Seconds of samples kept and drawn.
-    history: float = attrs.field(
-        default=3600.0,
-        converter=float,
-        validator=attrs.validators.gt(0),
-        metadata=_prop("rocketmq.config.historySeconds"),
-    )
     #: Topics whose put rate one sample asks the brokers for at once.
     sample_concurrency: int = attrs.field(
         default=16, converter=int, validator=attrs.validators.gt(0), metadata=_prop("rocketmq.config.sampleConcurrency")

@@ -56,7 +56,8 @@ class ThreadedDashboard(ThreadedCluster):
         self.app: Starlette | None = None
 
     async def serve_beside(self, cluster: EmbeddedCluster, nursery: trio.Nursery) -> None:
-        settings = DashboardSettings(namesrv_addr=cluster.namesrv_addr, port=0, **self._settings)
+        extra = {"data_path": str(self._data_dir / "dashboard-data"), **self._settings}  # the charts' day files there
+        settings = DashboardSettings(namesrv_addr=cluster.namesrv_addr, port=0, **extra)
         self.app = create_app(settings)
         async with serve_dashboard(self.app, nursery) as url:
             self.url = url

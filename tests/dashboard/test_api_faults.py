@@ -267,7 +267,7 @@ async def test_a_master_whose_replies_do_not_decode_is_passed_over_like_a_dead_o
     async with _garbled_master(dash.cluster.namesrv_addr, "GarbledTopic"):
         sampler = dash.app.state.sampler
         await sampler.sample_once()
-        assert sampler.samples == 1 and "broker-a/0" in sampler.brokers
+        assert sampler.samples == 1 and "broker-a:0" in sampler.brokers
         groups = {g["group"]: g for g in (await dash.get("/api/groups"))["groups"]}  # the garbled master skipped
         assert groups["TOOLS_CONSUMER"]["online"] == 0  # its connection lookup met the garbled master
         await dash.get("/api/topic?topic=GarbledTopic", status=502)

@@ -24,6 +24,7 @@ from client.config import ClientConfig
 from client.consumer.consume import retry_copy_properties
 from client.sync import Admin, Producer, PushConsumer
 from dashboard.dlq import EXPORT_COLUMNS
+from dashboard.history import DayFiles
 from remoting.codec.bodies import MessageQueue
 from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig
 from tests.dashboard.browser import HANG_GUARD, banner, click, rows, table_rows, wait_for
@@ -360,6 +361,28 @@ def test_a_chart_has_points_after_a_short_load(browser: WebDriver, live: Threade
         open_page(browser, live, "/charts?topic=ChartPageTopic")
     assert browser.find_elements(By.CSS_SELECTOR, "#broker-charts canvas")
     assert browser.find_elements(By.CSS_SELECTOR, "#topic-charts canvas")
+
+
+def test_the_date_picker_draws_a_past_days_files(browser: WebDriver, live: ThreadedDashboard) -> None:
+    """rocketmq-dashboard's DatePicker: a day picked on the Charts page is read from that day's files."""
+    files = DayFiles(Path(live.app.state.settings.data_path))
+    at = int(time.mktime((2026, 3, 4, 12, 0, 0, 0, 0, -1)) * 1000)
+    topic_lines = [f"{at},4.00000,240,1.00000,60", f"{at + 60_000},5.00000,540,2.00000,180"]
+    files.write("2026-03-04", {"broker-z:0": [f"{at},3.00000,4.00000,1.00000"]}, {"PastPageTopic": topic_lines})
+    open_page(browser, live, "/charts")
+    picker = browser.find_element(By.ID, "chart-date")
+    assert picker.get_attribute("value") == time.strftime("%Y-%m-%d")  # today, the dashboard's memory
+    browser.execute_script("arguments[0].value = '2026-03-04'; arguments[0].dispatchEvent(new Event('change'))", picker)
+
+    def drawn(d: WebDriver) -> bool:
+        charts = d.find_elements(By.CSS_SELECTOR, '[data-chart="Topic PastPageTopic"]')
+        return bool(charts) and charts[0].get_attribute("data-points") == "2"
+
+    wait_for(browser, drawn)
+    assert browser.find_elements(By.CSS_SELECTOR, '[data-chart="Broker broker-z:0"] canvas')
+    assert "date=2026-03-04" in browser.current_url
+    open_page(browser, live, "/charts?date=2026-03-04")  # a link keeps the day
+    wait_for(browser, drawn)
 
 
 def kill_for(live: ThreadedDashboard, sent: SendResult, group: str) -> None:
