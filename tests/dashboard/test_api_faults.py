@@ -147,6 +147,22 @@ async def test_the_groups_page_lists_the_live_masters_groups_when_one_master_doe
     assert "live-group" in {g["group"] for g in groups}
 
 
+async def test_the_group_list_names_the_broker_it_could_not_read(dash: Dash) -> None:
+    """rocketmq-dashboard's ``makeGroupListCache`` fails the whole list when a broker's
+    ``getAllSubscriptionGroup`` throws; ours lists the live brokers' groups (the review above) but passed the dead
+    one over in silence, so a group only it holds just vanished. The answer now names it and why."""
+    embedded = dash.cluster.controller.context
+    embedded.groups.update(SubscriptionGroupConfig("named-live-group"))
+    embedded.offsets.commit("named-live-group", "TBW102", 0, 0)
+    async with RemotingClient() as client:
+        await register_as_master(client, dash.cluster.namesrv_addr, "127.0.0.1:1", "DeadNamedTopic", "broker-dead")
+        answer = await dash.get("/api/groups")
+    assert "named-live-group" in {g["group"] for g in answer["groups"]}
+    [failed] = answer["unreadBrokers"]
+    assert failed["broker"] == "broker-dead" and failed["address"] == "127.0.0.1:1" and failed["error"]
+    assert (await dash.get("/api/groups"))["unreadBrokers"] == []  # unregistered with the connection
+
+
 async def test_the_producers_online_are_listed_when_one_master_does_not_answer(dash: Dash) -> None:
     """As the cluster and groups pages, the producers online are what the live masters answer when a registered
     master does not: the dead one is passed over, not a 502 for the page."""
