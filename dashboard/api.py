@@ -222,7 +222,8 @@ async def post_topic_message(request: Request) -> JSONResponse:
 
 
 async def get_groups(request: Request) -> JSONResponse:
-    return JSONResponse({"groups": await groups.group_list(_admin(request))})
+    rows, unread = await groups.group_list(_admin(request))
+    return JSONResponse({"groups": rows, "unreadBrokers": unread})
 
 
 async def get_group(request: Request) -> JSONResponse:

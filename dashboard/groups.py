@@ -110,21 +110,25 @@ async def _connection(admin: Admin, group: str) -> ConsumerConnection | None:
         raise
 
 
-async def group_list(admin: Admin) -> list[dict[str, Any]]:
+async def group_list(admin: Admin) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
     """Every subscription group of every broker: topics, lag, TPS and who is connected (nobody when that lookup
-    fails). A broker that does not answer is passed over.
+    fails); and the brokers that did not answer (``broker``, ``address``, ``error``), whose groups are missing.
 
+    rocketmq-dashboard's ``ConsumerServiceImpl.makeGroupListCache`` fails the whole list when one broker's
+    ``getAllSubscriptionGroup`` fails; ours lists the others' groups and names the broker it could not read.
     Each broker is read at ``BrokerData.selectBrokerAddr()``, its master else a slave while the master is down (the
-    slave holds the groups and offsets synced from it), as rocketmq-dashboard's ``ConsumerServiceImpl.
-    makeGroupListCache`` reads each broker's groups; masters only made a broker's groups vanish in an outage."""
+    slave holds the groups and offsets synced from it), as ``makeGroupListCache`` reads each broker's groups; masters
+    only made a broker's groups vanish in an outage."""
     merged: dict[str, dict[str, Any]] = {}
+    unread: list[dict[str, str]] = []
     brokers = (await admin.cluster_info()).broker_addr_table
-    addrs = sorted(a for bd in brokers.values() if (a := bd.select_broker_addr()))
-    for addr in addrs:
+    read_at = sorted((a, name) for name, bd in brokers.items() if (a := bd.select_broker_addr()))
+    for addr, name in read_at:
         try:
             stats = await admin.broker_consume_stats(addr)
         except BROKER_FAILURES as exc:  # a broker that does not answer: the others' groups are still listed
             log.warning("consume stats of %s failed: %s", addr, exc)
+            unread.append({"broker": name, "address": addr, "error": str(exc) or type(exc).__name__})
             continue
         for group, per_topic in stats.consume_stats_list:
             row = merged.setdefault(group, {"group": group, "topics": set(), "diffTotal": 0, "consumeTps": 0.0})
@@ -147,12 +151,12 @@ async def group_list(admin: Admin) -> list[dict[str, Any]]:
         for row in merged.values():
             tg.start_soon(online, row)
     rows = sorted(merged.values(), key=lambda r: r["group"])
-    orderly = await _orderly_groups(admin, addrs)
+    orderly = await _orderly_groups(admin, [addr for addr, _ in read_at])
     for row in rows:
         row["topics"] = sorted(row["topics"])
         row["consumeTps"] = round(row["consumeTps"], 2)
         row["kind"] = group_kind(row["group"], orderly.get(row["group"], False))
-    return rows
+    return rows, unread
 
 
 async def _orderly_groups(admin: Admin, addrs: Iterable[str]) -> dict[str, bool]:

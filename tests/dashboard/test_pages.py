@@ -8,13 +8,16 @@ import json
 import struct
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import attrs
 import httpx
 import pytest
+import trio
 from openpyxl import load_workbook
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
@@ -25,8 +28,10 @@ from client.consumer.consume import retry_copy_properties
 from client.sync import Admin, Producer, PushConsumer
 from dashboard.dlq import EXPORT_COLUMNS
 from dashboard.history import DayFiles
+from remoting.client import RemotingClient
 from remoting.codec.bodies import MessageQueue
 from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig
+from tests.client.test_master_watch import register_as_master
 from tests.dashboard.browser import HANG_GUARD, banner, click, rows, table_rows, wait_for
 from tests.dashboard.live import ThreadedDashboard
 
@@ -383,6 +388,37 @@ def test_the_date_picker_draws_a_past_days_files(browser: WebDriver, live: Threa
     assert "date=2026-03-04" in browser.current_url
     open_page(browser, live, "/charts?date=2026-03-04")  # a link keeps the day
     wait_for(browser, drawn)
+
+
+@contextmanager
+def dead_master_registered(namesrv: str) -> Iterator[None]:
+    """A master of ``broker-dead`` at 127.0.0.1:1 registered with the name server while the block runs (on its own
+    Trio loop in a thread: the registration lasts as long as its connection)."""
+    registered, release = threading.Event(), threading.Event()
+
+    async def hold() -> None:
+        async with RemotingClient() as client:
+            await register_as_master(client, namesrv, "127.0.0.1:1", "DeadPageTopic", "broker-dead")
+            registered.set()
+            await trio.to_thread.run_sync(release.wait)
+
+    thread = threading.Thread(target=trio.run, args=(hold,), daemon=True)
+    thread.start()
+    try:
+        assert registered.wait(HANG_GUARD), "the dead master was never registered"
+        yield
+    finally:
+        release.set()
+        thread.join(HANG_GUARD)
+
+
+def test_the_groups_page_says_which_broker_it_could_not_read(browser: WebDriver, live: ThreadedDashboard) -> None:
+    with dead_master_registered(live.namesrv_addr):
+        open_page(browser, live, "/groups")
+        wait_for(browser, lambda d: "broker-dead (127.0.0.1:1)" in banner(d).text)
+        assert "not listed" in banner(browser).text
+        click(browser, 'button[data-kind="SYSTEM"]')  # the live broker's own groups are still listed
+        table_rows(browser, "groups", lambda r: any(row[0] == "TOOLS_CONSUMER" for row in r))
 
 
 def kill_for(live: ThreadedDashboard, sent: SendResult, group: str) -> None:
