@@ -25,6 +25,7 @@ from dashboard import acl, cluster, dlq, groups, messages, topics
 from dashboard.auth import check_login, login, logout, session_user
 from dashboard.history import is_day
 from dashboard.ops import AdminSwitch
+from dashboard.proxy import ProxyAddrs
 from dashboard.sampler import Sampler, broker_series, busiest_topics, topic_series
 from dashboard.settings import DashboardSettings
 from dashboard.trace import default_finder, trace_of
@@ -437,6 +438,31 @@ async def post_ops_vip(request: Request) -> JSONResponse:
     return JSONResponse(_ops(request).home())
 
 
+# -- proxy ---------------------------------------------------------------------------------------------------
+
+
+def _proxies(request: Request) -> ProxyAddrs:
+    proxies: ProxyAddrs = request.app.state.proxies
+    return proxies
+
+
+async def get_proxy(request: Request) -> JSONResponse:
+    """rocketmq-dashboard's ``/proxy/homePage.query``."""
+    return JSONResponse(_proxies(request).home())
+
+
+async def post_proxy_add(request: Request) -> JSONResponse:
+    """rocketmq-dashboard's ``/proxy/addProxyAddr.do``: ``newProxyAddr`` joins the list."""
+    _proxies(request).add(_field(await _body(request), "newProxyAddr"))
+    return JSONResponse(_proxies(request).home())
+
+
+async def post_proxy_current(request: Request) -> JSONResponse:
+    """rocketmq-dashboard's ``/proxy/updateProxyAddr.do``: ``proxyAddr`` is the current one."""
+    _proxies(request).use(_field(await _body(request), "proxyAddr"))
+    return JSONResponse(_proxies(request).home())
+
+
 # -- charts --------------------------------------------------------------------------------------------------
 
 
@@ -616,6 +642,9 @@ ROUTES = [
     Route("/api/ops/namesrv/add", answering_errors(post_ops_namesrv_add), methods=["POST"]),
     Route("/api/ops/tls", answering_errors(post_ops_tls), methods=["POST"]),
     Route("/api/ops/vip", answering_errors(post_ops_vip), methods=["POST"]),
+    Route("/api/proxy", answering_errors(get_proxy)),
+    Route("/api/proxy/add", answering_errors(post_proxy_add), methods=["POST"]),
+    Route("/api/proxy/current", answering_errors(post_proxy_current), methods=["POST"]),
     Route("/api/login", answering_errors(post_login), methods=["POST"]),
     Route("/api/logout", answering_errors(post_logout), methods=["POST"]),
 ]
@@ -662,6 +691,9 @@ DASHBOARD_URLS: dict[tuple[str, str], str] = {
     ("DELETE", "/api/acl/permission"): "/acl/perm/delete.do",
     ("POST", "/api/acl/white"): "/acl/white/list/add.do",
     ("GET", "/api/ops"): "/ops/homePage.query",
+    ("GET", "/api/proxy"): "/proxy/homePage.query",
+    ("POST", "/api/proxy/add"): "/proxy/addProxyAddr.do",
+    ("POST", "/api/proxy/current"): "/proxy/updateProxyAddr.do",
     ("POST", "/api/ops/namesrv"): "/ops/updateNameSvrAddr.do",
     ("POST", "/api/ops/namesrv/add"): "/ops/addNameSvrAddr.do",
     ("POST", "/api/ops/tls"): "/ops/updateUseTLS.do",

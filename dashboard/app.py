@@ -30,6 +30,7 @@ from dashboard.auth import LoginMiddleware, Sessions, session_user
 from dashboard.history import DayFiles
 from dashboard.ops import AdminSwitch
 from dashboard.permissions import RolePermissions
+from dashboard.proxy import ProxyAddrs
 from dashboard.sampler import Sampler
 from dashboard.settings import DashboardSettings, client_config
 from dashboard.trace import TraceFinder, default_finder
@@ -48,6 +49,7 @@ NAV = [
     ("/charts", "Charts"),
     ("/acl", "ACL"),
     ("/ops", "Ops"),
+    ("/proxy", "Proxy"),
 ]
 #: Pages: path -> (template, title). Detail pages (topic, group, message) are reached from the lists.
 PAGES = {
@@ -63,6 +65,7 @@ PAGES = {
     "/charts": ("charts.html", "Charts"),
     "/acl": ("acl.html", "ACL"),
     "/ops": ("ops.html", "Ops"),
+    "/proxy": ("proxy.html", "Proxy"),
     "/login": ("login.html", "Login"),
 }
 
@@ -138,5 +141,6 @@ def create_app(
     app.state.settings = settings
     app.state.sessions = Sessions(settings.session_timeout)
     app.state.collecting = sample and settings.enable_collect
+    app.state.proxies = ProxyAddrs.of(settings.proxy_addrs, settings.proxy_addr)
     app.state.trace_finder = trace_finder if trace_finder is not None else default_finder(settings.msg_track_topic_name)
     return app

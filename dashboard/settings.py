@@ -141,6 +141,14 @@ class DashboardSettings:
         default=(), converter=_addr_list, metadata=_prop("rocketmq.config.namesrvAddrs")
     )
 
+    #: The proxy addresses the Proxy page offers (rocketmq-dashboard's ``rocketmq.config.proxyAddrs``, here
+    #: comma-separated); the first is the current one unless ``proxy_addr`` is given.
+    proxy_addrs: tuple[str, ...] = attrs.field(
+        default=(), converter=_addr_list, metadata=_prop("rocketmq.config.proxyAddrs")
+    )
+    #: The current proxy address (``rocketmq.config.proxyAddr``).
+    proxy_addr: str | None = attrs.field(default=None, metadata=_prop("rocketmq.config.proxyAddr"))
+
     @property
     def users_path(self) -> Path:
         return Path(self.users_file) if self.users_file else Path(self.data_path) / "users.properties"
@@ -174,6 +182,9 @@ def _from_file(file: str | Path) -> dict[str, Any]:
         if key == "rocketmq.config.namesrvAddrs":
             values["namesrv_addrs"] = value
             values.setdefault("namesrv_addr", value.split(",")[0].strip())
+        elif key == "rocketmq.config.proxyAddrs":  # RMQConfigure.setProxyAddrs: the first is the current one
+            values["proxy_addrs"] = value
+            values.setdefault("proxy_addr", value.split(",")[0].strip())
         elif key == "rocketmq.config.timeoutMillis":
             if not value.strip().isdigit():
                 raise SettingsError(f"{key} must be a number of milliseconds in {file}, not {value!r}")
