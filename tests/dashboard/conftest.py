@@ -3,6 +3,7 @@ httpx client on it (the JSON endpoints' tests); the browser fixtures live in :mo
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 from collections.abc import AsyncIterator
 from typing import Any
@@ -48,13 +49,14 @@ class Dash:
 
 
 async def open_dash(cluster: EmbeddedCluster, nursery: trio.Nursery, **settings: Any) -> AsyncIterator[Dash]:
-    """The dashboard with ``settings``; the charts' day files go to a directory of the test's own unless
-    ``data_path`` says where."""
-    if "data_path" not in settings:
-        settings["data_path"] = tempfile.mkdtemp(prefix="dashboard-data-")
-    app = create_app(DashboardSettings(namesrv_addr=cluster.namesrv_addr, port=0, **settings), sample=False)
-    async with serve_dashboard(app, nursery) as url, httpx.AsyncClient(base_url=url, timeout=30) as http:
-        yield Dash(cluster, app, http)
+    """The dashboard with ``settings``; the charts' day files go to a directory of its own, removed afterwards,
+    unless ``data_path`` says where."""
+    with contextlib.ExitStack() as stack:
+        if "data_path" not in settings:
+            settings["data_path"] = stack.enter_context(tempfile.TemporaryDirectory(prefix="dashboard-data-"))
+        app = create_app(DashboardSettings(namesrv_addr=cluster.namesrv_addr, port=0, **settings), sample=False)
+        async with serve_dashboard(app, nursery) as url, httpx.AsyncClient(base_url=url, timeout=30) as http:
+            yield Dash(cluster, app, http)
 
 
 @pytest.fixture
