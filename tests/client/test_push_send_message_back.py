@@ -1,0 +1,53 @@
+"""``PushConsumer.send_message_back``: an application sends a message back itself, as Java's public
+``DefaultMQPushConsumer.sendMessageBack(msg, delayLevel[, brokerName])`` (4.9.8's
+client/src/main/java/org/apache/rocketmq/client/consumer/DefaultMQPushConsumer.java): CONSUMER_SEND_MSG_BACK to the
+named broker's master, or without a broker name to the host that stored the message; the message then comes back
+through the group's retry topic after the delay level's time."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from client.consumer.listener import ConsumeConcurrentlyStatus
+from client.consumer.push import PushConsumer
+from client.message import Message, MessageExt
+from client.producer import Producer
+from tests.client.helpers import create_topic, wait_until
+from tests.threaded_cluster import ThreadedCluster
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_a_message_the_listener_sends_back_itself_comes_back_through_the_retry_topic(
+    cluster: ThreadedCluster,
+) -> None:
+    await create_topic(cluster.namesrv_addr, "SendBackApi", queues=1)
+    again: dict[bytes, MessageExt] = {}
+    sent: list[bytes] = []
+    consumer = PushConsumer("cg-send-back-api", cluster.namesrv_addr)
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+        for msg in msgs:
+            if msg.reconsume_times:
+                again[msg.body] = msg
+            elif msg.body == b"by-store-host":
+                await consumer.send_message_back(msg, 1)  # level 1: 1 s
+                sent.append(msg.body)
+            else:
+                await consumer.send_message_back(msg, 1, "broker-a")
+                sent.append(msg.body)
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer.subscribe("SendBackApi")
+    consumer.register_message_listener(listener)
+    async with Producer("pg", cluster.namesrv_addr) as producer, consumer:
+        await producer.send(Message("SendBackApi", b"by-store-host"))
+        await producer.send(Message("SendBackApi", b"by-broker-name"))
+        with anyio.fail_after(60):
+            await wait_until(lambda: len(again) == 2)
+    assert sorted(sent) == [b"by-broker-name", b"by-store-host"], "send_message_back did not return"
+    assert {body: (m.topic, m.reconsume_times) for body, m in again.items()} == {
+        b"by-store-host": ("SendBackApi", 1),
+        b"by-broker-name": ("SendBackApi", 1),
+    }
