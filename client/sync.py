@@ -234,6 +234,11 @@ class PushConsumer(_Facade):
         else:
             self._portal.call(self.consumer.resume)
 
+    def send_message_back(self, msg: MessageExt, delay_level: int, broker_name: str | None = None) -> None:
+        """Blocking :meth:`client.consumer.push.PushConsumer.send_message_back`, from any thread but the background
+        loop's (a plain listener's worker thread may call it)."""
+        self._call(self.consumer.send_message_back, msg, delay_level, broker_name)
+
     def register_consume_message_hook(self, hook: ConsumeMessageHook) -> None:
         """The hook runs on the background loop's thread: it must not block nor call this facade."""
         self.consumer.register_consume_message_hook(hook)

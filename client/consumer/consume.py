@@ -239,13 +239,28 @@ _NOT_IN_A_RETRY_COPY: Final = (
 )
 
 
-async def send_back(consumer: PushConsumer, msg: MessageExt, broker_name: str, delay_level: int = 0) -> bool:
+async def send_back(consumer: PushConsumer, msg: MessageExt, broker_name: str | None, delay_level: int = 0) -> bool:
+    """:func:`send_back_or_raise`, a failure logged: returns whether either way worked."""
+    try:
+        await send_back_or_raise(consumer, msg, broker_name, delay_level)
+        return True
+    except Exception as exc:
+        log.warning("sending %s to the retry topic failed too: %s", msg.msg_id, exc)
+        return False
+
+
+async def send_back_or_raise(
+    consumer: PushConsumer, msg: MessageExt, broker_name: str | None, delay_level: int
+) -> None:
     """Return ``msg`` to the broker for a later retry (CONSUMER_SEND_MSG_BACK naming the original topic, the client
     msgId and ``broker_name``, as ``client/src/main/java/org/apache/rocketmq/client/impl/MQClientAPIImpl.java``
-    ``consumerSendMessageBack``); falls back to sending a copy to the retry topic. Returns whether either way
-    worked."""
+    ``consumerSendMessageBack``), to the master of ``broker_name`` or, without one (or its address), to the host that
+    stored ``msg`` (``DefaultMQPushConsumerImpl.sendMessageBack``); falls back to sending a copy to the retry topic,
+    whose failure is raised."""
     instance = consumer.instance
-    addr = instance.find_broker_address(broker_name) or f"{msg.store_host[0]}:{msg.store_host[1]}"
+    addr = (instance.find_broker_address(broker_name) if broker_name else None) or (
+        f"{msg.store_host[0]}:{msg.store_host[1]}"
+    )
     max_times = send_back_max_reconsume_times(consumer)
     try:
         await api.consumer_send_msg_back(
@@ -260,15 +275,10 @@ async def send_back(consumer: PushConsumer, msg: MessageExt, broker_name: str, d
             origin_topic=reset_retry_topic(msg, consumer.group).topic,  # Java resets it before the listener, in place
             broker_name=broker_name,
         )
-        return True
+        return
     except Exception as exc:
         log.info("send-back of %s failed (%s); sending it to the retry topic instead", msg.msg_id, exc)
-    try:
-        await send_retry_copy(consumer, msg, msg.reconsume_times + 1, max_times)
-        return True
-    except Exception as exc:
-        log.warning("sending %s to the retry topic failed too: %s", msg.msg_id, exc)
-        return False
+    await send_retry_copy(consumer, msg, msg.reconsume_times + 1, max_times)
 
 
 async def send_retry_copy(consumer: PushConsumer, msg: MessageExt, reconsume_times: int, max_times: int) -> None:

@@ -42,7 +42,12 @@ import attrs
 from client.config import ClientConfig
 from client.consumer.allocate import AllocateStrategy, allocate_average
 from client.consumer.client_check import check_sql92_subscriptions
-from client.consumer.consume import ConcurrentConsumeService, OrderlyConsumeService, reset_retry_topic
+from client.consumer.consume import (
+    ConcurrentConsumeService,
+    OrderlyConsumeService,
+    reset_retry_topic,
+    send_back_or_raise,
+)
 from client.consumer.hooks import ConsumeMessageHook
 from client.consumer.listener import (
     ConsumeConcurrentlyContext,
@@ -285,6 +290,17 @@ class PushConsumer:
         log.info("resume this consumer, %s", self._group)
         if self._started and not self.stopping:
             self.instance.wake_rebalance()
+
+    async def send_message_back(self, msg: MessageExt, delay_level: int, broker_name: str | None = None) -> None:
+        """Return ``msg`` (as a listener got it) to the broker, to come back through the group's retry topic after
+        ``delay_level``'s delay (0: the broker's, 3 + its reconsume times; -1: the DLQ), as Java's public
+        ``DefaultMQPushConsumer.sendMessageBack(msg, delayLevel[, brokerName])``: CONSUMER_SEND_MSG_BACK to the master
+        of ``broker_name`` or, without one, to the host that stored ``msg``; when that fails, a copy sent to the retry
+        topic. Raises when that fails too (:class:`~client.errors.MQClientError` or ``RemotingError``)."""
+        if not self._started:
+            raise ClientStateError(f"push consumer {self._group!r} is not running")
+        msg = attrs.evolve(msg, topic=wrap(self.namespace, msg.topic))  # Java's withNamespace(msg.getTopic())
+        await send_back_or_raise(self, msg, broker_name, delay_level)
 
     def register_consume_message_hook(self, hook: ConsumeMessageHook) -> None:
         """Tell ``hook`` of every listener call, before and after (Java's ``registerConsumeMessageHook``,
