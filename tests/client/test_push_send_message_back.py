@@ -2,7 +2,8 @@
 ``DefaultMQPushConsumer.sendMessageBack(msg, delayLevel[, brokerName])`` (4.9.8's
 client/src/main/java/org/apache/rocketmq/client/consumer/DefaultMQPushConsumer.java): CONSUMER_SEND_MSG_BACK to the
 named broker's master, or without a broker name to the host that stored the message; the message then comes back
-through the group's retry topic after the delay level's time."""
+through the group's retry topic after the delay level's time. And ``fetch_subscribe_message_queues``, Java's
+``fetchSubscribeMessageQueues``."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from client.consumer.listener import ConsumeConcurrentlyStatus
 from client.consumer.push import PushConsumer
 from client.message import Message, MessageExt
 from client.producer import Producer
+from remoting.codec.bodies import MessageQueue
 from tests.client.helpers import create_topic, wait_until
 from tests.threaded_cluster import ThreadedCluster
 
@@ -51,3 +53,15 @@ async def test_a_message_the_listener_sends_back_itself_comes_back_through_the_r
         b"by-store-host": ("SendBackApi", 1),
         b"by-broker-name": ("SendBackApi", 1),
     }
+
+
+async def test_fetch_subscribe_message_queues_lists_a_topic_s_readable_queues(cluster: ThreadedCluster) -> None:
+    """Java's public ``DefaultMQPushConsumer.fetchSubscribeMessageQueues(topic)``: the topic's readable queues from
+    the name server's route (``MQAdminImpl.fetchSubscribeMessageQueues``), whether subscribed or not."""
+    await create_topic(cluster.namesrv_addr, "FetchQueues", queues=3)
+    consumer = PushConsumer("cg-fetch-queues", cluster.namesrv_addr)
+    consumer.subscribe("Other")
+    consumer.register_message_listener(lambda msgs: ConsumeConcurrentlyStatus.CONSUME_SUCCESS)
+    async with consumer:
+        queues = await consumer.fetch_subscribe_message_queues("FetchQueues")
+    assert sorted(queues) == [MessageQueue("FetchQueues", "broker-a", i) for i in range(3)]
