@@ -234,6 +234,10 @@ class PushConsumer(_Facade):
         else:
             self._portal.call(self.consumer.resume)
 
+    def fetch_subscribe_message_queues(self, topic: str) -> list[MessageQueue]:
+        result: list[MessageQueue] = self._call(self.consumer.fetch_subscribe_message_queues, topic)
+        return result
+
     def send_message_back(self, msg: MessageExt, delay_level: int, broker_name: str | None = None) -> None:
         """Blocking :meth:`client.consumer.push.PushConsumer.send_message_back`, from any thread but the background
         loop's (a plain listener's worker thread may call it)."""
