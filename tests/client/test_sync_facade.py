@@ -237,3 +237,30 @@ def test_the_blocking_admin_signs_with_a_client_config(tmp_path: Path) -> None:
             admin.create_topic("SyncSignedTopic", broker_addr=cluster.broker_addr)
     finally:
         cluster.stop()
+
+
+def test_a_blocking_consumer_s_plain_listener_sends_a_message_back_and_lists_queues(cluster: ThreadedCluster) -> None:
+    """``send_message_back`` and ``fetch_subscribe_message_queues`` of the facade, the first from the worker thread a
+    plain listener runs in."""
+    anyio.run(create_topic, cluster.namesrv_addr, "SyncSendBack", 1)
+    with Producer("sync-pg", cluster.namesrv_addr) as producer:
+        producer.send(Message("SyncSendBack", b"back"))
+    came_back = threading.Event()
+    consumer = PushConsumer("sync-cg-send-back", cluster.namesrv_addr)
+
+    def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+        for msg in msgs:
+            if msg.reconsume_times:
+                came_back.set()
+            else:
+                consumer.send_message_back(msg, 1)
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer.subscribe("SyncSendBack")
+    consumer.register_message_listener(listener)
+    consumer.start()
+    try:
+        assert consumer.fetch_subscribe_message_queues("SyncSendBack") == [MessageQueue("SyncSendBack", "broker-a", 0)]
+        assert came_back.wait(HANG_GUARD)
+    finally:
+        consumer.shutdown()
