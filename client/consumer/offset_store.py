@@ -150,6 +150,17 @@ class RemoteBrokerOffsetStore(_Table):
             except Exception as exc:
                 log.info("persisting offset %d of %s failed: %s", offset, mq, exc)
 
+    def retain(self, mqs: Iterable[MessageQueue]) -> None:
+        """Forget the offsets of every queue but ``mqs`` (the owned ones), unless ``mqs`` is empty, as Java's
+        ``persistAll`` drops the offsets of the queues it is not given after persisting the others
+        (client/src/main/java/org/apache/rocketmq/client/consumer/store/RemoteBrokerOffsetStore.java): what
+        ``cloneOffsetTable`` (GET_CONSUMER_STATUS_FROM_CLIENT) reports is then the owned queues' offsets, not those
+        of queues another member consumes now."""
+        keep = set(mqs)
+        if keep:
+            for mq in [mq for mq in self.table if mq not in keep]:
+                del self.table[mq]
+
 
 class LocalFileOffsetStore(_Table):
     """BROADCASTING offsets in a local JSON file. See the module docstring."""

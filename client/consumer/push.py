@@ -62,7 +62,7 @@ from client.consumer.listener import (
     run_listener,
     takes_context,
 )
-from client.consumer.offset_store import OffsetStore, offset_store_for
+from client.consumer.offset_store import OffsetStore, RemoteBrokerOffsetStore, offset_store_for
 from client.consumer.process_queue import ProcessQueue
 from client.consumer.pull_service import PullService
 from client.consumer.rebalance import PULL_MAX_IDLE_TIME, Rebalance
@@ -540,7 +540,12 @@ class PushConsumer:
         self.instance.wake_rebalance()
 
     async def persist_offsets(self) -> None:
+        """The timer's and the shutdown's persist of the owned queues' offsets (Java's ``persistConsumerOffset``);
+        the broker-kept store then forgets the offsets of queues no longer owned
+        (:meth:`~client.consumer.offset_store.RemoteBrokerOffsetStore.retain`)."""
         await self.offset_store.persist_all(list(self.rebalance.process_queues))
+        if isinstance(self.offset_store, RemoteBrokerOffsetStore):
+            self.offset_store.retain(self.rebalance.process_queues)  # owned now: a pass may have taken one meanwhile
 
     def running_info(self) -> dict[str, Any]:
         """Java's ``DefaultMQPushConsumerImpl.consumerRunningInfo``: the settings Java lists under their field names
