@@ -536,3 +536,39 @@ def test_a_store_stopped_while_its_disk_is_full_keeps_the_abort_file(tmp_path: P
     assert len(_bodies(store, 0)) == 5
     store.close()
     assert not (tmp_path / "abort").exists()
+
+
+def test_an_emptied_segment_before_the_last_refuses_the_start_and_keeps_the_later_ones(tmp_path: Path) -> None:
+    """A CommitLog segment before the newest one that is 0 bytes long (emptied by hand or by a damaged file system)
+    refuses the start, as MappedFileQueue.load (4.9.8, store/src/main/java/org/apache/rocketmq/store/
+    MappedFileQueue.java) returns false for a file whose length is not mappedFileSize, and 5.3.3's only forgives an
+    empty newest file. It was filled with zeros instead: after a crash the recovery scan ended at its start and the
+    segments after it, acknowledged messages, were deleted."""
+    store = open_store(tmp_path)
+    _fill(store, 10)
+    store.flush_all_blocking()
+    _fill(store, 140, start=10)
+    store.abandon()
+    starts = _segment_starts(tmp_path)
+    assert len(starts) >= 5
+    emptied = tmp_path / "commitlog" / f"{starts[2]:020d}"
+    emptied.write_bytes(b"")
+    later = {start: (tmp_path / "commitlog" / f"{start:020d}").read_bytes() for start in starts[3:]}
+    with pytest.raises(StoreCorruptError, match=emptied.name):
+        open_store(tmp_path)
+    assert emptied.stat().st_size == 0
+    assert {start: (tmp_path / "commitlog" / f"{start:020d}").read_bytes() for start in starts[3:]} == later
+
+
+def test_an_empty_newest_segment_left_by_a_crash_is_taken_as_unwritten(tmp_path: Path) -> None:
+    """A kill between creating the newest segment and sizing it leaves it empty: the store starts, as 5.3.3's
+    MappedFileQueue.doLoad deletes an empty newest file, and appends go on into it."""
+    store = open_store(tmp_path)
+    _fill(store, 30)
+    store.abandon()
+    starts = _segment_starts(tmp_path)
+    end = starts[-1] + 4096
+    (tmp_path / "commitlog" / f"{end:020d}").write_bytes(b"")
+    store = open_store(tmp_path)
+    assert len(_bodies(store, 0)) + len(_bodies(store, 1)) == 30
+    store.close()
