@@ -282,10 +282,17 @@ class MappedFileQueue:
         :func:`destroy_segments`), which leaves such a hole, and so does a disk of a multi-path store that is not
         mounted. Loading on from after the hole would serve the second case without that disk's data and let
         retention drop the queue entries below it, so the operator decides: delete the files left behind, or mount
-        the disk."""
+        the disk.
+
+        An empty segment before the newest is refused too (StoreCorruptError), as 4.9.8's MappedFileQueue.load refuses
+        any file whose length is not the segment size: taken as unwritten, it would end a recovery scan and the
+        segments after it would be deleted. Only the newest may be empty (a kill before it was sized), as 5.3.3's
+        MappedFileQueue.doLoad forgives (store/src/main/java/org/apache/rocketmq/store/MappedFileQueue.java)."""
         paths = self.segment_paths()
         for path in paths:
             start = int(path.name)
+            if path is not paths[-1] and path.stat().st_size == 0:
+                raise StoreCorruptError(f"segment {path} is empty but segments follow it; restore it or remove them")
             if self.files and self.files[-1].end_offset != start:
                 before = ", ".join(str(mf.path) for mf in self.files)
                 raise StoreCorruptError(
