@@ -572,3 +572,17 @@ def test_an_empty_newest_segment_left_by_a_crash_is_taken_as_unwritten(tmp_path:
     store = open_store(tmp_path)
     assert len(_bodies(store, 0)) + len(_bodies(store, 1)) == 30
     store.close()
+
+
+def test_an_emptied_consume_queue_segment_before_the_last_refuses_the_start(tmp_path: Path) -> None:
+    """The same for a ConsumeQueue segment (its MappedFileQueue.load alike): taken as unwritten, its entries read as
+    holes and the queue's messages in it could not be pulled."""
+    store = open_store(tmp_path)
+    _fill(store, 40)
+    store.close()
+    queue_dir = tmp_path / "consumequeue" / "TopicTest" / "0"
+    segments = sorted(p for p in queue_dir.iterdir() if p.name.isdigit())
+    assert len(segments) >= 3
+    segments[1].write_bytes(b"")
+    with pytest.raises(StoreCorruptError, match=segments[1].name):
+        open_store(tmp_path)
