@@ -7,14 +7,17 @@ from __future__ import annotations
 
 import datetime
 import errno
+import os
 from pathlib import Path
 
 import attrs
+import pytest
 import trio
 import trio.testing
 
 from broker.broker_config import load_broker_config
 from broker.context import store_config_of
+from store.errors import ServiceNotAvailableError
 from store.maintenance import request_manual_delete
 from store.message_store import MessageStore
 from tests.store.store_helpers import STORE_HOST, FakeClock, message, open_store
@@ -200,3 +203,35 @@ async def test_a_retention_pass_that_fails_is_logged_and_the_next_one_runs(
         await trio.sleep(10)
         assert store.disk_full_reason is not None, "the pass after the failed one marks the full disk"
         nursery.cancel_scope.cancel()
+
+
+def _disk_with_reserved_blocks(monkeypatch: pytest.MonkeyPatch, root: Path, *, used: int, free: int,
+                               available: int) -> None:  # fmt: skip
+    """The file system under ``root`` reports 4 KiB blocks ``used`` + ``free`` in all, of which ``available`` are free
+    to us: the rest of the free ones are reserved (ext4 keeps 5 % for root by default)."""
+    real = os.statvfs
+
+    def statvfs(path: os.PathLike[str] | str) -> os.statvfs_result:
+        if not Path(path).is_relative_to(root):
+            return real(path)
+        return os.statvfs_result((4096, 4096, used + free, free, available, 1000, 500, 500, 0, 255))
+
+    monkeypatch.setattr(os, "statvfs", statvfs)
+
+
+async def test_the_disk_ratio_counts_only_the_space_available_to_the_broker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """UtilAll.getDiskPartitionSpaceUsedPercent (4.9.8, common/src/main/java/org/apache/rocketmq/common/
+    UtilAll.java) divides the used space by used + usable (File.getUsableSpace: free blocks not reserved), rounded
+    up to a percent, as ``df`` shows Use%: on a disk 88 % used whose 6 % are reserved, 880 / 940 = 0.94, above
+    diskSpaceWarningLevelRatio, so writes are refused. Ours divided by the whole disk (0.88) and took writes until
+    only the reserved blocks were left."""
+    _disk_with_reserved_blocks(monkeypatch, tmp_path, used=880, free=120, available=60)
+    store = open_store(tmp_path, now_ms=FakeClock(_local_ms(hour=13)))
+    store.append(message())
+    await store.retention.check_once()
+    assert store.retention.physic_ratio() == 0.94
+    with pytest.raises(ServiceNotAvailableError, match="disk full"):
+        store.append(message())
+    store.close()
