@@ -8,7 +8,7 @@ disk); production leaves them at their defaults.
 from __future__ import annotations
 
 import enum
-import shutil
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -38,9 +38,14 @@ def wall_clock_ms() -> int:
 
 
 def disk_used_ratio(path: Path) -> float:
-    """Used fraction of the file system holding ``path`` (0.0 .. 1.0)."""
-    usage = shutil.disk_usage(path)
-    return usage.used / usage.total if usage.total else 0.0
+    """Used fraction of the file system holding ``path`` as RocketMQ reads it (``df``'s Use%): used / (used + free
+    to us), blocks reserved for root left out, rounded up to 0.01 (4.9.8's
+    ``UtilAll.getDiskPartitionSpaceUsedPercent``, common/src/main/java/org/apache/rocketmq/common/UtilAll.java, and
+    DLedger's ``DLedgerUtils``). ``OSError`` propagates (a missing path)."""
+    st = os.statvfs(path)
+    used = st.f_blocks - st.f_bfree
+    entire = used + st.f_bavail
+    return -(-used * 100 // entire) / 100 if entire > 0 else 0.0
 
 
 _UNITS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
