@@ -199,3 +199,20 @@ def test_a_put_refused_after_its_consume_queue_file_was_made_leaves_no_file(tmp_
     assert not [p for p in (tmp_path / "consumequeue").rglob("*") if p.is_file() and "Fresh" in p.parts]
     assert store.append_batch([message(), message()]).queue_offset == 7
     store.close()
+
+
+def test_a_consume_queue_file_size_between_two_entries_is_rounded_up_to_whole_entries(tmp_path: Path) -> None:
+    """MessageStoreConfig.getMappedFileSizeConsumeQueue (4.9.8, store/src/main/java/org/apache/rocketmq/store/config/
+    MessageStoreConfig.java) rounds ``mappedFileSizeConsumeQueue`` up to a multiple of the 20-byte entry, and every
+    ConsumeQueue is made with that size: 170 makes 180-byte files of 9 entries. Ours refused every put (ValueError:
+    not a multiple of 20), so a broker.conf Java takes made a broker that stored nothing."""
+    store = open_store(tmp_path, mapped_file_size_consume_queue=170)
+    for i in range(10):
+        assert store.append(message(body=f"m{i}".encode())).queue_offset == i
+    store.close()
+    files = sorted((tmp_path / "consumequeue" / "TopicTest" / "0").iterdir())
+    assert [(p.name, p.stat().st_size) for p in files] == [(f"{0:020d}", 180), (f"{180:020d}", 180)]
+    store = open_store(tmp_path, mapped_file_size_consume_queue=170)
+    assert store.max_offset_in_queue("TopicTest", 0) == 10
+    assert store.get("TopicTest", 0, 9, 32).status.name == "FOUND"
+    store.close()
