@@ -48,6 +48,17 @@ def disk_used_ratio(path: Path) -> float:
     return -(-used * 100 // entire) / 100 if entire > 0 else 0.0
 
 
+#: Bytes of one ConsumeQueue entry (store/consume_queue.py ``CQ_STORE_UNIT_SIZE``).
+_CQ_ENTRY_SIZE = 20
+
+
+def whole_entries(size: int) -> int:
+    """``mappedFileSizeConsumeQueue`` rounded up to a multiple of the 20-byte entry, as 4.9.8's
+    ``MessageStoreConfig.getMappedFileSizeConsumeQueue`` reads it (store/src/main/java/org/apache/rocketmq/store/
+    config/MessageStoreConfig.java): every ConsumeQueue is made with that size."""
+    return -(-size // _CQ_ENTRY_SIZE) * _CQ_ENTRY_SIZE
+
+
 _UNITS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 
@@ -80,8 +91,9 @@ class StoreConfig:
     read_only_commit_log_store_paths: str = ""
     flush_disk_type: FlushDiskType = FlushDiskType.ASYNC_FLUSH
     mapped_file_size_commit_log: int = 1024 * 1024 * 1024
-    #: Entries per ConsumeQueue file; each entry is 20 bytes (Java sets the byte size, 300 000 x 20).
-    mapped_file_size_consume_queue: int = 300_000 * 20
+    #: Bytes per ConsumeQueue file (300 000 entries of 20 bytes), rounded up to whole entries as
+    #: MessageStoreConfig.getMappedFileSizeConsumeQueue does.
+    mapped_file_size_consume_queue: int = attrs.field(default=300_000 * 20, converter=whole_entries)
     max_message_size: int = 4 * 1024 * 1024
     #: The periodic CommitLog flush (CommitLog.FlushRealTimeService, store/services.py): every
     #: ``flush_interval_commit_log`` ms it syncs a segment once ``flush_commit_log_least_pages`` 4 KiB pages of it are
