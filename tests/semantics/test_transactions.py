@@ -338,6 +338,31 @@ async def test_a_producer_that_never_answers_ends_in_discard_after_the_maximum_c
     assert _visible(embedded_cluster) == []
 
 
+async def test_the_first_check_round_creates_the_half_topic_so_operators_can_see_the_backlog(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """4.9.8's check lists the half topic's queues through ``fetchMessageQueues``, whose ``selectTopicConfig``
+    creates ``RMQ_SYS_TRANS_HALF_TOPIC`` (1 queue, read-write) and registers it with the name servers
+    (``createTopicInSendMessageBackMethod``): from the first round on, ``mqadmin topicList`` names it and
+    ``topicStatus -t RMQ_SYS_TRANS_HALF_TOPIC`` shows the half messages waiting. Ours never created it, so the
+    backlog could not be seen with the tools (TOPIC_NOT_EXIST, no route)."""
+    use_virtual_store_clock(embedded_cluster)
+    await _create_topic(embedded_cluster)
+    topics = embedded_cluster.controller.context.topics
+    async with _producer(embedded_cluster, lambda m, a: UNKNOWN, lambda m: UNKNOWN) as producer:
+        await producer.send_message_in_transaction(Message(TOPIC, b"pending"))
+        assert topics.get(TRANS_HALF_TOPIC) is None  # as in 4.9.8, before the first round
+        await trio.sleep(61)
+        async with Admin(embedded_cluster.namesrv_addr) as admin:
+            assert TRANS_HALF_TOPIC in await admin.topic_list()
+            status = await admin.topic_status(TRANS_HALF_TOPIC)
+    config = topics.get(TRANS_HALF_TOPIC)
+    assert config is not None
+    assert (config.read_queue_nums, config.write_queue_nums, config.perm) == (1, 1, 6)
+    ((queue, offsets),) = status.items()
+    assert (queue.queue_id, offsets.min_offset, offsets.max_offset) == (0, 0, 2)  # the half and its renewal
+
+
 async def test_check_immunity_property_delays_the_first_check(
     embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
 ) -> None:
