@@ -416,13 +416,20 @@ class TransactionalMessageBridge:
         props[PROPERTY_TRAN_PREPARED_QUEUE_OFFSET] = str(origin_of(half))
         return self._uncounted(self._record(half, TRANS_HALF_TOPIC, _HALF_QUEUE, props, half.sys_flag))
 
+    def ensure_topic(self, topic: str) -> None:
+        """Create ``topic`` (one read-write queue, registered with the name servers) unless it exists: the half topic
+        at each check round, as 4.9.8's ``fetchMessageQueues`` / ``selectTopicConfig`` does
+        (``createTopicInSendMessageBackMethod``), and the discard topic (``createTopicOfTranCheckMaxTime``), both in
+        broker/src/main/java/org/apache/rocketmq/broker/topic/TopicConfigManager.java."""
+        topics = self.broker.topics
+        if topics.get(topic) is None:
+            topics.update_topic(TopicConfig(topic, 1, 1, PERM_READ | PERM_WRITE))
+
     def put_discarded(self, half: MessageExt) -> AppendResult:
         """Move a half message that exhausted its checks to ``TRANS_CHECK_MAX_TIME_TOPIC`` (created on first use,
         one read-write queue, as Java does) where operators can inspect it. The half message stays: a late COMMIT
         still publishes it (:meth:`discarded_unended`)."""
-        topics = self.broker.topics
-        if topics.get(TRANS_CHECK_MAX_TIME_TOPIC) is None:
-            topics.update_topic(TopicConfig(TRANS_CHECK_MAX_TIME_TOPIC, 1, 1, PERM_READ | PERM_WRITE))
+        self.ensure_topic(TRANS_CHECK_MAX_TIME_TOPIC)
         props = dict(half.properties)
         # Ours: what discarded_unended reads back (the transaction, and where its later op messages can start).
         props[PROPERTY_TRAN_PREPARED_QUEUE_OFFSET] = str(origin_of(half))

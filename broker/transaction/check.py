@@ -175,6 +175,7 @@ class TransactionCheckService:
     async def check_once(self) -> CheckRound:
         """One round now (both phases). A store refusing the scan's appends ends the scan there, with its progress
         kept; other store errors raise; send errors are only logged."""
+        self.bridge.ensure_topic(TRANS_HALF_TOPIC)  # operators see the backlog (topicStatus), as in 4.9.8
         to_check, outcome, progress, end = await self._scan(self.now_ms())
         if await self._confirmed(end):
             self._advance(*progress)
