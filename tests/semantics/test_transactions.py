@@ -363,6 +363,35 @@ async def test_the_first_check_round_creates_the_half_topic_so_operators_can_see
     assert (queue.queue_id, offsets.min_offset, offsets.max_offset) == (0, 0, 2)  # the half and its renewal
 
 
+async def test_the_broker_logs_a_pending_end_with_the_producers_exception_as_its_remark(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The remark of END_TRANSACTION carries the exception that left a transaction pending: the producer's
+    ``"executeLocalTransactionBranch exception: " + e.toString()`` (DefaultMQProducerImpl.endTransaction), a
+    check-back's ``"checkLocalTransactionState Exception: " + RemotingHelper.exceptionSimpleDesc(e)``
+    (``processTransactionState``), and 4.9.8's EndTransactionProcessor.processRequest logs it with a warning for an
+    unknown outcome (and a rollback, and a commit a check brought): the operator's only view of why a transaction
+    stays open. Ours dropped an unknown outcome without a word, and our client wrote remarks of its own wording."""
+    use_virtual_store_clock(embedded_cluster)
+    await _create_topic(embedded_cluster)
+
+    def execute(msg: Message, arg: object) -> LocalTransactionState:
+        raise RuntimeError("local database down")
+
+    def check(msg: MessageExt) -> LocalTransactionState:
+        raise ValueError("still down")
+
+    caplog.set_level("WARNING", logger="processors.end_transaction")
+    async with _producer(embedded_cluster, execute, check) as producer:
+        await producer.send_message_in_transaction(Message(TOPIC, b"pending"))
+        await trio.sleep(61)
+    warnings = [r.getMessage() for r in caplog.records if r.name == "processors.end_transaction"]
+    (sent,) = [w for w in warnings if "executeLocalTransactionBranch exception: RuntimeError: local database down" in w]
+    assert "in sending message" in sent and "pending" in sent
+    (checked,) = [w for w in warnings if "checkLocalTransactionState Exception: ValueError: still down, " in w]
+    assert "Check producer" in checked and "pending" in checked
+
+
 async def test_check_immunity_property_delays_the_first_check(
     embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
 ) -> None:
