@@ -43,6 +43,7 @@ import anyio
 import attrs
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from client.consumer.listener import exception_simple_desc, exception_string
 from client.errors import MQClientError
 from client.message import (
     DEFAULT_TRACE_REGION_ID,
@@ -236,7 +237,9 @@ class TransactionProducer(Producer):
                 state = await _call(self.execute_local_transaction, half, arg)
             except Exception as exc:
                 log.warning("local transaction of %s failed: %r (state UNKNOWN)", result.msg_id, exc)
-                state, remark = LocalTransactionState.UNKNOWN, f"executeLocalTransactionBranch exception: {exc!r}"
+                # DefaultMQProducerImpl.endTransaction: "executeLocalTransactionBranch exception: " + e.toString()
+                state = LocalTransactionState.UNKNOWN
+                remark = f"executeLocalTransactionBranch exception: {exception_string(exc)}"
         await self._end_transaction(result, state, remark, half.all_properties())
         return TransactionSendResult(result, state)
 
@@ -298,7 +301,9 @@ class TransactionProducer(Producer):
             state = await _call(self.check_local_transaction, shown)
         except Exception as exc:
             log.warning("check of local transaction %s failed: %r (state UNKNOWN)", uniq, exc)
-            state, remark = LocalTransactionState.UNKNOWN, f"checkLocalTransaction exception: {exc!r}"
+            # processTransactionState: "checkLocalTransactionState Exception: " + RemotingHelper.exceptionSimpleDesc(e)
+            state = LocalTransactionState.UNKNOWN
+            remark = f"checkLocalTransactionState Exception: {exception_simple_desc(exc)}"
         end = EndTransactionRequestHeader(
             producer_group=self.group,
             tran_state_table_offset=header.tran_state_table_offset,

@@ -29,6 +29,8 @@ message), its ``PGROUP`` equals ``producerGroup``, its queue offset equals ``tra
 
 A slave answers SLAVE_NOT_AVAILABLE without a remark (the reason is logged). A DLedger member that just became the
 leader waits until its check service rebuilt the bridge's view (``TransactionalMessageBridge.view_current``) first.
+Each outcome but a producer's own COMMIT is logged as a warning with the request's remark (the exception that left
+a transaction pending), as 4.9.8's ``processRequest`` logs it.
 ``rejectTransactionMessage`` refuses new half messages (the send processor) but not their end, as in RocketMQ's
 ``EndTransactionProcessor``: a transaction accepted earlier can still finish.
 A final message the store refuses (disk full, shut down, not writable) is answered as ``sendFinalMessage`` maps its
@@ -84,6 +86,19 @@ _FINAL_ANSWERS: Final = {
     PutStatus.UNKNOWN_ERROR: (ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR"),
 }
 _UNKNOWN_DEFAULT: Final = (ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR DEFAULT")
+#: The warning 4.9.8's EndTransactionProcessor.processRequest logs for an outcome, by whether a check brought it, with
+#: the producer's address, the header and the remark (a local transaction's exception); a producer's own COMMIT: none.
+_END_WARNINGS: Final = {
+    (True, TRANSACTION_NOT_TYPE): "Check producer[%s] transaction state, but it's pending status. RequestHeader: %s",
+    (True, TRANSACTION_COMMIT_TYPE): "Check producer[%s] transaction state, the producer commit the message. "
+    "RequestHeader: %s",
+    (True, TRANSACTION_ROLLBACK_TYPE): "Check producer[%s] transaction state, the producer rollback the message. "
+    "RequestHeader: %s",
+    (False, TRANSACTION_NOT_TYPE): "The producer[%s] end transaction in sending message, and it's pending status. "
+    "RequestHeader: %s",
+    (False, TRANSACTION_ROLLBACK_TYPE): "The producer[%s] end transaction in sending message, rollback the message. "
+    "RequestHeader: %s",
+}
 
 
 class EndTransactionProcessor:
@@ -112,6 +127,7 @@ class EndTransactionProcessor:
             # led (RocketMQ keeps no such view: broker/src/main/java/org/apache/rocketmq/broker/processor/
             # EndTransactionProcessor.java publishes every COMMIT whose half it finds).
             await self.bridge.view_changed()
+        _log_end(ctx, request, header)
         try:
             answer = await self._end(request, header)
         except RequestRejected as rejected:
@@ -145,8 +161,6 @@ class EndTransactionProcessor:
                             header.producer_group, exc)  # fmt: skip
                 return request.response(*_refusal_answer(exc, self.broker.store.config.max_message_size))
         op_end = self._put_op(half, header)
-        if request.remark:
-            log.info("transaction %s of %s ended with remark: %s", header.msg_id, header.producer_group, request.remark)
         status = await self._settled(final.end_offset if final is not None else None, _waits(half), op_end)
         code, remark = _FINAL_ANSWERS.get(status, _UNKNOWN_DEFAULT)
         if code != ResponseCode.SUCCESS:
@@ -195,6 +209,16 @@ class EndTransactionProcessor:
             # 4.9.8 checks no more): its commit would publish anything to any topic.
             raise RequestRejected(ResponseCode.SYSTEM_ERROR, "Find prepared transaction message failed")
         return half
+
+
+def _log_end(ctx: RequestContext, request: RemotingCommand, header: EndTransactionRequestHeader) -> None:
+    """The warning of :data:`_END_WARNINGS` for this outcome, with the request's remark: where an operator reads why a
+    transaction stays pending (the producer's or its check's exception)."""
+    text = _END_WARNINGS.get((header.from_transaction_check, header.commit_or_rollback))
+    if text is not None:
+        addr = ctx.remote_address
+        shown = f"{addr[0]}:{addr[1]}" if isinstance(addr, tuple) and len(addr) == 2 else str(addr)
+        log.warning(text + " Remark: %s", shown, header, request.remark)
 
 
 def _parsed_header(request: RemotingCommand) -> EndTransactionRequestHeader:

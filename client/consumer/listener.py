@@ -276,10 +276,15 @@ async def call_listener(
     return listener_status(result, failed)
 
 
+def exception_string(exc: BaseException) -> str:
+    """``exc`` as Java's ``Throwable.toString`` gives it: the class name, then ``": "`` and the message if any."""
+    message = str(exc)
+    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+
+
 def exception_simple_desc(exc: BaseException) -> str:
-    """``exc`` and where it was raised, in one line (Java's ``RemotingHelper.exceptionSimpleDesc``; as Java's
-    ``Throwable.toString``, an empty message leaves just the class name)."""
+    """``exc`` and where it was raised, in one line (Java's ``RemotingHelper.exceptionSimpleDesc``: its
+    :func:`exception_string`, then the innermost frame)."""
     frames = traceback.extract_tb(exc.__traceback__)
     where = f", {frames[-1].name}({Path(frames[-1].filename).name}:{frames[-1].lineno})" if frames else ""
-    message = str(exc)
-    return f"{type(exc).__name__}: {message}{where}" if message else f"{type(exc).__name__}{where}"
+    return exception_string(exc) + where
