@@ -5,6 +5,7 @@ real broker restart."""
 from __future__ import annotations
 
 import contextlib
+import itertools
 import socket
 import threading
 import time
@@ -1020,6 +1021,27 @@ async def test_a_round_yields_while_it_reads_what_is_left_to_scan_and_the_op_win
             assert during >= backlog // 128, during
         else:
             assert (after_renewals, 0) in seen, sorted(seen)[-3:]
+
+
+async def test_a_check_round_stops_after_a_minute_of_work_and_the_next_goes_on_from_there(tmp_path: Path) -> None:
+    """4.9.8's check ends a round that has worked ``MAX_PROCESS_TIME_LIMIT`` (60 s) at the half message it reached,
+    storing the progress made (``TransactionalMessageServiceImpl.check``, "process time reach max"): the next round goes
+    on from there. Ours walked the whole backlog in one round however long it took. Here the round's clock advances a
+    second per look, as if each half message cost a second: the round stops at the first one it reaches past 60 s."""
+    backlog = 100
+    async with EmbeddedCluster(tmp_path / "cluster", **SMALL_STORE) as cluster:
+        await _create_topic(cluster)
+        _half_backlog(cluster, backlog)
+        ticks = itertools.count()
+        start = int(time.time() * 1000)
+        bridge = cluster.controller.transaction_bridge
+        check = TransactionCheckService(cluster.controller.context, bridge, now_ms=lambda: start + next(ticks) * 1000)
+        first = await check.check_once()
+        assert 0 < first.checked < backlog
+        assert bridge.half_progress() == first.checked  # the progress made is kept
+        second = await check.check_once()  # the rest of the backlog, then the first round's renewed copies
+        assert second.checked > backlog - first.checked
+        assert bridge.half_progress() == first.checked + second.checked
 
 
 async def test_a_round_the_store_refuses_midway_keeps_the_progress_it_made(tmp_path: Path) -> None:
