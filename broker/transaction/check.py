@@ -13,9 +13,10 @@ Every ``transactionCheckInterval`` (60 s) a round runs in two phases:
    is re-appended with ``TRANSACTION_CHECK_TIMES`` + 1 and not checked (4.9.8 counts its immune rounds too, so a long
    immunity may reach ``transactionCheckMax`` first). One without it younger than ``transactionTimeOut`` (6 s, since
    its **born** time) stops the scan: later ones are younger still. Every other one is re-appended with
-   ``TRANSACTION_CHECK_TIMES`` + 1 and queued for a check. Then both progress offsets are
-   committed: the half offset past the scanned messages, the op offset past every op message whose transaction has no
-   copy left to scan. The progress is committed only once the store confirms the renewed copies
+   ``TRANSACTION_CHECK_TIMES`` + 1 and queued for a check. A scan that has run a minute (``_MAX_ROUND_MS``, 4.9.8's
+   ``MAX_PROCESS_TIME_LIMIT``, on the round's clock) stops at the half message it reached. Then both progress offsets
+   are committed: the half offset past the scanned messages, the op offset past every op message whose transaction
+   has no copy left to scan. The progress is committed only once the store confirms the renewed copies
    (``confirmed_offset``: at once on a plain store, when a majority holds them in DLedger mode, as 4.9.8's check
    waits for each put), so a leader change never skips a half message; when they are not confirmed within
    ``_CONFIRM_WAIT`` the progress stays and the next round scans the same messages again. The bridge's view that
@@ -81,6 +82,9 @@ log = logging.getLogger(__name__)
 #: Half messages scanned (and checks sent) between two checkpoints, so a round over a big backlog never holds up the
 #: broker's other requests for its whole length (RocketMQ's check runs on its own thread).
 _YIELD_EVERY: Final = 64
+
+#: How long a round scans before it stops where it is and commits its progress (4.9.8's ``MAX_PROCESS_TIME_LIMIT``).
+_MAX_ROUND_MS: Final = 60_000
 
 #: How long a round waits for the store to confirm its renewed copies, and how often it looks.
 _CONFIRM_WAIT: Final = 10.0
@@ -238,6 +242,10 @@ class TransactionCheckService:
         checked = discarded = done = 0
         position = half_start
         for n, half in enumerate(bridge.iter_queue(TRANS_HALF_TOPIC, half_start, half_end), 1):
+            if self.now_ms() - now > _MAX_ROUND_MS:
+                log.info("transaction check reached %d ms at half offset %d: the next round goes on from there",
+                         _MAX_ROUND_MS, half.queue_offset)  # fmt: skip
+                break
             if n % _YIELD_EVERY == 0:
                 await trio.lowlevel.checkpoint()
             age, origin = now - half.born_timestamp, origin_of(half)
