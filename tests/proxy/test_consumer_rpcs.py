@@ -1260,3 +1260,25 @@ async def test_a_receive_whose_messages_all_go_to_the_dlq_answers_no_match_at_on
     got = (_messages(stream), stream[0].status.code, stream[0].status.message, trio.current_time() - start)
     assert got == ([], Code.MESSAGE_NOT_FOUND, "no match message", 0), got
     assert _dlq_copies(embedded_cluster, "GNoMatch") == 1
+
+
+async def test_a_clients_own_fifo_flag_does_not_make_a_non_orderly_groups_receive_fifo(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """RocketMQ 5.3.3's ReceiveMessageActivity pops with ``fifo`` from the client's Settings as
+    GrpcClientSettingsManager.getClientSettings merges them: ``subscription.fifo`` is the group's
+    ``consumeMessageOrderly`` once the group exists (mergeSubscriptionData), whatever the client sent, as the
+    Settings answered over Telemetry tell the client. A client claiming FIFO for a non-orderly group gets the next
+    message of a queue while the previous one is in flight."""
+    activity = await _activity(embedded_cluster, nursery)
+    embedded_cluster.controller.context.groups.update(SubscriptionGroupConfig("GNotFifo"))
+    await create_topic(embedded_cluster, "NotFifo", queues=1)
+    await send(embedded_cluster, "NotFifo", b"m0", b"m1")
+    settings = consumer_settings("GNotFifo", "NotFifo")
+    settings.settings.subscription.fifo = True
+    answered = activity.telemetry(settings, md("claims-fifo@1"))
+    assert not answered.settings.subscription.fifo
+    req = _receive_request("GNotFifo", "NotFifo", batch=1)
+    first = _messages(activity.consuming.receive_now(req, md("claims-fifo@1"), None))
+    second = _messages(activity.consuming.receive_now(req, md("claims-fifo@1"), None))
+    assert [m.body for m in first + second] == [b"m0", b"m1"]
