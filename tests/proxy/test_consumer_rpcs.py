@@ -22,6 +22,7 @@ import trio
 import trio.testing
 
 from broker.embedded import EmbeddedCluster
+from broker.pop import ReceiptHandle
 from client.admin import Admin
 from client.message import Message
 from client.producer import Producer
@@ -1282,3 +1283,21 @@ async def test_a_clients_own_fifo_flag_does_not_make_a_non_orderly_groups_receiv
     first = _messages(activity.consuming.receive_now(req, md("claims-fifo@1"), None))
     second = _messages(activity.consuming.receive_now(req, md("claims-fifo@1"), None))
     assert [m.body for m in first + second] == [b"m0", b"m1"]
+
+
+async def test_a_group_not_created_yet_is_fifo_as_the_client_says_in_settings_and_receive(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """Without the group's config, GrpcClientSettingsManager.getClientSettings returns the Settings as stored
+    (updateClientSettings: the defaults merged with the client's, so its ``fifo``), and so does the Telemetry answer;
+    ReceiveMessageActivity reads them before the broker's pop auto-creates the group (orderly: no)."""
+    activity = await _activity(embedded_cluster, nursery)
+    await create_topic(embedded_cluster, "NewFifo", queues=1)
+    await send(embedded_cluster, "NewFifo", b"m0", b"m1")
+    settings = consumer_settings("GNewFifo", "NewFifo")
+    settings.settings.subscription.fifo = True
+    assert activity.telemetry(settings, md("new-fifo@1")).settings.subscription.fifo
+    req = _receive_request("GNewFifo", "NewFifo", batch=1)
+    [first] = _messages(activity.consuming.receive_now(req, md("new-fifo@1"), None))
+    assert ReceiptHandle.decode(first.system_properties.receipt_handle).fifo
+    assert embedded_cluster.controller.context.groups.get("GNewFifo") is not None  # created by the pop
