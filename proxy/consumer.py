@@ -8,8 +8,8 @@ Receive checks the request as RocketMQ's proxy does (invisible time within [10 s
 the caller's deadline, else ILLEGAL_POLLING_TIME, checked first; batch ≤ 32), then pops; with nothing to hand out it
 waits for an arrival its filter matches on the topic or its retry topic (an orderly one also for the end of a queue's
 batch in flight) until the window ends. The answer is RocketMQ's stream shape: a status, the messages, a
-``delivery_timestamp``. The group is orderly (FIFO) when the client's Settings or the group's
-``consumeMessageOrderly`` say so; a FIFO receive
+``delivery_timestamp``. The receive is orderly (FIFO) when the group's ``consumeMessageOrderly`` says so, the
+client's own Settings flag deciding only for a group not created yet (as the Settings answered say); a FIFO receive
 repeating the attempt id of a queue's delivery in flight gets that delivery again (ReceiveMessageActivity passes
 ``attempt_id`` down).
 ForwardMessageToDeadLetterQueue is a CONSUMER_SEND_MSG_BACK through the broker's own send-back processor
@@ -53,8 +53,8 @@ from proxy.local import LocalInvoker
 from proxy.pb import definition, service
 from proxy.renew import RenewTable
 from proxy.route import BrokerQueues
-from proxy.sessions import SessionTable
-from remoting.codec.bodies.broker_metadata import PERM_READ, PERM_WRITE, TopicConfig
+from proxy.sessions import ClientSession, SessionTable
+from remoting.codec.bodies.broker_metadata import PERM_READ, PERM_WRITE, SubscriptionGroupConfig, TopicConfig
 from remoting.codec.bodies.heartbeat import EXPRESSION_SQL92, EXPRESSION_TAG, SUB_ALL
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
@@ -246,6 +246,7 @@ class Consuming:
         readable queue in it; and last the group known, which is the broker's PopMessageProcessor's check."""
         session = self.sessions.sessions.get(metadata.get(_CLIENT_ID, ""))
         settings = None if session is None else session.settings
+        known = self.broker.groups.get(req.group.name)  # read before the pop may auto-create it
         poll = self._poll_seconds(req, deadline, settings, metadata.get(_CLIENT_VERSION))
         topic = req.message_queue.topic.name
         check_names(topic, req.group.name)
@@ -253,8 +254,7 @@ class Consuming:
         tags, property_filter = self._filter(topic, req.filter_expression)
         _read_perm(self._topic(topic), self.broker.config.broker_permission)
         group = self._group(req.group.name)
-        config = self.broker.groups.get(group)
-        fifo = (session is not None and session.fifo) or (config is not None and config.consume_message_orderly)
+        fifo = _fifo(known, session)
         return _Receive(
             group=group,
             topic=topic,
@@ -458,6 +458,16 @@ class Consuming:
         if not response.assignments:
             raise RpcError(Code.FORBIDDEN, "no readable queue")
         return response
+
+
+def _fifo(group: SubscriptionGroupConfig | None, session: ClientSession | None) -> bool:
+    """Whether a receive pops orderly: ``subscription.fifo`` of the Settings as GrpcClientSettingsManager
+    .getClientSettings merges them (proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/common/
+    GrpcClientSettingsManager.java), which ReceiveMessageActivity reads: the group's ``consumeMessageOrderly`` once it
+    exists (mergeSubscriptionData), whatever the client asked; before that, the client's own flag."""
+    if group is not None:
+        return group.consume_message_orderly
+    return session is not None and session.fifo
 
 
 def _expression_type(expression: Any) -> str:

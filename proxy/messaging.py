@@ -46,6 +46,7 @@ from remoting.codec.bodies.broker_metadata import (
     ExponentialRetryPolicy,
     GroupRetryPolicy,
     GroupRetryPolicyType,
+    SubscriptionGroupConfig,
 )
 
 __all__ = ["MessagingActivity"]
@@ -326,35 +327,54 @@ class MessagingActivity:
 
     def _merged(self, settings: Any) -> Any:
         """The Settings answered: the client's, with what the proxy decides merged in from ProxyConfig and the group
-        (proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/common/GrpcClientSettingsManager.java)."""
+        (proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/common/GrpcClientSettingsManager.java
+        getClientSettings). A consumer whose group has no config yet gets its Settings as updateClientSettings stored
+        them: a default group's merged under the client's own (its ``fifo``, batch size, polling timeout, backoff)."""
+        if settings.HasField("publishing"):
+            merged = self._producer_settings(settings)
+        else:
+            group = self.broker.groups.get(settings.subscription.group.name)  # LocalMetadataService: creates nothing
+            if group is None:
+                merged = self._consumer_settings(definition.Settings(), SubscriptionGroupConfig(""))
+                merged.MergeFrom(settings)
+            else:
+                merged = self._consumer_settings(settings, group)
+        merged.metric.CopyFrom(self._metric(settings))
+        return merged
+
+    def _producer_settings(self, settings: Any) -> Any:
+        """mergeProducerData: the send attempts and backoff, the type check and the largest body of ProxyConfig."""
         merged = definition.Settings()
         merged.CopyFrom(settings)
-        merged.metric.CopyFrom(self._metric(settings))
-        if settings.HasField("publishing"):
-            policy, config = merged.backoff_policy, self.config
-            policy.max_attempts = config.grpc_client_producer_max_attempts
-            policy.exponential_backoff.initial.FromMilliseconds(config.grpc_client_producer_backoff_initial_millis)
-            policy.exponential_backoff.max.FromMilliseconds(config.grpc_client_producer_backoff_max_millis)
-            policy.exponential_backoff.multiplier = config.grpc_client_producer_backoff_multiplier
-            merged.publishing.validate_message_type = self.config.enable_topic_message_type_check
-            merged.publishing.max_body_size = self.config.max_message_size
-            return merged
-        group = self.broker.groups.get(settings.subscription.group.name)  # LocalMetadataService: creates nothing
+        policy, config = merged.backoff_policy, self.config
+        policy.max_attempts = config.grpc_client_producer_max_attempts
+        policy.exponential_backoff.initial.FromMilliseconds(config.grpc_client_producer_backoff_initial_millis)
+        policy.exponential_backoff.max.FromMilliseconds(config.grpc_client_producer_backoff_max_millis)
+        policy.exponential_backoff.multiplier = config.grpc_client_producer_backoff_multiplier
+        merged.publishing.validate_message_type = config.enable_topic_message_type_check
+        merged.publishing.max_body_size = config.max_message_size
+        return merged
+
+    def _consumer_settings(self, settings: Any, group: SubscriptionGroupConfig) -> Any:
+        """mergeSubscriptionData: batch size and polling timeout of ProxyConfig, ``fifo`` and the backoff of the
+        group (its ``retryMaxTimes + 1`` attempts, its groupRetryPolicy, an unset policy of its type being that
+        type's default)."""
+        merged = definition.Settings()
+        merged.CopyFrom(settings)
         sub = merged.subscription
         sub.receive_batch_size = self.config.grpc_client_consumer_long_polling_batch_size
         sub.long_polling_timeout.FromMilliseconds(self.config.grpc_client_consumer_max_long_polling_timeout_millis)
-        sub.fifo = group is not None and group.consume_message_orderly
-        retry_max = 16 if group is None else group.retry_max_times
+        sub.fifo = group.consume_message_orderly
         policy = merged.backoff_policy
-        policy.max_attempts = retry_max + 1
-        # mergeSubscriptionData: the group's groupRetryPolicy, an unset policy of its type being that type's default.
-        retry = GroupRetryPolicy() if group is None or group.group_retry_policy is None else group.group_retry_policy
+        policy.max_attempts = group.retry_max_times + 1
+        retry = group.group_retry_policy or GroupRetryPolicy()
         if retry.type is GroupRetryPolicyType.EXPONENTIAL:
             exponential = retry.exponential or ExponentialRetryPolicy()
             policy.exponential_backoff.initial.FromMilliseconds(exponential.initial)
             policy.exponential_backoff.max.FromMilliseconds(exponential.max)
             policy.exponential_backoff.multiplier = exponential.multiplier
         else:
+            policy.ClearField("customized_backoff")
             for ms in (retry.customized or CustomizedRetryPolicy()).next:
                 policy.customized_backoff.next.add().FromMilliseconds(ms)
         return merged
