@@ -79,6 +79,11 @@ class ProxyConfig:
     transaction_data_max_num: int = 15
     #: The largest request the gRPC server takes (bytes); a batch of several maximum-size bodies fits.
     grpc_max_inbound_message_size: int = 130 * 1024 * 1024
+    #: How long a client connection with no call in flight stays open (ms) before the server sends it GOAWAY and
+    #: closes it, the client reconnecting at its next call: GrpcServerBuilder's ``maxConnectionIdle``
+    #: (proxy/src/main/java/org/apache/rocketmq/proxy/grpc/GrpcServerBuilder.java), grpcio's
+    #: ``grpc.max_connection_idle_ms``. It must be positive: 0 or less stops the start, as Netty's builder refuses it.
+    grpc_client_idle_time_mills: int = attrs.field(default=120_000, metadata=JAVA_LONG)
     #: Refuse a send whose message type differs from its topic's ``message.type`` attribute (RocketMQ's default); also
     #: the ``validate_message_type`` producers' Settings are answered with.
     enable_topic_message_type_check: bool = True

@@ -37,6 +37,10 @@ _STOP_GRACE: Final = 1.0
 #: RocketMQ's ProxyConfig.grpcMaxInboundMessageSize default (used by
 #: proxy/src/main/java/org/apache/rocketmq/proxy/grpc/GrpcServerBuilder.java).
 MAX_INBOUND_MESSAGE_SIZE: Final = 130 * 1024 * 1024
+#: RocketMQ's ProxyConfig.grpcClientIdleTimeMills default (GrpcServerBuilder's ``maxConnectionIdle``).
+MAX_CONNECTION_IDLE_MS: Final = 120_000
+#: grpcio takes channel arguments as C ints: a longer idle time is as good as never.
+_INT_MAX: Final = 2**31 - 1
 _OPTIONS: Final = [
     ("grpc.max_send_message_length", -1),
     ("grpc.keepalive_permit_without_calls", 1),
@@ -48,7 +52,8 @@ class GrpcServer:
     """One listening port. ``servicer_factory(bridge, real_peer)`` builds the servicer whose coroutines serve the RPCs
     (see :class:`proxy.servicer.MessagingServicer`), ``real_peer`` being :meth:`real_peer`; ``tls`` is ``(certificate
     chain PEM, private key PEM)``: the port serves TLS only, or, with ``permissive``, TLS and plaintext alike through a
-    :class:`proxy.front.SniffingFront`; ``max_inbound`` is the largest request taken (bytes)."""
+    :class:`proxy.front.SniffingFront`; ``max_inbound`` is the largest request taken (bytes); a connection without a
+    call in flight for ``max_idle_ms`` is sent GOAWAY and closed (``grpcClientIdleTimeMills``)."""
 
     def __init__(
         self,
@@ -59,13 +64,20 @@ class GrpcServer:
         *,
         permissive: bool = False,
         max_inbound: int = MAX_INBOUND_MESSAGE_SIZE,
+        max_idle_ms: int = MAX_CONNECTION_IDLE_MS,
     ) -> None:
         self._factory = servicer_factory
         self._host = host
         self._port = port
         self._tls = tls
         self._permissive = permissive and tls is not None
-        self._options = [("grpc.max_receive_message_length", max_inbound), *_OPTIONS]
+        if max_idle_ms <= 0:  # NettyServerBuilder.maxConnectionIdle's check
+            raise OSError(f"max connection idle must be positive: {max_idle_ms}")
+        self._options = [
+            ("grpc.max_receive_message_length", max_inbound),
+            ("grpc.max_connection_idle_ms", min(max_idle_ms, _INT_MAX)),
+            *_OPTIONS,
+        ]
         #: The sniffing front of a permissive port (None otherwise); set once serving.
         self.front: SniffingFront | None = None
         self._loop: asyncio.AbstractEventLoop | None = None

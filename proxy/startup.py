@@ -111,13 +111,13 @@ async def serve_proxy(
             await nursery.start(activity.consuming.renew.run)
             pem = certificate(config)
             mode = tls_mode(config.tls_server_mode)
-            inbound = config.grpc_max_inbound_message_size
+            inbound, idle = config.grpc_max_inbound_message_size, config.grpc_client_idle_time_mills
             main = GrpcServer(servicer, host, config.grpc_server_port, None if mode == DISABLED else pem,
-                              permissive=mode == PERMISSIVE, max_inbound=inbound)  # fmt: skip
+                              permissive=mode == PERMISSIVE, max_inbound=inbound, max_idle_ms=idle)  # fmt: skip
             port = await nursery.start(main.serve)
             tls_port = 0
             if pem is not None and config.tls_port is not None:
-                secure = GrpcServer(tls_servicer, host, config.tls_port, pem, max_inbound=inbound)
+                secure = GrpcServer(tls_servicer, host, config.tls_port, pem, max_inbound=inbound, max_idle_ms=idle)
                 tls_port = await nursery.start(secure.serve)
             await nursery.start(activity.routes.announce, port, tls_port or None)
             if exporter is not None:  # the broker's /metrics serves the proxy's gauge while it serves
