@@ -326,3 +326,19 @@ async def test_an_unknown_topic_answers_the_route_services_not_found_message(tmp
         assigned = await f.call("QueryAssignment", _assignment("Nowhere", "G1"), service.QueryAssignmentResponse)
         got = [(Code.Name(a.status.code), a.status.message) for a in (route, assigned)]
         assert got == [("TOPIC_NOT_FOUND", topic_route_missing("Nowhere"))] * 2, got
+
+
+async def test_settings_subscribing_as_no_consumer_type_end_the_stream_internal(tmp_path: Path) -> None:
+    """processAndWriteClientSettings registers a subscribing Settings as a consumer of its client type, and
+    ClientActivity.buildConsumeType throws IllegalArgumentException "Client type is not consumer, type: <name>" for
+    a type neither SIMPLE_CONSUMER nor PUSH_CONSUMER: processTelemetryException ends the stream INTERNAL with it,
+    nothing registered (the Settings are stored only after). Ours registered such a client as a simple consumer."""
+    producer = _subscribing("GTyped", "*")
+    producer.settings.client_type = definition.ClientType.PRODUCER
+    untyped = _subscribing("GTyped", "*")
+    untyped.settings.client_type = definition.ClientType.CLIENT_TYPE_UNSPECIFIED
+    async with front(tmp_path) as f:
+        got = [await trio.to_thread.run_sync(_telemetry_refusal, f.endpoint, c) for c in (producer, untyped)]
+        prefix = "process client telemetryCommand failed. Client type is not consumer, type: "
+        assert got == [("INTERNAL", prefix + "PRODUCER"), ("INTERNAL", prefix + "CLIENT_TYPE_UNSPECIFIED")]
+        assert f.ctx.clients.consumer_ids("GTyped") == []

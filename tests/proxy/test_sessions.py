@@ -240,15 +240,19 @@ async def test_a_heartbeat_of_a_client_neither_producer_nor_consumer_is_unrecogn
     embedded_cluster: EmbeddedCluster,
 ) -> None:
     """ClientActivity.heartbeat switches on the Settings' client type: neither PRODUCER nor PUSH_CONSUMER nor
-    SIMPLE_CONSUMER is UNRECOGNIZED_CLIENT_TYPE with the type's name (Telemetry took the Settings by their
-    subscription). It was answered OK (found by a review)."""
+    SIMPLE_CONSUMER is UNRECOGNIZED_CLIENT_TYPE with the type's Java enum name, ``UNRECOGNIZED`` for a number the
+    proto does not name (Telemetry took the Settings by their publishing, registering a producer). It was answered
+    OK (found by a review), and an unnamed type had its number as the message."""
     activity = activity_of(embedded_cluster)
-    command = consumer_settings("GUntyped", "T1")
-    command.settings.client_type = definition.ClientType.CLIENT_TYPE_UNSPECIFIED
-    assert activity.telemetry(command, md("c@7")).status.code == definition.Code.OK
-    answer = activity.heartbeat(_consumer_heartbeat("GUntyped"), md("c@7"))
-    got = (definition.Code.Name(answer.status.code), answer.status.message)
-    assert got == ("UNRECOGNIZED_CLIENT_TYPE", "CLIENT_TYPE_UNSPECIFIED"), got
+    got = []
+    for client_id, kind in (("c@7", definition.ClientType.CLIENT_TYPE_UNSPECIFIED), ("c@17", 99)):
+        command = producer_settings("T1")
+        command.settings.client_type = kind
+        assert activity.telemetry(command, md(client_id)).status.code == definition.Code.OK
+        answer = activity.heartbeat(_consumer_heartbeat("GUntyped"), md(client_id))
+        got.append((definition.Code.Name(answer.status.code), answer.status.message))
+    unrecognized = definition.Code.Name(definition.Code.UNRECOGNIZED_CLIENT_TYPE)
+    assert got == [(unrecognized, "CLIENT_TYPE_UNSPECIFIED"), (unrecognized, "UNRECOGNIZED")]
 
 
 def _termination(group: str) -> Any:
@@ -282,7 +286,7 @@ async def test_a_termination_of_a_client_neither_producer_nor_consumer_is_unreco
     PUSH_CONSUMER nor SIMPLE_CONSUMER is UNRECOGNIZED_CLIENT_TYPE with the type's name. It was answered OK (found by
     a review)."""
     activity = activity_of(embedded_cluster)
-    command = consumer_settings("GUntypedEnd", "T1")
+    command = producer_settings("T1")  # a subscribing Settings of this type is refused (buildConsumeType)
     command.settings.client_type = definition.ClientType.CLIENT_TYPE_UNSPECIFIED
     assert activity.telemetry(command, md("c@9")).status.code == definition.Code.OK
     answer = activity.notify_termination(_termination("GUntypedEnd"), md("c@9"))
