@@ -215,8 +215,7 @@ class MessagingActivity:
             check_group(req.group.name)
             group = req.group.name
         elif kind != definition.ClientType.PRODUCER:
-            name = definition.ClientType.Name(kind) if kind in definition.ClientType.values() else str(kind)
-            return service.HeartbeatResponse(status=status(Code.UNRECOGNIZED_CLIENT_TYPE, name))
+            return service.HeartbeatResponse(status=status(Code.UNRECOGNIZED_CLIENT_TYPE, _type_name(kind)))
         self.sessions.heartbeat(self.sessions.session(client_id, md), peer_of(md), group=group)
         return service.HeartbeatResponse(status=status())
 
@@ -238,8 +237,9 @@ class MessagingActivity:
         if kind in _CONSUMER_TYPES:
             check_group(req.group.name)
         elif kind != definition.ClientType.PRODUCER:
-            name = definition.ClientType.Name(kind) if kind in definition.ClientType.values() else str(kind)
-            return service.NotifyClientTerminationResponse(status=status(Code.UNRECOGNIZED_CLIENT_TYPE, name))
+            return service.NotifyClientTerminationResponse(
+                status=status(Code.UNRECOGNIZED_CLIENT_TYPE, _type_name(kind))
+            )
         if kind in _CONSUMER_TYPES:
             self.sessions.terminate(client_id, consumer_group=req.group.name)
             self.consuming.renew.release_group(client_id, req.group.name)
@@ -294,12 +294,17 @@ class MessagingActivity:
         """ClientActivity.processAndWriteClientSettings' checks, before anything is registered: publishing or
         subscription present (BAD_REQUEST), each published topic legal and no system topic (ILLEGAL_TOPIC), the
         subscribing group legal and no system group (ILLEGAL_CONSUMER_GROUP), each subscription as FilterAPI.build
-        takes it (ILLEGAL_FILTER_EXPRESSION). Raises RpcError."""
+        takes it (ILLEGAL_FILTER_EXPRESSION); a subscribing client of no consumer type is INTERNAL_SERVER_ERROR "Client
+        type is not consumer, type: <name>", as registerConsumer's buildConsumeType throws before the subscriptions are
+        built. Raises RpcError."""
         if settings.HasField("publishing"):
             for topic in settings.publishing.topics:
                 check_topic(topic.name)
         elif settings.HasField("subscription"):
             check_group(settings.subscription.group.name)
+            if settings.client_type not in _CONSUMER_TYPES:
+                kind = _type_name(settings.client_type)
+                raise RpcError(Code.INTERNAL_SERVER_ERROR, f"Client type is not consumer, type: {kind}")
             subscription_data(settings.subscription)
         else:
             raise RpcError(Code.BAD_REQUEST, _NO_PUBSUB)
@@ -378,6 +383,11 @@ class MessagingActivity:
             for ms in (retry.customized or CustomizedRetryPolicy()).next:
                 policy.customized_backoff.next.add().FromMilliseconds(ms)
         return merged
+
+
+def _type_name(kind: int) -> str:
+    """A client type as Java's enum ``name()`` writes it: ``UNRECOGNIZED`` for a number the proto does not name."""
+    return definition.ClientType.Name(kind) if kind in definition.ClientType.values() else "UNRECOGNIZED"
 
 
 def _failed(make: Callable[..., Any], exc: Exception) -> Any:
