@@ -13,8 +13,9 @@ Usage::
         producer.send_batch_async(msgs, on_result)                          # callback gets the batch's SendResult
 
 Errors: :class:`~client.errors.TopicRouteNotFoundError` ("No route info of this topic", ``response_code`` 10005),
-:class:`~client.errors.MessageValidationError` (nothing sent), :class:`~client.errors.SendFailedError` after every
-attempt failed (``retry_times_when_send_failed`` retries on transport errors and on the response codes Java retries),
+:class:`~client.errors.MessageValidationError` (nothing sent; an async send's callback gets it),
+:class:`~client.errors.SendFailedError` after every attempt failed (``retry_times_when_send_failed`` retries on
+transport errors and on the response codes Java retries),
 :class:`~client.errors.MQBrokerError` for a refusal that retrying cannot fix (e.g. MESSAGE_ILLEGAL),
 :class:`~client.errors.MQClientError` (nothing sent) for a queue of another topic (``send``, ``send_async``, the
 batches) or a selector that raises or picks no queue.
@@ -45,6 +46,7 @@ from client.config import ClientConfig
 from client.errors import (
     BrokerNotExistError,
     ClientStateError,
+    MessageValidationError,
     MQBrokerError,
     MQClientError,
     SendFailedError,
@@ -61,6 +63,7 @@ from client.selector import MessageQueueSelector, apply_selector, select_one_mes
 from client.send_request import (
     COMPRESS_OVER,
     MAX_MESSAGE_SIZE,
+    BatchSizeError,
     PreparedSend,
     SendBuilder,
     check_producer_group,
@@ -448,7 +451,9 @@ class Producer:
         timeout: float | None = None,
     ) -> None:
         """Start a send in the background (``retry_times_when_send_async_failed`` retries); ``callback`` gets the
-        :class:`SendResult` or the exception (it may be a coroutine function). Validation errors raise here.
+        :class:`SendResult` or the exception (it may be a coroutine function), a message the send refuses
+        (:class:`~client.errors.MessageValidationError`) too, as Java's ``send(msg, callback)`` checks it in its
+        async sender's task (client/src/main/java/org/apache/rocketmq/client/impl/producer/DefaultMQProducerImpl.java).
 
         With the route and the broker cached and no ``queue`` / ``selector``, no task is spawned: the request is
         written now and the response completes it (:mod:`client.async_send`: 88-110 -> 45-50 us of client CPU per
@@ -456,7 +461,11 @@ class Producer:
         self._check_started()
         if self.namespace:
             msg, queue, callback = self._wrap_message(msg), self._wrap_queue(queue), self._unwrapping(callback)
-        prepared = self._builder.single_as(msg, AsyncSend)
+        try:
+            prepared = self._builder.single_as(msg, AsyncSend)
+        except MessageValidationError as exc:
+            self.instance.call_back(callback, exc, "send")
+            return
         self._hook(prepared, msg, "ASYNC")
         if queue is None and selector is None:
             info = self.cached_publish_info(msg.topic)
@@ -593,12 +602,19 @@ class Producer:
     ) -> None:
         """:meth:`send_batch` in the background, as :meth:`send_async` sends one message (Java's ``send(Collection,
         SendCallback)`` and ``send(Collection, MessageQueue, SendCallback)``): ``callback`` gets the batch's one
-        :class:`SendResult` or the exception. The batch's validation errors raise here, nothing sent."""
+        :class:`SendResult` or the exception. A rule of the batch broken raises here, nothing sent; a batch over
+        ``max_message_size`` goes to the callback, as Java's ``sendDefaultImpl`` refuses it in its async sender's
+        task (:class:`~client.send_request.BatchSizeError`)."""
         self._check_started()
         msgs, queue = self._wrap_batch(msgs, queue)
         if self.namespace:
             callback = self._unwrapping(callback)
-        for p in self._builder.batch(msgs):
+        try:
+            prepared = self._builder.batch(msgs)
+        except BatchSizeError as exc:
+            self.instance.call_back(callback, exc, "send")
+            return
+        for p in prepared:
             self._hook(p, msgs, "ASYNC")
             self.instance.task_group.start_soon(self._send_then_call, p, msgs[0], callback, queue, None, None, timeout)
 

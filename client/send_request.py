@@ -68,9 +68,16 @@ def batch_entry_size(msg: Message) -> int:
     return BATCH_ENTRY_OVERHEAD + len(msg.body) + len(encode_properties(props).encode())
 
 
+class BatchSizeError(MessageValidationError):
+    """A batch whose encoded body passes ``max_message_size``: Java's ``sendDefaultImpl`` refuses it
+    (``Validators.checkMessage`` of the MessageBatch), so an async batch's callback hears of it, while the rules
+    ``DefaultMQProducer.batch`` checks raise to the caller (client/src/main/java/org/apache/rocketmq/client/producer/
+    DefaultMQProducer.java)."""
+
+
 def _check_entry_size(size: int, limit: int) -> None:
     if size > limit:
-        raise MessageValidationError(
+        raise BatchSizeError(
             f"a batch message of {size} bytes exceeds the {limit}-byte limit", ResponseCode.MESSAGE_ILLEGAL
         )
 
@@ -422,9 +429,7 @@ class SendBuilder:
             # One request for the whole list, refused over the limit as Java's DefaultMQProducer.send(Collection):
             # batch() encodes one body and sendDefaultImpl's Validators.checkMessage refuses it, nothing sent
             # (client/src/main/java/org/apache/rocketmq/client/producer/DefaultMQProducer.java, Validators.java).
-            raise MessageValidationError(
-                f"the message body size over max value, MAX: {limit}", ResponseCode.MESSAGE_ILLEGAL
-            )
+            raise BatchSizeError(f"the message body size over max value, MAX: {limit}", ResponseCode.MESSAGE_ILLEGAL)
         tail = (_BATCH_TAIL if wait else _BATCH_TAIL_NO_WAIT) % (time.time_ns() // 1_000_000)
         body = encode_batch_parts(entries)
         return [PreparedSend.encoded(self._head(topic), tail, body, ",".join(ids), topic, _SEND_BATCH)]
