@@ -128,8 +128,6 @@ class Producer:
         #: The refusals a sync send retries on another queue (Java's ``retryResponseCodes``), see
         #: :meth:`add_retry_response_code`.
         self.retry_response_codes: set[int] = set(RETRY_RESPONSE_CODES)
-        self.default_topic_queue_nums = default_topic_queue_nums
-        self.create_topic_key = create_topic_key
         self.fault = LatencyFaultTolerance(anyio.current_time, latency_max, not_available_duration)
         #: failed master addresses: the route is re-read at once and their sends give up when it moves on
         self.master_watch = MasterWatch(self.instance)
@@ -155,6 +153,49 @@ class Producer:
             )
         #: Hooks told of every send attempt (:mod:`client.hooks`).
         self.send_hooks: list[SendMessageHook] = []
+
+    # Read at every send, as DefaultMQProducerImpl reads its DefaultMQProducer's (client/src/main/java/org/apache/
+    # rocketmq/client/impl/producer/DefaultMQProducerImpl.java): the builder holds them, a change applies from the
+    # next send on.
+
+    @property
+    def max_message_size(self) -> int:
+        """The longest body a send takes (Java's ``maxMessageSize``, 4 MiB)."""
+        return self._builder.max_message_size
+
+    @max_message_size.setter
+    def max_message_size(self, value: int) -> None:
+        self._builder.max_message_size = value
+
+    @property
+    def compress_msg_body_over_howmuch(self) -> int:
+        """The body length from which a single message's body is compressed (Java's ``compressMsgBodyOverHowmuch``,
+        4 KiB)."""
+        return self._builder.compress_over
+
+    @compress_msg_body_over_howmuch.setter
+    def compress_msg_body_over_howmuch(self, value: int) -> None:
+        self._builder.compress_over = value
+
+    @property
+    def create_topic_key(self) -> str:
+        """The template topic whose route an unknown topic is sent with, named in every send's header (Java's
+        ``createTopicKey``, TBW102)."""
+        return self._builder.create_topic_key
+
+    @create_topic_key.setter
+    def create_topic_key(self, value: str) -> None:
+        self._builder.set_topic_template(value, self._builder.default_topic_queue_nums)
+
+    @property
+    def default_topic_queue_nums(self) -> int:
+        """At most this many queues per broker for a topic the broker creates on a send (Java's
+        ``defaultTopicQueueNums``, 4): the send header's and the producer's route for it alike."""
+        return self._builder.default_topic_queue_nums
+
+    @default_topic_queue_nums.setter
+    def default_topic_queue_nums(self, value: int) -> None:
+        self._builder.set_topic_template(self._builder.create_topic_key, value)
 
     @property
     def latency_max(self) -> Sequence[int]:

@@ -293,6 +293,11 @@ class SendBuilder:
                 f"the message body size over max value, MAX: {self.max_message_size}", ResponseCode.MESSAGE_ILLEGAL
             )
 
+    def set_topic_template(self, create_topic_key: str, default_topic_queue_nums: int) -> None:
+        """The header's ``c`` and ``d`` from the next send on (the encoded heads kept so far are dropped)."""
+        self.create_topic_key, self.default_topic_queue_nums = create_topic_key, default_topic_queue_nums
+        self._heads.clear()
+
     def _head(self, topic: str) -> bytes:
         """The encoded fields ``a`` to ``d`` of ``topic``'s sends, up to ``"e":"`` (kept per topic)."""
         head = self._heads.get(topic)
