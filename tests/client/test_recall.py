@@ -12,7 +12,7 @@ import pytest
 import trio
 
 from broker.embedded import EmbeddedCluster
-from client.errors import MQBrokerError, MQClientError
+from client.errors import MessageValidationError, MQBrokerError, MQClientError
 from client.message import Message
 from client.producer import Producer
 from remoting.codec.codes import ResponseCode
@@ -56,3 +56,28 @@ async def test_the_producer_recalls_a_delay_message_by_its_handle(
     assert stale.value.remark == "recall failed, timestamp invalid"
     bodies = sorted(m.body for m in _read_all(recall_cluster.controller.context.store, "RecallC", 0))
     assert bodies == [b"kept", b"now"]
+
+
+@pytest.mark.parametrize(
+    ("topic", "text"),
+    [
+        ("Bad Topic", "The specified topic[Bad Topic] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"),
+        (" ", "The specified topic is blank"),
+        ("T" * 128, "The specified topic is longer than topic max length 127."),
+    ],
+    ids=["illegal-characters", "blank", "too-long"],
+)
+async def test_a_recall_names_a_topic_java_refuses_and_is_refused_before_anything_is_sent(
+    recall_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, topic: str, text: str
+) -> None:
+    """RocketMQ 5.3.3's ``DefaultMQProducerImpl.recallMessage`` runs ``Validators.checkTopic`` first
+    (client/src/main/java/org/apache/rocketmq/client/impl/producer/DefaultMQProducerImpl.java): MQClientException with
+    its text. Before, the topic went to the name server and the broker, and the error was theirs."""
+    clock = use_virtual_store_clock(recall_cluster)
+    await create_topic(recall_cluster, "RecallC")
+    async with Producer("pg-recall-check", recall_cluster.namesrv_addr) as producer:
+        sent = await producer.send(_delayed(b"later", clock() + 10_000))
+        assert sent.recall_handle
+        with pytest.raises(MessageValidationError) as refused:
+            await producer.recall_message(topic, sent.recall_handle)
+    assert str(refused.value) == text
