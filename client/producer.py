@@ -67,6 +67,7 @@ from client.send_request import (
     PreparedSend,
     SendBuilder,
     check_producer_group,
+    check_topic_name,
     uniq_key_generator,
 )
 from client.trace.dispatcher import TraceDispatcher
@@ -724,11 +725,13 @@ class Producer:
         """Take back a timer (delay) message before its time, by the ``recall_handle`` of its SendResult (RocketMQ
         5.3's ``DefaultMQProducer.recallMessage``); returns its message id. Raises MQClientError for a retry or DLQ
         topic or a handle that does not decode, MQBrokerError when the broker refuses (recall disabled, the handle's
-        time passed, ...)."""
+        time passed, ...), MessageValidationError for a topic name Java's ``Validators.checkTopic`` refuses, checked
+        first as in 5.3.3's ``DefaultMQProducerImpl.recallMessage``."""
         self._check_started()
+        topic = wrap(self.namespace, topic)
+        check_topic_name(topic)
         if is_retry_or_dlq_topic(topic):
             raise MQClientError("topic is not supported")
-        topic = wrap(self.namespace, topic)
         try:
             handle = decode_recall_handle(recall_handle)
         except RecallHandleError as exc:
