@@ -23,7 +23,7 @@ from client.mqadmin_support import JAVA_INT, java_bool
 from namesrv.config import NamesrvConfig
 from namesrv.server import NamesrvServer
 from remoting.client import RemotingClient
-from remoting.codec.bodies import ConsumerData, HeartbeatData, MessageQueue
+from remoting.codec.bodies import ConsumerData, HeartbeatData, MessageQueue, ProducerData
 from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig, TopicConfig
 from remoting.codec.bodies.topic_config import TopicConfigSerializeWrapper
 from remoting.codec.codes import RequestCode
@@ -595,3 +595,29 @@ def test_reset_offset_of_an_offline_group_goes_over_java_s_hash_map_of_its_offse
     assert "specified consumerGroup[reset-old-cg]" in result.stdout, result.stdout
     rows = [line.split() for line in result.stdout.splitlines() if line.startswith("broker-a")]
     assert [int(row[1]) for row in rows] == [2, 1, 3, 0], result.stdout
+
+
+# -- producerConnection of a group whose producers all left -------------------------------------------------------
+
+
+def test_producer_connection_of_a_group_with_no_connection_left_fails(cluster: ThreadedCluster) -> None:
+    """The broker keeps a producer group whose connections closed (ProducerManager.doChannelCloseEvent) and answers
+    its connection list SUCCESS, empty; Java's DefaultMQAdminExtImpl.examineProducerConnectionInfo then throws
+    "Not found the producer group connection" (tools/src/main/java/org/apache/rocketmq/tools/admin/
+    DefaultMQAdminExtImpl.java), so ProducerConnectionSubCommand fails. Ours printed nothing and succeeded."""
+    ns, addr = cluster.namesrv_addr, cluster.broker_addr
+
+    async def producer_came_and_went() -> None:
+        await create_topic(ns, "ProducersGone", queues=1)
+        async with RemotingClient() as producer:
+            beat = HeartbeatData("10.0.0.8@gone", producer_data_set=(ProducerData("gone-pg"),))
+            assert (await producer.invoke(addr, request(RequestCode.HEART_BEAT, body=beat.encode()), 5)).code == 0
+        async with Admin(ns) as admin:
+            with anyio.fail_after(10):
+                while (await admin.producer_connection("gone-pg", "ProducersGone")).connection_set:
+                    await anyio.sleep(0.01)
+
+    anyio.run(producer_came_and_went)
+    result = _run("producerConnection", "-n", ns, "-g", "gone-pg", "-t", "ProducersGone")
+    _assert_clean_failure(result)
+    assert "Not found the producer group connection" in result.output, result.output
