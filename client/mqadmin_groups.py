@@ -26,6 +26,7 @@ from client.mqadmin_support import (
     JAVA_INT,
     JAVA_LONG,
     NO_CONSUME_STATS,
+    NO_PRODUCER_CONNECTION,
     Output,
     broker_may_fail,
     cluster_masters,
@@ -306,6 +307,8 @@ def consumer_connection(ctx: click.Context, **o: Any) -> None:
 def producer_connection(ctx: click.Context, **o: Any) -> None:
     async def job(admin: Admin, out: Output) -> None:
         conn = await admin.producer_connection(o["group"], o["topic"])
+        if not conn.connection_set:  # a group whose producers all left: Java's examine fails the command
+            raise MQClientError(NO_PRODUCER_CONNECTION)
         for i, c in enumerate(conn.connection_set, 1):
             text = printf(
                 "%04d  %-32s %-22s %-8s %s%n", i, c.client_id, c.client_addr, c.language, version_desc(c.version)

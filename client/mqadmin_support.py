@@ -619,6 +619,10 @@ NO_CONSUME_STATS: Final = (
     "any message"
 )
 
+#: DefaultMQAdminExtImpl.examineProducerConnectionInfo's error when the broker lists no connection of the group
+#: (tools/src/main/java/org/apache/rocketmq/tools/admin/DefaultMQAdminExtImpl.java).
+NO_PRODUCER_CONNECTION: Final = "Not found the producer group connection"
+
 #: Java's CommandUtil.ERROR_MESSAGE, printed for a ``-c`` cluster the name server does not know.
 UNKNOWN_CLUSTER: Final = "Make sure the specified clusterName exists or the name server connected to is correct."
 
