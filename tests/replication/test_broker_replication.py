@@ -40,9 +40,10 @@ from store.metadata_files import (
     encode_consumer_offsets,
 )
 from tests.broker.helpers import create_topic_request
+from tests.broker.test_pop_wire import GROUP, ack_request, messages, pop_request
 from tests.conftest import SMALL_STORE
 from tests.processors.conftest import send_request
-from tests.semantics.helpers import deliver_delayed
+from tests.semantics.helpers import deliver_delayed, use_virtual_store_clock
 
 TOPIC = "ReplicatedTopic"
 
@@ -227,6 +228,40 @@ async def test_a_sync_master_answers_an_end_whose_op_message_alone_waits_at_once
             ended, waited = await _end_transaction(client, cluster.broker_addr, half, kind)
     assert (ended.code, ended.remark) == (ResponseCode.SUCCESS, None)
     assert waited == pytest.approx(0.0, abs=0.1)  # not slaveTimeout (3 s)
+
+
+async def test_a_sync_master_answers_pop_writes_once_replicated_or_timed_out(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """5.3.3 puts a pop's CK and an ack's ACK (records of WAIT true) through EscapeBridge.putMessageToSpecificQueue,
+    whose putMessage on a SYNC_MASTER waits for the slave: with a slave that does not acknowledge, a pop and an ack
+    are answered after slaveTimeout (FLUSH_SLAVE_TIMEOUT counts as stored: AckMessageProcessor.handlePutMessageResult,
+    PopBufferMergeService.handleCkMessagePutResult); a change of invisibility puts its CK, then the old CK's ACK,
+    each waiting slaveTimeout, past the 3 s ChangeInvisibleTimeProcessor.processRequest waits: SYSTEM_ERROR."""
+    async with _sync_master_with_a_silent_slave(tmp_path) as cluster, RemotingClient() as client:
+        clock = use_virtual_store_clock(cluster)
+        addr = cluster.broker_addr
+        for body in (b"m0", b"m1"):
+            await client.invoke(addr, send_request(TOPIC, body), 10)
+
+        async def timed(cmd: RemotingCommand) -> tuple[RemotingCommand, float]:
+            start = trio.current_time()
+            answer = await client.invoke(addr, cmd, 20)
+            return answer, trio.current_time() - start
+
+        popped, pop_took = await timed(pop_request(clock, TOPIC))
+        first, second = sorted(messages(popped), key=lambda m: m.body)
+        acked, ack_took = await timed(ack_request(TOPIC, first))
+        fields = {"consumerGroup": GROUP, "topic": TOPIC, "queueId": str(second.queue_id),
+                  "extraInfo": second.properties["POP_CK"], "offset": str(second.queue_offset),
+                  "invisibleTime": "60000"}  # fmt: skip
+        changed, change_took = await timed(request(RequestCode.CHANGE_MESSAGE_INVISIBLETIME, fields))
+    assert (pop_took, acked.code, ack_took) == (
+        pytest.approx(3.0, abs=0.1),
+        ResponseCode.SUCCESS,
+        pytest.approx(3.0, abs=0.1),
+    )
+    assert (changed.code, change_took) == (ResponseCode.SYSTEM_ERROR, pytest.approx(3.0, abs=0.1))
 
 
 async def test_the_slave_copies_topics_groups_and_offsets_every_ten_seconds(
