@@ -193,7 +193,10 @@ class Consuming:
 
     def receive_now(self, req: Any, metadata: dict[str, str], deadline: float | None) -> list[Any] | None:
         """One ReceiveMessage without waiting: its response stream, or ``None`` when nothing is visible yet and the
-        caller should long-poll with :meth:`receive`."""
+        caller should long-poll with :meth:`receive`; ``None`` too when the store waits for its puts (DLedger mode,
+        SYNC_FLUSH, SYNC_MASTER): the pop's checkpoints are waited for in :meth:`receive`."""
+        if self.broker.store.waits_for_put(True):
+            return None
         try:
             checked = self._check(req, metadata, deadline)
             popped = self._pop(checked)
@@ -209,7 +212,7 @@ class Consuming:
         try:
             checked = self._check(req, metadata, deadline)
             end = trio.current_time() + checked.poll
-            popped = self._pop(checked)
+            popped = await self._pop_landed(checked)
             if not popped and end > trio.current_time():
                 group, topic = checked.group, checked.topic
                 if not self.pop.park(group, topic):
@@ -230,7 +233,7 @@ class Consuming:
                                 checked.tags,
                                 checked.property_filter,
                             )
-                        popped = self._pop(checked)
+                        popped = await self._pop_landed(checked)
                 finally:
                     self.pop.unpark(group, topic)
         except RpcError as err:
@@ -270,6 +273,14 @@ class Consuming:
             attempt_id=req.attempt_id if req.HasField("attempt_id") else None,
             expression=(req.filter_expression.expression, _expression_type(req.filter_expression)),
         )
+
+    async def _pop_landed(self, r: _Receive) -> list[Popped]:
+        """:meth:`_pop`, answered once its checkpoints landed (:meth:`PopService.landed`: in DLedger mode, committed
+        by a quorum or failed), as 5.3.3's PopMessageProcessor.appendCheckPoint puts them before the pop answers."""
+        with self.pop.writes() as ends:
+            popped = self._pop(r)
+        await self.pop.landed(ends, "ck")
+        return popped
 
     def _pop(self, r: _Receive) -> list[Popped]:
         """The pop, its refusals as statuses: the broker's (:meth:`PopService.pop`'s checks, a checkpoint the timer
@@ -356,15 +367,25 @@ class Consuming:
         except ValueError:
             raise RpcError(Code.INVALID_RECEIPT_HANDLE, "receipt handle is malformed") from None
 
-    def ack(self, req: Any, metadata: dict[str, str]) -> Any:
+    async def ack(self, req: Any, metadata: dict[str, str]) -> Any:
         """AckMessageActivity.ackMessageOneByOne: the names checked (:func:`check_names`), then each entry answered
         on its own (a handle that does not decode is that entry's INVALID_RECEIPT_HANDLE; an ACK record the store
         refuses, a full disk, that entry's INTERNAL_SERVER_ERROR, as processAckMessage turns whatever one entry's ack
         throws into that entry's status: proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/consumer/
-        AckMessageActivity.java)."""
+        AckMessageActivity.java). Answered once the ACK records landed (:meth:`PopService.landed`: in DLedger mode,
+        committed by a quorum or failed; one that failed is logged and its entry still OK, as the broker's
+        AckMessageProcessor answers it SUCCESS); without suspending when the store waits for nothing."""
         group, topic = req.group.name, req.topic.name
         check_names(topic, group)
         response = service.AckMessageResponse()
+        with self.pop.writes() as ends:
+            self._ack_entries(req, metadata, response)
+        await self.pop.landed(ends, "ack")
+        response.status.CopyFrom(_overall_ack_status({e.status.code for e in response.entries}))
+        return response
+
+    def _ack_entries(self, req: Any, metadata: dict[str, str], response: Any) -> None:
+        group, topic = req.group.name, req.topic.name
         for entry in req.entries:
             result = response.entries.add(message_id=entry.message_id, receipt_handle=entry.receipt_handle)
             try:
@@ -375,26 +396,27 @@ class Consuming:
                 result.status.CopyFrom(status(err.code, err.message))
             except PutRefusedError as exc:
                 result.status.CopyFrom(status(Code.INTERNAL_SERVER_ERROR, f"ack failed: {exc.put_status}: {exc}"))
-        response.status.CopyFrom(_overall_ack_status({e.status.code for e in response.entries}))
-        return response
 
-    def change_invisible(self, req: Any, metadata: dict[str, str]) -> Any:
+    async def change_invisible(self, req: Any, metadata: dict[str, str]) -> Any:
         """ChangeInvisibleDurationActivity: the names checked (:func:`check_names`), then the invisible time. A new
         CK the broker cannot park (past a lowered ``timerMaxDelaySec``, a full disk) answers, as RocketMQ 5.3's
         proxy does for the broker's SYSTEM_ERROR, INTERNAL_SERVER_ERROR "changeInvisibleDuration failed: status is
-        abnormal"; the old handle stays good (the old CK is acked only after the new one is stored)."""
+        abnormal"; so does a new CK that did not land in time (:meth:`PopService.change_landed`: in DLedger mode, not
+        committed by a quorum), the broker's SYSTEM_ERROR too. The old handle stays good (the old CK is acked only
+        after the new one is stored)."""
         check_names(req.topic.name, req.group.name)
         invisible = req.invisible_duration.ToMilliseconds()
         self._check_invisible(invisible, 0)
         text = self.renew.take(metadata.get(_CLIENT_ID, ""), req.group.name, req.message_id, req.receipt_handle)
         handle = self._handle(text)
         try:
-            outcome, renewed = self.pop.change_invisible(req.group.name, req.topic.name, handle, int(invisible))
+            with self.pop.writes() as ends:
+                outcome, renewed = self.pop.change_invisible(req.group.name, req.topic.name, handle, int(invisible))
         except (RequestRejected, PutRefusedError) as exc:
             log.warning("changing the invisibility of %s of %s refused: %s", req.message_id, req.group.name, exc)
-            return service.ChangeInvisibleDurationResponse(
-                status=status(Code.INTERNAL_SERVER_ERROR, "changeInvisibleDuration failed: status is abnormal")
-            )
+            return _change_failed()
+        if not await self.pop.change_landed(ends):
+            return _change_failed()
         answered = _ack_status(outcome)
         if answered.code == Code.INTERNAL_SERVER_ERROR:
             # AckStatus.NO_EXIST: ChangeInvisibleDurationActivity.convertToChangeInvisibleDurationResponse words it
@@ -511,6 +533,13 @@ def _overall_ack_status(codes: set[int]) -> Any:
         [code] = codes
         return status(code, Code.Name(code))
     return status(Code.INTERNAL_SERVER_ERROR, "ack message result is empty")
+
+
+def _change_failed() -> Any:
+    """What RocketMQ 5.3's proxy answers for the broker's SYSTEM_ERROR to a change of invisibility."""
+    return service.ChangeInvisibleDurationResponse(
+        status=status(Code.INTERNAL_SERVER_ERROR, "changeInvisibleDuration failed: status is abnormal")
+    )
 
 
 def _ack_status(outcome: AckOutcome) -> Any:

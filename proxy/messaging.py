@@ -14,7 +14,7 @@ Settings (RocketMQ's GrpcClientSettingsManager defaults, the group read without 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Final
 
 from broker.context import BrokerState
@@ -28,6 +28,7 @@ from proxy.common import (
     check_group,
     check_topic,
     client_id_of,
+    finish_now,
     peer_of,
     status,
     topic_not_found,
@@ -130,6 +131,20 @@ class MessagingActivity:
             return fn(req, md)
         except Exception as exc:
             return _failed(make, exc)
+
+    def now_unless_waiting(
+        self,
+        fn: Callable[[Any, dict[str, str]], Coroutine[Any, Any, Any]],
+        make: Callable[..., Any],
+        req: Any,
+        md: dict[str, str],
+    ) -> Any | None:
+        """:meth:`guarded` of ``fn`` run to its end synchronously (:func:`proxy.common.finish_now`) when the store
+        answers puts at once; ``None`` when it waits for them (DLedger mode, SYNC_FLUSH, SYNC_MASTER): serve it with
+        :meth:`guarded` instead. For an ack or a change of invisibility, answered once its records landed."""
+        if self.broker.store.waits_for_put(True):
+            return None
+        return self.guarded_sync(lambda r, m: finish_now(fn(r, m)), make, req, md)
 
     def send_now(self, req: Any, md: dict[str, str]) -> Any | None:
         """SendMessage served synchronously when the store answers puts at once (:meth:`Producing.send_now`), as

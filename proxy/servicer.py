@@ -93,6 +93,18 @@ class MessagingServicer(service_grpc.MessagingServiceServicer):  # type: ignore[
         except BridgeClosed:
             await context.abort(grpc.StatusCode.UNAVAILABLE, "broker is shutting down")
 
+    async def _unary_put(self, fn: Any, make: Any, request: Any, context: Context) -> Any:
+        """One unary request whose answer waits for its puts (an ack, a change of invisibility): synchronously when
+        the store answers puts at once (:meth:`MessagingActivity.now_unless_waiting`), else as a Trio task, in the
+        same hand-off."""
+        md = _metadata(context, self.real_peer, self.tls_only)
+        now = functools.partial(self.activity.now_unless_waiting, fn, make)
+        later = functools.partial(self.activity.guarded, fn, make)
+        try:
+            return await self.bridge.call_now_or_later(now, later, request, md)
+        except BridgeClosed:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "broker is shutting down")
+
     async def QueryRoute(self, request: Any, context: Context) -> Any:
         return await self._unary(self.activity.query_route, service.QueryRouteResponse, request, context, waits=True)
 
@@ -112,7 +124,7 @@ class MessagingServicer(service_grpc.MessagingServiceServicer):  # type: ignore[
         return await self._unary(fn, make, request, context, waits=True)
 
     async def AckMessage(self, request: Any, context: Context) -> Any:
-        return await self._unary(self.activity.consuming.ack, service.AckMessageResponse, request, context)
+        return await self._unary_put(self.activity.consuming.ack, service.AckMessageResponse, request, context)
 
     async def ForwardMessageToDeadLetterQueue(self, request: Any, context: Context) -> Any:
         fn, make = self.activity.consuming.forward_to_dlq, service.ForwardMessageToDeadLetterQueueResponse
@@ -132,7 +144,7 @@ class MessagingServicer(service_grpc.MessagingServiceServicer):  # type: ignore[
 
     async def ChangeInvisibleDuration(self, request: Any, context: Context) -> Any:
         fn, make = self.activity.consuming.change_invisible, service.ChangeInvisibleDurationResponse
-        return await self._unary(fn, make, request, context)
+        return await self._unary_put(fn, make, request, context)
 
     async def ReceiveMessage(self, request: Any, context: Context) -> AsyncIterator[Any]:
         md = _metadata(context, self.real_peer, self.tls_only)

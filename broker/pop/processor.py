@@ -176,9 +176,11 @@ class PopMessageProcessor:
                     f"the broker[{self.broker.config.broker_ip1}] pop message is timeout too much",
                 )
             filters = _filter(header)
-            popped = self._pop(ctx, pop, header, filters)
+            with pop.writes() as ends:
+                popped = self._pop(ctx, pop, header, filters)
         except RequestRejected as rejected:
             return rejected.to_response(request)
+        await pop.landed(ends, "ck")
         if popped or header.poll_time <= 0 or self._nursery is None:
             return self._answer(request, pop, header, popped)
         if ctx.connection.closed:  # queued before its connection closed: nobody to answer, nothing to park
@@ -206,6 +208,15 @@ class PopMessageProcessor:
         except PutRefusedError as exc:  # a checkpoint the store refused: nothing was handed out
             raise RequestRejected(ResponseCode.SYSTEM_ERROR, f"{exc.put_status}: {exc}") from None
 
+    async def _pop_landed(
+        self, ctx: RequestContext, pop: PopService, header: PopMessageRequestHeader, filters: _Filters
+    ) -> list[Popped]:
+        """:meth:`_pop`, once its checkpoints landed (:meth:`PopService.landed`)."""
+        with pop.writes() as ends:
+            popped = self._pop(ctx, pop, header, filters)
+        await pop.landed(ends, "ck")
+        return popped
+
     async def _long_poll(
         self,
         ctx: RequestContext,
@@ -221,7 +232,7 @@ class PopMessageProcessor:
         try:
             # Read again first: a message may have come between process()'s read and this task's start, and nothing
             # waited for it yet (PopLongPollingService files the request in the processor's own call).
-            popped = [] if ctx.connection.closed else self._pop(ctx, pop, header, filters)
+            popped = [] if ctx.connection.closed else await self._pop_landed(ctx, pop, header, filters)
             while not popped and (left := (header.born_time + header.poll_time - pop.now_ms()) / 1000) > 0:
                 if pop.read_on:
                     await trio.lowlevel.checkpoint()
@@ -236,7 +247,7 @@ class PopMessageProcessor:
                     )
                 if ctx.connection.closed:
                     return
-                popped = self._pop(ctx, pop, header, filters)
+                popped = await self._pop_landed(ctx, pop, header, filters)
             answer = self._answer(request, pop, header, popped)
         except RequestRejected as rejected:
             answer = rejected.to_response(request)
@@ -528,10 +539,10 @@ class AckMessageProcessor:
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
         try:
             if request.code == RequestCode.ACK_MESSAGE:
-                return self._ack(ctx, request)
+                return await self._ack(ctx, request)
             if request.code == RequestCode.BATCH_ACK_MESSAGE:
-                return self._batch_ack(ctx, request)
-            return self._change(ctx, request)
+                return await self._batch_ack(ctx, request)
+            return await self._change(ctx, request)
         except RequestRejected as rejected:
             return rejected.to_response(request)
 
@@ -563,7 +574,7 @@ class AckMessageProcessor:
         )
         return (handle if stored is None else attrs.evolve(handle, commit_log_offset=stored)), origin
 
-    def _ack(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+    async def _ack(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         header = parse_header(AckMessageRequestHeader, request)
         self._check(ctx, header)
         store, topic, qid = self.broker.store, header.topic, header.queue_id
@@ -574,7 +585,11 @@ class AckMessageProcessor:
                 f"offset is illegal, key:{topic}@{qid}, commit:{header.offset}, store:{low}~{high}",
             )
         handle, origin = self._handle(header)
-        if self._acked(header.consumer_group, origin, handle) is AckOutcome.NOT_FOUND and handle.fifo:
+        pop = self.pop_of()
+        with pop.writes() as ends:
+            outcome = self._acked(header.consumer_group, origin, handle)
+        await pop.landed(ends, "ack")
+        if outcome is AckOutcome.NOT_FOUND and handle.fifo:
             raise _illegal_orderly(ctx, self.broker, header.consumer_group, topic, handle)
         return request.response(ResponseCode.SUCCESS)
 
@@ -584,7 +599,7 @@ class AckMessageProcessor:
         except PutRefusedError as exc:
             raise RequestRejected(ResponseCode.SYSTEM_ERROR, f"{exc.put_status}: {exc}") from None
 
-    def _batch_ack(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+    async def _batch_ack(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         """BATCH_ACK_MESSAGE: each entry acks ``startOffset + i`` for each bit ``i`` of its bit set, skipping offsets
         outside the queue (AckMessageProcessor.appendAck's batch branch); no entries answers NO_MESSAGE, an orderly
         offset its delivery does not hold MESSAGE_ILLEGAL, the other entries acked all the same."""
@@ -595,10 +610,13 @@ class AckMessageProcessor:
         if body is None or not body.acks:
             return request.response(ResponseCode.NO_MESSAGE)
         refused: RequestRejected | None = None
-        for entry in body.acks:
-            for handle in self._batch_handles(entry, body.broker_name or self.broker.config.broker_name):
-                if self._acked(entry.consumer_group, entry.topic, handle) is AckOutcome.NOT_FOUND and handle.fifo:
-                    refused = _illegal_orderly(ctx, self.broker, entry.consumer_group, entry.topic, handle)
+        pop = self.pop_of()
+        with pop.writes() as ends:
+            for entry in body.acks:
+                for handle in self._batch_handles(entry, body.broker_name or self.broker.config.broker_name):
+                    if self._acked(entry.consumer_group, entry.topic, handle) is AckOutcome.NOT_FOUND and handle.fifo:
+                        refused = _illegal_orderly(ctx, self.broker, entry.consumer_group, entry.topic, handle)
+        await pop.landed(ends, "ack")
         return request.response(ResponseCode.SUCCESS) if refused is None else refused.to_response(request)
 
     def _batch_handles(self, entry: BatchAck, broker_name: str) -> list[ReceiptHandle]:
@@ -620,7 +638,7 @@ class AckMessageProcessor:
             ))  # fmt: skip
         return handles
 
-    def _change(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+    async def _change(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         header = parse_header(ChangeInvisibleTimeRequestHeader, request)
         self._check(ctx, header)
         store, topic, qid = self.broker.store, header.topic, header.queue_id
@@ -629,12 +647,15 @@ class AckMessageProcessor:
         handle, origin = self._handle(header)
         pop = self.pop_of()
         try:
-            outcome, renewed = pop.change_invisible(
-                header.consumer_group, origin, handle, header.invisible_time, refuse_expired=False
-            )
+            with pop.writes() as ends:
+                outcome, renewed = pop.change_invisible(
+                    header.consumer_group, origin, handle, header.invisible_time, refuse_expired=False
+                )
         except (PutRefusedError, RequestRejected):
             # appendCheckPointThenAckOrigin's new CK refused (a full store, or HookUtils refusing its deliver time past
             # timerMaxDelaySec or with the timer off): a bare SYSTEM_ERROR, the old CK left alone
+            return request.response(ResponseCode.SYSTEM_ERROR)
+        if not await pop.change_landed(ends):
             return request.response(ResponseCode.SYSTEM_ERROR)
         if outcome is AckOutcome.NOT_FOUND:
             return request.response(ResponseCode.NO_MESSAGE)

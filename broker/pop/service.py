@@ -41,11 +41,13 @@ Errors: the append path's ``PutRefusedError`` (disk full, store shutting down) p
 from __future__ import annotations
 
 import bisect
+import contextlib
 import enum
 import heapq
 import itertools
+import logging
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Final
 
 import attrs
@@ -75,8 +77,11 @@ from remoting.codec.record_copy import record_from_stored
 from remoting.codec.topics import RETRY_GROUP_TOPIC_PREFIX, pop_retry_topic
 from store.get_message import PropertyFilter, TagFilter
 from store.metadata_files import PERM_READ
+from store.results import AppendResult, PutStatus
 
 __all__ = ["AckOutcome", "PopService", "Popped", "revive_topic"]
+
+log = logging.getLogger(__name__)
 
 #: Most messages one pop hands out (RocketMQ's PopMessageProcessor limit).
 MAX_POP_NUMS: Final = 32
@@ -105,6 +110,14 @@ CONSUME_INIT_MAX: Final = 1
 PROPERTY_FIRST_POP_TIME: Final = "1ST_POP_TIME"
 #: Left out of a retry copy (a dead letter is the send-back's copy: :meth:`PopService.dead_letter`).
 _COPY_DROPS: Final = frozenset({PROPERTY_REAL_TOPIC, PROPERTY_REAL_QID})
+#: How long ChangeInvisibleTimeProcessor.processRequest waits for its CK and ACK puts before answering SYSTEM_ERROR
+#: (``responseFuture.get(3000, MILLISECONDS)``, ``appendCkAsync`` and ``appendAckAsync`` being false).
+CHANGE_WAIT_S: Final = 3.0
+#: The put statuses 5.3.3's pop processors take for a stored ACK or CK (AckMessageProcessor.handlePutMessageResult,
+#: ChangeInvisibleTimeProcessor.appendCheckPointThenAckOrigin, PopBufferMergeService.handleCkMessagePutResult).
+STORED: Final = frozenset(
+    {PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT, PutStatus.FLUSH_SLAVE_TIMEOUT, PutStatus.SLAVE_NOT_AVAILABLE}
+)
 
 
 def revive_topic(cluster: str) -> str:
@@ -224,6 +237,8 @@ class PopService:
         #: Called (then dropped) when the first receive waits: the broker chains :meth:`notify_arrival` into the
         #: store's arrival listener then, so appends pay nothing for pops while none waits.
         self.arrival_hook: Callable[[], None] | None = None
+        #: Where :meth:`writes` collects the CommitLog end of each ACK and CK record written (``None``: nowhere).
+        self._writes: list[int] | None = None
 
     @property
     def revive_topic(self) -> str:
@@ -989,7 +1004,7 @@ class PopService:
                 "ao": [h.offset for h in handles], "pt": first.pop_time, "it": first.invisible_time,
                 "po": [h.commit_log_offset for h in handles]}  # fmt: skip
         record = self._timer_rewrite(self._revive_record(CK_TAG, body, self._ck_deliver_ms(first.visible_at)))
-        appended = self.broker.store.append(record)
+        appended = self._append(record)
         # In the store totals only: 5.3.3's appendCheckPoint puts it through the EscapeBridge, which counts nothing.
         self.broker.stats.record_uncounted_put(record.topic, record.queue_id, appended.queue_offset)
 
@@ -1006,7 +1021,58 @@ class PopService:
     def _write_ack(self, group: str, topic: str, handle: ReceiptHandle) -> None:
         body = {"c": group, "t": topic, "q": handle.queue_id, "ao": handle.offset, "pt": handle.pop_time,
                 "it": handle.invisible_time}  # fmt: skip
-        self.broker.store.append(self._revive_record(ACK_TAG, body, None))
+        self._append(self._revive_record(ACK_TAG, body, None))
+
+    def _append(self, record: MessageRecord) -> AppendResult:
+        appended = self.broker.store.append(record)
+        if self._writes is not None:
+            self._writes.append(appended.end_offset)
+        return appended
+
+    # ---- the outcome of the records written -----------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def writes(self) -> Iterator[list[int]]:
+        """Collect the CommitLog end offsets of the ACK and CK records the calls inside write, in order (a change of
+        invisibility: its CK, then its ACK), for :meth:`landed`. Only synchronous calls go inside."""
+        ends: list[int] = []
+        self._writes = ends
+        try:
+            yield ends
+        finally:
+            self._writes = None
+
+    async def landed(self, ends: list[int], kind: str) -> list[PutStatus]:
+        """The put status of each ``kind`` ("ack", "ck") record :meth:`writes` collected, once the store knows it: in
+        DLedger mode once its entry is committed by a quorum or failed (DLedgerCommitLog.asyncPutMessage), with
+        SYNC_FLUSH or SYNC_MASTER after the flush or the slave (5.3.3's ACK and CK records wait, being of ``WAIT``
+        true), else PUT_OK at once, without suspending. One that did not land is logged, as 5.3.3's
+        AckMessageProcessor.handlePutMessageResult ("put ack msg error") and PopBufferMergeService.
+        handleCkMessagePutResult ("put ck to store fail") do; their requests are answered all the same."""
+        store = self.broker.store
+        if not ends or not store.waits_for_put(True):
+            return [PutStatus.PUT_OK] * len(ends)
+        statuses = await store.put_waits.statuses([(end, True) for end in ends])
+        for status in statuses:
+            if status not in STORED:
+                log.error("put %s msg error: %s", kind, status.name)
+        return statuses
+
+    async def change_landed(self, ends: list[int]) -> bool:
+        """Whether a change of invisibility's new CK (``ends[0]``; none for a FIFO message) landed, then its old CK's
+        ACK (``ends[1]``), within :data:`CHANGE_WAIT_S`, waited for in that order as 5.3.3's
+        ChangeInvisibleTimeProcessor.appendCheckPointThenAckOrigin puts them: a CK whose put is not PUT_OK (nor a
+        flush or slave timeout) answers SYSTEM_ERROR, and so does processRequest when both puts took longer; the
+        ACK failing is only logged."""
+        if not ends:
+            return True
+        with trio.move_on_after(CHANGE_WAIT_S):
+            if (await self.landed(ends[:1], "ck"))[0] not in STORED:
+                return False
+            await self.landed(ends[1:], "ack")
+            return True
+        log.error("append checkpoint or ack origin failed: no outcome in %.0f s", CHANGE_WAIT_S)
+        return False
 
     # ---- redelivery and dead letters ------------------------------------------------------------------------
 

@@ -29,7 +29,7 @@ from client.producer import Producer
 from processors.filter import Sql92Filter
 from processors.filter.cache import compile_sql92
 from processors.pull import SQL92_EVALUATION_BUDGET
-from proxy.common import Code
+from proxy.common import Code, finish_now
 from proxy.config import ProxyConfig
 from proxy.messaging import MessagingActivity
 from proxy.pb import definition, service
@@ -132,7 +132,7 @@ async def test_a_fifo_ack_wakes_the_receive_parked_on_the_queue_it_unblocks(
     await trio.sleep(1)  # the receive is parked: m1 is behind m0, which is in flight
     assert got == []
     acked_at = trio.current_time()
-    response = activity.consuming.ack(_ack_request("GFifoWake", "FifoWake", first), md("fifo@1"))
+    response = finish_now(activity.consuming.ack(_ack_request("GFifoWake", "FifoWake", first), md("fifo@1")))
     assert response.status.code == Code.OK
     with trio.fail_after(60):
         while not got:
@@ -179,8 +179,8 @@ async def test_acking_a_fifo_message_again_answers_ok(
     await send(embedded_cluster, "ReAck", b"once", b"next")
     [message] = _messages(activity.consuming.receive_now(_receive_request("GReAck", "ReAck", batch=1), md("c@1"), None))
     ack = _ack_request("GReAck", "ReAck", message)
-    assert activity.consuming.ack(ack, md("c@1")).status.code == Code.OK
-    again = activity.consuming.ack(ack, md("c@1")).status
+    assert finish_now(activity.consuming.ack(ack, md("c@1"))).status.code == Code.OK
+    again = finish_now(activity.consuming.ack(ack, md("c@1"))).status
     assert again.code == Code.OK, f"re-ack answered {Code.Name(again.code)}: {again.message}"
 
 
@@ -334,14 +334,14 @@ async def test_an_ack_or_a_change_of_invisibility_naming_a_system_topic_or_group
     answers = []
     for group, topic in [("GSysAck", revive_topic), ("CID_RMQ_SYS_REVIVE_GROUP", "SysAck")]:
         ack = _ack_request(group, topic, message)
-        answers.append(activity.guarded_sync(activity.consuming.ack, service.AckMessageResponse, ack, md("c@1")))
+        answers.append(activity.now_unless_waiting(activity.consuming.ack, service.AckMessageResponse, ack, md("c@1")))
         change = service.ChangeInvisibleDurationRequest(
             receipt_handle=message.system_properties.receipt_handle, message_id=message.system_properties.message_id
         )
         change.group.name, change.topic.name = group, topic
         change.invisible_duration.FromSeconds(10)
         make = service.ChangeInvisibleDurationResponse
-        answers.append(activity.guarded_sync(activity.consuming.change_invisible, make, change, md("c@1")))
+        answers.append(activity.now_unless_waiting(activity.consuming.change_invisible, make, change, md("c@1")))
     codes = [Code.Name(a.status.code) for a in answers]
     assert codes == ["ILLEGAL_TOPIC", "ILLEGAL_TOPIC", "ILLEGAL_CONSUMER_GROUP", "ILLEGAL_CONSUMER_GROUP"]
     await trio.sleep(40)  # past the invisible time (30 s): the message was neither acked nor hidden longer
@@ -368,7 +368,7 @@ async def test_an_ack_entry_with_an_oversized_number_fails_alone(
     req.group.name, req.topic.name = "GBig", "Big"
     req.entries.add(message_id=message.system_properties.message_id, receipt_handle=" ".join(fields))
     req.entries.add(message_id=message.system_properties.message_id, receipt_handle=good)
-    response = activity.guarded_sync(activity.consuming.ack, service.AckMessageResponse, req, md("c@1"))
+    response = activity.now_unless_waiting(activity.consuming.ack, service.AckMessageResponse, req, md("c@1"))
     assert [e.status.code for e in response.entries] == [Code.INVALID_RECEIPT_HANDLE, Code.OK]
 
 
@@ -584,7 +584,7 @@ async def test_an_ack_entry_whose_ack_record_the_store_refuses_fails_alone(
     store = embedded_cluster.controller.context.store
     store.disk_full_reason = "disk full (test)"
     try:
-        response = activity.guarded_sync(activity.consuming.ack, service.AckMessageResponse, req, md("c@1"))
+        response = activity.now_unless_waiting(activity.consuming.ack, service.AckMessageResponse, req, md("c@1"))
     finally:
         store.disk_full_reason = None
     assert response.status.code == Code.MULTIPLE_RESULTS, response.status
@@ -611,7 +611,7 @@ async def test_max_invisible_time_mills_of_zero_or_less_sets_no_upper_bound(
     )
     req.group.name, req.topic.name = "GNoMax", "NoMax"
     req.invisible_duration.FromSeconds(24 * 3600)
-    answer = activity.guarded_sync(
+    answer = activity.now_unless_waiting(
         activity.consuming.change_invisible, service.ChangeInvisibleDurationResponse, req, md("c@1")
     )
     assert answer.status.code == Code.OK, answer.status
@@ -641,12 +641,12 @@ async def test_a_change_of_invisibility_past_a_lowered_timer_max_delay_answers_a
             req.group.name, req.topic.name = "GLowMax", "LowMax"
             req.invisible_duration.FromSeconds(int(hours * 3600))
             with caplog.at_level(logging.WARNING):
-                answers.append(activity.guarded_sync(activity.consuming.change_invisible, make, req, md("c@1")))
+                answers.append(activity.now_unless_waiting(activity.consuming.change_invisible, make, req, md("c@1")))
         abnormal = (Code.INTERNAL_SERVER_ERROR, "changeInvisibleDuration failed: status is abnormal")
         assert [(a.status.code, a.status.message) for a in answers[:2]] == [abnormal, abnormal]
         assert answers[2].status.code == Code.OK, answers[2].status
         assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
-        ack = activity.guarded_sync(
+        ack = activity.now_unless_waiting(
             activity.consuming.ack, service.AckMessageResponse, _ack_request("GLowMax", "LowMax", first), md("c@1")
         )
         assert ack.status.code == Code.OK, ack.status
@@ -936,7 +936,7 @@ async def test_an_ack_answers_its_overall_status_as_rocketmqs_proxy(
         req.group.name, req.topic.name = "GAll", "All"
         for handle in handles:
             req.entries.add(message_id=message.system_properties.message_id, receipt_handle=handle)
-        return activity.guarded_sync(ack, service.AckMessageResponse, req, md("c@1")).status
+        return activity.now_unless_waiting(ack, service.AckMessageResponse, req, md("c@1")).status
 
     empty, bad = answer(), answer("not a handle", "nor this")
     mixed = answer("not a handle", message.system_properties.receipt_handle)
@@ -962,7 +962,7 @@ async def test_a_change_of_invisibility_of_an_offset_not_in_the_queue_answers_as
     )
     req.group.name, req.topic.name = "GPast", "Past"
     req.invisible_duration.FromSeconds(60)
-    answer = activity.guarded_sync(
+    answer = activity.now_unless_waiting(
         activity.consuming.change_invisible, service.ChangeInvisibleDurationResponse, req, md("c@1")
     )
     abnormal = (Code.INTERNAL_SERVER_ERROR, "changeInvisibleDuration failed: status is abnormal")
@@ -1210,7 +1210,7 @@ async def test_an_ack_past_the_invisible_time_is_a_proxy_exceptions_expired_hand
     )
     await trio.sleep(11)
     req = _ack_request("GLate", "Late", message)
-    response = activity.guarded_sync(activity.consuming.ack, service.AckMessageResponse, req, md("c@1"))
+    response = activity.now_unless_waiting(activity.consuming.ack, service.AckMessageResponse, req, md("c@1"))
     got = [(e.status.code, e.status.message) for e in response.entries]
     assert got == [(Code.INVALID_RECEIPT_HANDLE, PROXY + "receipt handle is expired")], got
 

@@ -18,7 +18,7 @@ import trio.testing
 from broker.embedded import EmbeddedCluster
 from broker.pop import AckOutcome, PopService
 from client.admin import Admin
-from proxy.common import Code
+from proxy.common import Code, finish_now
 from proxy.config import ProxyConfig
 from proxy.pb import service
 from proxy.startup import build_activity
@@ -271,7 +271,7 @@ async def test_the_grpc_ack_of_a_fifo_handle_from_before_the_upgrade_is_not_sile
     async with trio.open_nursery() as nursery:
         activity, revive = build_activity(embedded_cluster.controller, ProxyConfig())
         await nursery.start(revive.run)
-        response = activity.consuming.ack(_ack_request("GUpG", "FifoUpG", message), md("c@1"))
+        response = finish_now(activity.consuming.ack(_ack_request("GUpG", "FifoUpG", message), md("c@1")))
         assert response.status.code == Code.OK
         await trio.sleep(_LONG_MS / 1000 + 1)
         again = _messages(activity.consuming.receive_now(req, md("c@1"), None))
@@ -312,13 +312,14 @@ async def test_a_fifo_change_of_invisibility_of_an_acknowledged_message_answers_
     await create_topic(embedded_cluster, "FifoChg", queues=1)
     await send(embedded_cluster, "FifoChg", b"c0", b"c1")
     [message] = _messages(activity.consuming.receive_now(_receive_request("GChg", "FifoChg", batch=1), md("c@1"), None))
-    assert activity.consuming.ack(_ack_request("GChg", "FifoChg", message), md("c@1")).status.code == Code.OK
+    acked = finish_now(activity.consuming.ack(_ack_request("GChg", "FifoChg", message), md("c@1")))
+    assert acked.status.code == Code.OK
     req = service.ChangeInvisibleDurationRequest(
         receipt_handle=message.system_properties.receipt_handle, message_id=message.system_properties.message_id
     )
     req.group.name, req.topic.name = "GChg", "FifoChg"
     req.invisible_duration.FromSeconds(30)
-    response = activity.consuming.change_invisible(req, md("c@1"))
+    response = finish_now(activity.consuming.change_invisible(req, md("c@1")))
     assert (response.status.code, bool(response.receipt_handle)) == (Code.OK, True), response.status.message
     [then] = _messages(activity.consuming.receive_now(_receive_request("GChg", "FifoChg", batch=1), md("c@1"), None))
     assert then.body == b"c1"

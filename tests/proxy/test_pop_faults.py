@@ -25,7 +25,7 @@ from client.message import Message
 from client.producer import Producer
 from processors.common import RequestRejected
 from proxy.bridge import TrioBridge
-from proxy.common import Code
+from proxy.common import Code, finish_now
 from proxy.config import ProxyConfig
 from proxy.pb import service
 from proxy.servicer import MessagingServicer
@@ -368,7 +368,7 @@ async def test_a_message_consumed_from_a_dlq_over_grpc_stays_acknowledged(
             message_id=dead.system_properties.message_id, receipt_handle=dead.system_properties.receipt_handle
         )
         assert dead.topic.name == "%DLQ%GDQ"  # the topic it was read from, which its CK names
-        assert activity.consuming.ack(req, md("c1")).status.code == Code.OK
+        assert finish_now(activity.consuming.ack(req, md("c1"))).status.code == Code.OK
         await trio.sleep(15)
         assert revive.revived == 1, f"{revive.revived - 1} acknowledged DLQ message(s) redelivered"
         nursery.cancel_scope.cancel()

@@ -15,7 +15,7 @@ import trio
 from broker.embedded import EmbeddedCluster
 from client.message import Message
 from client.producer import Producer
-from proxy.common import Code
+from proxy.common import Code, finish_now
 from proxy.config import ProxyConfig, proxy_config_from
 from proxy.messaging import MessagingActivity
 from proxy.pb import definition, service
@@ -97,7 +97,7 @@ def ack(activity: MessagingActivity, client_id: str, message: Any) -> int:
     req.entries.add(
         message_id=message.system_properties.message_id, receipt_handle=message.system_properties.receipt_handle
     )
-    return int(activity.consuming.ack(req, md(client_id)).status.code)
+    return int(finish_now(activity.consuming.ack(req, md(client_id))).status.code)
 
 
 @pytest.mark.parametrize("auto_renew", [True, False])
