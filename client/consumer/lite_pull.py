@@ -40,7 +40,8 @@ Leaving the block stops the pull tasks, writes the committed offsets (not what t
 shutdown runs ``persistConsumerOffset`` only) and forgets the queues and what is buffered; entering it again takes up
 the subscriptions (a rebalance at once) or the assigned queues from the committed offsets.
 
-``seek`` discards what is buffered for the queue and restarts its pull at the new offset. Each ownership of a
+``seek`` discards what is buffered for the queue and restarts its pull at the new offset; it commits nothing (the
+next auto-commit or ``commit`` does, as Java's). Each ownership of a
 queue (taken, seeked, taken again) has its own ``QueueState``: a buffered batch is handed out only while its state
 is still the queue's. The per-queue pull task is
 :class:`~client.consumer.lite_pull_worker.LitePullWorker`'s.
@@ -616,9 +617,13 @@ class LitePullConsumer(LitePullWorker):
         }
 
     async def reset_offset(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
+        """RESET_CONSUMER_CLIENT_OFFSET (ours: Java's ``MQClientInstance.resetOffset`` resets push consumers only):
+        each owned queue is seeked and, unlike a seek, its new offset committed, so a persist does not undo it."""
         for mq, offset in offsets.items():
             if mq in self._queues:
                 await self.seek(mq, offset)
+                if mq in self._queues:
+                    self.offset_store.update(mq, offset)
 
     # -- RebalanceOwner --------------------------------------------------------------------------------------------
 
@@ -775,7 +780,9 @@ class LitePullConsumer(LitePullWorker):
         :class:`~client.errors.ClientStateError` (:data:`NOT_RUNNING`) for a queue assigned while stopped. The
         queue's state is checked again after asking the broker for the bounds: a seek that overlapped another is
         redone on top of it (the last one wins, one pull task survives, as Java's synchronized seek); one whose queue
-        was taken away meanwhile does nothing (Java's new pull task finds no process queue)."""
+        was taken away meanwhile does nothing (Java's new pull task finds no process queue). A seek commits nothing:
+        ``offset`` becomes the queue's polled offset, committed by the next auto-commit or :meth:`commit`, as Java's
+        ``seek`` only sets the seek offset its pull task's ``nextPullOffset`` makes the consume offset."""
         mq = wrap_queue(self.namespace, mq)
         state = self._queues.get(mq)
         if state is None:
@@ -798,8 +805,6 @@ class LitePullConsumer(LitePullWorker):
         fresh = QueueState(ProcessQueue.created_at(anyio.current_time()), offset, consumed_offset=offset)
         state.pq.dropped = True
         self._queues[mq] = fresh
-        if self.auto_commit:
-            self.offset_store.update(mq, offset)
         self._check_started().start_soon(self._pull_loop, mq, fresh)
 
     def _not_assigned(self, mq: MessageQueue) -> str:
