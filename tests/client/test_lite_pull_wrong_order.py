@@ -71,3 +71,24 @@ async def test_a_refused_seek_says_why_in_javas_words(cluster: ThreadedCluster) 
         expected += "MessageQueue [topic=LiteSeekWords, brokerName=broker-a, queueId=7]"
         with pytest.raises(MQClientError, match=f"^{re.escape(expected)}$"):
             await consumer.seek(stranger, 0)
+
+
+async def test_mixing_subscribe_and_assign_is_refused_in_javas_words(cluster: ThreadedCluster) -> None:
+    """Java's ``setSubscriptionType`` throws IllegalStateException("Subscribe and assign are mutually exclusive.")
+    for an assign after a subscribe and, wrapped, for a subscribe after an assign; ours said "subscribe() and
+    assign() cannot be mixed"."""
+    await create_topic(cluster.namesrv_addr, "LiteMixedModes", queues=1)
+    mq = MessageQueue("LiteMixedModes", "broker-a", 0)
+    exclusive = f"^{re.escape('Subscribe and assign are mutually exclusive.')}$"
+    async with LitePullConsumer("lite-mixed-assign", cluster.namesrv_addr) as consumer:
+        await consumer.assign([mq])
+        with pytest.raises(ClientStateError, match=exclusive):
+            await consumer.subscribe("LiteMixedModes")
+    async with LitePullConsumer("lite-mixed-subscribe", cluster.namesrv_addr) as consumer:
+        await consumer.subscribe("LiteMixedModes")
+        with pytest.raises(ClientStateError, match=exclusive):
+            await consumer.assign([mq])
+    stopped = LitePullConsumer("lite-mixed-stopped", cluster.namesrv_addr)
+    stopped.set_assignment([mq])
+    with pytest.raises(ClientStateError, match=exclusive):
+        stopped.set_subscription("LiteMixedModes")
