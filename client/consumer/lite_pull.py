@@ -103,6 +103,8 @@ MessageQueueListener = Callable[[str, set[MessageQueue], set[MessageQueue]], obj
 #: What a call needing a running consumer raises before the start and after the stop (Java's
 #: ``NOT_RUNNING_EXCEPTION_MESSAGE``).
 NOT_RUNNING = "The consumer not running, please start it first."
+#: What subscribe after assign, or assign after subscribe, raises (Java's ``SUBSCRIPTION_CONFLICT_EXCEPTION_MESSAGE``).
+SUBSCRIPTION_CONFLICT = "Subscribe and assign are mutually exclusive."
 _Listener = MessageQueueListener | None
 #: First check of the registered topics' queues after start (Java: 10 s).
 TOPIC_METADATA_FIRST_CHECK = 10.0
@@ -397,7 +399,7 @@ class LitePullConsumer(LitePullWorker):
             # Java's subscribe and assign are synchronized and setSubscriptionType refuses the other mode
             # (client/src/main/java/org/apache/rocketmq/client/impl/consumer/DefaultLitePullConsumerImpl.java).
             if self._assigned_manually:
-                raise ClientStateError("subscribe() and assign() cannot be mixed")
+                raise ClientStateError(SUBSCRIPTION_CONFLICT)
             self.rebalance.subscriptions[topic] = subscription
         self._set_allocation_listener(topic, listener)
         await self.instance.send_heartbeat_to_all_brokers()
@@ -419,7 +421,7 @@ class LitePullConsumer(LitePullWorker):
         if not topic:  # checked before setSubscriptionType, as DefaultLitePullConsumerImpl.subscribe
             raise ValueError("Topic can not be null or empty.")
         if self._assigned_manually:
-            raise ClientStateError("subscribe() and assign() cannot be mixed")
+            raise ClientStateError(SUBSCRIPTION_CONFLICT)
         # Taken before the expression is built or checked: Java's subscribe calls setSubscriptionType(SUBSCRIBE)
         # before FilterAPI.build, so a subscribe that then fails still refuses every later assign
         # (client/src/main/java/org/apache/rocketmq/client/impl/consumer/DefaultLitePullConsumerImpl.java).
@@ -485,7 +487,7 @@ class LitePullConsumer(LitePullWorker):
         await self._look_up_routes(by_topic)
         async with self.rebalance.serialised():
             if self._subscribed_mode and not self._assigned_manually:
-                raise ClientStateError("subscribe() and assign() cannot be mixed")
+                raise ClientStateError(SUBSCRIPTION_CONFLICT)
             if self._tasks is None:  # stopped meanwhile: kept for the next start, as one made after the stop
                 self._keep_for_start(wanted, by_topic, expression)
                 return
@@ -511,7 +513,7 @@ class LitePullConsumer(LitePullWorker):
     def _assignment_of(self, mqs: Iterable[MessageQueue]) -> tuple[set[MessageQueue], dict[str, set[MessageQueue]]]:
         """``assign``'s checks; its queues (as on the wire), also by topic."""
         if self._subscribed_mode and not self._assigned_manually:
-            raise ClientStateError("subscribe() and assign() cannot be mixed")
+            raise ClientStateError(SUBSCRIPTION_CONFLICT)
         wanted = set(wrap_queues(self.namespace, mqs))
         if not wanted:
             raise ValueError("Message queues can not be null or empty.")
