@@ -92,3 +92,18 @@ async def test_mixing_subscribe_and_assign_is_refused_in_javas_words(cluster: Th
     stopped.set_assignment([mq])
     with pytest.raises(ClientStateError, match=exclusive):
         stopped.set_subscription("LiteMixedModes")
+
+
+async def test_offsets_of_a_queue_on_an_unknown_broker_are_refused_in_javas_words(cluster: ThreadedCluster) -> None:
+    """Java's ``MQAdminImpl.searchOffset`` / ``minOffset`` / ``maxOffset`` (behind offsetForTimestamp and
+    seekToBegin/End) read the topic's route again for a broker they do not know (a failed read is only logged) and
+    then throw "The broker[<name>] not exist"; ours said "no address for broker ..." or, for a topic without a route,
+    raised the route error."""
+    await create_topic(cluster.namesrv_addr, "LiteUnknownBroker", queues=1)
+    async with LitePullConsumer("lite-unknown-broker", cluster.namesrv_addr) as consumer:
+        for mq in (MessageQueue("LiteUnknownBroker", "broker-zz", 0), MessageQueue("NoSuchTopicHere", "broker-zz", 0)):
+            not_exist = f"^{re.escape('The broker[broker-zz] not exist')}$"
+            with pytest.raises(MQClientError, match=not_exist):
+                await consumer.offset_for_timestamp(mq, 0)
+            with pytest.raises(MQClientError, match=not_exist):
+                await consumer.seek_to_end(mq)
