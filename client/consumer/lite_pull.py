@@ -844,13 +844,17 @@ class LitePullConsumer(LitePullWorker):
     async def _broker_of(self, mq: MessageQueue) -> str:
         """The address to ask about ``mq``'s offsets, the topic's route fetched first when its broker is not known
         yet (e.g. assigned while no name server answered), as ``MQAdminImpl.minOffset``/``maxOffset``/
-        ``searchOffset`` do (client/src/main/java/org/apache/rocketmq/client/impl/MQAdminImpl.java)."""
+        ``searchOffset`` do (client/src/main/java/org/apache/rocketmq/client/impl/MQAdminImpl.java): a route that cannot
+        be read is logged, and a broker still unknown raises "The broker[<name>] not exist", Java's words."""
         addr = self.instance.find_broker_address(mq.broker_name, master=False)
         if addr is None:
-            await self.instance.fetch_route(mq.topic, wait_greeting=True)
+            try:
+                await self.instance.fetch_route(mq.topic, wait_greeting=True)
+            except Exception as exc:  # updateTopicRouteInfoFromNameServer only logs
+                log.info("consumer %s: %s", self._group, exc)
             addr = self.instance.find_broker_address(mq.broker_name, master=False)
         if addr is None:
-            raise MQClientError(f"no address for broker {mq.broker_name}")
+            raise MQClientError(f"The broker[{mq.broker_name}] not exist")
         return addr
 
     async def _allocation_changed(self, topic: str, mq_all: set[MessageQueue], allocated: set[MessageQueue]) -> None:
