@@ -240,3 +240,26 @@ async def test_fetch_message_queues_of_a_topic_without_readable_queues_raises(cl
     async with LitePullConsumer("lite-write-only", cluster.namesrv_addr) as consumer:
         with pytest.raises(MQClientError, match="Can not find Message Queue for this topic"):
             await consumer.fetch_message_queues("LiteWriteOnly")
+
+
+async def test_fetch_message_queues_fails_in_javas_words_whatever_the_cause(cluster: ThreadedCluster) -> None:
+    """``MQAdminImpl.fetchSubscribeMessageQueues`` wraps every failure, its own "Namesrv return empty" too, in
+    "Can not find Message Queue for this topic, <topic>" with the FAQ hint (the cause kept); ours raised the
+    inner text for a write-only topic and a ``TopicRouteNotFoundError`` ("no route info of topic ...") for a topic
+    the name server does not know."""
+    async with Admin(cluster.namesrv_addr) as admin:
+        await admin.create_topic("LiteWriteOnlyWords", read_queue_nums=1, write_queue_nums=1, perm=PERM_WRITE)
+        with anyio.fail_after(HANG_GUARD):
+            while True:
+                try:
+                    if (await admin.topic_route("LiteWriteOnlyWords")).queue_datas:
+                        break
+                except TopicRouteNotFoundError:
+                    await anyio.sleep(0.02)
+    async with LitePullConsumer("lite-fetch-words", cluster.namesrv_addr) as consumer:
+        for topic in ("LiteWriteOnlyWords", "LiteNoSuchTopicWords"):
+            with pytest.raises(MQClientError) as refused:
+                await consumer.fetch_message_queues(topic)
+            hint = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
+            assert str(refused.value) == f"Can not find Message Queue for this topic, {topic}{hint}"
+            assert refused.value.__cause__ is not None
