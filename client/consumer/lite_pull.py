@@ -74,7 +74,7 @@ from client.consumer.process_queue import FlowControl, ProcessQueue
 from client.consumer.pull_target import PullTargets
 from client.consumer.rebalance import Rebalance
 from client.consumer.subscription import build_subscription
-from client.errors import ClientStateError, MQClientError, TopicRouteNotFoundError
+from client.errors import FAQ_HINT, ClientStateError, MQClientError, TopicRouteNotFoundError
 from client.instance import MQClientInstance, new_instance
 from client.namespace import resolve_namespace, unwrap, unwrap_queue, wrap, wrap_queue, wrap_queues
 from client.route import subscribe_queues
@@ -450,15 +450,18 @@ class LitePullConsumer(LitePullWorker):
         await self.instance.send_heartbeat_to_all_brokers()
 
     async def fetch_message_queues(self, topic: str) -> list[MessageQueue]:
-        """Every readable queue of ``topic``, named without the namespace (Java's parseSubscribeMessageQueues). A
-        route without a readable queue raises :class:`MQClientError` as no route does (``TopicRouteNotFoundError``):
-        ``MQAdminImpl.fetchSubscribeMessageQueues`` (client/src/main/java/org/apache/rocketmq/client/impl/
-        MQAdminImpl.java) throws "Can not find Message Queue for this topic" for an empty queue set."""
+        """Every readable queue of ``topic``, named without the namespace (Java's parseSubscribeMessageQueues). No
+        route, no readable queue or any other failure raises :class:`MQClientError` "Can not find Message Queue for
+        this topic, <topic>" with the FAQ hint, the failure as its cause, as ``MQAdminImpl.fetchSubscribeMessageQueues``
+        (client/src/main/java/org/apache/rocketmq/client/impl/MQAdminImpl.java) wraps them all."""
         self._check_started()
         wire = wrap(self.namespace, topic)
-        mqs = subscribe_queues(wire, await self.instance.fetch_route(wire, wait_greeting=True))
-        if not mqs:
-            raise MQClientError(f"Can not find Message Queue for this topic, {topic} Namesrv return empty")
+        try:
+            mqs = subscribe_queues(wire, await self.instance.fetch_route(wire, wait_greeting=True))
+            if not mqs:
+                raise MQClientError(f"Can not find Message Queue for this topic, {wire} Namesrv return empty")
+        except Exception as exc:
+            raise MQClientError(f"Can not find Message Queue for this topic, {wire}{FAQ_HINT}") from exc
         return [unwrap_queue(self.namespace, mq) for mq in mqs] if self.namespace else mqs
 
     async def assign(self, mqs: Iterable[MessageQueue], expression: str = "*") -> None:
