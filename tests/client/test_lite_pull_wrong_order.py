@@ -107,3 +107,18 @@ async def test_offsets_of_a_queue_on_an_unknown_broker_are_refused_in_javas_word
                 await consumer.offset_for_timestamp(mq, 0)
             with pytest.raises(MQClientError, match=not_exist):
                 await consumer.seek_to_end(mq)
+
+
+async def test_committed_of_a_queue_whose_offset_cannot_be_read_says_so_in_javas_words(
+    cluster: ThreadedCluster,
+) -> None:
+    """Java's ``committed`` throws MQClientException "Fetch consume offset from broker exception" when the offset
+    store cannot ask a broker (``RemoteBrokerOffsetStore.readOffset`` answers -2: an unknown broker, no route);
+    ours raised the store's own error ("broker ... has no address", or the route error)."""
+    await create_topic(cluster.namesrv_addr, "LiteCommittedUnknown", queues=1)
+    async with LitePullConsumer("lite-committed-unknown", cluster.namesrv_addr) as consumer:
+        for mq in (MessageQueue("LiteCommittedUnknown", "broker-zz", 0), MessageQueue("NoSuchTopicAt", "broker-zz", 0)):
+            with pytest.raises(MQClientError) as refused:
+                await consumer.committed(mq)
+            assert str(refused.value) == "Fetch consume offset from broker exception"
+            assert refused.value.__cause__ is not None
