@@ -74,7 +74,7 @@ from client.consumer.process_queue import FlowControl, ProcessQueue
 from client.consumer.pull_target import PullTargets
 from client.consumer.rebalance import Rebalance
 from client.consumer.subscription import build_subscription
-from client.errors import FAQ_HINT, ClientStateError, MQClientError, TopicRouteNotFoundError
+from client.errors import FAQ_HINT, ClientStateError, MQBrokerError, MQClientError, TopicRouteNotFoundError
 from client.instance import MQClientInstance, new_instance
 from client.namespace import resolve_namespace, unwrap, unwrap_queue, wrap, wrap_queue, wrap_queues
 from client.route import subscribe_queues
@@ -772,11 +772,21 @@ class LitePullConsumer(LitePullWorker):
     async def committed(self, mq: MessageQueue) -> int | None:
         """The committed offset of ``mq``: the one in memory (committed, maybe not written yet; with auto-commit, what a
         poll committed), else the broker's (BROADCASTING: the file's); ``None`` when there is none (Java's
-        ``readOffset(MEMORY_FIRST_THEN_STORE)``)."""
+        ``readOffset(MEMORY_FIRST_THEN_STORE)``). A store that cannot ask a broker (none known for the queue, no
+        route, no answer) raises :class:`MQClientError` "Fetch consume offset from broker exception", the failure as
+        its cause, as Java's ``committed`` does when ``readOffset`` answers -2; a broker's refusal stays
+        :class:`~client.errors.MQBrokerError` (ours: Java's ``readOffset`` takes it for no offset, -1)."""
         self._check_started()
         mq = wrap_queue(self.namespace, mq)
         pending = self.offset_store.read_memory(mq)
-        return pending if pending is not None else await self.offset_store.read(mq)
+        if pending is not None:
+            return pending
+        try:
+            return await self.offset_store.read(mq)
+        except MQBrokerError:
+            raise
+        except Exception as exc:
+            raise MQClientError("Fetch consume offset from broker exception") from exc
 
     async def seek(self, mq: MessageQueue, offset: int) -> None:
         """Restart consumption of the assigned ``mq`` at ``offset``; what was buffered for it is discarded.
