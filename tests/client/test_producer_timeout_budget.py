@@ -81,10 +81,13 @@ async def test_a_request_whose_send_is_never_answered_gives_up_within_its_timeou
     embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, mode: str
 ) -> None:
     """DefaultMQProducerImpl.request waits ``timeout - cost`` for the reply whatever became of the send (waitResponse):
-    a send never answered is "send request message to <topic> fail" after the request's timeout, and the request
-    callback of request(msg, callback, timeout) gets "request timeout, no reply message." from the expired-request
-    scan (client/.../producer/RequestFutureHolder.java). Before, the request waited for the async send's three
-    attempts of the whole timeout each: 9 s for a 3 s request."""
+    a send not answered by then has not failed yet (RequestResponseFuture's ``sendRequestOk`` starts true, and the
+    async send's own timeout is found later by the response table's scan), so the request raises
+    RequestTimeoutException (10006) "send request message to <topic> OK, but wait reply message timeout" after the
+    request's timeout; the callback of request(msg, callback, timeout) gets "request timeout, no reply message." from
+    the expired-request scan (client/.../producer/RequestFutureHolder.java). Before, the request waited for the async
+    send's three attempts of the whole timeout each (9 s for a 3 s request), then raised "send request message to
+    <topic> fail"."""
     async with _silent_master(embedded_cluster), Producer("pg-silent-req", embedded_cluster.namesrv_addr) as p:
         started = trio.current_time()
         outcome: object
@@ -106,7 +109,8 @@ async def test_a_request_whose_send_is_never_answered_gives_up_within_its_timeou
         elapsed = trio.current_time() - started
     assert elapsed == pytest.approx(3.0, abs=0.5), elapsed
     if mode == "request":
-        assert f"send request message to <{TOPIC}> fail" in str(outcome), outcome
+        assert isinstance(outcome, RequestTimeoutError) and outcome.code == 10006, repr(outcome)
+        assert str(outcome) == f"send request message to <{TOPIC}> OK, but wait reply message timeout, 3000 ms."
     else:
         assert isinstance(outcome, RequestTimeoutError), outcome
         assert str(outcome) == "request timeout, no reply message."
