@@ -16,7 +16,8 @@ Replier: a consumer that got a request builds the answer with :func:`create_repl
 ``<CLUSTER>_REPLY_TOPIC``, the request's ``CORRELATION_ID``, ``REPLY_TO_CLIENT`` and ``TTL``, ``MSG_TYPE=reply``) and
 sends it with a producer's ``send``; the client sends such a message with SEND_REPLY_MESSAGE_V2 (325), as Java does.
 
-Errors: :class:`RequestTimeoutError` (Java's ``RequestTimeoutException``, code 10006) when no reply came in time;
+Errors: :class:`RequestTimeoutError` (Java's ``RequestTimeoutException``, code 10006) when no reply came in time,
+also when the send itself was not answered by then (it has not failed yet);
 :class:`CreateReplyMessageError` (code 10007) from :func:`create_reply_message` for a request without ``CLUSTER``. A
 request the send refuses before sending anything raises the send's own error, as Java's ``request`` runs
 ``sendDefaultImpl`` on the caller's thread (client/src/main/java/org/apache/rocketmq/client/impl/producer/
@@ -106,12 +107,6 @@ class RequestTimeoutError(MQClientError):
 class _SendRequestError(MQClientError):
     """The request could not be sent (its ``__cause__`` says why): what the blocking request raises, as Java's
     waitResponse; a request callback gets the cause itself."""
-
-
-class _SendUnfinishedError(_SendRequestError):
-    """The request's timeout passed before its send was answered: what the blocking request raises (Java's
-    waitResponse, no cause); a request callback gets :class:`RequestTimeoutError` instead, as Java's expired-request
-    scan gives it (client/.../producer/RequestFutureHolder.java)."""
 
 
 @attrs.define(eq=False)
@@ -239,7 +234,6 @@ async def request(
         # given up with it (client/.../impl/producer/DefaultMQProducerImpl.java request: sendDefaultImpl with
         # ``timeout - cost``, then waitResponse for ``timeout - cost`` whatever became of the send).
         remaining = time_left(timeout, started)
-        sent = False
         with anyio.move_on_after(max(0.0, remaining)):
             try:
                 await producer.send_as_async(request_msg, max(0.0, remaining), queue, selector, arg)
@@ -251,12 +245,12 @@ async def request(
                 raise
             except Exception as exc:
                 raise _SendRequestError(f"send request message to <{msg.topic}> fail") from exc
-            sent = True
             await pending.done.wait()
         if pending.reply is not None:
             return pending.reply
-        if not sent:
-            raise _SendUnfinishedError(f"send request message to <{msg.topic}> fail")
+        # A send not answered by the timeout has not failed yet: RequestResponseFuture's sendRequestOk starts true
+        # and the async send's own timeout is found later (client/.../impl/producer/DefaultMQProducerImpl.java
+        # waitResponse), so that is a timeout too.
         raise RequestTimeoutError(
             f"send request message to <{msg.topic}> OK, but wait reply message timeout, {int(timeout * 1000)} ms."
         )
@@ -285,7 +279,7 @@ def request_async(producer: Producer, msg: Message, callback: RequestCallback, t
         outcome: MessageExt | Exception
         try:
             outcome = await request(producer, msg, timeout, **where)
-        except (RequestTimeoutError, _SendUnfinishedError):
+        except RequestTimeoutError:
             outcome = RequestTimeoutError("request timeout, no reply message.")
         except _SendRequestError as exc:
             # The send's own failure, unwrapped: requestFail -> RequestCallback.onException(cause)
