@@ -29,8 +29,9 @@ from remoting.client import RemotingClient
 from remoting.codec.bodies import MessageQueue
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand, request
+from remoting.codec.headers.ops import ReplyMessageRequestHeader
 from remoting.codec.message import decode_record
-from remoting.codec.message_properties import encode_properties
+from remoting.codec.message_properties import decode_properties, encode_properties
 from remoting.dispatch import Dispatcher, ProcessorPool, RequestContext
 from remoting.server import RemotingServer
 from tests.client.test_master_watch import register_as_master
@@ -330,3 +331,62 @@ async def test_a_request_whose_selector_picks_no_queue_raises_the_selectors_erro
             await requester.request(Message(TOPIC, b"ask"), timeout=3.0, selector=selector, arg="k")
     assert str(caught.value).startswith(text), caught.value
     assert len(requester.instance.replies) == 0
+
+
+class ReplyFirstBroker:
+    """A master that, for a request, pushes its reply (326) to the requester's connection at once and never answers
+    the send itself (a broker slow to answer it, such as a SYNC_MASTER waiting for its slave while a consumer already
+    took the request)."""
+
+    def __init__(self) -> None:
+        self.pushes: list[int] = []
+
+    async def process(self, ctx: RequestContext, cmd: RemotingCommand) -> RemotingCommand | None:
+        if cmd.code != RequestCode.SEND_MESSAGE_V2:
+            return cmd.response(ResponseCode.SUCCESS)
+        props = decode_properties(cmd.ext_fields["i"])
+        reply_props = {k: props[k] for k in ("CORRELATION_ID", "REPLY_TO_CLIENT", "TTL")} | {"MSG_TYPE": "reply"}
+        header = ReplyMessageRequestHeader(
+            producer_group="replier-pg", topic="DefaultCluster_REPLY_TOPIC", default_topic="TBW102",
+            default_topic_queue_nums=4, queue_id=0, sys_flag=0, born_timestamp=1, flag=0,
+            born_host="127.0.0.1:1", store_host="127.0.0.1:2", store_timestamp=2,
+            properties=encode_properties(reply_props),
+        )  # fmt: skip
+        push = request(RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT, header.to_ext_fields(), b"early")
+        self.pushes.append((await ctx.connection.invoke(push, 5)).code)
+        return None
+
+
+@pytest.mark.parametrize("mode", ["request", "request_async"])
+async def test_a_reply_that_comes_before_the_send_is_answered_completes_the_request_at_once(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, mode: str
+) -> None:
+    """client/.../impl/ClientRemotingProcessor.java processReplyMessage hands a reply to its RequestResponseFuture
+    whenever it comes: putResponseMessage releases the blocking request's waitResponseMessage and the callback of
+    request(msg, callback, timeout) gets onSuccess at once, whatever became of the send (DefaultMQProducerImpl.request
+    sends in ASYNC mode and does not wait for it). Before, the request waited for the send's answer first: a reply
+    that beat it was returned only at the timeout."""
+    topic = "ReplyFirst"
+    broker = ReplyFirstBroker()
+    dispatcher = Dispatcher()
+    dispatcher.set_default(broker, ProcessorPool("reply-first", 4, 100))
+    got: list[MessageExt | Exception] = []
+    async with trio.open_nursery() as nursery, RemotingClient() as client:
+        host, port = await nursery.start(RemotingServer(dispatcher).serve, "127.0.0.1", 0)
+        await register_as_master(client, embedded_cluster.namesrv_addr, f"{host}:{port}", topic, "broker-rf")
+        async with Producer("reply-first-pg", embedded_cluster.namesrv_addr) as requester:
+            await requester.publish_info(topic)
+            started = trio.current_time()
+            if mode == "request":
+                got.append(await requester.request(Message(topic, b"ask"), timeout=10.0))
+            else:
+                requester.request_async(Message(topic, b"ask"), got.append, timeout=10.0)
+                with trio.fail_after(30):
+                    while not got:
+                        await trio.sleep(0.01)
+            elapsed = trio.current_time() - started
+        nursery.cancel_scope.cancel()
+    [reply] = got
+    assert isinstance(reply, MessageExt) and reply.body == b"early", reply
+    assert broker.pushes == [ResponseCode.SUCCESS]
+    assert elapsed < 1.0, elapsed
