@@ -1,7 +1,8 @@
 """Request-reply (RocketMQ 4.6+; docs/protocol.md#716-request-reply): the requester's table of waiting requests, the
 replier's :func:`create_reply_message`, and the requester's side of PUSH_REPLY_MESSAGE_TO_CLIENT (326).
 
-Requester (``Producer.request``): the request is a send in Java's ASYNC mode, awaited (``Producer.send_as_async``:
+Requester (``Producer.request``): the request is a send in Java's ASYNC mode, run in the instance's task group while
+the requester waits for the reply alone, which ends its wait whenever it comes (``Producer.send_as_async``:
 async retries, a chosen queue's outcome reported to the fault table, a queue of another topic taken as given, as
 ``DefaultMQProducerImpl.request``), whose properties carry ``CORRELATION_ID`` (a random UUID), ``REPLY_TO_CLIENT`` (the
 client id, which the broker knows from the producer's heartbeats: before the first request to a topic the route is
@@ -111,11 +112,19 @@ class _SendRequestError(MQClientError):
 
 @attrs.define(eq=False)
 class PendingRequest:
-    """One request waiting for its reply; :attr:`done` is set once :attr:`reply` is in."""
+    """One request waiting for its reply; :attr:`done` is set once :attr:`reply` is in, or :attr:`send_error` (its
+    send failed first)."""
 
     correlation_id: str
     done: anyio.Event = attrs.field(factory=anyio.Event)
     reply: MessageExt | None = None
+    send_error: Exception | None = None
+
+    def fail(self, error: Exception) -> None:
+        """The request's send failed: the wait ends, unless the reply already came."""
+        if not self.done.is_set():
+            self.send_error = error
+            self.done.set()
 
 
 class ReplyTable:
@@ -230,32 +239,61 @@ async def request(
     started = anyio.current_time()
     try:
         await _prepare_send_request(producer, msg.topic)
-        # The send and the wait for the reply share the request's timeout: the send gets what is left of it and is
-        # given up with it (client/.../impl/producer/DefaultMQProducerImpl.java request: sendDefaultImpl with
-        # ``timeout - cost``, then waitResponse for ``timeout - cost`` whatever became of the send).
-        remaining = time_left(timeout, started)
-        with anyio.move_on_after(max(0.0, remaining)):
-            try:
-                await producer.send_as_async(request_msg, max(0.0, remaining), queue, selector, arg)
-            except (MessageValidationError, TopicRouteNotFoundError, QueueSelectionError):
-                # Refused before anything was sent: Java's request runs sendDefaultImpl (sendSelectImpl with a
-                # selector) on the caller's thread, so Validators.checkMessage's, "No route info of this topic" and
-                # the selector's "select message queue ..." MQClientExceptions reach the caller as they are; only
-                # what the async send reports later is wrapped (waitResponse).
-                raise
-            except Exception as exc:
-                raise _SendRequestError(f"send request message to <{msg.topic}> fail") from exc
-            await pending.done.wait()
-        if pending.reply is not None:
-            return pending.reply
-        # A send not answered by the timeout has not failed yet: RequestResponseFuture's sendRequestOk starts true
-        # and the async send's own timeout is found later (client/.../impl/producer/DefaultMQProducerImpl.java
-        # waitResponse), so that is a timeout too.
-        raise RequestTimeoutError(
-            f"send request message to <{msg.topic}> OK, but wait reply message timeout, {int(timeout * 1000)} ms."
+        # The send and the wait for the reply share the request's timeout, and the reply is taken whenever it comes,
+        # before the send is answered too (client/.../impl/producer/DefaultMQProducerImpl.java request: sendDefaultImpl
+        # in ASYNC mode with ``timeout - cost``, then waitResponse for ``timeout - cost``; ClientRemotingProcessor's
+        # processReplyMessage completes the RequestResponseFuture).
+        remaining = max(0.0, time_left(timeout, started))
+        producer.instance.task_group.start_soon(
+            _send_request, producer, request_msg, remaining, pending, queue, selector, arg
         )
+        with anyio.move_on_after(remaining):
+            await pending.done.wait()
+        return _reply_or_raise(pending, msg.topic, timeout)
     finally:
         replies.remove(correlation_id)
+
+
+async def _send_request(
+    producer: Producer,
+    msg: Message,
+    timeout: float,
+    pending: PendingRequest,
+    queue: MessageQueue | None,
+    selector: MessageQueueSelector | None,
+    arg: object,
+) -> None:
+    """The request's send, in the instance's task group: its failure ends the request's wait unless the reply came
+    first (Java's SendCallback.onException); given up after ``timeout``, when the request stops waiting. Stopped with
+    the client instance, it fails the request then (NettyRemotingAbstract.failFast fails the pending send)."""
+    with anyio.move_on_after(timeout) as scope:
+        try:
+            await producer.send_as_async(msg, timeout, queue, selector, arg)
+        except Exception as exc:
+            pending.fail(exc)
+        except anyio.get_cancelled_exc_class():
+            if not scope.cancel_called:
+                pending.fail(ClientStateError(f"the client stopped before the request to {msg.topic!r} was sent"))
+            raise
+
+
+def _reply_or_raise(pending: PendingRequest, topic: str, timeout: float) -> MessageExt:
+    """The reply, or what Java's waitResponse throws without one."""
+    if pending.reply is not None:
+        return pending.reply
+    error = pending.send_error
+    if isinstance(error, (MessageValidationError, TopicRouteNotFoundError, QueueSelectionError)):
+        # Refused before anything was sent: Java's request runs sendDefaultImpl (sendSelectImpl with a selector) on
+        # the caller's thread, so Validators.checkMessage's, "No route info of this topic" and the selector's "select
+        # message queue ..." MQClientExceptions reach the caller as they are.
+        raise error
+    if error is not None:
+        raise _SendRequestError(f"send request message to <{topic}> fail") from error
+    # A send not answered by the timeout has not failed yet: RequestResponseFuture's sendRequestOk starts true and the
+    # async send's own timeout is found later, so that is a timeout too.
+    raise RequestTimeoutError(
+        f"send request message to <{topic}> OK, but wait reply message timeout, {int(timeout * 1000)} ms."
+    )
 
 
 async def _prepare_send_request(producer: Producer, topic: str) -> None:
