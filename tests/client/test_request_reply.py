@@ -107,7 +107,8 @@ async def test_a_reply_after_the_timeout_is_dropped_and_counted(
         with pytest.raises(RequestTimeoutError) as caught:
             await requester.request(Message(TOPIC, b"ping"), timeout=2.0)
         assert trio.current_time() - started == pytest.approx(2.0, abs=0.5)
-        assert caught.value.code == 10006 and "wait reply message timeout, 2000 ms" in str(caught.value)
+        assert caught.value.code == caught.value.response_code == 10006  # RequestTimeoutException.getResponseCode
+        assert "wait reply message timeout, 2000 ms" in str(caught.value)
         replies = requester.instance.replies
         with trio.fail_after(30):
             while replies.unmatched < 1:
@@ -158,7 +159,7 @@ def test_a_reply_needs_the_cluster_the_broker_stamped_on_the_request() -> None:
     request = Ext(0, 0, 0, 0, 0, 0, 0, 0, ("127.0.0.1", 1), 0, ("127.0.0.1", 2), 0, 0, b"", "T", {}, b"")
     with pytest.raises(CreateReplyMessageError) as caught:
         create_reply_message(request, b"x")
-    assert caught.value.code == 10007
+    assert caught.value.code == caught.value.response_code == 10007  # MQClientException.getResponseCode
     stamped = Ext(0, 0, 0, 0, 0, 0, 0, 0, ("127.0.0.1", 1), 0, ("127.0.0.1", 2), 0, 0, b"", "T",
                   {"CLUSTER": "C1", "CORRELATION_ID": "c", "REPLY_TO_CLIENT": "r", "TTL": "5"}, b"")  # fmt: skip
     reply = create_reply_message(stamped, b"x")
@@ -220,9 +221,11 @@ async def test_a_first_request_to_a_topic_goes_out_after_the_heartbeat_to_its_br
         host, port = await nursery.start(RemotingServer(dispatcher).serve, "127.0.0.1", 0)
         await register_as_master(client, embedded_cluster.namesrv_addr, f"{host}:{port}", topic, "broker-slow")
         async with Producer("first-request-pg", embedded_cluster.namesrv_addr) as requester:
-            with pytest.raises(MQClientError):
+            with pytest.raises(MQClientError) as refused:
                 await requester.request(Message(topic, b"ask"), timeout=5.0)
         nursery.cancel_scope.cancel()
+    # waitResponse's MQClientException(message, cause): response code -1, as the client's other errors carry theirs
+    assert refused.value.response_code == -1 and isinstance(refused.value.__cause__, MQBrokerError)
     [answered] = broker.answered_at_send  # one attempt: a refusal is not retried
     assert answered >= 1
 
