@@ -92,22 +92,27 @@ CREATE_REPLY_MESSAGE_EXCEPTION: Final = 10007
 
 
 class CreateReplyMessageError(MQClientError):
-    """The request carries no ``CLUSTER`` property (``code`` 10007)."""
+    """The request carries no ``CLUSTER`` property (``response_code``, also ``code``: 10007, as the
+    MQClientException's ``getResponseCode``)."""
 
-    code = CREATE_REPLY_MESSAGE_EXCEPTION
+    code = response_code = CREATE_REPLY_MESSAGE_EXCEPTION
 
 
 class RequestTimeoutError(MQClientError):
-    """No reply within the request's timeout (``code`` 10006, Java's ``RequestTimeoutException``)."""
+    """No reply within the request's timeout (``response_code``, also ``code``: 10006, Java's
+    ``RequestTimeoutException.getResponseCode``)."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
-        self.code = REQUEST_TIMEOUT_EXCEPTION
+        self.code = self.response_code = REQUEST_TIMEOUT_EXCEPTION
 
 
 class _SendRequestError(MQClientError):
     """The request could not be sent (its ``__cause__`` says why): what the blocking request raises, as Java's
-    waitResponse; a request callback gets the cause itself."""
+    waitResponse (``MQClientException(message, cause)``, ``response_code`` -1); a request callback gets the cause
+    itself."""
+
+    response_code = -1
 
 
 @attrs.define(eq=False)
