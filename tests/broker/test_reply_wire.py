@@ -10,6 +10,7 @@ import pytest
 import trio
 
 from broker.embedded import EmbeddedCluster
+from client.admin import Admin
 from remoting.client import RemotingClient
 from remoting.codec.bodies import HeartbeatData, ProducerData
 from remoting.codec.codes import RequestCode, ResponseCode
@@ -23,7 +24,7 @@ from tests.broker.test_ops_wire import ask, golden
 REPLY_TOPIC = "DefaultCluster_REPLY_TOPIC"
 
 
-def reply_v2(client_id: bytes | None, correlation: bytes = b"cid-1") -> bytes:
+def reply_v2(client_id: bytes | None, correlation: bytes = b"cid-1", body: bytes = b"pong") -> bytes:
     """A replier's 325 frame: the V2 send header, properties with CORRELATION_ID, REPLY_TO_CLIENT, TTL, MSG_TYPE."""
     props = b"CORRELATION_ID\\u0001" + correlation + b"\\u0002"
     if client_id is not None:
@@ -33,7 +34,7 @@ def reply_v2(client_id: bytes | None, correlation: bytes = b"cid-1") -> bytes:
         b'{"a":"replier-pg","b":"DefaultCluster_REPLY_TOPIC","c":"TBW102","d":"4","e":"0","f":"0",'
         b'"g":"1700000000123","h":"0","i":"' + props + b'","j":"0","k":"false"}'
     )
-    return golden(RequestCode.SEND_REPLY_MESSAGE_V2, ext, b"pong")
+    return golden(RequestCode.SEND_REPLY_MESSAGE_V2, ext, body)
 
 
 class Requester:
@@ -145,3 +146,20 @@ async def test_a_reply_to_a_forbidden_topic_gets_the_send_checks_answer(embedded
     assert answer.code == ResponseCode.NO_PERMISSION
     missing = await ask(embedded_cluster.broker_addr, golden(RequestCode.SEND_REPLY_MESSAGE_V2, b'{"a":"pg"}', b"x"))
     assert missing.code == ResponseCode.SYSTEM_ERROR and "'b'" in (missing.remark or "")
+
+
+async def test_a_reply_the_store_refuses_is_still_pushed_and_counts_as_a_failed_put(
+    embedded_cluster: EmbeddedCluster, requester: Requester
+) -> None:
+    """ReplyMessageProcessor stores a reply with DefaultMessageStore.putMessage, whose asyncPutMessage counts a put the
+    CommitLog refuses (here a body over maxMessageSize, MESSAGE_ILLEGAL) in putMessageFailedTimes, as it counts a
+    send's (store/src/main/java/org/apache/rocketmq/store/DefaultMessageStore.java); the reply was pushed, so the
+    answer is the push's SUCCESS with msgId "0". Before, the refused reply was not counted."""
+    body = b"x" * (embedded_cluster.controller.context.store.config.max_message_size + 1)
+    answer = await ask(embedded_cluster.broker_addr, reply_v2(b"10.1.1.1@req", body=body))
+    assert (answer.code, answer.ext_fields["msgId"]) == (ResponseCode.SUCCESS, "0"), answer.remark
+    assert [len(p.body) for p in requester.pushed] == [len(body)]
+    assert _stored_replies(embedded_cluster) == []
+    async with Admin(embedded_cluster.namesrv_addr) as admin:
+        status = await admin.broker_status(embedded_cluster.broker_addr)
+    assert status["putMessageFailedTimes"] == "1"
