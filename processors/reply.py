@@ -22,6 +22,7 @@ from typing import Final
 
 from processors.common import RequestRejected, born_host
 from processors.send import SendMessageProcessor
+from processors.send_answer import checked_before_counting
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand, request
 from remoting.codec.errors import HeaderFieldError
@@ -32,7 +33,7 @@ from remoting.codec.message_properties import decode_properties, with_properties
 from remoting.codec.msgid import offset_msg_id
 from remoting.errors import RemotingError
 from remoting.processor import RequestContext
-from store.errors import StoreError
+from store.errors import PutRefusedError, ServiceNotAvailableError, StoreError
 
 __all__ = ["PUSH_REPLY_TIMEOUT", "ReplyMessageProcessor"]
 
@@ -126,11 +127,16 @@ class ReplyMessageProcessor(SendMessageProcessor):
         return None if answer.code == ResponseCode.SUCCESS else f"push reply message to {sender}fail."
 
     def _store(self, record: MessageRecord, response: RemotingCommand) -> None:
-        """Store the reply; a stored reply's offset msgId and queue offset go into the response, whose code stays."""
+        """Store the reply; a stored reply's offset msgId and queue offset go into the response, whose code stays. A
+        put the store refuses counts as failed as a send's does (DefaultMessageStore.asyncPutMessage counts the
+        refusals of the CommitLog, not those of its status and message checks)."""
         try:
             appended = self.broker.store.append(record)
         except StoreError as exc:
             log.warning("storing reply to %s failed: %s", record.topic, exc)
+            counted = isinstance(exc, PutRefusedError) and not isinstance(exc, ServiceNotAvailableError)
+            if counted and not checked_before_counting(record):
+                self.broker.stats.record_put_failed()
             return
         response.ext_fields["msgId"] = offset_msg_id(appended.store_host, appended.phy_offset)
         response.ext_fields["queueOffset"] = str(appended.queue_offset)

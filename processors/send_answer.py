@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from processors.context import BrokerContext
     from store.message_store import MessageStore
 
-__all__ = ["SendAnswers", "illegal_remark"]
+__all__ = ["SendAnswers", "checked_before_counting", "illegal_remark"]
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -101,7 +101,7 @@ class SendAnswers:
             # as 4.9.8's store/src/main/java/org/apache/rocketmq/store/DefaultMessageStore.java asyncPutMessage.
             raise self.refused(exc) from None
         except PutRefusedError as exc:
-            if not _checked_before_counting(what):
+            if not checked_before_counting(what):
                 stats.record_put_failed()
             raise self.refused(exc) from None
         store = self.broker.store
@@ -192,7 +192,7 @@ def answer(
     return request.response(code, None, fields)
 
 
-def _checked_before_counting(what: object) -> bool:
+def checked_before_counting(what: object) -> bool:
     """Whether ``what`` is a message 4.9.8's ``checkMessage`` refuses (MESSAGE_ILLEGAL) before
     store/src/main/java/org/apache/rocketmq/store/DefaultMessageStore.java ``asyncPutMessage`` counts a failed put: a
     topic over 127 characters or properties over 32767 characters, counted as ``String.length()`` counts them, in
