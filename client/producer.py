@@ -690,7 +690,9 @@ class Producer:
         return self._unwrap_reply(reply)
 
     def _unwrap_reply(self, reply: MessageExt) -> MessageExt:
-        """A reply names its topic without the namespace (Java's ClientRemotingProcessor.receiveReplyMessage)."""
+        """A reply names its topic without the namespace, as the client's other answers do (ours: 4.9.8's
+        ClientRemotingProcessor.receiveReplyMessage keeps the topic the broker pushed, which a namespaced replier's
+        send wrapped)."""
         topic = unwrap(self.namespace, reply.topic)
         return reply if topic == reply.topic else attrs.evolve(reply, topic=topic)
 
