@@ -101,6 +101,24 @@ def test_expired_segments_go_oldest_first_and_the_log_then_begins_after_them(tmp
     assert append(again, 1, b"next")[0].index == 40
 
 
+def test_index_segments_below_the_first_entry_go_at_the_load(tmp_path: Path) -> None:
+    """A member killed after retention unlinked its oldest data segments but before the index segments below the new
+    first entry: the load removes those, as DLedger 0.3.1.2's ``recover`` does (``reviseLedgerBeginIndex``:
+    ``indexFileList.resetOffset(ledgerBeginIndex * INDEX_UNIT_SIZE)``), not the next deletion, which may be days
+    later."""
+    ledger, entries = full_ledger(tmp_path)
+    ledger.persist_checkpoint()
+    ledger.close()
+    store = tmp_path / "dledger-n0"
+    for start in names(store / "data")[:3]:  # entries 0..17 gone; 18's record lies in index segment 2 (16..23)
+        (store / "data" / f"{start:020d}").unlink()
+    again = ledger_at(tmp_path)
+    assert (again.begin_index, again.end_index, again.committed_index) == (18, 39, 39)
+    assert names(store / "index") == [i * INDEX_SIZE for i in range(2, 5)]
+    assert [again.get(i) for i in range(18, 40)] == entries[18:]
+    assert append(again, 1, b"next")[0].index == 40
+
+
 @pytest.mark.parametrize("at", [36, 38], ids=["segment_start", "mid_segment"])
 @pytest.mark.parametrize("old", [0, 5], ids=["empty", "behind"])
 def test_a_truncate_to_an_entry_past_the_log_starts_it_afresh_there(tmp_path: Path, at: int, old: int) -> None:
