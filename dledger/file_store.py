@@ -21,10 +21,11 @@ where it lies, contiguous indexes, terms never going down), rewrites index recor
 first ones lost, the index starts afresh at it, as DLedger's ``rebuildWithPos``), and ends the log at the first bad
 entry: data and index are cut there and erased, unless that is more than a segment before the last one's start
 (DLedger exits there, asking for a manual check: the load raises :class:`~store.errors.StoreCorruptError`, nothing
-cut). The committed index comes back from ``checkpoint``
-(clamped to the end). Entries this store writes as leader carry ``bodyCrc`` (the field DLedger 0.3.1.2 leaves 0) and
-the header is written after the body, so a torn tail fails the scan; entries with ``bodyCrc`` 0 are taken on their
-structure alone, as DLedger does. :class:`FileTermStore` keeps ``currTerm`` and ``voteLeader`` durable (tmp file,
+cut). Index segments wholly before the first entry go (a kill between retention's data and index unlinks leaves
+them; DLedger's ``reviseLedgerBeginIndex``). The committed index comes back from ``checkpoint`` (clamped to the
+end). Entries this store writes as leader carry ``bodyCrc`` (the field DLedger 0.3.1.2 leaves 0) and the header is
+written after the body, so a torn tail fails the scan; entries with ``bodyCrc`` 0 are taken on their structure alone,
+as DLedger does. :class:`FileTermStore` keeps ``currTerm`` and ``voteLeader`` durable (tmp file,
 fsync, rename).
 
 Errors: :class:`~dledger.ledger.LedgerError` (DISK_ERROR) for an append that does not land where it must; ``OSError``
@@ -481,10 +482,16 @@ class FileLedger:
             deleted += 1
         if deleted:
             self._begin = decode_header(files[0].view, 0).index
-            floor = self._begin * INDEX_UNIT_SIZE
-            while len(self.index.files) > 1 and self.index.files[0].end_offset <= floor:
-                self._drop(self.index.files.pop(0))
+            self._drop_index_below_begin()
         return deleted
+
+    def _drop_index_below_begin(self) -> None:
+        """Unlink the index segments wholly before the first entry's record (DLedger's ``reviseLedgerBeginIndex``:
+        ``indexFileList.resetOffset(ledgerBeginIndex * INDEX_UNIT_SIZE)``), after a deletion and at the load, which
+        finds those a member killed between the data and the index unlinks left behind."""
+        floor = self._begin * INDEX_UNIT_SIZE
+        while len(self.index.files) > 1 and self.index.files[0].end_offset <= floor:
+            self._drop(self.index.files.pop(0))
 
     def set_committed(self, index: int) -> None:
         record = self.index_record(index) if index >= 0 else None
@@ -665,6 +672,8 @@ class FileLedger:
             self._begin = -1
         start = self._recovery_start()
         self._scan(start, lead)
+        if self._begin >= 0:
+            self._drop_index_below_begin()
         self._flushed = self._end
         props = read_properties(self.directory / CHECKPOINT_FILE)
         try:
