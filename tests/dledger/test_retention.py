@@ -301,6 +301,34 @@ async def test_disk_usage_forces_deletion_above_85_percent_and_refuses_sends_abo
         await send_all(client, addr, 1, start=151)
 
 
+async def test_a_follower_whose_disk_is_full_takes_no_entries_until_it_is_not(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A follower whose disk is above DLedger's full ratio (0.90) refuses the leader's entries, as DLedger 0.3.1.2's
+    ``DLedgerMmapFileStore.appendAsFollower`` checks ``isDiskFull`` (``handleDoAppend`` then answers 406), so its
+    disk does not fill up while the leader, on another disk, goes on with the other follower; back under the ratio it
+    takes them again and catches up."""
+    async with EmbeddedDLedgerGroup(tmp_path, **SMALL_STORE) as group, RemotingClient() as client:
+        leader = await group.leader()
+        addr = group.addr(leader)
+        answer = await client.invoke(addr, create_topic_request(TOPIC, queues=1), 5)
+        assert answer.code == ResponseCode.SUCCESS
+        await send_all(client, addr, 3)
+        full = group.store(next(m for m in group.ids if m != leader))
+        await caught_up(full, group.store(leader))
+        disk = Disk(0.95)
+        full.config = attrs.evolve(full.config, disk_usage_ratio=disk)
+        await until(lambda: full.disk_full_reason is not None)
+        end = full.ledger.end_index
+        await send_all(client, addr, 5, start=3)  # committed by the leader and the other follower
+        await trio.sleep(5)
+        assert full.ledger.end_index == end
+        disk.ratio = 0.50
+        await until(lambda: full.disk_full_reason is None)
+        await caught_up(full, group.store(leader))
+        assert bodies_from(full) == bodies_from(group.store(leader))
+
+
 def queue_starts_at_live_data(store: DLedgerMessageStore) -> bool:
     """Whether the queue's first entry points at or past the log's first entry (its files below went)."""
     cq = store.consume_queue(TOPIC, 0)
