@@ -183,6 +183,8 @@ class FileLedger:
         self._truncations = 0
         #: a mixed store's classic end (below it, offsets are classic records): see :meth:`_rebuild_at`; 0 otherwise
         self.rebuild_floor = 0
+        #: DLedger's ``isDiskFull``, set by each retention pass (dledger/retention.py): a follower takes no entry
+        self.disk_full = False
 
     # ---- the Ledger protocol -------------------------------------------------------------------------------------
 
@@ -359,7 +361,10 @@ class FileLedger:
         """Write the leader's ``entry`` as the next one, at its ``pos``. Written whole or not at all, as a leader's
         append: an entry that is not next (LedgerError, INCONSISTENT_INDEX) or would land elsewhere (DISK_ERROR) is
         refused with nothing written; a data or index segment that cannot be made (OSError) propagates with what was
-        written taken back (:meth:`_undo_appends`), so the leader's next push of the entry lands."""
+        written taken back (:meth:`_undo_appends`), so the leader's next push of the entry lands. While
+        :attr:`disk_full`, every entry is refused (LedgerError, DISK_FULL), as DLedger's ``appendAsFollower``."""
+        if self.disk_full:
+            raise LedgerError(ResponseCode.DISK_FULL, f"entry {entry.index}: the disk is full")
         if entry.index != self._end + 1:
             raise LedgerError(ResponseCode.INCONSISTENT_INDEX, f"{entry.index} != {self._end + 1}")
         tail = self._begin, self._end, self._end_term, self.write_pos  # _whole_or_nothing, inlined on this hot path

@@ -6,7 +6,8 @@ go through a queue of 1024 (full: 421), processed first; COMPARE and TRUNCATE dr
 leader re-pushes). Only a FOLLOWER applies anything: a candidate holds what it got until it follows (DLedger's
 ``EntryHandler.doWork`` waits; the leader gives a COMPARE up after 3 s), a leader answers the queue 405 NOT_FOLLOWER.
 
-- APPEND: the entry must be next, of the current term, from the current leader and land at its ``pos``, else 406;
+- APPEND: the entry must be next, of the current term, from the current leader and land at its ``pos``, and the disk
+  not above DLedger's full ratio (the ledger's ``disk_full``: DLedger's ``appendAsFollower`` DISK_FULL), else 406;
   an entry the files cannot take (OSError: a segment that cannot be made) is logged and answered 406 too, with
   nothing of it written (DLedger's ``handleDoAppend`` answers any Throwable so), and the leader pushes it again.
 - COMPARE: 200 when the local entry equals the pushed one, else 406.

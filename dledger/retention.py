@@ -5,8 +5,10 @@ for one :class:`~dledger.commitlog_store.DLedgerMessageStore` on the Trio thread
 Every 100 ms a pass reads how full the disk is, as the larger of the store root's and the data directory's used
 ratio (``storePathRootDir`` and ``storePathDLedgerCommitLog``), then:
 
-- above 0.90 (DLedger's ``diskSpaceRatioToForceClean`` 0.85 + 0.05) writes are refused (``DISK_FULL`` in DLedger,
-  SERVICE_NOT_AVAILABLE to a producer, as the store's other refusals) until a pass finds it at 0.85 or below
+- above 0.90 (DLedger's ``diskSpaceRatioToForceClean`` 0.85 + 0.05) a follower refuses the leader's entries until a
+  pass finds it at 0.90 or below (``appendAsFollower``'s ``DISK_FULL``, answered 406), and writes are refused
+  (``DISK_FULL`` in DLedger, SERVICE_NOT_AVAILABLE to a producer, as the store's other refusals) until a pass finds it
+  at 0.85 or below
   (``diskSpaceCleanForciblyRatio``: RocketMQ's CleanCommitLogService, which runs over the DLedger data path too,
   leaves its disk-full flag set in between), or the store's disk check, every 10 s, finds the data directory at
   ``diskSpaceWarningLevelRatio`` or below (its ``isSpaceFull``);
@@ -86,6 +88,9 @@ class LedgerRetention(RetentionService):
         store = self._store
         config = store.config
         ratio = self.disk_ratio()
+        # DLedger's own flag, set and cleared by each pass (CleanSpaceService's isNeedForbiddenWrite): it refuses a
+        # follower's entries, so a follower on a fuller disk than the leader's does not fill it up.
+        store.ledger.disk_full = ratio > DISK_FULL_RATIO
         # Cleared only at or below the forcible ratio, as the classic pass does (RetentionService._delete_segments):
         # RocketMQ runs CleanCommitLogService over the DLedger data path too, and its flag refuses sends as well.
         if ratio > DISK_FULL_RATIO:
