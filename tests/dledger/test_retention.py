@@ -32,12 +32,14 @@ from remoting.client import RemotingClient
 from remoting.codec.codes import ResponseCode
 from remoting.codec.message import decode_record, prepare_message, write_record
 from store.consume_queue import ENTRY, FILLER_SIZE
+from store.errors import ServiceNotAvailableError
 from store.maintenance import clean_expired_consume_queues
 from store.results import GetStatus
 from tests.broker.helpers import create_topic_request
 from tests.conftest import SMALL_STORE
 from tests.dledger.cluster import MemCluster
 from tests.dledger.test_file_store import DATA_SIZE, append, body
+from tests.dledger.test_store_append import _writable_leader
 from tests.processors.conftest import send_request
 from tests.store.store_helpers import message, small_config
 from tests.store.test_retention import Disk, _SlowUnlink
@@ -327,6 +329,31 @@ async def test_a_follower_whose_disk_is_full_takes_no_entries_until_it_is_not(
         await until(lambda: full.disk_full_reason is None)
         await caught_up(full, group.store(leader))
         assert bodies_from(full) == bodies_from(group.store(leader))
+
+
+async def test_a_store_root_above_the_full_ratio_refuses_sends_whatever_the_data_disk_says(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """DLedger's own disk-full flag reads the store root as well as the data directory (0.3.1.2's CleanSpaceService:
+    ``storeBaseRatio`` or ``dataRatio`` above ``diskFullRatio``) and ``appendAsLeader`` refuses every entry while it
+    is set. RocketMQ's 10 s disk check reads the data directory alone (4.9.8's ``isSpaceFull`` over
+    ``getStorePathPhysic``): on a data disk half used it clears the store's flag, and a send then got in until the
+    next pass set it again; a root at 95 % must keep refusing them all."""
+
+    def disk(path: Path) -> float:
+        return 0.95 if Path(path) == tmp_path else 0.50
+
+    async with _writable_leader(tmp_path, disk_usage_ratio=disk) as store:
+        await trio.sleep(0.5)
+        accepted = 0
+        for _ in range(1200):  # 12 s: the 10 s disk check comes in between
+            try:
+                store.check_writable()
+                accepted += 1
+            except ServiceNotAvailableError:
+                pass
+            await trio.sleep(0.01)
+        assert accepted == 0
 
 
 def queue_starts_at_live_data(store: DLedgerMessageStore) -> bool:
