@@ -56,7 +56,7 @@ from dledger.config import DLedgerConfig
 from dledger.effects import AppendDone, RoleChanged
 from dledger.entry import HEADER_SIZE, Entry
 from dledger.file_store import MARKER, FileLedger
-from dledger.retention import DELETE_FILES_BATCH_MAX, LedgerRetention
+from dledger.retention import DELETE_FILES_BATCH_MAX, DISK_FULL_RATIO, LedgerRetention
 from dledger.server import DLedgerServer
 from remoting.codec.errors import MessageDecodeError, MessageEncodeError
 from remoting.codec.message import (
@@ -99,6 +99,9 @@ _UNACKNOWLEDGED: Final = frozenset({ResponseCode.WAIT_QUORUM_ACK_TIMEOUT})
 
 #: ``(broker role, term)`` -> None: "SYNC_MASTER" once the leader may take writes, "SLAVE" otherwise.
 RoleListener = Callable[[str, int], None]
+#: the refusal while DLedger's own disk-full flag is set (dledger/retention.py)
+_DLEDGER_DISK_FULL: Final = (f"disk full: the store root or the DLedger data directory is above DLedger's "
+                             f"{DISK_FULL_RATIO:.2f} used ratio")  # fmt: skip
 #: seconds between tries of a dispatch a ConsumeQueue file stopped (ConsumeQueue.putMessagePositionInfoWrapper sleeps
 #: one second between its tries)
 DISPATCH_RETRY_S: Final = 1.0
@@ -679,10 +682,15 @@ class DLedgerMessageStore(MessageStore):
         self._check_leader()
 
     def _check_leader(self) -> None:
+        """The store's refusals, then the leader's, then DLedger's own disk-full flag (``appendAsLeader``'s
+        DISK_FULL), which reads the store root too: RocketMQ's 10 s disk check reads only the data directory and may
+        clear the store's flag meanwhile."""
         if self._closed or self.disk_full_reason is not None:
             self._check_writable()
         if not self.writable:
             raise ServiceNotAvailableError("this broker is not the DLedger leader")
+        if self.ledger.disk_full:
+            raise ServiceNotAvailableError(_DLEDGER_DISK_FULL)
 
     def append(self, msg: MessageRecord) -> AppendResult:
         """One entry holding ``msg``'s record, encoded straight into the entry's place in the data file

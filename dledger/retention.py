@@ -5,13 +5,13 @@ for one :class:`~dledger.commitlog_store.DLedgerMessageStore` on the Trio thread
 Every 100 ms a pass reads how full the disk is, as the larger of the store root's and the data directory's used
 ratio (``storePathRootDir`` and ``storePathDLedgerCommitLog``), then:
 
-- above 0.90 (DLedger's ``diskSpaceRatioToForceClean`` 0.85 + 0.05) a follower refuses the leader's entries until a
-  pass finds it at 0.90 or below (``appendAsFollower``'s ``DISK_FULL``, answered 406), and writes are refused
-  (``DISK_FULL`` in DLedger, SERVICE_NOT_AVAILABLE to a producer, as the store's other refusals) until a pass finds it
-  at 0.85 or below
+- above 0.90 (DLedger's ``diskSpaceRatioToForceClean`` 0.85 + 0.05) DLedger's own flag is set until a pass finds it
+  at 0.90 or below: a follower refuses the leader's entries (``appendAsFollower``'s ``DISK_FULL``, answered 406) and
+  a leader its writes (``appendAsLeader``'s ``DISK_FULL``; SERVICE_NOT_AVAILABLE to a producer, as the store's other
+  refusals); and the store's flag refuses writes until a pass finds it at 0.85 or below
   (``diskSpaceCleanForciblyRatio``: RocketMQ's CleanCommitLogService, which runs over the DLedger data path too,
   leaves its disk-full flag set in between), or the store's disk check, every 10 s, finds the data directory at
-  ``diskSpaceWarningLevelRatio`` or below (its ``isSpaceFull``);
+  ``diskSpaceWarningLevelRatio`` or below (its ``isSpaceFull``, which reads no store root);
 - in one of ``deleteWhen``'s hours, or above ``diskMaxUsedSpaceRatio``, it deletes data segments last modified more
   than ``fileReservedTime`` + 1 hours ago (DLedgerCommitLog's ``+ 1``; never under an hour), oldest first, up to 10
   100 ms apart (the disk lock let go in between), stopping at the first younger one, and above 0.85 whatever their
