@@ -349,15 +349,18 @@ class Consuming:
         """The messages of a ReceiveMessage stream that broke before they were written (the client went away):
         each becomes visible again after :data:`NACK_INVISIBLE_MS`, as RocketMQ's proxy does
         (ReceiveMessageResponseStreamWriter.processThrowableWhenWriteMessage), instead of after its whole invisible
-        time. A refusal is logged; the message then comes back when its handle says."""
+        time. Not waited for, as processThrowableWhenWriteMessage leaves changeInvisibleTime's future unread; one
+        whose auto-renewal is in flight is made visible by the renewal once over (:meth:`RenewTable.nack`). A refusal
+        is logged; the message then comes back when its handle says."""
         group, topic, client = req.group.name, req.message_queue.topic.name, metadata.get(_CLIENT_ID, "")
         for response in responses:
             if not response.HasField("message"):
                 continue
             props = response.message.system_properties
             try:
-                handle = self._handle(self.renew.take(client, group, props.message_id, props.receipt_handle))
-                self.pop.change_invisible(group, topic, handle, NACK_INVISIBLE_MS)
+                text = self.renew.nack(client, group, props.message_id, props.receipt_handle, NACK_INVISIBLE_MS)
+                if text is not None:
+                    self.pop.change_invisible(group, topic, self._handle(text), NACK_INVISIBLE_MS)
             except (RpcError, PutRefusedError, RequestRejected) as exc:
                 log.warning("nacking %s of %s after a broken receive stream failed: %s", props.message_id, group, exc)
 
@@ -374,10 +377,13 @@ class Consuming:
         throws into that entry's status: proxy/src/main/java/org/apache/rocketmq/proxy/grpc/v2/consumer/
         AckMessageActivity.java). Answered once the ACK records landed (:meth:`PopService.landed`: in DLedger mode,
         committed by a quorum or failed; one that failed is logged and its entry still OK, as the broker's
-        AckMessageProcessor answers it SUCCESS); without suspending when the store waits for nothing."""
+        AckMessageProcessor answers it SUCCESS), after any auto-renewal of its handles in flight
+        (:meth:`RenewTable.settled`); without suspending when nothing is to be waited for."""
         group, topic = req.group.name, req.topic.name
         check_names(topic, group)
         response = service.AckMessageResponse()
+        handles = [(entry.message_id, entry.receipt_handle) for entry in req.entries]
+        await self.renew.settled(metadata.get(_CLIENT_ID, ""), group, handles)
         with self.pop.writes() as ends:
             self._ack_entries(req, metadata, response)
         await self.pop.landed(ends, "ack")
@@ -403,10 +409,13 @@ class Consuming:
         proxy does for the broker's SYSTEM_ERROR, INTERNAL_SERVER_ERROR "changeInvisibleDuration failed: status is
         abnormal"; so does a new CK that did not land in time (:meth:`PopService.change_landed`: in DLedger mode, not
         committed by a quorum), the broker's SYSTEM_ERROR too. The old handle stays good (the old CK is acked only
-        after the new one is stored)."""
+        after the new one is stored). An auto-renewal of the handle in flight is waited for first
+        (:meth:`RenewTable.settled`), as removeReceiptHandle waits for the handle's lock."""
         check_names(req.topic.name, req.group.name)
         invisible = req.invisible_duration.ToMilliseconds()
         self._check_invisible(invisible, 0)
+        handles = [(req.message_id, req.receipt_handle)]
+        await self.renew.settled(metadata.get(_CLIENT_ID, ""), req.group.name, handles)
         text = self.renew.take(metadata.get(_CLIENT_ID, ""), req.group.name, req.message_id, req.receipt_handle)
         handle = self._handle(text)
         try:
@@ -438,7 +447,9 @@ class Consuming:
         each time)."""
         group, topic = req.group.name, req.topic.name
         check_names(topic, group)
-        handle = self._handle(self.renew.take(metadata.get(_CLIENT_ID, ""), group, req.message_id, req.receipt_handle))
+        client = metadata.get(_CLIENT_ID, "")
+        await self.renew.settled(client, group, [(req.message_id, req.receipt_handle)])
+        handle = self._handle(self.renew.take(client, group, req.message_id, req.receipt_handle))
         header = dead_letter_header(group, handle.commit_log_offset, handle.real_topic(group, topic), req.message_id)
         send_back = request(RequestCode.CONSUMER_SEND_MSG_BACK, header.to_ext_fields())
         answer = await self.invoker.invoke(send_back, peer_of(metadata))

@@ -288,7 +288,7 @@ async def test_a_refused_renewal_does_not_end_the_renew_loop(
     await trio.sleep(55)  # due for renewal (within renewAheadTimeMillis of its 60 s)
     embedded_cluster.controller.context.store.disk_full_reason = "disk full (test)"
     try:
-        activity.consuming.renew.scan()
+        await activity.consuming.renew.scan()
     finally:
         embedded_cluster.controller.context.store.disk_full_reason = None
 

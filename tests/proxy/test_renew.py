@@ -157,7 +157,7 @@ async def test_a_message_renewed_to_the_maximum_comes_back_after_the_groups_retr
     await nursery.start(keep_alive, activity, "push@1")
     [first] = received(activity, "push@1")
     await trio.sleep(55)
-    activity.consuming.renew.scan()  # due within renewAheadTimeMillis and renewed long enough: released
+    await activity.consuming.renew.scan()  # due within renewAheadTimeMillis and renewed long enough: released
     await trio.sleep(8)
     assert received(activity, "other@1", auto_renew=False) == []
     await trio.sleep(7)
@@ -247,22 +247,22 @@ async def test_a_renewal_refused_max_renew_retry_times_in_a_row_is_given_up(
     [message] = received(activity, "push@1")
     store, renew = embedded_cluster.controller.context.store, activity.consuming.renew
 
-    def refused_scan() -> None:  # the store's own disk check resets the refusal in virtual time: set it each time
+    async def refused_scan() -> None:  # the store's own disk check resets the refusal in virtual time: set it each time
         store.disk_full_reason = "disk full (test)"
         try:
-            renew.scan()
+            await renew.scan()
         finally:
             store.disk_full_reason = None
 
     await trio.sleep(55)  # due for renewal (within renewAheadTimeMillis of its 60 s)
-    refused_scan()
-    refused_scan()
-    renew.scan()  # renewed: +1 m, the count of failed tries starts again
+    await refused_scan()
+    await refused_scan()
+    await renew.scan()  # renewed: +1 m, the count of failed tries starts again
     await trio.sleep(55)
     for _ in range(3):
-        refused_scan()
+        await refused_scan()
     assert len(renew.held) == 1  # three tries in a row failed: still renewed on the next scan, were it to succeed
-    renew.scan()
+    await renew.scan()
     assert renew.held == {}, "renewing went on after maxRenewRetryTimes failed tries"
     await trio.sleep(20)  # past the visible time of the last renewal (+1 m at 55 s), and the revive loop's pass
     [again] = received(activity, "other@1", auto_renew=False)
@@ -282,7 +282,7 @@ async def test_a_message_renewed_to_the_maximum_comes_back_after_the_groups_own_
     await nursery.start(keep_alive, activity, "push@1")
     [first] = received(activity, "push@1")
     await trio.sleep(55)
-    activity.consuming.renew.scan()
+    await activity.consuming.renew.scan()
     await trio.sleep(15)
     assert received(activity, "other@1", auto_renew=False) == []
     await trio.sleep(9)
@@ -329,7 +329,7 @@ async def test_a_consumer_the_client_registry_expires_has_its_renewed_handles_re
     scope.cancel()  # no heartbeat from now on
     for _ in range(2):  # renewed while the client is registered: +1 m at 55 s, +3 m at 110 s
         await trio.sleep(55)
-        renew.scan()
+        await renew.scan()
         assert len(renew.held) == 1
     while clients.find_consumer_channel(GROUP, "push@1") is not None:  # the registry's scan, every 10 s
         await trio.sleep(0.5)
