@@ -131,3 +131,37 @@ async def test_an_ack_while_its_handle_is_renewed_acknowledges_the_renewed_handl
         other = await activity.consuming.receive(_receive_request(GROUP, TOPIC), md("other@1"), 20.0)
         assert _messages(other) == [], "the renewed handle was left unacknowledged"
         nursery.cancel_scope.cancel()
+
+
+async def test_a_nack_while_its_handle_is_renewed_releases_the_renewed_handle(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A receive stream that broke (its messages nacked, visible 1 s later) while a renewal of one of its handles
+    waits for its commit: the renewal, once over, makes the handle it leaves visible. Nacked on the old handle, the
+    renewed CK would stay unacknowledged and bring the message back a second time a minute later."""
+    overrides = {**SMALL_STORE, **LONG_LEASE, **LONG_QUORUM_WAIT}
+    async with (
+        EmbeddedDLedgerGroup(tmp_path, **overrides) as group,
+        RemotingClient() as client,
+        trio.open_nursery() as nursery,
+    ):
+        leader, activity, message = await renewed_receive_then_alone(group, client, nursery)
+        renew = activity.consuming.renew
+        await trio.sleep(55)  # due for renewal (within renewAheadTimeMillis of its 60 s)
+        nursery.start_soon(renew.scan)
+        await trio.sleep(0.5)  # the renewal waits for its CK's commit
+        req = _receive_request(GROUP, TOPIC)
+        activity.consuming.nack_unwritten([service.ReceiveMessageResponse(message=message)], req, md(PUSH))
+        with virtual_time_still():
+            await group.start(next(m for m in group.ids if m != leader))
+        with trio.fail_after(30):
+            while not (again := _messages(await activity.consuming.receive(req, md("other@1"), 20.0))):
+                pass
+        assert [m.system_properties.delivery_attempt for m in again] == [2]
+        assert renew.held == {}
+        answer = await activity.consuming.ack(_ack_request(GROUP, TOPIC, *again), md("other@1"))
+        assert answer.status.code == Code.OK, answer
+        await trio.sleep(3 * 60)  # past the renewed CK's minute, and the revive loop's passes
+        other = await activity.consuming.receive(req, md("other@1"), 20.0)
+        assert _messages(other) == [], "the renewed handle was left unacknowledged"
+        nursery.cancel_scope.cancel()
