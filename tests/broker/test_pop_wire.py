@@ -241,6 +241,27 @@ def test_an_extra_info_of_six_fields_or_more_than_nine_is_read_as_javas_ack_read
         assert ReceiptHandle.from_extra_info(text, 2, 7) == handle
 
 
+async def test_a_malformed_sql92_expression_is_checked_after_the_request_and_the_topic(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """PopMessageProcessor.processRequest (5.3.3) builds the pop's filter after its checks of the request, the topic,
+    the queue and the group: a malformed SQL92 expression is SUBSCRIPTION_PARSE_FAILED only for a pop they pass."""
+    clock = use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "PopWireSql")
+    malformed = {"expType": "SQL92", "exp": "a >"}
+    too_many = await ask(embedded_cluster, pop_request(clock, "PopWireSql", maxMsgNums="33", **malformed))
+    assert too_many.code == ResponseCode.INVALID_PARAMETER
+    unknown = await ask(embedded_cluster, pop_request(clock, "PopWireSqlNope", **malformed))
+    assert unknown.code == ResponseCode.TOPIC_NOT_EXIST
+    bad_queue = await ask(embedded_cluster, pop_request(clock, "PopWireSql", queueId="1", **malformed))
+    assert bad_queue.code == ResponseCode.INVALID_PARAMETER
+    refused = await ask(embedded_cluster, pop_request(clock, "PopWireSql", **malformed))
+    assert (refused.code, refused.remark) == (
+        ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+        "parse the consumer's subscription failed",
+    )
+
+
 async def test_a_pop_of_one_queue_reads_that_queue_only(
     embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
 ) -> None:
