@@ -175,6 +175,7 @@ class PopMessageProcessor:
                     ResponseCode.POLLING_TIMEOUT,
                     f"the broker[{self.broker.config.broker_ip1}] pop message is timeout too much",
                 )
+            self._check(ctx, pop, header)
             filters = _filter(header)
             with pop.writes() as ends:
                 popped = self._pop(ctx, pop, header, filters)
@@ -189,6 +190,16 @@ class PopMessageProcessor:
             return self._answer(request, pop, header, [], ResponseCode.POLLING_FULL)
         self._park(ctx, request, functools.partial(self._long_poll, ctx, request, pop, header, filters))
         return None
+
+    @staticmethod
+    def _check(ctx: RequestContext, pop: PopService, header: PopMessageRequestHeader) -> None:
+        """The pop service's checks of the request, the topic, the queue and the group, before the expression is
+        parsed: PopMessageProcessor.processRequest (5.3.3) builds the filter after them, so a malformed SQL92
+        expression sent to an unknown topic is TOPIC_NOT_EXIST, not SUBSCRIPTION_PARSE_FAILED."""
+        try:
+            pop.check_pop(header.consumer_group, header.topic, header.max_msg_nums, header.queue_id, _peer(ctx))
+        except RequestRejected as rejected:
+            raise _with_faq(rejected) from None
 
     def _pop(
         self, ctx: RequestContext, pop: PopService, header: PopMessageRequestHeader, filters: _Filters

@@ -539,8 +539,8 @@ class PopService:
         all the same, as PopMessageProcessor does for a remoting pop of one queue). ``init_mode``
         :data:`CONSUME_INIT_MIN` starts the queues the group has no offset for at their first entry, else
         :func:`_init_offset` says where. ``expression`` (the expression and its type) is recorded as the group's
-        subscription (:meth:`_compensate`). Raises ``RequestRejected`` as :meth:`_check_pop` says."""
-        self._check_pop(group, topic, max_nums, queue_id, peer)
+        subscription (:meth:`_compensate`). Raises ``RequestRejected`` as :meth:`check_pop` says."""
+        self.check_pop(group, topic, max_nums, queue_id, peer)
         self._compensate(group, topic, *expression)
         if init_mode == CONSUME_INIT_MIN:
             self._init_at_min(group, topic, queue_id)
@@ -627,7 +627,7 @@ class PopService:
             self._turns.clear()
         self._turns_sweep_at = max(_TURNS_SWEEP_MIN, 2 * len(self._turns))
 
-    def _check_pop(self, group: str, topic: str, max_nums: int = 0, queue_id: int = -1, peer: str = "") -> None:
+    def check_pop(self, group: str, topic: str, max_nums: int = 0, queue_id: int = -1, peer: str = "") -> None:
         """PopMessageProcessor.processRequest's checks, in its order: the broker readable (an operator draining reads
         with ``brokerPermission``), at most 32 messages asked for, the timer enabled (``timerWheelEnable``), the topic
         known and readable, the queue one of its read queues (``queue_id`` < 0: all), the group known (auto-created
