@@ -14,8 +14,8 @@ from broker.embedded import EmbeddedCluster
 from processors.filter import Sql92Filter
 from processors.filter import cache as filter_cache
 from remoting.client import RemotingClient
-from remoting.codec.codes import ResponseCode
-from remoting.codec.command import RemotingCommand
+from remoting.codec.codes import RequestCode, ResponseCode
+from remoting.codec.command import RemotingCommand, request
 from remoting.codec.message import MessageRecord, iter_records
 from tests.broker.helpers import create_topic_request
 from tests.conftest import SMALL_STORE
@@ -82,6 +82,44 @@ async def test_other_clients_are_answered_while_a_huge_sql92_expression_compiles
             with trio.fail_after(60):  # a hang guard, not a threshold
                 while not filter_cache.compiling():
                     await trio.sleep(0.001)
+            while filter_cache.compiling() and not heavy_done.is_set():
+                response = await client.invoke(addr, pull_request(TOPIC, sys_flag=SUBSCRIPTION_ONLY), 5)
+                assert response.code == ResponseCode.PULL_NOT_FOUND
+                if filter_cache.compiling():  # answered while the heavy expression was still being compiled
+                    answered_while_compiling += 1
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(heavy)
+        nursery.start_soon(light)
+    assert answered_while_compiling >= 3
+
+
+async def test_other_clients_are_answered_while_a_remoting_pop_compiles_a_huge_sql92_expression(
+    cluster: EmbeddedCluster,
+) -> None:
+    """POP_MESSAGE brings its expression in its header, as a pull does: RocketMQ 5.3.3's PopMessageProcessor parses
+    it on its pop thread (ConsumerFilterManager.build), so a 10,000-term one costs one thread. Here it compiled on
+    the event loop, holding every client until it was done."""
+    addr = cluster.broker_addr
+    expression = heavy_expression(10_000, "pop")
+    heavy_done = trio.Event()
+    answered_while_compiling = 0
+
+    async def heavy() -> None:
+        fields = {"consumerGroup": "GPopFair", "topic": TOPIC, "queueId": "-1", "maxMsgNums": "1",
+                  "invisibleTime": "30000", "pollTime": "0", "bornTime": "0", "initMode": "0", "expType": "SQL92",
+                  "exp": expression}  # fmt: skip
+        async with RemotingClient() as client:
+            response = await client.invoke(addr, request(RequestCode.POP_MESSAGE, fields), 120)
+        assert response.code == ResponseCode.POLLING_TIMEOUT, response.remark
+        heavy_done.set()
+
+    async def light() -> None:
+        nonlocal answered_while_compiling
+        async with RemotingClient() as client:
+            await client.invoke(addr, pull_request(TOPIC, sys_flag=SUBSCRIPTION_ONLY), 5)  # connected before
+            while not filter_cache.compiling() and not heavy_done.is_set():
+                await trio.sleep(0.001)
             while filter_cache.compiling() and not heavy_done.is_set():
                 response = await client.invoke(addr, pull_request(TOPIC, sys_flag=SUBSCRIPTION_ONLY), 5)
                 assert response.code == ResponseCode.PULL_NOT_FOUND
