@@ -29,9 +29,10 @@ from broker.context import BrokerState
 from broker.pop import AckOutcome, Popped, PopService, ReceiptHandle
 from broker.pop.receipt import FIFO_REVIVE_QID, TOPIC_TYPE_RETRY
 from processors.common import RequestRejected, parse_header
-from processors.filter import Sql92ParseError, compile_sql92
+from processors.filter import Sql92Filter, Sql92ParseError, compile_sql92
+from processors.filter.cache import compile_offloaded
 from processors.pull import build_subscription
-from remoting.codec.bodies.heartbeat import EXPRESSION_TAG, SUB_ALL
+from remoting.codec.bodies.heartbeat import EXPRESSION_SQL92, EXPRESSION_TAG, SUB_ALL
 from remoting.codec.bodies.pop import BatchAck, BatchAckMessageRequestBody
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand
@@ -176,7 +177,7 @@ class PopMessageProcessor:
                     f"the broker[{self.broker.config.broker_ip1}] pop message is timeout too much",
                 )
             self._check(ctx, pop, header)
-            filters = _filter(header)
+            filters = _filter(header, await _compile_long_sql92(header))
             with pop.writes() as ends:
                 popped = self._pop(ctx, pop, header, filters)
         except RequestRejected as rejected:
@@ -446,17 +447,29 @@ def _answer_late(ctx: RequestContext, answer: RemotingCommand) -> None:
         log.debug("answer to opaque %d dropped: connection %s closed", answer.opaque, ctx.connection)
 
 
-def _filter(header: PopMessageRequestHeader) -> _Filters:
-    """The pop's tags (``None``: any) or SQL92 filter; SUBSCRIPTION_PARSE_FAILED "parse the consumer's subscription
-    failed" when it does not parse (PopMessageProcessor's answer)."""
+async def _compile_long_sql92(header: PopMessageRequestHeader) -> Sql92Filter | Sql92ParseError | None:
+    """A long SQL92 expression compiled in a worker thread (:func:`~processors.filter.cache.compile_offloaded`), as
+    PopMessageProcessor (5.3.3) parses it on its pop thread (ConsumerFilterManager.build): the event loop every client
+    shares keeps serving while a 10,000-term one compiles. ``None``: not SQL92, or short enough to compile inline."""
+    if header.exp_type != EXPRESSION_SQL92 or not header.exp:
+        return None
+    return await compile_offloaded(header.exp, string_operators=True)
+
+
+def _filter(header: PopMessageRequestHeader, compiled: Sql92Filter | Sql92ParseError | None = None) -> _Filters:
+    """The pop's tags (``None``: any) or SQL92 filter (``compiled``: its expression compiled already, or its parse
+    error); SUBSCRIPTION_PARSE_FAILED "parse the consumer's subscription failed" when it does not parse
+    (PopMessageProcessor's answer)."""
     exp = header.exp
     if not exp:
         return None, None
     try:
         if header.exp_type and header.exp_type != "TAG":
-            if header.exp_type != "SQL92":
+            if header.exp_type != EXPRESSION_SQL92:
                 raise ValueError(header.exp_type)
-            return None, compile_sql92(exp, string_operators=True).matches_raw
+            if isinstance(compiled, Sql92ParseError):  # the memo's error: not raised again, its traceback would grow
+                raise ValueError("the expression does not parse")
+            return None, (compiled or compile_sql92(exp, string_operators=True)).matches_raw
         subscription = build_subscription(header.topic, exp, "TAG")
     except (ValueError, Sql92ParseError):
         raise RequestRejected(
