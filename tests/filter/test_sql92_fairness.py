@@ -14,6 +14,7 @@ from broker.embedded import EmbeddedCluster
 from processors.filter import Sql92Filter
 from processors.filter import cache as filter_cache
 from remoting.client import RemotingClient
+from remoting.codec.bodies import ConsumerData, HeartbeatData, SubscriptionData
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand, request
 from remoting.codec.message import MessageRecord, iter_records
@@ -129,6 +130,56 @@ async def test_other_clients_are_answered_while_a_remoting_pop_compiles_a_huge_s
     async with trio.open_nursery() as nursery:
         nursery.start_soon(heavy)
         nursery.start_soon(light)
+    assert answered_while_compiling >= 3
+
+
+async def test_other_clients_are_answered_while_a_retry_pull_compiles_its_groups_huge_sql92(tmp_path: Path) -> None:
+    """With ``filterSupportRetry`` a pull of ``%RETRY%<group>`` matches each message against the group's SQL92
+    subscription of its origin topic (ExpressionForRetryMessageFilter), whose expression RocketMQ compiled once, at
+    the heartbeat (ConsumerFilterManager.register), on the heartbeat thread. Here the retry pull compiled a
+    subscription it did not find memoised (property filtering off, so the heartbeat compiled nothing; or other
+    clients' long expressions pushed it out) on the event loop, holding every client until it was done."""
+    group = "GRetryFair"
+    retry = f"%RETRY%{group}"
+    expression = heavy_expression(10_000, "retry")
+    subscriptions = (
+        SubscriptionData(TOPIC, expression, sub_version=1, expression_type="SQL92"),
+        SubscriptionData(retry, "*", sub_version=1),
+    )
+    consumer = ConsumerData(group, subscription_data_set=subscriptions)
+    beat = HeartbeatData("10.0.0.9@retry", consumer_data_set=(consumer,))
+    heavy_done = trio.Event()
+    answered_while_compiling = 0
+    async with EmbeddedCluster(tmp_path / "retry", filter_support_retry=True, **SMALL_STORE) as cluster:
+        addr = cluster.broker_addr
+        async with RemotingClient() as admin:
+            created = await admin.invoke(addr, create_topic_request(TOPIC, 1), 5)
+            assert created.code == ResponseCode.SUCCESS
+
+        async def heavy() -> None:
+            async with RemotingClient() as client:  # one connection: the pull finds the heartbeat's subscriptions
+                registered = await client.invoke(addr, request(RequestCode.HEART_BEAT, body=beat.encode()), 30)
+                assert registered.code == ResponseCode.SUCCESS, registered.remark
+                pull = pull_request(retry, sys_flag=0, subscription=None, group=group)
+                response = await client.invoke(addr, pull, 120)
+            assert response.code == ResponseCode.PULL_NOT_FOUND, response.remark
+            heavy_done.set()
+
+        async def light() -> None:
+            nonlocal answered_while_compiling
+            async with RemotingClient() as client:
+                await client.invoke(addr, pull_request(TOPIC, sys_flag=SUBSCRIPTION_ONLY), 5)  # connected before
+                while not filter_cache.compiling() and not heavy_done.is_set():
+                    await trio.sleep(0.001)
+                while filter_cache.compiling() and not heavy_done.is_set():
+                    response = await client.invoke(addr, pull_request(TOPIC, sys_flag=SUBSCRIPTION_ONLY), 5)
+                    assert response.code == ResponseCode.PULL_NOT_FOUND
+                    if filter_cache.compiling():  # answered while the heavy expression was still being compiled
+                        answered_while_compiling += 1
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(heavy)
+            nursery.start_soon(light)
     assert answered_while_compiling >= 3
 
 
