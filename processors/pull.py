@@ -27,7 +27,8 @@ parked or not (RocketMQ 5's ``commitPullOffset`` in ``DefaultPullMessageResultHa
 
 :meth:`PullMessageProcessor.pull` is synchronous on purpose: between the store lookup and parking the request
 nothing may await, or a message arriving in between would not wake it. So :meth:`PullMessageProcessor.process` first
-compiles a long SQL92 expression in a worker thread (:func:`~processors.filter.cache.compile_offloaded`), and one pull
+compiles its long SQL92 expressions in a worker thread (:func:`~processors.filter.cache.compile_offloaded`): the
+subscription's, and on a retry topic with ``filterSupportRetry`` the group's it matches retry messages with. One pull
 shows its filter at most :data:`SQL92_EVALUATION_BUDGET` ``//`` the filter's cost candidates: a heavy expression
 costs the event loop every connection shares a bounded time, as on a Java broker it costs one pull thread.
 """
@@ -45,7 +46,7 @@ import trio
 
 from processors.common import FAQ_SUFFIX, RequestRejected, parse_header
 from processors.filter import ConsumerFilterCache, Sql92Filter, Sql92ParseError
-from processors.filter.cache import compile_offloaded
+from processors.filter.cache import Primed, compile_offloaded
 from processors.hold import HeldPull, HoldService, TagFilter
 from processors.offset_moved import put_offset_moved_event
 from remoting.codec.bodies import MessageModel, SubscriptionData
@@ -194,43 +195,54 @@ class PullMessageProcessor:
 
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
         try:
-            expression = self._sql92_expression(request)
-            compiled = None if expression is None else await compile_offloaded(expression)
-            primed = None if expression is None or compiled is None else (expression, compiled)
-            return self._pull_primed(primed, ctx, request, allow_suspend=True)
+            primed: dict[str, Sql92Filter | Sql92ParseError] = {}
+            for expression in self._sql92_expressions(request):
+                compiled = await compile_offloaded(expression)
+                if compiled is not None:
+                    primed[expression] = compiled
+            return self._pull_primed(primed or None, ctx, request, allow_suspend=True)
         except Exception as exc:
             # Not a rejection but a bug or a store failure: still answer with the fields pull clients dereference.
             log.warning("pull (opaque %d) failed", request.opaque, exc_info=True)
             return request.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}", _fields(0, 0, 0, 0))
 
-    def _sql92_expression(self, request: RemotingCommand) -> str | None:
-        """The SQL92 expression this pull will compile, read cheaply before the synchronous :meth:`pull` so that a long
-        one is compiled off the event loop first (:func:`~processors.filter.cache.compile_offloaded`): the request's
-        own (SUBSCRIPTION flag), or the group's heartbeat subscription of the topic. ``None`` for anything else;
-        malformed fields are left to :meth:`pull` to answer."""
+    def _sql92_expressions(self, request: RemotingCommand) -> list[str]:
+        """The SQL92 expressions this pull will compile, read cheaply before the synchronous :meth:`pull` so that long
+        ones are compiled off the event loop first (:func:`~processors.filter.cache.compile_offloaded`): the request's
+        own (SUBSCRIPTION flag) or the group's heartbeat subscription of the topic, and with ``filterSupportRetry``
+        on a retry topic the group's SQL92 subscriptions its messages are matched against (:meth:`_retry_filter`).
+        Malformed fields are left to :meth:`pull` to answer."""
         fields = request.ext_fields
         try:
             sys_flag = int(fields.get("sysFlag", "0"))
         except ValueError:
-            return None
-        if sys_flag & PULL_FLAG_SUBSCRIPTION:
-            if fields.get("expressionType") != EXPRESSION_SQL92 or not self.broker.config.enable_property_filter:
-                return None  # answered SYSTEM_ERROR without compiling
-            return fields.get("subscription")
+            return []
+        topic = fields.get("topic", "")
         group_info = self.broker.clients.consumer_group(fields.get("consumerGroup", ""))
-        found = None if group_info is None else group_info.subscriptions.get(fields.get("topic", ""))
-        return found.sub_string if found is not None and found.expression_type == EXPRESSION_SQL92 else None
+        subscriptions = {} if group_info is None else group_info.subscriptions
+        expressions = []
+        if sys_flag & PULL_FLAG_SUBSCRIPTION:
+            # Not SQL92, or property filtering off: answered SYSTEM_ERROR without compiling.
+            if fields.get("expressionType") == EXPRESSION_SQL92 and self.broker.config.enable_property_filter:
+                expressions.append(fields.get("subscription") or "")
+        elif (found := subscriptions.get(topic)) is not None and found.expression_type == EXPRESSION_SQL92:
+            expressions.append(found.sub_string)
+        if topic.startswith(RETRY_GROUP_TOPIC_PREFIX) and self.broker.config.filter_support_retry:
+            retry_group = self.broker.clients.consumer_group(topic[len(RETRY_GROUP_TOPIC_PREFIX) :])
+            origins = () if retry_group is None else retry_group.subscriptions.values()
+            expressions += [sub.sub_string for sub in origins if sub.expression_type == EXPRESSION_SQL92]
+        return [expression for expression in dict.fromkeys(expressions) if expression]
 
     def _pull_primed(
         self,
-        primed: tuple[str, Sql92Filter | Sql92ParseError] | None,
+        primed: Primed | None,
         ctx: RequestContext,
         request: RemotingCommand,
         *,
         allow_suspend: bool,
     ) -> RemotingCommand | None:
-        """:meth:`pull` with ``primed``, an expression and what it compiled to off the loop, as the filter cache's
-        answer for it (:attr:`ConsumerFilterCache.primed`; for this pull only: nothing runs in between)."""
+        """:meth:`pull` with ``primed``, expressions and what they compiled to off the loop, as the filter cache's
+        answers for them (:attr:`ConsumerFilterCache.primed`; for this pull only: nothing runs in between)."""
         if primed is None:
             return self.pull(ctx, request, allow_suspend=allow_suspend)
         self.filters.primed = primed

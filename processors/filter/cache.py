@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Mapping
 from typing import Final
 
 import attrs
@@ -43,6 +44,7 @@ __all__ = [
     "INLINE_LIMIT",
     "KEPT_CHARS",
     "ConsumerFilterCache",
+    "Primed",
     "compile_offloaded",
     "compile_sql92",
     "compiling",
@@ -192,6 +194,10 @@ def compiling() -> list[str]:
         return [expression for expression, _ in _parsing]
 
 
+#: Expressions compiled off the loop for one pull, and what each compiled to (:attr:`ConsumerFilterCache.primed`).
+Primed = Mapping[str, Sql92Filter | Sql92ParseError]
+
+
 class ConsumerFilterCache:
     """Compiled filters by ``(group, topic, subVersion)``; see the module docstring."""
 
@@ -203,9 +209,9 @@ class ConsumerFilterCache:
         self._chars = 0  # the characters of the entries' expressions, at most KEPT_CHARS but for the newest
         #: Lookups answered without compiling (for tests and runtime info).
         self.hits = 0
-        #: ``(expression, what it compiled to)`` that :meth:`get` takes instead of compiling: what the pull processor
+        #: ``expression -> what it compiled to`` that :meth:`get` takes instead of compiling: what the pull processor
         #: compiled off the loop (:func:`compile_offloaded`) for the synchronous pull it runs next.
-        self.primed: tuple[str, Sql92Filter | Sql92ParseError] | None = None
+        self.primed: Primed | None = None
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -221,11 +227,8 @@ class ConsumerFilterCache:
         else:
             if entry is not None:
                 self._chars -= len(entry.expression)
-            primed = self.primed
-            if primed is not None and primed[0] == expression:
-                entry = primed[1]
-            else:
-                entry = _compile_memoised(expression, False)
+            primed = None if self.primed is None else self.primed.get(expression)
+            entry = _compile_memoised(expression, False) if primed is None else primed
             entries[key] = entry
             self._chars += len(expression)
             entries.move_to_end(key)
