@@ -1002,6 +1002,27 @@ async def test_a_pop_without_a_heartbeat_records_the_groups_subscriptions(
     assert found == {"PopWireSub": "TagA||TagB", f"%RETRY%{GROUP}_PopWireSub": "*"}
 
 
+async def test_a_pop_refused_for_its_malformed_sql92_still_records_the_subscription(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """PopMessageProcessor.processRequest (5.3.3) records the pop's subscription (FilterAPI.build, which does not
+    parse SQL92, then ConsumerManager.compensateSubscribeData) before ConsumerFilterManager.build finds it malformed:
+    the pop is refused, and QUERY_SUBSCRIPTION_BY_CONSUMER finds the expression (and ``*`` of the retry topic, of the
+    same type) as a Java broker answers."""
+    clock = use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "PopWireBadSub", queues=1)
+    answer = await ask(embedded_cluster, pop_request(clock, "PopWireBadSub", expType="SQL92", exp="a >"))
+    assert answer.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED
+    found = {}
+    for topic in ("PopWireBadSub", f"%RETRY%{GROUP}_PopWireBadSub"):
+        fields = QuerySubscriptionByConsumerRequestHeader(group=GROUP, topic=topic).to_ext_fields()
+        reply = await ask(embedded_cluster, request(RequestCode.QUERY_SUBSCRIPTION_BY_CONSUMER, fields))
+        assert reply.code == ResponseCode.SUCCESS, reply.remark
+        sub = orjson.loads(bytes(reply.body))["subscriptionData"]
+        found[topic] = (sub["subString"], sub["expressionType"])
+    assert found == {"PopWireBadSub": ("a >", "SQL92"), f"%RETRY%{GROUP}_PopWireBadSub": ("*", "SQL92")}
+
+
 async def test_pops_of_an_unchanged_expression_keep_the_recorded_subscription_version(
     embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
 ) -> None:
