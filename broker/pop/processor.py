@@ -194,13 +194,15 @@ class PopMessageProcessor:
 
     @staticmethod
     def _check(ctx: RequestContext, pop: PopService, header: PopMessageRequestHeader) -> None:
-        """The pop service's checks of the request, the topic, the queue and the group, before the expression is
-        parsed: PopMessageProcessor.processRequest (5.3.3) builds the filter after them, so a malformed SQL92
-        expression sent to an unknown topic is TOPIC_NOT_EXIST, not SUBSCRIPTION_PARSE_FAILED."""
+        """The pop service's checks of the request, the topic, the queue and the group, then the pop's subscription
+        recorded, before the expression is parsed, in PopMessageProcessor.processRequest's order (5.3.3): a malformed
+        SQL92 expression sent to an unknown topic is TOPIC_NOT_EXIST, and one refused as SUBSCRIPTION_PARSE_FAILED is
+        recorded all the same (FilterAPI.build, then compensateSubscribeData, then ConsumerFilterManager.build)."""
         try:
             pop.check_pop(header.consumer_group, header.topic, header.max_msg_nums, header.queue_id, _peer(ctx))
         except RequestRejected as rejected:
             raise _with_faq(rejected) from None
+        pop.compensate(header.consumer_group, header.topic, header.exp or "", header.exp_type or EXPRESSION_TAG)
 
     def _pop(
         self, ctx: RequestContext, pop: PopService, header: PopMessageRequestHeader, filters: _Filters

@@ -539,9 +539,9 @@ class PopService:
         all the same, as PopMessageProcessor does for a remoting pop of one queue). ``init_mode``
         :data:`CONSUME_INIT_MIN` starts the queues the group has no offset for at their first entry, else
         :func:`_init_offset` says where. ``expression`` (the expression and its type) is recorded as the group's
-        subscription (:meth:`_compensate`). Raises ``RequestRejected`` as :meth:`check_pop` says."""
+        subscription (:meth:`compensate`). Raises ``RequestRejected`` as :meth:`check_pop` says."""
         self.check_pop(group, topic, max_nums, queue_id, peer)
-        self._compensate(group, topic, *expression)
+        self.compensate(group, topic, *expression)
         if init_mode == CONSUME_INIT_MIN:
             self._init_at_min(group, topic, queue_id)
         now = self.now_ms()
@@ -667,7 +667,7 @@ class PopService:
         if not group_config.consume_enable:
             raise RequestRejected(ResponseCode.NO_PERMISSION, f"subscription group no permission, {group}")
 
-    def _compensate(self, group: str, topic: str, expression: str, kind: str) -> None:
+    def compensate(self, group: str, topic: str, expression: str, kind: str) -> None:
         """PopMessageProcessor.processRequest after its checks: the pop's subscription of the topic (FilterAPI.build
         of its expression, ``*`` TAG without one) and ``*`` of its pop retry topic go to the client registry's
         compensation table (ConsumerManager.compensateSubscribeData), what ``consumerProgress`` and ``queryCq`` find
