@@ -75,6 +75,24 @@ def test_java_records_decode_and_encode_back_to_the_same_text() -> None:
     assert trace_keys(records[:1]) == ["MSGID1", "k1", "k2"]
 
 
+def test_a_pub_record_of_twelve_fields_decodes_as_a_successful_send() -> None:
+    """A Pub record that ends after its msgType (no offsetMsgId, no success), as the oldest trace writers left it, is
+    read by 4.9.8's ``TraceDataEncoder.decoderFromTraceDataString`` (TraceContext's success stays true) and by
+    rocketmq-dashboard's ``MsgTraceDecodeUtil`` (``TRACE_MSG_PUB_V1_LEN``); ours skipped it, so the send was missing
+    from ``queryMsgTraceById``."""
+    from remoting.codec.message import MessageExt as Ext
+
+    short_pub = A.join(JAVA_PUB.split(A)[:12]) + B
+    records = decode_trace_data(short_pub)
+    assert [(r.type, r.msg_id, r.group, r.cost_time, r.offset_msg_id, r.success) for r in records] == [
+        (TraceType.Pub, "MSGID1", "PG", 3, None, True)
+    ]
+    carrier = Ext(
+        0, 0, 0, 0, 0, 0, 0, 0, ("10.9.9.9", 4242), 0, ("127.0.0.1", 1), 0, 0, short_pub.encode(), "T", {}, b""
+    )
+    assert [v.status for v in trace_views("MSGID1", [carrier])] == ["success"]
+
+
 def test_cpp_records_decode_and_the_view_fills_the_consume_group_from_sub_before() -> None:
     from remoting.codec.message import MessageExt as Ext
 
