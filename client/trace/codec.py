@@ -10,11 +10,11 @@ by 0x01, each record ended by 0x02, nulls written as ``null``.
   transactionState, fromTransactionCheck.
 
 :func:`decode_trace_data` also reads the shorter records older Java clients and the C++ client (2.x) write: ``Pub``
-with 13 fields, ``SubAfter`` with 6 (no group, no time; the C++ client writes ``dKey`` for empty keys), and the
-``SubAfter`` a client with ``AccessChannel.CLOUD`` writes: 7 fields ended by 0x01, no 0x02, so the batch's next
-record follows in the same chunk (Java's decoder parses that record's type name as the time and fails; ours starts
-the next record there). It stops at nothing: a record it cannot read is skipped, never raised, because a trace topic
-is shared by every client.
+with 12 fields (a success, as Java's decoder and rocketmq-dashboard's ``MsgTraceDecodeUtil`` read it) or 13,
+``SubAfter`` with 6 (no group, no time; the C++ client writes ``dKey`` for empty keys), and the ``SubAfter`` a client
+with ``AccessChannel.CLOUD`` writes: 7 fields ended by 0x01, no 0x02, so the batch's next record follows in the same
+chunk (Java's decoder parses that record's type name as the time and fails; ours starts the next record there). It
+stops at nothing: a record it cannot read is skipped, never raised, because a trace topic is shared by every client.
 """
 
 from __future__ import annotations
@@ -158,9 +158,11 @@ def _msg_type(value: str) -> MessageType:
 
 
 def _pub(f: list[str]) -> TraceRecord | None:
-    if len(f) < 13:
+    """12 fields (no offsetMsgId, no success: a success, as Java's TraceContext defaults), 13 (no offsetMsgId), 14,
+    or 15 and more (the client host after them), as 4.9.8's decoderFromTraceDataString reads them."""
+    if len(f) < 12:
         return None
-    offset_msg_id, success = (None, f[12]) if len(f) == 13 else (f[12], f[13])
+    offset_msg_id, success = (None, f[12] if len(f) == 13 else "true") if len(f) < 14 else (f[12], f[13])
     return TraceRecord(
         TraceType.Pub, _int(f[1]), f[2], _null(f[3]), f[4], f[5], _null(f[6]), _null(f[7]), f[8], _int(f[9]),
         _int(f[10]), _msg_type(f[11]), _null(offset_msg_id) if offset_msg_id else None, _bool(success),
