@@ -349,6 +349,26 @@ async def test_query_msg_trace_by_id_lists_consumer_groups_in_java_s_hash_map_or
     assert text.index("trace-cg-2") < text.index("trace-cg-1"), text
 
 
+@pytest.mark.anyio
+async def test_query_msg_trace_by_id_takes_rocketmq_5_time_range_and_max_num(cluster: ThreadedCluster) -> None:
+    """5.3.3's QueryMsgTraceByIdSubCommand takes ``-b beginTimestamp`` (0), ``-e endTimestamp`` (Long.MAX_VALUE)
+    and ``-c maxNum`` (64) and hands them to DefaultMQAdminExt.queryMessage: a range that ends before the trace
+    message was stored finds none and fails the command. Ours refused the options as unknown."""
+    ns = cluster.namesrv_addr
+    await create_topic(ns, "TraceRange", queues=1)
+    async with Producer("trace-range-pg", ns, enable_msg_trace=True) as producer:
+        msg_id = (await producer.send(Message("TraceRange", b"x"))).msg_id
+    with anyio.fail_after(60):
+        while (await anyio.to_thread.run_sync(_run, "queryMsgTraceById", "-n", ns, "-i", msg_id)).exit_code:
+            await anyio.sleep(0.2)
+    wide = ["-b", "0", "-e", "9223372036854775807", "-c", "64"]
+    found = await anyio.to_thread.run_sync(_run, "queryMsgTraceById", "-n", ns, "-i", msg_id, *wide)
+    assert found.exit_code == 0 and "trace-range-pg" in found.output, found.output
+    early = await anyio.to_thread.run_sync(_run, "queryMsgTraceById", "-n", ns, "-i", msg_id, "-e", "1")
+    assert early.exit_code == 1, early.output
+    assert "query message by key finished, but no message." in early.output
+
+
 @pytest.mark.parametrize("trace_topic", [None, "TraceHere"], ids=["default-topic", "given-topic"])
 def test_query_msg_trace_by_id_fails_when_no_trace_message_is_found(
     cluster: ThreadedCluster, trace_topic: str | None
