@@ -93,6 +93,26 @@ def test_a_pub_record_of_twelve_fields_decodes_as_a_successful_send() -> None:
     assert [v.status for v in trace_views("MSGID1", [carrier])] == ["success"]
 
 
+def test_a_recall_record_of_rocketmq_5_decodes_and_encodes_back() -> None:
+    """5.3.3's ``TraceDataEncoder`` writes a ``Recall`` record (time, region, group, topic, msgId, success) for a
+    recalled timer message (``DefaultRecallMessageTraceHook``) and ``decoderFromTraceDataString`` reads it, so
+    ``TraceView.decodeFromTraceTransData`` lists it; ours skipped it, and the dashboard's trace lacked the recall."""
+    from remoting.codec.message import MessageExt as Ext
+
+    recall = A.join(["Recall", "1700000000040", "DefaultRegion", "PG", "T", "MSGID1", "false"]) + B
+    records = decode_trace_data(JAVA_PUB + recall)
+    assert [(r.type.value, r.timestamp, r.group, r.topic, r.msg_id, r.success) for r in records[1:]] == [
+        ("Recall", 1700000000040, "PG", "T", "MSGID1", False)
+    ]
+    assert "".join(encode_record(r) for r in records) == JAVA_PUB + recall
+    body = (JAVA_PUB + recall).encode()
+    carrier = Ext(0, 0, 0, 0, 0, 0, 0, 0, ("10.9.9.9", 4242), 0, ("127.0.0.1", 1), 0, 0, body, "T", {}, b"")
+    assert [(v.record.type.value, v.status) for v in trace_views("MSGID1", [carrier])] == [
+        ("Pub", "success"),
+        ("Recall", "failed"),
+    ]
+
+
 def test_cpp_records_decode_and_the_view_fills_the_consume_group_from_sub_before() -> None:
     from remoting.codec.message import MessageExt as Ext
 
