@@ -7,7 +7,8 @@ by 0x01, each record ended by 0x02, nulls written as ``null``.
 - ``SubBefore``: timeStamp, regionId, groupName, requestId, msgId, retryTimes, keys;
 - ``SubAfter``: requestId, msgId, costTime, success, keys, contextCode, timeStamp, groupName;
 - ``EndTransaction``: timeStamp, regionId, groupName, topic, msgId, tags, keys, storeHost, msgType, transactionId,
-  transactionState, fromTransactionCheck.
+  transactionState, fromTransactionCheck;
+- ``Recall`` (5.3.3's encoder): timeStamp, regionId, groupName, topic, msgId, success.
 
 :func:`decode_trace_data` also reads the shorter records older Java clients and the C++ client (2.x) write: ``Pub``
 with 12 fields (a success, as Java's decoder and rocketmq-dashboard's ``MsgTraceDecodeUtil`` read it) or 13,
@@ -54,6 +55,8 @@ class TraceType(enum.Enum):
     SubBefore = "SubBefore"
     SubAfter = "SubAfter"
     EndTransaction = "EndTransaction"
+    #: RocketMQ 5.3.3: a recalled timer message (``DefaultRecallMessageTraceHook``)
+    Recall = "Recall"
 
 
 class MessageType(enum.IntEnum):
@@ -118,6 +121,8 @@ def encode_record(r: TraceRecord) -> str:
         fields = (
             r.type.value, r.request_id, r.msg_id, r.cost_time, r.success, r.keys, r.context_code, r.timestamp, r.group,
         )  # fmt: skip
+    elif r.type is TraceType.Recall:
+        fields = (r.type.value, r.timestamp, r.region_id, r.group, r.topic, r.msg_id, r.success)
     else:
         fields = (
             r.type.value, r.timestamp, r.region_id, r.group, r.topic, r.msg_id, r.tags, r.keys, r.store_host,
@@ -205,11 +210,18 @@ def _end_transaction(f: list[str]) -> TraceRecord | None:
     )  # fmt: skip
 
 
+def _recall(f: list[str]) -> TraceRecord | None:
+    if len(f) < 7:
+        return None
+    return TraceRecord(TraceType.Recall, _int(f[1]), f[2], _null(f[3]), f[4], f[5], success=_bool(f[6]))
+
+
 _DECODERS: Final = {
     TraceType.Pub.value: _pub,
     TraceType.SubBefore.value: _sub_before,
     TraceType.SubAfter.value: _sub_after,
     TraceType.EndTransaction.value: _end_transaction,
+    TraceType.Recall.value: _recall,
 }
 
 
