@@ -99,3 +99,28 @@ async def test_a_test_message_sent_with_trace_on_has_its_send_traced(dash: Dash)
     assert pub["group"] == "SELF_TEST_P_GROUP"  # MixAll.SELF_TEST_PRODUCER_GROUP, as the dashboard's producer
     untraced = await dash.post("/api/topic/message", {**body, "traceEnabled": False})
     assert (await dash.get(f"/api/message/trace?id={untraced['msgId']}"))["records"] == []
+
+
+def test_trace_rows_carry_the_fields_rocketmq_dashboard_shows() -> None:
+    """rocketmq-dashboard's ``MessageTraceView.decodeFromTraceTransData`` gives each row the record's message type
+    (its name, null for consume records), offset message id, request id, retry times, transaction id and whether
+    the end came from a check-back, which its trace dialog shows (``MessageTraceDetailViewDialog``); our rows lacked
+    them, so a retried consumption and a transaction's id could not be told from the page."""
+    from client.trace.view import trace_views
+    from dashboard.trace import record_row
+    from remoting.codec.message import MessageExt as Ext
+    from tests.client.test_trace import JAVA_END, JAVA_PUB, JAVA_SUB_AFTER
+
+    a = "\x01"
+    before = a.join(["SubBefore", "1700000000010", "null", "CG", "REQ1", "MSGID1", "3", "k1 k2"]) + "\x02"
+    end = JAVA_END.replace("MSGID2", "MSGID1").replace(a + "false\x02", a + "true\x02")
+    body = (JAVA_PUB + before + JAVA_SUB_AFTER + end).encode()
+    carrier = Ext(0, 0, 0, 0, 0, 0, 0, 0, ("10.9.9.9", 4242), 0, ("127.0.0.1", 1), 0, 0, body, "T", {}, b"")
+    rows = {r["type"]: r for r in map(record_row, trace_views("MSGID1", [carrier]))}
+    fields = ("msgId", "msgType", "offSetMsgId", "requestId", "retryTimes", "transactionId", "fromTransactionCheck")
+    assert [tuple(rows[t].get(f) for f in fields) for t in ("Pub", "SubBefore", "SubAfter", "EndTransaction")] == [
+        ("MSGID1", "Normal_Msg", "OFFSETID1", None, 0, None, False),
+        ("MSGID1", None, None, "REQ1", 3, None, False),
+        ("MSGID1", None, None, "REQ1", 0, None, False),
+        ("MSGID1", "Trans_msg_Commit", None, None, 0, "MSGID1", True),
+    ]
