@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Final
 
 from client.admin import Admin
 
@@ -21,11 +21,26 @@ TraceFinder = Callable[[Admin, str], Awaitable[list[dict[str, Any]]]]
 UNAVAILABLE = "this rocketrio client has no message-trace decoder (client.mqadmin_trace.find_traces)"
 
 
+#: The record types whose message type a row names (rocketmq-dashboard's ``MessageTraceView`` names the ``TraceBean``'s,
+#: which only a Pub or an EndTransaction record sets).
+_TYPED: Final = frozenset({"Pub", "EndTransaction"})
+
+
 def record_row(view: Any) -> dict[str, Any]:
-    """One of the client's trace views (a record and the host that sent it) as the page's row."""
+    """One of the client's trace views (a record and the host that sent it) as the page's row, with the fields of
+    rocketmq-dashboard's ``MessageTraceView.decodeFromTraceTransData`` (``msgType``, ``offSetMsgId``, ``requestId``,
+    ``retryTimes``, ``transactionId``, ``fromTransactionCheck``)."""
     r = view.record
+    kind = getattr(r.type, "value", str(r.type))
     return {
-        "type": getattr(r.type, "value", str(r.type)),
+        "type": kind,
+        "msgId": r.msg_id,
+        "msgType": getattr(r.msg_type, "name", None) if kind in _TYPED else None,
+        "offSetMsgId": r.offset_msg_id,
+        "requestId": r.request_id or None,
+        "retryTimes": r.retry_times,
+        "transactionId": r.transaction_id,
+        "fromTransactionCheck": r.from_transaction_check,
         "group": r.group,
         "clientHost": view.client_host,
         "timestamp": r.timestamp,

@@ -55,7 +55,9 @@
     table(box, [
       { key: "type", title: "Type" }, { key: "group", title: "Group" }, { key: "clientHost", title: "Client" },
       { key: "timestamp", title: "Time", render: (r) => fmtTime(r.timestamp) }, { key: "costTime", title: "Cost (ms)", num: true },
-      { key: "status", title: "Status" }, { key: "transactionState", title: "Transaction" },
+      { key: "status", title: "Status" }, { key: "msgType", title: "Message type" },
+      { key: "retryTimes", title: "Retries", num: true }, { key: "transactionState", title: "Transaction" },
+      { key: "transactionId", title: "Transaction id" },
     ], t.records, { name: "trace", sortKey: "timestamp" });
   }
 })();
