@@ -255,6 +255,34 @@ async def test_a_custom_trace_topic_and_end_transaction_records(
         assert await find_traces(admin, result.send_result.msg_id, None) == []  # not in the default topic
 
 
+async def test_a_half_message_not_stored_ok_ends_traced_without_a_transaction_id(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """4.9.8's DefaultMQProducerImpl.sendMessageInTransaction sets the message's transactionId (its UNIQ_KEY) only
+    once the half is SEND_OK; one answered SLAVE_NOT_AVAILABLE is rolled back without it, so the EndTransaction
+    record's transactionId is ``null`` (doExecuteEndTransactionHook: ``msg.getTransactionId()``). Ours wrote the
+    message id there, as for a transaction that ran."""
+    async with EmbeddedCluster(tmp_path / "c", broker_role="SYNC_MASTER", **SMALL_STORE) as cluster:
+        await _create(cluster, "TxNotOk")
+
+        async def commit(msg: Message, arg: object) -> LocalTransactionState:
+            return LocalTransactionState.COMMIT_MESSAGE
+
+        producer = TransactionProducer(
+            "tx-notok-pg",
+            cluster.namesrv_addr,
+            execute_local_transaction=commit,
+            check_local_transaction=commit,
+            enable_msg_trace=True,
+        )
+        async with producer:
+            result = await producer.send_message_in_transaction(Message("TxNotOk", b"tx"))
+            views = await _traces(cluster, result.send_result.msg_id, None, {TraceType.EndTransaction})
+    assert result.local_transaction_state is LocalTransactionState.ROLLBACK_MESSAGE
+    end = next(v.record for v in views if v.record.type is TraceType.EndTransaction)
+    assert (end.transaction_state, end.transaction_id) == ("ROLLBACK_MESSAGE", None)
+
+
 @pytest.mark.parametrize("status", [ConsumeConcurrentlyStatus.RECONSUME_LATER])
 async def test_a_failed_consumption_is_traced_as_failed(
     embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, status: ConsumeConcurrentlyStatus
