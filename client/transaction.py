@@ -264,8 +264,10 @@ class TransactionProducer(Producer):
             if remark:
                 command = attrs.evolve(command, remark=remark)
             # Traced before the oneway, whatever becomes of it (DefaultMQProducerImpl.endTransaction runs
-            # doExecuteEndTransactionHook first).
-            self._trace_end(result.topic, result.msg_id, addr, state, False, props)
+            # doExecuteEndTransactionHook first), with msg.getTransactionId(): the UNIQ_KEY sendMessageInTransaction
+            # sets only once the half is SEND_OK, else none.
+            transaction_id = result.msg_id if result.send_status is SendStatus.SEND_OK else None
+            self._trace_end(result.topic, result.msg_id, addr, state, False, props, transaction_id)
             await self.instance.remoting.invoke_oneway(addr, command, self.send_msg_timeout)
         except (RemotingError, CodecError, MQClientError) as exc:
             log.warning("END_TRANSACTION for %s not sent (%s): the broker will check back", result.msg_id, exc)
@@ -335,7 +337,8 @@ class TransactionProducer(Producer):
         props: dict[str, str] | None = None,
         transaction_id: str | None = None,
     ) -> None:
-        """An EndTransaction trace record (Java's ``EndTransactionTraceHookImpl``), when trace is on."""
+        """An EndTransaction trace record (Java's ``EndTransactionTraceHookImpl``), when trace is on; no
+        ``transaction_id`` is written as ``null``."""
         if self.trace is None:
             return
         props = props or {}
@@ -353,7 +356,7 @@ class TransactionProducer(Producer):
                 props.get("KEYS"),
                 addr,
                 msg_type=MessageType.Trans_msg_Commit,
-                transaction_id=transaction_id or msg_id,
+                transaction_id=transaction_id,
                 transaction_state="UNKNOW" if state is LocalTransactionState.UNKNOWN else state.name,
                 from_transaction_check=from_check,
             )
