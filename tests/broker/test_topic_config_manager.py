@@ -131,3 +131,15 @@ async def test_changes_are_saved_in_the_background_without_waiting_for_shutdown(
         await m.persister.wait_saved()
         assert manager(tmp_path).get("Early") is not None
         nursery.cancel_scope.cancel()
+
+
+def test_topics_a_send_creates_are_on_disk_before_the_send_goes_on(tmp_path: Path) -> None:
+    """4.9.8's TopicConfigManager.createTopicInSendMessageMethod and createTopicInSendMessageBackMethod persist()
+    before returning: a broker killed right after the send keeps the topic its message was stored under."""
+    m = manager(tmp_path)
+    m.create_topic_in_send_process("Auto", "TBW102", 4, 0)
+    m.create_retry_topic("g1", 1)
+    m.create_dlq_topic("g1")
+    on_disk = manager(tmp_path)  # the file as a kill -9 leaves it: no background save ran
+    assert {"Auto", "%RETRY%g1", "%DLQ%g1"} <= set(on_disk.topics)
+    assert on_disk.data_version == m.data_version
