@@ -7,6 +7,7 @@ it saves the file in a worker thread after every change and once more at shutdow
 
 Every mutation is synchronous and never awaits (processors call it on the send hot path): it updates the table, moves
 the DataVersion on, schedules a save and calls ``on_changed`` (the broker re-registers with every name server at once).
+Topics the send paths create are also written through before the method returns, as Java persists them.
 
 Errors: :meth:`load` raises :class:`~store.metadata_files.ConfigFileError` when ``topics.json`` and its backup are both
 unreadable (the broker must not start with an empty table then).
@@ -213,7 +214,7 @@ class TopicConfigManager:
             topic_filter_type=default.topic_filter_type,
             topic_sys_flag=topic_sys_flag,
         )
-        return self.update_topic(created)
+        return self._create_persisted(created)
 
     def create_topic_in_send_back_process(
         self, topic: str, queue_nums: int, perm: int = PERM_RW, topic_sys_flag: int = 0
@@ -222,7 +223,16 @@ class TopicConfigManager:
         existing = self._table.get(topic)
         if existing is not None:
             return existing
-        return self.update_topic(TopicConfig(topic, queue_nums, queue_nums, perm, topic_sys_flag=topic_sys_flag))
+        return self._create_persisted(TopicConfig(topic, queue_nums, queue_nums, perm, topic_sys_flag=topic_sys_flag))
+
+    def _create_persisted(self, config: TopicConfig) -> TopicConfig:
+        """Store a topic a send (or a send-back, a heartbeat) creates, in ``topics.json`` before the caller goes on,
+        as 4.9.8's createTopicInSendMessageMethod and createTopicInSendMessageBackMethod ``persist()`` (broker/src/
+        main/java/org/apache/rocketmq/broker/topic/TopicConfigManager.java): a broker killed right after the send
+        keeps the topic its message was stored under."""
+        created = self.update_topic(config)
+        self.write_through()
+        return created
 
     def create_retry_topic(self, group: str, queue_nums: int = 1) -> TopicConfig:
         """``%RETRY%group`` with ``queue_nums`` queues, perm RW (docs/protocol.md#74-client-registry-and-heartbeats);

@@ -42,7 +42,6 @@ from remoting.codec.message import (
 from remoting.codec.message_properties import encode_properties
 from remoting.codec.msgid import pack_socket_address
 from remoting.codec.topics import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
-from store.metadata_files import PERM_READ, PERM_WRITE, TopicConfig
 from store.results import AppendResult
 
 __all__ = [
@@ -421,9 +420,7 @@ class TransactionalMessageBridge:
         at each check round, as 4.9.8's ``fetchMessageQueues`` / ``selectTopicConfig`` does
         (``createTopicInSendMessageBackMethod``), and the discard topic (``createTopicOfTranCheckMaxTime``), both in
         broker/src/main/java/org/apache/rocketmq/broker/topic/TopicConfigManager.java."""
-        topics = self.broker.topics
-        if topics.get(topic) is None:
-            topics.update_topic(TopicConfig(topic, 1, 1, PERM_READ | PERM_WRITE))
+        self.broker.topics.create_topic_in_send_back_process(topic, 1)
 
     def put_discarded(self, half: MessageExt) -> AppendResult:
         """Move a half message that exhausted its checks to ``TRANS_CHECK_MAX_TIME_TOPIC`` (created on first use,
