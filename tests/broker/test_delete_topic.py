@@ -123,3 +123,25 @@ async def test_clean_unused_topic_drops_only_unconfigured_non_system_topics(
     assert answer.code == ResponseCode.SUCCESS
     assert store.max_offset_in_queue("Orphan", 0) == 0 and not (store.config.consume_queue_dir / "Orphan").exists()
     assert store.max_offset_in_queue("Configured", 0) == store.max_offset_in_queue("OFFSET_MOVED_EVENT", 0) == 1
+
+
+async def test_an_online_consumer_cannot_commit_offsets_back_on_a_deleted_topic(
+    embedded_cluster: EmbeddedCluster, client: RemotingClient
+) -> None:
+    """RocketMQ 5's ConsumerManageProcessor.updateConsumerOffset answers TOPIC_NOT_EXIST "Topic <t> not exist!" for a
+    topic the broker does not hold: a consumer still running after DELETE_TOPIC_IN_BROKER does not put its old
+    offsets back, so the topic created again is consumed from its start, not past the old offsets."""
+    addr, ctx = embedded_cluster.broker_addr, embedded_cluster.controller.context
+    assert (await client.invoke(addr, create_topic_request("Gone", queues=1), 5)).code == ResponseCode.SUCCESS
+    commit = {"consumerGroup": "g1", "topic": "Gone", "queueId": "0", "commitOffset": "5"}
+    assert (await client.invoke(addr, request(RequestCode.UPDATE_CONSUMER_OFFSET, commit), 5)).code == 0
+    deleted = await client.invoke(addr, request(RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": "Gone"}), 5)
+    assert deleted.code == ResponseCode.SUCCESS
+
+    late = await client.invoke(addr, request(RequestCode.UPDATE_CONSUMER_OFFSET, commit), 5)
+    assert (late.code, late.remark) == (ResponseCode.TOPIC_NOT_EXIST, "Topic Gone not exist!")
+    assert ctx.offsets.query("g1", "Gone", 0) == -1
+    assert (await client.invoke(addr, create_topic_request("Gone", queues=1), 5)).code == ResponseCode.SUCCESS
+    query = {"consumerGroup": "g1", "topic": "Gone", "queueId": "0"}
+    answer = await client.invoke(addr, request(RequestCode.QUERY_CONSUMER_OFFSET, query), 5)
+    assert (answer.code, answer.ext_fields.get("offset")) == (ResponseCode.SUCCESS, "0")
