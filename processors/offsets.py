@@ -4,7 +4,8 @@
   when the queue is young (min offset <= 0 and its first message still "in memory"), else QUERY_NOT_FOUND (22) with
   Java's remark (docs/protocol.md#712-consumer-offset-queries);
 - UPDATE_CONSUMER_OFFSET (15): commit, answered SUCCESS with flag 0 and not at all when oneway (the dispatcher's
-  rule), no bounds check (docs/protocol.md#712-consumer-offset-queries);
+  rule), no bounds check, TOPIC_NOT_EXIST for a topic the broker does not hold (RocketMQ 5)
+  (docs/protocol.md#712-consumer-offset-queries);
 - SEARCH_OFFSET_BY_TIMESTAMP (29), GET_MAX_OFFSET (30), GET_MIN_OFFSET (31), GET_EARLIEST_MSG_STORETIME (32): always
   SUCCESS, 0 for unknown queues (-1 store time when the queue holds nothing).
 
@@ -66,9 +67,7 @@ class ConsumerOffsetProcessor:
         if code == RequestCode.QUERY_CONSUMER_OFFSET:
             return self._query_consumer_offset(request)
         if code == RequestCode.UPDATE_CONSUMER_OFFSET:
-            update = parse_header(UpdateConsumerOffsetRequestHeader, request)
-            self.broker.offsets.commit(update.consumer_group, update.topic, update.queue_id, update.commit_offset)
-            return request.response(ResponseCode.SUCCESS)
+            return self._update_consumer_offset(request)
         if code == RequestCode.GET_MAX_OFFSET:
             get_max = parse_header(GetMaxOffsetRequestHeader, request)
             return _offset(request, store.max_offset_in_queue(get_max.topic, get_max.queue_id))
@@ -87,6 +86,15 @@ class ConsumerOffsetProcessor:
             fields = {"timestamp": str(-1 if timestamp is None else timestamp)}
             return request.response(ResponseCode.SUCCESS, None, fields)
         return request.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {code} not supported")
+
+    def _update_consumer_offset(self, request: RemotingCommand) -> RemotingCommand:
+        """Commit, refused for a topic the broker does not hold (RocketMQ 5's ConsumerManageProcessor
+        ``updateConsumerOffset``): a consumer still running after DELETE_TOPIC_IN_BROKER puts no offsets back."""
+        update = parse_header(UpdateConsumerOffsetRequestHeader, request)
+        if self.broker.topics.get(update.topic) is None:
+            return request.response(ResponseCode.TOPIC_NOT_EXIST, f"Topic {update.topic} not exist!")
+        self.broker.offsets.commit(update.consumer_group, update.topic, update.queue_id, update.commit_offset)
+        return request.response(ResponseCode.SUCCESS)
 
     def _query_consumer_offset(self, request: RemotingCommand) -> RemotingCommand:
         header = parse_header(QueryConsumerOffsetRequestHeader, request)

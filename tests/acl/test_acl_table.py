@@ -14,6 +14,7 @@ from remoting.codec.acl_signing import SessionCredentials, sign
 from remoting.codec.bodies import ConsumerData, HeartbeatData, SubscriptionData
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand, request
+from store.metadata_files import TopicConfig
 from tests.broker.helpers import create_topic_request
 
 USER = SessionCredentials("RocketMQ", "12345678")
@@ -430,6 +431,7 @@ async def test_commit_offset_numbers_are_left_to_the_processor_as_rocketmq_decod
     ACL check never refuses the request for its numbers. ``+1`` and ``+7`` are numbers there (the commit is stored);
     text or a number past the int range is refused by the offset processor, not as an ACL failure."""
     offsets = acl_cluster.controller.context.offsets
+    acl_cluster.controller.context.topics.update_topic(TopicConfig("topicC", 4, 4))  # a commit needs the topic
     async with RemotingClient() as client:
         signed = sign(request(RequestCode.UPDATE_CONSUMER_OFFSET, {**offset("topicC", "groupB"), "queueId": "+1",
                                                                    "commitOffset": "+7"}), USER)  # fmt: skip
