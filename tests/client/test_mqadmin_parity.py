@@ -162,6 +162,18 @@ def test_clone_group_offset_from_a_group_without_offsets_fails(cluster: Threaded
     assert "Not found the consumer group consume stats" in result.output, result.output
 
 
+def test_topic_status_of_a_topic_without_queues_fails(cluster: ThreadedCluster) -> None:
+    """Java TopicStatusSubCommand reads DefaultMQAdminExtImpl.examineTopicStats, which throws "Not found the topic
+    stats info" when the topic's brokers list no queue (a topic made with ``-w 0``) -> "command failed", nothing
+    printed. Before, ours printed the header alone and exited 0."""
+    ns = cluster.namesrv_addr
+    anyio.run(create_topic, ns, "StatusNoQueues", 0)
+    result = _run("topicStatus", "-n", ns, "-t", "StatusNoQueues")
+    assert result.exit_code == 1, result.output
+    assert result.stdout == "", result.stdout
+    assert "Not found the topic stats info" in result.stderr, result.stderr
+
+
 # -- queryMsgByUniqueKey -g/-d: an offset msgId --------------------------------------------------------------------
 
 
