@@ -619,6 +619,10 @@ NO_CONSUME_STATS: Final = (
     "any message"
 )
 
+#: DefaultMQAdminExtImpl.examineTopicStats' error when the topic's brokers list no queue
+#: (tools/src/main/java/org/apache/rocketmq/tools/admin/DefaultMQAdminExtImpl.java).
+NO_TOPIC_STATS: Final = "Not found the topic stats info"
+
 #: DefaultMQAdminExtImpl.examineProducerConnectionInfo's error when the broker lists no connection of the group
 #: (tools/src/main/java/org/apache/rocketmq/tools/admin/DefaultMQAdminExtImpl.java).
 NO_PRODUCER_CONNECTION: Final = "Not found the producer group connection"

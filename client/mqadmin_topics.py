@@ -14,8 +14,10 @@ import click
 from client.admin import Admin
 from client.admin_ops import ORDER_TOPIC_CONFIG
 from client.consumer.allocate import allocate_average
+from client.errors import MQClientError
 from client.mqadmin_support import (
     JAVA_INT,
+    NO_TOPIC_STATS,
     Output,
     cluster_broker_names,
     cluster_masters,
@@ -191,6 +193,8 @@ def topic_route(ctx: click.Context, **o: Any) -> None:
 def topic_status(ctx: click.Context, **o: Any) -> None:
     async def job(admin: Admin, out: Output) -> None:
         stats = await admin.topic_status(o["topic"])
+        if not stats:
+            raise MQClientError(NO_TOPIC_STATS)
         out.header(
             "%-32s  %-4s  %-20s  %-20s    %s%n", "#Broker Name", "#QID", "#Min Offset", "#Max Offset", "#Last Updated"
         )
