@@ -231,7 +231,8 @@ class TopicConfigManager:
         main/java/org/apache/rocketmq/broker/topic/TopicConfigManager.java): a broker killed right after the send
         keeps the topic its message was stored under."""
         created = self.update_topic(config)
-        self.write_through()
+        if created.topic_name in self._table:  # an ``%LMQ%`` topic is never stored: nothing to write
+            self.write_through()
         return created
 
     def create_retry_topic(self, group: str, queue_nums: int = 1) -> TopicConfig:
