@@ -20,12 +20,15 @@ from broker.embedded import EmbeddedCluster
 from client import ConsumeConcurrentlyStatus, Message, MessageExt, MQBrokerError, Producer, PushConsumer
 from namesrv.config import NamesrvConfig
 from namesrv.server import NamesrvServer
+from processors.pull import build_subscription
 from remoting import prometheus
 from remoting.client import RemotingClient
+from remoting.codec.bodies import ConsumerData, HeartbeatData
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
 from remoting.prometheus import PrometheusExporter
 from tests.conftest import SMALL_STORE
+from tests.processors.conftest import send_request, tags_props
 
 TOPIC = "MetricsLoad"
 PRODUCERS = 8
@@ -542,3 +545,32 @@ async def test_every_series_carries_its_otel_scope_and_the_target_and_scope_info
     assert [(s.labels, s.value) for s in families["target_info"]] == [({}, 1)]
     assert [(s.labels, s.value) for s in families["otel_scope_info"]] == [({"otel_scope_name": "broker-meter"}, 1)]
     assert value(families, "rocketmq_messages_in_total", otel_scope_name="broker-meter", topic="ScopeTopic") == 1
+
+
+async def test_lag_of_a_tag_subscription_counts_only_the_messages_of_its_tags(metrics_cluster: EmbeddedCluster) -> None:
+    """RocketMQ 5.3.3's ConsumerLagCalculator ``calculateMessageCount``, with ``estimateAccumulation`` (true by
+    default): a TAG subscription's lag and ready messages count the consume-queue entries whose tags code it takes
+    (DefaultMessageStore / ConsumeQueue ``estimateMessageCount``), not every message after its offset. A consumer of
+    TagA behind 2 TagA and 6 TagB messages has a lag of 2 (ours reported 8, alerts firing for messages it will
+    never receive)."""
+    cluster = metrics_cluster
+    exporter = cluster.controller.metrics
+    assert exporter is not None and exporter.address is not None
+    topic, group = "TagLagTopic", "taglag_cg"
+    async with RemotingClient() as client:
+        await create_one_queue_topic(client, cluster, topic)
+        for i in range(8):
+            send = send_request(topic, b"m%d" % i, properties=tags_props("TagA" if i % 4 == 0 else "TagB"))
+            assert (await client.invoke(cluster.broker_addr, send, 5)).code == ResponseCode.SUCCESS
+        subscription = build_subscription(topic, "TagA")
+        consumer = ConsumerData(group, subscription_data_set=(subscription,))
+        beat = HeartbeatData("taglag-client", consumer_data_set=(consumer,))
+        answer = await client.invoke(cluster.broker_addr, request(RequestCode.HEART_BEAT, body=beat.encode()), 5)
+        assert answer.code == ResponseCode.SUCCESS
+        commit = {"consumerGroup": group, "topic": topic, "queueId": "0", "commitOffset": "0"}
+        answer = await client.invoke(cluster.broker_addr, request(RequestCode.UPDATE_CONSUMER_OFFSET, commit), 5)
+        assert answer.code == ResponseCode.SUCCESS
+        families = await scrape(exporter.address)
+    lag = value(families, "rocketmq_consumer_lag_messages", consumer_group=group, topic=topic)
+    ready = value(families, "rocketmq_consumer_ready_messages", consumer_group=group, topic=topic)
+    assert (lag, ready) == (2, 2), "messages of tags the group does not take counted as its lag"
