@@ -271,6 +271,30 @@ class ConsumeQueue:
         last = first + (end_logical - start) * CQ_STORE_UNIT_SIZE
         return ENTRY.iter_unpack(mf.view[first:last])
 
+    def count_matching(
+        self, start: int, end: int, matches: Callable[[int], bool], max_scan: int, max_matches: int
+    ) -> tuple[int, int]:
+        """(matched, scanned) entries of ``[start, end)`` whose tags code ``matches``, the scan stopping after
+        ``max_scan`` entries, once more than ``max_matches`` matched, or at a missing segment; entries below the
+        queue's first are skipped."""
+        matched = scanned = 0
+        offset = max(start, self.min_offset)
+        end = min(end, self.max_offset)
+        while offset < end:
+            found = self.iter_entries(offset, end - offset)
+            if found is None:
+                break
+            before = scanned
+            for _phy, _size, tags in found:
+                scanned += 1
+                matched += matches(tags)
+                if scanned >= max_scan or matched > max_matches:
+                    return matched, scanned
+            if scanned == before:
+                break
+            offset += scanned - before
+        return matched, scanned
+
     def sizes_total(self, start: int, end: int) -> int:
         """Sum of the record sizes of entries ``[start, end)`` that are still retained (statistics read it for the
         bytes stored since their last look). Reads whole segments' slices in C: no tuple per entry."""

@@ -24,6 +24,12 @@ if TYPE_CHECKING:
     from store.index_file import IndexFile
 
 
+#: ``maxConsumeQueueScan`` and ``sampleCountThreshold``, RocketMQ 5.3.3's MessageStoreConfig defaults: an estimate
+#: scans at most this many consume-queue entries, and samples once more than that many matched.
+ESTIMATE_MAX_SCAN = 20_000
+ESTIMATE_SAMPLE_MATCHES = 5_000
+
+
 class IndexLike(Protocol):
     """The IndexService contract (implemented in ``store/index.py``)."""
 
@@ -150,6 +156,26 @@ class StoreReads:
         cq = self.consume_queues.get((topic, queue_id))
         entry = None if cq is None else cq.entry(offset)
         return None if entry is None else self.commitlog.store_timestamp_at(entry[0], entry[1])
+
+    def estimate_message_count(self, topic: str, queue_id: int, start: int, end: int, matches: TagFilter) -> int:
+        """How many of the queue's messages ``[start, end)`` have a tags code that ``matches``, as RocketMQ 5.3.3's
+        ``DefaultMessageStore.estimateMessageCount`` / ``ConsumeQueue.estimateMessageCount`` count them: a window
+        below the queue's first entry moves up to it (same width); past :data:`ESTIMATE_MAX_SCAN` scanned entries or
+        :data:`ESTIMATE_SAMPLE_MATCHES` matches, the count is extrapolated from what was scanned."""
+        start = max(start, 0)
+        if start >= end:
+            return 0
+        cq = self.consume_queues.get((topic, queue_id))
+        if cq is None:
+            return 0
+        if start < cq.min_offset:
+            start, end = cq.min_offset, cq.min_offset + end - start
+        matched, scanned = cq.count_matching(start, end, matches, ESTIMATE_MAX_SCAN, ESTIMATE_SAMPLE_MATCHES)
+        if scanned == 0:
+            return end - start
+        if scanned >= ESTIMATE_MAX_SCAN or matched > ESTIMATE_SAMPLE_MATCHES:
+            return matched * (end - start) // scanned
+        return matched
 
     def commit_log_offset_at(self, topic: str, queue_id: int, offset: int) -> int | None:
         """Where the queue's message at ``offset`` starts in the CommitLog (``None``: the queue has no such entry)."""
