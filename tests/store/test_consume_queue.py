@@ -216,3 +216,33 @@ def test_a_consume_queue_file_size_between_two_entries_is_rounded_up_to_whole_en
     assert store.max_offset_in_queue("TopicTest", 0) == 10
     assert store.get("TopicTest", 0, 9, 32).status.name == "FOUND"
     store.close()
+
+
+def test_count_matching_stops_where_javas_estimate_scan_stops(tmp_path: Path) -> None:
+    """The scan behind a lag estimate (RocketMQ 5.3.3's ConsumeQueue ``estimateMessageCount``), read a chunk of tags
+    codes at a time across segments: stopped after ``max_scan`` entries or at the entry that makes more than
+    ``max_matches`` match, as an entry-by-entry count stops."""
+    cq = ConsumeQueue(tmp_path, "T", 0, 1500 * CQ_STORE_UNIT_SIZE)
+    tags = [7 if i % 3 == 0 else 8 for i in range(6000)]
+    for i, code in enumerate(tags):
+        cq.put(i, i * 100, 100, code)
+
+    def by_entry(start: int, end: int, max_scan: int, max_matches: int) -> tuple[int, int]:
+        matched = scanned = 0
+        for code in tags[start:end]:
+            scanned += 1
+            matched += code == 7
+            if scanned >= max_scan or matched > max_matches:
+                break
+        return matched, scanned
+
+    for start, end, max_scan, max_matches in [
+        (0, 6000, 20_000, 5000),
+        (1, 5999, 20_000, 900),
+        (1499, 4501, 2500, 5000),
+        (2000, 2000, 10, 10),
+        (10, 7000, 20_000, 5000),
+    ]:
+        expected = by_entry(start, min(end, 6000), max_scan, max_matches)
+        assert cq.count_matching(start, end, (7).__eq__, max_scan, max_matches) == expected, (start, end)
+    cq.close()
