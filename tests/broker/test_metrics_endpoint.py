@@ -18,6 +18,7 @@ from prometheus_client.samples import Sample
 from broker.broker_config import load_broker_config
 from broker.embedded import EmbeddedCluster
 from client import ConsumeConcurrentlyStatus, Message, MessageExt, MQBrokerError, Producer, PushConsumer
+from client.transaction import LocalTransactionState, TransactionProducer
 from namesrv.config import NamesrvConfig
 from namesrv.server import NamesrvServer
 from processors.pull import build_subscription
@@ -574,3 +575,33 @@ async def test_lag_of_a_tag_subscription_counts_only_the_messages_of_its_tags(me
     lag = value(families, "rocketmq_consumer_lag_messages", consumer_group=group, topic=topic)
     ready = value(families, "rocketmq_consumer_ready_messages", consumer_group=group, topic=topic)
     assert (lag, ready) == (2, 2), "messages of tags the group does not take counted as its lag"
+
+
+async def test_a_oneway_request_its_processor_does_not_answer_is_not_timed(
+    metrics_cluster: EmbeddedCluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    """RocketMQ 5.3.3 records ``rocketmq_rpc_latency`` in ``NettyRemotingAbstract.writeResponse``, which returns
+    before recording when the processor gave no response: a producer's oneway END_TRANSACTION of an unknown outcome,
+    to which EndTransactionProcessor returns null, adds no series (ours recorded one with
+    ``response_code="success"``, an answer the broker never made)."""
+    cluster = metrics_cluster
+    exporter = cluster.controller.metrics
+    assert exporter is not None and exporter.address is not None
+    caplog.set_level("WARNING", logger="processors.end_transaction")
+
+    async def unknown(msg: Message, arg: object) -> LocalTransactionState:
+        return LocalTransactionState.UNKNOWN
+
+    async def check(msg: MessageExt) -> LocalTransactionState:
+        return LocalTransactionState.UNKNOWN
+
+    async with TransactionProducer(
+        "oneway_tx_pg", cluster.namesrv_addr, execute_local_transaction=unknown, check_local_transaction=check
+    ) as producer:
+        await producer.send_message_in_transaction(Message(TOPIC, b"pending"))
+        with trio.fail_after(30):
+            while not any("pending status" in r.getMessage() for r in caplog.records):
+                await trio.sleep(0.05)
+    families = await scrape(exporter.address)
+    ends = value(families, "rocketmq_rpc_latency_milliseconds_count", request_code="end_transaction")
+    assert ends == 0, "a oneway request nobody answered was timed with a response code"
