@@ -657,15 +657,20 @@ class Connection:
 
     def oneway_done(self, request: RemotingCommand, response: RemotingCommand | None) -> None:
         """A oneway request's processor returned (or it was refused before one): it leaves the connection's budget
-        and its latency is recorded now, with the code it would have answered (SUCCESS when it returned nothing).
+        and its latency is recorded now, with the code it would have answered; not at all when it returned nothing,
+        as RocketMQ 5.3.3's ``NettyRemotingAbstract.writeResponse`` returns before recording without a response.
         Whoever takes a oneway request from :meth:`run`'s callback must call this once for it."""
         if self._oneway_held > 0:
             self._oneway_held -= 1
             self._inbound_bytes -= len(request.body) + REQUEST_OVERHEAD
             if self._capacity is not None:
                 self._wake_reader()
-        if self._timed:
-            self._time_response(request.opaque, 0 if response is None else response.code, RESULT_ONEWAY)
+        if not self._timed:
+            return
+        if response is None:
+            self._timed.pop(request.opaque, None)
+        else:
+            self._time_response(request.opaque, response.code, RESULT_ONEWAY)
 
     def mark_suspended(self, opaque: int) -> None:
         """The request is parked for long polling: its latency is labelled ``is_long_polling``, and it leaves the

@@ -5,7 +5,8 @@ reading a request to writing its response, in whole milliseconds, counted into R
 The transport records it (:class:`~remoting.connection.Connection` holds an :class:`RpcLatency` when the server was
 given one): a request's code and start time are noted by opaque when it is read and looked up when a response with
 that opaque is written, whenever and by whoever writes it (a pool worker, a group-commit callback, the hold service).
-A oneway request is recorded with result ``oneway`` when its processor returns. ``is_long_polling`` is true for a
+A oneway request is recorded with result ``oneway`` when its processor returns a response (one that returns none
+is not recorded, as RocketMQ 5.3.3's ``NettyRemotingAbstract.writeResponse``). ``is_long_polling`` is true for a
 pull the hold service parked (Java's ``request.isSuspended()``).
 
 At most ``cardinality_limit`` series are kept, the overflow series included (``metricsOtelCardinalityLimit``,
