@@ -3,7 +3,9 @@
 ``scrape``: an embedded broker with ``metricsExporterType=PROM``, ``--topics`` topics (4 queues, a few messages
 each) and ``--groups`` online consumer groups (each subscribed to ``--per-group`` topics, each having pulled from
 them): the wall time of ``GET /metrics`` over HTTP, the part of it spent on the Trio thread (the snapshot), the size
-of the text and its number of samples. One line per scrape, then a summary.
+of the text and its number of samples. One line per scrape, then a summary. With ``--tag-backlog N`` each queue
+holds N messages, every other one tagged ``TagA``, and the groups subscribe to ``TagA`` with offsets committed at 0
+instead of pulling: the worst case of the lag estimates (``broker/metrics/lag.py``).
 
 ``path``: the same comparison without sockets or a second process, so far less noisy: a worker process per round
 and tree drives ``SendMessageProcessor.process`` (one message) and ``PullMessageProcessor.process`` (32 messages)
@@ -33,8 +35,9 @@ from typing import Any
 import trio
 
 from broker.embedded import EmbeddedCluster
+from processors.pull import build_subscription
 from remoting.client import RemotingClient
-from remoting.codec.bodies.heartbeat import ConsumerData, HeartbeatData, SubscriptionData
+from remoting.codec.bodies.heartbeat import ConsumerData, HeartbeatData
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
 from remoting.codec.message import MessageRecord
@@ -48,20 +51,24 @@ def emit(line: dict[str, Any]) -> None:
 
 
 async def _populate(
-    cluster: EmbeddedCluster, client: RemotingClient, topics: list[str], groups: int, per_group: int
+    cluster: EmbeddedCluster, client: RemotingClient, topics: list[str], groups: int, per_group: int, backlog: int = 0
 ) -> None:
     """Topics with messages in every queue; ``groups`` consumers online on ``client``'s connection, each subscribed
-    to ``per_group`` topics and having pulled once from every queue of them."""
+    to ``per_group`` topics and having pulled once from every queue of them (with ``backlog``: see the module
+    docstring)."""
     state = cluster.controller.context
     for topic in topics:
         state.topics.update_topic(TopicConfig(topic, QUEUES, QUEUES))
         for queue_id in range(QUEUES):
-            state.store.append(MessageRecord(topic, b"m" * 64, queue_id=queue_id))
+            for n in range(max(1, backlog)):
+                tags = "TAGS\x01" + ("TagA" if n % 2 else "TagB") if backlog else ""
+                state.store.append(MessageRecord(topic, b"m" * 64, queue_id=queue_id, properties=tags))
     consumers = tuple(
         ConsumerData(
             f"bench_cg_{g}",
             subscription_data_set=tuple(
-                SubscriptionData(topics[(g * per_group + i) % len(topics)]) for i in range(per_group)
+                build_subscription(topics[(g * per_group + i) % len(topics)], "TagA" if backlog else "*")
+                for i in range(per_group)
             ),
         )
         for g in range(groups)
@@ -69,6 +76,12 @@ async def _populate(
     beat = request(RequestCode.HEART_BEAT, body=HeartbeatData("bench@metrics", consumer_data_set=consumers).encode())
     answer = await client.invoke(cluster.broker_addr, beat, 30)
     assert answer.code == ResponseCode.SUCCESS, answer.remark
+    if backlog:
+        for data in consumers:
+            for sub in data.subscription_data_set:
+                for queue_id in range(QUEUES):
+                    state.offsets.commit(data.group_name, sub.topic, queue_id, 0)
+        return
     for data in consumers:
         for sub in data.subscription_data_set:
             for queue_id in range(QUEUES):
@@ -87,11 +100,11 @@ async def scrape_bench(args: argparse.Namespace) -> None:
             metrics_exporter_type="PROM",
             metrics_prom_exporter_port=0,
             mapped_file_size_commit_log=64 << 20,
-            mapped_file_size_consume_queue=1000 * 20,
+            mapped_file_size_consume_queue=max(1000, args.tag_backlog) * 20,
         ) as cluster:
             topics = [f"BenchMetricsTopic{i}" for i in range(args.topics)]
             async with RemotingClient() as client:  # its connection keeps the groups online
-                await _populate(cluster, client, topics, args.groups, args.per_group)
+                await _populate(cluster, client, topics, args.groups, args.per_group, args.tag_backlog)
                 await _scrapes(cluster, args)
 
 
@@ -124,6 +137,7 @@ async def _scrapes(cluster: EmbeddedCluster, args: argparse.Namespace) -> None:
             "topics": args.topics,
             "groups": args.groups,
             "topics_per_group": args.per_group,
+            "tag_backlog": args.tag_backlog,
             "scrape_ms": _spread(wall),
             "trio_thread_ms": _spread(loop),
         }
@@ -242,6 +256,7 @@ def main(argv: list[str] | None = None) -> None:
     scrape.add_argument("--groups", type=int, default=100)
     scrape.add_argument("--per-group", type=int, default=10, help="topics each group subscribes to")
     scrape.add_argument("--scrapes", type=int, default=10)
+    scrape.add_argument("--tag-backlog", type=int, default=0, help="messages per queue behind TagA groups")
     path = sub.add_parser("path", help="CPU per send and per pull in-process, this tree against --base-tree")
     path.add_argument("--rounds", type=int, default=7)
     path.add_argument("--sends", type=int, default=30_000)

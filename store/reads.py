@@ -157,11 +157,14 @@ class StoreReads:
         entry = None if cq is None else cq.entry(offset)
         return None if entry is None else self.commitlog.store_timestamp_at(entry[0], entry[1])
 
-    def estimate_message_count(self, topic: str, queue_id: int, start: int, end: int, matches: TagFilter) -> int:
+    def estimate_message_count(
+        self, topic: str, queue_id: int, start: int, end: int, matches: TagFilter, max_scan: int = ESTIMATE_MAX_SCAN
+    ) -> int:
         """How many of the queue's messages ``[start, end)`` have a tags code that ``matches``, as RocketMQ 5.3.3's
         ``DefaultMessageStore.estimateMessageCount`` / ``ConsumeQueue.estimateMessageCount`` count them: a window
-        below the queue's first entry moves up to it (same width); past :data:`ESTIMATE_MAX_SCAN` scanned entries or
-        :data:`ESTIMATE_SAMPLE_MATCHES` matches, the count is extrapolated from what was scanned."""
+        below the queue's first entry moves up to it (same width); past ``max_scan`` scanned entries (Java's
+        :data:`ESTIMATE_MAX_SCAN`) or :data:`ESTIMATE_SAMPLE_MATCHES` matches, the count is extrapolated from what
+        was scanned."""
         start = max(start, 0)
         if start >= end:
             return 0
@@ -170,10 +173,10 @@ class StoreReads:
             return 0
         if start < cq.min_offset:
             start, end = cq.min_offset, cq.min_offset + end - start
-        matched, scanned = cq.count_matching(start, end, matches, ESTIMATE_MAX_SCAN, ESTIMATE_SAMPLE_MATCHES)
+        matched, scanned = cq.count_matching(start, end, matches, max_scan, ESTIMATE_SAMPLE_MATCHES)
         if scanned == 0:
             return end - start
-        if scanned >= ESTIMATE_MAX_SCAN or matched > ESTIMATE_SAMPLE_MATCHES:
+        if scanned >= max_scan or matched > ESTIMATE_SAMPLE_MATCHES:
             return matched * (end - start) // scanned
         return matched
 
