@@ -605,3 +605,35 @@ async def test_a_oneway_request_its_processor_does_not_answer_is_not_timed(
     families = await scrape(exporter.address)
     ends = value(families, "rocketmq_rpc_latency_milliseconds_count", request_code="end_transaction")
     assert ends == 0, "a oneway request nobody answered was timed with a response code"
+
+
+async def test_message_type_fifo_follows_the_messages_sharding_key_not_the_topics_order_flag(
+    metrics_cluster: EmbeddedCluster,
+) -> None:
+    """RocketMQ 5.3.3's ``BrokerMetricsManager.getMessageType`` labels an incoming message from its own properties:
+    ``fifo`` when it carries ``__SHARDINGKEY`` (a 5.x message group), whatever the topic; the topic config's order
+    flag plays no part. A message group's message to a topic created without the flag (as 5.x FIFO topics are, with
+    ``message.type=FIFO``) is ``fifo``; a 4.x producer's plain message to an order topic is ``normal`` (ours labelled
+    both by the flag)."""
+    cluster = metrics_cluster
+    exporter = cluster.controller.metrics
+    assert exporter is not None and exporter.address is not None
+    async with RemotingClient() as client:
+        await create_one_queue_topic(client, cluster, "GroupedTopic")
+        create = {
+            "topic": "OrderFlagTopic", "defaultTopic": "TBW102", "readQueueNums": "1", "writeQueueNums": "1",
+            "perm": "6", "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "true",
+        }  # fmt: skip
+        created = await client.invoke(cluster.broker_addr, request(RequestCode.UPDATE_AND_CREATE_TOPIC, create), 5)
+        assert created.code == ResponseCode.SUCCESS
+        grouped = send_request("GroupedTopic", b"g", properties=tags_props("A", __SHARDINGKEY="order-1"))
+        plain = send_request("OrderFlagTopic", b"p", properties=tags_props("A"))
+        for send in (grouped, plain):
+            assert (await client.invoke(cluster.broker_addr, send, 5)).code == ResponseCode.SUCCESS
+        families = await scrape(exporter.address)
+    kinds = {
+        s.labels["topic"]: s.labels["message_type"]
+        for s in families["rocketmq_messages_in"]
+        if s.name == "rocketmq_messages_in_total" and s.labels["topic"] in ("GroupedTopic", "OrderFlagTopic")
+    }
+    assert kinds == {"GroupedTopic": "fifo", "OrderFlagTopic": "normal"}
