@@ -34,7 +34,7 @@ from processors.common import FAQ_SUFFIX, RequestRejected, born_host
 from processors.put_future import PutFutureService
 from processors.send_answer import SendAnswers, illegal_remark
 from processors.send_fast import SendFastPath
-from processors.send_properties import StoredProperties, rewrite_properties, without_property
+from processors.send_properties import StoredProperties, has_sharding_key, rewrite_properties, without_property
 from remoting.codec.batch_body import split_stored_entries
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand
@@ -275,9 +275,16 @@ class SendMessageProcessor:
                     ctx, request, answer_queue, props.wait, self.broker.store.append, record, fields
                 )
         # Java answers the queue a delayed, timer or half message was sent to, not the queue it waits in.
-        return await self.answers.store(
-            ctx, request, answer_queue, props.wait, self.broker.store.append, record, self.base_fields
-        )
+        append = self.broker.store.append
+        if record.topic == topic and has_sharding_key(stored):
+            append = self._fifo_append
+        return await self.answers.store(ctx, request, answer_queue, props.wait, append, record, self.base_fields)
+
+    def _fifo_append(self, msg: MessageRecord) -> AppendResult:
+        """Append a message of a 5.x message group, labelled ``fifo`` in ``/metrics`` (5.3.3's ``getMessageType``)."""
+        appended = self.broker.store.append(msg)
+        self.broker.stats.record_fifo_put(msg.topic, msg.queue_id, appended.queue_offset)
+        return appended
 
     def _recall_handle(self, parked: MessageRecord) -> str:
         """The handle of a message parked in the timer: its real topic, this broker, ``TIMER_OUT_MS`` + 1 (RocketMQ
@@ -383,11 +390,14 @@ class SendMessageProcessor:
             reconsume_times=header.reconsume_times or 0,
         )
         store, stats = self.broker.store, self.broker.stats
+        grouped = has_sharding_key(header.properties or "")
 
         def append(batch: list[tuple[bytes, str, int]]) -> AppendResult:
             appended = store.append_entries(template, batch)
             count = len(batch)  # one put "time" per request, as Java's stats count
             stats.record_batch_put(topic, queue_id, appended.queue_offset + count, count)
+            if grouped:
+                stats.record_fifo_put(topic, queue_id, appended.queue_offset, count)
             return appended
 
         return await self.answers.store(ctx, request, queue_id, batch_props.wait, append, stored, self.base_fields)

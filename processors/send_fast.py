@@ -27,7 +27,7 @@ import orjson
 
 from processors.common import born_host
 from processors.send_answer import answer
-from processors.send_properties import rewrite_properties
+from processors.send_properties import has_sharding_key, rewrite_properties
 from remoting.codec.acl_signing import ACCESS_KEY, SECURITY_TOKEN, SIGNATURE
 from remoting.codec.codes import CURRENT_VERSION, RequestCode
 from remoting.codec.command import RemotingCommand
@@ -117,6 +117,8 @@ class SendFastPath:
             appended = store.append(record)
         except PutRefusedError:
             return False  # nothing was written: the general path appends again and answers the refusal
+        if has_sharding_key(stored):
+            broker.stats.record_fifo_put(topic, queue_id, appended.queue_offset)
         latency = broker.stats.put_latency
         if plan == NO_WAIT:
             latency.record(time.perf_counter_ns() - started)

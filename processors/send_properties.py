@@ -4,9 +4,11 @@ read. Pure functions of their arguments; they never raise."""
 
 from __future__ import annotations
 
+from typing import Final
+
 from remoting.codec.message_properties import java_parse_long
 
-__all__ = ["StoredProperties", "rewrite_properties", "without_property"]
+__all__ = ["StoredProperties", "has_sharding_key", "rewrite_properties", "without_property"]
 
 
 class StoredProperties:
@@ -23,6 +25,9 @@ class StoredProperties:
         self.transactional = transactional
         self.delay_level = delay_level
         self.bad_delay = bad_delay
+
+
+_SHARDING_KEY: Final = "__SHARDINGKEY\x01"
 
 
 def rewrite_properties(raw: str | None, cluster: str) -> StoredProperties:
@@ -95,3 +100,9 @@ def _rewrite_segments(raw: str, tail: str) -> StoredProperties:
 def without_property(stored: str, name: str) -> str:
     prefix = name + "\x01"
     return "\x02".join(s for s in stored.split("\x02") if not s.startswith(prefix))
+
+
+def has_sharding_key(stored: str) -> bool:
+    """Whether stored properties carry ``__SHARDINGKEY`` (a 5.x message group): RocketMQ 5.3.3's
+    ``BrokerMetricsManager.getMessageType`` labels such a message ``fifo``."""
+    return stored.startswith(_SHARDING_KEY) or "\x02" + _SHARDING_KEY in stored

@@ -19,8 +19,9 @@ Where ours differ, and why:
   / ``transaction``, ``is_system`` true), as 5.3.3's send path, which sees the topic its store hook gave it. A delay
   level's delivery counts again under its real topic as ``delay`` (5.3.3's ScheduleMessageService
   ``PutResultProcess.onSuccess``, with ``enableScheduleMessageStats``); a timer's delivery or roll does not count
-  again (5.3.3's TimerMessageStore ``doPut`` adds to the put statistics only). ``message_type`` is ``fifo`` for order
-  topics, ``normal`` otherwise. Retry and DLQ topics are left out, as in Java's send path, except a delay level's
+  again (5.3.3's TimerMessageStore ``doPut`` adds to the put statistics only). ``message_type`` is ``fifo`` for a
+  message carrying a sharding key (a 5.x message group; 5.3.3's ``getMessageType``, whatever the topic's order
+  flag), ``normal`` otherwise. Retry and DLQ topics are left out, as in Java's send path, except a delay level's
   delivery to one (a retry's redelivery: ScheduleMessageService checks no topic). Bytes are record sizes (Java's
   ``wroteBytes``). Only a master counts them: a slave's (or DLedger follower's) puts are the master's messages
   replicated, which Java, counting in ``SendMessageProcessor.handlePutMessageResult``, never sees there; a member
@@ -116,10 +117,7 @@ def _traffic(snap: BrokerSnapshot, f: _Families) -> Iterator[Metric]:
     labels_in = ("topic", "message_type", "is_system")
     messages_in = f.counter("rocketmq_messages_in_total", "Total number of incoming messages", labels_in)
     bytes_in = f.counter("rocketmq_throughput_in_total", "Total traffic of incoming messages", labels_in)
-    incoming = {
-        (topic, _MESSAGE_TYPES.get(topic) or ("fifo" if topic in snap.order_topics else "normal")): counts
-        for topic, counts in snap.incoming.items()
-    }
+    incoming = {(topic, _MESSAGE_TYPES.get(topic, "normal")): counts for topic, counts in snap.incoming.items()}
     incoming.update(snap.incoming_typed)
     for (topic, kind), (count, size) in sorted(incoming.items()):
         row = f.row(topic, kind, _bool(_system_topic(snap, topic)))

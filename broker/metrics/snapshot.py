@@ -73,7 +73,6 @@ class BrokerSnapshot:
     incoming_typed: dict[tuple[str, str], tuple[int, int]]
     #: (messages, bytes) of both past the cardinality limit (OpenTelemetry's overflow series)
     incoming_overflow: tuple[int, int]
-    order_topics: frozenset[str]
     #: the broker's system topics (its TopicConfigManager's set; ``rmq_sys_`` names count too)
     system_topics: frozenset[str]
     #: (topic, group, None) -> (messages, bytes) pulled; (topic, group, is_retry) -> popped from the topic or from
@@ -160,7 +159,6 @@ def take_snapshot(
         incoming=_incoming(stats),
         incoming_typed=dict(stats.incoming_typed),
         incoming_overflow=stats.incoming_overflow,
-        order_topics=frozenset(name for name, config in topics.items() if config.order),
         system_topics=state.topics.system_topic_names,
         outgoing=outgoing,
         outgoing_overflow=outgoing_overflow,

@@ -366,6 +366,14 @@ class BrokerStatsManager:
         if not self.replica:
             self._puts.typed((topic, queue_id), queue_offset, "delay")
 
+    def record_fifo_put(self, topic: str, queue_id: int, first: int, count: int = 1) -> None:
+        """A send stored ``count`` messages carrying a sharding key (a 5.x message group) from ``first`` of
+        ``topic``'s ``queue_id``: RocketMQ 5.3.3's ``BrokerMetricsManager.getMessageType`` labels them ``fifo`` in
+        ``rocketmq_messages_in_total`` / ``rocketmq_throughput_in_total``, whatever the topic's order flag."""
+        if not self.replica:
+            for offset in range(first, first + count):
+                self._puts.typed((topic, queue_id), offset, "fifo")
+
     def record_timer_put(self, topic: str, queue_id: int, queue_offset: int) -> None:
         """The timer delivered (or rolled) a message to ``queue_offset`` of ``topic``'s ``queue_id``: RocketMQ 5.3.3's
         TimerMessageStore ``doPut`` (store/src/main/java/org/apache/rocketmq/store/timer/TimerMessageStore.java)
