@@ -688,3 +688,24 @@ async def test_the_timer_enqueue_and_dequeue_counters_count_per_real_topic(
         seen.append(counts)
     enqueued, dequeued = ("rocketmq_timer_enqueue_total", "TimerCount"), ("rocketmq_timer_dequeue_total", "TimerCount")
     assert seen == [{enqueued: 3}, {enqueued: 3, dequeued: 2}]
+
+
+async def test_a_send_to_a_retry_topic_with_a_sharding_key_is_not_counted_as_incoming(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """RocketMQ 5.3.3's SendMessageProcessor counts no message of a retry or DLQ topic in
+    ``rocketmq_messages_in_total`` (``isRetryOrDlqTopic``), sharding key or not."""
+    broker = open_broker(tmp_path / "broker")
+    try:
+        ctx = online_consumer(broker, [SubscriptionData(TOPIC)])
+        send = SendMessageProcessor(broker)
+        broker.stats.start_counting()
+        retry = f"%RETRY%{GROUP}"
+        grouped = tags_props("A", __SHARDINGKEY="order-1")
+        answer = await send.process(ctx, send_request(retry, properties=grouped, reconsumeTimes="0"))
+        assert answer is not None and answer.code == ResponseCode.SUCCESS, answer
+        assert broker.store.max_offset_in_queue(retry, 0) == 1
+        samples = render(list(broker_families(take_snapshot(broker, broker_pools(cpus=2)), COMMON)))
+        assert [s[0]["topic"] for s in samples.get("rocketmq_messages_in_total", [])] == []
+    finally:
+        broker.store.close()
