@@ -369,8 +369,9 @@ class BrokerStatsManager:
     def record_fifo_put(self, topic: str, queue_id: int, first: int, count: int = 1) -> None:
         """A send stored ``count`` messages carrying a sharding key (a 5.x message group) from ``first`` of
         ``topic``'s ``queue_id``: RocketMQ 5.3.3's ``BrokerMetricsManager.getMessageType`` labels them ``fifo`` in
-        ``rocketmq_messages_in_total`` / ``rocketmq_throughput_in_total``, whatever the topic's order flag."""
-        if not self.replica:
+        ``rocketmq_messages_in_total`` / ``rocketmq_throughput_in_total``, whatever the topic's order flag (a retry
+        or DLQ topic's, which Java's send path does not count there, stay uncounted)."""
+        if not self.replica and not is_retry_or_dlq_topic(topic):
             for offset in range(first, first + count):
                 self._puts.typed((topic, queue_id), offset, "fifo")
 
