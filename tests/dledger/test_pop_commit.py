@@ -30,6 +30,7 @@ from remoting.client import RemotingClient
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand, request
 from remoting.codec.message import MessageExt
+from store.metadata_files import decode_consumer_offsets
 from tests.broker.helpers import create_topic_request
 from tests.broker.test_pop_wire import GROUP, ack_request, batch_ack_body, messages, pop_request
 from tests.conftest import SMALL_STORE
@@ -152,6 +153,44 @@ async def test_a_pop_is_answered_once_its_checkpoint_is_committed(
         cmd = pop_request(group.store(leader).config.now_ms, TOPIC)
         answer = await answered_once_a_follower_is_back(group, client, leader, cmd)
         assert [m.body for m in messages(answer)] == [b"m0"]
+
+
+async def test_a_pop_whose_checkpoint_did_not_commit_is_delivered_again_after_a_failover(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A pop's consumer offset never passes a CK the quorum did not commit, as 5.3.3's PopBufferMergeService commits
+    it (scanCommitOffset) only once its CK is stored (handleCkMessagePutResult sets ``ckStored``): a follower that
+    copied the leader's offsets (SlaveSynchronize.syncConsumerOffset, GET_ALL_CONSUMER_OFFSET) but not the CK, and
+    then leads, hands the message out again rather than never."""
+    async with EmbeddedDLedgerGroup(tmp_path, **SMALL_STORE, **LONG_LEASE) as group, RemotingClient() as client:
+        leader = await group.leader()
+        addr, followers = group.addr(leader), [m for m in group.ids if m != leader]
+        assert (await client.invoke(addr, create_topic_request(TOPIC, queues=1), 5)).code == ResponseCode.SUCCESS
+        assert (await send(client, addr, b"m0"))[0] == ResponseCode.SUCCESS
+        with virtual_time_still():
+            for member in followers:
+                await group.stop(member)
+        [popped] = messages(await client.invoke(addr, pop_request(group.store(leader).config.now_ms, TOPIC), 60))
+        assert popped.body == b"m0"  # handed out, its CK not committed (logged, as 5.3.3 does)
+        await trio.sleep(3)
+        answer = await client.invoke(addr, request(RequestCode.GET_ALL_CONSUMER_OFFSET), 10)
+        synced = decode_consumer_offsets(answer.body)
+        with virtual_time_still():
+            await group.stop(leader)
+            for member in followers:
+                await group.start(member)
+                group.controllers[member].context.offsets.merge(synced)  # what the slave sync copied
+        new_leader = await group.leader()
+        create = create_topic_request(TOPIC, queues=1)
+        assert (await client.invoke(group.addr(new_leader), create, 5)).code == ResponseCode.SUCCESS
+        again: list[MessageExt] = []
+        with trio.fail_after(20):  # within the invisible time: a redelivery, not a revive
+            while not again:
+                cmd = pop_request(group.store(new_leader).config.now_ms, TOPIC)
+                answer = await client.invoke(group.addr(new_leader), cmd, 10)
+                again = messages(answer) if answer.code == ResponseCode.SUCCESS else []
+                await trio.sleep(0.5)
+        assert [m.body for m in again] == [b"m0"]
 
 
 class _Context:
