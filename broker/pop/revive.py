@@ -123,7 +123,8 @@ class ReviveService:
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Revive every ``interval`` seconds, save the pop service's FIFO state after its changes and run its FIFO
-        lock timer (:meth:`PopService.run_lock_timer`), until cancelled. One loop per service: a run started while
+        lock timer (:meth:`PopService.run_lock_timer`) and its CK retries (:meth:`PopService.run_held_cks`), until
+        cancelled. One loop per service: a run started while
         another runs (the broker's own, started with it, and the gRPC front door's,
         :meth:`BrokerController.pop_service`) reports started at once and takes over when that one ends."""
         if self._running:
@@ -136,6 +137,7 @@ class ReviveService:
             async with trio.open_nursery() as nursery:
                 await nursery.start(self.pop.fifo_persister.run)
                 await nursery.start(self.pop.run_lock_timer)
+                await nursery.start(self.pop.run_held_cks)
                 task_status.started()
                 await self._revive_forever()
         finally:

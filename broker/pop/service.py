@@ -47,6 +47,7 @@ import heapq
 import itertools
 import logging
 import math
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from typing import Final
 
@@ -75,6 +76,7 @@ from remoting.codec.message import MessageExt, MessageRecord, decode_record
 from remoting.codec.message_properties import encode_properties, java_string_hash
 from remoting.codec.record_copy import record_from_stored
 from remoting.codec.topics import RETRY_GROUP_TOPIC_PREFIX, pop_retry_topic
+from store.errors import PutRefusedError
 from store.get_message import PropertyFilter, TagFilter
 from store.metadata_files import PERM_READ
 from store.results import AppendResult, PutStatus
@@ -113,6 +115,10 @@ _COPY_DROPS: Final = frozenset({PROPERTY_REAL_TOPIC, PROPERTY_REAL_QID})
 #: How long ChangeInvisibleTimeProcessor.processRequest waits for its CK and ACK puts before answering SYSTEM_ERROR
 #: (``responseFuture.get(3000, MILLISECONDS)``, ``appendCkAsync`` and ``appendAckAsync`` being false).
 CHANGE_WAIT_S: Final = 3.0
+#: How often a pop's CK that was not stored is put again (5.3.3's PopBufferMergeService.scan puts a just-offset CK
+#: again at each scan, every ``popCkStayBufferTimeOut``-bounded 5 ms; ours: a second, each put waiting for its own
+#: outcome, up to ``maxWaitAckTimeMs`` in DLedger mode).
+CK_RETRY_S: Final = 1.0
 #: The put statuses 5.3.3's pop processors take for a stored ACK or CK (AckMessageProcessor.handlePutMessageResult,
 #: ChangeInvisibleTimeProcessor.appendCheckPointThenAckOrigin, PopBufferMergeService.handleCkMessagePutResult).
 STORED: Final = frozenset(
@@ -193,6 +199,20 @@ class Popped:
     attempt: int
 
 
+@attrs.define(eq=False)
+class _HeldMove:
+    """A pop's move of its queue's offset to ``next_offset``, committed once it and every earlier move of the queue are
+    stored: 5.3.3's PopCheckPointWrapper of ``addCkJustOffset`` (``ckStored``) or, with nothing to store (the read
+    found nothing the filter took), of ``addCkMock``. ``end``: the CommitLog end of its CK's put in flight, -1 when
+    that put failed and the CK is to be put again."""
+
+    key: tuple[str, str, int]
+    next_offset: int
+    ck: MessageRecord | None
+    end: int = -1
+    stored: bool = False
+
+
 class PopService:
     """Pop bookkeeping of one broker; see the module docstring. ``timer_rewrite`` is the timer service's send seam
     (``TimerMessageService.rewrite``), which parks a CK until it is due."""
@@ -239,6 +259,11 @@ class PopService:
         self.arrival_hook: Callable[[], None] | None = None
         #: Where :meth:`writes` collects the CommitLog end of each ACK and CK record written (``None``: nowhere).
         self._writes: list[int] | None = None
+        #: Offset moves of pops whose CKs are not stored yet, in order, by (group, topic, queue id), and those with a
+        #: put in flight by its CommitLog end (only when the store waits for puts: DLedger mode, SYNC_FLUSH,
+        #: SYNC_MASTER); 5.3.3's PopBufferMergeService ``commitOffsets``.
+        self._held: dict[tuple[str, str, int], deque[_HeldMove]] = {}
+        self._held_puts: dict[int, _HeldMove] = {}
 
     @property
     def revive_topic(self) -> str:
@@ -453,7 +478,7 @@ class PopService:
     def rest_of(self, group: str, topic: str, qid: int) -> int:
         """The entries of the queue past ``group``'s offset (without one, all it holds): ``restNum``'s share of it."""
         store = self.broker.store
-        offset = max(self.broker.offsets.query(group, topic, qid), store.min_offset_in_queue(topic, qid))
+        offset = max(self._pop_offset(group, topic, qid), store.min_offset_in_queue(topic, qid))
         return max(store.max_offset_in_queue(topic, qid) - offset, 0)
 
     def _schedule_lock_free(self, key: tuple[str, str, int], state: FifoQueue) -> None:
@@ -763,7 +788,8 @@ class PopService:
         now: int,
         retry_of: str | None = None,
     ) -> list[Popped]:
-        start = self._start_offset(group, topic, qid)
+        held = self._held.get((group, topic, qid))
+        start = held[-1].next_offset if held else self._start_offset(group, topic, qid)
         messages, next_offset = self._read(group, topic, qid, start, want, filters, retry_of)
         broker_name = self.broker.config.broker_name
         popped = [
@@ -771,12 +797,84 @@ class PopService:
                                       msg.commit_log_offset), msg.reconsume_times + 1)
             for msg in messages
         ]  # fmt: skip
-        if popped:  # the CK first: a refused one (a full disk, the timer's limit) leaves the offset where it was
-            self._write_ck(group, topic, [p.handle for p in popped])
+        # The CK first: a refused one (a full disk, the timer's limit) leaves the offset where it was.
+        ck = self._write_ck(group, topic, [p.handle for p in popped]) if popped else None
         if next_offset != start:
-            self.broker.offsets.commit(group, topic, qid, next_offset)
+            self._move_on((group, topic, qid), next_offset, ck)
             self._note_rest(topic, qid, next_offset)
         return popped
+
+    def _pop_offset(self, group: str, topic: str, qid: int) -> int:
+        """Where the group's next pop of the queue reads: past its held moves (:meth:`_move_on`), else its committed
+        offset, as 5.3.3's PopMessageProcessor.getPopOffset takes the buffer's latest offset over the committed one."""
+        held = self._held.get((group, topic, qid))
+        return held[-1].next_offset if held else self.broker.offsets.query(group, topic, qid)
+
+    def _move_on(self, key: tuple[str, str, int], next_offset: int, ck: tuple[MessageRecord, int] | None) -> None:
+        """Commit a pop's move of its queue's offset, at once unless the store waits for puts; then only once its CK
+        (``ck``: the record and its CommitLog end) and every earlier move's are stored, as 5.3.3's
+        PopBufferMergeService.scanCommitOffset commits: a follower that copies the offsets never has one past a CK
+        the quorum did not commit."""
+        if not self.broker.store.waits_for_put(True):
+            self.broker.offsets.commit(*key, next_offset)
+            return
+        if ck is None and key not in self._held:
+            self.broker.offsets.commit(*key, next_offset)
+            return
+        move = _HeldMove(key, next_offset, None) if ck is None else _HeldMove(key, next_offset, ck[0], ck[1])
+        move.stored = ck is None
+        self._held.setdefault(key, deque()).append(move)
+        if ck is not None:
+            self._held_puts[ck[1]] = move
+
+    def _settle(self, ends: list[int], statuses: list[PutStatus]) -> None:
+        """Note the outcome of held moves' CK puts among ``ends``; commit what is stored in order."""
+        for end, status in zip(ends, statuses, strict=True):
+            move = self._held_puts.pop(end, None)
+            if move is None:
+                continue
+            if status in STORED:
+                move.stored = True
+                self._commit_held(move.key)
+            else:
+                move.end = -1  # put again by run_held_cks, as PopBufferMergeService.scan does
+
+    def _commit_held(self, key: tuple[str, str, int]) -> None:
+        moves = self._held.get(key)
+        upto = -1
+        while moves and moves[0].stored:
+            upto = moves.popleft().next_offset
+        if upto >= 0:
+            self.broker.offsets.commit(*key, upto)
+        if not moves:
+            self._held.pop(key, None)
+
+    async def run_held_cks(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Until cancelled, every :data:`CK_RETRY_S`: put again each held move's CK whose put failed, until stored;
+        a slave forgets its held moves (their CKs may be truncated; the offsets it copies from its master rule), as
+        5.3.3's PopBufferMergeService.run clears its buffer and offset queues while not a master. Run by the revive
+        loop."""
+        task_status.started()
+        while True:
+            await trio.sleep(CK_RETRY_S)
+            if self.broker.config.broker_role == "SLAVE":
+                self._held.clear()
+                self._held_puts.clear()
+            else:
+                await self._put_failed_cks()
+
+    async def _put_failed_cks(self) -> None:
+        failed = [m for moves in self._held.values() for m in moves if not m.stored and m.end < 0]
+        ends = []
+        for move in failed:
+            assert move.ck is not None
+            try:
+                move.end = self.broker.store.append(move.ck).end_offset
+            except PutRefusedError:
+                continue
+            self._held_puts[move.end] = move
+            ends.append(move.end)
+        await self.landed(ends, "ck")
 
     def _note_rest(self, topic: str, qid: int, next_offset: int) -> None:
         """A read that moved on from its start and stopped short of the queue's end leaves entries to read
@@ -995,7 +1093,7 @@ class PopService:
         )
         return MessageRecord(name, orjson.dumps(body), 0, 0, props, 0, self.now_ms(), store_host=self.broker.store_host)
 
-    def _write_ck(self, group: str, topic: str, handles: list[ReceiptHandle]) -> None:
+    def _write_ck(self, group: str, topic: str, handles: list[ReceiptHandle]) -> tuple[MessageRecord, int]:
         """One CK for the handles of one pop of one queue (they share the queue, pop time and invisible time):
         ``ao`` and ``po`` list each message's queue and CommitLog offsets (RocketMQ's PopCheckPoint keeps one per pop
         and queue too, with a bit map)."""
@@ -1007,6 +1105,7 @@ class PopService:
         appended = self._append(record)
         # In the store totals only: 5.3.3's appendCheckPoint puts it through the EscapeBridge, which counts nothing.
         self.broker.stats.record_uncounted_put(record.topic, record.queue_id, appended.queue_offset)
+        return record, appended.end_offset
 
     def _ck_deliver_ms(self, visible_at: int) -> int:
         """When the CK of a handle visible again at ``visible_at`` is due: :data:`CK_GRACE_MS` after, but no later than
@@ -1052,7 +1151,11 @@ class PopService:
         store = self.broker.store
         if not ends or not store.waits_for_put(True):
             return [PutStatus.PUT_OK] * len(ends)
-        statuses = await store.put_waits.statuses([(end, True) for end in ends])
+        statuses = [PutStatus.UNKNOWN_ERROR] * len(ends)  # cancelled: a held move's CK is put again
+        try:
+            statuses = await store.put_waits.statuses([(end, True) for end in ends])
+        finally:
+            self._settle(ends, statuses)
         for status in statuses:
             if status not in STORED:
                 log.error("put %s msg error: %s", kind, status.name)
