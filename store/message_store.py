@@ -77,7 +77,7 @@ from store.mapped_file import MappedFile, flush_segments
 from store.multi_dispatch import MultiDispatch, topic_allows_lmq, unstamp, unstamped
 from store.put_waits import PutWaits
 from store.reads import IndexLike, StoreReads
-from store.recovery import recover
+from store.recovery import keyed_records, recover
 from store.results import AppendResult, PutResult, PutStatus, phy_offsets_of_packed
 from store.services import AllocateService, FlushService, GroupCommitService, RetentionService
 from store.store_config import BrokerRole, FlushDiskType, StoreConfig, parse_delay_levels, wall_clock_ms
@@ -122,6 +122,9 @@ class MessageStore(StoreReads):
         self._indexer: IndexLike | None = None  # set by _mirror
         #: (topic, properties, phy offset, store time) of stored messages not indexed yet (see :meth:`_index_one`).
         self._index_pending: list[tuple[str, str, int, int]] = []
+        #: The CommitLog offset from which stored messages' keys are missing from the index since an index write
+        #: failed (:meth:`_guard_index`), ``None`` while it is whole.
+        self._unindexed_from: int | None = None
         self._arrival_listener: ArrivalListener | None = None
         self._on_append: Callable[[], None] | None = None  # see call_after_next_append
         self.arrival_interest: ArrivalInterest | None = None
@@ -188,7 +191,7 @@ class MessageStore(StoreReads):
     def config(self, config: StoreConfig) -> None:
         """A new config (tests swap in a virtual clock) also rebinds the C append path to its clock and limits. The
         keys of messages stored while ``messageIndexEnable`` was on are written before it goes off."""
-        if self._index_pending and not config.message_index_enable:
+        if self._index_behind and not config.message_index_enable:
             self._drain_index()
         self._config = config
         self._memory_limit = in_memory_limit(config.access_message_in_memory_max_ratio)
@@ -268,13 +271,13 @@ class MessageStore(StoreReads):
         """The index, with every stored message's keys in it (pending ones are written first): on the Trio
         thread only, or with no appends running. Loaded even with ``messageIndexEnable=false``
         (store/src/main/java/org/apache/rocketmq/store/DefaultMessageStore.java load): still queried and expired."""
-        if self._index_pending:
+        if self._index_behind:
             self._drain_index()
         return self._index
 
     @index.setter
     def index(self, index: IndexLike | None) -> None:
-        if self._index_pending:
+        if self._index_behind:
             self._drain_index()
         self._index = index
         self._mirror()
@@ -403,13 +406,15 @@ class MessageStore(StoreReads):
         """On the Trio thread, between appends: the CommitLog end whose records are all dispatched, and the dirty
         segments. Taking it here (not in the flush thread) keeps the checkpoint from covering a half-dispatched
         append."""
-        if self._index_pending:
+        if self._index_behind:
             self._drain_index()  # the checkpoint must not cover a message whose keys are not in the index
         files = self.commitlog.queue.flush_snapshot()
         for cq in self.consume_queues.values():
             files.extend(cq.queue.flush_snapshot())
         # A slave's log may end inside a record: only the dispatched part is a checkpoint.
         end = self.commitlog.max_offset if self.replica is None else self.replica.dispatched
+        if self._unindexed_from is not None:  # keys the index could not take: recovery indexes them after a crash
+            end = min(end, self._unindexed_from)
         return end, self.commitlog.last_store_timestamp, files
 
     def commit_log_flush_snapshot(self) -> list[MappedFile]:
@@ -514,12 +519,16 @@ class MessageStore(StoreReads):
         if tx != SYSFLAG_TRANSACTION_PREPARED and tx != SYSFLAG_TRANSACTION_ROLLBACK:
             cq = self.consume_queues.get((topic, queue_id)) or self.consume_queue(topic, queue_id)
             cq.put(queue_offset, phy, size, tags_code)
-        if self._indexer is not None and tx != SYSFLAG_TRANSACTION_ROLLBACK:
+        indexer = self._indexer
+        if indexer is not None and tx != SYSFLAG_TRANSACTION_ROLLBACK:
             keys = index_keys_of_raw(properties)
             if keys:
-                if self._index_pending:
+                if self._index_behind:
                     self._drain_index()  # offsets in order: the index skips a put below its newest offset
-                (index or self._indexer).put(topic, keys, phy, store_ts)
+                if index is not None:  # recovery's and a replica's runs: their failures are theirs
+                    index.put(topic, keys, phy, store_ts)
+                else:
+                    self._guard_index(phy, lambda: indexer.put(topic, keys, phy, store_ts))
 
     def append(self, msg: MessageRecord) -> AppendResult:
         """Append one message (no flush wait). Raises PutRefusedError subclasses; nothing is written then."""
@@ -576,19 +585,67 @@ class MessageStore(StoreReads):
         if len(pending) >= INDEX_BATCH:
             self._drain_index()
 
+    @property
+    def _index_behind(self) -> bool:
+        """Whether stored messages' keys wait for the index: pending, or missing since a write failed."""
+        return bool(self._index_pending) or self._unindexed_from is not None
+
     def _drain_index(self) -> None:
-        """Write the pending keys. An index that fails (an index file that cannot be created) is logged and the
-        keys are dropped, as Java's ``IndexService.buildIndex`` logs and goes on: the messages stay stored."""
+        """Write the pending keys, or those missing since an index write failed (:meth:`_catch_up_index`, which
+        covers the pending ones: they are in the CommitLog too)."""
         pending, self._index_pending = self._index_pending, []
         index = self._indexer
         if index is None:
+            self._unindexed_from = None  # RocketMQ's dispatch, retrying, indexes nothing once the index is off
+        elif self._unindexed_from is not None:
+            self._catch_up_index(index, self._unindexed_from)
+        elif pending:
+            self._guard_index(pending[0][2], lambda: self._write_pending(index, pending))
+
+    def _write_pending(self, index: IndexLike, pending: list[tuple[str, str, int, int]]) -> None:
+        done = self._index_scanned(index, pending) if SCAN_NATIVE else 0
+        if done < len(pending):
+            self._write_index(index, pending[done:] if done else pending)
+
+    def _guard_index(self, first_phy: int, write: Callable[[], object]) -> None:
+        """Run ``write``, an index write for stored messages from ``first_phy`` on; skipped while keys are missing
+        (:meth:`_catch_up_index` reads them from the CommitLog). One that fails (an index file that cannot be made:
+        EMFILE, ENOSPC) is logged and never fails the append, whose messages are stored: RocketMQ builds the index
+        after the put is answered and tries the message again until its keys go in
+        (store/src/main/java/org/apache/rocketmq/store/DefaultMessageStore.java ``ReputMessageService.doReput``;
+        ``IndexService.getAndCreateLastIndexFile`` throws)."""
+        if self._unindexed_from is not None:
             return
         try:
-            done = self._index_scanned(index, pending) if SCAN_NATIVE else 0
-            if done < len(pending):
-                self._write_index(index, pending[done:] if done else pending)
-        except Exception:
-            log.exception("indexing %d stored messages failed; their keys are not indexed", len(pending))
+            write()
+        except Exception as exc:
+            self._index_failed(first_phy, exc)
+
+    def _index_failed(self, first_phy: int, exc: Exception) -> None:
+        """Note the keys missing: from ``first_phy``, or from the message of the index's newest entry when the
+        failed write got past it (its other keys may be missing)."""
+        index = self._index
+        newest = 0 if index is None else index.last_update_phy_offset
+        if self._unindexed_from is None:
+            log.error("index: the keys of the messages from CommitLog offset %d on cannot be written (%s); they are "
+                      "indexed once they can", max(first_phy, newest), exc)  # fmt: skip
+        self._unindexed_from = max(first_phy, newest)
+
+    def _catch_up_index(self, index: IndexLike, start: int) -> None:
+        """Index the keys of the records from ``start`` (:meth:`_index_failed`) to the log's end, read from the
+        CommitLog, the index first cut back to ``start`` so that no message is indexed twice or in part. Still
+        failing, it is tried again at the next drain (logged once, when the keys first went missing)."""
+        try:
+            index.truncate_after(start)
+            runs = IndexRuns(index)
+            for topic, keys, phy, store_ts in keyed_records(self, start, self.commitlog.max_offset):
+                runs.put(topic, keys, phy, store_ts)
+            runs.flush()
+        except Exception as exc:
+            self._index_failed(start, exc)
+            return
+        self._unindexed_from = None
+        log.warning("index: the keys of the messages from CommitLog offset %d on are indexed again", start)
 
     def _index_scanned(self, index: IndexLike, pending: list[tuple[str, str, int, int]]) -> int:
         """Index the records of ``pending`` (offsets increasing) through the record scan, segment by segment (keys
@@ -762,7 +819,8 @@ class MessageStore(StoreReads):
         batch path calls it too when the store has an index or a listener."""
         index = self.indexer
         if index is not None:
-            self._index_written(index, topic, packed, texts, store_ts)
+            first_phy = ENTRY.unpack_from(packed)[0]
+            self._guard_index(first_phy, lambda: self._index_written(index, topic, packed, texts, store_ts))
         listener = self._arrival_listener
         interest = self.arrival_interest
         if listener is not None and (interest is None or interest(topic, queue_id)):
@@ -816,7 +874,7 @@ class MessageStore(StoreReads):
         index = self.indexer
         if index is not None:
             keyed = [(index_keys_of_raw(p.properties), e[0]) for p, e in zip(prepared, entries, strict=True)]
-            index.put_batch(topic, keyed, store_ts)
+            self._guard_index(phy, lambda: index.put_batch(topic, keyed, store_ts))
         listener = self.arrival_listener
         if listener is not None:
             for qoff, (p, (_phy, _size, tags)) in enumerate(zip(prepared, entries, strict=True), first):

@@ -135,12 +135,12 @@ def refill_index(store: MessageStore, end: int) -> None:
                     "files deleted from %s on, before the store opens",
                     first, stop, max(stop - first, 0), gap.name)  # fmt: skip
         began = time.monotonic()
-        written = index.refill(gap, _keyed_records(store, first, stop))
+        written = index.refill(gap, keyed_records(store, first, stop))
         log.warning("index: %d keys of CommitLog [%d, %d) indexed again in %.1f s", written, first, stop,
                     time.monotonic() - began)  # fmt: skip
 
 
-def _keyed_records(store: MessageStore, first: int, stop: int) -> Iterator[tuple[str, list[str], int, int]]:
+def keyed_records(store: MessageStore, first: int, stop: int) -> Iterator[tuple[str, list[str], int, int]]:
     """``(topic, keys, phy_offset, store_timestamp)`` of the records from ``first`` (a record boundary) up to
     ``stop`` that dispatch would index: not rolled back, not of a deleted topic, with keys."""
     deleted = load_tombstones(store.root)

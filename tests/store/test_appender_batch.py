@@ -529,14 +529,16 @@ class RaisingPutBatchIndex:
 
 
 def test_a_raising_index_sees_the_batch_stored(tmp_path: Path) -> None:
+    """A batch whose keys the index refuses is stored and answered on both paths, its listener called; its keys are
+    indexed again once the index takes them (the files compared at the end)."""
     native, python = _pair(tmp_path)
     native_calls, python_calls = _listen(native), _listen(python)
     indexes = native.index, python.index
     native.index, python.index = RaisingPutBatchIndex(native.index), RaisingPutBatchIndex(python.index)
     with _batch_routed(native, "fast"):
         got = _outcome(lambda: native.append_batch(_batch(3)))
-    assert got == _outcome(lambda: python.append_batch(_batch(3))) == ("error", RuntimeError, "index put_batch")
-    assert native_calls == python_calls == []  # the index is called first: the listener is not reached
+    assert got == _outcome(lambda: python.append_batch(_batch(3))) and got[0] == "ok"
+    assert native_calls == python_calls and len(native_calls) == 3
     assert _state(native) == _state(python) and native.queue_offsets[("TopicA", 0)] == 4
     native.index, python.index = indexes
     with _batch_routed(native, "fast"):
