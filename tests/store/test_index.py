@@ -143,6 +143,20 @@ def test_keys_of_one_message_may_straddle_a_roll(tmp_path: Path) -> None:
     service.close()
 
 
+def test_a_key_a_message_repeats_across_a_roll_is_found_once_per_entry(tmp_path: Path) -> None:
+    """``KEYS=a a a`` puts three entries under ``T#a``; when the file rolls between them, RocketMQ's
+    IndexService.queryOffset collects the offset from each file (store/src/main/java/org/apache/rocketmq/store/index/
+    IndexFile.java selectPhyOffset appends every matching entry), as it does within one file. Ours dropped the
+    offset an older file found again (hypothesis found it: test_query_agrees_with_a_model_of_the_index)."""
+    service = IndexService(tmp_path, max_hash_slots=3, max_index_num=5)  # 4 entries per file
+    service.put("T", ["a", "a"], 0, T0)
+    service.put("T", ["a", "a", "a"], 1, T0)
+    assert len(service.files) == 2
+    assert service.query("T", "a", 2, 0, T0 * 2) == [1, 1]
+    assert service.query("T", "a", 10, 0, T0 * 2) == [1, 1, 1, 0, 0]
+    service.close()
+
+
 def test_reopen_after_close_answers_the_same_and_keeps_appending(tmp_path: Path) -> None:
     service = IndexService(tmp_path, max_hash_slots=2, max_index_num=4)
     for i in range(5):
