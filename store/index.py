@@ -223,7 +223,7 @@ class IndexService:
         :mod:`store.index_gaps`). Returns how many entries were written: fewer than the keys given only when the
         names below ``gap.limit`` run out (the deleted files held fewer keys than the log gives now), logged. An error
         raises with the gap still recorded: the next :meth:`load` deletes what was written and it is a gap again."""
-        files, written = self._write_refill(gap, messages)
+        files, written = self._write_refill(gap, self._not_kept(gap, messages))
         left = [n for n in self._dropped if not (n >= gap.name and (gap.limit is None or n < gap.limit))]
         commit_refill(self.directory, left, files)
         self._dropped = left
@@ -231,6 +231,26 @@ class IndexService:
             for file in files:
                 bisect.insort(self._files, file, key=lambda f: f.path.name)
         return written
+
+    def _not_kept(
+        self, gap: IndexGap, messages: Iterable[tuple[str, list[str], int, int]]
+    ) -> Iterator[tuple[str, list[str], int, int]]:
+        """``messages`` less the keys of the gap's bounding messages the kept files still hold: the first keys of the
+        message at ``gap.after`` end the file before the gap, the last keys of the one at ``gap.before`` start the
+        file after it. Each key is then indexed once, as RocketMQ indexes it, and a query answers every entry."""
+        names = [f.path.name for f in self.files]
+        at = bisect.bisect(names, gap.name)
+        before = next((f for f in reversed(self.files[:at]) if not f.is_empty), None)
+        after = next((f for f in self.files[at:] if not f.is_empty), None)
+        head = 0 if before is None else before.entries_of_last(gap.after)
+        tail = 0 if after is None or gap.before is None else after.entries_of_first(gap.before)
+        for topic, keys, phy, store_timestamp in messages:
+            if phy == gap.after:
+                keys = keys[head:]
+            if phy == gap.before:
+                keys = keys[: len(keys) - tail]
+            if keys:
+                yield topic, keys, phy, store_timestamp
 
     def _write_refill(
         self, gap: IndexGap, messages: Iterable[tuple[str, list[str], int, int]]
@@ -326,10 +346,7 @@ class IndexService:
             if file.is_empty:
                 continue
             if file.time_overlaps(begin_ms, end_ms):
-                newer = len(out)
                 yield from file.select_steps(key_hash, out, max_num, begin_ms, end_ms)
-                if newer:
-                    _drop_repeats(out, newer)
             if file.begin_timestamp < begin_ms or len(out) >= max_num:
                 break
 
@@ -451,11 +468,3 @@ class IndexRuns:
                 self._index.put_timed(self._topic, run)
             else:
                 self._index.put_batch(self._topic, [(keys, phy) for keys, phy, _ in run], first)
-
-
-def _drop_repeats(out: list[int], start: int) -> None:
-    """Drop from ``out[start:]`` (one file's finds) the offsets a newer file gave already: a refill indexes the
-    messages at a damaged file's edges again. A message indexed twice in one file (``KEYS=k k``) stays twice, as
-    Java's IndexFile.selectPhyOffset finds it."""
-    seen = set(out[:start])
-    out[start:] = [phy for phy in out[start:] if phy not in seen]

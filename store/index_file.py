@@ -252,6 +252,22 @@ class IndexFile:
         except ValueError:  # "mmap closed or invalid": the file was deleted while the walk was suspended
             return
 
+    def entries_of_last(self, phy_offset: int) -> int:
+        """How many of the newest entries point at ``phy_offset``: the keys of the message that ends the file."""
+        return self._run_of(phy_offset, range(self.index_count - 1, 0, -1))
+
+    def entries_of_first(self, phy_offset: int) -> int:
+        """How many of the oldest entries point at ``phy_offset``: the keys of the message that starts the file."""
+        return self._run_of(phy_offset, range(1, self.index_count))
+
+    def _run_of(self, phy_offset: int, numbers: range) -> int:
+        count = 0
+        for number in numbers:
+            if _ENTRY.unpack_from(self._mm, self._entries_at + number * INDEX_ENTRY_SIZE)[1] != phy_offset:
+                break
+            count += 1
+        return count
+
     def truncate_after(self, phy_offset: int) -> None:
         """Forget every entry whose offset is >= ``phy_offset``, restoring the slots they displaced. Entries are
         written in CommitLog order, so they form a suffix of the file and undoing them newest-first is exact."""
