@@ -155,3 +155,20 @@ async def test_a_unique_key_viewed_for_a_consumer_is_looked_up_from_a_second_bef
         nursery.cancel_scope.cancel()
     assert msg.body == b"viewed"
     assert begins == [made - 1000]
+
+
+async def test_a_key_query_keeps_the_records_before_one_that_does_not_decode(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """MessageDecoder.decodes stops at a record it cannot decode (decode catches the error and answers null) and keeps
+    the ones before it (common/src/main/java/org/apache/rocketmq/common/message/MessageDecoder.java), so
+    MQAdminImpl.queryMessage still finds them. Ours passed the whole broker answer over: nothing was found."""
+    good = encode_record(MessageRecord(TOPIC, b"readable", properties="KEYS\x01needle"), store_timestamp=1)
+    torn = encode_record(MessageRecord(TOPIC, b"torn", properties="KEYS\x01needle"), store_timestamp=2)[:40]
+    async with trio.open_nursery() as nursery, RemotingClient() as registrar:
+        namesrv = embedded_cluster.namesrv_addr
+        await _register(registrar, namesrv, "broker-a", await _slow_broker(nursery, good + torn))
+        async with Admin(namesrv) as admin:
+            found = await admin.query_msg_by_key(TOPIC, "needle")
+        nursery.cancel_scope.cancel()
+    assert [m.body for m in found] == [b"readable"]
