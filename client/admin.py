@@ -507,13 +507,20 @@ class Admin(AdminOps):
     async def _query_at(
         self, addr: str, header: QueryMessageRequestHeader, timeout: float | None = None
     ) -> list[MessageExt]:
-        """QUERY_MESSAGE on one broker: the records its index found, as stored (none: QUERY_NOT_FOUND); a reply whose
-        records do not decode raises MessageDecodeError."""
+        """QUERY_MESSAGE on one broker: the records its index found, as stored (none: QUERY_NOT_FOUND), up to the
+        first that does not decode (logged), as MessageDecoder.decodes stops there and keeps the ones before it
+        (common/src/main/java/org/apache/rocketmq/common/message/MessageDecoder.java)."""
         cmd = request(RequestCode.QUERY_MESSAGE, header.to_ext_fields())
         response = await self._call(addr, cmd, ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND, timeout=timeout)
         if response.code != ResponseCode.SUCCESS:
             return []
-        return list(iter_records(response.body))
+        records: list[MessageExt] = []
+        try:
+            records.extend(iter_records(response.body))
+        except MessageDecodeError as exc:
+            log.warning("query message of %s at %s: a record does not decode (%s), the rest skipped",
+                        header.topic, addr, exc)  # fmt: skip
+        return records
 
     async def query_msg_by_offset(self, mq: MessageQueue, offset: int, count: int = 1) -> list[MessageExt]:
         """Up to ``count`` messages of ``mq`` from ``offset`` (a pull by the tools group, no offset committed)."""
