@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import trio
+import trio.testing
 
 from broker.embedded import EmbeddedCluster
 from client.admin import Admin
@@ -59,7 +60,9 @@ async def test_a_batch_whose_keys_need_an_index_file_that_cannot_be_made_is_stor
             assert await admin.max_offset(MessageQueue(TOPIC, "broker-a", 0)) == 9
 
 
-async def test_keys_stored_while_no_index_file_can_be_made_are_indexed_once_one_can(tmp_path: Path) -> None:
+async def test_keys_stored_while_no_index_file_can_be_made_are_indexed_once_one_can(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
     """RocketMQ's dispatch retries the message whose index file could not be made until one can, so its keys and
     those of the messages after it are found afterwards; ours dropped them for good."""
     async with EmbeddedCluster(tmp_path / "cluster", **TINY_INDEX) as cluster:
@@ -70,7 +73,7 @@ async def test_keys_stored_while_no_index_file_can_be_made_are_indexed_once_one_
                 for i in range(6):
                     await p.send(Message(TOPIC, b"s%d" % i, keys=f"s{i}"))
                 await p.send_batch([Message(TOPIC, b"b%d" % i, keys=f"b{i}") for i in range(3)])
-                await trio.sleep(2)  # flushes and index reads meanwhile try the index and fail
+                await trio.sleep(2)  # flushes and index reads meanwhile try the index and fail (virtual time)
             await p.send(Message(TOPIC, b"after", keys="after"))
             for key in ("s0", "s5", "b0", "b2", "after"):
                 assert await _found(admin, key) == [key.encode()], key
