@@ -192,13 +192,18 @@ class TransactionalMessageBridge:
             return None
         return msg if msg.topic == TRANS_HALF_TOPIC else None
 
-    def iter_queue(self, topic: str, start: int, end: int) -> Iterator[MessageExt]:
+    def iter_queue(self, topic: str, start: int, end: int, *, counted: bool = False) -> Iterator[MessageExt]:
         """Decoded records of ``topic`` queue 0 from logical ``start`` up to ``end`` (exclusive), in order; offsets
-        whose data retention removed are skipped."""
+        whose data retention removed are skipped. ``counted``: each read counts in the statistics as
+        ``CID_RMQ_SYS_TRANS``'s, as the check service's reads do in Java (TransactionalMessageBridge
+        ``getHalfMessage`` / ``getOpMessage``)."""
         store = self.broker.store
         offset = max(start, store.min_offset_in_queue(topic, _HALF_QUEUE))
         while offset < end:
             result = store.get(topic, _HALF_QUEUE, offset, min(_READ_BATCH, end - offset))
+            if counted:
+                size = sum(len(view) for view in result.messages)
+                self.broker.stats.record_internal_read(TRANS_SYS_GROUP, topic, len(result.messages), size)
             if not result.messages:
                 if result.next_begin_offset <= offset:
                     return
@@ -213,13 +218,14 @@ class TransactionalMessageBridge:
                     continue
             offset = result.next_begin_offset
 
-    def read_ops(self, start: int, end: int) -> list[OpMessage]:
-        """Op messages of ``[start, end)``; a record that is not one of ours (bad body) is skipped."""
-        return list(self.iter_ops(start, end))
+    def read_ops(self, start: int, end: int, *, counted: bool = False) -> list[OpMessage]:
+        """Op messages of ``[start, end)``; a record that is not one of ours (bad body) is skipped. ``counted``: as
+        :meth:`iter_queue`'s."""
+        return list(self.iter_ops(start, end, counted=counted))
 
-    def iter_ops(self, start: int, end: int) -> Iterator[OpMessage]:
+    def iter_ops(self, start: int, end: int, *, counted: bool = False) -> Iterator[OpMessage]:
         """:meth:`read_ops` one at a time (a caller may yield between them)."""
-        for msg in self.iter_queue(TRANS_OP_HALF_TOPIC, start, end):
+        for msg in self.iter_queue(TRANS_OP_HALF_TOPIC, start, end, counted=counted):
             raw = msg.properties.get(PROPERTY_TRAN_PREPARED_QUEUE_OFFSET) or msg.body.decode("ascii", "replace")
             try:
                 yield OpMessage(msg.queue_offset, int(raw))

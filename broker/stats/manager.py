@@ -297,6 +297,22 @@ class BrokerStatsManager:
         items.nums.add(count)
         items.sizes.add(size)
 
+    def record_internal_read(self, group: str, topic: str, count: int, size: int) -> None:
+        """One read of ``topic`` by the broker's own ``group`` (the transaction check's ``CID_RMQ_SYS_TRANS``) that
+        found ``count`` messages of ``size`` bytes (0: none). 4.9.8's TransactionalMessageBridge ``getMessage``
+        (broker/src/main/java/org/apache/rocketmq/broker/transaction/queue/TransactionalMessageBridge.java) is a
+        store read (found or missed, the messages transferred) and counts what it finds with ``incGroupGetNums``,
+        ``incGroupGetSize`` and ``incBrokerGetNums``; no pull offset, no ``/metrics`` outgoing series here."""
+        store = self.store_stats
+        if count <= 0:
+            store.get_miss += 1
+            return
+        store.get_found += 1
+        store.get_transferred += count
+        key = stats_key(topic, group)
+        self.sets[GROUP_GET_NUMS].get_or_create(key).add(count)
+        self.sets[GROUP_GET_SIZE].get_or_create(key).add(size)
+
     def record_pop_latency(self, group: str, topic: str, elapsed_ms: int) -> None:
         """A pop of ``group`` on ``topic`` handed out messages ``elapsed_ms`` after it started: RocketMQ 5.3.3's
         PopMessageProcessor answers it with ``incGroupGetLatency(group, topic, queueId, now - begin)``

@@ -218,7 +218,8 @@ class TransactionCheckService:
         round, as 4.9.8's check pulls the op queue once per round (``fillOpRemoveMap``)."""
         bridge = self.bridge
         resolved = {op.origin: op.op_offset for op in ops if op.op_offset >= op_position}
-        resolved.update((op.origin, op.op_offset) for op in bridge.read_ops(ops_end, bridge.op_max_offset()))
+        since = bridge.read_ops(ops_end, bridge.op_max_offset(), counted=True)
+        resolved.update((op.origin, op.op_offset) for op in since)
         for origin, op_offset in bridge.resolved.items():
             if op_offset >= op_position:
                 resolved.setdefault(origin, op_offset)
@@ -241,7 +242,7 @@ class TransactionCheckService:
         renewed_origins: set[int] = set()  # a DLedger leader's queue shows its copies only once a majority holds them
         checked = discarded = done = 0
         position = half_start
-        for n, half in enumerate(bridge.iter_queue(TRANS_HALF_TOPIC, half_start, half_end), 1):
+        for n, half in enumerate(bridge.iter_queue(TRANS_HALF_TOPIC, half_start, half_end, counted=True), 1):
             if self.now_ms() - now > _MAX_ROUND_MS:
                 log.info("transaction check reached %d ms at half offset %d: the next round goes on from there",
                          _MAX_ROUND_MS, half.queue_offset)  # fmt: skip
@@ -292,7 +293,8 @@ class TransactionCheckService:
         # message sent meanwhile lies past the bound and the new progress alike, an op message written meanwhile
         # past ``op_position``, so neither changes what the round commits.
         live = set(renewed_origins)
-        for n, half in enumerate(bridge.iter_queue(TRANS_HALF_TOPIC, position, bridge.half_max_offset()), 1):
+        left = bridge.iter_queue(TRANS_HALF_TOPIC, position, bridge.half_max_offset(), counted=True)
+        for n, half in enumerate(left, 1):
             if n % _YIELD_EVERY == 0:
                 await trio.lowlevel.checkpoint()
             live.add(origin_of(half))
@@ -305,7 +307,7 @@ class TransactionCheckService:
     async def _read_ops(self, start: int, end: int) -> list[OpMessage]:
         """The bridge's op messages of ``[start, end)``, yielding every ``_YIELD_EVERY`` of them (~45 µs each)."""
         ops = []
-        for n, op in enumerate(self.bridge.iter_ops(start, end), 1):
+        for n, op in enumerate(self.bridge.iter_ops(start, end, counted=True), 1):
             if n % _YIELD_EVERY == 0:
                 await trio.lowlevel.checkpoint()
             ops.append(op)
