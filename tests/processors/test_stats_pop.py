@@ -13,7 +13,9 @@ import trio
 import trio.testing
 
 from broker.context import BrokerState, config_dir_of
+from broker.embedded import EmbeddedCluster
 from broker.pop import PopService
+from broker.pop.revive import REVIVE_GROUP
 from broker.stats import (
     BROKER_PUT_NUMS,
     GROUP_GET_LATENCY,
@@ -23,6 +25,8 @@ from broker.stats import (
     TOPIC_PUT_SIZE,
 )
 from broker.timer.service import TimerMessageService
+from client import Message, Producer
+from client.admin import Admin
 from processors.send import SendMessageProcessor
 from processors.stats import StatsProcessor
 from remoting.codec.bodies.stats import BrokerStatsData
@@ -32,6 +36,7 @@ from remoting.codec.topics import TIMER_TOPIC
 from remoting.processor import RequestContext
 from store.metadata_files import TopicConfig
 from tests.processors.conftest import TOPIC, send_request
+from tests.semantics.helpers import create_topic, use_virtual_store_clock
 
 
 async def test_popped_messages_count_as_the_groups_gets(
@@ -124,3 +129,23 @@ async def test_a_pops_checkpoint_counts_in_no_put_item(
     total = await stats.process(peer_ctx, request(RequestCode.VIEW_BROKER_STATS_DATA, fields))
     assert total is not None and total.code == ResponseCode.SUCCESS
     assert BrokerStatsData.decode(total.body).stats_minute.sum == 3, "BROKER_PUT_NUMS: the 3 sends only"
+
+
+async def test_the_revive_services_reads_count_as_the_revive_groups_gets(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """5.3.3's PopReviveService ``getMessage`` (broker/src/main/java/org/apache/rocketmq/broker/processor/
+    PopReviveService.java) reads the revive topic through DefaultMessageStore.getMessage and counts what it finds
+    with ``incGroupGetNums`` / ``incGroupGetSize`` / ``incBrokerGetNums`` under ``CID_RMQ_SYS_REVIVE_GROUP``."""
+    use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "RevivedStats")
+    async with Producer("revive_stats_pg", embedded_cluster.namesrv_addr) as producer:
+        await producer.send(Message("RevivedStats", b"m"))
+    controller = embedded_cluster.controller
+    pop = PopService(controller.context, controller.timer.rewrite)
+    assert len(pop.pop("pop_group", "RevivedStats", 32, 5_000, None)) == 1
+    await trio.sleep(15)  # the timer puts the CK into the revive queue when due, the broker's revive loop reads it
+    key = f"{pop.revive_topic}@{REVIVE_GROUP}"
+    async with Admin(embedded_cluster.namesrv_addr) as admin:
+        view = await admin.view_broker_stats_data(embedded_cluster.broker_addr, GROUP_GET_NUMS, key)
+    assert view.sum_24_hours() >= 1  # the pop's checkpoint
