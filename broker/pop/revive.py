@@ -198,6 +198,9 @@ class ReviveService:
         if position >= broker.store.max_offset_in_queue(topic, 0):
             return False
         result = broker.store.get(topic, 0, position, _BATCH)
+        # Counted as 5.3.3's PopReviveService.getMessage counts its store read (incGroupGetNums under REVIVE_GROUP).
+        size = sum(len(raw) for raw in result.messages)
+        broker.stats.record_internal_read(REVIVE_GROUP, topic, len(result.messages), size)
         for raw in result.messages:
             try:
                 record = decode_record(raw)

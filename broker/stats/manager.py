@@ -298,11 +298,13 @@ class BrokerStatsManager:
         items.sizes.add(size)
 
     def record_internal_read(self, group: str, topic: str, count: int, size: int) -> None:
-        """One read of ``topic`` by the broker's own ``group`` (the transaction check's ``CID_RMQ_SYS_TRANS``) that
-        found ``count`` messages of ``size`` bytes (0: none). 4.9.8's TransactionalMessageBridge ``getMessage``
-        (broker/src/main/java/org/apache/rocketmq/broker/transaction/queue/TransactionalMessageBridge.java) is a
-        store read (found or missed, the messages transferred) and counts what it finds with ``incGroupGetNums``,
-        ``incGroupGetSize`` and ``incBrokerGetNums``; no pull offset, no ``/metrics`` outgoing series here."""
+        """One read of ``topic`` by the broker's own ``group`` (the transaction check's ``CID_RMQ_SYS_TRANS``, the pop
+        revive service's ``CID_RMQ_SYS_REVIVE_GROUP``) that found ``count`` messages of ``size`` bytes (0: none).
+        4.9.8's TransactionalMessageBridge ``getMessage`` (broker/src/main/java/org/apache/rocketmq/broker/
+        transaction/queue/TransactionalMessageBridge.java) and 5.3.3's PopReviveService ``getMessage``
+        (broker/src/main/java/org/apache/rocketmq/broker/processor/PopReviveService.java) are store reads (found or
+        missed, the messages transferred) that count what they find with ``incGroupGetNums``, ``incGroupGetSize``
+        and ``incBrokerGetNums``; no pull offset, no ``/metrics`` outgoing series here."""
         store = self.store_stats
         if count <= 0:
             store.get_miss += 1
