@@ -14,7 +14,7 @@ import trio.testing
 
 from broker.context import BrokerState, config_dir_of
 from broker.embedded import EmbeddedCluster
-from broker.pop import PopService
+from broker.pop import AckOutcome, PopService
 from broker.pop.revive import REVIVE_GROUP
 from broker.stats import (
     BROKER_PUT_NUMS,
@@ -129,6 +129,41 @@ async def test_a_pops_checkpoint_counts_in_no_put_item(
     total = await stats.process(peer_ctx, request(RequestCode.VIEW_BROKER_STATS_DATA, fields))
     assert total is not None and total.code == ResponseCode.SUCCESS
     assert BrokerStatsData.decode(total.body).stats_minute.sum == 3, "BROKER_PUT_NUMS: the 3 sends only"
+
+
+async def test_an_acks_revive_record_counts_in_no_put_item(
+    broker: BrokerState, peer_ctx: RequestContext, autojump_clock: trio.testing.MockClock
+) -> None:
+    """5.3.3's AckMessageProcessor ``appendAck`` stores the ACK in the revive topic through the EscapeBridge
+    (``putMessageToSpecificQueue``), which counts no TOPIC_PUT_NUMS / TOPIC_PUT_SIZE / BROKER_PUT_NUMS
+    (broker/src/main/java/org/apache/rocketmq/broker/failover/EscapeBridge.java): only the send counts, while the
+    store totals take the ACK (and the CK, parked in the timer)."""
+    broker.topics.update_topic(TopicConfig(TOPIC, 1, 1))
+    send, stats = SendMessageProcessor(broker), StatsProcessor(broker)
+    pop = PopService(broker, TimerMessageService(broker.store, config_dir_of(broker.config)).rewrite)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(broker.stats.run)
+        await trio.sleep(0.5)
+        answer = await send.process(peer_ctx, send_request(body=b"m"))
+        assert answer is not None and answer.code == ResponseCode.SUCCESS
+        (popped,) = pop.pop("pop_group", TOPIC, 32, 60_000, None)
+        assert pop.ack("pop_group", TOPIC, popped.handle) is AckOutcome.OK
+        await trio.sleep(10)
+        nursery.cancel_scope.cancel()
+    assert broker.store.max_offset_in_queue(pop.revive_topic, 0) == 1  # the ACK
+    assert broker.stats.runtime_entries()["msgPutTotalTodayNow"] == "3"  # the send, the CK and the ACK
+    for name in (TOPIC_PUT_NUMS, TOPIC_PUT_SIZE):
+        fields = {"statsName": name, "statsKey": pop.revive_topic}
+        view = await stats.process(peer_ctx, request(RequestCode.VIEW_BROKER_STATS_DATA, fields))
+        assert view is not None
+        assert (view.code, view.remark) == (
+            ResponseCode.SYSTEM_ERROR,
+            f"The stats <{name}> <{pop.revive_topic}> not exist",
+        )
+    fields = {"statsName": BROKER_PUT_NUMS, "statsKey": broker.config.broker_cluster_name}
+    total = await stats.process(peer_ctx, request(RequestCode.VIEW_BROKER_STATS_DATA, fields))
+    assert total is not None and total.code == ResponseCode.SUCCESS
+    assert BrokerStatsData.decode(total.body).stats_minute.sum == 1, "BROKER_PUT_NUMS: the send only"
 
 
 async def test_the_revive_services_reads_count_as_the_revive_groups_gets(
