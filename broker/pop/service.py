@@ -1120,7 +1120,11 @@ class PopService:
     def _write_ack(self, group: str, topic: str, handle: ReceiptHandle) -> None:
         body = {"c": group, "t": topic, "q": handle.queue_id, "ao": handle.offset, "pt": handle.pop_time,
                 "it": handle.invisible_time}  # fmt: skip
-        self._append(self._revive_record(ACK_TAG, body, None))
+        record = self._revive_record(ACK_TAG, body, None)
+        appended = self._append(record)
+        # In the store totals only: 5.3.3's AckMessageProcessor.appendAck puts it through the EscapeBridge
+        # (putMessageToSpecificQueue), which counts nothing.
+        self.broker.stats.record_uncounted_put(record.topic, record.queue_id, appended.queue_offset)
 
     def _append(self, record: MessageRecord) -> AppendResult:
         appended = self.broker.store.append(record)

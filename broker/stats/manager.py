@@ -28,7 +28,7 @@ Puts are not counted per message but read from the store's ConsumeQueues when sa
 ours: Java counts in the send processor). So put counts include every stored message (sends, retries, delayed
 deliveries) but those Java stores without counting, which count in the store totals only: the broker's
 OffsetMovedEvents, transaction op messages and discarded half messages (:data:`_UNCOUNTED_PUT_TOPICS`), pop
-checkpoints, committed and renewed transaction messages (:meth:`BrokerStatsManager.record_uncounted_put`) and
+checkpoints and ACKs, committed and renewed transaction messages (:meth:`BrokerStatsManager.record_uncounted_put`) and
 send-backs (:meth:`BrokerStatsManager.record_send_back_put`).
 ``times`` of a put item equals its message count, except that a batch send counts one
 (:meth:`BrokerStatsManager.record_batch_put`, as Java's per-request count). Messages recovered at start are not
@@ -436,8 +436,8 @@ class BrokerStatsManager:
 
     def record_uncounted_put(self, topic: str, queue_id: int, queue_offset: int) -> None:
         """The broker stored an entry of its own at ``queue_offset`` of ``topic``'s ``queue_id`` through a path that
-        counts in no put item, only in the store totals: a pop's checkpoint, which RocketMQ 5.3.3's
-        PopMessageProcessor ``appendCheckPoint`` stores through the EscapeBridge
+        counts in no put item, only in the store totals: a pop's checkpoint or ACK, which RocketMQ 5.3.3's
+        PopMessageProcessor ``appendCheckPoint`` and AckMessageProcessor ``appendAck`` store through the EscapeBridge
         (broker/src/main/java/org/apache/rocketmq/broker/failover/EscapeBridge.java, no ``incTopicPutNums``), and a
         committed or renewed transaction message (4.9.8's plain store puts: processors/transaction_bridge.py)."""
         if not self.replica:
