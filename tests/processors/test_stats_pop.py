@@ -32,7 +32,7 @@ from processors.stats import StatsProcessor
 from remoting.codec.bodies.stats import BrokerStatsData
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
-from remoting.codec.topics import TIMER_TOPIC
+from remoting.codec.topics import TIMER_TOPIC, pop_retry_topic
 from remoting.processor import RequestContext
 from store.metadata_files import TopicConfig
 from tests.processors.conftest import TOPIC, send_request
@@ -184,3 +184,25 @@ async def test_the_revive_services_reads_count_as_the_revive_groups_gets(
     async with Admin(embedded_cluster.namesrv_addr) as admin:
         view = await admin.view_broker_stats_data(embedded_cluster.broker_addr, GROUP_GET_NUMS, key)
     assert view.sum_24_hours() >= 1  # the pop's checkpoint
+
+
+async def test_reading_back_a_revived_message_counts_as_a_store_read(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """5.3.3's PopReviveService ``getBizMessage`` reads the message to revive through EscapeBridge
+    ``getMessageAsync``, a DefaultMessageStore.getMessage of one message (broker/src/main/java/org/apache/rocketmq/
+    broker/failover/EscapeBridge.java): a found read with one message transferred (``getFoundTps``,
+    ``getTransferedTps``, ``msgGetTotalTodayNow``), in no group item."""
+    use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "RevivedRead")
+    async with Producer("revive_read_pg", embedded_cluster.namesrv_addr) as producer:
+        await producer.send(Message("RevivedRead", b"m"))
+    controller = embedded_cluster.controller
+    pop = PopService(controller.context, controller.timer.rewrite)
+    assert len(pop.pop("pop_group", "RevivedRead", 32, 5_000, None)) == 1
+    await trio.sleep(15)  # the CK comes due, the broker's revive loop reads it and revives the message
+    retry = pop_retry_topic("pop_group", "RevivedRead")
+    assert controller.context.store.max_offset_in_queue(retry, 0) == 1  # revived
+    async with Admin(embedded_cluster.namesrv_addr) as admin:
+        status = await admin.broker_status(embedded_cluster.broker_addr)
+    assert status["msgGetTotalTodayNow"] == "3"  # the pop, the revive's read of the CK, the revived message
