@@ -298,6 +298,7 @@ class ReviveService:
     def _redeliver(self, group: str, phy_offset: int, pop_time: int) -> None:
         store = self.pop.broker.store
         raw = store.look_message_by_offset(phy_offset)
+        self.pop.broker.stats.record_store_read(0 if raw is None else 1)  # 5.3.3's getBizMessage reads it so
         if raw is None:
             log.warning("revive: message at %d of group %s is gone", phy_offset, group)
             return

@@ -297,6 +297,18 @@ class BrokerStatsManager:
         items.nums.add(count)
         items.sizes.add(size)
 
+    def record_store_read(self, count: int) -> None:
+        """A store read of the broker's own that found ``count`` messages (0: none) and counts in no group item: the
+        pop revive's read-back of the message to revive, RocketMQ 5.3.3's EscapeBridge ``getMessageAsync``
+        (broker/src/main/java/org/apache/rocketmq/broker/failover/EscapeBridge.java), a DefaultMessageStore
+        ``getMessage`` counted as found or missed, with its messages transferred."""
+        store = self.store_stats
+        if count <= 0:
+            store.get_miss += 1
+            return
+        store.get_found += 1
+        store.get_transferred += count
+
     def record_internal_read(self, group: str, topic: str, count: int, size: int) -> None:
         """One read of ``topic`` by the broker's own ``group`` (the transaction check's ``CID_RMQ_SYS_TRANS``, the pop
         revive service's ``CID_RMQ_SYS_REVIVE_GROUP``) that found ``count`` messages of ``size`` bytes (0: none).
