@@ -319,3 +319,42 @@ async def test_embedded_dledger_group_shuts_down_cleanly_on_sighup(tmp_path: Pat
     finally:
         kill_group(proc)
         await kill_all()
+
+
+def mqnamesrv(log: Path) -> Process:
+    """A `mqnamesrv` listening on a free port of 127.0.0.1."""
+    argv = [PY, "-m", "namesrv.cli", "--listenPort", "0", "--listenHost", "127.0.0.1",
+            "--kvConfigPath", str(log.with_name("kv.json"))]  # fmt: skip
+    return Process("mqnamesrv", argv, log)
+
+
+@pytest.mark.parametrize(
+    ("which", "invoked", "over"),
+    [
+        ("broker", "Shutdown hook was invoked, 1", "Shutdown hook over, consuming total time(ms): "),
+        ("namesrv", "shutdown hook was invoked, 1 times.", "shutdown hook done, consuming time total(ms): "),
+    ],
+)
+async def test_a_stop_signal_logs_javas_shutdown_hook_lines(
+    tmp_path: Path, which: str, invoked: str, over: str
+) -> None:
+    """SIGTERM logs the lines of Java's shutdown hook, which operators and scripts look for in the log: the count of
+    invocations, then the time the shutdown took (broker/src/main/java/org/apache/rocketmq/broker/BrokerStartup.java
+    ``addShutdownHook``; srvutil/src/main/java/org/apache/rocketmq/srvutil/ShutdownHookThread.java for the name
+    server, NamesrvStartup's hook). Ours logged only the signal received."""
+    log = tmp_path / f"{which}.log"
+    proc = mqbroker(tmp_path / "store", log) if which == "broker" else mqnamesrv(log)
+    try:
+        async with trio.open_nursery() as nursery:
+            await proc.start(nursery)
+            await proc.wait_until(lambda: any("boot success" in line for line in proc.lines), 90, "boot line")
+            assert proc._proc is not None
+            proc._proc.send_signal(signal.SIGTERM)
+            assert await proc.wait_exit(60) == 0
+    finally:
+        kill_group(proc)
+        await kill_all()
+    err = log_tail(log, 100_000)
+    assert invoked in err and err.count(invoked) == 1, err[-1500:]
+    tail = err[err.index(invoked) :]
+    assert over in tail and tail[tail.index(over) + len(over) :].split()[0].isdigit(), err[-1500:]
