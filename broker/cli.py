@@ -20,12 +20,13 @@ UPDATE_BROKER_CONFIG (``mqadmin updateBrokerConfig``) writes the properties it c
 (:mod:`broker.broker_conf_file`), so a restart keeps them.
 
 SIGINT (Ctrl-C), SIGTERM and SIGHUP (the terminal closed) shut down cleanly (unregister from name servers, flush,
-checkpoint, save config files; exit status 0), as BrokerStartup's JVM shutdown hook does; a signal the process started
-with ignored (``nohup``) stays ignored, as the JVM leaves it (:mod:`remoting.server_main`). ``--exit-with-stdin`` (used
-by :mod:`broker.broker_process`) also shuts down so when stdin reaches end of file: the parent has gone. A bad option or
+checkpoint, save config files; exit status 0), as BrokerStartup's JVM shutdown hook does, logging its lines (``Shutdown
+hook was invoked, 1``, then ``Shutdown hook over, consuming total time(ms): T``); a signal the process started with
+ignored (``nohup``) stays ignored, as the JVM leaves it (:mod:`remoting.server_main`). ``--exit-with-stdin`` (used by
+:mod:`broker.broker_process`) also shuts down so when stdin reaches end of file: the parent has gone. A bad option or
 property value (``listenPort`` outside 0..65535, an illegal name server address) exits with status 2 and a message
-naming it (a number Java cannot parse is only logged and skipped, as MixAll.properties2Object does); a port that
-cannot be bound, a locked or corrupt store, a TLS certificate, key or trust file that does not load exits with status 1.
+naming it (a number Java cannot parse is only logged and skipped, as MixAll.properties2Object does); a port that cannot
+be bound, a locked or corrupt store, a TLS certificate, key or trust file that does not load exits with status 1.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ from remoting.codec.java_properties import (
     property_texts,
 )
 from remoting.connection import Address
-from remoting.server_main import open_stop_signal_receiver, run_main
+from remoting.server_main import BROKER_HOOK_LINES, ShutdownHookLog, open_stop_signal_receiver, run_main
 from store.errors import StoreError
 
 log = logging.getLogger("broker")
@@ -178,6 +179,7 @@ async def run(
     ``exit_with_stdin``, stdin's end, then shut down by cancelling the nursery. ``config_path`` is the ``-c`` file,
     where UPDATE_BROKER_CONFIG persists changed properties; ``proxy`` (when enabled) starts the gRPC endpoint too."""
     controller = BrokerController(config, config_path=config_path)
+    hook = ShutdownHookLog(log, BROKER_HOOK_LINES)
     with open_stop_signal_receiver() as signals:
         async with trio.open_nursery() as nursery:
             if exit_with_stdin:
@@ -191,8 +193,10 @@ async def run(
             print(boot_line(config, address), flush=True)
             async for signum in signals:
                 log.info("received %s, shutting down", signal.Signals(signum).name)
+                hook.invoked()
                 nursery.cancel_scope.cancel()
                 break
+    hook.over()
     print(f"The broker[{config.broker_name}] shutdown.", flush=True)
 
 

@@ -13,10 +13,11 @@ line with the bound address, so scripts can wait for it::
 
     The Name Server boot success. serializeType=JSON, address 127.0.0.1:9876
 
-SIGINT (Ctrl-C), SIGTERM and SIGHUP (the terminal closed) stop it cleanly (connections closed, exit status 0), each
-unless the process started with it ignored (``nohup``), as a JVM does (:mod:`remoting.server_main`). A bad
-option or property value exits with status 2 and a message; a port that cannot be bound, a corrupt ``kvConfig.json``
-or a TLS certificate, key or trust file that does not load exits with status 1.
+SIGINT (Ctrl-C), SIGTERM and SIGHUP (the terminal closed) stop it cleanly (connections closed, exit status 0;
+ShutdownHookThread's ``shutdown hook was invoked, 1 times.`` and ``shutdown hook done, consuming time total(ms): T``
+logged), each unless the process started with it ignored (``nohup``), as a JVM does (:mod:`remoting.server_main`). A bad
+option or property value exits with status 2 and a message; a port that cannot be bound, a corrupt ``kvConfig.json`` or
+a TLS certificate, key or trust file that does not load exits with status 1.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from remoting.codec.java_properties import (
 )
 from remoting.connection import Address
 from remoting.server import NETTY_SERVER_CONFIG_ORDER
-from remoting.server_main import open_stop_signal_receiver, run_main
+from remoting.server_main import NAMESRV_HOOK_LINES, ShutdownHookLog, open_stop_signal_receiver, run_main
 from remoting.tls import TlsContextError
 from store.metadata_files import ConfigFileError
 
@@ -85,14 +86,17 @@ async def run(config: NamesrvConfig, file_only_properties: Mapping[str, str] | N
     """Serve until a stop signal (:func:`~remoting.server_main.open_stop_signal_receiver`), then shut down by
     cancelling the nursery. ``file_only_properties``: the ``-c`` file's keys no setting has."""
     server = NamesrvServer(config, file_only_properties)
+    hook = ShutdownHookLog(log, NAMESRV_HOOK_LINES)
     with open_stop_signal_receiver() as signals:
         async with trio.open_nursery() as nursery:
             address = await nursery.start(server.serve)
             print(boot_line(address), flush=True)
             async for signum in signals:
                 log.info("received %s, shutting down", signal.Signals(signum).name)
+                hook.invoked()
                 nursery.cancel_scope.cancel()
                 break
+    hook.over()
     print("The Name Server shutdown.", flush=True)
 
 

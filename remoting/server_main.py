@@ -6,14 +6,18 @@
   start (HotSpot's ``JVM_RegisterSignal``: ``os::Posix::is_sig_ignored``);
 - :func:`run_main`: run the Trio main; a start-up failure of one of the expected types, alone inside the exception
   groups Trio nurseries wrap it in (:func:`~remoting.errors.sole_exception`), becomes one line on stderr and exit
-  status 1. Anything else propagates with its traceback.
+  status 1. Anything else propagates with its traceback;
+- :class:`ShutdownHookLog`: the lines a JVM shutdown hook logs as the shutdown begins and once it is over, with the
+  time it took (:data:`BROKER_HOOK_LINES`, :data:`NAMESRV_HOOK_LINES`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import signal
 import sys
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any, Final
 
@@ -23,6 +27,33 @@ import trio
 from remoting.errors import sole_exception
 
 STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+#: BrokerStartup's shutdown hook (broker/src/main/java/org/apache/rocketmq/broker/BrokerStartup.java).
+BROKER_HOOK_LINES: Final = ("Shutdown hook was invoked, %d", "Shutdown hook over, consuming total time(ms): %d")
+#: NamesrvStartup's (srvutil/src/main/java/org/apache/rocketmq/srvutil/ShutdownHookThread.java).
+NAMESRV_HOOK_LINES: Final = ("shutdown hook was invoked, %d times.", "shutdown hook done, consuming time total(ms): %d")
+
+
+class ShutdownHookLog:
+    """Logs a Java shutdown hook's two lines to ``logger``: :meth:`invoked` when the shutdown begins (each call
+    counted, as the hook counts its invocations), :meth:`over` when it has ended, with the milliseconds since the
+    first :meth:`invoked` (nothing when it was never invoked)."""
+
+    def __init__(self, logger: logging.Logger, lines: tuple[str, str]) -> None:
+        self._logger = logger
+        self._invoked_line, self._over_line = lines
+        self._times = 0
+        self._began: float | None = None
+
+    def invoked(self) -> None:
+        self._times += 1
+        self._logger.info(self._invoked_line, self._times)
+        if self._began is None:
+            self._began = time.monotonic()
+
+    def over(self) -> None:
+        if self._began is not None:
+            self._logger.info(self._over_line, round((time.monotonic() - self._began) * 1000))
 
 
 def watched_stop_signals() -> tuple[signal.Signals, ...]:
