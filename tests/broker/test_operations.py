@@ -358,3 +358,47 @@ async def test_a_stop_signal_logs_javas_shutdown_hook_lines(
     assert invoked in err and err.count(invoked) == 1, err[-1500:]
     tail = err[err.index(invoked) :]
     assert over in tail and tail[tail.index(over) + len(over) :].split()[0].isdigit(), err[-1500:]
+
+
+async def wait_for_log(log: Path, text: str, within: float) -> None:
+    with trio.fail_after(within):
+        while text not in log_tail(log, 100_000):
+            await trio.sleep(0.05)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+async def test_a_second_stop_signal_during_the_shutdown_is_ignored(tmp_path: Path, signum: signal.Signals) -> None:
+    """A second SIGTERM or Ctrl-C while `mqbroker` shuts down leaves the shutdown to finish: the JVM runs its
+    shutdown hooks once and a signal arriving meanwhile waits for them (java.lang.Shutdown.exit), so BrokerStartup's
+    hook logs its end and the broker exits as after one signal. Ours finished the shutdown, then died of the second
+    signal (killed by SIGTERM; "Aborted!" and status 1 for SIGINT) without its shutdown lines. The name server is
+    stopped (SIGSTOP) so that the broker's UNREGISTER_BROKER, and with it the shutdown, waits for its timeout."""
+    namesrv = mqnamesrv(tmp_path / "namesrv.log")
+    broker: Process | None = None
+    try:
+        async with trio.open_nursery() as nursery:
+            await namesrv.start(nursery)
+            await namesrv.wait_until(lambda: any("boot success" in line for line in namesrv.lines), 90, "boot line")
+            ns_addr = next(line for line in namesrv.lines if "boot success" in line).rsplit(" ", 1)[1]
+            broker = mqbroker(tmp_path / "store", tmp_path / "broker.log")
+            broker.argv[broker.argv.index("-n") + 1] = ns_addr
+            await broker.start(nursery)
+            await broker.wait_until(lambda: bool(boots(broker)), 90, "boot line")
+            assert namesrv._proc is not None and broker._proc is not None
+            namesrv._proc.send_signal(signal.SIGSTOP)
+            broker._proc.send_signal(signum)
+            await wait_for_log(tmp_path / "broker.log", "Shutdown hook was invoked, 1", 60)
+            broker._proc.send_signal(signum)
+            status = await broker.wait_exit(60)
+            namesrv._proc.send_signal(signal.SIGCONT)
+            err = log_tail(tmp_path / "broker.log", 100_000)
+            assert status == 0, f"exit status {status}:\n{err[-1500:]}"
+            assert any(line.endswith("] shutdown.") for line in broker.lines)
+            assert "Shutdown hook over, consuming total time(ms): " in err
+            assert not (tmp_path / "store" / "abort").exists()
+            nursery.cancel_scope.cancel()  # the name server's output reader
+    finally:
+        for proc in (broker, namesrv):
+            if proc is not None:
+                kill_group(proc)
+        await kill_all()
