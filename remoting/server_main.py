@@ -3,7 +3,8 @@
 - :data:`STOP_SIGNALS`: the signals that shut a server down cleanly, as the JVM runs its shutdown hooks on each;
   :func:`open_stop_signal_receiver` watches those of them the process was not started with ignored (``nohup``'s
   SIGHUP, the SIGINT of a non-interactive shell's ``&``), as the JVM installs no handler for a signal ignored at
-  start (HotSpot's ``JVM_RegisterSignal``: ``os::Posix::is_sig_ignored``);
+  start (HotSpot's ``JVM_RegisterSignal``: ``os::Posix::is_sig_ignored``); one left unread when the server has
+  stopped (a second Ctrl-C during the shutdown) is dropped, as the JVM runs its shutdown hooks once;
 - :func:`run_main`: run the Trio main; a start-up failure of one of the expected types, alone inside the exception
   groups Trio nurseries wrap it in (:func:`~remoting.errors.sole_exception`), becomes one line on stderr and exit
   status 1. Anything else propagates with its traceback;
@@ -65,13 +66,29 @@ def watched_stop_signals() -> tuple[signal.Signals, ...]:
 @contextlib.contextmanager
 def open_stop_signal_receiver() -> Iterator[AsyncIterator[int]]:
     """``trio.open_signal_receiver`` on :func:`watched_stop_signals`; with every one of them ignored, an iterator
-    that never yields (the server runs until killed, as a JVM would)."""
+    that never yields (the server runs until killed, as a JVM would). A stop signal still unread when the block exits
+    (one that came while the server shut down) is dropped: the JVM runs its shutdown hooks once, and a signal arriving
+    meanwhile only waits for them (``java.lang.Shutdown.exit``); trio would raise it again once the block exits."""
     watched = watched_stop_signals()
     if not watched:
         yield _never()
         return
-    with trio.open_signal_receiver(*watched) as receiver:
+    with _ignored_at_exit(watched), trio.open_signal_receiver(*watched) as receiver:
         yield receiver
+
+
+@contextlib.contextmanager
+def _ignored_at_exit(signums: tuple[signal.Signals, ...]) -> Iterator[None]:
+    """Ignore ``signums`` around the block and restore their handlers after it: trio's receiver, opened inside,
+    puts back SIG_IGN before it raises the signals it did not deliver again, so the kernel drops them."""
+    previous = {signum: signal.getsignal(signum) for signum in signums}
+    for signum in signums:
+        signal.signal(signum, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 async def _never() -> AsyncIterator[int]:
