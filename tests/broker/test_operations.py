@@ -402,3 +402,38 @@ async def test_a_second_stop_signal_during_the_shutdown_is_ignored(tmp_path: Pat
             if proc is not None:
                 kill_group(proc)
         await kill_all()
+
+
+async def test_a_stop_signal_during_the_start_stops_the_broker_before_it_boots(tmp_path: Path) -> None:
+    """SIGTERM while `mqbroker` starts (here its start-up REGISTER_BROKER waits for a stopped name server) stops it
+    then: BrokerStartup's shutdown hook, added before BrokerController.start, runs controller.shutdown at once and the
+    JVM exits without printing the boot line. Ours held the signal until the start had finished, so it printed
+    "boot success" after being told to stop, and a script waiting for that line took the broker for started."""
+    namesrv = mqnamesrv(tmp_path / "namesrv.log")
+    broker: Process | None = None
+    try:
+        async with trio.open_nursery() as nursery:
+            await namesrv.start(nursery)
+            await namesrv.wait_until(lambda: any("boot success" in line for line in namesrv.lines), 90, "boot line")
+            ns_addr = next(line for line in namesrv.lines if "boot success" in line).rsplit(" ", 1)[1]
+            assert namesrv._proc is not None
+            namesrv._proc.send_signal(signal.SIGSTOP)
+            broker = mqbroker(tmp_path / "store", tmp_path / "broker.log")
+            broker.argv[broker.argv.index("-n") + 1] = ns_addr
+            await broker.start(nursery)
+            await wait_for_log(tmp_path / "broker.log", "HA listening on port", 60)
+            assert broker._proc is not None
+            broker._proc.send_signal(signal.SIGTERM)
+            status = await broker.wait_exit(60)
+            namesrv._proc.send_signal(signal.SIGCONT)
+            err = log_tail(tmp_path / "broker.log", 100_000)
+            assert status == 0, f"exit status {status}:\n{err[-1500:]}"
+            assert not boots(broker), "a broker told to stop during its start printed its boot line"
+            assert "Shutdown hook was invoked, 1" in err
+            assert not (tmp_path / "store" / "abort").exists()
+            nursery.cancel_scope.cancel()  # the name server's output reader
+    finally:
+        for proc in (broker, namesrv):
+            if proc is not None:
+                kill_group(proc)
+        await kill_all()
