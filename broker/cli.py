@@ -35,6 +35,7 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import attrs
@@ -169,19 +170,32 @@ async def stop_at_stdin_eof(scope: trio.CancelScope) -> None:
     scope.cancel()
 
 
+async def stop_at_signal(signals: AsyncIterator[int], hook: ShutdownHookLog, scope: trio.CancelScope) -> None:
+    """Cancel ``scope`` (the broker's) at the first stop signal, logging it as Java's shutdown hook does."""
+    async for signum in signals:
+        log.info("received %s, shutting down", signal.Signals(signum).name)
+        hook.invoked()
+        scope.cancel()
+        return
+
+
 async def run(
     config: BrokerConfig,
     config_path: Path | None = None,
     proxy: ProxyConfig | None = None,
     exit_with_stdin: bool = False,
 ) -> None:
-    """Serve until a stop signal (:func:`~remoting.server_main.open_stop_signal_receiver`) or, with
-    ``exit_with_stdin``, stdin's end, then shut down by cancelling the nursery. ``config_path`` is the ``-c`` file,
-    where UPDATE_BROKER_CONFIG persists changed properties; ``proxy`` (when enabled) starts the gRPC endpoint too."""
+    """Serve until a stop signal (:func:`~remoting.server_main.open_stop_signal_receiver`; one during the start stops
+    it before its boot line) or, with ``exit_with_stdin``, stdin's end, then shut down by cancelling the nursery.
+    ``config_path`` is the ``-c`` file, where UPDATE_BROKER_CONFIG persists changed properties; ``proxy`` (when
+    enabled) starts the gRPC endpoint too."""
     controller = BrokerController(config, config_path=config_path)
     hook = ShutdownHookLog(log, BROKER_HOOK_LINES)
     with open_stop_signal_receiver() as signals:
         async with trio.open_nursery() as nursery:
+            # Watched from the start on: BrokerStartup adds its shutdown hook before BrokerController.start, so a
+            # signal during the start stops the broker then, without its boot line.
+            nursery.start_soon(stop_at_signal, signals, hook, nursery.cancel_scope)
             if exit_with_stdin:
                 nursery.start_soon(stop_at_stdin_eof, nursery.cancel_scope)
             address = await nursery.start(controller.serve)
@@ -191,11 +205,6 @@ async def run(
                 grpc_port, tls_port = await nursery.start(serve_proxy, controller, proxy)
                 print(proxy_boot_line(grpc_port, tls_port), flush=True)
             print(boot_line(config, address), flush=True)
-            async for signum in signals:
-                log.info("received %s, shutting down", signal.Signals(signum).name)
-                hook.invoked()
-                nursery.cancel_scope.cancel()
-                break
     hook.over()
     print(f"The broker[{config.broker_name}] shutdown.", flush=True)
 
