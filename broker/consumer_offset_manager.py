@@ -45,6 +45,8 @@ class ConsumerOffsetManager:
         #: ``enableLmq``: the LMQ groups' offsets (``topic@group`` -> offset) and their file, else ``None``.
         self._lmq: dict[str, int] = {}
         self.lmq_persister = ConfigPersister(lmq_consumer_offset_file(config_dir), self._lmq_snapshot) if lmq else None
+        #: admin resets a pop has yet to take, by (group, topic, queue id): 5.3.3's ``resetOffsetTable`` (in memory)
+        self._resets: dict[tuple[str, str, int], int] = {}
 
     def _snapshot(self) -> ConsumerOffsetTable:
         return {key: dict(queues) for key, queues in self._table.items()}
@@ -88,6 +90,20 @@ class ConsumerOffsetManager:
             queues = self._table[key] = {}
         queues[queue_id] = offset
         self.persister.mark_dirty()
+
+    def assign_reset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        """An admin's reset of one queue: committed, and kept for the group's next pop of the queue to take over its
+        held moves (:meth:`take_reset`), as 5.3.3's ``ConsumerOffsetManager.assignResetOffset``."""
+        self._resets[(group, topic, queue_id)] = offset
+        self.commit(group, topic, queue_id, offset)
+
+    def has_reset(self, group: str, topic: str, queue_id: int) -> bool:
+        """Whether a reset of the queue waits for the group's next pop (``hasOffsetReset``)."""
+        return (group, topic, queue_id) in self._resets
+
+    def take_reset(self, group: str, topic: str, queue_id: int) -> int | None:
+        """The reset waiting for the group's next pop of the queue, forgotten (``queryThenEraseResetOffset``)."""
+        return self._resets.pop((group, topic, queue_id), None)
 
     def merge(self, table: ConsumerOffsetTable) -> None:
         """A slave takes its master's offsets (SlaveSynchronize): each ``topic@group`` of ``table`` replaces its own,
@@ -140,6 +156,7 @@ class ConsumerOffsetManager:
         suffix = TOPIC_GROUP_SEPARATOR + group
         for key in [k for k in self._table if k.endswith(suffix)]:
             del self._table[key]
+        self._resets = {key: offset for key, offset in self._resets.items() if key[0] != group}
         self.persister.mark_dirty()
 
     def remove_topic(self, topic: str) -> None:
@@ -147,6 +164,7 @@ class ConsumerOffsetManager:
         prefix = topic + TOPIC_GROUP_SEPARATOR
         for key in [k for k in self._table if k.startswith(prefix)]:
             del self._table[key]
+        self._resets = {key: offset for key, offset in self._resets.items() if key[1] != topic}
         self.persister.mark_dirty()
 
     async def persist(self) -> None:

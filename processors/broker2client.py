@@ -63,7 +63,8 @@ def one_queue_reset(
 ) -> dict[MessageQueue, int] | tuple[ResponseCode, str]:
     """RocketMQ 5's reset of the one queue ``header.queue_id`` names (``resetOffsetInner``): its ``offset`` when
     given (within the queue's min and max + 1), else the first one stored at ``timestamp`` (negative: the max
-    offset), committed. Returns the one-queue table, or the error code and remark."""
+    offset), committed and kept for the group's next pop of the queue (``assignResetOffset``). Returns the
+    one-queue table, or the error code and remark."""
     topic, group, queue_id = header.topic, header.group, header.queue_id or 0
     if broker.config.broker_role == "SLAVE":
         return ResponseCode.SYSTEM_ERROR, "Can not reset offset in slave broker"
@@ -81,7 +82,7 @@ def one_queue_reset(
         offset = store.max_offset_in_queue(topic, queue_id)
     else:
         offset = store.offset_in_queue_by_time(topic, queue_id, header.timestamp, "LOWER")
-    broker.offsets.commit(group, topic, queue_id, offset)
+    broker.offsets.assign_reset(group, topic, queue_id, offset)
     return {MessageQueue(topic, broker.config.broker_name, queue_id): offset}
 
 

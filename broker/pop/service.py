@@ -119,6 +119,10 @@ CHANGE_WAIT_S: Final = 3.0
 #: again at each scan, every ``popCkStayBufferTimeOut``-bounded 5 ms; ours: a second, each put waiting for its own
 #: outcome, up to ``maxWaitAckTimeMs`` in DLedger mode).
 CK_RETRY_S: Final = 1.0
+#: How long (seconds, on Trio's clock) a queue's held moves outlive its last pop before they are dropped, uncommitted
+#: (5.3.3's PopBufferMergeService.scanGarbage drops an offset queue whose last CK's pop time is older than
+#: ``minute5``): a CK whose put never ends would otherwise keep the queue's offset where it is for good.
+HOLD_STALE_S: Final = 5 * 60.0
 #: The put statuses 5.3.3's pop processors take for a stored ACK or CK (AckMessageProcessor.handlePutMessageResult,
 #: ChangeInvisibleTimeProcessor.appendCheckPointThenAckOrigin, PopBufferMergeService.handleCkMessagePutResult).
 STORED: Final = frozenset(
@@ -204,11 +208,12 @@ class _HeldMove:
     """A pop's move of its queue's offset to ``next_offset``, committed once it and every earlier move of the queue are
     stored: 5.3.3's PopCheckPointWrapper of ``addCkJustOffset`` (``ckStored``) or, with nothing to store (the read
     found nothing the filter took), of ``addCkMock``. ``end``: the CommitLog end of its CK's put in flight, -1 when
-    that put failed and the CK is to be put again."""
+    that put failed and the CK is to be put again. ``popped_at``: when the pop was (Trio's clock)."""
 
     key: tuple[str, str, int]
     next_offset: int
     ck: MessageRecord | None
+    popped_at: float
     end: int = -1
     stored: bool = False
 
@@ -788,8 +793,9 @@ class PopService:
         now: int,
         retry_of: str | None = None,
     ) -> list[Popped]:
+        reset = self._take_reset((group, topic, qid))
         held = self._held.get((group, topic, qid))
-        start = held[-1].next_offset if held else self._start_offset(group, topic, qid)
+        start = held[-1].next_offset if held else self._start_offset(group, topic, qid) if reset is None else reset
         messages, next_offset = self._read(group, topic, qid, start, want, filters, retry_of)
         broker_name = self.broker.config.broker_name
         popped = [
@@ -821,8 +827,11 @@ class PopService:
         if ck is None and key not in self._held:
             self.broker.offsets.commit(*key, next_offset)
             return
-        move = _HeldMove(key, next_offset, None) if ck is None else _HeldMove(key, next_offset, ck[0], ck[1])
-        move.stored = ck is None
+        now = trio.current_time()
+        if ck is None:
+            move = _HeldMove(key, next_offset, None, now, stored=True)
+        else:
+            move = _HeldMove(key, next_offset, ck[0], now, end=ck[1])
         self._held.setdefault(key, deque()).append(move)
         if ck is not None:
             self._held_puts[ck[1]] = move
@@ -839,7 +848,30 @@ class PopService:
             else:
                 move.end = -1  # put again by run_held_cks, as PopBufferMergeService.scan does
 
+    def _take_reset(self, key: tuple[str, str, int]) -> int | None:
+        """An admin's reset of the queue waiting for this pop (:meth:`ConsumerOffsetManager.assign_reset`), which wins
+        over the queue's held moves: they are dropped and the reset committed, as 5.3.3's PopMessageProcessor.
+        resetPopOffset takes it (queryThenEraseResetOffset) and clears them (PopBufferMergeService.
+        clearOffsetQueue) before getPopOffset would read past them."""
+        offset = self.broker.offsets.take_reset(*key)
+        if offset is not None:
+            self._drop_held(key)
+            self.broker.offsets.commit(*key, offset)
+        return offset
+
+    def _drop_held(self, key: tuple[str, str, int]) -> None:
+        """Forget the queue's held moves, uncommitted: the outcome of a CK put still in flight moves nothing."""
+        for move in self._held.pop(key, ()):
+            if self._held_puts.get(move.end) is move:
+                del self._held_puts[move.end]
+
     def _commit_held(self, key: tuple[str, str, int]) -> None:
+        """Commit the queue's stored moves at its head, unless an admin reset of it waits for the next pop: then the
+        moves are dropped and the reset stays committed (5.3.3 commits them over the reset, which its next pop takes
+        back; ours keeps the committed offset the reset's meanwhile)."""
+        if self.broker.offsets.has_reset(*key):
+            self._drop_held(key)
+            return
         moves = self._held.get(key)
         upto = -1
         while moves and moves[0].stored:
@@ -850,10 +882,10 @@ class PopService:
             self._held.pop(key, None)
 
     async def run_held_cks(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Until cancelled, every :data:`CK_RETRY_S`: put again each held move's CK whose put failed, until stored;
-        a slave forgets its held moves (their CKs may be truncated; the offsets it copies from its master rule), as
-        5.3.3's PopBufferMergeService.run clears its buffer and offset queues while not a master. Run by the revive
-        loop."""
+        """Until cancelled, every :data:`CK_RETRY_S`: drop stale held moves (:meth:`_drop_stale_holds`) and put again
+        each held move's CK whose put failed, until stored; a slave forgets its held moves (their CKs may be truncated;
+        the offsets it copies from its master rule), as 5.3.3's PopBufferMergeService.run clears its buffer and offset
+        queues while not a master. Run by the revive loop."""
         task_status.started()
         while True:
             await trio.sleep(CK_RETRY_S)
@@ -861,7 +893,18 @@ class PopService:
                 self._held.clear()
                 self._held_puts.clear()
             else:
+                self._drop_stale_holds()
                 await self._put_failed_cks()
+
+    def _drop_stale_holds(self) -> None:
+        """Drop the held moves of a queue not popped for :data:`HOLD_STALE_S`, and of a group gone, as 5.3.3's
+        PopBufferMergeService.scanGarbage does (logged): its next pop reads from its committed offset."""
+        now = trio.current_time()
+        for key, moves in list(self._held.items()):
+            idle = now - moves[-1].popped_at
+            if idle > HOLD_STALE_S or self.broker.groups.get(key[0]) is None:
+                log.info("pop: held offset moves of %s dropped: last pop %.0f s ago", key, idle)
+                self._drop_held(key)
 
     async def _put_failed_cks(self) -> None:
         failed = [m for moves in self._held.values() for m in moves if not m.stored and m.end < 0]
@@ -953,12 +996,16 @@ class PopService:
     def forget_queue(self, topic: str, queue_id: int) -> None:
         """The store's queue-drop listener: the queue's FIFO state of every group goes with its ConsumeQueue (a
         topic deleted, or every message of the queue expired), so a queue created again under its name starts
-        afresh (RocketMQ's ConsumerOrderInfoManager.autoClean drops the order info of a topic that is gone)."""
+        afresh (RocketMQ's ConsumerOrderInfoManager.autoClean drops the order info of a topic that is gone); so do
+        its held offset moves (PopBufferMergeService.scanGarbage drops those of a topic gone), whose CKs stored later
+        would commit an offset of the old queue into the new one."""
         keys = [key for key in self._fifo if key[1:] == (topic, queue_id)]
         for key in keys:
             del self._fifo[key]
         if keys:
             self.fifo_persister.mark_dirty()
+        for key in [key for key in self._held if key[1:] == (topic, queue_id)]:
+            self._drop_held(key)
 
     def _fifo_snapshot(self) -> FifoTable:
         """What the persister saves, after dropping what :meth:`_fifo_live` says is dead (RocketMQ cleans its order
