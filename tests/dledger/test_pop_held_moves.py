@@ -126,3 +126,16 @@ async def test_a_pop_move_held_for_more_than_five_minutes_is_dropped(
             await trio.sleep(6 * 60)
             nursery.start_soon(pop)
         assert [[m.body for m in batch] for batch in popped] == [[b"m0"], [b"m0"]]
+
+
+async def test_an_offset_committed_past_the_held_moves_is_where_the_next_pop_reads(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """PopMessageProcessor.getPopOffset reads from the greater of the held moves' latest offset and the committed
+    one: an offline reset forward (mqadmin resetOffsetByTime's UPDATE_CONSUMER_OFFSET) is taken."""
+    async with EmbeddedDLedgerGroup(tmp_path, **HELD) as group, RemotingClient() as client:
+        leader = await held_pop(group, client, [b"m0", b"m1", b"m2"])
+        commit = {"consumerGroup": GROUP, "topic": TOPIC, "queueId": "0", "commitOffset": "2"}
+        answer = await client.invoke(group.addr(leader), request(RequestCode.UPDATE_CONSUMER_OFFSET, commit), 10)
+        assert answer.code == ResponseCode.SUCCESS, answer.remark
+        assert [m.body for m in await pop_one(group, client, leader)] == [b"m2"]
