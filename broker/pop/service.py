@@ -794,8 +794,9 @@ class PopService:
         retry_of: str | None = None,
     ) -> list[Popped]:
         reset = self._take_reset((group, topic, qid))
-        held = self._held.get((group, topic, qid))
-        start = held[-1].next_offset if held else self._start_offset(group, topic, qid) if reset is None else reset
+        start = self._start_offset(group, topic, qid) if reset is None else reset
+        if held := self._held.get((group, topic, qid)):
+            start = max(start, held[-1].next_offset)
         messages, next_offset = self._read(group, topic, qid, start, want, filters, retry_of)
         broker_name = self.broker.config.broker_name
         popped = [
@@ -811,10 +812,12 @@ class PopService:
         return popped
 
     def _pop_offset(self, group: str, topic: str, qid: int) -> int:
-        """Where the group's next pop of the queue reads: past its held moves (:meth:`_move_on`), else its committed
-        offset, as 5.3.3's PopMessageProcessor.getPopOffset takes the buffer's latest offset over the committed one."""
+        """Where the group's next pop of the queue reads: the greater of its committed offset and where its held moves
+        (:meth:`_move_on`) end, as 5.3.3's PopMessageProcessor.getPopOffset takes the greater of the buffer's latest
+        offset and the committed one (an offset committed past the held moves, by an offline reset, is taken)."""
+        committed = self.broker.offsets.query(group, topic, qid)
         held = self._held.get((group, topic, qid))
-        return held[-1].next_offset if held else self.broker.offsets.query(group, topic, qid)
+        return max(committed, held[-1].next_offset) if held else committed
 
     def _move_on(self, key: tuple[str, str, int], next_offset: int, ck: tuple[MessageRecord, int] | None) -> None:
         """Commit a pop's move of its queue's offset, at once unless the store waits for puts; then only once its CK
