@@ -164,6 +164,26 @@ async def test_an_orderly_pop_blocks_its_queue_until_acked(
     assert (again.body, again.reconsume_times) == (b"d1", 1)
 
 
+async def test_a_reset_of_a_queue_unblocks_its_orderly_pop_and_it_reads_from_the_reset(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """5.3.3's PopMessageProcessor.resetPopOffset, which an orderly pop calls too (getPopOffset), clears the queue's
+    order info (ConsumerOrderInfoManager.clearBlock) when it takes an admin's reset of it: the batch in flight no
+    longer blocks the queue, and the pop reads from the reset offset."""
+    clock = use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "PopWireR")
+    await send(embedded_cluster, "PopWireR", b"r0", b"r1")
+    [m] = messages(await ask(embedded_cluster, pop_request(clock, "PopWireR", maxMsgNums="1", order="true")))
+    assert m.body == b"r0"
+    fields = {"topic": "PopWireR", "group": GROUP, "timestamp": "-1", "isForce": "true",
+              "queueId": str(m.queue_id), "offset": str(m.queue_offset)}  # fmt: skip
+    reset = await ask(embedded_cluster, request(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, fields))
+    assert reset.code == ResponseCode.SUCCESS, reset.remark
+    cmd = pop_request(clock, "PopWireR", maxMsgNums="1", order="true", queueId=str(m.queue_id))
+    [again] = messages(await ask(embedded_cluster, cmd))
+    assert (again.body, again.queue_offset) == (b"r0", m.queue_offset)
+
+
 async def test_a_long_polling_pop_is_woken_by_a_send_and_one_that_finds_nothing_times_out(
     embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
 ) -> None:
