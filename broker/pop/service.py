@@ -941,6 +941,7 @@ class PopService:
         now: int,
         attempt_id: str | None,
     ) -> list[Popped]:
+        self._take_fifo_reset((group, topic, qid))
         start = self._start_offset(group, topic, qid)
         state = self._fifo_queue(group, topic, qid, now)
         retried = state.retried_by(attempt_id)
@@ -979,6 +980,13 @@ class PopService:
         if popped or returned or end != start:
             self.fifo_persister.mark_dirty()
         return popped
+
+    def _take_fifo_reset(self, key: tuple[str, str, int]) -> None:
+        """Take an admin's reset of the queue (:meth:`_take_reset`) and forget the queue's FIFO state with it, so the
+        batch in flight no longer blocks the queue, as 5.3.3's resetPopOffset clears the order info
+        (ConsumerOrderInfoManager.clearBlock) for an orderly pop too."""
+        if self._take_reset(key) is not None and self._fifo.pop(key, None) is not None:
+            self.fifo_persister.mark_dirty()
 
     def _fifo_queue(self, group: str, topic: str, qid: int, now: int) -> FifoQueue:
         """The queue's FIFO state, none if it was written for another queue of that name (deleted and created again
