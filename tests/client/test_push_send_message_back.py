@@ -10,12 +10,14 @@ from __future__ import annotations
 import anyio
 import pytest
 
+from client.admin import Admin
 from client.consumer.listener import ConsumeConcurrentlyStatus
 from client.consumer.push import PushConsumer
+from client.errors import FAQ_HINT, MQClientError, TopicRouteNotFoundError
 from client.message import Message, MessageExt
 from client.producer import Producer
-from remoting.codec.bodies import MessageQueue
-from tests.client.helpers import create_topic, wait_until
+from remoting.codec.bodies import PERM_WRITE, MessageQueue
+from tests.client.helpers import HANG_GUARD, create_topic, wait_until
 from tests.threaded_cluster import ThreadedCluster
 
 pytestmark = pytest.mark.anyio
@@ -65,3 +67,34 @@ async def test_fetch_subscribe_message_queues_lists_a_topic_s_readable_queues(cl
     async with consumer:
         queues = await consumer.fetch_subscribe_message_queues("FetchQueues")
     assert sorted(queues) == [MessageQueue("FetchQueues", "broker-a", i) for i in range(3)]
+
+
+async def test_fetch_subscribe_message_queues_fails_in_javas_words_whatever_the_cause(
+    cluster: ThreadedCluster,
+) -> None:
+    """``MQAdminImpl.fetchSubscribeMessageQueues`` wraps every failure, its own "Namesrv return empty" too, in
+    "Can not find Message Queue for this topic, <topic>" with the FAQ hint, the cause kept, as the lite pull
+    consumer's ``fetch_message_queues``. The push consumer raised the inner text for a write-only topic and a
+    ``TopicRouteNotFoundError`` for a topic the name server does not know."""
+    async with Admin(cluster.namesrv_addr) as admin:
+        await admin.create_topic("PushWriteOnlyWords", read_queue_nums=1, write_queue_nums=1, perm=PERM_WRITE)
+        with anyio.fail_after(HANG_GUARD):
+            await wait_until_routed(admin, "PushWriteOnlyWords")
+    consumer = PushConsumer("cg-fetch-words", cluster.namesrv_addr)
+    consumer.subscribe("Other")
+    consumer.register_message_listener(lambda msgs: ConsumeConcurrentlyStatus.CONSUME_SUCCESS)
+    async with consumer:
+        for topic in ("PushWriteOnlyWords", "PushNoSuchTopicWords"):
+            with pytest.raises(MQClientError) as refused:
+                await consumer.fetch_subscribe_message_queues(topic)
+            assert str(refused.value) == f"Can not find Message Queue for this topic, {topic}{FAQ_HINT}"
+            assert refused.value.__cause__ is not None
+
+
+async def wait_until_routed(admin: Admin, topic: str) -> None:
+    while True:
+        try:
+            if (await admin.topic_route(topic)).queue_datas:
+                return
+        except TopicRouteNotFoundError:
+            await anyio.sleep(0.02)
