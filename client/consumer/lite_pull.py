@@ -72,12 +72,12 @@ from client.consumer.lite_pull_worker import Batch, LitePullWorker, QueueState
 from client.consumer.offset_store import OffsetStore, RemoteBrokerOffsetStore, offset_store_for
 from client.consumer.process_queue import FlowControl, ProcessQueue
 from client.consumer.pull_target import PullTargets
+from client.consumer.queue_listing import fetch_subscribe_message_queues
 from client.consumer.rebalance import Rebalance
 from client.consumer.subscription import build_subscription
-from client.errors import FAQ_HINT, ClientStateError, MQBrokerError, MQClientError, TopicRouteNotFoundError
+from client.errors import ClientStateError, MQBrokerError, MQClientError, TopicRouteNotFoundError
 from client.instance import MQClientInstance, new_instance
-from client.namespace import resolve_namespace, unwrap, unwrap_queue, wrap, wrap_queue, wrap_queues
-from client.route import subscribe_queues
+from client.namespace import resolve_namespace, unwrap, wrap, wrap_queue, wrap_queues
 from client.send_request import check_consumer_group
 from client.trace.dispatcher import TraceDispatcher
 from remoting.codec.bodies import (
@@ -455,14 +455,7 @@ class LitePullConsumer(LitePullWorker):
         this topic, <topic>" with the FAQ hint, the failure as its cause, as ``MQAdminImpl.fetchSubscribeMessageQueues``
         (client/src/main/java/org/apache/rocketmq/client/impl/MQAdminImpl.java) wraps them all."""
         self._check_started()
-        wire = wrap(self.namespace, topic)
-        try:
-            mqs = subscribe_queues(wire, await self.instance.fetch_route(wire, wait_greeting=True))
-            if not mqs:
-                raise MQClientError(f"Can not find Message Queue for this topic, {wire} Namesrv return empty")
-        except Exception as exc:
-            raise MQClientError(f"Can not find Message Queue for this topic, {wire}{FAQ_HINT}") from exc
-        return [unwrap_queue(self.namespace, mq) for mq in mqs] if self.namespace else mqs
+        return await fetch_subscribe_message_queues(self.instance, self.namespace, topic)
 
     async def assign(self, mqs: Iterable[MessageQueue], expression: str = "*") -> None:
         """Consume exactly ``mqs`` (no rebalance); before the start (or after a stop) they are kept for the start

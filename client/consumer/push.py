@@ -65,13 +65,13 @@ from client.consumer.listener import (
 from client.consumer.offset_store import OffsetStore, RemoteBrokerOffsetStore, offset_store_for
 from client.consumer.process_queue import ProcessQueue
 from client.consumer.pull_service import PullService
+from client.consumer.queue_listing import fetch_subscribe_message_queues
 from client.consumer.rebalance import PULL_MAX_IDLE_TIME, Rebalance
 from client.consumer.subscription import build_subscription, retry_topic
 from client.errors import ClientStateError, MQClientError
 from client.instance import MQClientInstance, new_instance
 from client.message import uncompressed
-from client.namespace import resolve_namespace, unwrap, unwrap_queue, wrap
-from client.route import subscribe_queues
+from client.namespace import resolve_namespace, unwrap, wrap
 from client.send_request import check_consumer_group
 from client.trace.dispatcher import TraceDispatcher
 from remoting.codec.bodies import (
@@ -294,15 +294,12 @@ class PushConsumer:
 
     async def fetch_subscribe_message_queues(self, topic: str) -> list[MessageQueue]:
         """Every readable queue of ``topic`` in the name server's route, named without the namespace, as Java's public
-        ``DefaultMQPushConsumer.fetchSubscribeMessageQueues`` (``MQAdminImpl.fetchSubscribeMessageQueues``, which
-        throws "Can not find Message Queue for this topic" for an empty queue set: :class:`MQClientError`)."""
+        ``DefaultMQPushConsumer.fetchSubscribeMessageQueues``: no route, no readable queue or any other failure raises
+        :class:`MQClientError` "Can not find Message Queue for this topic, <topic>" with the FAQ hint, the failure as
+        its cause (``MQAdminImpl.fetchSubscribeMessageQueues``; see :mod:`client.consumer.queue_listing`)."""
         if not self._started:
             raise ClientStateError(f"push consumer {self._group!r} is not running")
-        wire = wrap(self.namespace, topic)
-        mqs = subscribe_queues(wire, await self.instance.fetch_route(wire, wait_greeting=True))
-        if not mqs:
-            raise MQClientError(f"Can not find Message Queue for this topic, {topic} Namesrv return empty")
-        return [unwrap_queue(self.namespace, mq) for mq in mqs]
+        return await fetch_subscribe_message_queues(self.instance, self.namespace, topic)
 
     async def send_message_back(self, msg: MessageExt, delay_level: int, broker_name: str | None = None) -> None:
         """Return ``msg`` (as a listener got it) to the broker, to come back through the group's retry topic after
