@@ -12,7 +12,7 @@ import pytest
 
 from client import ConsumeConcurrentlyStatus, ConsumeOrderlyStatus, Message, MessageExt
 from client.config import ClientConfig
-from client.errors import MQBrokerError
+from client.errors import MessageValidationError, MQBrokerError
 from client.request_reply import create_reply_message
 from client.sync import Admin, LitePullConsumer, Producer, PushConsumer
 from remoting.codec.bodies import ConsumeFromWhere, MessageQueue
@@ -264,3 +264,19 @@ def test_a_blocking_consumer_s_plain_listener_sends_a_message_back_and_lists_que
         assert came_back.wait(HANG_GUARD)
     finally:
         consumer.shutdown()
+
+
+def test_a_setting_written_on_the_blocking_facade_reaches_the_wrapped_client(cluster: ThreadedCluster) -> None:
+    """Java's ``DefaultMQProducer.setMaxMessageSize`` (and the other setters) change the producer itself; the facade
+    only forwarded reads, so ``facade.max_message_size = 10`` set an attribute of the facade and the producer kept its
+    4 MiB. Writes of the wrapped object's public attributes now go to it, before or after the start."""
+    producer = Producer("pg-sync-settings", cluster.namesrv_addr)
+    producer.default_topic_queue_nums = 2
+    with producer:
+        producer.max_message_size = 10
+        producer.compress_msg_body_over_howmuch = 5
+        assert (producer.producer.max_message_size, producer.producer.compress_msg_body_over_howmuch) == (10, 5)
+        assert producer.producer.default_topic_queue_nums == 2
+        assert "max_message_size" not in vars(producer)
+        with pytest.raises(MessageValidationError):
+            producer.send(Message("SyncSettings", b"x" * 11))
