@@ -17,7 +17,8 @@ context manager or call ``start()`` / ``shutdown()``::
     consumer.start(); ...; consumer.shutdown()
 
 Methods not spelled out here (e.g. ``Admin.consumer_progress``) are forwarded by name: a coroutine method of the
-async object becomes a blocking method of the facade.
+async object becomes a blocking method of the facade. Its public attributes are read and written through the facade
+too (``producer.max_message_size = 1024`` sets the async producer's).
 
 Push listeners, and a lite pull consumer's queue listeners, given to the facade may be plain functions (they run in
 worker threads, so they may call the facade's blocking methods) or coroutine functions (they run on the background
@@ -102,6 +103,16 @@ class _Facade:
         if inspect.iscoroutinefunction(attr):
             return functools.partial(self._call, attr)
         return attr
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        """A public attribute of the async object (``max_message_size``, ``pull_batch_size``, ...) is set on it, as
+        Java's setters change the client itself; the facade's own attributes stay the facade's."""
+        target = self.__dict__.get("_target")
+        own = name.startswith("_") or name in self.__dict__ or hasattr(type(self), name)
+        if target is not None and not own and hasattr(target, name):
+            setattr(target, name, value)
+        else:
+            object.__setattr__(self, name, value)
 
     def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         if self._portal is None:
