@@ -51,3 +51,21 @@ async def test_a_reset_commits_the_new_offset_at_once(
         remoting = c.instance.remoting
         assert await api.query_consumer_offset(remoting, embedded_cluster.broker_addr, c.group, mq, 3.0) == 2
         assert [m.queue_offset for m in await c.poll(30)][:1] == [2]
+
+
+async def test_a_queue_whose_reset_fails_leaves_the_others_reset(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """An offset beyond the queue's max makes that queue's seek raise; the reset goes on with the next queue (ours
+    stopped at the first failure and the broker's request failed with the remaining queues not reset)."""
+    bad, good = await _topic(embedded_cluster, "LiteResetEach", 2, 4)
+    async with LitePullConsumer(
+        "lite-reset-each", embedded_cluster.namesrv_addr, consume_from_where=FIRST, pull_batch_size=8
+    ) as c:
+        await c.assign([bad, good])
+        polled: list[int] = []
+        while len(polled) < 8:
+            polled += [m.queue_offset for m in await c.poll(30)]
+        await c.reset_offset(bad.topic, {bad: 100, good: 1})
+        assert await c.committed(good) == 1
+        assert [(m.queue_id, m.queue_offset) for m in await c.poll(30)] == [(1, 1), (1, 2), (1, 3)]
