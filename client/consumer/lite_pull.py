@@ -616,12 +616,21 @@ class LitePullConsumer(LitePullWorker):
 
     async def reset_offset(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
         """RESET_CONSUMER_CLIENT_OFFSET (ours: Java's ``MQClientInstance.resetOffset`` resets push consumers only):
-        each owned queue is seeked and, unlike a seek, its new offset committed, so a persist does not undo it."""
+        each owned queue is seeked and, unlike a seek, its new offset committed, so a persist does not undo it. A
+        queue whose seek fails (an offset out of range, no broker answering) is logged and the others are still reset,
+        as Java's loop updates each queue's offset whatever the others'."""
         for mq, offset in offsets.items():
             if mq in self._queues:
-                await self.seek(mq, offset)
-                if mq in self._queues:
-                    self.offset_store.update(mq, offset)
+                await self._reset_queue(mq, offset)
+
+    async def _reset_queue(self, mq: MessageQueue, offset: int) -> None:
+        try:
+            await self.seek(mq, offset)
+        except Exception:
+            log.warning("reset of %s to %d failed", mq, offset, exc_info=True)
+            return
+        if mq in self._queues:
+            self.offset_store.update(mq, offset)
 
     # -- RebalanceOwner --------------------------------------------------------------------------------------------
 
