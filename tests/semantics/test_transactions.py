@@ -1044,6 +1044,25 @@ async def test_a_check_round_stops_after_a_minute_of_work_and_the_next_goes_on_f
         assert bridge.half_progress() == first.checked + second.checked
 
 
+async def test_a_half_message_old_enough_by_the_time_the_round_reaches_it_is_checked(tmp_path: Path) -> None:
+    """4.9.8's ``TransactionalMessageServiceImpl.check`` measures each half message's age when it reaches it
+    (``System.currentTimeMillis() - bornTimestamp`` per message), so one that turns ``transactionTimeOut`` old while
+    the round works is checked in that round. Ours measured every age against the round's start and ended the scan
+    at the first half message young then, putting off its check a whole round. Here the round starts half a second
+    before the backlog is old enough and its clock advances a second per look."""
+    async with EmbeddedCluster(tmp_path / "cluster", **SMALL_STORE) as cluster:
+        await _create_topic(cluster)
+        _half_backlog(cluster, 2)
+        bridge = cluster.controller.transaction_bridge
+        born = max(h.born_timestamp for h in bridge.iter_queue(TRANS_HALF_TOPIC, 0, bridge.half_max_offset()))
+        start = born + cluster.controller.context.config.transaction_time_out - 500
+        ticks = itertools.count()
+        check = TransactionCheckService(cluster.controller.context, bridge, now_ms=lambda: start + next(ticks) * 1000)
+        outcome = await check.check_once()
+        assert outcome.checked == 2
+        assert bridge.half_progress() == 2
+
+
 async def test_a_round_the_store_refuses_midway_keeps_the_progress_it_made(tmp_path: Path) -> None:
     """The store refuses appends partway through a round (the disk crossed the critical ratio, the page cache got
     busy): RocketMQ's check stops putting half messages back there and still stores the half offset it reached
