@@ -32,9 +32,10 @@ Every ``transactionCheckInterval`` (60 s) a round runs in two phases:
 
 The producer answers with END_TRANSACTION naming the renewed copy (see :mod:`processors.end_transaction`).
 
-Clock: "now" is read afresh for each round, from the store's clock (the wall clock unless the store's ``now_ms`` is
-injected; tests under ``autojump_clock`` make it follow virtual time), as Java reads ``System.currentTimeMillis()``:
-a clock step counts from the next round. A store that
+Clock: "now" is read afresh for each round and for each half message the scan reaches, from the store's clock (the
+wall clock unless the store's ``now_ms`` is injected; tests under ``autojump_clock`` make it follow virtual time), as
+Java reads ``System.currentTimeMillis()`` for each message's age: one that turns old enough during a long round is
+checked in that round. A store that
 refuses the scan's appends (disk full, page cache busy) ends the scan at that half message, the progress made kept;
 other errors in a round are logged and the next round tries again; nothing escapes :meth:`run` but cancellation.
 """
@@ -130,7 +131,7 @@ class TransactionCheckService:
         """The time a round measures half messages' ages against, read afresh each time: the injected clock, else
         the store's (``now_ms``, the wall clock), as 4.9.8's ``check`` reads ``System.currentTimeMillis()`` per
         round and per message (``broker/src/main/java/org/apache/rocketmq/broker/transaction/queue/
-        TransactionalMessageServiceImpl.java``): a clock step (NTP, a suspended host) counts from the next round on."""
+        TransactionalMessageServiceImpl.java``): a clock step (NTP, a suspended host) counts from the next look on."""
         if self._now_ms is not None:
             return self._now_ms()
         return self.broker.store.config.now_ms()
@@ -243,13 +244,14 @@ class TransactionCheckService:
         checked = discarded = done = 0
         position = half_start
         for n, half in enumerate(bridge.iter_queue(TRANS_HALF_TOPIC, half_start, half_end, counted=True), 1):
-            if self.now_ms() - now > _MAX_ROUND_MS:
+            looked_at = self.now_ms()  # per half message, as 4.9.8's check reads the clock for each one's age
+            if looked_at - now > _MAX_ROUND_MS:
                 log.info("transaction check reached %d ms at half offset %d: the next round goes on from there",
                          _MAX_ROUND_MS, half.queue_offset)  # fmt: skip
                 break
             if n % _YIELD_EVERY == 0:
                 await trio.lowlevel.checkpoint()
-            age, origin = now - half.born_timestamp, origin_of(half)
+            age, origin = looked_at - half.born_timestamp, origin_of(half)
             if origin in resolved or origin in bridge.resolved:  # the latter: ended during the scan
                 done += 1
             else:
