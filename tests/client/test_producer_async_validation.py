@@ -87,3 +87,36 @@ async def test_an_async_batch_over_max_message_size_calls_back_and_a_broken_rule
     assert isinstance(outcome, MessageValidationError)
     assert outcome.response_code == ResponseCode.MESSAGE_ILLEGAL
     assert "the message body size over max value, MAX: 1024" in str(outcome)
+
+
+@pytest.mark.parametrize("kind", ["message", "batch"])
+async def test_a_refusal_is_called_back_after_the_send_returned(embedded_cluster: EmbeddedCluster, kind: str) -> None:
+    """Java's ``send(msg, callback)`` runs ``Validators.checkMessage`` (and ``sendDefaultImpl``'s batch size check)
+    in its async sender's task, so ``onException`` runs after ``send`` returned, never inside it. Ours called back
+    synchronously inside ``send_async``: a callback that sends the refused message again recursed without end."""
+    async with Producer("pg-async-later", embedded_cluster.namesrv_addr, max_message_size=1024) as producer:
+        returned = False
+        seen: list[tuple[bool, SendResult | Exception]] = []
+        arrived = trio.Event()
+
+        def resend(outcome: SendResult | Exception) -> None:
+            seen.append((returned, outcome))
+            if len(seen) < 3:
+                send()
+            else:
+                arrived.set()
+
+        def send() -> None:
+            nonlocal returned
+            returned = False
+            if kind == "message":
+                producer.send_async(Message("AsyncLater", b"x" * 1025), resend)
+            else:
+                producer.send_batch_async([Message("AsyncLater", b"x" * 400) for _ in range(3)], resend)
+            returned = True
+
+        send()
+        with trio.fail_after(10):
+            await arrived.wait()
+    assert [after for after, _ in seen] == [True, True, True]
+    assert all(isinstance(outcome, MessageValidationError) for _, outcome in seen)
