@@ -494,8 +494,9 @@ class Producer:
     ) -> None:
         """Start a send in the background (``retry_times_when_send_async_failed`` retries); ``callback`` gets the
         :class:`SendResult` or the exception (it may be a coroutine function), a message the send refuses
-        (:class:`~client.errors.MessageValidationError`) too, as Java's ``send(msg, callback)`` checks it in its
-        async sender's task (client/src/main/java/org/apache/rocketmq/client/impl/producer/DefaultMQProducerImpl.java).
+        (:class:`~client.errors.MessageValidationError`) too, after this call returned, as Java's ``send(msg,
+        callback)`` checks it in its async sender's task
+        (client/src/main/java/org/apache/rocketmq/client/impl/producer/DefaultMQProducerImpl.java).
 
         With the route and the broker cached and no ``queue`` / ``selector``, no task is spawned: the request is
         written now and the response completes it (:mod:`client.async_send`: 88-110 -> 45-50 us of client CPU per
@@ -506,7 +507,7 @@ class Producer:
         try:
             prepared = self._builder.single_as(msg, AsyncSend)
         except MessageValidationError as exc:
-            self.instance.call_back(callback, exc, "send")
+            self._refuse_later(callback, exc)
             return
         self._hook(prepared, msg, "ASYNC")
         if queue is None and selector is None:
@@ -518,6 +519,15 @@ class Producer:
         self.instance.task_group.start_soon(
             self._send_then_call, prepared, msg, callback, queue, selector, arg, timeout
         )
+
+    def _refuse_later(self, callback: SendCallback, refusal: MessageValidationError) -> None:
+        """Hand ``refusal`` to ``callback`` from a task, after the async send returned, as Java's async sender's task
+        calls ``onException`` (``DefaultMQProducerImpl.send(msg, callback)``): never inside the call, where a callback
+        sending the message again would recurse."""
+        self.instance.task_group.start_soon(self._refuse, callback, refusal)
+
+    async def _refuse(self, callback: SendCallback, refusal: MessageValidationError) -> None:
+        self.instance.call_back(callback, refusal, "send")
 
     async def _send_then_call(
         self,
@@ -654,7 +664,7 @@ class Producer:
         try:
             prepared = self._builder.batch(msgs)
         except BatchSizeError as exc:
-            self.instance.call_back(callback, exc, "send")
+            self._refuse_later(callback, exc)
             return
         for p in prepared:
             self._hook(p, msgs, "ASYNC")
