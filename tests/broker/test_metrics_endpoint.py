@@ -637,3 +637,44 @@ async def test_message_type_fifo_follows_the_messages_sharding_key_not_the_topic
         if s.name == "rocketmq_messages_in_total" and s.labels["topic"] in ("GroupedTopic", "OrderFlagTopic")
     }
     assert kinds == {"GroupedTopic": "fifo", "OrderFlagTopic": "normal"}
+
+
+async def test_commits_and_rollbacks_are_counted_per_real_topic_with_their_finish_latency(
+    metrics_cluster: EmbeddedCluster,
+) -> None:
+    """RocketMQ 5.3.3's EndTransactionProcessor ``processRequest`` adds one to ``rocketmq_commit_messages_total`` once
+    the committed message is stored, and records ``(now - the half's born time) / 1000`` (seconds, under the unit
+    ``ms`` the exporter spells ``milliseconds``) in ``rocketmq_finish_message_latency`` with 5.3.3's buckets (5 s, 1
+    min, 10 min, 1 h, 12 h, 24 h; BrokerMetricsManager ``registerMetricsView``); a rollback adds one to
+    ``rocketmq_rollback_messages_total``. All labelled with the real topic (ours exported none of them)."""
+    cluster = metrics_cluster
+    exporter = cluster.controller.metrics
+    assert exporter is not None and exporter.address is not None
+    outcomes = iter([LocalTransactionState.COMMIT_MESSAGE] * 2 + [LocalTransactionState.ROLLBACK_MESSAGE])
+
+    async def execute(msg: Message, arg: object) -> LocalTransactionState:
+        return next(outcomes)
+
+    async def check(msg: MessageExt) -> LocalTransactionState:
+        return LocalTransactionState.UNKNOWN
+
+    async with TransactionProducer(
+        "tx_metrics_pg", cluster.namesrv_addr, execute_local_transaction=execute, check_local_transaction=check
+    ) as producer:
+        for body in (b"a", b"b", b"c"):
+            await producer.send_message_in_transaction(Message(TOPIC, body))
+    with trio.fail_after(30):  # END_TRANSACTION is oneway: wait until the broker handled all three
+        while True:
+            families = await scrape(exporter.address)
+            ends = value(families, "rocketmq_commit_messages_total", topic=TOPIC)
+            if ends + value(families, "rocketmq_rollback_messages_total", topic=TOPIC) == 3:
+                break
+            await trio.sleep(0.05)
+    assert ends == 2
+    assert value(families, "rocketmq_rollback_messages_total", topic=TOPIC) == 1
+    latency = "rocketmq_finish_message_latency_milliseconds"
+    buckets = {s.labels["le"]: s.value for s in families[latency] if s.name == f"{latency}_bucket"}
+    assert buckets == {
+        "5.0": 2, "60.0": 2, "600.0": 2, "3600.0": 2, "43200.0": 2, "86400.0": 2, "+Inf": 2,
+    }  # fmt: skip
+    assert value(families, f"{latency}_count", topic=TOPIC, cluster="DefaultCluster") == 2
