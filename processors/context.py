@@ -244,12 +244,21 @@ class LatencyRecorder(Protocol):
     def record(self, elapsed_ns: int) -> None: ...
 
 
+class TransactionRecorder(Protocol):
+    """Where END_TRANSACTION reports how a transaction ended (``/metrics``)."""
+
+    def commit(self, topic: str, born_ms: int, now_ms: int) -> None: ...
+    def rollback(self, topic: str) -> None: ...
+
+
 class BrokerStats(Protocol):
     """Throughput statistics (RocketMQ's BrokerStatsManager): the send, pull and send-back paths record, admin
     requests read."""
 
     @property
     def put_latency(self) -> LatencyRecorder: ...
+    @property
+    def transactions(self) -> TransactionRecorder: ...
     def record_get(
         self, group: str, topic: str, queue_id: int, count: int, size: int, next_offset: int, elapsed_ns: int = 0
     ) -> None: ...

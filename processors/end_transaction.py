@@ -46,7 +46,12 @@ import logging
 from typing import TYPE_CHECKING, Final
 
 from processors.common import RequestRejected, parse_header
-from processors.transaction_bridge import PROPERTY_PRODUCER_GROUP, TransactionalMessageBridge, origin_of
+from processors.transaction_bridge import (
+    PROPERTY_PRODUCER_GROUP,
+    PROPERTY_REAL_TOPIC,
+    TransactionalMessageBridge,
+    origin_of,
+)
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand
 from remoting.codec.headers.transaction import (
@@ -166,7 +171,20 @@ class EndTransactionProcessor:
         if code != ResponseCode.SUCCESS:
             log.warning("transaction %s of %s: the committed message's put ended %s", header.msg_id,
                         header.producer_group, status.value)  # fmt: skip
+        else:
+            self._count_end(half, committed=final is not None)
         return request.response(code, remark)
+
+    def _count_end(self, half: MessageExt, committed: bool) -> None:
+        """``/metrics``' commit or rollback of the half's real topic, as 5.3.3's ``processRequest`` counts them: a
+        commit once its message is stored (with its finish latency from the half's born time), a rollback once its
+        half was verified (the op message's put is not looked at)."""
+        topic = half.properties.get(PROPERTY_REAL_TOPIC) or half.topic
+        ends = self.broker.stats.transactions
+        if committed:
+            ends.commit(topic, half.born_timestamp, self.broker.store.config.now_ms())
+        else:
+            ends.rollback(topic)
 
     def _put_op(self, half: MessageExt, header: EndTransactionRequestHeader) -> int | None:
         """Append the op message; its end offset, or ``None`` when the store refused it (logged): 4.9.8's

@@ -39,8 +39,13 @@ Where ours differ, and why:
 - ``rocketmq_timer_enqueue_total`` / ``rocketmq_timer_dequeue_total`` count, per real topic, the records the timer
   filed and the messages it delivered or rolled on since it started (5.3.3's ``incTimerEnqueueCount`` /
   ``incTimerDequeueCount``), at most ``metricsOtelCardinalityLimit`` - 1 topics each, the rest in the overflow.
-- Not exported (no such concept here): POP, the timer's ``rocketmq_timer_message_snapshot``, half-message and
-  transaction-commit counters, ``rocketmq_message_size``.
+- ``rocketmq_commit_messages_total``, ``rocketmq_rollback_messages_total`` and
+  ``rocketmq_finish_message_latency_milliseconds`` are 5.3.3's (EndTransactionProcessor ``processRequest``), per
+  real topic; the latency is whole seconds under the instrument's ``ms`` unit, as Java records it
+  (:mod:`broker.stats.transactions`).
+- Not exported yet (the concepts exist, the recording does not): POP metrics, the timer's
+  ``rocketmq_timer_message_snapshot``, the ``rocketmq_half_messages`` gauge (5.3.3's TransactionMetrics, persisted
+  in ``config/transactionMetrics``) and ``rocketmq_message_size``.
 """
 
 from __future__ import annotations
@@ -51,6 +56,7 @@ from collections.abc import Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
 from broker.metrics.snapshot import BrokerSnapshot
+from broker.stats.transactions import FINISH_BUCKETS_S
 from remoting.codec.topics import (
     SCHEDULE_TOPIC,
     SYSTEM_GROUP_PREFIX,
@@ -251,6 +257,36 @@ def _timer(snap: BrokerSnapshot, f: _Families) -> Iterator[Metric]:
         yield _per_topic(f, f.counter(name, doc, (*_STORAGE, "topic")), counts, snap.series_limit)
 
 
+def _transactions(snap: BrokerSnapshot, f: _Families) -> Iterator[Metric]:
+    """RocketMQ 5.3.3's transaction ends per real topic (EndTransactionProcessor ``processRequest``): commits,
+    rollbacks, and the commits' finish latency (whole seconds, under the instrument's ``ms`` unit)."""
+    ends = snap.transactions
+    if ends is None:
+        return
+    for name, doc, counts in (
+        ("rocketmq_commit_messages_total", "Total number of commit messages", ends.commits),
+        ("rocketmq_rollback_messages_total", "Total number of rollback messages", ends.rollbacks),
+    ):
+        family = f.counter(name, doc, ("topic",))
+        for topic, count in counts.items():
+            if topic is not None:
+                family.add_metric(f.row(topic), count)
+        if None in counts:
+            _add_overflow(family, counts[None])
+        yield family
+    name, doc = "rocketmq_finish_message_latency_milliseconds", "Transaction finish latency"
+    latency = HistogramMetricFamily(name, doc, labels=[*f.names, "topic"])
+    for topic, (buckets, total) in ends.finish.items():
+        if topic is not None:
+            latency.add_metric(f.row(topic), histogram_buckets(FINISH_BUCKETS_S, buckets), total)
+    if None in ends.finish:
+        overflow = HistogramMetricFamily(name, doc, labels=[OVERFLOW_LABEL])
+        buckets, total = ends.finish[None]
+        overflow.add_metric(["true"], histogram_buckets(FINISH_BUCKETS_S, buckets), total)
+        latency.samples.extend(overflow.samples)
+    yield latency
+
+
 def _per_topic(f: _Families, family: CounterMetricFamily, counts: dict[str, int], limit: int) -> CounterMetricFamily:
     """``family`` with a series per topic of ``counts`` (first seen first), at most ``limit`` - 1, the rest summed
     in the overflow series, as OpenTelemetry's cardinality limit counts them."""
@@ -266,5 +302,6 @@ def broker_families(snap: BrokerSnapshot, common: dict[str, str]) -> Iterator[Me
     """Every family of one scrape (see the module docstring)."""
     f = _Families(common)
     yield from _traffic(snap, f)
+    yield from _transactions(snap, f)
     for family in itertools.chain(_consumers(snap, f), _broker(snap, f)):
         yield _capped(family, snap.series_limit)

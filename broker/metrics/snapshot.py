@@ -22,6 +22,7 @@ import attrs
 from broker.metrics.lag import GroupLag, group_lags
 from broker.stats import BrokerStatsManager
 from broker.stats.manager import OutKey
+from broker.stats.transactions import TransactionFigures
 from remoting.codec.codes import version_desc
 from remoting.dispatch import ProcessorPool
 
@@ -104,6 +105,8 @@ class BrokerSnapshot:
     now_ms: int
     #: ``metricsOtelCardinalityLimit``: series per gauge, the overflow one included
     series_limit: int
+    #: commits, rollbacks and finish latencies of transactions, per real topic
+    transactions: TransactionFigures | None = None
     #: the timer's figures (:class:`~broker.timer.service.TimerFigures`); ``None``: not exported
     timer: TimerFigures | None = None
 
@@ -178,5 +181,6 @@ def take_snapshot(
         reserve_time_ms=now_ms - earliest if earliest > 0 else -1,
         now_ms=now_ms,
         series_limit=state.config.metrics_otel_cardinality_limit,
+        transactions=stats.transactions.figures(),
         timer=None if timer_gauges is None else timer_gauges(),
     )

@@ -52,6 +52,7 @@ from broker.stats.item import StatsItem, StatsItemSet, StatsSnapshot
 from broker.stats.latency import PutLatencyStats
 from broker.stats.puts import NOT_INCOMING, StorePuts
 from broker.stats.store_stats import StoreStats
+from broker.stats.transactions import TransactionEnds
 from remoting.codec.java_format import java_double
 from remoting.codec.topics import (
     OFFSET_MOVED_EVENT,
@@ -191,6 +192,8 @@ class BrokerStatsManager:
         self.replica = replica
         self._puts = StorePuts(store, frozenset({SCHEDULE_TOPIC}) if queue_stat else frozenset())
         self.put_latency = PutLatencyStats()
+        #: commits, rollbacks and finish latencies of transactions (``/metrics``)
+        self.transactions = TransactionEnds(series_limit)
         #: Every message and byte the store took, replicated ones included (StoreStatsService's put totals).
         self.put_total = 0
         self.put_size_total = 0
