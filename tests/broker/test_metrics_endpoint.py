@@ -678,3 +678,38 @@ async def test_commits_and_rollbacks_are_counted_per_real_topic_with_their_finis
         "5.0": 2, "60.0": 2, "600.0": 2, "3600.0": 2, "43200.0": 2, "86400.0": 2, "+Inf": 2,
     }  # fmt: skip
     assert value(families, f"{latency}_count", topic=TOPIC, cluster="DefaultCluster") == 2
+
+
+async def test_half_messages_count_pending_transactions_per_real_topic_across_a_restart(
+    metrics_cluster: EmbeddedCluster,
+) -> None:
+    """RocketMQ 5.3.3's ``rocketmq_half_messages{topic}`` (BrokerMetricsManager ``initTransactionMetrics``) reads
+    TransactionMetrics: one more per half message stored (SendMessageProcessor), one less per commit or rollback
+    (EndTransactionProcessor) or discard (DefaultTransactionalMessageCheckListener), kept per real topic in
+    ``config/transactionMetrics`` (TransactionalMessageServiceImpl loads it at start), so pending transactions are
+    still counted after a restart (ours exported no such gauge)."""
+    cluster = metrics_cluster
+    outcomes = iter([LocalTransactionState.UNKNOWN] * 2 + [LocalTransactionState.COMMIT_MESSAGE])
+
+    async def execute(msg: Message, arg: object) -> LocalTransactionState:
+        return next(outcomes)
+
+    async def check(msg: MessageExt) -> LocalTransactionState:
+        return LocalTransactionState.UNKNOWN
+
+    async def half_messages() -> float:
+        exporter = cluster.controller.metrics
+        assert exporter is not None and exporter.address is not None
+        return value(await scrape(exporter.address), "rocketmq_half_messages", topic=TOPIC)
+
+    async with TransactionProducer(
+        "tx_half_pg", cluster.namesrv_addr, execute_local_transaction=execute, check_local_transaction=check
+    ) as producer:
+        for body in (b"a", b"b", b"c"):
+            await producer.send_message_in_transaction(Message(TOPIC, body))
+    with trio.fail_after(30):  # the commit is oneway
+        while await half_messages() != 2:
+            await trio.sleep(0.05)
+    await cluster.restart_broker()
+    assert (Path(cluster.controller.config.store_path_root_dir) / "config" / "transactionMetrics").is_file()
+    assert await half_messages() == 2
