@@ -41,6 +41,7 @@ from broker.client_registry import ClientRegistry
 from broker.consumer_offset_manager import ConsumerOffsetManager
 from broker.rebalance_locks import RebalanceLockManager
 from broker.stats import BrokerStatsManager
+from broker.stats.half_messages import HalfMessages
 from broker.subscription_group_manager import SubscriptionGroupManager
 from broker.topic_config_manager import TopicConfigManager
 from processors.hold import HoldService
@@ -84,6 +85,8 @@ class BrokerState:
     store_host: bytes
     #: Throughput statistics; the pull processor records into it, the controller runs its sampling task.
     stats: BrokerStatsManager
+    #: Half messages per real topic (``rocketmq_half_messages``), saved in ``config/transactionMetrics``.
+    half_messages: HalfMessages
     #: The ``broker.conf`` the broker was started with (``mqbroker -c``): UPDATE_BROKER_CONFIG writes changes back.
     config_path: Path | None = None
     #: That file's keys no setting has, with their text: BrokerStartup registers the file's properties with
@@ -358,13 +361,16 @@ def build_context(config: BrokerConfig, store: MessageStore | None = None) -> Br
             lmq=config.enable_lmq,
             series_limit=config.metrics_otel_cardinality_limit,
         ),
+        half_messages=HalfMessages(config_dir),
     )
     ctx.topics.on_changed = ctx.on_topic_changed
     return ctx
 
 
 def load_managers(ctx: BrokerState) -> None:
-    """Load topics, groups and offsets from ``config/``. Blocking; raises ConfigFileError for unreadable files."""
+    """Load topics, groups, offsets and half message counts from ``config/``. Blocking; raises ConfigFileError for
+    unreadable files."""
     ctx.topics.load()
     ctx.groups.load()
     ctx.offsets.load()
+    ctx.half_messages.load()

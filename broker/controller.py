@@ -409,6 +409,7 @@ class BrokerController:
                 await nursery.start(ctx.topics.run)
                 await nursery.start(ctx.groups.run)
                 await nursery.start(ctx.offsets.run)
+                await nursery.start(ctx.half_messages.persister.run)
                 await nursery.start(self.assignment.modes.persister.run)
                 # The HA listener is bound now: advertise its real port (port 0 in tests picks a free one).
                 ctx.config = attrs.evolve(ctx.config, ha_listen_port=ctx.store.ha.port)

@@ -251,6 +251,12 @@ class TransactionRecorder(Protocol):
     def rollback(self, topic: str) -> None: ...
 
 
+class HalfMessageCounts(Protocol):
+    """Half messages per real topic (``rocketmq_half_messages``, 5.3.3's TransactionMetrics)."""
+
+    def add(self, topic: str, delta: int, now_ms: int) -> None: ...
+
+
 class BrokerStats(Protocol):
     """Throughput statistics (RocketMQ's BrokerStatsManager): the send, pull and send-back paths record, admin
     requests read."""
@@ -303,6 +309,8 @@ class BrokerContext(Protocol):
     def locks(self) -> LockTable: ...
     @property
     def stats(self) -> BrokerStats: ...
+    @property
+    def half_messages(self) -> HalfMessageCounts: ...
     @property
     def broker_addr(self) -> str:
         """``brokerIP1:port``, the address registered with the name servers."""

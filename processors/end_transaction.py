@@ -178,13 +178,14 @@ class EndTransactionProcessor:
     def _count_end(self, half: MessageExt, committed: bool) -> None:
         """``/metrics``' commit or rollback of the half's real topic, as 5.3.3's ``processRequest`` counts them: a
         commit once its message is stored (with its finish latency from the half's born time), a rollback once its
-        half was verified (the op message's put is not looked at)."""
+        half was verified (the op message's put is not looked at); either is one half message fewer."""
         topic = half.properties.get(PROPERTY_REAL_TOPIC) or half.topic
-        ends = self.broker.stats.transactions
+        ends, now_ms = self.broker.stats.transactions, self.broker.store.config.now_ms()
         if committed:
-            ends.commit(topic, half.born_timestamp, self.broker.store.config.now_ms())
+            ends.commit(topic, half.born_timestamp, now_ms)
         else:
             ends.rollback(topic)
+        self.broker.half_messages.add(topic, -1, now_ms)
 
     def _put_op(self, half: MessageExt, header: EndTransactionRequestHeader) -> int | None:
         """Append the op message; its end offset, or ``None`` when the store refused it (logged): 4.9.8's

@@ -23,6 +23,7 @@ store append. Profiled with ``python -m bench.broker --profile``: the store appe
 
 from __future__ import annotations
 
+import functools
 import logging
 import random
 import time
@@ -256,12 +257,14 @@ class SendMessageProcessor:
         )
         # SendMessageProcessor.sendMessage: a retry re-sent with a delay level (none once DLQ-bound) keeps a committed
         # message's TRAN_MSG without being a half message ("for client under version 4.6.1").
+        half_of = None  # the real topic of a half message
         if props.transactional and not (reconsume_times > 0 and props.delay_level > 0 and not to_dlq):
             if self._reject_transactions:
                 raise RequestRejected(
                     ResponseCode.NO_PERMISSION,
                     f"the broker[{self.broker.config.broker_ip1}] sending transaction message is forbidden",
                 )
+            half_of = record.topic
             record = self._half_message(record, props.wait)
         elif props.bad_delay is not None:  # CommitLog.asyncPutMessage's parseInt of DELAY throws: nothing is stored
             raise RequestRejected(ResponseCode.SYSTEM_ERROR, _number_format(props.bad_delay))
@@ -278,7 +281,16 @@ class SendMessageProcessor:
         append = self.broker.store.append
         if record.topic == topic and has_sharding_key(stored):
             append = self._fifo_append
+        elif half_of is not None:
+            append = functools.partial(self._half_append, half_of)
         return await self.answers.store(ctx, request, answer_queue, props.wait, append, record, self.base_fields)
+
+    def _half_append(self, real_topic: str, msg: MessageRecord) -> AppendResult:
+        """Store a half message and count it for ``rocketmq_half_messages`` under its real topic, as 5.3.3's
+        SendMessageProcessor ``sendMessage`` adds one to TransactionMetrics once the half is put."""
+        appended = self.broker.store.append(msg)
+        self.broker.half_messages.add(real_topic, 1, self.broker.store.config.now_ms())
+        return appended
 
     def _fifo_append(self, msg: MessageRecord) -> AppendResult:
         """Append a message of a 5.x message group, labelled ``fifo`` in ``/metrics`` (5.3.3's ``getMessageType``)."""

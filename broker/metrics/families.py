@@ -39,13 +39,13 @@ Where ours differ, and why:
 - ``rocketmq_timer_enqueue_total`` / ``rocketmq_timer_dequeue_total`` count, per real topic, the records the timer
   filed and the messages it delivered or rolled on since it started (5.3.3's ``incTimerEnqueueCount`` /
   ``incTimerDequeueCount``), at most ``metricsOtelCardinalityLimit`` - 1 topics each, the rest in the overflow.
-- ``rocketmq_commit_messages_total``, ``rocketmq_rollback_messages_total`` and
-  ``rocketmq_finish_message_latency_milliseconds`` are 5.3.3's (EndTransactionProcessor ``processRequest``), per
+- ``rocketmq_half_messages`` (5.3.3's TransactionMetrics, kept in ``config/transactionMetrics``:
+  :mod:`broker.stats.half_messages`), ``rocketmq_commit_messages_total``, ``rocketmq_rollback_messages_total`` and
+  ``rocketmq_finish_message_latency_milliseconds`` (EndTransactionProcessor ``processRequest``) are 5.3.3's, per
   real topic; the latency is whole seconds under the instrument's ``ms`` unit, as Java records it
   (:mod:`broker.stats.transactions`).
 - Not exported yet (the concepts exist, the recording does not): POP metrics, the timer's
-  ``rocketmq_timer_message_snapshot``, the ``rocketmq_half_messages`` gauge (5.3.3's TransactionMetrics, persisted
-  in ``config/transactionMetrics``) and ``rocketmq_message_size``.
+  ``rocketmq_timer_message_snapshot`` and ``rocketmq_message_size``.
 """
 
 from __future__ import annotations
@@ -258,8 +258,13 @@ def _timer(snap: BrokerSnapshot, f: _Families) -> Iterator[Metric]:
 
 
 def _transactions(snap: BrokerSnapshot, f: _Families) -> Iterator[Metric]:
-    """RocketMQ 5.3.3's transaction ends per real topic (EndTransactionProcessor ``processRequest``): commits,
-    rollbacks, and the commits' finish latency (whole seconds, under the instrument's ``ms`` unit)."""
+    """RocketMQ 5.3.3's transaction metrics per real topic: half messages (TransactionMetrics), commits, rollbacks,
+    and the commits' finish latency (whole seconds, under the instrument's ``ms`` unit; EndTransactionProcessor
+    ``processRequest``)."""
+    halves = f.gauge("rocketmq_half_messages", "Half messages of all topics", ("topic",))
+    for real_topic, pending in snap.half_messages.items():
+        halves.add_metric(f.row(real_topic), pending)
+    yield _capped(halves, snap.series_limit)
     ends = snap.transactions
     if ends is None:
         return

@@ -136,6 +136,12 @@ class TransactionCheckService:
             return self._now_ms()
         return self.broker.store.config.now_ms()
 
+    def _discarded(self, half: MessageExt) -> None:
+        """One half message fewer for ``rocketmq_half_messages``, as 5.3.3's DefaultTransactionalMessageCheckListener
+        ``resolveDiscardMsg`` takes one away once the half is moved to ``TRANS_CHECK_MAX_TIME_TOPIC``."""
+        topic = half.properties.get(PROPERTY_REAL_TOPIC) or half.topic
+        self.broker.half_messages.add(topic, -1, self.now_ms())
+
     # ---- loop ------------------------------------------------------------------------------------------------
 
     async def run(
@@ -259,6 +265,7 @@ class TransactionCheckService:
                     if _checked_enough(half, check_max) or age > reserved_ms:
                         bridge.put_discarded(half)
                         discarded += 1
+                        self._discarded(half)
                         log.warning(
                             "half message %s of group %s discarded after %d checks (age %d ms): moved to %s",
                             half.properties.get(PROPERTY_UNIQ_KEY, half.msg_id),
