@@ -713,3 +713,38 @@ async def test_half_messages_count_pending_transactions_per_real_topic_across_a_
     await cluster.restart_broker()
     assert (Path(cluster.controller.config.store_path_root_dir) / "config" / "transactionMetrics").is_file()
     assert await half_messages() == 2
+
+
+async def test_message_size_is_recorded_once_per_send_request_with_the_batch_average(
+    metrics_cluster: EmbeddedCluster,
+) -> None:
+    """RocketMQ 5.3.3's SendMessageProcessor ``handlePutMessageResult`` records ``rocketmq_message_size`` once per
+    send request: the written bytes over the message count (a batch's average record size), labelled as
+    ``rocketmq_messages_in_total``, with the buckets of BrokerMetricsManager ``registerMetricsView`` (1 KB, 4 KB,
+    512 KB, 1 MB, 2 MB, 4 MB). Ours exported no such histogram."""
+    cluster = metrics_cluster
+    exporter = cluster.controller.metrics
+    assert exporter is not None and exporter.address is not None
+    async with Producer("size_pg", cluster.namesrv_addr) as producer:
+        await producer.send(Message("SizeTopic", b"s" * 100))
+        await producer.send(Message("SizeTopic", b"m" * 2000))
+        await producer.send_batch([Message("SizeTopic", b"b" * 3000) for _ in range(3)])
+    store = cluster.controller.context.store
+    sizes = [len(m) for m in store.get("SizeTopic", 0, 0, 10).messages]
+    for queue in range(1, 4):
+        sizes += [len(m) for m in store.get("SizeTopic", queue, 0, 10).messages]
+    small = [s for s in sizes if s < 1024]
+    assert len(small) == 1 and len(sizes) == 5
+    families = await scrape(exporter.address)
+    labels = {"topic": "SizeTopic", "message_type": "normal", "is_system": "false"}
+    buckets = {
+        s.labels["le"]: s.value
+        for s in families["rocketmq_message_size"]
+        if s.name == "rocketmq_message_size_bucket" and all(s.labels[k] == v for k, v in labels.items())
+    }
+    assert buckets == {
+        "1024.0": 1, "4096.0": 3, "524288.0": 3, "1048576.0": 3, "2097152.0": 3, "4194304.0": 3, "+Inf": 3,
+    }  # fmt: skip
+    assert value(families, "rocketmq_message_size_count", **labels) == 3
+    batch = sorted(sizes)[2:]
+    assert value(families, "rocketmq_message_size_sum", **labels) == sum(sorted(sizes)[:2]) + sum(batch) // 3
