@@ -251,6 +251,12 @@ class TransactionRecorder(Protocol):
     def rollback(self, topic: str) -> None: ...
 
 
+class MessageSizeRecorder(Protocol):
+    """Where the send paths report each request's average record size (``rocketmq_message_size``)."""
+
+    def record(self, topic: str, kind: str, size: int) -> None: ...
+
+
 class HalfMessageCounts(Protocol):
     """Half messages per real topic (``rocketmq_half_messages``, 5.3.3's TransactionMetrics)."""
 
@@ -265,6 +271,8 @@ class BrokerStats(Protocol):
     def put_latency(self) -> LatencyRecorder: ...
     @property
     def transactions(self) -> TransactionRecorder: ...
+    @property
+    def message_sizes(self) -> MessageSizeRecorder: ...
     def record_get(
         self, group: str, topic: str, queue_id: int, count: int, size: int, next_offset: int, elapsed_ns: int = 0
     ) -> None: ...

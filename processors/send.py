@@ -51,6 +51,7 @@ from remoting.codec.recall_handle import encode_recall_handle
 from remoting.codec.topics import (
     NOT_ALLOWED_SEND_TOPICS,
     RETRY_GROUP_TOPIC_PREFIX,
+    SCHEDULE_TOPIC,
     TIMER_TOPIC,
     TRANS_HALF_TOPIC,
     validate_topic,
@@ -82,6 +83,9 @@ _SEND_CODES: Final = frozenset({RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSA
 _VERSION_WITH_MAX_RECONSUME_TIMES: Final = 121
 _PROPERTY_REAL_TOPIC: Final = "REAL_TOPIC"
 _PROPERTY_REAL_QID: Final = "REAL_QID"
+#: ``rocketmq_message_size``'s message type of a message stored under a system topic by a rewrite, as 5.3.3's
+#: ``BrokerMetricsManager.getMessageType`` labels it (a delay level or timer: ``delay``; a half message)
+_STORED_KINDS: Final = {SCHEDULE_TOPIC: "delay", TIMER_TOPIC: "delay", TRANS_HALF_TOPIC: "transaction"}
 
 
 class SendMessageProcessor:
@@ -274,16 +278,25 @@ class SendMessageProcessor:
             record = self.timer_rewrite(record)
             if record.topic == TIMER_TOPIC and not topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
                 fields = {**self.base_fields, "recallHandle": self._recall_handle(record)}
-                return await self.answers.store(
-                    ctx, request, answer_queue, props.wait, self.broker.store.append, record, fields
-                )
+                sized = functools.partial(self._sized_append, self.broker.store.append, "delay")
+                return await self.answers.store(ctx, request, answer_queue, props.wait, sized, record, fields)
         # Java answers the queue a delayed, timer or half message was sent to, not the queue it waits in.
         append = self.broker.store.append
+        kind = _STORED_KINDS.get(record.topic, "normal")
         if record.topic == topic and has_sharding_key(stored):
-            append = self._fifo_append
+            append, kind = self._fifo_append, "fifo"
         elif half_of is not None:
             append = functools.partial(self._half_append, half_of)
-        return await self.answers.store(ctx, request, answer_queue, props.wait, append, record, self.base_fields)
+        sized = functools.partial(self._sized_append, append, kind)
+        return await self.answers.store(ctx, request, answer_queue, props.wait, sized, record, self.base_fields)
+
+    def _sized_append(
+        self, append: Callable[[MessageRecord], AppendResult], kind: str, msg: MessageRecord
+    ) -> AppendResult:
+        """``append(msg)``, its size recorded for ``rocketmq_message_size`` under the stored topic as ``kind``."""
+        appended = append(msg)
+        self.broker.stats.message_sizes.record(msg.topic, kind, appended.size)
+        return appended
 
     def _half_append(self, real_topic: str, msg: MessageRecord) -> AppendResult:
         """Store a half message and count it for ``rocketmq_half_messages`` under its real topic, as 5.3.3's
@@ -403,6 +416,7 @@ class SendMessageProcessor:
         )
         store, stats = self.broker.store, self.broker.stats
         grouped = has_sharding_key(header.properties or "")
+        kind = "fifo" if grouped else "normal"
 
         def append(batch: list[tuple[bytes, str, int]]) -> AppendResult:
             appended = store.append_entries(template, batch)
@@ -410,6 +424,7 @@ class SendMessageProcessor:
             stats.record_batch_put(topic, queue_id, appended.queue_offset + count, count)
             if grouped:
                 stats.record_fifo_put(topic, queue_id, appended.queue_offset, count)
+            stats.message_sizes.record(topic, kind, appended.size // count)
             return appended
 
         return await self.answers.store(ctx, request, queue_id, batch_props.wait, append, stored, self.base_fields)

@@ -117,9 +117,13 @@ class SendFastPath:
             appended = store.append(record)
         except PutRefusedError:
             return False  # nothing was written: the general path appends again and answers the refusal
+        stats = broker.stats
         if has_sharding_key(stored):
-            broker.stats.record_fifo_put(topic, queue_id, appended.queue_offset)
-        latency = broker.stats.put_latency
+            stats.record_fifo_put(topic, queue_id, appended.queue_offset)
+            stats.message_sizes.record(topic, "fifo", appended.size)
+        else:
+            stats.message_sizes.record(topic, "normal", appended.size)
+        latency = stats.put_latency
         if plan == NO_WAIT:
             latency.record(time.perf_counter_ns() - started)
             self._answer(connection, opaque, PutStatus.PUT_OK, appended, queue_id)

@@ -44,8 +44,11 @@ Where ours differ, and why:
   ``rocketmq_finish_message_latency_milliseconds`` (EndTransactionProcessor ``processRequest``) are 5.3.3's, per
   real topic; the latency is whole seconds under the instrument's ``ms`` unit, as Java records it
   (:mod:`broker.stats.transactions`).
-- Not exported yet (the concepts exist, the recording does not): POP metrics, the timer's
-  ``rocketmq_timer_message_snapshot`` and ``rocketmq_message_size``.
+- ``rocketmq_message_size`` is 5.3.3's: one value per send request, the batch's average record size, labelled as
+  ``rocketmq_messages_in_total`` (:mod:`broker.stats.message_sizes`); a delay level's delivery and a reply, which
+  5.3.3 records too (ScheduleMessageService, ReplyMessageProcessor), are not recorded.
+- Not exported yet (the concepts exist, the recording does not): POP metrics and the timer's
+  ``rocketmq_timer_message_snapshot``.
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ from collections.abc import Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
 from broker.metrics.snapshot import BrokerSnapshot
+from broker.stats.message_sizes import MESSAGE_SIZE_BOUNDS
 from broker.stats.transactions import FINISH_BUCKETS_S
 from remoting.codec.topics import (
     SCHEDULE_TOPIC,
@@ -166,7 +170,25 @@ def _traffic(snap: BrokerSnapshot, f: _Families) -> Iterator[Metric]:
         dlq.add_metric(f.row(group, topic, _bool(_system_topic(snap, topic) or _system_group(group))), count)
     if snap.dlq_overflow:
         _add_overflow(dlq, snap.dlq_overflow)
-    yield from (messages_in, bytes_in, messages_out, bytes_out, dlq)
+    yield from (messages_in, bytes_in, messages_out, bytes_out, dlq, _message_sizes(snap, f))
+
+
+def _message_sizes(snap: BrokerSnapshot, f: _Families) -> Metric:
+    """RocketMQ 5.3.3's ``rocketmq_message_size``: one value per send request (SendMessageProcessor
+    ``handlePutMessageResult``), labelled as ``rocketmq_messages_in_total``."""
+    name, doc = "rocketmq_message_size", "Incoming messages size"
+    sizes = HistogramMetricFamily(name, doc, labels=[*f.names, "topic", "message_type", "is_system"])
+    for key, (buckets, total) in snap.message_sizes.items():
+        if key is not None:
+            topic, kind = key
+            row = f.row(topic, kind, _bool(_system_topic(snap, topic)))
+            sizes.add_metric(row, histogram_buckets(MESSAGE_SIZE_BOUNDS, buckets), total)
+    if None in snap.message_sizes:
+        overflow = HistogramMetricFamily(name, doc, labels=[OVERFLOW_LABEL])
+        buckets, total = snap.message_sizes[None]
+        overflow.add_metric(["true"], histogram_buckets(MESSAGE_SIZE_BOUNDS, buckets), total)
+        sizes.samples.extend(overflow.samples)
+    return sizes
 
 
 def _consumers(snap: BrokerSnapshot, f: _Families) -> Iterator[Metric]:

@@ -105,6 +105,8 @@ class BrokerSnapshot:
     now_ms: int
     #: ``metricsOtelCardinalityLimit``: series per gauge, the overflow one included
     series_limit: int
+    #: (topic, message type) -> (bucket counts, sum) of ``rocketmq_message_size``; ``None``: the overflow
+    message_sizes: dict[tuple[str, str] | None, tuple[list[int], int]] = attrs.field(factory=dict)
     #: real topic -> half messages (``rocketmq_half_messages``)
     half_messages: dict[str, int] = attrs.field(factory=dict)
     #: commits, rollbacks and finish latencies of transactions, per real topic
@@ -183,6 +185,7 @@ def take_snapshot(
         reserve_time_ms=now_ms - earliest if earliest > 0 else -1,
         now_ms=now_ms,
         series_limit=state.config.metrics_otel_cardinality_limit,
+        message_sizes=stats.message_sizes.figures(),
         half_messages={topic: count for topic, (count, _) in state.half_messages.counts.items()},
         transactions=stats.transactions.figures(),
         timer=None if timer_gauges is None else timer_gauges(),

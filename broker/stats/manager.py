@@ -50,6 +50,7 @@ import trio
 
 from broker.stats.item import StatsItem, StatsItemSet, StatsSnapshot
 from broker.stats.latency import PutLatencyStats
+from broker.stats.message_sizes import MessageSizes
 from broker.stats.puts import NOT_INCOMING, StorePuts
 from broker.stats.store_stats import StoreStats
 from broker.stats.transactions import TransactionEnds
@@ -194,6 +195,8 @@ class BrokerStatsManager:
         self.put_latency = PutLatencyStats()
         #: commits, rollbacks and finish latencies of transactions (``/metrics``)
         self.transactions = TransactionEnds(series_limit)
+        #: ``rocketmq_message_size``, recorded by the send paths
+        self.message_sizes = MessageSizes(series_limit)
         #: Every message and byte the store took, replicated ones included (StoreStatsService's put totals).
         self.put_total = 0
         self.put_size_total = 0
