@@ -709,3 +709,21 @@ async def test_a_send_to_a_retry_topic_with_a_sharding_key_is_not_counted_as_inc
         assert [s[0]["topic"] for s in samples.get("rocketmq_messages_in_total", [])] == []
     finally:
         broker.store.close()
+
+
+async def test_a_delay_level_delivery_records_its_message_size_under_the_real_topic(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """RocketMQ 5.3.3's ScheduleMessageService ``PutResultProcess.onSuccess`` (with ``enableScheduleMessageStats``)
+    records the delivered copy's size in ``rocketmq_message_size`` under the real topic as ``delay``, besides the
+    send's own value under ``SCHEDULE_TOPIC_XXXX`` (ours recorded only the send)."""
+    controller = embedded_cluster.controller
+    samples = await samples_once_delivered(embedded_cluster, Message("DelaySized", b"later", delay_level=1))
+    delivered = controller.context.store.get("DelaySized", 0, 0, 1).messages[0]
+    sums = {
+        (s[0]["topic"], s[0]["message_type"]): s[1]
+        for s in samples["rocketmq_message_size_sum"]
+        if s[0]["topic"] in ("DelaySized", "SCHEDULE_TOPIC_XXXX")
+    }
+    assert set(sums) == {("SCHEDULE_TOPIC_XXXX", "delay"), ("DelaySized", "delay")}
+    assert sums[("DelaySized", "delay")] == float(len(delivered))
