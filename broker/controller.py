@@ -361,6 +361,7 @@ class BrokerController:
         if ctx.config.enable_schedule_message_stats:
             ctx.stats.record_schedule_delivery(level - 1, appended.size)
             ctx.stats.record_delay_delivery(topic, queue_id, appended.queue_offset)
+            ctx.stats.message_sizes.record_delivery(topic, appended.size)  # 5.3.3's ``messageSize.record``
         else:
             ctx.stats.record_uncounted_put(topic, queue_id, appended.queue_offset)
 

@@ -45,8 +45,8 @@ Where ours differ, and why:
   real topic; the latency is whole seconds under the instrument's ``ms`` unit, as Java records it
   (:mod:`broker.stats.transactions`).
 - ``rocketmq_message_size`` is 5.3.3's: one value per send request, the batch's average record size, labelled as
-  ``rocketmq_messages_in_total`` (:mod:`broker.stats.message_sizes`); a delay level's delivery and a reply, which
-  5.3.3 records too (ScheduleMessageService, ReplyMessageProcessor), are not recorded.
+  ``rocketmq_messages_in_total``, and a delay level's delivery under its real topic as ``delay``
+  (:mod:`broker.stats.message_sizes`); a reply, which 5.3.3's ReplyMessageProcessor records too, is not.
 - Not exported yet (the concepts exist, the recording does not): POP metrics and the timer's
   ``rocketmq_timer_message_snapshot``.
 """

@@ -1,7 +1,8 @@
 """``rocketmq_message_size``: RocketMQ 5.3.3's histogram of incoming message sizes (broker/src/main/java/org/apache/
 rocketmq/broker/processor/SendMessageProcessor.java ``handlePutMessageResult``), one value per send request: the
 written bytes over the message count (a batch's average record size), labelled as ``rocketmq_messages_in_total``
-(topic as stored, message type). Retry and DLQ topics are left out, as Java's send path leaves them out.
+(topic as stored, message type). Retry and DLQ topics are left out, as Java's send path leaves them out; a delay
+level's delivery is recorded under its real topic as ``delay`` (:meth:`MessageSizes.record_delivery`).
 
 Recorded by the send paths (one dict lookup, one bisect and two additions per request); at most ``series_limit`` - 1
 label sets, the rest in an overflow row, as 5.3.3's OpenTelemetry view with ``metricsOtelCardinalityLimit``.
@@ -35,8 +36,15 @@ class MessageSizes:
         row[bisect_left(MESSAGE_SIZE_BOUNDS, size)] += 1
         row[_SUM] += size
 
-    def _new_row(self, topic: str, kind: str) -> list[int]:
-        if topic.startswith((RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX)):
+    def record_delivery(self, topic: str, size: int) -> None:
+        """A delay level delivered a message of ``size`` bytes to ``topic``: ``delay``, a retry topic's too (5.3.3's
+        ScheduleMessageService ``PutResultProcess.onSuccess`` checks no topic)."""
+        row = self.rows.get((topic, "delay")) or self._new_row(topic, "delay", any_topic=True)
+        row[bisect_left(MESSAGE_SIZE_BOUNDS, size)] += 1
+        row[_SUM] += size
+
+    def _new_row(self, topic: str, kind: str, any_topic: bool = False) -> list[int]:
+        if not any_topic and topic.startswith((RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX)):
             return [0] * (_SUM + 1)  # not kept
         if len(self.rows) >= self.series_limit - 1:
             return self.overflow
