@@ -13,6 +13,7 @@ import trio
 
 from broker.embedded import EmbeddedCluster
 from client import Message, Producer
+from dashboard.history import DayFiles
 from tests.client.helpers import create_topic
 from tests.dashboard.conftest import Dash, open_dash
 
@@ -82,3 +83,32 @@ async def test_a_past_day_is_read_from_its_files_and_today_survives_a_restart(
         assert len((await dash.get("/api/charts/brokers"))["series"]["broker-a:0"]["t"]) == 1
         await dash.app.state.sampler.sample_once()
         assert len((await dash.get("/api/charts/brokers"))["series"]["broker-a:0"]["t"]) == 2
+
+
+async def test_a_past_day_is_read_once_and_each_query_reads_only_its_own_file(
+    embedded_cluster: EmbeddedCluster, nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    """A past day's files never change, so each is parsed once (a day's topic file is tens of megabytes at
+    1,000 topics); ``broker.query`` reads only the brokers' file, ``topic.query`` only the topics'."""
+    at = local_noon_ms(DAY_ONE)
+    files = DayFiles(tmp_path)
+    files.write(DAY_ONE, {"broker-z:0": [f"{at},3.0,4.0,1.0"]}, {"OnceTopic": [f"{at},4.0,240,1.0,60"]})
+    files.topics_path(DAY_ONE).write_text("{not json")  # a query that read it would log and answer nothing
+    async for dash in open_dash(embedded_cluster, nursery, data_path=str(tmp_path)):
+        on_day(dash, DAY_TWO)
+        assert list((await dash.get(f"/api/charts/brokers?date={DAY_ONE}"))["series"]) == ["broker-z:0"]
+        files.write(DAY_ONE, {}, {"OnceTopic": [f"{at},4.0,240,1.0,60"]})
+        assert (await dash.get(f"/api/charts/topics?date={DAY_ONE}"))["topics"] == ["OnceTopic"]
+        files.brokers_path(DAY_ONE).unlink()
+        files.topics_path(DAY_ONE).unlink()
+        assert list((await dash.get(f"/api/charts/brokers?date={DAY_ONE}"))["series"]) == ["broker-z:0"]
+        assert (await dash.get(f"/api/charts/topics?date={DAY_ONE}"))["topics"] == ["OnceTopic"]
+
+
+def test_a_day_file_in_javas_layout_with_spaces_reads_key_by_key(tmp_path: Path) -> None:
+    """The reader parses one key at a time; a file written by another writer (spaces, newlines) reads the same."""
+    files = DayFiles(tmp_path)
+    files.brokers_path(DAY_ONE).write_text('{ "b:0" : [ "1,2" ,"3,4" ] ,\n "c:1": [] }')
+    files.topics_path(DAY_ONE).write_text("{}")
+    assert files.read_brokers(DAY_ONE) == {"b:0": ["1,2", "3,4"], "c:1": []}
+    assert files.read_topics(DAY_ONE) == {}
