@@ -479,7 +479,7 @@ async def _chart_day(request: Request) -> tuple[Sampler, str]:
 async def get_chart_brokers(request: Request) -> JSONResponse:
     """rocketmq-dashboard's ``/dashboard/broker.query``."""
     sampler, day = await _chart_day(request)
-    brokers, _ = await sampler.lines(day)
+    brokers = await sampler.broker_lines(day)
     answer = {"interval": sampler.interval, "samples": sampler.samples, "collecting": request.app.state.collecting}
     return JSONResponse({**answer, "date": day, "today": sampler.today(), "series": broker_series(brokers)})
 
@@ -487,7 +487,7 @@ async def get_chart_brokers(request: Request) -> JSONResponse:
 async def get_chart_topics(request: Request) -> JSONResponse:
     """rocketmq-dashboard's ``/dashboard/topic.query``."""
     sampler, day = await _chart_day(request)
-    _, topics = await sampler.lines(day)
+    topics = await sampler.topic_lines(day)
     topic = request.query_params.get("topic", "").strip()
     answer: dict[str, Any] = {"interval": sampler.interval, "samples": sampler.samples, "date": day}
     answer["busiest"] = busiest_topics(topics)

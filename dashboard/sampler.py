@@ -37,6 +37,9 @@ from dashboard.topics import topic_kind
 
 log = logging.getLogger(__name__)
 
+PAST_DAYS_KEPT = 4
+"""Past days' lines kept in memory, by day and file (a page of a past day asks for both files, then a topic's)."""
+
 
 @attrs.define
 class Sampler:
@@ -54,6 +57,7 @@ class Sampler:
     last_duration: float = 0.0
     _totals: dict[str, tuple[float, int]] = attrs.field(factory=dict)
     _counts: dict[str, tuple[int, int]] = attrs.field(factory=dict)
+    _past: dict[tuple[str, str], Lines] = attrs.field(factory=dict)
 
     async def run(self) -> None:
         while True:
@@ -89,11 +93,27 @@ class Sampler:
         self._counts = {topic: _counts_of(lines[-1]) for topic, lines in self.topics.items() if lines}
         self.day = day
 
-    async def lines(self, day: str) -> tuple[Lines, Lines]:
-        """A day's broker and topic lines: today's from memory, another day's from its files."""
-        if day == self.day:
-            return self.brokers, self.topics
-        return await anyio.to_thread.run_sync(self.files.read, day)
+    async def broker_lines(self, day: str) -> Lines:
+        """A day's broker lines: today's from memory, another day's from its file."""
+        return self.brokers if day == self.day else await self._past_lines(day, self.files.read_brokers)
+
+    async def topic_lines(self, day: str) -> Lines:
+        """A day's topic lines: today's from memory, another day's from its file."""
+        return self.topics if day == self.day else await self._past_lines(day, self.files.read_topics)
+
+    async def _past_lines(self, day: str, read: Callable[[str], Lines]) -> Lines:
+        """``read(day)`` in a worker thread; a day before today is kept (its file no longer changes), the last
+        ``PAST_DAYS_KEPT`` of them."""
+        key = (day, read.__name__)
+        if (kept := self._past.pop(key, None)) is not None:
+            self._past[key] = kept
+            return kept
+        lines = await anyio.to_thread.run_sync(read, day)
+        if day < self.today():
+            self._past[key] = lines
+            while len(self._past) > PAST_DAYS_KEPT:
+                del self._past[next(iter(self._past))]
+        return lines
 
     async def _sample_brokers(self, now_ms: int) -> None:
         info = await self.admin.cluster_info()
