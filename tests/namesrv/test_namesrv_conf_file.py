@@ -81,6 +81,18 @@ async def test_update_namesrv_config_keeps_the_c_files_key_password(tmp_path: Pa
     assert "s3cret" not in admin.formatted()
 
 
+async def test_update_namesrv_config_keeps_the_c_files_permissions(tmp_path: Path) -> None:
+    """The -c file may hold a TLS key password, so an operator keeps it 0600; an update writes the password back,
+    so the rewritten file keeps the old one's permissions (as the broker's -c file does). Java's
+    ``MixAll.string2File`` makes a new file with default permissions; ours rewrote it 0644 (found by a review)."""
+    conf = tmp_path / "namesrv.properties"
+    conf.write_text("tls.server.keyPassword=s3cret\n")
+    conf.chmod(0o600)
+    await NamesrvConfigAdmin(build_config(str(conf), [])).update("orderMessageEnable=true\n")
+    assert "orderMessageEnable=true" in conf.read_text()
+    assert conf.stat().st_mode & 0o777 == 0o600
+
+
 async def test_update_namesrv_config_writes_no_password_the_file_did_not_hold(tmp_path: Path) -> None:
     """A key password given on the command line (``--tls.server.keyPassword``; in RocketMQ a JVM system property,
     never part of Configuration) is not written into ``configStorePath`` by an update: only a password the file
