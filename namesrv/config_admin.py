@@ -107,7 +107,8 @@ class NamesrvConfigAdmin:
 
 
 def _write(path: Path, texts: dict[str, str]) -> None:
-    """``texts`` as the file at ``path`` (Java's ``MixAll.string2File``: the parent directories made)."""
+    """``texts`` as the file at ``path`` (Java's ``MixAll.string2File``: the parent directories made), keeping the
+    old file's permissions: it may hold a TLS key password (Java's new file gets the default ones)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     data = format_properties(texts).encode("latin-1")
-    replace_atomically(path, data, path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp"))
+    replace_atomically(path, data, path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp"), keep_mode=True)

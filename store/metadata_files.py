@@ -364,15 +364,21 @@ def kv_config_file(path: Path) -> ConfigFile[KvConfigTable]:
 
 def replace_atomically(path: Path, data: bytes, tmp: Path, *, keep_mode: bool = False) -> None:
     """Put ``data`` at ``path`` so that after a crash it holds either the old or the new bytes: write ``tmp``, fsync,
-    rename over ``path``, fsync the directory. ``keep_mode`` gives the new file the old one's permissions."""
-    with open(tmp, "wb") as f:
+    rename over ``path``, fsync the directory. ``keep_mode`` gives the new file the old one's permissions (``tmp`` is
+    made owner-only until then, so a file kept private is never readable by others while it is written)."""
+    keep_mode = keep_mode and path.exists()
+    with open(tmp, "wb", opener=_owner_only if keep_mode else None) as f:
         f.write(data)
         f.flush()
         os.fsync(f.fileno())
-    if keep_mode and path.exists():
+    if keep_mode:
         shutil.copymode(path, tmp)
     os.replace(tmp, path)
     fsync_directory(path.parent)
+
+
+def _owner_only(path: str, flags: int) -> int:
+    return os.open(path, flags, 0o600)
 
 
 def fsync_directory(directory: Path) -> None:
