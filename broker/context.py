@@ -17,7 +17,7 @@ store host in new messages' ids stays the start-up one, as Java's ``storeHost``.
 Every update moves ``config_version`` on (GET_BROKER_CONFIG's ``version``, Java's ``Configuration`` DataVersion); a
 ``brokerPermission`` update also moves the topic DataVersion on and re-registers before it returns, so the routes
 carry it once UPDATE_BROKER_CONFIG is answered.
-``tls.*`` keys are ignored (JVM system properties in RocketMQ, no field Configuration.update sets or persists).
+``tls.*`` keys are ignored (ours, for safety: 4.9.8's Configuration.update would change one the ``-c`` file held).
 
 ``on_topic_changed()`` asks for an immediate name-server registration (the topic manager calls it after every topic
 change, as Java re-registers right after creating a topic); ``register_now()`` also waits for the name servers'
@@ -144,8 +144,8 @@ class BrokerState:
         ``MixAll.properties2Object`` reads them. Raises :class:`~remoting.codec.java_properties.PropertiesError` for a
         port out of range or an enum that is not one of its names: the whole update is refused and nothing is changed
         (ours: Java skips the key)."""
-        # tls.* are system properties in RocketMQ (remoting/.../netty/TlsSystemConfig.java), no field of the objects
-        # Configuration.update sets and persists (common/.../Configuration.java): ignored, never written to the file.
+        # tls.* are system properties in RocketMQ (remoting/.../netty/TlsSystemConfig.java), though Configuration.update
+        # (mergeIfExist) changes one the -c file held: ignored, so an unauthenticated update cannot turn TLS off.
         ignored = sorted(key for key in props if key.startswith(SYSTEM_PROPERTY_PREFIX))
         props = {key: value for key, value in props.items() if key not in ignored}
         config, unknown = apply_properties(self.config, props)

@@ -54,9 +54,10 @@ ENFORCING: Final = "enforcing"
 TLS_HANDSHAKE: Final = 0x16
 
 #: Settings RocketMQ reads as JVM system properties (remoting/src/main/java/org/apache/rocketmq/remoting/netty/
-#: TlsSystemConfig.java), not fields of the config objects 4.9.8's Configuration.update sets and persists
-#: (NamesrvConfig, BrokerConfig, NettyServerConfig, NettyClientConfig, MessageStoreConfig): UPDATE_NAMESRV_CONFIG and
-#: UPDATE_BROKER_CONFIG ignore them, so an update cannot switch TLS off for the next start.
+#: TlsSystemConfig.java), not fields of the config objects (NamesrvConfig, BrokerConfig, NettyServerConfig,
+#: NettyClientConfig, MessageStoreConfig). UPDATE_NAMESRV_CONFIG and UPDATE_BROKER_CONFIG ignore them, so an
+#: unauthenticated update cannot switch TLS off for the next start (ours: 4.9.8's Configuration.update, through
+#: mergeIfExist, changes and persists one the -c file held).
 SYSTEM_PROPERTY_PREFIX: Final = "tls."
 
 log = logging.getLogger(__name__)
