@@ -251,10 +251,10 @@ def test_delete_topic_leaves_other_clusters_routes_on_the_name_server(cluster: T
     assert [b["brokerName"] for b in json.loads(route.output)["route"]["brokerDatas"]] == ["broker-z"]
 
 
-def test_delete_topic_deletes_from_every_name_server(cluster: ThreadedCluster) -> None:
+def test_delete_topic_deletes_from_every_name_server(cluster: ThreadedCluster, tmp_path: Path) -> None:
     """Java deleteTopicInNameServer loops over every address of -n (split on ';')."""
     ns1 = cluster.namesrv_addr
-    ns2 = _second_namesrv(cluster)
+    ns2 = _second_namesrv(cluster, tmp_path / "ns2")
     anyio.run(create_topic, ns1, "TwoNs", 2)
 
     _copy_registration(cluster, ns2, "TwoNs")
@@ -299,9 +299,17 @@ def _route_brokers(ns: str, topic: str) -> list[str]:
 _SECOND: dict[str, Any] = {}
 
 
-def _second_namesrv(threaded: ThreadedCluster) -> str:
+def _second_namesrv(threaded: ThreadedCluster, files: Path) -> str:
+    """A second name server, its files under ``files`` (the defaults are under $HOME)."""
+
     async def start() -> str:
-        server = NamesrvServer(NamesrvConfig(listen_port=0, listen_host="127.0.0.1"))
+        config = NamesrvConfig(
+            listen_port=0,
+            listen_host="127.0.0.1",
+            kv_config_path=str(files / "kvConfig.json"),
+            config_store_path=str(files / "namesrv.properties"),
+        )
+        server = NamesrvServer(config)
         host, port = await threaded._extra.start(server.serve)
         addr = f"{host}:{port}"
         _SECOND[addr] = server

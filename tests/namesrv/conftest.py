@@ -106,6 +106,7 @@ async def start_namesrv(nursery: trio.Nursery, tmp_path: Path) -> StartNamesrv:
             "listen_port": 0,
             "listen_host": "127.0.0.1",
             "kv_config_path": str(tmp_path / name / "kvConfig.json"),
+            "config_store_path": str(tmp_path / name / "namesrv.properties"),  # the default is under $HOME
         }
         settings.update(overrides)
         server = NamesrvServer(NamesrvConfig(**settings))  # type: ignore[arg-type]
