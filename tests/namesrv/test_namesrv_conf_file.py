@@ -126,3 +126,21 @@ async def test_tls_settings_not_in_the_file_are_neither_persisted_nor_shown(
         assert {key: text for key, text in texts.items() if key.startswith("tls.")} == {
             "tls.server.need.client.auth": "optional"
         }
+
+
+async def test_without_c_the_config_store_files_tls_keys_are_neither_shown_nor_kept(
+    start_namesrv: StartNamesrv, client: RemotingClient, tmp_path: Path
+) -> None:
+    """Only ``mqnamesrv -c FILE`` registers a file's properties with Configuration (4.9.8's NamesrvStartup calls
+    ``registerConfig(properties)``, ``properties`` null without ``-c``); Configuration never reads its
+    ``configStorePath`` file. A name server started without ``-c`` showed the ``tls.*`` keys of that file (by default
+    $HOME/namesrv/namesrv.properties) and wrote them back (found by a review)."""
+    store = tmp_path / "namesrv.properties"
+    store.write_text("tls.server.need.client.auth=optional\n")
+    _, addr = await start_namesrv(config_store_path=str(store))
+    shown = parse_properties((await client.invoke(addr, request(RequestCode.GET_NAMESRV_CONFIG), 10)).body.decode())
+    assert not [key for key in shown if key.startswith("tls.")]
+    update = request(RequestCode.UPDATE_NAMESRV_CONFIG, body=b"orderMessageEnable=true\n")
+    assert (await client.invoke(addr, update, 10)).code == ResponseCode.SUCCESS
+    written = parse_properties(decode_properties_file(store.read_bytes()))
+    assert written["orderMessageEnable"] == "true" and not [key for key in written if key.startswith("tls.")]
