@@ -25,7 +25,6 @@ from __future__ import annotations
 import logging
 import signal
 import sys
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
@@ -33,7 +32,7 @@ import attrs
 import click
 import trio
 
-from namesrv.config import NamesrvConfig, properties_without_setting
+from namesrv.config import NamesrvConfig
 from namesrv.server import NamesrvServer
 from remoting.codec.java_properties import (
     PropertiesError,
@@ -82,10 +81,10 @@ def boot_line(address: Address) -> str:
     return f"The Name Server boot success. serializeType=JSON, address {shown}:{port}"
 
 
-async def run(config: NamesrvConfig, file_only_properties: Mapping[str, str] | None = None) -> None:
+async def run(config: NamesrvConfig, config_file: Path | None = None) -> None:
     """Serve until a stop signal (:func:`~remoting.server_main.open_stop_signal_receiver`), then shut down by
-    cancelling the nursery. ``file_only_properties``: the ``-c`` file's keys no setting has."""
-    server = NamesrvServer(config, file_only_properties)
+    cancelling the nursery. ``config_file``: the ``-c`` file, if any."""
+    server = NamesrvServer(config, config_file)
     hook = ShutdownHookLog(log, NAMESRV_HOOK_LINES)
     with open_stop_signal_receiver() as signals:
         async with trio.open_nursery() as nursery:
@@ -133,8 +132,8 @@ def main(
         return f"mqnamesrv: {failure}"
 
     # NamesrvStartup: registerConfig(properties), every key of the -c file, those no setting has too.
-    extras = properties_without_setting(Path(config_file)) if config_file else {}
-    run_main(run, config, extras, failures=(OSError, ConfigFileError, TlsContextError), describe=describe)
+    c_file = Path(config_file) if config_file else None
+    run_main(run, config, c_file, failures=(OSError, ConfigFileError, TlsContextError), describe=describe)
 
 
 if __name__ == "__main__":

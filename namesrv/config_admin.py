@@ -14,8 +14,9 @@ start), and every setting (and file key) is written to ``configStorePath`` as ``
 
 ``tls.*`` are JVM system properties in RocketMQ (TlsSystemConfig), no field of the NamesrvConfig and
 NettyServerConfig that NamesrvController registers: GET_NAMESRV_CONFIG shows, and the file gets, only the ``tls.*``
-keys the ``configStorePath`` file held when the admin was created (``mqnamesrv -c FILE``: FILE's, NamesrvStartup's
-``registerConfig(properties)``), with the file's text; a TLS key password among them is written back, never shown.
+keys the ``-c`` file held when the admin was created (``mqnamesrv -c FILE``: NamesrvStartup's
+``registerConfig(properties)``; none without ``-c``, whatever the ``configStorePath`` file holds), with the file's
+text; a TLS key password among them is written back, never shown.
 A bad value answers SYSTEM_ERROR with the parser's message (a body ``Properties.load`` refuses: Java's
 "string2Properties error") and changes nothing; a failed write is logged (the running
 server already uses the new values).
@@ -25,13 +26,13 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
 import trio
 
-from namesrv.config import NamesrvConfig
+from namesrv.config import NamesrvConfig, properties_without_setting
 from remoting.codec.java_properties import (
     apply_properties,
     black_listed_keys,
@@ -61,15 +62,17 @@ class NamesrvConfigAdmin:
         self,
         config: NamesrvConfig,
         on_change: Callable[[NamesrvConfig], None] | None = None,
-        file_only_properties: Mapping[str, str] | None = None,
+        config_file: Path | None = None,
     ) -> None:
+        """``config_file``: the ``mqnamesrv -c`` file, if any."""
         self.config = config
         #: The ``-c`` file's keys no setting has, with their text: NamesrvStartup registers the file's properties with
         #: Configuration (``registerConfig``), which shows and persists them, and an update changes one of them
-        #: (``mergeIfExist``; common/src/main/java/org/apache/rocketmq/common/Configuration.java).
-        self.file_only_properties = dict(file_only_properties or {})
-        #: The ``tls.*`` keys of the ``configStorePath`` file at creation, with their text (see the module docstring).
-        self.file_tls_properties = tls_properties_in(Path(config.config_store_path).expanduser())
+        #: (``mergeIfExist``; common/src/main/java/org/apache/rocketmq/common/Configuration.java). None without
+        #: ``-c``: Configuration never reads its ``configStorePath`` file.
+        self.file_only_properties = properties_without_setting(config_file) if config_file else {}
+        #: The ``tls.*`` keys of the ``-c`` file, with their text (see the module docstring).
+        self.file_tls_properties = tls_properties_in(config_file) if config_file else {}
         self._on_change = on_change
         self._write_lock = trio.Lock()  # one write at a time, in arrival order (Java's Configuration write lock)
 

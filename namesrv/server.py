@@ -21,8 +21,8 @@ its backup are both corrupt. Both are raised before ``task_status.started``.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from contextlib import AsyncExitStack
+from pathlib import Path
 
 import attrs
 import trio
@@ -50,12 +50,12 @@ from remoting.server import RemotingServer, idle_timeout_of
 class NamesrvServer:
     """One name server; build it, then ``await nursery.start(server.serve)``. Owns its route table and KV file."""
 
-    def __init__(self, config: NamesrvConfig, file_only_properties: Mapping[str, str] | None = None) -> None:
-        """``file_only_properties``: the ``-c`` file's keys no setting has (:class:`NamesrvConfigAdmin` holds them)."""
+    def __init__(self, config: NamesrvConfig, config_file: Path | None = None) -> None:
+        """``config_file``: the ``mqnamesrv -c`` file, if any (:class:`NamesrvConfigAdmin` holds its properties)."""
         self.config = config
         self.route_table = RouteTable(config.broker_channel_expired_time)
         self.kv_config = KVConfigManager(config.kv_config_file)
-        self.config_admin = NamesrvConfigAdmin(config, self._config_changed, file_only_properties)
+        self.config_admin = NamesrvConfigAdmin(config, self._config_changed, config_file)
         self.processor = NamesrvProcessor(
             self.route_table,
             self.kv_config,

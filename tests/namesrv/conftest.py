@@ -99,9 +99,12 @@ async def order_conf_in_route(client: RemotingClient, addr: str) -> str | None:
 
 @pytest.fixture
 async def start_namesrv(nursery: trio.Nursery, tmp_path: Path) -> StartNamesrv:
-    """``await start_namesrv(name="a", **config)`` -> (server, "127.0.0.1:port"); stopped with the test's nursery."""
+    """``await start_namesrv(name="a", config_file=None, **config)`` -> (server, "127.0.0.1:port"); stopped with the
+    test's nursery. ``config_file`` is ``mqnamesrv -c``'s (its properties registered, not read into the config)."""
 
-    async def start(name: str = "ns", **overrides: object) -> tuple[NamesrvServer, str]:
+    async def start(
+        name: str = "ns", config_file: Path | None = None, **overrides: object
+    ) -> tuple[NamesrvServer, str]:
         settings: dict[str, object] = {
             "listen_port": 0,
             "listen_host": "127.0.0.1",
@@ -109,7 +112,7 @@ async def start_namesrv(nursery: trio.Nursery, tmp_path: Path) -> StartNamesrv:
             "config_store_path": str(tmp_path / name / "namesrv.properties"),  # the default is under $HOME
         }
         settings.update(overrides)
-        server = NamesrvServer(NamesrvConfig(**settings))  # type: ignore[arg-type]
+        server = NamesrvServer(NamesrvConfig(**settings), config_file)  # type: ignore[arg-type]
         host, port = await nursery.start(server.serve)
         return server, f"{host}:{port}"
 

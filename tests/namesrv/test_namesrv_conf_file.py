@@ -73,7 +73,7 @@ async def test_update_namesrv_config_keeps_the_c_files_key_password(tmp_path: Pa
     not decrypt the server key. GET_NAMESRV_CONFIG still does not show it."""
     conf = tmp_path / "namesrv.properties"
     conf.write_text("tls.server.keyPath=/etc/rocketmq/server.key\ntls.server.keyPassword=s3cret\n")
-    admin = NamesrvConfigAdmin(build_config(str(conf), []))
+    admin = NamesrvConfigAdmin(build_config(str(conf), []), config_file=conf)
     await admin.update("orderMessageEnable=true\n")
     written = parse_properties(decode_properties_file(conf.read_bytes()))
     assert (written["orderMessageEnable"], written["tls.server.keyPassword"]) == ("true", "s3cret")
@@ -88,7 +88,7 @@ async def test_update_namesrv_config_keeps_the_c_files_permissions(tmp_path: Pat
     conf = tmp_path / "namesrv.properties"
     conf.write_text("tls.server.keyPassword=s3cret\n")
     conf.chmod(0o600)
-    await NamesrvConfigAdmin(build_config(str(conf), [])).update("orderMessageEnable=true\n")
+    await NamesrvConfigAdmin(build_config(str(conf), []), config_file=conf).update("orderMessageEnable=true\n")
     assert "orderMessageEnable=true" in conf.read_text()
     assert conf.stat().st_mode & 0o777 == 0o600
 
@@ -115,7 +115,10 @@ async def test_tls_settings_not_in_the_file_are_neither_persisted_nor_shown(
     store = tmp_path / "namesrv.properties"
     store.write_text("tls.server.need.client.auth=optional\n")
     _, addr = await start_namesrv(
-        config_store_path=str(store), tls_server_mode="disabled", tls_config_file=str(tmp_path / "tls.properties")
+        config_file=store,
+        config_store_path=str(store),
+        tls_server_mode="disabled",
+        tls_config_file=str(tmp_path / "tls.properties"),
     )
     update = request(RequestCode.UPDATE_NAMESRV_CONFIG, body=b"orderMessageEnable=true\n")
     assert (await client.invoke(addr, update, 10)).code == ResponseCode.SUCCESS

@@ -51,7 +51,7 @@ async def test_tls_settings_are_not_name_server_settings_an_update_can_change(
     store.write_text("tls.server.mode=permissive\ntls.test.mode.enable=false\n")
     cert, key = write_self_signed(tmp_path)  # test mode off: a start needs them, as in RocketMQ
     server, addr = await start_namesrv(
-        config_store_path=str(store), tls_server_mode="permissive", tls_test_mode_enable=False,
+        config_file=store, config_store_path=str(store), tls_server_mode="permissive", tls_test_mode_enable=False,
         tls_server_cert_path=str(cert), tls_server_key_path=str(key),
     )  # fmt: skip
     body = b"tls.server.mode=disabled\ntls.test.mode.enable=true\norderMessageEnable=true\n"
