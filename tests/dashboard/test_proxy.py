@@ -47,6 +47,24 @@ async def test_a_proxy_address_is_added_and_made_current(
         assert await dash.get("/api/proxy") == {"currentProxyAddr": THIRD, "proxyAddrList": [FIRST, SECOND, THIRD]}
 
 
+async def test_adding_a_proxy_address_makes_the_first_one_current_again(
+    embedded_cluster: EmbeddedCluster, nursery: trio.Nursery
+) -> None:
+    """rocketmq-dashboard's ``ProxyServiceImpl.addProxyAddrList`` hands the list back to ``RMQConfigure.setProxyAddrs``,
+    which makes its first address the current one: an add (even of a known address) undoes a pick, and the first
+    address added to an empty list is current. Ours kept the picked one (found by a review)."""
+    async for dash in open_dash(embedded_cluster, nursery, proxy_addrs=(FIRST, SECOND), proxy_addr=SECOND):
+        added = await dash.post("/api/proxy/add", {"newProxyAddr": THIRD})
+        assert added == {"currentProxyAddr": FIRST, "proxyAddrList": [FIRST, SECOND, THIRD]}
+        await dash.post("/api/proxy/current", {"proxyAddr": THIRD})
+        assert (await dash.post("/api/proxy/add", {"newProxyAddr": SECOND}))["currentProxyAddr"] == FIRST
+    async for dash in open_dash(embedded_cluster, nursery):
+        assert await dash.post("/api/proxy/add", {"newProxyAddr": THIRD}) == {
+            "currentProxyAddr": THIRD,
+            "proxyAddrList": [THIRD],
+        }
+
+
 def test_the_proxy_page_adds_an_address_and_picks_the_current_one(browser: WebDriver, tmp_path: Path) -> None:
     with ThreadedDashboard(tmp_path / "cluster", enable_collect=False, proxy_addrs=(FIRST,)) as live:
         open_page(browser, live, "/proxy")
