@@ -1,8 +1,8 @@
 """The Proxy page's data, as rocketmq-dashboard's ``ProxyController`` and ``ProxyServiceImpl``: the proxy addresses
 the dashboard knows (``rocketmq.config.proxyAddrs``) and the current one (``rocketmq.config.proxyAddr``, else the
 first of the list, as ``RMQConfigure.setProxyAddrs``), adding one to the list (``addProxyAddr.do``: nothing when it
-is there) and making one current (``updateProxyAddr.do``: it does not join the list, as Java's
-``updateProxyAddrList``).
+is there; either way the list's first is current again, as ``setProxyAddrs``) and making one current
+(``updateProxyAddr.do``: it does not join the list, as Java's ``updateProxyAddrList``).
 
 Kept in memory only, as rocketmq-dashboard keeps them in its ``RMQConfigure``: a restart starts from the settings.
 Our proxy is a broker's gRPC endpoint (``--enable-proxy``), which its clients reach directly; the dashboard reads the
@@ -47,9 +47,12 @@ class ProxyAddrs:
         return {"currentProxyAddr": self.current, "proxyAddrList": list(self.known)}
 
     def add(self, addr: str) -> None:
+        """``addr`` joins the list (nothing when it is there) and the list's first is current again, as
+        ``addProxyAddrList`` hands the list to ``RMQConfigure.setProxyAddrs``."""
         addr = check_proxy(addr)
         if addr not in self.known:
             self.known.append(addr)
+        self.current = self.known[0]
 
     def use(self, addr: str) -> None:
         self.current = check_proxy(addr)
