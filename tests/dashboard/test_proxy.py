@@ -22,12 +22,17 @@ FIRST, SECOND, THIRD = "127.0.0.1:8081", "127.0.0.1:9081", "10.0.0.7:8081"
 
 
 def test_the_proxy_addresses_are_read_from_rocketmq_dashboards_settings(tmp_path: Path) -> None:
-    """``RMQConfigure.setProxyAddrs``: the first of ``proxyAddrs`` is the current one unless ``proxyAddr`` says."""
+    """``RMQConfigure.setProxyAddrs``: the first of ``proxyAddrs`` is the current one, even when ``proxyAddr`` names
+    another: Spring Boot's ``JavaBeanBinder`` binds RMQConfigure's properties in the order of its sorted getters,
+    ``proxyAddr`` before ``proxyAddrs``, whose setter then makes the list's first current (ours let ``proxyAddr``
+    win; found by a review). ``proxyAddr`` alone is current."""
     file = tmp_path / "application.properties"
     file.write_text(f"rocketmq.config.proxyAddrs={FIRST},{SECOND}\n")
     settings = load_settings(file, {})
     assert (settings.proxy_addr, settings.proxy_addrs) == (FIRST, (FIRST, SECOND))
     file.write_text(f"rocketmq.config.proxyAddrs={FIRST},{SECOND}\nrocketmq.config.proxyAddr={SECOND}\n")
+    assert load_settings(file, {}).proxy_addr == FIRST
+    file.write_text(f"rocketmq.config.proxyAddr={SECOND}\n")
     assert load_settings(file, {}).proxy_addr == SECOND
     assert (load_settings(None, {}).proxy_addr, load_settings(None, {}).proxy_addrs) == (None, ())
 

@@ -85,6 +85,22 @@ def test_rocketmq_dashboards_own_settings_file_is_read(tmp_path: Path, monkeypat
         load_settings(file, {})
 
 
+def test_the_first_of_namesrv_addrs_wins_over_namesrv_addr_as_spring_binds_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Spring Boot's ``JavaBeanBinder`` binds RMQConfigure's properties in the order of its sorted getters:
+    ``namesrvAddr``, then ``namesrvAddrs``, whose setter (``RMQConfigure.setNamesrvAddrs``) makes the list's first
+    the one in use, whatever the file's order. Ours let ``namesrvAddr`` win (found by a review)."""
+    monkeypatch.delenv("NAMESRV_ADDR", raising=False)
+    file = tmp_path / "application.properties"
+    for text in (
+        "rocketmq.config.namesrvAddr=10.9.9.9:9876\nrocketmq.config.namesrvAddrs=10.1.2.3:9876,10.1.2.4:9876\n",
+        "rocketmq.config.namesrvAddrs=10.1.2.3:9876,10.1.2.4:9876\nrocketmq.config.namesrvAddr=10.9.9.9:9876\n",
+    ):
+        file.write_text(text)
+        assert load_settings(file, {}).namesrv_addr == "10.1.2.3:9876"
+
+
 def test_the_timeout_defaults_to_rocketmq_dashboards_five_seconds(tmp_path: Path) -> None:
     """rocketmq-dashboard's ``MQAdminFactory`` builds its ``DefaultMQAdminExt`` without a timeout when
     ``rocketmq.config.timeoutMillis`` is unset (its shipped file leaves it empty), so every admin call waits 5000 ms;
