@@ -135,14 +135,14 @@ class DashboardSettings:
         factory=default_vip_channel, converter=_bool, metadata=_prop("rocketmq.config.isVIPChannel")
     )
     #: The name servers the Ops page offers (rocketmq-dashboard's list, comma-separated in a file: each entry one
-    #: ``namesrvAddr`` value, ``h1:9876;h2:9876`` for a cluster of several); the first is used unless ``namesrv_addr``
-    #: is given too.
+    #: ``namesrvAddr`` value, ``h1:9876;h2:9876`` for a cluster of several); in a ``-c`` file the first is used, even
+    #: over ``namesrvAddr`` (as Spring binds RMQConfigure: :func:`_first_of_lists`).
     namesrv_addrs: tuple[str, ...] = attrs.field(
         default=(), converter=_addr_list, metadata=_prop("rocketmq.config.namesrvAddrs")
     )
 
     #: The proxy addresses the Proxy page offers (rocketmq-dashboard's ``rocketmq.config.proxyAddrs``, here
-    #: comma-separated); the first is the current one unless ``proxy_addr`` is given.
+    #: comma-separated); in a ``-c`` file the first is the current one, even over ``proxyAddr``.
     proxy_addrs: tuple[str, ...] = attrs.field(
         default=(), converter=_addr_list, metadata=_prop("rocketmq.config.proxyAddrs")
     )
@@ -163,6 +163,12 @@ _SWITCHES = frozenset(f.metadata["property"] for f in attrs.fields(DashboardSett
 #: rocketmq-dashboard's own settings that have no use here, and the prefixes of Spring Boot's: read and ignored, so
 #: its shipped ``application.properties`` works as it is (``server.ssl.*`` only when disabled: :func:`_refuse_https`).
 _IGNORED = frozenset({"rocketmq.config.ticketKey"})
+#: The lists whose first entry is the one in use (``RMQConfigure.setNamesrvAddrs``, ``setProxyAddrs``): the
+#: single setting's field and the list's.
+_LISTS = {
+    "rocketmq.config.namesrvAddrs": ("namesrv_addr", "namesrv_addrs"),
+    "rocketmq.config.proxyAddrs": ("proxy_addr", "proxy_addrs"),
+}
 _IGNORED_PREFIXES = ("spring.", "logging.", "server.ssl.", "management.")
 
 
@@ -179,13 +185,7 @@ def _from_file(file: str | Path) -> dict[str, Any]:
             value = "false"
         if key in _IGNORED or key.startswith(_IGNORED_PREFIXES) or not value.strip():
             continue
-        if key == "rocketmq.config.namesrvAddrs":
-            values["namesrv_addrs"] = value
-            values.setdefault("namesrv_addr", value.split(",")[0].strip())
-        elif key == "rocketmq.config.proxyAddrs":  # RMQConfigure.setProxyAddrs: the first is the current one
-            values["proxy_addrs"] = value
-            values.setdefault("proxy_addr", value.split(",")[0].strip())
-        elif key == "rocketmq.config.timeoutMillis":
+        if key == "rocketmq.config.timeoutMillis":
             if not value.strip().isdigit():
                 raise SettingsError(f"{key} must be a number of milliseconds in {file}, not {value!r}")
             values["rpc_timeout"] = int(value) / 1000
@@ -193,6 +193,16 @@ def _from_file(file: str | Path) -> dict[str, Any]:
             values[_BY_PROPERTY[key]] = value
         else:
             raise SettingsError(f"unknown property {key!r} in {file}")
+    return _first_of_lists(values)
+
+
+def _first_of_lists(values: dict[str, Any]) -> dict[str, Any]:
+    """A list's first entry as the one in use, over the single setting: Spring Boot's ``JavaBeanBinder`` binds
+    RMQConfigure's properties in the order of its sorted getters (``namesrvAddr`` before ``namesrvAddrs``), and
+    ``setNamesrvAddrs``/``setProxyAddrs`` then make the list's first current."""
+    for single, listed in _LISTS.values():
+        if first := next(iter(_addr_list(values.get(listed, ""))), None):
+            values[single] = first
     return values
 
 
