@@ -417,6 +417,26 @@ async def test_a_timer_delivery_is_not_counted_as_incoming_again(
     assert item is not None and item.value == 1
 
 
+async def test_a_delayed_or_timer_message_of_a_message_group_is_labelled_fifo(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """RocketMQ 5.3.3's ``BrokerMetricsManager.getMessageType`` checks the transaction flag, then ``__SHARDINGKEY``,
+    then the delay properties: a delay-level or timer message of a message group is ``fifo`` at its send, under the
+    topic the store hook gave it (``SCHEDULE_TOPIC_XXXX``, ``rmq_sys_wheel_timer``). Ours labelled both ``delay``
+    (found by a review)."""
+    grouped = {"__SHARDINGKEY": "group-1"}
+    delayed = Message("GroupDelay", b"later", delay_level=1, properties=grouped)
+    await samples_once_delivered(embedded_cluster, delayed)
+    timer = Message("GroupTimer", b"later", properties={**grouped, "TIMER_DELAY_SEC": "3"})
+    samples = await samples_once_delivered(embedded_cluster, timer)
+    rows = {
+        (s[0]["topic"], s[0]["message_type"]): s[1]
+        for s in samples["rocketmq_messages_in_total"]
+        if s[0]["topic"] in ("SCHEDULE_TOPIC_XXXX", "rmq_sys_wheel_timer")
+    }
+    assert rows == {("SCHEDULE_TOPIC_XXXX", "fifo"): 1.0, ("rmq_sys_wheel_timer", "fifo"): 1.0}
+
+
 async def test_a_delay_level_delivery_counts_as_outgoing_of_the_schedule_consumer(
     embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
 ) -> None:
