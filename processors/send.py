@@ -278,14 +278,12 @@ class SendMessageProcessor:
             record = self.timer_rewrite(record)
             if record.topic == TIMER_TOPIC and not topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
                 fields = {**self.base_fields, "recallHandle": self._recall_handle(record)}
-                sized = functools.partial(self._sized_append, self.broker.store.append, "delay")
+                append, kind = self._append_of(record, "delay")
+                sized = functools.partial(self._sized_append, append, kind)
                 return await self.answers.store(ctx, request, answer_queue, props.wait, sized, record, fields)
         # Java answers the queue a delayed, timer or half message was sent to, not the queue it waits in.
-        append = self.broker.store.append
-        kind = _STORED_KINDS.get(record.topic, "normal")
-        if record.topic == topic and has_sharding_key(stored):
-            append, kind = self._fifo_append, "fifo"
-        elif half_of is not None:
+        append, kind = self._append_of(record, _STORED_KINDS.get(record.topic, "normal"))
+        if half_of is not None:
             append = functools.partial(self._half_append, half_of)
         sized = functools.partial(self._sized_append, append, kind)
         return await self.answers.store(ctx, request, answer_queue, props.wait, sized, record, self.base_fields)
@@ -305,8 +303,18 @@ class SendMessageProcessor:
         self.broker.half_messages.add(real_topic, 1, self.broker.store.config.now_ms())
         return appended
 
+    def _append_of(self, record: MessageRecord, kind: str) -> tuple[Callable[[MessageRecord], AppendResult], str]:
+        """How ``record`` is appended and its ``message_type``: ``fifo`` when it carries a sharding key, unless it is a
+        half message (5.3.3's ``getMessageType`` checks the transaction flag, then the sharding key, then the delay
+        properties, so a delayed or timer message of a message group is ``fifo`` under the topic it waits in), else
+        ``kind``."""
+        if record.topic != TRANS_HALF_TOPIC and has_sharding_key(record.properties):
+            return self._fifo_append, "fifo"
+        return self.broker.store.append, kind
+
     def _fifo_append(self, msg: MessageRecord) -> AppendResult:
-        """Append a message of a 5.x message group, labelled ``fifo`` in ``/metrics`` (5.3.3's ``getMessageType``)."""
+        """Append a message of a 5.x message group, labelled ``fifo`` in ``/metrics`` under the topic it is stored in
+        (5.3.3's ``getMessageType``; a retry or DLQ topic's are not counted there)."""
         appended = self.broker.store.append(msg)
         self.broker.stats.record_fifo_put(msg.topic, msg.queue_id, appended.queue_offset)
         return appended
