@@ -39,7 +39,7 @@ def test_settings_from_a_properties_file_then_the_environment_then_options(tmp_p
     file.write_text("server.port=eighty\n")
     with pytest.raises(SettingsError):
         load_settings(file, {})
-    for bad in ("sampleSeconds=0", "historySeconds=-1", "sampleConcurrency=0"):  # a 0 interval busy-looped
+    for bad in ("sampleSeconds=0", "sampleConcurrency=0"):  # a 0 interval busy-looped
         file.write_text(f"rocketmq.config.{bad}\n")
         with pytest.raises(SettingsError):
             load_settings(file, {})
@@ -99,6 +99,19 @@ def test_the_first_of_namesrv_addrs_wins_over_namesrv_addr_as_spring_binds_them(
     ):
         file.write_text(text)
         assert load_settings(file, {}).namesrv_addr == "10.1.2.3:9876"
+
+
+def test_the_removed_history_seconds_setting_is_ignored_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``rocketmq.config.historySeconds`` (ours: how long the charts kept samples in memory) went when a day's
+    samples moved to rocketmq-dashboard's day files; a settings file that still has it starts, with a warning,
+    rather than be refused as an unknown property."""
+    file = tmp_path / "application.properties"
+    file.write_text("rocketmq.config.historySeconds=3600\nserver.port=9090\n")
+    with caplog.at_level("WARNING", logger="dashboard.settings"):
+        assert load_settings(file, {}).port == 9090
+    assert "rocketmq.config.historySeconds" in caplog.text
 
 
 def test_the_timeout_defaults_to_rocketmq_dashboards_five_seconds(tmp_path: Path) -> None:
