@@ -10,6 +10,7 @@ plain text against a cluster that would refuse every call.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import re
@@ -22,6 +23,8 @@ import attrs
 from client.config import ClientConfig
 from client.vip import VIP_CHANNEL_ENV
 from remoting.codec.java_properties import decode_properties_file, parse_properties
+
+log = logging.getLogger(__name__)
 
 
 class SettingsError(ValueError):
@@ -170,6 +173,8 @@ _LISTS = {
     "rocketmq.config.proxyAddrs": ("proxy_addr", "proxy_addrs"),
 }
 _IGNORED_PREFIXES = ("spring.", "logging.", "server.ssl.", "management.")
+#: Our settings that are gone, with why: an old settings file still starts, with a warning.
+_REMOVED = {"rocketmq.config.historySeconds": "a day's chart samples are kept in the day files of dataPath"}
 
 
 def _from_file(file: str | Path) -> dict[str, Any]:
@@ -184,6 +189,9 @@ def _from_file(file: str | Path) -> dict[str, Any]:
         if key in _SWITCHES and not value.strip():
             value = "false"
         if key in _IGNORED or key.startswith(_IGNORED_PREFIXES) or not value.strip():
+            continue
+        if key in _REMOVED:
+            log.warning("%s in %s is no longer used (%s): ignored", key, file, _REMOVED[key])
             continue
         if key == "rocketmq.config.timeoutMillis":
             if not value.strip().isdigit():
