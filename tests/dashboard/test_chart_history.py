@@ -112,3 +112,21 @@ def test_a_day_file_in_javas_layout_with_spaces_reads_key_by_key(tmp_path: Path)
     files.topics_path(DAY_ONE).write_text("{}")
     assert files.read_brokers(DAY_ONE) == {"b:0": ["1,2", "3,4"], "c:1": []}
     assert files.read_topics(DAY_ONE) == {}
+
+
+async def test_a_damaged_day_file_is_kept_aside_and_a_stale_temporary_file_is_no_obstacle(
+    embedded_cluster: EmbeddedCluster, nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    """Today's file that does not parse is moved to ``<file>.bad`` before the day is written again (it was read as
+    empty and overwritten, its samples lost for good); each write goes through a temporary file of its own, so a
+    ``<file>.tmp`` left by another dashboard sharing the data path (here one that cannot be written) is no
+    obstacle."""
+    files = DayFiles(tmp_path)
+    files.topics_path(DAY_ONE).write_text('{"Damaged": ["1,2,3,4,5"')
+    files.brokers_path(DAY_ONE).with_name(files.brokers_path(DAY_ONE).name + ".tmp").mkdir()
+    async for dash in open_dash(embedded_cluster, nursery, data_path=str(tmp_path)):
+        on_day(dash, DAY_ONE)
+        await dash.app.state.sampler.sample_once()
+    assert (tmp_path / f"dashboard{DAY_ONE}_topic.json.bad").read_text() == '{"Damaged": ["1,2,3,4,5"'
+    assert "broker-a:0" in files.read_brokers(DAY_ONE)
+    assert "Damaged" not in files.read_topics(DAY_ONE)
