@@ -6,7 +6,9 @@ A day's samples are two JSON objects of lines by key, in ``rocketmq.config.dataP
 ``"<ms>,<tps>"`` lines, ``dashboard<yyyy-MM-dd>_topic.json`` maps a topic to
 ``"<ms>,<inTps>,<inCount>,<outTps>,<outCount>"`` lines. Days are named in the local time zone, as Java's
 ``SimpleDateFormat``. Files are never deleted (rocketmq-dashboard has no clean-up either). A file that does not
-parse is logged and read as empty.
+parse is logged and read as empty; when the day is opened to be written again (:meth:`DayFiles.open_day`) it is first
+moved aside to ``<file>.bad`` (``.bad.1``... when taken), so its samples are not overwritten. Each write goes through
+a temporary file of its own name, so dashboards sharing a data path never write into each other's.
 
 A file is parsed one key at a time (``raw_decode`` of each key and its lines): one ``json.loads`` of a day's topic
 file (67 MB at 1,000 topics) holds the GIL, and so stalls the event loop, even from a worker thread.
@@ -14,11 +16,13 @@ file (67 MB at 1,000 topics) holds the GIL, and so stalls the event loop, even f
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
 import re
 import time
+import uuid
 from pathlib import Path
 
 import attrs
@@ -61,6 +65,10 @@ class DayFiles:
         """A day's broker and topic lines; a day without files has none."""
         return self.read_brokers(day), self.read_topics(day)
 
+    def open_day(self, day: str) -> tuple[Lines, Lines]:
+        """:meth:`read` before the day is written again: a file that does not parse is moved aside first."""
+        return _read(self.brokers_path(day), set_aside=True), _read(self.topics_path(day), set_aside=True)
+
     def read_brokers(self, day: str) -> Lines:
         return _read(self.brokers_path(day))
 
@@ -74,14 +82,30 @@ class DayFiles:
         _write(self.topics_path(day), topics)
 
 
-def _read(path: Path) -> Lines:
+def _read(path: Path, *, set_aside: bool = False) -> Lines:
     try:
         return _parse_by_key(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return {}
-    except (OSError, ValueError) as exc:
+    except OSError as exc:
         log.warning("chart history %s not read: %s", path, exc)
-        return {}
+    except ValueError as exc:
+        log.warning("chart history %s does not parse: %s", path, exc)
+        if set_aside:
+            _set_aside(path)
+    return {}
+
+
+def _set_aside(path: Path) -> None:
+    """Move a damaged ``path`` to the first free ``<path>.bad``, ``.bad.1``..."""
+    names = (path.name + ".bad" + (f".{n}" if n else "") for n in itertools.count())
+    aside = next(path.with_name(name) for name in names if not path.with_name(name).exists())
+    try:
+        os.replace(path, aside)
+    except OSError as exc:
+        log.warning("damaged chart history %s not moved aside: %s", path, exc)
+    else:
+        log.warning("damaged chart history %s kept as %s", path, aside.name)
 
 
 _DECODER = json.JSONDecoder()
@@ -132,10 +156,14 @@ def _end(text: str, at: int, lines: Lines) -> Lines:
 def _write(path: Path, lines: Lines) -> None:
     """One key at a time: a whole day's object encoded in one call would hold the GIL, and so stall the event
     loop, for the whole encoding (half a second for 1,000 topics at the end of a day, bench/chart_history.py)."""
-    temporary = path.with_name(path.name + ".tmp")
-    with temporary.open("w", encoding="utf-8") as out:
-        out.write("{")
-        for i, (key, values) in enumerate(lines.items()):
-            out.write(("," if i else "") + json.dumps(key) + ":" + json.dumps(values, separators=(",", ":")))
-        out.write("}")
-    os.replace(temporary, path)
+    temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        with temporary.open("w", encoding="utf-8") as out:
+            out.write("{")
+            for i, (key, values) in enumerate(lines.items()):
+                out.write(("," if i else "") + json.dumps(key) + ":" + json.dumps(values, separators=(",", ":")))
+            out.write("}")
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise

@@ -89,7 +89,7 @@ class Sampler:
     async def _open_day(self, day: str) -> None:
         """Start ``day`` from its files (a restart keeps its samples; a new day has none), as Java's ``saveData``
         empties its maps when the day changes and ``writeFile`` merges a day's file into them."""
-        self.brokers, self.topics = await anyio.to_thread.run_sync(self.files.read, day)
+        self.brokers, self.topics = await anyio.to_thread.run_sync(self.files.open_day, day)
         self._counts = {topic: _counts_of(lines[-1]) for topic, lines in self.topics.items() if lines}
         self.day = day
 
