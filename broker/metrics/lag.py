@@ -15,8 +15,11 @@ or without read and write permission left to the broker skipped), summed over th
 For a TAG subscription other than ``*`` each of those counts is the messages of the range whose tags code the group
 takes, estimated from the ConsumeQueue as 5.3.3's ``calculateMessageCount`` with ``estimateAccumulation`` (on by
 default) does (:meth:`~store.reads.StoreReads.estimate_message_count`: at most 20,000 entries scanned per range).
-Ours: one scrape scans at most :data:`SCAN_BUDGET` entries in all on the event loop; past it, each range is estimated
-from its first :data:`SCAN_FLOOR` entries (Java scans on a metrics thread of its own, at no cost to requests).
+Ours: the estimates run on the event loop (Java scans on a metrics thread of its own, at no cost to requests), so one
+scrape scans about :data:`SCAN_BUDGET` + :data:`FLOOR_BUDGET` entries at most, however many ranges lag: up to Java's
+20,000 per range while :data:`SCAN_BUDGET` lasts, then :data:`SCAN_FLOOR` per range while :data:`FLOOR_BUDGET` lasts;
+then a range is not scanned but estimated from the share of matching messages seen in the same group's ranges of the
+topic, else in every range this scrape scanned, else counted whole.
 
 Nothing here raises; a message time that cannot be read counts as 0 (no latency reported for that queue).
 """
@@ -39,19 +42,48 @@ if TYPE_CHECKING:
 
 _READ_WRITE = 4 | 2
 #: Consume-queue entries one scrape scans for tag estimates at Java's 20,000 per range (about 50 ms); then
-#: :data:`SCAN_FLOOR` per range.
+#: :data:`SCAN_FLOOR` per range for :data:`FLOOR_BUDGET` entries in all (about 10 ms); then none.
 SCAN_BUDGET = 250_000
 SCAN_FLOOR = 1_000
+FLOOR_BUDGET = 50_000
+
+
+@attrs.define
+class _Share:
+    """Messages a group takes among the ranges scanned: ``found`` of ``span``."""
+
+    found: int = 0
+    span: int = 0
+
+    def add(self, found: int, span: int) -> None:
+        self.found += found
+        self.span += span
+
+    def of(self, span: int) -> int | None:
+        """``span`` messages at this share; ``None`` before any range was scanned."""
+        return self.found * span // self.span if self.span else None
 
 
 @attrs.define
 class _ScanBudget:
-    left: int = SCAN_BUDGET
+    """One scrape's scanning (see the module docstring); ``seen``: the share over every range scanned."""
+
+    left: int = attrs.field(factory=lambda: SCAN_BUDGET)
+    floor_left: int = attrs.field(factory=lambda: FLOOR_BUDGET)
+    seen: _Share = attrs.field(factory=_Share)
 
     def take(self, start: int, end: int) -> int:
-        """The entries a range may scan: Java's maximum while the budget lasts, then :data:`SCAN_FLOOR`."""
-        scan = min(ESTIMATE_MAX_SCAN, max(SCAN_FLOOR, self.left))
-        self.left -= min(end - start, scan)
+        """The entries a range may scan: Java's maximum while the budget lasts, then :data:`SCAN_FLOOR` while the
+        floor's budget lasts, then 0."""
+        span = end - start
+        if self.left > 0:
+            scan = min(ESTIMATE_MAX_SCAN, max(SCAN_FLOOR, self.left))
+            self.left -= min(span, scan)
+        elif self.floor_left > 0:
+            scan = SCAN_FLOOR
+            self.floor_left -= min(span, scan)
+        else:
+            return 0
         return scan
 
 
@@ -89,6 +121,7 @@ def _topic_lag(state: BrokerState, group: str, topic: str, queues: int, budget: 
     matches = _tag_filter(state, group, topic)
 
     counted: dict[tuple[int, int, int], int] = {}
+    share = _Share()
 
     def count(queue_id: int, start: int, end: int) -> int:
         """Messages of ``[start, end)`` the group takes; a range counted once (lag and ready share theirs while
@@ -98,8 +131,17 @@ def _topic_lag(state: BrokerState, group: str, topic: str, queues: int, budget: 
         key = (queue_id, start, end)
         found = counted.get(key)
         if found is None:
-            scan = budget.take(start, end)
-            found = counted[key] = store.estimate_message_count(topic, queue_id, start, end, matches, scan)
+            found = counted[key] = estimate(queue_id, start, end, matches)
+        return found
+
+    def estimate(queue_id: int, start: int, end: int, matches: TagFilter) -> int:
+        span = end - start
+        scan = budget.take(start, end)
+        if not scan:
+            return next((n for n in (share.of(span), budget.seen.of(span)) if n is not None), span)
+        found = store.estimate_message_count(topic, queue_id, start, end, matches, scan)
+        share.add(found, span)
+        budget.seen.add(found, span)
         return found
 
     lag = inflight = ready = 0
