@@ -245,7 +245,7 @@ class BrokerController:
             pools["send"],
             reject=busy,
         )
-        self.dispatcher.register_fast(RequestCode.SEND_MESSAGE_V2, send.fast)
+        self.dispatcher.register_fast(RequestCode.SEND_MESSAGE_V2, send.fast, timed=True)
         register(
             ConsumerSendMsgBackProcessor.REQUEST_CODES,
             ConsumerSendMsgBackProcessor(ctx, self.schedule.rewrite),

@@ -190,6 +190,8 @@ class SendFastPath:
                 connection.send_frame_nowait(_HEAD.pack(size + 4, size) + header)
         except RemotingConnectError:
             log.debug("send response to opaque %d dropped: connection closed", opaque)
+        if connection.rpc_latency is not None:
+            connection.fast_answered(opaque)
 
     def _release_held(self) -> None:
         """The group commit's pass ended: write each connection's held answers (one write each)."""

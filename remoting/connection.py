@@ -286,7 +286,7 @@ class Connection:
         decoder = FrameDecoder(self._max_frame)
         ctx, pending, now, inbound = self.context, self._pending, self._loop.now, self._inbound
         receive_some = self._raw_io().receive_some
-        fast = self.fast_request if self.rpc_latency is None else None
+        fast = self.fast_request
         try:
             while True:
                 data = await receive_some(RECEIVE_SIZE)
@@ -648,6 +648,24 @@ class Connection:
         if self._capacity is not None:
             self._wake_reader()
         return not data
+
+    def time_request(self, code: int, opaque: object) -> bool:
+        """Time the request ``opaque`` a fast handler is offered from now; False (nothing timed) when it cannot be:
+        no int opaque, one already in flight with it, or the table full."""
+        if type(opaque) is not int or opaque in self._timed or len(self._timed) >= MAX_TIMED_REQUESTS:
+            return False
+        self._timed[opaque] = [code, time.perf_counter_ns(), False]
+        return True
+
+    def untime(self, opaque: object) -> None:
+        """Forget the timing :meth:`time_request` started (the fast handler declined the request)."""
+        self._timed.pop(opaque, None)  # type: ignore[call-overload]
+
+    def fast_answered(self, opaque: int, response_code: int = 0) -> None:
+        """A fast handler wrote the answer to ``opaque`` as a frame (:meth:`send_frame_nowait`, :meth:`hold_frame`):
+        its latency is recorded now, as an answer written as a command is."""
+        if self._timed:
+            self._time_response(opaque, response_code, RESULT_SUCCESS)
 
     def _time_response(self, opaque: int, response_code: int, result: str) -> None:
         timed = self._timed.pop(opaque, None)

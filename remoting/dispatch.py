@@ -316,7 +316,7 @@ class Dispatcher:
         self.fast_admission = fast_admission
         self._table: dict[int, tuple[Processor, ProcessorPool]] = {}
         self._default: tuple[Processor, ProcessorPool] | None = None
-        self._fast: dict[int, tuple[FastHandler, ProcessorPool, Reject | None]] = {}
+        self._fast: dict[int, tuple[FastHandler, ProcessorPool, Reject | None, bool]] = {}
         self._rejects: dict[int, Reject] = {}
         self._pools: dict[int, ProcessorPool] = {}
         self._nursery: trio.Nursery | None = None
@@ -342,9 +342,12 @@ class Dispatcher:
                 self._rejects[int(code)] = reject
         self._add_pool(pool)
 
-    def register_fast(self, code: int, handler: FastHandler) -> None:
-        """Offer requests of ``code`` (already registered) to ``handler`` first (see the module docstring)."""
-        self._fast[int(code)] = (handler, self._table[int(code)][1], self._rejects.get(int(code)))
+    def register_fast(self, code: int, handler: FastHandler, *, timed: bool = False) -> None:
+        """Offer requests of ``code`` (already registered) to ``handler`` first (see the module docstring). On a
+        connection that times requests (``rpc_latency``) only a ``timed`` handler is offered them: it promises to call
+        :meth:`~remoting.connection.Connection.fast_answered` for each answer it writes as a frame (answers written
+        as commands are timed by the connection)."""
+        self._fast[int(code)] = (handler, self._table[int(code)][1], self._rejects.get(int(code)), timed)
 
     @property
     def has_fast_paths(self) -> bool:
@@ -360,10 +363,28 @@ class Dispatcher:
             return False
         if self.admission is not None and (self.fast_admission is None or not self.fast_admission(ctx, fields, body)):
             return False
+        connection = ctx.connection
+        if connection.rpc_latency is not None:
+            return entry[3] and self._timed_fast(entry[0], ctx, fields, body)
         try:
             return entry[0](ctx, fields, body)
         except Exception as exc:
             return self._fast_failed(ctx, fields, body, exc)
+
+    def _timed_fast(self, handler: FastHandler, ctx: RequestContext, fields: dict[str, Any], body: bytes) -> bool:
+        """A timed handler offered a request on a connection timing requests: timed from now, as the reader times a
+        command it reads; not timed (the general path times it) when the handler declines it."""
+        opaque = fields.get("opaque")
+        connection = ctx.connection
+        if not connection.time_request(fields["code"], opaque):
+            return False  # the general path times (or counts as a duplicate) what cannot be timed here
+        try:
+            taken = handler(ctx, fields, body)
+        except Exception as exc:
+            taken = self._fast_failed(ctx, fields, body, exc)
+        if not taken:
+            connection.untime(opaque)
+        return taken
 
     @staticmethod
     def _fast_failed(ctx: RequestContext, fields: dict[str, Any], body: bytes, exc: Exception) -> bool:
