@@ -1,0 +1,43 @@
+"""A pop's offset moves held until their CKs are stored (SYNC_FLUSH: the store waits for puts), as 5.3.3's
+PopBufferMergeService keeps them: every CK put's outcome settles its move (handleCkMessagePutResult sets ckStored or
+has the CK put again), whatever happens to the pop that wrote it. Real embedded broker and files, virtual time."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import trio
+import trio.testing
+
+from broker.embedded import EmbeddedCluster
+from remoting.client import RemotingClient
+from remoting.codec.codes import ResponseCode
+from tests.broker.helpers import put_record
+from tests.broker.test_pop_wire import GROUP, messages, pop_request
+from tests.conftest import SMALL_STORE
+from tests.semantics.helpers import create_topic, use_virtual_store_clock
+
+#: A store that waits for each put's flush; a message body of at most 128 bytes: a CK of one message fits, one of
+#: eight does not (MESSAGE_ILLEGAL), so a pop over both queues below stores the first queue's CK, then fails.
+SMALL_CKS = {**SMALL_STORE, "flush_disk_type": "SYNC_FLUSH", "max_message_size": 128}
+
+
+async def test_a_pop_failing_on_its_second_queue_still_settles_the_first_queues_move(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Queue 0's CK is written, queue 1's refused: the pop answers SYSTEM_ERROR. Queue 0's move must still be
+    committed once its CK is stored, and so must the moves of later pops of the queue behind it."""
+    async with EmbeddedCluster(tmp_path / "c", **SMALL_CKS) as cluster:
+        clock = use_virtual_store_clock(cluster)
+        await create_topic(cluster, "PopH", queues=2)
+        put_record(cluster, "PopH", 0, b"q0-first")
+        for i in range(8):
+            put_record(cluster, "PopH", 1, f"q1-{i}".encode())
+        async with RemotingClient() as client:
+            failed = await client.invoke(cluster.broker_addr, pop_request(clock, "PopH"), 10)
+            assert failed.code == ResponseCode.SYSTEM_ERROR, (failed.code, failed.remark)
+            put_record(cluster, "PopH", 0, b"q0-second")
+            again = await client.invoke(cluster.broker_addr, pop_request(clock, "PopH", queueId="0"), 10)
+            assert [m.body for m in messages(again)] == [b"q0-second"]
+        await trio.sleep(5)
+        assert cluster.controller.context.offsets.query(GROUP, "PopH", 0) == 2
