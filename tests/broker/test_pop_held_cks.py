@@ -10,11 +10,13 @@ import trio
 import trio.testing
 
 from broker.embedded import EmbeddedCluster
+from broker.pop import AckOutcome
 from remoting.client import RemotingClient
 from remoting.codec.codes import ResponseCode
 from tests.broker.helpers import put_record
 from tests.broker.test_pop_wire import GROUP, messages, pop_request
 from tests.conftest import SMALL_STORE
+from tests.proxy.test_pop import start_pop
 from tests.semantics.helpers import create_topic, use_virtual_store_clock
 
 #: A store that waits for each put's flush; a message body of at most 128 bytes: a CK of one message fits, one of
@@ -41,3 +43,30 @@ async def test_a_pop_failing_on_its_second_queue_still_settles_the_first_queues_
             assert [m.body for m in messages(again)] == [b"q0-second"]
         await trio.sleep(5)
         assert cluster.controller.context.offsets.query(GROUP, "PopH", 0) == 2
+
+
+async def test_a_pop_whose_ck_wait_is_cancelled_does_not_put_its_ck_twice(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """The client goes away while its pop waits for the CK's flush (a gRPC cancel cancels the task): the CK lands all
+    the same, so it must not be put again (a second CK would bring the message back after its ACK met the first).
+    5.3.3 never treats a wait given up as a failed put (PopBufferMergeService.putCkToStore's future completes
+    alone)."""
+    async with EmbeddedCluster(tmp_path / "c", **SMALL_CKS) as cluster:
+        use_virtual_store_clock(cluster)
+        await create_topic(cluster, "PopD")
+        put_record(cluster, "PopD", 0, b"once")
+        async with trio.open_nursery() as nursery:
+            pop, _ = await start_pop(cluster, nursery)
+            with pop.writes() as ends:
+                [popped] = pop.pop("GD", "PopD", 1, 2_000, None)
+            with trio.CancelScope() as scope:
+                scope.cancel()
+                await pop.landed(ends, "ck")
+            await trio.sleep(1.5)  # the held CKs' retry runs every second
+            with pop.writes() as ends:
+                assert pop.ack("GD", "PopD", popped.handle) is AckOutcome.OK
+            await pop.landed(ends, "ack")
+            await trio.sleep(30)
+            assert pop.pop("GD", "PopD", 32, 30_000, None) == [], "an acknowledged message came back"
+            nursery.cancel_scope.cancel()
