@@ -43,6 +43,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import enum
+import functools
 import heapq
 import itertools
 import logging
@@ -208,7 +209,8 @@ class _HeldMove:
     """A pop's move of its queue's offset to ``next_offset``, committed once it and every earlier move of the queue are
     stored: 5.3.3's PopCheckPointWrapper of ``addCkJustOffset`` (``ckStored``) or, with nothing to store (the read
     found nothing the filter took), of ``addCkMock``. ``end``: the CommitLog end of its CK's put in flight, -1 when
-    that put failed and the CK is to be put again. ``popped_at``: when the pop was (Trio's clock)."""
+    that put failed and the CK is to be put again. ``popped_at``: when the pop was (Trio's clock). ``put``: the
+    outcome of its CK's latest put (:meth:`PopService._watch`)."""
 
     key: tuple[str, str, int]
     next_offset: int
@@ -216,6 +218,16 @@ class _HeldMove:
     popped_at: float
     end: int = -1
     stored: bool = False
+    put: _CkPut | None = None
+
+
+@attrs.define(eq=False)
+class _CkPut:
+    """The outcome of one put of a held move's CK, once the store knows it (``done``)."""
+
+    end: int
+    status: PutStatus = PutStatus.UNKNOWN_ERROR
+    done: trio.Event = attrs.Factory(trio.Event)
 
 
 class PopService:
@@ -837,7 +849,27 @@ class PopService:
             move = _HeldMove(key, next_offset, ck[0], now, end=ck[1])
         self._held.setdefault(key, deque()).append(move)
         if ck is not None:
-            self._held_puts[ck[1]] = move
+            self._watch(move)
+
+    def _watch(self, move: _HeldMove) -> None:
+        """Settle ``move`` once its CK put's outcome is known, whether or not anyone still waits for it (the pop may
+        have failed on a later queue, or its client gone): 5.3.3's PopBufferMergeService.putCkToStore settles each
+        CK from its put's future (handleCkMessagePutResult). A store run without its services syncs inline, and
+        :meth:`landed` settles the move instead."""
+        self._held_puts[move.end] = move
+        waits = self.broker.store.put_waits
+        if not waits.can_notify(True):
+            return
+        put = move.put = _CkPut(move.end)
+        now = waits.notify(put.end, True, functools.partial(self._put_done, move, put))
+        if now is not None:
+            self._put_done(move, put, now)
+
+    def _put_done(self, move: _HeldMove, put: _CkPut, status: PutStatus) -> None:
+        put.status = status
+        put.done.set()
+        if self._held_puts.get(put.end) is move:  # else dropped meanwhile (:meth:`_drop_held`)
+            self._settle([put.end], [status])
 
     def _settle(self, ends: list[int], statuses: list[PutStatus]) -> None:
         """Note the outcome of held moves' CK puts among ``ends``; commit what is stored in order."""
@@ -918,7 +950,7 @@ class PopService:
                 move.end = self.broker.store.append(move.ck).end_offset
             except PutRefusedError:
                 continue
-            self._held_puts[move.end] = move
+            self._watch(move)
             ends.append(move.end)
         await self.landed(ends, "ck")
 
@@ -1213,15 +1245,27 @@ class PopService:
         store = self.broker.store
         if not ends or not store.waits_for_put(True):
             return [PutStatus.PUT_OK] * len(ends)
-        statuses = [PutStatus.UNKNOWN_ERROR] * len(ends)  # cancelled: a held move's CK is put again
+        watched = {end: put for end in ends if (put := self._watched_put(end)) is not None}
+        others = [end for end in ends if end not in watched]
+        found = [PutStatus.UNKNOWN_ERROR] * len(others)  # cancelled: an inline held move's CK is put again
         try:
-            statuses = await store.put_waits.statuses([(end, True) for end in ends])
+            found = await store.put_waits.statuses([(end, True) for end in others])
         finally:
-            self._settle(ends, statuses)
+            self._settle(others, found)
+        for put in watched.values():
+            await put.done.wait()
+        outcomes = dict(zip(others, found, strict=True))
+        statuses = [watched[end].status if end in watched else outcomes[end] for end in ends]
         for status in statuses:
             if status not in STORED:
                 log.error("put %s msg error: %s", kind, status.name)
         return statuses
+
+    def _watched_put(self, end: int) -> _CkPut | None:
+        """The put ending at ``end`` of a held move's CK that :meth:`_watch` settles, if any."""
+        move = self._held_puts.get(end)
+        put = None if move is None else move.put
+        return put if put is not None and put.end == end else None
 
     async def change_landed(self, ends: list[int]) -> bool:
         """Whether a change of invisibility's new CK (``ends[0]``; none for a FIFO message) landed, then its old CK's
