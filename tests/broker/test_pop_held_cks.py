@@ -70,3 +70,24 @@ async def test_a_pop_whose_ck_wait_is_cancelled_does_not_put_its_ck_twice(
             await trio.sleep(30)
             assert pop.pop("GD", "PopD", 32, 30_000, None) == [], "an acknowledged message came back"
             nursery.cancel_scope.cancel()
+
+
+async def test_a_ck_put_twice_revives_nothing_its_twin_met_an_ack_of(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A CK put again after a put that timed out but landed later (a DLedger entry committed past
+    WAIT_QUORUM_ACK_TIMEOUT: 5.3.3's PopBufferMergeService puts it again too) is the same CK twice: the ACK that met
+    the first must count for the second, as PopReviveService.consumeReviveMessage merges CKs of one mergeKey."""
+    async with EmbeddedCluster(tmp_path / "c", **SMALL_STORE) as cluster:
+        use_virtual_store_clock(cluster)
+        await create_topic(cluster, "PopT")
+        put_record(cluster, "PopT", 0, b"once")
+        async with trio.open_nursery() as nursery:
+            pop, _ = await start_pop(cluster, nursery)
+            [popped] = pop.pop("GT", "PopT", 1, 2_000, None)
+            pop._write_ck("GT", "PopT", [popped.handle])  # the CK put again, as run_held_cks does
+            await trio.sleep(1)
+            assert pop.ack("GT", "PopT", popped.handle) is AckOutcome.OK
+            await trio.sleep(30)
+            assert pop.pop("GT", "PopT", 32, 30_000, None) == [], "an acknowledged message came back"
+            nursery.cancel_scope.cancel()
