@@ -29,7 +29,8 @@ forgot those ACKs first and redelivered acknowledged messages. An ACK due furthe
 can have parked a CK is dropped at once: no pop made its handle. That reach is the largest ``timerMaxDelaySec`` seen
 since the start, never below RocketMQ's default of 3 days: a CK parked under a larger limit stays parked when the
 setting is lowered (at runtime the timer keeps the limit it started with; across a restart what it parked stays). A
-record that does not decode is logged and skipped.
+record that does not decode is logged and skipped. A CK read again above the CK progress after it was revived (the
+same CK put twice: its first put timed out but landed) revives nothing (:meth:`ReviveService._twin`).
 A retry copy the store refuses for good (MESSAGE_ILLEGAL: a group and topic whose retry topic name is too long) goes to
 the DLQ instead through :meth:`PopService.dead_letter` (the broker's send-back: a group without retry queues stores
 nothing), or is logged and dropped when that is refused too (ours: RocketMQ writes the CK again and again); any other
@@ -107,6 +108,9 @@ class ReviveService:
         #: how far past its ACK a CK can be due: the largest timerMaxDelaySec seen, from the one the timer started with
         #: (:meth:`_ck_can_come`)
         self._ck_reach_ms = max(_MIN_CK_REACH_MS, pop.broker.config.timer_max_delay_sec * 1000)
+        #: the CKs revived, by their messages' keys, with when they were due: a twin (the same CK put again) revives
+        #: nothing (:meth:`_twin`)
+        self._revived_cks: dict[tuple[_Key, ...], int] = {}
         self._running = False
         self._ended = trio.Event()
 
@@ -243,7 +247,7 @@ class ReviveService:
         topic, then drop the ACKs it met (only once the whole CK is through: a refusal part-way resumes at it). A
         message that cannot be read back (its record damaged) is logged and skipped, as a malformed record is: kept,
         it would stop every later CK."""
-        if not ck.replay and self._revivable(ck.group, ck.topic):
+        if not ck.replay and not self._twin(ck) and self._revivable(ck.group, ck.topic):
             for i in range(ck.done, len(ck.keys)):
                 key, phy = ck.keys[i], ck.phys[i]
                 if key not in self._acked and self._still_queued(ck.topic, key[2], key[3], phy):
@@ -254,6 +258,17 @@ class ReviveService:
                 ck.done = i + 1
         for key in ck.keys:
             self._acked.pop(key, None)
+        self._revived_cks[tuple(ck.keys)] = ck.revive_ms
+
+    def _twin(self, ck: _HeldCk) -> bool:
+        """Whether ``ck`` was revived already: the same CK put again (a put that timed out, a DLedger entry committed
+        past WAIT_QUORUM_ACK_TIMEOUT, landed after all; 5.3.3's PopBufferMergeService puts such a CK again too). The
+        ACKs its twin met count for it, as PopReviveService.consumeReviveMessage keys CKs by mergeKey, so twins read in
+        one round are one; ours spans rounds while the twin is remembered (:meth:`_forget_stale`)."""
+        if tuple(ck.keys) not in self._revived_cks:
+            return False
+        log.info("revive: a checkpoint of group %s on %s put twice: revived once", ck.group, ck.topic)
+        return True
 
     def _ck_can_come(self, due: int, acked_at: int) -> bool:
         """Whether an ACK stored at ``acked_at`` can still meet its CK, due at ``due``: the timer parks a CK at most
@@ -318,9 +333,12 @@ class ReviveService:
         self.revived += 1
 
     def _forget_stale(self) -> None:
-        """Drop the oldest ACKs while a CK due a minute after them was read (from the front only: one pass per
-        batch)."""
+        """Drop the oldest ACKs, and the oldest CKs revived, while a CK due a minute after them was read (from the
+        front only: one pass per batch): a twin CK is due when its first is."""
         horizon = self._ck_horizon
+        revived = self._revived_cks
+        while revived and next(iter(revived.values())) + _FORGET_ACK_AFTER_MS < horizon:
+            del revived[next(iter(revived))]
         acked = self._acked
         while acked:
             key, (_, due) = next(iter(acked.items()))
