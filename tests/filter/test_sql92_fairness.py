@@ -340,6 +340,40 @@ async def test_a_woken_pull_reuses_its_filter_when_the_cache_let_it_go(
     assert filter_cache._memoised(f"a = 'wanted' OR {mine}", False) is None  # not parsed again
 
 
+async def test_a_grpc_receive_whose_filter_the_memo_let_go_compiles_it_off_the_event_loop(
+    cluster: EmbeddedCluster,
+) -> None:
+    """The gRPC servicer compiles a long SQL92 filter on an executor thread, leaving it memoised for the receive on the
+    Trio thread; the memo may have let it go meanwhile (other long expressions pushed it out). The receive must then
+    compile it in a worker thread as the remoting pop and pull do, not on the event loop every client shares."""
+    from proxy.config import ProxyConfig
+    from proxy.pb import definition, service
+    from proxy.startup import build_activity
+    from tests.proxy.test_renew import md
+
+    activity, _ = build_activity(cluster.controller, ProxyConfig())
+    req = service.ReceiveMessageRequest(batch_size=1)
+    req.group.name, req.message_queue.topic.name, req.message_queue.id = "G-memo", TOPIC, -1
+    req.filter_expression.type = definition.FilterType.SQL
+    req.filter_expression.expression = expression = heavy_expression(10_000, "memo")  # not memoised
+    req.invisible_duration.FromSeconds(30)
+    req.long_polling_timeout.FromSeconds(5)
+    consuming = activity.consuming
+    compiled_off_loop = False
+
+    async def receive() -> None:
+        if consuming.receive_now(req, md("memo-client"), 10) is None:
+            await consuming.receive(req, md("memo-client"), 10)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(receive)
+        while not compiled_off_loop and nursery.child_tasks:
+            compiled_off_loop = expression in filter_cache.compiling()
+            await trio.sleep(0.001)
+        nursery.cancel_scope.cancel()
+    assert compiled_off_loop, "the receive compiled its filter on the event loop"
+
+
 async def test_a_grpc_receive_plans_its_poll_from_the_time_left_after_its_filter_compiled(tmp_path: Path) -> None:
     """The receive's polling window is cut to the client's deadline; a long SQL92 filter is compiled first, on an
     executor thread, and that takes time. The window must be planned from what is left after it, or the answer comes
