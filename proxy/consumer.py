@@ -30,7 +30,8 @@ import trio
 from broker.context import BrokerState
 from broker.pop import AckOutcome, Popped, PopService, ReceiptHandle
 from processors.common import RequestRejected
-from processors.filter import Sql92ParseError, compile_sql92
+from processors.filter import Sql92Filter, Sql92ParseError, compile_sql92
+from processors.filter.cache import INLINE_LIMIT, compile_offloaded
 from processors.pull import build_subscription
 from processors.send_back import dead_letter_header
 from proxy.common import (
@@ -123,15 +124,22 @@ class Consuming:
             raise topic_not_found(name)
         return config
 
-    def _filter(self, topic: str, expression: Any) -> tuple[frozenset[str] | None, PropertyFilter | None]:
+    def _filter(
+        self, topic: str, expression: Any, compiled: Sql92Filter | Sql92ParseError | None = None
+    ) -> tuple[frozenset[str] | None, PropertyFilter | None]:
         """The tags (``None``: any) or the SQL92 property filter of a receive, in RocketMQ 5's grammar (with CONTAINS,
-        STARTSWITH, ENDSWITH); ILLEGAL_FILTER_EXPRESSION when it does not parse. SQL92 is served whatever
-        ``enablePropertyFilter`` says, as RocketMQ 5's PopMessageProcessor does."""
+        STARTSWITH, ENDSWITH; ``compiled``: compiled already, or its parse error); ILLEGAL_FILTER_EXPRESSION when it
+        does not parse. SQL92 is served whatever ``enablePropertyFilter`` says, as RocketMQ 5's PopMessageProcessor
+        does."""
         if expression.type == definition.FilterType.SQL:
             try:
-                return None, compile_sql92(expression.expression, string_operators=True).matches_raw
+                if compiled is None:
+                    compiled = compile_sql92(expression.expression, string_operators=True)
             except Sql92ParseError as exc:
-                raise RpcError(Code.ILLEGAL_FILTER_EXPRESSION, str(exc)) from None
+                compiled = exc
+            if isinstance(compiled, Sql92ParseError):  # the memo's error is not raised: its traceback would grow
+                raise RpcError(Code.ILLEGAL_FILTER_EXPRESSION, str(compiled))
+            return None, compiled.matches_raw
         try:
             subscription = build_subscription(topic, expression.expression or "*", "TAG")
         except ValueError as exc:
@@ -194,8 +202,9 @@ class Consuming:
     def receive_now(self, req: Any, metadata: dict[str, str], deadline: float | None) -> list[Any] | None:
         """One ReceiveMessage without waiting: its response stream, or ``None`` when nothing is visible yet and the
         caller should long-poll with :meth:`receive`; ``None`` too when the store waits for its puts (DLedger mode,
-        SYNC_FLUSH, SYNC_MASTER): the pop's checkpoints are waited for in :meth:`receive`."""
-        if self.broker.store.waits_for_put(True):
+        SYNC_FLUSH, SYNC_MASTER): the pop's checkpoints are waited for in :meth:`receive`; ``None`` too for a long
+        SQL92 filter, which :meth:`receive` compiles off the event loop."""
+        if self.broker.store.waits_for_put(True) or _long_sql92(req.filter_expression):
             return None
         try:
             checked = self._check(req, metadata, deadline)
@@ -209,8 +218,12 @@ class Consuming:
         waiting up to the polling window for a message. A receive that would park past the broker's polling limits
         (:meth:`PopService.park`) answers TOO_MANY_REQUESTS "polling full", as ReceiveMessageResponseStreamWriter
         writes POLLING_FULL."""
+        start = trio.current_time()
+        compiled = await _compile_long_sql92(req.filter_expression)
+        if deadline is not None:  # the compile took some of what the client waits
+            deadline = max(0.0, deadline - (trio.current_time() - start))
         try:
-            checked = self._check(req, metadata, deadline)
+            checked = self._check(req, metadata, deadline, compiled)
             end = trio.current_time() + checked.poll
             popped = await self._pop_landed(checked)
             if not popped and end > trio.current_time():
@@ -240,7 +253,13 @@ class Consuming:
             return [service.ReceiveMessageResponse(status=status(err.code, err.message)), _now_marker()]
         return self._stream(checked, popped)
 
-    def _check(self, req: Any, metadata: dict[str, str], deadline: float | None) -> _Receive:
+    def _check(
+        self,
+        req: Any,
+        metadata: dict[str, str],
+        deadline: float | None,
+        compiled: Sql92Filter | Sql92ParseError | None = None,
+    ) -> _Receive:
         """The receive's checks in ReceiveMessageActivity's order (proxy/src/main/java/org/apache/rocketmq/proxy/
         grpc/v2/consumer/ReceiveMessageActivity.java): the polling time, the topic's and group's names
         (validateTopicAndConsumerGroup: a system topic or group is no consumer's, and popping the revive topic would
@@ -254,7 +273,7 @@ class Consuming:
         topic = req.message_queue.topic.name
         check_names(topic, req.group.name)
         invisible = self._invisible_ms(req)
-        tags, property_filter = self._filter(topic, req.filter_expression)
+        tags, property_filter = self._filter(topic, req.filter_expression, compiled)
         _read_perm(self._topic(topic), self.broker.config.broker_permission)
         group = self._group(req.group.name)
         fifo = _fifo(known, session)
@@ -501,6 +520,20 @@ def _fifo(group: SubscriptionGroupConfig | None, session: ClientSession | None) 
     if group is not None:
         return group.consume_message_orderly
     return session is not None and session.fifo
+
+
+def _long_sql92(expression: Any) -> bool:
+    return expression.type == definition.FilterType.SQL and len(expression.expression) >= INLINE_LIMIT
+
+
+async def _compile_long_sql92(expression: Any) -> Sql92Filter | Sql92ParseError | None:
+    """A receive's long SQL92 filter compiled in a worker thread (:func:`~processors.filter.cache.compile_offloaded`),
+    as RocketMQ 5's PopMessageProcessor parses it on its pop thread (ConsumerFilterManager.build): the servicer's
+    compile on an executor thread leaves it memoised, but the memo may have let it go since. ``None``: not SQL92, or
+    short enough to compile inline."""
+    if expression.type != definition.FilterType.SQL:
+        return None
+    return await compile_offloaded(expression.expression, string_operators=True)
 
 
 def _expression_type(expression: Any) -> str:
