@@ -1241,7 +1241,9 @@ class PopService:
         SYNC_FLUSH or SYNC_MASTER after the flush or the slave (5.3.3's ACK and CK records wait, being of ``WAIT``
         true), else PUT_OK at once, without suspending. One that did not land is logged, as 5.3.3's
         AckMessageProcessor.handlePutMessageResult ("put ack msg error") and PopBufferMergeService.
-        handleCkMessagePutResult ("put ck to store fail") do; their requests are answered all the same."""
+        handleCkMessagePutResult ("put ck to store fail") do; their requests are answered all the same. A held
+        move's CK is waited for through its own registration (:meth:`_watch`), which settles the move: a wait
+        cancelled (its client gone) leaves the outcome to it rather than failing the put."""
         store = self.broker.store
         if not ends or not store.waits_for_put(True):
             return [PutStatus.PUT_OK] * len(ends)
