@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
 import trio
 import trio.testing
 
@@ -20,6 +21,7 @@ from client.admin import Admin
 from client.message import Message, SendStatus
 from client.producer import Producer
 from remoting.codec.bodies import MessageQueue
+from store import message_store
 from tests.store.store_helpers import message, open_store
 
 TOPIC = "IndexFailure"
@@ -92,5 +94,27 @@ def test_keys_not_indexed_when_the_store_crashed_are_indexed_by_the_recovery(tmp
     try:
         for i in range(6):
             assert len(store.query_by_key("TopicTest", f"k{i}", 8, 0, 2**62)) == 1, i
+    finally:
+        store.close()
+
+
+def test_keys_missing_for_long_are_indexed_a_bounded_run_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The catch-up reads the missing keys from the CommitLog on the broker's one thread, so one drain indexes at
+    most ``INDEX_CATCH_UP_RECORDS`` records and the next drains go on from there (RocketMQ's ReputMessageService
+    does it on a thread of its own); a long outage used to be indexed in one call, the loop stalled meanwhile in
+    proportion to it (about 7 µs a message)."""
+    monkeypatch.setattr(message_store, "INDEX_CATCH_UP_RECORDS", 5, raising=False)
+    store = open_store(tmp_path, **TINY_INDEX)
+    try:
+        with index_directory_unusable(tmp_path):
+            for i in range(12):
+                store.append(message(keys=f"k{i}"))
+            store.flush_all_blocking()
+        # a query drains (a run of five records, or two): the first does not reach the last key, later ones do
+        tries = [len(store.query_by_key("TopicTest", "k11", 8, 0, 2**62)) for _ in range(6)]
+        assert tries[0] == 0 and tries[-1] == 1, tries
+        assert [len(store.query_by_key("TopicTest", f"k{i}", 8, 0, 2**62)) for i in range(12)] == [1] * 12
     finally:
         store.close()
