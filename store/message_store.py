@@ -94,6 +94,9 @@ SCHEDULE_TOPIC: Final = "SCHEDULE_TOPIC_XXXX"
 _SIZE: Final = struct.Struct(">i")
 #: Stored messages whose index keys wait at most before they are written in one go (:meth:`MessageStore._index_one`).
 INDEX_BATCH: Final = 256
+#: Records whose missing keys one drain indexes at most (:meth:`MessageStore._catch_up_index`): about 60 ms of the
+#: broker's thread at 7 µs a record; the next drains (flushes, index reads, every ``INDEX_BATCH`` sends) go on.
+INDEX_CATCH_UP_RECORDS: Final = 8192
 
 #: callback(topic, queue_id, logical_offset, tags_code, properties): the new message's consume-queue offset (the
 #: queue's max offset is now ``logical_offset + 1``) and its raw properties string. Called synchronously inside the
@@ -632,20 +635,29 @@ class MessageStore(StoreReads):
         self._unindexed_from = max(first_phy, newest)
 
     def _catch_up_index(self, index: IndexLike, start: int) -> None:
-        """Index the keys of the records from ``start`` (:meth:`_index_failed`) to the log's end, read from the
-        CommitLog, the index first cut back to ``start`` so that no message is indexed twice or in part. Still
-        failing, it is tried again at the next drain (logged once, when the keys first went missing)."""
+        """Index the keys of the records from ``start`` (:meth:`_index_failed`) on, read from the CommitLog, the index
+        first cut back to ``start`` so that no message is indexed twice or in part: at most
+        :data:`INDEX_CATCH_UP_RECORDS` keyed records a call, the next drain going on from the record after them (the
+        index is incomplete meanwhile, as RocketMQ's while its dispatch is behind). Still failing, it is tried again
+        at the next drain (logged once, when the keys first went missing)."""
+        resume = None
         try:
             index.truncate_after(start)
             runs = IndexRuns(index)
-            for topic, keys, phy, store_ts in keyed_records(self, start, self.commitlog.max_offset):
+            limit = INDEX_CATCH_UP_RECORDS
+            for n, (topic, keys, phy, store_ts) in enumerate(keyed_records(self, start, self.commitlog.max_offset)):
+                if n == limit:
+                    resume = phy
+                    break
                 runs.put(topic, keys, phy, store_ts)
             runs.flush()
         except Exception as exc:
             self._index_failed(start, exc)
             return
-        self._unindexed_from = None
-        log.warning("index: the keys of the messages from CommitLog offset %d on are indexed again", start)
+        self._unindexed_from = resume
+        if resume is None:
+            log.warning("index: the keys of the messages missing are indexed again (the last run from CommitLog "
+                        "offset %d)", start)  # fmt: skip
 
     def _index_scanned(self, index: IndexLike, pending: list[tuple[str, str, int, int]]) -> int:
         """Index the records of ``pending`` (offsets increasing) through the record scan, segment by segment (keys
