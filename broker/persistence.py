@@ -32,11 +32,13 @@ log = logging.getLogger(__name__)
 
 
 class ConfigPersister(Generic[T]):
-    """Saves ``snapshot()`` to ``file`` when marked dirty (by :meth:`run`) or on demand (:meth:`persist`)."""
+    """Saves ``snapshot()`` to ``file`` when marked dirty (by :meth:`run`, at most once every ``min_interval``
+    seconds) or on demand (:meth:`persist`)."""
 
-    def __init__(self, file: ConfigFile[T], snapshot: Callable[[], T]) -> None:
+    def __init__(self, file: ConfigFile[T], snapshot: Callable[[], T], *, min_interval: float = 0.0) -> None:
         self.file = file
         self._snapshot = snapshot
+        self._min_interval = min_interval
         self._lock = trio.Lock()
         self._file_lock = threading.Lock()
         self._taken = 0  # snapshots taken so far
@@ -116,6 +118,8 @@ class ConfigPersister(Generic[T]):
                     await self.persist()
                 except OSError:
                     log.exception("saving %s failed; will retry on the next change", self.file.path)
+                if self._min_interval > 0:
+                    await trio.sleep(self._min_interval)
         finally:
             if self._dirty:
                 with trio.CancelScope(shield=True):

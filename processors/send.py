@@ -59,6 +59,7 @@ from remoting.codec.topics import (
 from remoting.processor import RequestContext
 from store.errors import StoreError
 from store.metadata_files import PERM_WRITE, TopicConfig, TopicFilterType
+from store.results import PutStatus
 
 if TYPE_CHECKING:
     from processors.context import BrokerContext
@@ -283,10 +284,11 @@ class SendMessageProcessor:
                 return await self.answers.store(ctx, request, answer_queue, props.wait, sized, record, fields)
         # Java answers the queue a delayed, timer or half message was sent to, not the queue it waits in.
         append, kind = self._append_of(record, _STORED_KINDS.get(record.topic, "normal"))
-        if half_of is not None:
-            append = functools.partial(self._half_append, half_of)
         sized = functools.partial(self._sized_append, append, kind)
-        return await self.answers.store(ctx, request, answer_queue, props.wait, sized, record, self.base_fields)
+        counted = None if half_of is None else functools.partial(self._half_put, half_of)
+        return await self.answers.store(
+            ctx, request, answer_queue, props.wait, sized, record, self.base_fields, counted
+        )
 
     def _sized_append(
         self, append: Callable[[MessageRecord], AppendResult], kind: str, msg: MessageRecord
@@ -296,12 +298,11 @@ class SendMessageProcessor:
         self.broker.stats.message_sizes.record(msg.topic, kind, appended.size)
         return appended
 
-    def _half_append(self, real_topic: str, msg: MessageRecord) -> AppendResult:
-        """Store a half message and count it for ``rocketmq_half_messages`` under its real topic, as 5.3.3's
-        SendMessageProcessor ``sendMessage`` adds one to TransactionMetrics once the half is put."""
-        appended = self.broker.store.append(msg)
-        self.broker.half_messages.add(real_topic, 1, self.broker.store.config.now_ms())
-        return appended
+    def _half_put(self, real_topic: str, status: PutStatus) -> None:
+        """A half message's put ended: counted for ``rocketmq_half_messages`` under its real topic when PUT_OK, as
+        5.3.3's SendMessageProcessor ``sendMessage`` adds one to TransactionMetrics only for a put that is."""
+        if status is PutStatus.PUT_OK:
+            self.broker.half_messages.add(real_topic, 1, self.broker.store.config.now_ms())
 
     def _append_of(self, record: MessageRecord, kind: str) -> tuple[Callable[[MessageRecord], AppendResult], str]:
         """How ``record`` is appended and its ``message_type``: ``fifo`` when it carries a sharding key, unless it is a

@@ -89,9 +89,11 @@ class SendAnswers:
         append: Callable[[_T], AppendResult],
         what: _T,
         base_fields: dict[str, str],
+        on_status: Callable[[PutStatus], None] | None = None,
     ) -> RemotingCommand | None:
         """Append ``what``, then the response, or ``None`` when the group commit's callback answers later (see the
-        module docstring). Raises :class:`RequestRejected` when the store refuses the append."""
+        module docstring); ``on_status`` is told the put's outcome first (not a refused append). Raises
+        :class:`RequestRejected` when the store refuses the append."""
         started = time.perf_counter_ns()
         stats = self.broker.stats
         try:
@@ -110,18 +112,24 @@ class SendAnswers:
             # The common ASYNC_FLUSH / ASYNC_MASTER case answers PUT_OK without awaiting anything: one coroutine
             # less per send.
             latency.record(time.perf_counter_ns() - started)
+            if on_status is not None:
+                on_status(PutStatus.PUT_OK)
             return answer(request, PutStatus.PUT_OK, appended, queue_id, base_fields)
         oneway = request.is_oneway
         waits = store.put_waits
         if not waits.can_notify(wait):
             status = await waits.status(appended.end_offset, wait)
             latency.record(time.perf_counter_ns() - started)
+            if on_status is not None:
+                on_status(status)
             return None if oneway else answer(request, status, appended, queue_id, base_fields)
         connection = ctx.connection
         opaque = request.opaque
 
         def answered(status: PutStatus) -> None:
             latency.record(time.perf_counter_ns() - started)
+            if on_status is not None:
+                on_status(status)
             if not oneway:
                 self.write(connection, answer(request, status, appended, queue_id, base_fields), opaque)
 
@@ -129,6 +137,8 @@ class SendAnswers:
         if now is None:
             return None
         latency.record(time.perf_counter_ns() - started)
+        if on_status is not None:
+            on_status(now)
         return None if oneway else answer(request, now, appended, queue_id, base_fields)
 
     def write(self, connection: Connection, response: RemotingCommand, opaque: int) -> None:

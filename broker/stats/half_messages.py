@@ -1,19 +1,20 @@
 """Half messages per real topic: RocketMQ 5.3.3's TransactionMetrics (broker/src/main/java/org/apache/rocketmq/
 broker/transaction/TransactionMetrics.java), read by the ``rocketmq_half_messages`` gauge.
 
-One more per half message stored (SendMessageProcessor), one less per commit or rollback (EndTransactionProcessor)
-and per half discarded after its last check (DefaultTransactionalMessageCheckListener ``resolveDiscardMsg``).
+One more per half message whose put is PUT_OK (SendMessageProcessor), one less per commit or rollback
+(EndTransactionProcessor) and per half discarded after its last check (DefaultTransactionalMessageCheckListener
+``resolveDiscardMsg``).
 Kept in ``<storePathRootDir>/config/transactionMetrics`` in Java's JSON (``transactionCount``: topic ->
 ``{"count", "timeStamp"}``, and ``dataVersion``), loaded at start, so pending transactions are still counted after a
-restart. Java saves every ``transactionMetricFlushInterval`` (3 s) and at shutdown; ours after each change, through
-the broker's config persister (once more when the broker stops). A topic's entry stays when it drops to 0, as
+restart. Saved as Java saves them, every ``transactionMetricFlushInterval`` (3 s) at most while they change, and when
+the broker stops, through the broker's config persister. A topic's entry stays when it drops to 0, as
 Java's. Trio thread only.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
@@ -21,6 +22,8 @@ from broker.persistence import ConfigPersister
 from remoting.codec.bodies.broker_metadata import DataVersion
 from store.metadata_files import ConfigFile, dump_json
 
+#: TransactionMetricsFlushService's period: BrokerConfig ``transactionMetricFlushInterval`` (3,000 ms).
+FLUSH_INTERVAL_S: Final = 3.0
 #: topic -> (count, ms of the last change)
 HalfTable = dict[str, tuple[int, int]]
 
@@ -45,7 +48,9 @@ class HalfMessages:
 
     def __init__(self, config_dir: Path) -> None:
         self.counts: HalfTable = {}
-        self.persister = ConfigPersister(half_messages_file(config_dir), lambda: dict(self.counts))
+        self.persister = ConfigPersister(
+            half_messages_file(config_dir), lambda: dict(self.counts), min_interval=FLUSH_INTERVAL_S
+        )
 
     def load(self) -> None:
         """Read the file (blocking), as TransactionalMessageServiceImpl's constructor ``transactionMetrics.load``."""
