@@ -23,6 +23,7 @@ from remoting.codec.command import RemotingCommand
 from remoting.codec.frame import encode_command
 from remoting.codec.serializers import command_from_json, encode_json
 from remoting.connection import Connection
+from remoting.rpc_metrics import RpcLatency
 from store.metadata_files import TopicConfig, TopicFilterType
 from store.store_config import FlushDiskType
 from tests.processors.conftest import PEER, TOPIC, answers_to_fast_sends, open_broker, send_request
@@ -226,5 +227,29 @@ def test_sync_flush_answers_released_by_one_group_commit_pass_leave_in_one_write
                 broker.store.close()
             assert [a["opaque"] for a in answers] == [r.opaque for r in requests]
             assert all(a["code"] == 0 for a in answers)
+
+    trio.run(scenario)
+
+
+def test_a_fast_answer_that_cannot_be_written_is_not_timed_as_a_success() -> None:
+    """RocketMQ 5.3.3's ``NettyRemotingAbstract.writeResponse`` records no success for an answer whose write failed
+    (our general path records nothing then): a PUT_OK the fast path cannot write, its connection closed, adds no
+    ``rocketmq_rpc_latency`` sample and leaves nothing timed (found by a review: it was recorded a success)."""
+
+    async def scenario() -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            broker = _broker(Path(tmp))
+            try:
+                processor = SendMessageProcessor(broker)
+                conn = _connection()
+                conn.rpc_latency = recorder = RpcLatency()
+                req = send_request(body=b"x")
+                fields = orjson.loads(encode_json(req))
+                assert conn.time_request(req.code, req.opaque)
+                conn.close()
+                assert processor.fast(conn.context, fields, bytes(req.body))
+                assert recorder.snapshot() == [] and not conn._timed
+            finally:
+                broker.store.close()
 
     trio.run(scenario)
