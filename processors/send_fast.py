@@ -190,6 +190,8 @@ class SendFastPath:
                 connection.send_frame_nowait(_HEAD.pack(size + 4, size) + header)
         except RemotingConnectError:
             log.debug("send response to opaque %d dropped: connection closed", opaque)
+            connection.untime(opaque)  # no answer went out: nothing to time, as the general path
+            return
         if connection.rpc_latency is not None:
             connection.fast_answered(opaque)
 
