@@ -323,12 +323,9 @@ class BrokerStatsManager:
         (broker/src/main/java/org/apache/rocketmq/broker/processor/PopReviveService.java) are store reads (found or
         missed, the messages transferred) that count what they find with ``incGroupGetNums``, ``incGroupGetSize``
         and ``incBrokerGetNums``; no pull offset, no ``/metrics`` outgoing series here."""
-        store = self.store_stats
+        self.record_store_read(count)
         if count <= 0:
-            store.get_miss += 1
             return
-        store.get_found += 1
-        store.get_transferred += count
         key = stats_key(topic, group)
         self.sets[GROUP_GET_NUMS].get_or_create(key).add(count)
         self.sets[GROUP_GET_SIZE].get_or_create(key).add(size)
