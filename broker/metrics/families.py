@@ -54,7 +54,7 @@ Where ours differ, and why:
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
@@ -184,11 +184,17 @@ def _message_sizes(snap: BrokerSnapshot, f: _Families) -> Metric:
             row = f.row(topic, kind, _bool(_system_topic(snap, topic)))
             sizes.add_metric(row, histogram_buckets(MESSAGE_SIZE_BOUNDS, buckets), total)
     if None in snap.message_sizes:
-        overflow = HistogramMetricFamily(name, doc, labels=[OVERFLOW_LABEL])
-        buckets, total = snap.message_sizes[None]
-        overflow.add_metric(["true"], histogram_buckets(MESSAGE_SIZE_BOUNDS, buckets), total)
-        sizes.samples.extend(overflow.samples)
+        _add_histogram_overflow(sizes, MESSAGE_SIZE_BOUNDS, *snap.message_sizes[None])
     return sizes
+
+
+def _add_histogram_overflow(
+    family: HistogramMetricFamily, bounds: Iterable[float], buckets: Iterable[int], total: float
+) -> None:
+    """The overflow series (``otel_metric_overflow="true"``) of a histogram past its cardinality limit."""
+    overflow = HistogramMetricFamily(family.name, family.documentation, labels=[OVERFLOW_LABEL])
+    overflow.add_metric(["true"], histogram_buckets(bounds, buckets), total)
+    family.samples.extend(overflow.samples)
 
 
 def _consumers(snap: BrokerSnapshot, f: _Families) -> Iterator[Metric]:
@@ -307,10 +313,7 @@ def _transactions(snap: BrokerSnapshot, f: _Families) -> Iterator[Metric]:
         if topic is not None:
             latency.add_metric(f.row(topic), histogram_buckets(FINISH_BUCKETS_S, buckets), total)
     if None in ends.finish:
-        overflow = HistogramMetricFamily(name, doc, labels=[OVERFLOW_LABEL])
-        buckets, total = ends.finish[None]
-        overflow.add_metric(["true"], histogram_buckets(FINISH_BUCKETS_S, buckets), total)
-        latency.samples.extend(overflow.samples)
+        _add_histogram_overflow(latency, FINISH_BUCKETS_S, *ends.finish[None])
     yield latency
 
 
