@@ -20,6 +20,7 @@ ConsumerProcessor.popMessage does.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from typing import Any, Final
@@ -296,10 +297,7 @@ class Consuming:
     async def _pop_landed(self, r: _Receive) -> list[Popped]:
         """:meth:`_pop`, answered once its checkpoints landed (:meth:`PopService.landed`: in DLedger mode, committed
         by a quorum or failed), as 5.3.3's PopMessageProcessor.appendCheckPoint puts them before the pop answers."""
-        with self.pop.writes() as ends:
-            popped = self._pop(r)
-        await self.pop.landed(ends, "ck")
-        return popped
+        return await self.pop.written("ck", functools.partial(self._pop, r))
 
     def _pop(self, r: _Receive) -> list[Popped]:
         """The pop, its refusals as statuses: the broker's (:meth:`PopService.pop`'s checks, a checkpoint the timer
@@ -403,9 +401,7 @@ class Consuming:
         response = service.AckMessageResponse()
         handles = [(entry.message_id, entry.receipt_handle) for entry in req.entries]
         await self.renew.settled(metadata.get(_CLIENT_ID, ""), group, handles)
-        with self.pop.writes() as ends:
-            self._ack_entries(req, metadata, response)
-        await self.pop.landed(ends, "ack")
+        await self.pop.written("ack", functools.partial(self._ack_entries, req, metadata, response))
         response.status.CopyFrom(_overall_ack_status({e.status.code for e in response.entries}))
         return response
 
@@ -529,8 +525,8 @@ def _long_sql92(expression: Any) -> bool:
 async def _compile_long_sql92(expression: Any) -> Sql92Filter | Sql92ParseError | None:
     """A receive's long SQL92 filter compiled in a worker thread (:func:`~processors.filter.cache.compile_offloaded`),
     as RocketMQ 5's PopMessageProcessor parses it on its pop thread (ConsumerFilterManager.build): the servicer's
-    compile on an executor thread leaves it memoised, but the memo may have let it go since. ``None``: not SQL92, or
-    short enough to compile inline."""
+    compile on an executor thread leaves it memoised, but the memo may have let it go since (a short one compiles
+    inline). ``None``: not SQL92."""
     if expression.type != definition.FilterType.SQL:
         return None
     return await compile_offloaded(expression.expression, string_operators=True)

@@ -178,11 +178,9 @@ class PopMessageProcessor:
                 )
             self._check(ctx, pop, header)
             filters = _filter(header, await _compile_long_sql92(header))
-            with pop.writes() as ends:
-                popped = self._pop(ctx, pop, header, filters)
+            popped = await self._pop_landed(ctx, pop, header, filters)
         except RequestRejected as rejected:
             return rejected.to_response(request)
-        await pop.landed(ends, "ck")
         if popped or header.poll_time <= 0 or self._nursery is None:
             return self._answer(request, pop, header, popped)
         if ctx.connection.closed:  # queued before its connection closed: nobody to answer, nothing to park
@@ -225,11 +223,8 @@ class PopMessageProcessor:
     async def _pop_landed(
         self, ctx: RequestContext, pop: PopService, header: PopMessageRequestHeader, filters: _Filters
     ) -> list[Popped]:
-        """:meth:`_pop`, once its checkpoints landed (:meth:`PopService.landed`)."""
-        with pop.writes() as ends:
-            popped = self._pop(ctx, pop, header, filters)
-        await pop.landed(ends, "ck")
-        return popped
+        """:meth:`_pop`, once its checkpoints landed (:meth:`PopService.written`)."""
+        return await pop.written("ck", functools.partial(self._pop, ctx, pop, header, filters))
 
     async def _long_poll(
         self,
@@ -452,7 +447,7 @@ def _answer_late(ctx: RequestContext, answer: RemotingCommand) -> None:
 async def _compile_long_sql92(header: PopMessageRequestHeader) -> Sql92Filter | Sql92ParseError | None:
     """A long SQL92 expression compiled in a worker thread (:func:`~processors.filter.cache.compile_offloaded`), as
     PopMessageProcessor (5.3.3) parses it on its pop thread (ConsumerFilterManager.build): the event loop every client
-    shares keeps serving while a 10,000-term one compiles. ``None``: not SQL92, or short enough to compile inline."""
+    shares keeps serving while a 10,000-term one compiles (a short one compiles inline). ``None``: not SQL92."""
     if header.exp_type != EXPRESSION_SQL92 or not header.exp:
         return None
     return await compile_offloaded(header.exp, string_operators=True)
@@ -611,10 +606,8 @@ class AckMessageProcessor:
                 f"offset is illegal, key:{topic}@{qid}, commit:{header.offset}, store:{low}~{high}",
             )
         handle, origin = self._handle(header)
-        pop = self.pop_of()
-        with pop.writes() as ends:
-            outcome = self._acked(header.consumer_group, origin, handle)
-        await pop.landed(ends, "ack")
+        acked = functools.partial(self._acked, header.consumer_group, origin, handle)
+        outcome = await self.pop_of().written("ack", acked)
         if outcome is AckOutcome.NOT_FOUND and handle.fifo:
             raise _illegal_orderly(ctx, self.broker, header.consumer_group, topic, handle)
         return request.response(ResponseCode.SUCCESS)

@@ -50,7 +50,7 @@ import logging
 import math
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from typing import Final
+from typing import Final, TypeVar
 
 import attrs
 import orjson
@@ -85,6 +85,8 @@ from store.results import AppendResult, PutStatus
 __all__ = ["AckOutcome", "PopService", "Popped", "revive_topic"]
 
 log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
 
 #: Most messages one pop hands out (RocketMQ's PopMessageProcessor limit).
 MAX_POP_NUMS: Final = 32
@@ -1234,6 +1236,14 @@ class PopService:
             yield ends
         finally:
             self._writes = None
+
+    async def written(self, kind: str, write: Callable[[], _T]) -> _T:
+        """``write()`` (synchronous: it writes ``kind`` records, "ack" or "ck"), returned once they landed
+        (:meth:`writes`, then :meth:`landed`); what it raises is raised before anything is waited for."""
+        with self.writes() as ends:
+            result = write()
+        await self.landed(ends, kind)
+        return result
 
     async def landed(self, ends: list[int], kind: str) -> list[PutStatus]:
         """The put status of each ``kind`` ("ack", "ck") record :meth:`writes` collected, once the store knows it: in
