@@ -291,13 +291,14 @@ class ConsumeQueue:
                 break
             for tags in _tags_codes(mf.view[first : first + (stop - offset) * CQ_STORE_UNIT_SIZE]):
                 hits = list(map(matches, tags))
-                if matched + sum(hits) > max_matches:
+                found = sum(hits)
+                if matched + found > max_matches:
                     for hit in hits:
                         scanned += 1
                         matched += hit
                         if matched > max_matches:
                             return matched, scanned
-                matched += sum(hits)
+                matched += found
                 scanned += len(hits)
             offset = stop
         return matched, scanned

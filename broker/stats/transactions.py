@@ -10,17 +10,14 @@ in an overflow count, as 5.3.3's OpenTelemetry views with ``metricsOtelCardinali
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections.abc import Mapping
 
 import attrs
 
+from broker.stats.histograms import CappedHistogram
+
 #: 5.3.3's ``commitLatencyBuckets`` (BrokerMetricsManager ``registerMetricsView``): 5 s, 1 min, 10 min, 1 h, 12 h, 24 h
 FINISH_BUCKETS_S = (5, 60, 600, 3600, 12 * 3600, 24 * 3600)
-
-
-#: topic -> (counts per bucket of :data:`FINISH_BUCKETS_S`, one more above the last, sum of seconds)
-Finish = dict[str, tuple[list[int], int]]
 
 
 @attrs.frozen
@@ -39,11 +36,11 @@ class TransactionEnds:
         self.series_limit = series_limit
         self.commits: dict[str, int] = {}
         self.rollbacks: dict[str, int] = {}
-        self.finish: Finish = {}
-        #: commits, rollbacks and finish latencies (as a histogram) past the limit
+        #: the commits' finish latencies in seconds, per topic
+        self.finish: CappedHistogram[str] = CappedHistogram(FINISH_BUCKETS_S, series_limit)
+        #: commits and rollbacks past the limit
         self.overflow_commits = 0
         self.overflow_rollbacks = 0
-        self.overflow_finish: tuple[list[int], int] = ([0] * (len(FINISH_BUCKETS_S) + 1), 0)
 
     def commit(self, topic: str, born_ms: int, now_ms: int) -> None:
         """A committed message of ``topic`` was stored at ``now_ms``, its half born at ``born_ms``."""
@@ -52,13 +49,7 @@ class TransactionEnds:
             self.commits[topic] = self.commits.get(topic, 0) + 1
         else:
             self.overflow_commits += 1
-        if self._fits(self.finish, topic):
-            counts, total = self.finish.get(topic) or ([0] * (len(FINISH_BUCKETS_S) + 1), 0)
-            self.finish[topic] = (counts, total + seconds)
-        else:
-            counts, total = self.overflow_finish
-            self.overflow_finish = (counts, total + seconds)
-        counts[bisect_left(FINISH_BUCKETS_S, seconds)] += 1
+        self.finish.add(self.finish.row(topic), seconds)
 
     def rollback(self, topic: str) -> None:
         """A half message of ``topic`` was rolled back."""
@@ -73,13 +64,11 @@ class TransactionEnds:
         commits.update(self.commits)
         rollbacks: dict[str | None, int] = {}
         rollbacks.update(self.rollbacks)
-        finish: dict[str | None, tuple[list[int], int]] = {t: (list(c), s) for t, (c, s) in self.finish.items()}
         if self.overflow_commits:
             commits[None] = self.overflow_commits
-            finish[None] = (list(self.overflow_finish[0]), self.overflow_finish[1])
         if self.overflow_rollbacks:
             rollbacks[None] = self.overflow_rollbacks
-        return TransactionFigures(commits, rollbacks, finish)
+        return TransactionFigures(commits, rollbacks, self.finish.figures())
 
     def _fits(self, table: Mapping[str, object], topic: str) -> bool:
         return topic in table or len(table) < self.series_limit - 1
