@@ -3,15 +3,15 @@ edits the ACL admin codes make (RocketMQ's
 ``acl/src/main/java/org/apache/rocketmq/acl/plain/PlainPermissionManager.java``).
 
 Files (4.9.8's layout under ``rocketmqHome``, each named by its absolute path): every ``*.yml`` / ``*.yaml`` under
-``conf/acl/`` (recursively, ``conf/tools.yml`` aside), then the default file ``rocketmq.acl.plain.file``
-(``conf/plain_acl.yml``, under ``rocketmqHome`` even when absolute; created empty when missing). An access key
-belongs to the first file that names it at a full load; later duplicates are logged and ignored. The owner is kept
-as 4.9.8's ``accessKeyTable`` keeps it: a file reloaded alone takes only keys no file owns, and keeps its keys even
-those it no longer names (refused with "No PlainAccessResource for accessKey=..." until a full load; an edit's
-delete frees the key), so a copy in another file never takes a key over between full loads. Within one file, the
-first entry of a key counts after a full load (the start, or files added or removed: 4.9.8's ``load()``), the last
-once that file is reloaded alone (a change the watcher sees, or an edit: ``load(String)``, whose map ``put`` keeps
-the last). The global white lists of all files are joined.
+``conf/acl/`` (recursively, into linked directories too, ``tools.yml`` aside), then the default file
+``rocketmq.acl.plain.file`` (``conf/plain_acl.yml``, under ``rocketmqHome`` even when absolute; created empty when
+missing). An access key belongs to the first file that names it at a full load; later duplicates are logged and
+ignored. The owner is kept as 4.9.8's ``accessKeyTable`` keeps it: a file reloaded alone takes only keys no file
+owns, and keeps its keys even those it no longer names (refused with "No PlainAccessResource for accessKey=..." until
+a full load; an edit's delete frees the key), so a copy in another file never takes a key over between full loads.
+Within one file, the first entry of a key counts after a full load (the start, or files added or removed: 4.9.8's
+``load()``), the last once that file is reloaded alone (a change the watcher sees, or an edit: ``load(String)``,
+whose map ``put`` keeps the last). The global white lists of all files are joined.
 
 :meth:`AclManager.validate` runs RocketMQ's order: global white list, access key present, account known, the
 account's white address, signature, ``RMQ_SYS_TRACE_TOPIC`` publish shortcut, admin flag, then each needed resource
@@ -28,9 +28,10 @@ simply has no accounts.
 Edits (:meth:`update_account`, :meth:`delete_account`, :meth:`update_global_white`) re-read the owning file from disk,
 as RocketMQ's do (an update moves the key's first entry, edited, to the end of the file; a delete removes that entry
 only), so a hand edit not yet reloaded (a revocation) is kept, then write it atomically with the next
-``dataVersion`` and apply it at once; they raise :class:`~broker.acl.plain_config.AclConfigError` (the file on disk is
-not UTF-8 or does not parse, has no data while its last load or write had some, or the edit is refused) or ``OSError``
-and then change nothing. A delete of an account its file on disk no longer names answers False and changes nothing.
+``dataVersion`` (through a link, to the file it names, as 4.9.8's ``FileWriter``) and apply it at once; they raise
+:class:`~broker.acl.plain_config.AclConfigError` (the file on disk is not UTF-8 or does not parse, has no data while
+its last load or write had some, or the edit is refused) or ``OSError`` and then change nothing. A delete of an
+account its file on disk no longer names answers False and changes nothing.
 """
 
 from __future__ import annotations
@@ -122,16 +123,30 @@ class AclFiles:
         """Every file to load, in load order (the ``conf/acl`` tree sorted, then the default file)."""
         if self.home is None:
             return []
-        acl_dir = self.home / "conf" / "acl"
-        found: list[Path] = []
-        if acl_dir.is_dir():
-            for path in sorted(acl_dir.rglob("*")):
-                if path.suffix in (".yml", ".yaml") and path.is_file() and path.name != "tools.yml":
-                    found.append(Path(os.path.normpath(path)))
+        found = _acl_tree(self.home / "conf" / "acl")
         default = self.default_path
         if default not in found:
             found.append(default)
         return found
+
+
+def _acl_tree(directory: Path) -> list[Path]:
+    """Every ``*.yml`` / ``*.yaml`` file under ``directory`` (``tools.yml`` aside), sorted, following links to
+    directories as 4.9.8's ``PlainPermissionManager.getAllAclFiles`` does (``java.io.File.isDirectory`` follows
+    them), each real directory once: a link back up the tree is not followed for ever."""
+    found: list[Path] = []
+    seen: set[str] = set()
+    for root, dirs, files in os.walk(directory, followlinks=True):
+        real = os.path.realpath(root)
+        if real in seen:
+            dirs.clear()
+            continue
+        seen.add(real)
+        for name in files:
+            path = Path(os.path.normpath(os.path.join(root, name)))
+            if path.suffix in (".yml", ".yaml") and name != "tools.yml" and path.is_file():
+                found.append(path)
+    return sorted(found)
 
 
 class AclManager:
@@ -444,7 +459,10 @@ class AclManager:
         self, path: Path, acl: AclFile, white: list[str] | tuple[str, ...], entries: list[AccountConfig]
     ) -> None:
         updated = build_acl_file(acl.document, white, entries, acl.data_version.next()).as_written()
-        replace_atomically(path, updated.dump().encode("utf-8"), path.with_name(path.name + ".tmp"), keep_mode=True)
+        # Through a link to the file it names, as AclUtils.writeDataObject's FileWriter writes: the link stays.
+        target = Path(os.path.realpath(path))
+        data = updated.dump().encode("utf-8")
+        replace_atomically(target, data, target.with_name(target.name + ".tmp"), keep_mode=True)
         self._loaded[path] = updated
         self._mtimes[path] = _mtime(path)
         self._reloaded_alone.add(path)  # as the watcher's load(String) of the file just written
