@@ -361,6 +361,23 @@ async def test_every_request_code_of_the_rules_is_allowed_or_refused_as_rocketmq
     assert acl_cluster.controller.context.offsets.query("groupB", "topicA", 0) < 0
 
 
+async def test_of_several_refused_resources_the_remark_names_the_first_in_java_s_hash_map_order(
+    acl_cluster: EmbeddedCluster,
+) -> None:
+    """4.9.8's ``PlainPermissionManager.checkPerm`` walks the request's ``resourcePermMap``, a ``HashMap`` of 16
+    buckets, and throws at the first resource refused: by bucket (``String.hashCode`` spread), not in the order
+    ``PlainAccessValidator.parse`` put them. ``topicZ`` (default DENY) lands after ``%RETRY%groupA`` (DENY),
+    ``%RETRY%groupA`` after ``topicA`` (DENY)."""
+    cases = [
+        (request(RequestCode.PULL_MESSAGE, pull("topicZ", "groupA")), no_perm("group:groupA")),
+        (request(RequestCode.HEART_BEAT, {}, heartbeat("groupA", "topicA")), no_perm("topic:topicA")),
+    ]
+    async with RemotingClient() as client:
+        for command, remark in cases:
+            answer = await client.invoke(acl_cluster.broker_addr, sign(command, USER), 5)
+            assert (answer.code, answer.remark) == (ResponseCode.SYSTEM_ERROR, remark)
+
+
 async def test_a_refused_oneway_request_gets_no_answer_and_the_connection_keeps_serving(
     acl_cluster: EmbeddedCluster,
 ) -> None:
