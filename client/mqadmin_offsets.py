@@ -29,7 +29,6 @@ from client.mqadmin_support import (
     common,
     fastjson_pretty,
     java_bool,
-    java_hash_map_order,
     java_hash_set,
     java_put_all_order,
     java_text,
@@ -40,6 +39,7 @@ from client.offset_reset import Rollback, reset_offline
 from client.route import master_address
 from remoting.codec.bodies import MessageQueue
 from remoting.codec.codes import ResponseCode
+from remoting.codec.java_hash_order import java_hash_map_order
 
 __all__ = ["COMMANDS"]
 

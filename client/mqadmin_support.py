@@ -32,6 +32,7 @@ from client.tools_config import tools_credentials
 from remoting.codec.bodies import PERM_READ, BrokerData, MessageQueue, TopicRouteData
 from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig, TopicConfig
 from remoting.codec.java_format import java_fixed
+from remoting.codec.java_hash_order import java_hash_map_order
 from remoting.codec.message_properties import java_hash, java_trim
 from remoting.errors import RemotingError
 
@@ -126,28 +127,6 @@ def _fastjson_pretty(value: Any, indent: int, parts: list[str]) -> None:
         parts.append(str(value))
     else:
         parts.append(json.dumps(str(value), ensure_ascii=False))
-
-
-def java_hash_map_order(hashes: Sequence[int], capacity: int = 16) -> list[int]:
-    """The order a ``java.util.HashMap`` / ``HashSet`` iterates distinct keys put in the order of their
-    ``hashCode()``s ``hashes``: by bucket (``(h ^ h >>> 16) & (capacity - 1)``), a bucket's keys in the order put
-    (a resize splits buckets keeping that order). The table starts at ``capacity`` (16 by default; a power of two,
-    as ``new HashMap<>(4)`` makes 4) and doubles past 3/4 full, or when one bucket reaches 9 keys while it is under
-    64 (``treeifyBin`` resizes a small table; java/util/HashMap.java). Returns indexes into ``hashes``."""
-    spread = [(h & 0xFFFFFFFF) ^ ((h & 0xFFFFFFFF) >> 16) for h in hashes]
-    counts: dict[int, int] = {}
-    for i, h in enumerate(spread):
-        bucket = h & (capacity - 1)
-        counts[bucket] = counts.get(bucket, 0) + 1
-        grow = counts[bucket] >= 9 and capacity < 64
-        if grow or i + 1 > capacity * 3 // 4:
-            capacity *= 2
-            if grow and i + 1 > capacity * 3 // 4:
-                capacity *= 2
-            counts = {}
-            for k in spread[: i + 1]:
-                counts[k & (capacity - 1)] = counts.get(k & (capacity - 1), 0) + 1
-    return sorted(range(len(spread)), key=lambda i: (spread[i] & (capacity - 1), i))
 
 
 def java_concurrent_hash_map_order(hashes: Sequence[int]) -> list[int]:

@@ -25,7 +25,6 @@ from client.mqadmin_support import (
     fastjson_pretty,
     format_ts,
     java_bool,
-    java_hash_map_order,
     java_hash_set,
     java_map_text,
     java_subscribe_queues,
@@ -35,6 +34,7 @@ from client.mqadmin_support import (
 )
 from remoting.codec.bodies import PERM_READ, PERM_WRITE
 from remoting.codec.bodies.broker_metadata import TopicConfig
+from remoting.codec.java_hash_order import java_hash_map_order
 from remoting.codec.message_properties import java_hash, java_split
 from remoting.codec.topics import is_retry_or_dlq_topic
 

@@ -17,10 +17,11 @@ from __future__ import annotations
 import attrs
 
 from client.admin import Admin
-from client.mqadmin_support import java_hash_map_order, java_mq_hash
+from client.mqadmin_support import java_mq_hash
 from remoting.codec.bodies import MessageQueue
 from remoting.codec.bodies.admin import OffsetWrapper
 from remoting.codec.codes import RequestCode
+from remoting.codec.java_hash_order import java_hash_map_order
 
 __all__ = ["Rollback", "reset_offline"]
 

@@ -60,6 +60,8 @@ from broker.acl.remote_address import AddressMatcher, AddressMatchError
 from broker.acl.resources import Needed, ResourceError, needed_resources
 from remoting.codec.acl_signing import ACCESS_KEY, signature_matches
 from remoting.codec.command import RemotingCommand
+from remoting.codec.java_hash_order import java_hash_map_order
+from remoting.codec.message_properties import java_hash
 from store.metadata_files import replace_atomically
 
 log = logging.getLogger(__name__)
@@ -480,7 +482,8 @@ def _white(matches: AddressMatcher, ip: str, access_key: str | None) -> bool:
 
 
 def check_perm(code: int, needed: Needed, account: Account) -> None:
-    """The admin flag, then each needed resource against the account (``PlainPermissionManager.checkPerm``)."""
+    """The admin flag, then each needed resource against the account, in Java's order (:func:`_in_hash_map_order`;
+    ``PlainPermissionManager.checkPerm``)."""
     if code in ADMIN_CODES and not account.admin:
         raise AclDenied(
             f"Need admin permission for request code={code}, but accessKey={account.access_key} is not",
@@ -490,7 +493,8 @@ def check_perm(code: int, needed: Needed, account: Account) -> None:
     if not needed or (account.perms is None and account.admin):
         return
     owned = account.perms or {}
-    for resource, perm in needed.items():
+    for resource in _in_hash_map_order(needed):
+        perm = needed[resource]
         is_group = resource.startswith(RETRY_PREFIX)
         entry = owned.get(resource)
         if entry is None:
@@ -503,6 +507,16 @@ def check_perm(code: int, needed: Needed, account: Account) -> None:
                 _frame("checkPerm", line),
                 account.access_key,
             )
+
+
+def _in_hash_map_order(needed: Needed) -> list[str]:
+    """The resources in the order 4.9.8's ``checkPerm`` walks them: ``PlainAccessResource.resourcePermMap`` is a
+    ``HashMap`` filled in ``needed``'s order (a resource put again keeps its place, as in ``needed``), so the first
+    refused one, which the remark names, is the first by bucket, not the first put."""
+    names = list(needed)
+    if len(names) < 2:
+        return names
+    return [names[i] for i in java_hash_map_order([java_hash(name) for name in names])]
 
 
 def _mtime(path: Path) -> tuple[int, int, int]:
