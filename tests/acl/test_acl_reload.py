@@ -108,3 +108,27 @@ def test_a_rewrite_keeping_the_modification_time_is_applied(tmp_path: Path) -> N
     assert manager.reload_changed() == [acl]
     with pytest.raises(AclDenied):
         manager.validate("10.0.0.9", sign(request(RequestCode.SEND_MESSAGE_V2, {"a": "PG", "b": "orders"}), creds))
+
+
+async def test_deleting_the_default_file_is_a_file_removed_a_full_load_that_creates_it_again(
+    acl_cluster: EmbeddedCluster, acl_home: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """4.9.8's ``AclFileWatchService`` lists the default file only while it exists, so deleting it changes the number
+    of files: ``onFileNumChanged`` runs ``PlainPermissionManager.load()``, which creates it again, empty
+    (``assureAclConfigFilesExist``), and rebuilds ``accessKeyTable`` from the files there are: a copy of a key added
+    by hand to a ``conf/acl`` file since then owns the key, with its rules."""
+    default = acl_home / "conf" / "plain_acl.yml"
+    team = acl_home / "conf" / "acl" / "team.yml"
+    team.parent.mkdir()
+    other = "accounts:\n  - {accessKey: team-account, secretKey: team-secret}\n"
+    team.write_text(other)
+    await trio.sleep(WATCH_INTERVAL + 0.5)  # a file added: a full load
+    copy = "  - {accessKey: RocketMQ, secretKey: '12345678', defaultTopicPerm: SUB, defaultGroupPerm: SUB}\n"
+    team.write_text(other + copy)
+    await trio.sleep(WATCH_INTERVAL + 0.5)  # reloaded alone: the key stays the default file's
+    async with RemotingClient() as client:
+        assert await _refused(client, acl_cluster, USER, "topicA")  # topicA=DENY in the default file
+        default.unlink()
+        await trio.sleep(WATCH_INTERVAL + 0.5)
+        assert not await _refused(client, acl_cluster, USER, "topicA")  # the copy's defaultTopicPerm: SUB
+    assert default.is_file() and default.read_text() == ""
