@@ -122,12 +122,13 @@ class AclFiles:
         return Path(os.path.normpath(f"{self.home}{os.sep}{self.default_file}"))
 
     def paths(self) -> list[Path]:
-        """Every file to load, in load order (the ``conf/acl`` tree sorted, then the default file)."""
+        """Every file to load, in load order (the ``conf/acl`` tree sorted, then the default file while it exists, as
+        4.9.8's ``PlainPermissionManager.load`` and ``AclFileWatchService`` list it: deleting it is a file removed)."""
         if self.home is None:
             return []
         found = _acl_tree(self.home / "conf" / "acl")
         default = self.default_path
-        if default not in found:
+        if default not in found and default.exists():
             found.append(default)
         return found
 
@@ -172,22 +173,30 @@ class AclManager:
         if self.files.home is None:
             log.warning("ACL is on but rocketmqHome (ROCKETMQ_HOME) is not set: no account can be loaded")
             return
-        default = self.files.default_path
-        if not default.exists():
-            try:
-                default.parent.mkdir(parents=True, exist_ok=True)
-                default.touch()
-            except OSError as exc:
-                log.warning("cannot create the default ACL file %s: %s", default, exc)
         self.reload_changed(force=True)
 
+    def _create_default(self) -> None:
+        """Create the default file, empty, when it is missing, as every full load of 4.9.8 does
+        (``PlainPermissionManager.assureAclConfigFilesExist``)."""
+        default = self.files.default_path
+        if default.exists():
+            return
+        try:
+            default.parent.mkdir(parents=True, exist_ok=True)
+            default.touch()
+        except OSError as exc:
+            log.warning("cannot create the default ACL file %s: %s", default, exc)
+
     def reload_changed(self, *, force: bool = False) -> list[Path]:
-        """Re-read the files whose modification time, size or inode changed (all when the file list changed or
-        ``force``);
-        drop the rules of files that vanished. Returns the files read. Blocking (small files, a few stats)."""
+        """Re-read the files whose modification time, size or inode changed (all, after creating the default file
+        when missing, when the file list changed or ``force``: a full load); drop the rules of files that vanished.
+        Returns the files read. Blocking (small files, a few stats)."""
         paths = self.files.paths()
-        mtimes = {path: _mtime(path) for path in paths}
         changed = force or set(paths) != set(self._mtimes)
+        if changed and self.files.home is not None:
+            self._create_default()  # a full load: the default file deleted comes back empty
+            paths = self.files.paths()
+        mtimes = {path: _mtime(path) for path in paths}
         read = [p for p in paths if changed or mtimes[p] != self._mtimes.get(p)]
         for path in set(self._loaded) - set(paths):
             del self._loaded[path]
