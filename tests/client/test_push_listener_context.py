@@ -143,3 +143,54 @@ def test_only_a_listener_with_two_positional_parameters_gets_the_context() -> No
     assert not takes_context(lambda msgs: None)
     assert takes_context(Listener().on_with_context)
     assert takes_context(lambda msgs, context: None)
+
+
+async def test_an_orderly_context_without_auto_commit_commits_on_commit_and_rolls_back_on_rollback(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """ConsumeOrderlyContext.setAutoCommit(false), as ConsumeMessageOrderlyService.processConsumeResult serves it: a
+    SUCCESS commits nothing, COMMIT commits every message taken since the last commit, ROLLBACK hands them all out
+    again after the suspension. Ours had no ``auto_commit`` (setting it raised, so the batch was suspended for ever)
+    nor the COMMIT and ROLLBACK statuses."""
+    await _create_and_send(embedded_cluster, "CtxManual", [b"m0", b"m1", b"m2", b"m3"])
+    answers = iter(["SUCCESS", "ROLLBACK", "SUCCESS", "SUCCESS", "COMMIT", "SUCCESS"])
+    calls: list[tuple[bytes, int | None]] = []
+    consumer = _consumer(embedded_cluster, "cg-ctx-manual", "CtxManual")
+
+    async def listener(msgs: list[MessageExt], context: ConsumeOrderlyContext) -> ConsumeOrderlyStatus:
+        context.auto_commit = False
+        calls.append((msgs[0].body, consumer.offset_store.read_memory(context.message_queue)))
+        return ConsumeOrderlyStatus[next(answers, "SUCCESS")]
+
+    consumer.register_message_listener_orderly(listener)
+    async with consumer:
+        await trio.sleep(10)
+        [mq] = [mq for mq in consumer.rebalance.process_queues if mq.topic == "CtxManual"]
+        committed = consumer.offset_store.read_memory(mq)
+    assert calls == [(b"m0", 0), (b"m1", 0), (b"m0", 0), (b"m1", 0), (b"m2", 0), (b"m3", 3)]
+    assert committed == 3
+
+
+async def test_consume_directly_answers_an_orderly_commit_and_the_contexts_auto_commit(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """ConsumeMessageOrderlyService.consumeMessageDirectly: COMMIT is CR_COMMIT, ROLLBACK CR_ROLLBACK, and the result's
+    autoCommit is the context's."""
+    await _create_and_send(embedded_cluster, "CtxDirect", [b"d"])
+    answers = iter(["SUCCESS", "COMMIT", "ROLLBACK"])
+    seen: list[MessageExt] = []
+
+    def listener(msgs: list[MessageExt], context: ConsumeOrderlyContext) -> ConsumeOrderlyStatus:
+        seen.extend(msgs)
+        context.auto_commit = len(seen) == 1
+        return ConsumeOrderlyStatus[next(answers)]
+
+    consumer = _consumer(embedded_cluster, "cg-ctx-direct", "CtxDirect")
+    consumer.register_message_listener_orderly(listener)
+    async with consumer:
+        while not seen:
+            await trio.sleep(0.5)
+        first = await consumer.consume_directly(seen[0], "broker-a")
+        second = await consumer.consume_directly(seen[0], "broker-a")
+    assert (first["consumeResult"], first["autoCommit"]) == ("CR_COMMIT", False)
+    assert (second["consumeResult"], second["autoCommit"]) == ("CR_ROLLBACK", False)
