@@ -24,8 +24,9 @@ later. SUSPEND_CURRENT_QUEUE_A_MOMENT raises each message's
 the context's ``suspend_current_queue_time_ms``; 10 ms to 30 s). With the default ``max_reconsume_times`` (-1) that goes
 on for ever; with a limit, a message that reached it is sent to ``%RETRY%<group>`` as a copy carrying its count (the
 broker moves it to the DLQ) and skipped, as Java's ``ConsumeMessageOrderlyService.checkReconsumeTimes`` (BROADCASTING
-too). A queue has one listener call at a time, across process queues and restarts: a call a stop abandoned keeps the
-queue until its plain listener's thread returns.
+too). A context without ``auto_commit`` commits only on COMMIT and hands every uncommitted message out again on
+ROLLBACK. A queue has one listener call at a time, across process queues and restarts: a call a stop abandoned keeps
+the queue until its plain listener's thread returns.
 
 Statistics (:mod:`client.consumer.stats`, as Java's two services): every listener call that started records its
 time (from when it held its consume slot) as consume RT; concurrent: a call whose queue is still owned then records
@@ -182,11 +183,18 @@ class _ListenerTrace:
             c.trace.consume_after(self.begun, success, self._return_code(success))
         context = self.hooked
         if context is not None:
-            ok = status in (ConsumeConcurrentlyStatus.CONSUME_SUCCESS, ConsumeOrderlyStatus.SUCCESS)
+            ok = status in _HOOK_SUCCESS
             context.props[CONSUME_CONTEXT_TYPE] = _RETURN_TYPE_NAMES[self._return_code(ok)]
             context.status, context.success = status.name, ok
             run_after(c.consume_hooks, context)
 
+
+#: The statuses a consume hook's context calls a success (Java's ``setSuccess``: CONSUME_SUCCESS; SUCCESS or COMMIT).
+_HOOK_SUCCESS: Final = (
+    ConsumeConcurrentlyStatus.CONSUME_SUCCESS,
+    ConsumeOrderlyStatus.SUCCESS,
+    ConsumeOrderlyStatus.COMMIT,
+)
 
 _RETURN_TYPE_NAMES: Final = {
     RETURN_SUCCESS: "SUCCESS",
@@ -638,28 +646,54 @@ class OrderlyConsumeService:
             abandoned=turn.abandoned,
             raised=trace.raised,
         )
-        trace.end(status is not ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT, status)  # also if dropped, as Java
+        trace.end(status in _HOOK_SUCCESS, status)  # also if dropped, as Java
         if begun is not None:  # called: counted also if dropped meanwhile, as Java's processConsumeResult
             now = anyio.current_time()
             stats = c.instance.consumer_stats.topic(c.group, mq.topic, now)
             stats.consumed(now, round((now - begun) * 1000))
             if status is ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT:
                 stats.consumed_failed(now, len(msgs))
-            else:
+            elif status is ConsumeOrderlyStatus.SUCCESS or context.auto_commit:
                 stats.consumed_ok(now, len(msgs))
         if pq.dropped:  # rebalanced away or reset meanwhile: its new owner has these; nothing to commit or count
             return None
         if unlocked:  # not called: consumed once the queue is locked again
             pq.make_messages_to_consume_again(msgs)
             return None
+        return await self._process_result(mq, pq, msgs, status, context)
+
+    async def _process_result(
+        self,
+        mq: MessageQueue,
+        pq: ProcessQueue,
+        msgs: list[MessageExt],
+        status: ConsumeStatus,
+        context: ConsumeOrderlyContext,
+    ) -> float | None:
+        """Commit, suspend or roll back after a call as ``ConsumeMessageOrderlyService.processConsumeResult``; how
+        long the queue is to be suspended, if it is. With ``auto_commit`` every status but a suspension commits (COMMIT
+        and ROLLBACK count as SUCCESS); without it only COMMIT does, a SUCCESS leaves the messages taken for a later
+        COMMIT, a ROLLBACK hands every message taken since the last commit out again, and a suspension whose
+        messages were all given up commits nothing."""
+        suspension = _suspension(context.suspend_current_queue_time_ms, self.consumer.suspend_current_queue_time)
         if status is ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT:
             again = await self._check_reconsume_times(mq, msgs)
             if again is not None:
                 pq.make_messages_to_consume_again(again)
-                return _suspension(context.suspend_current_queue_time_ms, c.suspend_current_queue_time)
+                return suspension
+            if not context.auto_commit:
+                return None
+        elif not context.auto_commit:
+            if status is ConsumeOrderlyStatus.ROLLBACK:
+                pq.rollback()
+                return suspension
+            if status is not ConsumeOrderlyStatus.COMMIT:
+                return None
+        elif status is not ConsumeOrderlyStatus.SUCCESS:
+            log.warning("the message queue consume result is illegal, we think you want to ack these message %s", mq)
         offset = pq.commit()
         if offset >= 0 and not pq.dropped:
-            c.offset_store.update(mq, offset, increase_only=False)
+            self.consumer.offset_store.update(mq, offset, increase_only=False)
         return None
 
     async def _check_reconsume_times(self, mq: MessageQueue, msgs: list[MessageExt]) -> list[MessageExt] | None:

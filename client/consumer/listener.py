@@ -44,7 +44,12 @@ class ConsumeConcurrentlyStatus(enum.Enum):
 
 
 class ConsumeOrderlyStatus(enum.Enum):
+    """Java's ``ConsumeOrderlyStatus``; ROLLBACK and COMMIT (deprecated there) serve a context without
+    ``auto_commit`` and count as SUCCESS with it."""
+
     SUCCESS = "SUCCESS"
+    ROLLBACK = "ROLLBACK"
+    COMMIT = "COMMIT"
     SUSPEND_CURRENT_QUEUE_A_MOMENT = "SUSPEND_CURRENT_QUEUE_A_MOMENT"
 
 
@@ -77,10 +82,13 @@ class ConsumeConcurrentlyContext:
 class ConsumeOrderlyContext:
     """Java's ``ConsumeOrderlyContext``: the queue of an orderly listener call and, for a suspension, how long the
     queue waits before its batch is consumed again (``suspend_current_queue_time_ms``; -1: the consumer's
-    ``suspend_current_queue_time``)."""
+    ``suspend_current_queue_time``). Without ``auto_commit`` a SUCCESS commits nothing: COMMIT commits every message
+    taken since the last commit, ROLLBACK hands them out again after the suspension
+    (``ConsumeMessageOrderlyService.processConsumeResult``)."""
 
     message_queue: MessageQueue
     suspend_current_queue_time_ms: int = -1
+    auto_commit: bool = True
 
 
 def takes_context(listener: MessageListener) -> bool:
@@ -238,6 +246,8 @@ _COUNTERPART: Final[dict[ConsumeStatus, ConsumeStatus]] = {
     ConsumeConcurrentlyStatus.RECONSUME_LATER: ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT,
     ConsumeOrderlyStatus.SUCCESS: ConsumeConcurrentlyStatus.CONSUME_SUCCESS,
     ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT: ConsumeConcurrentlyStatus.RECONSUME_LATER,
+    ConsumeOrderlyStatus.COMMIT: ConsumeConcurrentlyStatus.CONSUME_SUCCESS,
+    ConsumeOrderlyStatus.ROLLBACK: ConsumeConcurrentlyStatus.RECONSUME_LATER,
 }
 
 

@@ -214,6 +214,10 @@ class ProcessQueue:
                 self._messages[msg.queue_offset] = msg
                 bisect.insort(self._offsets, msg.queue_offset)
 
+    def rollback(self) -> None:
+        """Orderly mode: put every taken message back (Java's ``rollback``: a context without auto-commit)."""
+        self.make_messages_to_consume_again(list(self._consuming.values()))
+
     def has_messages(self) -> bool:
         return bool(self._offsets)
 

@@ -33,7 +33,7 @@ import os
 import time
 from collections.abc import Sequence
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Final, Self
 
 import anyio
 import anyio.abc
@@ -90,6 +90,15 @@ from remoting.codec.bodies.admin import (
 from remoting.codec.message import MessageExt
 
 log = logging.getLogger(__name__)
+
+#: CONSUME_MESSAGE_DIRECTLY's ``consumeResult`` per status (Java's ``CMResult``, as the two services'
+#: ``consumeMessageDirectly`` set it); any other status is CR_LATER.
+_DIRECT_RESULTS: Final = {
+    ConsumeConcurrentlyStatus.CONSUME_SUCCESS: "CR_SUCCESS",
+    ConsumeOrderlyStatus.SUCCESS: "CR_SUCCESS",
+    ConsumeOrderlyStatus.COMMIT: "CR_COMMIT",
+    ConsumeOrderlyStatus.ROLLBACK: "CR_ROLLBACK",
+}
 
 #: Retry delay of a rebalance that left queues out (a lock held by the previous owner, who releases it on its own
 #: rebalance), instead of the 20 s timer.
@@ -590,10 +599,10 @@ class PushConsumer:
         the ``clientCallbackExecutorThreads`` of NettyRemotingClient's public executor."""
         started = anyio.current_time()
         remark: str | None = None
+        mq = MessageQueue(msg.topic, broker_name or "", msg.queue_id)
+        context = ConsumeOrderlyContext(mq) if self.orderly else ConsumeConcurrentlyContext(mq)
         try:
             shown = [reset_retry_topic(uncompressed(msg), self._group, self.namespace)]
-            mq = MessageQueue(msg.topic, broker_name or "", msg.queue_id)
-            context = ConsumeOrderlyContext(mq) if self.orderly else ConsumeConcurrentlyContext(mq)
             result = await run_listener(self.bound_listener(context), shown, self.direct_limiter)
         except Exception as exc:
             log.warning(
@@ -601,12 +610,16 @@ class PushConsumer:
             )
             outcome, remark = "CR_THROW_EXCEPTION", exception_simple_desc(exc)
         else:
-            status = listener_status(result, ConsumeConcurrentlyStatus.RECONSUME_LATER)
-            consumed = status in (ConsumeConcurrentlyStatus.CONSUME_SUCCESS, ConsumeOrderlyStatus.SUCCESS)
-            outcome = "CR_SUCCESS" if consumed else "CR_LATER"
+            later = (
+                ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
+                if self.orderly
+                else ConsumeConcurrentlyStatus.RECONSUME_LATER
+            )
+            status = listener_status(result, later)
+            outcome = _DIRECT_RESULTS.get(status, "CR_LATER")
         return {
             "order": self.orderly,
-            "autoCommit": True,
+            "autoCommit": not isinstance(context, ConsumeOrderlyContext) or context.auto_commit,
             "consumeResult": outcome,
             "remark": remark,
             "spentTimeMills": int((anyio.current_time() - started) * 1000),
