@@ -11,12 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
+import pytest
 import trio
 
 from broker.embedded import EmbeddedCluster
 from client import api
 from client.admin import Admin
 from client.consumer.listener import ConsumeOrderlyStatus
+from client.consumer.process_queue import ProcessQueue
 from client.consumer.push import PushConsumer
 from client.message import Message, MessageExt
 from client.producer import Producer
@@ -203,3 +205,32 @@ async def test_the_first_lock_renewal_comes_a_second_after_the_start(
         await trio.sleep(30)
     renewals = [round(t - began, 1) for t in requests.times[taken:]]
     assert renewals == [1.0, 21.0], renewals
+
+
+async def test_the_lock_interval_and_lifetime_are_read_from_the_environment_as_javas_system_properties(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """4.9.8's ``ProcessQueue`` reads ``rocketmq.client.rebalance.lockInterval`` (20000) and
+    ``rocketmq.client.rebalance.lockMaxLiveTime`` (30000) from the system properties, as this client reads Java's
+    system properties from the environment (``ROCKETMQ_CLIENT_REBALANCE_LOCK_INTERVAL``,
+    ``ROCKETMQ_CLIENT_REBALANCE_LOCK_MAX_LIVE_TIME``): a broker whose locks live less than 60 s needs them shorter,
+    else a lock expires at the broker between two renewals while the client still consumes under it. Ours were
+    constants."""
+    monkeypatch.setenv("ROCKETMQ_CLIENT_REBALANCE_LOCK_INTERVAL", "5000")
+    monkeypatch.setenv("ROCKETMQ_CLIENT_REBALANCE_LOCK_MAX_LIVE_TIME", "3000")
+    await _create(embedded_cluster, "LockTuned", 1)
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeOrderlyStatus:
+        return ConsumeOrderlyStatus.SUCCESS
+
+    consumer = _orderly(embedded_cluster, "cg-locktuned", "LockTuned", listener)
+    requests = _LockRequests(embedded_cluster, consumer.instance.client_id)
+    began = trio.current_time()
+    async with consumer:
+        taken = len(requests.times)
+        await trio.sleep(18)
+    renewals = [round(t - began, 1) for t in requests.times[taken:]]
+    assert renewals == [1.0, 6.0, 11.0, 16.0], renewals
+    locked = ProcessQueue.created_at(0.0)
+    assert not locked.lock_expired(3.0)
+    assert locked.lock_expired(3.1)

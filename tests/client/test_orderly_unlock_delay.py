@@ -7,6 +7,7 @@ time, the cluster in the test's loop."""
 
 from __future__ import annotations
 
+import pytest
 import trio
 import trio.testing
 
@@ -75,6 +76,30 @@ async def test_a_queue_dropped_with_messages_cached_is_unlocked_20_s_later(
             await _until(lambda: bool(seen_b))
     assert dropped - joined < 5, f"A dropped the queue {dropped - joined:.1f} s after B joined"
     assert taken - dropped >= 19.9, f"B took the queue {taken - dropped:.1f} s after A dropped it"
+
+
+async def test_the_unlock_delay_is_read_from_the_environment_as_javas_system_property(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """RebalancePushImpl reads ``UNLOCK_DELAY_TIME_MILLS`` from ``rocketmq.client.unlockDelayTimeMills``, as this
+    client reads Java's system properties from the environment (``ROCKETMQ_CLIENT_UNLOCK_DELAY_TIME_MILLS``): 5000
+    lets the new owner take the queue 5 s after A dropped it. Ours was a constant 20 s."""
+    monkeypatch.setenv("ROCKETMQ_CLIENT_UNLOCK_DELAY_TIME_MILLS", "5000")
+    async with Admin(embedded_cluster.namesrv_addr) as admin:
+        await admin.create_topic(TOPIC, read_queue_nums=2, write_queue_nums=2)
+    async with Producer("pg-unlock-later", embedded_cluster.namesrv_addr) as producer:
+        for mq in (await producer.publish_info(TOPIC)).message_queues:
+            await producer.send(Message(TOPIC, b"m"), queue=mq)
+    seen_a: list[MessageExt] = []
+    seen_b: list[MessageExt] = []
+    async with _orderly(embedded_cluster, ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT, seen_a) as a:
+        await _until(lambda: {m.queue_id for m in seen_a} == {0, 1})
+        async with _orderly(embedded_cluster, ConsumeOrderlyStatus.SUCCESS, seen_b) as b:
+            await _until(lambda: len(_owned(a)) == 1)
+            dropped = trio.current_time()
+            await _until(lambda: bool(_owned(b)))
+            taken = trio.current_time()
+    assert 4.9 <= taken - dropped < 10, f"B took the queue {taken - dropped:.1f} s after A dropped it"
 
 
 class _Unlocks:
