@@ -603,7 +603,7 @@ class OrderlyConsumeService:
 
     def _unlocked(self, pq: ProcessQueue) -> bool:
         """Whether ``pq`` may not be consumed for want of its broker lock: in CLUSTERING, not locked (the last renewal
-        was refused) or its lock older than :data:`~client.consumer.process_queue.LOCK_MAX_LIVE`."""
+        was refused) or its lock older than :func:`~client.consumer.process_queue.lock_max_live`."""
         return self.consumer.message_model is MessageModel.CLUSTERING and (
             not pq.locked or pq.lock_expired(anyio.current_time())
         )

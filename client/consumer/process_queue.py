@@ -15,13 +15,39 @@ from __future__ import annotations
 
 import bisect
 import logging
+import os
 
 import attrs
 
 from remoting.codec.message import MessageExt
 
-#: How long a broker queue lock stays valid on the client (Java's ``rebalanceLockMaxLiveTime``, 30 s).
+#: How long a broker queue lock stays valid on the client, by default (Java's ``REBALANCE_LOCK_MAX_LIVE_TIME``, 30 s).
 LOCK_MAX_LIVE = 30.0
+#: How often an orderly consumer renews its queue locks, by default (Java's ``REBALANCE_LOCK_INTERVAL``, 20 s).
+LOCK_INTERVAL = 20.0
+
+
+def java_property_seconds(name: str, default: float) -> float:
+    """Seconds from the environment variable ``name`` in ms, else ``default``: a Java client's system property read as
+    this client reads them (``rocketmq.client.rebalance.lockMaxLiveTime`` is
+    ``ROCKETMQ_CLIENT_REBALANCE_LOCK_MAX_LIVE_TIME``). Raises ValueError for a value that is no integer, as Java's
+    ``Long.parseLong`` fails the class that reads it."""
+    value = os.environ.get(name)
+    return default if value is None else int(value) / 1000
+
+
+def lock_max_live() -> float:
+    """How long a queue lock stays valid on the client: ``ROCKETMQ_CLIENT_REBALANCE_LOCK_MAX_LIVE_TIME`` ms, else
+    :data:`LOCK_MAX_LIVE` (``client/src/main/java/org/apache/rocketmq/client/impl/consumer/ProcessQueue.java`` reads
+    ``rocketmq.client.rebalance.lockMaxLiveTime``)."""
+    return java_property_seconds("ROCKETMQ_CLIENT_REBALANCE_LOCK_MAX_LIVE_TIME", LOCK_MAX_LIVE)
+
+
+def lock_interval() -> float:
+    """How often the queue locks are renewed: ``ROCKETMQ_CLIENT_REBALANCE_LOCK_INTERVAL`` ms, else
+    :data:`LOCK_INTERVAL` (ProcessQueue.java reads ``rocketmq.client.rebalance.lockInterval``)."""
+    return java_property_seconds("ROCKETMQ_CLIENT_REBALANCE_LOCK_INTERVAL", LOCK_INTERVAL)
+
 
 MIB = 1024 * 1024
 
@@ -230,7 +256,8 @@ class ProcessQueue:
         self.msg_size = 0
 
     def lock_expired(self, now: float) -> bool:
-        return now - self.last_lock_time > LOCK_MAX_LIVE
+        """Whether the lock was last granted over :func:`lock_max_live` before ``now``."""
+        return now - self.last_lock_time > lock_max_live()
 
     def info(self, commit_offset: int, now: float, now_ms: int) -> dict[str, int | bool]:
         """Java's ``ProcessQueueInfo`` (``fillProcessQueueInfo``) with ``commit_offset``, as in running info: its

@@ -63,10 +63,10 @@ from client.consumer.listener import (
     takes_context,
 )
 from client.consumer.offset_store import OffsetStore, RemoteBrokerOffsetStore, offset_store_for
-from client.consumer.process_queue import ProcessQueue
+from client.consumer.process_queue import ProcessQueue, lock_interval, lock_max_live
 from client.consumer.pull_service import PullService
 from client.consumer.queue_listing import fetch_subscribe_message_queues
-from client.consumer.rebalance import PULL_MAX_IDLE_TIME, Rebalance
+from client.consumer.rebalance import PULL_MAX_IDLE_TIME, Rebalance, unlock_delay
 from client.consumer.subscription import build_subscription, retry_topic
 from client.errors import ClientStateError, MQClientError
 from client.instance import MQClientInstance, new_instance
@@ -104,8 +104,6 @@ _DIRECT_RESULTS: Final = {
 #: rebalance), instead of the 20 s timer.
 REBALANCE_RETRY_DELAY = 1.0
 REBALANCE_QUICK_RETRIES = 10
-#: Orderly lock renewal interval (Java's ``rebalanceLockInterval``).
-LOCK_RENEW_INTERVAL = 20.0
 #: The first renewal's delay from the start (``ConsumeMessageOrderlyService.start``'s initial delay, 1000 ms).
 LOCK_FIRST_RENEW_DELAY = 1.0
 
@@ -374,6 +372,8 @@ class PushConsumer:
             # ConsumeMessageConcurrentlyService.start schedules cleanExpireMsg every consumeTimeout minutes
             # (scheduleAtFixedRate, which refuses a period not above 0): here the clean-up would spin.
             raise ValueError(f"consumeTimeout must be above 0 minutes to consume concurrently: {self.consume_timeout}")
+        if self.orderly:  # a bad timing fails the start, as Java's Long.parseLong fails ProcessQueue's class load
+            lock_interval(), lock_max_live(), unlock_delay()
         self.stopping = False
         began = anyio.current_time()
         # A retry pending when the last run stopped died with its task group: this run schedules its own.
@@ -651,10 +651,10 @@ class PushConsumer:
     # -- pulling -------------------------------------------------------------------------------------------------------
 
     async def _renew_locks(self, first: float) -> None:
-        """Renew the locks at the clock's ``first``, then every :data:`LOCK_RENEW_INTERVAL` (at a fixed rate, as
-        ``scheduleAtFixedRate``: a late renewal does not delay the next)."""
-        due = first
+        """Renew the locks at the clock's ``first``, then every :func:`~client.consumer.process_queue.lock_interval`
+        (at a fixed rate, as ``scheduleAtFixedRate``: a late renewal does not delay the next)."""
+        due, interval = first, lock_interval()
         while True:
             await anyio.sleep_until(due)
             await self.rebalance.lock_all()
-            due += LOCK_RENEW_INTERVAL
+            due += interval

@@ -34,7 +34,7 @@ import anyio
 from client import api
 from client.consumer.allocate import AllocateStrategy, allocate_average, resolve_strategy, sort_like_java, strategy_name
 from client.consumer.offset_store import OffsetStore
-from client.consumer.process_queue import ProcessQueue
+from client.consumer.process_queue import ProcessQueue, java_property_seconds
 from client.errors import ClientStateError, MQClientError
 from client.route import subscribe_queues
 from remoting.codec.bodies import (
@@ -72,9 +72,15 @@ LOCK_TIMEOUT = 1.0
 #: ``consumeLock.tryLock(1000, ms)`` in RebalancePushImpl.removeUnnecessaryMessageQueue).
 ORDERLY_REMOVE_WAIT = 1.0
 
-#: How long a dropped orderly queue whose process queue still holds messages keeps its broker lock (Java's
-#: ``UNLOCK_DELAY_TIME_MILLS``, ``rocketmq.client.unlockDelayTimeMills``, 20000 in RebalancePushImpl.unlockDelay).
+#: How long a dropped orderly queue whose process queue still holds messages keeps its broker lock, by default (Java's
+#: ``UNLOCK_DELAY_TIME_MILLS``, 20000 in RebalancePushImpl.unlockDelay).
 UNLOCK_DELAY = 20.0
+
+
+def unlock_delay() -> float:
+    """:data:`UNLOCK_DELAY`, or ``ROCKETMQ_CLIENT_UNLOCK_DELAY_TIME_MILLS`` ms: RebalancePushImpl reads
+    ``rocketmq.client.unlockDelayTimeMills`` (:func:`~client.consumer.process_queue.java_property_seconds`)."""
+    return java_property_seconds("ROCKETMQ_CLIENT_UNLOCK_DELAY_TIME_MILLS", UNLOCK_DELAY)
 
 
 class RebalanceOwner(Protocol):
@@ -135,7 +141,7 @@ class Rebalance:
         self.process_queues: dict[MessageQueue, ProcessQueue] = {}
         #: orderly queues a removal kept (their listener call ran on): removed by a later pass, allocated or not
         self._kept: set[MessageQueue] = set()
-        #: dropped orderly queues whose unlock waits :data:`UNLOCK_DELAY` (cancelled when the queue is taken again)
+        #: dropped orderly queues whose unlock waits :func:`unlock_delay` (cancelled when the queue is taken again)
         self._unlocks_later: dict[MessageQueue, anyio.CancelScope] = {}
         #: Set when the last pass failed for a topic or left an allocated queue out (its lock was refused or its
         #: offset unknown): the owner then rebalances again soon instead of waiting for the 20 s timer.
@@ -398,17 +404,18 @@ class Rebalance:
 
     async def _give_up_lock(self, mq: MessageQueue, cached: bool) -> None:
         """Unlock dropped ``mq`` one way; when its process queue still held messages (``cached``), in the client
-        instance's task group :data:`UNLOCK_DELAY` later, as RebalancePushImpl.unlockDelay (lost if the instance stops
+        instance's task group :func:`unlock_delay` later, as RebalancePushImpl.unlockDelay (lost if the instance stops
         first: the broker's lock then expires)."""
         if not cached:
             await self.unlock([mq], oneway=True)
             return
         self._cancel_unlock_later(mq)
         scope = self._unlocks_later[mq] = anyio.CancelScope()
+        delay = unlock_delay()
 
         async def unlock_later() -> None:
             with scope:
-                await anyio.sleep(UNLOCK_DELAY)
+                await anyio.sleep(delay)
                 await self.unlock([mq], oneway=True)
             if self._unlocks_later.get(mq) is scope:
                 del self._unlocks_later[mq]
