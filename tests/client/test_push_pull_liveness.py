@@ -105,6 +105,34 @@ async def test_a_queue_whose_pull_loop_ended_is_dropped_and_taken_again_after_pu
         assert pq.dropped
 
 
+async def test_pull_max_idle_time_is_read_from_the_environment_as_javas_system_property(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """4.9.8's ProcessQueue reads ``PULL_MAX_IDLE_TIME`` from ``rocketmq.client.pull.pullMaxIdleTime``, as this client
+    reads Java's system properties from the environment (``ROCKETMQ_CLIENT_PULL_PULL_MAX_IDLE_TIME``): at 30000 a
+    queue whose pulls stopped is taken again within a minute, not after 120 s. Ours was a constant."""
+    monkeypatch.setenv("ROCKETMQ_CLIENT_PULL_PULL_MAX_IDLE_TIME", "30000")
+    topic = "PullLiveTuned"
+    mq = await _one_queue_topic(embedded_cluster, topic)
+    got: list[bytes] = []
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+        got.extend(m.body for m in msgs)
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = first_offset_consumer(embedded_cluster.namesrv_addr, "cg-live-tuned", topic)
+    consumer.register_message_listener(listener)
+    async with consumer, Producer("pg-live-tuned", embedded_cluster.namesrv_addr) as producer:
+        await producer.send(Message(topic, b"before"), queue=mq)
+        await trio.sleep(2)
+        consumer.pull_service.stop(mq)  # the loop ends; the queue stays owned, not dropped
+        await producer.send(Message(topic, b"after"), queue=mq)
+        await trio.sleep(25)
+        assert got == [b"before"]  # not idle for 30 s yet: kept
+        await trio.sleep(30)  # idle for over 30 s, and a rebalance (every 20 s) since
+        assert got == [b"before", b"after"]
+
+
 class FlowControllingBroker:
     """A master whose queues are empty (offset 0) and that answers every pull with ``code`` (FLOW_CONTROL, 215)."""
 
