@@ -66,7 +66,7 @@ from client.consumer.offset_store import OffsetStore, RemoteBrokerOffsetStore, o
 from client.consumer.process_queue import ProcessQueue, lock_interval, lock_max_live
 from client.consumer.pull_service import PullService
 from client.consumer.queue_listing import fetch_subscribe_message_queues
-from client.consumer.rebalance import PULL_MAX_IDLE_TIME, Rebalance, unlock_delay
+from client.consumer.rebalance import PULL_MAX_IDLE_TIME, Rebalance, pull_max_idle_time, unlock_delay
 from client.consumer.subscription import build_subscription, retry_topic
 from client.errors import ClientStateError, MQClientError
 from client.instance import MQClientInstance, new_instance
@@ -372,7 +372,10 @@ class PushConsumer:
             # ConsumeMessageConcurrentlyService.start schedules cleanExpireMsg every consumeTimeout minutes
             # (scheduleAtFixedRate, which refuses a period not above 0): here the clean-up would spin.
             raise ValueError(f"consumeTimeout must be above 0 minutes to consume concurrently: {self.consume_timeout}")
-        if self.orderly:  # a bad timing fails the start, as Java's Long.parseLong fails ProcessQueue's class load
+        # The timings Java reads from system properties, read at each start: a bad one fails it, as Java's
+        # Long.parseLong fails ProcessQueue's class load.
+        self.rebalance.pull_max_idle = pull_max_idle_time()
+        if self.orderly:
             lock_interval(), lock_max_live(), unlock_delay()
         self.stopping = False
         began = anyio.current_time()

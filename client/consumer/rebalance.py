@@ -59,9 +59,16 @@ DEFAULT_CONSUME_TIMESTAMP_AGO_MS = 30 * 60 * 1000
 #: allocated to this member (Java's ``RebalanceImpl.messageQueueChanged``).
 QueuesChanged = Callable[[str, set[MessageQueue], set[MessageQueue]], Awaitable[None]]
 
-#: How long a push consumer's queue may go unpulled before a pass drops it and takes it again (Java's ProcessQueue
-#: ``PULL_MAX_IDLE_TIME``, 120 s).
+#: How long a push consumer's queue may go unpulled before a pass drops it and takes it again, by default (Java's
+#: ProcessQueue ``PULL_MAX_IDLE_TIME``, 120 s).
 PULL_MAX_IDLE_TIME = 120.0
+
+
+def pull_max_idle_time() -> float:
+    """:data:`PULL_MAX_IDLE_TIME`, or ``ROCKETMQ_CLIENT_PULL_PULL_MAX_IDLE_TIME`` ms: ProcessQueue reads
+    ``rocketmq.client.pull.pullMaxIdleTime`` (:func:`~client.consumer.process_queue.java_property_seconds`)."""
+    return java_property_seconds("ROCKETMQ_CLIENT_PULL_PULL_MAX_IDLE_TIME", PULL_MAX_IDLE_TIME)
+
 
 #: How long LOCK_BATCH_MQ and UNLOCK_BATCH_MQ may take, whatever the client's ``rpc_timeout``: RebalanceImpl's
 #: ``lock``, ``lockAll``, ``unlock`` and ``unlockAll`` pass 1000 ms
