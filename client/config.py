@@ -8,7 +8,11 @@ broker with ACL on (Java's ``AclClientRPCHook`` with ``SessionCredentials``); ``
 ``tls_ca_file`` names the CA to check its chain against (not its host name, as Java's client); ``tls_cert_file`` /
 ``tls_key_file`` present a client certificate, ``tls_key_password`` decrypting its key (one that cannot be opened is
 logged and the client goes on in plaintext, as Java's). The files alone turn nothing on: without ``tls`` the client
-talks plaintext, as Java's.
+talks plaintext, as Java's. With ``tls`` and none of those files, the client takes Java's ``tls.client.*`` and
+``tls.test.mode.enable`` system properties as environment variables (``TLS_CLIENT_CERT_PATH``,
+``TLS_CLIENT_AUTH_SERVER``, ...) and ``tls.config.file`` (``TLS_CONFIG_FILE``, by default
+``/etc/rocketmq/tls.properties``) over them, as ``TlsHelper.buildSslContext(true)``: in test mode (the default) it
+checks no server and presents no certificate.
 """
 
 from __future__ import annotations
@@ -25,7 +29,13 @@ from client.namespace import instance_id_from_endpoint
 from client.vip import default_vip_channel_enabled
 from remoting.codec.acl_signing import SessionCredentials
 from remoting.cpus import available_cpus
-from remoting.tls import client_context, client_key_files_open, load_key_pair
+from remoting.tls import (
+    client_context,
+    client_key_files_open,
+    load_key_pair,
+    settings_client_context,
+    settings_from_environment,
+)
 
 _instance_counter = itertools.count(1)
 
@@ -153,9 +163,14 @@ class ClientConfig:
         be opened is logged and gives None (plaintext connections), as Java's ``NettyRemotingClient`` goes on without
         an SSL context when ``TlsHelper.buildSslContext`` fails with an IOException; raises ``OSError`` /
         ``ssl.SSLError`` for an unreadable CA file (Java fails too) and for files that do not hold a certificate or
-        key."""
+        key. Without any of the three files: :func:`remoting.tls.settings_client_context` of the environment's
+        settings (see the module docstring)."""
         if not self.tls:
             return None
+        if not (self.tls_ca_file or self.tls_cert_file or self.tls_key_file):
+            # No file named: TlsHelper.buildSslContext(true)'s settings, the tls.client.* and tls.test.mode.enable
+            # system properties (environment variables here) with tls.config.file over them.
+            return settings_client_context(settings_from_environment(os.environ), use_tls=True)
         # The CA file first: TlsHelper.buildSslContext(true) loads the trust file (an IllegalArgumentException, not
         # caught) before it opens the certificate and key (remoting/.../netty/TlsHelper.java), so a client told to
         # check its servers never falls back to plaintext over a CA file it cannot read.

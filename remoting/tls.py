@@ -32,6 +32,7 @@ import datetime
 import functools
 import ipaddress
 import logging
+import re
 import ssl
 import tempfile
 from collections.abc import Mapping
@@ -181,6 +182,23 @@ def tls_settings_of(config: TlsSettings) -> TlsSettings:
         # "true " too (Properties.load keeps a value's trailing blanks), so no strip.
         props[key] = "true" if props[key].lower() == "true" else "false"
     settings, _unknown = apply_properties(base, props)
+    return settings
+
+
+def environment_name(key: str) -> str:
+    """The environment variable standing for the Java system property ``key`` on a client: ``tls.client.certPath``
+    is ``TLS_CLIENT_CERT_PATH``, as ``tls.enable`` is ``TLS_ENABLE`` (``client.config.default_use_tls``)."""
+    return re.sub(r"([a-z])([A-Z])", r"\1_\2", key).replace(".", "_").upper()
+
+
+def settings_from_environment(environ: Mapping[str, str]) -> TlsSettings:
+    """The ``tls.*`` settings a client process was given as environment variables (:func:`environment_name`), over
+    the defaults: what a Java client reads from its JVM system properties in TlsSystemConfig. ``tls.config.file``
+    (``TLS_CONFIG_FILE``, by default ``/etc/rocketmq/tls.properties``) is applied over them when a context is built
+    (:func:`tls_settings_of`), as ``TlsHelper.buildSslContext`` does."""
+    keys = (str(f.metadata["key"]) for f in attrs.fields(TlsSettings))
+    props = {key: environ[name] for key in keys if (name := environment_name(key)) in environ}
+    settings, _unknown = apply_properties(TlsSettings(), props)
     return settings
 
 
