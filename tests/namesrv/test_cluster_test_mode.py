@@ -6,11 +6,14 @@ settings were unknown, ``mqnamesrv`` ignored them and GET_NAMESRV_CONFIG left th
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from remoting.client import RemotingClient
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
+from remoting.tls import client_context
 from tests.namesrv.conftest import (
     ROUTE_OF_TOPIC_TEST,
     StartNamesrv,
@@ -53,3 +56,23 @@ async def test_cluster_test_and_product_env_name_are_settings_with_javas_default
     answer = await client.invoke(addr, request(RequestCode.GET_NAMESRV_CONFIG, {}), TIMEOUT)
     lines = bytes(answer.body).decode().splitlines()
     assert "productEnvName=center" in lines and "clusterTest=false" in lines
+
+
+async def test_cluster_test_mode_asks_the_product_environment_over_tls_when_tls_enable_is_set(
+    start_namesrv: StartNamesrv, client: RemotingClient, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """ClusterTestRequestProcessor's DefaultMQAdminExt takes ``useTLS`` from ClientConfig's default,
+    ``TlsSystemConfig.tlsEnable`` (the name server's ``tls.enable``), and its NettyRemotingClient then builds its
+    context with ``TlsHelper.buildSslContext(true)`` from the name server's ``tls.*`` settings: a test environment told
+    ``tls.enable=true`` reaches an enforcing product environment. Before: always plaintext, so the product name server
+    closed the connection and every route it held was TOPIC_NOT_EXIST."""
+    absent = str(tmp_path / "absent.properties")
+    _, product = await start_namesrv(name="product", tls_server_mode="enforcing", tls_config_file=absent)
+    async with RemotingClient(ssl_context=client_context()) as secure:  # open: the route lives with its channel
+        assert (await secure.invoke(product, java_register_request(), TIMEOUT)).code == ResponseCode.SUCCESS
+        monkeypatch.setenv("NAMESRV_ADDR", product)
+        _, test_env = await start_namesrv(
+            name="test", cluster_test=True, product_env_name="center", tls_enable=True, tls_config_file=absent
+        )
+        answer = await client.invoke(test_env, route_request("TopicTest"), TIMEOUT)
+    assert (answer.code, bytes(answer.body)) == (ResponseCode.SUCCESS, ROUTE_OF_TOPIC_TEST)
