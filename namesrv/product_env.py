@@ -8,13 +8,17 @@ The product name servers are the admin client's defaults: the ``NAMESRV_ADDR`` e
 TOPIC_NOT_EXIST (Java's admin would then ask the ``rocketmq.namesrv.domain`` HTTP lookup for unit ``productEnvName``'s
 addresses, which no rocketrio client does). Each product name server is tried in turn until one answers. Errors never
 escape: a name server that cannot be reached is logged and passed over ("get route info by topic from product
-environment failed", as Java logs it); an answer other than SUCCESS is a miss.
+environment failed", as Java logs it); an answer other than SUCCESS is a miss. The admin client talks TLS when the name
+server's ``tls.enable`` is true (ClientConfig's ``useTLS`` defaults to ``TlsSystemConfig.tlsEnable``, false unless
+set), with the context ``TlsHelper.buildSslContext(true)`` makes of its ``tls.*`` settings
+(:func:`remoting.tls.settings_client_context`).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import ssl
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Final
@@ -63,6 +67,8 @@ class ProductEnvRoutes:
 
 
 @asynccontextmanager
-async def open_product_env_routes(env_name: str) -> AsyncIterator[ProductEnvRoutes]:
-    async with RemotingClient() as client:
+async def open_product_env_routes(
+    env_name: str, ssl_context: ssl.SSLContext | None = None
+) -> AsyncIterator[ProductEnvRoutes]:
+    async with RemotingClient(ssl_context=ssl_context) as client:
         yield ProductEnvRoutes(client, product_namesrv_addrs(), env_name)

@@ -45,6 +45,7 @@ from remoting.prometheus import (
 )
 from remoting.rpc_metrics import RpcLatency
 from remoting.server import RemotingServer, idle_timeout_of
+from remoting.tls import settings_client_context
 
 
 class NamesrvServer:
@@ -92,7 +93,8 @@ class NamesrvServer:
         async with AsyncExitStack() as stack:
             if self.config.cluster_test:
                 # NamesrvController.registerProcessor: ClusterTestRequestProcessor's admin client, made at start.
-                product = open_product_env_routes(self.config.product_env_name)
+                tls = settings_client_context(self.config, use_tls=self.config.tls_enable is True)
+                product = open_product_env_routes(self.config.product_env_name, tls)
                 self.processor.product_env = await stack.enter_async_context(product)
             async with trio.open_nursery() as nursery:
                 address: Address = await nursery.start(
