@@ -4,6 +4,7 @@ value's trailing blanks (and an escaped leading one), so a key encrypted with su
 
 from __future__ import annotations
 
+import datetime
 import subprocess
 import sys
 from pathlib import Path
@@ -11,14 +12,18 @@ from pathlib import Path
 import pytest
 import trio
 import trustme
-from cryptography.hazmat.primitives import serialization
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
+from cryptography.x509.oid import NameOID
 
 from client.config import ClientConfig
 from remoting.client import RemotingClient
 from remoting.codec.command import request
 from remoting.dispatch import Dispatcher, ProcessorPool
 from remoting.server import RemotingServer, ServerConfig
-from remoting.tls import ENFORCING, TlsSettings, self_signed_pem, server_context, tls_settings_of
+from remoting.tls import ENFORCING, TlsSettings, client_context, self_signed_pem, server_context, tls_settings_of
 from tests.remoting.helpers import EchoProcessor
 
 
@@ -136,3 +141,57 @@ async def test_a_wrong_key_password_stops_the_start_naming_the_key_file(tmp_path
     with pytest.raises(ValueError, match="TLS context") as raised:
         await nursery.start(server.serve, "127.0.0.1", 0)
     assert str(tmp_path / "key.pem") in str(raised.value) and "password" in str(raised.value)
+
+
+#: An EC key encrypted with password ``123456`` as RocketMQ's TLS guide encrypts keys (docs/en/Configuration_TLS.md,
+#: 4.9.8: ``openssl pkcs8 -topk8 -v1 PBE-SHA1-RC4-128``), the format a ``tls.server.keyPassword`` is usually for.
+GUIDE_KEY = b"""-----BEGIN ENCRYPTED PRIVATE KEY-----
+MIGrMBwGCiqGSIb3DQEMAQEwDgQI+ZNuyIZaP9wCAggABIGKpiq9L4Qft/+/7d/1
+Xutry1eJ1/2j+NZFZJsEJ7FN08CKOfaC9NbWfO3wn23SX8wGzm+vh0R/gtNciK7F
+mU00V1kVGK3keiJNqL/YSAADSq8iBA0whjiq94mVlBGuohiQUhEC3JRX2Rzs3ig5
+4fgltNvcPqQL5ZZOfU2WXfHNBCieCS/ku+6CiwZf
+-----END ENCRYPTED PRIVATE KEY-----
+"""
+
+
+def _certificate_for(key: PrivateKeyTypes) -> bytes:
+    """A self-signed certificate for ``key`` (the test's, not what is tested)."""
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.UTC)
+    assert isinstance(key, ec.EllipticCurvePrivateKey)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(1)
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .sign(key, hashes.SHA256())
+    )
+    return cert.public_bytes(serialization.Encoding.PEM)
+
+
+async def test_a_key_encrypted_as_rocketmqs_tls_guide_says_loads_with_its_password(tmp_path: Path) -> None:
+    """Netty reads an encrypted PKCS#8 key through the JDK (``EncryptedPrivateKeyInfo``, ``PBEWithSHA1AndRC4_128``),
+    so a key made as RocketMQ's guide makes it serves. Before: OpenSSL 3 has no RC4 without its legacy provider, so
+    the start stopped with "do not load as a certificate and its key" for a key and password that are right."""
+    key_path, cert_path = tmp_path / "server.key", tmp_path / "server.pem"
+    key_path.write_bytes(GUIDE_KEY)
+    cert_path.write_bytes(_certificate_for(serialization.load_pem_private_key(GUIDE_KEY, b"123456")))
+    settings = TlsSettings(
+        tls_test_mode_enable=False,
+        tls_server_cert_path=str(cert_path),
+        tls_server_key_path=str(key_path),
+        tls_server_key_password="123456",
+        tls_config_file=str(tmp_path / "absent.properties"),
+    )
+    dispatcher = Dispatcher()
+    dispatcher.register(1000, EchoProcessor(), ProcessorPool("echo", 1, 10))
+    server = RemotingServer(dispatcher, ServerConfig(tls_mode=ENFORCING, ssl_context=lambda: server_context(settings)))
+    async with trio.open_nursery() as nursery:
+        host, port = await nursery.start(server.serve, "127.0.0.1", 0)
+        async with RemotingClient(ssl_context=client_context()) as client:
+            answer = await client.invoke(f"{host}:{port}", request(1000, {}, b"guide key"), 5)
+        assert bytes(answer.body) == b"guide key"
+        nursery.cancel_scope.cancel()
