@@ -243,16 +243,44 @@ def _load_generated(ctx: ssl.SSLContext) -> None:
 def load_key_pair(ctx: ssl.SSLContext, cert: str, key: str | None, password: str | None) -> None:
     """Load a certificate chain and its key into ``ctx``; an encrypted key without ``password`` raises
     ``ssl.SSLError``, as Netty refuses it (TlsHelper passes a null password), where OpenSSL's default would prompt on
-    the terminal or read standard input, blocking the process. OpenSSL's own errors but a mismatched pair (which
-    :func:`fatal_at_start` tells apart by its reason) are raised again naming the files, as Netty's message names
-    the key ("[SSL] PEM lib" said neither which file nor why)."""
+    the terminal or read standard input, blocking the process. A PKCS#8 key OpenSSL 3 cannot decrypt (RC4, as
+    RocketMQ's TLS guide encrypts keys) is decrypted by :func:`_load_reencrypted`. OpenSSL's own errors but a
+    mismatched pair (which :func:`fatal_at_start` tells apart by its reason) are raised again naming the files, as
+    Netty's message names the key ("[SSL] PEM lib" said neither which file nor why)."""
     try:
         ctx.load_cert_chain(cert, key or None, password or functools.partial(_no_password, key or cert))
     except ssl.SSLError as exc:
         if getattr(exc, "library", None) is None or exc.reason == "KEY_VALUES_MISMATCH":
             raise  # ours (no password), or one the caller tells apart
+        if key and password and _load_reencrypted(ctx, cert, key, password):
+            return
         raise ssl.SSLError(0, f"{cert} and {key or cert} do not load as a certificate and its key (not PEM, or a "
                               f"wrong key password): {exc}") from exc  # fmt: skip
+
+
+def _load_reencrypted(ctx: ssl.SSLContext, cert: str, key: str, password: str) -> bool:
+    """Load an encrypted PKCS#8 key OpenSSL's default provider cannot decrypt (RocketMQ's TLS guide,
+    docs/en/Configuration_TLS.md, encrypts with ``PBE-SHA1-RC4-128``, which Netty reads through the JDK's
+    ``EncryptedPrivateKeyInfo``; OpenSSL 3 keeps RC4 in its legacy provider): decrypted with ``cryptography`` and
+    handed to ``ssl`` encrypted again with the same password (a private temporary file, never the key in clear).
+    False when ``cryptography`` cannot decrypt it either (not PEM, a wrong password)."""
+    from cryptography.exceptions import UnsupportedAlgorithm
+    from cryptography.hazmat.primitives import serialization
+
+    secret = password.encode()
+    try:
+        private_key = serialization.load_pem_private_key(Path(key).read_bytes(), secret)
+    except (OSError, ValueError, TypeError, UnsupportedAlgorithm):
+        return False
+    pem = private_key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.BestAvailableEncryption(secret)
+    )
+    with tempfile.TemporaryDirectory(prefix="rocketrio-tls-") as tmp:
+        copy = Path(tmp) / "key.pem"
+        copy.touch(mode=0o600)
+        copy.write_bytes(pem)
+        ctx.load_cert_chain(cert, copy, password)
+    return True
 
 
 def _no_password(key: str) -> str:
