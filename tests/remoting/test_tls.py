@@ -221,6 +221,26 @@ async def test_required_client_auth_without_a_trust_file_refuses_a_client_withou
             await _echo(client, addr)
 
 
+async def test_required_client_auth_without_auth_client_refuses_a_client_without_a_certificate(
+    nursery: trio.Nursery, cert_files: TlsSettings, ca: trustme.CA, ca_file: str
+) -> None:
+    """RocketMQ's TLS guide (docs/en/Configuration_TLS.md, 4.9.8) sets ``tls.server.need.client.auth=require`` with
+    ``tls.server.authClient=false``: TlsHelper then gives Netty an insecure trust manager and ``ClientAuth.REQUIRE``,
+    so a client without a certificate fails the handshake and one with a certificate is served. Before: ours asked
+    for no certificate without ``authClient`` and served a client without one."""
+    settings = attrs.evolve(cert_files, tls_server_need_client_auth="require", tls_server_trust_cert_path=ca_file)
+    _, addr = await _serve(nursery, ENFORCING, settings)
+    async with RemotingClient(ssl_context=client_context(ca_file)) as client:
+        with pytest.raises(RemotingConnectError):
+            await _echo(client, addr)
+    cert = ca.issue_cert("client")
+    chain, key = Path(ca_file).with_name("client.pem"), Path(ca_file).with_name("client.key")
+    cert.cert_chain_pems[0].write_to_path(str(chain))
+    cert.private_key_pem.write_to_path(str(key))
+    async with RemotingClient(ssl_context=client_context(ca_file, str(chain), str(key))) as client:
+        assert await _echo(client, addr) == b"over the wire"
+
+
 def test_a_client_told_to_check_the_server_without_a_trust_file_uses_the_default_cas(tmp_path: Path) -> None:
     """``tls.client.authServer`` without ``tls.client.trustCertPath`` (the broker towards its name servers): the
     server is checked against the platform's CAs, as TlsHelper does, not left unchecked."""
