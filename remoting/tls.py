@@ -15,7 +15,8 @@ default), a self-signed certificate generated in memory with ``cryptography`` (w
 directory only for the moment ``ssl`` loads it). With ``tls.server.authClient`` it asks for client certificates as
 ``tls.server.need.client.auth`` says, checked against ``tls.server.trustCertPath`` or, without one, the platform's
 default CAs, as TlsHelper does (without ``authClient`` RocketMQ asks too and accepts any certificate; Python's ``ssl``
-cannot, so none is asked for). :func:`client_context` encrypts without checking the server when no CA file is given
+cannot, so ``require`` checks it as with ``authClient``, refusing a client without one as Java does, and ``optional``
+asks for none). :func:`client_context` encrypts without checking the server when no CA file is given
 (RocketMQ's test-mode client), and checks the chain and the host name against a CA file otherwise, or against the
 default CAs (``tls.client.authServer`` without ``tls.client.trustCertPath``); the broker's context towards its name
 servers (:func:`settings_client_context`) checks the chain only, as RocketMQ's client.
@@ -305,13 +306,16 @@ def server_context(config: TlsSettings) -> ssl.SSLContext:
         except OSError as exc:
             raise TlsFileUnopenable(exc.errno, f"cannot open {path}: {exc.strerror}") from exc
     load_key_pair(ctx, settings.tls_server_cert_path, settings.tls_server_key_path, settings.tls_server_key_password)
-    if settings.tls_server_auth_client:
-        # RocketMQ's TlsHelper: the trust file, else the platform's default CAs; need.client.auth applies either way.
+    need = _CLIENT_AUTH.get(settings.tls_server_need_client_auth.strip().lower(), ssl.CERT_NONE)
+    # RocketMQ's TlsHelper: with authClient the trust file, else the platform's default CAs; without it any
+    # certificate, which Python's ssl cannot accept, so only ``require`` asks then (checked as with authClient: a
+    # client without a certificate is refused as in Java); ``optional`` accepts every client either way.
+    if settings.tls_server_auth_client or need == ssl.CERT_REQUIRED:
         if settings.tls_server_trust_cert_path:
             ctx.load_verify_locations(settings.tls_server_trust_cert_path)
         else:
             ctx.load_default_certs(ssl.Purpose.CLIENT_AUTH)
-        ctx.verify_mode = _CLIENT_AUTH.get(settings.tls_server_need_client_auth.strip().lower(), ssl.CERT_NONE)
+        ctx.verify_mode = need
     return ctx
 
 

@@ -49,7 +49,7 @@ async def _serve(nursery: trio.Nursery, ca: trustme.CA, tmp_path: Path, *, auth_
         tls_server_cert_path=cert,
         tls_server_key_path=key,
         tls_server_auth_client=auth_client,
-        tls_server_need_client_auth="require",
+        tls_server_need_client_auth="require" if auth_client else "none",
         tls_server_trust_cert_path=str(trust),
         tls_config_file=str(tmp_path / "absent.properties"),
     )
