@@ -363,8 +363,10 @@ def client_key_files_open(cert_file: str | None, key_file: str | None) -> bool:
 
 
 def settings_client_context(config: TlsSettings, use_tls: bool) -> ssl.SSLContext | None:
-    """The context a server uses as a client (the broker towards name servers): None unless ``use_tls`` (the
-    broker's ``useTLS``, decided by ``broker.security.client_use_tls`` alone), and None too, logged, when the client
+    """The context ``TlsHelper.buildSslContext(true)`` makes of ``config``: the broker's towards its name servers, the
+    name server's towards a product environment, and a client's given no TLS file (:func:`settings_from_environment`).
+    None unless ``use_tls`` (the broker's ``useTLS``, decided by ``broker.security.client_use_tls`` alone; the name
+    server's ``tls.enable``), and None too, logged, when the client
     certificate or key file cannot be opened (RocketMQ then connects in plaintext); trusts ``tls.client.trustCertPath``
     only with ``tls.client.authServer``, and then checks the server's chain but not its host name, as RocketMQ:
     ``NettyRemotingClient`` builds its handler with ``sslContext.newHandler(alloc)``, no peer host, so Netty's engine
