@@ -1,0 +1,165 @@
+"""Mapped files on a disk that fills up: a write through a mapping into a page the file has no block for raises
+SIGBUS when the disk has none left, which kills the process (the JVM turns it into an InternalError at the write:
+DLedger's DefaultMmapFile and RocketMQ's MappedFile and IndexFile map sparse files and go on). Here every such file
+takes its blocks before writing into them (``posix_fallocate``), so a full disk is ENOSPC, an error, and the process
+lives on. Each case runs in a child process on a 4 MiB tmpfs filled to the last block: a SIGBUS kills the child, not
+the test run; the child reports what it saw as a JSON line."""
+
+from __future__ import annotations
+
+import errno
+import json
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def full_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 4 MiB tmpfs, unmounted afterwards; skipped where mounting is not allowed."""
+    mount = tmp_path / "tiny"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)], capture_output=True)
+    if done.returncode:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode(errors='replace').strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)], check=False)
+
+
+def fill(path: Path) -> None:
+    """Write ``path`` until the disk has no block left."""
+    with open(path, "wb", buffering=0) as f:
+        for chunk in (64 * 1024, 4096, 512):
+            try:
+                while True:
+                    f.write(bytes(chunk))
+            except OSError as exc:
+                if exc.errno != errno.ENOSPC:
+                    raise
+
+
+def run_child(case: str, root: Path) -> dict[str, object]:
+    """Run ``case`` (a function of this module) in a child process; its report, once it exited normally."""
+    code = f"import sys; from tests.store.test_full_disk_mmap import {case}; {case}(sys.argv[1])"
+    done = subprocess.run([sys.executable, "-c", code, str(root)], cwd=REPO, capture_output=True, timeout=120)
+    assert done.returncode == 0, f"child died ({done.returncode}): {done.stderr.decode(errors='replace')[-2000:]}"
+    report: dict[str, object] = json.loads(done.stdout.decode().splitlines()[-1])
+    return report
+
+
+def constant(body: bytes) -> Callable[[int], bytes]:
+    """An entry's body fill that writes ``body`` wherever the entry lies."""
+    return lambda _pos: body
+
+
+def dledger_index_case(root: str) -> None:
+    """A leader appends small entries to a DLedger log whose data segment has room while the disk is full: the
+    index records reach the end of the blocks the index segment holds."""
+    from dledger.config import DLedgerConfig
+    from dledger.file_store import FileLedger
+
+    size = 1 << 20
+    config = DLedgerConfig(group="g", self_id="n0", peers="n0-a:1", store_base_dir=root,
+                           mapped_file_size_for_entry_data=size, mapped_file_size_for_entry_index=size)  # fmt: skip
+    ledger = FileLedger(config)
+    ledger.load()
+    ledger.append_as_leader(1, [(10, lambda _pos: b"0" * 10)])
+    fill(Path(root) / "filler")
+    error = 0
+    try:
+        for i in range(1, 16_000):  # 16000 x 58 bytes fit the 1 MiB data segment
+            ledger.append_as_leader(1, [(10, constant(b"%010d" % i))])
+    except OSError as exc:
+        error = exc.errno or 0
+    last = ledger.end_index
+    intact = all(ledger.get(i).body == b"%010d" % i for i in range(1, last + 1))  # type: ignore[union-attr]
+    (Path(root) / "filler").unlink()
+    after = ledger.append_as_leader(1, [(5, lambda _pos: b"after")])[0]
+    print(json.dumps({"error": error, "last": last, "intact": intact, "after": after.index,
+                      "found": ledger.get(after.index) == after}))  # fmt: skip
+
+
+def test_a_dledger_index_segment_on_a_full_disk_fails_the_append_not_the_process(full_disk: Path) -> None:
+    """DLedger's index segment is sparse (DLedger's DefaultMmapFile maps it so: 160 MB of 32-byte records by
+    default): a record in a page with no block on a full disk was a SIGBUS. The append now fails with ENOSPC, taken
+    back whole, the entries before it intact, and the log takes entries again once the disk has room."""
+    report = run_child("dledger_index_case", full_disk)
+    assert report["error"] == errno.ENOSPC
+    assert isinstance(report["last"], int) and report["last"] > 0
+    assert report["intact"] and report["found"] and report["after"] == report["last"] + 1
+
+
+def index_create_case(root: str) -> None:
+    """An index file made on a full disk."""
+    from store.index_file import IndexFile
+
+    fill(Path(root) / "filler")
+    error = 0
+    try:
+        IndexFile.create(Path(root) / "20260101000000000", 4096, 16_384)
+    except OSError as exc:
+        error = exc.errno or 0
+    print(json.dumps({"error": error, "left": sorted(p.name for p in Path(root).iterdir())}))
+
+
+def test_an_index_file_made_on_a_full_disk_fails_with_enospc(full_disk: Path) -> None:
+    """Its header written into a page with no block was a SIGBUS; now the creation raises ENOSPC and leaves no file
+    (the index dispatch tries it again later: tests/processors/test_index_file_failure.py)."""
+    assert run_child("index_create_case", full_disk) == {"error": errno.ENOSPC, "left": ["filler"]}
+
+
+def index_put_case(root: str) -> None:
+    """Keys put into an index file while the disk is full."""
+    from store.index_file import IndexFile, index_key_hash
+
+    index = IndexFile.create(Path(root) / "20260101000000000", 4096, 200_000)
+    fill(Path(root) / "filler")
+    error, put = 0, 0
+    try:
+        for i in range(100_000):  # 2 MB of entries
+            put += index.put_entries([(index_key_hash(f"k{i}"), 1000 + i)], 1_700_000_000_000)
+    except OSError as exc:
+        error = exc.errno or 0
+    found: list[int] = []
+    index.select(index_key_hash(f"k{put - 1}"), found, 10, 0, 2**62)
+    (Path(root) / "filler").unlink()
+    again = index.put_entries([(index_key_hash("after"), 5_000_000)], 1_700_000_000_000)
+    print(json.dumps({"error": error, "put": put, "found": found, "count": index.index_count, "again": again}))
+
+
+def test_keys_put_into_an_index_file_on_a_full_disk_fail_with_enospc(full_disk: Path) -> None:
+    """An index file is sparse, as RocketMQ's IndexFile maps it (420 MB by default): an entry or a hash slot in a
+    page with no block on a full disk was a SIGBUS. Now the put raises ENOSPC before it writes anything, the entries
+    before it intact, and puts go on once the disk has room."""
+    report = run_child("index_put_case", full_disk)
+    put = report["put"]
+    assert report["error"] == errno.ENOSPC and isinstance(put, int) and 0 < put < 100_000
+    assert report["found"] == [1000 + put - 1] and report["count"] == put + 2 and report["again"] == 1
+
+
+def checkpoint_case(root: str) -> None:
+    """The store's checkpoint made on a full disk, then written."""
+    from store.checkpoint import Checkpoint
+
+    fill(Path(root) / "filler")
+    error = 0
+    try:
+        checkpoint = Checkpoint(Path(root) / "checkpoint")
+        checkpoint.safe_offset = 1
+        checkpoint.write()
+    except OSError as exc:
+        error = exc.errno or 0
+    print(json.dumps({"error": error}))
+
+
+def test_a_checkpoint_made_on_a_full_disk_fails_with_enospc(full_disk: Path) -> None:
+    """Its page written with no block behind it was a SIGBUS at the first checkpoint write; now opening it raises
+    ENOSPC, so a store that cannot keep a checkpoint does not start."""
+    assert run_child("checkpoint_case", full_disk) == {"error": errno.ENOSPC}
