@@ -29,10 +29,13 @@ as DLedger does. :class:`FileTermStore` keeps ``currTerm`` and ``voteLeader`` du
 fsync, rename).
 
 Errors: :class:`~dledger.ledger.LedgerError` (DISK_ERROR) for an append that does not land where it must; ``OSError``
-from the file system propagates. Every append (a leader's batch: :meth:`FileLedger.append_as_leader`, its single send:
-:meth:`FileLedger.append_record_as_leader`, a follower's entry: :meth:`FileLedger.append_as_follower`) is written
-whole or not at all: what a failed one wrote is erased again (DLedger 0.3.1.2 keeps it: a follower whose index
-segment could not be made then refuses the leader's every push of that entry, its data end past the entry's ``pos``).
+from the file system propagates, a full disk included: data segments take all their blocks when made, index segments
+(sparse) take theirs ahead of the records (``MappedFile.reserve``), so a full disk is ENOSPC, never a SIGBUS at a
+write through the mapping (tests/store/test_full_disk_mmap.py). Every append (a leader's batch:
+:meth:`FileLedger.append_as_leader`, its single send: :meth:`FileLedger.append_record_as_leader`, a follower's entry:
+:meth:`FileLedger.append_as_follower`) is written whole or not at all: what a failed one wrote is erased again
+(DLedger 0.3.1.2 keeps it: a follower whose index segment could not be made then refuses the leader's every push of
+that entry, its data end past the entry's ``pos``).
 A truncation (:meth:`FileLedger.truncate`) that fails leaves the log cut and consistent: ending right before the
 leader's entry when that entry could not be written, its end term and flushed index those of the entry it ends at.
 """
@@ -168,7 +171,8 @@ class FileLedger:
         self.config = config
         self.directory = config.default_path
         self.data = MappedFileQueue(config.data_dirs, config.mapped_file_size_for_entry_data)
-        # Sparse, as DLedger's own MappedFile leaves it: 160 MB of 32-byte slots per member by default, mostly empty.
+        # Sparse, as DLedger's DefaultMmapFile leaves it: 160 MB of 32-byte records per member by default, mostly
+        # empty. Its blocks are taken ahead of the records (MappedFile.reserve), so a full disk fails an append.
         self.index = MappedFileQueue(config.index_path, config.mapped_file_size_for_entry_index, preallocate=False)
         self._begin = -1
         self._end = -1
@@ -562,6 +566,8 @@ class FileLedger:
         at = index * INDEX_UNIT_SIZE
         mf = self._index_segment(at)
         rel = at - mf.file_from_offset
+        if rel + INDEX_UNIT_SIZE > mf.reserved:
+            mf.reserve(rel + INDEX_UNIT_SIZE)  # sparse: blocks first, or a full disk is a SIGBUS at the write
         INDEX_LAYOUT.pack_into(mf.buf, rel, magic, pos, size, index, term)
         if mf.wrote_position < rel + INDEX_UNIT_SIZE:
             mf.wrote_position = rel + INDEX_UNIT_SIZE

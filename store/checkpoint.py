@@ -6,7 +6,9 @@ as in 4.9.8, plus rocketrio's ``safe_offset`` @24: the CommitLog offset below wh
 entry and its index entries are durable. Recovery re-scans only from there, so its cost follows the unflushed tail.
 (5.x reads @24 as its master-flushed offset, which has the same meaning on a master.)
 
-Writes go through the mapping; :meth:`Checkpoint.flush` is blocking (run it in a thread).
+Writes go through the mapping; :meth:`Checkpoint.flush` is blocking (run it in a thread). The file's page takes its
+block when it is opened (a full disk: ``OSError``, ENOSPC, there), never at a write through the mapping, where a
+missing block is a SIGBUS.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 from typing import Final
 
 from store.errors import StoreError
+from store.mapped_file import reserve_blocks
 
 CHECKPOINT_SIZE: Final = 4096
 _FIELDS: Final = struct.Struct(">qqqq")
@@ -43,6 +46,8 @@ class Checkpoint:
         try:
             if os.fstat(fd).st_size < CHECKPOINT_SIZE:
                 os.ftruncate(fd, CHECKPOINT_SIZE)
+            # Its page takes a block now (a full disk: ENOSPC here), not at the first write: a SIGBUS then.
+            reserve_blocks(fd, 0, CHECKPOINT_SIZE)
             self._map = mmap.mmap(fd, CHECKPOINT_SIZE)
         except BaseException:
             os.close(fd)

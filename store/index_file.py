@@ -11,13 +11,19 @@ at 1 (0 means "none"), so a file holds ``max_index_num - 1`` entries before the 
 A file is memory-mapped for its whole life and its header is rewritten in the mapping after every entry, so the page
 cache always holds a consistent file; :meth:`IndexFile.flush` makes it durable.
 
+A file is sparse, as RocketMQ's (420 MB at the default geometry, filled over hours), but never written where it has
+no blocks: on a full disk that is a SIGBUS, which kills the process (the JVM turns it into an InternalError at the
+write). The header and slots take theirs at creation, the entries theirs ahead of the puts, ``RESERVE_CHUNK`` at a
+time (:func:`~store.mapped_file.reserve_blocks`), so a full disk is ENOSPC: from :meth:`IndexFile.create`, or from a
+put before it writes anything.
+
 endTimestamp is the store time of the last entry written, as Java's ``IndexFile.putKey`` sets it: after the wall clock
 stepped back it is below beginTimestamp. Such a header is valid (Java's ``IndexHeader.load`` checks nothing);
 :meth:`IndexFile.time_overlaps` takes the file's span as the smaller to the larger of the two.
 
 Errors: a file of the wrong size, or whose header counts or offsets no writer produces, raises
 :class:`IndexFileCorruptError` from :meth:`IndexFile.open`; a corrupt chain inside a file only ends a lookup early, it
-never raises or loops.
+never raises or loops; a full disk raises ``OSError`` (ENOSPC) from :meth:`IndexFile.create` and from the puts.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from typing import Final
 from remoting.codec.message_properties import java_hash, java_hash_joined, java_hashes_joined
 from remoting.codec.record_scan import index_put_hashed
 from store.errors import StoreCorruptError
+from store.mapped_file import RESERVE_CHUNK, reserve_blocks
 
 HEADER_SIZE: Final = 40
 HASH_SLOT_SIZE: Final = 4
@@ -81,12 +88,14 @@ def index_file_size(max_hash_slots: int, max_index_num: int) -> int:
 class IndexFile:
     """One mapped index file. Use :meth:`create` or :meth:`open`; :meth:`close` unmaps it."""
 
-    def __init__(self, path: Path, max_hash_slots: int, max_index_num: int, mm: mmap.mmap) -> None:
+    def __init__(self, path: Path, max_hash_slots: int, max_index_num: int, mm: mmap.mmap, reserved: int = 0) -> None:
         self.path = path
         self.max_hash_slots = max_hash_slots
         self.max_index_num = max_index_num
         self._mm = mm
         self._entries_at = HEADER_SIZE + max_hash_slots * HASH_SLOT_SIZE
+        #: the bytes from the start that have blocks (:meth:`_reserve_for`); 0 for a file opened, its holes unknown
+        self._reserved = reserved
         header: tuple[int, ...] = _HEADER.unpack_from(mm, 0)
         self.begin_timestamp, self.end_timestamp, self.begin_phy_offset, self.end_phy_offset = header[:4]
         self.hash_slot_count = header[4]
@@ -97,15 +106,22 @@ class IndexFile:
     @classmethod
     def create(cls, path: Path, max_hash_slots: int, max_index_num: int) -> IndexFile:
         """A new, empty file. It appears under its final name only once sized and headed (rename), so a crash
-        during creation leaves no truncated file behind."""
+        during creation leaves no truncated file behind. Its header, slots and first entries take their blocks
+        first: a full disk raises ENOSPC, the half-made file removed."""
         size = index_file_size(max_hash_slots, max_index_num)
+        reserved = min(size, HEADER_SIZE + max_hash_slots * HASH_SLOT_SIZE + RESERVE_CHUNK)
         creating = path.with_name(path.name + ".creating")
-        with open(creating, "w+b") as f:
-            f.truncate(size)
-            mm = mmap.mmap(f.fileno(), size)
+        try:
+            with open(creating, "w+b") as f:
+                f.truncate(size)
+                reserve_blocks(f.fileno(), 0, reserved)
+                mm = mmap.mmap(f.fileno(), size)
+        except OSError:
+            creating.unlink(missing_ok=True)
+            raise
         _HEADER.pack_into(mm, 0, 0, 0, 0, 0, 0, 1)
         os.replace(creating, path)
-        return cls(path, max_hash_slots, max_index_num, mm)
+        return cls(path, max_hash_slots, max_index_num, mm, reserved)
 
     @classmethod
     def open(cls, path: Path, max_hash_slots: int, max_index_num: int) -> IndexFile:
@@ -148,6 +164,7 @@ class IndexFile:
         then rewrite the header once. Returns how many were written: fewer than given when the file fills up."""
         if not packed or self.is_full:
             return 0
+        self._reserve_for(len(packed) // _HASHED.size)
         if not self.is_empty:
             return self._put_run(packed, store_timestamp, self._time_diff(store_timestamp))
         # The file's first entry sets its begin offset and time, which the entries after it count from.
@@ -179,6 +196,7 @@ class IndexFile:
 
     def _put_timed(self, entries: Sequence[tuple[int, int]], timestamps: Sequence[int]) -> int:
         """:meth:`put_entries` with a store time per entry, each entry's time diff from the file's begin time."""
+        self._reserve_for(len(entries))
         mm = self._mm
         slots = self.max_hash_slots
         entries_at = self._entries_at
@@ -208,6 +226,24 @@ class IndexFile:
         self.end_timestamp = stamp
         self._write_header()
         return number - start
+
+    def _reserve_for(self, count: int) -> None:
+        """Give the file blocks for ``count`` more entries (and everything before them) before they are written, a
+        chunk ahead; a full disk raises ENOSPC with nothing written."""
+        end = self._entries_at + (self.index_count + count) * INDEX_ENTRY_SIZE
+        if end > self._reserved:
+            self._reserve_to(end)
+
+    def _reserve_to(self, end: int) -> None:
+        target = min(index_file_size(self.max_hash_slots, self.max_index_num), end + RESERVE_CHUNK)
+        if target <= self._reserved:
+            return  # the whole file has its blocks (a put of more entries than it holds: they are not written)
+        fd = os.open(self.path, os.O_RDWR)
+        try:
+            reserve_blocks(fd, self._reserved, target - self._reserved)
+        finally:
+            os.close(fd)
+        self._reserved = target
 
     def time_overlaps(self, begin_ms: int, end_ms: int) -> bool:
         """Whether [begin_ms, end_ms] overlaps this file's span (Java's isTimeMatched), from the smaller to the larger
@@ -270,7 +306,8 @@ class IndexFile:
 
     def truncate_after(self, phy_offset: int) -> None:
         """Forget every entry whose offset is >= ``phy_offset``, restoring the slots they displaced. Entries are
-        written in CommitLog order, so they form a suffix of the file and undoing them newest-first is exact."""
+        written in CommitLog order, so they form a suffix of the file and undoing them newest-first is exact. It
+        writes only into pages that hold data (the entries undone, their slots, the header), so never into a hole."""
         mm = self._mm
         while not self.is_empty:
             number = self.index_count - 1

@@ -8,9 +8,15 @@ single attribute stores. Deleting or truncating files is decided on the Trio thr
 held, so it never races a flush of the same file; retention takes the segments out of their queue there and unmaps
 and unlinks them in a worker thread afterwards (:meth:`MappedFileQueue.take_first`, :func:`destroy_segments`).
 
-Errors: ``OSError`` from the file system propagates (a new segment's blocks are taken at creation: a full disk is
-ENOSPC there, the half-made file removed, never a sparse segment and a SIGBUS at a later write); a segment with the
-wrong size or a gap between segment names raises :class:`~store.errors.StoreCorruptError`.
+Full disks: a write through a mapping into a page that has no block behind it, on a disk with none left, is a SIGBUS
+that kills the process (the JVM turns it into an InternalError at the write, so RocketMQ's and DLedger's sparse
+mapped files fail the write instead). So no file here is written where it holds no blocks: a preallocated segment
+takes all of them at creation (:func:`reserve_blocks`), a sparse one takes them ahead of its writes,
+:data:`RESERVE_CHUNK` at a time (:meth:`MappedFile.reserve`), and a full disk is ENOSPC there, before anything is
+written.
+
+Errors: ``OSError`` from the file system propagates (ENOSPC at a segment's creation removes the half-made file); a
+segment with the wrong size or a gap between segment names raises :class:`~store.errors.StoreCorruptError`.
 """
 
 from __future__ import annotations
@@ -40,6 +46,20 @@ _ZERO_CHUNK: Final = bytes(1 << 20)
 
 #: posix_fallocate's answers for "this file system cannot": only then is a sparse segment made instead.
 _NO_FALLOCATE: Final = frozenset({errno.EOPNOTSUPP, errno.ENOTSUP, errno.EINVAL, errno.ENOSYS})
+#: The blocks a sparse file takes at a time ahead of its writes (:meth:`MappedFile.reserve`): one ``fallocate`` per
+#: 8192 DLedger index records or 13107 index file entries.
+RESERVE_CHUNK: Final = 256 * 1024
+
+
+def reserve_blocks(fd: int, offset: int, length: int) -> None:
+    """Give the file ``fd`` blocks for ``[offset, offset + length)`` (extending it if shorter), so that writes through
+    a mapping there never fault for want of one. A full disk raises ``OSError`` (ENOSPC); a file system that cannot
+    preallocate (tmpfs on old kernels, overlay) is left as it is, sparse."""
+    try:
+        os.posix_fallocate(fd, offset, length)
+    except OSError as exc:
+        if exc.errno not in _NO_FALLOCATE:
+            raise
 
 
 def _unlink_quietly(path: Path) -> None:
@@ -104,29 +124,28 @@ def destroy_segments(files: Iterable[Destroyable]) -> None:
 class MappedFile:
     """One segment. ``wrote_position`` is the bytes appended, ``flushed_position`` the bytes known durable."""
 
-    __slots__ = ("buf", "cuts", "fd", "file_from_offset", "file_size", "flushed_position", "path", "sync_streak",
-                 "view", "wrote_position")  # fmt: skip
+    __slots__ = ("buf", "cuts", "fd", "file_from_offset", "file_size", "flushed_position", "path", "reserved",
+                 "sync_streak", "view", "wrote_position")  # fmt: skip
 
     def __init__(self, path: Path, file_from_offset: int, file_size: int, preallocate: bool = True) -> None:
         self.path = path
         self.file_from_offset = file_from_offset
         self.file_size = file_size
+        #: the bytes from the start that have blocks: all of a preallocated segment; a sparse one's grow ahead of its
+        #: writes (:meth:`reserve`; one loaded from disk starts at 0, its holes unknown)
+        self.reserved = file_size if preallocate else 0
         self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             existing = os.fstat(self.fd).st_size
             if existing == 0 and not preallocate:
-                os.ftruncate(self.fd, file_size)  # sparse: blocks are taken as pages are first written
+                os.ftruncate(self.fd, file_size)  # sparse: blocks are taken ahead of the writes (reserve)
             elif existing == 0:
                 try:
-                    os.posix_fallocate(self.fd, 0, file_size)
-                except OSError as exc:
-                    if exc.errno not in _NO_FALLOCATE:
-                        # ENOSPC (a full disk, maybe one directory of several): a sparse file would take its
-                        # blocks at the first write to each page, and one that finds none is a SIGBUS.
-                        _unlink_quietly(path)
-                        raise
-                    # Some file systems (tmpfs on old kernels, overlay) lack fallocate: a sparse file still works.
-                    os.ftruncate(self.fd, file_size)
+                    reserve_blocks(self.fd, 0, file_size)
+                except OSError:
+                    _unlink_quietly(path)  # ENOSPC (a full disk, maybe one directory of several)
+                    raise
+                os.ftruncate(self.fd, file_size)  # a file system that cannot preallocate: sparse, still works
             elif existing != file_size:
                 raise StoreCorruptError(f"segment {path} is {existing} bytes, expected {file_size}")
             self.buf = mmap.mmap(self.fd, file_size)
@@ -149,6 +168,17 @@ class MappedFile:
     @property
     def free(self) -> int:
         return self.file_size - self.wrote_position
+
+    def reserve(self, end: int) -> None:
+        """Give a sparse segment blocks up to ``end`` and :data:`RESERVE_CHUNK` past it before a write there (its
+        owner calls it when ``end`` passes :attr:`reserved`): a full disk raises ``OSError`` (ENOSPC) here, before
+        anything is written, where the write would have been a SIGBUS. Only the holes take blocks: the range from 0
+        covers the written part of a segment loaded from disk (a sparse file made by DLedger or an older rocketrio),
+        and erasing (:meth:`zero_from`) never writes into a hole (it reads zeros there)."""
+        target = min(self.file_size, end + RESERVE_CHUNK)
+        if target > self.reserved:
+            reserve_blocks(self.fd, self.reserved, target - self.reserved)
+            self.reserved = target
 
     def warm_up(self, write_back: bool) -> None:
         """Prefault every page so appends never fault (blocking; run in a thread on a fresh segment).
