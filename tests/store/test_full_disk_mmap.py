@@ -215,3 +215,52 @@ def test_a_dledger_broker_whose_disk_fills_answers_an_error_and_lives_on(full_di
     assert report["code"] == 1 and "No space left on device" in str(report["remark"]), report
     assert report["after"] == 0 and report["first"] and report["last"]
     assert report["entries"] == 3  # the leader's first (empty) entry, "first", "after"
+
+
+def make_sparse(path: Path, written: int) -> None:
+    """Rewrite the segment ``path`` as RocketMQ's MappedFile leaves one (``fileChannel.map`` past the file's end, no
+    warm-up by default): its first ``written`` bytes with blocks, the rest a hole."""
+    data = path.read_bytes()
+    path.unlink()
+    with open(path, "wb") as f:
+        f.truncate(len(data))
+        f.write(data[:written])
+
+
+def java_sparse_tail_case(root: str) -> None:
+    """A store whose CommitLog and ConsumeQueue tails were written by a Java broker (sparse), opened on a full disk
+    and sent to."""
+    from store.results import GetStatus
+    from tests.store.store_helpers import message, open_store
+
+    sizes = {"mapped_file_size_commit_log": 1 << 20, "mapped_file_size_consume_queue": 1000 * 20}
+    store = open_store(Path(root) / "store", **sizes)
+    store.append(message(body=b"java"))
+    store.close()
+    make_sparse(Path(root) / "store" / "commitlog" / f"{0:020d}", 4096)
+    make_sparse(Path(root) / "store" / "consumequeue" / "TopicTest" / "0" / f"{0:020d}", 4096)
+    fill(Path(root) / "filler")
+    stage, error = "load", 0
+    try:
+        store = open_store(Path(root) / "store", **sizes)
+        stage = "append"
+        for _ in range(300):  # 300 KB: past the CommitLog tail's first page
+            store.append(message(body=bytes(1000)))
+        store.close()
+    except OSError as exc:
+        error = exc.errno or 0
+    (Path(root) / "filler").unlink()
+    store = open_store(Path(root) / "store", **sizes)
+    after = store.append(message(body=b"after")).queue_offset
+    first = store.get("TopicTest", 0, 0, 1).status is GetStatus.FOUND
+    store.close()
+    print(json.dumps({"stage": stage, "error": error, "after": after, "first": first}))
+
+
+def test_a_store_whose_tail_java_left_sparse_does_not_start_on_a_full_disk(full_disk: Path) -> None:
+    """RocketMQ's MappedFile maps a segment without preallocating it, so the CommitLog and ConsumeQueue tails of a
+    store a Java broker wrote are sparse: appends into their holes on a full disk were a SIGBUS. The load now gives
+    the tails their blocks, and a disk without them is ENOSPC there, before anything is written; once the disk has
+    room the store opens with its messages and takes sends."""
+    report = run_child("java_sparse_tail_case", full_disk)
+    assert report == {"stage": "load", "error": errno.ENOSPC, "after": 1, "first": True}
