@@ -47,7 +47,7 @@ class Checkpoint:
             if os.fstat(fd).st_size < CHECKPOINT_SIZE:
                 os.ftruncate(fd, CHECKPOINT_SIZE)
             # Its page takes a block now (a full disk: ENOSPC here), not at the first write: a SIGBUS then.
-            reserve_blocks(fd, 0, CHECKPOINT_SIZE)
+            reserve_blocks(fd, 0, CHECKPOINT_SIZE, path)
             self._map = mmap.mmap(fd, CHECKPOINT_SIZE)
         except BaseException:
             os.close(fd)

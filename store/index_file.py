@@ -114,7 +114,7 @@ class IndexFile:
         try:
             with open(creating, "w+b") as f:
                 f.truncate(size)
-                reserve_blocks(f.fileno(), 0, reserved)
+                reserve_blocks(f.fileno(), 0, reserved, path)
                 mm = mmap.mmap(f.fileno(), size)
         except OSError:
             creating.unlink(missing_ok=True)
@@ -240,7 +240,7 @@ class IndexFile:
             return  # the whole file has its blocks (a put of more entries than it holds: they are not written)
         fd = os.open(self.path, os.O_RDWR)
         try:
-            reserve_blocks(fd, self._reserved, target - self._reserved)
+            reserve_blocks(fd, self._reserved, target - self._reserved, self.path)
         finally:
             os.close(fd)
         self._reserved = target

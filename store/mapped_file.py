@@ -11,7 +11,8 @@ and unlinks them in a worker thread afterwards (:meth:`MappedFileQueue.take_firs
 Full disks: a write through a mapping into a page that has no block behind it, on a disk with none left, is a SIGBUS
 that kills the process (the JVM turns it into an InternalError at the write, so RocketMQ's and DLedger's sparse
 mapped files fail the write instead). So no file here is written where it holds no blocks: a preallocated segment
-takes all of them at creation (:func:`reserve_blocks`), a sparse one takes them ahead of its writes,
+takes all of them at creation (:func:`reserve_blocks`), and the one a load ends its log in the rest of them (a Java
+broker's are sparse: :meth:`MappedFileQueue.truncate_to`), a sparse one takes them ahead of its writes,
 :data:`RESERVE_CHUNK` at a time (:meth:`MappedFile.reserve`), and a full disk is ENOSPC there, before anything is
 written.
 
@@ -51,15 +52,15 @@ _NO_FALLOCATE: Final = frozenset({errno.EOPNOTSUPP, errno.ENOTSUP, errno.EINVAL,
 RESERVE_CHUNK: Final = 256 * 1024
 
 
-def reserve_blocks(fd: int, offset: int, length: int) -> None:
-    """Give the file ``fd`` blocks for ``[offset, offset + length)`` (extending it if shorter), so that writes through
-    a mapping there never fault for want of one. A full disk raises ``OSError`` (ENOSPC); a file system that cannot
-    preallocate (tmpfs on old kernels, overlay) is left as it is, sparse."""
+def reserve_blocks(fd: int, offset: int, length: int, path: Path) -> None:
+    """Give the file ``fd`` (at ``path``) blocks for ``[offset, offset + length)`` (extending it if shorter), so that
+    writes through a mapping there never fault for want of one. A full disk raises ``OSError`` (ENOSPC, naming
+    ``path``); a file system that cannot preallocate (tmpfs on old kernels, overlay) is left as it is, sparse."""
     try:
         os.posix_fallocate(fd, offset, length)
     except OSError as exc:
         if exc.errno not in _NO_FALLOCATE:
-            raise
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
 
 
 def _unlink_quietly(path: Path) -> None:
@@ -141,7 +142,7 @@ class MappedFile:
                 os.ftruncate(self.fd, file_size)  # sparse: blocks are taken ahead of the writes (reserve)
             elif existing == 0:
                 try:
-                    reserve_blocks(self.fd, 0, file_size)
+                    reserve_blocks(self.fd, 0, file_size, path)
                 except OSError:
                     _unlink_quietly(path)  # ENOSPC (a full disk, maybe one directory of several)
                     raise
@@ -177,7 +178,7 @@ class MappedFile:
         and erasing (:meth:`zero_from`) never writes into a hole (it reads zeros there)."""
         target = min(self.file_size, end + RESERVE_CHUNK)
         if target > self.reserved:
-            reserve_blocks(self.fd, self.reserved, target - self.reserved)
+            reserve_blocks(self.fd, self.reserved, target - self.reserved, self.path)
             self.reserved = target
 
     def warm_up(self, write_back: bool) -> None:
@@ -399,7 +400,13 @@ class MappedFileQueue:
 
     def truncate_to(self, offset: int, erase: bool = True) -> None:
         """Make ``offset`` the end: later segments are deleted and, with ``erase``, the segment holding it is zeroed
-        past it. A clean shutdown wrote nothing past the end, so recovery skips the erase then."""
+        past it. A clean shutdown wrote nothing past the end, so recovery skips the erase then.
+
+        In a preallocating queue the segment holding the end takes blocks for the rest of it first: one loaded from
+        disk may be sparse (a Java broker's: RocketMQ's MappedFile maps a segment without preallocating it), and an
+        append into one of its holes on a full disk would be a SIGBUS. A disk without those blocks raises ``OSError``
+        (ENOSPC) here, before that segment is erased or its end moved; on a segment that has them it costs
+        microseconds."""
         while self.files and self.files[-1].file_from_offset > offset:
             self.files.pop().destroy()
         if not self.files:
@@ -408,8 +415,11 @@ class MappedFileQueue:
         pos = offset - last.file_from_offset
         if pos >= last.file_size:
             pos = last.file_size
-        elif erase:
-            last.zero_from(pos)
+        else:
+            if self.preallocate:
+                reserve_blocks(last.fd, pos, last.file_size - pos, last.path)
+            if erase:
+                last.zero_from(pos)
         with _CUT_LOCK:  # a flush in flight records no position (MappedFile.cut)
             last.cuts += 1
             last.wrote_position = last.flushed_position = pos
