@@ -266,3 +266,35 @@ def test_a_store_whose_tail_java_left_sparse_does_not_start_on_a_full_disk(full_
     room the store opens with its messages and takes sends."""
     report = run_child("java_sparse_tail_case", full_disk)
     assert report == {"stage": "load", "error": errno.ENOSPC, "after": 1, "first": True}
+
+
+def java_sparse_wheel_case(root: str) -> None:
+    """A timer wheel file a Java 5.x broker made (sparse), loaded on a full disk and written."""
+    from broker.timer.wheel import SLOT_UNIT, Slot, TimerWheel
+
+    slots, precision = 4096, 1000
+    path = Path(root) / "timerwheel"
+    with open(path, "wb") as f:
+        f.truncate(slots * SLOT_UNIT)  # TimerWheel.java: randomAccessFile.setLength(wheelLength), then a map
+    fill(Path(root) / "filler")
+    stage, error = "load", 0
+    wheel = TimerWheel(path, slots, precision)
+    try:
+        wheel.load()
+        stage = "put"
+        for i in range(slots):
+            wheel.put(Slot(i * precision, i, 1))
+    except OSError as exc:
+        error = exc.errno or 0
+    (Path(root) / "filler").unlink()
+    wheel = TimerWheel(path, slots, precision)
+    wheel.load()
+    wheel.put(Slot(0, 7, 1))
+    print(json.dumps({"stage": stage, "error": error, "after": wheel.get(0).last}))
+
+
+def test_a_timer_wheel_java_left_sparse_is_refused_on_a_full_disk(full_disk: Path) -> None:
+    """RocketMQ 5.x's TimerWheel sizes its file with ``setLength`` (sparse) and maps it: a slot written into one of
+    its holes on a full disk was a SIGBUS. The load now gives the wheel all its blocks, and a disk without them is
+    ENOSPC there; once the disk has room the wheel loads and takes slots."""
+    assert run_child("java_sparse_wheel_case", full_disk) == {"stage": "load", "error": errno.ENOSPC, "after": 7}
