@@ -31,7 +31,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Final, NamedTuple
 
-from store.mapped_file import MappedFile, MappedFileQueue
+from store.mapped_file import MappedFile, MappedFileQueue, reserve_blocks
 
 LOG_ENTRY: Final = struct.Struct(">qqiiq")
 LOG_UNIT: Final = LOG_ENTRY.size
@@ -169,9 +169,18 @@ class TimerWheel:
         return self.slots * self.precision_ms
 
     def load(self) -> None:
-        """Map (creating) the wheel file. Blocking; StoreCorruptError when its size does not match ``slots``."""
+        """Map (creating) the wheel file. Blocking; StoreCorruptError when its size does not match ``slots``.
+
+        Every slot may be written, so the file takes all its blocks first: one a Java broker made is sparse
+        (RocketMQ 5.x's TimerWheel sizes it with ``setLength``), and a slot written into a hole on a full disk would
+        be a SIGBUS. A disk without them raises ``OSError`` (ENOSPC) here; a wheel that has them costs microseconds."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         mf = MappedFile(self.path, 0, self.slots * SLOT_UNIT)
+        try:
+            reserve_blocks(mf.fd, 0, mf.file_size, mf.path)
+        except OSError:
+            mf.close()
+            raise
         mf.wrote_position = mf.file_size
         self._file = mf
 
