@@ -168,6 +168,12 @@ class BrokerConfig(ListenerSettings):
     #: suggesting the group's ``brokerId``, with no offset-moved event: a slave lagging behind its master must not
     #: move a consumer's offset.
     offset_check_in_slave: bool = False
+    #: INVOKE_BROKER_TO_RESET_OFFSET resets on the broker, as RocketMQ 5.3.3's ``useServerSideResetOffset`` (its
+    #: default is true; 4.9.8 has no such key and behaves as false, our default): each queue is committed and held
+    #: for the group's next pull (answered PULL_OFFSET_MOVED to it) or pop, client commits ignored meanwhile, online
+    #: consumers or not and none told. False: 4.9.8's Broker2Client.resetOffset pushes the new offsets to the
+    #: online consumers (docs/mqadmin.md#consumer-offset-resets).
+    use_server_side_reset_offset: bool = False
     #: Refuse transactional (half message) sends with NO_PERMISSION; END_TRANSACTION of accepted ones still works.
     reject_transaction_message: bool = False
     #: Most messages one pull returns while its data is in memory (Java's MessageStoreConfig setting of that name)...

@@ -45,7 +45,8 @@ class ConsumerOffsetManager:
         #: ``enableLmq``: the LMQ groups' offsets (``topic@group`` -> offset) and their file, else ``None``.
         self._lmq: dict[str, int] = {}
         self.lmq_persister = ConfigPersister(lmq_consumer_offset_file(config_dir), self._lmq_snapshot) if lmq else None
-        #: admin resets a pop has yet to take, by (group, topic, queue id): 5.3.3's ``resetOffsetTable`` (in memory)
+        #: admin resets the group's next pull or pop of the queue has yet to take, by (group, topic, queue id): 5.3.3's
+        #: ``resetOffsetTable``, in memory only as Java's (the reset is committed too, and that is saved)
         self._resets: dict[tuple[str, str, int], int] = {}
 
     def _snapshot(self) -> ConsumerOffsetTable:
@@ -92,17 +93,24 @@ class ConsumerOffsetManager:
         self.persister.mark_dirty()
 
     def assign_reset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
-        """An admin's reset of one queue: committed, and kept for the group's next pop of the queue to take over its
-        held moves (:meth:`take_reset`), as 5.3.3's ``ConsumerOffsetManager.assignResetOffset``."""
+        """An admin's reset of one queue: committed, and kept for the group's next pull or pop of the queue to take
+        (:meth:`take_reset`), client commits ignored meanwhile (:meth:`has_reset`), as 5.3.3's
+        ``ConsumerOffsetManager.assignResetOffset``; a negative queue id or offset is ignored, as there."""
+        if queue_id < 0 or offset < 0:
+            log.warning("reset of %s@%s queue %d to %d ignored", topic, group, queue_id, offset)
+            return
         self._resets[(group, topic, queue_id)] = offset
         self.commit(group, topic, queue_id, offset)
 
     def has_reset(self, group: str, topic: str, queue_id: int) -> bool:
-        """Whether a reset of the queue waits for the group's next pop (``hasOffsetReset``)."""
-        return (group, topic, queue_id) in self._resets
+        """Whether a reset of the queue waits for the group's next pull or pop (``hasOffsetReset``)."""
+        return bool(self._resets) and (group, topic, queue_id) in self._resets
 
     def take_reset(self, group: str, topic: str, queue_id: int) -> int | None:
-        """The reset waiting for the group's next pop of the queue, forgotten (``queryThenEraseResetOffset``)."""
+        """The reset waiting for the group's next pull or pop of the queue, forgotten (``queryThenEraseResetOffset``).
+        Every pull asks: nothing pending costs one truthiness test."""
+        if not self._resets:
+            return None
         return self._resets.pop((group, topic, queue_id), None)
 
     def merge(self, table: ConsumerOffsetTable) -> None:

@@ -58,56 +58,90 @@ def reset_offset_table(broker: BrokerContext, header: ResetOffsetRequestHeader) 
     return table
 
 
-def one_queue_reset(
+def server_side_reset(
     broker: BrokerContext, header: ResetOffsetRequestHeader
 ) -> dict[MessageQueue, int] | tuple[ResponseCode, str]:
-    """RocketMQ 5's reset of the one queue ``header.queue_id`` names (``resetOffsetInner``): its ``offset`` when
-    given (within the queue's min and max + 1), else the first one stored at ``timestamp`` (negative: the max
-    offset), committed and kept for the group's next pop of the queue (``assignResetOffset``). Returns the
-    one-queue table, or the error code and remark."""
-    topic, group, queue_id = header.topic, header.group, header.queue_id or 0
+    """RocketMQ 5.3.3's reset on the broker (``AdminBrokerProcessor.resetOffsetInner``): the queue
+    ``header.queue_id`` names (>= 0) at its ``offset`` when given (within the queue's min and max + 1), else every
+    read queue; a queue without an offset goes to the first message stored at ``timestamp`` (negative: the max
+    offset). Each is committed and kept for the group's next pull or pop of it (``assignResetOffset``). Returns the
+    table, or the error code and remark."""
+    topic, group = header.topic, header.group
     if broker.config.broker_role == "SLAVE":
         return ResponseCode.SYSTEM_ERROR, "Can not reset offset in slave broker"
-    if broker.topics.get(topic) is None:
+    config = broker.topics.get(topic)
+    if config is None:
         return ResponseCode.TOPIC_NOT_EXIST, f"Topic {topic} does not exist"
     if broker.groups.get(group) is None:
         return ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"Group {group} does not exist"
-    store = broker.store
-    offset = header.offset
-    if offset is not None and offset != -1:
-        low, high = store.min_offset_in_queue(topic, queue_id), store.max_offset_in_queue(topic, queue_id)
-        if (low >= 0 and offset < low) or offset > high + 1:
-            return ResponseCode.SYSTEM_ERROR, f"Target offset {offset} not in consume queue range [{low}-{high}]"
-    elif header.timestamp < 0:
-        offset = store.max_offset_in_queue(topic, queue_id)
-    else:
-        offset = store.offset_in_queue_by_time(topic, queue_id, header.timestamp, "LOWER")
-    broker.offsets.assign_reset(group, topic, queue_id, offset)
-    return {MessageQueue(topic, broker.config.broker_name, queue_id): offset}
+    one_queue = header.queue_id is not None and header.queue_id >= 0
+    offsets = _one_queue_target(broker, header) if one_queue else _targets(broker, header, config.read_queue_nums)
+    if isinstance(offsets, tuple):
+        return offsets
+    if not offsets:
+        return ResponseCode.SYSTEM_ERROR, "No queues to reset."
+    for queue_id, offset in offsets.items():
+        broker.offsets.assign_reset(group, topic, queue_id, offset)
+    return {MessageQueue(topic, broker.config.broker_name, queue_id): offset for queue_id, offset in offsets.items()}
+
+
+def _one_queue_target(
+    broker: BrokerContext, header: ResetOffsetRequestHeader
+) -> dict[int, int] | tuple[ResponseCode, str]:
+    """``{queueId: offset}`` for the queue the header names: its ``offset`` if given and within the queue's range,
+    else the one at ``timestamp``; or the error."""
+    topic, queue_id, offset = header.topic, header.queue_id or 0, header.offset
+    if offset is None or offset == -1:
+        return _targets(broker, header, 0, [queue_id])
+    low, high = broker.store.min_offset_in_queue(topic, queue_id), broker.store.max_offset_in_queue(topic, queue_id)
+    if (low >= 0 and offset < low) or offset > high + 1:
+        return ResponseCode.SYSTEM_ERROR, f"Target offset {offset} not in consume queue range [{low}-{high}]"
+    return {queue_id: offset}
+
+
+def _targets(
+    broker: BrokerContext, header: ResetOffsetRequestHeader, queue_nums: int, queue_ids: list[int] | None = None
+) -> dict[int, int]:
+    """``{queueId: offset}`` at ``header.timestamp`` (negative: the max offset) for ``queue_ids``, by default the
+    first ``queue_nums`` queues (``searchOffsetByTimestamp``)."""
+    store, topic, timestamp = broker.store, header.topic, header.timestamp
+    return {
+        queue_id: store.max_offset_in_queue(topic, queue_id)
+        if timestamp < 0
+        else store.offset_in_queue_by_time(topic, queue_id, timestamp, "LOWER")
+        for queue_id in (range(queue_nums) if queue_ids is None else queue_ids)
+    }
 
 
 async def reset_offset(broker: BrokerContext, admin: RemotingCommand) -> RemotingCommand:
-    """INVOKE_BROKER_TO_RESET_OFFSET: compute the table and push RESET_CONSUMER_CLIENT_OFFSET (220, oneway, body
+    """INVOKE_BROKER_TO_RESET_OFFSET. With ``useServerSideResetOffset`` (RocketMQ 5.3.3's default) the broker resets
+    the queues itself (:func:`server_side_reset`), online consumers or not, and tells none of them: each consumer's
+    next pull of a queue is answered PULL_OFFSET_MOVED to the reset offset, its next pop reads from there, and its
+    commits of the queue are ignored until then (``AdminBrokerProcessor.resetOffset``).
+
+    Otherwise RocketMQ 4.9.8's way: compute the table and push RESET_CONSUMER_CLIENT_OFFSET (220, oneway, body
     ``{"offsetTable": {MessageQueue: offset}}``) to every online consumer of the group, which apply and commit it.
     An admin request sent as ``LanguageCode.CPP`` (``mqadmin resetOffsetByTime -c``) pushes the C++ client's form
     instead, ``{"offsetTable": [MessageQueueForC]}`` (``AdminBrokerProcessor.resetOffset`` and
     ``broker/src/main/java/org/apache/rocketmq/broker/client/net/Broker2Client.java``); the admin's answer is the map
-    either way.
-
-    A request naming one queue (RocketMQ 5's ``queueId`` >= 0) resets and commits that queue alone
-    (:func:`one_queue_reset`), online consumers or not, and tells the online ones of it, where RocketMQ 5's broker
-    has their next pull answer from there.
+    either way. A request naming one queue (RocketMQ 5's ``queueId`` >= 0) is reset on the broker all the same
+    (ours: 5.3.3 then resets every queue the 4.9.8 way), and the online consumers are told of it.
 
     The push is queued without waiting, behind whatever a member has not read yet, as Java's ``invokeOneway`` writes
     without blocking (its 5 s bounds only the oneway permit): a consumer that stopped reading gets it if it resumes
     and never holds up the answer."""
     header = ResetOffsetRequestHeader.from_ext_fields(admin.ext_fields)
+    server_side = broker.config.use_server_side_reset_offset
     one_queue = header.queue_id is not None and header.queue_id >= 0
-    table = one_queue_reset(broker, header) if one_queue else reset_offset_table(broker, header)
+    table = server_side_reset(broker, header) if server_side or one_queue else reset_offset_table(broker, header)
     if isinstance(table, str):
         return admin.response(ResponseCode.SYSTEM_ERROR, table)
     if isinstance(table, tuple):
         return admin.response(*table)
+    body = b'{"offsetTable":' + dumps_mq_map(table) + b"}"
+    if server_side:
+        log.info("reset offset of %s@%s on the broker: %s", header.topic, header.group, body)
+        return admin.response(ResponseCode.SUCCESS, body=body)
     group_info = broker.clients.consumer_group(header.group)
     if not one_queue and (group_info is None or not group_info.channels):
         remark = (
@@ -115,7 +149,6 @@ async def reset_offset(broker: BrokerContext, admin: RemotingCommand) -> Remotin
             f" Timestamp: {header.timestamp}"
         )
         return admin.response(ResponseCode.CONSUMER_NOT_ONLINE, remark)
-    body = b'{"offsetTable":' + dumps_mq_map(table) + b"}"
     pushed = _offset_list_for_c(table) if admin.language == LanguageCode.CPP else body
     fields = ResetOffsetRequestHeader(header.topic, header.group, header.timestamp, header.is_force).to_ext_fields()
     _push_to_all(group_info, request(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, fields, pushed, oneway=True))

@@ -4,8 +4,8 @@
   when the queue is young (min offset <= 0 and its first message still "in memory"), else QUERY_NOT_FOUND (22) with
   Java's remark (docs/protocol.md#712-consumer-offset-queries);
 - UPDATE_CONSUMER_OFFSET (15): commit, answered SUCCESS with flag 0 and not at all when oneway (the dispatcher's
-  rule), no bounds check, TOPIC_NOT_EXIST for a topic the broker does not hold (RocketMQ 5)
-  (docs/protocol.md#712-consumer-offset-queries);
+  rule), no bounds check, TOPIC_NOT_EXIST for a topic the broker does not hold (RocketMQ 5), ignored (SUCCESS) while
+  an admin's reset of the queue is pending (RocketMQ 5.3.3) (docs/protocol.md#712-consumer-offset-queries);
 - SEARCH_OFFSET_BY_TIMESTAMP (29), GET_MAX_OFFSET (30), GET_MIN_OFFSET (31), GET_EARLIEST_MSG_STORETIME (32): always
   SUCCESS, 0 for unknown queues (-1 store time when the queue holds nothing).
 
@@ -32,9 +32,11 @@ from remoting.processor import RequestContext
 if TYPE_CHECKING:
     from processors.context import BrokerContext
 
-__all__ = ["QUERY_NOT_FOUND_REMARK", "ConsumerOffsetProcessor"]
+__all__ = ["QUERY_NOT_FOUND_REMARK", "RESET_PENDING_REMARK", "ConsumerOffsetProcessor"]
 
 QUERY_NOT_FOUND_REMARK: Final = "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first"
+#: UPDATE_CONSUMER_OFFSET's remark for a commit ignored while an admin's reset of the queue is pending.
+RESET_PENDING_REMARK: Final = "Offset has been previously reset"
 
 
 class ConsumerOffsetProcessor:
@@ -89,10 +91,14 @@ class ConsumerOffsetProcessor:
 
     def _update_consumer_offset(self, request: RemotingCommand) -> RemotingCommand:
         """Commit, refused for a topic the broker does not hold (RocketMQ 5's ConsumerManageProcessor
-        ``updateConsumerOffset``): a consumer still running after DELETE_TOPIC_IN_BROKER puts no offsets back."""
+        ``updateConsumerOffset``): a consumer still running after DELETE_TOPIC_IN_BROKER puts no offsets back. While an
+        admin's reset of the queue waits for the group's next pull or pop, the commit (of the position the client had
+        before the reset) is ignored and answered SUCCESS with Java's remark (5.3.3's ``hasOffsetReset`` check)."""
         update = parse_header(UpdateConsumerOffsetRequestHeader, request)
         if self.broker.topics.get(update.topic) is None:
             return request.response(ResponseCode.TOPIC_NOT_EXIST, f"Topic {update.topic} not exist!")
+        if self.broker.offsets.has_reset(update.consumer_group, update.topic, update.queue_id):
+            return request.response(ResponseCode.SUCCESS, RESET_PENDING_REMARK)
         self.broker.offsets.commit(update.consumer_group, update.topic, update.queue_id, update.commit_offset)
         return request.response(ResponseCode.SUCCESS)
 

@@ -21,9 +21,11 @@ docs/protocol.md#79-pull-checks-and-results. **Every** response, errors included
 ``nextBeginOffset``, ``minOffset`` and ``maxOffset`` (clients read them unconditionally). A FOUND body is the raw
 CommitLog records concatenated, never re-encoded. The COMMIT flag stores ``commitOffset`` on the first execution only
 (on a master). A PULL_NOT_FOUND with the SUSPEND flag on the first execution is parked in the hold service and answered
-later (``process`` returns ``None``); the re-run neither suspends nor commits. Every execution that reaches the store
-goes to the statistics (a found pull or a miss) with its ``nextBeginOffset``, the queue's pull offset, found or not,
-parked or not (RocketMQ 5's ``commitPullOffset`` in ``DefaultPullMessageResultHandler``).
+later (``process`` returns ``None``); the re-run neither suspends nor commits. An execution that finds an
+admin's reset of its queue pending (``useServerSideResetOffset``) takes it and answers PULL_OFFSET_MOVED to it
+without reading the store or committing (:meth:`PullMessageProcessor._answer_reset`). Every execution that reaches
+the store goes to the statistics (a found pull or a miss) with its ``nextBeginOffset``, the queue's pull offset,
+found or not, parked or not (RocketMQ 5's ``commitPullOffset`` in ``DefaultPullMessageResultHandler``).
 
 :meth:`PullMessageProcessor.pull` is synchronous on purpose: between the store lookup and parking the request
 nothing may await, or a message arriving in between would not wake it. So :meth:`PullMessageProcessor.process` first
@@ -283,6 +285,9 @@ class PullMessageProcessor:
             # DefaultMessageStore.getMessage returns null, PullMessageProcessor answers this (4.9.8).
             fields = _fields(0, offset, *self._bounds(header.topic, header.queue_id))
             return request.response(ResponseCode.SYSTEM_ERROR, "store getMessage return null", fields)
+        reset = self.broker.offsets.take_reset(header.consumer_group, header.topic, header.queue_id)
+        if reset is not None:
+            return self._answer_reset(request, header, reset, started)
         result = store.get(
             header.topic,
             header.queue_id,
@@ -344,6 +349,22 @@ class PullMessageProcessor:
                 self.broker, header.consumer_group, header.topic, header.queue_id, offset, next_offset
             )
         return response
+
+    def _answer_reset(
+        self, request: RemotingCommand, header: PullMessageRequestHeader, reset: int, started: int
+    ) -> RemotingCommand:
+        """The pull that takes an admin's reset of its queue (``useServerSideResetOffset``): PULL_OFFSET_MOVED with
+        the reset as the next offset (suggesting the master, or the group's ``brokerId`` with ``slaveReadEnable``),
+        as 5.3.3's PullMessageProcessor answers its ``OFFSET_RESET`` status (``queryThenEraseResetOffset``), whatever
+        the offset asked; the client starts over from there. Its COMMIT flag's offset, the client's position before
+        the reset, is not committed (ours: 5.3.3 commits it, and the client's next commit puts the reset back)."""
+        group, topic, queue_id = header.consumer_group, header.topic, header.queue_id
+        group_config = self.broker.groups.get(group) if self.broker.config.slave_read_enable else None
+        suggest = _MASTER_ID if group_config is None else group_config.broker_id
+        fields = _fields(suggest, reset, *self._bounds(topic, queue_id))
+        self.broker.stats.record_miss(group, topic, queue_id, reset, time.perf_counter_ns() - started)
+        put_offset_moved_event(self.broker, group, topic, queue_id, header.queue_offset, reset)
+        return request.response(ResponseCode.PULL_OFFSET_MOVED, "OFFSET_RESET", fields)
 
     # ---- checks ---------------------------------------------------------------------------------------------
 
