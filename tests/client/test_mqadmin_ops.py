@@ -19,6 +19,7 @@ from client.message import Message, MessageExt
 from client.mqadmin import main as mqadmin
 from client.producer import Producer
 from remoting.codec.bodies import MessageQueue
+from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig
 from tests.client.helpers import create_topic, wait_until
 from tests.threaded_cluster import ThreadedCluster
 
@@ -170,6 +171,49 @@ async def test_offset_commands_skip_clone_and_query_the_consume_queue(cluster: T
     cq = await run(_cli, "queryCq", "-n", ns, "-t", "OffsetOps", "-q", "0", "-i", "1", "-c", "2")
     assert [r["idx"] for r in cq["rows"]] == [1, 2] and all(r["physicSize"] > 0 for r in cq["rows"])
     assert "Queue data: \nmax: 5, min: 0" in "\n".join(cq["lines"])
+
+
+@pytest.mark.anyio
+@pytest.mark.broker(use_server_side_reset_offset=True)
+async def test_reset_offset_by_time_resets_one_queue_with_b_q_and_o_and_every_queue_with_no_consumer_online(
+    cluster: ThreadedCluster,
+) -> None:
+    """RocketMQ 5.3.3's ``resetOffsetByTime -b -q [-o]`` commits one queue of one broker (UPDATE_CONSUMER_OFFSET) and
+    has the broker reset it (INVOKE_BROKER_TO_RESET_OFFSET naming the queue and offset), the offset searched at the
+    time without ``-o``; a broker resetting offsets itself (``useServerSideResetOffset``) answers a reset of every
+    queue with the table, no consumer online (tools/.../command/offset/ResetOffsetByTimeCommand.java)."""
+    ns, addr = cluster.namesrv_addr, cluster.broker_addr
+    await create_topic(ns, "ResetOneQueue", queues=2)
+    async with Producer("reset-one-pg", ns) as producer:
+        for queue_id in (0, 1):
+            for i in range(4):
+                await producer.send(
+                    Message("ResetOneQueue", b"%d" % i), queue=MessageQueue("ResetOneQueue", "broker-a", queue_id)
+                )
+    q0, q1 = (MessageQueue("ResetOneQueue", "broker-a", q) for q in (0, 1))
+    async with Admin(ns) as admin:
+        await admin.create_subscription_group(SubscriptionGroupConfig("reset-one-g"))
+        for mq in (q0, q1):
+            await admin.update_consumer_offset(addr, "reset-one-g", mq, 4)
+    run = anyio.to_thread.run_sync
+    base = ("resetOffsetByTime", "-n", ns, "-g", "reset-one-g", "-t", "ResetOneQueue")
+    one = await run(_cli, *base, "-s", "now", "-b", addr, "-q", "1", "-o", "2")
+    assert one["lines"] == [
+        f"start reset consumer offset by specified, group[reset-one-g], topic[ResetOneQueue], queueId[1], "
+        f"broker[{addr}], timestamp(string)[now], timestamp(long)[-1]",
+        "reset consumer offset to 2",
+    ]
+    async with Admin(ns) as admin:
+        progress = await admin.consumer_progress("reset-one-g", "ResetOneQueue")
+        assert [progress[mq].consumer_offset for mq in (q0, q1)] == [4, 2]
+    searched = await run(_cli, *base, "-s", "0", "-b", addr, "-q", "0")
+    assert searched["lines"][-1] == "reset consumer offset to 0"  # 5.3.3 resets nothing for 0; ours does
+    async with Admin(ns) as admin:
+        assert (await admin.consumer_progress("reset-one-g", "ResetOneQueue"))[q0].consumer_offset == 0
+    await run(_cli, *base, "-s", "now")  # every queue to its end, on the broker: no consumer online needed
+    async with Admin(ns) as admin:
+        progress = await admin.consumer_progress("reset-one-g", "ResetOneQueue")
+        assert [progress[mq].consumer_offset for mq in (q0, q1)] == [4, 4]
 
 
 @pytest.mark.anyio
