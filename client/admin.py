@@ -404,6 +404,21 @@ class Admin(AdminOps):
             answers.append(parse_reset_offset_body((await self._call(addr, cmd)).body))
         return answers
 
+    async def reset_offset_by_queue_id(
+        self, broker_addr: str, group: str, topic: str, queue_id: int, offset: int
+    ) -> dict[MessageQueue, int]:
+        """Move ``group`` on one queue of the broker at ``broker_addr`` to ``offset``: UPDATE_CONSUMER_OFFSET, then
+        INVOKE_BROKER_TO_RESET_OFFSET naming the queue and the offset, which a RocketMQ 5 broker resets itself and
+        holds for the group's next pull or pop; returns its answer (RocketMQ 5.3.3's
+        ``tools/src/main/java/org/apache/rocketmq/tools/admin/DefaultMQAdminExtImpl.java`` resetOffsetByQueueId)."""
+        mq = MessageQueue(topic, "", queue_id)
+        await self.update_consumer_offset(broker_addr, group, mq, offset)
+        header = ResetOffsetRequestHeader(topic, group, 0, False, queue_id=queue_id, offset=offset)
+        answer = await self._call(
+            broker_addr, request(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, header.to_ext_fields())
+        )
+        return parse_reset_offset_body(answer.body)
+
     async def consumer_running_info(self, group: str, client_id: str, *, jstack: bool = False) -> dict[str, Any]:
         """GET_CONSUMER_RUNNING_INFO, relayed by one of the group's brokers (the first that answers) to the consumer
         ``client_id`` of ``group``: its subscriptions and ``mqTable`` (``{MessageQueue: ProcessQueueInfo}``), as

@@ -210,8 +210,13 @@ class AdminOps:
             await self._call(addr, request(RequestCode.CLONE_GROUP_OFFSET, header.to_ext_fields()))
 
     async def update_consumer_offset(self, addr: str, group: str, mq: MessageQueue, offset: int) -> None:
+        """UPDATE_CONSUMER_OFFSET of ``mq`` at ``addr`` (``bname`` left out when ``mq`` names no broker)."""
         header = UpdateConsumerOffsetRequestHeader(
-            consumer_group=group, topic=mq.topic, queue_id=mq.queue_id, commit_offset=offset, bname=mq.broker_name
+            consumer_group=group,
+            topic=mq.topic,
+            queue_id=mq.queue_id,
+            commit_offset=offset,
+            bname=mq.broker_name or None,
         )
         await self._call(addr, request(RequestCode.UPDATE_CONSUMER_OFFSET, header.to_ext_fields()))
 

@@ -6,7 +6,8 @@ printed lines are Java's; :mod:`client.mqadmin` registers them.
 (INVOKE_BROKER_TO_RESET_OFFSET); for a group with no consumer online (CONSUMER_NOT_ONLINE) they fall back to Java's
 "old" way (:func:`client.offset_reset.reset_offline`): each queue's offset at the time (SEARCH_OFFSET_BY_TIMESTAMP, or
 GET_MAX_OFFSET for ``now``/skip) written with UPDATE_CONSUMER_OFFSET, kept at the committed offset unless ``-f``
-(default true) or it moves back.
+(default true) or it moves back. ``resetOffsetByTime -b -q [-o]`` (RocketMQ 5.3.3's options) resets one queue of one
+broker instead, which the broker holds for the group's next pull or pop.
 ``cloneGroupOffset`` writes the source group's committed offsets of the topic to the destination group with
 UPDATE_CONSUMER_OFFSET, as Java's tool does (Java's also copies other topics on the same brokers; here only ``-t``);
 a source group without any offsets fails the command, as Java's.
@@ -14,6 +15,7 @@ a source group without any offsets fails the command, as Java's.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import click
@@ -38,7 +40,7 @@ from client.mqadmin_support import (
 from client.offset_reset import Rollback, reset_offline
 from client.route import master_address
 from remoting.codec.bodies import MessageQueue
-from remoting.codec.codes import ResponseCode
+from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.java_hash_order import java_hash_map_order
 
 __all__ = ["COMMANDS"]
@@ -78,6 +80,9 @@ def _print_reset(out: Output, answers: list[dict[MessageQueue, int]]) -> None:
 )
 @click.option("-f", "--force", help="set the force rollback by timestamp switch[true|false]")
 @click.option("-c", "--cplus", is_flag=True, help="reset c++ client offset")
+@click.option("-b", "--broker", help="broker addr")
+@click.option("-q", "--queue", "queue_id", type=JAVA_INT, help="queue id")
+@click.option("-o", "--offset", type=JAVA_LONG, help="Expect queue offset, not support old version broker")
 def reset_offset_by_time(ctx: click.Context, **o: Any) -> None:
     text = o["timestamp"]
     force = java_bool(o["force"], True)
@@ -85,6 +90,9 @@ def reset_offset_by_time(ctx: click.Context, **o: Any) -> None:
     async def job(admin: Admin, out: Output) -> None:
         timestamp = -1 if text == "now" else parse_time_arg(text)  # in the job: a bad time fails the command
         group, topic = o["group"], o["topic"]
+        if o["broker"] is not None and o["queue_id"] is not None and o["queue_id"] >= 0:
+            await _reset_one_queue(admin, out, o, text, timestamp)
+            return
         try:
             table = await admin.reset_offset_by_time_per_broker(group, topic, timestamp, force=force, cpp=o["cplus"])
         except MQBrokerError as exc:
@@ -100,6 +108,24 @@ def reset_offset_by_time(ctx: click.Context, **o: Any) -> None:
         _print_reset(out, table)
 
     run_job(ctx, job)
+
+
+async def _reset_one_queue(admin: Admin, out: Output, o: dict[str, Any], text: str, timestamp: int) -> None:
+    """RocketMQ 5.3.3's ``resetOffsetByTime -b -q [-o]``: the queue's offset at the time (``now``: the current time)
+    unless ``-o`` gives it, committed and reset on that broker (:meth:`Admin.reset_offset_by_queue_id`); 5.3.3 skips
+    the reset when the offset is 0 (ours resets to 0 too)."""
+    broker, queue_id = o["broker"], o["queue_id"]
+    out.line("start reset consumer offset by specified, group[%s], topic[%s], queueId[%s], broker[%s], "
+             "timestamp(string)[%s], timestamp(long)[%s]%n", o["group"], o["topic"], queue_id, broker, text,
+             timestamp)  # fmt: skip
+    offset = o["offset"]
+    if offset is None:
+        when = int(time.time() * 1000) if timestamp == -1 else timestamp
+        mq = MessageQueue(o["topic"], "", queue_id)
+        offset = await admin.queue_offset(broker, mq, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, when)
+    out.line("reset consumer offset to %d%n", offset)
+    if offset >= 0:
+        await admin.reset_offset_by_queue_id(broker, o["group"], o["topic"], queue_id, offset)
 
 
 @click.command("skipAccumulatedMessage", help="Skip all messages that are accumulated (not consumed) currently")
