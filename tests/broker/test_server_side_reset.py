@@ -27,7 +27,7 @@ from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand, request
 from remoting.codec.pull_body import decode_records
 from remoting.codec.topics import OFFSET_MOVED_EVENT
-from tests.broker.test_pop_wire import pop_request
+from tests.broker.test_pop_wire import ack_request, pop_request
 from tests.client.helpers import create_topic, wait_until
 from tests.conftest import SMALL_STORE
 from tests.semantics.helpers import use_virtual_store_clock
@@ -150,6 +150,25 @@ async def test_a_pop_after_a_reset_of_every_queue_reads_from_the_reset(
         cluster, RequestCode.POP_MESSAGE, **pop_request(clock, "SrvResetPop", consumerGroup=GROUP).ext_fields
     )
     assert [m.body for m in decode_records(bytes(again.body))] == [b"m0", b"m1", b"m2"]
+
+
+async def test_an_orderly_ack_commits_nothing_over_a_pending_reset(
+    cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """5.3.3's AckMessageProcessor.ackOrderly commits the next offset only while no reset of the queue waits
+    (hasOffsetReset): an ack of the batch in flight does not move the offset past the reset, which a restart of the
+    broker (the pending table is in memory) would otherwise lose."""
+    clock = use_virtual_store_clock(cluster)
+    await topic_with(cluster, "SrvResetOrderly", 1, 3)
+    cmd = pop_request(clock, "SrvResetOrderly", consumerGroup=GROUP, order="true")
+    popped = decode_records(bytes((await ask(cluster, RequestCode.POP_MESSAGE, **cmd.ext_fields)).body))
+    assert [m.body for m in popped] == [b"m0", b"m1", b"m2"]
+    assert (await reset(cluster, "SrvResetOrderly", 0, queueId="0", offset="1")).code == ResponseCode.SUCCESS
+    acked = await ask(cluster, RequestCode.ACK_MESSAGE, **ack_request("SrvResetOrderly", popped[1], GROUP).ext_fields)
+    assert acked.code == ResponseCode.SUCCESS, acked.remark
+    assert await committed(cluster, "SrvResetOrderly", 0) == 1
+    await cluster.restart_broker()
+    assert await committed(cluster, "SrvResetOrderly", 0) == 1
 
 
 async def test_a_reset_survives_a_restart_of_the_broker(cluster: EmbeddedCluster) -> None:
