@@ -1077,7 +1077,11 @@ class PopService:
         state.acked.add(offset)
 
     def _fifo_advance(self, group: str, topic: str, qid: int, state: FifoQueue) -> None:
-        """Commit the offset past every consumed offset at the queue's head."""
+        """Commit the offset past every consumed offset at the queue's head, unless an admin's reset of the queue
+        waits for the next pop, as 5.3.3's AckMessageProcessor.ackOrderly commits only without ``hasOffsetReset``
+        (the pop forgets this state when it takes the reset)."""
+        if self.broker.offsets.has_reset(group, topic, qid):
+            return
         start = self._start_offset(group, topic, qid)
         committed = state.advance(start)
         if committed != start:
