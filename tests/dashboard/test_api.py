@@ -24,7 +24,8 @@ from dashboard.settings import DashboardSettings
 from remoting.codec.bodies import MessageQueue
 from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig
 from tests.client.helpers import HANG_GUARD, create_topic, runtime_as_5x, wait_until
-from tests.dashboard.conftest import Dash
+from tests.conftest import SMALL_STORE
+from tests.dashboard.conftest import Dash, open_dash
 from tests.dashboard.live import serve_dashboard
 
 
@@ -192,6 +193,22 @@ async def test_deleting_a_group_deletes_its_retry_and_dlq_topics(dash: Dash) -> 
             await anyio.sleep(0.05)
     await dash.delete("/api/group?group=no-dlq-cg")  # the missing %DLQ% topic is no error
     assert "%RETRY%no-dlq-cg" not in await dash.admin.topic_list()
+
+
+async def test_a_reset_by_a_broker_resetting_offsets_itself_says_the_brokers_reset_them(
+    tmp_path: Path, nursery: trio.Nursery
+) -> None:
+    """A broker with ``useServerSideResetOffset`` (RocketMQ 5.3.3's default) resets the group with no consumer
+    online: the answer says the brokers reset it, not that online consumers did."""
+    async with EmbeddedCluster(tmp_path / "cluster", use_server_side_reset_offset=True, **SMALL_STORE) as cluster:
+        async for dash in open_dash(cluster, nursery):
+            await create_topic(cluster.namesrv_addr, "SrvResetDash", queues=1)
+            async with Producer("srv-reset-pg", cluster.namesrv_addr) as producer:
+                await producer.send(Message("SrvResetDash", b"m0"))
+            await dash.admin.create_subscription_group(SubscriptionGroupConfig("srv-reset-cg"))
+            body = {"group": "srv-reset-cg", "topic": "SrvResetDash", "timestamp": -1}
+            reset = await dash.post("/api/group/reset", body)
+            assert (reset["way"], [o["offset"] for o in reset["offsets"]]) == ("reset by the brokers", [1])
 
 
 async def test_an_offline_reset_moves_every_queue_the_group_reads(dash: Dash) -> None:
