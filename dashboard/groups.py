@@ -265,12 +265,14 @@ async def client_running_info(admin: Admin, group: str, client_id: str, *, jstac
 
 
 async def reset_offsets(admin: Admin, group: str, topic: str, timestamp_ms: int) -> dict[str, Any]:
-    """Move ``group`` on ``topic`` to ``timestamp_ms`` (-1: the end); online consumers are told by the broker, an
-    offline group gets the offsets committed directly on every queue it reads (Java's ``resetOffsetByTimestampOld``,
-    :func:`client.offset_reset.reset_offline`, forced). Returns the new offset per queue and the way used."""
+    """Move ``group`` on ``topic`` to ``timestamp_ms`` (-1: the end) on its brokers, which tell the online consumers
+    (4.9.8) or reset the offsets themselves (``useServerSideResetOffset``, RocketMQ 5.3.3's default); where a broker
+    answers that no consumer is online, the offsets are committed directly on every queue the group reads (Java's
+    ``resetOffsetByTimestampOld``, :func:`client.offset_reset.reset_offline`, forced). Returns the new offset per
+    queue and the way used."""
     try:
         table = await admin.reset_offset_by_time(group, topic, timestamp_ms, force=True)
-        way = "online consumers reset"
+        way = "reset by the brokers"
     except MQBrokerError as exc:
         if exc.code != ResponseCode.CONSUMER_NOT_ONLINE:
             raise
