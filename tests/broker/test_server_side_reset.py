@@ -114,6 +114,19 @@ async def test_a_reset_of_an_unknown_topic_or_group_is_refused_with_javas_codes(
     )
 
 
+async def test_a_slave_refuses_a_reset(tmp_path: Path) -> None:
+    """resetOffsetInner refuses on a slave (its offsets are its master's copy): SYSTEM_ERROR with Java's remark."""
+    overrides = {**SMALL_STORE, "use_server_side_reset_offset": True}
+    async with EmbeddedCluster(tmp_path / "ha", slaves=1, **overrides) as cluster:
+        await topic_with(cluster, "SrvResetSlave", 1, 1)
+        fields = {"topic": "SrvResetSlave", "group": GROUP, "timestamp": "0", "isForce": "false"}
+        async with RemotingClient() as client:
+            [slave] = cluster.slave_addrs
+            cmd = request(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, fields)
+            answer = await client.invoke(slave, cmd, 30)
+        assert (answer.code, answer.remark) == (ResponseCode.SYSTEM_ERROR, "Can not reset offset in slave broker")
+
+
 async def test_commits_of_the_old_position_are_ignored_until_the_next_pull_takes_the_reset(
     cluster: EmbeddedCluster,
 ) -> None:
