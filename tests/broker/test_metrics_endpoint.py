@@ -29,6 +29,8 @@ from remoting.codec.bodies import ConsumerData, HeartbeatData
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
 from remoting.prometheus import PrometheusExporter
+from tests.broker.test_ops_wire import ask
+from tests.broker.test_reply_wire import REPLY_TOPIC, reply_v2
 from tests.conftest import SMALL_STORE
 from tests.processors.conftest import send_request, tags_props
 
@@ -786,3 +788,24 @@ async def test_message_size_is_recorded_once_per_send_request_with_the_batch_ave
     assert value(families, "rocketmq_message_size_count", **labels) == 3
     batch = sorted(sizes)[2:]
     assert value(families, "rocketmq_message_size_sum", **labels) == sum(sorted(sizes)[:2]) + sum(batch) // 3
+
+
+async def test_a_stored_reply_records_its_message_size_as_a_send_does(metrics_cluster: EmbeddedCluster) -> None:
+    """RocketMQ 5.3.3's ReplyMessageProcessor ``handlePutMessageResult`` records ``rocketmq_message_size`` for a
+    stored reply, whether the push reached the requester or not, with the send path's labels (``getMessageType``: a
+    reply carrying a sharding key is ``fifo``). Ours recorded nothing for a reply."""
+    cluster = metrics_cluster
+    exporter = cluster.controller.metrics
+    assert exporter is not None and exporter.address is not None
+    for sharding in (b"", b"__SHARDINGKEY\\u0001g1\\u0002"):
+        answer = await ask(cluster.broker_addr, reply_v2(None, extra=sharding))
+        assert answer.code == ResponseCode.SYSTEM_ERROR  # nobody to push to; stored all the same
+    store = cluster.controller.context.store
+    sizes = [len(m) for m in store.get(REPLY_TOPIC, 0, 0, 10).messages]
+    assert len(sizes) == 2
+    families = await scrape(exporter.address)
+    for kind, size in zip(("normal", "fifo"), sizes, strict=True):
+        labels = {"topic": REPLY_TOPIC, "message_type": kind}
+        assert value(families, "rocketmq_message_size_count", **labels) == 1
+        assert value(families, "rocketmq_message_size_sum", **labels) == size
+        assert value(families, "rocketmq_messages_in_total", **labels) == 1

@@ -24,12 +24,15 @@ from tests.broker.test_ops_wire import ask, golden
 REPLY_TOPIC = "DefaultCluster_REPLY_TOPIC"
 
 
-def reply_v2(client_id: bytes | None, correlation: bytes = b"cid-1", body: bytes = b"pong") -> bytes:
-    """A replier's 325 frame: the V2 send header, properties with CORRELATION_ID, REPLY_TO_CLIENT, TTL, MSG_TYPE."""
+def reply_v2(
+    client_id: bytes | None, correlation: bytes = b"cid-1", body: bytes = b"pong", extra: bytes = b""
+) -> bytes:
+    """A replier's 325 frame: the V2 send header, properties with CORRELATION_ID, REPLY_TO_CLIENT, TTL, MSG_TYPE
+    (and ``extra``, escaped pairs, before MSG_TYPE)."""
     props = b"CORRELATION_ID\\u0001" + correlation + b"\\u0002"
     if client_id is not None:
         props += b"REPLY_TO_CLIENT\\u0001" + client_id + b"\\u0002"
-    props += b"TTL\\u00013000\\u0002MSG_TYPE\\u0001reply\\u0002"
+    props += b"TTL\\u00013000\\u0002" + extra + b"MSG_TYPE\\u0001reply\\u0002"
     ext = (
         b'{"a":"replier-pg","b":"DefaultCluster_REPLY_TOPIC","c":"TBW102","d":"4","e":"0","f":"0",'
         b'"g":"1700000000123","h":"0","i":"' + props + b'","j":"0","k":"false"}'
