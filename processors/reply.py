@@ -129,9 +129,12 @@ class ReplyMessageProcessor(SendMessageProcessor):
     def _store(self, record: MessageRecord, response: RemotingCommand) -> None:
         """Store the reply; a stored reply's offset msgId and queue offset go into the response, whose code stays. A
         put the store refuses counts as failed as a send's does (DefaultMessageStore.asyncPutMessage counts the
-        refusals of the CommitLog, not those of its status and message checks)."""
+        refusals of the CommitLog, not those of its status and message checks). A stored reply's size is recorded
+        for ``rocketmq_message_size`` as a send's, ``fifo`` with a sharding key (5.3.3's ReplyMessageProcessor
+        ``handlePutMessageResult`` with ``BrokerMetricsManager.getMessageType``)."""
+        append, kind = self._append_of(record, "normal")
         try:
-            appended = self.broker.store.append(record)
+            appended = self._sized_append(append, kind, record)
         except StoreError as exc:
             log.warning("storing reply to %s failed: %s", record.topic, exc)
             counted = isinstance(exc, PutRefusedError) and not isinstance(exc, ServiceNotAvailableError)

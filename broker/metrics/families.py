@@ -46,7 +46,7 @@ Where ours differ, and why:
   (:mod:`broker.stats.transactions`).
 - ``rocketmq_message_size`` is 5.3.3's: one value per send request, the batch's average record size, labelled as
   ``rocketmq_messages_in_total``, and a delay level's delivery under its real topic as ``delay``
-  (:mod:`broker.stats.message_sizes`); a reply, which 5.3.3's ReplyMessageProcessor records too, is not.
+  (:mod:`broker.stats.message_sizes`); a stored reply too (5.3.3's ReplyMessageProcessor ``handlePutMessageResult``).
 - Not exported yet (the concepts exist, the recording does not): POP metrics and the timer's
   ``rocketmq_timer_message_snapshot``.
 """
