@@ -28,8 +28,10 @@ from remoting.client import RemotingClient
 from remoting.codec.bodies import ConsumerData, HeartbeatData
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
+from remoting.codec.pull_body import decode_records
 from remoting.prometheus import PrometheusExporter
 from tests.broker.test_ops_wire import ask
+from tests.broker.test_pop_wire import ack_request
 from tests.broker.test_reply_wire import REPLY_TOPIC, reply_v2
 from tests.conftest import SMALL_STORE
 from tests.processors.conftest import send_request, tags_props
@@ -809,3 +811,43 @@ async def test_a_stored_reply_records_its_message_size_as_a_send_does(metrics_cl
         assert value(families, "rocketmq_message_size_count", **labels) == 1
         assert value(families, "rocketmq_message_size_sum", **labels) == size
         assert value(families, "rocketmq_messages_in_total", **labels) == 1
+
+
+async def test_a_group_that_pops_without_heartbeats_reports_pop_lag_and_its_retry_series(
+    metrics_cluster: EmbeddedCluster,
+) -> None:
+    """RocketMQ 5.3.3's ConsumerLagCalculator ``processAllGroup`` finds a group that pops without heartbeats in the
+    compensation table (``getConsumerGroupInfo(group, true)``), as CONSUME_POP (PopMessageProcessor
+    ``compensateBasicConsumerInfo``): its lag is the messages past the pop offset plus those in flight
+    (PopInflightMessageCounter: popped, not acked nor revived), inflight those, ready those past the pop offset, and a
+    second series of each labelled ``is_retry="true"`` reads the group's pop retry topic. Ours reported no lag for a
+    group without heartbeats."""
+    cluster = metrics_cluster
+    exporter = cluster.controller.metrics
+    assert exporter is not None and exporter.address is not None
+    async with RemotingClient() as client:
+        await create_one_queue_topic(client, cluster, "PopLag")
+        async with Producer("pop_lag_pg", cluster.namesrv_addr) as producer:
+            for i in range(5):
+                await producer.send(Message("PopLag", b"%d" % i))
+        pop = {
+            "consumerGroup": "pop_lag_cg", "topic": "PopLag", "queueId": "-1", "maxMsgNums": "2",
+            "invisibleTime": "60000", "pollTime": "0", "bornTime": "0", "initMode": "0", "expType": "TAG", "exp": "*",
+        }  # fmt: skip
+        answer = await client.invoke(cluster.broker_addr, request(RequestCode.POP_MESSAGE, pop), 10)
+        popped = decode_records(bytes(answer.body))
+        assert len(popped) == 2
+        acked = await client.invoke(cluster.broker_addr, ack_request("PopLag", popped[0], "pop_lag_cg"), 10)
+        assert acked.code == ResponseCode.SUCCESS, acked.remark
+    families = await scrape(exporter.address)
+    row = {"consumer_group": "pop_lag_cg", "topic": "PopLag"}
+
+    def gauges(retry: str) -> tuple[float, ...]:
+        names = ("consumer_lag_messages", "consumer_inflight_messages", "consumer_ready_messages")
+        return tuple(value(families, f"rocketmq_{name}", **row, is_retry=retry) for name in names)
+
+    assert gauges("false") == (3 + 1, 1, 3)
+    assert value(families, "rocketmq_consumer_lag_latency_milliseconds", **row, is_retry="false") > 0
+    assert gauges("true") == (0, 0, 0)
+    retry_rows = [s for s in families["rocketmq_consumer_lag_messages"] if s.labels.get("is_retry") == "true"]
+    assert [s.labels["consumer_group"] for s in retry_rows] == ["pop_lag_cg"]

@@ -747,3 +747,42 @@ async def test_a_delay_level_delivery_records_its_message_size_under_the_real_to
     }
     assert set(sums) == {("SCHEDULE_TOPIC_XXXX", "delay"), ("DelaySized", "delay")}
     assert sums[("DelaySized", "delay")] == float(len(delivered))
+
+
+async def test_a_revived_pop_leaves_the_inflight_count_and_lags_in_the_retry_series(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """RocketMQ 5.3.3's PopReviveService ``reviveRetry`` takes a message it copies to the pop retry topic out of
+    PopInflightMessageCounter, and ConsumerLagCalculator reports that topic's lag under the popped topic with
+    ``is_retry="true"`` (``calculate`` with the ProcessGroupInfo's ``retryTopic``) for a group known by its pops only.
+    Ours reported neither."""
+    use_virtual_store_clock(embedded_cluster)
+    controller = embedded_cluster.controller
+    pop, revive = controller.pop_service()
+    await nursery.start(revive.run)
+    await create_topic(embedded_cluster, "PopRevLag", queues=1)
+    async with Producer("pg-pop-rev-lag", embedded_cluster.namesrv_addr) as producer:
+        await producer.send(Message("PopRevLag", b"late"))
+    [_first] = pop.pop("pop_rev_lag_cg", "PopRevLag", 32, 30_000, None)
+
+    gauges = ("lag_messages", "inflight_messages", "ready_messages")
+    lag_gauges = [f"rocketmq_consumer_{name}" for name in gauges]
+
+    def lags() -> dict[tuple[str, str], float]:
+        samples = render(list(broker_families(take_snapshot(controller.context, controller.pools), COMMON)))
+        return {
+            (name.removeprefix("rocketmq_consumer_"), labels["is_retry"]): found
+            for name in lag_gauges
+            for labels, found in samples.get(name, [])
+            if labels.get("consumer_group") == "pop_rev_lag_cg" and labels["topic"] == "PopRevLag"
+        }
+
+    assert lags() == {
+        ("lag_messages", "false"): 1, ("inflight_messages", "false"): 1, ("ready_messages", "false"): 0,
+        ("lag_messages", "true"): 0, ("inflight_messages", "true"): 0, ("ready_messages", "true"): 0,
+    }  # fmt: skip
+    await trio.sleep(35)  # not acked: revived into the group's pop retry topic
+    assert lags() == {
+        ("lag_messages", "false"): 0, ("inflight_messages", "false"): 0, ("ready_messages", "false"): 0,
+        ("lag_messages", "true"): 1, ("inflight_messages", "true"): 0, ("ready_messages", "true"): 1,
+    }  # fmt: skip
