@@ -172,6 +172,11 @@ class ClientRegistry:
         entry = self._compensated.get(group, {}).get(topic)
         return None if entry is None else entry[0]
 
+    def compensated_groups(self) -> dict[str, list[str]]:
+        """The groups known from their pops only (no consumer connection) and the topics they recorded: what
+        ConsumerManager.getConsumerGroupInfo(group, true) finds in the compensation table."""
+        return {group: list(topics) for group, topics in self._compensated.items() if group not in self._consumers}
+
     def compensate_subscription(self, group: str, topic: str, subscription: SubscriptionData) -> None:
         """A pop's subscription of ``topic``, for a group that may send no heartbeat (ConsumerManager
         .compensateSubscribeData); forgotten ``subscription_expired_timeout`` after the last."""

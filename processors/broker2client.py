@@ -82,6 +82,7 @@ def server_side_reset(
         return ResponseCode.SYSTEM_ERROR, "No queues to reset."
     for queue_id, offset in offsets.items():
         broker.offsets.assign_reset(group, topic, queue_id, offset)
+        broker.stats.pop_inflight.clear(topic, group, queue_id)  # 5.3.3's AdminBrokerProcessor resetOffsetInner
     return {MessageQueue(topic, broker.config.broker_name, queue_id): offset for queue_id, offset in offsets.items()}
 
 

@@ -273,6 +273,12 @@ class HalfMessageCounts(Protocol):
     def add(self, topic: str, delta: int, now_ms: int) -> None: ...
 
 
+class PopInflightCounts(Protocol):
+    """Popped messages in flight per queue (5.3.3's PopInflightMessageCounter), which an admin's reset forgets."""
+
+    def clear(self, topic: str, group: str, queue_id: int) -> None: ...
+
+
 class BrokerStats(Protocol):
     """Throughput statistics (RocketMQ's BrokerStatsManager): the send, pull and send-back paths record, admin
     requests read."""
@@ -283,6 +289,8 @@ class BrokerStats(Protocol):
     def transactions(self) -> TransactionRecorder: ...
     @property
     def message_sizes(self) -> MessageSizeRecorder: ...
+    @property
+    def pop_inflight(self) -> PopInflightCounts: ...
     def record_get(
         self, group: str, topic: str, queue_id: int, count: int, size: int, next_offset: int, elapsed_ns: int = 0
     ) -> None: ...

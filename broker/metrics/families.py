@@ -47,7 +47,10 @@ Where ours differ, and why:
 - ``rocketmq_message_size`` is 5.3.3's: one value per send request, the batch's average record size, labelled as
   ``rocketmq_messages_in_total``, and a delay level's delivery under its real topic as ``delay``
   (:mod:`broker.stats.message_sizes`); a stored reply too (5.3.3's ReplyMessageProcessor ``handlePutMessageResult``).
-- Not exported yet (the concepts exist, the recording does not): POP metrics and the timer's
+- The consumer gauges of a group known from its pops only are pop lag, with a second series per topic over the
+  group's pop retry topic labelled ``is_retry="true"`` (:mod:`broker.metrics.lag`); Java's latency of that series
+  without a retry topic is now - ``Long.MAX_VALUE``, ours 0.
+- Not exported yet (the concepts exist, the recording does not): PopMetricsManager's families and the timer's
   ``rocketmq_timer_message_snapshot``.
 """
 
@@ -205,9 +208,8 @@ def _consumers(snap: BrokerSnapshot, f: _Families) -> Iterator[Metric]:
     queueing = f.gauge("rocketmq_consumer_queueing_latency_milliseconds", "Consumer queueing time", labels)
     ready = f.gauge("rocketmq_consumer_ready_messages", "Consumer ready messages", labels)
     for entry in snap.lags:
-        row = f.row(
-            entry.group, entry.topic, "false", _bool(_system_topic(snap, entry.topic) or _system_group(entry.group))
-        )
+        system = _system_topic(snap, entry.topic) or _system_group(entry.group)
+        row = f.row(entry.group, entry.topic, _bool(entry.retry), _bool(system))
         lag.add_metric(row, entry.lag)
         lag_ms.add_metric(row, snap.now_ms - entry.earliest_unconsumed_ms if entry.earliest_unconsumed_ms else 0)
         inflight.add_metric(row, entry.inflight)

@@ -1,5 +1,6 @@
-"""Consumer lag, inflight and ready messages per (group, topic), RocketMQ 5's ``ConsumerLagCalculator`` for
-remoting consumers (no POP): computed from offsets at scrape time, on the Trio thread.
+"""Consumer lag, inflight and ready messages per (group, topic), RocketMQ 5.3.3's ``ConsumerLagCalculator``
+(broker/src/main/java/org/apache/rocketmq/broker/metrics/ConsumerLagCalculator.java): computed from offsets at
+scrape time, on the Trio thread.
 
 For every online consumer group that has a subscription group config (Java walks that table: a group not
 auto-created or deleted is left out) and each topic it subscribes to (retry topics skipped, topics without a config
@@ -11,6 +12,16 @@ or without read and write permission left to the broker skipped), summed over th
   ``commitPullOffset``) - the committed offset (0 before a pull), and the store time of the first message not
   pulled yet;
 - ready = the queue's max offset - that pull offset (the committed offset before a pull).
+
+A group known from its pops only (no consumer connection: the client registry's compensation table, which Java's
+``processAllGroup`` falls back to and whose consume type PopMessageProcessor sets CONSUME_POP) gets pop lag for each
+topic it popped, from the pop offset (where its next pop reads: the committed offset, or past the pop service's held
+moves, as Java's ``PopBufferMergeService.getLatestOffset``) and the in-flight count
+(:class:`~broker.stats.pop_inflight.PopInflight`): lag = past the pop offset + in flight (its latency from the
+message in flight count entries before the pop offset), inflight = in flight (its latency from the message at the
+pop offset), ready = past the pop offset; and the same again over the group's pop retry topic of the topic, labelled
+``is_retry`` (zeros while that topic does not exist). An online group is never a pop one here, as in Java, where
+no client heartbeats CONSUME_POP (a gRPC client's proxy registers it as CONSUME_ACTIVELY or CONSUME_PASSIVELY).
 
 For a TAG subscription other than ``*`` each of those counts is the messages of the range whose tags code the group
 takes, estimated from the ConsumeQueue as 5.3.3's ``calculateMessageCount`` with ``estimateAccumulation`` (on by
@@ -26,15 +37,16 @@ Nothing here raises; a message time that cannot be read counts as 0 (no latency 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 import attrs
 
 from processors.pull import tag_filter_of
 from remoting.codec.bodies.heartbeat import EXPRESSION_TAG
-from remoting.codec.topics import RETRY_GROUP_TOPIC_PREFIX
+from remoting.codec.topics import RETRY_GROUP_TOPIC_PREFIX, pop_retry_topic
 from store.get_message import TagFilter
+from store.metadata_files import TopicConfig
 from store.reads import ESTIMATE_MAX_SCAN
 
 if TYPE_CHECKING:
@@ -96,6 +108,8 @@ class GroupLag:
     inflight: int
     earliest_unpulled_ms: int
     ready: int
+    #: the series of the group's pop retry topic of ``topic`` (``is_retry="true"``)
+    retry: bool = False
 
 
 def _earliest(current: int, candidate: int | None) -> int:
@@ -107,32 +121,25 @@ def _earliest(current: int, candidate: int | None) -> int:
 def _tag_filter(state: BrokerState, group: str, topic: str) -> TagFilter | None:
     """The group's TAG filter of ``topic`` (``None``: it takes every message), which ConsumerLagCalculator
     ``calculateMessageCount`` counts with when ``estimateAccumulation`` is on (RocketMQ 5.3.3's default): SQL92
-    subscriptions count every message, as Java's consume-queue check passes them all without a filter bit map."""
-    info = state.clients.consumer_groups.get(group)
-    subscription = None if info is None else info.subscriptions.get(topic)
+    subscriptions count every message, as Java's consume-queue check passes them all without a filter bit map. A
+    group known from its pops only has the subscriptions they recorded (``*`` for its pop retry topic)."""
+    subscription = state.clients.find_subscription(group, topic)
     if subscription is None or subscription.expression_type.upper() != EXPRESSION_TAG:
         return None
     return tag_filter_of(subscription)
 
 
-def _topic_lag(state: BrokerState, group: str, topic: str, queues: int, budget: _ScanBudget) -> GroupLag:
-    store, offsets = state.store, state.offsets
-    pulled = state.stats.pull_offsets.get((topic, group), {})
-    matches = _tag_filter(state, group, topic)
+#: Counts the messages of a queue's range ``[start, end)`` the group takes: (queue id, start, end) -> messages
+_Count = Callable[[int, int, int], int]
 
+
+def _counter(state: BrokerState, group: str, topic: str, budget: _ScanBudget) -> _Count:
+    """A :data:`_Count` for ``group`` on ``topic``: whole ranges, or its TAG filter's estimates (see the module
+    docstring), each range counted once (lag and ready share theirs while nothing is in flight)."""
+    store = state.store
+    matches = _tag_filter(state, group, topic)
     counted: dict[tuple[int, int, int], int] = {}
     share = _Share()
-
-    def count(queue_id: int, start: int, end: int) -> int:
-        """Messages of ``[start, end)`` the group takes; a range counted once (lag and ready share theirs while
-        nothing is in flight)."""
-        if matches is None:
-            return end - start
-        key = (queue_id, start, end)
-        found = counted.get(key)
-        if found is None:
-            found = counted[key] = estimate(queue_id, start, end, matches)
-        return found
 
     def estimate(queue_id: int, start: int, end: int, matches: TagFilter) -> int:
         span = end - start
@@ -144,6 +151,24 @@ def _topic_lag(state: BrokerState, group: str, topic: str, queues: int, budget: 
         budget.seen.add(found, span)
         return found
 
+    def count(queue_id: int, start: int, end: int) -> int:
+        if end <= start:
+            return 0
+        if matches is None:
+            return end - start
+        key = (queue_id, start, end)
+        found = counted.get(key)
+        if found is None:
+            found = counted[key] = estimate(queue_id, start, end, matches)
+        return found
+
+    return count
+
+
+def _topic_lag(state: BrokerState, group: str, topic: str, queues: int, budget: _ScanBudget) -> GroupLag:
+    store, offsets = state.store, state.offsets
+    pulled = state.stats.pull_offsets.get((topic, group), {})
+    count = _counter(state, group, topic, budget)
     lag = inflight = ready = 0
     unconsumed = unpulled = 0
     for queue_id in range(queues):
@@ -163,19 +188,77 @@ def _topic_lag(state: BrokerState, group: str, topic: str, queues: int, budget: 
     return GroupLag(group, topic, lag, unconsumed, inflight, unpulled, ready)
 
 
+def _pop_lag(state: BrokerState, group: str, topic: str, source: str, queues: int, budget: _ScanBudget) -> GroupLag:
+    """``group``'s pop lag of ``source`` (``topic`` or its pop retry topic), reported under ``topic``: per queue, the
+    messages past the pop offset plus those in flight (ConsumerLagCalculator ``getConsumerLagStats`` with
+    ``isPop``), the oldest of those, the in-flight count and the store time at the pop offset
+    (``getInFlightMsgStats``), and the messages past the pop offset (``getAvailableMsgCount``)."""
+    store, inflight_counts = state.store, state.stats.pop_inflight
+    count = _counter(state, group, source, budget)
+    lag = inflight = ready = 0
+    unconsumed = unpulled = 0
+    for queue_id in range(queues):
+        broker_offset = max(0, store.max_offset_in_queue(source, queue_id))
+        pop_offset = inflight_counts.pop_offset(group, source, queue_id)
+        if pop_offset < 0:
+            pop_offset = broker_offset
+        in_flight = inflight_counts.get(source, group, queue_id)
+        past = count(queue_id, pop_offset, broker_offset)
+        lag += past + in_flight
+        inflight += in_flight
+        ready += past
+        if in_flight or past:
+            oldest = store.message_store_timestamp(source, queue_id, max(0, pop_offset - in_flight))
+            unconsumed = _earliest(unconsumed, oldest)
+        if past:
+            unpulled = _earliest(unpulled, store.message_store_timestamp(source, queue_id, pop_offset))
+    return GroupLag(group, topic, lag, unconsumed, inflight, unpulled, ready, source != topic)
+
+
+def _readable_config(state: BrokerState, topic: str) -> TopicConfig | None:
+    """``topic``'s config when the broker may read or write it (ConsumerLagCalculator ``processAllGroup``)."""
+    config = state.topics.get(topic)
+    if config is None or not config.perm & state.config.broker_permission & _READ_WRITE:
+        return None
+    return config
+
+
+def _groups(state: BrokerState) -> Iterator[tuple[str, list[str], bool]]:
+    """(group, subscribed topics, pops): every online group (none pops, as no client heartbeats CONSUME_POP), then
+    those known from their pops only, the compensation table ``getConsumerGroupInfo(group, true)`` falls back to,
+    whose type PopMessageProcessor sets CONSUME_POP (``compensateBasicConsumerInfo``)."""
+    clients = state.clients
+    for group, info in clients.consumer_groups.items():
+        yield group, list(info.subscriptions), False
+    for group, topics in clients.compensated_groups().items():
+        yield group, topics, True
+
+
 def group_lags(state: BrokerState) -> Iterator[GroupLag]:
-    """One :class:`GroupLag` per online group and subscribed topic (see the module docstring)."""
-    broker_perm = state.config.broker_permission
+    """One :class:`GroupLag` per online group and subscribed topic, two for a group known from its pops (see the
+    module docstring)."""
     budget = _ScanBudget()
-    for group, info in state.clients.consumer_groups.items():
+    for group, topics, pops in _groups(state):
         # broker/src/main/java/org/apache/rocketmq/broker/metrics/ConsumerLagCalculator.java ``processAllGroup``
         # walks the subscription group table: a group without a config (not auto-created, or deleted) has no lag.
         if state.groups.get(group) is None:
             continue
-        for topic in info.subscriptions:
-            if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+        for topic in topics:
+            config = None if topic.startswith(RETRY_GROUP_TOPIC_PREFIX) else _readable_config(state, topic)
+            if config is None:
                 continue
-            config = state.topics.get(topic)
-            if config is None or not config.perm & broker_perm & _READ_WRITE:
+            if not pops:
+                yield _topic_lag(state, group, topic, config.write_queue_nums, budget)
                 continue
-            yield _topic_lag(state, group, topic, config.write_queue_nums, budget)
+            yield _pop_lag(state, group, topic, topic, config.write_queue_nums, budget)
+            yield _retry_lag(state, group, topic, budget)
+
+
+def _retry_lag(state: BrokerState, group: str, topic: str, budget: _ScanBudget) -> GroupLag:
+    """The ``is_retry`` series of a popping group: its pop retry topic's pop lag, zeros without that topic (Java
+    then reads no topic: a lag of 0, and a latency of now - ``Long.MAX_VALUE``, which we leave at 0)."""
+    retry = pop_retry_topic(group, topic)
+    config = _readable_config(state, retry)
+    if config is None:
+        return GroupLag(group, topic, 0, 0, 0, 0, 0, retry=True)
+    return _pop_lag(state, group, topic, retry, config.write_queue_nums, budget)

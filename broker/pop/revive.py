@@ -252,7 +252,8 @@ class ReviveService:
                 key, phy = ck.keys[i], ck.phys[i]
                 if key not in self._acked and self._still_queued(ck.topic, key[2], key[3], phy):
                     try:
-                        self._redeliver(ck.group, phy, ck.pop_time)
+                        if self._redeliver(ck.group, phy, ck.pop_time):  # reviveRetry: out of the in-flight count
+                            self.pop.inflight.done(ck.topic, ck.group, key[2], ck.pop_time)
                     except (MessageDecodeError, ValueError, KeyError, TypeError):
                         log.exception("revive: message at %d of group %s cannot be read back: skipped", phy, ck.group)
                 ck.done = i + 1
@@ -310,13 +311,15 @@ class ReviveService:
         log.warning("revive: message %d of %s queue %d is no longer in its queue: skipped", offset, topic, qid)
         return False
 
-    def _redeliver(self, group: str, phy_offset: int, pop_time: int) -> None:
+    def _redeliver(self, group: str, phy_offset: int, pop_time: int) -> bool:
+        """Copy the message at ``phy_offset`` to the group's pop retry topic (or, refused there, its DLQ); whether the
+        retry copy was stored."""
         store = self.pop.broker.store
         raw = store.look_message_by_offset(phy_offset)
         self.pop.broker.stats.record_store_read(0 if raw is None else 1)  # 5.3.3's getBizMessage reads it so
         if raw is None:
             log.warning("revive: message at %d of group %s is gone", phy_offset, group)
-            return
+            return False
         msg = decode_record(raw)
         try:
             store.append(self.pop.retry_copy(group, msg, pop_time))
@@ -328,9 +331,12 @@ class ReviveService:
                     raise  # the broker takes no writes for now (a drain): retried a second later
                 log.error("revive: message at %d of group %s refused by the store (%s) and by the DLQ send-back (%s): "
                           "dropped", phy_offset, group, exc, refused)  # fmt: skip
-                return
+                return False
             log.warning("revive: message at %d of group %s refused (%s): sent to the DLQ", phy_offset, group, exc)
+            self.revived += 1
+            return False
         self.revived += 1
+        return True
 
     def _forget_stale(self) -> None:
         """Drop the oldest ACKs, and the oldest CKs revived, while a CK due a minute after them was read (from the

@@ -283,6 +283,9 @@ class PopService:
         #: SYNC_MASTER); 5.3.3's PopBufferMergeService ``commitOffsets``.
         self._held: dict[tuple[str, str, int], deque[_HeldMove]] = {}
         self._held_puts: dict[int, _HeldMove] = {}
+        #: popped messages neither acked nor revived (5.3.3's PopInflightMessageCounter), for the pop lag
+        self.inflight = broker.stats.pop_inflight
+        self.inflight.attach(self._pop_offset, self.now_ms())
 
     @property
     def revive_topic(self) -> str:
@@ -820,6 +823,7 @@ class PopService:
         ]  # fmt: skip
         # The CK first: a refused one (a full disk, the timer's limit) leaves the offset where it was.
         ck = self._write_ck(group, topic, [p.handle for p in popped]) if popped else None
+        self.inflight.add(topic, group, qid, len(popped))
         if next_offset != start:
             self._move_on((group, topic, qid), next_offset, ck)
             self._note_rest(topic, qid, next_offset)
@@ -981,6 +985,7 @@ class PopService:
         retried = state.retried_by(attempt_id)
         if not retried and _fifo_blocked(state, now):
             return []  # one batch of a queue in flight at a time: order is kept per queue
+        self.inflight.clear(topic, group, qid)  # PopMessageProcessor.popMsgFromQueue: this batch replaces it
         # A delivery is known by its pop time: a later one never shares an earlier one's (an invisible time of 0).
         pop_time = max(now, state.pop_time + 1)
         messages, next_offset = self._read(group, topic, qid, start, want, filters)
@@ -1003,6 +1008,7 @@ class PopService:
             )  # fmt: skip
             popped.append(Popped(msg, handle, attempt))
         if popped:
+            self.inflight.add(topic, group, qid, len(popped))
             self.read_ends[qid] = next_offset
             if retried:
                 state.replace_delivery({p.handle.offset for p in popped})
@@ -1102,6 +1108,7 @@ class PopService:
         if handle.fifo:
             return self._ack_fifo(group, real, handle, now)
         self._write_ack(group, real, handle)
+        self.inflight.done(real, group, handle.queue_id, handle.pop_time)  # AckMessageProcessor.handlePutMessageResult
         return AckOutcome.OK
 
     def _in_queue(self, topic: str, handle: ReceiptHandle, *, past_end: bool) -> bool:
@@ -1138,6 +1145,7 @@ class PopService:
         self.fifo_persister.mark_dirty()
         self._schedule_lock_free((group, topic, qid), state)
         self._lock_freed(group, topic, qid)  # AckMessageProcessor.ackOrderly: free, it wakes one pop of the group
+        self.inflight.done(topic, group, qid, handle.pop_time)
         return AckOutcome.OK
 
     def change_invisible(
@@ -1315,11 +1323,20 @@ class PopService:
         (reviveRetry's ``setBornHost(getStoreHost())``), at the message's born time."""
         origin = self.original_topic(group, msg)
         retry = pop_retry_topic(group, origin)
-        self.broker.topics.create_topic_in_send_back_process(retry, 1)
+        if retry not in self.broker.topics:
+            self.broker.topics.create_topic_in_send_back_process(retry, 1)
+            self._init_retry_offset(group, retry)
         extra = {PROPERTY_RETRY_TOPIC: origin}
         if msg.reconsume_times == 0 or PROPERTY_FIRST_POP_TIME not in msg.properties:
             extra[PROPERTY_FIRST_POP_TIME] = str(pop_time)
         return attrs.evolve(self._copy(msg, retry, extra, msg.reconsume_times + 1), born_host=self.broker.store_host)
+
+    def _init_retry_offset(self, group: str, retry: str) -> None:
+        """Commit offset 0 of the pop retry topic the revive just created, unless the group has one:
+        PopReviveService.addRetryTopicIfNotExist's ``initPopRetryOffset``, so its lag counts the copies from the
+        first (the group's pop of it would start there anyway)."""
+        if self.broker.offsets.query(group, retry, 0) < 0:
+            self.broker.offsets.commit(group, retry, 0, 0)
 
     def dead_letter(self, group: str, commit_log_offset: int, origin_topic: str, message_id: str | None = None) -> None:
         """Move the message at ``commit_log_offset`` into ``%DLQ%<group>`` as RocketMQ's proxy does

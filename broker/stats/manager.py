@@ -51,6 +51,7 @@ import trio
 from broker.stats.item import StatsItem, StatsItemSet, StatsSnapshot
 from broker.stats.latency import PutLatencyStats
 from broker.stats.message_sizes import MessageSizes
+from broker.stats.pop_inflight import PopInflight
 from broker.stats.puts import NOT_INCOMING, StorePuts
 from broker.stats.store_stats import StoreStats
 from broker.stats.transactions import TransactionEnds
@@ -181,6 +182,8 @@ class BrokerStatsManager:
         self.group_items: dict[tuple[str, str], GroupItems] = {}
         #: (topic, group) -> queue id -> next offset after the queue's last pull
         self.pull_offsets: dict[tuple[str, str], dict[int, int]] = {}
+        #: popped messages neither acked nor revived, and where pops read (the pop lag of ``/metrics``)
+        self.pop_inflight = PopInflight()
         #: topic -> (messages, bytes) stored while a master (``/metrics``' incoming messages; never reset), those
         #: the broker put as another message type (:attr:`incoming_typed`) and retry and DLQ topics (as 5.3.3's send
         #: path) left out
@@ -552,6 +555,7 @@ class BrokerStatsManager:
             for key in [k for k in self.fall_behind if k[1] == topic]:
                 del self.fall_behind[key]
         self._forget_pull_offsets(lambda pair: pair[0] == topic)
+        self.pop_inflight.forget(lambda counted, _: counted != topic)  # clearInFlightMessageNumByTopicName
         # ``incoming``, ``dlq_messages`` and what was counted out (:attr:`out_retired`) stay: RocketMQ 5.3.3 counts
         # them in OpenTelemetry counters (broker/src/main/java/org/apache/rocketmq/broker/metrics/
         # BrokerMetricsManager.java), which nothing resets.
@@ -570,6 +574,7 @@ class BrokerStatsManager:
             for key in [k for k in self.fall_behind if k[0] == group]:
                 del self.fall_behind[key]
         self._forget_pull_offsets(lambda pair: pair[1] == group)  # ``dlq_messages`` stay (see on_topic_deleted)
+        self.pop_inflight.forget(lambda _, counted: counted != group)  # clearInFlightMessageNumByGroupName
 
     def outgoing(self) -> tuple[dict[OutKey, tuple[int, int]], tuple[int, int]]:
         """``/metrics``' outgoing (messages, bytes) by label set (see :attr:`out_series`), what deleted pairs counted
