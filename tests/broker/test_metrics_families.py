@@ -786,3 +786,38 @@ async def test_a_revived_pop_leaves_the_inflight_count_and_lags_in_the_retry_ser
         ("lag_messages", "false"): 0, ("inflight_messages", "false"): 0, ("ready_messages", "false"): 0,
         ("lag_messages", "true"): 1, ("inflight_messages", "true"): 0, ("ready_messages", "true"): 1,
     }  # fmt: skip
+
+
+async def test_revive_topic_puts_gets_and_retry_copies_are_counted_as_pop_metrics_manager_does(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """RocketMQ 5.3.3's PopMetricsManager counts each CK and ACK put into the revive topic
+    (``rocketmq_pop_revive_in_message_total``: group, topic, ``revive_message_type``, ``put_status``), each one the
+    revive reads back (``rocketmq_pop_revive_out_message_total``: group, topic, revive ``queue_id``, type) and each
+    retry copy it puts (``rocketmq_pop_revive_retry_messages_total``: group, topic, ``put_status``), from
+    PopBufferMergeService ``putCkToStore``, AckMessageProcessor, PopReviveService ``consumeReviveMessage`` and
+    ``reviveRetry``. Ours exported none of them."""
+    use_virtual_store_clock(embedded_cluster)
+    controller = embedded_cluster.controller
+    pop, revive = controller.pop_service()
+    await nursery.start(revive.run)
+    await create_topic(embedded_cluster, "PopRevCount", queues=1)
+    async with Producer("pg-pop-rev-count", embedded_cluster.namesrv_addr) as producer:
+        for body in (b"acked", b"late"):
+            await producer.send(Message("PopRevCount", body))
+    acked, _late = pop.pop("pop_rev_count_cg", "PopRevCount", 32, 30_000, None)
+    pop.ack("pop_rev_count_cg", "PopRevCount", acked.handle)
+    await trio.sleep(35)  # the CK is due: the revive reads it and the ACK, and copies the other message
+
+    samples = render(list(broker_families(take_snapshot(controller.context, controller.pools), COMMON)))
+    row = {**COMMON, "consumer_group": "pop_rev_count_cg", "topic": "PopRevCount"}
+    puts = samples.get("rocketmq_pop_revive_in_message_total", [])
+    assert sorted((labels["revive_message_type"], labels["put_status"], n) for labels, n in puts) == [
+        ("ACK", "PUT_OK", 1), ("CK", "PUT_OK", 1),
+    ]  # fmt: skip
+    assert all(labels.items() >= row.items() for labels, _ in puts)
+    gets = samples.get("rocketmq_pop_revive_out_message_total", [])
+    assert sorted((labels["revive_message_type"], n) for labels, n in gets) == [("ACK", 1), ("CK", 1)]
+    assert all(labels.items() >= {**row, "queue_id": "0"}.items() for labels, _ in gets)
+    retries = samples.get("rocketmq_pop_revive_retry_messages_total", [])
+    assert retries == [({**row, "put_status": "PUT_OK"}, 1)]
