@@ -50,7 +50,11 @@ Where ours differ, and why:
 - The consumer gauges of a group known from its pops only are pop lag, with a second series per topic over the
   group's pop retry topic labelled ``is_retry="true"`` (:mod:`broker.metrics.lag`); Java's latency of that series
   without a retry topic is now - ``Long.MAX_VALUE``, ours 0.
-- Not exported yet (the concepts exist, the recording does not): PopMetricsManager's families and the timer's
+- PopMetricsManager's counters of the revive topic (``rocketmq_pop_revive_in_message_total``,
+  ``rocketmq_pop_revive_out_message_total``, ``rocketmq_pop_revive_retry_messages_total``) are 5.3.3's
+  (:mod:`broker.stats.pop_revive`); a put is labelled with its append's status.
+- Not exported yet: PopMetricsManager's gauges (offset and checkpoint buffer sizes, revive lag and latency) and
+  ``rocketmq_pop_buffer_scan_time_consume`` (ours has no buffer scan), and the timer's
   ``rocketmq_timer_message_snapshot``.
 """
 
@@ -58,6 +62,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
@@ -319,6 +324,29 @@ def _transactions(snap: BrokerSnapshot, f: _Families) -> Iterator[Metric]:
     yield latency
 
 
+def _pop_revive(snap: BrokerSnapshot, f: _Families) -> Iterator[Metric]:
+    """RocketMQ 5.3.3's PopMetricsManager counters (:mod:`broker.stats.pop_revive`)."""
+    figures = snap.pop_revive
+    if figures is None:
+        return
+    families: tuple[tuple[str, str, tuple[str, ...], dict[Any, int]], ...] = (
+        ("rocketmq_pop_revive_in_message_total", "Total number of put message to revive topic",
+         ("consumer_group", "topic", "revive_message_type", "put_status"), figures.puts),
+        ("rocketmq_pop_revive_out_message_total", "Total number of get message from revive topic",
+         ("consumer_group", "topic", "queue_id", "revive_message_type"), figures.gets),
+        ("rocketmq_pop_revive_retry_messages_total", "Total number of put message to pop retry topic",
+         ("consumer_group", "topic", "put_status"), figures.retries),
+    )  # fmt: skip
+    for name, doc, labels, counts in families:
+        family = f.counter(name, doc, labels)
+        for key, count in counts.items():
+            if key is not None:
+                family.add_metric(f.row(*map(str, key)), count)
+        if None in counts:
+            _add_overflow(family, counts[None])
+        yield family
+
+
 def _per_topic(f: _Families, family: CounterMetricFamily, counts: dict[str, int], limit: int) -> CounterMetricFamily:
     """``family`` with a series per topic of ``counts`` (first seen first), at most ``limit`` - 1, the rest summed
     in the overflow series, as OpenTelemetry's cardinality limit counts them."""
@@ -335,5 +363,6 @@ def broker_families(snap: BrokerSnapshot, common: dict[str, str]) -> Iterator[Me
     f = _Families(common)
     yield from _traffic(snap, f)
     yield from _transactions(snap, f)
+    yield from _pop_revive(snap, f)
     for family in itertools.chain(_consumers(snap, f), _broker(snap, f)):
         yield _capped(family, snap.series_limit)

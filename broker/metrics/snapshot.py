@@ -22,6 +22,7 @@ import attrs
 from broker.metrics.lag import GroupLag, group_lags
 from broker.stats import BrokerStatsManager
 from broker.stats.manager import OutKey
+from broker.stats.pop_revive import PopReviveFigures
 from broker.stats.transactions import TransactionFigures
 from remoting.codec.codes import version_desc
 from remoting.dispatch import ProcessorPool
@@ -113,6 +114,8 @@ class BrokerSnapshot:
     transactions: TransactionFigures | None = None
     #: the timer's figures (:class:`~broker.timer.service.TimerFigures`); ``None``: not exported
     timer: TimerFigures | None = None
+    #: the revive topic's puts, gets and retry copies (PopMetricsManager's counters)
+    pop_revive: PopReviveFigures | None = None
 
 
 def _connections(state: BrokerState) -> tuple[dict[tuple[str, str], int], dict[tuple[str, str, str, str], int]]:
@@ -189,4 +192,5 @@ def take_snapshot(
         half_messages={topic: count for topic, (count, _) in state.half_messages.counts.items()},
         transactions=stats.transactions.figures(),
         timer=None if timer_gauges is None else timer_gauges(),
+        pop_revive=stats.pop_revive.figures(),
     )

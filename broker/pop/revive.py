@@ -48,12 +48,14 @@ import orjson
 import trio
 
 from broker.pop.service import ACK_TAG, ACK_TIME_INTERVAL_MS, CK_GRACE_MS, CK_TAG, PopService
+from broker.stats.pop_revive import ACK, CK
 from processors.common import RequestRejected
 from remoting.codec.codes import ResponseCode
 from remoting.codec.errors import MessageDecodeError
 from remoting.codec.message import MessageExt, decode_record
 from remoting.codec.topics import pop_normal_topic
 from store.errors import MessageIllegalError, PutRefusedError
+from store.results import PutStatus
 
 __all__ = ["REVIVE_CK_GROUP", "REVIVE_GROUP", "ReviveService"]
 
@@ -224,6 +226,8 @@ class ReviveService:
         invisible, tag = int(body["it"]), record.tags
         if not isinstance(group, str) or not isinstance(topic, str):
             raise TypeError(f"a revive record whose group or topic is not a string: {group!r}, {topic!r}")
+        if tag in (ACK_TAG, CK_TAG) and not replay:  # PopReviveService.consumeReviveMessage
+            self.pop.broker.stats.pop_revive.got(group, topic, record.queue_id, ACK if tag == ACK_TAG else CK)
         if tag == ACK_TAG:
             key = (group, topic, qid, int(body["ao"]), pop_time, invisible)
             due = pop_time + invisible + CK_GRACE_MS
@@ -252,7 +256,8 @@ class ReviveService:
                 key, phy = ck.keys[i], ck.phys[i]
                 if key not in self._acked and self._still_queued(ck.topic, key[2], key[3], phy):
                     try:
-                        if self._redeliver(ck.group, phy, ck.pop_time):  # reviveRetry: out of the in-flight count
+                        # reviveRetry: a stored copy is out of the in-flight count
+                        if self._redeliver(ck.group, ck.topic, phy, ck.pop_time):
                             self.pop.inflight.done(ck.topic, ck.group, key[2], ck.pop_time)
                     except (MessageDecodeError, ValueError, KeyError, TypeError):
                         log.exception("revive: message at %d of group %s cannot be read back: skipped", phy, ck.group)
@@ -311,9 +316,10 @@ class ReviveService:
         log.warning("revive: message %d of %s queue %d is no longer in its queue: skipped", offset, topic, qid)
         return False
 
-    def _redeliver(self, group: str, phy_offset: int, pop_time: int) -> bool:
-        """Copy the message at ``phy_offset`` to the group's pop retry topic (or, refused there, its DLQ); whether the
-        retry copy was stored."""
+    def _redeliver(self, group: str, topic: str, phy_offset: int, pop_time: int) -> bool:
+        """Copy the message at ``phy_offset`` of ``group``'s CK on ``topic`` to the group's pop retry topic (or,
+        refused there, its DLQ), counted with its put status (PopMetricsManager ``incPopReviveRetryMessageCount``);
+        whether the retry copy was stored."""
         store = self.pop.broker.store
         raw = store.look_message_by_offset(phy_offset)
         self.pop.broker.stats.record_store_read(0 if raw is None else 1)  # 5.3.3's getBizMessage reads it so
@@ -321,9 +327,13 @@ class ReviveService:
             log.warning("revive: message at %d of group %s is gone", phy_offset, group)
             return False
         msg = decode_record(raw)
+        counts = self.pop.broker.stats.pop_revive
         try:
             store.append(self.pop.retry_copy(group, msg, pop_time))
-        except MessageIllegalError as exc:
+        except PutRefusedError as exc:
+            counts.retried(group, topic, exc.put_status)
+            if not isinstance(exc, MessageIllegalError):
+                raise
             try:
                 self.pop.dead_letter(group, phy_offset, msg.topic)
             except (MessageIllegalError, RequestRejected) as refused:
@@ -335,6 +345,7 @@ class ReviveService:
             log.warning("revive: message at %d of group %s refused (%s): sent to the DLQ", phy_offset, group, exc)
             self.revived += 1
             return False
+        counts.retried(group, topic, PutStatus.PUT_OK.name)
         self.revived += 1
         return True
 

@@ -66,6 +66,8 @@ from broker.pop.receipt import (
     ReceiptHandle,
 )
 from broker.schedule import PROPERTY_REAL_QID, PROPERTY_REAL_TOPIC
+from broker.stats.pop_revive import ACK as REVIVE_ACK
+from broker.stats.pop_revive import CK as REVIVE_CK
 from broker.timer.timer_store import PROPERTY_TIMER_DELIVER_MS
 from processors.common import RequestRejected
 from processors.filter import Sql92Filter
@@ -953,7 +955,7 @@ class PopService:
         for move in failed:
             assert move.ck is not None
             try:
-                move.end = self.broker.store.append(move.ck).end_offset
+                move.end = self._counted_put(move.ck, move.key[0], move.key[1], REVIVE_CK).end_offset
             except PutRefusedError:
                 continue
             self._watch(move)
@@ -1206,7 +1208,7 @@ class PopService:
                 "ao": [h.offset for h in handles], "pt": first.pop_time, "it": first.invisible_time,
                 "po": [h.commit_log_offset for h in handles]}  # fmt: skip
         record = self._timer_rewrite(self._revive_record(CK_TAG, body, self._ck_deliver_ms(first.visible_at)))
-        appended = self._append(record)
+        appended = self._append(record, group, topic, REVIVE_CK)
         # In the store totals only: 5.3.3's appendCheckPoint puts it through the EscapeBridge, which counts nothing.
         self.broker.stats.record_uncounted_put(record.topic, record.queue_id, appended.queue_offset)
         return record, appended.end_offset
@@ -1225,15 +1227,26 @@ class PopService:
         body = {"c": group, "t": topic, "q": handle.queue_id, "ao": handle.offset, "pt": handle.pop_time,
                 "it": handle.invisible_time}  # fmt: skip
         record = self._revive_record(ACK_TAG, body, None)
-        appended = self._append(record)
+        appended = self._append(record, group, topic, REVIVE_ACK)
         # In the store totals only: 5.3.3's AckMessageProcessor.appendAck puts it through the EscapeBridge
         # (putMessageToSpecificQueue), which counts nothing.
         self.broker.stats.record_uncounted_put(record.topic, record.queue_id, appended.queue_offset)
 
-    def _append(self, record: MessageRecord) -> AppendResult:
-        appended = self.broker.store.append(record)
+    def _append(self, record: MessageRecord, group: str, topic: str, kind: str) -> AppendResult:
+        """Put a ``kind`` record of ``group`` on ``topic`` into the revive topic, counted for ``/metrics``."""
+        appended = self._counted_put(record, group, topic, kind)
         if self._writes is not None:
             self._writes.append(appended.end_offset)
+        return appended
+
+    def _counted_put(self, record: MessageRecord, group: str, topic: str, kind: str) -> AppendResult:
+        """Append ``record``, counted with its status (PopMetricsManager ``incPopRevivePutCount``)."""
+        try:
+            appended = self.broker.store.append(record)
+        except PutRefusedError as exc:
+            self.broker.stats.pop_revive.put(group, topic, kind, exc.put_status)
+            raise
+        self.broker.stats.pop_revive.put(group, topic, kind, PutStatus.PUT_OK.name)
         return appended
 
     # ---- the outcome of the records written -----------------------------------------------------------------

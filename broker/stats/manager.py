@@ -52,6 +52,7 @@ from broker.stats.item import StatsItem, StatsItemSet, StatsSnapshot
 from broker.stats.latency import PutLatencyStats
 from broker.stats.message_sizes import MessageSizes
 from broker.stats.pop_inflight import PopInflight
+from broker.stats.pop_revive import PopReviveCounts
 from broker.stats.puts import NOT_INCOMING, StorePuts
 from broker.stats.store_stats import StoreStats
 from broker.stats.transactions import TransactionEnds
@@ -200,6 +201,8 @@ class BrokerStatsManager:
         self.transactions = TransactionEnds(series_limit)
         #: ``rocketmq_message_size``, recorded by the send paths
         self.message_sizes = MessageSizes(series_limit)
+        #: the revive topic's puts and gets and the revive's retry copies (PopMetricsManager's counters)
+        self.pop_revive = PopReviveCounts(series_limit)
         #: Every message and byte the store took, replicated ones included (StoreStatsService's put totals).
         self.put_total = 0
         self.put_size_total = 0
