@@ -821,3 +821,41 @@ async def test_revive_topic_puts_gets_and_retry_copies_are_counted_as_pop_metric
     assert all(labels.items() >= {**row, "queue_id": "0"}.items() for labels, _ in gets)
     retries = samples.get("rocketmq_pop_revive_retry_messages_total", [])
     assert retries == [({**row, "put_status": "PUT_OK"}, 1)]
+
+
+async def test_the_revive_lag_and_latency_gauges_follow_the_revive_offset(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery
+) -> None:
+    """RocketMQ 5.3.3's PopMetricsManager gauges, per revive queue (``queue_id``), once a revive round ran:
+    ``rocketmq_pop_revive_lag_milliseconds`` is the revive queue's max offset - the revive offset (PopReviveService
+    ``getReviveBehindMessages``: a count, under Java's ``milliseconds`` unit), ``rocketmq_pop_revive_latency_
+    milliseconds`` the time since the oldest CK of the round's revive time while more than one record is behind
+    (``getReviveBehindMillis``). Ours exported neither."""
+    use_virtual_store_clock(embedded_cluster)
+    controller = embedded_cluster.controller
+    pop, revive = controller.pop_service()
+    await nursery.start(revive.run)
+    await create_topic(embedded_cluster, "PopRevGauge", queues=1)
+    async with Producer("pg-pop-rev-gauge", embedded_cluster.namesrv_addr) as producer:
+        for body in (b"one", b"two"):
+            await producer.send(Message("PopRevGauge", body))
+    for _ in range(2):  # two pops, each acked: two ACKs wait in the revive queue for their CKs
+        [popped] = pop.pop("pop_rev_gauge_cg", "PopRevGauge", 1, 30_000, None)
+        pop.ack("pop_rev_gauge_cg", "PopRevGauge", popped.handle)
+
+    def gauges() -> dict[str, list[tuple[dict[str, str], float]]]:
+        snapshot = take_snapshot(controller.context, controller.pools, revive_gauges=revive.gauges)
+        samples = render(list(broker_families(snapshot, COMMON)))
+        names = ("rocketmq_pop_revive_lag_milliseconds", "rocketmq_pop_revive_latency_milliseconds")
+        return {name.removeprefix("rocketmq_pop_revive_"): samples.get(name, []) for name in names}
+
+    await trio.sleep(3)  # revive rounds read the ACKs: the revive offset stays before them
+    behind = gauges()
+    assert behind["lag_milliseconds"] == [({**COMMON, "queue_id": "0"}, 2)]
+    [(labels, latency)] = behind["latency_milliseconds"]
+    assert labels == {**COMMON, "queue_id": "0"} and 0 <= latency <= 1000
+    await trio.sleep(35)  # the CKs came, met their ACKs: the revive offset reached the queue's end
+    assert gauges() == {
+        "lag_milliseconds": [({**COMMON, "queue_id": "0"}, 0)],
+        "latency_milliseconds": [({**COMMON, "queue_id": "0"}, 0)],
+    }
