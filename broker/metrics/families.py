@@ -53,7 +53,10 @@ Where ours differ, and why:
 - PopMetricsManager's counters of the revive topic (``rocketmq_pop_revive_in_message_total``,
   ``rocketmq_pop_revive_out_message_total``, ``rocketmq_pop_revive_retry_messages_total``) are 5.3.3's
   (:mod:`broker.stats.pop_revive`); a put is labelled with its append's status.
-- Not exported yet: PopMetricsManager's gauges (offset and checkpoint buffer sizes, revive lag and latency) and
+- ``rocketmq_pop_revive_lag_milliseconds`` (records behind, under Java's ``milliseconds`` unit) and
+  ``rocketmq_pop_revive_latency_milliseconds`` are 5.3.3's, for our one revive queue (``queue_id="0"``), from
+  :meth:`~broker.pop.revive.ReviveService.gauges`.
+- Not exported yet: PopMetricsManager's offset and checkpoint buffer sizes and
   ``rocketmq_pop_buffer_scan_time_consume`` (ours has no buffer scan), and the timer's
   ``rocketmq_timer_message_snapshot``.
 """
@@ -345,6 +348,15 @@ def _pop_revive(snap: BrokerSnapshot, f: _Families) -> Iterator[Metric]:
         if None in counts:
             _add_overflow(family, counts[None])
         yield family
+    if snap.revive_behind is not None:
+        behind = (
+            ("rocketmq_pop_revive_lag_milliseconds", "The processing lag of revive topic"),
+            ("rocketmq_pop_revive_latency_milliseconds", "The processing latency of revive topic"),
+        )
+        for (name, doc), value in zip(behind, snap.revive_behind, strict=True):
+            gauge = f.gauge(name, doc, ("queue_id",))
+            gauge.add_metric(f.row("0"), value)
+            yield gauge
 
 
 def _per_topic(f: _Families, family: CounterMetricFamily, counts: dict[str, int], limit: int) -> CounterMetricFamily:

@@ -33,6 +33,8 @@ if TYPE_CHECKING:
 
 #: Reads the timer's four gauges (see :attr:`BrokerSnapshot.timer`); ``None`` when it exports none.
 TimerGauges = Callable[[], "TimerFigures | None"]
+#: Reads the revive's (records, ms) behind (see :attr:`BrokerSnapshot.revive_behind`); ``None`` before it exists.
+ReviveGauges = Callable[[], "tuple[int, int] | None"]
 
 #: Our pool families under RocketMQ 5's ``processor`` label values.
 PROCESSOR_NAMES = {
@@ -116,6 +118,8 @@ class BrokerSnapshot:
     timer: TimerFigures | None = None
     #: the revive topic's puts, gets and retry copies (PopMetricsManager's counters)
     pop_revive: PopReviveFigures | None = None
+    #: (records, ms) the revive is behind in its queue 0; ``None``: no revive service yet
+    revive_behind: tuple[int, int] | None = None
 
 
 def _connections(state: BrokerState) -> tuple[dict[tuple[str, str], int], dict[tuple[str, str, str, str], int]]:
@@ -155,10 +159,13 @@ def _watermarks(pools: Mapping[str, ProcessorPool]) -> dict[str, int]:
 
 
 def take_snapshot(
-    state: BrokerState, pools: Mapping[str, ProcessorPool], timer_gauges: TimerGauges | None = None
+    state: BrokerState,
+    pools: Mapping[str, ProcessorPool],
+    timer_gauges: TimerGauges | None = None,
+    revive_gauges: ReviveGauges | None = None,
 ) -> BrokerSnapshot:
     """Everything one scrape exports (call it on the Trio thread); ``timer_gauges`` reads the timer's
-    (``TimerMessageService.gauges``)."""
+    (``TimerMessageService.gauges``), ``revive_gauges`` the revive's (``ReviveService.gauges``)."""
     stats, store = state.stats, state.store
     producers, consumers = _connections(state)
     now_ms = int(time.time() * 1000)
@@ -193,4 +200,5 @@ def take_snapshot(
         transactions=stats.transactions.figures(),
         timer=None if timer_gauges is None else timer_gauges(),
         pop_revive=stats.pop_revive.figures(),
+        revive_behind=None if revive_gauges is None else revive_gauges(),
     )

@@ -115,6 +115,9 @@ class ReviveService:
         self._revived_cks: dict[tuple[_Key, ...], int] = {}
         self._running = False
         self._ended = trio.Event()
+        #: after each round: the revive time of the oldest CK it left held, else the clock (5.3.3's
+        #: ``currentReviveMessageTimestamp``); 0 before the first round
+        self._round_ms = 0
 
     @property
     def running(self) -> bool:
@@ -163,10 +166,24 @@ class ReviveService:
             try:
                 while self.revive_once():
                     await trio.lowlevel.checkpoint()
+                self._round_ms = self._held[0].revive_ms if self._held else self.pop.now_ms()
             except (PutRefusedError, RequestRejected) as exc:  # RequestRejected: NO_PERMISSION only (_redeliver)
                 log.warning("revive: append refused (%s); retrying", exc)
             except Exception:
                 log.exception("revive round failed")
+
+    def gauges(self) -> tuple[int, int]:
+        """(records, ms) the revive is behind: the revive queue's max offset - the revive offset, and, while more
+        than one record is behind, the time since the last round's :attr:`_round_ms`; (0, 0) before the first round.
+        5.3.3's PopReviveService ``getReviveBehindMessages`` and ``getReviveBehindMillis``, which PopMetricsManager
+        exports per revive queue (ours has one)."""
+        if self._round_ms <= 0:
+            return 0, 0
+        broker, topic = self.pop.broker, self.pop.revive_topic
+        behind = max(
+            0, broker.store.max_offset_in_queue(topic, 0) - max(0, broker.offsets.query(REVIVE_GROUP, topic, 0))
+        )
+        return behind, max(0, self.pop.now_ms() - self._round_ms) if behind > 1 else 0
 
     def _forget_read(self) -> None:
         """Drop the CKs held and the ACKs waiting: the next round reads again from the committed offsets (5.3.3
