@@ -14,11 +14,14 @@ import trio
 import trio.testing
 
 from broker.embedded_dledger import EmbeddedDLedgerGroup
+from broker.metrics.families import broker_families
+from broker.metrics.snapshot import take_snapshot
 from remoting.client import RemotingClient
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand, request
 from remoting.codec.message import MessageExt
 from tests.broker.helpers import create_topic_request
+from tests.broker.test_metrics_families import COMMON, render
 from tests.broker.test_pop_wire import GROUP, messages, pop_request
 from tests.conftest import SMALL_STORE
 from tests.dledger.test_broker_group import LONG_LEASE, TOPIC, send, virtual_time_still
@@ -139,3 +142,25 @@ async def test_an_offset_committed_past_the_held_moves_is_where_the_next_pop_rea
         answer = await client.invoke(group.addr(leader), request(RequestCode.UPDATE_CONSUMER_OFFSET, commit), 10)
         assert answer.code == ResponseCode.SUCCESS, answer.remark
         assert [m.body for m in await pop_one(group, client, leader)] == [b"m2"]
+
+
+async def test_a_held_pop_move_counts_in_the_pop_buffer_gauges(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """RocketMQ 5.3.3's PopMetricsManager exports PopBufferMergeService's ``getOffsetTotalSize`` (offset moves
+    waiting to be committed) as ``rocketmq_pop_offset_buffer_size`` and ``getBufferedCKSize`` (CKs buffered until
+    stored and committed) as ``rocketmq_pop_checkpoint_buffer_size``: a pop whose CK waits for the quorum counts in
+    both until the quorum is back. Ours exported neither."""
+    async with EmbeddedDLedgerGroup(tmp_path, **HELD) as group, RemotingClient() as client:
+        leader = await held_pop(group, client, [b"m0", b"m1"])
+        controller = group.controllers[leader]
+
+        def buffers() -> tuple[float, ...]:
+            snapshot = take_snapshot(controller.context, controller.pools, pop_gauges=controller.pop_gauges)
+            samples = render(list(broker_families(snapshot, COMMON)))
+            names = ("rocketmq_pop_offset_buffer_size", "rocketmq_pop_checkpoint_buffer_size")
+            return tuple(value for name in names for _, value in samples[name])
+
+        assert buffers() == (1, 1)
+        await quorum_back(group, leader)
+        assert buffers() == (0, 0)
