@@ -43,6 +43,7 @@ from broker.broker_config import BrokerConfig, checked_roles, properties_without
 from broker.context import BrokerState, build_context, config_dir_of, load_managers
 from broker.dledger_mode import follow_roles, reassert_master
 from broker.metrics import broker_exporter
+from broker.metrics.snapshot import PopGauges
 from broker.pop import PopService
 from broker.pop.assignment import QueryAssignmentProcessor
 from broker.pop.processor import AckMessageProcessor, PopMessageProcessor
@@ -200,9 +201,7 @@ class BrokerController:
         # Requests are timed for /metrics only when it is served (docs/metrics.md).
         wanted = prometheus_wanted(config.metrics_exporter_type)
         self.rpc_latency = RpcLatency(config.metrics_otel_cardinality_limit) if wanted else None
-        self.metrics = broker_exporter(
-            self.context, self.pools, self.rpc_latency, self.timer.gauges, self._revive_gauges
-        )
+        self.metrics = broker_exporter(self.context, self.pools, self.rpc_latency, self.timer.gauges, self.pop_gauges)
         self.remoting_server = RemotingServer(self.dispatcher, server_config_of(config), self.rpc_latency)
         self.remoting_server.add_close_listener(self._on_connection_closed)
         self.fast_server = RemotingServer(
@@ -311,9 +310,12 @@ class BrokerController:
         register(RecallMessageProcessor.REQUEST_CODES, RecallMessageProcessor(ctx, self.timer.rewrite), pools["send"])
         register(ACL_CODES, AclAdminProcessor(self.acl, ctx), pools["admin"])
 
-    def _revive_gauges(self) -> tuple[int, int] | None:
-        """The revive's (records, ms) behind for ``/metrics``; ``None`` before the pop service exists."""
-        return None if self._pop is None else self._pop[1].gauges()
+    def pop_gauges(self) -> PopGauges | None:
+        """PopMetricsManager's gauges for ``/metrics``; ``None`` before the pop service exists."""
+        if self._pop is None:
+            return None
+        pop, revive = self._pop
+        return PopGauges(*pop.buffer_sizes(), *revive.gauges())
 
     def pop_service(self) -> tuple[PopService, ReviveService]:
         """The broker's one :class:`PopService` and :class:`ReviveService`, built at the first call (once the store

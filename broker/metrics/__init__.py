@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from prometheus_client.core import Metric
 
 from broker.metrics.families import broker_families
-from broker.metrics.snapshot import ReviveGauges, TimerGauges, take_snapshot
+from broker.metrics.snapshot import PopGaugeReader, TimerGauges, take_snapshot
 from remoting.dispatch import ProcessorPool
 from remoting.prometheus import PrometheusExporter, metrics_labels, rpc_latency_source
 from remoting.rpc_metrics import RpcLatency
@@ -30,11 +30,11 @@ def broker_exporter(
     pools: Mapping[str, ProcessorPool],
     rpc_latency: RpcLatency | None,
     timer_gauges: TimerGauges | None = None,
-    revive_gauges: ReviveGauges | None = None,
+    pop_gauges: PopGaugeReader | None = None,
 ) -> PrometheusExporter | None:
     """The exporter, or ``None`` without an RPC recorder (the controller makes one only when
     :func:`~remoting.prometheus.prometheus_wanted` says the settings ask for ``/metrics``); ``timer_gauges`` reads
-    the timer's gauges, ``revive_gauges`` the pop revive's."""
+    the timer's gauges, ``pop_gauges`` the pop service's."""
     config = state.config
     if rpc_latency is None:
         return None
@@ -45,7 +45,7 @@ def broker_exporter(
         labels["aggregation"] = "delta"
 
     def broker_source() -> Callable[[], Iterable[Metric]]:
-        snapshot = take_snapshot(state, pools, timer_gauges, revive_gauges)
+        snapshot = take_snapshot(state, pools, timer_gauges, pop_gauges)
         return lambda: broker_families(snapshot, labels)
 
     host = config.metrics_prom_exporter_host or config.broker_ip1

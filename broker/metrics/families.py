@@ -56,8 +56,10 @@ Where ours differ, and why:
 - ``rocketmq_pop_revive_lag_milliseconds`` (records behind, under Java's ``milliseconds`` unit) and
   ``rocketmq_pop_revive_latency_milliseconds`` are 5.3.3's, for our one revive queue (``queue_id="0"``), from
   :meth:`~broker.pop.revive.ReviveService.gauges`.
-- Not exported yet: PopMetricsManager's offset and checkpoint buffer sizes and
-  ``rocketmq_pop_buffer_scan_time_consume`` (ours has no buffer scan), and the timer's
+- ``rocketmq_pop_offset_buffer_size`` and ``rocketmq_pop_checkpoint_buffer_size`` are the pop service's held
+  offset moves and those with a CK (:meth:`~broker.pop.service.PopService.buffer_sizes`), 0 unless the store
+  waits for puts.
+- Not exported yet: ``rocketmq_pop_buffer_scan_time_consume`` (ours has no buffer scan) and the timer's
   ``rocketmq_timer_message_snapshot``.
 """
 
@@ -348,15 +350,32 @@ def _pop_revive(snap: BrokerSnapshot, f: _Families) -> Iterator[Metric]:
         if None in counts:
             _add_overflow(family, counts[None])
         yield family
-    if snap.revive_behind is not None:
-        behind = (
-            ("rocketmq_pop_revive_lag_milliseconds", "The processing lag of revive topic"),
-            ("rocketmq_pop_revive_latency_milliseconds", "The processing latency of revive topic"),
-        )
-        for (name, doc), value in zip(behind, snap.revive_behind, strict=True):
-            gauge = f.gauge(name, doc, ("queue_id",))
-            gauge.add_metric(f.row("0"), value)
-            yield gauge
+    yield from _pop_gauges(snap, f)
+
+
+def _pop_gauges(snap: BrokerSnapshot, f: _Families) -> Iterator[Metric]:
+    """RocketMQ 5.3.3's PopMetricsManager gauges: the buffer sizes, and the revive's, per revive queue (ours: 0)."""
+    gauges = snap.pop
+    if gauges is None:
+        return
+    for name, doc, value in (
+        ("rocketmq_pop_offset_buffer_size", "Time number of buffered offset", gauges.offset_buffer),
+        ("rocketmq_pop_checkpoint_buffer_size", "The number of buffered checkpoint", gauges.checkpoint_buffer),
+    ):
+        gauge = f.gauge(name, doc)
+        gauge.add_metric(f.row(), value)
+        yield gauge
+    for name, doc, value in (
+        ("rocketmq_pop_revive_lag_milliseconds", "The processing lag of revive topic", gauges.revive_behind),
+        (
+            "rocketmq_pop_revive_latency_milliseconds",
+            "The processing latency of revive topic",
+            gauges.revive_latency_ms,
+        ),
+    ):
+        gauge = f.gauge(name, doc, ("queue_id",))
+        gauge.add_metric(f.row("0"), value)
+        yield gauge
 
 
 def _per_topic(f: _Families, family: CounterMetricFamily, counts: dict[str, int], limit: int) -> CounterMetricFamily:

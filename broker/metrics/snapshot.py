@@ -33,8 +33,22 @@ if TYPE_CHECKING:
 
 #: Reads the timer's four gauges (see :attr:`BrokerSnapshot.timer`); ``None`` when it exports none.
 TimerGauges = Callable[[], "TimerFigures | None"]
-#: Reads the revive's (records, ms) behind (see :attr:`BrokerSnapshot.revive_behind`); ``None`` before it exists.
-ReviveGauges = Callable[[], "tuple[int, int] | None"]
+
+
+@attrs.frozen
+class PopGauges:
+    """PopMetricsManager's gauges: the pop service's held offset moves and those of them with a CK
+    (PopBufferMergeService ``getOffsetTotalSize``, ``getBufferedCKSize``), and the revive's records and ms behind
+    (PopReviveService ``getReviveBehindMessages``, ``getReviveBehindMillis``)."""
+
+    offset_buffer: int
+    checkpoint_buffer: int
+    revive_behind: int
+    revive_latency_ms: int
+
+
+#: Reads the pop gauges (see :attr:`BrokerSnapshot.pop`); ``None`` before the pop service exists.
+PopGaugeReader = Callable[[], "PopGauges | None"]
 
 #: Our pool families under RocketMQ 5's ``processor`` label values.
 PROCESSOR_NAMES = {
@@ -118,8 +132,8 @@ class BrokerSnapshot:
     timer: TimerFigures | None = None
     #: the revive topic's puts, gets and retry copies (PopMetricsManager's counters)
     pop_revive: PopReviveFigures | None = None
-    #: (records, ms) the revive is behind in its queue 0; ``None``: no revive service yet
-    revive_behind: tuple[int, int] | None = None
+    #: the pop service's and the revive's gauges; ``None``: no pop service yet
+    pop: PopGauges | None = None
 
 
 def _connections(state: BrokerState) -> tuple[dict[tuple[str, str], int], dict[tuple[str, str, str, str], int]]:
@@ -162,10 +176,11 @@ def take_snapshot(
     state: BrokerState,
     pools: Mapping[str, ProcessorPool],
     timer_gauges: TimerGauges | None = None,
-    revive_gauges: ReviveGauges | None = None,
+    pop_gauges: PopGaugeReader | None = None,
 ) -> BrokerSnapshot:
     """Everything one scrape exports (call it on the Trio thread); ``timer_gauges`` reads the timer's
-    (``TimerMessageService.gauges``), ``revive_gauges`` the revive's (``ReviveService.gauges``)."""
+    (``TimerMessageService.gauges``), ``pop_gauges`` the pop service's and its revive's
+    (``BrokerController.pop_gauges``)."""
     stats, store = state.stats, state.store
     producers, consumers = _connections(state)
     now_ms = int(time.time() * 1000)
@@ -200,5 +215,5 @@ def take_snapshot(
         transactions=stats.transactions.figures(),
         timer=None if timer_gauges is None else timer_gauges(),
         pop_revive=stats.pop_revive.figures(),
-        revive_behind=None if revive_gauges is None else revive_gauges(),
+        pop=None if pop_gauges is None else pop_gauges(),
     )

@@ -939,6 +939,12 @@ class PopService:
                 self._drop_stale_holds()
                 await self._put_failed_cks()
 
+    def buffer_sizes(self) -> tuple[int, int]:
+        """The held offset moves, and those of them with a CK (5.3.3's PopBufferMergeService ``getOffsetTotalSize``
+        and ``getBufferedCKSize``: its buffer holds a pop's CK until stored and its offset committed)."""
+        moves = [move for held in self._held.values() for move in held]
+        return len(moves), sum(move.ck is not None for move in moves)
+
     def _drop_stale_holds(self) -> None:
         """Drop the held moves of a queue not popped for :data:`HOLD_STALE_S`, and of a group gone, as 5.3.3's
         PopBufferMergeService.scanGarbage does (logged): its next pop reads from its committed offset."""

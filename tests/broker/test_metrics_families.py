@@ -844,7 +844,7 @@ async def test_the_revive_lag_and_latency_gauges_follow_the_revive_offset(
         pop.ack("pop_rev_gauge_cg", "PopRevGauge", popped.handle)
 
     def gauges() -> dict[str, list[tuple[dict[str, str], float]]]:
-        snapshot = take_snapshot(controller.context, controller.pools, revive_gauges=revive.gauges)
+        snapshot = take_snapshot(controller.context, controller.pools, pop_gauges=controller.pop_gauges)
         samples = render(list(broker_families(snapshot, COMMON)))
         names = ("rocketmq_pop_revive_lag_milliseconds", "rocketmq_pop_revive_latency_milliseconds")
         return {name.removeprefix("rocketmq_pop_revive_"): samples.get(name, []) for name in names}
