@@ -61,6 +61,24 @@ async def test_new_group_on_a_young_queue_starts_at_zero(broker: BrokerState, pe
     assert (young.code, young.ext_fields["offset"]) == (ResponseCode.SUCCESS, "0")
 
 
+async def test_a_query_asking_not_to_be_set_to_zero_is_query_not_found_on_a_young_queue(
+    broker: BrokerState, peer_ctx: RequestContext
+) -> None:
+    """RocketMQ 5's ``setZeroIfNotFound=false`` (ConsumerManageProcessor.queryConsumerOffset, 5.3.3): a group without
+    an offset gets QUERY_NOT_FOUND even where the young queue would start it at 0; ``true`` keeps 4.9.8's answer."""
+    await put(broker, peer_ctx, 3)
+    kept = await offsets(broker, peer_ctx, RequestCode.QUERY_CONSUMER_OFFSET, **Q, setZeroIfNotFound="false")
+    assert (kept.code, kept.remark) == (
+        ResponseCode.QUERY_NOT_FOUND,
+        "Not found, do not set to zero, maybe this group boot first",
+    )
+    zero = await offsets(broker, peer_ctx, RequestCode.QUERY_CONSUMER_OFFSET, **Q, setZeroIfNotFound="true")
+    assert (zero.code, zero.ext_fields["offset"]) == (ResponseCode.SUCCESS, "0")
+    await offsets(broker, peer_ctx, RequestCode.UPDATE_CONSUMER_OFFSET, **Q, commitOffset="2")
+    stored = await offsets(broker, peer_ctx, RequestCode.QUERY_CONSUMER_OFFSET, **Q, setZeroIfNotFound="false")
+    assert (stored.code, stored.ext_fields["offset"]) == (ResponseCode.SUCCESS, "2")
+
+
 async def test_new_group_on_a_queue_whose_first_message_is_on_disk_is_query_not_found(
     broker: BrokerState, peer_ctx: RequestContext
 ) -> None:
