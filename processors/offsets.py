@@ -2,7 +2,8 @@
 
 - QUERY_CONSUMER_OFFSET (14): the committed offset; for a group that never committed on this queue, SUCCESS with 0
   when the queue is young (min offset <= 0 and its first message still "in memory"), else QUERY_NOT_FOUND (22) with
-  Java's remark (docs/protocol.md#712-consumer-offset-queries);
+  Java's remark, and always QUERY_NOT_FOUND when RocketMQ 5's ``setZeroIfNotFound`` is false
+  (docs/protocol.md#712-consumer-offset-queries);
 - UPDATE_CONSUMER_OFFSET (15): commit, answered SUCCESS with flag 0 and not at all when oneway (the dispatcher's
   rule), no bounds check, TOPIC_NOT_EXIST for a topic the broker does not hold (RocketMQ 5), ignored (SUCCESS) while
   an admin's reset of the queue is pending (RocketMQ 5.3.3) (docs/protocol.md#712-consumer-offset-queries);
@@ -32,9 +33,11 @@ from remoting.processor import RequestContext
 if TYPE_CHECKING:
     from processors.context import BrokerContext
 
-__all__ = ["QUERY_NOT_FOUND_REMARK", "RESET_PENDING_REMARK", "ConsumerOffsetProcessor"]
+__all__ = ["NOT_SET_TO_ZERO_REMARK", "QUERY_NOT_FOUND_REMARK", "RESET_PENDING_REMARK", "ConsumerOffsetProcessor"]
 
 QUERY_NOT_FOUND_REMARK: Final = "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first"
+#: RocketMQ 5's answer to a query with ``setZeroIfNotFound=false`` for a group without an offset.
+NOT_SET_TO_ZERO_REMARK: Final = "Not found, do not set to zero, maybe this group boot first"
 #: UPDATE_CONSUMER_OFFSET's remark for a commit ignored while an admin's reset of the queue is pending.
 RESET_PENDING_REMARK: Final = "Offset has been previously reset"
 
@@ -107,6 +110,8 @@ class ConsumerOffsetProcessor:
         offset = self.broker.offsets.query(header.consumer_group, header.topic, header.queue_id)
         if offset >= 0:
             return _offset(request, offset)
+        if header.set_zero_if_not_found is False:  # RocketMQ 5.3.3 asks before looking at the queue
+            return request.response(ResponseCode.QUERY_NOT_FOUND, NOT_SET_TO_ZERO_REMARK)
         store = self.broker.store
         if store.min_offset_in_queue(header.topic, header.queue_id) <= 0 and not self._first_message_on_disk(
             header.topic, header.queue_id

@@ -299,7 +299,7 @@ def test_ali_ons_pull_request_parses() -> None:
     ("cls", "keys"),
     [
         (headers.UnregisterClientRequestHeader, ("clientID", "producerGroup", "consumerGroup")),
-        (headers.QueryConsumerOffsetRequestHeader, ("consumerGroup", "topic", "queueId", "bname")),
+        (headers.QueryConsumerOffsetRequestHeader, ("consumerGroup", "topic", "queueId", "bname", "setZeroIfNotFound")),
         (headers.UpdateConsumerOffsetRequestHeader, ("consumerGroup", "topic", "queueId", "commitOffset", "bname")),
         (headers.SearchOffsetRequestHeader, ("topic", "queueId", "timestamp", "bname", "boundaryType")),
         (headers.GetEarliestMsgStoretimeResponseHeader, ("timestamp",)),

@@ -14,7 +14,8 @@ from remoting.codec.headers.base import Header, wire
 
 @attrs.frozen(slots=True)
 class QueryConsumerOffsetRequestHeader(Header):
-    """QUERY_CONSUMER_OFFSET (14)."""
+    """QUERY_CONSUMER_OFFSET (14). ``set_zero_if_not_found``: RocketMQ 5's ``setZeroIfNotFound``; ``False`` asks
+    for QUERY_NOT_FOUND rather than offset 0 when the group has no offset."""
 
     REQUEST_CODES = (RequestCode.QUERY_CONSUMER_OFFSET,)
 
@@ -22,6 +23,7 @@ class QueryConsumerOffsetRequestHeader(Header):
     topic: str = attrs.field(metadata=wire("topic"))
     queue_id: int = attrs.field(metadata=wire("queueId", int32=True))
     bname: str | None = attrs.field(default=None, metadata=wire("bname"))
+    set_zero_if_not_found: bool | None = attrs.field(default=None, metadata=wire("setZeroIfNotFound"))
 
 
 @attrs.frozen(slots=True)
