@@ -147,6 +147,23 @@ async def test_a_delay_level_java_cannot_split_or_parse_stops_the_start(tmp_path
     assert "messageDelayLevel" in text
 
 
+@pytest.mark.parametrize("interval", ["0", "-5000"])
+async def test_a_consumer_offset_flush_interval_of_zero_or_less_stops_the_start(tmp_path: Path, interval: str) -> None:
+    """4.9.8's BrokerController.initialize schedules the consumer offsets' persist with ``scheduleAtFixedRate(...,
+    flushConsumerOffsetInterval)``, which throws IllegalArgumentException for a period of 0 or less, and BrokerStartup
+    exits: the broker does not start. Ours booted, and with 0 its save loop spun a CPU (saving without pause while
+    commits came); a negative period ended it with a traceback after the boot."""
+    status, out, err = await _run_broker(
+        ["-n", "127.0.0.1:1", "--listenPort", "0", "--listenHost", "127.0.0.1",
+         "--storePathRootDir", str(tmp_path / "store"), *SMALL, "--flushConsumerOffsetInterval", interval],
+        tmp_path,
+    )  # fmt: skip
+    text = err.decode(errors="replace")
+    assert status == 1, f"booted: {out.decode(errors='replace')}"
+    assert "Traceback" not in text, text[-800:]
+    assert "flushConsumerOffsetInterval" in text and interval in text
+
+
 async def test_a_name_server_address_without_a_port_stops_the_start(tmp_path: Path) -> None:
     """BrokerStartup checks every namesrvAddr entry with RemotingUtil.string2SocketAddress and stops with 'The Name
     Server Address[127.0.0.1] illegal' (the broker used to boot and never register)."""
