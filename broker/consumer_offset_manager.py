@@ -11,8 +11,10 @@ With ``enableLmq`` (RocketMQ 4.9.8's LmqConsumerOffsetManager) the offsets of a 
 next to a copy of the ordinary table as ``offsetTable``, so a Java broker started on the store finds both);
 ``consumerOffset.json`` keeps the ordinary table.
 
-Errors: :meth:`load` raises :class:`~store.metadata_files.ConfigFileError` for an unreadable file and backup. A periodic
-save that fails with ``OSError`` is logged and retried at the next interval.
+Errors: the constructor raises ``ValueError`` for a ``flushConsumerOffsetInterval`` of 0 or less (Java's
+``scheduleAtFixedRate`` refuses such a period and the broker does not start); :meth:`load` raises
+:class:`~store.metadata_files.ConfigFileError` for an unreadable file and backup. A periodic save that fails with
+``OSError`` is logged and retried at the next interval.
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ class ConsumerOffsetManager:
     """Consume progress of every group; see the module docstring."""
 
     def __init__(self, config_dir: Path, flush_interval_ms: int = 5000, lmq: bool = False) -> None:
+        if flush_interval_ms <= 0:  # BrokerController.initialize's scheduleAtFixedRate: IllegalArgumentException
+            raise ValueError(f"flushConsumerOffsetInterval {flush_interval_ms} is illegal: the period must be positive")
         self.flush_interval = flush_interval_ms / 1000
         self._table: ConsumerOffsetTable = {}
         self.persister = ConfigPersister(consumer_offset_file(config_dir), self._snapshot)
