@@ -710,6 +710,22 @@ async def test_the_timer_enqueue_and_dequeue_counters_count_per_real_topic(
     assert seen == [{enqueued: 3}, {enqueued: 3, dequeued: 2}]
 
 
+async def test_the_timer_message_snapshot_counts_the_wheels_entries_per_period_ahead(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """RocketMQ 5.3.3's ``rocketmq_timer_message_snapshot`` (DefaultStoreMetricsManager, TimerMetrics ``timerDist``):
+    per ``timer_bound_s`` (5 s to 24 h), with the store's labels, the entries of the wheel's slots from the previous
+    bound on, counted from now's slot; a timer beyond the roll window counts where it is filed (its roll time, 4.8 h
+    ahead at 100 ms slots). Ours had none."""
+    delays = (3, 30, 100, 600, 2000, 5000, 10_000, 30_000)
+    (samples,) = await _scrapes_after_timers(tmp_path, "TimerSnapshot", delays, (1,))
+    seen = {}
+    for labels, value in samples.get("rocketmq_timer_message_snapshot", []):
+        assert (labels["storage_type"], labels["storage_medium"]) == ("local", "disk")
+        seen[labels["timer_bound_s"]] = value
+    assert seen == {"5": 1, "60": 1, "300": 1, "900": 1, "3600": 1, "14400": 2, "28800": 1, "86400": 0}
+
+
 async def test_a_send_to_a_retry_topic_with_a_sharding_key_is_not_counted_as_incoming(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
