@@ -59,8 +59,10 @@ Where ours differ, and why:
 - ``rocketmq_pop_offset_buffer_size`` and ``rocketmq_pop_checkpoint_buffer_size`` are the pop service's held
   offset moves and those with a CK (:meth:`~broker.pop.service.PopService.buffer_sizes`), 0 unless the store
   waits for puts.
-- Not exported yet: ``rocketmq_pop_buffer_scan_time_consume`` (ours has no buffer scan) and the timer's
-  ``rocketmq_timer_message_snapshot``.
+- ``rocketmq_timer_message_snapshot`` is 5.3.3's: per ``timer_bound_s`` of TimerMetrics' ``timerDist`` (5 s to
+  24 h), the wheel's entries from the previous bound on ahead of now's slot (a delete marker counts as an entry,
+  where Java's slot count takes one off for it).
+- Not exported yet: ``rocketmq_pop_buffer_scan_time_consume`` (ours has no buffer scan).
 """
 
 from __future__ import annotations
@@ -290,6 +292,11 @@ def _timer(snap: BrokerSnapshot, f: _Families) -> Iterator[Metric]:
     for topic, count in timer.timing.items():
         timing.add_metric(f.row(*_STORAGE.values(), topic), count)
     yield timing
+    doc = "Timer message distribution snapshot, only count timing messages in 24h."
+    snapshot = f.gauge("rocketmq_timer_message_snapshot", doc, (*_STORAGE, "timer_bound_s"))
+    for bound_s, entries in timer.snapshot.items():
+        snapshot.add_metric(f.row(*_STORAGE.values(), str(bound_s)), entries)
+    yield snapshot
     for name, doc, counts in (
         ("rocketmq_timer_enqueue_total", "Total number of timer enqueue", timer.enqueued),
         ("rocketmq_timer_dequeue_total", "Total number of timer dequeue", timer.dequeued),

@@ -73,7 +73,7 @@ from store.errors import PutRefusedError
 from store.message_store import MessageStore
 from store.metadata_files import ConfigFileError
 
-__all__ = ["TimerFigures", "TimerMessageService"]
+__all__ = ["TIMER_DIST_S", "TimerFigures", "TimerMessageService"]
 
 log = logging.getLogger(__name__)
 #: Properties only the broker's timer writes: a producer's would make a crash rebuild take its message for a rolled
@@ -84,6 +84,8 @@ _BUDGET: Final = 2048
 _RETRY_AFTER_REFUSAL: Final = 0.1
 _WAIT_AFTER_ERROR: Final = 10.0
 _TPS_WINDOW_MS: Final = 10_000
+#: RocketMQ 5.3.3's ``TimerMetrics.timerDist``: the periods ahead (seconds) of ``rocketmq_timer_message_snapshot``.
+TIMER_DIST_S: Final = (5, 60, 300, 900, 3600, 14400, 28800, 86400)
 
 
 class TimerFigures(NamedTuple):
@@ -98,6 +100,9 @@ class TimerFigures(NamedTuple):
     #: real topic -> filings and dequeues (deliveries and rolls) since the timer started
     enqueued: dict[str, int]
     dequeued: dict[str, int]
+    #: bound (s) of each period of :data:`TIMER_DIST_S` -> the wheel's entries that far ahead
+    #: (``rocketmq_timer_message_snapshot``); zeros while the timer does not run
+    snapshot: dict[int, int]
 
 
 def _flag(setting: bool | Callable[[], bool]) -> bool:
@@ -339,11 +344,14 @@ class TimerMessageService:
         timers, now = self.timers, self.store.config.now_ms()
         timing = {topic: max(0, metric[0]) for topic, metric in timers.timing.items()}
         lags = (self._offset_behind(), 0, 0, 0)
+        ahead = [0] * len(TIMER_DIST_S)
         if self._loaded and _flag(self._enabled):
             filed_at, stored_ms = timers.last_filing
             enqueue_ms = max(0, now - stored_ms) if now - filed_at < 2000 else 0
             lags = (lags[0], enqueue_ms, timers.congest_num, max(0, now - timers.read_ms) // 1000)
-        return TimerFigures(lags, timing, dict(timers.enqueued_by_topic), dict(timers.dequeued_by_topic))
+            ahead = timers.wheel.entries_ahead(now, [bound * 1000 for bound in TIMER_DIST_S])
+        snapshot = dict(zip(TIMER_DIST_S, ahead, strict=True))
+        return TimerFigures(lags, timing, dict(timers.enqueued_by_topic), dict(timers.dequeued_by_topic), snapshot)
 
     def metrics_body(self) -> bytes | None:
         """GET_TIMER_METRICS' body, RocketMQ 5.3's TimerMetrics JSON: its ``dataVersion`` and, per real topic, the

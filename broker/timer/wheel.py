@@ -24,10 +24,11 @@ raises :class:`~store.errors.StoreCorruptError`.
 
 from __future__ import annotations
 
+import bisect
 import os
 import struct
 from array import array
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Final, NamedTuple
 
@@ -221,21 +222,36 @@ class TimerWheel:
                 if part.tobytes() != _ZEROS[: len(part) * 4]:
                     yield from (at + block + i for i, n in enumerate(part) if n)
 
-    def next_non_empty(self, from_ms: int, limit_slots: int) -> int | None:
-        """The first slot time in ``[from_ms, from_ms + limit_slots * precision)`` holding entries, else ``None``."""
-        buf, prec, slots = self._buf().buf, self.precision_ms, self.slots
-        start = self.slot_time(from_ms)
-        first, todo = self._index(start), min(limit_slots, slots)
+    def _counted_ahead(self, start_ms: int, limit_slots: int) -> Iterator[tuple[int, int, Slot]]:
+        """``(slots ahead, index, slot)`` of each slot with a non-zero count among the ``limit_slots`` (one turn at
+        most) from the slot of ``start_ms`` on, nearest first; a slot may hold another turn's entries."""
+        buf, slots = self._buf().buf, self.slots
+        first, todo = self._index(start_ms), min(limit_slots, slots)
         done = 0
         while done < todo:
             run = min(todo - done, slots - first)
             for index in self._counted(first, run):
-                slot_ms = start + (done + index - first) * prec
-                stored_ms, _last, entries, _ = SLOT.unpack_from(buf, index * SLOT_UNIT)
-                if stored_ms == slot_ms and entries:
-                    return slot_ms
+                yield done + index - first, index, Slot(*SLOT.unpack_from(buf, index * SLOT_UNIT))
             done, first = done + run, 0
+
+    def next_non_empty(self, from_ms: int, limit_slots: int) -> int | None:
+        """The first slot time in ``[from_ms, from_ms + limit_slots * precision)`` holding entries, else ``None``."""
+        start = self.slot_time(from_ms)
+        for ahead, _index, slot in self._counted_ahead(start, limit_slots):
+            if slot.slot_ms == start + ahead * self.precision_ms and slot.entries:
+                return slot.slot_ms
         return None
+
+    def entries_ahead(self, from_ms: int, bounds_ms: Sequence[int]) -> list[int]:
+        """The entries of the slots from ``from_ms``'s on, summed per period: the i-th from ``bounds_ms[i - 1]`` (0
+        for the first) up to ``bounds_ms[i]`` ahead (RocketMQ 5.3.3's ``rocketmq_timer_message_snapshot``,
+        DefaultStoreMetricsManager). Slots beyond one turn of the wheel hold nothing."""
+        start, prec = self.slot_time(from_ms), self.precision_ms
+        totals = [0] * len(bounds_ms)
+        for ahead, _index, slot in self._counted_ahead(start, -(-bounds_ms[-1] // prec)):
+            if slot.slot_ms == start + ahead * prec:
+                totals[bisect.bisect_right(bounds_ms, ahead * prec)] += slot.entries
+        return totals
 
     def entries_from(self, from_ms: int) -> int:
         """How many entries the slots from ``from_ms``'s on hold (RocketMQ 5's ``TimerWheel.getAllNum``): every
