@@ -726,6 +726,32 @@ async def test_the_timer_message_snapshot_counts_the_wheels_entries_per_period_a
     assert seen == {"5": 1, "60": 1, "300": 1, "900": 1, "3600": 1, "14400": 2, "28800": 1, "86400": 0}
 
 
+async def test_the_delay_message_latency_histogram_records_each_timer_filed_under_its_real_topic(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """RocketMQ 5.3.3's ``rocketmq_delay_message_latency`` (DefaultStoreMetricsManager ``timerMessageSetLatency``,
+    unit seconds, buckets 1 min, 10 min, 1 h, 12 h, 1 d, 3 d): TimerMessageStore's ``enqueue`` records, for each
+    timer-queue record it reads, its ``TIMER_OUT_MS`` less its born time in whole seconds, under its real topic with
+    the store's labels. Ours had none."""
+    (samples,) = await _scrapes_after_timers(tmp_path, "TimerLatency", (30, 90, 5000), (1,))
+    buckets = {}
+    for labels, value in samples.get("rocketmq_delay_message_latency_seconds_bucket", []):
+        assert (labels["storage_type"], labels["storage_medium"], labels["topic"]) == ("local", "disk", "TimerLatency")
+        buckets[labels["le"]] = value
+    assert buckets == {
+        "60.0": 1,
+        "600.0": 2,
+        "3600.0": 2,
+        "43200.0": 3,
+        "86400.0": 3,
+        "259200.0": 3,
+        "+Inf": 3,
+    }
+    ((_, total),) = samples["rocketmq_delay_message_latency_seconds_sum"]
+    # Each delay floored to the precision, plus the store clock's lead over the producer's (virtual time jumps).
+    assert 5117 <= total < 5117 + 3 * 30
+
+
 async def test_a_send_to_a_retry_topic_with_a_sharding_key_is_not_counted_as_incoming(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
