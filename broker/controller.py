@@ -186,6 +186,7 @@ class BrokerController:
             stop_dequeue=lambda: self.context.config.timer_stop_dequeue,
             flush_interval=lambda: self.context.config.timer_flush_interval_ms / 1000,  # updateBrokerConfig: at once
             enabled=lambda: self.context.config.timer_wheel_enable,
+            series_limit=config.metrics_otel_cardinality_limit,
         )
         self.timer.on_put = self.context.stats.record_timer_put
         self.transaction_bridge = TransactionalMessageBridge(

@@ -62,6 +62,9 @@ Where ours differ, and why:
 - ``rocketmq_timer_message_snapshot`` is 5.3.3's: per ``timer_bound_s`` of TimerMetrics' ``timerDist`` (5 s to
   24 h), the wheel's entries from the previous bound on ahead of now's slot (a delete marker counts as an entry,
   where Java's slot count takes one off for it).
+- ``rocketmq_delay_message_latency_seconds`` is 5.3.3's ``timerMessageSetLatency``: per real topic, each record the
+  timer reads to file, ``TIMER_OUT_MS`` less its born time in whole seconds (a negative one dropped, as OpenTelemetry's
+  histogram drops it), since the timer started.
 - Not exported yet: ``rocketmq_pop_buffer_scan_time_consume`` (ours has no buffer scan).
 """
 
@@ -76,6 +79,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from broker.metrics.snapshot import BrokerSnapshot
 from broker.stats.message_sizes import MESSAGE_SIZE_BOUNDS
 from broker.stats.transactions import FINISH_BUCKETS_S
+from broker.timer.timer_store import SET_LATENCY_BUCKETS_S
 from remoting.codec.topics import (
     SCHEDULE_TOPIC,
     SYSTEM_GROUP_PREFIX,
@@ -297,11 +301,27 @@ def _timer(snap: BrokerSnapshot, f: _Families) -> Iterator[Metric]:
     for bound_s, entries in timer.snapshot.items():
         snapshot.add_metric(f.row(*_STORAGE.values(), str(bound_s)), entries)
     yield snapshot
+    yield _set_latency(timer.set_latency, f)
     for name, doc, counts in (
         ("rocketmq_timer_enqueue_total", "Total number of timer enqueue", timer.enqueued),
         ("rocketmq_timer_dequeue_total", "Total number of timer dequeue", timer.dequeued),
     ):
         yield _per_topic(f, f.counter(name, doc, (*_STORAGE, "topic")), counts, snap.series_limit)
+
+
+def _set_latency(rows: dict[str | None, tuple[list[int], int]], f: _Families) -> Metric:
+    """RocketMQ 5.3.3's ``rocketmq_delay_message_latency`` (DefaultStoreMetricsManager ``timerMessageSetLatency``,
+    unit seconds) per real topic, with the store's labels."""
+    name, doc = "rocketmq_delay_message_latency_seconds", "Timer message set latency distribution"
+    latency = HistogramMetricFamily(name, doc, labels=[*f.names, *_STORAGE, "topic"])
+    for topic, (buckets, total) in rows.items():
+        if topic is not None:
+            latency.add_metric(
+                f.row(*_STORAGE.values(), topic), histogram_buckets(SET_LATENCY_BUCKETS_S, buckets), total
+            )
+    if None in rows:
+        _add_histogram_overflow(latency, SET_LATENCY_BUCKETS_S, *rows[None])
+    return latency
 
 
 def _transactions(snap: BrokerSnapshot, f: _Families) -> Iterator[Metric]:

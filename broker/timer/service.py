@@ -103,6 +103,9 @@ class TimerFigures(NamedTuple):
     #: bound (s) of each period of :data:`TIMER_DIST_S` -> the wheel's entries that far ahead
     #: (``rocketmq_timer_message_snapshot``); zeros while the timer does not run
     snapshot: dict[int, int]
+    #: real topic (``None``: the overflow) -> bucket counts and sum of ``rocketmq_delay_message_latency`` (seconds,
+    #: :data:`~broker.timer.timer_store.SET_LATENCY_BUCKETS_S`) since the timer started
+    set_latency: dict[str | None, tuple[list[int], int]]
 
 
 def _flag(setting: bool | Callable[[], bool]) -> bool:
@@ -153,10 +156,13 @@ class TimerMessageService:
         stop_enqueue: bool | Callable[[], bool] = False,
         stop_dequeue: bool | Callable[[], bool] = False,
         enabled: bool | Callable[[], bool] = True,
+        series_limit: int = 50_000,
     ) -> None:
         self.store = store
         self._config_dir = config_dir
         self._wheel = (precision_ms, wheel_slots, log_file_size, roll_window_slot)
+        #: ``metricsOtelCardinalityLimit``: the label sets of ``rocketmq_delay_message_latency`` kept
+        self._series_limit = series_limit
         #: Called with the topic, queue id and queue offset of each message delivered or rolled (``TimerStore.on_put``)
         self.on_put: Callable[[str, int, int], None] | None = None
         self.timers = self._new_timer_store()
@@ -193,6 +199,7 @@ class TimerMessageService:
             slots=slots,
             log_file_size=log_file_size,
             roll_window_slot=roll_window_slot,
+            series_limit=self._series_limit,
         )
         timers.on_put = self._on_put
         return timers
@@ -351,7 +358,8 @@ class TimerMessageService:
             lags = (lags[0], enqueue_ms, timers.congest_num, max(0, now - timers.read_ms) // 1000)
             ahead = timers.wheel.entries_ahead(now, [bound * 1000 for bound in TIMER_DIST_S])
         snapshot = dict(zip(TIMER_DIST_S, ahead, strict=True))
-        return TimerFigures(lags, timing, dict(timers.enqueued_by_topic), dict(timers.dequeued_by_topic), snapshot)
+        counts = dict(timers.enqueued_by_topic), dict(timers.dequeued_by_topic)
+        return TimerFigures(lags, timing, *counts, snapshot, timers.set_latency.figures())
 
     def metrics_body(self) -> bytes | None:
         """GET_TIMER_METRICS' body, RocketMQ 5.3's TimerMetrics JSON: its ``dataVersion`` and, per real topic, the

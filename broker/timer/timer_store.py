@@ -69,6 +69,7 @@ from typing import Any, Final, NamedTuple
 import attrs
 import orjson
 
+from broker.stats.histograms import CappedHistogram
 from broker.timer.wheel import (
     FLAG_DELETE,
     FLAG_ROLL,
@@ -99,6 +100,7 @@ __all__ = [
     "PROPERTY_TIMER_OUT_MS",
     "PROPERTY_TIMER_ROLL_FROM",
     "PROPERTY_TIMER_ROLL_TIMES",
+    "SET_LATENCY_BUCKETS_S",
     "TIMER_BLANK_SLOTS",
     "TIMER_ROLL_WINDOW_SLOT",
     "TIMER_TOPIC",
@@ -126,6 +128,8 @@ _ROLL_STAMPS: Final = _STAMPS | {PROPERTY_TIMER_ROLL_TIMES}
 TIMER_ROLL_WINDOW_SLOT: Final = 3600 * 24 * 2
 #: RocketMQ 5.3's TimerMessageStore.TIMER_BLANK_SLOTS: the roll window leaves this much of the wheel free.
 TIMER_BLANK_SLOTS: Final = 60
+#: RocketMQ 5.3.3's DefaultStoreMetricsManager.getMetricsView: the buckets (s) of ``rocketmq_delay_message_latency``.
+SET_LATENCY_BUCKETS_S: Final = (60, 600, 3600, 12 * 3600, 24 * 3600, 3 * 24 * 3600)
 
 
 class _Timer(NamedTuple):
@@ -140,6 +144,8 @@ class _Timer(NamedTuple):
     previous_ms: int = -1
     #: its ``REAL_TOPIC`` (the per-topic count of :attr:`TimerStore.timing`)
     topic: str = ""
+    #: its born time (``rocketmq_delay_message_latency``)
+    born_ms: int = 0
 
 
 @attrs.frozen
@@ -313,6 +319,7 @@ class TimerStore:
         slots: int = WHEEL_SLOTS,
         log_file_size: int = 32 << 20,
         roll_window_slot: int = TIMER_ROLL_WINDOW_SLOT,
+        series_limit: int = 50_000,
     ) -> None:
         self.store = store
         self.root = Path(store.root) / "timer"
@@ -353,6 +360,9 @@ class TimerStore:
         #: 5.3's ``rocketmq_timer_enqueue_total`` / ``rocketmq_timer_dequeue_total``).
         self.enqueued_by_topic: dict[str, int] = {}
         self.dequeued_by_topic: dict[str, int] = {}
+        #: Per real topic, since this instance started: each record read for filing, how many seconds after its born
+        #: time it is due (RocketMQ 5.3.3's ``rocketmq_delay_message_latency``; :meth:`_record_set_latency`).
+        self.set_latency: CappedHistogram[str] = CappedHistogram(SET_LATENCY_BUCKETS_S, series_limit)
         #: Per real topic, ``[timer messages filed and not delivered yet, when that last changed]``: RocketMQ 5.3's
         #: TimerMetrics ``timingCount`` (GET_TIMER_METRICS), kept in the clean checkpoint; a crash rebuild counts
         #: what it files again. A message whose record is gone at its delivery stays counted (as in Java); a delete
@@ -719,6 +729,7 @@ class TimerStore:
             timer = self._timer_of(phy, size)
             if timer is not None:
                 self.last_filing = (self.store.config.now_ms(), timer.stored_ms)
+                self._record_set_latency(timer)
             if timer is not None and not self._rebuilt_away(offset, timer):
                 file_ms, roll = self.roll_target(timer.time_ms, timer.stored_ms, self.window_at(offset))
                 flags = timer.flags | (FLAG_ROLL if roll else 0)
@@ -739,6 +750,16 @@ class TimerStore:
         self.enqueue_offset = offset
         self._mark()
         return done
+
+    def _record_set_latency(self, timer: _Timer) -> None:
+        """Record how far ahead of its born time ``timer`` is due, in whole seconds (Java's long division: a delete
+        marker's ``TIMER_OUT_MS`` as stored, one more than its message's), under its real topic: RocketMQ 5.3.3's
+        ``TimerMessageStore.enqueue`` records it for every record it reads; OpenTelemetry's histogram drops a
+        negative value (a producer clock ahead of the broker's)."""
+        ahead_ms = timer.time_ms + (1 if timer.flags & FLAG_DELETE else 0) - timer.born_ms
+        if ahead_ms >= 0:
+            latency = self.set_latency
+            latency.add(latency.row(timer.topic), ahead_ms // 1000)
 
     def roll_target(self, time_ms: int, base_ms: int, window: tuple[int, int]) -> tuple[int, bool]:
         """Where a record stored at ``base_ms`` and due at ``time_ms`` is filed with a roll window of ``window``
@@ -783,9 +804,10 @@ class TimerStore:
             flags = FLAG_DELETE if deleting else 0
             real = find_property(props, b"REAL_TOPIC")
             topic = "" if real is None else bytes(real).decode("utf-8", errors="replace")
+            born = meta.born_timestamp
             if rolled_from is None or enqueued is None:
-                return _Timer(time_ms, flags, meta.store_timestamp, topic=topic)
-            return _Timer(time_ms, flags, meta.store_timestamp, int(rolled_from), int(enqueued), topic)
+                return _Timer(time_ms, flags, meta.store_timestamp, topic=topic, born_ms=born)
+            return _Timer(time_ms, flags, meta.store_timestamp, int(rolled_from), int(enqueued), topic, born)
         except (MessageDecodeError, ValueError):
             log.warning("timer: message at %d has no readable %s; dropped", phy, PROPERTY_TIMER_OUT_MS)
             return None

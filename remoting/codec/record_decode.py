@@ -53,6 +53,7 @@ class RecordMeta(NamedTuple):
     body_len: int
     topic: str
     properties: bytes
+    born_timestamp: int = 0
 
 
 _Fields = tuple[int, int, int, int, int, int, int, int, int, bytes, int, bytes, int, int, int]
@@ -95,7 +96,7 @@ def read_record_meta(buf: bytes | bytearray | memoryview | object, pos: int = 0,
     f, topic_at, props_at, end = _parse(view, pos, check_crc)
     topic = bytes(view[topic_at + 1 : props_at]).decode("utf-8", "replace")
     return RecordMeta(
-        f[0], f[2], f[3], f[5], f[6], f[7], f[10], topic_at - f[14], f[14], topic, bytes(view[props_at + 2 : end])
+        f[0], f[2], f[3], f[5], f[6], f[7], f[10], topic_at - f[14], f[14], topic, bytes(view[props_at + 2 : end]), f[8]
     )
 
 
