@@ -724,6 +724,30 @@ async def test_timer_stop_dequeue_and_stop_enqueue_pause_the_timer_until_turned_
     assert [m.body for m in _stored(embedded_cluster, "TimedStop")] == [b"held", b"unfiled"]
 
 
+async def test_a_timer_filed_after_its_time_is_delivered_marked_never_enqueued(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """RocketMQ 5.3.3's TimerEnqueuePutService hands a record read after its time straight to the delivery with an
+    enqueue time of Long.MAX_VALUE ("Never enqueue, mark it", TimerMessageStore.putMessageToTimerWheel), which
+    ``convert`` stamps as its TIMER_ENQUEUE_MS; one filed into the wheel carries the time it was filed (ours: parked).
+    Ours stamped the parked copy's store time on both."""
+    clock = use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "NeverFiled")
+    async with Admin(embedded_cluster.namesrv_addr) as admin, Producer("pg-never", embedded_cluster.namesrv_addr) as p:
+        sent = clock()
+        await p.send(Message("NeverFiled", b"filed", properties={"TIMER_DELAY_SEC": "2"}))
+        await trio.sleep(0.5)
+        await admin.update_broker_config(embedded_cluster.broker_addr, {"timerStopEnqueue": "true"})
+        await p.send(Message("NeverFiled", b"late", properties={"TIMER_DELAY_SEC": "2"}))
+        await trio.sleep(5)
+        await admin.update_broker_config(embedded_cluster.broker_addr, {"timerStopEnqueue": "false"})
+        await trio.sleep(2)
+    stamps = {m.body: m.properties["TIMER_ENQUEUE_MS"] for m in _stored(embedded_cluster, "NeverFiled")}
+    assert set(stamps) == {b"filed", b"late"}
+    assert sent <= int(stamps[b"filed"]) <= clock()
+    assert stamps[b"late"] == str(2**63 - 1)
+
+
 async def test_a_timer_due_on_a_precision_boundary_is_delivered_on_time_with_javas_timer_out_ms(
     embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
 ) -> None:
