@@ -6,7 +6,8 @@ Flow: the send path parks a timer message in ``rmq_sys_wheel_timer`` queue 0 (``
 and files each message into the wheel: one :class:`~broker.timer.wheel.TimerLog` entry linked into the slot of its
 delivery time. :meth:`TimerStore.dequeue` walks every slot whose time has fully passed, oldest
 entry first (so messages due together go out in the order they were filed, as in RocketMQ 5), appends each due
-message to its real topic and queue and advances ``readMs``. Messages already due when filed are delivered at once.
+message to its real topic and queue and advances ``readMs``. Messages already due when filed are delivered at once,
+stamped ``TIMER_ENQUEUE_MS`` Long.MAX_VALUE (never in the wheel, as RocketMQ 5.3.3 marks them).
 So a message is delivered no earlier than its time and at most one ``precision`` (plus the loop's wake-up) later.
 
 Roll (RocketMQ 5.3's ``needRoll`` / ``MAGIC_ROLL``): a record whose delivery time lies a roll window
@@ -128,6 +129,9 @@ _ROLL_STAMPS: Final = _STAMPS | {PROPERTY_TIMER_ROLL_TIMES}
 TIMER_ROLL_WINDOW_SLOT: Final = 3600 * 24 * 2
 #: RocketMQ 5.3's TimerMessageStore.TIMER_BLANK_SLOTS: the roll window leaves this much of the wheel free.
 TIMER_BLANK_SLOTS: Final = 60
+#: The ``TIMER_ENQUEUE_MS`` of a message delivered at its filing, its time passed (never in the wheel): Long.MAX_VALUE,
+#: as RocketMQ 5.3.3's ``TimerEnqueuePutService.putMessageToTimerWheel`` marks it.
+NEVER_ENQUEUED: Final = 2**63 - 1
 #: RocketMQ 5.3.3's DefaultStoreMetricsManager.getMetricsView: the buckets (s) of ``rocketmq_delay_message_latency``.
 SET_LATENCY_BUCKETS_S: Final = (60, 600, 3600, 12 * 3600, 24 * 3600, 3 * 24 * 3600)
 
@@ -822,8 +826,9 @@ class TimerStore:
                 self._roll(phy, size, flags)
             elif flags & FLAG_DELETE:
                 self._late_marker(slot_ms, phy, size)
-            else:
-                self._deliver(phy, size, self._deletes if slot_ms == self._deletes_ms else frozenset())
+            else:  # never in the wheel: RocketMQ 5.3.3's putMessageToTimerWheel marks it so
+                deletes = self._deletes if slot_ms == self._deletes_ms else frozenset()
+                self._deliver(phy, size, deletes, NEVER_ENQUEUED)
             return
         last_slot = self.read_ms + self.wheel.span_ms - self.precision_ms
         slot = self.wheel.get(min(slot_ms, last_slot))
@@ -1055,9 +1060,10 @@ class TimerStore:
         if self.on_put is not None:
             self.on_put(TIMER_TOPIC, 0, appended.queue_offset)
 
-    def _deliver(self, phy: int, size: int, deletes: frozenset[str]) -> None:
+    def _deliver(self, phy: int, size: int, deletes: frozenset[str], enqueued_ms: int | None = None) -> None:
         """Append one due message to its real topic and queue, unless its ``<real topic>+<UNIQ_KEY>`` is in
-        ``deletes`` (recalled: dropped)."""
+        ``deletes`` (recalled: dropped). Its ``TIMER_ENQUEUE_MS`` is ``enqueued_ms``, by default the parked copy's
+        store time."""
         store = self.store
         counted = self._uncount(phy)
         msg = self._read(phy, size)
@@ -1078,7 +1084,8 @@ class TimerStore:
             return
         # As TimerMessageStore.convert: every property kept (TIMER_OUT_MS, REAL_*, TIMER_ROLL_TIMES and the
         # producer's TIMER_* too), stamped with when it was parked (the parked copy's store time) and when delivered.
-        enqueued, dequeued = msg.store_timestamp, store.config.now_ms()
+        enqueued = msg.store_timestamp if enqueued_ms is None else enqueued_ms
+        dequeued = store.config.now_ms()
         stamps = f"{PROPERTY_TIMER_ENQUEUE_MS}\x01{enqueued}\x02{PROPERTY_TIMER_DEQUEUE_MS}\x01{dequeued}"
         kept = raw_properties(msg, _STAMPS)
         props = f"{kept}\x02{stamps}" if kept else stamps
