@@ -132,6 +132,30 @@ async def test_a_recall_takes_its_message_off_the_timer_metrics_at_once(
         assert await _timer_metrics(recall_cluster) == {"RecallCount": 0}
 
 
+async def test_a_recall_takes_its_message_off_its_slots_congestion_count(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """RocketMQ 5.3.3's TimerMessageStore.doEnqueue takes one off a slot's count for a delete marker (``isDelete ?
+    slot.num - 1 : slot.num + 1``), and that count is what ``isReject`` (``timerCongestNumEachSlot``, here 1) and
+    ``getAllCongestNum`` (the runtime info's ``timerCongestNum``) read: a recalled message and its marker leave their
+    slot as if neither was sent. Ours counted the marker as one more entry, so the slot refused the next send
+    (SYSTEM_ERROR, flow control) and ``timerCongestNum`` said 2."""
+    settings = {"recall_message_enable": True, "timer_congest_num_each_slot": 1}
+    async with EmbeddedCluster(tmp_path / "cluster", **SMALL_STORE, **settings) as cluster:
+        clock = await _prepared(cluster, "RecallCongest")
+        async with RemotingClient() as client:
+            at = (clock() // 100 + 100) * 100
+            gone = await _send(client, cluster, "RecallCongest", b"gone", "ID-gone", TIMER_DELIVER_MS=str(at))
+            await trio.sleep(1)
+            answer = await _recall(client, cluster, "RecallCongest", gone.ext_fields["recallHandle"])
+            assert answer.code == ResponseCode.SUCCESS
+            await trio.sleep(1)
+            assert cluster.controller.timer.stats()["timerCongestNum"] == "0"
+            await _send(client, cluster, "RecallCongest", b"kept", "ID-kept", TIMER_DELIVER_MS=str(at))
+            await trio.sleep(15)
+            assert _bodies(cluster, "RecallCongest") == [b"kept"]
+
+
 async def test_bad_handles_and_requests_get_rocketmqs_answers(
     recall_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
 ) -> None:
