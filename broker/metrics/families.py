@@ -60,8 +60,7 @@ Where ours differ, and why:
   offset moves and those with a CK (:meth:`~broker.pop.service.PopService.buffer_sizes`), 0 unless the store
   waits for puts.
 - ``rocketmq_timer_message_snapshot`` is 5.3.3's: per ``timer_bound_s`` of TimerMetrics' ``timerDist`` (5 s to
-  24 h), the wheel's entries from the previous bound on ahead of now's slot (a delete marker counts as an entry,
-  where Java's slot count takes one off for it).
+  24 h), the wheel's slot counts (messages less delete markers) from the previous bound on ahead of now's slot.
 - ``rocketmq_delay_message_latency_seconds`` is 5.3.3's ``timerMessageSetLatency``: per real topic, each record the
   timer reads to file, ``TIMER_OUT_MS`` less its born time in whole seconds (a negative one dropped, as OpenTelemetry's
   histogram drops it), since the timer started.

@@ -9,9 +9,9 @@ past is stored as a normal message, and so is a message that already carries ``T
 re-sent with its properties: RocketMQ 5.3's ``HookUtils.checkIfTimerMessage``). A malformed value or a delay beyond
 ``timerMaxDelaySec`` (3 days) is refused with MESSAGE_ILLEGAL, and so is a recall's delete marker
 (``TIMER_DEL_UNIQKEY``) whose time has passed (RocketMQ 5.3's ``HookUtils.transformTimerMessage``). While the timer
-runs, a message whose delivery slot holds more than ``timerCongestNumEachSlot`` entries is refused with SYSTEM_ERROR
-(WHEEL_TIMER_FLOW_CONTROL): at random between once and twice that many, always from twice (RocketMQ 5.3's
-``TimerMessageStore.isReject``); the producer retries.
+runs, a message whose delivery slot counts more than ``timerCongestNumEachSlot`` (its messages less its delete markers,
+as Java's slot ``num``) is refused with SYSTEM_ERROR (WHEEL_TIMER_FLOW_CONTROL): at random between once and twice that
+many, always from twice (RocketMQ 5.3's ``TimerMessageStore.isReject``); the producer retries.
 
 Service: one loop files new timer messages into the wheel and delivers due slots, sleeping until the next filled slot
 is due or a new timer message arrives (:meth:`notify`), a second at most: each wake-up moves the read time over the
@@ -292,7 +292,7 @@ class TimerMessageService:
         if not self._loaded:
             return
         wheel = self.timers.wheel
-        congest = wheel.get(wheel.slot_time(deliver_ms)).entries
+        congest = wheel.get(wheel.slot_time(deliver_ms)).num
         if congest <= limit:
             return
         if congest < 2 * limit and self._random.randrange(1000) <= 1000 * (congest - limit) / (limit + 0.1):

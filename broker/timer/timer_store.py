@@ -74,6 +74,7 @@ from broker.stats.histograms import CappedHistogram
 from broker.timer.wheel import (
     FLAG_DELETE,
     FLAG_ROLL,
+    MARKER_UNIT,
     NO_ENTRY,
     PRECISIONS,
     WHEEL_SLOTS,
@@ -350,9 +351,10 @@ class TimerStore:
         self._walk: array[int] = array("q")
         self._walk_ms = -1
         self.pending = 0
-        #: Entries in the wheel's slots from ``readMs`` on (RocketMQ 5.3's ``TimerWheel.getAllNum(currReadTimeMs)``,
-        #: the runtime info's ``timerCongestNum``), kept as entries are filed and slots walked: summing it over the
-        #: wheel (604,800 slots) took the Trio thread 30-100 ms per GET_BROKER_RUNTIME_INFO.
+        #: The :attr:`~broker.timer.wheel.Slot.num` (messages less delete markers) of the wheel's slots from ``readMs``
+        #: on (RocketMQ 5.3's ``TimerWheel.getAllNum(currReadTimeMs)``, the runtime info's ``timerCongestNum``), kept
+        #: as entries are filed and slots walked: summing it over the wheel (604,800 slots) took the Trio thread
+        #: 30-100 ms per GET_BROKER_RUNTIME_INFO.
         self.congest_num = 0
         #: Queue entries filed into the wheel, messages delivered and entries rolled on, since this instance started.
         self.filed = 0
@@ -834,8 +836,9 @@ class TimerStore:
         slot = self.wheel.get(min(slot_ms, last_slot))
         pos = self.log.append(slot.last, phy, size, deliver_ms, flags)
         due_marker = flags & FLAG_DELETE if not flags & FLAG_ROLL else 0
-        self.wheel.put(Slot(slot.slot_ms, pos, slot.entries + 1, slot.flags | due_marker))
-        self.congest_num += 1
+        marker = MARKER_UNIT if flags & FLAG_DELETE else 0  # counted in the slot: its num takes one off for it
+        self.wheel.put(Slot(slot.slot_ms, pos, slot.entries + 1, (slot.flags | due_marker) + marker))
+        self.congest_num += -1 if marker else 1
         segment = pos - pos % self.log.queue.file_size
         if self._segments.get(segment, -1) < slot.slot_ms:
             self._segments[segment] = slot.slot_ms
@@ -864,7 +867,7 @@ class TimerStore:
             done += self._walk_slot(budget - done)
             if self.walk_pos != NO_ENTRY:
                 return 0.0
-            self.congest_num -= self.wheel.get(self.read_ms).entries
+            self.congest_num -= self.wheel.get(self.read_ms).num
             self.read_ms += prec
             self._delete_passed_segments()
             if self.rolled != rolled:  # file the copies before walking on: a marker and its message stay together

@@ -7,7 +7,9 @@ previous entry of the same slot (-1 for none). ``flags`` bit 2 (:data:`FLAG_DELE
 marks a recall's delete marker; bit 1 (:data:`FLAG_ROLL`, RocketMQ's ``MAGIC_ROLL``) an entry filed at the end of the
 roll window rather than at its delivery time (then ``deliver_ms`` holds that roll time). A wheel slot (24 bytes) is
 ``slot_ms int64 | last int64 | count int32 | flags int32``: the slot's start time, the log position of its newest
-entry, how many entries it holds and whether one of them is a due delete marker (:data:`FLAG_DELETE`). A slot whose
+entry, how many entries it holds and, in ``flags``, whether one of them is a due delete marker (:data:`FLAG_DELETE`)
+plus :data:`MARKER_UNIT` per delete marker filed in it (so :attr:`Slot.num` is RocketMQ's count, a wheel written
+before counts none). A slot whose
 ``slot_ms`` differs from the time asked for is empty (stale slots from an earlier turn of the wheel read as empty, so
 a fresh zero-filled wheel needs no initialisation). Each slot is a linked list walked from its newest entry back.
 
@@ -43,6 +45,8 @@ NO_ENTRY: Final = -1
 FLAG_DELETE: Final = 1 << 2
 #: A log entry's flag: due at ``deliver_ms``, the record is written again to the timer topic (rolled), not delivered.
 FLAG_ROLL: Final = 1 << 1
+#: A slot's flags count the delete markers filed in it (rolled ones too) in units of this, above the flag bits.
+MARKER_UNIT: Final = 1 << 8
 #: RocketMQ 5.3's TimerMessageStore.TIMER_WHEEL_TTL_DAY: the wheel's default slot count is that many days of seconds.
 TIMER_WHEEL_TTL_DAY: Final = 7
 WHEEL_SLOTS: Final = TIMER_WHEEL_TTL_DAY * 24 * 3600
@@ -79,8 +83,16 @@ class LogEntry(NamedTuple):
 class Slot(NamedTuple):
     slot_ms: int
     last: int
+    #: log entries linked into the slot (messages and delete markers)
     entries: int
+    #: FLAG_DELETE when a due delete marker is among them, plus MARKER_UNIT per delete marker
     flags: int = 0
+
+    @property
+    def num(self) -> int:
+        """RocketMQ 5.3.3's slot count (``TimerWheel.getNum``): its entries less its delete markers, as
+        ``TimerMessageStore.doEnqueue`` takes one off the count for a marker where it adds one for a message."""
+        return self.entries - 2 * (self.flags // MARKER_UNIT)
 
 
 class TimerLog:
@@ -243,26 +255,22 @@ class TimerWheel:
         return None
 
     def entries_ahead(self, from_ms: int, bounds_ms: Sequence[int]) -> list[int]:
-        """The entries of the slots from ``from_ms``'s on, summed per period: the i-th from ``bounds_ms[i - 1]`` (0
-        for the first) up to ``bounds_ms[i]`` ahead (RocketMQ 5.3.3's ``rocketmq_timer_message_snapshot``,
-        DefaultStoreMetricsManager). Slots beyond one turn of the wheel hold nothing."""
+        """The :attr:`Slot.num` of the slots from ``from_ms``'s on, summed per period: the i-th from
+        ``bounds_ms[i - 1]`` (0 for the first) up to ``bounds_ms[i]`` ahead (RocketMQ 5.3.3's
+        ``rocketmq_timer_message_snapshot``, DefaultStoreMetricsManager). Slots beyond one turn of the wheel hold
+        nothing."""
         start, prec = self.slot_time(from_ms), self.precision_ms
         totals = [0] * len(bounds_ms)
         for ahead, _index, slot in self._counted_ahead(start, -(-bounds_ms[-1] // prec)):
             if slot.slot_ms == start + ahead * prec:
-                totals[bisect.bisect_right(bounds_ms, ahead * prec)] += slot.entries
+                totals[bisect.bisect_right(bounds_ms, ahead * prec)] += slot.num
         return totals
 
     def entries_from(self, from_ms: int) -> int:
-        """How many entries the slots from ``from_ms``'s on hold (RocketMQ 5's ``TimerWheel.getAllNum``): every
-        filled slot lies within one turn from there, earlier turns' slots are stale."""
-        start, buf = self.slot_time(from_ms), self._buf().buf
-        total = 0
-        for index in self._counted(0, self.slots):
-            slot_ms, _last, entries, _ = SLOT.unpack_from(buf, index * SLOT_UNIT)
-            if slot_ms >= start:
-                total += entries
-        return total
+        """The sum of :attr:`Slot.num` over the slots from ``from_ms``'s on (RocketMQ 5's ``TimerWheel.getAllNum``):
+        every filled slot lies within one turn from there, earlier turns' slots are stale."""
+        start = self.slot_time(from_ms)
+        return sum(slot.num for _, slot in self.filled() if slot.slot_ms >= start)
 
     def filled(self) -> Iterator[tuple[int, Slot]]:
         """``(index, slot)`` of every slot with entries, whatever turn it belongs to."""
