@@ -30,7 +30,7 @@ NOT_CHARTED = frozenset({
     "rocketmq_topic_number", "rocketmq_consumer_group_number", "rocketmq_consumer_queueing_latency_milliseconds",
     "rocketmq_timer_enqueue_lag", "rocketmq_timer_enqueue_latency_milliseconds", "rocketmq_timer_dequeue_lag",
     "rocketmq_timer_dequeue_latency_milliseconds", "rocketmq_timing_messages", "rocketmq_timer_enqueue_total",
-    "rocketmq_timer_dequeue_total",
+    "rocketmq_timer_dequeue_total", "rocketmq_timer_message_snapshot", "rocketmq_delay_message_latency_seconds",
 })  # fmt: skip
 
 
