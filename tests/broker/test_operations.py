@@ -6,6 +6,7 @@ takes. Found by a review; each failed before."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import signal
 import socket
@@ -436,4 +437,62 @@ async def test_a_stop_signal_during_the_start_stops_the_broker_before_it_boots(t
         for proc in (broker, namesrv):
             if proc is not None:
                 kill_group(proc)
+        await kill_all()
+
+
+async def open_fifo_writer(path: Path, within: float = 90) -> int:
+    """The write end of FIFO ``path``, once a process has opened it for reading (before that, ENXIO): from then on
+    that reader waits in ``read`` until the write end is closed, when it gets end of file, as from an empty file."""
+    with trio.fail_after(within):
+        while True:
+            try:
+                return os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+            except OSError as exc:
+                if exc.errno != errno.ENXIO:
+                    raise
+            await trio.sleep(0.02)
+
+
+def server_reading_kv_config(which: str, tmp_path: Path) -> tuple[Process, Path]:
+    """``which`` server main and the ``kvConfig.json`` its name server reads at the start."""
+    data = tmp_path / "data"
+    if which == "mqnamesrv":
+        return mqnamesrv(tmp_path / "mqnamesrv.log"), tmp_path / "kv.json"
+    if which == "embedded":
+        argv = [PY, "-m", "broker.embedded", "--data", str(data), "--namesrv-port", "0", "--broker-port", "0",
+                "--brokers", "1", *SMALL]  # fmt: skip
+    else:
+        argv = [PY, "-m", "broker.embedded_dledger", "--data", str(data), "--members", "1"]
+    return Process(which, argv, tmp_path / f"{which}.log"), data / "namesrv" / "kvConfig.json"
+
+
+@pytest.mark.parametrize("which", ["mqnamesrv", "embedded", "embedded-dledger"])
+async def test_a_stop_signal_while_the_start_waits_stops_the_server_before_it_boots(tmp_path: Path, which: str) -> None:
+    """SIGTERM while the server's start waits (here: its name server reading kvConfig.json, a FIFO this test holds
+    open) is acted on then, as BrokerStartup and NamesrvStartup add their shutdown hook before the controller starts
+    (broker/src/main/java/org/apache/rocketmq/broker/BrokerStartup.java, namesrv/.../NamesrvStartup.java; the hook
+    runs at once): the hook's line is logged while the start still waits, no boot line follows, status 0, nothing
+    left running. Only `mqbroker` did so: these held the signal until their start had finished, printed their boot
+    lines for a server told to stop, and only then shut down."""
+    proc, kv_config = server_reading_kv_config(which, tmp_path)
+    kv_config.parent.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(kv_config)
+    try:
+        async with trio.open_nursery() as nursery:
+            await proc.start(nursery)
+            writer = await open_fifo_writer(kv_config)
+            try:
+                assert proc._proc is not None
+                proc._proc.send_signal(signal.SIGTERM)
+                await wait_for_log(proc.log_path, "received SIGTERM, shutting down", 30)
+            finally:
+                os.close(writer)
+            status = await proc.wait_exit(60)
+            err = log_tail(proc.log_path, 100_000)
+            assert status == 0, f"exit status {status}:\n{err[-1500:]}"
+            assert not any("boot success" in line or "; leader " in line for line in proc.lines), proc.lines
+            assert "Traceback" not in err, err[-1500:]
+            assert not list(tmp_path.glob("data/**/abort")), "a store left its abort file"
+    finally:
+        kill_group(proc)
         await kill_all()
