@@ -33,9 +33,7 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import attrs
@@ -57,7 +55,13 @@ from remoting.codec.java_properties import (
     property_texts,
 )
 from remoting.connection import Address
-from remoting.server_main import BROKER_HOOK_LINES, ShutdownHookLog, open_stop_signal_receiver, run_main
+from remoting.server_main import (
+    BROKER_HOOK_LINES,
+    ShutdownHookLog,
+    open_stop_signal_receiver,
+    run_main,
+    stop_at_signal,
+)
 from store.errors import StoreError
 
 log = logging.getLogger("broker")
@@ -170,15 +174,6 @@ async def stop_at_stdin_eof(scope: trio.CancelScope) -> None:
     scope.cancel()
 
 
-async def stop_at_signal(signals: AsyncIterator[int], hook: ShutdownHookLog, scope: trio.CancelScope) -> None:
-    """Cancel ``scope`` (the broker's) at the first stop signal, logging it as Java's shutdown hook does."""
-    async for signum in signals:
-        log.info("received %s, shutting down", signal.Signals(signum).name)
-        hook.invoked()
-        scope.cancel()
-        return
-
-
 async def run(
     config: BrokerConfig,
     config_path: Path | None = None,
@@ -195,7 +190,7 @@ async def run(
         async with trio.open_nursery() as nursery:
             # Watched from the start on: BrokerStartup adds its shutdown hook before BrokerController.start, so a
             # signal during the start stops the broker then, without its boot line.
-            nursery.start_soon(stop_at_signal, signals, hook, nursery.cancel_scope)
+            nursery.start_soon(stop_at_signal, signals, hook, nursery.cancel_scope.cancel)
             if exit_with_stdin:
                 nursery.start_soon(stop_at_stdin_eof, nursery.cancel_scope)
             address = await nursery.start(controller.serve)

@@ -36,12 +36,13 @@ every broker name to its running slaves' addresses. Master ``i``'s slave ``j`` s
 ``metricsPromExporterPort + N + i * M + j - 1``.
 
 and for the README's ``make run`` (``python -m broker.embedded --data ./data``: ports 9876 and 10911, both boot lines
-printed, Ctrl-C, SIGTERM or SIGHUP shut down cleanly, a start-up error is one line on stderr and status 1; ``--brokers
-N`` or ``ROCKETRIO_BROKERS=N``: N masters, the extra ones in processes of their own, ports 10911, 10921, ...; by default
-one per core on machines with more than two cores, else one; ``--slaves M`` or ``ROCKETRIO_SLAVES=M``: M slaves for
-every master, the extra masters' each in a process of its own, and then one master unless ``--brokers`` says; ``--host
-0.0.0.0``: the brokers are given, and the boot line shows, the name server at the host's address). Data layout:
-``<data>/namesrv/kvConfig.json`` and ``<data>/broker`` as the broker's ``storePathRootDir``.
+printed, Ctrl-C, SIGTERM or SIGHUP shut down cleanly, during the start too: then no boot line, a start-up error is one
+line on stderr and status 1; ``--brokers N`` or ``ROCKETRIO_BROKERS=N``: N masters, the extra ones in processes of their
+own, ports 10911, 10921, ...; by default one per core on machines with more than two cores, else one; ``--slaves M`` or
+``ROCKETRIO_SLAVES=M``: M slaves for every master, the extra masters' each in a process of its own, and then one master
+unless ``--brokers`` says; ``--host 0.0.0.0``: the brokers are given, and the boot line shows, the name server at the
+host's address). Data layout: ``<data>/namesrv/kvConfig.json`` and ``<data>/broker`` as the broker's
+``storePathRootDir``.
 
 With ``proxy=ProxyConfig(enable_proxy=True, ...)`` (``--enable-proxy`` or ``--enableProxy true`` on the command line,
 as ``mqbroker``) every master also serves RocketMQ 5 gRPC clients (:mod:`proxy.startup`, RocketMQ's local proxy
@@ -56,7 +57,6 @@ store) propagate out of ``__aenter__``.
 from __future__ import annotations
 
 import logging
-import signal
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -80,7 +80,7 @@ from remoting.codec.java_properties import PropertiesError, config_from_properti
 from remoting.connection import Address
 from remoting.cpus import available_cpus
 from remoting.local_address import advertised_host
-from remoting.server_main import open_stop_signal_receiver, run_main
+from remoting.server_main import BROKER_HOOK_LINES, ShutdownHookLog, run_main, serving_until_stopped
 
 log = logging.getLogger(__name__)
 
@@ -493,37 +493,45 @@ async def run_embedded(
     brokers: int = 1,
     proxy: ProxyConfig | None = None,
 ) -> None:
-    """Serve until a stop signal (:func:`~remoting.server_main.open_stop_signal_receiver`), printing the boot lines
-    (name server, each broker, each slave, each master's gRPC front door with ``proxy``) once ready; the masters
-    after the first, and their slaves, run in processes of their own."""
+    """Serve until a stop signal (:func:`~remoting.server_main.serving_until_stopped`; one during the start abandons
+    it before any boot line), printing the boot lines once ready (:func:`print_boot_lines`); the masters after the
+    first, and their slaves, run in processes of their own. A stop signal after the start stops the brokers before
+    the name server, as leaving an :class:`EmbeddedCluster` does."""
     overrides = broker_overrides or {}
-    with open_stop_signal_receiver() as signals:
-        async with EmbeddedCluster(
-            data_dir,
-            host=host,
-            namesrv_port=namesrv_port,
-            broker_port=broker_port,
-            slaves=slaves,
-            brokers=brokers,
-            broker_processes=True,
-            proxy=proxy,
-            **overrides,
-        ) as cluster:
-            assert cluster.namesrv_address is not None and cluster.controller.address is not None
-            host, port = cluster.namesrv_addr.rsplit(":", 1)  # the address the brokers were given
-            print(namesrv_boot_line((host, int(port))), flush=True)
-            for controller in [cluster.controller, *cluster.slave_controllers]:
-                assert controller.address is not None
-                print(boot_line(controller.context.config, controller.address), flush=True)
-            for process in [*cluster.broker_processes, *cluster.slave_processes]:
-                assert process.address is not None
-                print(boot_line(process.config, process.address), flush=True)
-            for grpc_port, tls_port in cluster.grpc_ports:
-                print(proxy_boot_line(grpc_port, tls_port), flush=True)
-            async for signum in signals:
-                log.info("received %s, shutting down", signal.Signals(signum).name)
-                break
+    cluster = EmbeddedCluster(
+        data_dir,
+        host=host,
+        namesrv_port=namesrv_port,
+        broker_port=broker_port,
+        slaves=slaves,
+        brokers=brokers,
+        broker_processes=True,
+        proxy=proxy,
+        **overrides,
+    )
+    async with serving_until_stopped(ShutdownHookLog(log, BROKER_HOOK_LINES)) as stop:
+        with stop.scope:  # a stop signal during the start abandons it: nothing is left half started
+            async with cluster:
+                print_boot_lines(cluster)
+                stop.started()
+                await stop.requested.wait()
     print("The embedded cluster shutdown.", flush=True)
+
+
+def print_boot_lines(cluster: EmbeddedCluster) -> None:
+    """The name server's line, then each broker's, each slave's and each gRPC front door's, as each of them prints
+    it when started alone."""
+    assert cluster.namesrv_address is not None and cluster.controller.address is not None
+    host, port = cluster.namesrv_addr.rsplit(":", 1)  # the address the brokers were given
+    print(namesrv_boot_line((host, int(port))), flush=True)
+    for controller in [cluster.controller, *cluster.slave_controllers]:
+        assert controller.address is not None
+        print(boot_line(controller.context.config, controller.address), flush=True)
+    for process in [*cluster.broker_processes, *cluster.slave_processes]:
+        assert process.address is not None
+        print(boot_line(process.config, process.address), flush=True)
+    for grpc_port, tls_port in cluster.grpc_ports:
+        print(proxy_boot_line(grpc_port, tls_port), flush=True)
 
 
 def broker_overrides_of(args: list[str]) -> dict[str, Any]:

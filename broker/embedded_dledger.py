@@ -7,7 +7,8 @@ and one nursery, for tests and notebooks (docs/architecture.md#dledger)::
         await group.stop(leader); await group.leader()  # a failover
         await group.start(leader)                     # back as a follower, same ports and data
 
-and ``python -m broker.embedded_dledger --data ./data`` (Ctrl-C, SIGTERM or SIGHUP stop it cleanly).
+and ``python -m broker.embedded_dledger --data ./data`` (Ctrl-C, SIGTERM or SIGHUP stop it cleanly, during its start
+too, the leader's election included: then without its line).
 
 Each member's DLedger port must be known to the others before it binds (``dLegerPeers``), so the ports are picked
 free up front (:func:`broker.ports.free_ports`); another process taking one meanwhile makes that member fail to start,
@@ -18,7 +19,6 @@ loudly. Data: ``<data>/namesrv/kvConfig.json`` and ``<data>/<member>/`` as each 
 from __future__ import annotations
 
 import logging
-import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -36,7 +36,7 @@ from namesrv.config import NamesrvConfig
 from namesrv.server import NamesrvServer
 from remoting.connection import Address
 from remoting.local_address import advertised_host
-from remoting.server_main import open_stop_signal_receiver
+from remoting.server_main import BROKER_HOOK_LINES, ShutdownHookLog, serving_until_stopped
 
 log = logging.getLogger(__name__)
 
@@ -148,15 +148,18 @@ class EmbeddedDLedgerGroup(NurseryOwner):
 
 
 async def run_group(data_dir: Path, members: int) -> None:
-    with open_stop_signal_receiver() as signals:
-        async with EmbeddedDLedgerGroup(data_dir, members=members) as group:
-            leader = await group.leader()
-            members_text = ", ".join(f"{m} {group.addr(m)}" for m in group.ids)
-            line = f"name server {group.namesrv_addr}; DLedger group broker-a: {members_text}; leader {leader}"
-            print(line, flush=True)
-            async for signum in signals:
-                log.info("received %s, shutting down", signal.Signals(signum).name)
-                break
+    """Serve until a stop signal (:func:`~remoting.server_main.serving_until_stopped`; one during the start, the
+    leader's election included, stops it before its line)."""
+    group = EmbeddedDLedgerGroup(data_dir, members=members)
+    async with serving_until_stopped(ShutdownHookLog(log, BROKER_HOOK_LINES)) as stop:
+        with stop.scope:
+            async with group:
+                leader = await group.leader()
+                members_text = ", ".join(f"{m} {group.addr(m)}" for m in group.ids)
+                line = f"name server {group.namesrv_addr}; DLedger group broker-a: {members_text}; leader {leader}"
+                print(line, flush=True)
+                stop.started()
+                await stop.requested.wait()
 
 
 @click.command()

@@ -15,7 +15,8 @@ line with the bound address, so scripts can wait for it::
 
 SIGINT (Ctrl-C), SIGTERM and SIGHUP (the terminal closed) stop it cleanly (connections closed, exit status 0;
 ShutdownHookThread's ``shutdown hook was invoked, 1 times.`` and ``shutdown hook done, consuming time total(ms): T``
-logged), each unless the process started with it ignored (``nohup``), as a JVM does (:mod:`remoting.server_main`). A bad
+logged), each unless the process started with it ignored (``nohup``), as a JVM does (:mod:`remoting.server_main`); one
+during the start stops it then, without the boot line. A bad
 option or property value exits with status 2 and a message; a port that cannot be bound, a corrupt ``kvConfig.json`` or
 a TLS certificate, key or trust file that does not load exits with status 1.
 """
@@ -23,7 +24,6 @@ a TLS certificate, key or trust file that does not load exits with status 1.
 from __future__ import annotations
 
 import logging
-import signal
 import sys
 from pathlib import Path
 from typing import Final
@@ -45,7 +45,13 @@ from remoting.codec.java_properties import (
 )
 from remoting.connection import Address
 from remoting.server import NETTY_SERVER_CONFIG_ORDER
-from remoting.server_main import NAMESRV_HOOK_LINES, ShutdownHookLog, open_stop_signal_receiver, run_main
+from remoting.server_main import (
+    NAMESRV_HOOK_LINES,
+    ShutdownHookLog,
+    open_stop_signal_receiver,
+    run_main,
+    stop_at_signal,
+)
 from remoting.tls import TlsContextError
 from store.metadata_files import ConfigFileError
 
@@ -82,19 +88,16 @@ def boot_line(address: Address) -> str:
 
 
 async def run(config: NamesrvConfig, config_file: Path | None = None) -> None:
-    """Serve until a stop signal (:func:`~remoting.server_main.open_stop_signal_receiver`), then shut down by
-    cancelling the nursery. ``config_file``: the ``-c`` file, if any."""
+    """Serve until a stop signal (:func:`~remoting.server_main.open_stop_signal_receiver`; one during the start stops
+    it before its boot line), then shut down by cancelling the nursery. ``config_file``: the ``-c`` file, if any."""
     server = NamesrvServer(config, config_file)
     hook = ShutdownHookLog(log, NAMESRV_HOOK_LINES)
     with open_stop_signal_receiver() as signals:
         async with trio.open_nursery() as nursery:
+            # Watched from the start on: NamesrvStartup adds its shutdown hook before NamesrvController.start.
+            nursery.start_soon(stop_at_signal, signals, hook, nursery.cancel_scope.cancel)
             address = await nursery.start(server.serve)
             print(boot_line(address), flush=True)
-            async for signum in signals:
-                log.info("received %s, shutting down", signal.Signals(signum).name)
-                hook.invoked()
-                nursery.cancel_scope.cancel()
-                break
     hook.over()
     print("The Name Server shutdown.", flush=True)
 

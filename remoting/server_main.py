@@ -9,7 +9,10 @@
   groups Trio nurseries wrap it in (:func:`~remoting.errors.sole_exception`), becomes one line on stderr and exit
   status 1. Anything else propagates with its traceback;
 - :class:`ShutdownHookLog`: the lines a JVM shutdown hook logs as the shutdown begins and once it is over, with the
-  time it took (:data:`BROKER_HOOK_LINES`, :data:`NAMESRV_HOOK_LINES`).
+  time it took (:data:`BROKER_HOOK_LINES`, :data:`NAMESRV_HOOK_LINES`);
+- :func:`stop_at_signal` and :func:`serving_until_stopped`: a stop signal is acted on from the start on, as
+  BrokerStartup and NamesrvStartup add their shutdown hook before the controller starts: one during the start
+  abandons it (nothing is left half started, no boot line follows), one later ends the serving.
 """
 
 from __future__ import annotations
@@ -41,20 +44,63 @@ class ShutdownHookLog:
     first :meth:`invoked` (nothing when it was never invoked)."""
 
     def __init__(self, logger: logging.Logger, lines: tuple[str, str]) -> None:
-        self._logger = logger
+        self.logger = logger
         self._invoked_line, self._over_line = lines
         self._times = 0
         self._began: float | None = None
 
     def invoked(self) -> None:
         self._times += 1
-        self._logger.info(self._invoked_line, self._times)
+        self.logger.info(self._invoked_line, self._times)
         if self._began is None:
             self._began = time.monotonic()
 
     def over(self) -> None:
         if self._began is not None:
-            self._logger.info(self._over_line, round((time.monotonic() - self._began) * 1000))
+            self.logger.info(self._over_line, round((time.monotonic() - self._began) * 1000))
+
+
+async def stop_at_signal(signals: AsyncIterator[int], hook: ShutdownHookLog, stop: Callable[[], object]) -> None:
+    """Call ``stop`` at the first stop signal, logging it as Java's shutdown hook does. Started before the server's
+    start, so that one arriving during the start stops the server then."""
+    async for signum in signals:
+        hook.logger.info("received %s, shutting down", signal.Signals(signum).name)
+        hook.invoked()
+        stop()
+        return
+
+
+class StopRequest:
+    """Where a stop signal goes: until :meth:`started` it cancels :attr:`scope`, around the server's start and life,
+    so the start is abandoned and its parts shut down as the cancellation unwinds; after it, it sets
+    :attr:`requested`, which the serving waits for, so the shutdown runs uncancelled, in its own order."""
+
+    def __init__(self) -> None:
+        self.scope = trio.CancelScope()
+        self.requested = trio.Event()
+        self._starting = True
+
+    def started(self) -> None:
+        self._starting = False
+
+    def stop(self) -> None:
+        if self._starting:
+            self.scope.cancel()
+        self.requested.set()
+
+
+@contextlib.asynccontextmanager
+async def serving_until_stopped(hook: ShutdownHookLog) -> AsyncIterator[StopRequest]:
+    """Watch the stop signals (:func:`open_stop_signal_receiver`) for the block's life, which runs the server inside
+    the request's ``scope``: it starts it, calls ``started()`` (after its boot lines), then waits for ``requested``.
+    The hook's closing line is logged once the block is over."""
+    with open_stop_signal_receiver() as signals:
+        async with trio.open_nursery() as nursery:
+            request = StopRequest()
+            nursery.start_soon(stop_at_signal, signals, hook, request.stop)
+            yield request
+            nursery.cancel_scope.cancel()
+    hook.over()
 
 
 def watched_stop_signals() -> tuple[signal.Signals, ...]:
