@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import os
 import signal
 import socket
@@ -493,6 +494,81 @@ async def test_a_stop_signal_while_the_start_waits_stops_the_server_before_it_bo
             assert not any("boot success" in line or "; leader " in line for line in proc.lines), proc.lines
             assert "Traceback" not in err, err[-1500:]
             assert not list(tmp_path.glob("data/**/abort")), "a store left its abort file"
+    finally:
+        kill_group(proc)
+        await kill_all()
+
+
+async def read_until(stream: trio.lowlevel.FdStream, marker: bytes, within: float = 90) -> bytes:
+    """What ``stream`` gives until a whole line with ``marker`` has come (with an empty ``marker``: up to EOF)."""
+    data = b""
+    with trio.fail_after(within):
+        while not marker or marker not in data or not data.endswith(b"\n"):  # print may write "\n" on its own
+            chunk = await stream.receive_some()
+            if not chunk:
+                break
+            data += chunk
+    return data
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+async def test_a_stop_signal_after_the_shutdown_hook_is_over_is_dropped(tmp_path: Path, signum: signal.Signals) -> None:
+    """A stop signal once the shutdown is over, while `mqbroker` prints its last line and exits, leaves it to exit
+    as after one signal: the JVM's exit (java.lang.Shutdown.exit) holds a signal arriving then until it has ended,
+    with the first signal's outcome. Here that last line waits on a full stdout pipe. Ours had put the default
+    handlers back once its signal receiver closed: SIGTERM killed the broker, SIGINT ended it with "Aborted!" and
+    status 1, without its last line."""
+    log = tmp_path / "broker.log"
+    argv = mqbroker(tmp_path / "store", log).argv
+    read_end, write_end = os.pipe()
+    with log.open("ab") as err:
+        proc = await trio.lowlevel.open_process(argv, stdout=write_end, stderr=err, start_new_session=True)
+    try:
+        async with trio.lowlevel.FdStream(read_end) as out:
+            assert b"boot success" in await read_until(out, b"boot success")
+            os.write(write_end, b"\0" * fcntl.fcntl(write_end, fcntl.F_GETPIPE_SZ))  # full: its next print waits
+            proc.send_signal(signal.SIGTERM)
+            await wait_for_log(log, "Shutdown hook over, consuming total time(ms): ", 60)
+            proc.send_signal(signum)
+            os.close(write_end)
+            write_end = -1
+            rest = await read_until(out, b"", 60)
+        with trio.fail_after(60):
+            status = await proc.wait()
+        err_text = log_tail(log, 100_000)
+        assert status == 0, f"exit status {status}:\n{err_text[-1500:]}"
+        assert rest.rstrip(b"\0").endswith(b"] shutdown.\n"), rest[-200:]
+        assert "Traceback" not in err_text and "Aborted!" not in err_text, err_text[-1500:]
+    finally:
+        if write_end >= 0:
+            os.close(write_end)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+async def test_ctrl_c_before_the_start_ends_mqbroker_of_it_without_a_traceback(tmp_path: Path) -> None:
+    """Ctrl-C before `mqbroker` starts anything (here: while it reads its -c file, a FIFO this test holds open) ends
+    the process of the signal, silently, as a JVM ends (status 128 + signal, no hook run) on a signal that comes
+    before BrokerStartup has added its shutdown hook; SIGTERM did so already. Ours raised KeyboardInterrupt there:
+    click's "Aborted!" and status 1."""
+    conf = tmp_path / "broker.conf"
+    os.mkfifo(conf)
+    proc = mqbroker(tmp_path / "store", tmp_path / "broker.log")
+    proc.argv[3:3] = ["-c", str(conf)]
+    try:
+        async with trio.open_nursery() as nursery:
+            await proc.start(nursery)
+            writer = await open_fifo_writer(conf)
+            try:
+                assert proc._proc is not None
+                proc._proc.send_signal(signal.SIGINT)
+                status = await proc.wait_exit(60)
+            finally:
+                os.close(writer)
+            err = log_tail(proc.log_path, 100_000)
+            assert status == -signal.SIGINT, f"exit status {status}:\n{err[-1500:]}"
+            assert "Traceback" not in err and "Aborted!" not in err, err[-1500:]
+            assert not boots(proc)
     finally:
         kill_group(proc)
         await kill_all()

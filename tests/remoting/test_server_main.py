@@ -7,6 +7,7 @@ import contextlib
 import signal
 from collections.abc import Iterator
 
+import pytest
 import trio
 
 from remoting.server_main import STOP_SIGNALS, open_stop_signal_receiver, watched_stop_signals
@@ -38,3 +39,16 @@ async def test_with_every_stop_signal_ignored_the_receiver_never_yields(autojump
             async for _ in signals:
                 break
         assert waited.cancelled_caught
+
+
+async def test_a_stop_signal_handled_outside_python_is_left_to_its_handler(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``signal.getsignal`` gives None for a handler installed from C (a program embedding Python): Python cannot
+    put such a handler back, so the receiver leaves that signal alone, as it leaves one ignored at start. It used to
+    take it over and then fail to restore it (``signal.signal(signum, None)``: TypeError)."""
+    getsignal = signal.getsignal
+    monkeypatch.setattr(signal, "getsignal", lambda signum: None if signum == signal.SIGHUP else getsignal(signum))
+    before = getsignal(signal.SIGHUP)
+    with open_stop_signal_receiver():
+        assert getsignal(signal.SIGHUP) is before
+        assert signal.SIGHUP not in watched_stop_signals()
+    assert getsignal(signal.SIGHUP) is before
