@@ -22,7 +22,8 @@ UPDATE_BROKER_CONFIG (``mqadmin updateBrokerConfig``) writes the properties it c
 SIGINT (Ctrl-C), SIGTERM and SIGHUP (the terminal closed) shut down cleanly (unregister from name servers, flush,
 checkpoint, save config files; exit status 0), as BrokerStartup's JVM shutdown hook does, logging its lines (``Shutdown
 hook was invoked, 1``, then ``Shutdown hook over, consuming total time(ms): T``); a signal the process started with
-ignored (``nohup``) stays ignored, as the JVM leaves it (:mod:`remoting.server_main`). ``--exit-with-stdin`` (used by
+ignored (``nohup``) stays ignored, as the JVM leaves it (:mod:`remoting.server_main`); one before the start (the options
+being read) ends the process of it, silently, one after the shutdown is dropped. ``--exit-with-stdin`` (used by
 :mod:`broker.broker_process`) also shuts down so when stdin reaches end of file: the parent has gone. A bad option or
 property value (``listenPort`` outside 0..65535, an illegal name server address) exits with status 2 and a message
 naming it (a number Java cannot parse is only logged and skipped, as MixAll.properties2Object does); a port that cannot
@@ -61,6 +62,7 @@ from remoting.server_main import (
     open_stop_signal_receiver,
     run_main,
     stop_at_signal,
+    take_stop_signals,
 )
 from store.errors import StoreError
 
@@ -226,6 +228,7 @@ def main(
     exit_with_stdin: bool = False,
 ) -> None:
     """Start a RocketMQ 4.x-compatible broker. Extra ``--name value`` pairs set properties."""
+    take_stop_signals()  # a stop signal before the start ends the process of it, as a JVM before its hook
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     try:
         config = build_config(config_file, list(ctx.args), namesrv_addr)

@@ -80,7 +80,13 @@ from remoting.codec.java_properties import PropertiesError, config_from_properti
 from remoting.connection import Address
 from remoting.cpus import available_cpus
 from remoting.local_address import advertised_host
-from remoting.server_main import BROKER_HOOK_LINES, ShutdownHookLog, run_main, serving_until_stopped
+from remoting.server_main import (
+    BROKER_HOOK_LINES,
+    ShutdownHookLog,
+    run_main,
+    serving_until_stopped,
+    take_stop_signals,
+)
 
 log = logging.getLogger(__name__)
 
@@ -616,6 +622,7 @@ def main(
     Extra ``--name value`` pairs are broker properties (``--listenPort 0``, ``--flushDiskType SYNC_FLUSH``) and, with
     ``--enable-proxy`` or ``--enableProxy true``, the proxy's (``--grpcServerPort 0``).
     """
+    take_stop_signals()  # a stop signal before the start ends the process of it, as a JVM before its hook
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     overrides = broker_overrides_of(list(ctx.args))
     proxy = proxy_of(list(ctx.args), enable_proxy)

@@ -36,7 +36,7 @@ from namesrv.config import NamesrvConfig
 from namesrv.server import NamesrvServer
 from remoting.connection import Address
 from remoting.local_address import advertised_host
-from remoting.server_main import BROKER_HOOK_LINES, ShutdownHookLog, serving_until_stopped
+from remoting.server_main import BROKER_HOOK_LINES, ShutdownHookLog, serving_until_stopped, take_stop_signals
 
 log = logging.getLogger(__name__)
 
@@ -167,6 +167,7 @@ async def run_group(data_dir: Path, members: int) -> None:
 @click.option("--members", type=click.IntRange(1, 9), default=3, show_default=True)
 def main(data_dir: str, members: int) -> None:
     """Run a name server and a DLedger group of brokers in one process."""
+    take_stop_signals()  # a stop signal before the start ends the process of it, as a JVM before its hook
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     trio.run(run_group, Path(data_dir), members)
 

@@ -22,7 +22,7 @@ from hypercorn.trio import serve
 
 from dashboard.app import create_app
 from dashboard.settings import DashboardSettings, SettingsError, load_settings
-from remoting.server_main import open_stop_signal_receiver, run_main
+from remoting.server_main import open_stop_signal_receiver, run_main, take_stop_signals
 
 
 async def run(settings: DashboardSettings) -> None:
@@ -69,6 +69,7 @@ def main(
     users_file: str | None,
 ) -> None:
     """The rocketrio web dashboard."""
+    take_stop_signals()
     try:
         settings = load_settings(
             config_file,

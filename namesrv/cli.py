@@ -16,9 +16,10 @@ line with the bound address, so scripts can wait for it::
 SIGINT (Ctrl-C), SIGTERM and SIGHUP (the terminal closed) stop it cleanly (connections closed, exit status 0;
 ShutdownHookThread's ``shutdown hook was invoked, 1 times.`` and ``shutdown hook done, consuming time total(ms): T``
 logged), each unless the process started with it ignored (``nohup``), as a JVM does (:mod:`remoting.server_main`); one
-during the start stops it then, without the boot line. A bad
-option or property value exits with status 2 and a message; a port that cannot be bound, a corrupt ``kvConfig.json`` or
-a TLS certificate, key or trust file that does not load exits with status 1.
+during the start stops it then, without the boot line; one before it (the options being read) ends the process of it,
+silently, one after the shutdown is dropped. A bad option or property value exits with status 2 and a message; a port
+that cannot be bound, a corrupt ``kvConfig.json`` or a TLS certificate, key or trust file that does not load exits with
+status 1.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from remoting.server_main import (
     open_stop_signal_receiver,
     run_main,
     stop_at_signal,
+    take_stop_signals,
 )
 from remoting.tls import TlsContextError
 from store.metadata_files import ConfigFileError
@@ -117,6 +119,7 @@ def main(
 ) -> None:
     """Start a RocketMQ 4.x-compatible name server (``--listenPort``, default 9876, and other ``--name value`` pairs
     set properties), or with ``-p`` print every setting and exit, as NamesrvStartup."""
+    take_stop_signals()  # a stop signal before the start ends the process of it, as a JVM before its hook
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     try:
         port = [] if listen_port is None else ["--listenPort", listen_port]

@@ -12,7 +12,14 @@
   time it took (:data:`BROKER_HOOK_LINES`, :data:`NAMESRV_HOOK_LINES`);
 - :func:`stop_at_signal` and :func:`serving_until_stopped`: a stop signal is acted on from the start on, as
   BrokerStartup and NamesrvStartup add their shutdown hook before the controller starts: one during the start
-  abandons it (nothing is left half started, no boot line follows), one later ends the serving.
+  abandons it (nothing is left half started, no boot line follows), one later ends the serving;
+- :func:`take_stop_signals`, called first by a server main: outside the receiver's life a stop signal behaves as the
+  JVM's does outside its hooks' life. Before the receiver opens (the options read, nothing started) it ends the
+  process of the signal, silently (status 128 + signal in a shell), as a JVM ends before a shutdown hook is added;
+  SIGINT so raises no KeyboardInterrupt. Once the receiver has closed (the shutdown over, the last line and the exit
+  pending) it is dropped, as ``java.lang.Shutdown.exit`` holds one arriving then and exits as after the first.
+  A stop signal whose handler was installed from C (``signal.getsignal`` gives None) is left to it: Python could
+  not put it back.
 """
 
 from __future__ import annotations
@@ -105,8 +112,23 @@ async def serving_until_stopped(hook: ShutdownHookLog) -> AsyncIterator[StopRequ
 
 def watched_stop_signals() -> tuple[signal.Signals, ...]:
     """The :data:`STOP_SIGNALS` whose disposition is not SIG_IGN: the ones the process was not started ignoring
-    (trio restores the previous disposition when a receiver closes, so it is still the inherited one)."""
-    return tuple(signum for signum in STOP_SIGNALS if signal.getsignal(signum) != signal.SIG_IGN)
+    (trio restores the previous disposition when a receiver closes, so it is still the inherited one), nor handles
+    from C (None: a handler Python cannot reinstall once replaced)."""
+    return tuple(signum for signum in STOP_SIGNALS if signal.getsignal(signum) not in (signal.SIG_IGN, None))
+
+
+def take_stop_signals() -> None:
+    """A server main's first step: until its receiver opens, each watched stop signal ends the process of it (for
+    SIGINT: no KeyboardInterrupt); once the receiver has closed, :func:`open_stop_signal_receiver` leaves it ignored
+    until the process exits."""
+    for signum in watched_stop_signals():
+        signal.signal(signum, _end_of_signal)
+
+
+def _end_of_signal(signum: int, frame: object) -> None:
+    """Die of ``signum`` as if it had its default disposition (SIGINT's default in Python raises instead)."""
+    signal.signal(signum, signal.SIG_DFL)
+    signal.raise_signal(signum)
 
 
 @contextlib.contextmanager
@@ -126,7 +148,8 @@ def open_stop_signal_receiver() -> Iterator[AsyncIterator[int]]:
 @contextlib.contextmanager
 def _ignored_at_exit(signums: tuple[signal.Signals, ...]) -> Iterator[None]:
     """Ignore ``signums`` around the block and restore their handlers after it: trio's receiver, opened inside,
-    puts back SIG_IGN before it raises the signals it did not deliver again, so the kernel drops them."""
+    puts back SIG_IGN before it raises the signals it did not deliver again, so the kernel drops them. In a server
+    main (:func:`take_stop_signals`) they stay ignored: the process is about to exit."""
     previous = {signum: signal.getsignal(signum) for signum in signums}
     for signum in signums:
         signal.signal(signum, signal.SIG_IGN)
@@ -134,7 +157,7 @@ def _ignored_at_exit(signums: tuple[signal.Signals, ...]) -> Iterator[None]:
         yield
     finally:
         for signum, handler in previous.items():
-            signal.signal(signum, handler)
+            signal.signal(signum, signal.SIG_IGN if handler is _end_of_signal else handler)
 
 
 async def _never() -> AsyncIterator[int]:
