@@ -3,13 +3,19 @@ which sends only the rows the first did not store; a finished task sends nothing
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
+from pathlib import Path
 
+import anyio
 import pytest
 
+from client.admin import Admin
+from client.errors import TopicRouteNotFoundError
 from spark.options import SourceOptions
 from spark.session import BrokerSession
-from tests.spark.helpers import make_topic, read_topic
+from tests.client.helpers import HANG_GUARD, register_dead_broker
+from tests.spark.helpers import _forgotten, make_topic, read_topic
 from tests.threaded_cluster import ThreadedCluster
 
 SEND_CHUNK = 512  # spark.writer.SEND_CHUNK (checked below)
@@ -128,3 +134,56 @@ def test_rows_differing_only_in_their_flag_are_not_equal_rows(pyspark_ready: Non
         len({plain, row_seq(Message("T", b"x", flag=1), Counter()), row_seq(Message("T", b"x", flag=2), Counter())})
         == 3
     )
+
+
+async def _topic_on(namesrv: str, topic: str, broker_addr: str, masters: int) -> None:
+    """Create ``topic`` (one queue) on the master at ``broker_addr``; return once ``masters`` masters route it."""
+    async with Admin(namesrv) as admin:
+        await admin.create_topic(topic, read_queue_nums=1, write_queue_nums=1, broker_addr=broker_addr)
+        with anyio.fail_after(HANG_GUARD):
+            while True:
+                try:
+                    if len((await admin.topic_route(topic)).queue_datas) == masters:
+                        return
+                except TopicRouteNotFoundError:
+                    pass
+                await anyio.sleep(0.02)
+
+
+def _closed_port() -> str:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{sock.getsockname()[1]}"
+
+
+def test_a_marker_on_a_master_that_does_not_answer_is_not_taken_for_no_marker(
+    pyspark_ready: None, tmp_path: Path
+) -> None:
+    """A task's markers are on broker-b, which then goes down while the name server still routes it (the commit topic
+    is on broker-a too). A replay of the task looked its markers up with the admin's QUERY_MESSAGE, which passes over
+    a master that does not answer, as Java's ``MQAdminImpl.queryMessage`` does for ``mqadmin queryMsgByKey``: it found
+    no ``done`` and no start marker and published every row again. A lookup that cannot ask every master of the
+    commit topic cannot tell "no marker" from "unreachable": the task fails (Spark retries it) and sends nothing."""
+    from client.errors import MQClientError
+    from remoting.errors import RemotingError
+    from spark.stream_writer import RocketMQStreamWriter
+
+    with ThreadedCluster(tmp_path / "cluster") as cluster:
+        ns, topic, commits = cluster.namesrv_addr, "SparkMarkersAway", "SparkMarkersAwayCommits"
+        make_topic(ns, topic, 1)  # on broker-a alone: broker-b starts next
+        addr_b, stop_b = cluster.start_extra_broker("broker-b")
+        anyio.run(_topic_on, ns, commits, addr_b, 1)  # the first attempt's markers all go to broker-b
+        options = SourceOptions.parse({"nameServer": ns, "topic": topic, "commitTopic": commits})
+        writer, rows = RocketMQStreamWriter(options), ROWS[:10]
+        with BrokerSession(ns, producer_group="spark-away-pg") as session:
+            assert writer.publish_once(session, "query-m", 2, 0, iter(rows)) == (10, 0)
+
+        stop_b()
+        anyio.run(_forgotten, ns, "broker-b")
+        anyio.run(_topic_on, ns, commits, cluster.broker_addr, 1)
+        register_dead_broker(cluster, name="broker-b", addr=_closed_port(), topics=(commits,))
+        with BrokerSession(ns, producer_group="spark-away-pg") as session:
+            assert {mq.broker_name for mq in session.queues(commits)} == {"broker-a", "broker-b"}
+            with pytest.raises((MQClientError, RemotingError)):
+                writer.publish_once(session, "query-m", 2, 0, iter(rows))
+        assert sorted(m.body for m in read_topic(ns, topic)) == sorted(r["body"] for r in rows)  # none twice
