@@ -459,7 +459,14 @@ class Admin(AdminOps):
         return uncompressed(decode_record(response.body))
 
     async def query_msg_by_key(
-        self, topic: str, key: str, *, max_num: int = 32, begin_ms: int = 0, end_ms: int | None = None
+        self,
+        topic: str,
+        key: str,
+        *,
+        max_num: int = 32,
+        begin_ms: int = 0,
+        end_ms: int | None = None,
+        every_broker: bool = False,
     ) -> list[MessageExt]:
         """QUERY_MESSAGE by key on each broker of ``topic``: its messages one of whose KEYS is ``key``.
 
@@ -467,19 +474,23 @@ class Admin(AdminOps):
         messages whose UNIQ_KEY (indexed in the same space) is ``key`` come back too; they are dropped here, as
         MQAdminImpl.queryMessage matches only the KEYS tokens (client/src/main/java/org/apache/rocketmq/client/impl/
         MQAdminImpl.java); a producer's msgId is looked up with :meth:`query_msg_by_unique_key`. Without ``end_ms``
-        the range is open-ended (Java mqadmin's ``Long.MAX_VALUE``), so a broker clock ahead of ours hides nothing."""
+        the range is open-ended (Java mqadmin's ``Long.MAX_VALUE``), so a broker clock ahead of ours hides nothing.
+        ``every_broker``: raise when any broker fails or does not answer in time, for a caller that takes "nothing
+        found" as "nothing stored" (the Spark sink's markers), where Java's passes it over."""
         end = JAVA_LONG_MAX if end_ms is None else end_ms
         header = QueryMessageRequestHeader(
             topic=topic, key=key, max_num=max_num, begin_timestamp=begin_ms, end_timestamp=end
         )
-        return await self._query_index(header, lambda m: m.topic == topic and _indexed_under(m, key))
+        keep: Callable[[MessageExt], bool] = lambda m: m.topic == topic and _indexed_under(m, key)  # noqa: E731
+        return await self._query_index(header, keep, every_broker=every_broker)
 
     async def _query_index(
-        self, header: QueryMessageRequestHeader, keep: Callable[[MessageExt], bool]
+        self, header: QueryMessageRequestHeader, keep: Callable[[MessageExt], bool], *, every_broker: bool = False
     ) -> list[MessageExt]:
         """QUERY_MESSAGE on each broker of ``header.topic`` (reads), all at once, each within QUERY_TIMEOUT and all
         within QUERY_WAIT; the messages ``keep`` accepts, oldest first. A broker that fails or has not answered in
-        time is logged and passed over, as MQAdminImpl.queryMessage; an error is raised only when none answered."""
+        time is logged and passed over, as MQAdminImpl.queryMessage; an error is raised only when none answered, or,
+        with ``every_broker``, when any one did not."""
         brokers = await self._topic_brokers(header.topic, reads=True)
         found: list[MessageExt] = []
         failed: list[Exception] = []
@@ -517,6 +528,8 @@ class Admin(AdminOps):
             log.warning("query message of %s: maybe some broker failed (no answer in %.0f s)", header.topic, QUERY_WAIT)
         if brokers and not answered:
             raise failed[-1] if failed else RemotingTimeoutError(f"no broker of {header.topic} answered the query")
+        if every_broker and answered < len(brokers):
+            raise failed[-1] if failed else RemotingTimeoutError(f"a broker of {header.topic} did not answer the query")
         return sorted(found, key=lambda m: m.store_timestamp)
 
     async def _query_at(

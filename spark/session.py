@@ -316,11 +316,14 @@ class BrokerSession:
         return result
 
     def query_by_key(self, topic: str, key: str) -> list[MessageExt]:
-        """Messages of ``topic`` indexed under ``key`` (QUERY_MESSAGE on every master; Admin drops hash collisions)."""
+        """Messages of ``topic`` indexed under ``key`` (QUERY_MESSAGE on every master; Admin drops hash collisions).
+        Raises what a master that fails or does not answer raised: its messages are not known to be absent (Java's
+        ``MQAdminImpl.queryMessage`` passes such a master over, fine for ``mqadmin`` but not for the sink's markers,
+        whose absence makes a task publish its rows)."""
 
         async def query() -> list[MessageExt]:
             end = int(time.time() * 1000) + 86_400_000  # a day of clock skew between this host and the broker
-            return await self.admin.query_msg_by_key(topic, key, max_num=64, end_ms=end)
+            return await self.admin.query_msg_by_key(topic, key, max_num=64, end_ms=end, every_broker=True)
 
         try:
             found: list[MessageExt] = self._run(query)

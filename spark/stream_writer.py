@@ -20,7 +20,9 @@ that request needs under ACL, by its first marker's send (:class:`MarkerLog`).
 
 A task first looks for (1) and (2): either found means its rows are already published, and it sends nothing. Else it
 looks for (3) per topic: when found (an earlier attempt of the task died part-way), it pulls the topic's queues from
-the recorded offsets, collects the ``SPARK_SEQ`` values stamped with its ``txn`` and sends only the other rows. So a
+the recorded offsets, collects the ``SPARK_SEQ`` values stamped with its ``txn`` and sends only the other rows. Every
+lookup asks each master of the commit topic and fails the task when one does not answer: a marker there is not known
+to be absent (the admin's QUERY_MESSAGE, as Java's ``MQAdminImpl.queryMessage``, passes such a master over). So a
 commit that fails after the tasks published, a driver crash, a task retried after a partial send, and a batch
 re-planned after a restart all end with each row stored once. A task without rows opens no client and writes no
 marker, and neither does the commit of a batch without rows.
