@@ -364,3 +364,42 @@ def test_a_json_ending_offset_past_the_queues_end_is_data_loss(pyspark_ready: No
     reader = RocketMQBatchReader(SourceOptions.parse({**options, "failOnDataLoss": "false"}))
     parts = list(reader.partitions())
     assert [o for p in parts for b in reader.read(p) for o in b.column("queue_offset").to_pylist()] == list(range(5))
+
+
+async def _master_unrouted(namesrv: str, topic: str) -> None:
+    """Return once the name server routes ``topic``'s broker without its master (brokerId 0)."""
+    from client.admin import Admin
+
+    async with Admin(namesrv) as admin:
+        with anyio.fail_after(60):
+            while 0 in (await admin.topic_route(topic)).broker_datas[0].broker_addrs:
+                await anyio.sleep(0.05)
+
+
+def test_a_planned_range_is_read_from_the_slave_while_its_master_is_down(pyspark_ready: None, tmp_path: Path) -> None:
+    """A task reads a range planned while broker-a's master was up; the master is down when the task runs, its slave
+    up and routed. The read failed ("broker-a ... has no master") batch after batch until the master came back, so a
+    stream could not finish the batch it had logged. RocketMQ's pull goes to a slave when the master is not in the
+    route (``client/.../impl/consumer/PullAPIWrapper.java`` ``pullKernelImpl``, through
+    ``MQClientInstance.findBrokerAddressInSubscribe(brokerName, MASTER_ID, false)``), so rocketmq-spark's task, a
+    DefaultMQPullConsumer, reads it there."""
+    from spark.reader import QueueRange
+
+    with ThreadedCluster(tmp_path / "cluster", slaves=1) as cluster:
+        ns, topic = cluster.namesrv_addr, "SparkSlaveRead"
+        make_topic(ns, topic, 1)
+        produce(ns, [Message(topic, f"s{i}".encode()) for i in range(5)])
+        embedded = cluster.cluster
+        assert embedded is not None
+
+        async def master_down() -> None:
+            await embedded.wait_replicated()
+            slave = embedded.slave_controllers[0]
+            assert slave.replication.slave_sync is not None
+            await slave.replication.slave_sync.sync_all()  # the topic's config, as its 10 s sync would
+            await embedded.stop_broker()
+
+        cluster.call(master_down)
+        anyio.run(_master_unrouted, ns, topic)
+        part = QueueRange(topic, "broker-a", 0, 0, 5)
+        assert _read_offsets({"nameServer": ns, "topic": topic}, part) == [0, 1, 2, 3, 4]
