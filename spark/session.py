@@ -29,7 +29,7 @@ from client.consumer.subscription import build_subscription, tag_filter
 from client.errors import MQClientError, TopicRouteNotFoundError
 from client.message import PROPERTY_MAX_OFFSET, PROPERTY_MIN_OFFSET, Message, SendResult
 from client.producer import Producer
-from client.route import master_address, subscribe_queues
+from client.route import MASTER_ID, master_address, subscribe_queues
 from remoting.codec.bodies import MessageQueue, SubscriptionData
 from remoting.codec.message import MessageExt
 
@@ -119,6 +119,22 @@ def _pull_header(mq: MessageQueue, offset: int, max_msgs: int, group: str, sub: 
     }
 
 
+def _first_leaf(group: BaseExceptionGroup[Exception]) -> Exception:
+    first = group.exceptions[0]
+    return _first_leaf(first) if isinstance(first, BaseExceptionGroup) else first
+
+
+class _SlaveBehind(MQClientError):
+    """A slave read for a master that is down ends before the range: the rest may be on the master alone (the slave
+    replicates behind it), so it is not lost; the read fails, to be retried once the master is back."""
+
+    def __init__(self, mq: MessageQueue, held: int, end: int) -> None:
+        super().__init__(
+            f"broker {mq.broker_name} has no master and its slave holds {mq.topic} queue {mq.queue_id} only up to "
+            f"offset {held}, short of {end}"
+        )
+
+
 class BrokerSession:
     """See the module docstring. ``producer_group`` set: :meth:`send_batch` is available."""
 
@@ -202,6 +218,24 @@ class BrokerSession:
             raise MQClientError(f"broker {mq.broker_name} of {mq.topic} has no master")
         return addr
 
+    async def _read_address(self, mq: MessageQueue) -> tuple[str, bool]:
+        """Where a pull of ``mq`` goes, and whether that is a slave: the master, else, while the route lists none,
+        the group's lowest-id slave, as RocketMQ's pull (``client/.../impl/consumer/PullAPIWrapper.java``
+        ``pullKernelImpl``: ``findBrokerAddressInSubscribe(brokerName, MASTER_ID, false)``, the route fetched again
+        when the group is unknown). Raises MQClientError when the group has no broker at all."""
+        instance = self.admin.instance
+        found = instance.find_broker_address_in_subscribe(
+            mq.broker_name, MASTER_ID, only_this_broker=False, topic=mq.topic
+        )
+        if found is None:
+            await instance.fetch_route(mq.topic)
+            found = instance.find_broker_address_in_subscribe(
+                mq.broker_name, MASTER_ID, only_this_broker=False, topic=mq.topic
+            )
+        if found is None:
+            raise MQClientError(f"broker {mq.broker_name} of {mq.topic} not exist")
+        return found
+
     async def _min_max(self, mqs: Sequence[MessageQueue]) -> list[tuple[int, int]]:
         out: list[tuple[int, int]] = []
         remoting = self.admin.instance.remoting
@@ -247,12 +281,14 @@ class BrokerSession:
         sub = build_subscription(mq.topic, tags)
         wanted = tag_filter(sub)
         remoting = self.admin.instance.remoting
-        addr = await self._address(mq)
+        addr, from_slave = await self._read_address(mq)
         batch, timeout = pull if pull is not None else (PULL_BATCH, self._rpc_timeout)
         offset = start
         while offset < end:
             header = _pull_header(mq, offset, min(batch, end - offset), group, sub)
             result = await api.pull_message(remoting, addr, header, timeout, wanted)
+            if from_slave and offset >= result.max_offset:
+                raise _SlaveBehind(mq, result.max_offset, end)
             messages = [msg for msg in result.messages if msg.queue_offset < end]
             for msg in messages:
                 for name in _DROPPED_PROPERTIES:
@@ -268,9 +304,12 @@ class BrokerSession:
     ) -> QueueRead:
         slices = [(s, min(s + SLICE, end)) for s in range(start, end, SLICE)]
         outs = [QueueRead() for _ in slices]
-        async with anyio.create_task_group() as tg:
-            for (s, e), out in zip(slices, outs, strict=True):
-                tg.start_soon(self._pull_slice, mq, s, e, group, tags, out, pull)
+        try:
+            async with anyio.create_task_group() as tg:
+                for (s, e), out in zip(slices, outs, strict=True):
+                    tg.start_soon(self._pull_slice, mq, s, e, group, tags, out, pull)
+        except ExceptionGroup as failed:  # a slice's own error, not "unhandled errors in a TaskGroup"
+            raise _first_leaf(failed) from failed
         read = QueueRead()
         for out in outs:
             read.messages.extend(out.messages)
@@ -286,9 +325,11 @@ class BrokerSession:
         queue's first offset, or past its end) or PULL_NOT_FOUND (the queue ends before ``end``, or the consume queue
         file holding the offset is gone), as ``broker/.../PullMessageProcessor.java`` maps the store's statuses, or,
         with ``tags`` ``*``, passed over offsets whose CommitLog data is gone (see :func:`_lost_in_pull`; a
-        tag-filtered read cannot tell those from entries of other tags). Reads every :data:`SLICE` of the range at
-        once; call it with ranges of a bounded size. ``pull``: (most messages one pull asks for, its timeout in
-        seconds), by default (:data:`PULL_BATCH`, the session's RPC timeout)."""
+        tag-filtered read cannot tell those from entries of other tags). Pulls from the master, or from a slave while
+        the route lists no master (:meth:`_read_address`; a range the slave does not hold yet fails the read, it is
+        not lost). Reads every :data:`SLICE` of the range at once; call it with ranges of a bounded size. ``pull``:
+        (most messages one pull asks for, its timeout in seconds), by default (:data:`PULL_BATCH`, the session's RPC
+        timeout)."""
         read: QueueRead = self._run(self._pull_page, mq, start, end, group, tags, pull)
         return read
 

@@ -403,3 +403,8 @@ def test_a_planned_range_is_read_from_the_slave_while_its_master_is_down(pyspark
         anyio.run(_master_unrouted, ns, topic)
         part = QueueRange(topic, "broker-a", 0, 0, 5)
         assert _read_offsets({"nameServer": ns, "topic": topic}, part) == [0, 1, 2, 3, 4]
+        # A range past what the slave holds (it replicates behind its master) is not lost: the read fails, to be
+        # retried once the master is back, even with failOnDataLoss=false (which would skip it).
+        ahead = QueueRange(topic, "broker-a", 0, 3, 7)
+        with pytest.raises(Exception, match="its slave holds SparkSlaveRead queue 0 only up to offset 5, short of 7"):
+            _read_offsets({"nameServer": ns, "topic": topic, "failOnDataLoss": "false"}, ahead)
