@@ -408,3 +408,41 @@ def test_a_planned_range_is_read_from_the_slave_while_its_master_is_down(pyspark
         ahead = QueueRange(topic, "broker-a", 0, 3, 7)
         with pytest.raises(Exception, match="its slave holds SparkSlaveRead queue 0 only up to offset 5, short of 7"):
             _read_offsets({"nameServer": ns, "topic": topic, "failOnDataLoss": "false"}, ahead)
+
+
+async def _write_only_topic(namesrv: str, topic: str) -> None:
+    """``topic`` with permission 2 (write only: ``updateTopicPerm -p 2``), once the name server routes it."""
+    from client.admin import Admin
+    from client.errors import TopicRouteNotFoundError
+    from remoting.codec.bodies import PERM_WRITE
+
+    async with Admin(namesrv) as admin:
+        await admin.create_topic(topic, read_queue_nums=2, write_queue_nums=2, perm=PERM_WRITE)
+        with anyio.fail_after(60):
+            while True:
+                try:
+                    if (await admin.topic_route(topic)).queue_datas:
+                        return
+                except TopicRouteNotFoundError:
+                    pass
+                await anyio.sleep(0.05)
+
+
+def test_a_read_of_a_topic_without_a_readable_queue_fails_instead_of_returning_nothing(
+    pyspark_ready: None, rocketmq: ThreadedCluster
+) -> None:
+    """A topic whose queues are all write-only (an operator's ``updateTopicPerm -p 2``) has no queue to read: the read
+    planned nothing and returned no rows, and a stream on it read nothing forever, without a word. rocketmq-spark lists
+    a topic's queues with ``fetchSubscribeMessageQueues``
+    (``rocketmq-spark/.../RocketMQOffsetReader.scala`` ``fetchTopicPartitions``), which refuses a topic without a
+    readable queue ("Can not find Message Queue for this topic", ``client/.../impl/MQAdminImpl.java``), so the query
+    fails there after its ``fetchOffset`` retries."""
+    from client.errors import MQClientError
+    from spark.options import SourceOptions
+    from spark.reader import RocketMQBatchReader
+
+    ns, topic = rocketmq.namesrv_addr, "SparkWriteOnly"
+    anyio.run(_write_only_topic, ns, topic)
+    options = SourceOptions.parse({"nameServer": ns, "topic": topic, "fetchOffset.retryIntervalMs": "0"})
+    with pytest.raises(MQClientError, match=f"Can not find Message Queue for this topic, {topic}"):
+        RocketMQBatchReader(options).partitions()
