@@ -76,7 +76,17 @@ def with_retries(options: SourceOptions, fetch: Callable[[], T], reset: Callable
 
 
 def list_queues(session: BrokerSession, topics: Iterable[str]) -> list[MessageQueue]:
-    return [mq for topic in topics for mq in session.queues(topic)]
+    """The readable queues of ``topics``. Raises MQClientError for a topic the route gives none (its queues all
+    write-only), as ``client/.../impl/MQAdminImpl.java`` ``fetchSubscribeMessageQueues`` refuses it, through which
+    rocketmq-spark lists a topic's queues (``RocketMQOffsetReader.fetchTopicPartitions``): a read of it would return
+    nothing without a word."""
+    queues: list[MessageQueue] = []
+    for topic in topics:
+        readable = session.queues(topic)
+        if not readable:
+            raise MQClientError(f"Can not find Message Queue for this topic, {topic}: no queue of it is readable")
+        queues.extend(readable)
+    return queues
 
 
 #: Told of an explicit offset outside its queue's offsets: (queue, offset, min offset, max offset).

@@ -2,17 +2,18 @@
 
 Planning (``partitions``) runs on the driver side: it asks the name server for the topics' queues and resolves
 ``startingOffsets`` (default earliest) and ``endingOffsets`` (default latest) to concrete offsets, so the read is a
-fixed snapshot; a read from ``latest`` or to ``earliest`` reads nothing, so it is refused
-(:func:`check_batch_offsets`). A queue range longer than :data:`MAX_RANGE` is split into several partitions, so a
-large queue is read in parallel. Each task opens its own :class:`~spark.session.BrokerSession` (readers are pickled to
-the executors with options only) and pulls its range in pages of :data:`PAGE` offsets, yielding one record batch per
-page. Messages whose tags do not match ``tags`` are skipped; their offsets still count toward the range. Offsets the
-broker no longer holds when the task reads them (retention ran since planning) fail the read, or with
-``failOnDataLoss=false`` are logged and skipped (:mod:`spark.data_loss`), for batch and streaming reads alike; each
-gap is reported once, whole, however many pages it spans. So does a JSON ``startingOffsets`` the queue does not hold
-at planning (the read then starts at the nearest offset held), as for a stream, and a JSON ``endingOffsets`` outside
-the queue's offsets (past its max offset: the read then ends there), as Kafka's batch read fails on it. A rate limit
-(``maxRecordsPerTrigger``) is a stream's: a batch read logs that it ignores it, as rocketmq-spark does.
+fixed snapshot (a topic without a readable queue fails it: :func:`spark.offsets.list_queues`); a read from ``latest``
+or to ``earliest`` reads nothing, so it is refused (:func:`check_batch_offsets`). A queue range longer than
+:data:`MAX_RANGE` is split into several partitions, so a large queue is read in parallel. Each task opens its own
+:class:`~spark.session.BrokerSession` (readers are pickled to the executors with options only) and pulls its range in
+pages of :data:`PAGE` offsets, yielding one record batch per page. Messages whose tags do not match ``tags`` are
+skipped; their offsets still count toward the range. Offsets the broker no longer holds when the task reads them
+(retention ran since planning) fail the read, or with ``failOnDataLoss=false`` are logged and skipped
+(:mod:`spark.data_loss`), for batch and streaming reads alike; each gap is reported once, whole, however many pages it
+spans. So does a JSON ``startingOffsets`` the queue does not hold at planning (the read then starts at the nearest
+offset held), as for a stream, and a JSON ``endingOffsets`` outside the queue's offsets (past its max offset: the read
+then ends there), as Kafka's batch read fails on it. A rate limit (``maxRecordsPerTrigger``) is a stream's: a batch
+read logs that it ignores it, as rocketmq-spark does.
 """
 
 from __future__ import annotations
