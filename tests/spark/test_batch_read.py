@@ -446,3 +446,43 @@ def test_a_read_of_a_topic_without_a_readable_queue_fails_instead_of_returning_n
     options = SourceOptions.parse({"nameServer": ns, "topic": topic, "fetchOffset.retryIntervalMs": "0"})
     with pytest.raises(MQClientError, match=f"Can not find Message Queue for this topic, {topic}"):
         RocketMQBatchReader(options).partitions()
+
+
+def test_a_slave_read_below_the_slaves_first_offset_goes_on_from_it(pyspark_ready: None, tmp_path: Path) -> None:
+    """A slave without ``offsetCheckInSlave`` (the default) answers a pull below its first offset with
+    PULL_RETRY_IMMEDIATELY and the offset asked as the next one (``broker/.../processor/PullMessageProcessor.java``:
+    no offset correction on a slave), where a master answers PULL_OFFSET_MOVED to its first offset. A read with
+    ``failOnDataLoss=false`` took "no way forward" for a gap up to the end of what it pulled at once, and skipped the
+    messages the slave still held there; it now goes on from the slave's first offset, as from a master's."""
+    from spark.reader import QueueRange
+
+    small = {"mapped_file_size_commit_log": 16384, "file_reserved_time": 0}  # as retention_cluster's
+    with ThreadedCluster(tmp_path / "cluster", slaves=1, **small) as cluster:
+        ns, topic = cluster.namesrv_addr, "SparkSlaveRetention"
+        make_topic(ns, topic, 1)
+        produce(ns, [Message(topic, body) for body in RETAINED])
+        embedded = cluster.cluster
+        assert embedded is not None
+
+        async def retained_on_the_slave_then_master_down() -> int:
+            from store.maintenance import request_manual_delete
+
+            await embedded.wait_replicated()
+            slave = embedded.slave_controllers[0]
+            assert slave.replication.slave_sync is not None
+            await slave.replication.slave_sync.sync_all()
+            store = slave.context.store
+            while True:
+                store.flush_all_blocking()
+                request_manual_delete(store)
+                if await store.retention.check_once() == 0:
+                    break
+            await embedded.stop_broker()
+            return store.consume_queue(topic, 0).min_offset
+
+        first = cluster.call(retained_on_the_slave_then_master_down)
+        assert 0 < first < len(RETAINED)
+        anyio.run(_master_unrouted, ns, topic)
+        part = QueueRange(topic, "broker-a", 0, 0, len(RETAINED))
+        held = _read_offsets({"nameServer": ns, "topic": topic, "failOnDataLoss": "false"}, part)
+        assert held == list(range(first, len(RETAINED)))
