@@ -76,20 +76,31 @@ class QueueRead:
         self.lost.append(lost)
 
 
+def _next_offset(result: api.PullResult, offset: int) -> int:
+    """Where to read on after a pull from ``offset``: the next offset the broker named, or, below the queue's first
+    offset, that first offset. A master names it (PULL_OFFSET_MOVED); a slave without ``offsetCheckInSlave`` names
+    ``offset`` itself (``store/.../DefaultMessageStore.java`` ``nextOffsetCorrection``) in a PULL_RETRY_IMMEDIATELY
+    (``broker/.../processor/PullMessageProcessor.java``)."""
+    following = result.next_begin_offset
+    if following <= offset < result.min_offset:
+        return result.min_offset
+    return following
+
+
 def _lost_in_pull(
     result: api.PullResult, offset: int, end: int, messages: list[MessageExt], *, every_offset: bool
 ) -> list[LostOffsets]:
-    """The offsets of ``[offset, end)`` that a pull from ``offset`` (which returned ``messages``, those below
-    ``end``) found gone. A status of :data:`_GONE`, or no way forward: the broker no longer holds ``offset``, up to the
-    next offset it names (past the gap), or up to ``end`` when the queue now ends before ``offset`` (reset). Else, when
-    the subscription is ``*`` (``every_offset``), any offset the pull passed over without a message: the CommitLog
-    data of a queue entry is gone (retention deletes CommitLog segments before it moves the queues' first offset, and
-    a pull in between answers PULL_RETRY_IMMEDIATELY past them, or FOUND with the messages after them:
-    ``store/.../DefaultMessageStore.java`` getMessage, MESSAGE_WAS_REMOVING). A tag-filtered pull skips entries of
-    other tags the same way, so there a passed-over offset is not loss."""
-    following = result.next_begin_offset
+    """The offsets of ``[offset, end)`` that a pull from ``offset`` (which returned ``messages``, those below ``end``)
+    found gone. A status of :data:`_GONE`, or no way forward: the broker no longer holds ``offset``, up to the next
+    offset it names or its first offset (past the gap, :func:`_next_offset`), or up to ``end`` when the queue now ends
+    before ``offset`` (reset). Else, when the subscription is ``*`` (``every_offset``), any offset the pull passed over
+    without a message: the CommitLog data of a queue entry is gone (retention deletes CommitLog segments before it moves
+    the queues' first offset, and a pull in between answers PULL_RETRY_IMMEDIATELY past them, or FOUND with the messages
+    after them: ``store/.../DefaultMessageStore.java`` getMessage, MESSAGE_WAS_REMOVING). A tag-filtered pull skips
+    entries of other tags the same way, so there a passed-over offset is not loss."""
+    following = _next_offset(result, offset)
     bounds = (result.min_offset, result.max_offset)
-    if result.status in _GONE or following <= offset:
+    if result.status in _GONE or following <= offset or offset < result.min_offset:  # a slave: a retry, see above
         return [LostOffsets(offset, min(following, end) if following > offset else end, *bounds)]
     if not every_offset:
         return []
@@ -295,9 +306,10 @@ class BrokerSession:
                     msg.properties.pop(name, None)
             out.messages.extend(messages)
             out.lost.extend(_lost_in_pull(result, offset, end, messages, every_offset=wanted is None))
-            if result.next_begin_offset <= offset:
+            following = _next_offset(result, offset)
+            if following <= offset:
                 return
-            offset = result.next_begin_offset
+            offset = following
 
     async def _pull_page(
         self, mq: MessageQueue, start: int, end: int, group: str, tags: str, pull: PullSettings

@@ -450,10 +450,12 @@ def test_a_read_of_a_topic_without_a_readable_queue_fails_instead_of_returning_n
 
 def test_a_slave_read_below_the_slaves_first_offset_goes_on_from_it(pyspark_ready: None, tmp_path: Path) -> None:
     """A slave without ``offsetCheckInSlave`` (the default) answers a pull below its first offset with
-    PULL_RETRY_IMMEDIATELY and the offset asked as the next one (``broker/.../processor/PullMessageProcessor.java``:
-    no offset correction on a slave), where a master answers PULL_OFFSET_MOVED to its first offset. A read with
-    ``failOnDataLoss=false`` took "no way forward" for a gap up to the end of what it pulled at once, and skipped the
-    messages the slave still held there; it now goes on from the slave's first offset, as from a master's."""
+    PULL_RETRY_IMMEDIATELY and the offset asked as the next one (``store/.../DefaultMessageStore.java``
+    ``nextOffsetCorrection``, ``broker/.../processor/PullMessageProcessor.java``), where a master answers
+    PULL_OFFSET_MOVED to its first offset. A read with ``failOnDataLoss=false`` took "no way forward" for a gap up to
+    the end of what it pulled at once, and skipped the messages the slave still held there; it now goes on from the
+    slave's first offset, as from a master's."""
+    from spark.data_loss import DataLossError
     from spark.reader import QueueRange
 
     small = {"mapped_file_size_commit_log": 16384, "file_reserved_time": 0}  # as retention_cluster's
@@ -486,3 +488,6 @@ def test_a_slave_read_below_the_slaves_first_offset_goes_on_from_it(pyspark_read
         part = QueueRange(topic, "broker-a", 0, 0, len(RETAINED))
         held = _read_offsets({"nameServer": ns, "topic": topic, "failOnDataLoss": "false"}, part)
         assert held == list(range(first, len(RETAINED)))
+        # the gap is data loss for a tag-filtered read too, as a master's PULL_OFFSET_MOVED is
+        with pytest.raises(DataLossError, match=rf"offsets \[0, {first}\) are gone"):
+            _read_offsets({"nameServer": ns, "topic": topic, "tags": "T"}, part)
