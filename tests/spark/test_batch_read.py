@@ -491,3 +491,26 @@ def test_a_slave_read_below_the_slaves_first_offset_goes_on_from_it(pyspark_read
         # the gap is data loss for a tag-filtered read too, as a master's PULL_OFFSET_MOVED is
         with pytest.raises(DataLossError, match=rf"offsets \[0, {first}\) are gone"):
             _read_offsets({"nameServer": ns, "topic": topic, "tags": "T"}, part)
+
+
+def test_a_read_of_large_messages_holds_a_bounded_number_of_bytes_at_once(
+    pyspark_ready: None, rocketmq: ThreadedCluster
+) -> None:
+    """A task pulled a page of 4096 offsets into memory before it yielded a record batch, whatever the messages' size:
+    4096 messages of 1 MiB are 4 GiB in one Python worker, which dies. rocketmq-spark's task holds one pull at a time
+    (``RocketMQDataConsumer.get``, ``pullBatchSize`` messages), as Kafka's. A page now holds about ``page_bytes`` of
+    bodies (one pull's worth at least), sized from the messages read so far."""
+    from spark.options import SourceOptions
+    from spark.reader import QueueRange, read_range
+
+    ns, topic = rocketmq.namesrv_addr, "SparkLargeBodies"
+    make_topic(ns, topic, 1)
+    body = 8 * 1024
+    produce(ns, [Message(topic, bytes([i]) * body) for i in range(60)])
+    batches = list(
+        read_range(SourceOptions.parse({"nameServer": ns, "topic": topic}), QueueRange(topic, "broker-a", 0, 0, 60),
+                   page_bytes=64 * 1024)
+    )  # fmt: skip
+    offsets = [o for b in batches for o in b.column("queue_offset").to_pylist()]
+    assert offsets == list(range(60))
+    assert max(b.num_rows for b in batches) * body <= 64 * 1024 + 32 * body  # a page's budget, plus one pull at most
