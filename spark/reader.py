@@ -6,14 +6,14 @@ fixed snapshot (a topic without a readable queue fails it: :func:`spark.offsets.
 or to ``earliest`` reads nothing, so it is refused (:func:`check_batch_offsets`). A queue range longer than
 :data:`MAX_RANGE` is split into several partitions, so a large queue is read in parallel. Each task opens its own
 :class:`~spark.session.BrokerSession` (readers are pickled to the executors with options only) and pulls its range in
-pages of :data:`PAGE` offsets, yielding one record batch per page. Messages whose tags do not match ``tags`` are
-skipped; their offsets still count toward the range. Offsets the broker no longer holds when the task reads them
-(retention ran since planning) fail the read, or with ``failOnDataLoss=false`` are logged and skipped
-(:mod:`spark.data_loss`), for batch and streaming reads alike; each gap is reported once, whole, however many pages it
-spans. So does a JSON ``startingOffsets`` the queue does not hold at planning (the read then starts at the nearest
-offset held), as for a stream, and a JSON ``endingOffsets`` outside the queue's offsets (past its max offset: the read
-then ends there), as Kafka's batch read fails on it. A rate limit (``maxRecordsPerTrigger``) is a stream's: a batch
-read logs that it ignores it, as rocketmq-spark does.
+pages of at most :data:`PAGE` offsets and about :data:`PAGE_BYTES` of bodies, yielding one record batch per page.
+Messages whose tags do not match ``tags`` are skipped; their offsets still count toward the range. Offsets the broker
+no longer holds when the task reads them (retention ran since planning) fail the read, or with
+``failOnDataLoss=false`` are logged and skipped (:mod:`spark.data_loss`), for batch and streaming reads alike; each
+gap is reported once, whole, however many pages it spans. So does a JSON ``startingOffsets`` the queue does not hold
+at planning (the read then starts at the nearest offset held), as for a stream, and a JSON ``endingOffsets`` outside
+the queue's offsets (past its max offset: the read then ends there), as Kafka's batch read fails on it. A rate limit
+(``maxRecordsPerTrigger``) is a stream's: a batch read logs that it ignores it, as rocketmq-spark does.
 """
 
 from __future__ import annotations
@@ -26,19 +26,32 @@ import attrs
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from remoting.codec.bodies import MessageQueue
+from remoting.codec.message import MessageExt
 from spark import data_loss, offsets
 from spark.options import EARLIEST, LATEST, OffsetKind, OptionError, SourceOptions
 from spark.schema import messages_to_batch
 from spark.session import BrokerSession
 
-__all__ = ["MAX_RANGE", "PAGE", "QueueRange", "RocketMQBatchReader", "check_batch_offsets", "plan_ranges", "read_range"]
+__all__ = [
+    "MAX_RANGE",
+    "PAGE",
+    "PAGE_BYTES",
+    "QueueRange",
+    "RocketMQBatchReader",
+    "check_batch_offsets",
+    "next_page",
+    "plan_ranges",
+    "read_range",
+]
 
 log = logging.getLogger(__name__)
 
 #: Offsets one task reads at most; longer queue ranges become several partitions.
 MAX_RANGE = 250_000
-#: Offsets pulled per round trip to the background loop (one record batch each).
+#: Offsets pulled per round trip to the background loop (one record batch each), at most.
 PAGE = 4096
+#: Body bytes a page should hold: pages of large messages span fewer offsets (:func:`next_page`).
+PAGE_BYTES = 32 << 20
 
 
 @attrs.frozen(slots=True)
@@ -66,21 +79,36 @@ def plan_ranges(start: dict[MessageQueue, int], end: dict[MessageQueue, int]) ->
     return ranges
 
 
-def read_range(options: SourceOptions, part: QueueRange) -> Iterator[object]:
-    """Record batches of ``part``'s messages (tag-filtered), one per :data:`PAGE` offsets that held a match. Offsets
-    of the range the broker no longer holds are data loss (:class:`spark.data_loss.RangeLosses`: raised, or logged
-    and skipped); a queue that now ends below the range ends the read."""
+def read_range(options: SourceOptions, part: QueueRange, page_bytes: int = PAGE_BYTES) -> Iterator[object]:
+    """Record batches of ``part``'s messages (tag-filtered), one per page of offsets that held a match: up to
+    :data:`PAGE` offsets, fewer for large messages, so a page holds about ``page_bytes`` of bodies
+    (:func:`next_page`). Offsets of the range the broker no longer holds are data loss
+    (:class:`spark.data_loss.RangeLosses`: raised, or logged and skipped); a queue that now ends below the range ends
+    the read."""
     losses = data_loss.RangeLosses(options, part.queue, part.end)
     with BrokerSession(options.name_server, config=options.client_config()) as session:
         pull = (options.pull_batch_size, options.pull_timeout_ms / 1000)
-        offset = part.start
+        offset, page = part.start, options.pull_batch_size
         while offset < part.end:
-            page_end = min(offset + PAGE, part.end)
+            page_end = min(offset + page, part.end)
             read = session.read_queue(part.queue, offset, page_end, options.pull_group, options.tags, pull)
+            page = next_page(read.messages, page_end - offset, page_bytes, options.pull_batch_size)
             offset = losses.add(read.lost, page_end)
             if read.messages:
                 yield messages_to_batch(read.messages, part.broker_name)
     losses.flush()
+
+
+def next_page(messages: Sequence[MessageExt], span: int, page_bytes: int, least: int) -> int:
+    """Offsets the next page spans, after one that spanned ``span`` offsets and returned ``messages``: as many as
+    hold about ``page_bytes`` of bodies at the size of these, between ``least`` (one pull's worth) and :data:`PAGE`.
+    The first page spans ``least``: a task holds a bounded number of bytes whatever the messages' size, as
+    rocketmq-spark's holds one pull (``RocketMQDataConsumer.get``) and Kafka's one poll."""
+    held = sum(len(m.body) for m in messages)
+    if held == 0:
+        return PAGE  # nothing matched, or empty bodies: no bytes to bound
+    per_offset = held / max(span, 1)
+    return max(least, min(PAGE, int(page_bytes / per_offset)))
 
 
 def check_batch_offsets(options: SourceOptions) -> None:
