@@ -22,6 +22,8 @@ NO_NAME_SERVER_EXCEPTION: Final = 10004
 NOT_FOUND_TOPIC_EXCEPTION: Final = 10005
 #: Java's ``FAQUrl.suggestTodo`` (common/src/main/java/org/apache/rocketmq/common/help/FAQUrl.java) for these.
 FAQ_HINT: Final = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
+#: ``FAQUrl.attachDefaultURL``'s tail, which ``MQClientException(String, Throwable)`` appends to its message.
+UNEXPECTED_HINT: Final = "\nFor more information, please visit the url, http://rocketmq.apache.org/docs/faq/"
 
 
 class MQClientError(Exception):

@@ -15,7 +15,7 @@ import attrs
 import orjson
 
 from client.body_codecs import compressor
-from client.errors import MessageValidationError, MQClientError
+from client.errors import UNEXPECTED_HINT, MessageValidationError, MQClientError
 from client.message import PROPERTY_MAX_RECONSUME_TIMES, PROPERTY_RECONSUME_TIME, Message
 from remoting.codec.codes import CURRENT_VERSION, RequestCode, ResponseCode
 from remoting.codec.message import SYSFLAG_COMPRESSED, encode_batch_parts
@@ -75,11 +75,10 @@ class BatchSizeError(MessageValidationError):
     DefaultMQProducer.java)."""
 
 
-def _check_entry_size(size: int, limit: int) -> None:
-    if size > limit:
-        raise BatchSizeError(
-            f"a batch message of {size} bytes exceeds the {limit}-byte limit", ResponseCode.MESSAGE_ILLEGAL
-        )
+def batch_refused() -> MessageValidationError:
+    """What 4.9.8's ``DefaultMQProducer.batch`` raises for a list it cannot make a batch of: ``MQClientException(
+    "Failed to initiate the MessageBatch", cause)``, response code -1; raise it ``from`` the rule's error."""
+    return MessageValidationError(f"Failed to initiate the MessageBatch{UNEXPECTED_HINT}")
 
 
 class PreparedSend:
@@ -371,27 +370,27 @@ class SendBuilder:
 
     def batch(self, msgs: Sequence[Message]) -> list[PreparedSend]:
         """The SEND_BATCH_MESSAGE request for ``msgs`` (one topic and WAIT, no delay, no retry topic), as a list of
-        one; a body over ``max_message_size`` is refused (MESSAGE_ILLEGAL), as Java refuses it, never split:
-        add up :func:`batch_entry_size` to split a list beforehand. ``msg_id`` joins the messages' UNIQ_KEYs (new ones,
-        or those they carry) by commas."""
-        if not msgs:
-            raise MessageValidationError("an empty batch cannot be sent")
+        one; a body over ``max_message_size`` is refused (:class:`BatchSizeError`, MESSAGE_ILLEGAL), as Java refuses
+        it, never split: add up :func:`batch_entry_size` to split a list beforehand. A list breaking a rule raises
+        :func:`batch_refused` from the rule's error (:meth:`check_batch`). ``msg_id`` joins the messages' UNIQ_KEYs
+        (new ones, or those they carry) by commas."""
+        if not msgs:  # Java's generateFromList meets no first message (a NullPointerException, wrapped)
+            raise batch_refused() from MessageValidationError("the list of messages is empty")
         topic = msgs[0].topic
-        if topic not in self._heads:
-            check_topic(topic)
-        # A message that may break a rule goes through every check in order (_check_batched); the usual one is
-        # judged by the few comparisons of the loop's first test.
-        suspect = not topic or topic.startswith("%RETRY%")
+        # A list whose messages may break a rule is checked whole, once, in Java's order (check_batch); the usual one
+        # is judged by the few comparisons of the loop's first test.
+        checked = not topic or topic.startswith(RETRY_GROUP_TOPIC_PREFIX) or topic not in self._heads
+        if checked:
+            self.check_batch(msgs)
         wait = msgs[0].waits_for_store()
         entries: list[tuple[bytes, bytes, int]] = []
-        sizes: list[int] = []
+        size = 0
         ids = self.uniq.next_ids(len(msgs))
         limit, prefixes = self.max_message_size, self._batch_prefixes
         for m, uniq in zip(msgs, ids, strict=True):
             body = m.body
-            if (
-                suspect
-                or m.topic != topic
+            if not checked and (
+                m.topic != topic
                 or m.delay_level
                 or not body
                 or len(body) > limit
@@ -399,7 +398,8 @@ class SendBuilder:
                 or PROPERTY_WAIT in m.properties
                 or PROPERTY_DELAY in m.properties
             ):
-                self._check_batched(m, topic, wait)
+                self.check_batch(msgs)
+                checked = True
             tags = m.tags
             prefix = (
                 prefixes.get(tags)
@@ -420,17 +420,16 @@ class SendBuilder:
             if type(body) is not bytes:
                 body = bytes(body)
             if len(encoded) > MAX_PROPERTIES_BYTES:
-                # MessageDecoder.encodeMessage throws and DefaultMQProducer.batch refuses the batch, nothing sent
-                # (common/src/main/java/org/apache/rocketmq/common/message/MessageDecoder.java).
-                raise MessageValidationError(
+                # Ours: MessageDecoder.encodeMessage would write the length as a wrapped short. After the rules, which
+                # Java checks for the whole list before encoding any message.
+                if not checked:
+                    self.check_batch(msgs)
+                raise batch_refused() from MessageValidationError(
                     f"the properties of a batch message are {len(encoded)} bytes, over {MAX_PROPERTIES_BYTES}"
                 )
-            size = BATCH_ENTRY_OVERHEAD + len(body) + len(encoded)
-            if size > limit:
-                _check_entry_size(size, limit)
+            size += BATCH_ENTRY_OVERHEAD + len(body) + len(encoded)
             entries.append((body, encoded, m.flag))
-            sizes.append(size)
-        if sum(sizes) > limit:
+        if size > limit:
             # One request for the whole list, refused over the limit as Java's DefaultMQProducer.send(Collection):
             # batch() encodes one body and sendDefaultImpl's Validators.checkMessage refuses it, nothing sent
             # (client/src/main/java/org/apache/rocketmq/client/producer/DefaultMQProducer.java, Validators.java).
@@ -439,18 +438,32 @@ class SendBuilder:
         body = encode_batch_parts(entries)
         return [PreparedSend.encoded(self._head(topic), tail, body, ",".join(ids), topic, _SEND_BATCH)]
 
-    def _check_batched(self, msg: Message, topic: str, wait: bool) -> None:
-        """Raise :class:`MessageValidationError` if ``msg`` may not go in a batch to ``topic`` whose ``WAIT`` is
-        ``wait``."""
-        if msg.topic != topic:
-            raise MessageValidationError("every message of a batch must have the same topic")
-        if msg.waits_for_store() != wait:
-            raise MessageValidationError("every message of a batch must have the same WAIT (wait_store_msg_ok)")
-        if _delay_time_level(msg) > 0:
-            raise MessageValidationError("batch messages cannot have a delay level")
-        if topic.startswith("%RETRY%"):
-            raise MessageValidationError("batch messages cannot be sent to a retry topic")
-        self.validate(msg)
+    def check_batch(self, msgs: Sequence[Message]) -> None:
+        """Raise :func:`batch_refused` from the first rule ``msgs`` break, in the order of 4.9.8's
+        ``DefaultMQProducer.batch``: ``MessageBatch.generateFromList`` over the whole list (no delay level, no retry
+        topic, the first message's topic and waitStoreMsgOK; common/src/main/java/org/apache/rocketmq/common/message/
+        MessageBatch.java), then each message's ``Validators.checkMessage`` (:meth:`validate`)."""
+        topic, wait = msgs[0].topic, msgs[0].waits_for_store()
+        try:
+            for m in msgs:
+                _check_batch_rules(m, topic, wait)
+            for m in msgs:
+                self.validate(m)
+        except MessageValidationError as exc:
+            raise batch_refused() from exc
+
+
+def _check_batch_rules(msg: Message, topic: str, wait: bool) -> None:
+    """``generateFromList``'s rules for ``msg`` in a batch of the first message's ``topic`` and ``wait``, with its
+    texts (Java throws UnsupportedOperationException, response code -1 once wrapped)."""
+    if _delay_time_level(msg) > 0:
+        raise MessageValidationError("TimeDelayLevel is not supported for batching")
+    if msg.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+        raise MessageValidationError("Retry Group is not supported for batching")
+    if msg.topic != topic:
+        raise MessageValidationError("The topic of the messages in one batch should be the same")
+    if msg.waits_for_store() != wait:
+        raise MessageValidationError("The waitStoreMsgOK of the messages in one batch should the same")
 
 
 def _delay_time_level(msg: Message) -> int:

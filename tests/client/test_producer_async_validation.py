@@ -82,8 +82,9 @@ async def test_an_async_batch_over_max_message_size_calls_back_and_a_broken_rule
         callback = Outcomes()
         producer.send_batch_async([Message("AsyncBatch", b"x" * 400) for _ in range(3)], callback)
         outcome = await callback.one()
-        with pytest.raises(MessageValidationError, match="delay level"):
+        with pytest.raises(MessageValidationError, match="Failed to initiate the MessageBatch") as refused:
             producer.send_batch_async([Message("AsyncBatch", b"x", delay_level=3)], callback)
+    assert str(refused.value.__cause__) == "TimeDelayLevel is not supported for batching"
     assert isinstance(outcome, MessageValidationError)
     assert outcome.response_code == ResponseCode.MESSAGE_ILLEGAL
     assert "the message body size over max value, MAX: 1024" in str(outcome)
