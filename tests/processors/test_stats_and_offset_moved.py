@@ -19,10 +19,10 @@ from remoting.codec.bodies import KVTable
 from remoting.codec.bodies.admin import ConsumeStats
 from remoting.codec.bodies.stats import BrokerStatsData, ConsumeStatsList
 from remoting.codec.codes import RequestCode, ResponseCode
-from remoting.codec.command import request
+from remoting.codec.command import RemotingCommand, request
 from remoting.codec.headers import EndTransactionRequestHeader
 from remoting.codec.headers.transaction import TRANSACTION_COMMIT_TYPE
-from remoting.codec.message import MessageRecord, decode_record
+from remoting.codec.message import BatchEntry, MessageRecord, decode_record, encode_batch_body
 from remoting.codec.topics import OFFSET_MOVED_EVENT, TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from remoting.processor import RequestContext
 from tests.processors.conftest import GROUP, TOPIC, MakeBroker, pull_request, send_request
@@ -345,3 +345,31 @@ async def test_a_transactions_renewal_commit_and_op_message_count_in_no_put_item
     assert await _minute_sum(stats, peer_ctx, TOPIC_PUT_NUMS, TRANS_HALF_TOPIC) == 1, "the half's send, not its renewal"
     cluster = broker.config.broker_cluster_name
     assert await _minute_sum(stats, peer_ctx, BROKER_PUT_NUMS, cluster) == 1, "BROKER_PUT_NUMS: the half's send only"
+
+
+async def test_a_batch_the_commit_log_refuses_counts_as_a_failed_put(
+    broker: BrokerState, peer_ctx: RequestContext
+) -> None:
+    """4.9.8 DefaultMessageStore.asyncPutMessages hooks ``putMessageFailedTimes`` on CommitLog.asyncPutMessages'
+    result, which is MESSAGE_ILLEGAL for a transactional or delayed batch: each counts. A body over maxMessageSize is
+    refused before, by checkMessages, and a DELAY that is no number or a garbled body throws out of
+    asyncPutMessages before the hook: neither counts."""
+    send, admin = SendMessageProcessor(broker), AdminBrokerProcessor(broker)
+    max_size = broker.store.config.max_message_size
+    cases = [
+        ("DELAY\x013", 0, encode_batch_body([BatchEntry(b"x")])),  # delayed: counts
+        ("WAIT\x01true", 4, encode_batch_body([BatchEntry(b"x")])),  # transactional (prepared): counts
+        ("WAIT\x01true", 0, bytes(max_size + 1)),  # over maxMessageSize
+        ("DELAY\x01x", 0, encode_batch_body([BatchEntry(b"x")])),  # NumberFormatException
+        ("WAIT\x01true", 0, b"\x00\x00\x00\x30garbage"),  # garbled
+    ]
+    for properties, sys_flag, body in cases:
+        head = send_request(properties=properties, code=RequestCode.SEND_BATCH_MESSAGE, batch="true",
+                            sysFlag=str(sys_flag))  # fmt: skip
+        batch = RemotingCommand(code=head.code, opaque=head.opaque, ext_fields=head.ext_fields, body=body)
+        refused = await send.process(peer_ctx, batch)
+        assert refused is not None and refused.code != ResponseCode.SUCCESS
+    info = await admin.process(peer_ctx, request(RequestCode.GET_BROKER_RUNTIME_INFO))
+    assert info is not None
+    assert KVTable.decode(info.body).table["putMessageFailedTimes"] == "2"
+    assert broker.store.max_offset_in_queue(TOPIC, 0) == 0
