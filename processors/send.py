@@ -391,15 +391,16 @@ class SendMessageProcessor:
             self.broker.store.check_writable()
         except StoreError as exc:
             raise self.answers.refused(exc) from None
+        if len(request.body) > max_size:  # DefaultMessageStore.checkMessages: before the failed puts are counted
+            raise RequestRejected(ResponseCode.MESSAGE_ILLEGAL, illegal_remark(max_size))
         batch_props = rewrite_properties(header.properties, self.cluster)
         transactional = header.sys_flag & SYSFLAG_TRANSACTION_MASK
         if not transactional and batch_props.bad_delay is not None:  # asyncPutMessages: the type first, then DELAY
             raise RequestRejected(ResponseCode.SYSTEM_ERROR, _number_format(batch_props.bad_delay))
         if transactional or batch_props.delay_level > 0:
-            # CommitLog.asyncPutMessages: a batch is neither transactional nor delayed (it used to be stored at once)
-            remark = illegal_remark(max_size)
-            raise RequestRejected(ResponseCode.MESSAGE_ILLEGAL, remark)
-        if len(request.body) > max_size:
+            # CommitLog.asyncPutMessages: a batch is neither transactional nor delayed (it used to be stored at once);
+            # its MESSAGE_ILLEGAL counts in putMessageFailedTimes, as asyncPutMessages counts every result not PUT_OK
+            self.broker.stats.record_put_failed()
             raise RequestRejected(ResponseCode.MESSAGE_ILLEGAL, illegal_remark(max_size))
         # Each message gets the header's properties with CLUSTER set, WAIT kept (asyncSendBatchMessage; a single
         # message's WAIT is dropped).
