@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import pytest
 
+from client.config import ClientConfig
 from client.errors import MessageValidationError
 from client.message import Message
 from client.producer import Producer
+from client.send_request import batch_entry_size
 from remoting.codec.bodies import MessageQueue
 from remoting.codec.codes import ResponseCode
 from tests.client.helpers import create_topic
@@ -82,3 +84,20 @@ async def test_a_message_that_fills_the_batch_past_the_limit_is_refused_as_the_b
                 "the message body size over max value, MAX: 100",
                 ResponseCode.MESSAGE_ILLEGAL,
             )
+
+
+@pytest.mark.parametrize("client_ip", ["10.1.2.3", "fd00::1234"])
+async def test_a_list_split_by_batch_entry_size_is_sent_whatever_the_client_ip(
+    cluster: ThreadedCluster, client_ip: str
+) -> None:
+    """``batch_entry_size`` is what a caller adds up to split a long list into batches within ``max_message_size``
+    (as Java's users do with the batch example's ``ListSplitter``): the UNIQ_KEY the producer gives a message is 32
+    hex digits from an IPv4 client address and 56 from an IPv6 one (``MessageClientIDSetter``'s layout), so a list
+    filled up to the limit by those sizes must pass the producer's check either way."""
+    await create_topic(cluster.namesrv_addr, TOPIC, queues=1)
+    msgs = [_m(b"v" * 200, keys=f"k{i}") for i in range(5)]
+    limit = sum(batch_entry_size(m) for m in msgs)
+    config = ClientConfig(namesrv_addr=cluster.namesrv_addr, client_ip=client_ip)
+    async with Producer("pg-split", config=config, max_message_size=limit) as producer:
+        [result] = await producer.send_batch(msgs)
+    assert len(result.msg_id.split(",")) == 5
