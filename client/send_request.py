@@ -59,12 +59,17 @@ def uniq_key_generator(ip: str) -> UniqKeyGenerator:
     return gen
 
 
+#: The hex digits of the longest UNIQ_KEY a producer makes, from an IPv6 client address (32 from an IPv4 one):
+#: MessageClientIDSetter's layout of address, pid, class-loader hash, time and counter.
+LONGEST_NEW_UNIQ_KEY: Final = 2 * (16 + 2 + 4 + 4 + 2)
+
+
 def batch_entry_size(msg: Message) -> int:
-    """The bytes ``msg`` takes in a batch body (its UNIQ_KEY included, new or its own): a caller splitting a long
-    list keeps each :meth:`SendBuilder.batch` within ``max_message_size`` by adding these up, as Java's users do
-    with the ``ListSplitter`` of the batch example."""
+    """The most bytes ``msg`` takes in a batch body (its own UNIQ_KEY, or the longest a new one can be, whatever the
+    producer's client address): a caller splitting a long list keeps each :meth:`SendBuilder.batch` within
+    ``max_message_size`` by adding these up, as Java's users do with the ``ListSplitter`` of the batch example."""
     props = msg.all_properties()
-    props.setdefault(PROPERTY_UNIQ_KEY, "0" * 32)  # a new key's length (MessageClientIDSetter)
+    props.setdefault(PROPERTY_UNIQ_KEY, "0" * LONGEST_NEW_UNIQ_KEY)
     return BATCH_ENTRY_OVERHEAD + len(msg.body) + len(encode_properties(props).encode())
 
 
