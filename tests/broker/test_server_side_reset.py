@@ -149,6 +149,24 @@ async def test_commits_of_the_old_position_are_ignored_until_the_next_pull_takes
     assert await committed(cluster, "SrvResetPull", 0) == 6
 
 
+async def test_with_the_setting_off_a_reset_of_one_queue_holds_nothing(tmp_path: Path) -> None:
+    """Without ``useServerSideResetOffset`` no reset waits for a pull: 5.3.3's AdminBrokerProcessor.resetOffset
+    builds none (ours commits the one queue and tells the online consumers), PullMessageProcessor answers a waiting
+    reset only under the setting, and ConsumerManageProcessor.updateConsumerOffset checks hasOffsetReset only under
+    it. A consumer told of the reset commits and pulls on at once."""
+    async with EmbeddedCluster(tmp_path / "off", **SMALL_STORE) as off:
+        await topic_with(off, "OffReset", 1, 6)
+        assert (await commit(off, "OffReset", 0, 6)).code == ResponseCode.SUCCESS
+        assert (await reset(off, "OffReset", 0, queueId="0", offset="2")).code == ResponseCode.SUCCESS
+        assert await committed(off, "OffReset", 0) == 2
+        counted = await commit(off, "OffReset", 0, 3)
+        assert (counted.code, counted.remark) == (ResponseCode.SUCCESS, None)
+        assert await committed(off, "OffReset", 0) == 3
+        found = await pull(off, "OffReset", 3)
+        assert found.code == ResponseCode.SUCCESS, found.remark
+        assert [m.queue_offset for m in decode_records(bytes(found.body))] == [3, 4, 5]
+
+
 async def test_a_pop_after_a_reset_of_every_queue_reads_from_the_reset(
     cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
 ) -> None:
