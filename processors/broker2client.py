@@ -64,8 +64,9 @@ def server_side_reset(
     """RocketMQ 5.3.3's reset on the broker (``AdminBrokerProcessor.resetOffsetInner``): the queue
     ``header.queue_id`` names (>= 0) at its ``offset`` when given (within the queue's min and max + 1), else every
     read queue; a queue without an offset goes to the first message stored at ``timestamp`` (negative: the max
-    offset). Each is committed and kept for the group's next pull or pop of it (``assignResetOffset``). Returns the
-    table, or the error code and remark."""
+    offset). Each is committed and, with ``useServerSideResetOffset``, kept for the group's next pull or pop of it
+    (``assignResetOffset``); without it (ours: a one-queue request) nothing is held, as Java builds no pending reset
+    then. Returns the table, or the error code and remark."""
     topic, group = header.topic, header.group
     if broker.config.broker_role == "SLAVE":
         return ResponseCode.SYSTEM_ERROR, "Can not reset offset in slave broker"
@@ -80,8 +81,9 @@ def server_side_reset(
         return offsets
     if not offsets:
         return ResponseCode.SYSTEM_ERROR, "No queues to reset."
+    hold = broker.offsets.assign_reset if broker.config.use_server_side_reset_offset else broker.offsets.commit
     for queue_id, offset in offsets.items():
-        broker.offsets.assign_reset(group, topic, queue_id, offset)
+        hold(group, topic, queue_id, offset)
         broker.stats.pop_inflight.clear(topic, group, queue_id)  # 5.3.3's AdminBrokerProcessor resetOffsetInner
     return {MessageQueue(topic, broker.config.broker_name, queue_id): offset for queue_id, offset in offsets.items()}
 
@@ -125,8 +127,8 @@ async def reset_offset(broker: BrokerContext, admin: RemotingCommand) -> Remotin
     An admin request sent as ``LanguageCode.CPP`` (``mqadmin resetOffsetByTime -c``) pushes the C++ client's form
     instead, ``{"offsetTable": [MessageQueueForC]}`` (``AdminBrokerProcessor.resetOffset`` and
     ``broker/src/main/java/org/apache/rocketmq/broker/client/net/Broker2Client.java``); the admin's answer is the map
-    either way. A request naming one queue (RocketMQ 5's ``queueId`` >= 0) is reset on the broker all the same
-    (ours: 5.3.3 then resets every queue the 4.9.8 way), and the online consumers are told of it.
+    either way. A request naming one queue (RocketMQ 5's ``queueId`` >= 0) is committed on the broker all the same,
+    held for no pull (ours: 5.3.3 then resets every queue the 4.9.8 way), and the online consumers are told of it.
 
     The push is queued without waiting, behind whatever a member has not read yet, as Java's ``invokeOneway`` writes
     without blocking (its 5 s bounds only the oneway permit): a consumer that stopped reading gets it if it resumes

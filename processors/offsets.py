@@ -96,14 +96,19 @@ class ConsumerOffsetProcessor:
         """Commit, refused for a topic the broker does not hold (RocketMQ 5's ConsumerManageProcessor
         ``updateConsumerOffset``): a consumer still running after DELETE_TOPIC_IN_BROKER puts no offsets back. While an
         admin's reset of the queue waits for the group's next pull or pop, the commit (of the position the client had
-        before the reset) is ignored and answered SUCCESS with Java's remark (5.3.3's ``hasOffsetReset`` check)."""
+        before the reset) is ignored and answered SUCCESS with Java's remark (5.3.3's ``hasOffsetReset`` check, made
+        only under ``useServerSideResetOffset``)."""
         update = parse_header(UpdateConsumerOffsetRequestHeader, request)
         if self.broker.topics.get(update.topic) is None:
             return request.response(ResponseCode.TOPIC_NOT_EXIST, f"Topic {update.topic} not exist!")
-        if self.broker.offsets.has_reset(update.consumer_group, update.topic, update.queue_id):
+        if self._reset_pending(update.consumer_group, update.topic, update.queue_id):
             return request.response(ResponseCode.SUCCESS, RESET_PENDING_REMARK)
         self.broker.offsets.commit(update.consumer_group, update.topic, update.queue_id, update.commit_offset)
         return request.response(ResponseCode.SUCCESS)
+
+    def _reset_pending(self, group: str, topic: str, queue_id: int) -> bool:
+        """Whether a commit of the queue waits for an admin's reset to be taken (``useServerSideResetOffset`` only)."""
+        return self.broker.config.use_server_side_reset_offset and self.broker.offsets.has_reset(group, topic, queue_id)
 
     def _query_consumer_offset(self, request: RemotingCommand) -> RemotingCommand:
         header = parse_header(QueryConsumerOffsetRequestHeader, request)

@@ -22,8 +22,8 @@ docs/protocol.md#79-pull-checks-and-results. **Every** response, errors included
 CommitLog records concatenated, never re-encoded. The COMMIT flag stores ``commitOffset`` on the first execution only
 (on a master). A PULL_NOT_FOUND with the SUSPEND flag on the first execution is parked in the hold service and answered
 later (``process`` returns ``None``); the re-run neither suspends nor commits. An execution that finds an
-admin's reset of its queue pending (``useServerSideResetOffset``) takes it and answers PULL_OFFSET_MOVED to it
-without reading the store or committing (:meth:`PullMessageProcessor._answer_reset`). Every execution that reaches
+admin's reset of its queue pending takes it and, under ``useServerSideResetOffset``, answers PULL_OFFSET_MOVED to
+it without reading the store or committing (:meth:`PullMessageProcessor._answer_reset`). Every execution that reaches
 the store goes to the statistics (a found pull or a miss) with its ``nextBeginOffset``, the queue's pull offset,
 found or not, parked or not (RocketMQ 5's ``commitPullOffset`` in ``DefaultPullMessageResultHandler``).
 
@@ -286,7 +286,7 @@ class PullMessageProcessor:
             fields = _fields(0, offset, *self._bounds(header.topic, header.queue_id))
             return request.response(ResponseCode.SYSTEM_ERROR, "store getMessage return null", fields)
         reset = self.broker.offsets.take_reset(header.consumer_group, header.topic, header.queue_id)
-        if reset is not None:
+        if reset is not None and config.use_server_side_reset_offset:  # taken either way, as queryThenEraseResetOffset
             return self._answer_reset(request, header, reset, started)
         result = store.get(
             header.topic,

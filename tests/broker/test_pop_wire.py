@@ -29,6 +29,7 @@ from remoting.codec.command import RemotingCommand, request
 from remoting.codec.headers.admin import QuerySubscriptionByConsumerRequestHeader
 from remoting.codec.message import MessageExt, MessageRecord
 from remoting.codec.pull_body import decode_records
+from tests.conftest import SMALL_STORE
 from tests.proxy.test_pop import SMALL_SEGMENTS, expire_old_segments, fill_a_segment, send
 from tests.remoting.helpers import GateProcessor
 from tests.semantics.helpers import create_topic, use_virtual_store_clock
@@ -165,22 +166,27 @@ async def test_an_orderly_pop_blocks_its_queue_until_acked(
 
 
 async def test_a_reset_of_a_queue_unblocks_its_orderly_pop_and_it_reads_from_the_reset(
-    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
     """5.3.3's PopMessageProcessor.resetPopOffset, which an orderly pop calls too (getPopOffset), clears the queue's
-    order info (ConsumerOrderInfoManager.clearBlock) when it takes an admin's reset of it: the batch in flight no
-    longer blocks the queue, and the pop reads from the reset offset."""
-    clock = use_virtual_store_clock(embedded_cluster)
-    await create_topic(embedded_cluster, "PopWireR")
-    await send(embedded_cluster, "PopWireR", b"r0", b"r1")
-    [m] = messages(await ask(embedded_cluster, pop_request(clock, "PopWireR", maxMsgNums="1", order="true")))
+    order info (ConsumerOrderInfoManager.clearBlock) when it takes an admin's reset of it (``useServerSideResetOffset``
+    holds one): the batch in flight no longer blocks the queue, and the pop reads from the reset offset."""
+    async with EmbeddedCluster(tmp_path / "reset", use_server_side_reset_offset=True, **SMALL_STORE) as cluster:
+        await _orderly_pop_after_reset(cluster)
+
+
+async def _orderly_pop_after_reset(cluster: EmbeddedCluster) -> None:
+    clock = use_virtual_store_clock(cluster)
+    await create_topic(cluster, "PopWireR")
+    await send(cluster, "PopWireR", b"r0", b"r1")
+    [m] = messages(await ask(cluster, pop_request(clock, "PopWireR", maxMsgNums="1", order="true")))
     assert m.body == b"r0"
     fields = {"topic": "PopWireR", "group": GROUP, "timestamp": "-1", "isForce": "true",
               "queueId": str(m.queue_id), "offset": str(m.queue_offset)}  # fmt: skip
-    reset = await ask(embedded_cluster, request(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, fields))
+    reset = await ask(cluster, request(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, fields))
     assert reset.code == ResponseCode.SUCCESS, reset.remark
     cmd = pop_request(clock, "PopWireR", maxMsgNums="1", order="true", queueId=str(m.queue_id))
-    [again] = messages(await ask(embedded_cluster, cmd))
+    [again] = messages(await ask(cluster, cmd))
     assert (again.body, again.queue_offset) == (b"r0", m.queue_offset)
 
 

@@ -26,8 +26,9 @@ from tests.broker.test_pop_wire import GROUP, messages, pop_request
 from tests.conftest import SMALL_STORE
 from tests.dledger.test_broker_group import LONG_LEASE, TOPIC, send, virtual_time_still
 
-#: Members whose leader keeps leading while its followers are stopped (``LONG_LEASE``).
-HELD: dict[str, Any] = {**SMALL_STORE, **LONG_LEASE}
+#: Members whose leader keeps leading while its followers are stopped (``LONG_LEASE``), holding an admin's reset for
+#: the next pop (``useServerSideResetOffset``).
+HELD: dict[str, Any] = {**SMALL_STORE, **LONG_LEASE, "use_server_side_reset_offset": True}
 
 
 async def held_pop(group: EmbeddedDLedgerGroup, client: RemotingClient, bodies: list[bytes]) -> str:
