@@ -1136,7 +1136,9 @@ class PopService:
         earlier delivery, is STALE; an offset never handed out is NOT_FOUND. With no delivery of the queue known (the
         state lost in a kill -9) the handle's message is acknowledged, as ConsumerOrderInfoManager.commitAndNext does
         without order info, if the queue still holds it (else STALE); unlike Java's, which commits past it, the
-        unacknowledged messages before it stay (they come again)."""
+        unacknowledged messages before it stay (they come again). While an admin's reset of the queue waits, the ack
+        marks nothing: the reset's pop starts the queue afresh (resetPopOffset, ConsumerOrderInfoManager.update), and
+        a saved mark would skip the message after a restart lost the reset."""
         qid, offset = handle.queue_id, handle.offset
         state = self._fifo_queue(group, topic, qid, now)
         if offset < self.broker.offsets.query(group, topic, qid) or offset in state.acked:
@@ -1148,9 +1150,10 @@ class PopService:
             return AckOutcome.NOT_FOUND
         elif not _current_fifo_delivery(state, handle):
             return AckOutcome.STALE
-        self._fifo_done(state, offset)
-        self._fifo_advance(group, topic, qid, state)
-        self.fifo_persister.mark_dirty()
+        if not self.broker.offsets.has_reset(group, topic, qid):  # the reset's pop forgets this state, marks and all
+            self._fifo_done(state, offset)
+            self._fifo_advance(group, topic, qid, state)
+            self.fifo_persister.mark_dirty()
         self._schedule_lock_free((group, topic, qid), state)
         self._lock_freed(group, topic, qid)  # AckMessageProcessor.ackOrderly: free, it wakes one pop of the group
         self.inflight.done(topic, group, qid, handle.pop_time)
