@@ -287,7 +287,7 @@ class PullMessageProcessor:
             return request.response(ResponseCode.SYSTEM_ERROR, "store getMessage return null", fields)
         reset = self.broker.offsets.take_reset(header.consumer_group, header.topic, header.queue_id)
         if reset is not None and config.use_server_side_reset_offset:  # taken either way, as queryThenEraseResetOffset
-            return self._answer_reset(request, header, reset, started)
+            return self._answer_reset(request, header, reset, started, corrects)
         result = store.get(
             header.topic,
             header.queue_id,
@@ -351,18 +351,23 @@ class PullMessageProcessor:
         return response
 
     def _answer_reset(
-        self, request: RemotingCommand, header: PullMessageRequestHeader, reset: int, started: int
+        self, request: RemotingCommand, header: PullMessageRequestHeader, reset: int, started: int, corrects: bool
     ) -> RemotingCommand:
         """The pull that takes an admin's reset of its queue (``useServerSideResetOffset``): PULL_OFFSET_MOVED with
         the reset as the next offset (suggesting the master, or the group's ``brokerId`` with ``slaveReadEnable``),
         as 5.3.3's PullMessageProcessor answers its ``OFFSET_RESET`` status (``queryThenEraseResetOffset``), whatever
         the offset asked; the client starts over from there. Its COMMIT flag's offset, the client's position before
-        the reset, is not committed (ours: 5.3.3 commits it, and the client's next commit puts the reset back)."""
+        the reset, is not committed (ours: 5.3.3 commits it, and the client's next commit puts the reset back).
+        Without ``corrects`` (a slave without ``offsetCheckInSlave``: a DLedger leader stepped down keeps its resets)
+        it is PULL_RETRY_IMMEDIATELY to the reset, suggesting the group's broker, with no moved event, as
+        DefaultPullMessageResultHandler answers any PULL_OFFSET_MOVED there."""
         group, topic, queue_id = header.consumer_group, header.topic, header.queue_id
-        group_config = self.broker.groups.get(group) if self.broker.config.slave_read_enable else None
+        group_config = self.broker.groups.get(group) if self.broker.config.slave_read_enable or not corrects else None
         suggest = _MASTER_ID if group_config is None else group_config.broker_id
         fields = _fields(suggest, reset, *self._bounds(topic, queue_id))
         self.broker.stats.record_miss(group, topic, queue_id, reset, time.perf_counter_ns() - started)
+        if not corrects:
+            return request.response(ResponseCode.PULL_RETRY_IMMEDIATELY, "OFFSET_RESET", fields)
         put_offset_moved_event(self.broker, group, topic, queue_id, header.queue_offset, reset)
         return request.response(ResponseCode.PULL_OFFSET_MOVED, "OFFSET_RESET", fields)
 
