@@ -111,16 +111,16 @@ def reset_offset_by_time(ctx: click.Context, **o: Any) -> None:
 
 
 async def _reset_one_queue(admin: Admin, out: Output, o: dict[str, Any], text: str, timestamp: int) -> None:
-    """RocketMQ 5.3.3's ``resetOffsetByTime -b -q [-o]``: the queue's offset at the time (``now``: the current time)
-    unless ``-o`` gives it, committed and reset on that broker (:meth:`Admin.reset_offset_by_queue_id`); 5.3.3 skips
-    the reset when the offset is 0 (ours resets to 0 too)."""
+    """RocketMQ 5.3.3's ``resetOffsetByTime -b -q [-o]``: the queue's offset at the time (``now``: the current time
+    in ms, printed as such) unless ``-o`` gives it, committed and reset on that broker
+    (:meth:`Admin.reset_offset_by_queue_id`); 5.3.3 skips the reset when the offset is 0 (ours resets to 0 too)."""
     broker, queue_id = o["broker"], o["queue_id"]
+    when = int(time.time() * 1000) if text == "now" else timestamp
     out.line("start reset consumer offset by specified, group[%s], topic[%s], queueId[%s], broker[%s], "
              "timestamp(string)[%s], timestamp(long)[%s]%n", o["group"], o["topic"], queue_id, broker, text,
-             timestamp)  # fmt: skip
+             when)  # fmt: skip
     offset = o["offset"]
     if offset is None:
-        when = int(time.time() * 1000) if timestamp == -1 else timestamp
         mq = MessageQueue(o["topic"], "", queue_id)
         offset = await admin.queue_offset(broker, mq, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, when)
     out.line("reset consumer offset to %d%n", offset)
