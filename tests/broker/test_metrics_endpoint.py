@@ -794,19 +794,26 @@ async def test_message_size_is_recorded_once_per_send_request_with_the_batch_ave
 
 async def test_a_stored_reply_records_its_message_size_as_a_send_does(metrics_cluster: EmbeddedCluster) -> None:
     """RocketMQ 5.3.3's ReplyMessageProcessor ``handlePutMessageResult`` records ``rocketmq_message_size`` for a
-    stored reply, whether the push reached the requester or not, with the send path's labels (``getMessageType``: a
-    reply carrying a sharding key is ``fifo``). Ours recorded nothing for a reply."""
+    stored reply, whether the push reached the requester or not, with the send path's labels (``getMessageType`` of
+    the request's properties: ``transaction`` with TRAN_MSG true, ``fifo`` with a sharding key, ``delay`` with a
+    start-deliver time). Ours recorded nothing for a reply, then labelled a delayed or transactional one ``normal``."""
     cluster = metrics_cluster
     exporter = cluster.controller.metrics
     assert exporter is not None and exporter.address is not None
-    for sharding in (b"", b"__SHARDINGKEY\\u0001g1\\u0002"):
-        answer = await ask(cluster.broker_addr, reply_v2(None, extra=sharding))
+    extras = {
+        "normal": b"",
+        "fifo": b"__SHARDINGKEY\\u0001g1\\u0002",
+        "delay": b"__STARTDELIVERTIME\\u00011700000009000\\u0002",
+        "transaction": b"TRAN_MSG\\u0001true\\u0002__SHARDINGKEY\\u0001g1\\u0002",
+    }
+    for extra in extras.values():
+        answer = await ask(cluster.broker_addr, reply_v2(None, extra=extra))
         assert answer.code == ResponseCode.SYSTEM_ERROR  # nobody to push to; stored all the same
     store = cluster.controller.context.store
     sizes = [len(m) for m in store.get(REPLY_TOPIC, 0, 0, 10).messages]
-    assert len(sizes) == 2
+    assert len(sizes) == len(extras)
     families = await scrape(exporter.address)
-    for kind, size in zip(("normal", "fifo"), sizes, strict=True):
+    for kind, size in zip(extras, sizes, strict=True):
         labels = {"topic": REPLY_TOPIC, "message_type": kind}
         assert value(families, "rocketmq_message_size_count", **labels) == 1
         assert value(families, "rocketmq_message_size_sum", **labels) == size
