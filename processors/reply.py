@@ -16,13 +16,15 @@ unknown, gone or failed, even though the message may have been stored. Every res
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from processors.common import RequestRejected, born_host
 from processors.send import SendMessageProcessor
 from processors.send_answer import checked_before_counting
+from processors.send_properties import message_type
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand, request
 from remoting.codec.errors import HeaderFieldError
@@ -34,6 +36,9 @@ from remoting.codec.msgid import offset_msg_id
 from remoting.errors import RemotingError
 from remoting.processor import RequestContext
 from store.errors import PutRefusedError, ServiceNotAvailableError, StoreError
+
+if TYPE_CHECKING:
+    from store.results import AppendResult
 
 __all__ = ["PUSH_REPLY_TIMEOUT", "ReplyMessageProcessor"]
 
@@ -126,15 +131,22 @@ class ReplyMessageProcessor(SendMessageProcessor):
             return f"push reply message to {sender}fail."
         return None if answer.code == ResponseCode.SUCCESS else f"push reply message to {sender}fail."
 
+    def _typed_append(self, kind: str, record: MessageRecord) -> AppendResult:
+        """Append the reply, counted as ``kind`` in ``rocketmq_messages_in_total`` unless ``normal``."""
+        appended = self.broker.store.append(record)
+        if kind != "normal":
+            self.broker.stats.record_typed_put(record.topic, record.queue_id, appended.queue_offset, kind)
+        return appended
+
     def _store(self, record: MessageRecord, response: RemotingCommand) -> None:
         """Store the reply; a stored reply's offset msgId and queue offset go into the response, whose code stays. A
         put the store refuses counts as failed as a send's does (DefaultMessageStore.asyncPutMessage counts the
         refusals of the CommitLog, not those of its status and message checks). A stored reply's size is recorded
-        for ``rocketmq_message_size`` as a send's, ``fifo`` with a sharding key (5.3.3's ReplyMessageProcessor
-        ``handlePutMessageResult`` with ``BrokerMetricsManager.getMessageType``)."""
-        append, kind = self._append_of(record, "normal")
+        for ``rocketmq_message_size`` as a send's, labelled by its properties (5.3.3's ReplyMessageProcessor
+        ``handlePutMessageResult`` with ``BrokerMetricsManager.getMessageType``: transaction, fifo, delay, normal)."""
+        kind = message_type(decode_properties(record.properties))
         try:
-            appended = self._sized_append(append, kind, record)
+            appended = self._sized_append(functools.partial(self._typed_append, kind), kind, record)
         except StoreError as exc:
             log.warning("storing reply to %s failed: %s", record.topic, exc)
             counted = isinstance(exc, PutRefusedError) and not isinstance(exc, ServiceNotAvailableError)

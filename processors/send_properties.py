@@ -4,11 +4,12 @@ read. Pure functions of their arguments; they never raise."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Final
 
 from remoting.codec.message_properties import java_parse_long
 
-__all__ = ["StoredProperties", "has_sharding_key", "rewrite_properties", "without_property"]
+__all__ = ["StoredProperties", "has_sharding_key", "message_type", "rewrite_properties", "without_property"]
 
 
 class StoredProperties:
@@ -106,3 +107,17 @@ def has_sharding_key(stored: str) -> bool:
     """Whether stored properties carry ``__SHARDINGKEY`` (a 5.x message group): RocketMQ 5.3.3's
     ``BrokerMetricsManager.getMessageType`` labels such a message ``fifo``."""
     return stored.startswith(_SHARDING_KEY) or "\x02" + _SHARDING_KEY in stored
+
+
+#: The properties that make 5.3.3's ``getMessageType`` say ``delay``: a start-deliver time, a delay level, a timer.
+_DELAY_PROPERTIES: Final = ("__STARTDELIVERTIME", "DELAY", "TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS")
+
+
+def message_type(props: Mapping[str, str]) -> str:
+    """RocketMQ 5.3.3's ``BrokerMetricsManager.getMessageType`` of a request's decoded properties: ``transaction``
+    (TRAN_MSG true), else ``fifo`` (a sharding key), else ``delay``, else ``normal``."""
+    if props.get("TRAN_MSG", "").lower() == "true":
+        return "transaction"
+    if "__SHARDINGKEY" in props:
+        return "fifo"
+    return "delay" if any(name in props for name in _DELAY_PROPERTIES) else "normal"

@@ -46,7 +46,8 @@ Where ours differ, and why:
   (:mod:`broker.stats.transactions`).
 - ``rocketmq_message_size`` is 5.3.3's: one value per send request, the batch's average record size, labelled as
   ``rocketmq_messages_in_total``, and a delay level's delivery under its real topic as ``delay``
-  (:mod:`broker.stats.message_sizes`); a stored reply too (5.3.3's ReplyMessageProcessor ``handlePutMessageResult``).
+  (:mod:`broker.stats.message_sizes`); a stored reply too, labelled by ``getMessageType`` of its properties, in
+  ``rocketmq_messages_in_total`` as well (5.3.3's ReplyMessageProcessor ``handlePutMessageResult``).
 - The consumer gauges of a group known from its pops only are pop lag, with a second series per topic over the
   group's pop retry topic labelled ``is_retry="true"`` (:mod:`broker.metrics.lag`); Java's latency of that series
   without a retry topic is now - ``Long.MAX_VALUE``, ours 0.

@@ -414,6 +414,13 @@ class BrokerStatsManager:
             for offset in range(first, first + count):
                 self._puts.typed((topic, queue_id), offset, "fifo")
 
+    def record_typed_put(self, topic: str, queue_id: int, queue_offset: int, kind: str) -> None:
+        """The broker stored a message labelled ``kind`` at ``queue_offset`` of ``topic``'s ``queue_id`` (a stored
+        reply: 5.3.3's ReplyMessageProcessor ``handlePutMessageResult`` labels it with ``getMessageType``), counted so
+        in ``rocketmq_messages_in_total`` / ``rocketmq_throughput_in_total``."""
+        if not self.replica and not is_retry_or_dlq_topic(topic):
+            self._puts.typed((topic, queue_id), queue_offset, kind)
+
     def record_timer_put(self, topic: str, queue_id: int, queue_offset: int) -> None:
         """The timer delivered (or rolled) a message to ``queue_offset`` of ``topic``'s ``queue_id``: RocketMQ 5.3.3's
         TimerMessageStore ``doPut`` (store/src/main/java/org/apache/rocketmq/store/timer/TimerMessageStore.java)
