@@ -239,7 +239,9 @@ async def test_a_push_consumer_told_nothing_consumes_again_from_the_reset(
 ) -> None:
     """No RESET_CONSUMER_CLIENT_OFFSET goes out: the consumer's next pull of the queue takes the reset
     (PULL_OFFSET_MOVED), it drops the queue, commits the reset 10 s later and takes the queue again from there
-    (DefaultMQPushConsumerImpl's OFFSET_ILLEGAL case), its periodic commits of the old position ignored meanwhile."""
+    (DefaultMQPushConsumerImpl's OFFSET_ILLEGAL case). Its commits of the old position are ignored only until that
+    pull takes the reset (hasOffsetReset); from then on a periodic commit counts again, and the consumer's commit of
+    the reset is what holds the offset there."""
     await topic_with(cluster, "SrvResetPush", 1, 4)
     seen: list[bytes] = []
 
