@@ -38,7 +38,7 @@ from typing import Final
 from remoting.codec.message_properties import java_hash, java_hash_joined, java_hashes_joined
 from remoting.codec.record_scan import index_put_hashed
 from store.errors import StoreCorruptError
-from store.mapped_file import RESERVE_CHUNK, reserve_blocks
+from store.mapped_file import RESERVE_CHUNK, first_hole, reserve_blocks
 
 HEADER_SIZE: Final = 40
 HASH_SLOT_SIZE: Final = 4
@@ -94,7 +94,7 @@ class IndexFile:
         self.max_index_num = max_index_num
         self._mm = mm
         self._entries_at = HEADER_SIZE + max_hash_slots * HASH_SLOT_SIZE
-        #: the bytes from the start that have blocks (:meth:`_reserve_for`); 0 for a file opened, its holes unknown
+        #: the bytes from the start that have blocks (:meth:`_reserve_for`); a file opened starts at its first hole
         self._reserved = reserved
         header: tuple[int, ...] = _HEADER.unpack_from(mm, 0)
         self.begin_timestamp, self.end_timestamp, self.begin_phy_offset, self.end_phy_offset = header[:4]
@@ -133,12 +133,13 @@ class IndexFile:
             raise IndexFileCorruptError(path, f"size {actual}, expected {size} for this slot/entry geometry")
         with open(path, "r+b") as f:
             mm = mmap.mmap(f.fileno(), size)
+            reserved = first_hole(f.fileno(), size)
         _, _, begin_phy, end_phy, slot_count, index_count = header = _HEADER.unpack_from(mm, 0)
         counts_ok = 0 <= index_count <= max_index_num and 0 <= slot_count <= max_hash_slots
         if not (counts_ok and 0 <= begin_phy <= end_phy):
             mm.close()
             raise IndexFileCorruptError(path, f"impossible header {header}")
-        return cls(path, max_hash_slots, max_index_num, mm)
+        return cls(path, max_hash_slots, max_index_num, mm, reserved)
 
     @property
     def is_full(self) -> bool:

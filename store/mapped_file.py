@@ -14,7 +14,8 @@ mapped files fail the write instead). So no file here is written where it holds 
 takes all of them at creation (:func:`reserve_blocks`), and the one a load ends its log in the rest of them (a Java
 broker's are sparse: :meth:`MappedFileQueue.truncate_to`), a sparse one takes them ahead of its writes,
 :data:`RESERVE_CHUNK` at a time (:meth:`MappedFile.reserve`), and a full disk is ENOSPC there, before anything is
-written.
+written. Only the holes of a range take blocks (:func:`file_holes`): XFS refuses a range larger than the free space
+even where its blocks are allocated, so a store made here loads on a nearly full disk.
 
 Errors: ``OSError`` from the file system propagates (ENOSPC at a segment's creation removes the half-made file); a
 segment with the wrong size or a gap between segment names raises :class:`~store.errors.StoreCorruptError`.
@@ -24,9 +25,11 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import logging
 import mmap
 import os
+import struct
 import threading
 from collections.abc import Iterable
 from pathlib import Path
@@ -50,17 +53,106 @@ _NO_FALLOCATE: Final = frozenset({errno.EOPNOTSUPP, errno.ENOTSUP, errno.EINVAL,
 #: The blocks a sparse file takes at a time ahead of its writes (:meth:`MappedFile.reserve`): one ``fallocate`` per
 #: 8192 DLedger index records or 13107 index file entries.
 RESERVE_CHUNK: Final = 256 * 1024
+#: FS_IOC_FIEMAP (linux/fs.h: _IOWR('f', 11, struct fiemap)), the request and its extent records, asked 64 at a time
+_FS_IOC_FIEMAP: Final = 0xC020660B
+_FIEMAP_HEAD: Final = struct.Struct("=QQIIII")
+_FIEMAP_EXTENT: Final = struct.Struct("=QQQQQIIII")
+_FIEMAP_EXTENT_LAST: Final = 1
+_FIEMAP_BATCH: Final = 64
 
 
 def reserve_blocks(fd: int, offset: int, length: int, path: Path) -> None:
     """Give the file ``fd`` (at ``path``) blocks for ``[offset, offset + length)`` (extending it if shorter), so that
-    writes through a mapping there never fault for want of one. A full disk raises ``OSError`` (ENOSPC, naming
+    writes through a mapping there never fault for want of one. Only its holes are asked for (:func:`file_holes`):
+    XFS's ``fallocate`` fails with ENOSPC when the disk has less free space than the range, even where its blocks are
+    allocated, so a range that has them costs nothing and never fails. A full disk raises ``OSError`` (ENOSPC, naming
     ``path``); a file system that cannot preallocate (tmpfs on old kernels, overlay) is left as it is, sparse."""
+    for start, end in file_holes(fd, offset, offset + length):
+        try:
+            os.posix_fallocate(fd, start, end - start)
+        except OSError as exc:
+            if exc.errno not in _NO_FALLOCATE:
+                raise OSError(exc.errno, exc.strerror, str(path)) from exc
+
+
+def file_holes(fd: int, start: int, end: int) -> list[tuple[int, int]]:
+    """The ranges of ``[start, end)`` that the file ``fd`` has no blocks for, past its end included: the gaps between
+    its extents (FIEMAP, where unwritten, preallocated ones count as blocks), else its holes as ``SEEK_HOLE`` sees them
+    (tmpfs), else the whole range."""
+    size = os.fstat(fd).st_size
+    inside = min(end, size)
+    holes: list[tuple[int, int]] = []
+    if start < inside:
+        try:
+            holes = _gaps(_extents(fd, start, inside), start, inside)
+        except OSError:
+            holes = _seek_holes(fd, start, inside)
+    if end > max(start, size):
+        holes.append((max(start, size), end))
+    return holes
+
+
+def first_hole(fd: int, size: int) -> int:
+    """Where the file ``fd`` of ``size`` bytes may first have no block (``SEEK_HOLE``: on XFS and ext4 an unwritten,
+    preallocated range counts as a hole, so this may be early, never late); 0 where the file system cannot tell."""
     try:
-        os.posix_fallocate(fd, offset, length)
-    except OSError as exc:
-        if exc.errno not in _NO_FALLOCATE:
-            raise OSError(exc.errno, exc.strerror, str(path)) from exc
+        return min(size, os.lseek(fd, 0, os.SEEK_HOLE))
+    except OSError:
+        return 0
+
+
+def _extents(fd: int, start: int, end: int) -> list[tuple[int, int]]:
+    """The extents of ``[start, end)`` with blocks (or a delayed allocation), by ``FS_IOC_FIEMAP``; ``OSError`` where
+    the file system has no FIEMAP (tmpfs)."""
+    found: list[tuple[int, int]] = []
+    request = bytearray(_FIEMAP_HEAD.size + _FIEMAP_BATCH * _FIEMAP_EXTENT.size)
+    pos = start
+    while pos < end:
+        _FIEMAP_HEAD.pack_into(request, 0, pos, end - pos, 0, 0, _FIEMAP_BATCH, 0)
+        fcntl.ioctl(fd, _FS_IOC_FIEMAP, request)
+        count = _FIEMAP_HEAD.unpack_from(request)[3]
+        records = request[_FIEMAP_HEAD.size : _FIEMAP_HEAD.size + count * _FIEMAP_EXTENT.size]
+        batch = [(at, at + length, flags) for at, _, length, _, _, flags, *_ in _FIEMAP_EXTENT.iter_unpack(records)]
+        found += [(at, stop) for at, stop, _ in batch]
+        if count < _FIEMAP_BATCH or batch[-1][2] & _FIEMAP_EXTENT_LAST:
+            break
+        pos = found[-1][1]
+    return found
+
+
+def _gaps(extents: list[tuple[int, int]], start: int, end: int) -> list[tuple[int, int]]:
+    """The parts of ``[start, end)`` outside ``extents`` (sorted)."""
+    gaps: list[tuple[int, int]] = []
+    pos = start
+    for lo, hi in extents:
+        if lo > pos:
+            gaps.append((pos, min(lo, end)))
+        pos = max(pos, hi)
+    if pos < end:
+        gaps.append((pos, end))
+    return [(lo, hi) for lo, hi in gaps if lo < hi]
+
+
+def _seek_holes(fd: int, start: int, end: int) -> list[tuple[int, int]]:
+    """The holes of ``[start, end)`` (within the file) by ``SEEK_HOLE``/``SEEK_DATA``; the whole range where the file
+    system cannot tell."""
+    holes: list[tuple[int, int]] = []
+    pos = start
+    try:
+        while pos < end:
+            hole = os.lseek(fd, pos, os.SEEK_HOLE)
+            if hole >= end:
+                break
+            try:
+                pos = os.lseek(fd, hole, os.SEEK_DATA)
+            except OSError as exc:
+                if exc.errno != errno.ENXIO:  # ENXIO: no data after the hole
+                    raise
+                pos = end
+            holes.append((hole, min(pos, end)))
+    except OSError:
+        return [(start, end)]
+    return holes
 
 
 def _unlink_quietly(path: Path) -> None:
@@ -133,11 +225,13 @@ class MappedFile:
         self.file_from_offset = file_from_offset
         self.file_size = file_size
         #: the bytes from the start that have blocks: all of a preallocated segment; a sparse one's grow ahead of its
-        #: writes (:meth:`reserve`; one loaded from disk starts at 0, its holes unknown)
-        self.reserved = file_size if preallocate else 0
+        #: writes (:meth:`reserve`; one loaded from disk starts at its first hole)
+        self.reserved = file_size
         self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             existing = os.fstat(self.fd).st_size
+            if not preallocate:
+                self.reserved = first_hole(self.fd, existing)
             if existing == 0 and not preallocate:
                 os.ftruncate(self.fd, file_size)  # sparse: blocks are taken ahead of the writes (reserve)
             elif existing == 0:
@@ -173,9 +267,8 @@ class MappedFile:
     def reserve(self, end: int) -> None:
         """Give a sparse segment blocks up to ``end`` and :data:`RESERVE_CHUNK` past it before a write there (its
         owner calls it when ``end`` passes :attr:`reserved`): a full disk raises ``OSError`` (ENOSPC) here, before
-        anything is written, where the write would have been a SIGBUS. Only the holes take blocks: the range from 0
-        covers the written part of a segment loaded from disk (a sparse file made by DLedger or an older rocketrio),
-        and erasing (:meth:`zero_from`) never writes into a hole (it reads zeros there)."""
+        anything is written, where the write would have been a SIGBUS. Only the holes take blocks
+        (:func:`reserve_blocks`), so the range from a loaded segment's first hole costs nothing where it has them."""
         target = min(self.file_size, end + RESERVE_CHUNK)
         if target > self.reserved:
             reserve_blocks(self.fd, self.reserved, target - self.reserved, self.path)
@@ -405,8 +498,9 @@ class MappedFileQueue:
         In a preallocating queue the segment holding the end takes blocks for the rest of it first: one loaded from
         disk may be sparse (a Java broker's: RocketMQ's MappedFile maps a segment without preallocating it), and an
         append into one of its holes on a full disk would be a SIGBUS. A disk without those blocks raises ``OSError``
-        (ENOSPC) here, before that segment is erased or its end moved; on a segment that has them it costs
-        microseconds."""
+        (ENOSPC) here, before that segment is erased or its end moved. Only its holes are asked for
+        (:func:`reserve_blocks`): a segment that has its blocks, as every one made here, costs microseconds and loads
+        on a nearly full disk, as a Java broker's does."""
         while self.files and self.files[-1].file_from_offset > offset:
             self.files.pop().destroy()
         if not self.files:

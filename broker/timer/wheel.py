@@ -186,7 +186,9 @@ class TimerWheel:
 
         Every slot may be written, so the file takes all its blocks first: one a Java broker made is sparse
         (RocketMQ 5.x's TimerWheel sizes it with ``setLength``), and a slot written into a hole on a full disk would
-        be a SIGBUS. A disk without them raises ``OSError`` (ENOSPC) here; a wheel that has them costs microseconds."""
+        be a SIGBUS. A disk without them raises ``OSError`` (ENOSPC) here; only the holes are asked for
+        (:func:`~store.mapped_file.reserve_blocks`), so a wheel that has them costs microseconds and loads on a nearly
+        full disk."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         mf = MappedFile(self.path, 0, self.slots * SLOT_UNIT)
         try:
