@@ -15,8 +15,12 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from dledger.config import DLedgerConfig
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -396,3 +400,75 @@ def test_files_made_here_reopen_and_take_writes_on_a_nearly_full_xfs(xfs_disk: P
     full disk, where RocketMQ's (which never preallocates) starts. Only the holes take blocks now."""
     report = run_child("healthy_reload_case", xfs_disk)
     assert report == {"store": "ok", "dledger": "ok", "wheel": "ok", "index": "ok"}
+
+
+def ledger_config(root: Path, segment: int) -> DLedgerConfig:
+    """A one-member DLedger config storing under ``root`` in segments of ``segment`` bytes."""
+    from dledger.config import DLedgerConfig
+
+    return DLedgerConfig(group="g", self_id="n0", peers="n0-a:1", store_base_dir=str(root),
+                         mapped_file_size_for_entry_data=segment, mapped_file_size_for_entry_index=segment)  # fmt: skip
+
+
+def dledger_stale_index_case(root: str) -> None:
+    """A ledger whose last entry's data is torn (its index record left past the end the recovery finds), reloaded
+    on a full disk: the recovery erases that record in its sparse index segment."""
+    from dledger.file_store import FileLedger
+
+    config = ledger_config(Path(root) / "dl", 4 << 20)
+    ledger = FileLedger(config)
+    ledger.load()
+    last = ledger.append_as_leader(1, [(10, constant(b"0123456789")) for _ in range(3)])[-1]
+    ledger.close()
+    [segment] = (Path(root) / "dl").rglob(f"data/{0:020d}")
+    with open(segment, "r+b") as f:
+        f.seek(last.pos)
+        f.write(bytes(8))
+    fill(Path(root) / "filler")
+    ledger = FileLedger(config)
+    ledger.load()
+    print(json.dumps({"end": ledger.end_index, "torn": last.index}))
+
+
+def test_a_ledger_with_a_torn_last_entry_recovers_on_a_full_disk(full_disk: Path) -> None:
+    """The recovery erases the index records past the end it found; it wrote whole 1 MiB chunks of the sparse index
+    segment wherever one held a record, its holes included: a SIGBUS on a full disk. Only pages that hold a record
+    are written now, so the ledger loads, ending before the torn entry."""
+    assert run_child("dledger_stale_index_case", full_disk) == {"end": 1, "torn": 2}
+
+
+def healthy_full_case(root: str) -> None:
+    """A store, a DLedger ledger and a timer wheel made here, reloaded on a full disk."""
+    from broker.timer.wheel import TimerWheel
+    from dledger.file_store import FileLedger
+    from tests.store.store_helpers import message, open_store
+
+    base = Path(root)
+    sizes = {"mapped_file_size_commit_log": 1 << 20, "mapped_file_size_consume_queue": 1000 * 20}
+    store = open_store(base / "store", **sizes)
+    store.append(message(body=b"x" * 100))
+    store.close()
+    config = ledger_config(base / "dl", 1 << 20)
+    ledger = FileLedger(config)
+    ledger.load()
+    ledger.append_as_leader(1, [(10, constant(b"0123456789"))])
+    ledger.close()
+    TimerWheel(base / "timerwheel", 4096, 1000).load()
+    fill(base / "filler")
+    report: dict[str, object] = {}
+    store = open_store(base / "store", **sizes)
+    report["store"] = store.get("TopicTest", 0, 0, 1).status.name
+    store.close()
+    ledger = FileLedger(config)
+    ledger.load()
+    report["dledger"] = ledger.end_index
+    TimerWheel(base / "timerwheel", 4096, 1000).load()
+    report["wheel"] = "ok"
+    print(json.dumps(report))
+
+
+def test_files_made_here_reload_on_a_full_disk(full_disk: Path) -> None:
+    """Reading a hole of a tmpfs mapping takes a page, a SIGBUS on a full one: the recovery's erase of the DLedger
+    index segment read all of it. It reads only the pages that hold data now (``SEEK_DATA``), so a store, a ledger and
+    a wheel made here all reload on a full disk."""
+    assert run_child("healthy_full_case", full_disk) == {"store": "FOUND", "dledger": 0, "wheel": "ok"}
