@@ -30,8 +30,9 @@ fsync, rename).
 
 Errors: :class:`~dledger.ledger.LedgerError` (DISK_ERROR) for an append that does not land where it must; ``OSError``
 from the file system propagates, a full disk included: data segments take all their blocks when made, index segments
-(sparse) take theirs ahead of the records (``MappedFile.reserve``), so a full disk is ENOSPC, never a SIGBUS at a
-write through the mapping (tests/store/test_full_disk_mmap.py). Every append (a leader's batch:
+(sparse) take theirs ahead of the records (``MappedFile.reserve``), and the recovery erases past the end only the
+pages that hold records (``MappedFile.zero_from``), so a full disk is ENOSPC, never a SIGBUS at a write through the
+mapping (tests/store/test_full_disk_mmap.py). Every append (a leader's batch:
 :meth:`FileLedger.append_as_leader`, its single send: :meth:`FileLedger.append_record_as_leader`, a follower's entry:
 :meth:`FileLedger.append_as_follower`) is written whole or not at all: what a failed one wrote is erased again
 (DLedger 0.3.1.2 keeps it: a follower whose index segment could not be made then refuses the leader's every push of

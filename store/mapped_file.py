@@ -15,7 +15,10 @@ takes all of them at creation (:func:`reserve_blocks`), and the one a load ends 
 broker's are sparse: :meth:`MappedFileQueue.truncate_to`), a sparse one takes them ahead of its writes,
 :data:`RESERVE_CHUNK` at a time (:meth:`MappedFile.reserve`), and a full disk is ENOSPC there, before anything is
 written. Only the holes of a range take blocks (:func:`file_holes`): XFS refuses a range larger than the free space
-even where its blocks are allocated, so a store made here loads on a nearly full disk.
+even where its blocks are allocated, so a store made here loads on a nearly full disk. Erasing
+(:meth:`MappedFile.zero_from`) writes only pages that hold data and skips the holes unread: reading a tmpfs hole
+through a mapping takes a page too. What still faults on a full tmpfs is a read of a hole in a file a Java broker
+left sparse (an index file's hash slots): those are not given blocks ahead of their reads.
 
 Errors: ``OSError`` from the file system propagates (ENOSPC at a segment's creation removes the half-made file); a
 segment with the wrong size or a gap between segment names raises :class:`~store.errors.StoreCorruptError`.
@@ -86,7 +89,10 @@ def file_holes(fd: int, start: int, end: int) -> list[tuple[int, int]]:
         try:
             holes = _gaps(_extents(fd, start, inside), start, inside)
         except OSError:
-            holes = _seek_holes(fd, start, inside)
+            try:
+                holes = _seek_holes(fd, start, inside)
+            except OSError:
+                holes = [(start, inside)]
     if end > max(start, size):
         holes.append((max(start, size), end))
     return holes
@@ -134,25 +140,31 @@ def _gaps(extents: list[tuple[int, int]], start: int, end: int) -> list[tuple[in
 
 
 def _seek_holes(fd: int, start: int, end: int) -> list[tuple[int, int]]:
-    """The holes of ``[start, end)`` (within the file) by ``SEEK_HOLE``/``SEEK_DATA``; the whole range where the file
+    """The holes of ``[start, end)`` (within the file) by ``SEEK_HOLE``/``SEEK_DATA``; ``OSError`` where the file
     system cannot tell."""
     holes: list[tuple[int, int]] = []
     pos = start
-    try:
-        while pos < end:
-            hole = os.lseek(fd, pos, os.SEEK_HOLE)
-            if hole >= end:
-                break
-            try:
-                pos = os.lseek(fd, hole, os.SEEK_DATA)
-            except OSError as exc:
-                if exc.errno != errno.ENXIO:  # ENXIO: no data after the hole
-                    raise
-                pos = end
-            holes.append((hole, min(pos, end)))
-    except OSError:
-        return [(start, end)]
+    while pos < end:
+        hole = os.lseek(fd, pos, os.SEEK_HOLE)
+        if hole >= end:
+            break
+        try:
+            pos = os.lseek(fd, hole, os.SEEK_DATA)
+        except OSError as exc:
+            if exc.errno != errno.ENXIO:  # ENXIO: no data after the hole
+                raise
+            pos = end
+        holes.append((hole, min(pos, end)))
     return holes
+
+
+def _data_ranges(fd: int, start: int, end: int) -> list[tuple[int, int]]:
+    """The parts of ``[start, end)`` outside the file's holes as ``SEEK_HOLE`` sees them (an unwritten, preallocated
+    range is one: it reads as zeros); the whole range where the file system cannot tell."""
+    try:
+        return _gaps(_seek_holes(fd, start, end), start, end)
+    except OSError:
+        return [(start, end)] if start < end else []
 
 
 def _unlink_quietly(path: Path) -> None:
@@ -315,13 +327,24 @@ class MappedFile:
         return self.flushed_position
 
     def zero_from(self, pos: int, end: int | None = None) -> None:
-        """Erase stale bytes from ``pos`` to ``end`` (default: the segment's end; recovery), skipping chunks that are
-        already zero to avoid dirtying pages."""
+        """Erase stale bytes from ``pos`` to ``end`` (default: the segment's end; recovery), writing only the pages
+        that are not zero: a hole is never written (a SIGBUS on a full disk), nor read where the file system tells
+        one apart (``SEEK_DATA``; reading a tmpfs hole takes a page), and a zero page is not dirtied."""
         end = self.file_size if end is None else min(end, self.file_size)
+        for start, stop in _data_ranges(self.fd, pos, end):
+            self._zero_pages(start, stop)
+
+    def _zero_pages(self, pos: int, end: int) -> None:
+        """Zero the pages of ``[pos, end)`` that are not, a 1 MiB chunk compared at a time, then its pages."""
         while pos < end:
             stop = min(end, pos + len(_ZERO_CHUNK))
             if self.view[pos:stop] != _ZERO_CHUNK[: stop - pos]:
-                self.buf[pos:stop] = _ZERO_CHUNK[: stop - pos]
+                page = pos
+                while page < stop:
+                    page_end = min(stop, page - page % PAGE_SIZE + PAGE_SIZE)
+                    if self.view[page:page_end] != _ZERO_CHUNK[: page_end - page]:
+                        self.buf[page:page_end] = _ZERO_CHUNK[: page_end - page]
+                    page = page_end
             pos = stop
 
     def close(self) -> None:
