@@ -22,7 +22,7 @@ from client.consumer.process_queue import ProcessQueue
 from client.consumer.push import PushConsumer
 from client.message import Message, MessageExt
 from client.producer import Producer
-from remoting.codec.bodies import LockBatchRequestBody, MessageQueue
+from remoting.codec.bodies import LockBatchRequestBody, MessageModel, MessageQueue
 from remoting.codec.codes import RequestCode
 from remoting.codec.command import RemotingCommand
 from remoting.processor import RequestContext
@@ -234,3 +234,31 @@ async def test_the_lock_interval_and_lifetime_are_read_from_the_environment_as_j
     locked = ProcessQueue.created_at(0.0)
     assert not locked.lock_expired(3.0)
     assert locked.lock_expired(3.1)
+
+
+async def _listener(msgs: list[MessageExt]) -> ConsumeOrderlyStatus:
+    return ConsumeOrderlyStatus.SUCCESS
+
+
+@pytest.mark.parametrize("interval", ["0", "-20000"])
+async def test_a_lock_interval_not_above_0_fails_an_orderly_consumers_start(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch,
+    interval: str,
+) -> None:  # fmt: skip
+    """4.9.8's ``ConsumeMessageOrderlyService.start`` renews the locks with ``scheduleAtFixedRate``, which throws
+    IllegalArgumentException for a period not above 0, so the consumer does not start. Ours started and renewed the
+    locks in a loop that never waited (9,050 LOCK_BATCH_MQ in 3 s). A BROADCASTING one renews nothing (``start``
+    schedules the renewal in CLUSTERING only) and starts."""
+    monkeypatch.setenv("ROCKETMQ_CLIENT_REBALANCE_LOCK_INTERVAL", interval)
+    await _create(embedded_cluster, "LockZero", 1)
+    consumer = _orderly(embedded_cluster, "cg-lockzero", "LockZero", _listener)
+    requests = _LockRequests(embedded_cluster, consumer.instance.client_id)
+    with pytest.raises(ValueError, match="ROCKETMQ_CLIENT_REBALANCE_LOCK_INTERVAL"):
+        async with consumer:
+            await trio.sleep(3)
+    assert requests.times == []
+    broadcasting = PushConsumer("cg-lockzero-b", embedded_cluster.namesrv_addr, message_model=MessageModel.BROADCASTING)
+    broadcasting.subscribe("LockZero")
+    broadcasting.register_message_listener_orderly(_listener)
+    async with broadcasting:
+        await trio.sleep(1)
