@@ -63,7 +63,7 @@ from client.consumer.listener import (
     takes_context,
 )
 from client.consumer.offset_store import OffsetStore, RemoteBrokerOffsetStore, offset_store_for
-from client.consumer.process_queue import ProcessQueue, lock_interval, lock_max_live
+from client.consumer.process_queue import LOCK_INTERVAL, ProcessQueue, lock_interval, lock_max_live
 from client.consumer.pull_service import PullService
 from client.consumer.queue_listing import fetch_subscribe_message_queues
 from client.consumer.rebalance import PULL_MAX_IDLE_TIME, Rebalance, pull_max_idle_time, unlock_delay
@@ -181,6 +181,8 @@ class PushConsumer:
         self.consume_thread_max = consume_thread_max
         self.max_reconsume_times = max_reconsume_times
         self.consume_timeout = consume_timeout
+        #: how often an orderly consumer renews its locks, read at its start (:func:`lock_interval`)
+        self._lock_interval = LOCK_INTERVAL
         self.suspend_current_queue_time = suspend_current_queue_time
         self.await_termination = await_termination
         self.post_subscription_when_pull = post_subscription_when_pull
@@ -376,7 +378,9 @@ class PushConsumer:
         # Long.parseLong fails ProcessQueue's class load.
         self.rebalance.pull_max_idle = pull_max_idle_time()
         if self.orderly:
-            lock_interval(), lock_max_live(), unlock_delay()
+            self._lock_interval = lock_interval()
+            lock_max_live(), unlock_delay()
+            self._check_lock_interval()
         self.stopping = False
         began = anyio.current_time()
         # A retry pending when the last run stopped died with its task group: this run schedules its own.
@@ -653,10 +657,19 @@ class PushConsumer:
 
     # -- pulling -------------------------------------------------------------------------------------------------------
 
+    def _check_lock_interval(self) -> None:
+        """Refuse a lock interval not above 0 in CLUSTERING: ConsumeMessageOrderlyService.start renews the locks with
+        ``scheduleAtFixedRate``, which throws for such a period; here the renewals would never wait."""
+        if self._message_model is MessageModel.CLUSTERING and not self._lock_interval > 0:
+            raise ValueError(
+                "ROCKETMQ_CLIENT_REBALANCE_LOCK_INTERVAL must be above 0 ms for an orderly consumer in CLUSTERING: "
+                f"{self._lock_interval * 1000:g}"
+            )
+
     async def _renew_locks(self, first: float) -> None:
         """Renew the locks at the clock's ``first``, then every :func:`~client.consumer.process_queue.lock_interval`
         (at a fixed rate, as ``scheduleAtFixedRate``: a late renewal does not delay the next)."""
-        due, interval = first, lock_interval()
+        due, interval = first, self._lock_interval
         while True:
             await anyio.sleep_until(due)
             await self.rebalance.lock_all()
