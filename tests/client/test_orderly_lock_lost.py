@@ -262,3 +262,49 @@ async def test_a_lock_interval_not_above_0_fails_an_orderly_consumers_start(
     broadcasting.register_message_listener_orderly(_listener)
     async with broadcasting:
         await trio.sleep(1)
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("ROCKETMQ_CLIENT_REBALANCE_LOCK_INTERVAL", " 5000 "),
+        ("ROCKETMQ_CLIENT_REBALANCE_LOCK_MAX_LIVE_TIME", "5_000"),
+        ("ROCKETMQ_CLIENT_UNLOCK_DELAY_TIME_MILLS", "5000.0"),
+        ("ROCKETMQ_CLIENT_PULL_PULL_MAX_IDLE_TIME", "9223372036854775808"),
+    ],
+)
+async def test_a_timing_javas_long_parse_long_refuses_fails_the_start_naming_it(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch,
+    name: str, value: str,
+) -> None:  # fmt: skip
+    """Java reads these system properties with ``Long.parseLong``, which refuses blanks around the digits, ``_``
+    between them, a fraction and a value past a long, failing the class that reads them (ProcessQueue,
+    RebalancePushImpl). Ours read them with ``int()``, which takes the first two, and its error did not say which
+    variable was wrong."""
+    monkeypatch.setenv(name, value)
+    await _create(embedded_cluster, "LockParse", 1)
+    with pytest.raises(ValueError, match=name):
+        async with _orderly(embedded_cluster, "cg-lockparse", "LockParse", _listener):
+            pass
+
+
+async def test_the_lock_timings_are_read_once_at_the_start(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Java's ProcessQueue and RebalancePushImpl read their timings once, into static finals: a property changed
+    later changes nothing. Ours read ``lockMaxLiveTime`` again before each orderly batch, so a value changed after
+    the start (here, to one that does not parse) reached a running consumer."""
+    monkeypatch.setenv("ROCKETMQ_CLIENT_REBALANCE_LOCK_MAX_LIVE_TIME", "30000")
+    await _create(embedded_cluster, "LockOnce", 1)
+    seen: list[bytes] = []
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeOrderlyStatus:
+        seen.extend(m.body for m in msgs)
+        return ConsumeOrderlyStatus.SUCCESS
+
+    async with _orderly(embedded_cluster, "cg-lockonce", "LockOnce", listener):
+        await trio.sleep(2)
+        monkeypatch.setenv("ROCKETMQ_CLIENT_REBALANCE_LOCK_MAX_LIVE_TIME", "later")
+        async with Producer("pg-lockonce", embedded_cluster.namesrv_addr) as producer:
+            await producer.send(Message("LockOnce", b"after"))
+        await _until(lambda: seen == [b"after"], 30)
