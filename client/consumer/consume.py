@@ -603,9 +603,9 @@ class OrderlyConsumeService:
 
     def _unlocked(self, pq: ProcessQueue) -> bool:
         """Whether ``pq`` may not be consumed for want of its broker lock: in CLUSTERING, not locked (the last renewal
-        was refused) or its lock older than :func:`~client.consumer.process_queue.lock_max_live`."""
+        was refused) or its lock older than the consumer's :attr:`~client.consumer.push.PushConsumer.lock_max_live`."""
         return self.consumer.message_model is MessageModel.CLUSTERING and (
-            not pq.locked or pq.lock_expired(anyio.current_time())
+            not pq.locked or pq.lock_expired(anyio.current_time(), self.consumer.lock_max_live)
         )
 
     async def _consume_batch(

@@ -16,6 +16,7 @@ from __future__ import annotations
 import bisect
 import logging
 import os
+import re
 
 import attrs
 
@@ -27,13 +28,21 @@ LOCK_MAX_LIVE = 30.0
 LOCK_INTERVAL = 20.0
 
 
+#: What ``Long.parseLong`` takes: an optional sign, then decimal digits (no blank, no ``_``)
+_JAVA_LONG = re.compile(r"[+-]?\d+")
+
+
 def java_property_seconds(name: str, default: float) -> float:
     """Seconds from the environment variable ``name`` in ms, else ``default``: a Java client's system property read as
     this client reads them (``rocketmq.client.rebalance.lockMaxLiveTime`` is
-    ``ROCKETMQ_CLIENT_REBALANCE_LOCK_MAX_LIVE_TIME``). Raises ValueError for a value that is no integer, as Java's
-    ``Long.parseLong`` fails the class that reads it."""
+    ``ROCKETMQ_CLIENT_REBALANCE_LOCK_MAX_LIVE_TIME``). Raises ValueError naming ``name`` for a value Java's
+    ``Long.parseLong`` refuses (blanks, ``_``, a fraction, past a long), as it fails the class that reads it."""
     value = os.environ.get(name)
-    return default if value is None else int(value) / 1000
+    if value is None:
+        return default
+    if _JAVA_LONG.fullmatch(value) is None or not -(2**63) <= int(value) < 2**63:
+        raise ValueError(f"{name}={value!r} is not a Java long (milliseconds)")
+    return int(value) / 1000
 
 
 def lock_max_live() -> float:
@@ -255,9 +264,9 @@ class ProcessQueue:
         self.msg_count = 0
         self.msg_size = 0
 
-    def lock_expired(self, now: float) -> bool:
-        """Whether the lock was last granted over :func:`lock_max_live` before ``now``."""
-        return now - self.last_lock_time > lock_max_live()
+    def lock_expired(self, now: float, max_live: float) -> bool:
+        """Whether the lock was last granted over ``max_live`` (the consumer's :func:`lock_max_live`) before ``now``."""
+        return now - self.last_lock_time > max_live
 
     def info(self, commit_offset: int, now: float, now_ms: int) -> dict[str, int | bool]:
         """Java's ``ProcessQueueInfo`` (``fillProcessQueueInfo``) with ``commit_offset``, as in running info: its

@@ -63,7 +63,7 @@ from client.consumer.listener import (
     takes_context,
 )
 from client.consumer.offset_store import OffsetStore, RemoteBrokerOffsetStore, offset_store_for
-from client.consumer.process_queue import LOCK_INTERVAL, ProcessQueue, lock_interval, lock_max_live
+from client.consumer.process_queue import LOCK_INTERVAL, LOCK_MAX_LIVE, ProcessQueue, lock_interval, lock_max_live
 from client.consumer.pull_service import PullService
 from client.consumer.queue_listing import fetch_subscribe_message_queues
 from client.consumer.rebalance import PULL_MAX_IDLE_TIME, Rebalance, pull_max_idle_time, unlock_delay
@@ -181,8 +181,10 @@ class PushConsumer:
         self.consume_thread_max = consume_thread_max
         self.max_reconsume_times = max_reconsume_times
         self.consume_timeout = consume_timeout
-        #: how often an orderly consumer renews its locks, read at its start (:func:`lock_interval`)
+        #: how often an orderly consumer renews its locks and how long one counts, read at its start
+        #: (:func:`lock_interval`, :func:`lock_max_live`), as ProcessQueue's static finals are read once
         self._lock_interval = LOCK_INTERVAL
+        self.lock_max_live = LOCK_MAX_LIVE
         self.suspend_current_queue_time = suspend_current_queue_time
         self.await_termination = await_termination
         self.post_subscription_when_pull = post_subscription_when_pull
@@ -374,12 +376,13 @@ class PushConsumer:
             # ConsumeMessageConcurrentlyService.start schedules cleanExpireMsg every consumeTimeout minutes
             # (scheduleAtFixedRate, which refuses a period not above 0): here the clean-up would spin.
             raise ValueError(f"consumeTimeout must be above 0 minutes to consume concurrently: {self.consume_timeout}")
-        # The timings Java reads from system properties, read at each start: a bad one fails it, as Java's
+        # The timings Java reads from system properties, read once at each start: a bad one fails it, as Java's
         # Long.parseLong fails ProcessQueue's class load.
         self.rebalance.pull_max_idle = pull_max_idle_time()
         if self.orderly:
             self._lock_interval = lock_interval()
-            lock_max_live(), unlock_delay()
+            self.lock_max_live = lock_max_live()
+            self.rebalance.unlock_delay_time = unlock_delay()
             self._check_lock_interval()
         self.stopping = False
         began = anyio.current_time()

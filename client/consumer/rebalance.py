@@ -148,7 +148,10 @@ class Rebalance:
         self.process_queues: dict[MessageQueue, ProcessQueue] = {}
         #: orderly queues a removal kept (their listener call ran on): removed by a later pass, allocated or not
         self._kept: set[MessageQueue] = set()
-        #: dropped orderly queues whose unlock waits :func:`unlock_delay` (cancelled when the queue is taken again)
+        #: Seconds a dropped orderly queue with cached messages keeps its lock: :data:`UNLOCK_DELAY`, or the
+        #: push consumer's :func:`unlock_delay` read at its start (RebalancePushImpl's static final)
+        self.unlock_delay_time = UNLOCK_DELAY
+        #: dropped orderly queues whose unlock waits :attr:`unlock_delay_time` (cancelled when the queue is taken again)
         self._unlocks_later: dict[MessageQueue, anyio.CancelScope] = {}
         #: Set when the last pass failed for a topic or left an allocated queue out (its lock was refused or its
         #: offset unknown): the owner then rebalances again soon instead of waiting for the 20 s timer.
@@ -411,14 +414,14 @@ class Rebalance:
 
     async def _give_up_lock(self, mq: MessageQueue, cached: bool) -> None:
         """Unlock dropped ``mq`` one way; when its process queue still held messages (``cached``), in the client
-        instance's task group :func:`unlock_delay` later, as RebalancePushImpl.unlockDelay (lost if the instance stops
-        first: the broker's lock then expires)."""
+        instance's task group :attr:`unlock_delay_time` later, as RebalancePushImpl.unlockDelay (lost if the instance
+        stops first: the broker's lock then expires)."""
         if not cached:
             await self.unlock([mq], oneway=True)
             return
         self._cancel_unlock_later(mq)
         scope = self._unlocks_later[mq] = anyio.CancelScope()
-        delay = unlock_delay()
+        delay = self.unlock_delay_time
 
         async def unlock_later() -> None:
             with scope:

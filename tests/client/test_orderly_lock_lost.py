@@ -232,8 +232,8 @@ async def test_the_lock_interval_and_lifetime_are_read_from_the_environment_as_j
     renewals = [round(t - began, 1) for t in requests.times[taken:]]
     assert renewals == [1.0, 6.0, 11.0, 16.0], renewals
     locked = ProcessQueue.created_at(0.0)
-    assert not locked.lock_expired(3.0)
-    assert locked.lock_expired(3.1)
+    assert not locked.lock_expired(3.0, consumer.lock_max_live)
+    assert locked.lock_expired(3.1, consumer.lock_max_live)
 
 
 async def _listener(msgs: list[MessageExt]) -> ConsumeOrderlyStatus:
