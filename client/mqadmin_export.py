@@ -4,8 +4,8 @@
 rates, day totals, topic and group counts, client versions). Files go under ``-f`` (``/tmp/rocketmq/export``) with
 Java's names and keys; :mod:`client.mqadmin` registers the commands.
 
-Java reads ``totalMemKBytes`` and the client thread count for ``runtimeEnv``; a rocketrio broker reports neither, so
-those keys are ``null`` there.
+Java reads ``runtimeEnv``'s ``cpuNum`` from the broker config's ``clientCallbackExecutorThreads`` and its
+``totalMemKBytes`` from the runtime info, which neither a 4.9.8 nor a rocketrio broker reports: ``null``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any, Final
 import click
 
 from client.admin import Admin, transferred_tps
-from client.errors import MQBrokerError
+from client.errors import MQBrokerError, MQClientError
 from client.mqadmin_support import (
     Output,
     cluster_masters,
@@ -177,6 +177,11 @@ def export_configs(ctx: click.Context, **o: Any) -> None:
     run_job(ctx, job)
 
 
+#: ``totalData``'s keys, each 0 until a master adds to it (ExportMetricsCommand.initTotalMap).
+_TOTAL_TPS: Final = ("totalNormalInTps", "totalNormalOutTps", "totalTransInTps", "totalScheduleInTps")
+_TOTAL_DAY: Final = ("normalOneDayInNum", "normalOneDayOutNum", "transOneDayInNum", "scheduleOneDayInNum")
+
+
 def _first_tps(text: str | None) -> float:
     try:
         return float((text or "0").split(" ")[0] or 0)
@@ -187,6 +192,7 @@ def _first_tps(text: str | None) -> float:
 async def _broker_metrics(admin: Admin, addr: str, totals: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """One master's part of Java's ``exportMetrics`` report, adding into ``totals``."""
     kv = await admin.runtime_info(addr)
+    config = await admin.broker_config(addr)
     groups = await user_groups(admin, addr)
     special: dict[str, tuple[float, int]] = {}
     for key, topic in (("trans", TRANS_HALF_TOPIC), ("schedule", SCHEDULE_TOPIC)):
@@ -227,7 +233,10 @@ async def _broker_metrics(admin: Admin, addr: str, totals: dict[str, dict[str, A
         "groupSize": len(groups),
     }
     return {
-        "runtimeEnv": {"cpuNum": None, "totalMemKBytes": kv.get("totalMemKBytes")},
+        "runtimeEnv": {
+            "cpuNum": config.get("clientCallbackExecutorThreads"),
+            "totalMemKBytes": kv.get("totalMemKBytes"),
+        },
         "runtimeQuota": quota,
         "runtimeVersion": {"rocketmqVersion": version_desc(CURRENT_VERSION), "clientInfo": sorted(clients)},
     }
@@ -242,11 +251,15 @@ async def _broker_metrics(admin: Admin, addr: str, totals: dict[str, dict[str, A
 def export_metrics(ctx: click.Context, **o: Any) -> None:
     async def job(admin: Admin, out: Output) -> None:
         info = await admin.cluster_info()
-        totals: dict[str, dict[str, Any]] = {"totalTps": {}, "totalOneDayNum": {}}
+        names = info.cluster_addr_table.get(o["cluster"])
+        if names is None:  # Java iterates the null Set of an unknown cluster: a NullPointerException
+            raise MQClientError(f"java.lang.NullPointerException: no cluster {o['cluster']} on the name server")
+        totals: dict[str, dict[str, Any]] = {"totalTps": dict.fromkeys(_TOTAL_TPS, 0.0),
+                                             "totalOneDayNum": dict.fromkeys(_TOTAL_DAY, 0)}  # fmt: skip
         report = {}
         # ExportMetricsCommand goes over the cluster's broker names as the HashSet fastjson fills iterates them
         # (tools/src/main/java/org/apache/rocketmq/tools/command/export/ExportMetricsCommand.java).
-        for name in java_hash_set(list(info.cluster_addr_table.get(o["cluster"], []))):
+        for name in java_hash_set(list(names)):
             data = info.broker_addr_table.get(name)
             if data is not None and data.master_addr:
                 report[name] = await _broker_metrics(admin, data.master_addr, totals)
