@@ -6,9 +6,20 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import anyio
+import pytest
 from click.testing import CliRunner, Result
 
+from client import mqadmin_groups
+from client.admin import Admin
+from client.message import Message
 from client.mqadmin import main as mqadmin
+from client.producer import Producer
+from remoting.client import RemotingClient
+from remoting.codec.bodies import ConsumerData, HeartbeatData, MessageQueue, SubscriptionData
+from remoting.codec.codes import RequestCode
+from remoting.codec.command import request
+from tests.client.helpers import create_topic
 from tests.threaded_cluster import ThreadedCluster
 
 
@@ -38,3 +49,46 @@ def test_export_metrics_of_an_unknown_cluster_fails(cluster: ThreadedCluster, tm
     assert result.exit_code == 1, result.output
     assert "ExportMetricsCommand command failed" in result.stderr
     assert "success" not in result.stdout and not (tmp_path / "metrics.json").exists()
+
+
+# -- startMonitoring ------------------------------------------------------------------------------------------------
+
+
+async def _store_times(ns: str, mq: MessageQueue) -> list[int]:
+    async with Admin(ns) as admin:
+        return [m.store_timestamp for m in (await admin.pull(mq, 0, 32)).messages]
+
+
+@pytest.mark.anyio
+async def test_start_monitoring_reports_online_groups_with_java_s_delay(cluster: ThreadedCluster) -> None:
+    """MonitorService.reportUndoneMsgs (tools/src/main/java/org/apache/rocketmq/tools/monitor/MonitorService.java)
+    reports a group only when examineConsumerConnectionInfo finds it online, and computeUndoneMsgs' delay is, over
+    the queues whose last consumed message has a store time, the newest message's store time (GET_MAX_OFFSET, then a
+    pull of maxOffset - 1) minus it. Ours reported the offline group too and took QUERY_CONSUME_TIME_SPAN's
+    now - store time of the next message. MonitorConfig.roundInterval is 60 s, not 20 (its first round's delay)."""
+    ns, addr = cluster.namesrv_addr, cluster.broker_addr
+    await create_topic(ns, "MonitorTopic", queues=1)
+    for group in ("mon-online", "mon-offline"):
+        await create_topic(ns, f"%RETRY%{group}", queues=1)
+    async with Producer("mon-pg", ns) as producer:
+        for i in range(5):
+            await producer.send(Message("MonitorTopic", f"{i}".encode()))
+            await anyio.sleep(0.05)  # distinct store times
+    mq = MessageQueue("MonitorTopic", "broker-a", 0)
+    async with Admin(ns) as admin:
+        for group in ("mon-online", "mon-offline"):
+            await admin.update_consumer_offset(addr, group, mq, 2)
+    times = await _store_times(ns, mq)
+    sub = SubscriptionData("MonitorTopic", "*")
+    beat = HeartbeatData("10.0.0.9@mon", consumer_data_set=(ConsumerData("mon-online", subscription_data_set=(sub,)),))
+    async with RemotingClient() as online:
+        assert (await online.invoke(addr, request(RequestCode.HEART_BEAT, body=beat.encode()), 5)).code == 0
+        result = await anyio.to_thread.run_sync(lambda: _run("startMonitoring", "-n", ns, "--rounds", "1"))
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.stdout.splitlines() if "topic=MonitorTopic" in line]
+    expected = (
+        "reportUndoneMsgs: UndoneMsgs [consumerGroup=mon-online, topic=MonitorTopic, undoneMsgsTotal=3, "
+        f"undoneMsgsSingleMQ=3, undoneMsgsDelayTimeMills={times[4] - times[1]}]"
+    )
+    assert lines == [expected], result.output
+    assert mqadmin_groups.MONITOR_ROUND == 60.0
