@@ -20,7 +20,7 @@ import anyio
 import click
 
 from client.admin import BROKER_FAILURES, Admin
-from client.errors import MQBrokerError, MQClientError
+from client.errors import MQClientError
 from client.mqadmin_messages import mq_text
 from client.mqadmin_support import (
     JAVA_INT,
@@ -44,17 +44,24 @@ from client.mqadmin_support import (
     version_desc,
 )
 from client.mqadmin_topics import delete_topic_in_cluster
+from client.route import master_address
 from remoting.codec.bodies import MessageQueue
-from remoting.codec.bodies.admin import PROP_CONSUME_ORDERLY, PROP_CONSUME_TYPE, PROP_CONSUMER_START_TIMESTAMP
+from remoting.codec.bodies.admin import (
+    PROP_CONSUME_ORDERLY,
+    PROP_CONSUME_TYPE,
+    PROP_CONSUMER_START_TIMESTAMP,
+    OffsetWrapper,
+)
 from remoting.codec.bodies.assignment import MessageRequestMode
 from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig
+from remoting.codec.codes import RequestCode
 from remoting.codec.message_properties import java_hash, java_trim
 from remoting.codec.topics import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 
 __all__ = ["COMMANDS", "running_info_text"]
 
-#: Java's ``MonitorConfig.roundInterval``.
-MONITOR_ROUND = 20.0
+#: Java's ``MonitorConfig.roundInterval``, in seconds (tools/src/main/java/org/apache/rocketmq/tools/monitor/).
+MONITOR_ROUND = 60.0
 
 
 def _sub_group_config(o: dict[str, Any]) -> SubscriptionGroupConfig:
@@ -592,21 +599,39 @@ def start_monitoring(ctx: click.Context, **o: Any) -> None:
 
 
 async def _report_undone(admin: Admin, out: Output, group: str) -> None:
-    """Java's ``MonitorService.reportUndoneMsgs``: per topic, the total and largest queue lag and how long the
-    oldest unconsumed message has waited."""
+    """Java's ``MonitorService.reportUndoneMsgs`` (tools/src/main/java/org/apache/rocketmq/tools/monitor/
+    MonitorService.java): for a group with offsets and a consumer online, per topic (in its ``HashMap``'s order),
+    the total and largest queue lag and the delay of ``computeUndoneMsgs``; a group whose figures cannot be read is
+    passed over."""
     try:
         progress = await admin.consumer_progress(group)
-    except MQBrokerError:
+        await admin.consumer_connection(group)  # examineConsumerConnectionInfo: an offline group is not reported
+    except BROKER_FAILURES:
         return
-    topics: dict[str, list[int]] = {}
+    by_topic: dict[str, dict[MessageQueue, OffsetWrapper]] = {}
     for mq, w in progress.items():
-        topics.setdefault(mq.topic, []).append(max(0, w.broker_offset - w.consumer_offset))
-    for topic, diffs in sorted(topics.items()):
-        spans = await admin.consume_time_span(topic, group) if any(diffs) else []
-        delay = max((s.delay_time for s in spans), default=0)
+        by_topic.setdefault(mq.topic, {})[mq] = w
+    for topic in java_hash_set(list(by_topic)):
+        table = by_topic[topic]
+        diffs = [w.broker_offset - w.consumer_offset for w in table.values()]
+        delay = max([0, *[await _delay(admin, mq, w) for mq, w in table.items()]])
         out.line("reportUndoneMsgs: UndoneMsgs [consumerGroup=%s, topic=%s, undoneMsgsTotal=%d, "
-                 "undoneMsgsSingleMQ=%d, undoneMsgsDelayTimeMills=%d]%n", group, topic, sum(diffs), max(diffs),
-                 delay)  # fmt: skip
+                 "undoneMsgsSingleMQ=%d, undoneMsgsDelayTimeMills=%d]%n", group, topic,
+                 sum(d for d in diffs if d > 0), max([0, *diffs]), delay)  # fmt: skip
+
+
+async def _delay(admin: Admin, mq: MessageQueue, w: OffsetWrapper) -> int:
+    """``computeUndoneMsgs``' delay of one queue: the store time of its newest message (GET_MAX_OFFSET, then a pull
+    of ``maxOffset - 1``) minus that of the last one consumed; 0 when nothing was consumed or the reads fail."""
+    if w.last_timestamp <= 0:
+        return 0
+    try:
+        addr = master_address(await admin.topic_route(mq.topic), mq.broker_name)
+        newest = await admin.queue_offset(addr, mq, RequestCode.GET_MAX_OFFSET) if addr else 0
+        found = (await admin.pull(mq, newest - 1, 1)).messages if newest > 0 else ()
+    except BROKER_FAILURES:
+        return 0
+    return found[0].store_timestamp - w.last_timestamp if found else 0
 
 
 #: The commands :mod:`client.mqadmin` registers.

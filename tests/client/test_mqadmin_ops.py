@@ -144,10 +144,10 @@ async def test_group_commands_status_config_and_producers(cluster: ThreadedClust
         }
         groups = await run(_cli, "consumerProgress", "-n", ns)
         assert any(r["Group"] == "ops-cg" and r["Type"] == "PUSH" for r in groups["rows"])
+        monitored = await run(_cli, "startMonitoring", "-n", ns, "--rounds", "1")  # an online group's report
+        assert any("consumerGroup=ops-cg, topic=GroupOps, undoneMsgsTotal=0" in line for line in monitored["lines"])
     config = await run(_cli, "getConsumerConfig", "-n", ns, "-g", "ops-cg")
     assert {"broker": "broker-a", "key": "groupName", "value": "ops-cg"} in config["rows"]
-    monitored = await run(_cli, "startMonitoring", "-n", ns, "--rounds", "1")
-    assert any("consumerGroup=ops-cg, topic=GroupOps, undoneMsgsTotal=0" in line for line in monitored["lines"])
 
 
 @pytest.mark.anyio
