@@ -51,6 +51,27 @@ def test_export_metrics_of_an_unknown_cluster_fails(cluster: ThreadedCluster, tm
     assert "success" not in result.stdout and not (tmp_path / "metrics.json").exists()
 
 
+def test_export_metadata_of_a_broker_keeps_its_tables_data_version(cluster: ThreadedCluster, tmp_path: Path) -> None:
+    """ExportMetadataCommand -b writes ``JSON.toJSONString(wrapper, true)`` of getUserTopicConfig's
+    TopicConfigSerializeWrapper and getUserSubscriptionGroup's SubscriptionGroupWrapper: the broker's answer with the
+    system entries removed, its ``dataVersion`` kept beside the table. Ours wrote the table alone."""
+    ns, addr = cluster.namesrv_addr, cluster.broker_addr
+    assert _run("updateSubGroup", "-n", ns, "-b", addr, "-g", "export-version-g").exit_code == 0
+    versions = {}
+    for flag, name in (("-t", "topic.json"), ("-g", "subscriptionGroup.json")):
+        result = _run("exportMetadata", "-n", ns, "-b", addr, flag, "-f", str(tmp_path))
+        assert result.exit_code == 0, result.output
+        versions[name] = json.loads((tmp_path / name).read_text()).get("dataVersion")
+
+    async def topic_version() -> object:
+        async with Admin(ns) as admin:
+            return (await admin.all_topic_config(addr)).data_version.to_json()
+
+    assert versions["topic.json"] == anyio.run(topic_version)
+    group_version = versions["subscriptionGroup.json"]
+    assert group_version is not None and group_version["counter"] > 0, group_version  # updateSubGroup bumped it
+
+
 # -- startMonitoring ------------------------------------------------------------------------------------------------
 
 
