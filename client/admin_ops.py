@@ -19,7 +19,7 @@ from client.consumer.subscription import build_subscription
 from client.errors import MQBrokerError, MQClientError
 from remoting.codec.bodies import EXPRESSION_TAG, KVTable, MessageQueue, TopicList
 from remoting.codec.bodies._json import get_map, load_object
-from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig, TopicConfig
+from remoting.codec.bodies.broker_metadata import DataVersion, SubscriptionGroupConfig, TopicConfig
 from remoting.codec.bodies.ops import (
     ConsumerStatusBody,
     ProducerTableInfo,
@@ -28,7 +28,11 @@ from remoting.codec.bodies.ops import (
     QueryCorrectionOffsetBody,
     QueueTimeSpan,
 )
-from remoting.codec.bodies.topic_config import TopicConfigSerializeWrapper, topic_config_from_json
+from remoting.codec.bodies.topic_config import (
+    TopicConfigSerializeWrapper,
+    data_version_from_json,
+    topic_config_from_json,
+)
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand, request
 from remoting.codec.headers import (
@@ -353,6 +357,11 @@ class AdminOps:
 
     async def subscription_groups(self, addr: str) -> dict[str, SubscriptionGroupConfig]:
         """GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201) of one broker, by group name."""
+        return (await self.subscription_group_wrapper(addr))[0]
+
+    async def subscription_group_wrapper(self, addr: str) -> tuple[dict[str, SubscriptionGroupConfig], DataVersion]:
+        """GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201) of one broker: its groups by name and the table's DataVersion
+        (``(0, 0)`` when the answer has none)."""
         body = load_object(
             (await self._call(addr, request(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG))).body,
             "SubscriptionGroupWrapper",
@@ -360,7 +369,9 @@ class AdminOps:
         table = body.get("subscriptionGroupTable") or {}
         if not isinstance(table, dict):
             raise MQBrokerError(ResponseCode.SYSTEM_ERROR, "subscriptionGroupTable is not an object", addr)
-        return {name: SubscriptionGroupConfig.from_json(g, name) for name, g in table.items() if g is not None}
+        raw_version = body.get("dataVersion")
+        version = DataVersion(0, 0) if raw_version is None else data_version_from_json(raw_version)
+        return {name: SubscriptionGroupConfig.from_json(g, name) for name, g in table.items() if g is not None}, version
 
     async def delay_offsets(self, addr: str) -> dict[int, int]:
         """GET_ALL_DELAY_OFFSET (45): delay level -> progress in its schedule queue."""

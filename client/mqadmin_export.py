@@ -28,7 +28,8 @@ from client.mqadmin_support import (
     run_job,
     version_desc,
 )
-from remoting.codec.bodies.broker_metadata import SubscriptionGroupConfig, TopicConfig
+from remoting.codec.bodies.broker_metadata import DataVersion, SubscriptionGroupConfig, TopicConfig
+from remoting.codec.bodies.topic_config import TopicConfigSerializeWrapper
 from remoting.codec.codes import CURRENT_VERSION
 from remoting.codec.topics import SCHEDULE_TOPIC, TRANS_HALF_TOPIC, is_retry_or_dlq_topic
 
@@ -56,19 +57,34 @@ def _write(path: Path, document: object) -> None:
     path.write_text(json.dumps(document, indent=1, default=str), encoding="utf-8")
 
 
-async def user_topics(admin: Admin, addr: str, special: bool) -> dict[str, TopicConfig]:
-    """Java's ``getUserTopicConfig``: the broker's topics minus its system topics (and retry/DLQ unless ``special``)."""
+async def user_topic_wrapper(admin: Admin, addr: str, special: bool) -> TopicConfigSerializeWrapper:
+    """Java's ``getUserTopicConfig``: the broker's topic table minus its system topics (and retry/DLQ unless
+    ``special``), with the table's DataVersion."""
     system = set(await admin.system_topics(addr))
-    table = (await admin.all_topic_config(addr)).topic_config_table
-    return {
-        name: tc for name, tc in table.items() if name not in system and (special or not is_retry_or_dlq_topic(name))
+    wrapper = await admin.all_topic_config(addr)
+    table = {
+        name: tc
+        for name, tc in wrapper.topic_config_table.items()
+        if name not in system and (special or not is_retry_or_dlq_topic(name))
     }
+    return TopicConfigSerializeWrapper(table, wrapper.data_version)
+
+
+async def user_topics(admin: Admin, addr: str, special: bool) -> dict[str, TopicConfig]:
+    """The topics of :func:`user_topic_wrapper`."""
+    return (await user_topic_wrapper(admin, addr, special)).topic_config_table
+
+
+async def user_group_wrapper(admin: Admin, addr: str) -> tuple[dict[str, SubscriptionGroupConfig], DataVersion]:
+    """Java's ``getUserSubscriptionGroup``: the broker's groups minus the system groups, with the table's
+    DataVersion."""
+    groups, version = await admin.subscription_group_wrapper(addr)
+    return {n: g for n, g in groups.items() if n not in SYSTEM_GROUPS and not n.startswith("CID_RMQ_SYS_")}, version
 
 
 async def user_groups(admin: Admin, addr: str) -> dict[str, SubscriptionGroupConfig]:
-    """Java's ``getUserSubscriptionGroup``: the broker's groups minus the system groups."""
-    groups = await admin.subscription_groups(addr)
-    return {n: g for n, g in groups.items() if n not in SYSTEM_GROUPS and not n.startswith("CID_RMQ_SYS_")}
+    """The groups of :func:`user_group_wrapper`."""
+    return (await user_group_wrapper(admin, addr))[0]
 
 
 @click.command("exportMetadata", help="export metadata")
@@ -103,15 +119,13 @@ async def _export_broker(admin: Admin, base: Path, o: dict[str, Any]) -> Path | 
     """``exportMetadata -b``: the broker's user topics (``-t``), else its user groups (``-g``), else nothing."""
     addr = o["broker_addr"]
     doc: dict[str, Any]
+    # Java writes the wrappers getUserTopicConfig and getUserSubscriptionGroup answer, dataVersion included.
     if o["topics_only"]:
-        topics = await user_topics(admin, addr, o["special"])
-        path, doc = base / "topic.json", {"topicConfigTable": {n: t.to_json() for n, t in topics.items()}}
+        path, doc = base / "topic.json", (await user_topic_wrapper(admin, addr, o["special"])).to_json()
     elif o["groups_only"]:
-        groups = await user_groups(admin, addr)
-        path, doc = (
-            base / "subscriptionGroup.json",
-            {"subscriptionGroupTable": {n: g.to_json() for n, g in groups.items()}},
-        )
+        groups, version = await user_group_wrapper(admin, addr)
+        table = {n: g.to_json() for n, g in groups.items()}
+        path, doc = base / "subscriptionGroup.json", {"dataVersion": version.to_json(), "subscriptionGroupTable": table}
     else:
         return None
     _write(path, doc)
