@@ -113,3 +113,13 @@ async def test_start_monitoring_reports_online_groups_with_java_s_delay(cluster:
     )
     assert lines == [expected], result.output
     assert mqadmin_groups.MONITOR_ROUND == 60.0
+
+
+def test_start_monitoring_goes_on_past_a_round_that_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    """MonitorService.start schedules doMonitorWork in a try/catch that logs the failure ("doMonitorWork
+    Exception") and runs the next round: a name server that does not answer does not end the monitor. Ours ended
+    the command at the first round's topic list (exit 1)."""
+    monkeypatch.setattr(mqadmin_groups, "MONITOR_ROUND", 0.01)
+    result = _run("startMonitoring", "-n", "127.0.0.1:1", "--rounds", "2")
+    assert result.exit_code == 0, result.output
+    assert result.stderr.count("doMonitorWork") == 2, result.stderr
