@@ -587,15 +587,23 @@ def start_monitoring(ctx: click.Context, **o: Any) -> None:
     async def job(admin: Admin, out: Output) -> None:
         done = 0
         while True:
-            for topic in await java_topic_list(admin):
-                if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-                    await _report_undone(admin, out, topic[len(RETRY_GROUP_TOPIC_PREFIX) :])
+            try:
+                await _monitor_round(admin, out)
+            except BROKER_FAILURES as exc:  # MonitorService.start logs "doMonitorWork Exception" and goes on
+                click.echo(f"mqadmin: doMonitorWork Exception: {exc}", err=True)
             done += 1
             if o["rounds"] and done >= o["rounds"]:
                 return
             await anyio.sleep(MONITOR_ROUND)
 
     run_job(ctx, job)
+
+
+async def _monitor_round(admin: Admin, out: Output) -> None:
+    """``MonitorService.doMonitorWork``: the undone-messages report of each group with a retry topic."""
+    for topic in await java_topic_list(admin):
+        if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            await _report_undone(admin, out, topic[len(RETRY_GROUP_TOPIC_PREFIX) :])
 
 
 async def _report_undone(admin: Admin, out: Output, group: str) -> None:
