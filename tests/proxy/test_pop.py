@@ -480,6 +480,30 @@ async def test_a_new_pop_group_on_a_queue_whose_min_offset_moved_starts_at_its_l
         nursery.cancel_scope.cancel()
 
 
+async def test_a_pop_from_an_offset_retention_passed_commits_the_queues_min_offset(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A group whose committed offset retention left below the queue's min offset: its next pop commits the min
+    offset, even when it finds nothing there, as 5.3.3's PopMessageProcessor.popMsgFromQueue commits the next begin
+    offset of OFFSET_TOO_SMALL (normal and orderly pops alike). Without it the group's offset stayed below the
+    queue, and its lag (consumerProgress, the dashboard, the exporter) counted the deleted messages for good."""
+    async with EmbeddedCluster(tmp_path / "cluster", **SMALL_SEGMENTS) as cluster, trio.open_nursery() as nursery:
+        use_virtual_store_clock(cluster)
+        pop, _ = await start_pop(cluster, nursery)
+        await create_topic(cluster, "Expired", queues=1)
+        await send(cluster, "Expired", b"old1", b"old2")
+        offsets = cluster.controller.context.offsets
+        for group in ("GLate", "GLateFifo"):
+            offsets.commit(group, "Expired", 0, 0)
+        await fill_a_segment(cluster)
+        await expire_old_segments(cluster, autojump_clock)
+        assert cluster.controller.context.store.min_offset_in_queue("Expired", 0) == 2
+        assert await pop_all(pop, "GLate", "Expired") == []
+        assert await pop_all(pop, "GLateFifo", "Expired", fifo=True) == []
+        assert [offsets.query(group, "Expired", 0) for group in ("GLate", "GLateFifo")] == [2, 2]
+        nursery.cancel_scope.cancel()
+
+
 async def test_fifo_queue_hands_out_one_batch_at_a_time_in_order(
     embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, popper: tuple[PopService, ReviveService]
 ) -> None:
