@@ -766,6 +766,15 @@ class PopService:
             committed = high
         return max(committed, low)
 
+    def _commit_min_if_passed(self, group: str, topic: str, qid: int, start: int) -> None:
+        """Commit the queue's min offset when the group's committed offset lies below it (retention deleted what it
+        pointed at) and the pop reads from that min, as 5.3.3's PopMessageProcessor.popMsgFromQueue commits the next
+        begin offset of OFFSET_TOO_SMALL, found or not: the group's lag then counts no deleted message."""
+        low = self.broker.store.min_offset_in_queue(topic, qid)
+        offsets = self.broker.offsets
+        if start == low and 0 <= offsets.query(group, topic, qid) < low:
+            offsets.commit(group, topic, qid, low)
+
     def _read(
         self, group: str, topic: str, qid: int, offset: int, want: int, filters: _Filter, retry_of: str | None = None
     ) -> tuple[list[MessageExt], int]:
@@ -816,6 +825,8 @@ class PopService:
         start = self._start_offset(group, topic, qid) if reset is None else reset
         if held := self._held.get((group, topic, qid)):
             start = max(start, held[-1].next_offset)
+        if reset is None:
+            self._commit_min_if_passed(group, topic, qid, start)
         messages, next_offset = self._read(group, topic, qid, start, want, filters, retry_of)
         broker_name = self.broker.config.broker_name
         popped = [
@@ -993,6 +1004,7 @@ class PopService:
         retried = state.retried_by(attempt_id)
         if not retried and _fifo_blocked(state, now):
             return []  # one batch of a queue in flight at a time: order is kept per queue
+        self._commit_min_if_passed(group, topic, qid, start)
         self.inflight.clear(topic, group, qid)  # PopMessageProcessor.popMsgFromQueue: this batch replaces it
         # A delivery is known by its pop time: a later one never shares an earlier one's (an invisible time of 0).
         pop_time = max(now, state.pop_time + 1)
