@@ -18,6 +18,7 @@ from broker.embedded import EmbeddedCluster
 from broker.metrics.families import broker_families
 from broker.metrics.snapshot import take_snapshot
 from broker.pop import PopService
+from broker.timer.timer_store import latency_seconds
 from client import LitePullConsumer, Message, MessageExt, Producer
 from client.admin import Admin
 from processors.admin import AdminBrokerProcessor
@@ -901,3 +902,12 @@ async def test_the_revive_lag_and_latency_gauges_follow_the_revive_offset(
         "lag_milliseconds": [({**COMMON, "queue_id": "0"}, 0)],
         "latency_milliseconds": [({**COMMON, "queue_id": "0"}, 0)],
     }
+
+
+def test_the_delay_message_latency_divides_as_java_s_long_division() -> None:
+    """TimerMessageStore.enqueue records ``(delayedTime - bornTimestamp) / 1000`` in Java longs, which truncate toward
+    zero: a timer due 500 ms before its born time (a producer clock less than a second ahead of the broker's) is
+    recorded as 0, and only a whole second or more behind is negative, which OpenTelemetry's histogram drops."""
+    assert [latency_seconds(ms) for ms in (0, 999, 1000, 5999, -1, -500, -999, -1000, -2500)] == [
+        0, 0, 1, 5, 0, 0, 0, None, None,
+    ]  # fmt: skip
