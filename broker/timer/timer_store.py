@@ -108,6 +108,7 @@ __all__ = [
     "TIMER_TOPIC",
     "TimerCheckpoint",
     "TimerStore",
+    "latency_seconds",
 ]
 
 log = logging.getLogger(__name__)
@@ -135,6 +136,13 @@ TIMER_BLANK_SLOTS: Final = 60
 NEVER_ENQUEUED: Final = 2**63 - 1
 #: RocketMQ 5.3.3's DefaultStoreMetricsManager.getMetricsView: the buckets (s) of ``rocketmq_delay_message_latency``.
 SET_LATENCY_BUCKETS_S: Final = (60, 600, 3600, 12 * 3600, 24 * 3600, 3 * 24 * 3600)
+
+
+def latency_seconds(ahead_ms: int) -> int | None:
+    """``ahead_ms`` in whole seconds as a Java long division truncates it (toward zero: -500 ms is 0), or ``None`` for
+    a negative result, which OpenTelemetry's histogram drops (``rocketmq_delay_message_latency``)."""
+    seconds = -(-ahead_ms // 1000) if ahead_ms < 0 else ahead_ms // 1000
+    return seconds if seconds >= 0 else None
 
 
 class _Timer(NamedTuple):
@@ -761,11 +769,11 @@ class TimerStore:
         """Record how far ahead of its born time ``timer`` is due, in whole seconds (Java's long division: a delete
         marker's ``TIMER_OUT_MS`` as stored, one more than its message's), under its real topic: RocketMQ 5.3.3's
         ``TimerMessageStore.enqueue`` records it for every record it reads; OpenTelemetry's histogram drops a
-        negative value (a producer clock ahead of the broker's)."""
-        ahead_ms = timer.time_ms + (1 if timer.flags & FLAG_DELETE else 0) - timer.born_ms
-        if ahead_ms >= 0:
+        negative value (a producer clock a second or more ahead of the broker's)."""
+        seconds = latency_seconds(timer.time_ms + (1 if timer.flags & FLAG_DELETE else 0) - timer.born_ms)
+        if seconds is not None:
             latency = self.set_latency
-            latency.add(latency.row(timer.topic), ahead_ms // 1000)
+            latency.add(latency.row(timer.topic), seconds)
 
     def roll_target(self, time_ms: int, base_ms: int, window: tuple[int, int]) -> tuple[int, bool]:
         """Where a record stored at ``base_ms`` and due at ``time_ms`` is filed with a roll window of ``window``
