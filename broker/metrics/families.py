@@ -63,8 +63,8 @@ Where ours differ, and why:
 - ``rocketmq_timer_message_snapshot`` is 5.3.3's: per ``timer_bound_s`` of TimerMetrics' ``timerDist`` (5 s to
   24 h), the wheel's slot counts (messages less delete markers) from the previous bound on ahead of now's slot.
 - ``rocketmq_delay_message_latency_seconds`` is 5.3.3's ``timerMessageSetLatency``: per real topic, each record the
-  timer reads to file, ``TIMER_OUT_MS`` less its born time in whole seconds (a negative one dropped, as OpenTelemetry's
-  histogram drops it), since the timer started.
+  timer reads to file, ``TIMER_OUT_MS`` less its born time in whole seconds truncated toward zero (a negative one
+  dropped, as OpenTelemetry's histogram drops it), since the timer started.
 - Not exported yet: ``rocketmq_pop_buffer_scan_time_consume`` (ours has no buffer scan).
 """
 
