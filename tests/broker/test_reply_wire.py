@@ -18,6 +18,7 @@ from remoting.codec.command import RemotingCommand, request
 from remoting.codec.headers.ops import ReplyMessageRequestHeader
 from remoting.codec.message import decode_record
 from remoting.codec.message_properties import decode_properties
+from remoting.codec.topics import SCHEDULE_TOPIC, TIMER_TOPIC
 from remoting.processor import RequestContext
 from tests.broker.test_ops_wire import ask, golden
 
@@ -166,3 +167,24 @@ async def test_a_reply_the_store_refuses_is_still_pushed_and_counts_as_a_failed_
     async with Admin(embedded_cluster.namesrv_addr) as admin:
         status = await admin.broker_status(embedded_cluster.broker_addr)
     assert status["putMessageFailedTimes"] == "1"
+
+
+@pytest.mark.parametrize(
+    ("extra", "parked_in", "queue"),
+    [(b"DELAY\\u00012\\u0002", SCHEDULE_TOPIC, 1), (b"TIMER_DELAY_SEC\\u000160\\u0002", TIMER_TOPIC, 0)],
+)
+async def test_a_delayed_reply_is_pushed_at_once_and_stored_where_it_waits(
+    embedded_cluster: EmbeddedCluster, requester: Requester, extra: bytes, parked_in: str, queue: int
+) -> None:
+    """ReplyMessageProcessor.processReplyMessageRequest pushes the reply first, then stores it with
+    DefaultMessageStore.putMessage, whose CommitLog.asyncPutMessage (4.9.8; 5.3.3's HookUtils.handleScheduleMessage)
+    moves a put with a delay level to SCHEDULE_TOPIC_XXXX queue level - 1 (a timer one to the timer topic) with
+    REAL_TOPIC/REAL_QID. The answer keeps the queue the reply was sent to. Ours stored it in the reply topic at once."""
+    answer = await ask(embedded_cluster.broker_addr, reply_v2(b"10.1.1.1@req", extra=extra))
+    assert (answer.code, answer.ext_fields["queueId"]) == (ResponseCode.SUCCESS, "0"), answer.remark
+    assert [bytes(p.body) for p in requester.pushed] == [b"pong"]
+    assert _stored_replies(embedded_cluster) == []
+    store = embedded_cluster.controller.context.store
+    (parked,) = [decode_record(v) for v in store.get(parked_in, queue, 0, 32).messages]
+    assert (parked.properties["REAL_TOPIC"], parked.properties["REAL_QID"]) == (REPLY_TOPIC, "0")
+    assert parked.properties["CORRELATION_ID"] == "cid-1"
