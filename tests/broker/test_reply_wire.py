@@ -188,3 +188,16 @@ async def test_a_delayed_reply_is_pushed_at_once_and_stored_where_it_waits(
     (parked,) = [decode_record(v) for v in store.get(parked_in, queue, 0, 32).messages]
     assert (parked.properties["REAL_TOPIC"], parked.properties["REAL_QID"]) == (REPLY_TOPIC, "0")
     assert parked.properties["CORRELATION_ID"] == "cid-1"
+
+
+async def test_a_reply_whose_delay_is_no_int_is_pushed_then_answered_with_java_s_exception(
+    embedded_cluster: EmbeddedCluster, requester: Requester
+) -> None:
+    """4.9.8's CommitLog.asyncPutMessage reads DELAY with Integer.parseInt after the push: its NumberFormatException
+    escapes ReplyMessageProcessor, and NettyRemotingAbstract answers SYSTEM_ERROR with it; nothing is stored."""
+    answer = await ask(embedded_cluster.broker_addr, reply_v2(b"10.1.1.1@req", extra=b"DELAY\\u0001soon\\u0002"))
+    assert (answer.code, answer.remark) == (
+        ResponseCode.SYSTEM_ERROR,
+        'java.lang.NumberFormatException: For input string: "soon"',
+    )
+    assert len(requester.pushed) == 1 and _stored_replies(embedded_cluster) == []
