@@ -307,7 +307,8 @@ class BrokerController:
         register(StoreOpsProcessor.REQUEST_CODES, store_ops, pools["admin"])
         register(RequestCode.GET_ALL_DELAY_OFFSET, store_ops, pools["admin"])
         register(TimerCheckpointProcessor.REQUEST_CODES, TimerCheckpointProcessor(self.timer), pools["admin"])
-        register(ReplyMessageProcessor.REQUEST_CODES, ReplyMessageProcessor(ctx), pools["reply"])
+        reply = ReplyMessageProcessor(ctx, delay_rewrite=self.schedule.rewrite, timer_rewrite=self.timer.rewrite)
+        register(ReplyMessageProcessor.REQUEST_CODES, reply, pools["reply"])
         register(RecallMessageProcessor.REQUEST_CODES, RecallMessageProcessor(ctx, self.timer.rewrite), pools["send"])
         register(ACL_CODES, AclAdminProcessor(self.acl, ctx), pools["admin"])
 

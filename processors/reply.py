@@ -6,7 +6,8 @@ A replier sends its reply to ``<cluster>_REPLY_TOPIC`` with the request's ``CORR
 and ``MSG_TYPE=reply``. The broker runs the send checks (topic, permissions, queue id), then pushes the reply at
 once with PUSH_REPLY_MESSAGE_TO_CLIENT (326) to the connection of the producer whose client id is
 ``REPLY_TO_CLIENT`` (known from its heartbeats), adding ``PUSH_REPLY_TIME``, and waits up to 10 s for the
-requester's answer. With ``storeReplyMessageEnable`` (on by default) the reply is also stored.
+requester's answer. With ``storeReplyMessageEnable`` (on by default) the reply is also stored, after the push and as
+the store takes a send: a delay level parks it in ``SCHEDULE_TOPIC_XXXX``, a timer time in the timer topic.
 
 The response is Java's: SUCCESS with ``msgId "0"``, the queue and offset 0 when the push worked (the stored message's
 offset msgId and queue offset replace them when it was stored); SYSTEM_ERROR with Java's remark when the requester is
@@ -22,9 +23,9 @@ import time
 from typing import TYPE_CHECKING, Final
 
 from processors.common import RequestRejected, born_host
-from processors.send import SendMessageProcessor
+from processors.send import SendMessageProcessor, number_format_remark
 from processors.send_answer import checked_before_counting
-from processors.send_properties import message_type
+from processors.send_properties import java_int, message_type
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand, request
 from remoting.codec.errors import HeaderFieldError
@@ -48,6 +49,7 @@ log = logging.getLogger(__name__)
 PUSH_REPLY_TIMEOUT: Final = 10.0
 PROPERTY_REPLY_TO_CLIENT: Final = "REPLY_TO_CLIENT"
 PROPERTY_PUSH_REPLY_TIME: Final = "PUSH_REPLY_TIME"
+PROPERTY_DELAY: Final = "DELAY"
 
 
 class ReplyMessageProcessor(SendMessageProcessor):
@@ -95,8 +97,32 @@ class ReplyMessageProcessor(SendMessageProcessor):
         else:
             response = request.response(ResponseCode.SYSTEM_ERROR, remark, base)
         if self.broker.config.store_reply_message_enable:
-            self._store(record, response)
+            try:
+                parked = self._parked(record)
+            except RequestRejected as escaped:  # Java's exception answer: no MSG_REGION nor TRACE_ON
+                return escaped.to_response(request)
+            if parked is not None:
+                self._store(parked, response, queue_id, message_type(decode_properties(record.properties)))
         return response
+
+    def _parked(self, record: MessageRecord) -> MessageRecord | None:
+        """The reply as the store takes it: moved to ``SCHEDULE_TOPIC_XXXX`` by a delay level, else to the timer topic
+        by a ``TIMER_*`` time (4.9.8's CommitLog.asyncPutMessage, 5.3.3's HookUtils.handleScheduleMessage; a reply's
+        sysFlag is never a transaction's there). ``None`` when the timer refuses it (Java only logs that put result).
+        A ``DELAY`` that is no int raises RequestRejected: Java's NumberFormatException escapes the processor."""
+        raw = decode_properties(record.properties).get(PROPERTY_DELAY)
+        level = java_int(raw) if raw else 0
+        if level is None:
+            raise RequestRejected(ResponseCode.SYSTEM_ERROR, number_format_remark(str(raw)))
+        if level > 0 and self.delay_rewrite is not None:
+            return self.delay_rewrite(record, level)
+        if self.timer_rewrite is None:
+            return record
+        try:
+            return self.timer_rewrite(record)
+        except RequestRejected as refused:
+            log.warning("reply to %s not stored: %s", record.topic, refused)
+            return None
 
     async def _push(self, ctx: RequestContext, header: SendMessageRequestHeader, record: MessageRecord) -> str | None:
         """PUSH_REPLY_MESSAGE_TO_CLIENT to the requester; ``None`` when it took the reply, else Java's remark."""
@@ -138,13 +164,13 @@ class ReplyMessageProcessor(SendMessageProcessor):
             self.broker.stats.record_typed_put(record.topic, record.queue_id, appended.queue_offset, kind)
         return appended
 
-    def _store(self, record: MessageRecord, response: RemotingCommand) -> None:
-        """Store the reply; a stored reply's offset msgId and queue offset go into the response, whose code stays. A
-        put the store refuses counts as failed as a send's does (DefaultMessageStore.asyncPutMessage counts the
-        refusals of the CommitLog, not those of its status and message checks). A stored reply's size is recorded
-        for ``rocketmq_message_size`` as a send's, labelled by its properties (5.3.3's ReplyMessageProcessor
-        ``handlePutMessageResult`` with ``BrokerMetricsManager.getMessageType``: transaction, fifo, delay, normal)."""
-        kind = message_type(decode_properties(record.properties))
+    def _store(self, record: MessageRecord, response: RemotingCommand, queue_id: int, kind: str) -> None:
+        """Store the reply (``record``, parked when delayed); a stored reply's offset msgId and queue offset go into the
+        response, with the queue it was sent to, and its code stays. A put the store refuses counts as failed as a
+        send's does (DefaultMessageStore.asyncPutMessage counts the refusals of the CommitLog, not those of its status
+        and message checks). A stored reply's size is recorded for ``rocketmq_message_size`` under the topic it is
+        stored in, labelled ``kind`` (5.3.3's ReplyMessageProcessor ``handlePutMessageResult`` with
+        ``BrokerMetricsManager.getMessageType`` of the request: transaction, fifo, delay, normal)."""
         try:
             appended = self._sized_append(functools.partial(self._typed_append, kind), kind, record)
         except StoreError as exc:
@@ -155,4 +181,4 @@ class ReplyMessageProcessor(SendMessageProcessor):
             return
         response.ext_fields["msgId"] = offset_msg_id(appended.store_host, appended.phy_offset)
         response.ext_fields["queueOffset"] = str(appended.queue_offset)
-        response.ext_fields["queueId"] = str(record.queue_id)
+        response.ext_fields["queueId"] = str(queue_id)

@@ -272,7 +272,7 @@ class SendMessageProcessor:
             half_of = record.topic
             record = self._half_message(record, props.wait)
         elif props.bad_delay is not None:  # CommitLog.asyncPutMessage's parseInt of DELAY throws: nothing is stored
-            raise RequestRejected(ResponseCode.SYSTEM_ERROR, _number_format(props.bad_delay))
+            raise RequestRejected(ResponseCode.SYSTEM_ERROR, number_format_remark(props.bad_delay))
         elif props.delay_level > 0 and not to_dlq and self.delay_rewrite is not None:
             record = self.delay_rewrite(record, props.delay_level)
         elif self.timer_rewrite is not None and not to_dlq and "TIMER_" in stored:
@@ -396,7 +396,7 @@ class SendMessageProcessor:
         batch_props = rewrite_properties(header.properties, self.cluster)
         transactional = header.sys_flag & SYSFLAG_TRANSACTION_MASK
         if not transactional and batch_props.bad_delay is not None:  # asyncPutMessages: the type first, then DELAY
-            raise RequestRejected(ResponseCode.SYSTEM_ERROR, _number_format(batch_props.bad_delay))
+            raise RequestRejected(ResponseCode.SYSTEM_ERROR, number_format_remark(batch_props.bad_delay))
         if transactional or batch_props.delay_level > 0:
             # CommitLog.asyncPutMessages: a batch is neither transactional nor delayed (it used to be stored at once);
             # its MESSAGE_ILLEGAL counts in putMessageFailedTimes, as asyncPutMessages counts every result not PUT_OK
@@ -440,6 +440,6 @@ class SendMessageProcessor:
         return await self.answers.store(ctx, request, queue_id, batch_props.wait, append, stored, self.base_fields)
 
 
-def _number_format(value: str) -> str:
+def number_format_remark(value: str) -> str:
     """The remark of Java's NumberFormatException escaping a processor (NettyRemotingAbstract answers SYSTEM_ERROR)."""
     return f'java.lang.NumberFormatException: For input string: "{value}"'
