@@ -116,6 +116,30 @@ async def test_an_orderly_push_consumers_hooks_see_the_orderly_status(
     ], hook.seen
 
 
+async def test_an_orderly_rollback_is_no_success_but_its_return_type_is_success(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """4.9.8's ConsumeMessageOrderlyService.ConsumeRequest.run starts returnType at SUCCESS and sets FAILED only for
+    SUSPEND_CURRENT_QUEUE_A_MOMENT: a ROLLBACK (here with autoCommit, so the batch is committed) is success false
+    with ConsumeContextType SUCCESS. Ours said FAILED."""
+    use_virtual_store_clock(embedded_cluster)
+    await _create_and_send(embedded_cluster, "HookRollback", [b"first"])
+    hook = RecordingHook()
+    consumer = first_offset_consumer(embedded_cluster.namesrv_addr, "cg-hooks-rollback", "HookRollback")
+
+    async def orderly(msgs: list[MessageExt]) -> ConsumeOrderlyStatus:  # on the loop, as the tests above
+        return ConsumeOrderlyStatus.ROLLBACK
+
+    consumer.register_message_listener_orderly(orderly)
+    consumer.register_consume_message_hook(hook)
+    async with consumer:
+        await trio.sleep(5)
+    assert [(s[0], s[4], s[5], s[6].get("ConsumeContextType")) for s in hook.seen] == [
+        ("before", False, None, None),
+        ("after", False, "ROLLBACK", "SUCCESS"),
+    ], hook.seen
+
+
 async def test_a_lite_pull_consumers_hooks_see_each_pulled_batch_as_consumed(
     embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
 ) -> None:

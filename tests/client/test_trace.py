@@ -15,7 +15,7 @@ import trio.testing
 
 from broker.embedded import EmbeddedCluster
 from client.admin import Admin
-from client.consumer.listener import ConsumeConcurrentlyStatus
+from client.consumer.listener import ConsumeConcurrentlyStatus, ConsumeOrderlyStatus
 from client.consumer.lite_pull import LitePullConsumer
 from client.consumer.push import PushConsumer
 from client.errors import ClientStateError, MQBrokerError, TopicRouteNotFoundError
@@ -372,6 +372,26 @@ async def test_a_listener_call_that_overran_the_consume_timeout_is_traced_as_tim
         views = await _traces(embedded_cluster, sent.msg_id, None, {TraceType.SubAfter})
     first = next(v.record for v in views if v.record.type is TraceType.SubAfter)
     assert (first.success, first.context_code) == (True, 1)
+
+
+async def test_an_orderly_rollback_is_traced_as_no_success_with_the_success_context_code(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """4.9.8's ConsumeMessageOrderlyService.ConsumeRequest.run: returnType stays SUCCESS for ROLLBACK (FAILED is
+    SUSPEND_CURRENT_QUEUE_A_MOMENT's alone), so the SubAfter is success false, contextCode 0. Ours said 4."""
+    await _create(embedded_cluster, "RollbackTraced")
+    consumer = PushConsumer("rollback-cg", embedded_cluster.namesrv_addr, enable_msg_trace=True)
+    consumer.subscribe("RollbackTraced")
+
+    async def rollback(msgs: list[MessageExt]) -> ConsumeOrderlyStatus:  # on the loop: virtual time throughout
+        return ConsumeOrderlyStatus.ROLLBACK
+
+    consumer.register_message_listener_orderly(rollback)
+    async with consumer, Producer("rollback-pg", embedded_cluster.namesrv_addr) as producer:
+        sent = await producer.send(Message("RollbackTraced", b"x"))
+        views = await _traces(embedded_cluster, sent.msg_id, None, {TraceType.SubAfter})
+    first = next(v.record for v in views if v.record.type is TraceType.SubAfter)
+    assert (first.success, first.context_code) == (False, 0)
 
 
 async def test_a_consume_trace_starts_when_the_listener_gets_a_consume_slot_not_while_waiting_for_one(
