@@ -143,7 +143,8 @@ class _ListenerTrace:
     The SubAfter's contextCode is the call's ``ConsumeReturnType``, decided in Java's order
     (``client/src/main/java/org/apache/rocketmq/client/impl/consumer/ConsumeMessageConcurrentlyService.java`` and
     ``ConsumeMessageOrderlyService.java``): EXCEPTION when the listener raised (:meth:`raised`), else TIME_OUT when the
-    call took ``consume_timeout`` or longer, else FAILED for a failure status, else SUCCESS."""
+    call took ``consume_timeout`` or longer, else FAILED for RECONSUME_LATER or SUSPEND_CURRENT_QUEUE_A_MOMENT, else
+    SUCCESS (an orderly ROLLBACK too, though its ``success`` is false)."""
 
     def __init__(self, consumer: PushConsumer, mq: MessageQueue, msgs: list[MessageExt]) -> None:
         self.consumer = consumer
@@ -167,12 +168,12 @@ class _ListenerTrace:
     def raised(self) -> None:
         self._raised = True
 
-    def _return_code(self, success: bool) -> int:
+    def _return_code(self, status: ConsumeStatus) -> int:
         if self._raised:
             return RETURN_EXCEPTION
         if anyio.current_time() - self._started >= self.consumer.consume_timeout * 60:
             return RETURN_TIME_OUT
-        return RETURN_SUCCESS if success else RETURN_FAILED
+        return RETURN_FAILED if status in _FAILED_STATUSES else RETURN_SUCCESS
 
     def end(self, success: bool, status: ConsumeConcurrentlyStatus | ConsumeOrderlyStatus) -> None:
         """``success`` is the trace's; the hooks' is Java's: CONSUME_SUCCESS or SUCCESS (the status after a raising
@@ -180,11 +181,11 @@ class _ListenerTrace:
         returned ``None`` succeeded: no RETURNNULL)."""
         c = self.consumer
         if self.begun is not None and c.trace is not None:
-            c.trace.consume_after(self.begun, success, self._return_code(success))
+            c.trace.consume_after(self.begun, success, self._return_code(status))
         context = self.hooked
         if context is not None:
             ok = status in _HOOK_SUCCESS
-            context.props[CONSUME_CONTEXT_TYPE] = _RETURN_TYPE_NAMES[self._return_code(ok)]
+            context.props[CONSUME_CONTEXT_TYPE] = _RETURN_TYPE_NAMES[self._return_code(status)]
             context.status, context.success = status.name, ok
             run_after(c.consume_hooks, context)
 
@@ -194,6 +195,13 @@ _HOOK_SUCCESS: Final = (
     ConsumeConcurrentlyStatus.CONSUME_SUCCESS,
     ConsumeOrderlyStatus.SUCCESS,
     ConsumeOrderlyStatus.COMMIT,
+)
+
+#: The statuses whose ConsumeReturnType is FAILED: the others (COMMIT, ROLLBACK) stay SUCCESS, as
+#: ConsumeMessageOrderlyService.ConsumeRequest.run starts at SUCCESS and sets FAILED for a suspension alone.
+_FAILED_STATUSES: Final = (
+    ConsumeConcurrentlyStatus.RECONSUME_LATER,
+    ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT,
 )
 
 _RETURN_TYPE_NAMES: Final = {
