@@ -132,3 +132,34 @@ async def test_deleting_the_default_file_is_a_file_removed_a_full_load_that_crea
         await trio.sleep(WATCH_INTERVAL + 0.5)
         assert not await _refused(client, acl_cluster, USER, "topicA")  # the copy's defaultTopicPerm: SUB
     assert default.is_file() and default.read_text() == ""
+
+
+def test_conf_acl_tools_yml_is_loaded_by_a_full_load_and_not_watched(tmp_path: Path) -> None:
+    """4.9.8's PlainPermissionManager.getAllAclFiles skips only ``fileHome + MixAll.ACL_CONF_TOOLS_FILE``
+    (``<home>/conf/tools.yml``, never under conf/acl), so a full load reads conf/acl/tools.yml and a nested one;
+    srvutil's AclFileWatchService.getAllAclFiles skips ``<aclPath>/tools.yml`` alone, so only a full load (a file
+    added or removed) sees conf/acl/tools.yml change, while a nested one is reloaded alone. Ours skipped every
+    tools.yml."""
+    top, nested = tmp_path / "conf" / "acl" / "tools.yml", tmp_path / "conf" / "acl" / "team" / "tools.yml"
+    nested.parent.mkdir(parents=True)
+    top.write_text("accounts:\n  - {accessKey: top-key, secretKey: top-secret-1}\n")
+    nested.write_text("accounts:\n  - {accessKey: nested-key, secretKey: nested-secret-1}\n")
+    manager = AclManager(AclFiles(tmp_path))
+    manager.load()
+    assert {k: _secret(manager, k) for k in ("top-key", "nested-key")} == {
+        "top-key": "top-secret-1",
+        "nested-key": "nested-secret-1",
+    }
+    for path, key in ((top, "top"), (nested, "nested")):
+        path.write_text(f"accounts:\n  - {{accessKey: {key}-key, secretKey: {key}-secret-2}}\n")
+        os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 10**9))
+    assert manager.reload_changed() == [nested]
+    assert (_secret(manager, "top-key"), _secret(manager, "nested-key")) == ("top-secret-1", "nested-secret-2")
+    (tmp_path / "conf" / "acl" / "more.yml").write_text("accounts: []\n")
+    assert top in manager.reload_changed()  # a file added: a full load reads every file
+    assert _secret(manager, "top-key") == "top-secret-2"
+
+
+def _secret(manager: AclManager, access_key: str) -> str | None:
+    account = manager.account(access_key)
+    return None if account is None else account.secret_key
