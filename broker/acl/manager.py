@@ -3,15 +3,16 @@ edits the ACL admin codes make (RocketMQ's
 ``acl/src/main/java/org/apache/rocketmq/acl/plain/PlainPermissionManager.java``).
 
 Files (4.9.8's layout under ``rocketmqHome``, each named by its absolute path): every ``*.yml`` / ``*.yaml`` under
-``conf/acl/`` (recursively, into linked directories too, ``tools.yml`` aside), then the default file
+``conf/acl/`` (recursively, into linked directories too, ``tools.yml`` included), then the default file
 ``rocketmq.acl.plain.file`` (``conf/plain_acl.yml``, under ``rocketmqHome`` even when absolute; created empty when
-missing). An access key belongs to the first file that names it at a full load; later duplicates are logged and
-ignored. The owner is kept as 4.9.8's ``accessKeyTable`` keeps it: a file reloaded alone takes only keys no file
-owns, and keeps its keys even those it no longer names (refused with "No PlainAccessResource for accessKey=..." until
-a full load; an edit's delete frees the key), so a copy in another file never takes a key over between full loads.
-Within one file, the first entry of a key counts after a full load (the start, or files added or removed: 4.9.8's
-``load()``), the last once that file is reloaded alone (a change the watcher sees, or an edit: ``load(String)``,
-whose map ``put`` keeps the last). The global white lists of all files are joined.
+missing). The watcher looks at all of them but ``conf/acl/tools.yml`` (srvutil's ``AclFileWatchService``): a change to
+that file waits for the next full load. An access key belongs to the first file that names it at a full load; later
+duplicates are logged and ignored. The owner is kept as 4.9.8's ``accessKeyTable`` keeps it: a file reloaded alone takes
+only keys no file owns, and keeps its keys even those it no longer names (refused with "No PlainAccessResource for
+accessKey=..." until a full load; an edit's delete frees the key), so a copy in another file never takes a key over
+between full loads. Within one file, the first entry of a key counts after a full load (the start, or files added or
+removed: 4.9.8's ``load()``), the last once that file is reloaded alone (a change the watcher sees, or an edit:
+``load(String)``, whose map ``put`` keeps the last). The global white lists of all files are joined.
 
 :meth:`AclManager.validate` runs RocketMQ's order: global white list, access key present, account known, the
 account's white address, signature, ``RMQ_SYS_TRACE_TOPIC`` publish shortcut, admin flag, then each needed resource
@@ -132,11 +133,21 @@ class AclFiles:
             found.append(default)
         return found
 
+    def watched(self, paths: list[Path]) -> list[Path]:
+        """The files of ``paths`` the watcher looks at: all but ``conf/acl/tools.yml`` (unless it is the default
+        file), as 4.9.8's ``AclFileWatchService.getAllAclFiles`` skips ``<aclPath>/tools.yml`` alone; a change to
+        that file waits for a full load, which reads it."""
+        if self.home is None:
+            return paths
+        unwatched = Path(os.path.normpath(self.home / "conf" / "acl" / "tools.yml"))
+        return [p for p in paths if p != unwatched or p == self.default_path]
+
 
 def _acl_tree(directory: Path) -> list[Path]:
-    """Every ``*.yml`` / ``*.yaml`` file under ``directory`` (``tools.yml`` aside), sorted, following links to
-    directories as 4.9.8's ``PlainPermissionManager.getAllAclFiles`` does (``java.io.File.isDirectory`` follows
-    them), each real directory once: a link back up the tree is not followed for ever."""
+    """Every ``*.yml`` / ``*.yaml`` file under ``directory``, sorted, following links to directories as 4.9.8's
+    ``PlainPermissionManager.getAllAclFiles`` does (``java.io.File.isDirectory`` follows them), each real directory
+    once: a link back up the tree is not followed for ever. A ``tools.yml`` too: that method skips only
+    ``<home>/conf/tools.yml`` (``MixAll.ACL_CONF_TOOLS_FILE``), which is never under ``conf/acl``."""
     found: list[Path] = []
     seen: set[str] = set()
     for root, dirs, files in os.walk(directory, followlinks=True):
@@ -147,7 +158,7 @@ def _acl_tree(directory: Path) -> list[Path]:
         seen.add(real)
         for name in files:
             path = Path(os.path.normpath(os.path.join(root, name)))
-            if path.suffix in (".yml", ".yaml") and name != "tools.yml" and path.is_file():
+            if path.suffix in (".yml", ".yaml") and path.is_file():
                 found.append(path)
     return sorted(found)
 
@@ -159,6 +170,8 @@ class AclManager:
         self.files = files
         self._loaded: dict[Path, AclFile] = {}
         self._mtimes: dict[Path, tuple[int, int, int]] = {}
+        #: The files of the last full load, in load order; a file reloaded alone keeps its place in it.
+        self._order: list[Path] = []
         self._accounts: dict[str, Account] = {}
         self._owner: dict[str, Path] = {}
         #: Files reloaded alone since the last full load: their last entry of a key counts (see the module docstring).
@@ -188,16 +201,19 @@ class AclManager:
             log.warning("cannot create the default ACL file %s: %s", default, exc)
 
     def reload_changed(self, *, force: bool = False) -> list[Path]:
-        """Re-read the files whose modification time, size or inode changed (all, after creating the default file
-        when missing, when the file list changed or ``force``: a full load); drop the rules of files that vanished.
-        Returns the files read. Blocking (small files, a few stats)."""
-        paths = self.files.paths()
-        changed = force or set(paths) != set(self._mtimes)
-        if changed and self.files.home is not None:
-            self._create_default()  # a full load: the default file deleted comes back empty
-            paths = self.files.paths()
-        mtimes = {path: _mtime(path) for path in paths}
-        read = [p for p in paths if changed or mtimes[p] != self._mtimes.get(p)]
+        """Re-read the watched files (:meth:`AclFiles.watched`) whose modification time, size or inode changed (all
+        files, after creating the default file when missing, when the watched list changed or ``force``: a full load,
+        which drops the rules of files that vanished). Returns the files read. Blocking (small files, a few stats)."""
+        watched = self.files.watched(self.files.paths())
+        changed = force or set(watched) != set(self._mtimes)
+        if changed:
+            if self.files.home is not None:
+                self._create_default()  # a full load: the default file deleted comes back empty
+            self._order = self.files.paths()
+            watched = self.files.watched(self._order)
+        paths = self._order
+        mtimes = {path: _mtime(path) for path in watched}
+        read = paths if changed else [p for p in watched if mtimes[p] != self._mtimes.get(p)]
         for path in set(self._loaded) - set(paths):
             del self._loaded[path]
         self._mtimes = mtimes  # before reading, as AclFileWatchService: a bad file is not retried every round
@@ -368,7 +384,7 @@ class AclManager:
         white: list[str] = []
         entries: list[AccountConfig] = []
         seen: set[str | None] = set()
-        for path in self.files.paths():
+        for path in self._order:
             acl = self._loaded.get(path)
             if acl is None:
                 continue
@@ -475,10 +491,11 @@ class AclManager:
         data = updated.dump().encode("utf-8")
         replace_atomically(target, data, target.with_name(target.name + ".tmp"), keep_mode=True)
         self._loaded[path] = updated
-        self._mtimes[path] = _mtime(path)
+        if self.files.watched([path]):  # conf/acl/tools.yml stays unseen by the watcher
+            self._mtimes[path] = _mtime(path)
         self._reloaded_alone.add(path)  # as the watcher's load(String) of the file just written
         self._claim(path)
-        self._reindex(self.files.paths())
+        self._reindex(self._order)
 
 
 def _white(matches: AddressMatcher, ip: str, access_key: str | None) -> bool:

@@ -1,7 +1,8 @@
 """Hot reload of the ACL files: every ``interval`` seconds (RocketMQ's ``AclFileWatchService``: 5 s) the file list
 is rescanned and each file whose modification time, size or inode changed is read again
-(:meth:`broker.acl.manager.AclManager.reload_changed`). A file that fails to load keeps its previous rules and the
-reason is logged by the manager; nothing here ends the broker.
+(:meth:`broker.acl.manager.AclManager.reload_changed`; ``conf/acl/tools.yml`` aside, as RocketMQ's watcher skips
+it). A file that fails to load keeps its previous rules and the reason is logged by the manager; nothing here ends
+the broker.
 """
 
 from __future__ import annotations
