@@ -152,6 +152,31 @@ async def test_consume_message_directly_answers_cr_throw_exception_with_the_erro
     assert str(result["remark"]).startswith("ValueError: cannot handle it, listener(")
 
 
+async def test_consume_message_directly_answers_cr_return_null_when_the_listener_returns_none(
+    cluster: ThreadedCluster,
+) -> None:
+    """Java's consumeMessageDirectly (both services) answers CR_RETURN_NULL for a listener's null status; ours
+    counted None as CR_SUCCESS."""
+    await create_topic(cluster.namesrv_addr, "DirectNone", queues=1)
+    calls: list[bytes] = []
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus | None:
+        calls.extend(m.body for m in msgs)
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS if len(calls) == 1 else None
+
+    consumer = PushConsumer("cg-direct-none", cluster.namesrv_addr)
+    consumer.subscribe("DirectNone")
+    consumer.register_message_listener(listener)
+    async with consumer, Producer("pg", cluster.namesrv_addr) as producer:
+        sent = await producer.send(Message("DirectNone", b"forgot"))
+        await wait_until(lambda: len(calls) == 1)
+        async with Admin(cluster.namesrv_addr) as admin:
+            result = await admin.consume_message_directly(
+                "cg-direct-none", consumer.instance.client_id, sent.offset_msg_id
+            )
+    assert (result["consumeResult"], result["remark"]) == ("CR_RETURN_NULL", None)
+
+
 async def test_consume_message_directly_is_answered_while_every_consume_slot_is_busy(cluster: ThreadedCluster) -> None:
     """Java's ClientRemotingProcessor.consumeMessageDirectly calls the listener on the remoting thread that took the
     request, not in the consume thread pool, so ``mqadmin consumeMessage`` is answered while every consume thread is

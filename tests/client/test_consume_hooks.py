@@ -5,6 +5,7 @@ ConsumeMessageOrderlyService and DefaultLitePullConsumerImpl.pullSyncImpl run th
 
 from __future__ import annotations
 
+import pytest
 import trio
 import trio.testing
 
@@ -137,6 +138,47 @@ async def test_an_orderly_rollback_is_no_success_but_its_return_type_is_success(
     assert [(s[0], s[4], s[5], s[6].get("ConsumeContextType")) for s in hook.seen] == [
         ("before", False, None, None),
         ("after", False, "ROLLBACK", "SUCCESS"),
+    ], hook.seen
+
+
+@pytest.mark.parametrize(
+    ("orderly", "failed_as", "ok_as"),
+    [
+        (False, "RECONSUME_LATER", "CONSUME_SUCCESS"),
+        (True, "SUSPEND_CURRENT_QUEUE_A_MOMENT", "SUCCESS"),
+    ],
+)
+async def test_a_listener_returning_none_fails_its_call_as_java_s_null_status(
+    embedded_cluster: EmbeddedCluster,
+    autojump_clock: trio.testing.MockClock,
+    orderly: bool,
+    failed_as: str,
+    ok_as: str,
+) -> None:
+    """4.9.8's ConsumeMessageConcurrentlyService / ConsumeMessageOrderlyService ConsumeRequest.run: a listener that
+    returns null (a Python listener that forgets ``return``) is ConsumeReturnType RETURNNULL, then RECONSUME_LATER
+    (concurrent: sent back, delivered again) or SUSPEND_CURRENT_QUEUE_A_MOMENT (orderly: consumed again after the
+    suspension), success false. Ours counted None as a success and committed the messages."""
+    use_virtual_store_clock(embedded_cluster)
+    await _create_and_send(embedded_cluster, "HookNone", [b"forgot"])
+    hook, calls = RecordingHook(), []
+    consumer = first_offset_consumer(embedded_cluster.namesrv_addr, "cg-hooks-none", "HookNone")
+
+    async def forgets_once(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus | None:  # on the loop, as above
+        calls.append(msgs[0].body)
+        return None if len(calls) == 1 else ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    if orderly:
+        consumer.register_message_listener_orderly(forgets_once)
+    else:
+        consumer.register_message_listener(forgets_once)
+    consumer.register_consume_message_hook(hook)
+    async with consumer:
+        await trio.sleep(20)  # past the send-back's delay level 3 (10 s) and the 1 s suspension
+    assert calls == [b"forgot", b"forgot"]
+    assert [(s[4], s[5], s[6].get("ConsumeContextType")) for s in hook.seen if s[0] == "after"] == [
+        (False, failed_as, "RETURNNULL"),
+        (True, ok_as, "SUCCESS"),
     ], hook.seen
 
 

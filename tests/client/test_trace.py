@@ -349,6 +349,26 @@ async def test_a_listener_that_raises_is_traced_with_the_exception_context_code(
     assert outcomes == [(False, 2), (True, 0)]
 
 
+async def test_a_listener_returning_none_is_traced_with_the_returnnull_context_code(
+    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Java's ConsumeMessageConcurrentlyService.ConsumeRequest.run: a null status without an exception is
+    ConsumeReturnType.RETURNNULL (contextCode 3), then RECONSUME_LATER: success false, the message delivered again.
+    Ours traced None as a success (0)."""
+    use_virtual_store_clock(embedded_cluster)  # the send-back waits in delay level 3 (10 s) of store time
+    await _create(embedded_cluster, "NoneTraced")
+    calls = 0
+
+    async def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus | None:
+        nonlocal calls
+        calls += 1
+        return None if calls == 1 else ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    views = await _consumed_twice(embedded_cluster, "NoneTraced", "none", listener, lambda: calls)
+    outcomes = [(v.record.success, v.record.context_code) for v in views if v.record.type is TraceType.SubAfter]
+    assert outcomes == [(False, 3), (True, 0)]
+
+
 async def test_a_listener_call_that_overran_the_consume_timeout_is_traced_as_time_out(
     embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
 ) -> None:
