@@ -124,14 +124,14 @@ def reset_retry_topic(msg: MessageExt, group: str, namespace: str | None = None)
     return msg if topic == msg.topic else attrs.evolve(msg, topic=topic)
 
 
-#: Java's ``ConsumeReturnType`` ordinals, the SubAfter record's contextCode (RETURNNULL, 3, has no counterpart: a
-#: listener returning ``None`` succeeded here).
 #: The inner producer's ``compressMsgBodyOverHowmuch`` (DefaultMQProducer's default, 4 KiB).
 _INNER_COMPRESS_OVER: Final = 4 * 1024
 
+#: Java's ``ConsumeReturnType`` ordinals, the SubAfter record's contextCode.
 RETURN_SUCCESS: Final = 0
 RETURN_TIME_OUT: Final = 1
 RETURN_EXCEPTION: Final = 2
+RETURN_NULL: Final = 3
 RETURN_FAILED: Final = 4
 
 
@@ -142,7 +142,8 @@ class _ListenerTrace:
 
     The SubAfter's contextCode is the call's ``ConsumeReturnType``, decided in Java's order
     (``client/src/main/java/org/apache/rocketmq/client/impl/consumer/ConsumeMessageConcurrentlyService.java`` and
-    ``ConsumeMessageOrderlyService.java``): EXCEPTION when the listener raised (:meth:`raised`), else TIME_OUT when the
+    ``ConsumeMessageOrderlyService.java``): EXCEPTION when the listener raised (:meth:`raised`), RETURNNULL when it
+    returned ``None`` (:meth:`returned_none`), else TIME_OUT when the
     call took ``consume_timeout`` or longer, else FAILED for RECONSUME_LATER or SUSPEND_CURRENT_QUEUE_A_MOMENT, else
     SUCCESS (an orderly ROLLBACK too, though its ``success`` is false)."""
 
@@ -154,6 +155,7 @@ class _ListenerTrace:
         self.hooked: ConsumeMessageContext | None = None
         self._started = 0.0
         self._raised = False
+        self._returned_none = False
 
     def begin(self) -> None:
         c = self.consumer
@@ -168,17 +170,21 @@ class _ListenerTrace:
     def raised(self) -> None:
         self._raised = True
 
+    def returned_none(self) -> None:
+        self._returned_none = True
+
     def _return_code(self, status: ConsumeStatus) -> int:
         if self._raised:
             return RETURN_EXCEPTION
+        if self._returned_none:
+            return RETURN_NULL
         if anyio.current_time() - self._started >= self.consumer.consume_timeout * 60:
             return RETURN_TIME_OUT
         return RETURN_FAILED if status in _FAILED_STATUSES else RETURN_SUCCESS
 
     def end(self, success: bool, status: ConsumeConcurrentlyStatus | ConsumeOrderlyStatus) -> None:
         """``success`` is the trace's; the hooks' is Java's: CONSUME_SUCCESS or SUCCESS (the status after a raising
-        listener's default), with the ``ConsumeReturnType`` name under ``ConsumeContextType`` (a listener that
-        returned ``None`` succeeded: no RETURNNULL)."""
+        listener's default, or a ``None`` one's), with the ``ConsumeReturnType`` name under ``ConsumeContextType``."""
         c = self.consumer
         if self.begun is not None and c.trace is not None:
             c.trace.consume_after(self.begun, success, self._return_code(status))
@@ -208,6 +214,7 @@ _RETURN_TYPE_NAMES: Final = {
     RETURN_SUCCESS: "SUCCESS",
     RETURN_TIME_OUT: "TIME_OUT",
     RETURN_EXCEPTION: "EXCEPTION",
+    RETURN_NULL: "RETURNNULL",
     RETURN_FAILED: "FAILED",
 }
 
@@ -428,6 +435,7 @@ class ConcurrentConsumeService:
             lambda: pq.dropped,
             started,
             raised=trace.raised,
+            returned_none=trace.returned_none,
         )
         trace.end(status is ConsumeConcurrentlyStatus.CONSUME_SUCCESS, status)
         pq.last_consume_time = now = anyio.current_time()
@@ -653,6 +661,7 @@ class OrderlyConsumeService:
             started=started,
             abandoned=turn.abandoned,
             raised=trace.raised,
+            returned_none=trace.returned_none,
         )
         trace.end(status in _HOOK_SUCCESS, status)  # also if dropped, as Java
         if begun is not None:  # called: counted also if dropped meanwhile, as Java's processConsumeResult

@@ -6,9 +6,10 @@ that takes a second positional parameter is also given the call's context (:clas
 It may be a coroutine function (run as a task on the event loop) or a plain function (run in a worker thread under
 the consumer's capacity limiter, so blocking code is fine; a shutdown that outlasts ``await_termination`` abandons
 that thread, as Java's ``awaitTermination`` gives up on a consume thread, drops its result and may learn when it
-returns). Raising counts as RECONSUME_LATER (concurrent) or SUSPEND_CURRENT_QUEUE_A_MOMENT (orderly); returning
-``None`` counts as success, and a status of the other kind as its counterpart (an orderly listener's RECONSUME_LATER
-suspends its queue, a concurrent one's SUCCESS is CONSUME_SUCCESS).
+returns). Raising counts as RECONSUME_LATER (concurrent) or SUSPEND_CURRENT_QUEUE_A_MOMENT (orderly), and so does
+returning ``None`` (Java's null status: ConsumeReturnType RETURNNULL, so a listener that forgets ``return`` commits
+nothing); a status of the other kind counts as its counterpart (an orderly listener's RECONSUME_LATER suspends its
+queue, a concurrent one's SUCCESS is CONSUME_SUCCESS).
 """
 
 from __future__ import annotations
@@ -252,11 +253,13 @@ _COUNTERPART: Final[dict[ConsumeStatus, ConsumeStatus]] = {
 
 
 def listener_status(result: object, failed: ConsumeStatus) -> ConsumeStatus:
-    """What a listener's ``result`` counts as, in the kind of ``failed``: ``None`` success, a status itself, a status
-    of the other kind its counterpart (Java's listeners cannot return one: an orderly RECONSUME_LATER committed as a
-    success would lose the message), anything else (and :data:`SKIPPED`) ``failed``."""
+    """What a listener's ``result`` counts as, in the kind of ``failed``: a status itself, a status of the other kind
+    its counterpart (Java's listeners cannot return one: an orderly RECONSUME_LATER committed as a success would lose
+    the message), ``None`` (Java's null status, which both ConsumeRequest.run turn into their failure), anything else
+    (and :data:`SKIPPED`) ``failed``."""
     if result is None:
-        result = ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+        log.warning("message listener returned None, treated as %s", failed.name)
+        return failed
     if not isinstance(result, (ConsumeConcurrentlyStatus, ConsumeOrderlyStatus)):
         if result is not SKIPPED:
             log.warning("message listener returned %r, treated as a failure", result)
@@ -273,9 +276,11 @@ async def call_listener(
     started: Callable[[], None] | None = None,
     abandoned: Abandoned | None = None,
     raised: Callable[[], None] | None = None,
+    returned_none: Callable[[], None] | None = None,
 ) -> ConsumeStatus:
     """:func:`run_listener` and :func:`listener_status`; an exception is logged, ``raised`` told of it, and becomes
-    ``failed``, as does a call ``skip`` cancelled (the caller knows why)."""
+    ``failed``, as do a ``None`` result (``returned_none`` told of it) and a call ``skip`` cancelled (the caller knows
+    why)."""
     try:
         result = await run_listener(listener, msgs, limiter, skip, started, abandoned)
     except Exception:
@@ -283,6 +288,8 @@ async def call_listener(
         if raised is not None:
             raised()
         return failed
+    if result is None and returned_none is not None:
+        returned_none()
     return listener_status(result, failed)
 
 

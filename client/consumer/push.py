@@ -603,10 +603,10 @@ class PushConsumer:
 
     async def consume_directly(self, msg: MessageExt, broker_name: str | None) -> dict[str, object]:
         """CONSUME_MESSAGE_DIRECTLY (Java's ``consumeMessageDirectly``): the listener gets ``msg`` as a delivery shows
-        it (a retry message under its original topic); CR_SUCCESS, CR_LATER, or CR_THROW_EXCEPTION with the
-        exception in the remark. The call takes no consume slot, so it is answered while every consume thread is
-        busy, but one of :attr:`direct_limiter`: Java runs it on the remoting thread that took the request, one of
-        the ``clientCallbackExecutorThreads`` of NettyRemotingClient's public executor."""
+        it (a retry message under its original topic); CR_SUCCESS, CR_LATER, CR_RETURN_NULL for ``None``, or
+        CR_THROW_EXCEPTION with the exception in the remark. The call takes no consume slot, so it is answered while
+        every consume thread is busy, but one of :attr:`direct_limiter`: Java runs it on the remoting thread that took
+        the request, one of the ``clientCallbackExecutorThreads`` of NettyRemotingClient's public executor."""
         started = anyio.current_time()
         remark: str | None = None
         mq = MessageQueue(msg.topic, broker_name or "", msg.queue_id)
@@ -620,13 +620,7 @@ class PushConsumer:
             )
             outcome, remark = "CR_THROW_EXCEPTION", exception_simple_desc(exc)
         else:
-            later = (
-                ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
-                if self.orderly
-                else ConsumeConcurrentlyStatus.RECONSUME_LATER
-            )
-            status = listener_status(result, later)
-            outcome = _DIRECT_RESULTS.get(status, "CR_LATER")
+            outcome = "CR_RETURN_NULL" if result is None else self._direct_outcome(result)
         return {
             "order": self.orderly,
             "autoCommit": not isinstance(context, ConsumeOrderlyContext) or context.auto_commit,
@@ -634,6 +628,15 @@ class PushConsumer:
             "remark": remark,
             "spentTimeMills": int((anyio.current_time() - started) * 1000),
         }
+
+    def _direct_outcome(self, result: object) -> str:
+        """CONSUME_MESSAGE_DIRECTLY's ``consumeResult`` for a listener's non-``None`` result."""
+        later = (
+            ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
+            if self.orderly
+            else ConsumeConcurrentlyStatus.RECONSUME_LATER
+        )
+        return _DIRECT_RESULTS.get(listener_status(result, later), "CR_LATER")
 
     async def reset_offset(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
         """RESET_CONSUMER_CLIENT_OFFSET: :meth:`Rebalance.reset` (the owned queues of ``topic`` listed in ``offsets``
