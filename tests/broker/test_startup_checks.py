@@ -164,6 +164,25 @@ async def test_a_consumer_offset_flush_interval_of_zero_or_less_stops_the_start(
     assert "flushConsumerOffsetInterval" in text and interval in text
 
 
+@pytest.mark.parametrize("interval", ["0", "-10000"])
+async def test_a_delay_offset_flush_interval_of_zero_or_less_stops_a_masters_start(
+    tmp_path: Path, interval: str
+) -> None:
+    """4.9.8's ScheduleMessageService.start (run by DefaultMessageStore.start on a master outside DLedger mode)
+    schedules the delay offsets' persist with ``scheduleAtFixedRate(..., flushDelayOffsetInterval)``, which throws
+    IllegalArgumentException for a period of 0 or less, and BrokerStartup exits. Ours booted: with 0 the schedule's
+    save loop spun a CPU, a negative period ended the broker after its boot on a message not naming the setting."""
+    status, out, err = await _run_broker(
+        ["-n", "127.0.0.1:1", "--listenPort", "0", "--listenHost", "127.0.0.1",
+         "--storePathRootDir", str(tmp_path / "store"), *SMALL, "--flushDelayOffsetInterval", interval],
+        tmp_path,
+    )  # fmt: skip
+    text = err.decode(errors="replace")
+    assert status == 1, f"booted: {out.decode(errors='replace')}"
+    assert "Traceback" not in text, text[-800:]
+    assert "flushDelayOffsetInterval" in text and interval in text
+
+
 async def test_a_name_server_address_without_a_port_stops_the_start(tmp_path: Path) -> None:
     """BrokerStartup checks every namesrvAddr entry with RemotingUtil.string2SocketAddress and stops with 'The Name
     Server Address[127.0.0.1] illegal' (the broker used to boot and never register)."""

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import orjson
 import trio
+import trio.testing
 
 from broker.embedded import EmbeddedCluster
 from broker.schedule import ScheduleMessageService
@@ -273,3 +274,27 @@ def test_the_progress_of_a_level_no_longer_configured_is_kept_for_when_it_comes_
     bodies = delivered()
     store.close()
     assert bodies == [b"m0", b"m1", b"m2"]
+
+
+async def test_a_schedule_with_a_flush_interval_of_zero_or_less_delivers_and_saves_only_at_its_stop(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A DLedger member that becomes leader starts the schedule in 4.9.8's BrokerController.changeToMaster, which logs
+    the IllegalArgumentException of ScheduleMessageService.start's ``scheduleAtFixedRate`` for a
+    ``flushDelayOffsetInterval`` of 0 or less: the level tasks scheduled before it deliver, no periodic save runs, and
+    shutdown's persist saves the offsets. Ours ended the schedule on trio's ValueError (a negative sleep), or spun."""
+    now = [1_000_000]
+    root = tmp_path / "store"
+    store = MessageStore(StoreConfig(root, mapped_file_size_commit_log=1 << 20, now_ms=lambda: now[0]))
+    store.load()
+    service = ScheduleMessageService(store, root / "config", delay_levels="1s", flush_interval=-1.0)
+    store.append(service.rewrite(MessageRecord(topic="Target", body=b"due", queue_id=0), 1))
+    now[0] += 2_000
+    async with trio.open_nursery() as nursery:
+        await nursery.start(service.run)
+        await trio.sleep(30)
+        nursery.cancel_scope.cancel()
+    bodies = [m.body for m in _read_all(store, "Target", 0)]
+    saved = orjson.loads((root / "config" / "delayOffset.json").read_bytes())["offsetTable"]
+    store.close()
+    assert (bodies, saved) == ([b"due"], {"1": 1})
