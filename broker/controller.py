@@ -52,7 +52,7 @@ from broker.protection import BrokerProtection
 from broker.registration import BrokerRegistration
 from broker.replication import ReplicationRole
 from broker.role_services import RoleServices
-from broker.schedule import ScheduleMessageService
+from broker.schedule import ScheduleMessageService, check_flush_interval
 from broker.security import (
     acl_manager_of,
     client_idle_timeout,
@@ -167,6 +167,8 @@ class BrokerController:
         self.hold = HoldService(check_interval=check, max_offset_of=self.context.store.max_offset_in_queue)
         self.context.hold = self.hold
         self.put_futures = PutFutureService()
+        if config.broker_role != "SLAVE" and not config.enable_dleger_commit_log:
+            check_flush_interval(config.flush_delay_offset_interval)  # DefaultMessageStore.start starts the schedule
         self.schedule = ScheduleMessageService(
             self.context.store,
             config_dir_of(config),

@@ -17,11 +17,14 @@ time further away than now + the level's delay counts as now: delivered at once,
 is retried after 100 ms, as 4.9.8 does; other errors are logged and the level waits 10 s.
 
 Durability: offsets are saved every ``flush_interval`` seconds (``flushDelayOffsetInterval``, 10 s) and once more at
-shutdown, after the loops stopped. A clean restart therefore neither loses nor repeats a delivery; after a crash the
-deliveries of the last interval may be repeated (at least once, as in RocketMQ). What is saved, and what
-GET_ALL_DELAY_OFFSET hands a slave (:meth:`confirmed_offsets`), is the progress whose deliveries end at or below the
-store's ``confirmed_offset``: in DLedger mode a delivery the leader appended but a majority does not hold yet is not
-counted, so a leader change may repeat it but never skips it (4.9.8 gets the same by waiting for each put).
+shutdown, after the loops stopped. A master outside DLedger mode refuses to start with an interval of 0 or less
+(:func:`check_flush_interval`); a DLedger leader runs without the periodic save then, as 4.9.8's changeToMaster logs the
+schedule's failed ``scheduleAtFixedRate`` after its level tasks were scheduled. A clean restart neither loses nor
+repeats a delivery; after a crash the deliveries of the last interval may be repeated (at least once, as in RocketMQ).
+What is saved, and what GET_ALL_DELAY_OFFSET hands a slave (:meth:`confirmed_offsets`), is the progress whose deliveries
+end at or below the store's ``confirmed_offset``: in DLedger mode a delivery the leader appended but a majority does not
+hold yet is not counted, so a leader change may repeat it but never skips it (4.9.8 gets the same by waiting for each
+put).
 
 Ownership: the service reads the store on the Trio thread and is the only writer of ``delayOffset.json``. It delivers
 while :meth:`run` runs, which :mod:`broker.role_services` does on a master only (RocketMQ's
@@ -57,6 +60,7 @@ __all__ = [
     "PROPERTY_REAL_QID",
     "PROPERTY_REAL_TOPIC",
     "ScheduleMessageService",
+    "check_flush_interval",
 ]
 
 log = logging.getLogger(__name__)
@@ -71,6 +75,13 @@ _TIMER_PROPERTIES: Final = frozenset({"TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TI
 _BATCH: Final = 256
 _RETRY_AFTER_REFUSAL: Final = 0.1
 _WAIT_AFTER_ERROR: Final = 10.0
+
+
+def check_flush_interval(interval_ms: int) -> None:
+    """Refuse a ``flushDelayOffsetInterval`` of 0 or less with ``ValueError``, as 4.9.8's ScheduleMessageService.start
+    gets IllegalArgumentException from ``scheduleAtFixedRate`` and BrokerStartup exits (a master outside DLedger)."""
+    if interval_ms <= 0:
+        raise ValueError(f"flushDelayOffsetInterval {interval_ms} is illegal: the period must be positive")
 
 
 class ScheduleMessageService:
@@ -238,6 +249,12 @@ class ScheduleMessageService:
                     self._running = False
 
     async def _flush_loop(self) -> None:
+        if self._flush_interval <= 0:
+            log.error(
+                "flushDelayOffsetInterval %s ms is illegal: delay offsets are saved at the stop only",
+                round(self._flush_interval * 1000),
+            )
+            return
         while True:
             await trio.sleep(self._flush_interval)
             if self._persister.dirty or self._unconfirmed:
