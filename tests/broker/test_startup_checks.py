@@ -183,6 +183,23 @@ async def test_a_delay_offset_flush_interval_of_zero_or_less_stops_a_masters_sta
     assert "flushDelayOffsetInterval" in text and interval in text
 
 
+@pytest.mark.parametrize("interval", ["0", "-10000"])
+async def test_a_clean_resource_interval_of_zero_or_less_stops_the_start(tmp_path: Path, interval: str) -> None:
+    """4.9.8's DefaultMessageStore.start ends with addScheduleTask, which schedules cleanFilesPeriodically with
+    ``scheduleAtFixedRate(..., cleanResourceInterval)``: a period of 0 or less throws IllegalArgumentException and
+    BrokerStartup exits, whatever the role. Ours booted: with 0 the retention loop spun a CPU, a negative period
+    ended the broker a minute after its boot on a message not naming the setting."""
+    status, out, err = await _run_broker(
+        ["-n", "127.0.0.1:1", "--listenPort", "0", "--listenHost", "127.0.0.1", "--brokerRole", "SLAVE",
+         "--brokerId", "1", "--storePathRootDir", str(tmp_path / "store"), *SMALL, "--cleanResourceInterval", interval],
+        tmp_path,
+    )  # fmt: skip
+    text = err.decode(errors="replace")
+    assert status == 1, f"booted: {out.decode(errors='replace')}"
+    assert "Traceback" not in text, text[-800:]
+    assert "cleanResourceInterval" in text and interval in text
+
+
 async def test_a_name_server_address_without_a_port_stops_the_start(tmp_path: Path) -> None:
     """BrokerStartup checks every namesrvAddr entry with RemotingUtil.string2SocketAddress and stops with 'The Name
     Server Address[127.0.0.1] illegal' (the broker used to boot and never register)."""
