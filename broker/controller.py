@@ -96,6 +96,7 @@ from remoting.rpc_metrics import RpcLatency
 from remoting.server import RemotingServer, idle_timeout_of
 from remoting.tls import tls_properties_in
 from store.results import AppendResult
+from store.services import check_clean_resource_interval
 
 log = logging.getLogger(__name__)
 
@@ -169,6 +170,7 @@ class BrokerController:
         self.put_futures = PutFutureService()
         if config.broker_role != "SLAVE" and not config.enable_dleger_commit_log:
             check_flush_interval(config.flush_delay_offset_interval)  # DefaultMessageStore.start starts the schedule
+        check_clean_resource_interval(config.clean_resource_interval)  # then its addScheduleTask, on every role
         self.schedule = ScheduleMessageService(
             self.context.store,
             config_dir_of(config),

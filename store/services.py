@@ -758,6 +758,13 @@ DISK_CHECK_DELAY_S: Final = 1.0
 DISK_CHECK_INTERVAL_S: Final = 10.0
 
 
+def check_clean_resource_interval(interval_ms: int) -> None:
+    """Refuse a ``cleanResourceInterval`` of 0 or less with ``ValueError``, as 4.9.8's DefaultMessageStore.start gets
+    IllegalArgumentException from addScheduleTask's ``scheduleAtFixedRate`` and BrokerStartup exits."""
+    if interval_ms <= 0:
+        raise ValueError(f"cleanResourceInterval {interval_ms} is illegal: the period must be positive")
+
+
 class RetentionService:
     def __init__(self, store: MessageStore) -> None:
         self._store = store
