@@ -90,6 +90,10 @@ class ServerConfig:
     #: The certificate, key and trust files the context is built from (``""``: none), watched for changes unless the
     #: mode is disabled: the trust file, or the certificate and the key both, changing rebuild the context.
     tls_watched_files: tuple[str, str, str] = ("", "", "")
+    #: Test mode's generated certificate: with no file to read there is nothing to report at start, so the context
+    #: is made at the first TLS handshake (making it imports ``cryptography``: about 12 MB of RSS per process that
+    #: RocketMQ's defaults, permissive and test mode, would otherwise pay for connections that rarely come).
+    tls_generated: bool = False
     #: Live connections beyond which new ones are closed at once (None: no cap).
     max_connections: int | None = None
     #: Per connection: requests read and not yet answered, and bytes held for it (those requests' bodies plus
@@ -158,6 +162,7 @@ class ListenerSettings(NettyServerSettings):
         ``IdleStateHandler(0, 0, seconds)`` checks nothing then."""
         mode = tls_mode(self.tls_server_mode)
         watched = ("", "", "")
+        files = TlsSettings()
         if mode != DISABLED:
             # Disabled: NettyRemotingServer.loadSslContext builds nothing and broker/.../BrokerController.java and
             # namesrv/.../NamesrvController.java start no FileWatchService, so Java never reads tls.config.file then.
@@ -168,6 +173,7 @@ class ListenerSettings(NettyServerSettings):
             tls_mode=mode,
             ssl_context=functools.partial(server_context, self),
             tls_watched_files=watched,
+            tls_generated=mode != DISABLED and files.tls_test_mode_enable,
             max_connections=self.server_max_connections if self.server_max_connections > 0 else None,
             max_requests_in_flight=_cap(self.server_max_requests_in_flight),
             max_buffered_bytes=_cap(self.server_max_buffered_bytes),
@@ -216,6 +222,7 @@ class RemotingServer:
         self._close_listeners: list[CloseListener] = []
         self._refusals = RateLimitedLog(log)
         self._ssl_context: ssl.SSLContext | None = None
+        self._generate_context = trio.Lock() if self.config.tls_generated else None  # held while test mode makes it
         self._open = 0  # accepted sockets not yet closed, whatever their stage (peek, handshake, serving)
         #: Connections closed by the cap, by the TLS mode, or by a failed handshake (tests and stats).
         self.refused_connections = 0
@@ -239,7 +246,8 @@ class RemotingServer:
         """
         tls = self.config.ssl_context is not None and self.config.tls_mode != DISABLED
         watched = self._tls_file_hashes() if tls else {}
-        if tls:  # NettyRemotingServer builds its context in its constructor (loadSslContext), before binding
+        if tls and not self.config.tls_generated:
+            # NettyRemotingServer builds its context in its constructor (loadSslContext), before binding
             self._load_ssl_context(at_start=True)
         listeners = await trio.open_tcp_listeners(port, host=host, backlog=self.config.backlog)
         for listener in listeners:
@@ -281,6 +289,21 @@ class RemotingServer:
                 "keeping the one in use" if self._ssl_context else "TLS connections will be closed",
                 exc,
             )
+
+    async def _generated_context(self) -> ssl.SSLContext | None:
+        """Test mode's context, made once at the first TLS handshake in a worker thread (``tls_generated``); ``None``
+        when it is not test mode or making it failed (logged once; TLS connections are closed then)."""
+        factory, lock = self.config.ssl_context, self._generate_context
+        if factory is None or lock is None:
+            return None
+        async with lock:
+            if self._generate_context is not None:  # the first handshake makes it, or fails for good
+                self._generate_context = None
+                try:
+                    self._ssl_context = await trio.to_thread.run_sync(factory)
+                except (OSError, ssl.SSLError, ValueError) as exc:
+                    log.error("cannot build the TLS context, TLS connections will be closed: %s", exc)
+        return self._ssl_context
 
     def _tls_file_hashes(self) -> dict[str, bytes]:
         """The digest of each watched file that exists now (FileWatchService watches only those)."""
@@ -335,7 +358,7 @@ class RemotingServer:
         self, stream: trio.SocketStream, remote: tuple[str, int]
     ) -> trio.SSLStream[trio.SocketStream] | None:
         """The TLS stream after a completed handshake, or None (refused and logged)."""
-        ctx = self._ssl_context
+        ctx = self._ssl_context or await self._generated_context()
         if ctx is None:
             self._refuse(remote, "a TLS handshake and no TLS context")
             return None
