@@ -356,7 +356,8 @@ class TimerMessageService:
             filed_at, stored_ms = timers.last_filing
             enqueue_ms = max(0, now - stored_ms) if now - filed_at < 2000 else 0
             lags = (lags[0], enqueue_ms, timers.congest_num, max(0, now - timers.read_ms) // 1000)
-            ahead = timers.wheel.entries_ahead(now, [bound * 1000 for bound in TIMER_DIST_S])
+            bounds = [bound * 1000 for bound in TIMER_DIST_S]
+            ahead = timers.wheel.entries_ahead(now, bounds, counted_from_ms=timers.read_ms)
         snapshot = dict(zip(TIMER_DIST_S, ahead, strict=True))
         counts = dict(timers.enqueued_by_topic), dict(timers.dequeued_by_topic)
         return TimerFigures(lags, timing, *counts, snapshot, timers.set_latency.figures())

@@ -432,7 +432,7 @@ class TimerStore:
             self.log.load(cp.log_end)
             self.wheel.load()
             self.enqueue_offset, self.read_ms = cp.enqueue_offset, cp.read_ms
-            self.congest_num = self.wheel.entries_from(self.read_ms)  # once, in the load's worker thread
+            self.congest_num = self.wheel.count_from(self.read_ms)  # once, in the load's worker thread
             self.walk_pos, self.walk_to = cp.walk_pos, cp.walk_to
             self.pending, self._segments = cp.pending, dict(cp.segments)
             self._take_timing(cp, lambda: _live_entries(self.wheel, self.log, cp))
@@ -876,6 +876,7 @@ class TimerStore:
             if self.walk_pos != NO_ENTRY:
                 return 0.0
             self.congest_num -= self.wheel.get(self.read_ms).num
+            self.wheel.retire(self.read_ms)
             self.read_ms += prec
             self._delete_passed_segments()
             if self.rolled != rolled:  # file the copies before walking on: a marker and its message stay together

@@ -18,6 +18,8 @@ days of seconds: 7 days at ``timerPrecisionMs`` 1000, 16.8 hours at our default 
 :data:`PRECISIONS` (:func:`snap_precision_ms`, as ``MessageStoreConfig.setTimerPrecisionMs``).
 
 Neither structure holds messages in RAM: pending timers cost 32 bytes of log (page cache) each and nothing else.
+The wheel keeps its slots' counts in RAM (:class:`~broker.timer.slot_counts.SlotCounts`, 16 bytes a slot: 9.7 MB at
+604,800) for the ``/metrics`` figures of timers due per period ahead.
 
 Ownership: one :class:`~broker.timer.timer_store.TimerStore` owns both, on the Trio thread; ``flush`` is blocking
 (``msync``) and meant for a worker thread. Errors: ``OSError`` from the file system; a wheel file of the wrong size
@@ -26,7 +28,6 @@ raises :class:`~store.errors.StoreCorruptError`.
 
 from __future__ import annotations
 
-import bisect
 import os
 import struct
 from array import array
@@ -34,6 +35,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Final, NamedTuple
 
+from broker.timer.slot_counts import SlotCounts
 from store.mapped_file import MappedFile, MappedFileQueue, reserve_blocks
 
 LOG_ENTRY: Final = struct.Struct(">qqiiq")
@@ -175,6 +177,9 @@ class TimerWheel:
         self.precision_ms = precision_ms
         self.path = path
         self._file: MappedFile | None = None
+        #: Each slot's :attr:`Slot.num` while its owner counts it (from :meth:`count_from`, through :meth:`put`, until
+        #: :meth:`retire`): the figures of :meth:`entries_ahead` without a scan.
+        self._counts = SlotCounts(0)
 
     @property
     def span_ms(self) -> int:
@@ -198,6 +203,7 @@ class TimerWheel:
             raise
         mf.wrote_position = mf.file_size
         self._file = mf
+        self._counts = SlotCounts(self.slots)
 
     def _buf(self) -> MappedFile:
         if self._file is None:
@@ -218,6 +224,23 @@ class TimerWheel:
     def put(self, slot: Slot) -> None:
         buf, at = self._buf().buf, self._index(slot.slot_ms) * SLOT_UNIT
         SLOT.pack_into(buf, at, slot.slot_ms, slot.last, slot.entries, slot.flags)
+        self._counts.set(self._index(slot.slot_ms), slot.num)
+
+    def retire(self, slot_ms: int) -> None:
+        """The owner's walk has passed the slot at ``slot_ms``: it no longer counts ahead (its data stays)."""
+        self._counts.set(self._index(slot_ms), 0)
+
+    def count_from(self, from_ms: int) -> int:
+        """Count the slots from ``from_ms``'s on (the owner's ``readMs``) for :meth:`entries_ahead`, after a load of a
+        wheel with data; returns their sum, as :meth:`entries_from`. Blocking: scans the wheel once."""
+        start = self.slot_time(from_ms)
+        counted = ((index, slot.num) for index, slot in self.filled() if slot.slot_ms >= start)
+        self._counts = SlotCounts.of(self.slots, counted)
+        return self.counted_total()
+
+    def counted_total(self) -> int:
+        """The sum of the counted slots' :attr:`Slot.num` (RocketMQ's ``TimerWheel.getAllNum``)."""
+        return self._counts.prefix(self.slots)
 
     def _counted(self, first: int, count: int) -> Iterator[int]:
         """The indexes in ``[first, first + count)`` (no wrap) whose slot has a non-zero count, ascending; found at C
@@ -256,17 +279,20 @@ class TimerWheel:
                 return slot.slot_ms
         return None
 
-    def entries_ahead(self, from_ms: int, bounds_ms: Sequence[int]) -> list[int]:
+    def entries_ahead(self, from_ms: int, bounds_ms: Sequence[int], counted_from_ms: int) -> list[int]:
         """The :attr:`Slot.num` of the slots from ``from_ms``'s on, summed per period: the i-th from
         ``bounds_ms[i - 1]`` (0 for the first) up to ``bounds_ms[i]`` ahead (RocketMQ 5.3.3's
         ``rocketmq_timer_message_snapshot``, DefaultStoreMetricsManager). Slots beyond one turn of the wheel hold
-        nothing."""
+        nothing; slots before ``counted_from_ms`` (the owner's ``readMs``: walked) count none. From the kept counts
+        (:meth:`count_from`, :meth:`put`, :meth:`retire`): O(log slots) per bound, whatever the wheel holds."""
         start, prec = self.slot_time(from_ms), self.precision_ms
-        totals = [0] * len(bounds_ms)
-        for ahead, _index, slot in self._counted_ahead(start, -(-bounds_ms[-1] // prec)):
-            if slot.slot_ms == start + ahead * prec:
-                totals[bisect.bisect_right(bounds_ms, ahead * prec)] += slot.num
-        return totals
+        since = self.slot_time(counted_from_ms)
+        first, end = max(start, since), min(start, since) + self.span_ms  # the counted slots ahead: [first, end)
+        cumulative = []
+        for bound in bounds_ms:
+            stop = min(start + -(-bound // prec) * prec, end)
+            cumulative.append(self._counts.circular(self._index(first), (stop - first) // prec) if stop > first else 0)
+        return [total - below for total, below in zip(cumulative, [0, *cumulative[:-1]], strict=True)]
 
     def entries_from(self, from_ms: int) -> int:
         """The sum of :attr:`Slot.num` over the slots from ``from_ms``'s on (RocketMQ 5's ``TimerWheel.getAllNum``):
