@@ -19,7 +19,7 @@ from broker.embedded import EmbeddedCluster
 from client.admin import Admin
 from client.consumer.listener import ConsumeConcurrentlyStatus
 from client.consumer.push import PushConsumer
-from client.errors import MQBrokerError
+from client.errors import BrokerNotExistError, MQBrokerError
 from client.message import Message
 from client.offset_reset import Rollback, reset_offline
 from client.producer import Producer
@@ -137,6 +137,30 @@ async def test_admin_reads_a_broker_from_its_slave_while_the_master_is_down(tmp_
     assert [m.body for m in found] == [b"on the slave too"]
     assert status[mq].max_offset == sent.queue_offset + 1
     assert (progress[mq].broker_offset, progress[mq].consumer_offset) == (1, 1)
+
+
+async def test_a_query_by_key_of_every_broker_refuses_a_slaves_answer_while_its_master_is_down(tmp_path: Path) -> None:
+    """``every_broker`` (the Spark sink's marker lookup, where "not found" means "not stored") asks each broker's
+    master: a slave may not hold what its master stored (RocketMQ's HA copies asynchronously, ASYNC_MASTER by
+    default: store/src/main/java/org/apache/rocketmq/store/ha/HAService.java), so a broker whose master is down
+    raises BrokerNotExistError rather than answer from the slave. A plain query still reads the slave."""
+    async with (
+        EmbeddedCluster(tmp_path / "c", slaves=1, **SMALL_STORE) as cluster,
+        Admin(cluster.namesrv_addr) as admin,
+    ):
+        await admin.create_topic("SlaveMarks", read_queue_nums=1, write_queue_nums=1, broker_addr=cluster.broker_addr)
+        await _wait_routed(admin, "SlaveMarks")
+        async with Producer("pg-slave-marks", cluster.namesrv_addr) as producer:
+            await producer.send(Message("SlaveMarks", b"marker", keys="mark"))
+        await cluster.wait_replicated()
+        assert len(await admin.query_msg_by_key("SlaveMarks", "mark", every_broker=True)) == 1
+        await cluster.stop_broker()
+        with trio.fail_after(60):
+            while 0 in (await admin.topic_route("SlaveMarks")).broker_datas[0].broker_addrs:
+                await trio.sleep(0.05)
+        assert len(await admin.query_msg_by_key("SlaveMarks", "mark")) == 1
+        with pytest.raises(BrokerNotExistError, match="broker-a"):
+            await admin.query_msg_by_key("SlaveMarks", "mark", every_broker=True)
 
 
 async def test_reset_offset_by_time_goes_to_the_slave_while_the_master_is_down(tmp_path: Path) -> None:
