@@ -36,7 +36,7 @@ import orjson
 
 from client.admin_ops import AdminOps
 from client.config import ClientConfig
-from client.errors import MQBrokerError, MQClientError, TopicRouteNotFoundError
+from client.errors import BrokerNotExistError, MQBrokerError, MQClientError, TopicRouteNotFoundError
 from client.handlers import parse_reset_offset_body
 from client.instance import new_instance
 from client.message import uncompressed
@@ -218,6 +218,17 @@ class Admin(AdminOps):
         route = await self.topic_route(topic)
         picked = ((bd.broker_name, bd.select_broker_addr() if reads else bd.master_addr) for bd in route.broker_datas)
         return sorted((name, addr) for name, addr in picked if addr)
+
+    async def _topic_masters(self, topic: str) -> list[tuple[str, str]]:
+        """``(broker name, master address)`` of each broker of ``topic``'s route; BrokerNotExistError for one whose
+        master is down: its slave may not hold what the master stored (HA copies asynchronously)."""
+        masters = []
+        for bd in (await self.topic_route(topic)).broker_datas:
+            addr = bd.master_addr
+            if not addr:
+                raise BrokerNotExistError(bd.broker_name)
+            masters.append((bd.broker_name, addr))
+        return sorted(masters)
 
     async def _group_brokers(self, group: str, *, reads: bool) -> list[str]:
         """The brokers ``group`` lives on: those of its ``%RETRY%`` topic's route (DefaultMQAdminExtImpl's
@@ -475,8 +486,10 @@ class Admin(AdminOps):
         MQAdminImpl.queryMessage matches only the KEYS tokens (client/src/main/java/org/apache/rocketmq/client/impl/
         MQAdminImpl.java); a producer's msgId is looked up with :meth:`query_msg_by_unique_key`. Without ``end_ms``
         the range is open-ended (Java mqadmin's ``Long.MAX_VALUE``), so a broker clock ahead of ours hides nothing.
-        ``every_broker``: raise when any broker fails or does not answer in time, for a caller that takes "nothing
-        found" as "nothing stored" (the Spark sink's markers), where Java's passes it over."""
+        ``every_broker``: ask each broker's master and raise when any broker has none up (BrokerNotExistError: a slave
+        may lack what its master stored), fails or does not answer in time, for a caller that takes "nothing found" as
+        "nothing stored" (the Spark sink's markers), where Java's reads a slave or passes the broker over. A broker
+        the route no longer lists (the name server dropped a dead master without a slave) is not asked at all."""
         end = JAVA_LONG_MAX if end_ms is None else end_ms
         header = QueryMessageRequestHeader(
             topic=topic, key=key, max_num=max_num, begin_timestamp=begin_ms, end_timestamp=end
@@ -490,8 +503,9 @@ class Admin(AdminOps):
         """QUERY_MESSAGE on each broker of ``header.topic`` (reads), all at once, each within QUERY_TIMEOUT and all
         within QUERY_WAIT; the messages ``keep`` accepts, oldest first. A broker that fails or has not answered in
         time is logged and passed over, as MQAdminImpl.queryMessage; an error is raised only when none answered, or,
-        with ``every_broker``, when any one did not."""
-        brokers = await self._topic_brokers(header.topic, reads=True)
+        with ``every_broker`` (masters only, see :meth:`query_msg_by_key`), when any one did not."""
+        topic = header.topic
+        brokers = await (self._topic_masters(topic) if every_broker else self._topic_brokers(topic, reads=True))
         found: list[MessageExt] = []
         failed: list[Exception] = []
         answered = 0

@@ -370,9 +370,11 @@ class BrokerSession:
 
     def query_by_key(self, topic: str, key: str) -> list[MessageExt]:
         """Messages of ``topic`` indexed under ``key`` (QUERY_MESSAGE on every master; Admin drops hash collisions).
-        Raises what a master that fails or does not answer raised: its messages are not known to be absent (Java's
-        ``MQAdminImpl.queryMessage`` passes such a master over, fine for ``mqadmin`` but not for the sink's markers,
-        whose absence makes a task publish its rows)."""
+        Raises what a master that fails or does not answer raised, and BrokerNotExistError for a broker of the route
+        whose master is down: its messages are not known to be absent (Java's ``MQAdminImpl.queryMessage`` passes
+        such a master over or reads its slave, fine for ``mqadmin`` but not for the sink's markers, whose absence
+        makes a task publish its rows). A broker the route no longer lists is not asked (see
+        :mod:`spark.stream_writer`'s limits)."""
 
         async def query() -> list[MessageExt]:
             end = int(time.time() * 1000) + 86_400_000  # a day of clock skew between this host and the broker

@@ -21,11 +21,13 @@ that request needs under ACL, by its first marker's send (:class:`MarkerLog`).
 A task first looks for (1) and (2): either found means its rows are already published, and it sends nothing. Else it
 looks for (3) per topic: when found (an earlier attempt of the task died part-way), it pulls the topic's queues from
 the recorded offsets, collects the ``SPARK_SEQ`` values stamped with its ``txn`` and sends only the other rows. Every
-lookup asks each master of the commit topic and fails the task when one does not answer: a marker there is not known
-to be absent (the admin's QUERY_MESSAGE, as Java's ``MQAdminImpl.queryMessage``, passes such a master over). So a
-commit that fails after the tasks published, a driver crash, a task retried after a partial send, and a batch
-re-planned after a restart all end with each row stored once. A task without rows opens no client and writes no
-marker, and neither does the commit of a batch without rows.
+lookup asks the master of each broker the commit topic's route lists and fails the task when one does not answer or
+a listed broker has no master up: a marker there is not known to be absent (the admin's QUERY_MESSAGE, as Java's
+``MQAdminImpl.queryMessage``, passes a silent master over and reads a slave while its master is down, and a slave may
+not hold what its master stored: HA copies asynchronously). So a commit that fails after the tasks published, a
+driver crash, a task retried after a partial send, and a batch re-planned after a restart all end with each row
+stored once. A task without rows opens no client and writes no marker, and neither does the commit of a batch without
+rows.
 
 Why not transactional half messages: they would make rows invisible until the driver commits, but they depend on the
 broker's transaction check-back and END_TRANSACTION, which were being built at the same time as this connector; the
@@ -35,11 +37,17 @@ same), and a row carries the two SPARK_* properties. ``abort`` therefore undoes 
 published stay published, and whatever replay follows publishes only what is missing. A committed batch can never
 be undone.
 
-Limits: exactly once assumes the replayed batch's rows reach the same partition (true for Spark's deterministic
-micro-batch replay; their order may differ); a send that the producer retried after a lost response may still be
-stored twice, as with any RocketMQ producer. Two attempts of one task running at once (``spark.speculation``) would
-both publish the rows: neither sees the other's ``done`` marker, and the second may scan the first's rows while it is
-still sending; a session with speculation on therefore has its stream writes refused when the query starts
+Limits: a broker the commit topic's route no longer lists is not asked: the name server drops a broker whose master is
+gone and that has no slave (at once when its connection closes, else after 120 s without a registration,
+namesrv/src/main/java/org/apache/rocketmq/namesrv/routeinfo/RouteInfoManager.java ``onChannelDestroy`` /
+``scanNotActiveBroker``, BROKER_CHANNEL_EXPIRED_TIME), so a replay while a slave-less master that held the task's
+markers is down, or after it was replaced by another broker, finds no marker and publishes the task's rows again. Keep
+the commit topic on brokers with slaves (or DLedger groups): their route stays listed and a lookup fails until a master
+is up. Exactly once also assumes the replayed batch's rows reach the same partition (true for Spark's deterministic
+micro-batch replay; their order may differ); a send that the producer retried after a lost response may still be stored
+twice, as with any RocketMQ producer. Two attempts of one task running at once (``spark.speculation``) would both
+publish the rows: neither sees the other's ``done`` marker, and the second may scan the first's rows while it is still
+sending; a session with speculation on therefore has its stream writes refused when the query starts
 (:func:`spark.source.register`, :func:`spark.source.check_no_speculation`).
 """
 
