@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import bisect
 import tempfile
+import tracemalloc
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from broker.timer import TIMER_TOPIC, TimerStore
-from broker.timer.wheel import TimerWheel
+from broker.timer.wheel import WHEEL_SLOTS, TimerWheel
 from remoting.codec.message import MessageRecord
 from tests.semantics.test_timer import open_timer_store, run_timer
 
@@ -82,3 +83,21 @@ def test_the_snapshot_equals_a_full_scan_of_the_wheel_whatever_was_filed_and_wal
         finally:
             timers.close()
             store.close()
+
+
+def test_an_empty_wheel_keeps_no_count_tree_in_ram(tmp_path: Path) -> None:
+    """The kept counts take 8 bytes a slot (4.8 MB at the default 604,800) once a timer is filed: a broker whose wheel
+    is empty, as most are, loads and counts it without allocating them (it took 9.7 MB of every idle broker)."""
+    wheel = TimerWheel(tmp_path / "timerwheel", WHEEL_SLOTS, 100)
+    tracemalloc.start()
+    try:
+        wheel.load()
+        assert wheel.count_from(0) == 0
+        empty_peak = tracemalloc.get_traced_memory()[1]
+        wheel.put(wheel.get(500)._replace(last=0, entries=1))
+        filled = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+        wheel.close()
+    assert empty_peak < WHEEL_SLOTS, empty_peak  # well under a byte a slot
+    assert filled >= 8 * WHEEL_SLOTS, filled  # the tree, from the first timer on
