@@ -25,6 +25,7 @@ from dledger.messages import (
     VoteResponse,
     decode,
     decode_push,
+    decode_push_response,
     encode,
     encode_push,
     encode_push_response,
@@ -249,6 +250,37 @@ def test_the_push_answer_encoder_writes_the_general_encoders_bytes(
     general = orjson.dumps(to_json_dict(response), option=orjson.OPT_SORT_KEYS)
     assert encode_push_response(response) == general == encode(response)
     assert decode(PushEntryResponse, general) == response
+
+
+_ANSWER_KEYS = ["group", "remoteId", "localId", "leaderId", "term", "code", "index", "beginIndex", "endIndex", "count"]
+
+
+@given(st.dictionaries(st.sampled_from(_ANSWER_KEYS), _JSON_VALUES))
+def test_the_push_answer_decoder_gives_what_the_general_decoder_gives(fields: dict[str, object]) -> None:
+    """The leader's fast path for its followers' answers: the same answer for every body, the same error for a bad
+    one (a term above TERM_MAX, an integer past a Java long, a string where an integer goes, ...)."""
+    body = orjson.dumps(fields)
+    outcomes = []
+    for parse in (decode_push_response, lambda b: messages._from_dict(PushEntryResponse, orjson.loads(b))):
+        try:
+            outcomes.append(parse(body))
+        except MessageError as exc:
+            outcomes.append(str(exc))
+    assert outcomes[0] == outcomes[1]
+    if isinstance(outcomes[0], PushEntryResponse):
+        assert decode(PushEntryResponse, body) == outcomes[0]
+    for bad in (b"[1]", b"{", memoryview(b"nope"), b'{"term":4611686018427387904}', b'{"index":true}'):
+        with pytest.raises(MessageError):
+            decode_push_response(bad)
+
+
+def test_a_push_answer_from_a_follower_decodes_field_by_field() -> None:
+    """A follower's usual answer, as a Java follower writes it, read by the fast path."""
+    body = b'{"beginIndex":-1,"code":200,"count":0,"endIndex":-1,"group":"g","index":7,"leaderId":"n0",'
+    body += b'"localId":"n1","remoteId":"n0","term":3}'
+    assert decode_push_response(memoryview(body)) == PushEntryResponse(
+        group="g", remote_id="n0", local_id="n1", leader_id="n0", term=3, code=200, index=7
+    )
 
 
 def test_only_small_entries_have_their_json_kept_for_the_next_follower() -> None:
