@@ -485,7 +485,37 @@ def _object(body: bytes | memoryview) -> dict[str, Any]:
 
 def decode(cls: type[_M], body: bytes | memoryview) -> _M:
     """Parse a JSON body into ``cls`` (one of this module's classes). Raises MessageError."""
+    if cls is PushEntryResponse:
+        return decode_push_response(body)  # type: ignore[return-value]
     return _from_dict(cls, _object(body))
+
+
+def decode_push_response(body: bytes | memoryview) -> PushEntryResponse:
+    """``decode(PushEntryResponse, body)`` without the general table (the leader reads one per follower and entry
+    with the default push): the usual answer's fields type-checked and taken straight; any field of another shape goes
+    the general way, which raises for it."""
+    data = _object(body)
+    get = data.get
+    group, remote_id, local_id, leader_id = get("group"), get("remoteId"), get("localId"), get("leaderId")
+    term, code, index = get("term"), get("code"), get("index")
+    begin, end, count = get("beginIndex"), get("endIndex"), get("count")
+    if not (
+        (group is None or type(group) is str) and (remote_id is None or type(remote_id) is str)
+        and (local_id is None or type(local_id) is str) and (leader_id is None or type(leader_id) is str)
+        and (term is None or (type(term) is int and -_I64 <= term <= TERM_MAX))
+        and (code is None or (type(code) is int and -_I64 <= code < _I64))
+        and (index is None or (type(index) is int and -_I64 <= index < _I64))
+        and (begin is None or (type(begin) is int and -_I64 <= begin < _I64))
+        and (end is None or (type(end) is int and -_I64 <= end < _I64))
+        and (count is None or (type(count) is int and -_I64 <= count < _I64))
+    ):  # fmt: skip
+        return _from_dict(PushEntryResponse, data)
+    return PushEntryResponse(
+        group=group, remote_id=remote_id, local_id=local_id, leader_id=leader_id,
+        term=-1 if term is None else term, code=200 if code is None else code, index=index,
+        begin_index=-1 if begin is None else begin, end_index=-1 if end is None else end,
+        count=0 if count is None else count,
+    )  # fmt: skip
 
 
 _PUSH_TYPES: Final = {t.name: t for t in PushType}
