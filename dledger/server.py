@@ -58,6 +58,7 @@ from dledger.config import DLedgerConfig
 from dledger.effects import AppendDone, Committed, Effect, Reply, RoleChanged, Send
 from dledger.entry import Entry
 from dledger.file_store import FileLedger, FileTermStore
+from dledger.handoff import run_in_thread
 from dledger.ledger import Bodies
 from dledger.messages import (
     BY_CODE,
@@ -332,7 +333,7 @@ class DLedgerServer:
         plan = self.ledger.flush_plan()
         try:
             if plan[1] or plan[2]:
-                await trio.to_thread.run_sync(self.ledger.flush_planned, plan)
+                await run_in_thread(self.ledger.flush_planned, plan)
         except OSError as exc:
             if self._flush_streak.failed():
                 log.error("dledger %s: flush failed, trying again every %.1f s: %s", self.config.self_id,
