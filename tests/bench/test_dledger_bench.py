@@ -10,6 +10,7 @@ import sys
 from argparse import Namespace
 from pathlib import Path
 
+from bench import dledger_calls
 from bench.dledger_failover import _ROOT, run_env
 from bench.dledger_throughput import _load, cpu_bound, window_cpu
 from bench.load.procstat import CpuSampler
@@ -70,3 +71,13 @@ def test_each_members_cpu_is_read_over_the_producer_tools_window() -> None:
     member.samples = [(10.0, 1.0), (11.0, 2.0), (12.0, 2.5), (13.0, 4.0)]
     summary = {"window_monotonic": [11.0, 12.0], "load_cpu_seconds": 0.25}
     assert window_cpu(summary, {"leader": member}) == {"leader": 0.5, "producer": 0.25}
+
+
+def test_the_calls_bench_prints_each_case_each_way_and_their_medians() -> None:
+    lines = dledger_calls.run(2, scale=0.001)
+    assert [(line.get("round"), line.get("case") or line.get("summary")) for line in lines] == [
+        (0, "answer_decode"), (0, "flush_handoff"), (1, "answer_decode"), (1, "flush_handoff"),
+        (None, "answer_decode"), (None, "flush_handoff"),
+    ]  # fmt: skip
+    assert set(lines[-2]["median_us_per_call"]) == {"general", "field_by_field"}
+    assert set(lines[-1]["median_us_per_call"]) == {"to_thread", "run_in_thread"}
