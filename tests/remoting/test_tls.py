@@ -7,6 +7,7 @@ import contextlib
 import socket
 import ssl
 import sys
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -352,6 +353,7 @@ async def test_a_key_that_does_not_match_its_certificate_is_logged_and_the_serve
 
 _GENERATED_LATE = """
 import sys
+import time
 import trio
 from broker.embedded import EmbeddedCluster
 from remoting.client import RemotingClient
@@ -380,3 +382,53 @@ async def test_test_mode_generates_its_certificate_at_the_first_tls_handshake_no
         [sys.executable, "-c", _GENERATED_LATE, str(tmp_path / "c")], capture_stdout=True, capture_stderr=True
     )
     assert done.stdout.decode().split() == ["False", "True"], done.stderr.decode()[-2000:]
+
+
+def _slow_generated_context() -> ssl.SSLContext:
+    time.sleep(0.2)  # the first generation imports ``cryptography``: about 0.1 s in a fresh process
+    return server_context(TlsSettings(tls_config_file="/nonexistent/tls.properties"))
+
+
+async def test_tls_handshakes_arriving_while_test_mode_makes_its_certificate_wait_for_it(
+    nursery: trio.Nursery,
+) -> None:
+    """Test mode's context is made at the first TLS handshake, in a worker thread: handshakes arriving meanwhile wait
+    for it, as a Java server has its context before it binds (a review found them closed: "a TLS handshake and no TLS
+    context")."""
+    dispatcher = Dispatcher()
+    dispatcher.register(1000, EchoProcessor(), ProcessorPool("echo", 2, 100))
+    config = ServerConfig(tls_mode=PERMISSIVE, ssl_context=_slow_generated_context, tls_generated=True)
+    server = RemotingServer(dispatcher, config)
+    host, port = await nursery.start(server.serve, "127.0.0.1", 0)
+    echoed = []
+
+    async def one() -> None:
+        async with RemotingClient(ssl_context=client_context()) as client:
+            echoed.append(await _echo(client, f"{host}:{port}"))
+
+    async with trio.open_nursery() as clients:
+        for _ in range(5):
+            clients.start_soon(one)
+    assert echoed == [b"over the wire"] * 5
+    assert server.refused_connections == 0
+
+
+def _failing_generated_context() -> ssl.SSLContext:
+    raise ImportError("cryptography is not installed")
+
+
+async def test_test_mode_failing_to_make_its_certificate_closes_tls_connections_only(nursery: trio.Nursery) -> None:
+    """Whatever making test mode's certificate raises is logged and TLS connections are closed; the server, and its
+    plaintext connections, go on (NettyRemotingServer.loadSslContext logs any failure; a review found an ImportError
+    at the first handshake stopping the whole server)."""
+    dispatcher = Dispatcher()
+    dispatcher.register(1000, EchoProcessor(), ProcessorPool("echo", 2, 100))
+    config = ServerConfig(tls_mode=PERMISSIVE, ssl_context=_failing_generated_context, tls_generated=True)
+    server = RemotingServer(dispatcher, config)
+    host, port = await nursery.start(server.serve, "127.0.0.1", 0)
+    for _ in range(2):
+        async with RemotingClient(ssl_context=client_context()) as client:
+            with pytest.raises(RemotingConnectError):
+                await _echo(client, f"{host}:{port}")
+    async with RemotingClient() as plain:
+        assert await _echo(plain, f"{host}:{port}") == b"over the wire"
