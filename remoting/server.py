@@ -223,6 +223,7 @@ class RemotingServer:
         self._refusals = RateLimitedLog(log)
         self._ssl_context: ssl.SSLContext | None = None
         self._generate_context = trio.Lock() if self.config.tls_generated else None  # held while test mode makes it
+        self._generation_tried = False
         self._open = 0  # accepted sockets not yet closed, whatever their stage (peek, handshake, serving)
         #: Connections closed by the cap, by the TLS mode, or by a failed handshake (tests and stats).
         self.refused_connections = 0
@@ -291,18 +292,20 @@ class RemotingServer:
             )
 
     async def _generated_context(self) -> ssl.SSLContext | None:
-        """Test mode's context, made once at the first TLS handshake in a worker thread (``tls_generated``); ``None``
-        when it is not test mode or making it failed (logged once; TLS connections are closed then)."""
+        """Test mode's context, made once, at the first TLS handshake, in a worker thread (``tls_generated``);
+        handshakes arriving meanwhile wait for it. ``None`` when it is not test mode or making it failed: whatever it
+        raised is logged once and TLS connections are closed, as ``NettyRemotingServer.loadSslContext`` logs any
+        failure, the server going on."""
         factory, lock = self.config.ssl_context, self._generate_context
         if factory is None or lock is None:
             return None
         async with lock:
-            if self._generate_context is not None:  # the first handshake makes it, or fails for good
-                self._generate_context = None
+            if not self._generation_tried:
+                self._generation_tried = True
                 try:
                     self._ssl_context = await trio.to_thread.run_sync(factory)
-                except (OSError, ssl.SSLError, ValueError) as exc:
-                    log.error("cannot build the TLS context, TLS connections will be closed: %s", exc)
+                except Exception:
+                    log.exception("cannot build the TLS context, TLS connections will be closed")
         return self._ssl_context
 
     def _tls_file_hashes(self) -> dict[str, bytes]:
