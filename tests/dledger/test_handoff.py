@@ -52,3 +52,14 @@ async def test_a_cancelled_caller_waits_for_the_work_to_finish() -> None:
             assert finished == [True]
             await trio.sleep(0)
         assert scope.cancelled_caught
+
+
+async def test_a_caller_already_cancelled_runs_no_work() -> None:
+    """As ``trio.to_thread.run_sync``'s checkpoint before it starts: a cancelled scope raises ``Cancelled`` at once
+    and the work never runs (a review found it ran: one more flush in a member shutting down)."""
+    ran = []
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        await handoff.run_in_thread(ran.append, 1)
+    assert scope.cancelled_caught
+    assert ran == []
