@@ -23,7 +23,9 @@ def _wait_for_the_work(_: Any) -> trio.lowlevel.Abort:
 
 
 async def run_in_thread(work: Callable[..., _T], *args: Any) -> _T:
-    """``work(*args)`` in a worker thread; its result, or its exception raised here."""
+    """``work(*args)`` in a worker thread; its result, or its exception raised here. A caller already cancelled
+    gets ``Cancelled`` and no work runs, as ``to_thread.run_sync`` checks before it starts."""
+    await trio.lowlevel.checkpoint_if_cancelled()
     task = trio.lowlevel.current_task()
     token = trio.lowlevel.current_trio_token()
 
