@@ -335,13 +335,14 @@ class MappedFile:
             self._zero_pages(start, stop)
 
     def _zero_pages(self, pos: int, end: int) -> None:
-        """Zero the pages of ``[pos, end)`` that are not, a 1 MiB chunk compared at a time, then its pages."""
+        """Zero the pages of ``[pos, end)`` that are not, a 1 MiB chunk compared at a time, then its pages (the
+        kernel's: a write faults a whole page in, 64 KiB on some arm64 and ppc64le kernels)."""
         while pos < end:
             stop = min(end, pos + len(_ZERO_CHUNK))
             if self.view[pos:stop] != _ZERO_CHUNK[: stop - pos]:
                 page = pos
                 while page < stop:
-                    page_end = min(stop, page - page % PAGE_SIZE + PAGE_SIZE)
+                    page_end = min(stop, page - page % mmap.PAGESIZE + mmap.PAGESIZE)
                     if self.view[page:page_end] != _ZERO_CHUNK[: page_end - page]:
                         self.buf[page:page_end] = _ZERO_CHUNK[: page_end - page]
                     page = page_end
