@@ -472,3 +472,33 @@ def test_files_made_here_reload_on_a_full_disk(full_disk: Path) -> None:
     index segment read all of it. It reads only the pages that hold data now (``SEEK_DATA``), so a store, a ledger and
     a wheel made here all reload on a full disk."""
     assert run_child("healthy_full_case", full_disk) == {"store": "FOUND", "dledger": 0, "wheel": "ok"}
+
+
+def test_a_file_system_that_reports_no_holes_gets_the_whole_range_asked_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where a file system has neither FIEMAP nor its own ``SEEK_HOLE`` (NFSv3, 9p, FUSE), Linux's generic lseek
+    answers ``SEEK_HOLE`` with the file's size: "no hole" for a sparse file. Then the whole range is asked for, as
+    before holes were told apart, and the first hole is taken to be at 0 (a review found the sparse file taken for
+    allocated, so nothing reserved)."""
+    from store import mapped_file
+
+    path = tmp_path / "sparse"
+    with path.open("wb") as f:
+        f.truncate(1 << 20)  # sparse: no block at all
+    real_lseek = os.lseek
+
+    def no_fiemap(*_: object) -> list[tuple[int, int]]:
+        raise OSError(errno.EOPNOTSUPP, "no FIEMAP")
+
+    def generic_lseek(fd: int, pos: int, how: int) -> int:
+        return os.fstat(fd).st_size if how == os.SEEK_HOLE else real_lseek(fd, pos, how)
+
+    monkeypatch.setattr(mapped_file, "_extents", no_fiemap)
+    monkeypatch.setattr(mapped_file.os, "lseek", generic_lseek)
+    fd = os.open(path, os.O_RDWR)
+    try:
+        assert mapped_file.file_holes(fd, 4096, 65536) == [(4096, 65536)]
+        assert mapped_file.first_hole(fd, 1 << 20) == 0
+    finally:
+        os.close(fd)
