@@ -81,7 +81,7 @@ def reserve_blocks(fd: int, offset: int, length: int, path: Path) -> None:
 def file_holes(fd: int, start: int, end: int) -> list[tuple[int, int]]:
     """The ranges of ``[start, end)`` that the file ``fd`` has no blocks for, past its end included: the gaps between
     its extents (FIEMAP, where unwritten, preallocated ones count as blocks), else its holes as ``SEEK_HOLE`` sees them
-    (tmpfs), else the whole range."""
+    (tmpfs), else (no ``SEEK_HOLE``, or one that reports no hole in a sparse file) the whole range."""
     size = os.fstat(fd).st_size
     inside = min(end, size)
     holes: list[tuple[int, int]] = []
@@ -93,6 +93,8 @@ def file_holes(fd: int, start: int, end: int) -> list[tuple[int, int]]:
                 holes = _seek_holes(fd, start, inside)
             except OSError:
                 holes = [(start, inside)]
+            if not holes and _sparse(fd, size):  # generic lseek: SEEK_HOLE says "the end" for any file
+                holes = [(start, inside)]
     if end > max(start, size):
         holes.append((max(start, size), end))
     return holes
@@ -100,11 +102,19 @@ def file_holes(fd: int, start: int, end: int) -> list[tuple[int, int]]:
 
 def first_hole(fd: int, size: int) -> int:
     """Where the file ``fd`` of ``size`` bytes may first have no block (``SEEK_HOLE``: on XFS and ext4 an unwritten,
-    preallocated range counts as a hole, so this may be early, never late); 0 where the file system cannot tell."""
+    preallocated range counts as a hole, so this may be early, never late); 0 where the file system cannot tell (no
+    ``SEEK_HOLE``, or one that reports none in a sparse file)."""
     try:
-        return min(size, os.lseek(fd, 0, os.SEEK_HOLE))
+        hole = os.lseek(fd, 0, os.SEEK_HOLE)
     except OSError:
         return 0
+    return 0 if hole >= size and _sparse(fd, size) else min(size, hole)
+
+
+def _sparse(fd: int, size: int) -> bool:
+    """Whether the file has fewer blocks than bytes: a file system without its own ``SEEK_HOLE`` (NFSv3, 9p, FUSE)
+    gets Linux's generic lseek, which reports no hole in a sparse file."""
+    return os.fstat(fd).st_blocks * 512 < size
 
 
 def _extents(fd: int, start: int, end: int) -> list[tuple[int, int]]:
