@@ -56,11 +56,9 @@ class ConsumeOrderlyStatus(enum.Enum):
 
 ConsumeStatus = ConsumeConcurrentlyStatus | ConsumeOrderlyStatus
 #: A listener called with the messages alone.
-PlainListener = Callable[[list[MessageExt]], "ConsumeStatus | Awaitable[ConsumeStatus | None] | None"]
+PlainListener = Callable[[list[MessageExt]], "ConsumeStatus | Awaitable[ConsumeStatus]"]
 #: A listener called with the messages, or with the messages and the call's context (see :func:`takes_context`).
-MessageListener = (
-    PlainListener | Callable[[list[MessageExt], Any], "ConsumeStatus | Awaitable[ConsumeStatus | None] | None"]
-)
+MessageListener = PlainListener | Callable[[list[MessageExt], Any], "ConsumeStatus | Awaitable[ConsumeStatus]"]
 
 #: ``ack_index`` of a context nobody changed: every message of a successful call is done (Java's Integer.MAX_VALUE).
 ACK_ALL: Final = 2**31 - 1
