@@ -190,6 +190,27 @@ async def test_a_delayed_reply_is_pushed_at_once_and_stored_where_it_waits(
     assert parked.properties["CORRELATION_ID"] == "cid-1"
 
 
+@pytest.mark.parametrize(
+    ("extra", "parked_in", "queue"),
+    [(b"DELAY\\u00012\\u0002", SCHEDULE_TOPIC, 1), (b"TIMER_DELAY_SEC\\u000160\\u0002", TIMER_TOPIC, 0)],
+)
+async def test_a_parked_reply_carries_its_push_time_and_one_stored_at_once_does_not(
+    embedded_cluster: EmbeddedCluster, requester: Requester, extra: bytes, parked_in: str, queue: int
+) -> None:
+    """4.9.8's ReplyMessageProcessor.pushReplyMessage puts PUSH_REPLY_TIME into the message's property map when it
+    finds the requester; the stored properties string is the request's, unless CommitLog.asyncPutMessage (5.3.3's
+    HookUtils) parks the reply, which writes the string again from that map: the parked copy carries the push time,
+    a reply stored at once does not (a review found ours without it)."""
+    await ask(embedded_cluster.broker_addr, reply_v2(b"10.1.1.1@req", extra=extra))
+    await ask(embedded_cluster.broker_addr, reply_v2(b"10.1.1.1@req"))
+    pushed = [decode_properties(p.ext_fields["properties"]) for p in requester.pushed]
+    store = embedded_cluster.controller.context.store
+    (parked,) = [decode_record(v) for v in store.get(parked_in, queue, 0, 32).messages]
+    assert parked.properties["PUSH_REPLY_TIME"] == pushed[0]["PUSH_REPLY_TIME"]
+    assert [props.get("PUSH_REPLY_TIME") for props in _stored_replies(embedded_cluster)] == [None]
+    assert "PUSH_REPLY_TIME" in pushed[1]
+
+
 async def test_a_reply_whose_delay_is_no_int_is_pushed_then_answered_with_java_s_exception(
     embedded_cluster: EmbeddedCluster, requester: Requester
 ) -> None:
