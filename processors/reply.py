@@ -22,6 +22,8 @@ import logging
 import time
 from typing import TYPE_CHECKING, Final
 
+import attrs
+
 from processors.common import RequestRejected, born_host
 from processors.send import SendMessageProcessor, number_format_remark
 from processors.send_answer import checked_before_counting
@@ -89,7 +91,7 @@ class ReplyMessageProcessor(SendMessageProcessor):
             self.broker.store_host,
             header.reconsume_times or 0,
         )
-        remark = await self._push(ctx, header, record)
+        remark, pushed_properties = await self._push(ctx, header, record)
         if remark is None:
             response = request.response(
                 ResponseCode.SUCCESS, None, {**base, "msgId": "0", "queueId": str(queue_id), "queueOffset": "0"}
@@ -98,40 +100,49 @@ class ReplyMessageProcessor(SendMessageProcessor):
             response = request.response(ResponseCode.SYSTEM_ERROR, remark, base)
         if self.broker.config.store_reply_message_enable:
             try:
-                parked = self._parked(record)
+                parked = self._parked(record, pushed_properties)
             except RequestRejected as escaped:  # Java's exception answer: no MSG_REGION nor TRACE_ON
                 return escaped.to_response(request)
             if parked is not None:
                 self._store(parked, response, queue_id, message_type(decode_properties(record.properties)))
         return response
 
-    def _parked(self, record: MessageRecord) -> MessageRecord | None:
+    def _parked(self, record: MessageRecord, pushed_properties: str | None) -> MessageRecord | None:
         """The reply as the store takes it: moved to ``SCHEDULE_TOPIC_XXXX`` by a delay level, else to the timer topic
         by a ``TIMER_*`` time (4.9.8's CommitLog.asyncPutMessage, 5.3.3's HookUtils.handleScheduleMessage; a reply's
         sysFlag is never a transaction's there). ``None`` when the timer refuses it (Java only logs that put result).
-        A ``DELAY`` that is no int raises RequestRejected: Java's NumberFormatException escapes the processor."""
+        A ``DELAY`` that is no int raises RequestRejected: Java's NumberFormatException escapes the processor. A parked
+        reply takes the properties it was pushed with (``pushed_properties``, with PUSH_REPLY_TIME), as the store
+        writes a parked message's properties again from the map pushReplyMessage added the push time to; one stored at
+        once keeps the request's."""
         raw = decode_properties(record.properties).get(PROPERTY_DELAY)
         level = java_int(raw) if raw else 0
         if level is None:
             raise RequestRejected(ResponseCode.SYSTEM_ERROR, number_format_remark(str(raw)))
+        mapped = record if pushed_properties is None else attrs.evolve(record, properties=pushed_properties)
         if level > 0 and self.delay_rewrite is not None:
-            return self.delay_rewrite(record, level)
+            return self.delay_rewrite(mapped, level)
         if self.timer_rewrite is None:
             return record
         try:
-            return self.timer_rewrite(record)
+            parked = self.timer_rewrite(mapped)
         except RequestRejected as refused:
             log.warning("reply to %s not stored: %s", record.topic, refused)
             return None
+        return record if parked is mapped else parked
 
-    async def _push(self, ctx: RequestContext, header: SendMessageRequestHeader, record: MessageRecord) -> str | None:
-        """PUSH_REPLY_MESSAGE_TO_CLIENT to the requester; ``None`` when it took the reply, else Java's remark."""
+    async def _push(
+        self, ctx: RequestContext, header: SendMessageRequestHeader, record: MessageRecord
+    ) -> tuple[str | None, str | None]:
+        """PUSH_REPLY_MESSAGE_TO_CLIENT to the requester: Java's remark (``None`` when it took the reply) and the
+        properties pushed (with PUSH_REPLY_TIME; ``None`` when the requester was not found and nothing was pushed)."""
         sender = decode_properties(record.properties).get(PROPERTY_REPLY_TO_CLIENT)
         if sender is None:
-            return f"reply message properties[{PROPERTY_REPLY_TO_CLIENT}] is null"
+            return f"reply message properties[{PROPERTY_REPLY_TO_CLIENT}] is null", None
         channel = self.broker.clients.find_producer_channel(sender)
         if channel is None:
-            return f"push reply message fail, channel of <{sender}> not found."
+            return f"push reply message fail, channel of <{sender}> not found.", None
+        properties = with_properties(record.properties, {PROPERTY_PUSH_REPLY_TIME: str(int(time.time() * 1000))})
         host, port = ctx.remote_address[:2]
         push_header = ReplyMessageRequestHeader(
             producer_group=header.producer_group,
@@ -145,7 +156,7 @@ class ReplyMessageProcessor(SendMessageProcessor):
             born_host=f"{host}:{port}",
             store_host=self.broker.broker_addr,
             store_timestamp=int(time.time() * 1000),
-            properties=with_properties(record.properties, {PROPERTY_PUSH_REPLY_TIME: str(int(time.time() * 1000))}),
+            properties=properties,
             reconsume_times=header.reconsume_times,
             unit_mode=header.unit_mode,
         )
@@ -154,8 +165,8 @@ class ReplyMessageProcessor(SendMessageProcessor):
             answer = await channel.connection.invoke(push, PUSH_REPLY_TIMEOUT)
         except RemotingError as exc:
             log.warning("push reply to %s failed: %s", sender, exc)
-            return f"push reply message to {sender}fail."
-        return None if answer.code == ResponseCode.SUCCESS else f"push reply message to {sender}fail."
+            return f"push reply message to {sender}fail.", properties
+        return None if answer.code == ResponseCode.SUCCESS else f"push reply message to {sender}fail.", properties
 
     def _typed_append(self, kind: str, record: MessageRecord) -> AppendResult:
         """Append the reply, counted as ``kind`` in ``rocketmq_messages_in_total`` unless ``normal``."""
