@@ -67,7 +67,7 @@ async def serve():
 
 take_stop_signals()
 trio.run(serve)
-child = "import signal; print(signal.getsignal(signal.SIGTERM).name, signal.getsignal(signal.SIGINT).name)"
+child = "import signal; print(*(signal.getsignal(s) == signal.SIG_IGN for s in (signal.SIGTERM, signal.SIGINT)))"
 print(subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, check=True).stdout.strip())
 """
 
@@ -78,4 +78,4 @@ def test_a_process_a_server_main_ran_in_starts_children_with_the_default_stop_si
     it starts, which exec keeps (a Python handler it resets): the suite's later brokers never stopped on SIGTERM (found
     by the full run: "slave did not stop within 60s")."""
     done = subprocess.run([sys.executable, "-c", _AFTER_A_MAIN], capture_output=True, text=True, timeout=60)
-    assert done.stdout.split() == ["SIG_DFL", "SIG_DFL"], done.stderr[-2000:]
+    assert done.stdout.split() == ["False", "False"], done.stderr[-2000:]  # neither ignored
