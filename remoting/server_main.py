@@ -119,8 +119,8 @@ def watched_stop_signals() -> tuple[signal.Signals, ...]:
 
 def take_stop_signals() -> None:
     """A server main's first step: until its receiver opens, each watched stop signal ends the process of it (for
-    SIGINT: no KeyboardInterrupt); once the receiver has closed, :func:`open_stop_signal_receiver` leaves it ignored
-    until the process exits."""
+    SIGINT: no KeyboardInterrupt); once the receiver has closed, :func:`open_stop_signal_receiver` drops it until the
+    process exits."""
     for signum in watched_stop_signals():
         signal.signal(signum, _end_of_signal)
 
@@ -149,7 +149,8 @@ def open_stop_signal_receiver() -> Iterator[AsyncIterator[int]]:
 def _ignored_at_exit(signums: tuple[signal.Signals, ...]) -> Iterator[None]:
     """Ignore ``signums`` around the block and restore their handlers after it: trio's receiver, opened inside,
     puts back SIG_IGN before it raises the signals it did not deliver again, so the kernel drops them. In a server
-    main (:func:`take_stop_signals`) they stay ignored: the process is about to exit."""
+    main (:func:`take_stop_signals`) they are dropped from then on, by a handler that does nothing rather than
+    SIG_IGN, which the processes it may still start (a test, a tool running the main in-process) would inherit."""
     previous = {signum: signal.getsignal(signum) for signum in signums}
     for signum in signums:
         signal.signal(signum, signal.SIG_IGN)
@@ -157,7 +158,12 @@ def _ignored_at_exit(signums: tuple[signal.Signals, ...]) -> Iterator[None]:
         yield
     finally:
         for signum, handler in previous.items():
-            signal.signal(signum, signal.SIG_IGN if handler is _end_of_signal else handler)
+            signal.signal(signum, _drop_signal if handler is _end_of_signal else handler)
+
+
+def _drop_signal(signum: int, frame: object) -> None:
+    """A stop signal after the server main's shutdown: nothing more to do (``java.lang.Shutdown.exit`` lets it wait for
+    the hooks already run). A Python handler, so exec resets it in a child, where SIG_IGN would be inherited."""
 
 
 async def _never() -> AsyncIterator[int]:
