@@ -27,6 +27,7 @@ import trio
 from broker.persistence import ConfigPersister
 from store.metadata_files import ConsumerOffsetTable, LmqOffsets, consumer_offset_file, lmq_consumer_offset_file
 from store.multi_dispatch import LMQ_PREFIX
+from store.services import check_period
 
 log = logging.getLogger(__name__)
 
@@ -41,8 +42,7 @@ class ConsumerOffsetManager:
     """Consume progress of every group; see the module docstring."""
 
     def __init__(self, config_dir: Path, flush_interval_ms: int = 5000, lmq: bool = False) -> None:
-        if flush_interval_ms <= 0:  # BrokerController.initialize's scheduleAtFixedRate: IllegalArgumentException
-            raise ValueError(f"flushConsumerOffsetInterval {flush_interval_ms} is illegal: the period must be positive")
+        check_period("flushConsumerOffsetInterval", flush_interval_ms)
         self.flush_interval = flush_interval_ms / 1000
         self._table: ConsumerOffsetTable = {}
         self.persister = ConfigPersister(consumer_offset_file(config_dir), self._snapshot)

@@ -52,7 +52,7 @@ from broker.protection import BrokerProtection
 from broker.registration import BrokerRegistration
 from broker.replication import ReplicationRole
 from broker.role_services import RoleServices
-from broker.schedule import ScheduleMessageService, check_flush_interval
+from broker.schedule import ScheduleMessageService
 from broker.security import (
     acl_manager_of,
     client_idle_timeout,
@@ -96,7 +96,7 @@ from remoting.rpc_metrics import RpcLatency
 from remoting.server import RemotingServer, idle_timeout_of
 from remoting.tls import tls_properties_in
 from store.results import AppendResult
-from store.services import check_clean_resource_interval
+from store.services import check_period
 
 log = logging.getLogger(__name__)
 
@@ -169,8 +169,9 @@ class BrokerController:
         self.context.hold = self.hold
         self.put_futures = PutFutureService()
         if config.broker_role != "SLAVE" and not config.enable_dleger_commit_log:
-            check_flush_interval(config.flush_delay_offset_interval)  # DefaultMessageStore.start starts the schedule
-        check_clean_resource_interval(config.clean_resource_interval)  # then its addScheduleTask, on every role
+            # DefaultMessageStore.start starts the schedule
+            check_period("flushDelayOffsetInterval", config.flush_delay_offset_interval)
+        check_period("cleanResourceInterval", config.clean_resource_interval)  # then its addScheduleTask, on every role
         self.schedule = ScheduleMessageService(
             self.context.store,
             config_dir_of(config),

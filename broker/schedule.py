@@ -18,9 +18,10 @@ is retried after 100 ms, as 4.9.8 does; other errors are logged and the level wa
 
 Durability: offsets are saved every ``flush_interval`` seconds (``flushDelayOffsetInterval``, 10 s) and once more at
 shutdown, after the loops stopped. A master outside DLedger mode refuses to start with an interval of 0 or less
-(:func:`check_flush_interval`); a DLedger leader runs without the periodic save then, as 4.9.8's changeToMaster logs the
-schedule's failed ``scheduleAtFixedRate`` after its level tasks were scheduled. A clean restart neither loses nor
-repeats a delivery; after a crash the deliveries of the last interval may be repeated (at least once, as in RocketMQ).
+(:func:`store.services.check_period`); a DLedger leader runs without the periodic save then, as 4.9.8's changeToMaster
+logs the schedule's failed ``scheduleAtFixedRate`` after its level tasks were scheduled. A clean restart neither loses
+nor repeats a delivery; after a crash the deliveries of the last interval may be repeated (at least once, as in
+RocketMQ).
 What is saved, and what GET_ALL_DELAY_OFFSET hands a slave (:meth:`confirmed_offsets`), is the progress whose deliveries
 end at or below the store's ``confirmed_offset``: in DLedger mode a delivery the leader appended but a majority does not
 hold yet is not counted, so a leader change may repeat it but never skips it (4.9.8 gets the same by waiting for each
@@ -60,7 +61,6 @@ __all__ = [
     "PROPERTY_REAL_QID",
     "PROPERTY_REAL_TOPIC",
     "ScheduleMessageService",
-    "check_flush_interval",
 ]
 
 log = logging.getLogger(__name__)
@@ -75,13 +75,6 @@ _TIMER_PROPERTIES: Final = frozenset({"TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TI
 _BATCH: Final = 256
 _RETRY_AFTER_REFUSAL: Final = 0.1
 _WAIT_AFTER_ERROR: Final = 10.0
-
-
-def check_flush_interval(interval_ms: int) -> None:
-    """Refuse a ``flushDelayOffsetInterval`` of 0 or less with ``ValueError``, as 4.9.8's ScheduleMessageService.start
-    gets IllegalArgumentException from ``scheduleAtFixedRate`` and BrokerStartup exits (a master outside DLedger)."""
-    if interval_ms <= 0:
-        raise ValueError(f"flushDelayOffsetInterval {interval_ms} is illegal: the period must be positive")
 
 
 class ScheduleMessageService:

@@ -758,11 +758,13 @@ DISK_CHECK_DELAY_S: Final = 1.0
 DISK_CHECK_INTERVAL_S: Final = 10.0
 
 
-def check_clean_resource_interval(interval_ms: int) -> None:
-    """Refuse a ``cleanResourceInterval`` of 0 or less with ``ValueError``, as 4.9.8's DefaultMessageStore.start gets
-    IllegalArgumentException from addScheduleTask's ``scheduleAtFixedRate`` and BrokerStartup exits."""
+def check_period(setting: str, interval_ms: int) -> None:
+    """Refuse the period ``setting`` of 0 or less with ``ValueError``, as Java's ``scheduleAtFixedRate`` throws
+    IllegalArgumentException for it and BrokerStartup exits: ``cleanResourceInterval`` (4.9.8 DefaultMessageStore's
+    addScheduleTask), ``flushDelayOffsetInterval`` (ScheduleMessageService.start), ``flushConsumerOffsetInterval``
+    (BrokerController.initialize)."""
     if interval_ms <= 0:
-        raise ValueError(f"cleanResourceInterval {interval_ms} is illegal: the period must be positive")
+        raise ValueError(f"{setting} {interval_ms} is illegal: the period must be positive")
 
 
 class RetentionService:
