@@ -4,6 +4,7 @@ itself with a HEART_BEAT, and Java's answers when the requester is unknown, gone
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import AsyncIterator
 
 import pytest
@@ -12,7 +13,7 @@ import trio
 from broker.embedded import EmbeddedCluster
 from client.admin import Admin
 from remoting.client import RemotingClient
-from remoting.codec.bodies import HeartbeatData, ProducerData
+from remoting.codec.bodies import HeartbeatData, MessageQueue, ProducerData
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand, request
 from remoting.codec.headers.ops import ReplyMessageRequestHeader
@@ -26,17 +27,24 @@ REPLY_TOPIC = "DefaultCluster_REPLY_TOPIC"
 
 
 def reply_v2(
-    client_id: bytes | None, correlation: bytes = b"cid-1", body: bytes = b"pong", extra: bytes = b""
+    client_id: bytes | None,
+    correlation: bytes = b"cid-1",
+    body: bytes = b"pong",
+    extra: bytes = b"",
+    sys_flag: int = 0,
 ) -> bytes:
-    """A replier's 325 frame: the V2 send header, properties with CORRELATION_ID, REPLY_TO_CLIENT, TTL, MSG_TYPE
-    (and ``extra``, escaped pairs, before MSG_TYPE)."""
+    """A replier's 325 frame: the V2 send header with ``sys_flag``, properties with CORRELATION_ID, REPLY_TO_CLIENT,
+    TTL, MSG_TYPE (and ``extra``, escaped pairs, before MSG_TYPE)."""
     props = b"CORRELATION_ID\\u0001" + correlation + b"\\u0002"
     if client_id is not None:
         props += b"REPLY_TO_CLIENT\\u0001" + client_id + b"\\u0002"
     props += b"TTL\\u00013000\\u0002" + extra + b"MSG_TYPE\\u0001reply\\u0002"
     ext = (
-        b'{"a":"replier-pg","b":"DefaultCluster_REPLY_TOPIC","c":"TBW102","d":"4","e":"0","f":"0",'
-        b'"g":"1700000000123","h":"0","i":"' + props + b'","j":"0","k":"false"}'
+        b'{"a":"replier-pg","b":"DefaultCluster_REPLY_TOPIC","c":"TBW102","d":"4","e":"0","f":"'
+        + str(sys_flag).encode()
+        + b'","g":"1700000000123","h":"0","i":"'
+        + props
+        + b'","j":"0","k":"false"}'
     )
     return golden(RequestCode.SEND_REPLY_MESSAGE_V2, ext, body)
 
@@ -88,6 +96,30 @@ async def test_a_reply_is_pushed_to_the_requester_and_stored(
     assert props["CORRELATION_ID"] == "cid-1" and int(props["PUSH_REPLY_TIME"]) > 0
     (stored,) = _stored_replies(embedded_cluster)
     assert stored["CORRELATION_ID"] == "cid-1" and "PUSH_REPLY_TIME" not in stored
+
+
+@pytest.mark.parametrize("sys_flag", [0x1, 0x4, 0x5])
+async def test_a_reply_is_stored_with_sys_flag_0_and_pushed_with_the_request_s(
+    embedded_cluster: EmbeddedCluster, requester: Requester, sys_flag: int
+) -> None:
+    """4.9.8's ReplyMessageProcessor.processReplyMessageRequest builds the stored MessageExtBrokerInner without
+    setSysFlag (0), while pushReplyMessage puts the request's sysFlag in the pushed header. So a compressed reply
+    (0x1) is stored as its compressed bytes with no compressed flag (a consumer of the reply topic gets those bytes
+    as they are), and a prepared one (0x4) is stored as a normal message, in the reply topic's queue. Ours stored
+    the request's sysFlag."""
+    body = zlib.compress(b"pong")
+    answer = await ask(embedded_cluster.broker_addr, reply_v2(b"10.1.1.1@req", body=body, sys_flag=sys_flag))
+    assert answer.code == ResponseCode.SUCCESS, answer.remark
+    (pushed,) = requester.pushed
+    assert ReplyMessageRequestHeader.from_ext_fields(pushed.ext_fields).sys_flag == sys_flag
+    assert bytes(pushed.body) == body
+    store = embedded_cluster.controller.context.store
+    (stored,) = [decode_record(v) for v in store.get(REPLY_TOPIC, 0, 0, 32).messages]
+    assert (stored.sys_flag, bytes(stored.body)) == (0, body)
+    mq = MessageQueue(topic=REPLY_TOPIC, broker_name=embedded_cluster.broker_config().broker_name, queue_id=0)
+    async with Admin(embedded_cluster.namesrv_addr) as admin:
+        (pulled,) = (await admin.pull(mq, 0, 32)).messages
+    assert bytes(pulled.body) == body
 
 
 async def test_the_v1_reply_code_is_served_too(embedded_cluster: EmbeddedCluster, requester: Requester) -> None:
