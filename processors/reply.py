@@ -7,7 +7,8 @@ and ``MSG_TYPE=reply``. The broker runs the send checks (topic, permissions, que
 once with PUSH_REPLY_MESSAGE_TO_CLIENT (326) to the connection of the producer whose client id is
 ``REPLY_TO_CLIENT`` (known from its heartbeats), adding ``PUSH_REPLY_TIME``, and waits up to 10 s for the
 requester's answer. With ``storeReplyMessageEnable`` (on by default) the reply is also stored, after the push and as
-the store takes a send: a delay level parks it in ``SCHEDULE_TOPIC_XXXX``, a timer time in the timer topic.
+the store takes a send: a delay level parks it in ``SCHEDULE_TOPIC_XXXX``, a timer time in the timer topic. It is
+stored with sysFlag 0 (Java never sets it; the push carries the request's): a compressed body is kept unflagged.
 
 The response is Java's: SUCCESS with ``msgId "0"``, the queue and offset 0 when the push worked (the stored message's
 offset msgId and queue offset replace them when it was stored); SYSTEM_ERROR with Java's remark when the requester is
@@ -85,7 +86,7 @@ class ReplyMessageProcessor(SendMessageProcessor):
             queue_id,
             header.flag,
             header.properties or "",
-            header.sys_flag,
+            0,  # the stored sysFlag (see the module docstring)
             header.born_timestamp,
             born_host(ctx),
             self.broker.store_host,
