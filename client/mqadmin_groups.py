@@ -10,6 +10,7 @@ undone messages per topic) and prints what Java's ``DefaultMonitorListener`` log
 
 from __future__ import annotations
 
+import functools
 import time
 from contextlib import suppress
 from datetime import datetime
@@ -58,7 +59,7 @@ from remoting.codec.codes import RequestCode
 from remoting.codec.message_properties import java_hash, java_trim
 from remoting.codec.topics import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX
 
-__all__ = ["COMMANDS", "running_info_text"]
+__all__ = ["COMMANDS", "monitor", "running_info_text"]
 
 #: Java's ``MonitorConfig.roundInterval``, in seconds (tools/src/main/java/org/apache/rocketmq/tools/monitor/).
 MONITOR_ROUND = 60.0
@@ -584,19 +585,22 @@ def producer(ctx: click.Context, **o: Any) -> None:
 @common
 @click.option("--rounds", type=int, default=0, help="stop after this many rounds (rocketrio; 0: run until stopped)")
 def start_monitoring(ctx: click.Context, **o: Any) -> None:
-    async def job(admin: Admin, out: Output) -> None:
-        done = 0
-        while True:
-            try:
-                await _monitor_round(admin, out)
-            except BROKER_FAILURES as exc:  # MonitorService.start logs "doMonitorWork Exception" and goes on
-                click.echo(f"mqadmin: doMonitorWork Exception: {exc}", err=True)
-            done += 1
-            if o["rounds"] and done >= o["rounds"]:
-                return
-            await anyio.sleep(MONITOR_ROUND)
+    run_job(ctx, functools.partial(monitor, rounds=o["rounds"]))
 
-    run_job(ctx, job)
+
+async def monitor(admin: Admin, out: Output, rounds: int = 0) -> None:
+    """The monitor's rounds (``rounds`` of them, 0: until cancelled); a round that fails is reported on stderr and
+    the next one runs (MonitorService logs "doMonitorWork Exception" and goes on)."""
+    done = 0
+    while True:
+        try:
+            await _monitor_round(admin, out)
+        except BROKER_FAILURES as exc:
+            click.echo(f"mqadmin: doMonitorWork Exception: {exc}", err=True)
+        done += 1
+        if rounds and done >= rounds:
+            return
+        await anyio.sleep(MONITOR_ROUND)
 
 
 async def _monitor_round(admin: Admin, out: Output) -> None:
