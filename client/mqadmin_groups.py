@@ -4,8 +4,9 @@
 ``startMonitoring``. Options, required options and printed lines are Java's; :mod:`client.mqadmin` registers them.
 
 ``consumerStatus`` writes each client's running info to ``<now>/<clientId>`` as Java does, in rocketrio's text form
-of it (:func:`running_info_text`). ``startMonitoring`` runs Java's monitor round (every 20 s: each consumer group's
-undone messages per topic) and prints what Java's ``DefaultMonitorListener`` logs; ``--rounds`` (ours) stops it.
+of it (:func:`running_info_text`). ``startMonitoring`` runs Java's monitor round (20 s after the start, then every
+60 s: each consumer group's undone messages per topic) and prints what Java's ``DefaultMonitorListener`` logs;
+``--rounds`` (ours) stops it.
 """
 
 from __future__ import annotations
@@ -63,6 +64,8 @@ __all__ = ["COMMANDS", "monitor", "running_info_text"]
 
 #: Java's ``MonitorConfig.roundInterval``, in seconds (tools/src/main/java/org/apache/rocketmq/tools/monitor/).
 MONITOR_ROUND = 60.0
+#: How long after the start the first round runs (``MonitorService.startScheduleTask``'s initial delay), in seconds.
+MONITOR_FIRST_ROUND = 20.0
 
 
 def _sub_group_config(o: dict[str, Any]) -> SubscriptionGroupConfig:
@@ -589,18 +592,20 @@ def start_monitoring(ctx: click.Context, **o: Any) -> None:
 
 
 async def monitor(admin: Admin, out: Output, rounds: int = 0) -> None:
-    """The monitor's rounds (``rounds`` of them, 0: until cancelled); a round that fails is reported on stderr and
-    the next one runs (MonitorService logs "doMonitorWork Exception" and goes on)."""
+    """The monitor's rounds (``rounds`` of them, 0: until cancelled) at Java's fixed rate: the first
+    ``MONITOR_FIRST_ROUND`` after the start, then every ``MONITOR_ROUND`` from there, a late round followed at once by
+    the next due (``MonitorService.startScheduleTask``'s ``scheduleAtFixedRate``). A round that fails is reported on
+    stderr and the next one runs (MonitorService logs "doMonitorWork Exception" and goes on)."""
+    due = anyio.current_time() + MONITOR_FIRST_ROUND
     done = 0
-    while True:
+    while not rounds or done < rounds:
+        await anyio.sleep_until(due)
         try:
             await _monitor_round(admin, out)
         except BROKER_FAILURES as exc:
             click.echo(f"mqadmin: doMonitorWork Exception: {exc}", err=True)
         done += 1
-        if rounds and done >= rounds:
-            return
-        await anyio.sleep(MONITOR_ROUND)
+        due += MONITOR_ROUND
 
 
 async def _monitor_round(admin: Admin, out: Output) -> None:

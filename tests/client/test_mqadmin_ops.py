@@ -13,6 +13,7 @@ import anyio
 import pytest
 from click.testing import CliRunner, Result
 
+from client import mqadmin_groups
 from client.admin import Admin
 from client.consumer.listener import ConsumeConcurrentlyStatus
 from client.consumer.push import PushConsumer
@@ -105,7 +106,9 @@ def test_topic_list_prints_only_the_topic_names(cluster: ThreadedCluster) -> Non
 
 
 @pytest.mark.anyio
-async def test_group_commands_status_config_and_producers(cluster: ThreadedCluster, tmp_path: Path) -> None:
+async def test_group_commands_status_config_and_producers(
+    cluster: ThreadedCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     ns, addr = cluster.namesrv_addr, cluster.broker_addr
     await create_topic(ns, "GroupOps", queues=2)
     seen: list[MessageExt] = []
@@ -144,6 +147,7 @@ async def test_group_commands_status_config_and_producers(cluster: ThreadedClust
         }
         groups = await run(_cli, "consumerProgress", "-n", ns)
         assert any(r["Group"] == "ops-cg" and r["Type"] == "PUSH" for r in groups["rows"])
+        monkeypatch.setattr(mqadmin_groups, "MONITOR_FIRST_ROUND", 0.0)  # not Java's 20 s
         monitored = await run(_cli, "startMonitoring", "-n", ns, "--rounds", "1")  # an online group's report
         assert any("consumerGroup=ops-cg, topic=GroupOps, undoneMsgsTotal=0" in line for line in monitored["lines"])
     config = await run(_cli, "getConsumerConfig", "-n", ns, "-g", "ops-cg")

@@ -81,12 +81,15 @@ async def _store_times(ns: str, mq: MessageQueue) -> list[int]:
 
 
 @pytest.mark.anyio
-async def test_start_monitoring_reports_online_groups_with_java_s_delay(cluster: ThreadedCluster) -> None:
+async def test_start_monitoring_reports_online_groups_with_java_s_delay(
+    cluster: ThreadedCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """MonitorService.reportUndoneMsgs (tools/src/main/java/org/apache/rocketmq/tools/monitor/MonitorService.java)
     reports a group only when examineConsumerConnectionInfo finds it online, and computeUndoneMsgs' delay is, over
     the queues whose last consumed message has a store time, the newest message's store time (GET_MAX_OFFSET, then a
     pull of maxOffset - 1) minus it. Ours reported the offline group too and took QUERY_CONSUME_TIME_SPAN's
     now - store time of the next message. MonitorConfig.roundInterval is 60 s, not 20 (its first round's delay)."""
+    monkeypatch.setattr(mqadmin_groups, "MONITOR_FIRST_ROUND", 0.0)  # Java's 20 s: test_mqadmin_monitor_schedule.py
     ns, addr = cluster.namesrv_addr, cluster.broker_addr
     await create_topic(ns, "MonitorTopic", queues=1)
     for group in ("mon-online", "mon-offline"):
@@ -120,6 +123,7 @@ def test_start_monitoring_goes_on_past_a_round_that_fails(monkeypatch: pytest.Mo
     Exception") and runs the next round: a name server that does not answer does not end the monitor. Ours ended
     the command at the first round's topic list (exit 1)."""
     monkeypatch.setattr(mqadmin_groups, "MONITOR_ROUND", 0.01)
+    monkeypatch.setattr(mqadmin_groups, "MONITOR_FIRST_ROUND", 0.0)
     result = _run("startMonitoring", "-n", "127.0.0.1:1", "--rounds", "2")
     assert result.exit_code == 0, result.output
     assert result.stderr.count("doMonitorWork") == 2, result.stderr
