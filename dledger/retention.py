@@ -32,20 +32,24 @@ A manual ``DELETE_EXPIRED_COMMITLOG`` does not reach these files, as in RocketMQ
 ``deleteExpiredFile`` only refreshes DLedger's settings).
 
 A mixed store (a classic CommitLog taken over: :class:`~dledger.commitlog_store.MixedCommitLog`) deletes its classic
-segments first, and no entry file while one is left (DLedgerCommitLog's ``disableDeleteDledger``): by the classic
-rules (``fileReservedTime`` hours, any age above ``diskSpaceCleanForciblyRatio`` unless ``cleanFileForciblyEnable``
-is false, a manual ``DELETE_EXPIRED_COMMITLOG`` too), ``deleteCommitLogFilesInterval`` apart, the last classic segment
-included once it is old enough.
+segments first, and no entry file while one is left (DLedgerCommitLog's ``disableDeleteDledger``): in RocketMQ's
+CleanCommitLogService passes, which DefaultMessageStore runs in DLedger mode too (a minute after the start, then every
+``cleanResourceInterval`` at a fixed rate), by the classic rules (``fileReservedTime`` hours, any age above
+``diskSpaceCleanForciblyRatio`` unless ``cleanFileForciblyEnable`` is false, a manual ``DELETE_EXPIRED_COMMITLOG``,
+whose 20 rounds are one a pass), up to 10 a pass ``deleteCommitLogFilesInterval`` apart, the last classic segment
+included once it is old enough. DLedger's own deletion runs again from the next such pass due that finds none left
+(DLedgerCommitLog's ``refreshConfig``).
 """
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 import trio
 
-from store.services import RetentionService, is_delete_hour, log_disk_ratio
+from store.services import FIRST_PASS_DELAY_S, RetentionService, is_delete_hour, log_disk_ratio
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -53,6 +57,8 @@ if TYPE_CHECKING:
     from dledger.commitlog_store import DLedgerMessageStore
     from store.index_file import IndexFile
     from store.mapped_file import MappedFile
+
+log = logging.getLogger(__name__)
 
 HOUR_MS: Final = 3_600_000
 #: DLedger's ``diskSpaceRatioToForceClean`` and its disk-full ratio (force clean + 0.05, at most 0.95).
@@ -68,11 +74,14 @@ PASS_INTERVAL_S: Final = 0.1
 
 class LedgerRetention(RetentionService):
     """Owned by one DLedger store in place of the classic :class:`~store.services.RetentionService`, whose
-    interface it keeps (a manual delete's count reaches a mixed store's classic segments only, at the next pass,
-    100 ms apart); ``run`` is its task, :meth:`check_once` one pass: :meth:`_delete_segments`,
-    then the ConsumeQueue and index files below the log's first entry (the classic pass's second half)."""
+    interface it keeps (a manual delete's rounds are used by CleanCommitLogService's passes, 10 s apart); ``run`` is
+    its task, :meth:`check_once` one pass of each: :meth:`_clean_commit_log`, :meth:`_delete_segments`, then the
+    ConsumeQueue and index files below the log's first entry (the classic pass's second half)."""
 
     _store: DLedgerMessageStore
+    #: DLedger's own deletion held off (DLedgerCommitLog's disableDeleteDledger) or let run (its refreshConfig), as
+    #: the last CleanCommitLogService pass due found classic segments or none; ``None`` until the first look.
+    _entries_held: bool | None = None
 
     def disk_ratio(self) -> float:
         config = self._store.config
@@ -83,8 +92,41 @@ class LedgerRetention(RetentionService):
         ``getStorePathPhysic`` is the DLedger data path in DLedger mode."""
         return log_disk_ratio(self._store.config.disk_usage_ratio, self._store.ledger.data, FORCE_CLEAN_RATIO)
 
+    async def check_once(self) -> int:
+        """One CleanCommitLogService pass (:meth:`_clean_commit_log`), then one of DLedger's (the flags and the
+        entry files: :meth:`_delete_segments`) with the ConsumeQueue and index files below the log's first entry.
+        Returns how many segments went."""
+        return await self._clean_commit_log() + await super().check_once()
+
+    async def _clean_commit_log(self) -> int:
+        """RocketMQ's CleanCommitLogService over a DLedger store (DLedgerCommitLog.deleteExpiredFile): when due (a
+        ``deleteWhen`` hour, ``diskMaxUsedSpaceRatio`` passed, or a manual round left, one used), a mixed store's
+        expired classic segments go by the classic rules and DLedger's own deletion is held off; with none left it
+        is let run again (DLedger's settings refreshed). Returns how many went; a failure is logged."""
+        try:
+            store = self._store
+            config = store.config
+            ratio = self.disk_ratio()
+            manual = self.manual_delete_times > 0
+            due = ratio > config.disk_max_used_fraction or is_delete_hour(config.delete_when, config.now_ms())
+            if not (due or manual):
+                return 0
+            if manual:
+                self.manual_delete_times -= 1
+            self._entries_held = store.classic_segments() > 0
+            if not self._entries_held:
+                return 0
+            expire_before = config.now_ms() - config.file_reserved_time * HOUR_MS
+            force = config.clean_file_forcibly_enable and ratio > config.disk_space_clean_forcibly_ratio
+            return await self._delete_loop(True, expire_before, force, config.delete_commit_log_files_interval / 1000)
+        except Exception:
+            log.warning("CleanCommitLogService service has exception.", exc_info=True)
+            return 0
+
     async def _delete_segments(self) -> int:
-        """A pass's deletion of data segments (see the module docstring). Returns how many went."""
+        """DLedger's CleanSpaceService pass: its disk-full flag and the store's, then the entry files due (see the
+        module docstring), none while classic segments are left or CleanCommitLogService holds them off. Returns how
+        many went."""
         store = self._store
         config = store.config
         ratio = self.disk_ratio()
@@ -100,22 +142,20 @@ class LedgerRetention(RetentionService):
             )
         elif ratio <= config.disk_space_clean_forcibly_ratio:
             store.disk_full_reason = None
-        classic = store.classic_segments() > 0
-        manual = classic and self.manual_delete_times > 0
-        if manual:
-            self.manual_delete_times -= 1
-        due = ratio > config.disk_max_used_fraction or is_delete_hour(config.delete_when, config.now_ms())
-        if not (due or manual):
+        if self._entries_held is None:  # DLedgerCommitLog's recover: held off in a mixed store
+            self._entries_held = store.classic_segments() > 0
+        if self._entries_held or store.classic_segments():
             return 0
-        if classic:
-            expire_before = config.now_ms() - config.file_reserved_time * HOUR_MS
-            force = config.clean_file_forcibly_enable and ratio > config.disk_space_clean_forcibly_ratio
-            interval = config.delete_commit_log_files_interval / 1000
-        else:
-            expire_before = config.now_ms() - max((config.file_reserved_time + 1) * HOUR_MS, HOUR_MS)
-            # DLedgerCommitLog.java: enableDiskForceClean = isCleanFileForciblyEnable()
-            force = config.clean_file_forcibly_enable and ratio > FORCE_CLEAN_RATIO
-            interval = DELETE_FILES_INTERVAL_S
+        if not (ratio > config.disk_max_used_fraction or is_delete_hour(config.delete_when, config.now_ms())):
+            return 0
+        expire_before = config.now_ms() - max((config.file_reserved_time + 1) * HOUR_MS, HOUR_MS)
+        # DLedgerCommitLog.java: enableDiskForceClean = isCleanFileForciblyEnable()
+        force = config.clean_file_forcibly_enable and ratio > FORCE_CLEAN_RATIO
+        return await self._delete_loop(False, expire_before, force, DELETE_FILES_INTERVAL_S)
+
+    async def _delete_loop(self, classic: bool, expire_before: int, force: bool, interval: float) -> int:
+        """Up to 10 classic segments or entry files, oldest first, ``interval`` apart. Returns how many went."""
+        store = self._store
         deleted = 0
         # One segment at a time, ``interval`` apart, the disk lock let go in between so flushes go on (MmapFileList
         # and MappedFileQueue .deleteExpiredFileByTime sleep deleteFilesInterval between two deletions). Each is taken
@@ -138,7 +178,7 @@ class LedgerRetention(RetentionService):
             deleted += count
             self.deleted_files += count
             if classic and not store.classic_segments():
-                break  # no entry file goes in the pass that took the last classic segment
+                break
         return deleted
 
     async def _destroy(self, files: Sequence[MappedFile | IndexFile]) -> None:
@@ -146,9 +186,22 @@ class LedgerRetention(RetentionService):
         .DLedgerMessageStore.destroy_taken`: a file that cannot be unlinked is logged, the pass goes on)."""
         await self._store.destroy_taken(files)
 
-    async def _first_pause(self) -> None:
-        """None: DLedger's CleanSpaceService starts with its thread, not a minute later."""
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """The store's 10 s disk check, CleanCommitLogService's passes (a minute after the start, then every
+        ``cleanResourceInterval``, as DefaultMessageStore schedules them in DLedger mode too) and, from the start,
+        DLedger's every 100 ms with the queue and index files' cleanup, for the store's life."""
+        task_status.started()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._check_disk)
+            nursery.start_soon(self._clean_commit_log_passes)
+            while True:
+                await super().check_once()
+                await trio.sleep(PASS_INTERVAL_S)
 
-    async def _pause(self) -> None:
-        """DLedger's pace, not ``cleanResourceInterval``."""
-        await trio.sleep(PASS_INTERVAL_S)
+    async def _clean_commit_log_passes(self) -> None:
+        """At a fixed rate, as ``scheduleAtFixedRate``: a pass that ran long is followed at once by the next due."""
+        due = trio.current_time() + FIRST_PASS_DELAY_S
+        while True:
+            await trio.sleep_until(due)
+            await self._clean_commit_log()
+            due += self._store.config.clean_resource_interval / 1000

@@ -161,12 +161,15 @@ async def test_a_member_away_while_the_group_deleted_the_classic_part_and_old_en
                 await trio.sleep(0.01)
             for mf in store.commitlog.classic.queue.files + store.ledger.data.files[:-2]:  # type: ignore[attr-defined]
                 age(mf.path, 100)
-        # The queue files below the log go in the pass's second half, deleteConsumeQueueFilesInterval after the log's.
+        # The classic segments go in CleanCommitLogService's passes (a minute after the start, then every 10 s), the
+        # entry files once a later pass found none left; the queue files below the log in DLedger's pass's second
+        # half, deleteConsumeQueueFilesInterval after the log's.
         await until(
             lambda: all(
                 s.classic_segments() == 0 and len(s.ledger.data.files) == 2 and queue_starts_at_live_data(s)
                 for s in stores.values()
-            )
+            ),
+            timeout=180,
         )
         begin = stores[leader].ledger.begin_index
         assert begin > 0 and bodies_from(stores[leader])[0] > b"%06d" % 110

@@ -371,8 +371,8 @@ def all_logged(names: list[str], caplog: pytest.LogCaptureFixture) -> bool:
     return bool(names) and all(name in caplog.text for name in names)
 
 
-async def until(condition: Callable[[], bool]) -> None:
-    with trio.fail_after(60):
+async def until(condition: Callable[[], bool], timeout: float = 60) -> None:
+    with trio.fail_after(timeout):
         while not condition():
             await trio.sleep(0.1)
 
