@@ -203,7 +203,7 @@ async def test_a_manual_delete_reaches_the_classic_segments(tmp_path: Path) -> N
     entry files it never touches."""
     classic, _ = classic_store(tmp_path, 60)
     classic.close()
-    store = dledger_store(tmp_path, delete_when="", file_reserved_time=72)
+    store = dledger_store(tmp_path, delete_when="25", file_reserved_time=72)
     try:
         for mf in store.commitlog.classic.queue.files:
             age(mf.path, 80)
