@@ -106,10 +106,10 @@ class LedgerRetention(RetentionService):
         try:
             store = self._store
             config = store.config
+            time_up = is_delete_hour(config.delete_when, config.now_ms())  # first: one it cannot read fails the pass
             ratio = self.disk_ratio()
             manual = self.manual_delete_times > 0
-            due = ratio > config.disk_max_used_fraction or is_delete_hour(config.delete_when, config.now_ms())
-            if not (due or manual):
+            if not (time_up or ratio > config.disk_max_used_fraction or manual):
                 return 0
             if manual:
                 self.manual_delete_times -= 1
@@ -146,7 +146,12 @@ class LedgerRetention(RetentionService):
             self._entries_held = store.classic_segments() > 0
         if self._entries_held or store.classic_segments():
             return 0
-        if not (ratio > config.disk_max_used_fraction or is_delete_hour(config.delete_when, config.now_ms())):
+        try:  # before the disk checks, as CleanSpaceService.doWork: a deleteWhen it cannot read deletes nothing
+            time_up = is_delete_hour(config.delete_when, config.now_ms())
+        except ValueError as exc:
+            log.info("Error in CleanSpaceService: deleteWhen %r: %s", config.delete_when, exc)
+            return 0
+        if not (time_up or ratio > config.disk_max_used_fraction):
             return 0
         expire_before = config.now_ms() - max((config.file_reserved_time + 1) * HOUR_MS, HOUR_MS)
         # DLedgerCommitLog.java: enableDiskForceClean = isCleanFileForciblyEnable()

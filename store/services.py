@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Final
 
 import trio
 
+from remoting.codec.message_properties import java_parse_long
 from store.mapped_file import (
     PAGE_SIZE,
     Destroyable,
@@ -733,10 +734,16 @@ class AllocateService:
 
 
 def is_delete_hour(delete_when: str, now_ms: int) -> bool:
-    """Whether ``now_ms`` falls in one of ``deleteWhen``'s hours (``"04"``, or several as ``"03;04"``)."""
-    now = datetime.datetime.fromtimestamp(now_ms / 1000)
-    hours = {h.strip() for h in delete_when.split(";") if h.strip()}
-    return f"{now.hour:02d}" in hours or str(now.hour) in hours
+    """Whether ``now_ms`` falls in one of ``deleteWhen``'s hours (``"04"``, or several as ``"03;04"``), read as
+    4.9.8's ``UtilAll.isItTimeToDo`` (and DLedger's): the ``;`` parts (Java's String.split: trailing empty ones
+    dropped) each read with Integer.parseInt, in turn, up to the first equal to the local hour. A part reached that
+    is no int (``"abc"``, ``""``, ``" 04"``) raises ValueError, as Java's NumberFormatException: the caller's pass
+    fails (:meth:`RetentionService._delete_segments`)."""
+    hour = datetime.datetime.fromtimestamp(now_ms / 1000).hour
+    parts = delete_when.split(";")
+    while ";" in delete_when and parts and not parts[-1]:
+        parts.pop()
+    return any(java_parse_long(part, 32) == hour for part in parts)
 
 
 def log_disk_ratio(ratio_of: Callable[[Path], float], queue: MappedFileQueue, force_clean: float) -> float | None:
@@ -830,12 +837,15 @@ class RetentionService:
         """CleanCommitLogService's pass: the disk-full flag, then the CommitLog segments due."""
         store = self._store
         config = store.config
+        # Asked first, as CleanCommitLogService.deleteExpiredFiles does: a deleteWhen it cannot parse fails the pass
+        # before the disk is looked at (no flag set, nothing deleted, no manual round used).
+        time_up = is_delete_hour(config.delete_when, config.now_ms())
         ratio = self._mark_disk()
         space_to_delete = ratio > config.disk_max_used_fraction
         warning, forcibly = config.disk_space_warning_level_ratio, config.disk_space_clean_forcibly_ratio
         clean_at_once = config.clean_file_forcibly_enable and ratio > min(warning, forcibly)
         manual = self.manual_delete_times > 0
-        if not (space_to_delete or is_delete_hour(config.delete_when, config.now_ms()) or manual):
+        if not (space_to_delete or time_up or manual):
             return 0
         if manual:
             self.manual_delete_times -= 1
