@@ -30,7 +30,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import attrs
 import trio
@@ -52,6 +52,9 @@ from remoting.tls import SYSTEM_PROPERTY_PREFIX, held_tls_texts
 from store.message_store import MessageStore
 from store.metadata_files import TopicConfig
 from store.store_config import BrokerRole, FlushDiskType, StoreConfig
+
+if TYPE_CHECKING:
+    from dledger.commitlog_store import DLedgerMessageStore
 
 log = logging.getLogger(__name__)
 
@@ -365,6 +368,17 @@ def build_context(config: BrokerConfig, store: MessageStore | None = None) -> Br
     )
     ctx.topics.on_changed = ctx.on_topic_changed
     return ctx
+
+
+def dledger_store_of(ctx: BrokerState) -> DLedgerMessageStore | None:
+    """``ctx``'s store when it is DLedger's commit log (:func:`build_context` makes one with
+    ``enableDLegerCommitLog``, a setting kept until the next start), else None. The dledger package is imported only
+    then: an idle broker without DLedger does not carry it."""
+    if not ctx.config.enable_dleger_commit_log:
+        return None
+    from dledger.commitlog_store import DLedgerMessageStore  # only in DLedger mode
+
+    return ctx.store if isinstance(ctx.store, DLedgerMessageStore) else None
 
 
 def load_managers(ctx: BrokerState) -> None:

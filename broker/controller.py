@@ -19,6 +19,9 @@ Request routing follows the table of docs/protocol.md#21-requests-rocketrio-serv
 the pool Java uses for it (docs/protocol.md#714-processor-pools-and-flow-control); unknown codes answer
 REQUEST_CODE_NOT_SUPPORTED.
 
+The modules of the features RocketMQ's defaults leave off (the ACL rules, DLedger, ``/metrics``) are imported where
+their setting turns them on, so an idle default broker does not carry them (docs/architecture.md#layers).
+
 Errors before ``task_status.started``: ``OSError`` when the port cannot be bound or the store directory is unusable,
 :class:`~store.errors.StoreError` subclasses (a store locked by another process, corrupt config files).
 """
@@ -30,20 +33,15 @@ import logging
 import math
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
 
-from broker.acl.admission import AclAdmission
 from broker.acl.processor import REQUEST_CODES as ACL_CODES
 from broker.acl.processor import AclAdminProcessor
-from broker.acl.watcher import watch_acl_files
 from broker.broker_config import BrokerConfig, checked_roles, properties_without_setting
-from broker.context import BrokerState, build_context, config_dir_of, load_managers
-from broker.dledger_mode import follow_roles, reassert_master
-from broker.metrics import broker_exporter
-from broker.metrics.snapshot import PopGauges
+from broker.context import BrokerState, build_context, config_dir_of, dledger_store_of, load_managers
 from broker.pop import PopService
 from broker.pop.assignment import QueryAssignmentProcessor
 from broker.pop.processor import AckMessageProcessor, PopMessageProcessor
@@ -54,6 +52,7 @@ from broker.replication import ReplicationRole
 from broker.role_services import RoleServices
 from broker.schedule import ScheduleMessageService
 from broker.security import (
+    acl_admission_of,
     acl_manager_of,
     client_idle_timeout,
     client_use_tls,
@@ -65,7 +64,6 @@ from broker.timer.checkpoint_sync import TimerCheckpointProcessor
 from broker.timer.runtime_info import RuntimeInfoProcessor
 from broker.timer.service import TimerMessageService
 from broker.transaction import TransactionalMessageBridge, TransactionCheckService
-from dledger.commitlog_store import DLedgerMessageStore
 from processors.admin import REQUEST_CODES as ADMIN_CODES
 from processors.admin import AdminBrokerProcessor
 from processors.client_manage import ClientManageProcessor
@@ -91,12 +89,16 @@ from remoting.connection import Address, Connection
 from remoting.dispatch import Dispatcher, ProcessorPool, Reject, broker_pools, not_supported_remark
 from remoting.errors import RemotingConnectError
 from remoting.processor import RequestContext
-from remoting.prometheus import prometheus_wanted
-from remoting.rpc_metrics import RpcLatency
+from remoting.rpc_metrics import RpcLatency, prometheus_wanted
 from remoting.server import RemotingServer, idle_timeout_of
 from remoting.tls import tls_properties_in
 from store.results import AppendResult
 from store.services import check_period
+
+if TYPE_CHECKING:
+    from broker.metrics.snapshot import PopGauges
+    from dledger.commitlog_store import DLedgerMessageStore
+    from remoting.prometheus import PrometheusExporter
 
 log = logging.getLogger(__name__)
 
@@ -201,13 +203,19 @@ class BrokerController:
         self.role_services = RoleServices(self.context, self.schedule, self.timer, self.transaction_check)
         self.replication = ReplicationRole(self.context, None)
         self.acl = acl_manager_of(config)
-        admission = AclAdmission(self.acl) if self.acl is not None else None
+        admission = acl_admission_of(self.acl)
         self.dispatcher = Dispatcher(admission, admission.admits_fields if admission is not None else None)
         self._register_processors()
         # Requests are timed for /metrics only when it is served (docs/metrics.md).
         wanted = prometheus_wanted(config.metrics_exporter_type)
         self.rpc_latency = RpcLatency(config.metrics_otel_cardinality_limit) if wanted else None
-        self.metrics = broker_exporter(self.context, self.pools, self.rpc_latency, self.timer.gauges, self.pop_gauges)
+        self.metrics: PrometheusExporter | None = None
+        if self.rpc_latency is not None:  # the exporter's modules only then: prometheus-client is ~3 MB idle
+            from broker.metrics import broker_exporter
+
+            self.metrics = broker_exporter(
+                self.context, self.pools, self.rpc_latency, self.timer.gauges, self.pop_gauges
+            )
         self.remoting_server = RemotingServer(self.dispatcher, server_config_of(config), self.rpc_latency)
         self.remoting_server.add_close_listener(self._on_connection_closed)
         self.fast_server = RemotingServer(
@@ -321,6 +329,8 @@ class BrokerController:
         """PopMetricsManager's gauges for ``/metrics``; ``None`` before the pop service exists."""
         if self._pop is None:
             return None
+        from broker.metrics.snapshot import PopGauges  # loaded already: only the exporter calls this
+
         pop, revive = self._pop
         return PopGauges(*pop.buffer_sizes(), *revive.gauges())
 
@@ -401,8 +411,9 @@ class BrokerController:
         ctx.boot_timestamp = int(time.time() * 1000)
         store.arrival_listener = self.hold.notify_message_arriving
         store.arrival_interest = self.hold.waiting
-        if isinstance(store, DLedgerMessageStore):
-            self._wake_services_on_commit(store)
+        dledger = dledger_store_of(ctx)
+        if dledger is not None:
+            self._wake_services_on_commit(dledger)
         # Shutdown is ordered: the front (server, pools, hold, registration) stops first, so no request touches the
         # store while it flushes and unmaps; only then are the store and the manager persisters cancelled. The
         # shield keeps the outer cancellation away from them until the front is down.
@@ -458,6 +469,8 @@ class BrokerController:
             await nursery.start(self.put_futures.run)
             await nursery.start(self.role_services.run)
             if self.acl is not None:
+                from broker.acl.watcher import watch_acl_files  # only with aclEnable
+
                 await nursery.start(watch_acl_files, self.acl)
             host, port = await nursery.start(
                 self.remoting_server.serve, self.config.listen_host, self.config.listen_port
@@ -467,15 +480,18 @@ class BrokerController:
             self.registration = BrokerRegistration(ctx, client)
             self.assignment.client = client
             nursery.start_soon(self.assignment.run)
-            if isinstance(ctx.store, DLedgerMessageStore):
-                follow_roles(ctx, ctx.store, self._role_changed)
-                nursery.start_soon(reassert_master, ctx, ctx.store, self.registration.trigger)
+            dledger = dledger_store_of(ctx)
+            if dledger is not None:
+                from broker.dledger_mode import follow_roles, reassert_master  # only in DLedger mode
+
+                follow_roles(ctx, dledger, self._role_changed)
+                nursery.start_soon(reassert_master, ctx, dledger, self.registration.trigger)
             ctx.topic_changed_hook = self.registration.trigger
             ctx.register_hook = self.registration.register_now
             ctx.register_topic_hook = self.registration.register_increment
             self.registration.on_master = self.replication.on_master
             # A DLedger member may lead already (its log won while the broker started): it follows later.
-            if self.replication.is_slave or isinstance(ctx.store, DLedgerMessageStore):
+            if self.replication.is_slave or dledger is not None:
                 self.replication.slave_sync = SlaveSynchronize(ctx, client, self.schedule, timer=self.timer)
                 await nursery.start(self.replication.slave_sync.run)
             await nursery.start(self.registration.run)

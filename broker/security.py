@@ -1,17 +1,22 @@
 """The broker's security wiring, kept out of the controller: the ACL rules (None unless ``aclEnable``), the
 listeners' settings (idle timeout, ``tls.*`` mode and context, connection cap, per-connection budget) and the TLS
-context the broker uses towards its name servers (docs/architecture.md#acl-and-tls-at-the-edge).
+context the broker uses towards its name servers (docs/architecture.md#acl-and-tls-at-the-edge). The ACL modules (and
+the YAML parser) are imported only with ``aclEnable``: an idle broker without ACL does not carry them.
 """
 
 from __future__ import annotations
 
 import ssl
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from broker.acl.manager import AclFiles, AclManager
 from broker.broker_config import BrokerConfig
 from remoting.server import ServerConfig
 from remoting.tls import ENFORCING, settings_client_context, tls_mode
+
+if TYPE_CHECKING:
+    from broker.acl.admission import AclAdmission
+    from broker.acl.manager import AclManager
 
 
 def acl_manager_of(config: BrokerConfig) -> AclManager | None:
@@ -19,8 +24,19 @@ def acl_manager_of(config: BrokerConfig) -> AclManager | None:
     which refuses every request, and the manager logs it."""
     if not config.acl_enable:
         return None
+    from broker.acl.manager import AclFiles, AclManager
+
     home = Path(config.rocketmq_home).expanduser() if config.rocketmq_home else None
     return AclManager(AclFiles(home, config.acl_plain_file))
+
+
+def acl_admission_of(manager: AclManager | None) -> AclAdmission | None:
+    """The dispatcher's admission check over ``manager``'s rules; None (every request admitted) without ACL."""
+    if manager is None:
+        return None
+    from broker.acl.admission import AclAdmission
+
+    return AclAdmission(manager)
 
 
 def server_config_of(config: BrokerConfig) -> ServerConfig:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from contextlib import AsyncExitStack
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import attrs
 import trio
@@ -36,16 +37,12 @@ from namesrv.product_env import open_product_env_routes
 from namesrv.route_table import RouteTable
 from remoting.connection import Address, Connection
 from remoting.dispatch import Dispatcher, ProcessorPool
-from remoting.prometheus import (
-    NAMESRV_SCOPE,
-    PrometheusExporter,
-    metrics_labels,
-    prometheus_wanted,
-    rpc_latency_source,
-)
-from remoting.rpc_metrics import RpcLatency
+from remoting.rpc_metrics import RpcLatency, prometheus_wanted
 from remoting.server import RemotingServer, idle_timeout_of
 from remoting.tls import settings_client_context
+
+if TYPE_CHECKING:
+    from remoting.prometheus import PrometheusExporter
 
 
 class NamesrvServer:
@@ -114,7 +111,10 @@ class NamesrvServer:
                 task_status.started(address)
 
     def _exporter(self, recorder: RpcLatency, address: Address) -> PrometheusExporter:
-        """``/metrics`` with the requests' latency, labelled ``node_type=nameserver``, ``node_id=host:port``."""
+        """``/metrics`` with the requests' latency, labelled ``node_type=nameserver``, ``node_id=host:port``. The
+        exporter's module is imported here, only when the settings ask for it (prometheus-client's weight)."""
+        from remoting.prometheus import NAMESRV_SCOPE, PrometheusExporter, metrics_labels, rpc_latency_source
+
         config = self.config
         labels = metrics_labels("nameserver", f"{address[0]}:{address[1]}", None, config.metrics_label)
         host = config.metrics_prom_exporter_host or config.listen_host

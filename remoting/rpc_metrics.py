@@ -18,7 +18,8 @@ client sending ever new request codes cannot grow the table without bound.
 
 Without an :class:`RpcLatency` (the default: metrics off) the transport does nothing per request. With one, a
 request costs two clock reads, a dict insert and pop and one bisect. Single-threaded (the Trio thread); the exporter
-reads :meth:`RpcLatency.series` there too. Nothing here raises.
+reads :meth:`RpcLatency.series` there too. Nothing here raises. :func:`prometheus_wanted` reads the setting that
+decides whether a server makes one, here and not in :mod:`remoting.prometheus`, which is imported only then.
 """
 
 from __future__ import annotations
@@ -37,6 +38,21 @@ _NS_PER_MS: Final = 1_000_000
 
 #: RocketMQ 5.3's default ``metricsOtelCardinalityLimit``.
 DEFAULT_CARDINALITY_LIMIT: Final = 50_000
+
+#: ``MetricsExporterType`` by number (Java's setter takes the number or the name).
+_EXPORTER_TYPES = {"0": "DISABLE", "1": "OTLP_GRPC", "2": "PROM", "3": "LOG"}
+
+
+def prometheus_wanted(exporter_type: str) -> bool:
+    """Whether RocketMQ 5's ``metricsExporterType`` setting (``PROM`` or ``2``) asks for ``/metrics``. The other
+    exporters (``OTLP_GRPC``, ``LOG``) are not implemented: asking for one is logged and exports nothing."""
+    name = _EXPORTER_TYPES.get(exporter_type.strip(), exporter_type.strip().upper())
+    if name in ("OTLP_GRPC", "LOG"):
+        log.warning("metricsExporterType %s is not supported; only PROM is: no metrics are exported", name)
+    elif name not in ("PROM", "DISABLE"):
+        log.warning("unknown metricsExporterType %r: no metrics are exported", exporter_type)
+    return name == "PROM"
+
 
 #: (request code, response code, long polling, result)
 SeriesKey = tuple[int, int, bool, str]

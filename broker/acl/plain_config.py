@@ -7,7 +7,9 @@ One file holds ``globalWhiteRemoteAddresses`` (a list), ``accounts`` (a list of 
 path) turns its text into an :class:`AclFile` of compiled :class:`Account` values, or raises :class:`AclConfigError`
 with RocketMQ's message (key shorter than 7 characters, a ``res=PERM`` entry that does not split in two, a bad white
 address) or for text that is not UTF-8, so the caller can keep the rules it had. :meth:`AclFile.dump` gives the YAML
-text back with the accounts, white list and data version replaced and every other key kept.
+text back with the accounts, white list and data version replaced and every other key kept. PyYAML is imported by
+those two, at the first file read or written: the admin processor, which a broker without ACL loads too, uses this
+module's account checks only.
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ from pathlib import Path
 from typing import Any, Final
 
 import attrs
-import yaml
 
 from broker.acl.permission import parse_perm
 from broker.acl.remote_address import AddressMatcher, AddressPatternError, address_matcher
@@ -240,6 +241,8 @@ class AclFile:
         return attrs.evolve(self, document=doc)
 
     def dump(self) -> str:
+        import yaml
+
         doc = self.as_written().document
         return str(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, default_flow_style=False))
 
@@ -273,6 +276,8 @@ def build_acl_file(
 
 def parse_acl_file(text: str) -> AclFile:
     """Parse and compile one file's text (empty text is an empty file). Raises :class:`AclConfigError`."""
+    import yaml
+
     try:
         document = yaml.safe_load(text)
     except (yaml.YAMLError, ValueError, OverflowError, RecursionError) as exc:  # ValueError: a date like 2024-13-45

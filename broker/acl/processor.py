@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from broker.acl.manager import AclManager
 from broker.acl.permission import is_valid_perm_text
 from broker.acl.plain_config import AccountConfig, AclConfigError, check_keys, split_resource_entry
 from remoting.codec.codes import RequestCode, ResponseCode
@@ -29,6 +28,7 @@ from remoting.codec.command import RemotingCommand
 from remoting.processor import RequestContext
 
 if TYPE_CHECKING:
+    from broker.acl.manager import AclManager
     from broker.context import BrokerState
 
 log = logging.getLogger(__name__)

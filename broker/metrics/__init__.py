@@ -33,7 +33,7 @@ def broker_exporter(
     pop_gauges: PopGaugeReader | None = None,
 ) -> PrometheusExporter | None:
     """The exporter, or ``None`` without an RPC recorder (the controller makes one only when
-    :func:`~remoting.prometheus.prometheus_wanted` says the settings ask for ``/metrics``); ``timer_gauges`` reads
+    :func:`~remoting.rpc_metrics.prometheus_wanted` says the settings ask for ``/metrics``); ``timer_gauges`` reads
     the timer's gauges, ``pop_gauges`` the pop service's."""
     config = state.config
     if rpc_latency is None:
