@@ -1,9 +1,9 @@
 """What `python -m broker.embedded` imports with RocketMQ's defaults: none of the modules of the features those
-defaults leave off (the Prometheus exporter, DLedger, ACL and its YAML files), so an idle broker does not carry
-their code (docs/PERFORMANCE.md, idle RSS). A real process: the child runs the module as `python -m` does, serves a
-real request, and prints its ``sys.modules`` at exit, after a clean SIGTERM shutdown; so a module imported by the
-start, the request or the shutdown counts. Small store files (``SMALL``) change no feature. Failed before the
-optional features were imported at their first use."""
+defaults leave off (the Prometheus exporter, DLedger, ACL and its YAML files), nor the CBOR header codec, which only
+a client asking for it uses, so an idle broker does not carry their code (docs/PERFORMANCE.md, idle RSS). A real
+process: the child runs the module as `python -m` does, serves a real request, and prints its ``sys.modules`` at
+exit, after a clean SIGTERM shutdown; so a module imported by the start, the request or the shutdown counts. Small
+store files (``SMALL``) change no feature. Failed before each was imported at its first use."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ CHILD = (
     "runpy.run_module('broker.embedded', run_name='__main__', alter_sys=True)\n"
 )
 
-#: Packages (and modules) of features off by default, each with the setting that turns it on.
+#: Packages (and modules) of features off by default, each with what needs it (the setting that turns it on).
 OFF_BY_DEFAULT = {
     "prometheus_client": "metricsExporterType=PROM",
     "http.server": "metricsExporterType=PROM (prometheus-client's HTTP server)",
@@ -38,6 +38,7 @@ OFF_BY_DEFAULT = {
     "broker.dledger_mode": "enableDLegerCommitLog=true",
     "yaml": "aclEnable=true",
     "broker.acl.manager": "aclEnable=true",
+    "cbor2": "a request with a CBOR header (serialize type 0xCB, rocketrio's own; RocketMQ's clients never send one)",
 }
 
 
