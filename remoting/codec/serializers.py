@@ -6,7 +6,9 @@ tolerant the way real 4.x clients need (docs/protocol.md#92-what-a-server-must-t
 strings, numbers or booleans, extFields may be absent, ``{}`` or ``null``, ``remark`` may be absent, the JSON may end
 with a newline, ``language`` may be a name or a number, unknown keys are ignored, and an absent ``code`` is 0
 (fastjson's default); a ROCKETMQ header's negative extFields length means none, as RocketMQSerializable reads it.
-Anything that does not parse raises :class:`~remoting.codec.errors.HeaderDecodeError`.
+Anything that does not parse raises :class:`~remoting.codec.errors.HeaderDecodeError`. ``cbor2`` is imported at the
+first CBOR header, which only a client asking for it sends (RocketMQ's never do): a server that never sees one does
+not carry it.
 """
 
 from __future__ import annotations
@@ -16,7 +18,6 @@ import re
 import struct
 from typing import Any
 
-import cbor2
 import orjson
 
 from remoting.codec.codes import LanguageCode, SerializeType
@@ -347,6 +348,8 @@ def _decode_rocketmq_ext(block: memoryview) -> dict[str, str]:
 
 
 def encode_cbor(cmd: RemotingCommand) -> bytes:
+    import cbor2
+
     fields: dict[str, Any] = {
         "code": cmd.code,
         "flag": cmd.flag,
@@ -365,6 +368,8 @@ def encode_cbor(cmd: RemotingCommand) -> bytes:
 
 
 def decode_cbor(data: bytes | memoryview, body: Body) -> RemotingCommand:
+    import cbor2
+
     try:
         fields = cbor2.loads(bytes(data))
     except Exception as exc:  # cbor2 raises several unrelated types on garbage
