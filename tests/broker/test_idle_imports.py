@@ -8,6 +8,7 @@ store files (``SMALL``) change no feature. Failed before each was imported at it
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -78,13 +79,26 @@ async def test_an_idle_default_broker_imports_no_module_of_a_feature_that_is_off
     assert not wrongly, f"imported although off by default (module: the setting that needs it): {wrongly}"
 
 
+def metrics_on(_tmp_path: Path) -> list[str]:
+    return ["--metricsExporterType", "PROM", "--metricsPromExporterPort", "0"]
+
+
+def acl_on(tmp_path: Path) -> list[str]:
+    """ACL over a RocketMQ home whose ``plain_acl.yml`` white-lists 127.0.0.1 (the probe's request is admitted)."""
+    home = tmp_path / "rocketmq-home"
+    (home / "conf").mkdir(parents=True)
+    (home / "conf" / "plain_acl.yml").write_text("globalWhiteRemoteAddresses:\n  - 127.0.0.1\n")
+    return ["--aclEnable", "true", "--rocketmqHome", str(home)]
+
+
 @pytest.mark.parametrize(
-    ("settings", "needed"),
-    [(("--metricsExporterType", "PROM", "--metricsPromExporterPort", "0"), ("prometheus_client", "broker.metrics"))],
+    ("settings_of", "needed"),
+    [(metrics_on, ("prometheus_client", "broker.metrics")), (acl_on, ("yaml", "broker.acl.manager"))],
+    ids=["metrics", "acl"],
 )
 async def test_a_feature_turned_on_imports_its_modules(
-    tmp_path: Path, settings: tuple[str, ...], needed: tuple[str, ...]
+    tmp_path: Path, settings_of: Callable[[Path], list[str]], needed: tuple[str, ...]
 ) -> None:
-    """The control: the same probe sees the exporter's modules once the setting asks for ``/metrics``."""
-    modules = await modules_of_embedded(tmp_path, *settings)
+    """The control: the same probe sees a feature's modules once its setting turns it on."""
+    modules = await modules_of_embedded(tmp_path, *settings_of(tmp_path))
     assert all(loaded(modules, name) for name in needed), [name for name in needed if not loaded(modules, name)]
