@@ -125,3 +125,13 @@ def test_a_host_name_that_does_not_resolve_gives_default_broker(monkeypatch: pyt
         assert (BrokerConfig().broker_name, ProxyConfig().proxy_name) == ("DEFAULT_BROKER", "DEFAULT_PROXY")
     finally:
         local_host_name.cache_clear()
+
+
+def test_the_timer_logs_segment_size_is_read_from_rocketmqs_key(tmp_path) -> None:
+    """RocketMQ 5.3.3's MessageStoreConfig names the timer log's file size ``mappedFileSizeTimerLog``: a broker.conf
+    written for Java sets it (found by a review: the key was unknown and the size stayed at ours)."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text("mappedFileSizeTimerLog=4096\n")
+    config, unknown = load_broker_config(conf)
+    assert unknown == []
+    assert config.mapped_file_size_timer_log == 4096
