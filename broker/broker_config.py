@@ -244,9 +244,11 @@ class BrokerConfig(ListenerSettings):
     allow_recall_when_broker_not_writeable: bool = True
     #: Slots in the on-disk timer wheel (RocketMQ 5.3's fixed ``TIMER_WHEEL_TTL_DAY`` x 86,400 whatever the
     #: precision; a setting of ours, so tests can use a small wheel; its span is slots x precision, later timers are
-    #: rolled on) and the timer log's segment size. A wheel of another shape is migrated at a clean start.
+    #: rolled on). A wheel of another shape is migrated at a clean start.
     timer_wheel_slots: int = 7 * 24 * 3600
-    timer_log_file_size: int = 32 << 20
+    #: The timer log's segment size, under RocketMQ 5.3.3's MessageStoreConfig key ``mappedFileSizeTimerLog`` (ours
+    #: defaults to 32 MiB, Java's to 100 MiB).
+    mapped_file_size_timer_log: int = 32 << 20
     #: The business pools' workers and queue capacities (common/.../BrokerConfig.java; the controller sizes its
     #: pools with them, docs/protocol.md#714-processor-pools-and-flow-control). The admin and consumer-manage queues
     #: are unbounded, as 4.9.8's ``Executors.newFixedThreadPool``.

@@ -186,7 +186,7 @@ class BrokerController:
             precision_ms=config.timer_precision_ms,
             wheel_slots=config.timer_wheel_slots,
             roll_window_slot=config.timer_roll_window_slot,
-            log_file_size=config.timer_log_file_size,
+            log_file_size=config.mapped_file_size_timer_log,
             max_delay_sec=lambda: self.context.config.timer_max_delay_sec,  # updateBrokerConfig applies at once
             congest_num_each_slot=lambda: self.context.config.timer_congest_num_each_slot,
             stop_enqueue=lambda: self.context.config.timer_stop_enqueue,

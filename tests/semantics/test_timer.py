@@ -213,7 +213,7 @@ async def test_timers_beyond_the_wheels_span_are_rolled_on_and_delivered_on_time
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
     # A 2 s wheel (20 slots of 100 ms): a 25 s timer goes round about a dozen times.
-    overrides = {**SMALL_STORE, "timer_wheel_slots": 20, "timer_log_file_size": 32 * 64}
+    overrides = {**SMALL_STORE, "timer_wheel_slots": 20, "mapped_file_size_timer_log": 32 * 64}
     async with EmbeddedCluster(tmp_path, **overrides) as cluster:
         use_virtual_store_clock(cluster)
         await create_topic(cluster, "TimedFar")

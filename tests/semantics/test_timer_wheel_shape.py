@@ -209,7 +209,7 @@ async def test_a_broker_restarted_with_a_larger_wheel_and_another_precision_deli
 ) -> None:
     """A broker on a 20-slot wheel stopped with timers pending, started again with 600 slots of 200 ms: every
     timer delivered once, on time."""
-    overrides = {**SMALL_STORE, "timer_wheel_slots": 20, "timer_log_file_size": 32 * 64}
+    overrides = {**SMALL_STORE, "timer_wheel_slots": 20, "mapped_file_size_timer_log": 32 * 64}
     async with EmbeddedCluster(tmp_path, **overrides) as cluster:
         clock = use_virtual_store_clock(cluster)
         await create_topic(cluster, "TimedShape")
