@@ -85,6 +85,29 @@ async def test_heartbeat_enum_names_are_read_in_any_case(
     )
 
 
+
+async def test_a_heartbeat_enum_name_no_member_has_is_read_as_absent(
+    embedded_cluster: EmbeddedCluster, client: RemotingClient
+) -> None:
+    """fastjson 1.2.69's EnumDeserializer (and the bean deserializers' ``scanEnum``) reads a name no member has as
+    null unless ``ErrorOnEnumNotMatch`` is on, which RemotingSerializable.decode does not turn on: 4.9.8 registers the
+    consumer. Ours reads the name as absent, the field's default (found by a review: refused SYSTEM_ERROR)."""
+    consumer = {
+        "groupName": "odd_enums",
+        "consumeType": "PUSH",
+        "messageModel": "CLUSTER",
+        "consumeFromWhere": "FROM_NOWHERE",
+        "subscriptionDataSet": [{"topic": "T", "subString": "*"}],
+    }
+    body = {"clientID": "127.0.0.1@odd", "consumerDataSet": [consumer]}
+    answer = await client.invoke(
+        embedded_cluster.broker_addr, request(RequestCode.HEART_BEAT, body=orjson.dumps(body)), 5
+    )
+    assert answer.code == ResponseCode.SUCCESS, answer
+    info = embedded_cluster.controller.context.clients.consumer_group("odd_enums")
+    assert info is not None
+    assert (info.consume_type.name, info.message_model.name) == ("CONSUME_PASSIVELY", "CLUSTERING")
+
 async def test_a_heartbeat_tag_code_past_the_java_int_range_is_refused(
     embedded_cluster: EmbeddedCluster, client: RemotingClient
 ) -> None:
