@@ -251,7 +251,8 @@ def get_str_map(obj: Mapping[str, Any], key: str) -> dict[str, str]:
 
 def get_enum(obj: Mapping[str, Any], key: str, enum_type: type[E], default: E) -> E:
     """An enum member from its name or its Java ordinal (the C++ client sends ordinals). A name matches in any ASCII
-    case and an empty one is absent, as fastjson 1.2.69's EnumDeserializer reads them."""
+    case; an empty one, or one no member has, is absent (``default``), as fastjson 1.2.69's EnumDeserializer reads
+    them as null. An ordinal out of range raises BodyDecodeError, as fastjson's "parse enum ... error"."""
     value = obj.get(key)
     if value is None or value == "":
         return default
@@ -260,8 +261,9 @@ def get_enum(obj: Mapping[str, Any], key: str, enum_type: type[E], default: E) -
         name = value.translate(_ASCII_UPPER)
         if name in enum_type.__members__:
             return enum_type[name]
-        if value.isdigit():
-            value = int(value)
+        if not value.isdigit():
+            return default
+        value = int(value)
     if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < len(members):
         return members[value]
     raise BodyDecodeError(f"field {key!r}: {value!r} is not a {enum_type.__name__}")
