@@ -197,3 +197,19 @@ async def test_a_number_text_java_cannot_parse_is_refused(
     answer = await client.invoke(embedded_cluster.broker_addr, cmd, 5)
     assert answer.code == ResponseCode.SYSTEM_ERROR, answer
     assert "bad_text" not in embedded_cluster.controller.context.groups.groups
+
+
+async def test_a_heartbeat_without_a_client_id_is_refused_and_registers_nothing(
+    embedded_cluster: EmbeddedCluster, client: RemotingClient
+) -> None:
+    """Ours, a deliberate difference: 4.9.8's ClientManageProcessor.heartBeat registers each consumer under a null
+    client id (ConsumerGroupInfo keys by channel), so GET_CONSUMER_LIST_BY_GROUP lists a null every Java consumer's
+    rebalance fails to sort, then fails on the first producer (ProducerManager's ConcurrentHashMap refuses a null
+    key). Ours refuses the heartbeat SYSTEM_ERROR before registering anything."""
+    consumer = {"groupName": "no_id", "subscriptionDataSet": [{"topic": "T", "subString": "*"}]}
+    body = {"consumerDataSet": [consumer], "producerDataSet": [{"groupName": "no_id_p"}]}
+    answer = await client.invoke(
+        embedded_cluster.broker_addr, request(RequestCode.HEART_BEAT, body=orjson.dumps(body)), 5
+    )
+    assert answer.code == ResponseCode.SYSTEM_ERROR, answer
+    assert embedded_cluster.controller.context.clients.consumer_group("no_id") is None
