@@ -85,7 +85,6 @@ async def test_heartbeat_enum_names_are_read_in_any_case(
     )
 
 
-
 async def test_a_heartbeat_enum_name_no_member_has_is_read_as_absent(
     embedded_cluster: EmbeddedCluster, client: RemotingClient
 ) -> None:
@@ -107,6 +106,7 @@ async def test_a_heartbeat_enum_name_no_member_has_is_read_as_absent(
     info = embedded_cluster.controller.context.clients.consumer_group("odd_enums")
     assert info is not None
     assert (info.consume_type.name, info.message_model.name) == ("CONSUME_PASSIVELY", "CLUSTERING")
+
 
 async def test_a_heartbeat_tag_code_past_the_java_int_range_is_refused(
     embedded_cluster: EmbeddedCluster, client: RemotingClient

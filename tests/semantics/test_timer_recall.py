@@ -243,7 +243,12 @@ async def test_a_recall_holds_when_the_marker_rolls_on_with_its_message(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
     # A 2 s wheel (20 slots of 100 ms): a 25 s timer and its marker go round about a dozen times, filed apart.
-    overrides = {**SMALL_STORE, "timer_wheel_slots": 20, "mapped_file_size_timer_log": 32 * 64, "recall_message_enable": True}
+    overrides = {
+        **SMALL_STORE,
+        "timer_wheel_slots": 20,
+        "mapped_file_size_timer_log": 32 * 64,
+        "recall_message_enable": True,
+    }
     async with EmbeddedCluster(tmp_path, **overrides) as cluster:
         clock = await _prepared(cluster, "RecallFar")
         async with RemotingClient() as client:
