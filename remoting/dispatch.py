@@ -10,13 +10,16 @@ accounting showed up at ~5 % of the server's profile, hence per-worker). A pool 
 
 :meth:`Dispatcher.dispatch` runs in a connection's reader task and never waits for a processor:
 
-- ``admission`` (optional, the broker's ACL check) sees every request first; a command it returns is the answer and
-  the request never reaches a pool, so refused requests cannot fill a queue;
-- unknown code (and no default) -> ``REQUEST_CODE_NOT_SUPPORTED`` (3), remark ``" request type <code> not supported"``;
+- unknown code (and no default) -> ``REQUEST_CODE_NOT_SUPPORTED`` (3), remark ``" request type <code> not supported"``,
+  once ``admission`` admitted it;
 - a registration's ``reject`` (the processor's ``rejectRequest``: the send processor's while the store is page-cache
   busy) answering True -> ``SYSTEM_BUSY``, remark ``"[REJECTREQUEST]system busy, start flow control for a while"``;
 - queue full -> ``SYSTEM_BUSY`` (2), remark ``"[OVERLOAD]system busy, start flow control for a while"``;
 - oneway requests never get either answer (nor any other);
+- ``admission`` (optional, the broker's ACL check) runs in the pool's worker, after the fast-failure checks and
+  before the processor, as RocketMQ 4.9.8 runs its RPC hooks inside the executor's task
+  (``NettyRemotingAbstract.processRequestCommand``): a request the broker is too busy for is answered SYSTEM_BUSY
+  whoever sent it, and a command admission returns is the answer instead of the processor's;
 - a fast handler that raises gets its request answered ``SYSTEM_ERROR``, as a processor that raises does.
 
 :meth:`Dispatcher.fast_request` is the reader's shortcut (:data:`~remoting.connection.FastRequest`): a handler
@@ -73,8 +76,8 @@ REJECT_REMARK: Final = "[REJECTREQUEST]system busy, start flow control for a whi
 #: A processor's ``rejectRequest``: True refuses the request before it is queued (see the module docstring).
 Reject = Callable[[], bool]
 
-#: Called in the reader for every request before it is queued: ``None`` admits it; a command is the answer instead.
-#: It must not block (it runs on the connection's reader task) and should not raise.
+#: Called for every request by the worker about to process it (or by the reader for a code with no processor):
+#: ``None`` admits it; a command is the answer instead. It must not block and should not raise.
 Admission = Callable[[RequestContext, RemotingCommand], RemotingCommand | None]
 
 #: ``(ctx, header fields, body) -> handled``, see :meth:`Dispatcher.register_fast`.
@@ -147,6 +150,8 @@ class ProcessorPool:
     #: class a Python ``__setattr__`` that every ``busy`` write of the workers runs.
     _max_wait: float | None = attrs.field(default=None, alias="max_wait")
     page_cache_busy: Reject | None = None
+    #: The dispatcher's :data:`Admission`, run by a worker before the processor (set by :class:`Dispatcher`).
+    admission: Admission | None = attrs.field(init=False, default=None)
     limiter: trio.CapacityLimiter = attrs.field(init=False)
     _send: trio.MemorySendChannel[_Job] = attrs.field(init=False, repr=False)
     _receive: trio.MemoryReceiveChannel[_Job] = attrs.field(init=False, repr=False)
@@ -255,6 +260,10 @@ class ProcessorPool:
                 if max_wait is not None and behind_busy and (waited := now() - queued_at) >= max_wait:
                     self._refuse(ctx, request, queue_timeout_remark(waited, self.queued))
                     continue
+                admission = self.admission
+                if admission is not None and (refusal := admission(ctx, request)) is not None:
+                    self._answer(ctx, request, refusal)
+                    continue
                 self.busy += 1
                 try:
                     await run_processor(processor, ctx, request)
@@ -292,14 +301,19 @@ class ProcessorPool:
             queued.popleft()
             self._refuse(ctx, request, queue_timeout_remark(self._now() - queued_at, self.queued))
 
-    @staticmethod
-    def _refuse(ctx: RequestContext, request: RemotingCommand, remark: str) -> None:
+    @classmethod
+    def _refuse(cls, ctx: RequestContext, request: RemotingCommand, remark: str) -> None:
         """Answer SYSTEM_BUSY with ``remark`` instead of processing (a oneway request is dropped)."""
+        cls._answer(ctx, request, request.response(ResponseCode.SYSTEM_BUSY, remark))
+
+    @staticmethod
+    def _answer(ctx: RequestContext, request: RemotingCommand, answer: RemotingCommand) -> None:
+        """Write ``answer`` instead of processing ``request`` (a oneway request gets none); never waits."""
         if request.is_oneway:
-            ctx.connection.oneway_done(request, request.response(ResponseCode.SYSTEM_BUSY, remark))
+            ctx.connection.oneway_done(request, answer)
             return
         try:
-            ctx.connection.send_nowait(request.response(ResponseCode.SYSTEM_BUSY, remark))  # a pool worker: no wait
+            ctx.connection.send_nowait(answer)  # a pool worker: no wait
         except RemotingConnectError:
             log.debug("answer to opaque %d dropped: connection closed", request.opaque)
 
@@ -312,7 +326,7 @@ class Dispatcher:
     """
 
     def __init__(self, admission: Admission | None = None, fast_admission: FastAdmission | None = None) -> None:
-        self.admission = admission
+        self._admission = admission
         self.fast_admission = fast_admission
         self._table: dict[int, tuple[Processor, ProcessorPool]] = {}
         self._default: tuple[Processor, ProcessorPool] | None = None
@@ -320,6 +334,17 @@ class Dispatcher:
         self._rejects: dict[int, Reject] = {}
         self._pools: dict[int, ProcessorPool] = {}
         self._nursery: trio.Nursery | None = None
+
+    @property
+    def admission(self) -> Admission | None:
+        """The ACL check every pool's workers run (see the module docstring); a change reaches every pool."""
+        return self._admission
+
+    @admission.setter
+    def admission(self, admission: Admission | None) -> None:
+        self._admission = admission
+        for pool in self._pools.values():
+            pool.admission = admission
 
     @property
     def running(self) -> bool:
@@ -361,7 +386,7 @@ class Dispatcher:
         entry = self._fast.get(code)
         if entry is None or not entry[1].idle or (entry[2] is not None and entry[2]()):
             return False
-        if self.admission is not None and (self.fast_admission is None or not self.fast_admission(ctx, fields, body)):
+        if self._admission is not None and (self.fast_admission is None or not self.fast_admission(ctx, fields, body)):
             return False
         connection = ctx.connection
         if connection.rpc_latency is not None:
@@ -414,6 +439,7 @@ class Dispatcher:
         if id(pool) in self._pools:
             return
         self._pools[id(pool)] = pool
+        pool.admission = self._admission
         if self._nursery is not None:
             self._nursery.start_soon(pool.run)
 
@@ -432,13 +458,11 @@ class Dispatcher:
 
     async def dispatch(self, ctx: RequestContext, request: RemotingCommand) -> None:
         """Queue ``request`` on its pool, or answer 3 / 2 at once (see the module docstring). Called by readers."""
-        admission = self.admission
-        refusal = None if admission is None else admission(ctx, request)
         entry = self._table.get(request.code) or self._default
-        if refusal is not None:
-            answer = refusal
-        elif entry is None:
-            answer = request.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, not_supported_remark(request.code))
+        if entry is None:
+            refusal = None if self._admission is None else self._admission(ctx, request)
+            unknown = request.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, not_supported_remark(request.code))
+            answer = unknown if refusal is None else refusal
         elif (reject := self._rejects.get(request.code)) is not None and reject():
             answer = request.response(ResponseCode.SYSTEM_BUSY, REJECT_REMARK)
         elif entry[1].submit(entry[0], ctx, request):
