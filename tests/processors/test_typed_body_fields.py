@@ -13,7 +13,7 @@ import pytest
 from broker.embedded import EmbeddedCluster
 from remoting.client import RemotingClient
 from remoting.codec.codes import RequestCode, ResponseCode
-from remoting.codec.command import request
+from remoting.codec.command import RemotingCommand, request
 
 INT_MAX = (1 << 31) - 1
 
@@ -58,31 +58,34 @@ async def test_a_subscription_group_at_the_java_ranges_edges_is_stored(
     assert (stored.broker_id, stored.which_broker_when_consume_slowly) == (INT_MAX + 1, (1 << 63) - 1)
 
 
+async def _heartbeat(cluster: EmbeddedCluster, client: RemotingClient, body: dict[str, object]) -> RemotingCommand:
+    return await client.invoke(cluster.broker_addr, request(RequestCode.HEART_BEAT, body=orjson.dumps(body)), 5)
+
+
+async def _registered_enums(cluster: EmbeddedCluster, client: RemotingClient, group: str, *names: str) -> list[str]:
+    """The consumeType, messageModel and consumeFromWhere a consumer of ``group`` is registered with after a heartbeat
+    naming them ``names``."""
+    enums = dict(zip(("consumeType", "messageModel", "consumeFromWhere"), names, strict=True))
+    consumer = {"groupName": group, **enums, "subscriptionDataSet": [{"topic": "T", "subString": "*"}]}
+    answer = await _heartbeat(cluster, client, {"clientID": f"127.0.0.1@{group}", "consumerDataSet": [consumer]})
+    assert answer.code == ResponseCode.SUCCESS, answer
+    info = cluster.controller.context.clients.consumer_group(group)
+    assert info is not None
+    return [info.consume_type.name, info.message_model.name, info.consume_from_where.name]
+
+
 async def test_heartbeat_enum_names_are_read_in_any_case(
     embedded_cluster: EmbeddedCluster, client: RemotingClient
 ) -> None:
     """fastjson 1.2.69's EnumDeserializer matches a name exactly or by its ASCII lower case
     (parser/deserializer/EnumDeserializer.java), so 4.9.8 registers a consumer whose heartbeat
     (common/.../protocol/heartbeat/ConsumerData.java) spells its enums ``Broadcasting`` or ``consume_actively``."""
-    consumer = {
-        "groupName": "mixed_case",
-        "consumeType": "consume_actively",
-        "messageModel": "Broadcasting",
-        "consumeFromWhere": "CONSUME_FROM_first_OFFSET",
-        "subscriptionDataSet": [{"topic": "T", "subString": "*"}],
-    }
-    body = {"clientID": "127.0.0.1@mixed", "consumerDataSet": [consumer]}
-    answer = await client.invoke(
-        embedded_cluster.broker_addr, request(RequestCode.HEART_BEAT, body=orjson.dumps(body)), 5
-    )
-    assert answer.code == ResponseCode.SUCCESS, answer
-    info = embedded_cluster.controller.context.clients.consumer_group("mixed_case")
-    assert info is not None
-    assert (info.consume_type.name, info.message_model.name, info.consume_from_where.name) == (
+    names = ("consume_actively", "Broadcasting", "CONSUME_FROM_first_OFFSET")
+    assert await _registered_enums(embedded_cluster, client, "mixed_case", *names) == [
         "CONSUME_ACTIVELY",
         "BROADCASTING",
         "CONSUME_FROM_FIRST_OFFSET",
-    )
+    ]
 
 
 async def test_a_heartbeat_enum_name_no_member_has_is_read_as_absent(
@@ -91,21 +94,8 @@ async def test_a_heartbeat_enum_name_no_member_has_is_read_as_absent(
     """fastjson 1.2.69's EnumDeserializer (and the bean deserializers' ``scanEnum``) reads a name no member has as
     null unless ``ErrorOnEnumNotMatch`` is on, which RemotingSerializable.decode does not turn on: 4.9.8 registers the
     consumer. Ours reads the name as absent, the field's default (found by a review: refused SYSTEM_ERROR)."""
-    consumer = {
-        "groupName": "odd_enums",
-        "consumeType": "PUSH",
-        "messageModel": "CLUSTER",
-        "consumeFromWhere": "FROM_NOWHERE",
-        "subscriptionDataSet": [{"topic": "T", "subString": "*"}],
-    }
-    body = {"clientID": "127.0.0.1@odd", "consumerDataSet": [consumer]}
-    answer = await client.invoke(
-        embedded_cluster.broker_addr, request(RequestCode.HEART_BEAT, body=orjson.dumps(body)), 5
-    )
-    assert answer.code == ResponseCode.SUCCESS, answer
-    info = embedded_cluster.controller.context.clients.consumer_group("odd_enums")
-    assert info is not None
-    assert (info.consume_type.name, info.message_model.name) == ("CONSUME_PASSIVELY", "CLUSTERING")
+    registered = await _registered_enums(embedded_cluster, client, "odd_enums", "PUSH", "CLUSTER", "FROM_NOWHERE")
+    assert registered[:2] == ["CONSUME_PASSIVELY", "CLUSTERING"]
 
 
 async def test_a_heartbeat_tag_code_past_the_java_int_range_is_refused(
@@ -115,10 +105,7 @@ async def test_a_heartbeat_tag_code_past_the_java_int_range_is_refused(
     fails the heartbeat, and registers nothing mqadmin consumerConnection could not read back."""
     sub = {"topic": "T", "subString": "a", "tagsSet": ["a"], "codeSet": [INT_MAX + 1]}
     consumer = {"groupName": "big_code", "subscriptionDataSet": [sub]}
-    body = {"clientID": "127.0.0.1@big", "consumerDataSet": [consumer]}
-    answer = await client.invoke(
-        embedded_cluster.broker_addr, request(RequestCode.HEART_BEAT, body=orjson.dumps(body)), 5
-    )
+    answer = await _heartbeat(embedded_cluster, client, {"clientID": "127.0.0.1@big", "consumerDataSet": [consumer]})
     assert answer.code == ResponseCode.SYSTEM_ERROR, answer
     assert embedded_cluster.controller.context.clients.consumer_group("big_code") is None
 
@@ -208,8 +195,6 @@ async def test_a_heartbeat_without_a_client_id_is_refused_and_registers_nothing(
     key). Ours refuses the heartbeat SYSTEM_ERROR before registering anything."""
     consumer = {"groupName": "no_id", "subscriptionDataSet": [{"topic": "T", "subString": "*"}]}
     body = {"consumerDataSet": [consumer], "producerDataSet": [{"groupName": "no_id_p"}]}
-    answer = await client.invoke(
-        embedded_cluster.broker_addr, request(RequestCode.HEART_BEAT, body=orjson.dumps(body)), 5
-    )
+    answer = await _heartbeat(embedded_cluster, client, body)
     assert answer.code == ResponseCode.SYSTEM_ERROR, answer
     assert embedded_cluster.controller.context.clients.consumer_group("no_id") is None
