@@ -235,3 +235,38 @@ async def test_the_disk_ratio_counts_only_the_space_available_to_the_broker(
     with pytest.raises(ServiceNotAvailableError, match="disk full"):
         store.append(message())
     store.close()
+
+
+async def test_passes_keep_a_fixed_rate_a_long_pass_followed_at_once_by_the_next_due(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """DefaultMessageStore.addScheduleTask runs cleanFilesPeriodically with scheduleAtFixedRate (4.9.8
+    store/src/main/java/org/apache/rocketmq/store/DefaultMessageStore.java): a minute after the start, then every
+    cleanResourceInterval from there, a pass that outlasts it followed at once by the next due. Ours waited the
+    interval after each pass ended. The first pass deletes its three expired segments 6 s apart (18 s with ours'
+    pause after the last); the second starts when it ends. Each pass reads the store root's usage first
+    (isSpaceToDelete). The clock jumps only after 0.1 s of real idleness, so not while a disk thread works."""
+    autojump_clock.autojump_threshold = 0.1
+    tomorrow = datetime.datetime.now() + datetime.timedelta(days=1)
+    clock = FakeClock(int(tomorrow.replace(hour=4, minute=30).timestamp() * 1000))
+    root_reads: list[float] = []
+
+    def disk(path: Path) -> float:
+        if Path(path) == tmp_path:
+            root_reads.append(trio.current_time())
+        return 0.5
+
+    store = open_store(tmp_path, now_ms=clock, disk_usage_ratio=disk, file_reserved_time=0,
+                       delete_commit_log_files_interval=6_000,
+                       flush_interval_commit_log=60_000, flush_interval_consume_queue=60_000)  # fmt: skip
+    assert _fill(store) == 4
+    start = trio.current_time()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(store.run)
+        await trio.sleep(95)
+        nursery.cancel_scope.cancel()
+    store.close()
+    assert len(store.commitlog.queue.files) == 1
+    first, second = root_reads[0] - start, root_reads[1] - start
+    assert first == pytest.approx(60, abs=0.1)
+    assert 78 <= second < 80, "the next pass due waited the interval after the long one"
