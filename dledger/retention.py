@@ -8,10 +8,12 @@ ratio (``storePathRootDir`` and ``storePathDLedgerCommitLog``), then:
 - above 0.90 (DLedger's ``diskSpaceRatioToForceClean`` 0.85 + 0.05) DLedger's own flag is set until a pass finds it
   at 0.90 or below: a follower refuses the leader's entries (``appendAsFollower``'s ``DISK_FULL``, answered 406) and
   a leader its writes (``appendAsLeader``'s ``DISK_FULL``; SERVICE_NOT_AVAILABLE to a producer, as the store's other
-  refusals); and the store's flag refuses writes until a pass finds it at 0.85 or below
-  (``diskSpaceCleanForciblyRatio``: RocketMQ's CleanCommitLogService, which runs over the DLedger data path too,
-  leaves its disk-full flag set in between), or the store's disk check, every 10 s, finds the data directory at
-  ``diskSpaceWarningLevelRatio`` or below (its ``isSpaceFull``, which reads no store root);
+  refusals). The store's own flag is not this pass's: RocketMQ's CleanCommitLogService, which runs over the DLedger
+  data path too, sets it above ``diskSpaceWarningLevelRatio`` and clears it at 0.85 or below
+  (``diskSpaceCleanForciblyRatio``) in its passes every ``cleanResourceInterval``, and the store's disk check, every
+  10 s, sets it above that ratio and clears it at or below (its ``isSpaceFull``, which reads no store root);
+- a pass that fails (a ``deleteWhen`` Integer.parseInt cannot read) is logged and the next one runs 200 ms later
+  (CleanSpaceService's ``DLedgerUtils.sleep(200)``), after the flag was set;
 - in one of ``deleteWhen``'s hours, or above ``diskMaxUsedSpaceRatio``, it deletes data segments last modified more
   than ``fileReservedTime`` + 1 hours ago (DLedgerCommitLog's ``+ 1``; never under an hour), oldest first, up to 10
   100 ms apart (the disk lock let go in between), stopping at the first younger one, and above 0.85 whatever their
@@ -22,12 +24,13 @@ ratio (``storePathRootDir`` and ``storePathDLedgerCommitLog``), then:
 Ours: a segment goes only once every entry in it is committed, flushed and dispatched to the ConsumeQueues, so
 retention never takes an entry the group may still need or a message the queues do not index yet (DLedger deletes by
 age alone). Deleting moves the ledger's begin index (a follower whose log ends before it is rebuilt from the leader's
-first entry: :meth:`~dledger.file_store.FileLedger.truncate`), then, in the pass's second half, the ConsumeQueues
-and the index file drop what points below the new first entry, one queue at a time ``deleteConsumeQueueFilesInterval``
-apart, as the classic store's retention does (:class:`store.services.RetentionService`). That second half runs at
-every pass, whatever the hour, once the log's first entry rose since the last look (0 after a start), as RocketMQ's
-CleanConsumeQueueService does with DLedgerCommitLog's ``getMinOffset``: it also takes files left by a member killed
-before it unlinked them, or below segments removed by hand.
+first entry: :meth:`~dledger.file_store.FileLedger.truncate`). The ConsumeQueues and the index file drop what points
+below the new first entry in RocketMQ's cleanFilesPeriodically (a minute after the start, then every
+``cleanResourceInterval`` at a fixed rate, after CleanCommitLogService's pass), one queue at a time
+``deleteConsumeQueueFilesInterval`` apart, as the classic store's retention does
+(:class:`store.services.RetentionService`), whatever the hour, once the log's first entry rose since the last look
+(0 after a start), as CleanConsumeQueueService does with DLedgerCommitLog's ``getMinOffset``: it also takes files
+left by a member killed before it unlinked them, or below segments removed by hand.
 A manual ``DELETE_EXPIRED_COMMITLOG`` does not reach these files, as in RocketMQ (DLedgerCommitLog's
 ``deleteExpiredFile`` only refreshes DLedger's settings).
 
@@ -49,7 +52,7 @@ from typing import TYPE_CHECKING, Final
 
 import trio
 
-from store.services import FIRST_PASS_DELAY_S, RetentionService, is_delete_hour, log_disk_ratio
+from store.services import FIRST_PASS_DELAY_S, RetentionService, at_fixed_rate, is_delete_hour, log_disk_ratio
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -68,15 +71,16 @@ DISK_FULL_RATIO: Final = min(FORCE_CLEAN_RATIO + 0.05, 0.95)
 DELETE_FILES_BATCH_MAX: Final = 10
 #: CleanSpaceService's ``deleteFilesInterval`` (the 100 it passes to ``deleteExpiredFileByTime``)
 DELETE_FILES_INTERVAL_S: Final = 0.1
-#: CleanSpaceService's ``waitForRunning(100)``
+#: CleanSpaceService's ``waitForRunning(100)``, and its ``DLedgerUtils.sleep(200)`` after a pass that failed
 PASS_INTERVAL_S: Final = 0.1
+ERROR_PAUSE_S: Final = 0.2
 
 
 class LedgerRetention(RetentionService):
     """Owned by one DLedger store in place of the classic :class:`~store.services.RetentionService`, whose
     interface it keeps (a manual delete's rounds are used by CleanCommitLogService's passes, 10 s apart); ``run`` is
-    its task, :meth:`check_once` one pass of each: :meth:`_clean_commit_log`, :meth:`_delete_segments`, then the
-    ConsumeQueue and index files below the log's first entry (the classic pass's second half)."""
+    its task, :meth:`check_once` one pass of each: :meth:`_delete_segments` (CleanCommitLogService's),
+    :meth:`_ledger_pass` (DLedger's), then the ConsumeQueue and index files below the log's first entry."""
 
     _store: DLedgerMessageStore
     #: DLedger's own deletion held off (DLedgerCommitLog's disableDeleteDledger) or let run (its refreshConfig), as
@@ -93,64 +97,61 @@ class LedgerRetention(RetentionService):
         return log_disk_ratio(self._store.config.disk_usage_ratio, self._store.ledger.data, FORCE_CLEAN_RATIO)
 
     async def check_once(self) -> int:
-        """One CleanCommitLogService pass (:meth:`_clean_commit_log`), then one of DLedger's (the flags and the
-        entry files: :meth:`_delete_segments`) with the ConsumeQueue and index files below the log's first entry.
-        Returns how many segments went."""
-        return await self._clean_commit_log() + await super().check_once()
-
-    async def _clean_commit_log(self) -> int:
-        """RocketMQ's CleanCommitLogService over a DLedger store (DLedgerCommitLog.deleteExpiredFile): when due (a
-        ``deleteWhen`` hour, ``diskMaxUsedSpaceRatio`` passed, or a manual round left, one used), a mixed store's
-        expired classic segments go by the classic rules and DLedger's own deletion is held off; with none left it
-        is let run again (DLedger's settings refreshed). Returns how many went; a failure is logged."""
-        try:
-            store = self._store
-            config = store.config
-            time_up = is_delete_hour(config.delete_when, config.now_ms())  # first: one it cannot read fails the pass
-            ratio = self.disk_ratio()
-            manual = self.manual_delete_times > 0
-            if not (time_up or ratio > config.disk_max_used_fraction or manual):
-                return 0
-            if manual:
-                self.manual_delete_times -= 1
-            self._entries_held = store.classic_segments() > 0
-            if not self._entries_held:
-                return 0
-            expire_before = config.now_ms() - config.file_reserved_time * HOUR_MS
-            force = config.clean_file_forcibly_enable and ratio > config.disk_space_clean_forcibly_ratio
-            return await self._delete_loop(True, expire_before, force, config.delete_commit_log_files_interval / 1000)
-        except Exception:
-            log.warning("CleanCommitLogService service has exception.", exc_info=True)
-            return 0
+        """One CleanCommitLogService pass (:meth:`_delete_segments`), one of DLedger's (:meth:`_ledger_pass`), then
+        the ConsumeQueue and index files below the log's first entry. Returns how many segments went."""
+        deleted = await self._commit_log_pass()
+        deleted += (await self._ledger_pass())[0]
+        await self._queue_pass()
+        return deleted
 
     async def _delete_segments(self) -> int:
-        """DLedger's CleanSpaceService pass: its disk-full flag and the store's, then the entry files due (see the
-        module docstring), none while classic segments are left or CleanCommitLogService holds them off. Returns how
-        many went."""
+        """RocketMQ's CleanCommitLogService over a DLedger store (DLedgerCommitLog.deleteExpiredFile): ``deleteWhen``
+        read first (one it cannot read raises: the pass fails), then the store's disk-full flag set above
+        ``diskSpaceWarningLevelRatio`` and cleared at or below ``diskSpaceCleanForciblyRatio`` (isSpaceToDelete);
+        when due (a ``deleteWhen`` hour, ``diskMaxUsedSpaceRatio`` passed, or a manual round left, one used), a mixed
+        store's expired classic segments go by the classic rules and DLedger's own deletion is held off; with none
+        left it is let run again (DLedger's settings refreshed). Returns how many went."""
+        store = self._store
+        config = store.config
+        time_up = is_delete_hour(config.delete_when, config.now_ms())
+        ratio = self._mark_disk()
+        manual = self.manual_delete_times > 0
+        if not (time_up or ratio > config.disk_max_used_fraction or manual):
+            return 0
+        if manual:
+            self.manual_delete_times -= 1
+        self._entries_held = store.classic_segments() > 0
+        if not self._entries_held:
+            return 0
+        expire_before = config.now_ms() - config.file_reserved_time * HOUR_MS
+        force = config.clean_file_forcibly_enable and ratio > config.disk_space_clean_forcibly_ratio
+        return await self._delete_loop(True, expire_before, force, config.delete_commit_log_files_interval / 1000)
+
+    async def _ledger_pass(self) -> tuple[int, float]:
+        """One CleanSpaceService.doWork (:meth:`_clean_space`): how many entry files went and the pause before the
+        next, ``waitForRunning(100)``, or 200 ms after a failure, which is logged (its ``DLedgerUtils.sleep(200)``)."""
+        try:
+            return await self._clean_space(), PASS_INTERVAL_S
+        except Exception:
+            log.info("Error in CleanSpaceService", exc_info=True)
+            return 0, ERROR_PAUSE_S
+
+    async def _clean_space(self) -> int:
+        """DLedger's CleanSpaceService pass: its disk-full flag (the store's is the 10 s passes'), then the entry
+        files due (see the module docstring), none while classic segments are left or CleanCommitLogService holds
+        them off. A ``deleteWhen`` it cannot read raises, after the flag. Returns how many went."""
         store = self._store
         config = store.config
         ratio = self.disk_ratio()
         # DLedger's own flag, set and cleared by each pass (CleanSpaceService's isNeedForbiddenWrite): it refuses a
-        # follower's entries, so a follower on a fuller disk than the leader's does not fill it up.
+        # follower's entries and the leader's writes, so a follower on a fuller disk than the leader's does not
+        # fill it up.
         store.ledger.disk_full = ratio > DISK_FULL_RATIO
-        # Cleared only at or below the forcible ratio, as the classic pass does (RetentionService._delete_segments):
-        # RocketMQ runs CleanCommitLogService over the DLedger data path too, and its flag refuses sends as well.
-        if ratio > DISK_FULL_RATIO:
-            store.disk_full_reason = (
-                f"disk full: used ratio {ratio:.2f} is above DLedger's {DISK_FULL_RATIO:.2f}, writes are refused until "
-                f"it is at most {config.disk_space_clean_forcibly_ratio:.2f}"
-            )
-        elif ratio <= config.disk_space_clean_forcibly_ratio:
-            store.disk_full_reason = None
         if self._entries_held is None:  # DLedgerCommitLog's recover: held off in a mixed store
             self._entries_held = store.classic_segments() > 0
         if self._entries_held or store.classic_segments():
             return 0
-        try:  # before the disk checks, as CleanSpaceService.doWork: a deleteWhen it cannot read deletes nothing
-            time_up = is_delete_hour(config.delete_when, config.now_ms())
-        except ValueError as exc:
-            log.info("Error in CleanSpaceService: deleteWhen %r: %s", config.delete_when, exc)
-            return 0
+        time_up = is_delete_hour(config.delete_when, config.now_ms())  # before the disk checks, as doWork
         if not (time_up or ratio > config.disk_max_used_fraction):
             return 0
         expire_before = config.now_ms() - max((config.file_reserved_time + 1) * HOUR_MS, HOUR_MS)
@@ -192,21 +193,14 @@ class LedgerRetention(RetentionService):
         await self._store.destroy_taken(files)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """The store's 10 s disk check, CleanCommitLogService's passes (a minute after the start, then every
-        ``cleanResourceInterval``, as DefaultMessageStore schedules them in DLedger mode too) and, from the start,
-        DLedger's every 100 ms with the queue and index files' cleanup, for the store's life."""
+        """The store's 10 s disk check, cleanFilesPeriodically (CleanCommitLogService's pass, then the ConsumeQueue
+        and index files below the log: a minute after the start, then every ``cleanResourceInterval`` at a fixed
+        rate, as DefaultMessageStore schedules them in DLedger mode too) and, from the start, DLedger's pass every
+        100 ms (200 ms after one that failed), for the store's life."""
         task_status.started()
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._check_disk)
-            nursery.start_soon(self._clean_commit_log_passes)
+            nursery.start_soon(at_fixed_rate, super().check_once, FIRST_PASS_DELAY_S, self._interval)
             while True:
-                await super().check_once()
-                await trio.sleep(PASS_INTERVAL_S)
-
-    async def _clean_commit_log_passes(self) -> None:
-        """At a fixed rate, as ``scheduleAtFixedRate``: a pass that ran long is followed at once by the next due."""
-        due = trio.current_time() + FIRST_PASS_DELAY_S
-        while True:
-            await trio.sleep_until(due)
-            await self._clean_commit_log()
-            due += self._store.config.clean_resource_interval / 1000
+                _, pause = await self._ledger_pass()
+                await trio.sleep(pause)

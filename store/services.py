@@ -14,11 +14,11 @@
   ``flush(0)``.
 * :class:`AllocateService`: prepares (and optionally warms up) the next CommitLog segment after each roll, so appends
   rarely create files themselves.
-* :class:`RetentionService`: a minute after the start, then every ``clean_resource_interval``, deletes expired
-  segments at ``delete_when`` or when the disk is fuller than ``disk_max_used_space_ratio`` (clamped to 10..95), young
-  ones too above ``disk_space_clean_forcibly_ratio`` when ``clean_file_forcibly_enable``, and refuses writes above
-  ``disk_space_warning_level_ratio`` (checked every 10 s from 1 s after the start, as well as by each pass) until a
-  check finds the disk at or below it, or a pass at or below the forcible ratio.
+* :class:`RetentionService`: a minute after the start, then every ``clean_resource_interval`` at a fixed rate, deletes
+  expired segments at ``delete_when`` or when the disk is fuller than ``disk_max_used_space_ratio`` (clamped to
+  10..95), young ones too above ``disk_space_clean_forcibly_ratio`` when ``clean_file_forcibly_enable``, and refuses
+  writes above ``disk_space_warning_level_ratio`` (checked every 10 s from 1 s after the start, as well as by each
+  pass) until a check finds the disk at or below it, or a pass at or below the forcible ratio.
   A segment goes only once the checkpoint covers it (a flush first when it does not yet), so recovery never starts
   past the checkpoint. Then the ConsumeQueue files below the CommitLog's minimum,
   ``delete_consume_queue_files_interval`` apart.
@@ -38,7 +38,7 @@ import math
 import os
 import sys
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
@@ -791,16 +791,24 @@ class RetentionService:
         while the broker was down). Returns the number of CommitLog files deleted. Either half that raises is
         logged and the other still runs, as Java's two services catch any Throwable of a pass: the next pass tries
         again."""
-        deleted = 0
+        deleted = await self._commit_log_pass()
+        await self._queue_pass()
+        return deleted
+
+    async def _commit_log_pass(self) -> int:
+        """CleanCommitLogService.run: :meth:`_delete_segments`, a failure logged (0 deleted)."""
         try:
-            deleted = await self._delete_segments()
+            return await self._delete_segments()
         except Exception:
             log.warning("CleanCommitLogService service has exception.", exc_info=True)
+            return 0
+
+    async def _queue_pass(self) -> None:
+        """CleanConsumeQueueService.run: :meth:`_clean_queues` below the log's minimum, a failure logged."""
         try:
             await self._clean_queues(self._store.commitlog.min_offset)
         except Exception:
             log.warning("CleanConsumeQueueService service has exception.", exc_info=True)
-        return deleted
 
     def _mark_space_full(self) -> None:
         """The 10 s disk check (4.9.8 ``CleanCommitLogService.isSpaceFull``): the disk-full flag set when the
@@ -816,13 +824,21 @@ class RetentionService:
         queue = self._store.commitlog.queue
         return log_disk_ratio(config.disk_usage_ratio, queue, config.disk_space_clean_forcibly_ratio)
 
+    def disk_ratio(self) -> float:
+        """The used ratio a pass goes by: the store root's or the CommitLog's disk, the fuller (the CommitLog's
+        full directories noted on the way: :func:`log_disk_ratio`)."""
+        config = self._store.config
+        forcibly = config.disk_space_clean_forcibly_ratio
+        queue = self._store.commitlog.queue
+        root = config.disk_usage_ratio(config.store_path_root_dir)
+        return max(root, log_disk_ratio(config.disk_usage_ratio, queue, forcibly) or 0.0)
+
     def _mark_disk(self) -> float:
         """The disk's used ratio, after setting the disk-full flag (and the CommitLog's full directories) by it."""
         store = self._store
         config = store.config
-        ratio = config.disk_usage_ratio(config.store_path_root_dir)
+        ratio = self.disk_ratio()
         forcibly = config.disk_space_clean_forcibly_ratio
-        ratio = max(ratio, log_disk_ratio(config.disk_usage_ratio, store.commitlog.queue, forcibly) or 0.0)
         warning = config.disk_space_warning_level_ratio
         # DefaultMessageStore.java CleanCommitLogService.isSpaceToDelete: full above the warning ratio, OK again only
         # at or below the forcible one, the flag left as it was in between (the 10 s disk check clears it there:
@@ -913,20 +929,18 @@ class RetentionService:
         await self._destroy(index_taken)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """The passes, the first a minute after the start, so a restart deletes nothing at once, and the disk check
-        from 1 s on, every 10 s, for the store's life (4.9.8 store/.../DefaultMessageStore.java addScheduleTask:
-        cleanFilesPeriodically's initial delay, isSpaceFull's schedule)."""
+        """The passes, the first a minute after the start, so a restart deletes nothing at once, then every
+        ``clean_resource_interval`` at a fixed rate (:func:`at_fixed_rate`), and the disk check from 1 s on, every
+        10 s, for the store's life (4.9.8 store/.../DefaultMessageStore.java addScheduleTask: cleanFilesPeriodically's
+        scheduleAtFixedRate, isSpaceFull's schedule)."""
         task_status.started()
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._check_disk)
-            await self._first_pause()
-            while True:
-                await self.check_once()
-                await self._pause()
+            await at_fixed_rate(self.check_once, FIRST_PASS_DELAY_S, self._interval)
 
-    async def _first_pause(self) -> None:
-        """Until the first pass: a minute after the start."""
-        await trio.sleep(FIRST_PASS_DELAY_S)
+    def _interval(self) -> float:
+        """``cleanResourceInterval`` in seconds, read at each pass."""
+        return self._store.config.clean_resource_interval / 1000
 
     async def _check_disk(self) -> None:
         await trio.sleep(DISK_CHECK_DELAY_S)
@@ -937,6 +951,15 @@ class RetentionService:
                 log.warning("Disk check has exception.", exc_info=True)
             await trio.sleep(DISK_CHECK_INTERVAL_S)
 
-    async def _pause(self) -> None:
-        """Until the next pass: ``cleanResourceInterval``."""
-        await trio.sleep(self._store.config.clean_resource_interval / 1000)
+
+async def at_fixed_rate(
+    job: Callable[[], Awaitable[object]], first_delay: float, interval: Callable[[], float]
+) -> None:
+    """Run ``job`` ``first_delay`` seconds from now, then every ``interval()`` from the time the last one was due,
+    forever, as Java's ``scheduleAtFixedRate``: a run that outlasts it is followed at once by the next due, never
+    overlapped. ``job`` handles its own errors (one that raises ends the loop)."""
+    due = trio.current_time() + first_delay
+    while True:
+        await trio.sleep_until(due)
+        await job()
+        due += interval()

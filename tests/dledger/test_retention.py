@@ -635,7 +635,11 @@ async def test_a_rebuilt_follower_unlinks_the_files_below_its_first_entry_outsid
 
 @pytest.mark.parametrize("kind", ["consumequeue", "index"])
 async def test_a_file_that_cannot_be_unlinked_is_logged_and_retention_goes_on(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, kind: str
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    kind: str,
+    autojump_clock: trio.testing.MockClock,
 ) -> None:
     """RocketMQ's MappedFile.destroy (store/src/main/java/org/apache/rocketmq/store/MappedFile.java) logs a file it
     cannot delete (``File.delete`` returns false) and the clean service goes on. Ours let the OSError of an unlink
@@ -656,8 +660,8 @@ async def test_a_file_that_cannot_be_unlinked_is_logged_and_retention_goes_on(
     monkeypatch.setattr(os, "unlink", unlink)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(store.retention.run)
-        # The queue and index files go in a pass's second half, after the entry segments.
-        await until(lambda: len(store.ledger.data.files) == 1 and all_logged(refused, caplog))
+        # The queue and index files go in cleanFilesPeriodically, a minute after the start, after the entry segments.
+        await until(lambda: len(store.ledger.data.files) == 1 and all_logged(refused, caplog), timeout=180)
         nursery.cancel_scope.cancel()
     assert refused and all(os.path.exists(name) for name in refused)  # left behind, out of the store
     assert all(name in caplog.text for name in refused)
@@ -751,6 +755,8 @@ async def test_the_disk_check_every_10_s_lets_writes_in_again_at_90_percent(
     disk = Disk(0.95)
     store.config = attrs.evolve(store.config, disk_usage_ratio=disk, delete_when="99")
     store.delete_expired_entries = lambda _expire_before, *, force, limit: 0  # type: ignore[method-assign]
+    for directory in store.ledger.data.dirs.writable:  # isSpaceFull reads a data directory that exists (else -1)
+        directory.mkdir(parents=True, exist_ok=True)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(store.retention.run)
         await trio.sleep(1.5)
