@@ -12,7 +12,9 @@ import pytest
 import trio
 import trio.testing
 
-from tests.dledger.test_retention import Disk, keyed_records, keyed_store, member_store
+from dledger.commitlog_store import DLedgerMessageStore
+from store.mapped_file import MappedFile
+from tests.dledger.test_retention import Disk, age, keyed_records, keyed_store, member_store
 
 
 async def test_an_unreadable_delete_when_is_logged_once_every_200_ms(
@@ -87,5 +89,55 @@ async def test_a_spike_above_90_percent_is_refused_by_dledger_alone_and_ends_wit
         await trio.sleep(0.3)
         assert not store.ledger.disk_full
         assert store.disk_full_reason is None
+        nursery.cancel_scope.cancel()
+    store.close()
+
+
+def aged_store(root: Path, hours: float) -> tuple[DLedgerMessageStore, list[MappedFile]]:
+    """A single member (deleteWhen 99: no hour is due) whose entry segments were last modified ``hours`` ago."""
+    store = keyed_store(root, delete_when="99")
+    while len(store.ledger.data.files) < 4:
+        keyed_records(store, 8, size=300)
+    files = store.ledger.data.files
+    for mf in files:
+        age(mf.path, hours)
+    return store, files
+
+
+async def test_a_file_reserved_time_update_reaches_dledger_at_the_next_clean_commit_log_pass_due(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """DLedger's CleanSpaceService reads its own copy of the settings, which DLedgerCommitLog's constructor fills and
+    its refreshConfig renews only when CleanCommitLogService's pass is due (store/src/main/java/org/apache/rocketmq/
+    store/dledger/DLedgerCommitLog.java deleteExpiredFile): an UPDATE_BROKER_CONFIG of fileReservedTime=1 made after
+    the start, the disk at 80 % (past diskMaxUsedSpaceRatio 75), takes the segments 10 h old at the first pass, a
+    minute after the start, not in DLedger's next 100 ms pass."""
+    store, files = aged_store(tmp_path, 10)
+    count = len(files)
+    store.config = attrs.evolve(store.config, disk_usage_ratio=Disk(0.80), file_reserved_time=1)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(store.retention.run)
+        await trio.sleep(59)
+        assert len(files) == count, "DLedger went by fileReservedTime before its settings were refreshed"
+        await trio.sleep(1.5)
+        assert len(files) < count
+        nursery.cancel_scope.cancel()
+    store.close()
+
+
+async def test_a_disk_max_used_space_ratio_update_never_reaches_dledger_s_pass(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """DLedgerCommitLog copies diskMaxUsedSpaceRatio into DLedger's diskSpaceRatioToCheckExpired in its constructor
+    alone (refreshConfig renews deleteWhen, fileReservedHours and enableDiskForceClean): lowered to 50 after the
+    start, the disk at 60 %, CleanCommitLogService's passes are due but DLedger deletes no entry segment, however
+    old, until the broker restarts."""
+    store, files = aged_store(tmp_path, 1000)
+    count = len(files)
+    store.config = attrs.evolve(store.config, disk_usage_ratio=Disk(0.60), disk_max_used_space_ratio=50)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(store.retention.run)
+        await trio.sleep(120)
+        assert len(files) == count
         nursery.cancel_scope.cancel()
     store.close()
