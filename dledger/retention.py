@@ -17,9 +17,10 @@ ratio (``storePathRootDir`` and ``storePathDLedgerCommitLog``), then:
 - in one of ``deleteWhen``'s hours, or above ``diskMaxUsedSpaceRatio``, it deletes data segments last modified more
   than ``fileReservedTime`` + 1 hours ago (DLedgerCommitLog's ``+ 1``; never under an hour), oldest first, up to 10
   100 ms apart (the disk lock let go in between), stopping at the first younger one, and above 0.85 whatever their
-  age unless ``cleanFileForciblyEnable`` is false
-  (DLedger's ``enableDiskForceClean``). ``diskMaxUsedSpaceRatio`` is clamped to 10..95. The newest segment always
-  stays.
+  age unless ``cleanFileForciblyEnable`` is false (DLedger's ``enableDiskForceClean``). ``diskMaxUsedSpaceRatio`` is
+  clamped to 10..95. The newest segment always stays. These settings are DLedger's copies (:class:`LedgerSettings`):
+  taken at the start and renewed by each CleanCommitLogService pass due once no classic segment is left
+  (DLedgerCommitLog's ``refreshConfig``), ``diskMaxUsedSpaceRatio``'s at the start alone (its constructor).
 
 Ours: a segment goes only once every entry in it is committed, flushed and dispatched to the ConsumeQueues, so
 retention never takes an entry the group may still need or a message the queues do not index yet (DLedger deletes by
@@ -48,7 +49,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, NamedTuple
 
 import trio
 
@@ -60,6 +61,7 @@ if TYPE_CHECKING:
     from dledger.commitlog_store import DLedgerMessageStore
     from store.index_file import IndexFile
     from store.mapped_file import MappedFile
+    from store.store_config import StoreConfig
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +78,20 @@ PASS_INTERVAL_S: Final = 0.1
 ERROR_PAUSE_S: Final = 0.2
 
 
+class LedgerSettings(NamedTuple):
+    """DLedger's copy of RocketMQ's retention settings, which its pass goes by (DLedgerCommitLog's ``dLedgerConfig``:
+    ``deleteWhen``, ``fileReservedHours`` = ``fileReservedTime`` + 1, ``enableDiskForceClean`` =
+    ``cleanFileForciblyEnable``)."""
+
+    delete_when: str
+    reserved_hours: int
+    force_clean: bool
+
+    @classmethod
+    def of(cls, config: StoreConfig) -> LedgerSettings:
+        return cls(config.delete_when, config.file_reserved_time + 1, config.clean_file_forcibly_enable)
+
+
 class LedgerRetention(RetentionService):
     """Owned by one DLedger store in place of the classic :class:`~store.services.RetentionService`, whose
     interface it keeps (a manual delete's rounds are used by CleanCommitLogService's passes, 10 s apart); ``run`` is
@@ -86,6 +102,14 @@ class LedgerRetention(RetentionService):
     #: DLedger's own deletion held off (DLedgerCommitLog's disableDeleteDledger) or let run (its refreshConfig), as
     #: the last CleanCommitLogService pass due found classic segments or none; ``None`` until the first look.
     _entries_held: bool | None = None
+
+    def __init__(self, store: DLedgerMessageStore) -> None:
+        super().__init__(store)
+        #: DLedger's settings as DLedgerCommitLog's constructor copies them; renewed by each CleanCommitLogService pass
+        #: due that finds no classic segment (refreshConfig), so an UPDATE_BROKER_CONFIG reaches DLedger's pass then.
+        self._settings = LedgerSettings.of(store.config)
+        #: ``diskSpaceRatioToCheckExpired``: diskMaxUsedSpaceRatio as the constructor read it, never renewed.
+        self._check_expired_ratio = store.config.disk_max_used_fraction
 
     def disk_ratio(self) -> float:
         config = self._store.config
@@ -122,6 +146,7 @@ class LedgerRetention(RetentionService):
             self.manual_delete_times -= 1
         self._entries_held = store.classic_segments() > 0
         if not self._entries_held:
+            self._settings = LedgerSettings.of(config)  # DLedgerCommitLog's refreshConfig
             return 0
         expire_before = config.now_ms() - config.file_reserved_time * HOUR_MS
         force = config.clean_file_forcibly_enable and ratio > config.disk_space_clean_forcibly_ratio
@@ -151,12 +176,12 @@ class LedgerRetention(RetentionService):
             self._entries_held = store.classic_segments() > 0
         if self._entries_held or store.classic_segments():
             return 0
-        time_up = is_delete_hour(config.delete_when, config.now_ms())  # before the disk checks, as doWork
-        if not (time_up or ratio > config.disk_max_used_fraction):
+        settings = self._settings
+        time_up = is_delete_hour(settings.delete_when, config.now_ms())  # before the disk checks, as doWork
+        if not (time_up or ratio > self._check_expired_ratio):
             return 0
-        expire_before = config.now_ms() - max((config.file_reserved_time + 1) * HOUR_MS, HOUR_MS)
-        # DLedgerCommitLog.java: enableDiskForceClean = isCleanFileForciblyEnable()
-        force = config.clean_file_forcibly_enable and ratio > FORCE_CLEAN_RATIO
+        expire_before = config.now_ms() - max(settings.reserved_hours * HOUR_MS, HOUR_MS)
+        force = settings.force_clean and ratio > FORCE_CLEAN_RATIO
         return await self._delete_loop(False, expire_before, force, DELETE_FILES_INTERVAL_S)
 
     async def _delete_loop(self, classic: bool, expire_before: int, force: bool, interval: float) -> int:

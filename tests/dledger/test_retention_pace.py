@@ -13,7 +13,6 @@ import trio
 import trio.testing
 
 from dledger.commitlog_store import DLedgerMessageStore
-from store.mapped_file import MappedFile
 from tests.dledger.test_retention import Disk, age, keyed_records, keyed_store, member_store
 
 
@@ -22,9 +21,9 @@ async def test_an_unreadable_delete_when_is_logged_once_every_200_ms(
 ) -> None:
     """CleanSpaceService.doWork (dledger/.../store/file/DLedgerMmapFileStore.java) catches the failure of a pass,
     logs it and sleeps 200 ms (``DLedgerUtils.sleep(200)``) instead of its ``waitForRunning(100)``: a deleteWhen
-    Integer.parseInt cannot read is logged 5 times a second, not 10."""
-    store = member_store(tmp_path)
-    store.config = attrs.evolve(store.config, disk_usage_ratio=Disk(0.5), delete_when="abc")
+    Integer.parseInt cannot read is logged 5 times a second, not 10. Set at the start: DLedger's copy of deleteWhen
+    is renewed only by a CleanCommitLogService pass, which such a value fails first."""
+    store = keyed_store(tmp_path, disk_usage_ratio=Disk(0.5), delete_when="abc")
     caplog.set_level(logging.INFO, logger="dledger.retention")
     async with trio.open_nursery() as nursery:
         nursery.start_soon(store.retention.run)
@@ -93,15 +92,14 @@ async def test_a_spike_above_90_percent_is_refused_by_dledger_alone_and_ends_wit
     store.close()
 
 
-def aged_store(root: Path, hours: float) -> tuple[DLedgerMessageStore, list[MappedFile]]:
+def aged_store(root: Path, hours: float) -> DLedgerMessageStore:
     """A single member (deleteWhen 99: no hour is due) whose entry segments were last modified ``hours`` ago."""
     store = keyed_store(root, delete_when="99")
     while len(store.ledger.data.files) < 4:
         keyed_records(store, 8, size=300)
-    files = store.ledger.data.files
-    for mf in files:
+    for mf in store.ledger.data.files:
         age(mf.path, hours)
-    return store, files
+    return store
 
 
 async def test_a_file_reserved_time_update_reaches_dledger_at_the_next_clean_commit_log_pass_due(
@@ -112,17 +110,12 @@ async def test_a_file_reserved_time_update_reaches_dledger_at_the_next_clean_com
     store/dledger/DLedgerCommitLog.java deleteExpiredFile): an UPDATE_BROKER_CONFIG of fileReservedTime=1 made after
     the start, the disk at 80 % (past diskMaxUsedSpaceRatio 75), takes the segments 10 h old at the first pass, a
     minute after the start, not in DLedger's next 100 ms pass."""
-    store, files = aged_store(tmp_path, 10)
-    count = len(files)
+    store = aged_store(tmp_path, 10)
+    count = len(store.ledger.data.files)
     store.config = attrs.evolve(store.config, disk_usage_ratio=Disk(0.80), file_reserved_time=1)
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(store.retention.run)
-        await trio.sleep(59)
-        assert len(files) == count, "DLedger went by fileReservedTime before its settings were refreshed"
-        await trio.sleep(1.5)
-        assert len(files) < count
-        nursery.cancel_scope.cancel()
-    store.close()
+    before, after = await segments_after(store, 59, 1.5)
+    assert before == count, "DLedger went by fileReservedTime before its settings were refreshed"
+    assert after < count
 
 
 async def test_a_disk_max_used_space_ratio_update_never_reaches_dledger_s_pass(
@@ -132,12 +125,21 @@ async def test_a_disk_max_used_space_ratio_update_never_reaches_dledger_s_pass(
     alone (refreshConfig renews deleteWhen, fileReservedHours and enableDiskForceClean): lowered to 50 after the
     start, the disk at 60 %, CleanCommitLogService's passes are due but DLedger deletes no entry segment, however
     old, until the broker restarts."""
-    store, files = aged_store(tmp_path, 1000)
-    count = len(files)
+    store = aged_store(tmp_path, 1000)
+    count = len(store.ledger.data.files)
     store.config = attrs.evolve(store.config, disk_usage_ratio=Disk(0.60), disk_max_used_space_ratio=50)
+    assert await segments_after(store, 120) == [count]
+
+
+async def segments_after(store: DLedgerMessageStore, *waits: float) -> list[int]:
+    """How many entry segments ``store`` has after each of ``waits`` seconds of its retention, run from now; the
+    store is closed after."""
+    counts = []
     async with trio.open_nursery() as nursery:
         nursery.start_soon(store.retention.run)
-        await trio.sleep(120)
-        assert len(files) == count
+        for wait in waits:
+            await trio.sleep(wait)
+            counts.append(len(store.ledger.data.files))
         nursery.cancel_scope.cancel()
     store.close()
+    return counts
