@@ -381,7 +381,9 @@ def _read_member(member: Member) -> dict[tuple[int, int], bytes]:
 
 
 async def run(work: Path, rounds: int, producers: int, warm: float, pause: float, timings: dict[str, int],
-              classic: int = 0) -> tuple[list[dict[str, Any]], dict[str, Any]]:  # fmt: skip
+              classic: int = 0, kinds: tuple[str, ...] = ("kill", "stop")
+              ) -> tuple[list[dict[str, Any]], dict[str, Any]]:  # fmt: skip
+    """``kinds``: the faults of the rounds, in turn (``kill``, ``stop``)."""
     group = Group(work, producers, timings)
     if classic:
         group.seed_classic(classic)
@@ -392,7 +394,7 @@ async def run(work: Path, rounds: int, producers: int, warm: float, pause: float
             for k in range(producers):
                 nursery.start_soon(group.produce, k)
             for number in range(rounds):
-                result = await group.round(number, "kill" if number % 2 == 0 else "stop", warm, pause)
+                result = await group.round(number, kinds[number % len(kinds)], warm, pause)
                 print(json.dumps(result), flush=True)
                 results.append(result)
             await trio.sleep(warm)

@@ -3,10 +3,12 @@ producers; the leader is killed with SIGKILL in one round and SIGSTOPped past th
 every acknowledged message must then be at its queue offset on every member once they have caught up, with no
 offset holding two messages; once more with the members started from copies of a classic broker's store.
 The CI version uses shorter DLedger timings (heartbeats every 500 ms) so it takes seconds, not minutes; the
-10-round run with DLedger's default timings is ``python -m bench.dledger_failover``."""
+10-round run with DLedger's default timings is ``python -m bench.dledger_failover``; one SIGSTOP round runs with them
+here, to show the followers asking the paused leader instead of waiting for the heartbeat leak."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -35,3 +37,26 @@ async def test_kill_and_pause_the_leader_under_eight_producers(tmp_path: Path, c
     assert {r["DLedgerRole"] for r in rows} == {"LEADER", "FOLLOWER"}, rows
     # SPACE: the used ratio of the disk under the DLedger data directory, as RocketMQ's getStorePathPhysic gives it.
     assert all(0 < float(r["SPACE"]) <= 1 for r in rows), rows
+
+
+@pytest.mark.timeout(240)
+async def test_a_paused_leader_is_replaced_before_the_heartbeat_leak_with_dledgers_default_timings(
+    tmp_path: Path,
+) -> None:
+    """DLedger's default timings (heartbeats every 2 s, a leak of 3): a follower whose SIGSTOPped leader's heartbeat
+    is overdue asks it (METADATA), gets no answer and campaigns. The members' own logs show the mechanism: the follower
+    gave up on the leader's term while its last heartbeat was younger than the 6 s leak, the new leader leads the next
+    term, and nobody waited for the leak."""
+    results, summary = await run(tmp_path, rounds=1, producers=8, warm=1.5, pause=1.0, timings={}, kinds=("stop",))
+    [result] = results
+    old, new = result["old_leader"], result["new_leader"]
+    assert new != old and summary["caught_up"], (results, summary)
+    logs = "".join((tmp_path / f"n{i}.log").read_text() for i in range(3))
+    gave_up = re.findall(rf"dledger n\d: leader {old} of term (\d+) gave no answer within \d+ ms, (\d+) ms after its "
+                         r"last heartbeat: electing", logs)  # fmt: skip
+    assert gave_up, logs
+    leak_ms = 2000 * 3
+    assert all(int(age) < leak_ms for _, age in gave_up), gave_up
+    new_terms = {int(t) for t in re.findall(rf"dledger {new} is LEADER of term (\d+)", logs)}
+    assert {int(term) + 1 for term, _ in gave_up} & new_terms, (gave_up, new_terms)
+    assert f"no heartbeat from leader {old}" not in logs
