@@ -7,8 +7,11 @@ open (every answer in, a quorum, or a known leader) or its deadline passes; unti
 returns at once, as the blocked thread would.
 
 - Follower: becomes candidate when no heartbeat came for ``maxHeartBeatLeak`` x interval (6 s), or at once when
-  the shell finds the leader's process gone (:meth:`Elector.leader_unreachable`; ours). DLedger's candidate then
-  votes in the same term first; ours, as Raft's, in the next (:meth:`Elector._leader_lost`).
+  the shell finds the leader's process gone (:meth:`Elector.leader_unreachable`; ours). Ours too: a heartbeat
+  overdue by a quarter interval (2.5 s without one) makes it ask the leader whether it is alive (METADATA, as any
+  DLedger member answers it); no answer within half an interval, a failed connection or an answer naming no leader
+  makes it give up as well (:meth:`Elector._check_leader`). DLedger's candidate then votes in the same term first;
+  ours, as Raft's, in the next (:meth:`Elector._leader_lost`).
 - Candidate: votes at ``nextTimeToRequestVote`` (randomised 300-1000 ms, 30-100 ms while taking leadership: a
   preferred leader's in DLedger, any transferee's here); the table of outcomes is ``_conclude``. Ours: a round also
   ends once only silent peers are left to answer (:attr:`Elector.silent`), and a leader stepping down on a higher term
@@ -41,6 +44,8 @@ from dledger.messages import (
     HeartBeatResponse,
     LeadershipTransferRequest,
     LeadershipTransferResponse,
+    MetadataRequest,
+    MetadataResponse,
     VoteRequest,
     VoteResponse,
 )
@@ -79,6 +84,28 @@ class _BeatRound:
     opened: bool = False
 
 
+@attrs.define
+class _Probe:
+    """Ours: a follower's METADATA call asking the leader it follows, whose heartbeat is overdue, whether it lives."""
+
+    leader: str
+    term: int
+    sent: int
+    deadline: int
+
+
+def probe_after_ms(interval: int) -> int:
+    """How long a follower waits for a heartbeat before it asks its leader (ours): the interval and a quarter, so
+    a heartbeat that left late on a loaded leader or waited in a queue does not start one."""
+    return interval + interval // 4
+
+
+def probe_wait_ms(interval: int) -> int:
+    """How long the leader has to answer (ours): half an interval, hundreds of times a loaded member's round trip,
+    while the follower still gives up before the heartbeat leak; a later answer changes nothing."""
+    return interval // 2
+
+
 class Elector:
     def __init__(self, node: RaftNode) -> None:
         self.node = node
@@ -105,6 +132,9 @@ class Elector:
         self.last_leader_heartbeat_time = -1
         self.last_send_heartbeat_time = -1
         self.last_succ_heartbeat_time = -1
+        #: the leader being asked whether it lives, and when the last one was asked (at most once an interval)
+        self._probe: _Probe | None = None
+        self.last_probe_time = -(1 << 62)
         self._vote: _VoteRound | None = None
         #: peers not heard from since they went quiet (the leader given up on, a call that got no answer); a vote
         #: round does not wait for them (ours: DLedger waits 2-3 s for every peer)
@@ -134,7 +164,11 @@ class Elector:
             interval = self.config.heart_beat_time_interval_ms
             elapsed = now - self.last_leader_heartbeat_time
             if elapsed > 2 * interval and elapsed > self.config.max_heart_beat_leak * interval:
+                log.info("dledger %s: no heartbeat from leader %s for %d ms, electing", self.member.self_id,
+                         self.member.leader_id, elapsed)  # fmt: skip
                 self._leader_lost()
+            elif not self.node.faithful:
+                self._check_leader(now)
         else:
             self._maintain_as_candidate()
 
@@ -148,10 +182,61 @@ class Elector:
         if self.member.is_leader:
             return self.last_send_heartbeat_time + interval + 1
         if self.member.is_follower:
-            return self.last_leader_heartbeat_time + max(2, self.config.max_heart_beat_leak) * interval + 1
+            leak = self.last_leader_heartbeat_time + max(2, self.config.max_heart_beat_leak) * interval + 1
+            if self.node.faithful:
+                return leak
+            return min(leak, self._probe.deadline if self._probe is not None else self._next_probe_time())
         if self.need_increase_term_immediately:
             return self.node.now
         return max(self.next_time_to_request_vote, self.node.now)
+
+    # ---- asking an overdue leader (ours) -------------------------------------------------------------------------
+
+    def _next_probe_time(self) -> int:
+        interval = self.config.heart_beat_time_interval_ms
+        due = self.last_leader_heartbeat_time + probe_after_ms(interval) + 1
+        return max(due, self.last_probe_time + interval)
+
+    def _check_leader(self, now: int) -> None:
+        """A follower: ask the leader once its heartbeat is overdue; give up on it when the wait passed unanswered."""
+        probe = self._probe
+        if probe is not None:
+            if now >= probe.deadline:
+                self._probe = None
+                self._give_up_on(probe, f"gave no answer within {probe.deadline - probe.sent} ms")
+            return
+        leader = self.member.leader_id
+        if leader is None or now < self._next_probe_time():
+            return
+        member, node = self.member, self.node
+        wait = probe_wait_ms(self.config.heart_beat_time_interval_ms)
+        probe = self._probe = _Probe(leader, member.curr_term, now, now + wait)
+        self.last_probe_time = now
+        request = MetadataRequest(group=member.group, remote_id=leader, local_id=member.self_id)
+        node.call(leader, request, functools.partial(self._probe_answer, probe))
+
+    def _probe_answer(self, probe: _Probe, response: object) -> None:
+        """The leader's answer, or None (its connection failed). Taken only before the deadline; the member gives up
+        on a failed connection or an answer naming no leader (it leads no more). An answer naming itself or another
+        leader (whose heartbeats will come) or refusing the request shows it alive: the heartbeats decide."""
+        if probe is not self._probe or self.node.now >= probe.deadline:
+            return
+        self._probe = None
+        if not isinstance(response, MetadataResponse) or response.code == ResponseCode.NETWORK_ERROR:
+            self._give_up_on(probe, "cannot be reached")
+        elif response.code == ResponseCode.SUCCESS and response.leader_id is None:
+            self._give_up_on(probe, "leads no more")
+
+    def _give_up_on(self, probe: _Probe, why: str) -> None:
+        """Campaign unless a heartbeat came since the probe left or the member follows someone else by now."""
+        member = self.member
+        if not (member.is_follower and member.leader_id == probe.leader and member.curr_term == probe.term):
+            return
+        if self.last_leader_heartbeat_time >= probe.sent:
+            return
+        log.info("dledger %s: leader %s of term %d %s, %d ms after its last heartbeat: electing", member.self_id,
+                 probe.leader, probe.term, why, self.node.now - self.last_leader_heartbeat_time)  # fmt: skip
+        self._leader_lost()
 
     # ---- role changes ------------------------------------------------------------------------------------------
 
@@ -205,6 +290,7 @@ class Elector:
         self.last_parse_result = ParseResult.WAIT_TO_REVOTE
         self.member.change_to_follower(term, leader_id)
         self.last_leader_heartbeat_time = self.node.now
+        self._probe = None
         self._role_changed(term, Role.FOLLOWER)
 
     def _role_changed(self, term: int, role: Role) -> None:

@@ -25,7 +25,8 @@ Elections are faster too (:mod:`dledger.elector`): a follower that loses its lea
 do not wait for silent peers, a leader steps down on any heartbeat answer with a higher term and votes in that term
 (after a vote interval when it was handing leadership over, while a transferee, preferred or not, votes within the
 take-leadership interval), a new leader's heartbeats go out before its first push, and a leader whose process is gone
-is noticed without the heartbeat leak.
+(the shell's connect refused) or that does not answer a METADATA call once its heartbeat is overdue (paused,
+partitioned) is noticed without the heartbeat leak.
 """
 
 from __future__ import annotations
