@@ -465,3 +465,27 @@ def test_a_vote_round_does_not_wait_for_the_leader_given_up_on() -> None:
     node.handle_request(node.now, HeartBeatRequest(group="g", remote_id="n0", local_id="n1", leader_id="n1", term=0),
                         None)  # fmt: skip
     assert "n1" not in node.elector.silent
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_a_member_restarted_since_the_last_election_is_not_taken_for_silent(seed: int) -> None:
+    """A follower that gave up on a dead leader counts it silent; that member restarts and has not called on the
+    follower (it waits the heartbeat leak before voting and the new leader's heartbeats have not reached it) when the
+    new leader pauses. The follower's vote round must wait for the restarted member's answer (REJECT_TERM_NOT_READY,
+    then its vote in the same term): ending the round at once as if only silent peers were left cost a vote interval,
+    a split vote with the restarted member and 2-3 s of vote rounds more (5.5-6.9 s failovers of the real processes
+    where the leader was SIGSTOPped just after the previous one was killed and restarted)."""
+    cluster = MemCluster(3, seed=seed)
+    first = cluster.leader()
+    cluster.crash(first)
+    cluster.run_until(lambda: len(cluster.leaders()) == 1)
+    second = cluster.leaders()[0]
+    cluster.run_until(cluster.settled, 10_000)
+    cluster.filter = lambda src, dst, _m: not (src == second and dst == first)
+    cluster.start(first)
+    cluster.run(300)
+    cluster.crash(second)  # silent from now on, as a paused process
+    took = cluster.run_until(lambda: len(cluster.leaders()) == 1)
+    # no heartbeat for 2.5 s (the last up to 2 s before), the probe's 1 s, one vote interval and round trips
+    assert took <= 3500 + 1000 + 50
+    assert cluster.leaders()[0] != second
