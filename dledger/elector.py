@@ -255,8 +255,9 @@ class Elector:
         term, leader = self.member.curr_term, self.member.leader_id
         self.change_to_candidate(term)
         if not self.node.faithful:
-            if leader is not None:
-                self.silent.add(leader)
+            # Only the leader is silent now: the group worked while this member followed, and a peer it gave up on
+            # in an earlier election may have restarted since without calling on it.
+            self.silent = {leader} if leader is not None else set()
             self.last_parse_result = ParseResult.WAIT_TO_VOTE_NEXT
             self.next_time_to_request_vote = self._next_vote_time()
 
