@@ -45,8 +45,8 @@ async def test_a_paused_leader_is_replaced_before_the_heartbeat_leak_with_dledge
 ) -> None:
     """DLedger's default timings (heartbeats every 2 s, a leak of 3): a follower whose SIGSTOPped leader's heartbeat
     is overdue asks it (METADATA), gets no answer and campaigns. The members' own logs show the mechanism: the follower
-    gave up on the leader's term while its last heartbeat was younger than the 6 s leak, the new leader leads the next
-    term, and nobody waited for the leak."""
+    gave up on the leader's term while its last heartbeat was younger than the 6 s leak, the new leader leads a later
+    term (the next one unless the two followers split their first vote), and nobody waited for the leak."""
     results, summary = await run(tmp_path, rounds=1, producers=8, warm=1.5, pause=1.0, timings={}, kinds=("stop",))
     [result] = results
     old, new = result["old_leader"], result["new_leader"]
@@ -58,5 +58,5 @@ async def test_a_paused_leader_is_replaced_before_the_heartbeat_leak_with_dledge
     leak_ms = 2000 * 3
     assert all(int(age) < leak_ms for _, age in gave_up), gave_up
     new_terms = {int(t) for t in re.findall(rf"dledger {new} is LEADER of term (\d+)", logs)}
-    assert {int(term) + 1 for term, _ in gave_up} & new_terms, (gave_up, new_terms)
+    assert any(led > int(term) for term, _ in gave_up for led in new_terms), (gave_up, new_terms)
     assert f"no heartbeat from leader {old}" not in logs
