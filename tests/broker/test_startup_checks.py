@@ -489,6 +489,33 @@ async def test_get_broker_config_shows_the_ha_address_the_broker_registers(tmp_p
     assert f"haListenPort={ha_port}" in lines
 
 
+async def test_get_broker_config_omits_the_settings_java_leaves_null(tmp_path: Path) -> None:
+    """4.9.8's Configuration answers GET_BROKER_CONFIG with ``MixAll.object2Properties`` of each config object, which
+    skips a null field, and ``properties2String``, which skips a null value: a broker started without a name server
+    shows no ``namesrvAddr`` line, nor the MessageStoreConfig paths and DLedger names that default to null
+    (store/src/main/java/org/apache/rocketmq/store/config/MessageStoreConfig.java). Ours showed them empty (``key=``),
+    which a tool reading the text takes for a value. A set one is shown, and an empty default that is not null
+    (``messageStorePlugIn=``) stays."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text("listenPort=0\nlistenHost=127.0.0.1\nhaMasterAddress=10.0.0.9:10912\n")
+    async with broker_from_conf(conf, tmp_path / "store") as (_controller, addr), RemotingClient() as client:
+        answer = await client.invoke(addr, request(RequestCode.GET_BROKER_CONFIG), 5)
+    keys = {line.partition("=")[0]: line.partition("=")[2] for line in bytes(answer.body).decode().splitlines()}
+    null_by_default = (
+        "namesrvAddr",
+        "storePathCommitLog",
+        "storePathDLedgerCommitLog",
+        "readOnlyCommitLogStorePaths",
+        "dLegerGroup",
+        "dLegerPeers",
+        "dLegerSelfId",
+        "preferredLeaderId",
+    )
+    assert [key for key in null_by_default if key in keys] == []
+    assert keys["haMasterAddress"] == "10.0.0.9:10912"
+    assert keys["messageStorePlugIn"] == ""
+
+
 #: RocketMQ 4.9.8 keys of BrokerConfig, MessageStoreConfig, NettyServerConfig and NettyClientConfig with their Java
 #: defaults, as a broker.conf copied from a Java broker (or `mqbroker -p`'s output) holds them.
 JAVA_ONLY_KEYS = """transferMsgByHeap=true
