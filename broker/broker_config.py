@@ -476,6 +476,23 @@ def checked_roles(config: BrokerConfig) -> BrokerConfig:
     return config if config.broker_id == 0 else attrs.evolve(config, broker_id=0)
 
 
+#: The settings whose RocketMQ 4.9.8 default is null, which ours holds as ``""``: BrokerConfig's ``rocketmqHome`` and
+#: ``namesrvAddr`` (from the environment, null without it) and MessageStoreConfig's paths and DLedger names
+#: (store/src/main/java/org/apache/rocketmq/store/config/MessageStoreConfig.java). Neither GET_BROKER_CONFIG
+#: nor a rewrite of a removed ``-c`` file holds them while empty, as ``MixAll.object2Properties`` skips a null field
+#: (:func:`without_java_nulls`).
+NULL_WHEN_EMPTY: Final = frozenset({
+    "rocketmqHome", "namesrvAddr", "storePathCommitLog", "storePathDLedgerCommitLog", "readOnlyCommitLogStorePaths",
+    "haMasterAddress", "dLegerGroup", "dLegerPeers", "dLegerSelfId", "preferredLeaderId",
+})  # fmt: skip
+
+
+def without_java_nulls(texts: dict[str, str]) -> dict[str, str]:
+    """``texts`` without the :data:`NULL_WHEN_EMPTY` settings that are empty (Java's null). Ours: one set to ``""``
+    explicitly is left out too, where Java shows ``key=``."""
+    return {key: text for key, text in texts.items() if text or key not in NULL_WHEN_EMPTY}
+
+
 #: What ``mqbroker -m`` prints: the settings RocketMQ 4.9.8 marks ``@ImportantField`` (common/.../BrokerConfig.java,
 #: store/.../config/MessageStoreConfig.java) that this broker has.
 IMPORTANT_PROPERTIES: Final = frozenset({

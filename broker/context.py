@@ -36,7 +36,7 @@ import attrs
 import trio
 
 from broker.broker_conf_file import persist_properties
-from broker.broker_config import BrokerConfig
+from broker.broker_config import BrokerConfig, without_java_nulls
 from broker.client_registry import ClientRegistry
 from broker.consumer_offset_manager import ConsumerOffsetManager
 from broker.rebalance_locks import RebalanceLockManager
@@ -137,8 +137,9 @@ class BrokerState:
 
     def config_texts(self, config: BrokerConfig | None = None, *, secrets: bool = False) -> dict[str, str]:
         """``config``'s settings (default: the running ones) by property name as Java's Configuration holds them: the
-        ``tls.*`` ones only as the ``-c`` file held them (``secrets``: its key passwords too)."""
-        texts = property_texts(self.config if config is None else config)
+        ``tls.*`` ones only as the ``-c`` file held them (``secrets``: its key passwords too), none Java leaves null
+        (:func:`~broker.broker_config.without_java_nulls`)."""
+        texts = without_java_nulls(property_texts(self.config if config is None else config))
         return held_tls_texts(texts, self.file_tls_properties, secrets=secrets)
 
     async def update_config(self, props: Mapping[str, str]) -> list[str]:
