@@ -117,14 +117,15 @@ async def test_a_number_past_javas_range_keeps_the_default(tmp_path: Path, key: 
 async def test_a_delay_level_with_an_unknown_unit_stops_the_start_without_a_traceback(tmp_path: Path) -> None:
     """4.9.8's ScheduleMessageService.parseDelayLevel knows the units s, m, h and d; another (``5x``) makes it
     return false, so DefaultMessageStore.load and BrokerController.initialize fail and the broker does not start. Ours
-    died with a KeyError traceback; it reports the start failure (status 1) naming messageDelayLevel."""
+    died with a KeyError traceback; it reports the start failure naming messageDelayLevel, with BrokerStartup's
+    status for a failed ``initialize``, ``System.exit(-3)``: 253 (it was 1)."""
     status, out, err = await _run_broker(
         ["-n", "127.0.0.1:1", "--listenPort", "0", "--listenHost", "127.0.0.1",
          "--storePathRootDir", str(tmp_path / "store"), *SMALL, "--messageDelayLevel", "1s 5x"],
         tmp_path,
     )  # fmt: skip
     text = err.decode(errors="replace")
-    assert status == 1, f"booted: {out.decode(errors='replace')}"
+    assert status == 253, f"booted: {out.decode(errors='replace')}"
     assert "Traceback" not in text, text[-800:]
     assert "messageDelayLevel" in text and "5x" in text
 
@@ -134,15 +135,15 @@ async def test_a_delay_level_java_cannot_split_or_parse_stops_the_start(tmp_path
     """4.9.8's ScheduleMessageService.parseDelayLevel splits messageDelayLevel at each single space
     (``String.split(" ")``: an empty value or two spaces give an empty level) and reads each number with
     Long.parseLong (no underscore, nothing past a long); any failure fails the store's load and the broker does not
-    start. Ours split at any run of whitespace and took Python's int(), so these booted (an empty value: with no
-    delay level at all)."""
+    start (status 253, ``System.exit(-3)``). Ours split at any run of whitespace and took Python's int(), so these
+    booted (an empty value: with no delay level at all)."""
     status, out, err = await _run_broker(
         ["-n", "127.0.0.1:1", "--listenPort", "0", "--listenHost", "127.0.0.1",
          "--storePathRootDir", str(tmp_path / "store"), *SMALL, "--messageDelayLevel", levels],
         tmp_path,
     )  # fmt: skip
     text = err.decode(errors="replace")
-    assert status == 1, f"booted: {out.decode(errors='replace')}"
+    assert status == 253, f"booted: {out.decode(errors='replace')}"
     assert "Traceback" not in text, text[-800:]
     assert "messageDelayLevel" in text
 
@@ -202,13 +203,14 @@ async def test_a_clean_resource_interval_of_zero_or_less_stops_the_start(tmp_pat
 
 async def test_a_name_server_address_without_a_port_stops_the_start(tmp_path: Path) -> None:
     """BrokerStartup checks every namesrvAddr entry with RemotingUtil.string2SocketAddress and stops with 'The Name
-    Server Address[127.0.0.1] illegal' (the broker used to boot and never register)."""
+    Server Address[127.0.0.1] illegal' (the broker used to boot and never register), and ``System.exit(-3)``: status
+    253, which scripts and systemd units see (ours exited 2, a usage error's)."""
     status, out, err = await _run_broker(
         ["-n", "127.0.0.1", "--listenPort", "0", "--listenHost", "127.0.0.1",
          "--storePathRootDir", str(tmp_path / "store"), *SMALL],
         tmp_path,
     )  # fmt: skip
-    assert status == 2, f"booted: {out.decode(errors='replace')}"
+    assert status == 253, f"booted: {out.decode(errors='replace')}"
     assert b'The Name Server Address[127.0.0.1] illegal, please set it as follows, "127.0.0.1:9876;' in err
 
 
@@ -303,11 +305,11 @@ async def test_print_config_shows_the_broker_id_brokerstartup_settles(
 @pytest.mark.parametrize("flag", ["-p", "-m"])
 async def test_print_config_refuses_a_slave_with_broker_id_zero(tmp_path: Path, flag: str) -> None:
     """BrokerStartup stops with "Slave's brokerId must be > 0" before ``-p``/``-m`` print anything; it printed the
-    settings and exited 0. Refused as the start refuses it (status 1)."""
+    settings and exited 0. Refused as the start refuses it, with BrokerStartup's ``System.exit(-3)``: status 253."""
     status, out, err = await _run_broker(
         [flag, "--brokerRole", "SLAVE", "--brokerId", "0", "--storePathRootDir", str(tmp_path / "store")], tmp_path
     )
-    assert status == 1 and b"Slave's brokerId must be > 0" in err
+    assert status == 253 and b"Slave's brokerId must be > 0" in err
     assert b"brokerId=" not in out
 
 
@@ -362,6 +364,21 @@ async def test_a_corrupt_config_file_and_bak_refuse_the_start(tmp_path: Path, na
         await BrokerController(attrs.evolve(config, **SMALL_STORE)).serve()
     found = sole_exception(raised.value)
     assert isinstance(found, ConfigFileError) and name in str(found)
+
+
+async def test_mqbroker_exits_253_when_a_config_file_and_its_bak_do_not_load(tmp_path: Path) -> None:
+    """4.9.8's BrokerStartup calls ``System.exit(-3)`` when ``BrokerController.initialize`` returns false, as it does
+    for a config file whose .bak does not load either: scripts and systemd units see status 253 (ours exited 1)."""
+    store = tmp_path / "store"
+    (store / "config").mkdir(parents=True)
+    for file in ("topics.json", "topics.json.bak"):
+        (store / "config" / file).write_text("{not json")
+    status, out, err = await _run_broker(
+        ["-n", "127.0.0.1:1", "--listenPort", "0", "--listenHost", "127.0.0.1", "--storePathRootDir", str(store)],
+        tmp_path,
+    )
+    assert status == 253, f"booted: {out.decode(errors='replace')}"
+    assert b"topics.json" in err and b"Traceback" not in err
 
 
 async def test_use_tls_in_broker_conf_registers_over_tls(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
