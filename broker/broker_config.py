@@ -464,14 +464,18 @@ class BrokerConfig(ListenerSettings):
 BROKER_ROLES = ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE")
 
 
+class SlaveIdError(ValueError):
+    """A slave's ``brokerId`` is 0 or less: BrokerStartup refuses the start (``System.exit(-3)``)."""
+
+
 def checked_roles(config: BrokerConfig) -> BrokerConfig:
     """RocketMQ's start-up rules for roles (``BrokerStartup``): ``brokerRole`` one of :data:`BROKER_ROLES`, a master's
-    ``brokerId`` forced to 0, a slave's required above 0. Raises ``ValueError``."""
+    ``brokerId`` forced to 0, a slave's required above 0. Raises ``ValueError`` (:class:`SlaveIdError` for the id)."""
     if config.broker_role not in BROKER_ROLES:
         raise ValueError(f"brokerRole: expected one of {', '.join(BROKER_ROLES)}, got {config.broker_role!r}")
     if config.broker_role == "SLAVE":
         if config.broker_id <= 0:
-            raise ValueError("Slave's brokerId must be > 0")
+            raise SlaveIdError("Slave's brokerId must be > 0")
         return config
     return config if config.broker_id == 0 else attrs.evolve(config, broker_id=0)
 

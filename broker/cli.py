@@ -25,9 +25,11 @@ hook was invoked, 1``, then ``Shutdown hook over, consuming total time(ms): T``)
 ignored (``nohup``) stays ignored, as the JVM leaves it (:mod:`remoting.server_main`); one before the start (the options
 being read) ends the process of it, silently, one after the shutdown is dropped. ``--exit-with-stdin`` (used by
 :mod:`broker.broker_process`) also shuts down so when stdin reaches end of file: the parent has gone. A bad option or
-property value (``listenPort`` outside 0..65535, an illegal name server address) exits with status 2 and a message
-naming it (a number Java cannot parse is only logged and skipped, as MixAll.properties2Object does); a port that cannot
-be bound, a locked or corrupt store, a TLS certificate, key or trust file that does not load exits with status 1.
+property value (``listenPort`` outside 0..65535) exits with status 2 and a message naming it (a number Java cannot
+parse is only logged and skipped, as MixAll.properties2Object does); a port that cannot be bound, a locked store, a
+TLS certificate, key or trust file that does not load exits with status 1. What BrokerStartup ends with
+``System.exit(-3)`` exits with status 253 (:data:`STARTUP_REFUSALS`): an illegal name server address, a slave's
+brokerId of 0 or less, a config file and its .bak that do not load, a store that does not load.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ import attrs
 import click
 import trio
 
-from broker.broker_config import IMPORTANT_PROPERTIES, JAVA_PRINT_ORDER, BrokerConfig, checked_roles
+from broker.broker_config import IMPORTANT_PROPERTIES, JAVA_PRINT_ORDER, BrokerConfig, SlaveIdError, checked_roles
 from broker.context import check_enums
 from broker.controller import BrokerController
 from broker.security import client_use_tls
@@ -58,19 +60,30 @@ from remoting.codec.java_properties import (
 from remoting.connection import Address
 from remoting.server_main import (
     BROKER_HOOK_LINES,
+    REFUSED_STATUS,
     ShutdownHookLog,
     open_stop_signal_receiver,
     run_main,
     stop_at_signal,
     take_stop_signals,
 )
-from store.errors import StoreError
+from store.errors import StoreCorruptError, StoreError
+from store.metadata_files import ConfigFileError
+from store.store_config import DelayLevelError
 
 log = logging.getLogger("broker")
 
 #: What a broker's start can fail with, reported as one line: a port that cannot be bound, a locked or corrupt store,
 #: a setting the store refuses, TLS files that do not load (``remoting.tls.TlsContextError``).
 STARTUP_FAILURES = (OSError, StoreError, ValueError)
+#: Those of them BrokerStartup ends with ``System.exit(-3)``, status 253 (:data:`REFUSED_STATUS`): a slave's brokerId
+#: of 0 or less, and ``BrokerController.initialize`` returning false, as it does for a config file and its .bak that
+#: do not load (ConfigManager.load), a store that does not load (a segment of the wrong size, a bad messageDelayLevel).
+STARTUP_REFUSALS = (SlaveIdError, ConfigFileError, StoreCorruptError, DelayLevelError)
+
+
+class IllegalNamesrvAddrError(PropertiesError):
+    """A ``namesrvAddr`` entry is not ``host:port``: BrokerStartup refuses the start (``System.exit(-3)``)."""
 
 
 def read_conf_file(config_file: str | None) -> dict[str, str]:
@@ -84,7 +97,7 @@ def check_namesrv_addr(namesrv_addr: str) -> None:
     for addr in entries.split(";") if entries else []:
         _, colon, port = addr.strip(" \t").rpartition(":")  # ours: blanks around an entry are ignored
         if not colon or not port.isascii() or not port.isdigit() or int(port) > 65535:
-            raise PropertiesError(
+            raise IllegalNamesrvAddrError(
                 f"The Name Server Address[{namesrv_addr}] illegal, please set it as follows,"
                 ' "127.0.0.1:9876;192.168.0.1:9876"'
             )
@@ -233,14 +246,17 @@ def main(
     try:
         config = build_config(config_file, list(ctx.args), namesrv_addr)
         proxy = build_proxy_config(config_file, list(ctx.args), enable_proxy)
+    except IllegalNamesrvAddrError as exc:  # BrokerStartup prints it and calls System.exit(-3)
+        click.echo(str(exc), err=True)
+        sys.exit(REFUSED_STATUS)
     except PropertiesError as exc:
         raise click.UsageError(str(exc)) from None
     if print_all or print_important:
         try:
             shown = printed_config(config)
-        except ValueError as exc:  # as the start reports it (run_main's status 1)
+        except ValueError as exc:  # as the start reports it (run_main's status)
             click.echo(f"mqbroker: cannot start broker {config.broker_name}: {exc}", err=True)
-            sys.exit(1)
+            sys.exit(REFUSED_STATUS if isinstance(exc, STARTUP_REFUSALS) else 1)
         click.echo("\n".join(config_lines(shown, important_only=not print_all)))
         return
     run_main(
@@ -251,6 +267,7 @@ def main(
         exit_with_stdin,
         failures=STARTUP_FAILURES,
         describe=lambda failure: f"mqbroker: cannot start broker {config.broker_name}: {failure}",
+        refused=STARTUP_REFUSALS,
     )
 
 

@@ -62,13 +62,17 @@ def whole_entries(size: int) -> int:
 _UNITS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 
+class DelayLevelError(ValueError):
+    """``messageDelayLevel`` has a level Java cannot parse: the store does not load (the broker refuses to start)."""
+
+
 def parse_delay_levels(spec: str) -> dict[int, int]:
     """``"1s 5s 10s ..."`` -> ``{1: 1000, 2: 5000, ...}`` (level is 1-based), read as 4.9.8's
     ``ScheduleMessageService.parseDelayLevel`` (store/src/main/java/org/apache/rocketmq/store/schedule/
     ScheduleMessageService.java) reads it: split at each single space (Java's ``String.split(" ")``: an empty value
     or two spaces in a row make an empty level, a tab is part of a level), each level a ``Long.parseLong`` number
-    followed by s, m, h or d, multiplied in Java longs. Raises ``ValueError`` naming ``messageDelayLevel`` for any
-    other level: Java's parse then fails the store's load, and the broker does not start."""
+    followed by s, m, h or d, multiplied in Java longs. Raises :class:`DelayLevelError` naming ``messageDelayLevel``
+    for any other level: Java's parse then fails the store's load, and the broker does not start."""
     levels = {}
     for level, token in enumerate(java_split(spec, " "), start=1):
         try:
@@ -77,7 +81,7 @@ def parse_delay_levels(spec: str) -> dict[int, int]:
                 raise ValueError(f"unknown unit {token[-1:]!r}")
             levels[level] = java_long_wrap(java_parse_long(token[:-1]) * unit)
         except ValueError as exc:
-            raise ValueError(f"messageDelayLevel {spec!r}: level {level} ({token!r}) is illegal: {exc}") from None
+            raise DelayLevelError(f"messageDelayLevel {spec!r}: level {level} ({token!r}) is illegal: {exc}") from None
     return levels
 
 
