@@ -14,10 +14,12 @@ from pathlib import Path
 import trio
 import trio.testing
 
+from broker.acl.admission import AclAdmission
 from remoting.client import RemotingClient
 from remoting.codec.acl_signing import SessionCredentials, sign
 from remoting.codec.codes import ResponseCode
 from remoting.codec.command import RemotingCommand, request
+from remoting.dispatch import OVERLOAD_REMARK
 from remoting.errors import RemotingError
 from tests.broker.helpers import broker_from_conf
 from tests.processors.conftest import send_request
@@ -96,3 +98,33 @@ async def test_an_unsigned_send_while_the_page_cache_is_busy_is_rejected_busy(
         mock_clock.jump(1.0)  # past any hold of these appends
         unsigned = await client.invoke(addr, send_request(TOPIC, b"unsigned"), 5)
         assert _is_acl_refusal(unsigned), unsigned
+
+
+async def test_an_unsigned_send_into_a_full_send_queue_is_answered_overload(
+    tmp_path: Path, acl_home: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    """A full queue answers ``[OVERLOAD]`` as Java's executor rejects the task before its RPC hooks could run: an
+    unsigned send into the full send queue gets that answer and the ACL never sees it (no refusal counted); once the
+    queue has room an unsigned send is refused by the ACL. The virtual clock stands still, so nothing queued goes
+    stale."""
+    conf = _conf(tmp_path, acl_home, "sendThreadPoolQueueCapacity=1\n")
+    async with broker_from_conf(conf, tmp_path / "store") as (controller, addr), RemotingClient() as client:
+        admission = controller.dispatcher.admission
+        assert isinstance(admission, AclAdmission)
+        gate = GateProcessor()
+        controller.dispatcher.register(HOLD, gate, controller.pools["send"])
+        held: list[RemotingCommand | RemotingError] = []
+        client.invoke_callback(addr, sign(request(HOLD), USER), 60, held.append)  # the worker's
+        while gate.entered == 0:
+            await trio.sleep(0)
+        client.invoke_callback(addr, sign(request(HOLD), USER), 60, held.append)  # the queue's only slot
+        overloaded = await client.invoke(addr, send_request(TOPIC, b"unsigned"), 5)
+        assert (overloaded.code, overloaded.remark) == (ResponseCode.SYSTEM_BUSY, OVERLOAD_REMARK)
+        assert admission.refused == 0
+        gate.gate.set()
+        while len(held) < 2:
+            await trio.sleep(0)
+        assert [answer.code for answer in held if isinstance(answer, RemotingCommand)] == [ResponseCode.SUCCESS] * 2
+        unsigned = await client.invoke(addr, send_request(TOPIC, b"unsigned"), 5)
+        assert _is_acl_refusal(unsigned), unsigned
+        assert admission.refused == 1
