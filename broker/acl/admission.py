@@ -1,12 +1,15 @@
-"""The broker's ACL check at the transport's edge: the dispatcher calls :class:`AclAdmission` in the connection's
-reader for every request before it is queued on a pool (:class:`remoting.dispatch.Dispatcher`'s ``admission``), so
-a refused request costs one HMAC and never takes a queue slot or a worker.
+"""The broker's ACL check of every request (:class:`remoting.dispatch.Dispatcher`'s ``admission``): a pool's worker
+calls :class:`AclAdmission` after the busy checks, just before the processor, as RocketMQ 4.9.8 runs its RPC hooks
+inside the executor's task; the connection's reader calls it only for a code no processor serves (on the VIP
+channel, also for one that port refuses). A refused request costs one HMAC and the queue slot it held while it
+waited, as in RocketMQ; :meth:`AclAdmission.admits_fields` is the same check on a parsed JSON header, for the
+reader's send fast path.
 
 A refusal is answered as a Java broker answers an exception from its RPC hook
 (``remoting/src/main/java/org/apache/rocketmq/remoting/netty/NettyRemotingAbstract.java``): code SYSTEM_ERROR (1), the
 AclException text and its first frame as remark, JSON header; oneway requests get nothing. An unexpected error in the
-check refuses the request the same way (and is logged with its traceback) instead of ending the connection. Each
-refusal is logged (code, access key, client address, reason) at most ``burst`` times per 10 s
+check refuses the request the same way (and is logged with its traceback) instead of ending the worker or reader that
+called it. Each refusal is logged (code, access key, client address, reason) at most ``burst`` times per 10 s
 (:class:`remoting.ratelog.RateLimitedLog`), on one line of bounded length: the access key and the reason come from
 the request, so they are quoted and cut (a client cannot write megabytes or forged lines into the log).
 """
@@ -52,7 +55,7 @@ class AclAdmission:
             )
             response = request.response(ResponseCode.SYSTEM_ERROR, exc.remark)
             return attrs.evolve(response, serialize_type=SerializeType.JSON)
-        except Exception as exc:  # a bug in the check must refuse the request, never end the connection's reader
+        except Exception as exc:  # a bug in the check must refuse the request, never end its worker or reader
             log.exception("ACL check failed on request code %d from %s:%s", request.code, address[0], address[1])
             return request.response(ResponseCode.SYSTEM_ERROR, f"ACL check failed: {type(exc).__name__}")
         return None
