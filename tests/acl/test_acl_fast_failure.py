@@ -19,6 +19,7 @@ from remoting.client import RemotingClient
 from remoting.codec.acl_signing import SessionCredentials, sign
 from remoting.codec.codes import ResponseCode
 from remoting.codec.command import RemotingCommand, request
+from remoting.codec.message import MessageRecord
 from remoting.dispatch import OVERLOAD_REMARK
 from remoting.errors import RemotingError
 from tests.broker.helpers import broker_from_conf
@@ -128,3 +129,37 @@ async def test_an_unsigned_send_into_a_full_send_queue_is_answered_overload(
         unsigned = await client.invoke(addr, send_request(TOPIC, b"unsigned"), 5)
         assert _is_acl_refusal(unsigned), unsigned
         assert admission.refused == 1
+
+
+async def test_an_unsigned_send_queued_before_the_page_cache_got_busy_is_answered_busy(
+    tmp_path: Path, acl_home: Path, mock_clock: trio.testing.MockClock
+) -> None:
+    """BrokerFastFailure's first sweep drains the send queue with ``[PCBUSY_CLEAN_QUEUE]`` while the store is page-cache
+    busy, before the ACL hook could run: an unsigned send queued behind the held worker, the store turning busy
+    meanwhile (an append straight to it: the only send worker is held), gets that answer and the ACL never sees it. A
+    limit of 0 ms makes the append too long, and the virtual clock, which stands still, keeps the store busy."""
+    conf = _conf(tmp_path, acl_home, "osPageCacheBusyTimeOutMills=0\n")
+    async with broker_from_conf(conf, tmp_path / "store") as (controller, addr), RemotingClient() as client:
+        admission = controller.dispatcher.admission
+        assert isinstance(admission, AclAdmission)
+        gate = GateProcessor()
+        controller.dispatcher.register(HOLD, gate, controller.pools["send"])
+        client.invoke_callback(addr, sign(request(HOLD), USER), 60, lambda _outcome: None)
+        while gate.entered == 0:
+            await trio.sleep(0)
+        queued: list[RemotingCommand | RemotingError] = []
+        client.invoke_callback(addr, send_request(TOPIC, b"unsigned"), 60, queued.append)
+        while controller.pools["send"].queued == 0 and not queued:
+            await trio.sleep(0)
+        assert not queued, queued  # queued behind the held worker, not answered
+        ctx = controller.context
+        ctx.store.append(MessageRecord(TOPIC, b"direct", 0, store_host=ctx.store_host))
+        assert ctx.store.is_os_page_cache_busy()
+        gate.gate.set()
+        while not queued:
+            await trio.sleep(0)
+        answer = queued[0]
+        assert isinstance(answer, RemotingCommand), answer
+        assert answer.code == ResponseCode.SYSTEM_BUSY, answer
+        assert (answer.remark or "").startswith("[PCBUSY_CLEAN_QUEUE]"), answer
+        assert admission.refused == 0
