@@ -15,7 +15,8 @@ import trio
 import trio.testing
 
 from broker.acl.admission import AclAdmission
-from remoting.client import RemotingClient
+from broker.controller import BrokerController
+from remoting.client import InvokeCallback, RemotingClient
 from remoting.codec.acl_signing import SessionCredentials, sign
 from remoting.codec.codes import ResponseCode
 from remoting.codec.command import RemotingCommand, request
@@ -53,6 +54,21 @@ def _is_acl_refusal(answer: RemotingCommand) -> bool:
     return answer.code == ResponseCode.SYSTEM_ERROR and "AclException" in (answer.remark or "")
 
 
+async def _hold_send_worker(
+    controller: BrokerController, client: RemotingClient, addr: str, on_answer: InvokeCallback
+) -> tuple[GateProcessor, AclAdmission]:
+    """Hold the send pool's only worker with a signed :data:`HOLD` request (``on_answer`` gets its answer once the
+    gate opens); the gate and the broker's ACL check."""
+    admission = controller.dispatcher.admission
+    assert isinstance(admission, AclAdmission)
+    gate = GateProcessor()
+    controller.dispatcher.register(HOLD, gate, controller.pools["send"])
+    client.invoke_callback(addr, sign(request(HOLD), USER), 60, on_answer)
+    while gate.entered == 0:
+        await trio.sleep(0)
+    return gate, admission
+
+
 async def test_an_unsigned_send_that_waited_past_the_queue_wait_is_answered_busy(
     tmp_path: Path, acl_home: Path, mock_clock: trio.testing.MockClock
 ) -> None:
@@ -61,11 +77,7 @@ async def test_an_unsigned_send_that_waited_past_the_queue_wait_is_answered_busy
     an unsigned send is refused by the ACL and a signed one stored (found by a review: ours checked the ACL first)."""
     conf = _conf(tmp_path, acl_home)
     async with broker_from_conf(conf, tmp_path / "store") as (controller, addr), RemotingClient() as client:
-        gate = GateProcessor()
-        controller.dispatcher.register(HOLD, gate, controller.pools["send"])
-        client.invoke_callback(addr, sign(request(HOLD), USER), 60, lambda _outcome: None)
-        while gate.entered == 0:
-            await trio.sleep(0)
+        gate, _ = await _hold_send_worker(controller, client, addr, lambda _outcome: None)
         mock_clock.autojump_threshold = 0
         queued: list[RemotingCommand | RemotingError] = []
         client.invoke_callback(addr, send_request(TOPIC, b"late"), 60, queued.append)
@@ -110,14 +122,8 @@ async def test_an_unsigned_send_into_a_full_send_queue_is_answered_overload(
     stale."""
     conf = _conf(tmp_path, acl_home, "sendThreadPoolQueueCapacity=1\n")
     async with broker_from_conf(conf, tmp_path / "store") as (controller, addr), RemotingClient() as client:
-        admission = controller.dispatcher.admission
-        assert isinstance(admission, AclAdmission)
-        gate = GateProcessor()
-        controller.dispatcher.register(HOLD, gate, controller.pools["send"])
         held: list[RemotingCommand | RemotingError] = []
-        client.invoke_callback(addr, sign(request(HOLD), USER), 60, held.append)  # the worker's
-        while gate.entered == 0:
-            await trio.sleep(0)
+        gate, admission = await _hold_send_worker(controller, client, addr, held.append)
         client.invoke_callback(addr, sign(request(HOLD), USER), 60, held.append)  # the queue's only slot
         overloaded = await client.invoke(addr, send_request(TOPIC, b"unsigned"), 5)
         assert (overloaded.code, overloaded.remark) == (ResponseCode.SYSTEM_BUSY, OVERLOAD_REMARK)
@@ -140,13 +146,7 @@ async def test_an_unsigned_send_queued_before_the_page_cache_got_busy_is_answere
     limit of 0 ms makes the append too long, and the virtual clock, which stands still, keeps the store busy."""
     conf = _conf(tmp_path, acl_home, "osPageCacheBusyTimeOutMills=0\n")
     async with broker_from_conf(conf, tmp_path / "store") as (controller, addr), RemotingClient() as client:
-        admission = controller.dispatcher.admission
-        assert isinstance(admission, AclAdmission)
-        gate = GateProcessor()
-        controller.dispatcher.register(HOLD, gate, controller.pools["send"])
-        client.invoke_callback(addr, sign(request(HOLD), USER), 60, lambda _outcome: None)
-        while gate.entered == 0:
-            await trio.sleep(0)
+        gate, admission = await _hold_send_worker(controller, client, addr, lambda _outcome: None)
         queued: list[RemotingCommand | RemotingError] = []
         client.invoke_callback(addr, send_request(TOPIC, b"unsigned"), 60, queued.append)
         while controller.pools["send"].queued == 0 and not queued:
