@@ -6,9 +6,9 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run test test-suite test-pure-python test-setup system extensions lint bench targets install clean
 
-# setup.py builds the optional C extensions (remoting/codec/_speedups.c, store/_appender.c) in place: a changed C
-# source reinstalls.
-$(STAMP): pyproject.toml setup.py remoting/codec/*.c remoting/codec/*.h store/*.c store/*.h
+# setup.py builds the optional C extensions (remoting/codec/_speedups.c, store/_appender.c, dledger/_entries.c)
+# in place: a changed C source reinstalls.
+$(STAMP): pyproject.toml setup.py remoting/codec/*.c remoting/codec/*.h store/*.c store/*.h dledger/*.c
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev]'
@@ -42,7 +42,7 @@ system:
 	PY=$(PY) scripts/setup-system
 
 # A venv made before the compiler was there has no C extensions (their build is optional): build them now.
-EXTENSIONS := import remoting.codec._speedups, store._appender
+EXTENSIONS := import remoting.codec._speedups, store._appender, dledger._entries
 extensions: $(STAMP)
 	@$(BIN)/python -c '$(EXTENSIONS)' 2>/dev/null || $(BIN)/pip install -q --no-deps -e .
 	@$(BIN)/python -c '$(EXTENSIONS)' || { echo "the C extensions did not build (see $(BIN)/pip install -v -e .)" >&2; exit 1; }

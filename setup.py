@@ -4,9 +4,11 @@
   of :mod:`remoting.codec.record_scan` and the consumer's pull-body decoder of :mod:`remoting.codec.pull_body`.
 - ``store._appender``: ``MessageStore.append``'s and ``append_batch``'s usual case (store/_appender.c) and the
   ``AppendResult`` type (store/_append_result.c).
+- ``dledger._entries``: a DLedger member's per-entry work (dledger/_entries.c): the leader's push encoding, a
+  follower's push decode and its write of the pushed entries.
 
-Both include ``remoting/codec/record_encoder.h``. ``optional=True``: without a compiler ``pip install -e .`` still
-succeeds and the store runs its pure-Python path.
+The first two include ``remoting/codec/record_encoder.h``. ``optional=True``: without a compiler ``pip install -e .``
+still succeeds and the store and DLedger run their pure-Python paths.
 """
 
 from setuptools import Extension, setup
@@ -40,5 +42,6 @@ setup(
             extra_compile_args=[*FLAGS, "-fvisibility=hidden"],  # only PyInit__appender is exported
             optional=True,
         ),
+        Extension("dledger._entries", ["dledger/_entries.c"], libraries=["z"], extra_compile_args=FLAGS, optional=True),
     ]
 )

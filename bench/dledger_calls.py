@@ -8,6 +8,14 @@ process (CPU time, not rates: the machine is shared)::
 - ``flush_handoff``: a member's hand-off of its flush (every ``flushFileInterval``) to a worker thread, of a no-op:
   ``dledger.handoff.run_in_thread`` against ``trio.to_thread.run_sync``.
 
+- ``push_encode``: a leader's batch push of 11 entries (200-byte bodies), encoded once per follower of two:
+  dledger/_entries.c's ``entries_json`` against the Python twin (each entry's JSON made once, kept for the second).
+- ``push_decode``: a follower's decode of that push: ``decode_entries`` in C against the Python twin.
+- ``follower_write``: a follower's write of those 11 entries into its files (``append_run_as_follower``): one C
+  call against the Python write of each entry.
+- ``leader_append``: a leader's append of one send (``append_record_as_leader``: the record encoded in place, then
+  the entry's header and index record): sealed by ``seal_entry`` in C against the Python twin.
+
 One JSON line per case and round (``us_per_call`` of each way), then one summary per case with the medians.
 """
 
@@ -16,15 +24,22 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import trio
 
-from dledger import messages
+from dledger import file_store, messages
+from dledger.codes import PushType
+from dledger.config import DLedgerConfig
+from dledger.entry import Entry, place
+from dledger.file_store import FileLedger
 from dledger.handoff import run_in_thread
-from dledger.messages import PushEntryResponse, decode_push_response, encode
+from dledger.messages import PushEntryRequest, PushEntryResponse, decode_push, decode_push_response, encode
+from remoting.codec.message import MessageRecord
+from remoting.codec.record_batch import encode_record_into
 
 _ANSWER = encode(PushEntryResponse(group="DLedgerGroup-broker-a", remote_id="n0", local_id="n1", leader_id="n0",
                                    term=3, code=200, index=123_456, begin_index=0, end_index=123_456))  # fmt: skip
@@ -60,9 +75,115 @@ def flush_handoff(calls: int) -> dict[str, float]:
     return trio.run(measure)
 
 
+_RUN = 11
+_BODY = 200
+
+
+def _push(entries: tuple[Entry, ...], remote: str = "n1") -> PushEntryRequest:
+    return PushEntryRequest(group="DLedgerGroup-broker-a", remote_id=remote, local_id="n0", leader_id="n0", term=3,
+                            type=PushType.APPEND, commit_index=entries[0].index - 1, batch_entry=entries)  # fmt: skip
+
+
+def _entries(first: int, count: int) -> tuple[Entry, ...]:
+    return tuple(
+        Entry(i, 3, i * (48 + _BODY), bytes([i % 256]) * _BODY, body_crc=i) for i in range(first, first + count)
+    )
+
+
+def _both_ways(module: Any, way: Callable[[], object], calls: int) -> dict[str, float]:
+    """CPU us per call of ``way`` with ``module._native`` the C extension, then with it None (the Python twin)."""
+    native = module._native
+    try:
+        c_way = _cpu_us(way, calls)
+        module._native = None
+        return {"c": c_way, "python": _cpu_us(way, calls)}
+    finally:
+        module._native = native
+
+
+def push_encode(calls: int) -> dict[str, float]:
+    """CPU us per batch push of :data:`_RUN` entries encoded for two followers, each way (fresh entries each call,
+    as a leader's new entries are)."""
+    runs = iter([_entries(i * _RUN, _RUN) for i in range(2 * calls + 2)])
+
+    def encode_for_both() -> None:
+        entries = next(runs)
+        messages.encode_push(_push(entries, "n1"))
+        messages.encode_push(_push(entries, "n2"))
+
+    return _both_ways(messages, encode_for_both, calls)
+
+
+def push_decode(calls: int) -> dict[str, float]:
+    """CPU us per decode of a batch push of :data:`_RUN` entries, each way."""
+    body = encode(_push(_entries(1000, _RUN)))
+    return _both_ways(messages, lambda: decode_push(body), calls)
+
+
+def follower_write(calls: int) -> dict[str, float]:
+    """CPU us per write of a push's :data:`_RUN` entries into a follower's files, each way (a fresh log for each)."""
+    segment = 1 << 28
+    results: dict[str, float] = {}
+    native = file_store._native
+    try:
+        for way in ("c", "python"):
+            file_store._native = native if way == "c" else None
+            with tempfile.TemporaryDirectory() as tmp:
+                ledger = _ledger(tmp, segment)
+                runs, end = [], 0
+                for i in range(calls):
+                    run = []
+                    for j in range(i * _RUN, (i + 1) * _RUN):
+                        pos, _ = place(end, 48 + _BODY, segment)
+                        run.append(Entry(j, 3, pos, bytes([j % 256]) * _BODY))
+                        end = pos + 48 + _BODY
+                    runs.append(tuple(run))
+                it = iter(runs)
+                results[way] = _cpu_us(lambda: ledger.append_run_as_follower(next(it)), calls)  # noqa: B023
+                ledger.close()
+    finally:
+        file_store._native = native
+    return results
+
+
+def _ledger(directory: str, segment: int) -> FileLedger:
+    config = DLedgerConfig(group="g", self_id="n0", peers="n0-a:1", store_base_dir=directory,
+                           mapped_file_size_for_entry_data=segment)  # fmt: skip
+    ledger = FileLedger(config)
+    ledger.load()
+    return ledger
+
+
+def leader_append(calls: int) -> dict[str, float]:
+    """CPU us per append of one 200-byte send as a leader's entry, each way (a fresh log for each)."""
+    record = MessageRecord(topic="TopicTest", body=bytes(_BODY), queue_id=3, flag=0, properties="",
+                           born_timestamp=1, born_host=bytes(8), store_host=bytes(8))  # fmt: skip
+    results: dict[str, float] = {}
+    native = file_store._native
+    try:
+        for way in ("c", "python"):
+            file_store._native = native if way == "c" else None
+            with tempfile.TemporaryDirectory() as tmp:
+                ledger = _ledger(tmp, 1 << 28)
+                offsets = iter(range(calls))
+
+                def append(ledger: FileLedger = ledger, offsets: Iterator[int] = offsets) -> None:
+                    ledger.append_record_as_leader(3, encode_record_into, next(offsets), lambda: 1, 4096, record)
+
+                results[way] = _cpu_us(append, calls)
+                ledger.close()
+    finally:
+        file_store._native = native
+    return results
+
+
 CASES: dict[str, tuple[Callable[[int], dict[str, float]], int]] = {
     "answer_decode": (answer_decode, 100_000),
     "flush_handoff": (flush_handoff, 2_000),
+    "push_encode": (push_encode, 20_000),
+    "push_decode": (push_decode, 20_000),
+    "follower_write": (follower_write, 20_000),
+    "leader_append": (leader_append, 50_000),
 }
 
 

@@ -155,8 +155,7 @@ class EntryHandler:
         try:
             if not self._check_leader(request) or request.first_entry_index != ledger.end_index + 1:
                 raise LedgerError(ResponseCode.INCONSISTENT_STATE)
-            for entry in request.entries:
-                ledger.append_as_follower(entry)
+            ledger.append_run_as_follower(request.entries)
         except LedgerError:
             self.node.reply(handle, self.response(request, ResponseCode.INCONSISTENT_STATE))
             return

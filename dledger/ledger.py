@@ -65,6 +65,9 @@ class Ledger(Protocol):
     def append_as_follower(self, entry: Entry) -> None:
         """Append the leader's ``entry`` (index end+1, at its ``pos``). Raises LedgerError."""
 
+    def append_run_as_follower(self, entries: tuple[Entry, ...] | list[Entry]) -> None:
+        """:meth:`append_as_follower` for each of ``entries`` in order (those before one that raises stay)."""
+
     def truncate(self, entry: Entry) -> int:
         """Make ``entry`` the last one: keep it if equal, else cut at its ``pos`` and write it. Returns its index."""
 
@@ -133,6 +136,10 @@ class MemoryLedger:
         if pos != entry.pos:
             raise LedgerError(ResponseCode.DISK_ERROR, f"pos {entry.pos} != {pos}")
         self.entries.append(entry)
+
+    def append_run_as_follower(self, entries: tuple[Entry, ...] | list[Entry]) -> None:
+        for entry in entries:
+            self.append_as_follower(entry)
 
     def truncate(self, entry: Entry) -> int:
         existing = self.get(entry.index)

@@ -28,6 +28,10 @@ import orjson
 
 from dledger.codes import PushType, RequestCode, VoteResult
 from dledger.entry import CURRENT_MAGIC, HEADER_SIZE, Entry
+from dledger.native import entries_module
+
+#: dledger/_entries.c (None: the Python twins below); tests/dledger/test_native_entries.py proves both equal
+_native = entries_module()
 
 _M = TypeVar("_M")
 
@@ -311,9 +315,16 @@ def encode_push(message: PushEntryRequest) -> bytes:
     entry, batch = message.entry, message.batch_entry
     entries = batch or (() if entry is None else (entry,))
     group_json, names_json = _names_json(message.group, message.leader_id, message.local_id, message.remote_id)
+    batch_json = _native.entries_json(batch) if _native is not None and batch else None
+    if batch_json is None:
+        batch_json = b",".join([_entry_bytes(e) for e in batch])
+    entry_json = b""
+    if entry is not None:
+        one = _native.entries_json((entry,)) if _native is not None else None
+        entry_json = b',"entry":' + (_entry_bytes(entry) if one is None else one)
     return _PUSH_JSON % (
-        b"true" if batch else b"false", b",".join([_entry_bytes(e) for e in batch]), message.code,
-        message.commit_index, len(entries), b"" if entry is None else b',"entry":' + _entry_bytes(entry),
+        b"true" if batch else b"false", batch_json, message.code,
+        message.commit_index, len(entries), entry_json,
         entries[0].index if entries else -1, group_json, entries[-1].index if entries else -1, names_json,
         message.term, sum([e.size for e in batch]) if batch else 0, message.type.name.encode(),
     )  # fmt: skip
@@ -440,9 +451,28 @@ def _push_type(value: Any, key: str) -> PushType:
 
 
 def _entries(value: Any, key: str) -> tuple[Entry, ...]:
+    """A list of entry objects: in C when every one has the usual shape (``decode_entries``), else here."""
+    if _native is not None:
+        entries: tuple[Entry, ...] | None = _native.decode_entries(Entry, value)
+        if entries is not None:
+            return entries
+    return _python_entries(value, key)
+
+
+def _python_entries(value: Any, key: str) -> tuple[Entry, ...]:
+    """:func:`_entries`' Python twin."""
     if not isinstance(value, list):
         raise MessageError(f"{key}: expected a list")
     return tuple(_entry(v, f"{key}[{i}]") for i, v in enumerate(value))
+
+
+def _push_entry(value: Any) -> Entry:
+    """A push's single entry: in C when it has the usual shape, else :func:`_entry`."""
+    if _native is not None:
+        entries: tuple[Entry, ...] | None = _native.decode_entries(Entry, [value])
+        if entries is not None:
+            return entries[0]
+    return _entry(value, "entry")
 
 
 def _longs(value: Any, key: str) -> tuple[int, ...]:
@@ -545,7 +575,7 @@ def decode_push(body: bytes | memoryview) -> PushEntryRequest:
         term=-1 if term is None else term, code=200 if code is None else code,
         type=PushType.APPEND if kind is None else _PUSH_TYPES[kind],
         commit_index=-1 if commit_index is None else commit_index,
-        entry=None if entry is None else _entry(entry, "entry"),
+        entry=None if entry is None else _push_entry(entry),
         batch_entry=() if batch is None else _entries(batch, "batchEntry"),
     )  # fmt: skip
 

@@ -283,9 +283,10 @@ def test_a_push_answer_from_a_follower_decodes_field_by_field() -> None:
     )
 
 
-def test_only_small_entries_have_their_json_kept_for_the_next_follower() -> None:
+def test_only_small_entries_have_their_json_kept_for_the_next_follower(monkeypatch: pytest.MonkeyPatch) -> None:
     """A large entry is read from the file for each follower (a new object each time): keeping its JSON would hold
-    up to 4,096 of them for nothing."""
+    up to 4,096 of them for nothing. (The Python twin's cache: dledger/_entries.c keeps nothing.)"""
+    monkeypatch.setattr(messages, "_native", None)
     messages._pushed_json.clear()
     for index, size in ((1, messages.PUSHED_JSON_BODY_MAX), (2, messages.PUSHED_JSON_BODY_MAX + 1)):
         entry = Entry(index, 1, 0, bytes(size))

@@ -21,6 +21,7 @@ import json, sys
 from pathlib import Path
 from remoting.codec import batch_body, pull_body, record_batch, send_frame, send_header
 from store import message_store, results
+from dledger import file_store, messages
 from tests.store.store_helpers import message, open_store
 
 store = open_store(Path(sys.argv[1]))
@@ -39,13 +40,18 @@ print(json.dumps({
     "send fast path's header check": send_header.NATIVE,
     "batch body split": batch_body._native("split_stored_entries") is not None,
     "batch body encoder": batch_body._native("encode_batch_parts") is not None,
+    "DLedger push encode and decode": messages._native is not None,
+    "DLedger follower write and leader seal": file_store._native is not None,
 }))
 store.close()
 """
 
 
 def _built() -> bool:
-    return all(importlib.util.find_spec(name) is not None for name in ("remoting.codec._speedups", "store._appender"))
+    return all(
+        importlib.util.find_spec(name) is not None
+        for name in ("remoting.codec._speedups", "store._appender", "dledger._entries")
+    )
 
 
 @pytest.mark.parametrize("pure", ["1", None], ids=["ROCKETRIO_PURE_PYTHON=1", "unset"])
@@ -60,4 +66,4 @@ def test_the_switch_decides_every_c_binding(tmp_path: Path, pure: str | None) ->
     bound = json.loads(done.stdout)
     native = pure is None and _built()
     assert bound == dict.fromkeys(bound, native)
-    assert len(bound) == 14
+    assert len(bound) == 16

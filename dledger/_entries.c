@@ -1,0 +1,540 @@
+/* dledger._entries: a DLedger member's per-entry work in C, each function the twin of Python in dledger/messages.py
+ * or dledger/file_store.py (ROCKETRIO_PURE_PYTHON=1 runs that Python; tests/dledger/test_native_entries.py proves
+ * both give the same bytes and values):
+ *
+ * - entries_json(entries): the leader's push encoding, the JSON objects of a run of entries joined by commas, as
+ *   orjson writes messages._entry_json (sorted keys, Base64 body); None when a field is not a plain int that fits a
+ *   Java long or the body is not a contiguous buffer (the caller then takes the Python way, which gives the answer
+ *   or the error).
+ * - decode_entries(entry_type, items): a follower's push decode, a list of entry objects (dicts from orjson) made
+ *   into a tuple of entry_type; None when any of them is not the usual shape (every field of its type and width,
+ *   canonical Base64, size agreeing), and the caller's Python decodes it all again, raising its MessageError.
+ * - write_entries(...): a follower's append of a run of entries into the current data and index segments, each
+ *   body then header then index record, as FileLedger._write; it stops (returning how many it wrote) at the first
+ *   entry that is not the next one, does not land where the data ends, would need a blank or a new segment, or whose
+ *   index record lies past the reserved part of the index segment. The caller's Python takes that entry.
+ * - seal_entry(...): a leader's appended entry, its body written in place by the record encoder, sealed: header
+ *   (with the body's CRC) and index record, as FileLedger._append_record's Python does.
+ *
+ * Nothing here raises for bad input: the bounds of every buffer are checked before a byte is written or read.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+#include <zlib.h>
+
+#define HEADER_SIZE 48
+#define INDEX_UNIT 32
+#define CURRENT_MAGIC 1
+
+static PyObject *s_index, *s_term, *s_pos, *s_body, *s_magic, *s_channel, *s_chain_crc, *s_body_crc;
+static PyObject *k_body, *k_index, *k_term, *k_pos, *k_magic, *k_channel, *k_chain_crc, *k_body_crc, *k_size;
+
+static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+static int8_t B64_VALUE[256];
+
+/* ---- an entry's fields ------------------------------------------------------------------------------------------ */
+
+typedef struct {
+    int64_t index, term, pos, magic, channel, chain_crc, body_crc;
+    Py_buffer body;
+} Fields;
+
+/* An int attribute that fits 64 bits (plain int only: orjson writes a bool as true); 0 when not, no error set. */
+static int attr_i64(PyObject *obj, PyObject *name, int64_t *out) {
+    PyObject *v = PyObject_GetAttr(obj, name);
+    if (v == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    int ok = 0;
+    if (PyLong_CheckExact(v)) {
+        int overflow = 0;
+        long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+        if (!overflow && !(x == -1 && PyErr_Occurred())) {
+            *out = x;
+            ok = 1;
+        }
+        PyErr_Clear();
+    }
+    Py_DECREF(v);
+    return ok;
+}
+
+/* Every field of an entry object, its body's buffer held (release it with PyBuffer_Release); 0 when one does not
+ * fit, nothing held and no error set. */
+static int read_fields(PyObject *e, Fields *f) {
+    if (!(attr_i64(e, s_index, &f->index) && attr_i64(e, s_term, &f->term) && attr_i64(e, s_pos, &f->pos) &&
+          attr_i64(e, s_magic, &f->magic) && attr_i64(e, s_channel, &f->channel) &&
+          attr_i64(e, s_chain_crc, &f->chain_crc) && attr_i64(e, s_body_crc, &f->body_crc)))
+        return 0;
+    PyObject *body = PyObject_GetAttr(e, s_body);
+    if (body == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    int got = PyObject_GetBuffer(body, &f->body, PyBUF_SIMPLE);
+    Py_DECREF(body);
+    if (got < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    return 1;
+}
+
+/* ---- entries_json ------------------------------------------------------------------------------------------------ */
+
+static char *put_i64(char *p, int64_t v) {
+    char tmp[24];
+    int n = 0;
+    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    do {
+        tmp[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        *p++ = '-';
+    while (n)
+        *p++ = tmp[--n];
+    return p;
+}
+
+static char *put_lit(char *p, const char *s) {
+    size_t n = strlen(s);
+    memcpy(p, s, n);
+    return p + n;
+}
+
+static char *put_b64(char *p, const unsigned char *s, Py_ssize_t n) {
+    Py_ssize_t i = 0;
+    for (; i + 3 <= n; i += 3) {
+        uint32_t v = (uint32_t)s[i] << 16 | (uint32_t)s[i + 1] << 8 | s[i + 2];
+        *p++ = B64[v >> 18];
+        *p++ = B64[v >> 12 & 63];
+        *p++ = B64[v >> 6 & 63];
+        *p++ = B64[v & 63];
+    }
+    if (n - i == 1) {
+        uint32_t v = (uint32_t)s[i] << 16;
+        *p++ = B64[v >> 18];
+        *p++ = B64[v >> 12 & 63];
+        *p++ = '=';
+        *p++ = '=';
+    } else if (n - i == 2) {
+        uint32_t v = (uint32_t)s[i] << 16 | (uint32_t)s[i + 1] << 8;
+        *p++ = B64[v >> 18];
+        *p++ = B64[v >> 12 & 63];
+        *p++ = B64[v >> 6 & 63];
+        *p++ = '=';
+    }
+    return p;
+}
+
+/* One entry's JSON at p (room: 200 + its Base64). */
+static char *put_entry(char *p, const Fields *f) {
+    p = put_lit(p, "{\"body\":\"");
+    p = put_b64(p, f->body.buf, f->body.len);
+    p = put_lit(p, "\",\"bodyCrc\":");
+    p = put_i64(p, f->body_crc);
+    p = put_lit(p, ",\"chainCrc\":");
+    p = put_i64(p, f->chain_crc);
+    p = put_lit(p, ",\"channel\":");
+    p = put_i64(p, f->channel);
+    p = put_lit(p, ",\"index\":");
+    p = put_i64(p, f->index);
+    p = put_lit(p, ",\"magic\":");
+    p = put_i64(p, f->magic);
+    p = put_lit(p, ",\"pos\":");
+    p = put_i64(p, f->pos);
+    p = put_lit(p, ",\"size\":");
+    p = put_i64(p, (int64_t)HEADER_SIZE + f->body.len);
+    p = put_lit(p, ",\"term\":");
+    p = put_i64(p, f->term);
+    *p++ = '}';
+    return p;
+}
+
+static PyObject *entries_json(PyObject *self, PyObject *arg) {
+    PyObject *seq = PySequence_Fast(arg, "entries_json takes a sequence of entries");
+    if (seq == NULL)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    Fields *fields = PyMem_Calloc(n ? (size_t)n : 1, sizeof(Fields));
+    PyObject *out = NULL;
+    Py_ssize_t held = 0, room = 0;
+    if (fields == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (; held < n; held++) {
+        if (!read_fields(items[held], &fields[held])) {
+            out = Py_NewRef(Py_None);
+            goto done;
+        }
+        if (fields[held].body.len > (PY_SSIZE_T_MAX / 2 - room) / 2) {
+            PyErr_SetString(PyExc_OverflowError, "entries too large");
+            goto done;
+        }
+        room += 201 + (fields[held].body.len + 2) / 3 * 4;
+    }
+    out = PyBytes_FromStringAndSize(NULL, room);
+    if (out == NULL)
+        goto done;
+    char *start = PyBytes_AS_STRING(out), *p = start;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (i)
+            *p++ = ',';
+        p = put_entry(p, &fields[i]);
+    }
+    if (_PyBytes_Resize(&out, p - start) < 0)
+        out = NULL;
+done:
+    for (Py_ssize_t i = 0; i < held; i++)
+        PyBuffer_Release(&fields[i].body);
+    PyMem_Free(fields);
+    Py_DECREF(seq);
+    return out;
+}
+
+/* ---- decode_entries ---------------------------------------------------------------------------------------------- */
+
+/* A dict member that is a plain int within [lo, hi] (or absent: dflt); 0 when not. */
+static int member_int(PyObject *d, PyObject *key, int64_t dflt, int64_t lo, int64_t hi, int64_t *out) {
+    PyObject *v = PyDict_GetItemWithError(d, key);
+    if (v == NULL) {
+        if (PyErr_Occurred()) {
+            PyErr_Clear();
+            return 0;
+        }
+        *out = dflt;
+        return 1;
+    }
+    if (!PyLong_CheckExact(v))
+        return 0;
+    int overflow = 0;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow || (x == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (x < lo || x > hi)
+        return 0;
+    *out = x;
+    return 1;
+}
+
+/* Canonical strict Base64 (length a multiple of 4, padding only at the end, unused bits zero) into a new bytes
+ * object; NULL with no error set for anything else (the Python way decides it). */
+static PyObject *b64_canonical(const unsigned char *s, Py_ssize_t n) {
+    if (n % 4)
+        return NULL;
+    Py_ssize_t pad = 0;
+    if (n && s[n - 1] == '=')
+        pad = (n >= 2 && s[n - 2] == '=') ? 2 : 1;
+    Py_ssize_t outlen = n / 4 * 3 - pad;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, outlen);
+    if (out == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    unsigned char *d = (unsigned char *)PyBytes_AS_STRING(out);
+    Py_ssize_t full = pad ? n - 4 : n, o = 0;
+    for (Py_ssize_t i = 0; i < full; i += 4) {
+        int a = B64_VALUE[s[i]], b = B64_VALUE[s[i + 1]], c = B64_VALUE[s[i + 2]], e = B64_VALUE[s[i + 3]];
+        if ((a | b | c | e) < 0)
+            goto refuse;
+        uint32_t v = (uint32_t)a << 18 | (uint32_t)b << 12 | (uint32_t)c << 6 | (uint32_t)e;
+        d[o++] = (unsigned char)(v >> 16);
+        d[o++] = (unsigned char)(v >> 8);
+        d[o++] = (unsigned char)v;
+    }
+    if (pad) {
+        const unsigned char *q = s + n - 4;
+        int a = B64_VALUE[q[0]], b = B64_VALUE[q[1]], c = pad == 1 ? B64_VALUE[q[2]] : 0;
+        if ((a | b | c) < 0)
+            goto refuse;
+        if (pad == 2 ? (b & 15) != 0 : (c & 3) != 0)
+            goto refuse;
+        uint32_t v = (uint32_t)a << 18 | (uint32_t)b << 12 | (uint32_t)c << 6;
+        d[o++] = (unsigned char)(v >> 16);
+        if (pad == 1)
+            d[o++] = (unsigned char)(v >> 8);
+    }
+    return out;
+refuse:
+    Py_DECREF(out);
+    return NULL;
+}
+
+static int set_i64(PyObject *obj, PyObject *name, int64_t v) {
+    PyObject *x = PyLong_FromLongLong(v);
+    if (x == NULL)
+        return -1;
+    int r = PyObject_GenericSetAttr(obj, name, x);
+    Py_DECREF(x);
+    return r;
+}
+
+/* One entry from its JSON object; Py_None (new reference) when it is not the usual shape, NULL on an error. */
+static PyObject *decode_one(PyTypeObject *type, PyObject *d) {
+    if (!PyDict_CheckExact(d))
+        return Py_NewRef(Py_None);
+    const int64_t L = INT64_MIN, H = INT64_MAX, l = INT32_MIN, h = INT32_MAX;
+    int64_t index, term, pos, magic, channel, chain_crc, body_crc, size;
+    if (!(member_int(d, k_index, -1, L, H, &index) && member_int(d, k_term, -1, L, H, &term) &&
+          member_int(d, k_pos, -1, L, H, &pos) && member_int(d, k_magic, CURRENT_MAGIC, l, h, &magic) &&
+          member_int(d, k_channel, 0, l, h, &channel) && member_int(d, k_chain_crc, 0, l, h, &chain_crc) &&
+          member_int(d, k_body_crc, 0, l, h, &body_crc) && member_int(d, k_size, 0, L, H, &size)))
+        return Py_NewRef(Py_None);
+    PyObject *text = PyDict_GetItemWithError(d, k_body);
+    PyObject *body;
+    if (text == NULL) {
+        if (PyErr_Occurred()) {
+            PyErr_Clear();
+            return Py_NewRef(Py_None);
+        }
+        body = PyBytes_FromStringAndSize(NULL, 0);
+        if (body == NULL)
+            return NULL;
+    } else {
+        if (!PyUnicode_CheckExact(text) || PyUnicode_READY(text) < 0 || !PyUnicode_IS_ASCII(text)) {
+            PyErr_Clear();
+            return Py_NewRef(Py_None);
+        }
+        body = b64_canonical(PyUnicode_1BYTE_DATA(text), PyUnicode_GET_LENGTH(text));
+        if (body == NULL)
+            return Py_NewRef(Py_None);
+    }
+    /* "size", when present, must agree with the body. */
+    int has_size = PyDict_GetItemWithError(d, k_size) != NULL;
+    if (PyErr_Occurred()) {
+        Py_DECREF(body);
+        return NULL;
+    }
+    if (has_size && size != HEADER_SIZE + PyBytes_GET_SIZE(body)) {
+        Py_DECREF(body);
+        return Py_NewRef(Py_None);
+    }
+    /* The frozen entry's slots set as object.__setattr__ sets them (its __init__ is generated Python). */
+    PyObject *e = type->tp_alloc(type, 0);
+    if (e == NULL || PyObject_GenericSetAttr(e, s_body, body) < 0 || set_i64(e, s_index, index) < 0 ||
+        set_i64(e, s_term, term) < 0 || set_i64(e, s_pos, pos) < 0 || set_i64(e, s_magic, magic) < 0 ||
+        set_i64(e, s_channel, channel) < 0 || set_i64(e, s_chain_crc, chain_crc) < 0 ||
+        set_i64(e, s_body_crc, body_crc) < 0) {
+        Py_XDECREF(e);
+        Py_DECREF(body);
+        return NULL;
+    }
+    Py_DECREF(body);
+    return e;
+}
+
+static PyObject *decode_entries(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyType_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "decode_entries(entry_type, items)");
+        return NULL;
+    }
+    if (!PyList_CheckExact(args[1]))
+        Py_RETURN_NONE;
+    PyTypeObject *type = (PyTypeObject *)args[0];
+    PyObject *items = args[1];
+    Py_ssize_t n = PyList_GET_SIZE(items);
+    PyObject *out = PyTuple_New(n);
+    if (out == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < n && i < PyList_GET_SIZE(items); i++) {
+        PyObject *e = decode_one(type, PyList_GET_ITEM(items, i));
+        if (e == NULL || e == Py_None) {
+            Py_DECREF(out);
+            return e;
+        }
+        PyTuple_SET_ITEM(out, i, e);
+    }
+    return out;
+}
+
+/* ---- write_entries ----------------------------------------------------------------------------------------------- */
+
+static void put_be32(unsigned char *p, int64_t v) {
+    uint32_t u = (uint32_t)v;
+    p[0] = (unsigned char)(u >> 24);
+    p[1] = (unsigned char)(u >> 16);
+    p[2] = (unsigned char)(u >> 8);
+    p[3] = (unsigned char)u;
+}
+
+static void put_be64(unsigned char *p, int64_t v) {
+    uint64_t u = (uint64_t)v;
+    for (int i = 7; i >= 0; i--) {
+        p[i] = (unsigned char)u;
+        u >>= 8;
+    }
+}
+
+static int fits32(int64_t v) { return v >= INT32_MIN && v <= INT32_MAX; }
+
+/* write_entries(entries, start, next_index, data, data_base, data_at, data_limit, index, index_base, index_limit)
+ * -> (written, data end): entries[start:] written from next_index on while each one's pos is data_base plus where
+ * the data ends, it ends within data_limit (the segment less room for a blank) and its index record ends within
+ * index_limit (the reserved part of the index segment starting at index_base). */
+static PyObject *write_entries(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 10) {
+        PyErr_SetString(PyExc_TypeError, "write_entries takes 10 arguments");
+        return NULL;
+    }
+    PyObject *seq = args[0];
+    if (!PyTuple_CheckExact(seq) && !PyList_CheckExact(seq)) {
+        PyErr_SetString(PyExc_TypeError, "write_entries: entries must be a tuple or a list");
+        return NULL;
+    }
+    long long start = PyLong_AsLongLong(args[1]), next = PyLong_AsLongLong(args[2]);
+    long long data_base = PyLong_AsLongLong(args[4]), at = PyLong_AsLongLong(args[5]);
+    long long data_limit = PyLong_AsLongLong(args[6]), index_base = PyLong_AsLongLong(args[8]);
+    long long index_limit = PyLong_AsLongLong(args[9]);
+    if (PyErr_Occurred())
+        return NULL;
+    Py_buffer data, index;
+    if (PyObject_GetBuffer(args[3], &data, PyBUF_WRITABLE) < 0)
+        return NULL;
+    if (PyObject_GetBuffer(args[7], &index, PyBUF_WRITABLE) < 0) {
+        PyBuffer_Release(&data);
+        return NULL;
+    }
+    if (data_limit > data.len)
+        data_limit = data.len;
+    if (index_limit > index.len)
+        index_limit = index.len;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    long long written = 0;
+    for (Py_ssize_t i = start < 0 ? n : (Py_ssize_t)start; i < n && i < PySequence_Fast_GET_SIZE(seq); i++) {
+        Fields f;
+        if (!read_fields(PySequence_Fast_GET_ITEM(seq, i), &f))
+            break;
+        int64_t size = HEADER_SIZE + (int64_t)f.body.len;
+        int ok = f.index == next + written && f.index >= 0 && f.index <= INT64_MAX / INDEX_UNIT && at >= 0 &&
+                 f.pos == data_base + at && size <= data_limit - at && fits32(f.magic) && fits32(f.channel) &&
+                 fits32(f.chain_crc) && fits32(f.body_crc) && size <= INT32_MAX;
+        int64_t rel = ok ? f.index * INDEX_UNIT - index_base : -1;
+        if (!ok || rel < 0 || rel > index_limit - INDEX_UNIT) {
+            PyBuffer_Release(&f.body);
+            break;
+        }
+        unsigned char *p = (unsigned char *)data.buf + at;
+        /* The body before the header, as FileLedger._write: a torn copy leaves no header. */
+        memcpy(p + HEADER_SIZE, f.body.buf, (size_t)f.body.len);
+        PyBuffer_Release(&f.body);
+        put_be32(p, f.magic);
+        put_be32(p + 4, size);
+        put_be64(p + 8, f.index);
+        put_be64(p + 16, f.term);
+        put_be64(p + 24, f.pos);
+        put_be32(p + 32, f.channel);
+        put_be32(p + 36, f.chain_crc);
+        put_be32(p + 40, f.body_crc);
+        put_be32(p + 44, size - HEADER_SIZE);
+        unsigned char *r = (unsigned char *)index.buf + rel;
+        put_be32(r, f.magic);
+        put_be64(r + 4, f.pos);
+        put_be32(r + 12, size);
+        put_be64(r + 16, f.index);
+        put_be64(r + 24, f.term);
+        at += size;
+        written++;
+    }
+    PyBuffer_Release(&index);
+    PyBuffer_Release(&data);
+    return Py_BuildValue("(LL)", written, at);
+}
+
+/* ---- seal_entry -------------------------------------------------------------------------------------------------- */
+
+/* seal_entry(data, at, end, index, term, pos, index_buf, rel) -> body_crc: a leader's entry whose body lies at
+ * data[at + 48:end] sealed as FileLedger._append_record does: its header written at `at` (bodyCrc the body's CRC-32
+ * masked to 31 bits, as remoting/codec/crc.py's body_crc) and its index record at index_buf[rel:rel + 32]. ValueError,
+ * nothing written, for a place outside either buffer or a field that does not fit. */
+static PyObject *seal_entry(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "seal_entry takes 8 arguments");
+        return NULL;
+    }
+    long long at = PyLong_AsLongLong(args[1]), end = PyLong_AsLongLong(args[2]);
+    long long index = PyLong_AsLongLong(args[3]), term = PyLong_AsLongLong(args[4]);
+    long long pos = PyLong_AsLongLong(args[5]), rel = PyLong_AsLongLong(args[7]);
+    if (PyErr_Occurred())
+        return NULL;
+    Py_buffer data, idx;
+    if (PyObject_GetBuffer(args[0], &data, PyBUF_WRITABLE) < 0)
+        return NULL;
+    if (PyObject_GetBuffer(args[6], &idx, PyBUF_WRITABLE) < 0) {
+        PyBuffer_Release(&data);
+        return NULL;
+    }
+    long long size = end - at;
+    if (at < 0 || size < HEADER_SIZE || end > data.len || size > INT32_MAX || rel < 0 || rel > idx.len - INDEX_UNIT) {
+        PyBuffer_Release(&idx);
+        PyBuffer_Release(&data);
+        PyErr_SetString(PyExc_ValueError, "seal_entry: the entry or its index record lies outside its buffer");
+        return NULL;
+    }
+    unsigned char *p = (unsigned char *)data.buf + at;
+    uLong crc = crc32(0L, Z_NULL, 0);
+    for (long long done = HEADER_SIZE; done < size;) { /* zlib's length is 32-bit */
+        uInt chunk = (uInt)(size - done > (1 << 30) ? (1 << 30) : size - done);
+        crc = crc32(crc, p + done, chunk);
+        done += chunk;
+    }
+    int64_t body_crc = (int64_t)(crc & 0x7FFFFFFF);
+    put_be32(p, CURRENT_MAGIC);
+    put_be32(p + 4, size);
+    put_be64(p + 8, index);
+    put_be64(p + 16, term);
+    put_be64(p + 24, pos);
+    put_be32(p + 32, 0);
+    put_be32(p + 36, 0);
+    put_be32(p + 40, body_crc);
+    put_be32(p + 44, size - HEADER_SIZE);
+    unsigned char *r = (unsigned char *)idx.buf + rel;
+    put_be32(r, CURRENT_MAGIC);
+    put_be64(r + 4, pos);
+    put_be32(r + 12, size);
+    put_be64(r + 16, index);
+    put_be64(r + 24, term);
+    PyBuffer_Release(&idx);
+    PyBuffer_Release(&data);
+    return PyLong_FromLongLong(body_crc);
+}
+
+/* ---- the module -------------------------------------------------------------------------------------------------- */
+
+static PyMethodDef methods[] = {
+    {"entries_json", entries_json, METH_O, "The JSON objects of a run of entries, joined by commas; None: the Python way."},
+    {"decode_entries", (PyCFunction)(void (*)(void))decode_entries, METH_FASTCALL,
+     "A tuple of entries from their JSON objects; None when one is unusual (the Python way decides)."},
+    {"write_entries", (PyCFunction)(void (*)(void))write_entries, METH_FASTCALL,
+     "Write a follower's run of entries into the current segments: (written, data end)."},
+    {"seal_entry", (PyCFunction)(void (*)(void))seal_entry, METH_FASTCALL,
+     "Write a leader's entry header (its body CRC computed) and index record: the body CRC."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_entries", NULL, -1, methods, NULL, NULL, NULL, NULL};
+
+static int intern(PyObject **slot, const char *name) {
+    *slot = PyUnicode_InternFromString(name);
+    return *slot == NULL ? -1 : 0;
+}
+
+PyMODINIT_FUNC PyInit__entries(void) {
+    memset(B64_VALUE, -1, sizeof B64_VALUE);
+    for (int i = 0; i < 64; i++)
+        B64_VALUE[(unsigned char)B64[i]] = (int8_t)i;
+    if (intern(&s_index, "index") || intern(&s_term, "term") || intern(&s_pos, "pos") || intern(&s_body, "body") ||
+        intern(&s_magic, "magic") || intern(&s_channel, "channel") || intern(&s_chain_crc, "chain_crc") ||
+        intern(&s_body_crc, "body_crc") || intern(&k_chain_crc, "chainCrc") || intern(&k_body_crc, "bodyCrc") ||
+        intern(&k_size, "size"))
+        return NULL;
+    k_body = s_body, k_index = s_index, k_term = s_term, k_pos = s_pos, k_magic = s_magic, k_channel = s_channel;
+    return PyModule_Create(&module);
+}

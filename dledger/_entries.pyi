@@ -1,0 +1,22 @@
+"""Types of the C extension; the contract is in dledger/_entries.c."""
+
+from collections.abc import Sequence
+from typing import Any
+
+from dledger.entry import Entry
+
+def entries_json(entries: Sequence[Entry], /) -> bytes | None: ...
+def decode_entries(entry_type: type[Entry], items: Any, /) -> tuple[Entry, ...] | None: ...
+def write_entries(
+    entries: Sequence[Entry],
+    start: int,
+    next_index: int,
+    data: Any,
+    data_base: int,
+    data_at: int,
+    data_limit: int,
+    index: Any,
+    index_base: int,
+    index_limit: int,
+    /,
+) -> tuple[int, int]: ...

@@ -1,0 +1,237 @@
+"""dledger/_entries.c against its Python twins: a leader's push encoding (dledger/messages.py), a follower's push
+decode (dledger/messages.py) and its write of the pushed entries (dledger/file_store.py): the same bytes, the same
+values, the same errors, for every input hypothesis makes (malformed ones included)."""
+
+from __future__ import annotations
+
+import base64
+import importlib.util
+import os
+import tempfile
+from pathlib import Path
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from dledger import file_store, messages
+from dledger.config import DLedgerConfig
+from dledger.entry import Entry, place
+from dledger.file_store import FileLedger
+from dledger.ledger import LedgerError
+from dledger.native import entries_module
+
+
+def _entries_built() -> object:
+    return importlib.util.find_spec("dledger._entries")
+
+
+native = entries_module()
+if _entries_built() is None and os.environ.get("CI", "").lower() in {"1", "true", "yes"}:
+    raise RuntimeError("dledger._entries is not built: CI has a compiler, `pip install -e .` must build it")
+pytestmark = pytest.mark.skipif(native is None, reason="dledger._entries not built, or ROCKETRIO_PURE_PYTHON=1")
+
+DATA_SIZE = 512
+INDEX_SIZE = 32 * 8
+_I32 = st.integers(-(2**31), 2**31 - 1)
+_WIDE = st.one_of(st.integers(-(2**63), 2**63 - 1), st.integers(-(2**70), 2**70), st.booleans())
+_ENTRIES = st.builds(
+    Entry, st.integers(-(2**63), 2**63 - 1), st.integers(-(2**63), 2**63 - 1), st.integers(-(2**63), 2**63 - 1),
+    st.binary(max_size=40), _I32, _I32, _I32, _I32,
+)  # fmt: skip
+_ODD_ENTRIES = st.builds(Entry, _WIDE, _WIDE, _WIDE, st.binary(max_size=10), _WIDE, _WIDE, _WIDE, _WIDE)
+
+
+def _python_json(entries: tuple[Entry, ...]) -> bytes | str:
+    try:
+        return b",".join(orjson.dumps(messages._entry_json(e), option=orjson.OPT_SORT_KEYS) for e in entries)
+    except (TypeError, orjson.JSONEncodeError) as exc:
+        return type(exc).__name__
+
+
+@given(st.lists(st.one_of(_ENTRIES, _ODD_ENTRIES), max_size=4))
+def test_the_push_encoding_is_orjsons_bytes_or_left_to_python(entries: list[Entry]) -> None:
+    """``entries_json`` writes orjson's bytes for every entry it takes, and leaves to the Python way (None) only
+    entries with a field that is not a plain int within a Java long (a bool, a wider int)."""
+    assert native is not None
+    got = native.entries_json(tuple(entries))
+    plain = all(type(v) is int and -(2**63) <= v < 2**63 for e in entries
+                for v in (e.index, e.term, e.pos, e.magic, e.channel, e.chain_crc, e.body_crc))  # fmt: skip
+    if plain:
+        assert got == _python_json(tuple(entries))
+    else:
+        assert got is None
+
+
+def test_a_push_of_a_memoryview_body_is_encoded_from_its_bytes() -> None:
+    entry = Entry(3, 1, 96, memoryview(b"\x00\xffabc"))  # type: ignore[arg-type]
+    assert native is not None
+    assert native.entries_json([entry]) == _python_json((Entry(3, 1, 96, b"\x00\xffabc"),))
+
+
+_B64_TEXT = st.one_of(
+    st.binary(max_size=20).map(lambda b: base64.b64encode(b).decode()),
+    st.text(alphabet="ABCDab+/=0189\n é", max_size=12),
+    st.sampled_from(["AB==", "ABC=", "AA==", "AAA=", "=AAA", "A===", "AAAA====", "", "Zm9v"]),
+)
+_VALUES = st.one_of(st.none(), st.booleans(), _WIDE, _I32, st.just(48), st.just(51), st.text(max_size=3), st.just([]))
+_ENTRY_KEYS = ["index", "term", "pos", "magic", "channel", "chainCrc", "bodyCrc", "size"]
+
+
+@st.composite
+def _entry_objects(draw: st.DrawFn) -> object:
+    """Mostly the usual shape (as orjson decodes a leader's entry), with any field missing, wrong or odd."""
+    if draw(st.integers(0, 9)) == 0:
+        return draw(st.one_of(_VALUES, st.lists(st.integers(), max_size=2)))
+    body = draw(st.binary(max_size=12))
+    obj: dict[str, object] = {"body": base64.b64encode(body).decode(), "index": draw(st.integers(0, 2**40)),
+                              "term": 2, "pos": draw(st.integers(0, 2**40)), "magic": 1, "channel": 0,
+                              "chainCrc": 0, "bodyCrc": draw(_I32), "size": 48 + len(body)}  # fmt: skip
+    for key in draw(st.lists(st.sampled_from([*_ENTRY_KEYS, "body"]), max_size=3)):
+        if draw(st.booleans()):
+            obj.pop(key, None)
+        else:
+            obj[key] = draw(_B64_TEXT) if key == "body" and draw(st.booleans()) else draw(_VALUES)
+    return obj
+
+
+def _python_entries(items: object) -> tuple[tuple[object, ...], ...] | str:
+    try:
+        entries = messages._python_entries(items, "batchEntry")
+    except messages.MessageError as exc:
+        return str(exc)
+    return tuple(_fields(e) for e in entries)
+
+
+def _fields(e: Entry) -> tuple[object, ...]:
+    return type(e.body), e.body, e.index, e.term, e.pos, e.magic, e.channel, e.chain_crc, e.body_crc
+
+
+@given(st.one_of(st.lists(_entry_objects(), max_size=4), _VALUES))
+def test_the_push_decode_gives_pythons_entries_or_leaves_them_to_python(items: object) -> None:
+    """``decode_entries`` gives the Python decode's entries, every field (the CRCs too) and its type, for each list
+    it takes; anything it leaves (None) is decoded by Python, which gives the value or the MessageError; and the
+    push decoder, either way, gives what the Python twin gives."""
+    assert native is not None
+    got = native.decode_entries(Entry, items)
+    expected = _python_entries(items)
+    if got is not None:
+        assert tuple(_fields(e) for e in got) == expected
+        assert list(got) == [Entry(f[2], f[3], f[4], f[1], *f[5:]) for f in expected]  # type: ignore[arg-type,misc]
+    try:
+        decoded: object = tuple(_fields(e) for e in messages._entries(items, "batchEntry"))
+    except messages.MessageError as exc:
+        decoded = str(exc)
+    assert decoded == expected
+
+
+@given(_entry_objects())
+def test_a_single_pushed_entry_decodes_as_the_python_twin_decodes_it(item: object) -> None:
+    try:
+        body = orjson.dumps({"entry": item, "term": 1})
+    except TypeError:  # an integer wider than JSON from orjson holds: no such push arrives
+        return
+    outcomes = []
+    for c_path in (True, False):
+        saved = messages._native
+        messages._native = native if c_path else None
+        try:
+            request = messages.decode_push(body)
+            outcomes.append(_fields(request.entry) if request.entry is not None else None)
+        except messages.MessageError as exc:
+            outcomes.append(str(exc))
+        finally:
+            messages._native = saved
+    assert outcomes[0] == outcomes[1]
+
+
+# ---- a follower's write ---------------------------------------------------------------------------------------------
+
+
+def _ledger(directory: Path) -> FileLedger:
+    config = DLedgerConfig(group="g", self_id="n0", peers="n0-a:1", store_base_dir=str(directory),
+                           mapped_file_size_for_entry_data=DATA_SIZE,
+                           mapped_file_size_for_entry_index=INDEX_SIZE)  # fmt: skip
+    ledger = FileLedger(config)
+    ledger.load()
+    return ledger
+
+
+def _files(directory: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+@st.composite
+def _pushes(draw: st.DrawFn) -> list[list[Entry]]:
+    """Runs of entries as a leader pushes them (positions placed with blanks at segment ends), some with a wrong
+    index, position, width or body size along the way."""
+    pushes, index, end = [], 0, 0
+    for _ in range(draw(st.integers(1, 6))):
+        run = []
+        for _ in range(draw(st.integers(1, 5))):
+            size = draw(st.integers(0, 120))
+            pos, _ = place(end, 48 + size, DATA_SIZE)
+            entry = Entry(index, 1 + index // 7, pos, bytes([index % 251]) * size, body_crc=draw(_I32))
+            fault = draw(st.integers(0, 30))
+            if fault == 1:
+                entry = Entry(index + 1, entry.term, pos, entry.body)
+            elif fault == 2:
+                entry = Entry(index, entry.term, pos + 8, entry.body)
+            elif fault == 3:
+                entry = Entry(index, entry.term, pos, entry.body, channel=2**40)
+            elif fault == 4:
+                entry = Entry(index, entry.term, pos, bytes(DATA_SIZE))
+            run.append(entry)
+            if fault < 1 or fault > 4:
+                index, end = index + 1, entry.end_pos
+        pushes.append(run)
+    return pushes
+
+
+def _apply(ledger: FileLedger, pushes: list[list[Entry]]) -> list[object]:
+    outcomes: list[object] = []
+    for run in pushes:
+        try:
+            ledger.append_run_as_follower(tuple(run))
+            outcomes.append(None)
+        except (LedgerError, Exception) as exc:  # struct.error for a field too wide, as the Python write raises
+            outcomes.append((type(exc).__name__, str(exc)))
+        outcomes.append((ledger.begin_index, ledger.end_index, ledger.end_term, ledger.write_pos))
+    return outcomes
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(_pushes())
+def test_a_followers_run_writes_the_bytes_the_python_write_writes(pushes: list[list[Entry]]) -> None:
+    """``append_run_as_follower`` with the C run write and with the Python one, the same pushes: the same files
+    byte for byte (data with its blanks, index), the same end after each push, the same error for a bad entry."""
+    results = []
+    for c_path in (True, False):
+        with tempfile.TemporaryDirectory() as tmp:
+            saved = file_store._native
+            file_store._native = native if c_path else None
+            try:
+                ledger = _ledger(Path(tmp))
+                outcomes = _apply(ledger, pushes)
+                ledger.flush_all()
+                ledger.close()
+            finally:
+                file_store._native = saved
+            results.append((outcomes, _files(Path(tmp))))
+    assert results[0] == results[1]
+
+
+def test_a_run_is_written_in_one_call_until_a_segment_ends(tmp_path: Path) -> None:
+    """The run write stops at the entry that needs a blank and a new segment; the Python write takes that one and the
+    run goes on in the next segment."""
+    ledger = _ledger(tmp_path)
+    entries, end = [], 0
+    for i in range(8):
+        pos, _ = place(end, 148, DATA_SIZE)
+        entries.append(Entry(i, 1, pos, bytes([i]) * 100))
+        end = entries[-1].end_pos
+    ledger.append_run_as_follower(entries[:1])  # the first segments are made by the Python write
+    assert ledger._write_run(tuple(entries), 1) == 2  # 3 x 148 fill 444 of 512; the 4th needs a new segment
+    ledger.append_run_as_follower(tuple(entries[3:]))
+    assert [ledger.get(i) for i in range(8)] == entries
