@@ -26,7 +26,7 @@ import json
 import statistics
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import trio
@@ -120,61 +120,57 @@ def push_decode(calls: int) -> dict[str, float]:
     return _both_ways(messages, lambda: decode_push(body), calls)
 
 
-def follower_write(calls: int) -> dict[str, float]:
-    """CPU us per write of a push's :data:`_RUN` entries into a follower's files, each way (a fresh log for each)."""
-    segment = 1 << 28
+def _each_way_on_a_fresh_log(make_call: Callable[[FileLedger], Callable[[], object]], calls: int) -> dict[str, float]:
+    """CPU us per call of ``make_call(ledger)()`` with ``file_store._native`` the C extension, then None, each on a
+    fresh log of 256 MiB segments."""
     results: dict[str, float] = {}
     native = file_store._native
     try:
         for way in ("c", "python"):
             file_store._native = native if way == "c" else None
             with tempfile.TemporaryDirectory() as tmp:
-                ledger = _ledger(tmp, segment)
-                runs, end = [], 0
-                for i in range(calls):
-                    run = []
-                    for j in range(i * _RUN, (i + 1) * _RUN):
-                        pos, _ = place(end, 48 + _BODY, segment)
-                        run.append(Entry(j, 3, pos, bytes([j % 256]) * _BODY))
-                        end = pos + 48 + _BODY
-                    runs.append(tuple(run))
-                it = iter(runs)
-                results[way] = _cpu_us(lambda: ledger.append_run_as_follower(next(it)), calls)  # noqa: B023
+                config = DLedgerConfig(group="g", self_id="n0", peers="n0-a:1", store_base_dir=tmp,
+                                       mapped_file_size_for_entry_data=_SEGMENT)  # fmt: skip
+                ledger = FileLedger(config)
+                ledger.load()
+                results[way] = _cpu_us(make_call(ledger), calls)
                 ledger.close()
     finally:
         file_store._native = native
     return results
 
 
-def _ledger(directory: str, segment: int) -> FileLedger:
-    config = DLedgerConfig(group="g", self_id="n0", peers="n0-a:1", store_base_dir=directory,
-                           mapped_file_size_for_entry_data=segment)  # fmt: skip
-    ledger = FileLedger(config)
-    ledger.load()
-    return ledger
+_SEGMENT = 1 << 28
+
+
+def follower_write(calls: int) -> dict[str, float]:
+    """CPU us per write of a push's :data:`_RUN` entries into a follower's files, each way."""
+    runs, end = [], 0
+    for i in range(calls):
+        run = []
+        for j in range(i * _RUN, (i + 1) * _RUN):
+            pos, _ = place(end, 48 + _BODY, _SEGMENT)
+            run.append(Entry(j, 3, pos, bytes([j % 256]) * _BODY))
+            end = pos + 48 + _BODY
+        runs.append(tuple(run))
+
+    def make_call(ledger: FileLedger) -> Callable[[], object]:
+        it = iter(runs)
+        return lambda: ledger.append_run_as_follower(next(it))
+
+    return _each_way_on_a_fresh_log(make_call, calls)
 
 
 def leader_append(calls: int) -> dict[str, float]:
-    """CPU us per append of one 200-byte send as a leader's entry, each way (a fresh log for each)."""
+    """CPU us per append of one 200-byte send as a leader's entry, each way."""
     record = MessageRecord(topic="TopicTest", body=bytes(_BODY), queue_id=3, flag=0, properties="",
                            born_timestamp=1, born_host=bytes(8), store_host=bytes(8))  # fmt: skip
-    results: dict[str, float] = {}
-    native = file_store._native
-    try:
-        for way in ("c", "python"):
-            file_store._native = native if way == "c" else None
-            with tempfile.TemporaryDirectory() as tmp:
-                ledger = _ledger(tmp, 1 << 28)
-                offsets = iter(range(calls))
 
-                def append(ledger: FileLedger = ledger, offsets: Iterator[int] = offsets) -> None:
-                    ledger.append_record_as_leader(3, encode_record_into, next(offsets), lambda: 1, 4096, record)
+    def make_call(ledger: FileLedger) -> Callable[[], object]:
+        offsets = iter(range(calls))
+        return lambda: ledger.append_record_as_leader(3, encode_record_into, next(offsets), lambda: 1, 4096, record)
 
-                results[way] = _cpu_us(append, calls)
-                ledger.close()
-    finally:
-        file_store._native = native
-    return results
+    return _each_way_on_a_fresh_log(make_call, calls)
 
 
 CASES: dict[str, tuple[Callable[[int], dict[str, float]], int]] = {

@@ -131,36 +131,26 @@ static char *put_b64(char *p, const unsigned char *s, Py_ssize_t n) {
     return p;
 }
 
-/* One entry's JSON at p (room: 200 + its Base64). */
+/* One entry's JSON at p (room: 200 + its Base64): the body, then the other members in key order. */
 static char *put_entry(char *p, const Fields *f) {
+    static const char *const keys[] = {"\",\"bodyCrc\":", ",\"chainCrc\":", ",\"channel\":", ",\"index\":",
+                                       ",\"magic\":",    ",\"pos\":",      ",\"size\":",    ",\"term\":"};
+    const int64_t values[] = {f->body_crc, f->chain_crc, f->channel, f->index, f->magic,
+                              f->pos,      (int64_t)HEADER_SIZE + f->body.len, f->term};
     p = put_lit(p, "{\"body\":\"");
     p = put_b64(p, f->body.buf, f->body.len);
-    p = put_lit(p, "\",\"bodyCrc\":");
-    p = put_i64(p, f->body_crc);
-    p = put_lit(p, ",\"chainCrc\":");
-    p = put_i64(p, f->chain_crc);
-    p = put_lit(p, ",\"channel\":");
-    p = put_i64(p, f->channel);
-    p = put_lit(p, ",\"index\":");
-    p = put_i64(p, f->index);
-    p = put_lit(p, ",\"magic\":");
-    p = put_i64(p, f->magic);
-    p = put_lit(p, ",\"pos\":");
-    p = put_i64(p, f->pos);
-    p = put_lit(p, ",\"size\":");
-    p = put_i64(p, (int64_t)HEADER_SIZE + f->body.len);
-    p = put_lit(p, ",\"term\":");
-    p = put_i64(p, f->term);
+    for (size_t k = 0; k < sizeof values / sizeof values[0]; k++)
+        p = put_i64(put_lit(p, keys[k]), values[k]);
     *p++ = '}';
     return p;
 }
 
 static PyObject *entries_json(PyObject *self, PyObject *arg) {
-    PyObject *seq = PySequence_Fast(arg, "entries_json takes a sequence of entries");
+    PyObject *seq = PySequence_Tuple(arg); /* immutable: an attribute read cannot move its items */
     if (seq == NULL)
         return NULL;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    PyObject **items = PySequence_Fast_ITEMS(seq);
+    Py_ssize_t n = PyTuple_GET_SIZE(seq);
+    PyObject **items = &PyTuple_GET_ITEM(seq, 0);
     Fields *fields = PyMem_Calloc(n ? (size_t)n : 1, sizeof(Fields));
     PyObject *out = NULL;
     Py_ssize_t held = 0, room = 0;
@@ -375,6 +365,35 @@ static void put_be64(unsigned char *p, int64_t v) {
 
 static int fits32(int64_t v) { return v >= INT32_MIN && v <= INT32_MAX; }
 
+/* Both buffers exported writable (release both with PyBuffer_Release), or -1 with the error set and neither held. */
+static int two_buffers(PyObject *a, Py_buffer *x, PyObject *b, Py_buffer *y) {
+    if (PyObject_GetBuffer(a, x, PyBUF_WRITABLE) < 0)
+        return -1;
+    if (PyObject_GetBuffer(b, y, PyBUF_WRITABLE) < 0) {
+        PyBuffer_Release(x);
+        return -1;
+    }
+    return 0;
+}
+
+/* An entry's 48-byte header at p and its 32-byte index record at r (dledger/entry.py's layouts). */
+static void put_entry_head(unsigned char *p, unsigned char *r, const Fields *f, int64_t size) {
+    put_be32(p, f->magic);
+    put_be32(p + 4, size);
+    put_be64(p + 8, f->index);
+    put_be64(p + 16, f->term);
+    put_be64(p + 24, f->pos);
+    put_be32(p + 32, f->channel);
+    put_be32(p + 36, f->chain_crc);
+    put_be32(p + 40, f->body_crc);
+    put_be32(p + 44, size - HEADER_SIZE);
+    put_be32(r, f->magic);
+    put_be64(r + 4, f->pos);
+    put_be32(r + 12, size);
+    put_be64(r + 16, f->index);
+    put_be64(r + 24, f->term);
+}
+
 /* write_entries(entries, start, next_index, data, data_base, data_at, data_limit, index, index_base, index_limit)
  * -> (written, data end): entries[start:] written from next_index on while each one's pos is data_base plus where
  * the data ends, it ends within data_limit (the segment less room for a blank) and its index record ends within
@@ -396,12 +415,8 @@ static PyObject *write_entries(PyObject *self, PyObject *const *args, Py_ssize_t
     if (PyErr_Occurred())
         return NULL;
     Py_buffer data, index;
-    if (PyObject_GetBuffer(args[3], &data, PyBUF_WRITABLE) < 0)
+    if (two_buffers(args[3], &data, args[7], &index) < 0)
         return NULL;
-    if (PyObject_GetBuffer(args[7], &index, PyBUF_WRITABLE) < 0) {
-        PyBuffer_Release(&data);
-        return NULL;
-    }
     if (data_limit > data.len)
         data_limit = data.len;
     if (index_limit > index.len)
@@ -410,7 +425,10 @@ static PyObject *write_entries(PyObject *self, PyObject *const *args, Py_ssize_t
     long long written = 0;
     for (Py_ssize_t i = start < 0 ? n : (Py_ssize_t)start; i < n && i < PySequence_Fast_GET_SIZE(seq); i++) {
         Fields f;
-        if (!read_fields(PySequence_Fast_GET_ITEM(seq, i), &f))
+        PyObject *item = Py_NewRef(PySequence_Fast_GET_ITEM(seq, i));
+        int got = read_fields(item, &f);
+        Py_DECREF(item);
+        if (!got)
             break;
         int64_t size = HEADER_SIZE + (int64_t)f.body.len;
         int ok = f.index == next + written && f.index >= 0 && f.index <= INT64_MAX / INDEX_UNIT && at >= 0 &&
@@ -423,23 +441,9 @@ static PyObject *write_entries(PyObject *self, PyObject *const *args, Py_ssize_t
         }
         unsigned char *p = (unsigned char *)data.buf + at;
         /* The body before the header, as FileLedger._write: a torn copy leaves no header. */
-        memcpy(p + HEADER_SIZE, f.body.buf, (size_t)f.body.len);
+        memmove(p + HEADER_SIZE, f.body.buf, (size_t)f.body.len); /* a body may be a view of this very segment */
         PyBuffer_Release(&f.body);
-        put_be32(p, f.magic);
-        put_be32(p + 4, size);
-        put_be64(p + 8, f.index);
-        put_be64(p + 16, f.term);
-        put_be64(p + 24, f.pos);
-        put_be32(p + 32, f.channel);
-        put_be32(p + 36, f.chain_crc);
-        put_be32(p + 40, f.body_crc);
-        put_be32(p + 44, size - HEADER_SIZE);
-        unsigned char *r = (unsigned char *)index.buf + rel;
-        put_be32(r, f.magic);
-        put_be64(r + 4, f.pos);
-        put_be32(r + 12, size);
-        put_be64(r + 16, f.index);
-        put_be64(r + 24, f.term);
+        put_entry_head(p, (unsigned char *)index.buf + rel, &f, size);
         at += size;
         written++;
     }
@@ -465,12 +469,8 @@ static PyObject *seal_entry(PyObject *self, PyObject *const *args, Py_ssize_t na
     if (PyErr_Occurred())
         return NULL;
     Py_buffer data, idx;
-    if (PyObject_GetBuffer(args[0], &data, PyBUF_WRITABLE) < 0)
+    if (two_buffers(args[0], &data, args[6], &idx) < 0)
         return NULL;
-    if (PyObject_GetBuffer(args[6], &idx, PyBUF_WRITABLE) < 0) {
-        PyBuffer_Release(&data);
-        return NULL;
-    }
     long long size = end - at;
     if (at < 0 || size < HEADER_SIZE || end > data.len || size > INT32_MAX || rel < 0 || rel > idx.len - INDEX_UNIT) {
         PyBuffer_Release(&idx);
@@ -486,21 +486,8 @@ static PyObject *seal_entry(PyObject *self, PyObject *const *args, Py_ssize_t na
         done += chunk;
     }
     int64_t body_crc = (int64_t)(crc & 0x7FFFFFFF);
-    put_be32(p, CURRENT_MAGIC);
-    put_be32(p + 4, size);
-    put_be64(p + 8, index);
-    put_be64(p + 16, term);
-    put_be64(p + 24, pos);
-    put_be32(p + 32, 0);
-    put_be32(p + 36, 0);
-    put_be32(p + 40, body_crc);
-    put_be32(p + 44, size - HEADER_SIZE);
-    unsigned char *r = (unsigned char *)idx.buf + rel;
-    put_be32(r, CURRENT_MAGIC);
-    put_be64(r + 4, pos);
-    put_be32(r + 12, size);
-    put_be64(r + 16, index);
-    put_be64(r + 24, term);
+    Fields f = {.index = index, .term = term, .pos = pos, .magic = CURRENT_MAGIC, .body_crc = body_crc};
+    put_entry_head(p, (unsigned char *)idx.buf + rel, &f, size);
     PyBuffer_Release(&idx);
     PyBuffer_Release(&data);
     return PyLong_FromLongLong(body_crc);
