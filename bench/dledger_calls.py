@@ -4,7 +4,8 @@ process (CPU time, not rates: the machine is shared)::
     python -m bench.dledger_calls --rounds 7
 
 - ``answer_decode``: the leader's decode of a follower's push answer (one per follower and entry without
-  ``enableBatchPush``): ``decode_push_response`` against the general table decoder (``_from_dict``).
+  ``enableBatchPush``): ``decode_push_response`` in C (``push_answer``) and its Python twin (field by field)
+  against the general table decoder (``_from_dict``).
 - ``flush_handoff``: a member's hand-off of its flush (every ``flushFileInterval``) to a worker thread, of a no-op:
   ``dledger.handoff.run_in_thread`` against ``trio.to_thread.run_sync``.
 
@@ -62,7 +63,8 @@ async def _cpu_us_async(call: Callable[[], Awaitable[object]], calls: int) -> fl
 def answer_decode(calls: int) -> dict[str, float]:
     """CPU us per decode of a follower's usual answer, each way."""
     general = _cpu_us(lambda: messages._from_dict(PushEntryResponse, messages._object(_ANSWER)), calls)
-    return {"general": general, "field_by_field": _cpu_us(lambda: decode_push_response(_ANSWER), calls)}
+    ways = _both_ways(messages, lambda: decode_push_response(_ANSWER), calls)
+    return {"general": general, "field_by_field": ways["python"], "c": ways["c"]}
 
 
 def flush_handoff(calls: int) -> dict[str, float]:

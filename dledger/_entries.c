@@ -13,6 +13,7 @@
  *   body then header then index record, as FileLedger._write; it stops (returning how many it wrote) at the first
  *   entry that is not the next one, does not land where the data ends, would need a blank or a new segment, or whose
  *   index record lies past the reserved part of the index segment. The caller's Python takes that entry.
+ * - push_answer(response_type, data): the leader's decode of a follower's usual push answer, None for any other.
  * - seal_entry(...): a leader's appended entry, its body written in place by the record encoder, sealed: header
  *   (with the body's CRC) and index record, as FileLedger._append_record's Python does.
  *
@@ -493,6 +494,84 @@ static PyObject *seal_entry(PyObject *self, PyObject *const *args, Py_ssize_t na
     return PyLong_FromLongLong(body_crc);
 }
 
+/* ---- push_answer ------------------------------------------------------------------------------------------------- */
+
+#define TERM_MAX (((int64_t)1 << 62) - 1)
+
+static PyObject *a_group, *a_remote_id, *a_local_id, *a_leader_id, *a_code, *a_begin_index, *a_end_index, *a_count;
+static PyObject *j_remote_id, *j_local_id, *j_leader_id, *j_begin_index, *j_end_index;
+
+/* A member that is None or absent (no value: *out NULL), or a str; 0 for anything else. */
+static int member_str(PyObject *d, PyObject *key, PyObject **out) {
+    PyObject *v = PyDict_GetItemWithError(d, key);
+    if (v == NULL && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    *out = v == Py_None ? NULL : v;
+    return *out == NULL || PyUnicode_CheckExact(*out);
+}
+
+/* A member that is None or absent (dflt), or an int within [lo, hi]; 0 for anything else. */
+static int member_int_or_none(PyObject *d, PyObject *key, int64_t dflt, int64_t lo, int64_t hi, int64_t *out,
+                              int *present) {
+    PyObject *v = PyDict_GetItemWithError(d, key);
+    if (v == NULL && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    *present = v != NULL && v != Py_None;
+    if (!*present) {
+        *out = dflt;
+        return 1;
+    }
+    return member_int(d, key, dflt, lo, hi, out);
+}
+
+/* push_answer(response_type, data): messages.decode_push_response's usual case, the answer from the dict orjson
+ * parsed (every field None, absent or of its type and range: strings, a term up to TERM_MAX, Java longs); None for
+ * anything else (the Python way gives the answer or its MessageError). The frozen answer's slots set as
+ * object.__setattr__ sets them. */
+static PyObject *push_answer(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyType_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "push_answer(response_type, data)");
+        return NULL;
+    }
+    PyObject *d = args[1];
+    if (!PyDict_CheckExact(d))
+        Py_RETURN_NONE;
+    const int64_t L = INT64_MIN, H = INT64_MAX;
+    PyObject *group, *remote, *local, *leader;
+    int64_t term, code, index, begin, end, count;
+    int has_index, unused;
+    if (!(member_str(d, a_group, &group) && member_str(d, j_remote_id, &remote) && member_str(d, j_local_id, &local) &&
+          member_str(d, j_leader_id, &leader) && member_int_or_none(d, s_term, -1, L, TERM_MAX, &term, &unused) &&
+          member_int_or_none(d, a_code, 200, L, H, &code, &unused) &&
+          member_int_or_none(d, s_index, 0, L, H, &index, &has_index) &&
+          member_int_or_none(d, j_begin_index, -1, L, H, &begin, &unused) &&
+          member_int_or_none(d, j_end_index, -1, L, H, &end, &unused) &&
+          member_int_or_none(d, a_count, 0, L, H, &count, &unused)))
+        Py_RETURN_NONE;
+    PyTypeObject *type = (PyTypeObject *)args[0];
+    PyObject *r = type->tp_alloc(type, 0);
+    if (r == NULL)
+        return NULL;
+    PyObject *names[] = {a_group, a_remote_id, a_local_id, a_leader_id};
+    PyObject *strs[] = {group, remote, local, leader};
+    for (int i = 0; i < 4; i++)
+        if (PyObject_GenericSetAttr(r, names[i], strs[i] == NULL ? Py_None : strs[i]) < 0)
+            goto fail;
+    if (set_i64(r, s_term, term) < 0 || set_i64(r, a_code, code) < 0 || set_i64(r, a_begin_index, begin) < 0 ||
+        set_i64(r, a_end_index, end) < 0 || set_i64(r, a_count, count) < 0)
+        goto fail;
+    if (has_index ? set_i64(r, s_index, index) < 0 : PyObject_GenericSetAttr(r, s_index, Py_None) < 0)
+        goto fail;
+    return r;
+fail:
+    Py_DECREF(r);
+    return NULL;
+}
+
 /* ---- the module -------------------------------------------------------------------------------------------------- */
 
 static PyMethodDef methods[] = {
@@ -501,6 +580,8 @@ static PyMethodDef methods[] = {
      "A tuple of entries from their JSON objects; None when one is unusual (the Python way decides)."},
     {"write_entries", (PyCFunction)(void (*)(void))write_entries, METH_FASTCALL,
      "Write a follower's run of entries into the current segments: (written, data end)."},
+    {"push_answer", (PyCFunction)(void (*)(void))push_answer, METH_FASTCALL,
+     "A push answer from its JSON object; None when a field is unusual (the Python way decides)."},
     {"seal_entry", (PyCFunction)(void (*)(void))seal_entry, METH_FASTCALL,
      "Write a leader's entry header (its body CRC computed) and index record: the body CRC."},
     {NULL, NULL, 0, NULL},
@@ -520,7 +601,11 @@ PyMODINIT_FUNC PyInit__entries(void) {
     if (intern(&s_index, "index") || intern(&s_term, "term") || intern(&s_pos, "pos") || intern(&s_body, "body") ||
         intern(&s_magic, "magic") || intern(&s_channel, "channel") || intern(&s_chain_crc, "chain_crc") ||
         intern(&s_body_crc, "body_crc") || intern(&k_chain_crc, "chainCrc") || intern(&k_body_crc, "bodyCrc") ||
-        intern(&k_size, "size"))
+        intern(&k_size, "size") || intern(&a_group, "group") || intern(&a_remote_id, "remote_id") ||
+        intern(&a_local_id, "local_id") || intern(&a_leader_id, "leader_id") || intern(&a_code, "code") ||
+        intern(&a_begin_index, "begin_index") || intern(&a_end_index, "end_index") || intern(&a_count, "count") ||
+        intern(&j_remote_id, "remoteId") || intern(&j_local_id, "localId") || intern(&j_leader_id, "leaderId") ||
+        intern(&j_begin_index, "beginIndex") || intern(&j_end_index, "endIndex"))
         return NULL;
     k_body = s_body, k_index = s_index, k_term = s_term, k_pos = s_pos, k_magic = s_magic, k_channel = s_channel;
     return PyModule_Create(&module);

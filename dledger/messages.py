@@ -522,9 +522,13 @@ def decode(cls: type[_M], body: bytes | memoryview) -> _M:
 
 def decode_push_response(body: bytes | memoryview) -> PushEntryResponse:
     """``decode(PushEntryResponse, body)`` without the general table (the leader reads one per follower and entry
-    with the default push): the usual answer's fields type-checked and taken straight; any field of another shape goes
-    the general way, which raises for it."""
+    with the default push): the usual answer's fields type-checked and taken straight (in C when built:
+    ``push_answer``); any field of another shape goes the general way, which raises for it."""
     data = _object(body)
+    if _native is not None:
+        answer: PushEntryResponse | None = _native.push_answer(PushEntryResponse, data)
+        if answer is not None:
+            return answer
     get = data.get
     group, remote_id, local_id, leader_id = get("group"), get("remoteId"), get("localId"), get("leaderId")
     term, code, index = get("term"), get("code"), get("index")

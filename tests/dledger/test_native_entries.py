@@ -11,6 +11,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+import attrs
 import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -326,3 +327,42 @@ def test_a_damaged_push_decodes_as_the_python_twin_decodes_it(data: st.DataObjec
         finally:
             messages._native = saved
     assert outcomes[0] == outcomes[1]
+
+
+_ANSWER_KEYS = ["group", "remoteId", "localId", "leaderId", "term", "code", "index", "beginIndex", "endIndex", "count"]
+_ANSWER_VALUES = st.one_of(
+    _VALUES,
+    st.sampled_from([messages.TERM_MAX, messages.TERM_MAX + 1, 2**63 - 1, -(2**63), "n0", ""]),
+)
+
+
+def _highest(key: str) -> int:
+    return messages.TERM_MAX if key == "term" else 2**63 - 1
+
+
+@given(st.one_of(st.dictionaries(st.sampled_from(_ANSWER_KEYS), _ANSWER_VALUES), _VALUES))
+def test_a_push_answer_decodes_as_the_python_twin_decodes_it(data: object) -> None:
+    """``push_answer`` gives the Python twin's answer, every field and its type, for each object it takes (None,
+    absent, strings, a term up to TERM_MAX, Java longs), and leaves (None) only what the twin gives the general way."""
+    assert native is not None
+    got = native.push_answer(messages.PushEntryResponse, data)
+    saved = messages._native
+    messages._native = None
+    try:
+        expected: object = messages.decode_push_response(orjson.dumps(data))
+    except messages.MessageError as exc:
+        expected = str(exc)
+    finally:
+        messages._native = saved
+    if got is not None:
+        assert isinstance(expected, messages.PushEntryResponse)
+        fields = [f.name for f in attrs.fields(messages.PushEntryResponse)]
+        assert [(getattr(got, f), type(getattr(got, f))) for f in fields] == [
+            (getattr(expected, f), type(getattr(expected, f))) for f in fields
+        ]
+    usual = isinstance(data, dict) and all(
+        v is None or (type(v) is str and k in _ANSWER_KEYS[:4])
+        or (type(v) is int and k in _ANSWER_KEYS[4:] and -(2**63) <= v <= _highest(k))
+        for k, v in data.items()
+    )  # fmt: skip
+    assert (got is not None) == usual
