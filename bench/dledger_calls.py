@@ -11,7 +11,8 @@ process (CPU time, not rates: the machine is shared)::
 
 - ``push_encode``: a leader's batch push of 11 entries (200-byte bodies), encoded once per follower of two:
   dledger/_entries.c's ``entries_json`` against the Python twin (each entry's JSON made once, kept for the second).
-- ``push_decode``: a follower's decode of that push: ``decode_entries`` in C against the Python twin.
+- ``push_decode``: a follower's decode of that push: ``push_request`` (entries by ``decode_entries``) in C
+  against the Python twin; ``push_decode_one`` the same for a push of one entry (DLedger's default push).
 - ``follower_write``: a follower's write of those 11 entries into its files (``append_run_as_follower``): one C
   call against the Python write of each entry.
 - ``leader_append``: a leader's append of one send (``append_record_as_leader``: the record encoded in place, then
@@ -122,6 +123,14 @@ def push_decode(calls: int) -> dict[str, float]:
     return _both_ways(messages, lambda: decode_push(body), calls)
 
 
+def push_decode_one(calls: int) -> dict[str, float]:
+    """CPU us per decode of a push of one entry (DLedger's default push), each way."""
+    (entry,) = _entries(1000, 1)
+    body = encode(PushEntryRequest(group="DLedgerGroup-broker-a", remote_id="n1", local_id="n0", leader_id="n0",
+                                   term=3, type=PushType.APPEND, commit_index=999, entry=entry))  # fmt: skip
+    return _both_ways(messages, lambda: decode_push(body), calls)
+
+
 def _each_way_on_a_fresh_log(make_call: Callable[[FileLedger], Callable[[], object]], calls: int) -> dict[str, float]:
     """CPU us per call of ``make_call(ledger)()`` with ``file_store._native`` the C extension, then None, each on a
     fresh log of 256 MiB segments."""
@@ -180,6 +189,7 @@ CASES: dict[str, tuple[Callable[[int], dict[str, float]], int]] = {
     "flush_handoff": (flush_handoff, 2_000),
     "push_encode": (push_encode, 20_000),
     "push_decode": (push_decode, 20_000),
+    "push_decode_one": (push_decode_one, 50_000),
     "follower_write": (follower_write, 20_000),
     "leader_append": (leader_append, 50_000),
 }

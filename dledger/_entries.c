@@ -13,6 +13,8 @@
  *   body then header then index record, as FileLedger._write; it stops (returning how many it wrote) at the first
  *   entry that is not the next one, does not land where the data ends, would need a blank or a new segment, or whose
  *   index record lies past the reserved part of the index segment. The caller's Python takes that entry.
+ * - push_request(request_type, entry_type, push_types, data): a follower's decode of the usual push, entries
+ *   included, None for any other.
  * - push_answer(response_type, data): the leader's decode of a follower's usual push answer, None for any other.
  * - seal_entry(...): a leader's appended entry, its body written in place by the record encoder, sealed: header
  *   (with the body's CRC) and index record, as FileLedger._append_record's Python does.
@@ -572,6 +574,76 @@ fail:
     return NULL;
 }
 
+/* ---- push_request ------------------------------------------------------------------------------------------------ */
+
+static PyObject *a_type, *a_commit_index, *a_entry, *a_batch_entry, *j_commit_index, *j_batch_entry, *k_append;
+
+/* push_request(request_type, entry_type, push_types, data): messages.decode_push's usual case, the request from the
+ * dict orjson parsed (the base fields as push_answer takes them, a known push type by name, entries as
+ * decode_entries takes them); None for anything else (the Python way gives the request or its MessageError). */
+static PyObject *push_request(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4 || !PyType_Check(args[0]) || !PyType_Check(args[1]) || !PyDict_CheckExact(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "push_request(request_type, entry_type, push_types, data)");
+        return NULL;
+    }
+    PyObject *d = args[3], *types = args[2];
+    if (!PyDict_CheckExact(d))
+        Py_RETURN_NONE;
+    const int64_t L = INT64_MIN, H = INT64_MAX;
+    PyObject *group, *remote, *local, *leader, *kind;
+    int64_t term, code, commit;
+    int unused;
+    if (!(member_str(d, a_group, &group) && member_str(d, j_remote_id, &remote) && member_str(d, j_local_id, &local) &&
+          member_str(d, j_leader_id, &leader) && member_str(d, a_type, &kind) &&
+          member_int_or_none(d, s_term, -1, L, TERM_MAX, &term, &unused) &&
+          member_int_or_none(d, a_code, 200, L, H, &code, &unused) &&
+          member_int_or_none(d, j_commit_index, -1, L, H, &commit, &unused)))
+        Py_RETURN_NONE;
+    PyObject *push_type = PyDict_GetItemWithError(types, kind == NULL ? k_append : kind);
+    if (push_type == NULL) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    PyTypeObject *entry_type = (PyTypeObject *)args[1];
+    PyObject *entry = NULL, *batch = NULL, *r = NULL;
+    PyObject *one = PyDict_GetItemWithError(d, a_entry), *many = PyDict_GetItemWithError(d, j_batch_entry);
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    entry = one == NULL || one == Py_None ? Py_NewRef(Py_None) : decode_one(entry_type, one);
+    if (entry == NULL || (entry == Py_None && one != NULL && one != Py_None))
+        goto done; /* an error, or an unusual entry: None below */
+    if (many == NULL || many == Py_None) {
+        batch = PyTuple_New(0);
+    } else if (PyList_CheckExact(many)) {
+        PyObject *call[] = {args[1], many};
+        batch = decode_entries(self, call, 2);
+    } else {
+        batch = Py_NewRef(Py_None);
+    }
+    if (batch == NULL || batch == Py_None)
+        goto done;
+    PyTypeObject *type = (PyTypeObject *)args[0];
+    r = type->tp_alloc(type, 0);
+    if (r == NULL)
+        goto done;
+    PyObject *names[] = {a_group, a_remote_id, a_local_id, a_leader_id, a_type, a_entry, a_batch_entry};
+    PyObject *values[] = {group, remote, local, leader, push_type, entry, batch};
+    for (int i = 0; i < 7; i++)
+        if (PyObject_GenericSetAttr(r, names[i], values[i] == NULL ? Py_None : values[i]) < 0)
+            Py_CLEAR(r);
+    if (r != NULL && (set_i64(r, s_term, term) < 0 || set_i64(r, a_code, code) < 0 ||
+                      set_i64(r, a_commit_index, commit) < 0))
+        Py_CLEAR(r);
+done:
+    if (r == NULL && !PyErr_Occurred())
+        r = Py_NewRef(Py_None);
+    Py_XDECREF(entry);
+    Py_XDECREF(batch);
+    return r;
+}
+
 /* ---- the module -------------------------------------------------------------------------------------------------- */
 
 static PyMethodDef methods[] = {
@@ -582,6 +654,8 @@ static PyMethodDef methods[] = {
      "Write a follower's run of entries into the current segments: (written, data end)."},
     {"push_answer", (PyCFunction)(void (*)(void))push_answer, METH_FASTCALL,
      "A push answer from its JSON object; None when a field is unusual (the Python way decides)."},
+    {"push_request", (PyCFunction)(void (*)(void))push_request, METH_FASTCALL,
+     "A push request from its JSON object; None when a field is unusual (the Python way decides)."},
     {"seal_entry", (PyCFunction)(void (*)(void))seal_entry, METH_FASTCALL,
      "Write a leader's entry header (its body CRC computed) and index record: the body CRC."},
     {NULL, NULL, 0, NULL},
@@ -605,7 +679,9 @@ PyMODINIT_FUNC PyInit__entries(void) {
         intern(&a_local_id, "local_id") || intern(&a_leader_id, "leader_id") || intern(&a_code, "code") ||
         intern(&a_begin_index, "begin_index") || intern(&a_end_index, "end_index") || intern(&a_count, "count") ||
         intern(&j_remote_id, "remoteId") || intern(&j_local_id, "localId") || intern(&j_leader_id, "leaderId") ||
-        intern(&j_begin_index, "beginIndex") || intern(&j_end_index, "endIndex"))
+        intern(&j_begin_index, "beginIndex") || intern(&j_end_index, "endIndex") || intern(&a_type, "type") ||
+        intern(&a_commit_index, "commit_index") || intern(&a_entry, "entry") || intern(&a_batch_entry, "batch_entry") ||
+        intern(&j_commit_index, "commitIndex") || intern(&j_batch_entry, "batchEntry") || intern(&k_append, "APPEND"))
         return NULL;
     k_body = s_body, k_index = s_index, k_term = s_term, k_pos = s_pos, k_magic = s_magic, k_channel = s_channel;
     return PyModule_Create(&module);

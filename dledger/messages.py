@@ -557,8 +557,13 @@ _PUSH_TYPES: Final = {t.name: t for t in PushType}
 
 def decode_push(body: bytes | memoryview) -> PushEntryRequest:
     """``decode(PushEntryRequest, body)`` (the same request, or MessageError for the same bodies), with the fields
-    of the usual push read straight; any field of another shape goes the general way, which raises for it."""
+    of the usual push read straight (in C when built: ``push_request``); any field of another shape goes the general
+    way, which raises for it."""
     data = _object(body)
+    if _native is not None:
+        request: PushEntryRequest | None = _native.push_request(PushEntryRequest, Entry, _PUSH_TYPES, data)
+        if request is not None:
+            return request
     get = data.get
     group, remote_id, local_id, leader_id = get("group"), get("remoteId"), get("localId"), get("leaderId")
     term, code, commit_index, kind = get("term"), get("code"), get("commitIndex"), get("type")
