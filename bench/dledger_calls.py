@@ -10,7 +10,8 @@ process (CPU time, not rates: the machine is shared)::
   ``dledger.handoff.run_in_thread`` against ``trio.to_thread.run_sync``.
 
 - ``push_encode``: a leader's batch push of 11 entries (200-byte bodies), encoded once per follower of two:
-  dledger/_entries.c's ``entries_json`` against the Python twin (each entry's JSON made once, kept for the second).
+  dledger/_entries.c's ``push_json`` against the Python twin (each entry's JSON made once, kept for the second).
+  ``push_encode_one`` the same for a push of one entry (DLedger's default push).
 - ``push_decode``: a follower's decode of that push: ``push_request`` (entries by ``decode_entries``) in C
   against the Python twin; ``push_decode_one`` the same for a push of one entry (DLedger's default push).
 - ``follower_write``: a follower's write of those 11 entries into its files (``append_run_as_follower``): one C
@@ -117,6 +118,20 @@ def push_encode(calls: int) -> dict[str, float]:
     return _both_ways(messages, encode_for_both, calls)
 
 
+def push_encode_one(calls: int) -> dict[str, float]:
+    """CPU us per push of one entry (DLedger's default push) encoded for two followers, each way."""
+    entries = iter([_entries(i, 1)[0] for i in range(2 * calls + 2)])
+
+    def encode_for_both() -> None:
+        entry = next(entries)
+        for remote in ("n1", "n2"):
+            messages.encode_push(PushEntryRequest(group="DLedgerGroup-broker-a", remote_id=remote, local_id="n0",
+                                                  leader_id="n0", term=3, type=PushType.APPEND,
+                                                  commit_index=entry.index - 1, entry=entry))  # fmt: skip
+
+    return _both_ways(messages, encode_for_both, calls)
+
+
 def push_decode(calls: int) -> dict[str, float]:
     """CPU us per decode of a batch push of :data:`_RUN` entries, each way."""
     body = encode(_push(_entries(1000, _RUN)))
@@ -188,6 +203,7 @@ CASES: dict[str, tuple[Callable[[int], dict[str, float]], int]] = {
     "answer_decode": (answer_decode, 100_000),
     "flush_handoff": (flush_handoff, 2_000),
     "push_encode": (push_encode, 20_000),
+    "push_encode_one": (push_encode_one, 50_000),
     "push_decode": (push_decode, 20_000),
     "push_decode_one": (push_decode_one, 50_000),
     "follower_write": (follower_write, 20_000),

@@ -2,10 +2,9 @@
  * or dledger/file_store.py (ROCKETRIO_PURE_PYTHON=1 runs that Python; tests/dledger/test_native_entries.py proves
  * both give the same bytes and values):
  *
- * - entries_json(entries): the leader's push encoding, the JSON objects of a run of entries joined by commas, as
- *   orjson writes messages._entry_json (sorted keys, Base64 body); None when a field is not a plain int that fits a
- *   Java long or the body is not a contiguous buffer (the caller then takes the Python way, which gives the answer
- *   or the error).
+ * - push_json(request, group_json, names_json): the leader's push body, as messages.encode_push writes it (orjson's
+ *   bytes: sorted keys, each entry's body in Base64); None when a field is not a plain int that fits a Java long or
+ *   a body is not a contiguous buffer (the caller then takes the Python way, which gives the body or the error).
  * - decode_entries(entry_type, items): a follower's push decode, a list of entry objects (dicts from orjson) made
  *   into a tuple of entry_type; None when any of them is not the usual shape (every field of its type and width,
  *   canonical Base64, size agreeing), and the caller's Python decodes it all again, raising its MessageError.
@@ -33,6 +32,11 @@
 
 static PyObject *s_index, *s_term, *s_pos, *s_body, *s_magic, *s_channel, *s_chain_crc, *s_body_crc;
 static PyObject *k_body, *k_index, *k_term, *k_pos, *k_magic, *k_channel, *k_chain_crc, *k_body_crc, *k_size;
+/* A message's attributes (a_) and JSON keys (j_) */
+static PyObject *a_group, *a_remote_id, *a_local_id, *a_leader_id, *a_code, *a_begin_index, *a_end_index, *a_count;
+static PyObject *j_remote_id, *j_local_id, *j_leader_id, *j_begin_index, *j_end_index;
+static PyObject *a_type, *a_commit_index, *a_entry, *a_batch_entry, *j_commit_index, *j_batch_entry, *k_append;
+static PyObject *a_name;
 
 static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 static int8_t B64_VALUE[256];
@@ -86,7 +90,7 @@ static int read_fields(PyObject *e, Fields *f) {
     return 1;
 }
 
-/* ---- entries_json ------------------------------------------------------------------------------------------------ */
+/* ---- an entry's JSON --------------------------------------------------------------------------------------------- */
 
 static char *put_i64(char *p, int64_t v) {
     char tmp[24];
@@ -148,46 +152,105 @@ static char *put_entry(char *p, const Fields *f) {
     return p;
 }
 
-static PyObject *entries_json(PyObject *self, PyObject *arg) {
-    PyObject *seq = PySequence_Tuple(arg); /* immutable: an attribute read cannot move its items */
-    if (seq == NULL)
+/* ---- push_json --------------------------------------------------------------------------------------------------- */
+
+
+/* The bytes of a bytes object, or NULL (no error set) for anything else. */
+static const char *bytes_of(PyObject *b, Py_ssize_t *n) {
+    if (!PyBytes_CheckExact(b))
         return NULL;
-    Py_ssize_t n = PyTuple_GET_SIZE(seq);
-    PyObject **items = &PyTuple_GET_ITEM(seq, 0);
-    Fields *fields = PyMem_Calloc(n ? (size_t)n : 1, sizeof(Fields));
-    PyObject *out = NULL;
-    Py_ssize_t held = 0, room = 0;
+    *n = PyBytes_GET_SIZE(b);
+    return PyBytes_AS_STRING(b);
+}
+
+/* push_json(request, group_json, names_json): messages.encode_push's bytes for a push request, its batch or single
+ * entry included (group_json and names_json: the request's names, as messages._names_json writes them); None when a
+ * field is not the usual one (an int past a Java long, a type whose name is not ASCII, a body that is no contiguous
+ * buffer). */
+static PyObject *push_json(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "push_json(request, group_json, names_json)");
+        return NULL;
+    }
+    PyObject *m = args[0], *out = NULL, *entry = NULL, *batch = NULL, *kind = NULL, *name = NULL;
+    Fields *fields = NULL;
+    Py_ssize_t held = 0, n = 0, glen, nlen, klen;
+    int64_t code, commit, term;
+    const char *group = bytes_of(args[1], &glen), *names = bytes_of(args[2], &nlen), *kname;
+    if (group == NULL || names == NULL || !attr_i64(m, a_code, &code) ||
+        !attr_i64(m, a_commit_index, &commit) || !attr_i64(m, s_term, &term))
+        goto unusual;
+    entry = PyObject_GetAttr(m, a_entry);
+    batch = entry == NULL ? NULL : PyObject_GetAttr(m, a_batch_entry);
+    kind = batch == NULL ? NULL : PyObject_GetAttr(m, a_type);
+    name = kind == NULL ? NULL : PyObject_GetAttr(kind, a_name);
+    if (name == NULL || !PyTuple_CheckExact(batch) || !PyUnicode_CheckExact(name) || !PyUnicode_IS_ASCII(name))
+        goto unusual;
+    kname = (const char *)PyUnicode_1BYTE_DATA(name);
+    klen = PyUnicode_GET_LENGTH(name);
+    n = PyTuple_GET_SIZE(batch) + (entry != Py_None);
+    fields = PyMem_Calloc(n ? (size_t)n : 1, sizeof(Fields));
     if (fields == NULL) {
         PyErr_NoMemory();
         goto done;
     }
+    Py_ssize_t room = 400 + glen + nlen + klen, total = 0;
     for (; held < n; held++) {
-        if (!read_fields(items[held], &fields[held])) {
-            out = Py_NewRef(Py_None);
-            goto done;
-        }
+        PyObject *e = held < PyTuple_GET_SIZE(batch) ? PyTuple_GET_ITEM(batch, held) : entry;
+        if (!read_fields(e, &fields[held]))
+            goto unusual;
         if (fields[held].body.len > (PY_SSIZE_T_MAX / 2 - room) / 2) {
-            PyErr_SetString(PyExc_OverflowError, "entries too large");
-            goto done;
+            held++;
+            goto unusual;
         }
         room += 201 + (fields[held].body.len + 2) / 3 * 4;
+        if (held < PyTuple_GET_SIZE(batch))
+            total += HEADER_SIZE + fields[held].body.len;
     }
+    Py_ssize_t nb = PyTuple_GET_SIZE(batch);
+    Fields *first = nb ? &fields[0] : (entry != Py_None ? &fields[n - 1] : NULL);
+    Fields *last = nb ? &fields[nb - 1] : first;
     out = PyBytes_FromStringAndSize(NULL, room);
     if (out == NULL)
         goto done;
     char *start = PyBytes_AS_STRING(out), *p = start;
-    for (Py_ssize_t i = 0; i < n; i++) {
+    p = put_lit(p, nb ? "{\"batch\":true,\"batchEntry\":[" : "{\"batch\":false,\"batchEntry\":[");
+    for (Py_ssize_t i = 0; i < nb; i++) {
         if (i)
             *p++ = ',';
         p = put_entry(p, &fields[i]);
     }
+    p = put_i64(put_lit(p, "],\"code\":"), code);
+    p = put_i64(put_lit(p, ",\"commitIndex\":"), commit);
+    p = put_i64(put_lit(p, ",\"count\":"), nb ? nb : (entry != Py_None));
+    if (entry != Py_None)
+        p = put_entry(put_lit(p, ",\"entry\":"), &fields[n - 1]);
+    p = put_i64(put_lit(p, ",\"firstEntryIndex\":"), first ? first->index : -1);
+    memcpy(p, group, (size_t)glen);
+    p += glen;
+    p = put_i64(put_lit(p, ",\"lastEntryIndex\":"), last ? last->index : -1);
+    memcpy(p, names, (size_t)nlen);
+    p += nlen;
+    p = put_i64(put_lit(p, ",\"term\":"), term);
+    p = put_i64(put_lit(p, ",\"totalSize\":"), total);
+    p = put_lit(p, ",\"type\":\"");
+    memcpy(p, kname, (size_t)klen);
+    p += klen;
+    p = put_lit(p, "\"}");
     if (_PyBytes_Resize(&out, p - start) < 0)
         out = NULL;
+    goto done;
+unusual:
+    PyErr_Clear();
+    out = Py_NewRef(Py_None);
 done:
-    for (Py_ssize_t i = 0; i < held; i++)
+    for (Py_ssize_t i = 0; i < held && fields != NULL; i++)
         PyBuffer_Release(&fields[i].body);
     PyMem_Free(fields);
-    Py_DECREF(seq);
+    Py_XDECREF(entry);
+    Py_XDECREF(batch);
+    Py_XDECREF(kind);
+    Py_XDECREF(name);
     return out;
 }
 
@@ -500,8 +563,6 @@ static PyObject *seal_entry(PyObject *self, PyObject *const *args, Py_ssize_t na
 
 #define TERM_MAX (((int64_t)1 << 62) - 1)
 
-static PyObject *a_group, *a_remote_id, *a_local_id, *a_leader_id, *a_code, *a_begin_index, *a_end_index, *a_count;
-static PyObject *j_remote_id, *j_local_id, *j_leader_id, *j_begin_index, *j_end_index;
 
 /* A member that is None or absent (no value: *out NULL), or a str; 0 for anything else. */
 static int member_str(PyObject *d, PyObject *key, PyObject **out) {
@@ -576,7 +637,6 @@ fail:
 
 /* ---- push_request ------------------------------------------------------------------------------------------------ */
 
-static PyObject *a_type, *a_commit_index, *a_entry, *a_batch_entry, *j_commit_index, *j_batch_entry, *k_append;
 
 /* push_request(request_type, entry_type, push_types, data): messages.decode_push's usual case, the request from the
  * dict orjson parsed (the base fields as push_answer takes them, a known push type by name, entries as
@@ -647,7 +707,8 @@ done:
 /* ---- the module -------------------------------------------------------------------------------------------------- */
 
 static PyMethodDef methods[] = {
-    {"entries_json", entries_json, METH_O, "The JSON objects of a run of entries, joined by commas; None: the Python way."},
+    {"push_json", (PyCFunction)(void (*)(void))push_json, METH_FASTCALL,
+     "A push request's JSON body; None when a field is unusual (the Python way decides)."},
     {"decode_entries", (PyCFunction)(void (*)(void))decode_entries, METH_FASTCALL,
      "A tuple of entries from their JSON objects; None when one is unusual (the Python way decides)."},
     {"write_entries", (PyCFunction)(void (*)(void))write_entries, METH_FASTCALL,
@@ -681,7 +742,8 @@ PyMODINIT_FUNC PyInit__entries(void) {
         intern(&j_remote_id, "remoteId") || intern(&j_local_id, "localId") || intern(&j_leader_id, "leaderId") ||
         intern(&j_begin_index, "beginIndex") || intern(&j_end_index, "endIndex") || intern(&a_type, "type") ||
         intern(&a_commit_index, "commit_index") || intern(&a_entry, "entry") || intern(&a_batch_entry, "batch_entry") ||
-        intern(&j_commit_index, "commitIndex") || intern(&j_batch_entry, "batchEntry") || intern(&k_append, "APPEND"))
+        intern(&j_commit_index, "commitIndex") || intern(&j_batch_entry, "batchEntry") || intern(&k_append, "APPEND") ||
+        intern(&a_name, "_name_"))
         return NULL;
     k_body = s_body, k_index = s_index, k_term = s_term, k_pos = s_pos, k_magic = s_magic, k_channel = s_channel;
     return PyModule_Create(&module);

@@ -310,21 +310,18 @@ _PUSH_JSON: Final = (
 
 def encode_push(message: PushEntryRequest) -> bytes:
     """``orjson.dumps(to_json_dict(message), sorted)`` for a push, from a byte template (the leader's per-entry
-    request; tests/dledger/test_wire.py proves the bytes equal), each entry's JSON made once for all the followers it
-    goes to (:func:`_entry_bytes`)."""
+    request; tests/dledger/test_wire.py proves the bytes equal): in C when built (``push_json``), else each entry's
+    JSON made once for all the followers it goes to (:func:`_entry_bytes`)."""
+    group_json, names_json = _names_json(message.group, message.leader_id, message.local_id, message.remote_id)
+    if _native is not None:
+        whole: bytes | None = _native.push_json(message, group_json, names_json)
+        if whole is not None:
+            return whole
     entry, batch = message.entry, message.batch_entry
     entries = batch or (() if entry is None else (entry,))
-    group_json, names_json = _names_json(message.group, message.leader_id, message.local_id, message.remote_id)
-    batch_json = _native.entries_json(batch) if _native is not None and batch else None
-    if batch_json is None:
-        batch_json = b",".join([_entry_bytes(e) for e in batch])
-    entry_json = b""
-    if entry is not None:
-        one = _native.entries_json((entry,)) if _native is not None else None
-        entry_json = b',"entry":' + (_entry_bytes(entry) if one is None else one)
     return _PUSH_JSON % (
-        b"true" if batch else b"false", batch_json, message.code,
-        message.commit_index, len(entries), entry_json,
+        b"true" if batch else b"false", b",".join([_entry_bytes(e) for e in batch]), message.code,
+        message.commit_index, len(entries), b"" if entry is None else b',"entry":' + _entry_bytes(entry),
         entries[0].index if entries else -1, group_json, entries[-1].index if entries else -1, names_json,
         message.term, sum([e.size for e in batch]) if batch else 0, message.type.name.encode(),
     )  # fmt: skip

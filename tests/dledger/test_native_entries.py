@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dledger import file_store, messages
+from dledger.codes import PushType
 from dledger.config import DLedgerConfig
 from dledger.entry import Entry, place
 from dledger.file_store import FileLedger
@@ -48,31 +49,60 @@ _ENTRIES = st.builds(
 _ODD_ENTRIES = st.builds(Entry, _WIDE, _WIDE, _WIDE, st.binary(max_size=10), _WIDE, _WIDE, _WIDE, _WIDE)
 
 
-def _python_json(entries: tuple[Entry, ...]) -> bytes | str:
+def _plain(value: object) -> bool:
+    return type(value) is int and -(2**63) <= value < 2**63
+
+
+def _python_push(request: messages.PushEntryRequest) -> bytes | str:
+    """The push body the Python twin writes (orjson's, as tests/dledger/test_wire.py proves), or its error's name."""
+    saved = messages._native
+    messages._native = None
     try:
-        return b",".join(orjson.dumps(messages._entry_json(e), option=orjson.OPT_SORT_KEYS) for e in entries)
+        return messages.encode_push(request)
     except (TypeError, orjson.JSONEncodeError) as exc:
         return type(exc).__name__
+    finally:
+        messages._native = saved
 
 
-@given(st.lists(st.one_of(_ENTRIES, _ODD_ENTRIES), max_size=4))
-def test_the_push_encoding_is_orjsons_bytes_or_left_to_python(entries: list[Entry]) -> None:
-    """``entries_json`` writes orjson's bytes for every entry it takes, and leaves to the Python way (None) only
-    entries with a field that is not a plain int within a Java long (a bool, a wider int)."""
+@given(
+    st.lists(st.one_of(_ENTRIES, _ODD_ENTRIES), max_size=3),
+    st.one_of(st.none(), _ENTRIES, _ODD_ENTRIES),
+    st.sampled_from(list(PushType)),
+    st.one_of(st.none(), st.text(max_size=3)),
+    _WIDE,
+    _WIDE,
+    _WIDE,
+)
+def test_the_push_body_is_the_python_twins_bytes_or_left_to_it(
+    batch: list[Entry], entry: Entry | None, kind: PushType, group: str | None, term: object, code: object,
+    commit: object,
+) -> None:  # fmt: skip
+    """``push_json`` writes the Python twin's bytes for every push it takes, batch or single entry or none, and
+    leaves to the twin (None) only pushes with a field that is not a plain int within a Java long (a bool, a wider
+    int), in the request or in an entry."""
+    request = messages.PushEntryRequest(group=group, remote_id="n1", local_id="n0", leader_id="n0", term=term,
+                                        code=code, type=kind, commit_index=commit, entry=entry,
+                                        batch_entry=tuple(batch))  # type: ignore[arg-type]  # fmt: skip
     assert native is not None
-    got = native.entries_json(tuple(entries))
-    plain = all(type(v) is int and -(2**63) <= v < 2**63 for e in entries
-                for v in (e.index, e.term, e.pos, e.magic, e.channel, e.chain_crc, e.body_crc))  # fmt: skip
+    got = native.push_json(request, *messages._names_json(group, "n0", "n0", "n1"))
+    entries = [*batch, *([] if entry is None else [entry])]
+    plain = all(_plain(v) for v in (term, code, commit)) and all(
+        _plain(v) for e in entries for v in (e.index, e.term, e.pos, e.magic, e.channel, e.chain_crc, e.body_crc)
+    )
     if plain:
-        assert got == _python_json(tuple(entries))
+        assert got == _python_push(request)
     else:
         assert got is None
 
 
 def test_a_push_of_a_memoryview_body_is_encoded_from_its_bytes() -> None:
     entry = Entry(3, 1, 96, memoryview(b"\x00\xffabc"))  # type: ignore[arg-type]
+    request = messages.PushEntryRequest(group="g", term=1, batch_entry=(entry,))
     assert native is not None
-    assert native.entries_json([entry]) == _python_json((Entry(3, 1, 96, b"\x00\xffabc"),))
+    got = native.push_json(request, *messages._names_json("g", None, None, None))
+    assert got == _python_push(messages.PushEntryRequest(group="g", term=1,
+                                                         batch_entry=(Entry(3, 1, 96, b"\x00\xffabc"),)))  # fmt: skip
 
 
 _B64_TEXT = st.one_of(
