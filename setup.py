@@ -4,8 +4,8 @@
   of :mod:`remoting.codec.record_scan` and the consumer's pull-body decoder of :mod:`remoting.codec.pull_body`.
 - ``store._appender``: ``MessageStore.append``'s and ``append_batch``'s usual case (store/_appender.c) and the
   ``AppendResult`` type (store/_append_result.c).
-- ``dledger._entries``: a DLedger member's per-entry work (dledger/_entries.c): the leader's push encoding, a
-  follower's push decode and its write of the pushed entries.
+- ``dledger._entries``: a DLedger member's per-entry work (dledger/_entries.c): the leader's push encoding, entry
+  seal and answers' decode, a follower's push decode and its write of the pushed entries.
 
 The first two include ``remoting/codec/record_encoder.h``. ``optional=True``: without a compiler ``pip install -e .``
 still succeeds and the store and DLedger run their pure-Python paths.
