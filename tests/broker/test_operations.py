@@ -274,7 +274,7 @@ async def test_a_stop_signal_ignored_at_start_stays_ignored_as_under_nohup(
 
 
 async def test_mqbroker_refuses_a_store_whose_lock_a_java_broker_holds(tmp_path: Path) -> None:
-    """`mqbroker` refuses (status 1) a store whose `lock` a Java broker holds: RocketMQ 4.9.8's DefaultMessageStore
+    """`mqbroker` refuses (status 255) a store whose `lock` a Java broker holds: RocketMQ 4.9.8's DefaultMessageStore
     locks `<storePathRootDir>/lock` with `lockFile.getChannel().tryLock(0, 1, false)`
     (store/src/main/java/org/apache/rocketmq/store/DefaultMessageStore.java), a POSIX fcntl record lock on Linux,
     which Linux keeps apart from the BSD `flock` store/checkpoint.py took alone before. Here this test process holds
@@ -297,7 +297,7 @@ async def test_mqbroker_refuses_a_store_whose_lock_a_java_broker_holds(tmp_path:
             except ScenarioError:
                 booted = False
             assert not booted, "mqbroker booted on a store whose `lock` another process holds as RocketMQ does"
-            assert await proc.wait_exit(30) == 1
+            assert await proc.wait_exit(30) == 255  # BrokerStartup.start's catch: System.exit(-1)
     finally:
         os.close(fd)
         kill_group(proc)

@@ -87,13 +87,14 @@ async def test_a_conf_file_with_a_latin1_comment_starts_the_broker(tmp_path: Pat
 
 async def test_a_listen_port_past_65535_is_refused_not_wrapped(tmp_path: Path) -> None:
     """Java binds new InetSocketAddress(70000): 'port out of range', the broker does not start (getaddrinfo used to
-    wrap it: the broker served on port 4464). Status 2 and the key named."""
+    wrap it: the broker served on port 4464). The start fails and BrokerStartup exits -1 (status 255; ours exited 2,
+    a click usage error's), the key named."""
     status, out, err = await _run_broker(
         ["-n", "127.0.0.1:1", "--listenPort", "70000", "--listenHost", "127.0.0.1",
          "--storePathRootDir", str(tmp_path / "store"), *SMALL],
         tmp_path,
     )  # fmt: skip
-    assert status == 2, f"booted: {out.decode(errors='replace')}"
+    assert status == 255, f"booted: {out.decode(errors='replace')}"
     assert b"listenPort" in err
 
 
@@ -160,7 +161,7 @@ async def test_a_consumer_offset_flush_interval_of_zero_or_less_stops_the_start(
         tmp_path,
     )  # fmt: skip
     text = err.decode(errors="replace")
-    assert status == 1, f"booted: {out.decode(errors='replace')}"
+    assert status == 255, f"booted: {out.decode(errors='replace')}"
     assert "Traceback" not in text, text[-800:]
     assert "flushConsumerOffsetInterval" in text and interval in text
 
@@ -179,7 +180,7 @@ async def test_a_delay_offset_flush_interval_of_zero_or_less_stops_a_masters_sta
         tmp_path,
     )  # fmt: skip
     text = err.decode(errors="replace")
-    assert status == 1, f"booted: {out.decode(errors='replace')}"
+    assert status == 255, f"booted: {out.decode(errors='replace')}"
     assert "Traceback" not in text, text[-800:]
     assert "flushDelayOffsetInterval" in text and interval in text
 
@@ -196,9 +197,43 @@ async def test_a_clean_resource_interval_of_zero_or_less_stops_the_start(tmp_pat
         tmp_path,
     )  # fmt: skip
     text = err.decode(errors="replace")
-    assert status == 1, f"booted: {out.decode(errors='replace')}"
+    assert status == 255, f"booted: {out.decode(errors='replace')}"
     assert "Traceback" not in text, text[-800:]
     assert "cleanResourceInterval" in text and interval in text
+
+
+@pytest.mark.parametrize("args", [["-c"], ["-x"], ["-n"]])
+async def test_a_command_line_that_does_not_parse_exits_1_as_server_util(tmp_path: Path, args: list[str]) -> None:
+    """4.9.8's ServerUtil.parseCmdLine prints the usage and calls ``System.exit(1)`` on commons-cli's ParseException:
+    an option without its value, an unknown option (srvutil/src/main/java/org/apache/rocketmq/srvutil/
+    ServerUtil.java). Ours exited 2, click's usage status."""
+    status, out, err = await _run_broker(args, tmp_path)
+    assert status == 1, f"exit {status}: {err.decode(errors='replace')[-600:]} {out.decode(errors='replace')}"
+    assert b"Usage:" in err and b"Traceback" not in err
+
+
+async def test_a_config_file_that_cannot_be_opened_exits_255(tmp_path: Path) -> None:
+    """BrokerStartup.createBrokerController opens the ``-c`` file with a FileInputStream: a missing one throws
+    FileNotFoundException, which its catch of every Throwable ends with ``System.exit(-1)``, status 255. Ours exited 2,
+    click's check that the file exists, whose message it keeps."""
+    status, _, err = await _run_broker(["-c", str(tmp_path / "none.conf"), "-n", "127.0.0.1:1"], tmp_path)
+    assert status == 255 and b"none.conf" in err and b"does not exist" in err, err.decode(errors="replace")[-600:]
+
+
+async def test_a_listen_port_that_cannot_be_bound_exits_255(tmp_path: Path) -> None:
+    """NettyRemotingServer.start's bind fails on a port another socket listens on, and BrokerStartup.start's catch
+    of every Throwable calls ``System.exit(-1)``: status 255 (ours exited 1)."""
+    with trio.socket.socket() as taken:
+        await taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        status, out, err = await _run_broker(
+            ["-n", "127.0.0.1:1", "--listenPort", str(port), "--listenHost", "127.0.0.1",
+             "--storePathRootDir", str(tmp_path / "store"), *SMALL],
+            tmp_path,
+        )  # fmt: skip
+    assert status == 255, f"booted: {out.decode(errors='replace')}"
+    assert b"cannot start broker" in err and b"Traceback" not in err, err.decode(errors="replace")[-600:]
 
 
 async def test_a_name_server_address_without_a_port_stops_the_start(tmp_path: Path) -> None:

@@ -215,6 +215,31 @@ def test_mqnamesrv_p_prints_in_javas_field_order() -> None:
     assert positions == sorted(positions)
 
 
+@pytest.mark.parametrize("args", [["-c"], ["-x"]])
+async def test_a_command_line_that_does_not_parse_exits_1_as_server_util(args: list[str]) -> None:
+    """4.9.8's ServerUtil.parseCmdLine prints the usage and calls ``System.exit(1)`` on commons-cli's ParseException:
+    an option without its value, an unknown option (srvutil/src/main/java/org/apache/rocketmq/srvutil/
+    ServerUtil.java). Ours exited 2, click's usage status."""
+    status, err = await _boot_or_exit(args)
+    assert status == 1 and b"Usage:" in err and b"Traceback" not in err, (status, err.decode(errors="replace"))
+
+
+async def test_a_start_failure_exits_255_as_main0(tmp_path: Path) -> None:
+    """NamesrvStartup.main0 catches every Throwable of the start with ``System.exit(-1)``, status 255 (ours: 1 or 2):
+    a ``-c`` file its FileInputStream cannot open, a listen port out of range (``new InetSocketAddress`` refuses it),
+    a port another socket listens on. Each keeps its message."""
+    kv = ["--kvConfigPath", str(tmp_path / "kv.json"), "--listenHost", "127.0.0.1"]
+    status, err = await _boot_or_exit(["-c", str(tmp_path / "none.properties"), *kv])
+    assert status == 255 and b"none.properties" in err, (status, err.decode(errors="replace"))
+    status, err = await _boot_or_exit(["--listenPort", "70000", *kv])
+    assert status == 255 and b"listenPort" in err, (status, err.decode(errors="replace"))
+    with trio.socket.socket() as taken:
+        await taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        status, err = await _boot_or_exit(["--listenPort", str(taken.getsockname()[1]), *kv])
+    assert status == 255 and b"mqnamesrv: cannot listen on" in err, (status, err.decode(errors="replace"))
+
+
 async def test_a_tls_certificate_that_does_not_load_stops_the_start_as_namesrv_startup(tmp_path: Path) -> None:
     """4.9.8's NamesrvController builds its NettyRemotingServer, whose SSL context Netty refuses with an
     IllegalArgumentException for a certificate file that does not parse: NamesrvStartup exits. Ours served on,
@@ -226,7 +251,7 @@ async def test_a_tls_certificate_that_does_not_load_stops_the_start_as_namesrv_s
          "--tls.config.file", str(tmp_path / "none"), "--tls.test.mode.enable", "false",
          "--tls.server.certPath", str(tmp_path / "junk.pem"), "--tls.server.keyPath", str(tmp_path / "junk.pem")]
     )  # fmt: skip
-    assert status == 1
+    assert status == 255  # main0's catch: System.exit(-1)
     assert b"mqnamesrv: cannot build the TLS context" in err
 
 
@@ -240,7 +265,7 @@ async def test_a_tls_config_file_java_cannot_load_stops_the_start_with_one_line(
         ["--listenPort", "0", "--listenHost", "127.0.0.1", "--kvConfigPath", str(tmp_path / "kv.json"),
          "--tls.config.file", str(props)]
     )  # fmt: skip
-    assert status == 1
+    assert status == 255  # main0's catch: System.exit(-1)
     assert b"Traceback" not in err and f"mqnamesrv: cannot read {props}".encode() in err, err.decode()[-2000:]
 
 
