@@ -94,7 +94,8 @@ async def test_embedded_with_a_taken_port_exits_with_a_message_not_a_traceback(t
 
 async def test_embedded_with_a_broker_process_that_cannot_start_exits_with_one_line(tmp_path: Path) -> None:
     """With `--brokers 2`, broker-b runs in a child process; when it cannot start (here: its store's `lock` held as
-    RocketMQ holds it), `python -m broker.embedded` prints one line naming it and its log, and exits with 1."""
+    RocketMQ holds it, which its mqbroker exits 255 for), `python -m broker.embedded` prints one line naming it, its
+    status and its log, and exits with 1."""
     import fcntl
 
     data = tmp_path / "data"
@@ -115,7 +116,7 @@ async def test_embedded_with_a_broker_process_that_cannot_start_exits_with_one_l
     assert status == 1
     assert "Traceback" not in err, f"a broker process that cannot start gives a traceback:\n{err[-1500:]}"
     line = next(line for line in err.splitlines() if line.startswith("embedded: cannot start: "))
-    assert "broker-b exited with 1 before booting" in line and "is in use by another process" in line
+    assert "broker-b exited with 255 before booting" in line and "is in use by another process" in line
 
 
 async def test_mqdashboard_on_a_taken_port_exits_with_a_message_not_a_traceback(tmp_path: Path) -> None:
