@@ -24,12 +24,17 @@ checkpoint, save config files; exit status 0), as BrokerStartup's JVM shutdown h
 hook was invoked, 1``, then ``Shutdown hook over, consuming total time(ms): T``); a signal the process started with
 ignored (``nohup``) stays ignored, as the JVM leaves it (:mod:`remoting.server_main`); one before the start (the options
 being read) ends the process of it, silently, one after the shutdown is dropped. ``--exit-with-stdin`` (used by
-:mod:`broker.broker_process`) also shuts down so when stdin reaches end of file: the parent has gone. A bad option or
-property value (``listenPort`` outside 0..65535) exits with status 2 and a message naming it (a number Java cannot
-parse is only logged and skipped, as MixAll.properties2Object does); a port that cannot be bound, a locked store, a
-TLS certificate, key or trust file that does not load exits with status 1. What BrokerStartup ends with
-``System.exit(-3)`` exits with status 253 (:data:`STARTUP_REFUSALS`): an illegal name server address, a slave's
-brokerId of 0 or less, a config file and its .bak that do not load, a store that does not load.
+:mod:`broker.broker_process`) also shuts down so when stdin reaches end of file: the parent has gone.
+
+A failed start exits with BrokerStartup's status (:mod:`remoting.exit_status`) and a message: 1 for a command line
+that does not parse (an option without its value, ``-x``: ServerUtil.parseCmdLine's ``System.exit(1)``); 253 for what
+BrokerStartup ends with ``System.exit(-3)`` (:data:`STARTUP_REFUSALS`): an illegal name server address, a slave's
+brokerId of 0 or less, a config file and its .bak that do not load, a store that does not load; 255 for the rest, as
+its catch's ``System.exit(-1)``: a ``-c`` file that is not there, a property value the start cannot take
+(``listenPort`` outside 0..65535; a number Java cannot parse is only logged and skipped, as MixAll.properties2Object
+does), a port that cannot be bound, a locked store, a TLS certificate, key or trust file that does not load, a period
+of 0 or less. With ``--enable-proxy`` the proxy's own failures (a proxy setting that does not parse, a gRPC port or
+certificate) exit 1, as 5.3.3's ``mqbroker --enable-proxy`` runs ProxyStartup, whose main ends them so.
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ from broker.context import check_enums
 from broker.controller import BrokerController
 from broker.security import client_use_tls
 from proxy.config import PROXY_KEYS, ProxyConfig, proxy_config_from
+from proxy.errors import ProxyStartError
 from remoting.codec.java_properties import (
     PropertiesError,
     config_from_properties,
@@ -58,9 +64,16 @@ from remoting.codec.java_properties import (
     property_texts,
 )
 from remoting.connection import Address
+from remoting.exit_status import (
+    FAILED_STATUS,
+    REFUSED_STATUS,
+    ConfigFilePath,
+    JavaStatusCommand,
+    settings_failure,
+    start_failure,
+)
 from remoting.server_main import (
     BROKER_HOOK_LINES,
-    REFUSED_STATUS,
     ShutdownHookLog,
     open_stop_signal_receiver,
     run_main,
@@ -80,6 +93,10 @@ STARTUP_FAILURES = (OSError, StoreError, ValueError)
 #: of 0 or less, and ``BrokerController.initialize`` returning false, as it does for a config file and its .bak that
 #: do not load (ConfigManager.load), a store that does not load (a segment of the wrong size, a bad messageDelayLevel).
 STARTUP_REFUSALS = (SlaveIdError, ConfigFileError, StoreCorruptError, DelayLevelError)
+#: The others end with ``System.exit(-1)``, status 255 (:data:`~remoting.server_main.FAILED_STATUS`), but for the
+#: proxy's (``--enable-proxy``: its settings, :class:`~proxy.errors.ProxyStartError`), which 5.3.3's mqbroker leaves to
+#: ProxyStartup.main: ``System.exit(1)``.
+PROXY_FAILED_STATUS = 1
 
 
 class IllegalNamesrvAddrError(PropertiesError):
@@ -220,11 +237,10 @@ async def run(
 
 
 @click.command(
-    context_settings={"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": ["-h", "--help"]}
+    cls=JavaStatusCommand,
+    context_settings={"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": ["-h", "--help"]},
 )
-@click.option(
-    "-c", "--configFile", "config_file", type=click.Path(exists=True, dir_okay=False), help="RocketMQ broker.conf file."
-)
+@click.option("-c", "--configFile", "config_file", type=ConfigFilePath(), help="RocketMQ broker.conf file.")
 @click.option("-n", "--namesrv-addr", "namesrv_addr", default=None, help="Name servers, 'host:port[;host:port]'.")
 @click.option("--enable-proxy", "enable_proxy", is_flag=True, help="Also serve RocketMQ 5 gRPC clients (local proxy).")
 @click.option("-p", "--printConfigItem", "print_all", is_flag=True, help="Print every setting and exit.")
@@ -245,18 +261,21 @@ def main(
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     try:
         config = build_config(config_file, list(ctx.args), namesrv_addr)
-        proxy = build_proxy_config(config_file, list(ctx.args), enable_proxy)
     except IllegalNamesrvAddrError as exc:  # BrokerStartup prints it and calls System.exit(-3)
         click.echo(str(exc), err=True)
         sys.exit(REFUSED_STATUS)
     except PropertiesError as exc:
-        raise click.UsageError(str(exc)) from None
+        raise settings_failure(exc) from None
+    try:
+        proxy = build_proxy_config(config_file, list(ctx.args), enable_proxy)
+    except PropertiesError as exc:  # ProxyStartup's configuration fails: System.exit(1)
+        raise start_failure(str(exc), PROXY_FAILED_STATUS) from None
     if print_all or print_important:
         try:
             shown = printed_config(config)
         except ValueError as exc:  # as the start reports it (run_main's status)
             click.echo(f"mqbroker: cannot start broker {config.broker_name}: {exc}", err=True)
-            sys.exit(REFUSED_STATUS if isinstance(exc, STARTUP_REFUSALS) else 1)
+            sys.exit(REFUSED_STATUS if isinstance(exc, STARTUP_REFUSALS) else FAILED_STATUS)
         click.echo("\n".join(config_lines(shown, important_only=not print_all)))
         return
     run_main(
@@ -267,7 +286,8 @@ def main(
         exit_with_stdin,
         failures=STARTUP_FAILURES,
         describe=lambda failure: f"mqbroker: cannot start broker {config.broker_name}: {failure}",
-        refused=STARTUP_REFUSALS,
+        statuses=((STARTUP_REFUSALS, REFUSED_STATUS), (ProxyStartError, PROXY_FAILED_STATUS)),
+        status=FAILED_STATUS,
     )
 
 

@@ -17,9 +17,11 @@ SIGINT (Ctrl-C), SIGTERM and SIGHUP (the terminal closed) stop it cleanly (conne
 ShutdownHookThread's ``shutdown hook was invoked, 1 times.`` and ``shutdown hook done, consuming time total(ms): T``
 logged), each unless the process started with it ignored (``nohup``), as a JVM does (:mod:`remoting.server_main`); one
 during the start stops it then, without the boot line; one before it (the options being read) ends the process of it,
-silently, one after the shutdown is dropped. A bad option or property value exits with status 2 and a message; a port
-that cannot be bound, a corrupt ``kvConfig.json`` or a TLS certificate, key or trust file that does not load exits with
-status 1.
+silently, one after the shutdown is dropped. A command line that does not parse (an option without its value, ``-x``)
+exits with status 1, ServerUtil.parseCmdLine's; a ``-c`` file that is not there, a property value the start cannot
+take (``listenPort`` outside 0..65535), a port that cannot be bound, a corrupt ``kvConfig.json`` or a TLS certificate,
+key or trust file that does not load exit with 255, NamesrvStartup.main0's ``System.exit(-1)``
+(:mod:`remoting.exit_status`); each with a message.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from remoting.codec.java_properties import (
     property_texts,
 )
 from remoting.connection import Address
+from remoting.exit_status import FAILED_STATUS, ConfigFilePath, JavaStatusCommand, settings_failure
 from remoting.server import NETTY_SERVER_CONFIG_ORDER
 from remoting.server_main import (
     NAMESRV_HOOK_LINES,
@@ -105,11 +108,10 @@ async def run(config: NamesrvConfig, config_file: Path | None = None) -> None:
 
 
 @click.command(
-    context_settings={"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": ["-h", "--help"]}
+    cls=JavaStatusCommand,
+    context_settings={"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": ["-h", "--help"]},
 )
-@click.option(
-    "-c", "--configFile", "config_file", type=click.Path(exists=True, dir_okay=False), help="RocketMQ properties file."
-)
+@click.option("-c", "--configFile", "config_file", type=ConfigFilePath(), help="RocketMQ properties file.")
 @click.option("-p", "--printConfigItem", "print_all", is_flag=True, help="Print every setting and exit.")
 @click.option("-n", "--namesrvAddr", "namesrv_addr", default=None, help="Accepted and ignored, as by NamesrvStartup.")
 @click.option("--listen-port", "listen_port", default=None, hidden=True, help="Old spelling of --listenPort.")
@@ -125,7 +127,7 @@ def main(
         port = [] if listen_port is None else ["--listenPort", listen_port]
         config = build_config(config_file, list(ctx.args) + port)
     except PropertiesError as exc:
-        raise click.UsageError(str(exc)) from None
+        raise settings_failure(exc) from None
     if config_file:
         click.echo(f"load config properties file OK, {config_file}")  # NamesrvStartup, before -p and the start
     if print_all:
@@ -139,7 +141,8 @@ def main(
 
     # NamesrvStartup: registerConfig(properties), every key of the -c file, those no setting has too.
     c_file = Path(config_file) if config_file else None
-    run_main(run, config, c_file, failures=(OSError, ConfigFileError, TlsContextError), describe=describe)
+    failures = (OSError, ConfigFileError, TlsContextError)
+    run_main(run, config, c_file, failures=failures, describe=describe, status=FAILED_STATUS)
 
 
 if __name__ == "__main__":

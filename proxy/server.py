@@ -6,9 +6,10 @@ work runs on the broker's Trio thread through :class:`proxy.bridge.TrioBridge`, 
 here.
 
 Life cycle: ``await nursery.start(server.serve)`` binds the port (``task_status.started`` gets the bound port; a
-port that cannot be bound raises ``OSError``) and serves until cancelled. Cancellation refuses new calls, cancels the
-bridge's tasks (a parked long poll answers UNAVAILABLE), asks the servicer to end its streams (``close_streams``, if it
-has one), stops the gRPC server with a one-second grace and joins the thread.
+port that cannot be bound raises :class:`~proxy.errors.ProxyStartError`, an ``OSError``) and serves until cancelled.
+Cancellation refuses new calls, cancels the bridge's tasks (a parked long poll answers UNAVAILABLE), asks the servicer
+to end its streams (``close_streams``, if it has one), stops the gRPC server with a one-second grace and joins the
+thread.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import grpc
 import trio
 
 from proxy.bridge import TrioBridge
+from proxy.errors import ProxyStartError
 from proxy.front import SniffingFront
 from proxy.pb import service_grpc
 from remoting.tls import PERMISSIVE
@@ -72,7 +74,7 @@ class GrpcServer:
         self._tls = tls
         self._permissive = permissive and tls is not None
         if max_idle_ms <= 0:  # NettyServerBuilder.maxConnectionIdle's check
-            raise OSError(f"max connection idle must be positive: {max_idle_ms}")
+            raise ProxyStartError(f"max connection idle must be positive: {max_idle_ms}")
         self._options = [
             ("grpc.max_receive_message_length", max_inbound),
             ("grpc.max_connection_idle_ms", min(max_idle_ms, _INT_MAX)),
@@ -100,7 +102,7 @@ class GrpcServer:
             bound = await trio.to_thread.run_sync(ready.get)
             if isinstance(bound, BaseException):
                 bridge_scope.cancel()
-                raise OSError(f"cannot serve gRPC on {self._host}:{self._port}: {bound}") from bound
+                raise ProxyStartError(f"cannot serve gRPC on {self._host}:{self._port}: {bound}") from bound
             task_status.started(bound)
             try:
                 await trio.sleep_forever()

@@ -10,8 +10,8 @@ the gRPC port it bound there (:mod:`proxy.route`), and serves gRPC on ``grpcServ
 ``tlsCertPath`` or ``tls.server.certPath``) ``tls.server.mode`` decides what ``grpcServerPort`` serves, as RocketMQ's
 proxy does: both (permissive, the default, through :mod:`proxy.front`), TLS only (enforcing), plaintext only (disabled);
 without one (``tlsTestModeEnable false`` and no files) it is plaintext, whatever the mode. ``task_status.started`` gets
-``(grpcServerPort, TLS-only port or 0)``. A port that cannot be bound raises ``OSError``; a certificate that cannot be
-read or does not load raises ``OSError`` ("grpc tls set failed: ...") too.
+``(grpcServerPort, TLS-only port or 0)``. A port that cannot be bound raises :class:`~proxy.errors.ProxyStartError`
+(an ``OSError``); a certificate that cannot be read or does not load raises it too ("grpc tls set failed: ...").
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from processors.send_back import ConsumerSendMsgBackProcessor
 from proxy.acl import GrpcAcl
 from proxy.bridge import TrioBridge
 from proxy.config import ProxyConfig
+from proxy.errors import ProxyStartError
 from proxy.local import LocalInvoker
 from proxy.messaging import MessagingActivity
 from proxy.route import ClusterRoutes
@@ -130,9 +131,9 @@ async def serve_proxy(
 
 def certificate(config: ProxyConfig) -> tuple[bytes, bytes] | None:
     """``(certificate chain PEM, key PEM)``: generated in test mode, else read from the configured files, else None.
-    Raises ``OSError`` ("grpc tls set failed: ...") for files that cannot be read or do not load as a certificate and
-    its key (no key password: 5.3.3's ``ProxyAndTlsProtocolNegotiator.loadSslContext`` takes none), checked here as
-    that ``loadSslContext`` checks them, since grpcio only logs why and reports a failed bind."""
+    Raises :class:`ProxyStartError` ("grpc tls set failed: ...") for files that cannot be read or do not load as a
+    certificate and its key (no key password: 5.3.3's ``ProxyAndTlsProtocolNegotiator.loadSslContext`` takes none),
+    checked here as that ``loadSslContext`` checks them, since grpcio only logs why and reports a failed bind."""
     if config.tls_test_mode_enable:
         return self_signed_pem()
     paths = config.cert_paths
@@ -144,4 +145,4 @@ def certificate(config: ProxyConfig) -> tuple[bytes, bytes] | None:
         load_key_pair(ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER), cert, key or cert, None)
         return pem
     except OSError as exc:  # ssl.SSLError too
-        raise OSError(f"grpc tls set failed: {exc}") from exc
+        raise ProxyStartError(f"grpc tls set failed: {exc}") from exc

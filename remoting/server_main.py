@@ -6,9 +6,9 @@
   start (HotSpot's ``JVM_RegisterSignal``: ``os::Posix::is_sig_ignored``); one left unread when the server has
   stopped (a second Ctrl-C during the shutdown) is dropped, as the JVM runs its shutdown hooks once;
 - :func:`run_main`: run the Trio main; a start-up failure of one of the expected types, alone inside the exception
-  groups Trio nurseries wrap it in (:func:`~remoting.errors.sole_exception`), becomes one line on stderr and exit
-  status 1, or :data:`REFUSED_STATUS` for one of the types a main names refusals. Anything else propagates with its
-  traceback;
+  groups Trio nurseries wrap it in (:func:`~remoting.errors.sole_exception`), becomes one line on stderr and the exit
+  status the main gives its type (``mqbroker`` and ``mqnamesrv``: Java's, :mod:`remoting.exit_status`; 1 by
+  default). Anything else propagates with its traceback;
 - :class:`ShutdownHookLog`: the lines a JVM shutdown hook logs as the shutdown begins and once it is over, with the
   time it took (:data:`BROKER_HOOK_LINES`, :data:`NAMESRV_HOOK_LINES`);
 - :func:`stop_at_signal` and :func:`serving_until_stopped`: a stop signal is acted on from the start on, as
@@ -39,9 +39,6 @@ import trio
 from remoting.errors import sole_exception
 
 STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-#: The exit status of a start refused by BrokerStartup's checks or a failed ``BrokerController.initialize``: Java's
-#: ``System.exit(-3)`` (broker/src/main/java/org/apache/rocketmq/broker/BrokerStartup.java).
-REFUSED_STATUS: Final = 253
 
 #: BrokerStartup's shutdown hook (broker/src/main/java/org/apache/rocketmq/broker/BrokerStartup.java).
 BROKER_HOOK_LINES: Final = ("Shutdown hook was invoked, %d", "Shutdown hook over, consuming total time(ms): %d")
@@ -180,10 +177,11 @@ def run_main(
     *args: object,
     failures: tuple[type[BaseException], ...],
     describe: Callable[[Any], str],
-    refused: tuple[type[BaseException], ...] = (),
+    statuses: tuple[tuple[type[BaseException] | tuple[type[BaseException], ...], int], ...] = (),
+    status: int = 1,
 ) -> None:
     """``trio.run(main, *args)``; a failure of a type in ``failures`` is echoed as ``describe(failure)`` to stderr
-    and exits with status 1, :data:`REFUSED_STATUS` when it is also one of ``refused``."""
+    and exits with the status of the first ``(types, status)`` of ``statuses`` it is an instance of, else ``status``."""
     try:
         trio.run(main, *args)
     except BaseException as exc:
@@ -191,4 +189,4 @@ def run_main(
         if not isinstance(found, failures):
             raise
         click.echo(describe(found), err=True)
-        sys.exit(REFUSED_STATUS if isinstance(found, refused) else 1)
+        sys.exit(next((code for types, code in statuses if isinstance(found, types)), status))

@@ -63,6 +63,11 @@ class PropertiesError(ValueError):
     """A config value does not convert to its field's type; the message names the key and the file."""
 
 
+class CommandLineError(PropertiesError):
+    """A command-line token that is not ``--name`` (``-x``, a stray word): the server mains exit as after commons-cli's
+    ParseException."""
+
+
 class UnreadableProperties(PropertiesError):
     """A text ``Properties.load`` refuses (a malformed ``\\uXXXX``): MixAll.string2Properties's null, which the
     config updates answer SYSTEM_ERROR :data:`STRING2PROPERTIES_ERROR`."""
@@ -202,14 +207,14 @@ def format_properties(texts: dict[str, str]) -> str:
 def parse_property_args(args: list[str]) -> dict[str, str]:
     """``["--listenPort", "0", "--a=b"]`` -> ``{"listenPort": "0", "a": "b"}``; a trailing bare flag means "true".
 
-    Raises :class:`PropertiesError` for a token that is not ``--name``.
+    Raises :class:`CommandLineError` for a token that is not ``--name``.
     """
     props: dict[str, str] = {}
     i = 0
     while i < len(args):
         token = args[i]
         if not token.startswith("--") or len(token) < 3:
-            raise PropertiesError(f"unexpected argument {token!r}; properties are given as --name value")
+            raise CommandLineError(f"unexpected argument {token!r}; properties are given as --name value")
         name, eq, value = token[2:].partition("=")
         if eq:
             i += 1

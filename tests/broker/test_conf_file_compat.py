@@ -130,7 +130,8 @@ async def test_a_proxy_setting_that_does_not_parse_stops_the_start(tmp_path: Pat
     proxy/config/Configuration.java, ``JSON.parseObject``), which fails on a value its field's type does not take,
     so the proxy never starts: not MixAll.properties2Object, which skips such a key. Ours, since the broker's keys
     were made lenient, took ``grpcServerPort=8O81`` (a letter O) as 8081 and a boolean ``yes`` as false in silence.
-    Each key must stop the start naming it, with ProxyStartup.main's ``System.exit(1)`` (ours exited 2); a broker key's bad number keeps starting."""
+    Each key must stop the start naming it, with ProxyStartup.main's ``System.exit(1)`` (ours exited 2); a broker
+    key's bad number keeps starting."""
     store = ["-n", "127.0.0.1:1", "--storePathRootDir", str(tmp_path / "s"), "--enable-proxy", "--grpcServerPort", "0"]
     for conf in (b"renewAheadTimeMillis=10s\n", b"enableProxyAutoRenew=yes\n"):
         _, status = await _start(tmp_path, conf, *store)
