@@ -594,25 +594,28 @@ def start_monitoring(ctx: click.Context, **o: Any) -> None:
 async def monitor(admin: Admin, out: Output, rounds: int = 0) -> None:
     """The monitor's rounds (``rounds`` of them, 0: until cancelled) at Java's fixed rate: the first
     ``MONITOR_FIRST_ROUND`` after the start, then every ``MONITOR_ROUND`` from there, a late round followed at once by
-    the next due (``MonitorService.startScheduleTask``'s ``scheduleAtFixedRate``). A round that fails is reported on
-    stderr and the next one runs (MonitorService logs "doMonitorWork Exception" and goes on)."""
+    the next due (``MonitorService.startScheduleTask``'s ``scheduleAtFixedRate``). A round that fails, whatever the
+    error (a malformed answer too), is reported on stderr and the next one runs: MonitorService catches every
+    Exception, logs "doMonitorWork Exception" and goes on. Cancellation still ends it."""
     due = anyio.current_time() + MONITOR_FIRST_ROUND
     done = 0
     while not rounds or done < rounds:
         await anyio.sleep_until(due)
         try:
             await _monitor_round(admin, out)
-        except BROKER_FAILURES as exc:
+        except Exception as exc:  # Java's catch (Exception e) around doMonitorWork
             click.echo(f"mqadmin: doMonitorWork Exception: {exc}", err=True)
         done += 1
         due += MONITOR_ROUND
 
 
 async def _monitor_round(admin: Admin, out: Output) -> None:
-    """``MonitorService.doMonitorWork``: the undone-messages report of each group with a retry topic."""
+    """``MonitorService.doMonitorWork``: the undone-messages report of each group with a retry topic; a group's that
+    fails, whatever the error, is left unfinished in silence and the next group's follows, as Java's."""
     for topic in await java_topic_list(admin):
         if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-            await _report_undone(admin, out, topic[len(RETRY_GROUP_TOPIC_PREFIX) :])
+            with suppress(Exception):  # Java: catch (Exception e) {} around reportUndoneMsgs
+                await _report_undone(admin, out, topic[len(RETRY_GROUP_TOPIC_PREFIX) :])
 
 
 async def _report_undone(admin: Admin, out: Output, group: str) -> None:
@@ -639,14 +642,15 @@ async def _report_undone(admin: Admin, out: Output, group: str) -> None:
 
 async def _delay(admin: Admin, mq: MessageQueue, w: OffsetWrapper) -> int:
     """``computeUndoneMsgs``' delay of one queue: the store time of its newest message (GET_MAX_OFFSET, then a pull
-    of ``maxOffset - 1``) minus that of the last one consumed; 0 when nothing was consumed or the reads fail."""
+    of ``maxOffset - 1``) minus that of the last one consumed; 0 when nothing was consumed or the reads fail, whatever
+    the error (``computeUndoneMsgs`` catches every Exception of a queue's reads)."""
     if w.last_timestamp <= 0:
         return 0
     try:
         addr = master_address(await admin.topic_route(mq.topic), mq.broker_name)
         newest = await admin.queue_offset(addr, mq, RequestCode.GET_MAX_OFFSET) if addr else 0
         found = (await admin.pull(mq, newest - 1, 1)).messages if newest > 0 else ()
-    except BROKER_FAILURES:
+    except Exception:  # Java's catch (Exception e) {} around a queue's reads
         return 0
     return found[0].store_timestamp - w.last_timestamp if found else 0
 
