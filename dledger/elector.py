@@ -10,8 +10,8 @@ returns at once, as the blocked thread would.
   the shell finds the leader's process gone (:meth:`Elector.leader_unreachable`; ours). Ours too: a heartbeat
   overdue by a quarter interval (2.5 s without one) makes it ask the leader whether it is alive (METADATA, as any
   DLedger member answers it); no answer within half an interval, a failed connection or an answer naming no leader
-  makes it give up as well (:meth:`Elector._check_leader`). DLedger's candidate then votes in the same term first;
-  ours, as Raft's, in the next (:meth:`Elector._leader_lost`).
+  makes it give up as well (:class:`~dledger.leader_probe.LeaderProbe`, which owns that call). DLedger's candidate
+  then votes in the same term first; ours, as Raft's, in the next (:meth:`Elector._leader_lost`).
 - Candidate: votes at ``nextTimeToRequestVote`` (randomised 300-1000 ms, 30-100 ms while taking leadership: a
   preferred leader's in DLedger, any transferee's here); the table of outcomes is ``_conclude``. Ours: a round also
   ends once only silent peers are left to answer (:attr:`Elector.silent`), and a leader stepping down on a higher term
@@ -39,13 +39,12 @@ from typing import TYPE_CHECKING
 import attrs
 
 from dledger.codes import ParseResult, ResponseCode, Role, VoteResult
+from dledger.leader_probe import LeaderProbe, Probe
 from dledger.messages import (
     HeartBeatRequest,
     HeartBeatResponse,
     LeadershipTransferRequest,
     LeadershipTransferResponse,
-    MetadataRequest,
-    MetadataResponse,
     VoteRequest,
     VoteResponse,
 )
@@ -84,28 +83,6 @@ class _BeatRound:
     opened: bool = False
 
 
-@attrs.define
-class _Probe:
-    """Ours: a follower's METADATA call asking the leader it follows, whose heartbeat is overdue, whether it lives."""
-
-    leader: str
-    term: int
-    sent: int
-    deadline: int
-
-
-def probe_after_ms(interval: int) -> int:
-    """How long a follower waits for a heartbeat before it asks its leader (ours): the interval and a quarter, so
-    a heartbeat that left late on a loaded leader or waited in a queue does not start one."""
-    return interval + interval // 4
-
-
-def probe_wait_ms(interval: int) -> int:
-    """How long the leader has to answer (ours): half an interval, hundreds of times a loaded member's round trip,
-    while the follower still gives up before the heartbeat leak; a later answer changes nothing."""
-    return interval // 2
-
-
 class Elector:
     def __init__(self, node: RaftNode) -> None:
         self.node = node
@@ -132,9 +109,8 @@ class Elector:
         self.last_leader_heartbeat_time = -1
         self.last_send_heartbeat_time = -1
         self.last_succ_heartbeat_time = -1
-        #: the leader being asked whether it lives, and when the last one was asked (at most once an interval)
-        self._probe: _Probe | None = None
-        self.last_probe_time = -(1 << 62)
+        #: the METADATA call to an overdue leader (ours), ticked while this member follows
+        self.probe = LeaderProbe(node, self._give_up_on)
         self._vote: _VoteRound | None = None
         #: peers not heard from since they went quiet (the leader given up on, a call that got no answer); a vote
         #: round does not wait for them (ours: DLedger waits 2-3 s for every peer)
@@ -168,7 +144,7 @@ class Elector:
                          self.member.leader_id, elapsed)  # fmt: skip
                 self._leader_lost()
             elif not self.node.faithful:
-                self._check_leader(now)
+                self.probe.tick(now, self.last_leader_heartbeat_time)
         else:
             self._maintain_as_candidate()
 
@@ -185,49 +161,14 @@ class Elector:
             leak = self.last_leader_heartbeat_time + max(2, self.config.max_heart_beat_leak) * interval + 1
             if self.node.faithful:
                 return leak
-            return min(leak, self._probe.deadline if self._probe is not None else self._next_probe_time())
+            return min(leak, self.probe.next_deadline(self.last_leader_heartbeat_time))
         if self.need_increase_term_immediately:
             return self.node.now
         return max(self.next_time_to_request_vote, self.node.now)
 
     # ---- asking an overdue leader (ours) -------------------------------------------------------------------------
 
-    def _next_probe_time(self) -> int:
-        interval = self.config.heart_beat_time_interval_ms
-        due = self.last_leader_heartbeat_time + probe_after_ms(interval) + 1
-        return max(due, self.last_probe_time + interval)
-
-    def _check_leader(self, now: int) -> None:
-        """A follower: ask the leader once its heartbeat is overdue; give up on it when the wait passed unanswered."""
-        probe = self._probe
-        if probe is not None:
-            if now >= probe.deadline:
-                self._probe = None
-                self._give_up_on(probe, f"gave no answer within {probe.deadline - probe.sent} ms")
-            return
-        leader = self.member.leader_id
-        if leader is None or now < self._next_probe_time():
-            return
-        member, node = self.member, self.node
-        wait = probe_wait_ms(self.config.heart_beat_time_interval_ms)
-        probe = self._probe = _Probe(leader, member.curr_term, now, now + wait)
-        self.last_probe_time = now
-        request = MetadataRequest(group=member.group, remote_id=leader, local_id=member.self_id)
-        node.call(leader, request, functools.partial(self._probe_answer, probe))
-
-    def _probe_answer(self, probe: _Probe, response: object) -> None:
-        """The leader's answer, or None (its connection failed). Taken only before the deadline; the member gives up
-        on a failed connection or an answer naming no leader (it leads no more). An answer naming itself or another
-        leader (whose heartbeats will come) or refusing the request shows it alive: the heartbeats decide."""
-        if probe is not self._probe or self.node.now >= probe.deadline:
-            return
-        self._probe = None
-        if not isinstance(response, MetadataResponse) or response.code == ResponseCode.NETWORK_ERROR:
-            self._give_up_on(probe, "cannot be reached")
-        elif response.code == ResponseCode.SUCCESS and response.leader_id is None:
-            self._give_up_on(probe, "leads no more")
-
-    def _give_up_on(self, probe: _Probe, why: str) -> None:
+    def _give_up_on(self, probe: Probe, why: str) -> None:
         """Campaign unless a heartbeat came since the probe left or the member follows someone else by now."""
         member = self.member
         if not (member.is_follower and member.leader_id == probe.leader and member.curr_term == probe.term):
@@ -291,7 +232,7 @@ class Elector:
         self.last_parse_result = ParseResult.WAIT_TO_REVOTE
         self.member.change_to_follower(term, leader_id)
         self.last_leader_heartbeat_time = self.node.now
-        self._probe = None
+        self.probe.cancel()
         self._role_changed(term, Role.FOLLOWER)
 
     def _role_changed(self, term: int, role: Role) -> None:

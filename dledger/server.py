@@ -22,7 +22,7 @@ other members, and these tasks in one nursery (``await nursery.start(server.run)
 When the connection the followed leader calls on closes and a new connection to its DLedger port is refused (its
 process is gone), the node campaigns at once (:meth:`~dledger.node.RaftNode.leader_unreachable`) instead of after
 the heartbeat leak; a paused or partitioned leader refuses nothing: the core's own METADATA call to a leader whose
-heartbeat is overdue finds it (:meth:`~dledger.elector.Elector._check_leader`).
+heartbeat is overdue finds it (:class:`~dledger.leader_probe.LeaderProbe`).
 
 Requests arrive through :class:`DLedgerProcessor` on a one-worker pool (so in order) and answers leave when the node
 produces them (DLedger's request codes, JSON bodies, remoting code 200, the result in the body's ``code``). A PUSH is

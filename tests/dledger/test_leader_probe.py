@@ -1,5 +1,5 @@
 """Ours: a follower whose leader's heartbeat is overdue asks the leader whether it lives (METADATA) and gives up on it
-when no answer comes within half an interval (dledger/elector.py ``Elector._check_leader``), under virtual time: the
+when no answer comes within half an interval (dledger/leader_probe.py ``LeaderProbe``), under virtual time: the
 sans-IO core alone, its calls and answers handed over by hand. DLedger's defaults: heartbeats every 2000 ms, so the
 probe leaves after 2500 ms without one and waits 1000 ms."""
 
