@@ -467,6 +467,46 @@ def test_a_vote_round_does_not_wait_for_the_leader_given_up_on() -> None:
     assert "n1" not in node.elector.silent
 
 
+@pytest.mark.parametrize("faithful", [False, True])
+def test_a_candidate_with_its_round_open_moves_to_the_higher_term_it_was_shown_at_once(faithful: bool) -> None:
+    """The stall the failover bench found: n0's vote round in term 0 waits for n2 (paused, not known silent: the
+    round's deadline is 2-3 s away). n1, a candidate in term 1, asks n0 for its vote: n0 answers TERM_NOT_READY and
+    is to move to term 1 at once. DLedger's n0 does that only when its round ends, so n1's immediate re-vote in term
+    1 (self and not-ready make a quorum) is answered TERM_NOT_READY again, round trip after round trip, for 2-3 s.
+    Ours drops the old term's round: n0 is in term 1 by the time n1 votes again and grants it, recorded in currterm;
+    the dropped round's late answers change nothing. ``faithful=True`` keeps DLedger's stall."""
+    config = DLedgerConfig(group="g", self_id="n0", peers=PEERS)
+    terms = MemoryTermStore()
+    node = RaftNode(config, MemoryLedger(), terms, rng=random.Random(1), now=0, faithful=faithful)
+    node.tick(0)
+    asked = {e.peer: e for e in node.drain() if isinstance(e, Send) and isinstance(e.request, VoteRequest)}
+    assert set(asked) == {"n1", "n2"} and asked["n1"].request.term == 0 and node.next_deadline() >= 2000
+
+    def n1_votes(now: int) -> VoteResult:
+        request = VoteRequest(group="g", remote_id="n0", local_id="n1", leader_id="n1", term=1, ledger_end_index=-1,
+                              ledger_end_term=-1)  # fmt: skip
+        node.handle_request(now, request, f"vote@{now}")
+        [answer] = [e.response for e in node.drain() if isinstance(e, Reply) and e.handle == f"vote@{now}"]
+        return answer.vote_result
+
+    assert n1_votes(1) is VoteResult.REJECT_TERM_NOT_READY
+    expired = VoteResponse(group="g", remote_id="n1", local_id="n0", leader_id="n0", term=1,
+                           vote_result=VoteResult.REJECT_EXPIRED_VOTE_TERM)  # fmt: skip
+    node.handle_response(2, asked["n1"].token, expired)  # n1's answer to n0's term-0 request
+    if faithful:
+        assert n1_votes(3) is VoteResult.REJECT_TERM_NOT_READY  # and so on until the round's deadline
+        assert node.member.curr_term == 0
+        return
+    assert n1_votes(3) is VoteResult.ACCEPT
+    assert (node.member.curr_term, node.member.vote_for) == (1, "n1") and terms.load() == (1, "n1")
+    accept = VoteResponse(group="g", remote_id="n2", local_id="n0", leader_id="n0", term=0,
+                          vote_result=VoteResult.ACCEPT)  # fmt: skip
+    node.handle_response(4, asked["n2"].token, accept)  # n2 wakes up: the dropped round is not read
+    assert node.member.role is Role.CANDIDATE and node.member.leader_id is None
+    node.handle_request(5, HeartBeatRequest(group="g", remote_id="n0", local_id="n1", leader_id="n1", term=1), None)
+    assert node.member.role is Role.FOLLOWER and node.member.leader_id == "n1"
+
+
 @pytest.mark.parametrize("seed", range(8))
 def test_a_member_restarted_since_the_last_election_is_not_taken_for_silent(seed: int) -> None:
     """A follower that gave up on a dead leader counts it silent; that member restarts and has not called on the
