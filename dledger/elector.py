@@ -16,7 +16,8 @@ returns at once, as the blocked thread would.
   preferred leader's in DLedger, any transferee's here); the table of outcomes is ``_conclude``. Ours: a round also
   ends once only silent peers are left to answer (:attr:`Elector.silent`), and a leader stepping down on a higher term
   votes in that term next (after a vote interval while it hands leadership over). There is no pre-vote: a higher term
-  in a vote or heartbeat makes the receiver a candidate that bumps its term at once and answers TERM_NOT_READY.
+  in a vote or heartbeat makes the receiver a candidate that bumps its term at once and answers TERM_NOT_READY
+  (ours: ending its own vote round of a lower term first, :meth:`Elector._higher_term`).
 - Leader: heartbeats every interval, the first at once on election, before its first push (ours); a round
   without a quorum of answers for 6 s since the last good one (the leader's lease), a higher term or a second leader
   in the same term makes it a candidate. Ours, as Raft: any heartbeat answer showing a higher term makes it step down
@@ -398,8 +399,7 @@ class Elector:
                     return answer(VoteResult.REJECT_ALREADY_HAS_LEADER)
                 return answer(VoteResult.REJECT_ALREADY_VOTED)
         else:
-            self.change_to_candidate(request.term)
-            self.need_increase_term_immediately = True
+            self._higher_term(request.term)
             return answer(VoteResult.REJECT_TERM_NOT_READY)
         if request.term < ledger.end_term:
             return answer(VoteResult.REJECT_TERM_SMALL_THAN_LEDGER, ledger.end_term)
@@ -415,6 +415,17 @@ class Elector:
                       member.self_id, candidate, member.curr_term, exc)  # fmt: skip
             return answer(VoteResult.UNKNOWN)
         return answer(VoteResult.ACCEPT)
+
+    def _higher_term(self, term: int) -> None:
+        """A vote or heartbeat of a higher ``term``: a candidate that moves to it with its next tick (DLedger's
+        ``needIncreaseTermImmediately``). Ours: a vote round of a lower term still open ends here, unread, so the move
+        comes at once and the member can grant the other candidate's immediate re-vote in ``term``; DLedger's maintainer
+        waits for the round first (2-3 s while a peer it does not know silent says nothing) and answers every re-vote
+        TERM_NOT_READY meanwhile. The round's late answers are ignored (:meth:`_tally`)."""
+        self.change_to_candidate(term)
+        self.need_increase_term_immediately = True
+        if self._vote is not None and self._vote.term < term and not self.node.faithful:
+            self._vote = None
 
     def handle_heartbeat(self, request: HeartBeatRequest) -> HeartBeatResponse:
         member = self.member
@@ -434,8 +445,7 @@ class Elector:
                 self.last_leader_heartbeat_time = self.node.now
                 return HeartBeatResponse()
             return HeartBeatResponse(code=ResponseCode.INCONSISTENT_LEADER)
-        self.change_to_candidate(request.term)
-        self.need_increase_term_immediately = True
+        self._higher_term(request.term)
         return HeartBeatResponse(code=ResponseCode.TERM_NOT_READY)
 
     # ---- leader ------------------------------------------------------------------------------------------------
