@@ -79,3 +79,35 @@ def test_a_process_a_server_main_ran_in_starts_children_with_the_default_stop_si
     by the full run: "slave did not stop within 60s")."""
     done = subprocess.run([sys.executable, "-c", _AFTER_A_MAIN], capture_output=True, text=True, timeout=60)
     assert done.stdout.split() == ["False", "False"], done.stderr[-2000:]  # neither ignored
+
+
+_TAKEN_WHILE_BLOCKED = """
+import os, signal, threading, time
+from remoting.server_main import take_stop_signals
+
+take_stop_signals()
+threading.Thread(target=time.sleep, args=(120,), daemon=True).start()
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})  # only the other thread can take it now
+read_end, _ = os.pipe()
+print("reading", flush=True)
+os.read(read_end, 1)
+"""
+
+
+def test_a_stop_signal_taken_while_the_main_thread_waits_in_a_system_call_ends_the_process() -> None:
+    """Before the receiver opens a stop signal ends the process even when the main thread sits in a blocking call that
+    the signal does not interrupt: here it is taken by another thread, as it is when it lands just before the call
+    starts (`mqbroker -c` reading a FIFO: one Ctrl-C in about 50 never ended the process). A handler in Python runs
+    only when the main thread runs Python again, so the default disposition must do it."""
+    child = subprocess.Popen([sys.executable, "-c", _TAKEN_WHILE_BLOCKED], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "reading"
+        child.send_signal(signal.SIGINT)
+        try:
+            status = child.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            status = None
+        assert status == -signal.SIGINT
+    finally:
+        child.kill()
+        child.wait()
