@@ -118,18 +118,18 @@ def watched_stop_signals() -> tuple[signal.Signals, ...]:
     return tuple(signum for signum in STOP_SIGNALS if signal.getsignal(signum) not in (signal.SIG_IGN, None))
 
 
+#: The stop signals :func:`take_stop_signals` took: dropped once a receiver closed, instead of the default put back.
+_TAKEN: set[signal.Signals] = set()
+
+
 def take_stop_signals() -> None:
     """A server main's first step: until its receiver opens, each watched stop signal ends the process of it (for
     SIGINT: no KeyboardInterrupt); once the receiver has closed, :func:`open_stop_signal_receiver` drops it until the
-    process exits."""
+    process exits. The kernel's default disposition, not a handler in Python: that one runs only when the main thread
+    runs Python again, so a signal landing just before a blocking call (the read of a ``-c`` FIFO) waited for it."""
     for signum in watched_stop_signals():
-        signal.signal(signum, _end_of_signal)
-
-
-def _end_of_signal(signum: int, frame: object) -> None:
-    """Die of ``signum`` as if it had its default disposition (SIGINT's default in Python raises instead)."""
-    signal.signal(signum, signal.SIG_DFL)
-    signal.raise_signal(signum)
+        signal.signal(signum, signal.SIG_DFL)
+        _TAKEN.add(signum)
 
 
 @contextlib.contextmanager
@@ -159,7 +159,7 @@ def _ignored_at_exit(signums: tuple[signal.Signals, ...]) -> Iterator[None]:
         yield
     finally:
         for signum, handler in previous.items():
-            signal.signal(signum, _drop_signal if handler is _end_of_signal else handler)
+            signal.signal(signum, _drop_signal if signum in _TAKEN and handler == signal.SIG_DFL else handler)
 
 
 def _drop_signal(signum: int, frame: object) -> None:
