@@ -18,6 +18,8 @@ process (CPU time, not rates: the machine is shared)::
   call against the Python write of each entry.
 - ``leader_append``: a leader's append of one send (``append_record_as_leader``: the record encoded in place, then
   the entry's header and index record): sealed by ``seal_entry`` in C against the Python twin.
+- ``post_flush``: what a member of a group of three does after each flush (every ``flushFileInterval``) without
+  ``sync_before_ack``: ``RaftNode.on_flushed`` (nothing waits, no pass) against the whole work loop it used to run.
 
 One JSON line per case and round (``us_per_call`` of each way), then one summary per case with the medians.
 """
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import statistics
 import tempfile
 import time
@@ -38,9 +41,10 @@ from dledger import file_store, messages
 from dledger.codes import PushType
 from dledger.config import DLedgerConfig
 from dledger.entry import Entry, place
-from dledger.file_store import FileLedger
+from dledger.file_store import FileLedger, FileTermStore
 from dledger.handoff import run_in_thread
 from dledger.messages import PushEntryRequest, PushEntryResponse, decode_push, decode_push_response, encode
+from dledger.node import RaftNode
 from remoting.codec.message import MessageRecord
 from remoting.codec.record_batch import encode_record_into
 
@@ -199,6 +203,26 @@ def leader_append(calls: int) -> dict[str, float]:
     return _each_way_on_a_fresh_log(make_call, calls)
 
 
+def post_flush(calls: int) -> dict[str, float]:
+    """CPU us per post-flush step of a member of a group of three, each way."""
+    with tempfile.TemporaryDirectory() as tmp:
+        config = DLedgerConfig(group="g", self_id="n0", peers="n0-a:1;n1-a:2;n2-a:3", store_base_dir=tmp,
+                               mapped_file_size_for_entry_data=_SEGMENT)  # fmt: skip
+        ledger = FileLedger(config)
+        ledger.load()
+        node = RaftNode(config, ledger, FileTermStore(config.default_path), rng=random.Random(1), now=0)
+
+        def whole_pass() -> None:  # the step before: the clock moved, the releases, then the work loop
+            node._advance(0)
+            node.handler.on_flushed()
+            node.quorum.on_flushed()
+            node._work()
+
+        results = {"whole_pass": _cpu_us(whole_pass, calls), "on_flushed": _cpu_us(lambda: node.on_flushed(0), calls)}
+        ledger.close()
+    return results
+
+
 CASES: dict[str, tuple[Callable[[int], dict[str, float]], int]] = {
     "answer_decode": (answer_decode, 100_000),
     "flush_handoff": (flush_handoff, 2_000),
@@ -208,6 +232,7 @@ CASES: dict[str, tuple[Callable[[int], dict[str, float]], int]] = {
     "push_decode_one": (push_decode_one, 50_000),
     "follower_write": (follower_write, 20_000),
     "leader_append": (leader_append, 50_000),
+    "post_flush": (post_flush, 50_000),
 }
 
 

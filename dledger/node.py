@@ -252,13 +252,18 @@ class RaftNode:
         self.elector.leader_unreachable(leader_id)
         self._work()
 
-    def on_flushed(self, now: int) -> None:
-        """The ledger's ``flushed_index`` moved: release the answers and the leader's count waiting for it."""
-        self._advance(now)
+    def on_flushed(self, now: int) -> bool:
+        """The ledger's ``flushed_index`` moved: release the answers and the leader's count waiting for it; whether
+        it ran the work loop. Without ``sync_before_ack`` nothing waits for a flush (no answer is held, the leader
+        counts itself once written), so the pass after each flush (every ``flushFileInterval``) is skipped."""
         self.flush_wanted = False
+        if not self.config.sync_before_ack:
+            return False
+        self._advance(now)
         self.handler.on_flushed()
         self.quorum.on_flushed()
         self._work()
+        return True
 
     # ---- outputs -----------------------------------------------------------------------------------------------
 

@@ -343,8 +343,7 @@ class DLedgerServer:
         if self._flush_streak.succeeded():
             log.info("dledger %s: flush succeeded again", self.config.self_id)
         self.ledger.flushed(plan)
-        if self._node is not None:
-            self._node.on_flushed(now_ms())
+        if self._node is not None and self._node.on_flushed(now_ms()):
             self._carry_out()
         return True
 

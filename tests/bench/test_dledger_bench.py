@@ -76,7 +76,7 @@ def test_each_members_cpu_is_read_over_the_producer_tools_window() -> None:
 def test_the_calls_bench_prints_each_case_each_way_and_their_medians() -> None:
     lines = dledger_calls.run(2, scale=0.001)
     cases = list(dledger_calls.CASES)
-    assert cases[:2] == ["answer_decode", "flush_handoff"]
+    assert cases[:2] == ["answer_decode", "flush_handoff"] and "post_flush" in cases
     assert [(line.get("round"), line.get("case") or line.get("summary")) for line in lines] == [
         *((0, case) for case in cases),
         *((1, case) for case in cases),
@@ -85,4 +85,5 @@ def test_the_calls_bench_prints_each_case_each_way_and_their_medians() -> None:
     medians = {line["summary"]: set(line["median_us_per_call"]) for line in lines if "summary" in line}
     assert medians["answer_decode"] == {"general", "field_by_field", "c"}
     assert medians["flush_handoff"] == {"to_thread", "run_in_thread"}
+    assert medians["post_flush"] == {"whole_pass", "on_flushed"}
     assert all(medians[case] == {"c", "python"} for case in cases if case.startswith(("push_", "follower", "leader")))
