@@ -5,6 +5,7 @@ one transaction is committed exactly once."""
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -52,6 +53,18 @@ async def _start_in_no_time(group: EmbeddedDLedgerGroup, member: str, clock: tri
         await group.start(member)
     finally:
         clock.autojump_threshold = 0
+
+
+async def _past_transaction_timeout(group: EmbeddedDLedgerGroup, member: str) -> None:
+    """Sleep until every half message sent so far is older than ``transactionTimeOut`` (and a second more) on
+    ``member``'s store clock. Producers stamp born times on the wall clock; the store's clock follows virtual time from
+    :func:`virtual_store_clock` on. Real time the test spends working (a loaded CPU, files loading in threads) moves
+    the wall clock but barely the virtual one, so on a loaded machine a fixed 7 s sleep could leave a half message
+    too young for the round: it then renewed nothing and committed its progress past the ended transaction."""
+    store, timeout_ms = group.store(member), group.config(member).transaction_time_out
+    due_ms = time.time_ns() // 1_000_000 + timeout_ms + 1_000  # born times are no later than this wall clock read
+    while store.config.now_ms() < due_ms:
+        await trio.sleep(0.1)
 
 
 async def _all_confirmed(group: EmbeddedDLedgerGroup, member: str) -> None:
@@ -104,7 +117,7 @@ async def test_a_repeated_commit_while_the_round_waits_for_the_quorum_is_not_sto
                 while store.max_offset_in_queue(TRANS_OP_HALF_TOPIC, 0) < 1:
                     await trio.sleep(0.1)
             assert [m.body for m in stored(group, leader)] == [b"committed"]
-            await trio.sleep(7)  # past transactionTimeOut: the round renews "pending"
+            await _past_transaction_timeout(group, leader)  # the round renews "pending"
             followers = [m for m in group.ids if m != leader]
             autojump_clock.autojump_threshold = 0.5  # files close in threads: keep virtual time still
             for member in followers:
@@ -178,7 +191,7 @@ async def test_a_late_commit_of_a_half_message_the_round_renewed_is_stored(
         await wait_services_on(group, leader)
         async with _producer(group, {b"slow": LocalTransactionState.UNKNOWN}) as producer:
             sent = await producer.send_message_in_transaction(Message(TOPIC, b"slow"))
-            await trio.sleep(7)  # past transactionTimeOut
+            await _past_transaction_timeout(group, leader)
             outcome = await group.controllers[leader].transaction_check.check_once()
             assert outcome.checked == 1
             send = sent.send_result
@@ -220,7 +233,7 @@ async def test_a_member_that_leads_again_does_not_commit_a_transaction_another_l
         await wait_services_on(group, first)
         async with _producer(group, {b"handed": LocalTransactionState.UNKNOWN}) as producer:
             sent = await producer.send_message_in_transaction(Message(TOPIC, b"handed"))
-            await trio.sleep(7)  # past transactionTimeOut
+            await _past_transaction_timeout(group, first)
             assert (await group.controllers[first].transaction_check.check_once()).checked == 1
         await trio.sleep(30)  # the followers copy the round's progress
         await _hand_over(group, first, second)
@@ -254,7 +267,7 @@ async def test_a_commit_the_moment_a_member_leads_again_is_stored_not_only_ackno
         await _hand_over(group, first, second)
         async with _producer(group, {b"late": LocalTransactionState.UNKNOWN}) as producer:
             sent = await producer.send_message_in_transaction(Message(TOPIC, b"late"))
-            await trio.sleep(7)  # past transactionTimeOut
+            await _past_transaction_timeout(group, second)
             assert (await group.controllers[second].transaction_check.check_once()).checked == 1
         await trio.sleep(30)  # the followers copy the round's progress
         send = sent.send_result
