@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import socket
-from collections.abc import AsyncIterator
+import tempfile
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +39,20 @@ def _ipv6_loopback() -> bool:
 
 #: For tests that listen on ``::1``: skipped on a host without an IPv6 loopback (some containers).
 needs_ipv6_loopback = pytest.mark.skipif(not _ipv6_loopback(), reason="no IPv6 loopback")
+
+
+@pytest.fixture(params=["unix-socket", "under-a-file"])
+def unreadable_conf(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Path, str]]:
+    """A ``-c`` path that even root cannot read though it is no directory, and the OS's reason (``strerror``): a Unix
+    socket (opening it gives ENXIO) or a path under a regular file (ENOTDIR). The socket lives in a short temporary
+    directory, as a socket path is limited to 107 bytes."""
+    if request.param == "under-a-file":
+        (tmp_path / "file").write_text("")
+        yield tmp_path / "file" / "broker.conf", os.strerror(errno.ENOTDIR)
+        return
+    with tempfile.TemporaryDirectory() as short, socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(os.path.join(short, "broker.conf"))
+        yield Path(short, "broker.conf"), os.strerror(errno.ENXIO)
 
 
 @pytest.fixture

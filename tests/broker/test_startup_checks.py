@@ -220,6 +220,20 @@ async def test_a_config_file_that_cannot_be_opened_exits_255(tmp_path: Path) -> 
     assert status == 255 and b"none.conf" in err and b"does not exist" in err, err.decode(errors="replace")[-600:]
 
 
+async def test_a_config_file_that_cannot_be_read_exits_255_with_one_line(
+    tmp_path: Path, unreadable_conf: tuple[Path, str]
+) -> None:
+    """BrokerStartup.createBrokerController reads the ``-c`` file through ``new FileInputStream(file)`` inside the
+    catch of every Throwable that ends with ``System.exit(-1)``: a file it cannot open (a Unix socket, a path under a
+    regular file) stops the start, the exception naming the file and the OS's reason. Ours died with a Python
+    traceback on the socket and said "does not exist" of the other."""
+    path, reason = unreadable_conf
+    status, _, err = await _run_broker(["-c", str(path), "-n", "127.0.0.1:1"], tmp_path)
+    lines = err.decode(errors="replace").strip().splitlines()
+    assert status == 255 and len(lines) == 1, (status, lines[-20:])
+    assert str(path) in lines[0] and reason in lines[0], lines
+
+
 async def test_a_listen_port_that_cannot_be_bound_exits_255(tmp_path: Path) -> None:
     """NettyRemotingServer.start's bind fails on a port another socket listens on, and BrokerStartup.start's catch
     of every Throwable calls ``System.exit(-1)``: status 255 (ours exited 1)."""

@@ -240,6 +240,20 @@ async def test_a_start_failure_exits_255_as_main0(tmp_path: Path) -> None:
     assert status == 255 and b"mqnamesrv: cannot listen on" in err, (status, err.decode(errors="replace"))
 
 
+async def test_a_config_file_that_cannot_be_read_exits_255_with_one_line(
+    tmp_path: Path, unreadable_conf: tuple[Path, str]
+) -> None:
+    """NamesrvStartup.createNamesrvController reads the ``-c`` file through ``new FileInputStream(file)``, and main0's
+    catch of every Throwable ends with ``System.exit(-1)``: a file it cannot open (a Unix socket, a path under a
+    regular file) stops the start, the exception naming the file and the OS's reason. Ours died with a Python
+    traceback on the socket and said "does not exist" of the other."""
+    path, reason = unreadable_conf
+    status, err = await _boot_or_exit(["-c", str(path), "--kvConfigPath", str(tmp_path / "kv.json")])
+    lines = err.decode(errors="replace").strip().splitlines()
+    assert status == 255 and len(lines) == 1, (status, lines[-20:])
+    assert str(path) in lines[0] and reason in lines[0], lines
+
+
 async def test_a_tls_certificate_that_does_not_load_stops_the_start_as_namesrv_startup(tmp_path: Path) -> None:
     """4.9.8's NamesrvController builds its NettyRemotingServer, whose SSL context Netty refuses with an
     IllegalArgumentException for a certificate file that does not parse: NamesrvStartup exits. Ours served on,
