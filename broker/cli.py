@@ -30,7 +30,8 @@ A failed start exits with BrokerStartup's status (:mod:`remoting.exit_status`) a
 that does not parse (an option without its value, ``-x``: ServerUtil.parseCmdLine's ``System.exit(1)``); 253 for what
 BrokerStartup ends with ``System.exit(-3)`` (:data:`STARTUP_REFUSALS`): an illegal name server address, a slave's
 brokerId of 0 or less, a config file and its .bak that do not load, a store that does not load; 255 for the rest, as
-its catch's ``System.exit(-1)``: a ``-c`` file that is not there, a property value the start cannot take
+its catch's ``System.exit(-1)``: a ``-c`` file that is not there or cannot be read (one line naming it and the
+OS's reason), a property value the start cannot take
 (``listenPort`` outside 0..65535; a number Java cannot parse is only logged and skipped, as MixAll.properties2Object
 does), a port that cannot be bound, a locked store, a TLS certificate, key or trust file that does not load, a period
 of 0 or less. With ``--enable-proxy`` the proxy's own failures (a proxy setting that does not parse, a gRPC port or
@@ -57,9 +58,7 @@ from proxy.errors import ProxyStartError
 from remoting.codec.java_properties import (
     PropertiesError,
     config_from_properties,
-    decode_properties_file,
     in_print_order,
-    parse_properties,
     parse_property_args,
     property_texts,
 )
@@ -69,6 +68,7 @@ from remoting.exit_status import (
     REFUSED_STATUS,
     ConfigFilePath,
     JavaStatusCommand,
+    config_file_properties,
     settings_failure,
     start_failure,
 )
@@ -103,11 +103,6 @@ class IllegalNamesrvAddrError(PropertiesError):
     """A ``namesrvAddr`` entry is not ``host:port``: BrokerStartup refuses the start (``System.exit(-3)``)."""
 
 
-def read_conf_file(config_file: str | None) -> dict[str, str]:
-    """The ``-c`` file's properties, read as ``Properties.load(InputStream)`` reads it (ISO-8859-1)."""
-    return parse_properties(decode_properties_file(Path(config_file).read_bytes())) if config_file else {}
-
-
 def check_namesrv_addr(namesrv_addr: str) -> None:
     """BrokerStartup's check: each ``;``-separated entry is ``host:port`` (``RemotingUtil.string2SocketAddress``)."""
     entries = namesrv_addr.rstrip(";")  # Java's String.split drops trailing empty entries
@@ -122,7 +117,7 @@ def check_namesrv_addr(namesrv_addr: str) -> None:
 
 def build_config(config_file: str | None, extra: list[str], namesrv_addr: str | None) -> BrokerConfig:
     """The effective config; unknown property names are reported on stderr, not fatal (as Java does)."""
-    props = read_conf_file(config_file)
+    props = config_file_properties(config_file)
     props.update(parse_property_args(extra))
     config, unknown = config_from_properties(BrokerConfig, props)
     for key in unknown:  # a proxy setting's value is the proxy's to refuse (build_proxy_config), when it runs
@@ -176,7 +171,7 @@ def build_proxy_config(config_file: str | None, extra: list[str], enable: bool) 
     no proxy runs (RocketMQ's broker never reads the proxy's settings, so one that does not parse stops only a start
     that runs the proxy: proxy/src/main/java/org/apache/rocketmq/proxy/config/Configuration.java). ``enableProxy``
     itself is read as the proxy reads it (a value other than true/false refused): it decides whether the proxy runs."""
-    props = read_conf_file(config_file)
+    props = config_file_properties(config_file)
     props.update(parse_property_args(extra))
     return proxy_config_of(props, enable)
 

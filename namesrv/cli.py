@@ -18,7 +18,8 @@ ShutdownHookThread's ``shutdown hook was invoked, 1 times.`` and ``shutdown hook
 logged), each unless the process started with it ignored (``nohup``), as a JVM does (:mod:`remoting.server_main`); one
 during the start stops it then, without the boot line; one before it (the options being read) ends the process of it,
 silently, one after the shutdown is dropped. A command line that does not parse (an option without its value, ``-x``)
-exits with status 1, ServerUtil.parseCmdLine's; a ``-c`` file that is not there, a property value the start cannot
+exits with status 1, ServerUtil.parseCmdLine's; a ``-c`` file that is not there or cannot be read (one line naming
+it and the OS's reason), a property value the start cannot
 take (``listenPort`` outside 0..65535), a port that cannot be bound, a corrupt ``kvConfig.json`` or a TLS certificate,
 key or trust file that does not load exit with 255, NamesrvStartup.main0's ``System.exit(-1)``
 (:mod:`remoting.exit_status`); each with a message.
@@ -40,14 +41,18 @@ from namesrv.server import NamesrvServer
 from remoting.codec.java_properties import (
     PropertiesError,
     apply_properties,
-    decode_properties_file,
     in_print_order,
-    parse_properties,
     parse_property_args,
     property_texts,
 )
 from remoting.connection import Address
-from remoting.exit_status import FAILED_STATUS, ConfigFilePath, JavaStatusCommand, settings_failure
+from remoting.exit_status import (
+    FAILED_STATUS,
+    ConfigFilePath,
+    JavaStatusCommand,
+    config_file_properties,
+    settings_failure,
+)
 from remoting.server import NETTY_SERVER_CONFIG_ORDER
 from remoting.server_main import (
     NAMESRV_HOOK_LINES,
@@ -75,7 +80,7 @@ _WILDCARDS = frozenset({"0.0.0.0", "::", ""})
 
 def build_config(config_file: str | None, extra: list[str]) -> NamesrvConfig:
     """The effective config; unknown property names are reported on stderr, not fatal (as Java does)."""
-    props = parse_properties(decode_properties_file(Path(config_file).read_bytes())) if config_file else {}
+    props = config_file_properties(config_file)
     props.update(parse_property_args(extra))
     config, unknown = apply_properties(NamesrvConfig(), props)
     for key in unknown:

@@ -9,16 +9,25 @@
   (srvutil/src/main/java/org/apache/rocketmq/srvutil/ServerUtil.java); :class:`JavaStatusCommand` gives it to a
   command line click cannot parse (click's own status is 2).
 
-Each failure keeps click's message; only the status changes.
+Each failure keeps click's message; only the status changes. :class:`ConfigFilePath` and
+:func:`config_file_properties` own the ``-c`` file: one it cannot read (a socket, a path under a regular file) ends
+with one line naming it and the OS's reason, and :data:`FAILED_STATUS`, as FileInputStream's exception ends Java's.
 """
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any, Final
 
 import click
 
-from remoting.codec.java_properties import CommandLineError, PropertiesError
+from remoting.codec.java_properties import (
+    CommandLineError,
+    PropertiesError,
+    decode_properties_file,
+    parse_properties,
+)
 
 #: BrokerStartup's ``System.exit(-3)`` (broker/src/main/java/org/apache/rocketmq/broker/BrokerStartup.java).
 REFUSED_STATUS: Final = 253
@@ -49,18 +58,44 @@ class JavaStatusCommand(click.Command):
 
 
 class ConfigFilePath(click.Path):
-    """``-c``'s type: an existing file, else click's message and :data:`FAILED_STATUS`, as BrokerStartup and
-    NamesrvStartup open it with a FileInputStream whose FileNotFoundException their catch ends with
-    ``System.exit(-1)``."""
+    """``-c``'s type: an existing file, else click's message (a missing file, a directory) or
+    :func:`config_file_failure` (another reason the OS gives: a path under a regular file), and :data:`FAILED_STATUS`,
+    as BrokerStartup and NamesrvStartup open it with a FileInputStream whose FileNotFoundException their catch ends
+    with ``System.exit(-1)``."""
 
     def __init__(self) -> None:
         super().__init__(exists=True, dir_okay=False)
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         try:
+            os.stat(value)
+        except FileNotFoundError:
+            pass  # click's "does not exist"
+        except OSError as exc:  # ENOTDIR, ELOOP, ENAMETOOLONG: click would say "does not exist" too
+            raise config_file_failure(value, exc) from None
+        try:
             return super().convert(value, param, ctx)
         except click.BadParameter as exc:
             raise _exit_with(exc, FAILED_STATUS) from None
+
+
+def config_file_failure(path: str, exc: OSError) -> click.ClickException:
+    """The one line (no usage) a ``-c`` file the OS refuses ends the start with: its path and the OS's reason, with
+    :data:`FAILED_STATUS`."""
+    return _exit_with(click.ClickException(f"cannot read the -c file {path}: {exc.strerror or exc}"), FAILED_STATUS)
+
+
+def config_file_properties(config_file: str | None) -> dict[str, str]:
+    """The ``-c`` file's properties (none without one), read as ``Properties.load(InputStream)`` reads it
+    (ISO-8859-1); an OSError reading it (a socket, a device that fails) raises :func:`config_file_failure`, and one
+    that does not load :class:`~remoting.codec.java_properties.PropertiesError`."""
+    if not config_file:
+        return {}
+    try:
+        raw = Path(config_file).read_bytes()
+    except OSError as exc:
+        raise config_file_failure(config_file, exc) from None
+    return parse_properties(decode_properties_file(raw))
 
 
 def start_failure(message: str, status: int) -> click.ClickException:
