@@ -102,3 +102,14 @@ async def test_a_feature_turned_on_imports_its_modules(
     """The control: the same probe sees a feature's modules once its setting turns it on."""
     modules = await modules_of_embedded(tmp_path, *settings_of(tmp_path))
     assert all(loaded(modules, name) for name in needed), [name for name in needed if not loaded(modules, name)]
+
+
+async def test_a_broker_running_the_proxy_with_metrics_off_imports_no_exporter(tmp_path: Path) -> None:
+    """``--enable-proxy`` loads grpcio and the proxy's modules, but with ``metricsExporterType`` off nothing serves
+    ``/metrics``, so prometheus-client and the exporter's modules stay out, as in a broker without the proxy (RocketMQ
+    5.3.3's ProxyMetricsManager registers ``rocketmq_proxy_up`` only on a meter the exporter setting turns on). Failed
+    before: ``proxy.startup`` imported prometheus-client at its top for that gauge."""
+    modules = await modules_of_embedded(tmp_path, "--enable-proxy", "--grpcServerPort", "0")
+    assert loaded(modules, "grpc") and "proxy.startup" in modules  # the probe sees the proxy running
+    wrongly = {name: setting for name, setting in OFF_BY_DEFAULT.items() if loaded(modules, name)}
+    assert not wrongly, f"imported although off by default (module: the setting that needs it): {wrongly}"
