@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from broker.context import BrokerState
 from broker.pop import PopService
 from processors.topic_attributes import MESSAGE_TYPE, TopicMessageType, topic_type
-from proxy.acl import GrpcAcl
 from proxy.common import (
     TLS_ONLY_KEY,
     Code,
@@ -49,6 +48,9 @@ from remoting.codec.bodies.broker_metadata import (
     GroupRetryPolicyType,
     SubscriptionGroupConfig,
 )
+
+if TYPE_CHECKING:  # the ACL manager's modules load only with aclEnable (proxy.startup.build_activity)
+    from proxy.acl import GrpcAcl
 
 __all__ = ["MessagingActivity"]
 

@@ -17,11 +17,11 @@ without one (``tlsTestModeEnable false`` and no files) it is plaintext, whatever
 from __future__ import annotations
 
 import ssl
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import trio
-from prometheus_client.core import GaugeMetricFamily, Metric
 
 from broker.controller import BrokerController
 from broker.pop.revive import ReviveService
@@ -29,7 +29,6 @@ from processors.end_transaction import EndTransactionProcessor
 from processors.recall import RecallMessageProcessor
 from processors.send import SendMessageProcessor
 from processors.send_back import ConsumerSendMsgBackProcessor
-from proxy.acl import GrpcAcl
 from proxy.bridge import TrioBridge
 from proxy.config import ProxyConfig
 from proxy.errors import ProxyStartError
@@ -38,31 +37,12 @@ from proxy.messaging import MessagingActivity
 from proxy.route import ClusterRoutes
 from proxy.server import GrpcServer
 from proxy.servicer import MessagingServicer
-from remoting.prometheus import Source, metrics_labels
 from remoting.tls import DISABLED, PERMISSIVE, load_key_pair, self_signed_pem, tls_mode
 
-__all__ = ["build_activity", "certificate", "proxy_up_source", "serve_proxy"]
+if TYPE_CHECKING:  # prometheus-client loads only with the broker's exporter (proxy.metrics)
+    from remoting.prometheus import Source
 
-
-def proxy_up_source(config: ProxyConfig, metrics_label: str, in_delta: bool = False) -> Source:
-    """``rocketmq_proxy_up`` (always 1) as RocketMQ 5.3.3's local proxy registers it on the broker's meter
-    (proxy/src/main/java/org/apache/rocketmq/proxy/metrics/ProxyMetricsManager.java ``initLocalMode``): the broker's
-    labels (its ``metricsLabel`` pairs and, ``in_delta`` (``metricsInDelta``), ``aggregation="delta"``), with
-    ``cluster``, ``node_type``, ``node_id`` and ``proxy_mode`` the proxy's."""
-    labels = metrics_labels("proxy", config.proxy_name, config.proxy_cluster_name, metrics_label)
-    if in_delta:
-        labels["aggregation"] = "delta"
-    labels["proxy_mode"] = "local"
-
-    def snapshot() -> Callable[[], Iterable[Metric]]:
-        def families() -> Iterator[Metric]:
-            up = GaugeMetricFamily("rocketmq_proxy_up", "proxy status", labels=list(labels))
-            up.add_metric(list(labels.values()), 1)
-            yield up
-
-        return families
-
-    return snapshot
+__all__ = ["build_activity", "certificate", "serve_proxy"]
 
 
 def build_activity(controller: BrokerController, config: ProxyConfig) -> tuple[MessagingActivity, ReviveService]:
@@ -81,7 +61,11 @@ def build_activity(controller: BrokerController, config: ProxyConfig) -> tuple[M
         ConsumerSendMsgBackProcessor(ctx, controller.schedule.rewrite),
         RecallMessageProcessor(ctx, controller.timer.rewrite),
     )
-    acl = None if controller.acl is None else GrpcAcl(controller.acl)
+    acl = None
+    if controller.acl is not None:  # the ACL manager's modules only with aclEnable
+        from proxy.acl import GrpcAcl
+
+        acl = GrpcAcl(controller.acl)
     # The broker's own name-server client (None: the controller is not serving; routes name this broker alone).
     namesrv = None if controller.registration is None else controller.registration.client
     routes = ClusterRoutes(ctx, config, namesrv)
@@ -105,7 +89,7 @@ async def serve_proxy(
 
     host = controller.config.listen_host
     exporter = controller.metrics
-    up = proxy_up_source(config, controller.config.metrics_label, controller.config.metrics_in_delta)
+    up: list[Source] = []  # the proxy's gauge, while the broker's /metrics serves it
     try:
         async with trio.open_nursery() as nursery:
             await nursery.start(revive.run)
@@ -122,11 +106,14 @@ async def serve_proxy(
                 tls_port = await nursery.start(secure.serve)
             await nursery.start(activity.routes.announce, port, tls_port or None)
             if exporter is not None:  # the broker's /metrics serves the proxy's gauge while it serves
-                exporter.sources.append(up)
+                from proxy.metrics import proxy_up_source  # prometheus-client only with the exporter
+
+                up.append(proxy_up_source(config, controller.config.metrics_label, controller.config.metrics_in_delta))
+                exporter.sources.extend(up)
             task_status.started((port, tls_port))
     finally:
-        if exporter is not None and up in exporter.sources:
-            exporter.sources.remove(up)
+        if exporter is not None:
+            exporter.sources[:] = [source for source in exporter.sources if source not in up]
 
 
 def certificate(config: ProxyConfig) -> tuple[bytes, bytes] | None:
