@@ -135,3 +135,12 @@ def test_the_timer_logs_segment_size_is_read_from_rocketmqs_key(tmp_path) -> Non
     config, unknown = load_broker_config(conf)
     assert unknown == []
     assert config.mapped_file_size_timer_log == 4096
+
+
+def test_the_timer_logs_default_segment_size_is_javas_100_mib() -> None:
+    """RocketMQ 5.3.3's MessageStoreConfig defaults ``mappedFileSizeTimerLog`` to 100 MiB (timers are 5.x only:
+    4.9.8's MessageStoreConfig has no timer log). Ours defaulted to 32 MiB, so a broker on Java's defaults rolled its
+    timer log three times as often, and ``mqbroker -p`` showed another value than Java's."""
+    assert BrokerConfig().mapped_file_size_timer_log == 100 * 1024 * 1024
+    lines = config_lines(printed_config(build_config(None, [], None)), important_only=False)
+    assert "mappedFileSizeTimerLog=104857600" in lines
