@@ -246,9 +246,9 @@ class BrokerConfig(ListenerSettings):
     #: precision; a setting of ours, so tests can use a small wheel; its span is slots x precision, later timers are
     #: rolled on). A wheel of another shape is migrated at a clean start.
     timer_wheel_slots: int = 7 * 24 * 3600
-    #: The timer log's segment size, under RocketMQ 5.3.3's MessageStoreConfig key ``mappedFileSizeTimerLog`` (ours
-    #: defaults to 32 MiB, Java's to 100 MiB).
-    mapped_file_size_timer_log: int = 32 << 20
+    #: The timer log's segment size, RocketMQ 5.3.3's MessageStoreConfig ``mappedFileSizeTimerLog``, as its default
+    #: (100 MiB). Ours: one that is not a multiple of the 32-byte entry fails the start.
+    mapped_file_size_timer_log: int = 100 << 20
     #: The business pools' workers and queue capacities (common/.../BrokerConfig.java; the controller sizes its
     #: pools with them, docs/protocol.md#714-processor-pools-and-flow-control). The admin and consumer-manage queues
     #: are unbounded, as 4.9.8's ``Executors.newFixedThreadPool``.

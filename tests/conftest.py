@@ -25,6 +25,7 @@ SMALL_STORE: dict[str, Any] = {
     "mapped_file_size_consume_queue": 10_000 * 20,
     "max_hash_slot_num": 4096,
     "max_index_num": 16_384,
+    "mapped_file_size_timer_log": 1 << 20,  # Java's 100 MiB would be taken at a test's first timer message
 }
 
 
