@@ -522,6 +522,27 @@ async def test_a_pass_deletes_entry_segments_100_ms_apart_letting_the_disk_lock_
     store.close()
 
 
+async def test_a_pass_pauses_after_a_deletion_only_while_an_older_segment_than_the_newest_is_left(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """DLedger 0.3.1.2's MmapFileList.deleteExpiredFileByTime (dledger/.../store/file/MmapFileList.java) sleeps its
+    100 ms after a deletion only when ``(i + 1) < mfsLength``: not after the segment just before the newest. A pass
+    deleting n segments takes n - 1 pauses; ours paused once more after the last, holding the next pass back."""
+    store = member_store(tmp_path)
+    ledger = store.ledger
+    append(ledger, 1, *[body(i, 1000) for i in range(20)])  # four entries a 4 KiB segment
+    ledger.set_committed(19)
+    ledger.flush_all()
+    store.dispatched_index = 19
+    store.config = attrs.evolve(store.config, disk_usage_ratio=Disk(0.87))  # any age
+    count = len(ledger.data.files)
+    assert count >= 5
+    start = trio.current_time()
+    assert await store.retention.check_once() == count - 1
+    assert trio.current_time() - start == pytest.approx((count - 2) * 0.1)
+    store.close()
+
+
 # ---- unlinks off the Trio thread, outside the disk lock --------------------------------------------------------------
 
 

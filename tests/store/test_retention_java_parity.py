@@ -243,9 +243,10 @@ async def test_passes_keep_a_fixed_rate_a_long_pass_followed_at_once_by_the_next
     """DefaultMessageStore.addScheduleTask runs cleanFilesPeriodically with scheduleAtFixedRate (4.9.8
     store/src/main/java/org/apache/rocketmq/store/DefaultMessageStore.java): a minute after the start, then every
     cleanResourceInterval from there, a pass that outlasts it followed at once by the next due. Ours waited the
-    interval after each pass ended. The first pass deletes its three expired segments 6 s apart (18 s with ours'
-    pause after the last); the second starts when it ends. Each pass reads the store root's usage first
-    (isSpaceToDelete). The clock jumps only after 0.1 s of real idleness, so not while a disk thread works."""
+    interval after each pass ended. The first pass deletes its three expired segments 6 s apart, no pause after the
+    last (12 s: MappedFileQueue.deleteExpiredFileByTime); the second starts when it ends. Each pass reads the store
+    root's usage first (isSpaceToDelete). The clock jumps only after 0.1 s of real idleness, so not while a disk
+    thread works."""
     autojump_clock.autojump_threshold = 0.1
     tomorrow = datetime.datetime.now() + datetime.timedelta(days=1)
     clock = FakeClock(int(tomorrow.replace(hour=4, minute=30).timestamp() * 1000))
@@ -269,4 +270,21 @@ async def test_passes_keep_a_fixed_rate_a_long_pass_followed_at_once_by_the_next
     assert len(store.commitlog.queue.files) == 1
     first, second = root_reads[0] - start, root_reads[1] - start
     assert first == pytest.approx(60, abs=0.1)
-    assert 78 <= second < 80, "the next pass due waited the interval after the long one"
+    assert 72 <= second < 74, "the next pass due waited the interval after the long one"
+
+
+async def test_a_pass_pauses_between_two_deletions_but_not_after_the_last(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """4.9.8's MappedFileQueue.deleteExpiredFileByTime (store/src/main/java/org/apache/rocketmq/store/
+    MappedFileQueue.java) sleeps ``deleteCommitLogFilesInterval`` after a deletion only while a segment before the
+    newest is left (``(i + 1) < mfsLength``): three segments deleted make a pass of two pauses. Ours paused once
+    more after the last, so the pass (and the next one due, the ConsumeQueue clean-up after it) ran 6 s late."""
+    clock = FakeClock(_local_ms(hour=13))
+    store = open_store(tmp_path, now_ms=clock, disk_usage_ratio=Disk(0.97), delete_commit_log_files_interval=6_000,
+                       delete_consume_queue_files_interval=0)  # fmt: skip
+    assert _fill(store) == 4
+    start = trio.current_time()
+    assert await store.retention.check_once() == 3
+    assert trio.current_time() - start == pytest.approx(12)
+    store.close()
