@@ -16,11 +16,12 @@ ratio (``storePathRootDir`` and ``storePathDLedgerCommitLog``), then:
   (CleanSpaceService's ``DLedgerUtils.sleep(200)``), after the flag was set;
 - in one of ``deleteWhen``'s hours, or above ``diskMaxUsedSpaceRatio``, it deletes data segments last modified more
   than ``fileReservedTime`` + 1 hours ago (DLedgerCommitLog's ``+ 1``; never under an hour), oldest first, up to 10
-  100 ms apart (the disk lock let go in between), stopping at the first younger one, and above 0.85 whatever their
-  age unless ``cleanFileForciblyEnable`` is false (DLedger's ``enableDiskForceClean``). ``diskMaxUsedSpaceRatio`` is
-  clamped to 10..95. The newest segment always stays. These settings are DLedger's copies (:class:`LedgerSettings`):
-  taken at the start and renewed by each CleanCommitLogService pass due once no classic segment is left
-  (DLedgerCommitLog's ``refreshConfig``), ``diskMaxUsedSpaceRatio``'s at the start alone (its constructor).
+  100 ms apart (none after the last; the disk lock let go in between), stopping at the first younger one, and above
+  0.85 whatever their age unless ``cleanFileForciblyEnable`` is false (DLedger's ``enableDiskForceClean``).
+  ``diskMaxUsedSpaceRatio`` is clamped to 10..95. The newest segment always stays. These settings are DLedger's
+  copies (:class:`LedgerSettings`): taken at the start and renewed by each CleanCommitLogService pass due once no
+  classic segment is left (DLedgerCommitLog's ``refreshConfig``), ``diskMaxUsedSpaceRatio``'s at the start alone
+  (its constructor).
 
 Ours: a segment goes only once every entry in it is committed, flushed and dispatched to the ConsumeQueues, so
 retention never takes an entry the group may still need or a message the queues do not index yet (DLedger deletes by
@@ -189,10 +190,14 @@ class LedgerRetention(RetentionService):
         store = self._store
         deleted = 0
         # One segment at a time, ``interval`` apart, the disk lock let go in between so flushes go on (MmapFileList
-        # and MappedFileQueue .deleteExpiredFileByTime sleep deleteFilesInterval between two deletions). Each is taken
-        # out under the lock, the files it frees destroyed after it (DLedgerMessageStore.destroy_taken).
+        # and MappedFileQueue .deleteExpiredFileByTime sleep deleteFilesInterval between two deletions, none after
+        # the last file they may take: the one before the newest, ours the last classic one). Each is taken out under
+        # the lock, the files it frees destroyed after it (DLedgerMessageStore.destroy_taken).
+        left = store.classic_segments() if classic else len(store.ledger.data.files) - 1
         while deleted < DELETE_FILES_BATCH_MAX:
             if deleted:
+                if deleted >= left:
+                    break
                 await trio.sleep(interval)
             async with store.disk_lock:
                 if classic:

@@ -872,8 +872,10 @@ class RetentionService:
         # in between so flushes and group commits go on (store/src/main/java/org/apache/rocketmq/store/
         # MappedFileQueue.java deleteExpiredFileByTime). Each segment is taken out of the log under the lock and
         # unmapped and unlinked in a worker thread after it (:meth:`_destroy`); the pause starts once that returns,
-        # as Java sleeps after MappedFile.destroy, so a slow unlink does not use it up.
-        while deleted < 10:
+        # as Java sleeps after MappedFile.destroy, so a slow unlink does not use it up. No pause after the last of
+        # the segments older than the newest at the start, nor after the tenth, as Java's.
+        candidates = min(len(queue.files) - 1, 10)
+        while deleted < candidates:
             if deleted:
                 await trio.sleep(config.delete_commit_log_files_interval / 1000)
             async with store.disk_lock:
