@@ -88,6 +88,18 @@ async def test_heartbeat_enum_names_are_read_in_any_case(
     ]
 
 
+async def test_a_heartbeat_enum_given_as_a_digit_string_is_a_name_not_an_ordinal(
+    embedded_cluster: EmbeddedCluster, client: RemotingClient
+) -> None:
+    """fastjson 1.2.69's EnumDeserializer reads an ordinal from a JSON number only; ``"1"`` is a name no member has,
+    null in 4.9.8's ConsumerData, here the field's default (found by a review: registered as the ordinal)."""
+    assert await _registered_enums(embedded_cluster, client, "digit_names", "0", "1", "4") == [
+        "CONSUME_PASSIVELY",
+        "CLUSTERING",
+        "CONSUME_FROM_LAST_OFFSET",
+    ]
+
+
 async def test_a_heartbeat_enum_name_no_member_has_is_read_as_absent(
     embedded_cluster: EmbeddedCluster, client: RemotingClient
 ) -> None:
