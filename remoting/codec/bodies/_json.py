@@ -250,20 +250,17 @@ def get_str_map(obj: Mapping[str, Any], key: str) -> dict[str, str]:
 
 
 def get_enum(obj: Mapping[str, Any], key: str, enum_type: type[E], default: E) -> E:
-    """An enum member from its name or its Java ordinal (the C++ client sends ordinals). A name matches in any ASCII
-    case; an empty one, or one no member has, is absent (``default``), as fastjson 1.2.69's EnumDeserializer reads
-    them as null. An ordinal out of range raises BodyDecodeError, as fastjson's "parse enum ... error"."""
+    """An enum member from its name (a JSON string) or its Java ordinal (a JSON number: the C++ client sends
+    ordinals), as fastjson 1.2.69's EnumDeserializer reads them. A name matches in any ASCII case; an empty one, or
+    one no member has (digits too: ``"0"`` is a name), is absent (``default``), as fastjson reads them as null. An
+    ordinal out of range, or another JSON type, raises BodyDecodeError, as fastjson's "parse enum ... error"."""
     value = obj.get(key)
     if value is None or value == "":
         return default
-    members = list(enum_type)
     if isinstance(value, str):
         name = value.translate(_ASCII_UPPER)
-        if name in enum_type.__members__:
-            return enum_type[name]
-        if not value.isdigit():
-            return default
-        value = int(value)
+        return enum_type[name] if name in enum_type.__members__ else default
+    members = list(enum_type)
     if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < len(members):
         return members[value]
     raise BodyDecodeError(f"field {key!r}: {value!r} is not a {enum_type.__name__}")

@@ -8,7 +8,7 @@ store's ``config/*.json`` files all carry them; ``store.metadata_files`` imports
 
 Each class is a flat attrs class whose fields map to their camelCase Java names. ``to_json`` sorts keys;
 ``from_json`` reads what fastjson reads (docs/protocol.md#41-json-conventions: numbers as texts, ints within their Java
-type, enums by name or ordinal, unknown fields ignored) and raises
+type, enums by name (a JSON string) or ordinal (a JSON number), unknown fields ignored) and raises
 :class:`~remoting.codec.bodies._json.BodyDecodeError` on a wrong shape.
 """
 
