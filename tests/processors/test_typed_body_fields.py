@@ -6,6 +6,7 @@ fails with SYSTEM_ERROR and nothing is stored that a Java tool could not read ba
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import orjson
 import pytest
@@ -14,6 +15,7 @@ from broker.embedded import EmbeddedCluster
 from remoting.client import RemotingClient
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import RemotingCommand, request
+from tests.conftest import SMALL_STORE
 
 INT_MAX = (1 << 31) - 1
 
@@ -86,6 +88,25 @@ async def test_heartbeat_enum_names_are_read_in_any_case(
         "BROADCASTING",
         "CONSUME_FROM_FIRST_OFFSET",
     ]
+
+
+async def test_get_all_topic_config_leaves_out_a_topic_filter_type_topics_json_named_no_member_of(
+    tmp_path: Path, client: RemotingClient
+) -> None:
+    """4.9.8 loads ``"topicFilterType": "2"`` from topics.json as null (fastjson 1.2.69's EnumDeserializer: a JSON
+    string is a name, and no member has this one), and fastjson writes no null field, so GET_ALL_TOPIC_CONFIG's body
+    (AdminBrokerProcessor, TopicConfigSerializeWrapper) has no ``topicFilterType`` for that topic, which a tool then
+    reads as SINGLE_TAG; ours answered SINGLE_TAG itself (found by a review)."""
+    config_dir = tmp_path / "cluster" / "broker" / "config"
+    config_dir.mkdir(parents=True)
+    topics = {"odd": {"topicName": "odd", "perm": 6, "topicFilterType": "2"}, "plain": {"topicName": "plain"}}
+    (config_dir / "topics.json").write_bytes(orjson.dumps({"topicConfigTable": topics}))
+    async with EmbeddedCluster(tmp_path / "cluster", **SMALL_STORE) as cluster:
+        answer = await client.invoke(cluster.broker_addr, request(RequestCode.GET_ALL_TOPIC_CONFIG), 5)
+    assert answer.code == ResponseCode.SUCCESS, answer
+    table = orjson.loads(answer.body)["topicConfigTable"]
+    assert "topicFilterType" not in table["odd"]
+    assert table["plain"]["topicFilterType"] == "SINGLE_TAG"
 
 
 async def test_a_heartbeat_enum_given_as_a_digit_string_is_a_name_not_an_ordinal(

@@ -149,11 +149,23 @@ def test_wrongly_typed_content_raises_config_file_error(data: bytes) -> None:
         decode_topics(data)
 
 
-def test_an_enum_name_no_member_has_reads_as_absent_as_fastjson_reads_it() -> None:
-    """fastjson's EnumDeserializer gives null for a name the enum lacks, so 4.9.8 loads such a topics.json; the field
-    keeps its default here (as a heartbeat's enum fields do)."""
-    cfg = decode_topics(b'{"topicConfigTable":{"t":{"topicFilterType":"X"}}}').topic_config_table["t"]
-    assert cfg.topic_filter_type == TopicConfig("t").topic_filter_type
+@pytest.mark.parametrize("value", [b'"X"', b'"1"', b'""', b"null"])
+def test_a_topic_filter_type_fastjson_reads_as_null_is_null_and_left_out_when_written(value: bytes) -> None:
+    """fastjson 1.2.69's EnumDeserializer gives null for a name no member has (``"1"`` is a name), an empty one or
+    ``null``, and sets the field so, over TopicConfig's SINGLE_TAG default: 4.9.8 loads such a topics.json with
+    ``topicFilterType`` null, and fastjson leaves a null field out when it writes the file (or GET_ALL_TOPIC_CONFIG's
+    body) again, so the next read has SINGLE_TAG. Ours kept SINGLE_TAG and wrote it out (found by a review)."""
+    table = decode_topics(b'{"topicConfigTable":{"t":{"topicFilterType":' + value + b"}}}")
+    cfg = table.topic_config_table["t"]
+    assert cfg.topic_filter_type is None
+    assert "topicFilterType=null," in cfg.java_text()  # TopicConfig.toString, as a send's remark carries it
+    written = json.loads(encode_topics(table))["topicConfigTable"]["t"]
+    assert "topicFilterType" not in written
+    again = decode_topics(encode_topics(table)).topic_config_table["t"]
+    assert again.topic_filter_type is TopicFilterType.SINGLE_TAG
+    # Absent, the field keeps its Java default.
+    absent = decode_topics(b'{"topicConfigTable":{"t":{"perm":6}}}').topic_config_table["t"]
+    assert absent.topic_filter_type is TopicFilterType.SINGLE_TAG
 
 
 def test_data_version_next_version_counts_up_and_equality_uses_both_fields() -> None:
