@@ -250,16 +250,23 @@ def get_str_map(obj: Mapping[str, Any], key: str) -> dict[str, str]:
 
 
 def get_enum(obj: Mapping[str, Any], key: str, enum_type: type[E], default: E) -> E:
+    """:func:`get_nullable_enum` with what fastjson reads as null taken as absent: ``default``."""
+    value = get_nullable_enum(obj, key, enum_type, default)
+    return default if value is None else value
+
+
+def get_nullable_enum(obj: Mapping[str, Any], key: str, enum_type: type[E], default: E) -> E | None:
     """An enum member from its name (a JSON string) or its Java ordinal (a JSON number: the C++ client sends
-    ordinals), as fastjson 1.2.69's EnumDeserializer reads them. A name matches in any ASCII case; an empty one, or
-    one no member has (digits too: ``"0"`` is a name), is absent (``default``), as fastjson reads them as null. An
-    ordinal out of range, or another JSON type, raises BodyDecodeError, as fastjson's "parse enum ... error"."""
-    value = obj.get(key)
-    if value is None or value == "":
+    ordinals), as fastjson 1.2.69's EnumDeserializer reads them; ``default`` when ``key`` is absent. A name matches
+    in any ASCII case; ``null``, an empty name or one no member has (digits too: ``"0"`` is a name) is None, as
+    fastjson sets the field to null over its default. An ordinal out of range, or another JSON type, raises
+    BodyDecodeError, as fastjson's "parse enum ... error"."""
+    if key not in obj:
         return default
-    if isinstance(value, str):
-        name = value.translate(_ASCII_UPPER)
-        return enum_type[name] if name in enum_type.__members__ else default
+    value = obj[key]
+    if value is None or isinstance(value, str):
+        name = "" if value is None else value.translate(_ASCII_UPPER)
+        return enum_type[name] if name in enum_type.__members__ else None
     members = list(enum_type)
     if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < len(members):
         return members[value]

@@ -6,7 +6,8 @@ docs/protocol.md#410-subscriptiongroupconfig, docs/protocol.md#67-config-files).
 They live in the codec, the lowest layer, because the register body, the admin bodies, the broker managers and the
 store's ``config/*.json`` files all carry them; ``store.metadata_files`` imports them from here.
 
-Each class is a flat attrs class whose fields map to their camelCase Java names. ``to_json`` sorts keys;
+Each class is a flat attrs class whose fields map to their camelCase Java names. ``to_json`` sorts keys and leaves a
+None field out, as fastjson writes no null field;
 ``from_json`` reads what fastjson reads (docs/protocol.md#41-json-conventions: numbers as texts, ints within their Java
 type, enums by name (a JSON string) or ordinal (a JSON number), unknown fields ignored) and raises
 :class:`~remoting.codec.bodies._json.BodyDecodeError` on a wrong shape.
@@ -27,6 +28,7 @@ from remoting.codec.bodies._json import (
     get_bool,
     get_enum,
     get_int,
+    get_nullable_enum,
     get_str,
     get_str_map,
     to_int,
@@ -49,14 +51,19 @@ def _json_name(name: str) -> str:
 
 def _read_field(m: dict[str, Any], key: str, default: Any, int32: bool = False) -> Any:
     """``m[key]`` converted to the type of ``default`` (an int within a Java ``int`` when ``int32``, else a ``long``);
-    ``default`` when absent or null."""
+    ``default`` when absent or null, but for an enum: null, or a name no member has, is None, as fastjson sets it."""
     if isinstance(default, bool):
         return get_bool(m, key, default)
     if isinstance(default, int):
         return get_int(m, key, default, 32 if int32 else 64)
     if isinstance(default, enum.Enum):
-        return get_enum(m, key, type(default), default)
+        return get_nullable_enum(m, key, type(default), default)
     return get_str(m, key, default)
+
+
+def _java_name(member: enum.Enum | None) -> str:
+    """A member as Java's ``String.valueOf`` prints it: its name, ``null`` for None."""
+    return "null" if member is None else member.name
 
 
 S = TypeVar("S", bound="JsonShape")
@@ -76,7 +83,8 @@ class JsonShape:
         out = {}
         for f in attrs.fields(cast(Any, type(self))):
             value = getattr(self, f.name)
-            out[_json_name(f.name)] = value.value if isinstance(value, enum.Enum) else value
+            if value is not None:
+                out[_json_name(f.name)] = value.value if isinstance(value, enum.Enum) else value
         return {k: out[k] for k in sorted(out)}
 
     @classmethod
@@ -132,7 +140,8 @@ class TopicConfig(JsonShape):
     read_queue_nums: int = 16
     write_queue_nums: int = 16
     perm: int = PERM_READ | PERM_WRITE
-    topic_filter_type: TopicFilterType = TopicFilterType.SINGLE_TAG
+    #: None when the JSON named no member (or gave null): fastjson sets the field to null over its default.
+    topic_filter_type: TopicFilterType | None = TopicFilterType.SINGLE_TAG
     topic_sys_flag: int = 0
     order: bool = False
     attributes: tuple[tuple[str, str], ...] = attrs.field(default=(), converter=_sorted_pairs)
@@ -148,7 +157,8 @@ class TopicConfig(JsonShape):
         perm_text += "X" if perm & PERM_INHERIT else "-"
         return (
             f"TopicConfig [topicName={self.topic_name}, readQueueNums={self.read_queue_nums}, "
-            f"writeQueueNums={self.write_queue_nums}, perm={perm_text}, topicFilterType={self.topic_filter_type.name}, "
+            f"writeQueueNums={self.write_queue_nums}, perm={perm_text}, "
+            f"topicFilterType={_java_name(self.topic_filter_type)}, "
             f"topicSysFlag={self.topic_sys_flag}, order={'true' if self.order else 'false'}]"
         )
 
@@ -191,7 +201,7 @@ class SubscriptionGroupConfig(JsonShape):
 
     def to_json(self) -> dict[str, Any]:
         out = super().to_json()
-        policy = out.pop("groupRetryPolicy")
+        policy = out.pop("groupRetryPolicy", None)
         if policy is not None:
             out["groupRetryPolicy"] = policy.to_json()
         return {k: out[k] for k in sorted(out)}

@@ -70,8 +70,13 @@ def topic_config_from_json(obj: object, name: str | None = None) -> TopicConfig:
 
 
 def topic_line(tc: TopicConfig) -> str:
-    """The compressed register body's topic line: ``name read write perm filterType`` (no sysFlag, no order)."""
-    fields = (tc.topic_name, tc.read_queue_nums, tc.write_queue_nums, tc.perm, tc.topic_filter_type.name)
+    """The compressed register body's topic line: ``name read write perm filterType`` (no sysFlag, no order).
+
+    Ours: a null filter type (:attr:`TopicConfig.topic_filter_type` None) is written SINGLE_TAG, as a name server
+    reads it from the JSON body, which leaves it out. 4.9.8's TopicConfig.encode writes ``null``, on which the name
+    server's TopicConfig.decode (TopicFilterType.valueOf) throws and the whole registration fails."""
+    filter_type = tc.topic_filter_type or TopicFilterType.SINGLE_TAG
+    fields = (tc.topic_name, tc.read_queue_nums, tc.write_queue_nums, tc.perm, filter_type.name)
     return " ".join(str(f) for f in fields)
 
 
