@@ -42,6 +42,7 @@ from tests.dledger.test_file_store import DATA_SIZE, append, body
 from tests.dledger.test_store_append import _writable_leader
 from tests.processors.conftest import send_request
 from tests.store.store_helpers import message, small_config
+from tests.store.test_multi_path import PathDisk
 from tests.store.test_retention import Disk, _SlowUnlink
 from tests.store.test_retention_java_parity import cleared_at_88_percent, full_until_the_forcible_ratio
 
@@ -783,6 +784,31 @@ async def test_the_disk_check_every_10_s_lets_writes_in_again_at_90_percent(
         await trio.sleep(1.5)
         await cleared_at_88_percent(store, disk, passes_for=5)
         nursery.cancel_scope.cancel()
+    store.close()
+
+
+async def test_the_store_s_pass_reads_the_consume_queue_disk_and_dledger_s_the_store_root(tmp_path: Path) -> None:
+    """In DLedger mode 4.9.8's CleanCommitLogService.isSpaceToDelete reads ``getStorePathPhysic`` (the DLedger data
+    path) and ``getStorePathLogic`` (``<storePathRootDir>/consumequeue``), never the store root
+    (store/src/main/java/org/apache/rocketmq/store/DefaultMessageStore.java); DLedger 0.3.1.2's CleanSpaceService
+    reads ``storeBaseDir`` (the store root, DLedgerCommitLog's setStoreBaseDir) and ``getDataStorePath``. A
+    ConsumeQueue disk 95 % used marks the store full, a root 95 % used only DLedger's flag. Ours read the root and
+    the data path for both (found by a review)."""
+    store = member_store(tmp_path)
+    cq_dir = store.config.consume_queue_dir
+    cq_dir.mkdir(parents=True, exist_ok=True)  # DefaultMessageStore's constructor makes it
+    data_dirs = store.ledger.data.dirs.writable
+    for directory in data_dirs:
+        directory.mkdir(parents=True, exist_ok=True)
+    disk = PathDisk({cq_dir: 0.95, **dict.fromkeys(data_dirs, 0.5)})
+    store.config = attrs.evolve(store.config, disk_usage_ratio=disk, delete_when="99")
+    await store.retention.check_once()
+    assert store.disk_full_reason is not None
+    assert not store.ledger.disk_full
+    disk.ratios = {cq_dir: 0.5, **dict.fromkeys(data_dirs, 0.5), tmp_path: 0.95}
+    await store.retention.check_once()
+    assert store.disk_full_reason is None
+    assert store.ledger.disk_full
     store.close()
 
 

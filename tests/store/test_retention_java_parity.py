@@ -21,6 +21,7 @@ from store.errors import ServiceNotAvailableError
 from store.maintenance import request_manual_delete
 from store.message_store import MessageStore
 from tests.store.store_helpers import STORE_HOST, FakeClock, message, open_store
+from tests.store.test_multi_path import PathDisk
 from tests.store.test_retention import Disk
 
 
@@ -244,17 +245,17 @@ async def test_passes_keep_a_fixed_rate_a_long_pass_followed_at_once_by_the_next
     store/src/main/java/org/apache/rocketmq/store/DefaultMessageStore.java): a minute after the start, then every
     cleanResourceInterval from there, a pass that outlasts it followed at once by the next due. Ours waited the
     interval after each pass ended. The first pass deletes its three expired segments 6 s apart, no pause after the
-    last (12 s: MappedFileQueue.deleteExpiredFileByTime); the second starts when it ends. Each pass reads the store
-    root's usage first (isSpaceToDelete). The clock jumps only after 0.1 s of real idleness, so not while a disk
-    thread works."""
+    last (12 s: MappedFileQueue.deleteExpiredFileByTime); the second starts when it ends. Each pass reads the
+    ConsumeQueue directory's usage (isSpaceToDelete's ``getStorePathLogic``). The clock jumps only after 0.1 s of real
+    idleness, so not while a disk thread works."""
     autojump_clock.autojump_threshold = 0.1
     tomorrow = datetime.datetime.now() + datetime.timedelta(days=1)
     clock = FakeClock(int(tomorrow.replace(hour=4, minute=30).timestamp() * 1000))
-    root_reads: list[float] = []
+    logics_reads: list[float] = []
 
     def disk(path: Path) -> float:
-        if Path(path) == tmp_path:
-            root_reads.append(trio.current_time())
+        if Path(path) == tmp_path / "consumequeue":
+            logics_reads.append(trio.current_time())
         return 0.5
 
     store = open_store(tmp_path, now_ms=clock, disk_usage_ratio=disk, file_reserved_time=0,
@@ -268,7 +269,7 @@ async def test_passes_keep_a_fixed_rate_a_long_pass_followed_at_once_by_the_next
         nursery.cancel_scope.cancel()
     store.close()
     assert len(store.commitlog.queue.files) == 1
-    first, second = root_reads[0] - start, root_reads[1] - start
+    first, second = logics_reads[0] - start, logics_reads[1] - start
     assert first == pytest.approx(60, abs=0.1)
     assert 72 <= second < 74, "the next pass due waited the interval after the long one"
 
@@ -287,4 +288,21 @@ async def test_a_pass_pauses_between_two_deletions_but_not_after_the_last(
     start = trio.current_time()
     assert await store.retention.check_once() == 3
     assert trio.current_time() - start == pytest.approx(12)
+    store.close()
+
+
+async def test_a_pass_reads_the_consume_queue_disk_not_the_store_root(tmp_path: Path) -> None:
+    """4.9.8's CleanCommitLogService.isSpaceToDelete reads the CommitLog's directories and ``getStorePathLogic``
+    (``<storePathRootDir>/consumequeue``), never the root itself (store/src/main/java/org/apache/rocketmq/store/
+    DefaultMessageStore.java): a ConsumeQueue disk 95 % used marks the store full, a root 95 % used does not. Ours
+    read the root (found by a review)."""
+    commitlog, cq_dir = tmp_path / "commitlog", tmp_path / "consumequeue"
+    disk = PathDisk({cq_dir: 0.95, commitlog: 0.5})
+    store = open_store(tmp_path, now_ms=FakeClock(_local_ms(hour=13)), disk_usage_ratio=disk)
+    _fill(store)
+    await store.retention.check_once()
+    assert store.disk_full_reason is not None
+    disk.ratios = {cq_dir: 0.5, commitlog: 0.5, tmp_path: 0.95}
+    await store.retention.check_once()
+    assert store.disk_full_reason is None
     store.close()
