@@ -3,15 +3,17 @@
 for one :class:`~dledger.commitlog_store.DLedgerMessageStore` on the Trio thread.
 
 Every 100 ms a pass reads how full the disk is, as the larger of the store root's and the data directory's used
-ratio (``storePathRootDir`` and ``storePathDLedgerCommitLog``), then:
+ratio (``storePathRootDir`` and ``storePathDLedgerCommitLog``: DLedger's ``storeBaseDir`` and ``getDataStorePath``;
+:meth:`LedgerRetention.ledger_ratio`), then:
 
 - above 0.90 (DLedger's ``diskSpaceRatioToForceClean`` 0.85 + 0.05) DLedger's own flag is set until a pass finds it
   at 0.90 or below: a follower refuses the leader's entries (``appendAsFollower``'s ``DISK_FULL``, answered 406) and
   a leader its writes (``appendAsLeader``'s ``DISK_FULL``; SERVICE_NOT_AVAILABLE to a producer, as the store's other
-  refusals). The store's own flag is not this pass's: RocketMQ's CleanCommitLogService, which runs over the DLedger
-  data path too, sets it above ``diskSpaceWarningLevelRatio`` and clears it at 0.85 or below
-  (``diskSpaceCleanForciblyRatio``) in its passes every ``cleanResourceInterval``, and the store's disk check, every
-  10 s, sets it above that ratio and clears it at or below (its ``isSpaceFull``, which reads no store root);
+  refusals). The store's own flag is not this pass's: RocketMQ's CleanCommitLogService, which reads the DLedger data
+  path and the ConsumeQueue directory (``getStorePathPhysic``, ``getStorePathLogic``; no store root), sets it above
+  ``diskSpaceWarningLevelRatio`` and clears it at 0.85 or below (``diskSpaceCleanForciblyRatio``) in its passes every
+  ``cleanResourceInterval``, and the store's disk check, every 10 s, sets it above that ratio and clears it at or
+  below (its ``isSpaceFull``, which reads the data path alone);
 - a pass that fails (a ``deleteWhen`` Integer.parseInt cannot read) is logged and the next one runs 200 ms later
   (CleanSpaceService's ``DLedgerUtils.sleep(200)``), after the flag was set;
 - in one of ``deleteWhen``'s hours, or above ``diskMaxUsedSpaceRatio``, it deletes data segments last modified more
@@ -112,13 +114,16 @@ class LedgerRetention(RetentionService):
         #: ``diskSpaceRatioToCheckExpired``: diskMaxUsedSpaceRatio as the constructor read it, never renewed.
         self._check_expired_ratio = store.config.disk_max_used_fraction
 
-    def disk_ratio(self) -> float:
+    def ledger_ratio(self) -> float:
+        """The used ratio DLedger's pass goes by: the store root's (its ``storeBaseDir``) or the data directory's,
+        the fuller (CleanSpaceService's ``storeBaseRatio`` and ``dataRatio``)."""
         config = self._store.config
         return max(config.disk_usage_ratio(Path(config.store_path_root_dir)), self.physic_ratio() or 0.0)
 
     def physic_ratio(self) -> float | None:
-        """The data directory's used ratio: the store's 10 s disk check reads it too, as 4.9.8's
-        ``getStorePathPhysic`` is the DLedger data path in DLedger mode."""
+        """The data directory's used ratio: RocketMQ's CleanCommitLogService and 10 s disk check read it too
+        (:meth:`disk_ratio`, with the ConsumeQueues' disk), as 4.9.8's ``getStorePathPhysic`` is the DLedger data
+        path in DLedger mode."""
         return log_disk_ratio(self._store.config.disk_usage_ratio, self._store.ledger.data, FORCE_CLEAN_RATIO)
 
     async def check_once(self) -> int:
@@ -168,7 +173,7 @@ class LedgerRetention(RetentionService):
         them off. A ``deleteWhen`` it cannot read raises, after the flag. Returns how many went."""
         store = self._store
         config = store.config
-        ratio = self.disk_ratio()
+        ratio = self.ledger_ratio()
         # DLedger's own flag, set and cleared by each pass (CleanSpaceService's isNeedForbiddenWrite): it refuses a
         # follower's entries and the leader's writes, so a follower on a fuller disk than the leader's does not
         # fill it up.

@@ -825,13 +825,16 @@ class RetentionService:
         return log_disk_ratio(config.disk_usage_ratio, queue, config.disk_space_clean_forcibly_ratio)
 
     def disk_ratio(self) -> float:
-        """The used ratio a pass goes by: the store root's or the CommitLog's disk, the fuller (the CommitLog's
-        full directories noted on the way: :func:`log_disk_ratio`)."""
+        """The used ratio a pass goes by (4.9.8 ``isSpaceToDelete``): the ConsumeQueues' disk or the log's
+        (:meth:`physic_ratio`, its full directories noted on the way), the fuller."""
+        return max(self.logics_ratio(), self.physic_ratio() or 0.0)
+
+    def logics_ratio(self) -> float:
+        """The used ratio of ``getStorePathLogic``'s disk, ``<storePathRootDir>/consumequeue``; the root's while no
+        ConsumeQueue made that directory yet (Java makes it at the start, where the root's disk holds it)."""
         config = self._store.config
-        forcibly = config.disk_space_clean_forcibly_ratio
-        queue = self._store.commitlog.queue
-        root = config.disk_usage_ratio(config.store_path_root_dir)
-        return max(root, log_disk_ratio(config.disk_usage_ratio, queue, forcibly) or 0.0)
+        directory = config.consume_queue_dir
+        return config.disk_usage_ratio(directory if directory.is_dir() else Path(config.store_path_root_dir))
 
     def _mark_disk(self) -> float:
         """The disk's used ratio, after setting the disk-full flag (and the CommitLog's full directories) by it."""
