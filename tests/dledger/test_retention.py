@@ -493,6 +493,20 @@ async def test_force_clean_follows_clean_file_forcibly_enable_and_the_clamped_ra
     store.close()
 
 
+def settled_store_on_a_full_disk(root: Path) -> DLedgerMessageStore:
+    """A member store of 20 entries (four a 4 KiB segment, five segments at least) committed, flushed and dispatched,
+    on a disk 87 % used: a pass deletes every segment but the newest, whatever its age."""
+    store = member_store(root)
+    ledger = store.ledger
+    append(ledger, 1, *[body(i, 1000) for i in range(20)])
+    ledger.set_committed(19)
+    ledger.flush_all()
+    store.dispatched_index = 19
+    store.config = attrs.evolve(store.config, disk_usage_ratio=Disk(0.87))
+    assert len(ledger.data.files) >= 5
+    return store
+
+
 async def test_a_pass_deletes_entry_segments_100_ms_apart_letting_the_disk_lock_go_between(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
@@ -501,16 +515,9 @@ async def test_a_pass_deletes_entry_segments_100_ms_apart_letting_the_disk_lock_
     .deleteExpiredFileByTime, which sleeps it between two deletions), as the classic store's
     ``deleteCommitLogFilesInterval``, spreading the unlinks of up to ten 1 GiB files. Ours deleted them all at once,
     holding the store's disk lock (no flush) for the whole pass."""
-    store = member_store(tmp_path)
-    ledger = store.ledger
-    append(ledger, 1, *[body(i, 1000) for i in range(20)])  # four entries a 4 KiB segment
-    ledger.set_committed(19)
-    ledger.flush_all()
-    store.dispatched_index = 19
-    store.config = attrs.evolve(store.config, disk_usage_ratio=Disk(0.87))  # any age
-    files = ledger.data.files
+    store = settled_store_on_a_full_disk(tmp_path)
+    files = store.ledger.data.files
     count = len(files)
-    assert count >= 5
     async with trio.open_nursery() as nursery:
         nursery.start_soon(store.retention.check_once)
         await trio.sleep(0.05)
@@ -529,15 +536,8 @@ async def test_a_pass_pauses_after_a_deletion_only_while_an_older_segment_than_t
     """DLedger 0.3.1.2's MmapFileList.deleteExpiredFileByTime (dledger/.../store/file/MmapFileList.java) sleeps its
     100 ms after a deletion only when ``(i + 1) < mfsLength``: not after the segment just before the newest. A pass
     deleting n segments takes n - 1 pauses; ours paused once more after the last, holding the next pass back."""
-    store = member_store(tmp_path)
-    ledger = store.ledger
-    append(ledger, 1, *[body(i, 1000) for i in range(20)])  # four entries a 4 KiB segment
-    ledger.set_committed(19)
-    ledger.flush_all()
-    store.dispatched_index = 19
-    store.config = attrs.evolve(store.config, disk_usage_ratio=Disk(0.87))  # any age
-    count = len(ledger.data.files)
-    assert count >= 5
+    store = settled_store_on_a_full_disk(tmp_path)
+    count = len(store.ledger.data.files)
     start = trio.current_time()
     assert await store.retention.check_once() == count - 1
     assert trio.current_time() - start == pytest.approx((count - 2) * 0.1)
