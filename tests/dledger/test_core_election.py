@@ -16,6 +16,7 @@ from dledger.ledger import MemoryLedger
 from dledger.member import MemoryTermStore
 from dledger.messages import (
     HeartBeatRequest,
+    HeartBeatResponse,
     LeadershipTransferRequest,
     PushEntryRequest,
     PushEntryResponse,
@@ -26,6 +27,8 @@ from dledger.node import RaftNode
 from tests.dledger.cluster import MemCluster
 
 PEERS = "n0-a:1;n1-a:2;n2-a:3"
+#: a start time past the heartbeat interval, so a leader of DLedger's rules finds its last heartbeat (-1) overdue
+T0 = 10_000
 
 
 def test_three_members_elect_one_leader_and_two_followers() -> None:
@@ -529,3 +532,62 @@ def test_a_member_restarted_since_the_last_election_is_not_taken_for_silent(seed
     # no heartbeat for 2.5 s (the last up to 2 s before), the probe's 1 s, one vote interval and round trips
     assert took <= 3500 + 1000 + 50
     assert cluster.leaders()[0] != second
+
+
+@pytest.mark.parametrize("shown_by", ["vote", "heartbeat"])
+@pytest.mark.parametrize("faithful", [False, True])
+def test_a_leader_with_its_heartbeat_round_open_moves_to_the_higher_term_it_was_shown_at_once(
+    faithful: bool, shown_by: str
+) -> None:
+    """n0 leads term 0; its heartbeat round waits for n2 (paused: the round's deadline is an interval away), n1's
+    answer (EXPIRED_TERM) being no quorum. n1, in term 1, asks n0 for its vote (or heartbeats it as term 1's leader):
+    n0 answers TERM_NOT_READY, a candidate at once, as DLedger's handleVote and handleHeartBeat make it, and is to
+    move to term 1 with its next tick. DLedger's maintainer does that only once it is done waiting for the heartbeat
+    round (sendHeartbeats' latch, up to an interval), so n1's immediate re-vote (or next heartbeat) is answered
+    TERM_NOT_READY again meanwhile. Ours drops the round, as a candidate's vote round of a lower term: n0 is in term 1
+    by n1's next request and grants the vote (or follows); the dropped round's late answer changes nothing.
+    ``faithful=True`` keeps DLedger's wait."""
+    node = RaftNode(DLedgerConfig(group="g", self_id="n0", peers=PEERS), MemoryLedger(), MemoryTermStore(),
+                    rng=random.Random(1), now=T0, faithful=faithful)  # fmt: skip
+    node.tick(T0)
+    [vote] = [e for e in node.drain() if isinstance(e, Send) and e.peer == "n1" and isinstance(e.request, VoteRequest)]
+    accept = VoteResponse(group="g", remote_id="n1", local_id="n0", leader_id="n0", term=0,
+                          vote_result=VoteResult.ACCEPT)  # fmt: skip
+    node.handle_response(T0 + 1, vote.token, accept)
+    assert node.member.is_leader and node.member.curr_term == 0
+    node.tick(T0 + 1)  # DLedger's leader sends its first heartbeats with its next tick, ours at once
+    beats = {e.peer: e for e in node.drain() if isinstance(e, Send) and isinstance(e.request, HeartBeatRequest)}
+    assert set(beats) == {"n1", "n2"} and node.next_deadline() > T0 + 1000
+    expired = HeartBeatResponse(group="g", remote_id="n1", local_id="n0", term=1, code=ResponseCode.EXPIRED_TERM)
+
+    def n1_asks(now: int) -> int:
+        ledger = node.ledger
+        request: VoteRequest | HeartBeatRequest
+        if shown_by == "vote":
+            request = VoteRequest(group="g", remote_id="n0", local_id="n1", leader_id="n1", term=1,
+                                  ledger_end_index=ledger.end_index, ledger_end_term=ledger.end_term)  # fmt: skip
+        else:
+            request = HeartBeatRequest(group="g", remote_id="n0", local_id="n1", leader_id="n1", term=1)
+        node.handle_request(now, request, f"n1@{now}")
+        [answer] = [e.response for e in node.drain() if isinstance(e, Reply) and e.handle == f"n1@{now}"]
+        return answer.vote_result if isinstance(answer, VoteResponse) else answer.code
+
+    shown = n1_asks(T0 + 2)
+    assert shown in (VoteResult.REJECT_TERM_NOT_READY, ResponseCode.TERM_NOT_READY)
+    assert node.member.is_candidate
+    node.handle_response(T0 + 3, beats["n1"].token, expired)  # n1's answer to the term-0 heartbeat
+    again = n1_asks(T0 + 4)
+    if faithful:
+        assert again == shown  # and so on until the heartbeat round's deadline
+        assert node.member.curr_term == 0
+        return
+    assert again in (VoteResult.ACCEPT, ResponseCode.SUCCESS)
+    assert node.member.curr_term == 1
+    if shown_by == "vote":
+        assert node.member.vote_for == "n1" and node.member.store.load() == (1, "n1")  # type: ignore[attr-defined]
+        assert node.member.is_candidate
+    else:
+        assert node.member.is_follower and node.member.leader_id == "n1"
+    late = HeartBeatResponse(group="g", remote_id="n2", local_id="n0", term=0)
+    node.handle_response(T0 + 5, beats["n2"].token, late)  # n2 wakes up: the dropped round is not read
+    assert node.member.curr_term == 1 and not node.member.is_leader
