@@ -17,7 +17,8 @@ returns at once, as the blocked thread would.
   ends once only silent peers are left to answer (:attr:`Elector.silent`), and a leader stepping down on a higher term
   votes in that term next (after a vote interval while it hands leadership over). There is no pre-vote: a higher term
   in a vote or heartbeat makes the receiver a candidate that bumps its term at once and answers TERM_NOT_READY
-  (ours: ending its own vote round of a lower term first, :meth:`Elector._higher_term`).
+  (ours: ending its own vote or heartbeat round of a lower term first, :meth:`Elector._higher_term`; DLedger's
+  maintainer waits for it).
 - Leader: heartbeats every interval, the first at once on election, before its first push (ours); a round
   without a quorum of answers for 6 s since the last good one (the leader's lease), a higher term or a second leader
   in the same term makes it a candidate. Ours, as Raft: any heartbeat answer showing a higher term makes it step down
@@ -418,14 +419,19 @@ class Elector:
 
     def _higher_term(self, term: int) -> None:
         """A vote or heartbeat of a higher ``term``: a candidate that moves to it with its next tick (DLedger's
-        ``needIncreaseTermImmediately``). Ours: a vote round of a lower term still open ends here, unread, so the move
-        comes at once and the member can grant the other candidate's immediate re-vote in ``term``; DLedger's maintainer
-        waits for the round first (2-3 s while a peer it does not know silent says nothing) and answers every re-vote
-        TERM_NOT_READY meanwhile. The round's late answers are ignored (:meth:`_tally`)."""
+        ``needIncreaseTermImmediately``). Ours: a vote or heartbeat round of a lower term still open ends here, unread,
+        so the move comes at once and the member can grant the other candidate's immediate re-vote in ``term``;
+        DLedger's maintainer waits for the round first (a vote round 2-3 s, a leader's heartbeat round up to an
+        interval, while a peer it does not know silent says nothing) and answers every re-vote TERM_NOT_READY
+        meanwhile. The round's late answers are ignored (:meth:`_tally`, :meth:`_beat_answer`)."""
         self.change_to_candidate(term)
         self.need_increase_term_immediately = True
-        if self._vote is not None and self._vote.term < term and not self.node.faithful:
+        if self.node.faithful:
+            return
+        if self._vote is not None and self._vote.term < term:
             self._vote = None
+        if self._beat is not None and self._beat.term < term:
+            self._beat = None
 
     def handle_heartbeat(self, request: HeartBeatRequest) -> HeartBeatResponse:
         member = self.member
