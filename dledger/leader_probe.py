@@ -5,7 +5,9 @@ every role change. It owns the call in flight and when the last one left: after 
 heartbeat it sends the leader DLedger's METADATA request (every DLedger member answers it), at most once an interval.
 No answer within :func:`probe_wait_ms`, a failed connection or an answer naming no leader: it hands the call to the
 elector's ``give_up`` callback, which decides whether the member campaigns. Any other answer shows the leader alive
-and changes nothing; an answer at or after the deadline is ignored.
+and changes nothing. An answer taken in at the deadline still counts, whether the tick at that instant came first or
+not (a shell hands a scheduler pass's answers over together); the timeout decides only after it, and a later answer
+is ignored.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ if TYPE_CHECKING:
 
 @attrs.define
 class Probe:
-    """One METADATA call to ``leader`` of ``term``, sent at ``sent``, unanswered by ``deadline`` means silent."""
+    """One METADATA call to ``leader`` of ``term``, sent at ``sent``; no answer by ``deadline`` (inclusive) means
+    silent."""
 
     leader: str
     term: int
@@ -61,7 +64,7 @@ class LeaderProbe:
     def next_deadline(self, last_heartbeat: int) -> int:
         """When :meth:`tick` next has something to do, the leader's last heartbeat having come at ``last_heartbeat``."""
         if self.pending is not None:
-            return self.pending.deadline
+            return self.pending.deadline + 1
         interval = self.node.config.heart_beat_time_interval_ms
         return max(last_heartbeat + probe_after_ms(interval) + 1, self.last_sent + interval)
 
@@ -69,7 +72,7 @@ class LeaderProbe:
         """A follower's tick: ask the leader once its heartbeat is overdue; give up when the wait passed unanswered."""
         probe = self.pending
         if probe is not None:
-            if now >= probe.deadline:
+            if now > probe.deadline:
                 self.pending = None
                 self._give_up(probe, f"gave no answer within {probe.deadline - probe.sent} ms")
             return
@@ -85,10 +88,10 @@ class LeaderProbe:
         node.call(leader, request, functools.partial(self._answer, probe))
 
     def _answer(self, probe: Probe, response: object) -> None:
-        """The leader's answer, or None (its connection failed). Taken only before the deadline; the member gives up
+        """The leader's answer, or None (its connection failed). Taken up to the deadline; the member gives up
         on a failed connection or an answer naming no leader (it leads no more). An answer naming itself or another
         leader (whose heartbeats will come) or refusing the request shows it alive: the heartbeats decide."""
-        if probe is not self.pending or self.node.now >= probe.deadline:
+        if probe is not self.pending or self.node.now > probe.deadline:
             return
         self.pending = None
         if not isinstance(response, MetadataResponse) or response.code == ResponseCode.NETWORK_ERROR:

@@ -63,7 +63,7 @@ def test_an_overdue_heartbeat_sends_one_metadata_call_to_the_leader() -> None:
     assert _probes(node, 2500) == []
     [probe] = _probes(node, 2501)
     assert probe.peer == "n1" and probe.request.remote_id == "n1" and probe.request.local_id == "n0"
-    assert node.next_deadline() == 3501  # the wait: half an interval
+    assert node.next_deadline() == 3502  # the wait: half an interval (an answer at 3501 still counts)
     assert _probes(node, 3000) == []  # one at a time
 
 
@@ -85,9 +85,9 @@ def test_an_answered_probe_starts_no_campaign_and_the_next_comes_an_interval_lat
 def test_an_unanswered_probe_makes_the_follower_vote_in_the_next_term() -> None:
     node = _follower()
     _probes(node, 2501)
-    node.tick(3500)
-    assert node.member.role is Role.FOLLOWER
     node.tick(3501)
+    assert node.member.role is Role.FOLLOWER
+    node.tick(3502)
     _votes_next_term(node)
 
 
@@ -142,7 +142,7 @@ def test_a_heartbeat_while_the_probe_waits_keeps_the_follower() -> None:
     node = _follower()
     _probes(node, 2501)
     _beat(node, 2700)  # a late heartbeat, the leader alive
-    node.tick(3501)
+    node.tick(3502)
     assert node.member.role is Role.FOLLOWER
     assert node.next_deadline() == 2700 + 2501
 
