@@ -11,9 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trio.testing
 from hypothesis import settings
 
 from broker.embedded import EmbeddedCluster
+from tests.virtual_clock import thread_patient_clock
 
 # Hypothesis' per-example deadline is a wall-clock threshold; on a loaded 2-core CI machine it fails correct code.
 settings.register_profile("rocketrio", deadline=None)
@@ -54,6 +56,13 @@ def unreadable_conf(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[
     with tempfile.TemporaryDirectory() as short, socket.socket(socket.AF_UNIX) as sock:
         sock.bind(os.path.join(short, "broker.conf"))
         yield Path(short, "broker.conf"), os.strerror(errno.ENXIO)
+
+
+@pytest.fixture
+def autojump_clock() -> trio.testing.MockClock:
+    """pytest-trio's fixture of that name, with a clock that holds still while a worker thread is busy
+    (tests/virtual_clock.py)."""
+    return thread_patient_clock()
 
 
 @pytest.fixture
