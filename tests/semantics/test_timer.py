@@ -236,13 +236,14 @@ def _timer_record(deliver_ms: int, body: bytes) -> MessageRecord:
     return MessageRecord(topic=TIMER_TOPIC, body=body, properties=props)
 
 
-def open_timer_store(tmp_path: Path, now: list[int]) -> tuple[MessageStore, Path, TimerStore]:
-    """A loaded store whose clock reads ``now[0]``, its config directory and a loaded 64-slot timer over it."""
+def open_timer_store(tmp_path: Path, now: list[int], **timer: int) -> tuple[MessageStore, Path, TimerStore]:
+    """A loaded store whose clock reads ``now[0]``, its config directory and a loaded 64-slot timer over it (with
+    ``timer``'s other settings)."""
     config = StoreConfig(tmp_path / "store", mapped_file_size_commit_log=1 << 20, now_ms=lambda: now[0])
     config_dir = tmp_path / "store" / "config"
     store = MessageStore(config)
     store.load()
-    timers = TimerStore(store, config_dir, slots=64)
+    timers = TimerStore(store, config_dir, slots=64, **timer)
     timers.load()
     return store, config_dir, timers
 

@@ -142,10 +142,10 @@ def test_a_three_day_timer_is_rewritten_once_per_roll_window_not_every_hour(
 
 
 def _old_shape_with_a_walk_cut_in_the_middle(tmp_path: Path, now: list[int]) -> tuple[MessageStore, Path]:
-    """A previous version's timer (64 slots of 100 ms, no shape in its checkpoint) stopped cleanly with: two of five
-    messages of one slot delivered (its walk cut by the budget), messages due later in the wheel's reach, one due
-    beyond it (filed to roll at + 4.8 s)."""
-    store, config_dir, timers = open_timer_store(tmp_path, now)
+    """A previous version's timer (64 slots of 100 ms, no shape in its checkpoint, its log in the 32 MiB segments
+    of that version's default) stopped cleanly with: two of five messages of one slot delivered (its walk cut by the
+    budget), messages due later in the wheel's reach, one due beyond it (filed to roll at + 4.8 s)."""
+    store, config_dir, timers = open_timer_store(tmp_path, now, log_file_size=32 << 20)
     for i in range(5):
         store.append(_timer_record(now[0] + 1_000, f"c{i}".encode()))
     for i, delay in enumerate((1_250, 2_430, 3_000, 6_000, 30_000)):
@@ -185,6 +185,27 @@ def test_a_clean_start_over_a_wheel_of_another_shape_delivers_each_pending_timer
     cp = orjson.loads((config_dir / "timerCheck.json").read_bytes())
     assert (cp["wheelSlots"], cp["precisionMs"]) == (slots, precision)
     again = _reopen(store, config_dir, slots=slots, precision_ms=precision)
+    _close_idle(again, store)
+
+
+@pytest.mark.parametrize("log_file_size", [1 << 20, 100 << 20])
+def test_a_clean_start_with_another_timer_log_segment_size_delivers_each_pending_timer_once(
+    tmp_path: Path, log_file_size: int
+) -> None:
+    """A log written in 32 MiB segments (the size before ``mappedFileSizeTimerLog`` took 5.3.3's 100 MiB default) or
+    any other: RocketMQ's MappedFileQueue.load refuses segments of another size, so its broker does not start after
+    the setting changed; ours refused them too (StoreCorruptError), which stopped a broker upgraded with a timer log,
+    every pop's checkpoint being a timer. The pending entries are now moved to a log of the configured size."""
+    now = [1_000_000]
+    store, config_dir = _old_shape_with_a_walk_cut_in_the_middle(tmp_path, now)
+    timers = _reopen(store, config_dir, slots=64, log_file_size=log_file_size)
+    assert timers.pending == 8
+    _walk(timers, now, 40)
+    assert sorted(_crashed(store)) == ALL  # each once
+    _save_clean(timers)
+    timers.close()
+    assert {p.stat().st_size for p in (tmp_path / "store" / "timer" / "timerlog").iterdir()} == {log_file_size}
+    again = _reopen(store, config_dir, slots=64, log_file_size=log_file_size)
     _close_idle(again, store)
 
 
