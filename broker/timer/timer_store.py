@@ -74,6 +74,7 @@ from broker.stats.histograms import CappedHistogram
 from broker.timer.wheel import (
     FLAG_DELETE,
     FLAG_ROLL,
+    LOG_FILE_SIZE,
     MARKER_UNIT,
     NO_ENTRY,
     PRECISIONS,
@@ -82,6 +83,7 @@ from broker.timer.wheel import (
     TimerLog,
     TimerWheel,
     snap_precision_ms,
+    stored_segment_size,
     stored_slots,
 )
 from remoting.codec.errors import MessageDecodeError
@@ -320,8 +322,8 @@ def _walk_of(root: Any) -> tuple[int, int]:
 class TimerStore:
     """Wheel, log and checkpoint under ``<storeRoot>/timer`` and ``<config_dir>/timerCheck.json``; see the module
     docstring. ``precision_ms`` is the slot width (snapped to one of RocketMQ's, :func:`snap_precision_ms`), ``slots``
-    the wheel size, ``log_file_size`` the log segment size. Wheel and log of another shape (an earlier precision or
-    wheel size) are migrated at a clean start (:meth:`_migrate`)."""
+    the wheel size, ``log_file_size`` the log segment size. Wheel and log of another shape (an earlier precision,
+    wheel size or log segment size) are migrated at a clean start (:meth:`_migrate`)."""
 
     def __init__(
         self,
@@ -330,7 +332,7 @@ class TimerStore:
         *,
         precision_ms: int = 100,
         slots: int = WHEEL_SLOTS,
-        log_file_size: int = 32 << 20,
+        log_file_size: int = LOG_FILE_SIZE,
         roll_window_slot: int = TIMER_ROLL_WINDOW_SLOT,
         series_limit: int = 50_000,
     ) -> None:
@@ -425,9 +427,10 @@ class TimerStore:
         cp = self.checkpoint_file.load()
         if cp is not None and cp.clean:
             slots, precision = self._stored_shape(cp)
+            log_size = stored_segment_size(self.log.queue.directory) or self.log.queue.file_size
             windows = _resolved(cp.windows, precision)
-            if (slots, precision) != (self.wheel.slots, self.precision_ms):
-                self._migrate(cp, slots, precision, windows)
+            if (slots, precision, log_size) != (self.wheel.slots, self.precision_ms, self.log.queue.file_size):
+                self._migrate(cp, (slots, precision, log_size), windows)
                 return
             self.log.load(cp.log_end)
             self.wheel.load()
@@ -489,26 +492,32 @@ class TimerStore:
         return slots, PRECISIONS[0]
 
     def _migrate(
-        self, cp: TimerCheckpoint, slots: int, precision: int, windows: tuple[tuple[int, int, int], ...]
+        self, cp: TimerCheckpoint, shape: tuple[int, int, int], windows: tuple[tuple[int, int, int], ...]
     ) -> None:
-        """A clean start over a wheel of another shape: the entries still pending (those of the slots from ``readMs``
-        on, less what an interrupted walk delivered) are read from the old wheel and log, which are then replaced by
-        new ones holding the same entries filed at the same times (a roll or delete marker keeps its flags), so no
-        timer is lost or delivered twice. ``readMs`` moves down to the new precision's slot; until the walk passes
-        the old ``readMs``, the progress confirmed (and saved unclean) stays the old one, as a crash rebuild's
-        (:meth:`_progress`): the lower slot made a crash, or a slave promoted with the copied progress, deliver again
-        the timers due from that slot to the old read time. Before the old files go, an unclean checkpoint of the
-        clean one's progress is saved: a crash in the middle rebuilds from the timer queue, repeating at most what
-        an interrupted walk of the read slot delivered, skipping nothing. Blocking."""
+        """A clean start over a wheel and log of another ``shape`` (slots, precision, log segment size; RocketMQ's
+        MappedFileQueue.load refuses segments of another size, so its broker does not start after
+        ``mappedFileSizeTimerLog`` changed: ours moves them): the entries still pending (those of the slots from
+        ``readMs`` on, less what an interrupted walk delivered) are read from the old wheel and log, which are then
+        replaced by new ones holding the same entries filed at the same times (a roll or delete marker keeps its
+        flags), so no timer is lost or delivered twice. ``readMs`` moves down to the new precision's slot; until the
+        walk passes the old ``readMs``, the progress confirmed (and saved unclean) stays the old one, as a crash
+        rebuild's (:meth:`_progress`): the lower slot made a crash, or a slave promoted with the copied progress,
+        deliver again the timers due from that slot to the old read time. Before the old files go, an unclean
+        checkpoint of the clean one's progress is saved: a crash in the middle rebuilds from the timer queue,
+        repeating at most what an interrupted walk of the read slot delivered, skipping nothing. Blocking."""
+        slots, precision, log_size = shape
         log.warning(
-            "timer: wheel of %d slots of %d ms found, %d of %d ms configured; migrating its pending entries",
+            "timer: wheel of %d slots of %d ms, log in %d-byte segments found, %d of %d ms in %d-byte segments "
+            "configured; migrating its pending entries",
             slots,
             precision,
+            log_size,
             self.wheel.slots,
             self.precision_ms,
+            self.log.queue.file_size,
         )
         old_wheel = TimerWheel(self.wheel.path, slots, precision)
-        old_log = TimerLog(self.log.queue.directory, self.log.queue.file_size)
+        old_log = TimerLog(self.log.queue.directory, log_size)
         old_wheel.load()
         try:
             old_log.load(cp.log_end)
