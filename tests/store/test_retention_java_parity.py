@@ -306,3 +306,36 @@ async def test_a_pass_reads_the_consume_queue_disk_not_the_store_root(tmp_path: 
     await store.retention.check_once()
     assert store.disk_full_reason is None
     store.close()
+
+
+@pytest.mark.parametrize(
+    ("log_ratio", "queue_ratio", "full_before", "full_after"),
+    [
+        (0.80, 0.95, False, False),  # the log's disk is past diskMaxUsedSpaceRatio: the queues' is never read
+        (0.80, 0.95, True, False),  # ... and at or below 0.85 it clears the flag
+        (0.87, 0.50, True, True),  # between 0.85 and 0.90 the flag is left as it was
+        (0.50, 0.88, True, False),  # the log's disk clears it; the queues' 0.88 (between) leaves it cleared
+        (0.50, 0.95, False, True),  # the log's disk is below 0.75: the queues' 0.95 marks it full
+    ],
+)
+async def test_a_pass_reads_the_log_disk_then_the_queue_disk_as_javas_two_steps(
+    tmp_path: Path, log_ratio: float, queue_ratio: float, full_before: bool, full_after: bool
+) -> None:
+    """4.9.8's CleanCommitLogService.isSpaceToDelete (store/src/main/java/org/apache/rocketmq/store/
+    DefaultMessageStore.java) sets the disk-full flag from the CommitLog's disk (above diskSpaceWarningLevelRatio,
+    0.90), clears it at or below diskSpaceCleanForciblyRatio (0.85), and returns at once when that disk is past
+    diskMaxUsedSpaceRatio (0.75); only otherwise does the ConsumeQueues' disk get the same rules. Ours took the fuller
+    of the two disks in one step: a CommitLog disk at 0.80 beside a queue disk at 0.95 refused writes Java accepts,
+    and one at 0.50 did not clear a flag set before (found by a review)."""
+    commitlog, cq_dir = tmp_path / "commitlog", tmp_path / "consumequeue"
+    disk = PathDisk({cq_dir: 0.5, commitlog: 0.5})
+    store = open_store(tmp_path, now_ms=FakeClock(_local_ms(hour=13)), disk_usage_ratio=disk)
+    _fill(store)
+    if full_before:
+        disk.ratios = {cq_dir: 0.5, commitlog: 0.95}
+        await store.retention.check_once()
+        assert store.disk_full_reason is not None
+    disk.ratios = {cq_dir: queue_ratio, commitlog: log_ratio}
+    await store.retention.check_once()
+    assert (store.disk_full_reason is not None) is full_after
+    store.close()
