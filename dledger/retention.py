@@ -122,8 +122,8 @@ class LedgerRetention(RetentionService):
 
     def physic_ratio(self) -> float | None:
         """The data directory's used ratio: RocketMQ's CleanCommitLogService and 10 s disk check read it too
-        (:meth:`disk_ratio`, with the ConsumeQueues' disk), as 4.9.8's ``getStorePathPhysic`` is the DLedger data
-        path in DLedger mode."""
+        (:meth:`_mark_disk`, before the ConsumeQueues' disk), as 4.9.8's ``getStorePathPhysic`` is the DLedger
+        data path in DLedger mode."""
         return log_disk_ratio(self._store.config.disk_usage_ratio, self._store.ledger.data, FORCE_CLEAN_RATIO)
 
     async def check_once(self) -> int:
@@ -144,9 +144,9 @@ class LedgerRetention(RetentionService):
         store = self._store
         config = store.config
         time_up = is_delete_hour(config.delete_when, config.now_ms())
-        ratio = self._mark_disk()
+        space_to_delete, clean = self._mark_disk()
         manual = self.manual_delete_times > 0
-        if not (time_up or ratio > config.disk_max_used_fraction or manual):
+        if not (time_up or space_to_delete or manual):
             return 0
         if manual:
             self.manual_delete_times -= 1
@@ -155,7 +155,7 @@ class LedgerRetention(RetentionService):
             self._settings = LedgerSettings.of(config)  # DLedgerCommitLog's refreshConfig
             return 0
         expire_before = config.now_ms() - config.file_reserved_time * HOUR_MS
-        force = config.clean_file_forcibly_enable and ratio > config.disk_space_clean_forcibly_ratio
+        force = config.clean_file_forcibly_enable and clean
         return await self._delete_loop(True, expire_before, force, config.delete_commit_log_files_interval / 1000)
 
     async def _ledger_pass(self) -> tuple[int, float]:

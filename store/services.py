@@ -824,11 +824,6 @@ class RetentionService:
         queue = self._store.commitlog.queue
         return log_disk_ratio(config.disk_usage_ratio, queue, config.disk_space_clean_forcibly_ratio)
 
-    def disk_ratio(self) -> float:
-        """The used ratio a pass goes by (4.9.8 ``isSpaceToDelete``): the ConsumeQueues' disk or the log's
-        (:meth:`physic_ratio`, its full directories noted on the way), the fuller."""
-        return max(self.logics_ratio(), self.physic_ratio() or 0.0)
-
     def logics_ratio(self) -> float:
         """The used ratio of ``getStorePathLogic``'s disk, ``<storePathRootDir>/consumequeue``; the root's while no
         ConsumeQueue made that directory yet (Java makes it at the start, where the root's disk holds it)."""
@@ -836,21 +831,37 @@ class RetentionService:
         directory = config.consume_queue_dir
         return config.disk_usage_ratio(directory if directory.is_dir() else Path(config.store_path_root_dir))
 
-    def _mark_disk(self) -> float:
-        """The disk's used ratio, after setting the disk-full flag (and the CommitLog's full directories) by it."""
+    def _mark_disk(self) -> tuple[bool, bool]:
+        """4.9.8 ``CleanCommitLogService.isSpaceToDelete`` (store/src/main/java/org/apache/rocketmq/store/
+        DefaultMessageStore.java): the CommitLog's disk (:meth:`physic_ratio`, its full directories noted on the
+        way) sets or clears the disk-full flag (:meth:`_mark_ratio`), and when it is past ``diskMaxUsedSpaceRatio``
+        the pass is due at once; otherwise the ConsumeQueues' disk (:meth:`logics_ratio`) gets the same rules.
+        Returns whether space is to be freed and whether a disk was past a forcible ratio (``cleanImmediately``).
+        A log none of whose directories exists yet (a DLedger member before its first entry file) has no step: Java
+        reads -1 for it, which clears the flag and frees space at once."""
+        limit = self._store.config.disk_max_used_fraction
+        physic = self.physic_ratio()
+        clean = physic is not None and self._mark_ratio(physic)
+        if physic is not None and physic > limit:
+            return True, clean
+        logics = self.logics_ratio()
+        clean = self._mark_ratio(logics) or clean
+        return logics > limit, clean
+
+    def _mark_ratio(self, ratio: float) -> bool:
+        """One disk's step of :meth:`_mark_disk`: the store full above the warning ratio, OK again only at or below
+        the forcible one, the flag left as it was in between (the 10 s disk check clears it there:
+        :meth:`_mark_space_full`). Returns whether ``ratio`` is above either (``cleanImmediately``)."""
         store = self._store
-        config = store.config
-        ratio = self.disk_ratio()
-        forcibly = config.disk_space_clean_forcibly_ratio
-        warning = config.disk_space_warning_level_ratio
-        # DefaultMessageStore.java CleanCommitLogService.isSpaceToDelete: full above the warning ratio, OK again only
-        # at or below the forcible one, the flag left as it was in between (the 10 s disk check clears it there:
-        # _mark_space_full); cleanAtOnce = isCleanFileForciblyEnable() && cleanImmediately.
+        warning = store.config.disk_space_warning_level_ratio
+        forcibly = store.config.disk_space_clean_forcibly_ratio
         if ratio > warning:
             store.disk_full_reason = _disk_full(ratio, warning)
-        elif ratio <= forcibly:
-            store.disk_full_reason = None
-        return ratio
+            return True
+        if ratio > forcibly:
+            return True
+        store.disk_full_reason = None
+        return False
 
     async def _delete_segments(self) -> int:
         """CleanCommitLogService's pass: the disk-full flag, then the CommitLog segments due."""
@@ -859,10 +870,8 @@ class RetentionService:
         # Asked first, as CleanCommitLogService.deleteExpiredFiles does: a deleteWhen it cannot parse fails the pass
         # before the disk is looked at (no flag set, nothing deleted, no manual round used).
         time_up = is_delete_hour(config.delete_when, config.now_ms())
-        ratio = self._mark_disk()
-        space_to_delete = ratio > config.disk_max_used_fraction
-        warning, forcibly = config.disk_space_warning_level_ratio, config.disk_space_clean_forcibly_ratio
-        clean_at_once = config.clean_file_forcibly_enable and ratio > min(warning, forcibly)
+        space_to_delete, clean = self._mark_disk()
+        clean_at_once = config.clean_file_forcibly_enable and clean
         manual = self.manual_delete_times > 0
         if not (space_to_delete or time_up or manual):
             return 0
