@@ -147,7 +147,7 @@ def test_a_digit_string_for_an_enum_is_a_name_no_member_has_not_an_ordinal() -> 
     JSON string, digits or not, is looked up by name (its FNV-1a hash, as the bean deserializers' ``scanEnum``), and
     ``"0"`` names no member: null, as absent here. Ours read ``"0"`` as the ordinal 0 (found by a review)."""
     consumer = ConsumerData.from_json(
-        {"groupName": "g", "consumeType": "0", "messageModel": "1", "consumeFromWhere": "4"}
+        {"groupName": "g", "consumeType": "0", "messageModel": "0", "consumeFromWhere": "4"}
     )
     assert consumer.consume_type is ConsumeType.CONSUME_PASSIVELY
     assert consumer.message_model is MessageModel.CLUSTERING

@@ -112,9 +112,9 @@ async def test_get_all_topic_config_leaves_out_a_topic_filter_type_topics_json_n
 async def test_a_heartbeat_enum_given_as_a_digit_string_is_a_name_not_an_ordinal(
     embedded_cluster: EmbeddedCluster, client: RemotingClient
 ) -> None:
-    """fastjson 1.2.69's EnumDeserializer reads an ordinal from a JSON number only; ``"1"`` is a name no member has,
+    """fastjson 1.2.69's EnumDeserializer reads an ordinal from a JSON number only; ``"0"`` is a name no member has,
     null in 4.9.8's ConsumerData, here the field's default (found by a review: registered as the ordinal)."""
-    assert await _registered_enums(embedded_cluster, client, "digit_names", "0", "1", "4") == [
+    assert await _registered_enums(embedded_cluster, client, "digit_names", "0", "0", "4") == [
         "CONSUME_PASSIVELY",
         "CLUSTERING",
         "CONSUME_FROM_LAST_OFFSET",
