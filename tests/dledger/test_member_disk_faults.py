@@ -31,7 +31,8 @@ async def _caught_up(follower: DLedgerServer, leader: DLedgerServer) -> None:
 
 class _Logged(logging.Handler):
     """Awaits the records of ``logger`` (logged on the Trio thread) whose message starts with ``start``: the files are
-    written in worker threads, which the virtual clock does not wait for, so a test polling on it would race them."""
+    written in worker threads, which the suite's clock waits for only up to its patience (tests/virtual_clock.py),
+    so a test polling on virtual time could still race them."""
 
     def __init__(self, logger: str, start: str) -> None:
         super().__init__()

@@ -255,8 +255,8 @@ async def test_commitlog_segments_are_deleted_delete_commit_log_files_interval_a
         await trio.sleep(0.05)
         assert len(store.commitlog.queue.files) == count - 1
         assert not store.disk_lock.locked()  # flushes and group commits go on between two deletions
-        # Each unlink runs in a worker thread, which the virtual clock does not wait for: the second deletion comes
-        # no sooner than the interval, whenever the clock has moved on to.
+        # Each unlink runs in a worker thread, which the suite's clock waits for (tests/virtual_clock.py) unless it
+        # outlasts its patience: the second deletion comes no sooner than the interval.
         while len(store.commitlog.queue.files) > count - 2:
             await trio.sleep(0.01)
         assert trio.current_time() - start >= 0.1
