@@ -10,7 +10,8 @@ virtual time then fails by how slow the machine's threads were, not by what the 
 real time, so file work takes no virtual time. A thread that is still busy after :data:`PATIENCE_S` of real time is
 taken to wait on something virtual time brings (a test blocking a thread until a timer fires, a servicer's asyncio
 loop in a thread waiting on the Trio side): the clock jumps then, and is held again only for a thread
-beyond those (a pool's idle workers count among them).
+beyond those (a pool's idle workers count among them). It counts threads, it does not know them: should a waiter
+end while a file-work thread is busy, the clock moves on during that thread's work, as Trio's own would.
 """
 
 from __future__ import annotations
