@@ -68,3 +68,32 @@ async def test_a_manual_delete_in_a_mixed_store_lasts_twenty_clean_commit_log_pa
             nursery.cancel_scope.cancel()
     finally:
         store.close()
+
+
+async def test_a_mixed_stores_last_classic_segment_goes_in_a_pass_that_deleted_no_other(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """4.9.8's DLedgerCommitLog.deleteExpiredFile deletes the classic segments as the classic store does, the newest
+    kept, and the last one only in a pass that deleted no other and found it alone (``count > 0 || size != 1``
+    returns first): the classic part is gone one CleanCommitLogService pass after its older segments. Ours took the
+    last one in the same pass."""
+    monkeypatch.setattr(commitlog_store, "destroy_off_thread", destroy_inline)
+    classic, _ = classic_store(tmp_path, 60)
+    classic.close()
+    store = dledger_store(tmp_path, delete_when=another_hour(), file_reserved_time=72, disk_usage_ratio=Disk(0.1))
+    interval = store.config.clean_resource_interval / 1000
+    try:
+        segments = store.classic_segments()
+        assert 1 < segments < BATCH
+        for mf in store.commitlog.classic.queue.files:
+            age(mf.path, 80)
+        store.retention.manual_delete_times = MAX_MANUAL_DELETE_FILE_TIMES
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(store.retention.run)
+            await trio.sleep(FIRST_PASS_DELAY_S + 1)  # the first pass
+            assert store.classic_segments() == 1
+            await trio.sleep(interval)
+            assert store.classic_segments() == 0
+            nursery.cancel_scope.cancel()
+    finally:
+        store.close()
