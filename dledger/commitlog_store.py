@@ -594,19 +594,21 @@ class DLedgerMessageStore(MessageStore):
         return len(commitlog.classic.queue.files) if isinstance(commitlog, MixedCommitLog) else 0
 
     def delete_expired_classic(
-        self, expire_before_ms: int, *, force: bool, limit: int = DELETE_FILES_BATCH_MAX
+        self, expire_before_ms: int, *, force: bool, limit: int = DELETE_FILES_BATCH_MAX, keep_last: bool = True
     ) -> list[MappedFile]:
         """Retention of a mixed store's classic segments (dledger/retention.py; the caller holds the disk lock):
         oldest first, last modified before ``expire_before_ms`` (any age with ``force``), at most ``limit``, the last
-        one included (DLedgerCommitLog.deleteExpiredFile); what the ConsumeQueues and the index file hold below the
-        first offset left goes in the pass's second half, as after :meth:`delete_expired_entries`. Returns the
-        segments taken out, for the caller to destroy (:meth:`destroy_taken`, after the disk lock)."""
+        one kept unless ``keep_last`` is false (DLedgerCommitLog.deleteExpiredFile takes it apart); what the
+        ConsumeQueues and the index file hold below the first offset left goes in the pass's second half, as after
+        :meth:`delete_expired_entries`. Returns the segments taken out, for the caller to destroy
+        (:meth:`destroy_taken`, after the disk lock)."""
         commitlog = self.commitlog
         if not isinstance(commitlog, MixedCommitLog):
             return []
         files = commitlog.classic.queue.files
+        kept = 1 if keep_last else 0
         gone: list[MappedFile] = []
-        while files and len(gone) < limit and (force or files[0].mtime_ms() <= expire_before_ms):
+        while len(files) > kept and len(gone) < limit and (force or files[0].mtime_ms() <= expire_before_ms):
             gone.append(files.pop(0))
         if not files:
             self._unmix("every segment deleted by retention")  # none left in it

@@ -43,8 +43,8 @@ segments first, and no entry file while one is left (DLedgerCommitLog's ``disabl
 CleanCommitLogService passes, which DefaultMessageStore runs in DLedger mode too (a minute after the start, then every
 ``cleanResourceInterval`` at a fixed rate), by the classic rules (``fileReservedTime`` hours, any age above
 ``diskSpaceCleanForciblyRatio`` unless ``cleanFileForciblyEnable`` is false, a manual ``DELETE_EXPIRED_COMMITLOG``,
-whose 20 rounds are one a pass), up to 10 a pass ``deleteCommitLogFilesInterval`` apart, the last classic segment
-included once it is old enough. DLedger's own deletion runs again from the next such pass due that finds none left
+whose 20 rounds are one a pass), up to 10 a pass ``deleteCommitLogFilesInterval`` apart, the newest kept; the last
+classic segment, once old enough, in a pass that deleted no other and found it alone. DLedger's own deletion runs again from the next such pass due that finds none left
 (DLedgerCommitLog's ``refreshConfig``).
 """
 
@@ -156,7 +156,15 @@ class LedgerRetention(RetentionService):
             return 0
         expire_before = config.now_ms() - config.file_reserved_time * HOUR_MS
         force = config.clean_file_forcibly_enable and clean
-        return await self._delete_loop(True, expire_before, force, config.delete_commit_log_files_interval / 1000)
+        deleted = await self._delete_loop(True, expire_before, force, config.delete_commit_log_files_interval / 1000)
+        if deleted or store.classic_segments() != 1:
+            return deleted
+        # DLedgerCommitLog.deleteExpiredFile: the last classic segment, in a pass that deleted no other.
+        async with store.disk_lock:
+            gone = store.delete_expired_classic(expire_before, force=force, limit=1, keep_last=False)
+        await store.destroy_taken(gone)
+        self.deleted_files += len(gone)
+        return len(gone)
 
     async def _ledger_pass(self) -> tuple[int, float]:
         """One CleanSpaceService.doWork (:meth:`_clean_space`): how many entry files went and the pause before the
@@ -196,9 +204,9 @@ class LedgerRetention(RetentionService):
         deleted = 0
         # One segment at a time, ``interval`` apart, the disk lock let go in between so flushes go on (MmapFileList
         # and MappedFileQueue .deleteExpiredFileByTime sleep deleteFilesInterval between two deletions, none after
-        # the last file they may take: the one before the newest, ours the last classic one). Each is taken out under
-        # the lock, the files it frees destroyed after it (DLedgerMessageStore.destroy_taken).
-        left = store.classic_segments() if classic else len(store.ledger.data.files) - 1
+        # the last file they may take: the one before the newest). Each is taken out under the lock, the files it
+        # frees destroyed after it (DLedgerMessageStore.destroy_taken).
+        left = (store.classic_segments() if classic else len(store.ledger.data.files)) - 1
         while deleted < DELETE_FILES_BATCH_MAX:
             if deleted:
                 if deleted >= left:
@@ -218,8 +226,6 @@ class LedgerRetention(RetentionService):
                 break
             deleted += count
             self.deleted_files += count
-            if classic and not store.classic_segments():
-                break
         return deleted
 
     async def _destroy(self, files: Sequence[MappedFile | IndexFile]) -> None:
