@@ -14,6 +14,7 @@ import trio
 import trio.testing
 
 from dledger import commitlog_store
+from dledger.commitlog_store import DLedgerMessageStore
 from store.maintenance import MAX_MANUAL_DELETE_FILE_TIMES
 from store.mapped_file import destroy_segments
 from store.services import FIRST_PASS_DELAY_S
@@ -35,6 +36,18 @@ def another_hour() -> str:
     return f"{(datetime.datetime.now().hour + 12) % 24:02d}"
 
 
+def expired_mixed_store(tmp_path: Path, messages: int) -> DLedgerMessageStore:
+    """A DLedger store over a classic one of ``messages`` messages whose segments are all 80 h old (past a 72 h
+    ``fileReservedTime``), no pass due by the hour or the disk, and a manual delete's 20 rounds to use."""
+    classic, _ = classic_store(tmp_path, messages)
+    classic.close()
+    store = dledger_store(tmp_path, delete_when=another_hour(), file_reserved_time=72, disk_usage_ratio=Disk(0.1))
+    for mf in store.commitlog.classic.queue.files:
+        age(mf.path, 80)
+    store.retention.manual_delete_times = MAX_MANUAL_DELETE_FILE_TIMES
+    return store
+
+
 async def test_a_manual_delete_in_a_mixed_store_lasts_twenty_clean_commit_log_passes(
     tmp_path: Path, autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -43,16 +56,11 @@ async def test_a_manual_delete_in_a_mixed_store_lasts_twenty_clean_commit_log_pa
     expired classic segments: the manual delete reaches the classic segments over about 200 s. Ours ran the classic
     deletion in DLedger's 100 ms pass: the 20 rounds were used up within 2 s, 10 segments each."""
     monkeypatch.setattr(commitlog_store, "destroy_off_thread", destroy_inline)
-    classic, _ = classic_store(tmp_path, 1000)
-    classic.close()
-    store = dledger_store(tmp_path, delete_when=another_hour(), file_reserved_time=72, disk_usage_ratio=Disk(0.1))
+    store = expired_mixed_store(tmp_path, 1000)
     interval = store.config.clean_resource_interval / 1000
     try:
         segments = store.classic_segments()
         assert segments > 3 * BATCH
-        for mf in store.commitlog.classic.queue.files:
-            age(mf.path, 80)
-        store.retention.manual_delete_times = MAX_MANUAL_DELETE_FILE_TIMES
         async with trio.open_nursery() as nursery:
             nursery.start_soon(store.retention.run)
             await trio.sleep(FIRST_PASS_DELAY_S - 1)
@@ -78,16 +86,10 @@ async def test_a_mixed_stores_last_classic_segment_goes_in_a_pass_that_deleted_n
     returns first): the classic part is gone one CleanCommitLogService pass after its older segments. Ours took the
     last one in the same pass."""
     monkeypatch.setattr(commitlog_store, "destroy_off_thread", destroy_inline)
-    classic, _ = classic_store(tmp_path, 60)
-    classic.close()
-    store = dledger_store(tmp_path, delete_when=another_hour(), file_reserved_time=72, disk_usage_ratio=Disk(0.1))
+    store = expired_mixed_store(tmp_path, 60)
     interval = store.config.clean_resource_interval / 1000
     try:
-        segments = store.classic_segments()
-        assert 1 < segments < BATCH
-        for mf in store.commitlog.classic.queue.files:
-            age(mf.path, 80)
-        store.retention.manual_delete_times = MAX_MANUAL_DELETE_FILE_TIMES
+        assert 1 < store.classic_segments() < BATCH
         async with trio.open_nursery() as nursery:
             nursery.start_soon(store.retention.run)
             await trio.sleep(FIRST_PASS_DELAY_S + 1)  # the first pass
