@@ -44,8 +44,8 @@ CleanCommitLogService passes, which DefaultMessageStore runs in DLedger mode too
 ``cleanResourceInterval`` at a fixed rate), by the classic rules (``fileReservedTime`` hours, any age above
 ``diskSpaceCleanForciblyRatio`` unless ``cleanFileForciblyEnable`` is false, a manual ``DELETE_EXPIRED_COMMITLOG``,
 whose 20 rounds are one a pass), up to 10 a pass ``deleteCommitLogFilesInterval`` apart, the newest kept; the last
-classic segment, once old enough, in a pass that deleted no other and found it alone. DLedger's own deletion runs again from the next such pass due that finds none left
-(DLedgerCommitLog's ``refreshConfig``).
+classic segment, once old enough, in a pass that deleted no other and found it alone. DLedger's own deletion runs
+again from the next such pass due that finds none left (DLedgerCommitLog's ``refreshConfig``).
 """
 
 from __future__ import annotations
