@@ -14,7 +14,6 @@ from typing import Final
 
 import attrs
 
-from broker.timer.wheel import LOG_FILE_SIZE
 from remoting.codec.java_properties import (
     JAVA_LONG,
     PORT,
@@ -30,6 +29,11 @@ from remoting.server import ListenerSettings
 #: MessageRequestMode's names; another ``defaultMessageRequestMode`` is skipped, as 5.3.3's setter's ``valueOf``
 #: fails and MixAll.properties2Object swallows it.
 MESSAGE_REQUEST_MODES: Final = ("PULL", "POP")
+
+
+#: RocketMQ 5.3.3's MessageStoreConfig ``mappedFileSizeTimerLog`` default: the timer log's segment size (the broker's
+#: setting below and the timer classes' own default, broker/timer/).
+TIMER_LOG_FILE_SIZE: Final = 100 << 20
 
 
 @attrs.frozen
@@ -249,7 +253,7 @@ class BrokerConfig(ListenerSettings):
     timer_wheel_slots: int = 7 * 24 * 3600
     #: The timer log's segment size, RocketMQ 5.3.3's MessageStoreConfig ``mappedFileSizeTimerLog``, as its default
     #: (100 MiB). Ours: one that is not a multiple of the 32-byte entry fails the start.
-    mapped_file_size_timer_log: int = LOG_FILE_SIZE
+    mapped_file_size_timer_log: int = TIMER_LOG_FILE_SIZE
     #: The business pools' workers and queue capacities (common/.../BrokerConfig.java; the controller sizes its
     #: pools with them, docs/protocol.md#714-processor-pools-and-flow-control). The admin and consumer-manage queues
     #: are unbounded, as 4.9.8's ``Executors.newFixedThreadPool``.

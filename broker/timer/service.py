@@ -51,6 +51,7 @@ from typing import Final, NamedTuple
 import orjson
 import trio
 
+from broker.broker_config import TIMER_LOG_FILE_SIZE
 from broker.timer.timer_store import (
     PROPERTY_TIMER_DEL_UNIQKEY,
     PROPERTY_TIMER_DELAY_MS,
@@ -64,7 +65,7 @@ from broker.timer.timer_store import (
     TimerStore,
     resolved_windows,
 )
-from broker.timer.wheel import LOG_FILE_SIZE, WHEEL_SLOTS
+from broker.timer.wheel import WHEEL_SLOTS
 from processors.common import RequestRejected
 from remoting.codec.codes import ResponseCode
 from remoting.codec.message import MessageRecord
@@ -147,7 +148,7 @@ class TimerMessageService:
         *,
         precision_ms: int = 100,
         wheel_slots: int = WHEEL_SLOTS,
-        log_file_size: int = LOG_FILE_SIZE,
+        log_file_size: int = TIMER_LOG_FILE_SIZE,
         roll_window_slot: int = TIMER_ROLL_WINDOW_SLOT,
         max_delay_sec: int | Callable[[], int] = 3 * 24 * 3600,
         congest_num_each_slot: int | Callable[[], int] = 2**31 - 1,

@@ -70,11 +70,11 @@ from typing import Any, Final, NamedTuple
 import attrs
 import orjson
 
+from broker.broker_config import TIMER_LOG_FILE_SIZE
 from broker.stats.histograms import CappedHistogram
 from broker.timer.wheel import (
     FLAG_DELETE,
     FLAG_ROLL,
-    LOG_FILE_SIZE,
     MARKER_UNIT,
     NO_ENTRY,
     PRECISIONS,
@@ -332,7 +332,7 @@ class TimerStore:
         *,
         precision_ms: int = 100,
         slots: int = WHEEL_SLOTS,
-        log_file_size: int = LOG_FILE_SIZE,
+        log_file_size: int = TIMER_LOG_FILE_SIZE,
         roll_window_slot: int = TIMER_ROLL_WINDOW_SLOT,
         series_limit: int = 50_000,
     ) -> None:

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Final, NamedTuple
 
 from broker.timer.slot_counts import SlotCounts
-from store.mapped_file import MappedFile, MappedFileQueue, reserve_blocks
+from store.mapped_file import MappedFile, MappedFileQueue, reserve_blocks, segment_paths
 
 LOG_ENTRY: Final = struct.Struct(">qqiiq")
 LOG_UNIT: Final = LOG_ENTRY.size
@@ -52,8 +52,6 @@ MARKER_UNIT: Final = 1 << 8
 #: RocketMQ 5.3's TimerMessageStore.TIMER_WHEEL_TTL_DAY: the wheel's default slot count is that many days of seconds.
 TIMER_WHEEL_TTL_DAY: Final = 7
 WHEEL_SLOTS: Final = TIMER_WHEEL_TTL_DAY * 24 * 3600
-#: RocketMQ 5.3.3's MessageStoreConfig ``mappedFileSizeTimerLog`` default: the timer log's segment size.
-LOG_FILE_SIZE: Final = 100 << 20
 #: The slot widths RocketMQ 5.3 accepts (``MessageStoreConfig.setTimerPrecisionMs`` snaps any other value down).
 PRECISIONS: Final = (100, 200, 500, 1000)
 _BLOCK: Final = 1024
@@ -77,11 +75,7 @@ def stored_slots(path: Path) -> int | None:
 
 def stored_segment_size(directory: Path) -> int | None:
     """The size of the log segments under ``directory`` (the largest, should they differ), ``None`` without any."""
-    try:
-        sizes = [entry.stat().st_size for entry in os.scandir(directory) if entry.name.isdigit() and entry.is_file()]
-    except FileNotFoundError:
-        return None
-    return max(sizes, default=None)
+    return max((path.stat().st_size for path in segment_paths(directory)), default=None)
 
 
 class LogEntry(NamedTuple):
