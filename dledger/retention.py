@@ -156,15 +156,12 @@ class LedgerRetention(RetentionService):
             return 0
         expire_before = config.now_ms() - config.file_reserved_time * HOUR_MS
         force = config.clean_file_forcibly_enable and clean
-        deleted = await self._delete_loop(True, expire_before, force, config.delete_commit_log_files_interval / 1000)
+        interval = config.delete_commit_log_files_interval / 1000
+        deleted = await self._delete_loop(True, expire_before, force, interval)
         if deleted or store.classic_segments() != 1:
             return deleted
         # DLedgerCommitLog.deleteExpiredFile: the last classic segment, in a pass that deleted no other.
-        async with store.disk_lock:
-            gone = store.delete_expired_classic(expire_before, force=force, limit=1, keep_last=False)
-        await store.destroy_taken(gone)
-        self.deleted_files += len(gone)
-        return len(gone)
+        return await self._delete_loop(True, expire_before, force, interval, keep_last=False)
 
     async def _ledger_pass(self) -> tuple[int, float]:
         """One CleanSpaceService.doWork (:meth:`_clean_space`): how many entry files went and the pause before the
@@ -198,15 +195,18 @@ class LedgerRetention(RetentionService):
         force = settings.force_clean and ratio > FORCE_CLEAN_RATIO
         return await self._delete_loop(False, expire_before, force, DELETE_FILES_INTERVAL_S)
 
-    async def _delete_loop(self, classic: bool, expire_before: int, force: bool, interval: float) -> int:
-        """Up to 10 classic segments or entry files, oldest first, ``interval`` apart. Returns how many went."""
+    async def _delete_loop(
+        self, classic: bool, expire_before: int, force: bool, interval: float, keep_last: bool = True
+    ) -> int:
+        """Up to 10 classic segments or entry files, oldest first, ``interval`` apart, the newest kept (a classic one
+        too unless not ``keep_last``). Returns how many went."""
         store = self._store
         deleted = 0
         # One segment at a time, ``interval`` apart, the disk lock let go in between so flushes go on (MmapFileList
         # and MappedFileQueue .deleteExpiredFileByTime sleep deleteFilesInterval between two deletions, none after
         # the last file they may take: the one before the newest). Each is taken out under the lock, the files it
         # frees destroyed after it (DLedgerMessageStore.destroy_taken).
-        left = (store.classic_segments() if classic else len(store.ledger.data.files)) - 1
+        left = (store.classic_segments() if classic else len(store.ledger.data.files)) - int(keep_last)
         while deleted < DELETE_FILES_BATCH_MAX:
             if deleted:
                 if deleted >= left:
@@ -214,7 +214,7 @@ class LedgerRetention(RetentionService):
                 await trio.sleep(interval)
             async with store.disk_lock:
                 if classic:
-                    gone = store.delete_expired_classic(expire_before, force=force, limit=1)
+                    gone = store.delete_expired_classic(expire_before, force=force, limit=1, keep_last=keep_last)
                     count = len(gone)
                 else:
                     gone = []
