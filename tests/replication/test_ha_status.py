@@ -1,0 +1,146 @@
+"""GET_BROKER_HA_STATUS (907) and ``mqadmin haStatus``, as RocketMQ 5.3.3: an embedded master and slave on
+127.0.0.1 (real sockets) answer their replication state, a lone master an empty master view, and the command prints
+Java's lines."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+from click.testing import CliRunner
+
+from broker.embedded import EmbeddedCluster
+from client import Admin, Message, Producer
+from client.mqadmin import main as mqadmin
+from remoting.client import RemotingClient
+from remoting.codec.codes import RequestCode, ResponseCode
+from remoting.codec.command import request
+from store.store_config import BrokerRole
+from tests.conftest import SMALL_STORE
+from tests.replication.ha_helpers import ha_store, reported, wait_until
+from tests.store.store_helpers import message
+
+TOPIC = "HaStatusTopic"
+
+
+@pytest.fixture
+async def pair(tmp_path: Path) -> AsyncIterator[EmbeddedCluster]:
+    async with EmbeddedCluster(tmp_path / "c", slaves=1, broker_role="SYNC_MASTER", **SMALL_STORE) as cluster:
+        async with Admin(cluster.namesrv_addr) as admin:
+            await admin.create_topic(TOPIC, broker_addr=cluster.broker_addr)
+        async with Producer("pg", cluster.namesrv_addr) as producer:
+            await producer.send(Message(TOPIC, b"x" * 1000))
+        await cluster.wait_replicated()
+        yield cluster
+
+
+async def _raw_status(addr: str) -> dict[str, Any]:
+    async with RemotingClient() as client:
+        answer = await client.invoke(addr, request(RequestCode.GET_BROKER_HA_STATUS), 5)
+    assert answer.code == ResponseCode.SUCCESS, answer.remark
+    body: dict[str, Any] = json.loads(bytes(answer.body))
+    return body
+
+
+async def _synced_master_status(addr: str) -> dict[str, Any]:
+    """The master's body once its slave acknowledged the whole log (the report follows the copy)."""
+    with trio.fail_after(30):
+        while True:
+            body = await _raw_status(addr)
+            connections = body["haConnectionInfo"]
+            if connections and connections[0]["diff"] == 0:
+                return body
+            await trio.sleep(0.05)
+
+
+async def test_master_and_slave_answer_their_replication_state(pair: EmbeddedCluster) -> None:
+    end = pair.controller.context.store.commitlog.max_offset
+    master = await _synced_master_status(pair.broker_addr)
+    assert master["master"] is True and master["masterCommitLogMaxOffset"] == end
+    assert master["inSyncSlaveNums"] == 1
+    (connection,) = master["haConnectionInfo"]
+    assert connection["slaveAckOffset"] == end and connection["inSync"] is True
+    assert connection["transferFromWhere"] == end and connection["addr"].startswith("127.0.0.1:")
+    assert set(connection) == {"addr", "slaveAckOffset", "diff", "inSync", "transferredByteInSecond",
+                               "transferFromWhere"}  # fmt: skip
+    slave = await _raw_status(pair.slave_addrs[0])
+    assert slave["master"] is False
+    client = slave["haClientRuntimeInfo"]
+    assert client["masterAddr"] == pair.controller.context.config.ha_server_addr
+    assert client["maxOffset"] == end
+    assert client["lastReadTimestamp"] > 0 and client["lastWriteTimestamp"] > 0
+    assert set(client) == {"masterAddr", "transferredByteInSecond", "maxOffset", "lastReadTimestamp",
+                           "lastWriteTimestamp", "masterFlushOffset"}  # fmt: skip
+
+
+async def test_a_lone_master_answers_an_empty_master_view(tmp_path: Path) -> None:
+    async with EmbeddedCluster(tmp_path / "c", **SMALL_STORE) as cluster:
+        body = await _raw_status(cluster.broker_addr)
+    assert body["master"] is True and body["haConnectionInfo"] == [] and body["inSyncSlaveNums"] == 0
+
+
+async def test_admin_decodes_the_status(pair: EmbeddedCluster) -> None:
+    await _synced_master_status(pair.broker_addr)
+    async with Admin(pair.namesrv_addr) as admin:
+        info = await admin.ha_status(pair.broker_addr)
+        slave = await admin.ha_status(pair.slave_addrs[0])
+    assert info.master and len(info.ha_connection_info) == 1 and info.in_sync_slave_nums == 1
+    assert info.ha_connection_info[0].diff == 0 and info.ha_connection_info[0].in_sync
+    assert not slave.master and slave.ha_client_runtime_info.max_offset == info.master_commit_log_max_offset
+
+
+def _mqadmin_text(*args: str) -> str:
+    result = CliRunner().invoke(mqadmin, list(args), catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+async def test_mqadmin_ha_status_prints_javas_lines(pair: EmbeddedCluster) -> None:
+    body = await _synced_master_status(pair.broker_addr)
+    ns, addr = pair.namesrv_addr, pair.broker_addr
+    end = body["masterCommitLogMaxOffset"]
+    text = await trio.to_thread.run_sync(_mqadmin_text, "haStatus", "-n", ns, "-b", addr)
+    lines = text.splitlines()
+    assert lines[:5] == ["", f"#MasterAddr\t{addr}", f"#MasterCommitLogMaxOffset\t{end}", "#SlaveNum\t1",
+                         "#InSyncSlaveNum\t1"]  # fmt: skip
+    assert lines[5].split() == ["#SlaveAddr", "#SlaveAckOffset", "#Diff", "#TransferSpeed(KB/s)", "#Status",
+                                "#TransferFromWhere"]  # fmt: skip
+    row = lines[6]
+    assert row.split()[1:3] == [str(end), "0"] and row.split()[4:] == ["OK", str(end)]
+    # -c lists the cluster's masters only.
+    assert await trio.to_thread.run_sync(_mqadmin_text, "haStatus", "-n", ns, "-c", "DefaultCluster") == text
+    slave_text = await trio.to_thread.run_sync(_mqadmin_text, "haStatus", "-n", ns, "-b", pair.slave_addrs[0])
+    slave_lines = slave_text.splitlines()
+    assert slave_lines[:3] == ["", f"#MasterAddr\t{pair.controller.context.config.ha_server_addr}",
+                               f"#CommitLogMaxOffset\t{end}"]  # fmt: skip
+    assert [line.split("\t")[0] for line in slave_lines[3:]] == [
+        "#TransferSpeed(KB/s)",
+        "#LastReadTime",
+        "#LastWriteTime",
+        "#MasterFlushOffset",
+    ]
+
+
+async def test_bytes_per_second_show_a_burst_then_fall_back_to_zero(tmp_path: Path) -> None:
+    """The figures are the bytes of the last whole second (RocketMQ's ``FlowMonitor``): a burst shows on both sides
+    within a second or two of it, and an idle second after it shows 0 (bounded waits, no timing assertion)."""
+    master = ha_store(tmp_path / "master", BrokerRole.ASYNC_MASTER)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(master.run)
+        slave = ha_store(tmp_path / "slave", BrokerRole.SLAVE, master)
+        await nursery.start(slave.run)
+        await wait_until(lambda: reported(master), what="the slave's first report")
+        for i in range(50):
+            master.append(message(body=bytes(500), queue_id=0, keys=f"k{i}"))
+        (connection,) = master.ha.connections
+        client = slave.ha.client
+        assert client is not None
+        await wait_until(lambda: connection.sent_rate.per_second > 0, what="the master's rate")
+        await wait_until(lambda: client.received_rate.per_second > 0, what="the slave's rate")
+        await wait_until(lambda: connection.sent_rate.per_second == 0, what="the master's idle second")
+        await wait_until(lambda: client.received_rate.per_second == 0, what="the slave's idle second")
+        nursery.cancel_scope.cancel()
