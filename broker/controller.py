@@ -69,6 +69,7 @@ from processors.admin import AdminBrokerProcessor
 from processors.client_manage import ClientManageProcessor
 from processors.consume_ops import ConsumeOpsProcessor
 from processors.end_transaction import EndTransactionProcessor
+from processors.ha_status import HAStatusProcessor
 from processors.hold import HoldService
 from processors.locks import LockBatchProcessor
 from processors.offsets import ConsumerOffsetProcessor
@@ -300,6 +301,7 @@ class BrokerController:
         )
         register(LockBatchProcessor.REQUEST_CODES, LockBatchProcessor(ctx), pools["admin"])
         register(StatsProcessor.REQUEST_CODES, StatsProcessor(ctx), pools["admin"])
+        register(HAStatusProcessor.REQUEST_CODES, HAStatusProcessor(ctx), pools["admin"])
         admin = AdminBrokerProcessor(ctx, pools)
         admin.on_topic_deleted = self.timer.forget_topic
         register(ADMIN_CODES, admin, pools["admin"])

@@ -20,6 +20,7 @@ from client.errors import MQBrokerError, MQClientError
 from remoting.codec.bodies import EXPRESSION_TAG, KVTable, MessageQueue, TopicList
 from remoting.codec.bodies._json import get_map, load_object
 from remoting.codec.bodies.broker_metadata import DataVersion, SubscriptionGroupConfig, TopicConfig
+from remoting.codec.bodies.ha import HARuntimeInfo
 from remoting.codec.bodies.ops import (
     ConsumerStatusBody,
     ProducerTableInfo,
@@ -387,3 +388,8 @@ class AdminOps:
 
     async def runtime_info(self, addr: str) -> dict[str, str]:
         return KVTable.decode((await self._call(addr, request(RequestCode.GET_BROKER_RUNTIME_INFO))).body).table
+
+    async def ha_status(self, addr: str) -> HARuntimeInfo:
+        """GET_BROKER_HA_STATUS (907, RocketMQ 5): the broker's replication state (5.3.3's
+        ``MQClientAPIImpl.getBrokerHAStatus``)."""
+        return HARuntimeInfo.decode((await self._call(addr, request(RequestCode.GET_BROKER_HA_STATUS))).body)

@@ -33,6 +33,7 @@ from client.mqadmin_acl import COMMANDS as ACL_COMMANDS
 from client.mqadmin_cluster import COMMANDS as CLUSTER_COMMANDS
 from client.mqadmin_export import COMMANDS as EXPORT_COMMANDS
 from client.mqadmin_groups import COMMANDS as GROUP_COMMANDS
+from client.mqadmin_ha import COMMANDS as HA_COMMANDS
 from client.mqadmin_messages import COMMANDS as MESSAGE_COMMANDS
 from client.mqadmin_namesrv import COMMANDS as NAMESRV_COMMANDS
 from client.mqadmin_offsets import COMMANDS as OFFSET_COMMANDS
@@ -105,6 +106,7 @@ _FAMILIES: tuple[tuple[Any, ...], ...] = (
     GROUP_COMMANDS,
     OFFSET_COMMANDS,
     CLUSTER_COMMANDS,
+    HA_COMMANDS,
     NAMESRV_COMMANDS,
     MESSAGE_COMMANDS,
     TRACE_COMMANDS,

@@ -167,6 +167,8 @@ class StoreConfig:
     ha_housekeeping_interval: int = 20_000
     ha_transfer_batch_size: int = 32 * 1024
     ha_slave_fallbehind_max: int = 256 * 1024 * 1024
+    #: RocketMQ 5: a slave this many bytes behind or more is not in sync (GET_BROKER_HA_STATUS's ``inSync``).
+    ha_max_gap_not_in_sync: int = 256 * 1024 * 1024
     #: A slave's static master HA address (``host:port``); shorter than 6 characters means "learn it from the name
     #: server", as Java.
     ha_master_address: str = ""

@@ -148,6 +148,7 @@ class RequestCode(enum.IntEnum):
     RECALL_MESSAGE = 370  # RocketMQ 5.3: take back a timer message before its time
     QUERY_ASSIGNMENT = 400  # RocketMQ 5: a push consumer's queues and their mode (PULL / POP)
     SET_MESSAGE_REQUEST_MODE = 401
+    GET_BROKER_HA_STATUS = 907  # RocketMQ 5: the store's replication state (mqadmin haStatus)
     #: RocketMQ 5's pop consumption (remoting/src/main/java/org/apache/rocketmq/remoting/protocol/RequestCode.java).
     POP_MESSAGE = 200050
     ACK_MESSAGE = 200051

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Final
 
 import trio
 
+from store.ha.flow import ByteRate
 from store.ha.frames import (
     MAX_SENT_BODY,
     POS_PHY,
@@ -72,6 +73,8 @@ class HAConnection:
         #: The next CommitLog offset this connection sends (-1 before the first report).
         self.next_offset = -1
         self.sent_bytes = 0
+        #: :attr:`sent_bytes` of the last whole second (sampled by the service).
+        self.sent_rate = ByteRate()
         #: The slave needs data retention already deleted: it can never catch up (logged once).
         self.behind_retention = False
         self._first_report = trio.Event()

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 import trio
 
@@ -33,6 +33,9 @@ if TYPE_CHECKING:
     from store.store_config import StoreConfig
 
 log = logging.getLogger(__name__)
+
+#: How often the transfer rates are sampled (s): RocketMQ's ``FlowMonitor`` second.
+RATE_PERIOD: Final = 1.0
 
 
 class HAService:
@@ -69,12 +72,22 @@ class HAService:
         self.port = listeners[0].socket.getsockname()[1]
         async with trio.open_nursery() as nursery:
             await nursery.start(self.waits.run)
+            nursery.start_soon(self._sample_rates)
             if self.store.replica is not None:
                 self.client = HAClient(lambda: self.config, self.store.replica)
                 await nursery.start(self.client.run)
             nursery.start_soon(trio.serve_listeners, self._accept, listeners)
             log.info("HA listening on port %d as %s", self.port, config.broker_role.value)
             task_status.started()
+
+    async def _sample_rates(self) -> None:
+        """Once a second, the bytes each connection sent and the client received in it (:mod:`store.ha.flow`)."""
+        while True:
+            await trio.sleep(RATE_PERIOD)
+            for connection in self.connections:
+                connection.sent_rate.sample(connection.sent_bytes)
+            if self.client is not None:
+                self.client.received_rate.sample(self.client.received_bytes)
 
     async def _accept(self, stream: trio.SocketStream) -> None:
         try:
@@ -119,6 +132,11 @@ class HAService:
         # another connection's report that reaches it, however far the first got (a look at the queue's head when
         # nothing is due).
         self.waits.acknowledged(offset, floor)
+
+    def is_in_sync(self, connection: HAConnection, end_offset: int) -> bool:
+        """Whether ``connection``'s slave is less than ``haMaxGapNotInSync`` behind ``end_offset`` (RocketMQ 5's
+        ``DefaultHAService.isInSyncSlave``; a slave that has not reported yet counts from -1)."""
+        return end_offset - connection.ack_offset < self.config.ha_max_gap_not_in_sync
 
     def is_slave_ok(self, end_offset: int) -> bool:
         """A slave is connected and less than ``haSlaveFallbehindMax`` behind ``end_offset`` (RocketMQ's

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Final, Protocol
 import trio
 
 from store.errors import OffsetMismatchError, PutRefusedError
+from store.ha.flow import ByteRate
 from store.ha.frames import FrameReader, HAProtocolError, encode_report
 
 if TYPE_CHECKING:
@@ -142,14 +143,18 @@ class HAClient:
         self.learns_address = len(static) < 6
         self.connected_to = ""
         self.sessions = 0
+        #: When the master was last heard from, or a session began (Trio clock; 0.0: never).
         self.last_contact = 0.0
         self.received_bytes = 0
+        #: :attr:`received_bytes` of the last whole second (sampled by the service).
+        self.received_rate = ByteRate()
         #: The master's CommitLog end as last learned (-1: not yet) and when (Trio clock): :meth:`note_master_offset`.
         self.master_offset = -1
         self.master_offset_at = 0.0
         self._reporting = False
         self._report_owed = False
-        self._last_report = 0.0
+        #: When the last report was written (Trio clock; 0.0: never).
+        self.last_report = 0.0
         #: The current session took something from the master: bytes this slave did not refuse (:meth:`_session`).
         self._took = False
         self._address_known = trio.Event()
@@ -247,7 +252,7 @@ class HAClient:
             while True:
                 self._report_owed = False
                 await stream.send_all(encode_report(self.replica.max_offset))
-                self._last_report = trio.current_time()
+                self.last_report = trio.current_time()
                 if not self._report_owed:
                     return
         finally:
@@ -264,14 +269,14 @@ class HAClient:
                 interval = self.heartbeat_interval
                 housekeeping = self.config.ha_housekeeping_interval / 1000
                 now = trio.current_time()
-                wake = min(self._last_report + interval, self.last_contact + housekeeping, now + POLL)
+                wake = min(self.last_report + interval, self.last_contact + housekeeping, now + POLL)
                 await trio.sleep_until(max(wake, now + interval / 100))
                 now = trio.current_time()
                 if now >= self.last_contact + housekeeping:
                     log.warning("HA master silent for %.0f s: reconnecting", housekeeping)
                     scope.cancel()
                     return
-                if now >= self._last_report + interval:
+                if now >= self.last_report + interval:
                     await self._report(stream)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             log.info("HA report to master failed: %s", exc)
