@@ -430,3 +430,22 @@ async def test_a_follower_of_a_new_leader_forgets_the_old_master_and_syncs_three
                 if started is not None and started > changed_at and started not in begun:
                     begun.append(started)
         assert [t - changed_at for t in begun] == pytest.approx([3.0, 13.0], abs=0.05)
+
+
+NO_HA_SERVICE = "Can not get HARuntimeInfo, may be duplicationEnable is true"
+
+
+async def test_ha_status_in_dledger_mode_answers_there_is_no_ha_service(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """GET_BROKER_HA_STATUS (907, ``mqadmin haStatus``): RocketMQ 5.3.3's DLedger store has no HA service, and every
+    member answers SYSTEM_ERROR with its remark (AdminBrokerProcessor's ``getBrokerHaStatus``)."""
+    group, leader = await start_group(tmp_path)
+    try:
+        await wait_services_on(group, leader)
+        async with RemotingClient() as client:
+            for member in group.ids:
+                answer = await client.invoke(group.addr(member), request(RequestCode.GET_BROKER_HA_STATUS), 5)
+                assert (answer.code, answer.remark) == (ResponseCode.SYSTEM_ERROR, NO_HA_SERVICE), member
+    finally:
+        await group.__aexit__(None, None, None)
