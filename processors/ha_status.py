@@ -9,6 +9,9 @@ replication state as an ``HARuntimeInfo`` body (:mod:`remoting.codec.bodies.ha`)
 - a slave: its master's HA address (left out while none is known), its own CommitLog end, the bytes received in the
   last second, the last read from and write to the master in epoch ms (0: none yet), and ``masterFlushOffset`` 0
   (5.3.3 learns it only in controller mode or as an acting master, neither of which we run).
+
+Errors: a broker in DLedger mode has no such service and answers SYSTEM_ERROR with 5.3.3's remark
+(broker/src/main/java/org/apache/rocketmq/broker/processor/AdminBrokerProcessor.java ``getBrokerHaStatus``).
 """
 
 from __future__ import annotations
@@ -31,6 +34,9 @@ if TYPE_CHECKING:
 
 __all__ = ["HAStatusProcessor", "ha_runtime_info"]
 
+#: 5.3.3's answer when the store has no HA service.
+NO_HA_SERVICE: Final = "Can not get HARuntimeInfo, may be duplicationEnable is true"
+
 
 class HAStatusProcessor:
     """Serves :attr:`REQUEST_CODES`; stateless, reads ``broker`` per request."""
@@ -41,6 +47,8 @@ class HAStatusProcessor:
         self.broker = broker
 
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        if self.broker.config.enable_dleger_commit_log:
+            return request.response(ResponseCode.SYSTEM_ERROR, NO_HA_SERVICE)
         info = ha_runtime_info(self.broker.store.ha)
         return request.response(ResponseCode.SUCCESS, body=info.encode())
 
