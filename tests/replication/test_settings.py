@@ -53,6 +53,14 @@ def test_a_conf_file_and_arguments_set_every_replication_key(tmp_path: Path) -> 
     assert store.access_message_in_memory_max_ratio == 30
 
 
+def test_ha_max_gap_not_in_sync_is_rocketmq_5_s_and_reaches_the_store() -> None:
+    """RocketMQ 5's ``haMaxGapNotInSync`` (256 MiB), which ``mqadmin haStatus``'s in-sync flag reads, is a
+    broker setting like the others and reaches the store's settings."""
+    assert store_config_of(BrokerConfig()).ha_max_gap_not_in_sync == 256 * 1024 * 1024
+    config = build_config(None, ["--haMaxGapNotInSync", "4096"], None)
+    assert store_config_of(checked_roles(config)).ha_max_gap_not_in_sync == 4096
+
+
 def test_roles_follow_rocketmq_s_start_up_rules() -> None:
     assert checked_roles(BrokerConfig(broker_role="SYNC_MASTER", broker_id=3)).broker_id == 0
     with pytest.raises(ValueError, match="Slave's brokerId must be > 0"):
