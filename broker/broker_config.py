@@ -307,6 +307,8 @@ class BrokerConfig(ListenerSettings):
     ha_transfer_batch_size: int = 32 * 1024
     #: ...and a SYNC_MASTER answers SLAVE_NOT_AVAILABLE while its fastest slave is this many bytes behind.
     ha_slave_fallbehind_max: int = 256 * 1024 * 1024
+    #: RocketMQ 5: a slave this many bytes behind or more shows as not in sync (``mqadmin haStatus``).
+    ha_max_gap_not_in_sync: int = 256 * 1024 * 1024
     #: A slave's static master HA address (``host:port``); empty: learned from the name-server registration.
     ha_master_address: str = ""
     #: SYNC_MASTER: ms a send waits for a slave's acknowledgement before FLUSH_SLAVE_TIMEOUT.

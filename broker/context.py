@@ -242,6 +242,7 @@ def store_config_of(config: BrokerConfig) -> StoreConfig:
         ha_housekeeping_interval=config.ha_housekeeping_interval,
         ha_transfer_batch_size=config.ha_transfer_batch_size,
         ha_slave_fallbehind_max=config.ha_slave_fallbehind_max,
+        ha_max_gap_not_in_sync=config.ha_max_gap_not_in_sync,
         ha_master_address=config.ha_master_address,
         slave_timeout=config.slave_timeout,
         access_message_in_memory_max_ratio=config.access_message_in_memory_max_ratio,
@@ -265,6 +266,7 @@ LIVE_STORE_SETTINGS = (
     "ha_housekeeping_interval",
     "ha_transfer_batch_size",
     "ha_slave_fallbehind_max",
+    "ha_max_gap_not_in_sync",
     "access_message_in_memory_max_ratio",
     # CommitLog.updateMaxMessageSize reads it before every put (store/src/main/java/org/apache/rocketmq/store/
     # CommitLog.java): the new config rebinds the append path with it.
