@@ -2,12 +2,21 @@
 (store/src/main/java/org/apache/rocketmq/store/ha/FlowMonitor.java) counts them for ``mqadmin haStatus``.
 
 The hot paths only grow their byte totals (:attr:`HAConnection.sent_bytes <store.ha.master.HAConnection.sent_bytes>`,
-:attr:`HAClient.received_bytes <store.ha.slave.HAClient.received_bytes>`); :class:`~store.ha.service.HAService` samples
-them once a second into a :class:`ByteRate`. Java's monitor counts every byte written or read, frame headers included;
-these count the CommitLog bytes only (ours).
+:attr:`HAClient.received_bytes <store.ha.slave.HAClient.received_bytes>`); :func:`sample_every_second`, a task of each
+master connection and of each slave session, samples them into a :class:`ByteRate`, so a broker without replication
+wakes for none. Java's monitor counts every byte written or read, frame headers included; these count the CommitLog
+bytes only (ours).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Final
+
+import trio
+
+#: The sampling period (s): RocketMQ's ``FlowMonitor`` second.
+RATE_PERIOD: Final = 1.0
 
 
 class ByteRate:
@@ -23,3 +32,10 @@ class ByteRate:
         """Take the total at the end of a second."""
         self.per_second = total - self._mark
         self._mark = total
+
+
+async def sample_every_second(rate: ByteRate, total: Callable[[], int]) -> None:
+    """Sample ``total()`` into ``rate`` every :data:`RATE_PERIOD` until cancelled."""
+    while True:
+        await trio.sleep(RATE_PERIOD)
+        rate.sample(total())

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Final
 
 import trio
 
-from store.ha.flow import ByteRate
+from store.ha.flow import ByteRate, sample_every_second
 from store.ha.frames import (
     MAX_SENT_BODY,
     POS_PHY,
@@ -73,7 +73,7 @@ class HAConnection:
         #: The next CommitLog offset this connection sends (-1 before the first report).
         self.next_offset = -1
         self.sent_bytes = 0
-        #: :attr:`sent_bytes` of the last whole second (sampled by the service).
+        #: :attr:`sent_bytes` of the last whole second (:mod:`store.ha.flow`).
         self.sent_rate = ByteRate()
         #: The slave needs data retention already deleted: it can never catch up (logged once).
         self.behind_retention = False
@@ -85,6 +85,7 @@ class HAConnection:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._read_loop, nursery.cancel_scope)
                 nursery.start_soon(self._write_loop, nursery.cancel_scope)
+                nursery.start_soon(sample_every_second, self.sent_rate, lambda: self.sent_bytes)
         finally:
             with trio.CancelScope(shield=True):
                 await self.stream.aclose()

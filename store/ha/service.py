@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 import trio
 
@@ -33,9 +33,6 @@ if TYPE_CHECKING:
     from store.store_config import StoreConfig
 
 log = logging.getLogger(__name__)
-
-#: How often the transfer rates are sampled (s): RocketMQ's ``FlowMonitor`` second.
-RATE_PERIOD: Final = 1.0
 
 
 class HAService:
@@ -72,22 +69,12 @@ class HAService:
         self.port = listeners[0].socket.getsockname()[1]
         async with trio.open_nursery() as nursery:
             await nursery.start(self.waits.run)
-            nursery.start_soon(self._sample_rates)
             if self.store.replica is not None:
                 self.client = HAClient(lambda: self.config, self.store.replica)
                 await nursery.start(self.client.run)
             nursery.start_soon(trio.serve_listeners, self._accept, listeners)
             log.info("HA listening on port %d as %s", self.port, config.broker_role.value)
             task_status.started()
-
-    async def _sample_rates(self) -> None:
-        """Once a second, the bytes each connection sent and the client received in it (:mod:`store.ha.flow`)."""
-        while True:
-            await trio.sleep(RATE_PERIOD)
-            for connection in self.connections:
-                connection.sent_rate.sample(connection.sent_bytes)
-            if self.client is not None:
-                self.client.received_rate.sample(self.client.received_bytes)
 
     async def _accept(self, stream: trio.SocketStream) -> None:
         try:

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Final, Protocol
 import trio
 
 from store.errors import OffsetMismatchError, PutRefusedError
-from store.ha.flow import ByteRate
+from store.ha.flow import ByteRate, sample_every_second
 from store.ha.frames import FrameReader, HAProtocolError, encode_report
 
 if TYPE_CHECKING:
@@ -146,7 +146,7 @@ class HAClient:
         #: When the master was last heard from, or a session began (Trio clock; 0.0: never).
         self.last_contact = 0.0
         self.received_bytes = 0
-        #: :attr:`received_bytes` of the last whole second (sampled by the service).
+        #: :attr:`received_bytes` of the last whole second of a session, 0 between sessions (:mod:`store.ha.flow`).
         self.received_rate = ByteRate()
         #: The master's CommitLog end as last learned (-1: not yet) and when (Trio clock): :meth:`note_master_offset`.
         self.master_offset = -1
@@ -235,8 +235,10 @@ class HAClient:
             async with stream, trio.open_nursery() as nursery:
                 nursery.start_soon(self._report_loop, io, nursery.cancel_scope)
                 nursery.start_soon(self._read_loop, io, nursery.cancel_scope)
+                nursery.start_soon(sample_every_second, self.received_rate, lambda: self.received_bytes)
         finally:
             self.connected_to = ""
+            self.received_rate = ByteRate(self.received_bytes)  # nothing comes between sessions
             if raw is not None:
                 raw.close()
         return self._took
