@@ -144,3 +144,16 @@ async def test_bytes_per_second_show_a_burst_then_fall_back_to_zero(tmp_path: Pa
         await wait_until(lambda: connection.sent_rate.per_second == 0, what="the master's idle second")
         await wait_until(lambda: client.received_rate.per_second == 0, what="the slave's idle second")
         nursery.cancel_scope.cancel()
+
+
+async def test_mqadmin_ha_status_repeats_with_i_and_prints_help_without_a_target(tmp_path: Path) -> None:
+    """``-i`` repeats the listing (``--rounds``, ours, ends it); neither ``-b`` nor ``-c`` prints the options, as
+    Java's ``printCommandLineHelp``."""
+    async with EmbeddedCluster(tmp_path / "c", **SMALL_STORE) as cluster:
+        ns, addr = cluster.namesrv_addr, cluster.broker_addr
+        text = await trio.to_thread.run_sync(
+            _mqadmin_text, "haStatus", "-n", ns, "-b", addr, "-i", "0", "--rounds", "2"
+        )
+        usage = await trio.to_thread.run_sync(_mqadmin_text, "haStatus", "-n", ns)
+    assert text.count(f"#MasterAddr\t{addr}\n#MasterCommitLogMaxOffset") == 2 and text.count("#SlaveNum\t0") == 2
+    assert "--brokerAddr" in usage and "#MasterAddr" not in usage
