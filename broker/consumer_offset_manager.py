@@ -84,17 +84,19 @@ class ConsumerOffsetManager:
 
     def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         """Record ``offset`` (the next message the group will consume) for one queue (for an LMQ group: whatever
-        the queue)."""
+        the queue). Only a change is saved: clients commit every queue they hold every 5 s, moved or not."""
         if self.lmq_persister is not None and (lmq_key := self._lmq_key(group, topic)) is not None:
-            self._lmq[lmq_key] = offset
-            self.lmq_persister.mark_dirty()
+            if self._lmq.get(lmq_key) != offset:
+                self._lmq[lmq_key] = offset
+                self.lmq_persister.mark_dirty()
             return
         key = offset_key(group, topic)
         queues = self._table.get(key)
         if queues is None:
             queues = self._table[key] = {}
-        queues[queue_id] = offset
-        self.persister.mark_dirty()
+        if queues.get(queue_id) != offset:
+            queues[queue_id] = offset
+            self.persister.mark_dirty()
 
     def assign_reset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         """An admin's reset of one queue: committed, and kept for the group's next pull or pop of the queue to take
@@ -117,13 +119,17 @@ class ConsumerOffsetManager:
             return None
         return self._resets.pop((group, topic, queue_id), None)
 
-    def merge(self, table: ConsumerOffsetTable) -> None:
+    def merge(self, table: ConsumerOffsetTable) -> bool:
         """A slave takes its master's offsets (SlaveSynchronize): each ``topic@group`` of ``table`` replaces its own,
-        keys only the slave has are kept (RocketMQ's ``putAll``)."""
+        keys only the slave has are kept (RocketMQ's ``putAll``). Returns whether any offset changed."""
+        changed = False
         for key, queues in table.items():
-            self._table[key] = dict(queues)
-        if table:
+            if self._table.get(key) != queues:
+                self._table[key] = dict(queues)
+                changed = True
+        if changed:
             self.persister.mark_dirty()
+        return changed
 
     def clone(self, src_group: str, dest_group: str, topic: str) -> None:
         """``dest_group``'s offsets on ``topic`` become a copy of ``src_group``'s, replacing its whole table for the

@@ -160,10 +160,10 @@ class SlaveSynchronize:
     async def _sync_offsets(self, addr: str) -> None:
         """Merged, then saved at once, as RocketMQ's ``SlaveSynchronize.syncConsumerOffset``
         (broker/src/main/java/org/apache/rocketmq/broker/slave/SlaveSynchronize.java) persists right after its
-        ``putAll``: a slave killed before its periodic flush restarts with the master's offsets."""
+        ``putAll``: a slave killed before its periodic flush restarts with the master's offsets. A round that
+        changed nothing writes nothing."""
         offsets = await self._fetch(addr, RequestCode.GET_ALL_CONSUMER_OFFSET, decode_consumer_offsets)
-        if offsets is not None:
-            self.broker.offsets.merge(offsets)
+        if offsets is not None and self.broker.offsets.merge(offsets):
             try:
                 await self.broker.offsets.persist()
             except OSError:

@@ -92,6 +92,28 @@ async def test_offsets_are_persisted_every_interval(tmp_path: Path, autojump_clo
         nursery.cancel_scope.cancel()
 
 
+async def test_a_commit_of_the_offset_already_held_writes_no_file(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Clients commit every queue's offset every 5 s whether it moved or not: only a change is saved."""
+    m = offsets(tmp_path, interval_ms=5000)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(m.run)
+        m.commit("g", "T", 0, 42)
+        await trio.sleep(5.1)
+        await m.persister.wait_saved()
+        saves = m.persister.saves
+        for _ in range(3):
+            m.commit("g", "T", 0, 42)
+            await trio.sleep(5.1)
+        assert m.persister.saves == saves
+        m.commit("g", "T", 0, 43)
+        await trio.sleep(5.1)
+        await m.persister.wait_saved()
+        assert (m.persister.saves, offsets(tmp_path).query("g", "T", 0)) == (saves + 1, 43)
+        nursery.cancel_scope.cancel()
+
+
 async def test_offsets_are_persisted_at_shutdown(tmp_path: Path) -> None:
     m = offsets(tmp_path)
     async with trio.open_nursery() as nursery:
