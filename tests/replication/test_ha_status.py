@@ -5,6 +5,7 @@ Java's lines."""
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -157,3 +158,45 @@ async def test_mqadmin_ha_status_repeats_with_i_and_prints_help_without_a_target
         usage = await trio.to_thread.run_sync(_mqadmin_text, "haStatus", "-n", ns)
     assert text.count(f"#MasterAddr\t{addr}\n#MasterCommitLogMaxOffset") == 2 and text.count("#SlaveNum\t0") == 2
     assert "--brokerAddr" in usage and "#MasterAddr" not in usage
+
+
+def _mqadmin_result(*args: str) -> Any:
+    return CliRunner().invoke(mqadmin, list(args), catch_exceptions=False)
+
+
+@pytest.mark.parametrize("interval", ["-1", "2147484"])
+async def test_mqadmin_ha_status_fails_after_one_round_when_the_wait_is_negative(tmp_path: Path, interval: str) -> None:
+    """Java sleeps ``flushSecond * 1000`` ms, an ``int``: a negative product (a negative interval, or one past
+    2147483 s, which overflows) makes ``Thread.sleep`` throw after the first listing, and the command fails with
+    HAStatusSubCommand's line. Ours failed on -1 with its own line and slept 2147484 s (``--rounds 1`` ends it here)."""
+    async with EmbeddedCluster(tmp_path / "c", **SMALL_STORE) as cluster:
+        ns, addr = cluster.namesrv_addr, cluster.broker_addr
+        result = await trio.to_thread.run_sync(
+            _mqadmin_result, "haStatus", "-n", ns, "-b", addr, "-i", interval, "--rounds", "1"
+        )
+    assert result.exit_code == 1, result.output
+    assert result.stdout.count("#MasterAddr") == 1, result.stdout
+    assert result.stderr.splitlines()[0] == (
+        "org.apache.rocketmq.tools.command.SubCommandException: HAStatusSubCommand command failed"
+    ), result.stderr
+
+
+def test_mqadmin_ha_status_failure_says_javas_line() -> None:
+    """A broker that cannot be reached fails the command with HAStatusSubCommand's SubCommandException line, as
+    Java's ``execute`` wraps every failure (tools/.../command/ha/HAStatusSubCommand.java)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        closed = f"127.0.0.1:{sock.getsockname()[1]}"
+    result = _mqadmin_result("haStatus", "-n", closed, "-b", closed)
+    assert result.exit_code == 1, result.output
+    assert result.stderr.splitlines()[0] == (
+        "org.apache.rocketmq.tools.command.SubCommandException: HAStatusSubCommand command failed"
+    ), result.stderr
+
+
+def test_mqadmin_ha_status_with_i_and_no_target_prints_help_every_round() -> None:
+    """Java's loop runs ``innerExec`` each round, which prints the help when neither ``-b`` nor ``-c`` is given:
+    with ``-i`` the help repeats (ours stopped after one)."""
+    result = _mqadmin_result("haStatus", "-n", "127.0.0.1:1", "-i", "0", "--rounds", "3")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.count("--brokerAddr") == 3, result.stdout
