@@ -2,19 +2,23 @@
 HAStatusSubCommand.java: a broker's (``-b``) or every master's of a cluster (``-c``) replication state, from
 GET_BROKER_HA_STATUS (907). A master prints its end, slave counts and a row per slave; a slave its master and its
 own figures. ``-i`` repeats every that many seconds (3 when given empty) until interrupted, as in Java; ``--rounds``
-(ours) stops after that many rounds. Without ``-b`` or ``-c`` the help is printed. A broker's failure ends the
-command (Java catches none). Ours: a timestamp of 0 (no session yet) prints ``-``.
+(ours) stops after that many rounds. Without ``-b`` or ``-c`` the help is printed, each round with ``-i``. A broker's
+failure ends the command (Java catches none) with Java's ``HAStatusSubCommand command failed`` line, and so does a
+wait of a negative ``int`` of milliseconds (Java's ``Thread.sleep(flushSecond * 1000)``), after the first round.
+Ours: a timestamp of 0 (no session yet) prints ``-``.
 """
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
 import click
 
 from client.admin import Admin
-from client.mqadmin_support import JAVA_INT, Output, cluster_masters, common, format_ts, run_job
+from client.mqadmin_support import JAVA_INT, Output, cluster_masters, common, format_ts, run_job, say_failure
 from remoting.codec.bodies.ha import HARuntimeInfo
 
 __all__ = ["COMMANDS"]
@@ -49,24 +53,45 @@ def _print_status(out: Output, addr: str, info: HARuntimeInfo) -> None:
 @click.option("-i", "--interval", help="the interval(second) of get info")
 @click.option("--rounds", type=int, default=0, help="with -i, stop after this many rounds (rocketrio)")
 def ha_status(ctx: click.Context, **o: Any) -> None:
-    if not (o["broker_addr"] or o["cluster"]):
-        click.echo(ctx.get_help())
-        return
     text = o["interval"]
     interval = None if text is None else JAVA_INT.convert(text.strip(), None, ctx) if text.strip() else 3
+    broker, cluster = (o["broker_addr"] or "").strip(), (o["cluster"] or "").strip()
 
-    async def job(admin: Admin, out: Output) -> None:
-        broker, cluster = (o["broker_addr"] or "").strip(), (o["cluster"] or "").strip()
-        done = 0
-        while True:
-            for addr in [broker] if broker else await cluster_masters(admin, out, cluster):
-                _print_status(out, addr, await admin.ha_status(addr))
-            done += 1
-            if interval is None or (o["rounds"] and done >= o["rounds"]):
-                return
-            await anyio.sleep(interval)
+    async def listing(admin: Admin, out: Output) -> None:
+        for addr in [broker] if broker else await cluster_masters(admin, out, cluster):
+            _print_status(out, addr, await admin.ha_status(addr))
 
-    run_job(ctx, job)
+    async def usage() -> None:
+        click.echo(ctx.get_help())
+
+    if broker or cluster:
+        run_job(ctx, lambda admin, out: _each_round(lambda: listing(admin, out), interval, o["rounds"]))
+    elif interval is None:
+        click.echo(ctx.get_help())
+    else:  # Java's loop prints the help each round (no name server needed)
+        try:
+            anyio.run(_each_round, usage, interval, o["rounds"])
+        except ValueError as exc:
+            say_failure(ctx, exc)
+            sys.exit(1)
+
+
+async def _each_round(step: Callable[[], Awaitable[None]], interval: int | None, rounds: int) -> None:
+    """``step`` once, or with an ``interval`` every that many seconds, ``rounds`` times (0: until interrupted).
+    Raises ValueError after a round when the wait, Java's ``int`` product ``interval * 1000`` ms, is negative
+    (``Thread.sleep``'s IllegalArgumentException)."""
+    done = 0
+    while True:
+        await step()
+        done += 1
+        if interval is None:
+            return
+        wait_ms = (interval * 1000 + (1 << 31)) % (1 << 32) - (1 << 31)
+        if wait_ms < 0:
+            raise ValueError("timeout value is negative")
+        if rounds and done >= rounds:
+            return
+        await anyio.sleep(wait_ms / 1000)
 
 
 #: The commands :mod:`client.mqadmin` registers.

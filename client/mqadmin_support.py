@@ -296,10 +296,11 @@ class Output:
             click.echo(json.dumps(self.doc, default=str))
 
 
-#: What RocketMQ 4.9.8's tools print first on stderr when a command fails, by command name in lower case: each
-#: ``execute`` wraps its failure in ``SubCommandException(getClass().getSimpleName() + " command failed")`` and
-#: ``MQAdminStartup.main0`` prints its stack trace (tools/src/main/java/org/apache/rocketmq/tools/command/**); Java
-#: then exits 0, so scripts look for this line. ``deleteExpiredCommitLog`` words it apart, ``addWritePerm`` and
+#: What RocketMQ 4.9.8's tools (5.3.3's for haStatus) print first on stderr when a command fails, by command name in
+#: lower case: each ``execute`` wraps its failure in ``SubCommandException(getClass().getSimpleName() + " command
+#: failed")`` and ``MQAdminStartup.main0`` prints its stack trace (tools/src/main/java/org/apache/rocketmq/tools/
+#: command/**); Java then exits 0, so scripts look for this line. ``deleteExpiredCommitLog`` words it apart,
+#: ``addWritePerm`` and
 #: ``queryMsgTraceById`` leave out the space, ``sendMessage`` throws a RuntimeException (:data:`_JAVA_EXCEPTIONS`;
 #: message/SendMessageCommand.java); ``queryCq`` catches its own failure and prints only the cause
 #: (queue/QueryConsumeQueueCommand.java), so it is not here.
@@ -313,6 +314,7 @@ JAVA_FAILURES: Final = {
     "cleanexpiredcq": "CleanExpiredCQSubCommand command failed",
     "cleanunusedtopic": "CleanUnusedTopicCommand command failed",
     "getbrokerconfig": "GetBrokerConfigCommand command failed",
+    "hastatus": "HAStatusSubCommand command failed",
     "sendmsgstatus": "SendMsgStatusCommand command failed",
     "updatebrokerconfig": "UpdateBrokerConfigSubCommand command failed",
     "clusterrt": "CLusterSendMsgRTCommand command failed",
