@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import socket
 from collections.abc import AsyncIterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,11 @@ from click.testing import CliRunner
 from broker.embedded import EmbeddedCluster
 from client import Admin, Message, Producer
 from client.mqadmin import main as mqadmin
+from client.mqadmin_ha import _print_status
+from client.mqadmin_support import Output
+from processors.ha_status import ha_runtime_info
 from remoting.client import RemotingClient
+from remoting.codec.bodies.ha import HAClientRuntimeInfo, HARuntimeInfo
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
 from store.store_config import BrokerRole
@@ -184,9 +189,7 @@ async def test_mqadmin_ha_status_fails_after_one_round_when_the_wait_is_negative
 def test_mqadmin_ha_status_failure_says_javas_line() -> None:
     """A broker that cannot be reached fails the command with HAStatusSubCommand's SubCommandException line, as
     Java's ``execute`` wraps every failure (tools/.../command/ha/HAStatusSubCommand.java)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        closed = f"127.0.0.1:{sock.getsockname()[1]}"
+    closed = _closed_address()
     result = _mqadmin_result("haStatus", "-n", closed, "-b", closed)
     assert result.exit_code == 1, result.output
     assert result.stderr.splitlines()[0] == (
@@ -200,3 +203,58 @@ def test_mqadmin_ha_status_with_i_and_no_target_prints_help_every_round() -> Non
     result = _mqadmin_result("haStatus", "-n", "127.0.0.1:1", "-i", "0", "--rounds", "3")
     assert result.exit_code == 0, result.output
     assert result.stdout.count("--brokerAddr") == 3, result.stdout
+
+
+def _closed_address() -> str:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{sock.getsockname()[1]}"
+
+
+async def test_a_slave_that_never_reached_its_master_shows_when_it_started_and_tried(tmp_path: Path) -> None:
+    """5.3.3's DefaultHAClient starts both timestamps at its creation and sets ``lastReadTimestamp`` at each connect
+    attempt (store/src/main/java/org/apache/rocketmq/store/ha/DefaultHAClient.java): a slave that never reached its
+    master shows times, not 0. Ours said 0 (printed ``-``)."""
+    slave = ha_store(tmp_path / "slave", BrokerRole.SLAVE, ha_master_address=_closed_address())
+    async with trio.open_nursery() as nursery:
+        await nursery.start(slave.run)
+        info = ha_runtime_info(slave.ha).ha_client_runtime_info
+        nursery.cancel_scope.cancel()
+    assert info.last_read_timestamp > 0 and info.last_write_timestamp > 0, info
+
+
+async def test_a_slave_whose_session_ended_shows_no_last_read(tmp_path: Path) -> None:
+    """DefaultHAClient.closeMaster sets ``lastReadTimestamp`` to 0; the next connect attempt sets it again (after
+    the back-off, a minute's tenth here). Ours kept the session's last read."""
+    master = ha_store(tmp_path / "master", BrokerRole.ASYNC_MASTER)
+    async with trio.open_nursery() as outer:
+        async with trio.open_nursery() as inner:
+            await inner.start(master.run)
+            slave = ha_store(tmp_path / "slave", BrokerRole.SLAVE, master, ha_send_heartbeat_interval=60_000)
+            await outer.start(slave.run)
+            await wait_until(lambda: reported(master), what="the slave's first report")
+            client = slave.ha.client
+            assert client is not None
+            assert ha_runtime_info(slave.ha).ha_client_runtime_info.last_read_timestamp > 0
+            inner.cancel_scope.cancel()
+        await wait_until(lambda: not client.connected_to, what="the session's end")
+        info = ha_runtime_info(slave.ha).ha_client_runtime_info
+        outer.cancel_scope.cancel()
+    assert info.last_read_timestamp == 0 and info.last_write_timestamp > 0, info
+
+
+def test_mqadmin_ha_status_prints_a_zero_time_and_no_master_as_java(capsys: pytest.CaptureFixture[str]) -> None:
+    """Java prints ``UtilAll.timeMillisToHumanString2(0)``, the epoch in local time, and a null master as
+    ``null`` (ours printed ``-`` for 0)."""
+    info = HARuntimeInfo(master=False, ha_client_runtime_info=HAClientRuntimeInfo(max_offset=7))
+    _print_status(Output(False), "127.0.0.1:10911", info)
+    epoch = datetime.fromtimestamp(0).strftime("%Y-%m-%d %H:%M:%S,000")
+    assert capsys.readouterr().out.splitlines() == [
+        "",
+        "#MasterAddr\tnull",
+        "#CommitLogMaxOffset\t7",
+        "#TransferSpeed(KB/s)\t0.00",
+        f"#LastReadTime\t{epoch}",
+        f"#LastWriteTime\t{epoch}",
+        "#MasterFlushOffset\t0",
+    ]
