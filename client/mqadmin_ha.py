@@ -5,7 +5,7 @@ own figures. ``-i`` repeats every that many seconds (3 when given empty) until i
 (ours) stops after that many rounds. Without ``-b`` or ``-c`` the help is printed, each round with ``-i``. A broker's
 failure ends the command (Java catches none) with Java's ``HAStatusSubCommand command failed`` line, and so does a
 wait of a negative ``int`` of milliseconds (Java's ``Thread.sleep(flushSecond * 1000)``), after the first round.
-Ours: a timestamp of 0 (no session yet) prints ``-``.
+A slave's time of 0 (between its sessions) prints as Java's, the epoch in local time.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import anyio
 import click
 
 from client.admin import Admin
-from client.mqadmin_support import JAVA_INT, Output, cluster_masters, common, format_ts, run_job, say_failure
+from client.mqadmin_support import JAVA_INT, Output, cluster_masters, common, java_time_text, run_job, say_failure
 from remoting.codec.bodies.ha import HARuntimeInfo
 
 __all__ = ["COMMANDS"]
@@ -41,8 +41,8 @@ def _print_status(out: Output, addr: str, info: HARuntimeInfo) -> None:
     out.line("%n#MasterAddr\t%s%n", client.master_addr)
     out.line("#CommitLogMaxOffset\t%d%n", client.max_offset)
     out.line("#TransferSpeed(KB/s)\t%.2f%n", client.transferred_byte_in_second / 1024.0)
-    out.line("#LastReadTime\t%s%n", format_ts(client.last_read_timestamp))
-    out.line("#LastWriteTime\t%s%n", format_ts(client.last_write_timestamp))
+    out.line("#LastReadTime\t%s%n", java_time_text(client.last_read_timestamp))
+    out.line("#LastWriteTime\t%s%n", java_time_text(client.last_write_timestamp))
     out.line("#MasterFlushOffset\t%s%n", client.master_flush_offset)
 
 

@@ -434,8 +434,13 @@ def client_config(obj: dict[str, Any], namesrv: str) -> ClientConfig:
 
 
 def format_ts(ms: int) -> str:
-    """Java's ``UtilAll.timeMillisToHumanString2``: ``yyyy-MM-dd HH:mm:ss,SSS``; ``-`` for none."""
-    return datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%d %H:%M:%S,%f")[:-3] if ms > 0 else "-"
+    """Java's ``UtilAll.timeMillisToHumanString2``: ``yyyy-MM-dd HH:mm:ss,SSS``; ``-`` for none (ours)."""
+    return java_time_text(ms) if ms > 0 else "-"
+
+
+def java_time_text(ms: int) -> str:
+    """``UtilAll.timeMillisToHumanString2`` of any time, 0 (the epoch, local time) included."""
+    return datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%d %H:%M:%S,%f")[:-3]
 
 
 def format_date(ms: int) -> str:

@@ -7,8 +7,10 @@ replication state as an ``HARuntimeInfo`` body (:mod:`remoting.codec.bodies.ha`)
   acknowledged offset (-1 before its first report), the gap to the end, whether that gap is under
   ``haMaxGapNotInSync``, the bytes sent in the last second and the next offset to send (-1 before the first report);
 - a slave: its master's HA address (left out while none is known), its own CommitLog end, the bytes received in the
-  last second, the last read from and write to the master in epoch ms (0: none yet), and ``masterFlushOffset`` 0
-  (5.3.3 learns it only in controller mode or as an acting master, neither of which we run).
+  last second, in epoch ms the last read from the master (or connect attempt, or the client's start; 0 from a
+  session's end to the next attempt) and the last report to it (or the client's start), as 5.3.3's
+  ``DefaultHAClient`` keeps them, and ``masterFlushOffset`` 0 (5.3.3 sets it only in controller mode, as an acting
+  master, with ``syncMasterFlushOffsetWhenStartup`` or by RESET_MASTER_FLUSH_OFFSET, none of which we run).
 
 Errors: a broker in DLedger mode has no such service and answers SYSTEM_ERROR with 5.3.3's remark
 (broker/src/main/java/org/apache/rocketmq/broker/processor/AdminBrokerProcessor.java ``getBrokerHaStatus``).
@@ -85,13 +87,11 @@ def _client_info(client: HAClient | None, end: int) -> HAClientRuntimeInfo:
         master_addr=client.master_address or None,
         transferred_byte_in_second=client.received_rate.per_second,
         max_offset=end,
-        last_read_timestamp=_epoch_ms(client.last_contact),
+        last_read_timestamp=0 if client.read_reset else _epoch_ms(client.last_contact),
         last_write_timestamp=_epoch_ms(client.last_report),
     )
 
 
 def _epoch_ms(at: float) -> int:
-    """A Trio clock time as epoch ms (0.0, never, stays 0)."""
-    if not at:
-        return 0
+    """A Trio clock time as epoch ms."""
     return int((time.time() - (trio.current_time() - at)) * 1000)

@@ -53,6 +53,9 @@ log = logging.getLogger(__name__)
 
 READ_SIZE: Final = 256 * 1024
 CONNECT_TIMEOUT: Final = 5.0
+#: How often a client without a master address notes an attempt (s): RocketMQ 5's ``DefaultHAClient`` waits 5 s
+#: between its ``connectMaster`` calls.
+NO_ADDRESS_RETRY: Final = 5.0
 #: The report loop wakes at least this often (s), and reports idle at most this often: RocketMQ's ``HAClient`` loop
 #: waits in ``selector.select(1000)`` between its looks at the intervals.
 POLL: Final = 1.0
@@ -143,8 +146,11 @@ class HAClient:
         self.learns_address = len(static) < 6
         self.connected_to = ""
         self.sessions = 0
-        #: When the master was last heard from, or a session began (Trio clock; 0.0: never).
-        self.last_contact = 0.0
+        #: When the master was last heard from, or this client was made or tried to connect (Trio clock): RocketMQ 5's
+        #: ``lastReadTimestamp``, which :attr:`read_reset` hides between a session's end and the next attempt.
+        self.last_contact = trio.current_time()
+        #: A session ended and no connect was tried since (RocketMQ 5's ``closeMaster`` sets the read time to 0).
+        self.read_reset = False
         self.received_bytes = 0
         #: :attr:`received_bytes` of the last whole second of a session, 0 between sessions (:mod:`store.ha.flow`).
         self.received_rate = ByteRate()
@@ -153,8 +159,9 @@ class HAClient:
         self.master_offset_at = 0.0
         self._reporting = False
         self._report_owed = False
-        #: When the last report was written (Trio clock; 0.0: never).
-        self.last_report = 0.0
+        #: When the last report was written, or this client was made (Trio clock), as RocketMQ 5's
+        #: ``lastWriteTimestamp`` starts.
+        self.last_report = self.last_contact
         #: The current session took something from the master: bytes this slave did not refuse (:meth:`_session`).
         self._took = False
         self._address_known = trio.Event()
@@ -191,12 +198,14 @@ class HAClient:
         task_status.started()
         failures = 0
         while True:
-            await self._address_known.wait()
+            await self._wait_for_address()
             address = self.master_address
             try:
                 with trio.fail_after(CONNECT_TIMEOUT):
                     stream = await self._connect(address)
+                self._tried()
             except (OSError, ValueError, trio.TooSlowError) as exc:
+                self._tried()
                 delay = self._backoff(failures)
                 failures += 1
                 log.info("HA connect to %s failed: %s; retrying in %.1f s", address, exc, delay)
@@ -208,6 +217,19 @@ class HAClient:
                     delay = self._backoff(failures)
                     failures += 1
             await trio.sleep(delay)
+
+    async def _wait_for_address(self) -> None:
+        """Until a master address is known, noting a connect attempt every :data:`NO_ADDRESS_RETRY` seconds as
+        RocketMQ 5's ``DefaultHAClient.connectMaster`` does without one."""
+        while not self._address_known.is_set():
+            with trio.move_on_after(NO_ADDRESS_RETRY):
+                await self._address_known.wait()
+            self._tried()
+
+    def _tried(self) -> None:
+        """A connect was tried: the read time is now (``connectMaster``, whether or not it connected)."""
+        self.last_contact = trio.current_time()
+        self.read_reset = False
 
     def _backoff(self, earlier_failures: int) -> float:
         """The wait before the next connect: a tenth of the heartbeat interval after a session or a first failure,
@@ -238,6 +260,7 @@ class HAClient:
                 nursery.start_soon(sample_every_second, self.received_rate, lambda: self.received_bytes)
         finally:
             self.connected_to = ""
+            self.read_reset = True
             self.received_rate = ByteRate(self.received_bytes)  # nothing comes between sessions
             if raw is not None:
                 raw.close()
