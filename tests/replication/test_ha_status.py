@@ -258,3 +258,13 @@ def test_mqadmin_ha_status_prints_a_zero_time_and_no_master_as_java(capsys: pyte
         f"#LastWriteTime\t{epoch}",
         "#MasterFlushOffset\t0",
     ]
+
+
+async def test_update_broker_config_moves_the_in_sync_gap_of_a_running_master(pair: EmbeddedCluster) -> None:
+    """``haMaxGapNotInSync`` is read at each status (``DefaultHAService.isInSyncSlave`` reads MessageStoreConfig):
+    set to 0 by UPDATE_BROKER_CONFIG, a caught-up slave (gap 0, not under 0) is no longer in sync."""
+    await _synced_master_status(pair.broker_addr)
+    async with Admin(pair.namesrv_addr) as admin:
+        await admin.update_broker_config(pair.broker_addr, {"haMaxGapNotInSync": "0"})
+        info = await admin.ha_status(pair.broker_addr)
+    assert info.in_sync_slave_nums == 0 and not info.ha_connection_info[0].in_sync
