@@ -268,3 +268,14 @@ async def test_update_broker_config_moves_the_in_sync_gap_of_a_running_master(pa
         await admin.update_broker_config(pair.broker_addr, {"haMaxGapNotInSync": "0"})
         info = await admin.ha_status(pair.broker_addr)
     assert info.in_sync_slave_nums == 0 and not info.ha_connection_info[0].in_sync
+
+
+def test_mqadmin_ha_status_with_an_empty_b_fails_as_java() -> None:
+    """Java tests ``hasOption('b')``, not the value: ``-b ""`` asks broker "" and fails, even beside ``-c``. Ours
+    took an empty ``-b`` for none and printed the help."""
+    for args in (["-b", ""], ["-b", " ", "-c", "DefaultCluster"]):
+        result = _mqadmin_result("haStatus", "-n", _closed_address(), *args)
+        assert result.exit_code == 1, result.output
+        assert result.stderr.splitlines()[0] == (
+            "org.apache.rocketmq.tools.command.SubCommandException: HAStatusSubCommand command failed"
+        ), result.stderr
