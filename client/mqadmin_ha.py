@@ -2,9 +2,10 @@
 HAStatusSubCommand.java: a broker's (``-b``) or every master's of a cluster (``-c``) replication state, from
 GET_BROKER_HA_STATUS (907). A master prints its end, slave counts and a row per slave; a slave its master and its
 own figures. ``-i`` repeats every that many seconds (3 when given empty) until interrupted, as in Java; ``--rounds``
-(ours) stops after that many rounds. Without ``-b`` or ``-c`` the help is printed, each round with ``-i``. A broker's
-failure ends the command (Java catches none) with Java's ``HAStatusSubCommand command failed`` line, and so does a
-wait of a negative ``int`` of milliseconds (Java's ``Thread.sleep(flushSecond * 1000)``), after the first round.
+(ours) stops after that many rounds. ``-b`` (even empty) wins over ``-c``; without either the help is printed, each
+round with ``-i``. A broker's failure ends the command (Java catches none) with Java's ``HAStatusSubCommand command
+failed`` line, and so does a wait of a negative ``int`` of milliseconds (Java's ``Thread.sleep(flushSecond * 1000)``),
+after the first round.
 A slave's time of 0 (between its sessions) prints as Java's, the epoch in local time.
 """
 
@@ -55,16 +56,16 @@ def _print_status(out: Output, addr: str, info: HARuntimeInfo) -> None:
 def ha_status(ctx: click.Context, **o: Any) -> None:
     text = o["interval"]
     interval = None if text is None else JAVA_INT.convert(text.strip(), None, ctx) if text.strip() else 3
-    broker, cluster = (o["broker_addr"] or "").strip(), (o["cluster"] or "").strip()
+    broker, cluster = o["broker_addr"], o["cluster"]  # Java tests hasOption: an empty -b still names a broker
 
     async def listing(admin: Admin, out: Output) -> None:
-        for addr in [broker] if broker else await cluster_masters(admin, out, cluster):
+        for addr in [broker] if broker is not None else await cluster_masters(admin, out, cluster or ""):
             _print_status(out, addr, await admin.ha_status(addr))
 
     async def usage() -> None:
         click.echo(ctx.get_help())
 
-    if broker or cluster:
+    if broker is not None or cluster is not None:
         run_job(ctx, lambda admin, out: _each_round(lambda: listing(admin, out), interval, o["rounds"]))
     elif interval is None:
         click.echo(ctx.get_help())
