@@ -948,3 +948,44 @@ def test_a_clean_checkpoint_without_readable_timing_counts_counts_the_pending_ti
     run_timer(upgraded, now[0])
     assert len(_crashed(store)) == 5
     assert {topic: metric[0] for topic, metric in upgraded.timing.items()} == {"Crashed": 0}
+
+
+@pytest.mark.parametrize("until_success", [False, True])
+async def test_a_timer_delivery_refused_three_times_is_dropped_unless_retry_until_success(
+    embedded_cluster: EmbeddedCluster,
+    autojump_clock: trio.testing.MockClock,
+    caplog: pytest.LogCaptureFixture,
+    until_success: bool,
+) -> None:
+    """RocketMQ 5.3.3's TimerDequeuePutMessageService puts a due message again after a refusal worth retrying (here
+    SERVICE_NOT_AVAILABLE: the disk is full) and, with ``timerEnableRetryUntilSuccess`` false (its default), drops it
+    at the third refusal, logged ("Message processing failed after 3 retries"); the later timers go out. Set true, it
+    is retried until the store takes it. Ours retried for ever."""
+    use_virtual_store_clock(embedded_cluster)
+    await create_topic(embedded_cluster, "TimedRefused")
+    store = embedded_cluster.controller.context.store
+    disk = store.config.disk_usage_ratio
+    async with (
+        Admin(embedded_cluster.namesrv_addr) as admin,
+        Producer("pg-refused", embedded_cluster.namesrv_addr) as p,
+    ):
+        await admin.update_broker_config(
+            embedded_cluster.broker_addr, {"timerEnableRetryUntilSuccess": str(until_success).lower()}
+        )
+        await p.send(Message("TimedRefused", b"refused", properties={"TIMER_DELAY_SEC": "2"}))
+        # A full disk, as the store's own disk check finds it: it stays full until the simulated disk is freed.
+        store.config = attrs.evolve(store.config, disk_usage_ratio=lambda _path: 0.99)
+        store.disk_full_reason = "disk full (test)"
+        try:
+            await trio.sleep(10)
+            assert _stored(embedded_cluster, "TimedRefused") == []
+        finally:
+            store.config = attrs.evolve(store.config, disk_usage_ratio=disk)
+            store.disk_full_reason = None
+        await p.send(Message("TimedRefused", b"later", properties={"TIMER_DELAY_SEC": "2"}))
+        await trio.sleep(5)
+    bodies = [m.body for m in _stored(embedded_cluster, "TimedRefused")]
+    assert bodies == ([b"refused", b"later"] if until_success else [b"later"])
+    dropped = [r for r in caplog.records if "Message processing failed after 3 retries" in r.getMessage()]
+    assert len(dropped) == (0 if until_success else 1)
+    assert embedded_cluster.controller.timer.pending == 0
