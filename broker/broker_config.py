@@ -236,6 +236,9 @@ class BrokerConfig(ListenerSettings):
     #: deliveries and rolls (``timerStopDequeue``) while true, read live (updateBrokerConfig applies at once).
     timer_stop_enqueue: bool = False
     timer_stop_dequeue: bool = False
+    #: RocketMQ 5.3.3: a timer delivery or roll the store refuses (disk full, ...) is retried until taken while true;
+    #: false (Java's default) drops it at the third refusal in a row, logged. Read at each refusal.
+    timer_enable_retry_until_success: bool = False
     #: RocketMQ 5.3's roll window in slots (default two days of slots, capped at the wheel's size less 60): a timer
     #: due later is written again to the CommitLog each window, so keep ``fileReservedTime`` above window x precision.
     timer_roll_window_slot: int = 3600 * 24 * 2

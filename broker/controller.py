@@ -192,6 +192,7 @@ class BrokerController:
             congest_num_each_slot=lambda: self.context.config.timer_congest_num_each_slot,
             stop_enqueue=lambda: self.context.config.timer_stop_enqueue,
             stop_dequeue=lambda: self.context.config.timer_stop_dequeue,
+            retry_until_success=lambda: self.context.config.timer_enable_retry_until_success,
             flush_interval=lambda: self.context.config.timer_flush_interval_ms / 1000,  # updateBrokerConfig: at once
             enabled=lambda: self.context.config.timer_wheel_enable,
             series_limit=config.metrics_otel_cardinality_limit,

@@ -27,8 +27,10 @@ every ``flush_interval`` seconds and, after wheel and log are flushed, once more
 ``timer_store`` for what a crash costs.
 Runs on a master only (:mod:`broker.role_services` starts and stops it with the role, as RocketMQ 5's
 ``changeScheduleServiceStatus`` switches the timer's dequeue); every start opens the wheel afresh from
-``timerCheck.json``. A refused store append is retried after 100 ms; other errors are logged and retried after
-10 s. :meth:`stats` is the admin view (pending count, progress and the rates of the last 10 s).
+``timerCheck.json``. A refused store append is retried after half a slot (500 ms x precision / 1 s, as RocketMQ
+5.3.3's TimerDequeuePutMessageService), dropped at its third refusal in a row unless ``retry_until_success``
+(``timerEnableRetryUntilSuccess``); other errors are logged and retried after 10 s. :meth:`stats` is the admin view
+(pending count, progress and the rates of the last 10 s).
 
 Failover (DLedger mode): a follower does not run the timer; its slave sync copies the leader's confirmed
 ``(enqueueOffset, readMs)`` (GET_TIMER_CHECK_POINT, as RocketMQ 5's ``SlaveSynchronize.syncTimerCheckPoint``) into
@@ -82,7 +84,8 @@ log = logging.getLogger(__name__)
 _BROKER_ONLY: Final = frozenset({PROPERTY_TIMER_ROLL_FROM})
 
 _BUDGET: Final = 2048
-_RETRY_AFTER_REFUSAL: Final = 0.1
+#: RocketMQ 5.3.3's TimerDequeuePutMessageService: a refused put is tried again after ``500 ms x precision / 1 s``.
+_RETRY_AFTER_REFUSAL: Final = 0.5
 _WAIT_AFTER_ERROR: Final = 10.0
 _TPS_WINDOW_MS: Final = 10_000
 #: RocketMQ 5.3.3's ``TimerMetrics.timerDist``: the periods ahead (seconds) of ``rocketmq_timer_message_snapshot``.
@@ -156,6 +159,7 @@ class TimerMessageService:
         max_sleep: float = 1.0,
         stop_enqueue: bool | Callable[[], bool] = False,
         stop_dequeue: bool | Callable[[], bool] = False,
+        retry_until_success: bool | Callable[[], bool] = False,
         enabled: bool | Callable[[], bool] = True,
         series_limit: int = 50_000,
     ) -> None:
@@ -174,6 +178,7 @@ class TimerMessageService:
         self._max_sleep = max_sleep
         self._stop_enqueue = stop_enqueue
         self._stop_dequeue = stop_dequeue
+        self._retry_until_success = retry_until_success
         self._enabled = enabled
         #: Whether the last start found the timer enabled (it runs): a timer turned on later runs from the next start.
         self._started_enabled = _flag(enabled)
@@ -203,6 +208,7 @@ class TimerMessageService:
             series_limit=self._series_limit,
         )
         timers.on_put = self._on_put
+        timers.retry_until_success = lambda: _flag(self._retry_until_success)
         return timers
 
     def _on_put(self, topic: str, queue_id: int, queue_offset: int) -> None:
@@ -528,9 +534,8 @@ class TimerMessageService:
                 else:
                     due = timers.dequeue(self.store.config.now_ms(), _BUDGET)
                 wait = self._max_sleep if due is None else min(due, self._max_sleep)
-            except PutRefusedError as exc:
-                log.warning("timer: delivery refused (%s); retrying", exc)
-                wait = _RETRY_AFTER_REFUSAL
+            except PutRefusedError:  # logged by the timer store, which drops the put at its third refusal
+                wait = timers.precision_ms * _RETRY_AFTER_REFUSAL / 1000
             except Exception:
                 log.exception("timer: filing or delivery failed")
                 wait = _WAIT_AFTER_ERROR

@@ -52,8 +52,10 @@ number per log segment (the last slot time it feeds, so a segment is deleted onc
 
 Ownership: one instance per broker, used on the Trio thread only; :meth:`load`, :meth:`flush` and checkpoint I/O are
 blocking. Store refusals (:class:`~store.errors.PutRefusedError`) propagate out of :meth:`dequeue`/:meth:`enqueue`
-with the position left on the refused message, so the caller just retries later; a delivery refused for good
-(MESSAGE_ILLEGAL) is logged and dropped instead, as it would hold back every later timer.
+with the position left on the refused message, so the caller just retries later; at the third refusal in a row of
+one put it is logged and dropped unless :attr:`TimerStore.retry_until_success` (RocketMQ 5.3.3's
+TimerDequeuePutMessageService with ``timerEnableRetryUntilSuccess`` false, its default). A delivery refused for good
+(MESSAGE_ILLEGAL) is logged and dropped at once, as it would hold back every later timer.
 """
 
 from __future__ import annotations
@@ -92,7 +94,7 @@ from remoting.codec.message_properties import find_property
 from remoting.codec.record_copy import raw_properties, record_from_stored
 from remoting.codec.record_decode import MessageExt
 from remoting.codec.topics import TIMER_TOPIC
-from store.errors import MessageIllegalError
+from store.errors import MessageIllegalError, PutRefusedError
 from store.message_store import MessageStore
 from store.metadata_files import ConfigFile, ConfigFileError
 
@@ -138,6 +140,9 @@ TIMER_BLANK_SLOTS: Final = 60
 NEVER_ENQUEUED: Final = 2**63 - 1
 #: RocketMQ 5.3.3's DefaultStoreMetricsManager.getMetricsView: the buckets (s) of ``rocketmq_delay_message_latency``.
 SET_LATENCY_BUCKETS_S: Final = (60, 600, 3600, 12 * 3600, 24 * 3600, 3 * 24 * 3600)
+#: RocketMQ 5.3.3's TimerDequeuePutMessageService: a put refused this many times in a row is dropped unless
+#: ``timerEnableRetryUntilSuccess``.
+PUT_ATTEMPTS: Final = 3
 
 
 def latency_seconds(ahead_ms: int) -> int | None:
@@ -409,6 +414,11 @@ class TimerStore:
         #: ``(end of the last delivery, enqueueOffset, readMs)`` after each filing or delivery pass, until confirmed.
         self._marks: deque[tuple[int, int, int]] = deque()
         self._confirmed = (0, 0)
+        #: Whether a put the store keeps refusing is retried until taken (``timerEnableRetryUntilSuccess``, read at
+        #: each refusal); false: dropped at the :data:`PUT_ATTEMPTS`-th refusal in a row.
+        self.retry_until_success: Callable[[], bool] = lambda: False
+        #: Refusals in a row of the put under way (one entry's: the caller retries it until it is put or dropped).
+        self._refusals = 0
 
     # ---- life cycle (blocking) -----------------------------------------------------------------------------
 
@@ -1071,11 +1081,15 @@ class TimerStore:
             self._last_end = appended.end_offset
         except (ValueError, MessageIllegalError) as exc:  # for good: retrying would hold back every later timer
             log.error("timer: message at %d cannot be rolled (%s); dropped", phy, exc)
+            self._refusals = 0
             return
-        except BaseException:
+        except BaseException as exc:
+            if isinstance(exc, PutRefusedError) and self._given_up(exc, topic, phy):
+                return
             self.pending += counted  # not rolled: the caller retries this entry
             self._count(topic, -metric)
             raise
+        self._refusals = 0
         self.rolled += 1
         _bump(self.dequeued_by_topic, topic)
         if self.on_put is not None:
@@ -1120,12 +1134,29 @@ class TimerStore:
             self._last_end = appended.end_offset
         except MessageIllegalError as exc:  # for good: retrying it would hold back every later timer
             log.error("timer: message at %d refused by the store (%s); dropped", phy, exc)
+            self._refusals = 0
             return
-        except BaseException:
+        except BaseException as exc:
+            if isinstance(exc, PutRefusedError) and self._given_up(exc, real_topic, phy):
+                return
             self.pending += counted  # not delivered: the caller retries this message
             self._count(real_topic, counted)
             raise
+        self._refusals = 0
         self.delivered += 1
         _bump(self.dequeued_by_topic, real_topic)
         if self.on_put is not None:
             self.on_put(real_topic, real_qid, appended.queue_offset)
+
+    def _given_up(self, exc: PutRefusedError, topic: str, phy: int) -> bool:
+        """Count a refusal worth retrying of the put of the record at ``phy`` (for ``topic``): True, logged as RocketMQ
+        5.3.3's TimerDequeuePutMessageService logs it, when it is the :data:`PUT_ATTEMPTS`-th in a row and
+        :attr:`retry_until_success` is off (the caller drops the record); else False (the caller retries it)."""
+        self._refusals += 1
+        refusals = self._refusals
+        if refusals < PUT_ATTEMPTS or self.retry_until_success():
+            log.warning("Retrying to process message. Retry count: %d, Msg: %s at %d (%s)", refusals, topic, phy, exc)
+            return False
+        self._refusals = 0
+        log.error("Message processing failed after %d retries. Msg: %s at %d (%s)", refusals, topic, phy, exc)
+        return True
