@@ -145,13 +145,15 @@ def test_heartbeat_from_cpp_with_enum_ordinals_and_string_sub_version() -> None:
 def test_a_digit_string_for_an_enum_is_a_name_no_member_has_not_an_ordinal() -> None:
     """fastjson 1.2.69's EnumDeserializer takes an ordinal from a JSON number alone (``JSONToken.LITERAL_INT``); a
     JSON string, digits or not, is looked up by name (its FNV-1a hash, as the bean deserializers' ``scanEnum``), and
-    ``"0"`` names no member: null, as absent here. Ours read ``"0"`` as the ordinal 0 (found by a review)."""
+    ``"0"`` names no member: null, as 4.9.8's ConsumerData (no initial values) when the field is absent, and left out
+    when written, as fastjson writes no null field. Ours read ``"0"`` as the ordinal 0 (found by a review), then the
+    field's default (found by a second review)."""
     consumer = ConsumerData.from_json(
         {"groupName": "g", "consumeType": "0", "messageModel": "0", "consumeFromWhere": "4"}
     )
-    assert consumer.consume_type is ConsumeType.CONSUME_PASSIVELY
-    assert consumer.message_model is MessageModel.CLUSTERING
-    assert consumer.consume_from_where is ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET
+    assert (consumer.consume_type, consumer.message_model, consumer.consume_from_where) == (None, None, None)
+    assert ConsumerData.from_json({"groupName": "g"}) == consumer
+    assert consumer.to_json() == {"groupName": "g", "subscriptionDataSet": [], "unitMode": False}
 
 
 def test_heartbeat_rejects_unknown_enum_value() -> None:
