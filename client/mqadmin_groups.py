@@ -248,7 +248,11 @@ async def _all_groups(admin: Admin, out: Output) -> None:
 
 async def _group_row(admin: Admin, out: Output, group: str) -> None:
     """One group's line (Java's ``GroupConsumeInfo``): its consume stats and its connections are each read apart,
-    and one that fails (refused, or a broker that does not answer) leaves its figures at 0 and the group OFFLINE."""
+    and one that fails (refused, or a broker that does not answer) leaves its figures at 0 and the group OFFLINE. The
+    type is PULL for CONSUME_ACTIVELY, else PUSH (a null one too); the model is shown for CONSUME_PASSIVELY only, and a
+    push group whose model is null gets no line: ``messageModelDesc`` throws NullPointerException there, which
+    ConsumerProgressSubCommand's loop catches (tools/src/main/java/org/apache/rocketmq/tools/command/consumer/
+    ConsumerProgressSubCommand.java)."""
     diff, tps = 0, 0.0
     with suppress(*BROKER_FAILURES):
         stats = await admin.consume_stats(group)
@@ -263,7 +267,9 @@ async def _group_row(admin: Admin, out: Output, group: str) -> None:
     count = len(conn.connection_set)
     pull = conn.consume_type == "CONSUME_ACTIVELY"
     version = min(c.version for c in conn.connection_set)
-    model = "" if pull else (conn.message_model or "")
+    model = conn.message_model if conn.consume_type == "CONSUME_PASSIVELY" else ""
+    if model is None:
+        return
     out.row(_GROUPS_ROW, group, count, version_desc(version), "PULL" if pull else "PUSH", model, int(tps), diff)
 
 

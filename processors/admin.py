@@ -43,6 +43,7 @@ decode or a bad property value SYSTEM_ERROR with the decoder's message (an UPDAT
 
 from __future__ import annotations
 
+import enum
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -422,9 +423,9 @@ class AdminBrokerProcessor:
         body = ConsumerConnection(
             connection_set=tuple(_connection(c) for c in info.channels.values()),
             subscription_table=dict(info.subscriptions),
-            consume_type=info.consume_type.name,
-            message_model=info.message_model.name,
-            consume_from_where=info.consume_from_where.name,
+            consume_type=_name(info.consume_type),
+            message_model=_name(info.message_model),
+            consume_from_where=_name(info.consume_from_where),
         )
         return request.response(ResponseCode.SUCCESS, body=body.encode())
 
@@ -455,6 +456,11 @@ class AdminBrokerProcessor:
 
 def _connection(info: ClientChannelInfo) -> ClientConnection:
     return ClientConnection(info.client_id, info.client_addr, info.language.name, info.version)
+
+
+def _name(member: enum.Enum | None) -> str | None:
+    """An enum field of the group as fastjson writes it: its name, or left out (None) when null."""
+    return None if member is None else member.name
 
 
 _HANDLERS: Final[dict[int, _Handler]] = {

@@ -39,9 +39,10 @@ class ConsumerGroupInfo:
     """A consumer group's members and what they consume."""
 
     group_name: str
-    consume_type: ConsumeType = ConsumeType.CONSUME_PASSIVELY
-    message_model: MessageModel = MessageModel.CLUSTERING
-    consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET
+    #: None: the heartbeat's field was null to Java (see ConsumerData)
+    consume_type: ConsumeType | None = ConsumeType.CONSUME_PASSIVELY
+    message_model: MessageModel | None = MessageModel.CLUSTERING
+    consume_from_where: ConsumeFromWhere | None = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET
     channels: dict[Connection, ClientChannelInfo] = attrs.field(factory=dict)
     subscriptions: dict[str, SubscriptionData] = attrs.field(factory=dict)
     last_update: float = 0.0

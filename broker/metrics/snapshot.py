@@ -144,6 +144,9 @@ def _connections(state: BrokerState) -> tuple[dict[tuple[str, str], int], dict[t
             producers[(info.language.name.lower(), version_desc(info.version).lower())] += 1
     consumers: collections.Counter[tuple[str, str, str, str]] = collections.Counter()
     for group, group_info in clients.consumer_groups.items():
+        if group_info.consume_type is None:
+            # 5.3.3's BrokerMetricsManager labels getTypeCN() of it: a NullPointerException, no series for it
+            continue
         mode = "pull" if group_info.consume_type.name == "CONSUME_ACTIVELY" else "push"
         for info in group_info.channels.values():
             consumers[(group, info.language.name.lower(), version_desc(info.version).lower(), mode)] += 1

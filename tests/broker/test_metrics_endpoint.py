@@ -25,7 +25,7 @@ from namesrv.server import NamesrvServer
 from processors.pull import build_subscription
 from remoting import prometheus
 from remoting.client import RemotingClient
-from remoting.codec.bodies import ConsumerData, HeartbeatData
+from remoting.codec.bodies import ConsumerData, ConsumeType, HeartbeatData
 from remoting.codec.codes import RequestCode, ResponseCode
 from remoting.codec.command import request
 from remoting.codec.pull_body import decode_records
@@ -858,3 +858,22 @@ async def test_a_group_that_pops_without_heartbeats_reports_pop_lag_and_its_retr
     assert gauges("true") == (0, 0, 0)
     retry_rows = [s for s in families["rocketmq_consumer_lag_messages"] if s.labels.get("is_retry") == "true"]
     assert [s.labels["consumer_group"] for s in retry_rows] == ["pop_lag_cg"]
+
+
+async def test_a_consumer_group_whose_consume_type_is_null_has_no_connection_series(
+    metrics_cluster: EmbeddedCluster,
+) -> None:
+    """A heartbeat whose ``consumeType`` names no member registers the group with it null (4.9.8's ConsumerData read
+    by fastjson 1.2.69); RocketMQ 5.3.3's BrokerMetricsManager labels ``rocketmq_consumer_connections`` with
+    ``getTypeCN()`` of it, which throws, so such a group has no series, and the scrape still serves the others."""
+    cluster = metrics_cluster
+    exporter = cluster.controller.metrics
+    assert exporter is not None and exporter.address is not None
+    async with RemotingClient() as client:
+        for group, consume_type in (("null_type_cg", None), ("pull_type_cg", ConsumeType.CONSUME_ACTIVELY)):
+            beat = HeartbeatData(f"{group}-client", consumer_data_set=(ConsumerData(group, consume_type),))
+            answer = await client.invoke(cluster.broker_addr, request(RequestCode.HEART_BEAT, body=beat.encode()), 5)
+            assert answer.code == ResponseCode.SUCCESS
+        families = await scrape(exporter.address)
+    assert value(families, "rocketmq_consumer_connections", consumer_group="pull_type_cg", consume_mode="pull") == 1
+    assert value(families, "rocketmq_consumer_connections", consumer_group="null_type_cg") == 0

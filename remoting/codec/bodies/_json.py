@@ -255,7 +255,7 @@ def get_enum(obj: Mapping[str, Any], key: str, enum_type: type[E], default: E) -
     return default if value is None else value
 
 
-def get_nullable_enum(obj: Mapping[str, Any], key: str, enum_type: type[E], default: E) -> E | None:
+def get_nullable_enum(obj: Mapping[str, Any], key: str, enum_type: type[E], default: E | None) -> E | None:
     """An enum member from its name (a JSON string) or its Java ordinal (a JSON number: the C++ client sends
     ordinals), as fastjson 1.2.69's EnumDeserializer reads them; ``default`` when ``key`` is absent. A name matches
     in any ASCII case; ``null``, an empty name or one no member has (digits too: ``"0"`` is a name) is None, as

@@ -19,9 +19,9 @@ from remoting.codec.bodies._json import (
     dumps,
     expect_object,
     get_bool,
-    get_enum,
     get_int,
     get_list,
+    get_nullable_enum,
     get_str,
     get_str_list,
     load_object,
@@ -108,33 +108,40 @@ class ProducerData:
 
 @attrs.frozen(slots=True)
 class ConsumerData:
+    """A consumer group's part of a heartbeat. An enum field the body leaves out, sends null or names no member of
+    (a name is matched in any ASCII case) is None, as 4.9.8's ConsumerData, whose enum fields have no initial value,
+    is read by fastjson 1.2.69 (common/src/main/java/org/apache/rocketmq/common/protocol/heartbeat/ConsumerData.java);
+    a None field is left out of the JSON, as fastjson writes no null field."""
+
     group_name: str
-    consume_type: ConsumeType = ConsumeType.CONSUME_PASSIVELY
-    message_model: MessageModel = MessageModel.CLUSTERING
-    consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET
+    consume_type: ConsumeType | None = ConsumeType.CONSUME_PASSIVELY
+    message_model: MessageModel | None = MessageModel.CLUSTERING
+    consume_from_where: ConsumeFromWhere | None = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET
     subscription_data_set: tuple[SubscriptionData, ...] = ()
     unit_mode: bool = False
 
     def to_json(self) -> JsonObject:
-        return {
-            "consumeFromWhere": self.consume_from_where.name,
-            "consumeType": self.consume_type.name,
+        out: JsonObject = {
             "groupName": self.group_name,
-            "messageModel": self.message_model.name,
             "subscriptionDataSet": [s.to_json() for s in self.subscription_data_set],
             "unitMode": self.unit_mode,
         }
+        enums = (
+            ("consumeFromWhere", self.consume_from_where),
+            ("consumeType", self.consume_type),
+            ("messageModel", self.message_model),
+        )
+        out.update((key, value.name) for key, value in enums if value is not None)
+        return out
 
     @classmethod
     def from_json(cls, obj: object) -> ConsumerData:
         o = expect_object(obj, "ConsumerData")
         return cls(
             group_name=req_str(o, "groupName"),
-            consume_type=get_enum(o, "consumeType", ConsumeType, ConsumeType.CONSUME_PASSIVELY),
-            message_model=get_enum(o, "messageModel", MessageModel, MessageModel.CLUSTERING),
-            consume_from_where=get_enum(
-                o, "consumeFromWhere", ConsumeFromWhere, ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET
-            ),
+            consume_type=get_nullable_enum(o, "consumeType", ConsumeType, None),
+            message_model=get_nullable_enum(o, "messageModel", MessageModel, None),
+            consume_from_where=get_nullable_enum(o, "consumeFromWhere", ConsumeFromWhere, None),
             subscription_data_set=tuple(SubscriptionData.from_json(s) for s in get_list(o, "subscriptionDataSet")),
             unit_mode=get_bool(o, "unitMode"),
         )
