@@ -72,3 +72,33 @@ def test_a_consumer_whose_heartbeat_enums_java_reads_as_null_is_listed_with_null
             }
 
     anyio.run(job, backend="trio")
+
+
+def test_query_msg_by_id_prints_no_track_when_a_group_s_consume_type_is_null(cluster: ThreadedCluster) -> None:
+    """4.9.8's messageTrackDetail switches on each group's ``ConsumerConnection.getConsumeType()``: a null one throws
+    NullPointerException out of it, so QueryMsgByIdSubCommand prints the message, then the stack trace
+    (``e.printStackTrace()``) and no track at all (tools/src/main/java/org/apache/rocketmq/tools/admin/
+    DefaultMQAdminExtImpl.java). Ours printed an UNKNOWN track for that group."""
+    ns, addr = cluster.namesrv_addr, cluster.broker_addr
+
+    async def job() -> None:
+        await create_topic(ns, "NullTrack", 1)
+        async with RemotingClient() as client:
+            send = {"producerGroup": "pg", "topic": "NullTrack", "defaultTopic": "TBW102",
+                    "defaultTopicQueueNums": "4", "queueId": "0", "sysFlag": "0", "bornTimestamp": "0",
+                    "flag": "0", "reconsumeTimes": "0"}  # fmt: skip
+            sent = await client.invoke(addr, request(RequestCode.SEND_MESSAGE, send, b"tracked"), 5)
+            assert sent.code == ResponseCode.SUCCESS, sent
+            consumer = {"groupName": "null-track-cg", "subscriptionDataSet": [{"topic": "NullTrack", "subString": "*"}]}
+            body = {"clientID": "127.0.0.1@null-track", "consumerDataSet": [consumer]}
+            answer = await client.invoke(addr, request(RequestCode.HEART_BEAT, body=orjson.dumps(body)), 5)
+            assert answer.code == ResponseCode.SUCCESS, answer
+            result = await anyio.to_thread.run_sync(
+                lambda: CliRunner().invoke(mqadmin, ["queryMsgById", "-n", ns, "-i", sent.ext_fields["msgId"]])
+            )
+        assert result.exit_code == 0, result.output
+        assert "Message Body Path:" in result.stdout, result.stdout
+        assert "MessageTrack [" not in result.stdout, result.stdout
+        assert result.stderr.splitlines()[0] == "java.lang.NullPointerException", result.stderr
+
+    anyio.run(job, backend="trio")
