@@ -7,7 +7,10 @@ failure: UNKNOWN); a pull consumer (CONSUME_ACTIVELY) is PULL; for a push consum
 (none at all: NOT_ONLINE, as Java's ``examineConsumeStats``), then its offset in the message's queue on the broker
 whose master stored it: past the message is CONSUMED, or CONSUMED_BUT_FILTERED when the group's subscription to the
 topic names tags and not the message's; otherwise NOT_CONSUME_YET. A failure for one group is that group's
-``exception_desc`` and never hides the others; only listing the topic's groups (QUERY_TOPIC_CONSUME_BY_WHO) raises.
+``exception_desc`` and never hides the others; only listing the topic's groups (QUERY_TOPIC_CONSUME_BY_WHO) raises,
+and a group whose connection carries no consume type (the broker registered it null) raises
+:class:`TrackTypeNullError`, as Java's ``switch`` on it throws NullPointerException: no track at all. Another name
+(5.x's CONSUME_POP) is UNKNOWN, as 5.3.3's ``switch`` default.
 """
 
 from __future__ import annotations
@@ -17,19 +20,27 @@ from enum import StrEnum
 import attrs
 
 from client.admin import BROKER_FAILURES, Admin
-from client.errors import MQBrokerError
+from client.errors import MQBrokerError, MQClientError
 from client.mqadmin_support import java_hash_set
 from remoting.codec.bodies.admin import ConsumerConnection
 from remoting.codec.codes import ResponseCode
 from remoting.codec.message import MessageExt
 
-__all__ = ["MessageTrack", "TrackType", "message_track_detail"]
+__all__ = ["MessageTrack", "TrackType", "TrackTypeNullError", "message_track_detail"]
 
 #: Java's ``examineConsumeStats`` refusal of a group without any committed offset (a CONSUMER_NOT_ONLINE).
 NO_OFFSETS = (
     "Not found the consumer group consume stats, because return offset table is empty, maybe the consumer not "
     "consume any message"
 )
+
+
+class TrackTypeNullError(MQClientError):
+    """A group's consume type is null: Java's messageTrackDetail throws NullPointerException, whose stack trace
+    QueryMsgByIdSubCommand prints first as ``java.lang.NullPointerException`` (its str), with no track."""
+
+    def __init__(self) -> None:
+        super().__init__("java.lang.NullPointerException")
 
 
 class TrackType(StrEnum):
@@ -70,6 +81,8 @@ async def _track(admin: Admin, msg: MessageExt, group: str) -> MessageTrack:
         conn = await admin.consumer_connection(group)
     except BROKER_FAILURES as exc:
         return _failed(group, exc)
+    if conn.consume_type is None:
+        raise TrackTypeNullError
     if conn.consume_type == "CONSUME_ACTIVELY":
         return MessageTrack(group, TrackType.PULL)
     if conn.consume_type != "CONSUME_PASSIVELY":

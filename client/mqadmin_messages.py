@@ -21,7 +21,7 @@ from client.admin import BROKER_FAILURES, Admin
 from client.admin_ops import TOOLS_CONSUMER_GROUP
 from client.errors import FAQ_HINT, MQClientError, TopicRouteNotFoundError
 from client.message import Message, MessageExt, uniq_msg_id
-from client.message_track import message_track_detail
+from client.message_track import TrackTypeNullError, message_track_detail
 from client.mqadmin_cluster import send_result_text
 from client.mqadmin_support import (
     JAVA_INT,
@@ -101,6 +101,9 @@ async def print_message_detail(
     )
     try:
         tracks = await message_track_detail(admin, msg)
+    except TrackTypeNullError as exc:  # Java's stack trace starts with the exception's class
+        click.echo(str(exc), err=True)
+        return
     except BROKER_FAILURES as exc:  # Java prints the stack trace; the message detail above stands
         click.echo(f"message track failed: {exc}", err=True)
         return

@@ -173,8 +173,9 @@ async def _names_a_broker_of_this_cluster(admin: Admin, msg_id: str) -> bool:
 async def consume_states(admin: Admin, msg: MessageExt) -> list[dict[str, Any]]:
     """Each group consuming the message's topic with its track (:func:`client.message_track.message_track_detail`:
     CONSUMED, CONSUMED_BUT_FILTERED, NOT_CONSUME_YET, NOT_ONLINE, PULL or UNKNOWN), its offset in the message's queue
-    and the error that decided the track. When the topic's groups cannot be listed the track is empty, as
-    rocketmq-dashboard's ``MessageServiceImpl.messageTrackDetail``: the message is still shown."""
+    and the error that decided the track. When the topic's groups cannot be listed, or a group's consume type is null
+    (Java's NullPointerException), the track is empty, as rocketmq-dashboard's ``MessageServiceImpl.messageTrackDetail``
+    catches the failure: the message is still shown."""
     try:
         tracks = await message_track_detail(admin, msg)
     except BROKER_FAILURES as exc:
