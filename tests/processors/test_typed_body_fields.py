@@ -10,6 +10,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+import trio
 
 from broker.embedded import EmbeddedCluster
 from remoting.client import RemotingClient
@@ -232,3 +233,24 @@ async def test_a_heartbeat_without_a_client_id_is_refused_and_registers_nothing(
     answer = await _heartbeat(embedded_cluster, client, body)
     assert answer.code == ResponseCode.SYSTEM_ERROR, answer
     assert embedded_cluster.controller.context.clients.consumer_group("no_id") is None
+
+
+async def test_a_heartbeat_subscription_without_sub_version_replaces_the_one_registered(
+    embedded_cluster: EmbeddedCluster, client: RemotingClient
+) -> None:
+    """4.9.8's SubscriptionData starts ``subVersion`` at ``System.currentTimeMillis()`` (common/.../protocol/heartbeat/
+    SubscriptionData.java), which fastjson keeps when the body leaves it out or sends null, so each such heartbeat is
+    newer than the last and ConsumerGroupInfo.updateSubscription takes its tags: a consumer that changes its tags
+    is filtered by the new ones. Ours read 0 and kept the first subscription for good."""
+    left_out = {"topic": "T", "subString": "TagA", "tagsSet": ["TagA"]}
+    null = {"topic": "T", "subString": "TagB", "tagsSet": ["TagB"], "subVersion": None}
+    for sub in (left_out, null):
+        consumer = {"groupName": "no_version", "subscriptionDataSet": [sub]}
+        body = {"clientID": "127.0.0.1@no_version", "consumerDataSet": [consumer]}
+        answer = await _heartbeat(embedded_cluster, client, body)
+        assert answer.code == ResponseCode.SUCCESS, answer
+        await trio.sleep(0.01)  # the next heartbeat's millisecond is a later one
+    info = embedded_cluster.controller.context.clients.consumer_group("no_version")
+    assert info is not None
+    assert info.subscriptions["T"].sub_string == "TagB"
+    assert info.subscriptions["T"].sub_version > 0
