@@ -2,7 +2,8 @@
 (docs/protocol.md#45-consumerlistbody).
 
 Input tolerance (docs/protocol.md#92-what-a-server-must-tolerate): enums as names (Java, ali-ons) or Java ordinals (C++
-core), ``subVersion`` as a number or a string of up to 19 digits, ``expressionType`` absent (ali-ons) meaning ``TAG``.
+core), ``subVersion`` as a number or a string of up to 19 digits (absent or null: the time of decoding, in ms, as
+Java's initial value), ``expressionType`` absent (ali-ons) meaning ``TAG``.
 Output writes enums by name. Decoding raises :class:`~remoting.codec.bodies._json.BodyDecodeError` on a wrong shape;
 unknown fields are ignored.
 """
@@ -10,6 +11,7 @@ unknown fields are ignored.
 from __future__ import annotations
 
 import enum
+import time
 
 import attrs
 
@@ -88,7 +90,8 @@ class SubscriptionData:
             sub_string=get_str(o, "subString", SUB_ALL) or SUB_ALL,
             tags_set=tuple(dict.fromkeys(get_str_list(o, "tagsSet"))),
             code_set=tuple(dict.fromkeys(to_int(c, "codeSet", bits=32) for c in get_list(o, "codeSet"))),
-            sub_version=get_int(o, "subVersion"),
+            # Java's initial value, which fastjson keeps for an absent or null field (SubscriptionData.java)
+            sub_version=get_int(o, "subVersion", time.time_ns() // 1_000_000),
             class_filter_mode=get_bool(o, "classFilterMode"),
             expression_type=get_str(o, "expressionType", EXPRESSION_TAG) or EXPRESSION_TAG,
         )
