@@ -1,4 +1,4 @@
-"""What a push consumer reports of its offsets (GET_CONSUMER_STATUS_FROM_CLIENT, which ``mqadmin getConsumerStatus``
+"""What a push consumer reports of its offsets (GET_CONSUMER_STATUS_FROM_CLIENT, which ``Admin.consumer_status``
 gathers through the broker) holds only the queues it owns, as 4.9.8's
 client/src/main/java/org/apache/rocketmq/client/consumer/store/RemoteBrokerOffsetStore.java ``persistAll`` drops the
 offsets of queues it is not given (every 5 s, with the owned queues) and ``cloneOffsetTable`` answers from that table.
