@@ -48,12 +48,13 @@ async def test_an_unparseable_delete_when_keeps_a_mixed_stores_classic_segments_
     round is used; ``25`` lets it delete. Ours deleted with ``abc`` too."""
     classic, _ = classic_store(tmp_path, 60)
     classic.close()
-    store = dledger_store(tmp_path, now_ms=FakeClock(local_ms(13)), disk_usage_ratio=Disk(0.1), delete_when=when,
+    now = local_ms(13)
+    store = dledger_store(tmp_path, now_ms=FakeClock(now), disk_usage_ratio=Disk(0.1), delete_when=when,
                           file_reserved_time=72)  # fmt: skip
     try:
         segments = store.classic_segments()
         for mf in store.commitlog.classic.queue.files:
-            age(mf.path, 80)
+            age(mf.path, 80, now)  # by the store's clock: by the real one, after 21:30 they were not expired
         store.retention.manual_delete_times = 20
         await store.retention.check_once()
         if deletes:

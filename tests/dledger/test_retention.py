@@ -60,8 +60,9 @@ def ledger_at(path: Path, data_size: int = DATA_SIZE) -> FileLedger:
     return ledger
 
 
-def age(path: Path, hours: float) -> None:
-    then = time.time() - hours * 3600
+def age(path: Path, hours: float, now_ms: int | None = None) -> None:
+    """Make ``path`` ``hours`` old: before ``now_ms`` (a store's fake clock), or before the real time."""
+    then = (time.time() if now_ms is None else now_ms / 1000) - hours * 3600
     os.utime(path, (then, then))
 
 
