@@ -13,8 +13,14 @@ from tests.conftest import SMALL_STORE
 
 @pytest.fixture
 async def long_haul_cluster(tmp_path: Path) -> AsyncIterator[EmbeddedCluster]:
-    """The embedded cluster for hours of virtual time: the store flushes once a minute instead of every 500 ms, so
-    the test does not spend its time waking the flush service."""
-    overrides = {**SMALL_STORE, "flush_interval_commit_log": 60_000, "flush_interval_consume_queue": 60_000}
+    """The embedded cluster for hours of virtual time: the store flushes, and the timer saves its checkpoint, once a
+    minute instead of every 500 ms and every second, so the test does not spend its time in those services' file
+    work (each timer save is a worker thread with two fsyncs, and the suite's clock holds while it runs)."""
+    overrides = {
+        **SMALL_STORE,
+        "flush_interval_commit_log": 60_000,
+        "flush_interval_consume_queue": 60_000,
+        "timer_flush_interval_ms": 60_000,
+    }
     async with EmbeddedCluster(tmp_path / "cluster", **overrides) as cluster:
         yield cluster
