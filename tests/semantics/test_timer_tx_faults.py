@@ -156,7 +156,7 @@ async def test_a_commit_after_the_half_queue_lost_its_tail_is_stored(tmp_path) -
     from remoting.connection import Connection
     from store.metadata_files import TopicConfig
 
-    config = BrokerConfig(store_path_root_dir=str(tmp_path / "b"), listen_port=10911)
+    config = BrokerConfig(store_path_root_dir=str(tmp_path / "b"), listen_port=10911, **SMALL_STORE)
 
     def open_broker():
         broker = build_context(config)
