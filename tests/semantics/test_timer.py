@@ -659,7 +659,6 @@ async def test_the_timer_checkpoint_is_saved_every_second_by_default(
     and ``timerCheck.json`` every second (store/src/main/java/org/apache/rocketmq/store/config/MessageStoreConfig.java,
     store/src/main/java/org/apache/rocketmq/store/timer/TimerMessageStore.java). Ours saved it every 10 s, so a
     crash repeated up to ten times more deliveries (everything delivered since the last save)."""
-    autojump_clock.autojump_threshold = 0.2  # no jump while a save runs in its worker thread
     clock = use_virtual_store_clock(embedded_cluster)
     await create_topic(embedded_cluster, "TimedSaved")
     async with Producer("pg-timer-saved", embedded_cluster.namesrv_addr) as producer:
@@ -685,7 +684,6 @@ async def test_timer_flush_interval_changed_by_update_broker_config_applies_from
         async with Admin(cluster.namesrv_addr) as admin:
             await admin.update_broker_config(cluster.broker_addr, {"timerFlushIntervalMs": "1000"})
         await trio.sleep(61)  # the wait under way when it changed ends
-        autojump_clock.autojump_threshold = 0.2  # no jump while a save runs in its worker thread
         async with Producer("pg-timer-flush", cluster.namesrv_addr) as producer:
             due = clock() + 2_000
             await producer.send(Message("TimedFlush", b"t", properties={"TIMER_DELIVER_MS": str(due)}))
