@@ -246,9 +246,8 @@ async def test_passes_keep_a_fixed_rate_a_long_pass_followed_at_once_by_the_next
     cleanResourceInterval from there, a pass that outlasts it followed at once by the next due. Ours waited the
     interval after each pass ended. The first pass deletes its three expired segments 6 s apart, no pause after the
     last (12 s: MappedFileQueue.deleteExpiredFileByTime); the second starts when it ends. Each pass reads the
-    ConsumeQueue directory's usage (isSpaceToDelete's ``getStorePathLogic``). The clock jumps only after 0.1 s of real
-    idleness, so not while a disk thread works."""
-    autojump_clock.autojump_threshold = 0.1
+    ConsumeQueue directory's usage (isSpaceToDelete's ``getStorePathLogic``). The suite's clock holds while a disk
+    thread works (tests/virtual_clock.py)."""
     tomorrow = datetime.datetime.now() + datetime.timedelta(days=1)
     clock = FakeClock(int(tomorrow.replace(hour=4, minute=30).timestamp() * 1000))
     logics_reads: list[float] = []
