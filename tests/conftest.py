@@ -30,6 +30,10 @@ SMALL_STORE: dict[str, Any] = {
     "mapped_file_size_timer_log": 1 << 20,  # Java's 100 MiB would be taken at a test's first timer message
 }
 
+#: For a test that runs for virtual minutes or hours and tests no timer message: the timer saves its checkpoint once
+#: a minute, not every second (each save is a worker thread with two fsyncs, and the suite's clock waits for it).
+QUIET_TIMER: dict[str, Any] = {"timer_flush_interval_ms": 60_000}
+
 
 def _ipv6_loopback() -> bool:
     try:
@@ -69,4 +73,11 @@ def autojump_clock() -> trio.testing.MockClock:
 async def embedded_cluster(tmp_path: Path) -> AsyncIterator[EmbeddedCluster]:
     """A running name server and broker under ``tmp_path / "cluster"`` with small segments; stopped cleanly after."""
     async with EmbeddedCluster(tmp_path / "cluster", **SMALL_STORE) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+async def quiet_timer_cluster(tmp_path: Path) -> AsyncIterator[EmbeddedCluster]:
+    """:func:`embedded_cluster` whose timer saves its checkpoint once a minute (:data:`QUIET_TIMER`)."""
+    async with EmbeddedCluster(tmp_path / "cluster", **SMALL_STORE, **QUIET_TIMER) as cluster:
         yield cluster

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from broker.embedded import EmbeddedCluster
-from tests.conftest import SMALL_STORE
+from tests.conftest import QUIET_TIMER, SMALL_STORE
 
 
 @pytest.fixture
@@ -20,7 +20,7 @@ async def long_haul_cluster(tmp_path: Path) -> AsyncIterator[EmbeddedCluster]:
         **SMALL_STORE,
         "flush_interval_commit_log": 60_000,
         "flush_interval_consume_queue": 60_000,
-        "timer_flush_interval_ms": 60_000,
+        **QUIET_TIMER,
     }
     async with EmbeddedCluster(tmp_path / "cluster", **overrides) as cluster:
         yield cluster
