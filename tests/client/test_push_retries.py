@@ -160,15 +160,15 @@ async def test_a_concurrent_listener_returning_the_orderly_success_is_not_sent_b
 
 
 async def test_a_message_whose_listener_call_overruns_consume_timeout_is_sent_back_and_the_offset_moves_on(
-    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+    quiet_timer_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
 ) -> None:
     """Java's ConsumeMessageConcurrentlyService runs ProcessQueue.cleanExpiredMsg every consumeTimeout (15 min): a
     message whose consumption started more than 15 min ago is sent back (delay level 3) and removed from the process
     queue, so the committed offset moves on and the message comes back through %RETRY%."""
-    use_virtual_store_clock(embedded_cluster)  # the retry's 10 s delay runs on the broker's store clock
-    await _create_and_send(embedded_cluster, "Hang", [b"stuck", b"a", b"b"])
+    use_virtual_store_clock(quiet_timer_cluster)  # the retry's 10 s delay runs on the broker's store clock
+    await _create_and_send(quiet_timer_cluster, "Hang", [b"stuck", b"a", b"b"])
     deliveries: list[bytes] = []
-    consumer = _consumer(embedded_cluster, "cg-hang", "Hang", await_termination=1.0)
+    consumer = _consumer(quiet_timer_cluster, "cg-hang", "Hang", await_termination=1.0)
     consumer.register_message_listener(_hanging_on_stuck(deliveries, trio.Event()))
     async with consumer:
         await trio.sleep(31 * 60)  # two consume_timeout periods: the first comes just short of 15 min
@@ -179,18 +179,18 @@ async def test_a_message_whose_listener_call_overruns_consume_timeout_is_sent_ba
 
 
 async def test_a_message_still_waiting_for_a_consume_slot_is_not_sent_back_as_timed_out(
-    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+    quiet_timer_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
 ) -> None:
     """Java sets CONSUME_START_TIME when a consume thread runs the ConsumeRequest: a request still queued in the
     consume executor has none, and cleanExpiredMsg stops at it. With the one slot of ``consume_thread_min`` held by a
     hung call, the messages queued behind it are not sent back as timed out (then consumed a second time when the
     slot frees): only the hung one is."""
-    use_virtual_store_clock(embedded_cluster)
-    await _create_and_send(embedded_cluster, "HangQueue", [b"stuck"])
+    use_virtual_store_clock(quiet_timer_cluster)
+    await _create_and_send(quiet_timer_cluster, "HangQueue", [b"stuck"])
     deliveries: list[bytes] = []
     release = trio.Event()
     consumer = _consumer(
-        embedded_cluster,
+        quiet_timer_cluster,
         "cg-hang-queue",
         "HangQueue",
         consume_thread_min=1,
@@ -201,7 +201,7 @@ async def test_a_message_still_waiting_for_a_consume_slot_is_not_sent_back_as_ti
     async with consumer:
         await trio.sleep(5)
         assert deliveries == [b"stuck"]  # its call holds the only slot
-        async with Producer("pg-retries", embedded_cluster.namesrv_addr) as producer:
+        async with Producer("pg-retries", quiet_timer_cluster.namesrv_addr) as producer:
             for body in (b"a", b"b"):  # their consume tasks wait for the slot
                 await producer.send(Message("HangQueue", body))
         await trio.sleep(31 * 60)  # the 30 min clean-up sent the hung head back
