@@ -317,26 +317,26 @@ async def test_unknown_outcome_is_resolved_by_check_back_to_rollback(
 
 
 async def test_a_producer_that_never_answers_ends_in_discard_after_the_maximum_checks(
-    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+    quiet_timer_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
 ) -> None:
-    use_virtual_store_clock(embedded_cluster)  # the check service ages half messages on the store clock
-    await _create_topic(embedded_cluster)
+    use_virtual_store_clock(quiet_timer_cluster)  # the check service ages half messages on the store clock
+    await _create_topic(quiet_timer_cluster)
     checks: list[MessageExt] = []
 
     def check(msg: MessageExt) -> LocalTransactionState:
         checks.append(msg)
         return UNKNOWN
 
-    async with _producer(embedded_cluster, lambda m, a: UNKNOWN, check) as producer:
+    async with _producer(quiet_timer_cluster, lambda m, a: UNKNOWN, check) as producer:
         result = await producer.send_message_in_transaction(Message(TOPIC, b"orphan"))
         await trio.sleep(20 * 60)
     assert [m.properties["TRANSACTION_CHECK_TIMES"] for m in checks] == [str(n) for n in range(1, 16)]
-    store = embedded_cluster.controller.context.store
+    store = quiet_timer_cluster.controller.context.store
     (view,) = store.get(TRANS_CHECK_MAX_TIME_TOPIC, 0, 0, 32).messages
     discarded = decode_record(view)
     assert discarded.properties["UNIQ_KEY"] == result.transaction_id
     assert discarded.properties["TRANSACTION_CHECK_TIMES"] == "15"
-    assert _visible(embedded_cluster) == []
+    assert _visible(quiet_timer_cluster) == []
 
 
 async def test_the_first_check_round_creates_the_half_topic_so_operators_can_see_the_backlog(
@@ -696,19 +696,19 @@ async def test_a_slave_refuses_to_end_transactions(tmp_path: Path) -> None:
 
 
 async def test_without_a_live_producer_checks_are_skipped_and_the_message_is_discarded_in_the_end(
-    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
+    quiet_timer_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock
 ) -> None:
-    use_virtual_store_clock(embedded_cluster)  # the check service ages half messages on the store clock
-    await _create_topic(embedded_cluster)
-    async with _producer(embedded_cluster, lambda m, a: UNKNOWN, lambda m: COMMIT, group="tx-gone") as producer:
+    use_virtual_store_clock(quiet_timer_cluster)  # the check service ages half messages on the store clock
+    await _create_topic(quiet_timer_cluster)
+    async with _producer(quiet_timer_cluster, lambda m, a: UNKNOWN, lambda m: COMMIT, group="tx-gone") as producer:
         result = await producer.send_message_in_transaction(Message(TOPIC, b"abandoned"))
     await trio.sleep(15 * 60 + 1)
-    store = embedded_cluster.controller.context.store
+    store = quiet_timer_cluster.controller.context.store
     assert store.max_offset_in_queue(TRANS_CHECK_MAX_TIME_TOPIC, 0) == 0  # 15 rounds: renewed, nobody asked
     await trio.sleep(60)
     (view,) = store.get(TRANS_CHECK_MAX_TIME_TOPIC, 0, 0, 32).messages
     assert decode_record(view).properties["UNIQ_KEY"] == result.transaction_id
-    assert _visible(embedded_cluster) == []
+    assert _visible(quiet_timer_cluster) == []
 
 
 #: a record's body starts 88 bytes after its start (IPv4 hosts)
