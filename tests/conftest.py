@@ -33,6 +33,12 @@ SMALL_STORE: dict[str, Any] = {
 #: For a test that runs for virtual minutes or hours and tests no timer message: the timer saves its checkpoint once
 #: a minute, not every second (each save is a worker thread with two fsyncs, and the suite's clock waits for it).
 QUIET_TIMER: dict[str, Any] = {"timer_flush_interval_ms": 60_000}
+#: :data:`QUIET_TIMER`, and the store's flushes once a minute too instead of every 500 ms and every second.
+QUIET_FILES: dict[str, Any] = {
+    **QUIET_TIMER,
+    "flush_interval_commit_log": 60_000,
+    "flush_interval_consume_queue": 60_000,
+}
 
 
 def _ipv6_loopback() -> bool:
