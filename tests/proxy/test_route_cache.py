@@ -25,6 +25,7 @@ from broker.embedded import EmbeddedCluster
 from client import Admin
 from proxy.config import ProxyConfig
 from proxy.route import ClusterRoutes
+from tests.conftest import QUIET_FILES
 from tests.proxy.test_cluster_routes import create_on_both
 
 CONFIG = ProxyConfig(enable_proxy=True, grpc_server_port=0, tls_test_mode_enable=False)
@@ -70,7 +71,9 @@ async def routes_behind_a_dead_name_server(
     """Two masters, and routes of broker-a's whose name servers are a black hole then the live one (announcing a
     gRPC port, so their background refreshes run; broker-b's routes announce one for it)."""
     clock.autojump_threshold = 0.01  # real quiet first: the cluster's own I/O and worker threads finish
-    async with black_hole() as hole, EmbeddedCluster(tmp_path, brokers=2) as cluster:
+    # The store's flushes and the timer's saves once a minute: at that threshold each wake-up costs real time, and
+    # the tests run for virtual minutes and test neither.
+    async with black_hole() as hole, EmbeddedCluster(tmp_path, brokers=2, **QUIET_FILES) as cluster:
         a, b = cluster.controllers
         assert a.registration is not None and b.registration is not None
         routes = ClusterRoutes(_BehindAHole(a.context, hole), CONFIG, a.registration.client)  # type: ignore[arg-type]
