@@ -102,9 +102,12 @@ def ack(activity: MessagingActivity, client_id: str, message: Any) -> int:
 
 @pytest.mark.parametrize("auto_renew", [True, False])
 async def test_auto_renew_keeps_a_slow_message_invisible_and_the_first_handle_acks_it(
-    embedded_cluster: EmbeddedCluster, autojump_clock: trio.testing.MockClock, nursery: trio.Nursery, auto_renew: bool
+    quiet_timer_cluster: EmbeddedCluster,
+    autojump_clock: trio.testing.MockClock,
+    nursery: trio.Nursery,
+    auto_renew: bool,
 ) -> None:
-    activity = await start(embedded_cluster, nursery, ProxyConfig())
+    activity = await start(quiet_timer_cluster, nursery, ProxyConfig())
     await nursery.start(keep_alive, activity, "push@1")
     [message] = received(activity, "push@1", auto_renew)
     assert message.system_properties.delivery_attempt == 1
