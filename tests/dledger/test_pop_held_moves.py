@@ -23,7 +23,7 @@ from remoting.codec.message import MessageExt
 from tests.broker.helpers import create_topic_request
 from tests.broker.test_metrics_families import COMMON, render
 from tests.broker.test_pop_wire import GROUP, messages, pop_request
-from tests.conftest import SMALL_STORE
+from tests.conftest import QUIET_TIMER, SMALL_STORE
 from tests.dledger.test_broker_group import LONG_LEASE, TOPIC, send, virtual_time_still
 
 #: Members whose leader keeps leading while its followers are stopped (``LONG_LEASE``), holding an admin's reset for
@@ -110,8 +110,8 @@ async def test_a_pop_move_held_for_more_than_five_minutes_is_dropped(
 ) -> None:
     """A CK whose put never ends leaves its queue's offset where it was for at most 5 minutes: scanGarbage drops
     the held moves of a queue not popped for that long, and the next pop reads from the committed offset."""
-    overrides: dict[str, Any] = {**SMALL_STORE, "max_heart_beat_leak": 5000, "max_wait_ack_time_ms": 7 * 60_000,
-                 "server_channel_max_idle_time_seconds": 0}  # fmt: skip
+    overrides: dict[str, Any] = {**SMALL_STORE, **QUIET_TIMER, "max_heart_beat_leak": 5000,
+                 "max_wait_ack_time_ms": 7 * 60_000, "server_channel_max_idle_time_seconds": 0}  # fmt: skip
     async with EmbeddedDLedgerGroup(tmp_path, **overrides) as group, RemotingClient(idle_timeout=None) as client:
         leader = await group.leader()
         addr = group.addr(leader)
